@@ -1,0 +1,62 @@
+"""lirun: run headless agent CLIs under supervision; keep a typed record of how each ended.
+
+Names are loaded on first use (PEP 562) so that ``import lirun`` stays cheap on the
+``li wait`` path.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # paths
+    "lirun_home": "lirun.paths",
+    "runs_root": "lirun.paths",
+    # D1
+    "RunDir": "lirun.rundir",
+    "allocate_run": "lirun.rundir",
+    # D2
+    "VALID_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
+    "TERMINAL_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
+    "SUCCESS_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
+    "VALID_SESSION_STATUSES": "lirun.lifecycle",
+    "SESSION_TERMINAL_STATUSES": "lirun.lifecycle",
+    "EXIT_CODE_BY_STATUS": "lirun.lifecycle",
+    "VALID_SOURCES": "lirun.lifecycle",
+    "VALID_REASON_CODES": "lirun.reasons",
+    # D2 / D5
+    "StateDB": "lirun.store",
+    "TransitionRejectedError": "lirun.errors",
+    "LirunError": "lirun.errors",
+    # D3
+    "ArtifactPathError": "lirun.artifacts",
+    "validate_artifact_contract": "lirun.artifacts",
+    "resolve_artifact_contract": "lirun.artifacts",
+    "verify_artifact_contract": "lirun.artifacts",
+    # D4
+    "check_completion_evidence": "lirun.evidence",
+    "setup_persist": "lirun.teardown",
+    "teardown_persist": "lirun.teardown",
+    # D6
+    "wait_for_terminal": "lirun.wait",
+    "format_wait_line": "lirun.wait",
+    "run_wait": "lirun.wait",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lirun' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

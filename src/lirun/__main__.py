@@ -1,0 +1,5 @@
+import sys
+
+from lirun.cli.main import main
+
+sys.exit(main())

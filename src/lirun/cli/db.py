@@ -1,0 +1,42 @@
+"""``li db path`` and ``li db migrate``."""
+
+from __future__ import annotations
+
+from lirun.cli.common import add_db_option, make_parser, print_json
+from lirun.paths import resolve_db_url
+from lirun.store import open_store
+from lirun.store.queries import latest_version
+
+EXIT_CODES = "  0  done\n  2  usage error, or the database cannot be opened or migrated"
+
+
+def main(argv: list[str]) -> int:
+    parser = make_parser("li db", "Database housekeeping.", EXIT_CODES)
+    sub = parser.add_subparsers(dest="action", required=True)
+    for name, helptext in (
+        ("path", "print the database URL in use (password redacted)"),
+        ("migrate", "create the database or bring its schema up to date"),
+    ):
+        p = sub.add_parser(name, help=helptext, description=helptext)
+        add_db_option(p)
+        p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    args = parser.parse_args(argv)
+    if args.action == "path":
+        from lirun.store.postgres import redact_url
+
+        url = redact_url(resolve_db_url(args.db))
+        print_json({"url": url}) if args.json else print(url)
+        return 0
+    store = open_store(args.db)
+    try:
+        result = {
+            "url": store.connector.display_url,
+            "schema_version": latest_version(store.dialect),
+        }
+    finally:
+        store.close()
+    if args.json:
+        print_json(result)
+    else:
+        print(f"{result['url']}: schema version {result['schema_version']}")
+    return 0

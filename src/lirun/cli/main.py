@@ -1,0 +1,76 @@
+"""``li``: dispatch to one module per command, imported only when that command runs."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from lirun.errors import LirunError
+
+# name → (module, one-line help). Each module has ``main(argv: list[str]) -> int``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("lirun.cli.run", "run any command under supervision: li run -- CMD ..."),
+    "agent": ("lirun.cli.agent", "run an agent CLI (claude, codex) under supervision"),
+    "wait": ("lirun.cli.wait", "wait for runs to finish; one stable line per run"),
+    "status": ("lirun.cli.status", "recent executions, or one record with its history"),
+    "reap": ("lirun.cli.reap", "finalize executions whose owner process is gone"),
+    "override": ("lirun.cli.override", "audited repair of a record's status"),
+    "invoke": ("lirun.cli.invoke", "start and end invocations"),
+    "db": ("lirun.cli.db", "database housekeeping: path, migrate"),
+}
+
+USAGE = """usage: li [--db URL] COMMAND [ARGS...]
+
+Run headless AI-agent CLIs under supervision and keep a durable, typed record of how
+each execution ended.
+
+commands:
+{commands}
+
+options:
+  --db URL     state database: a path, sqlite:///path or postgresql://...
+               (default: $LIRUN_DB_URL, else $LIRUN_HOME/state.db)
+  -h, --help   show this help
+  --version    print the version
+
+Run `li COMMAND --help` for a command's options and exit codes.
+exit codes: 0 success; 1 unsuccessful outcome; 2 usage or setup error; others per command.
+"""
+
+
+def _usage() -> str:
+    width = max(len(n) for n in COMMANDS)
+    lines = [f"  {name.ljust(width)}  {helptext}" for name, (_, helptext) in COMMANDS.items()]
+    return USAGE.format(commands="\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--db"] and len(args) >= 2:
+        os.environ["LIRUN_DB_URL"] = args[1]
+        args = args[2:]
+    elif args[:1] and args[0].startswith("--db="):
+        os.environ["LIRUN_DB_URL"] = args[0].split("=", 1)[1]
+        args = args[1:]
+    if not args or args[0] in ("-h", "--help", "help"):
+        sys.stdout.write(_usage())
+        return 0 if args else 2
+    if args[0] == "--version":
+        from lirun import __version__
+
+        print(f"lirun {__version__}")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        sys.stderr.write(f"li: unknown command {name!r}; run `li --help` for the list\n")
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    try:
+        return int(module.main(rest))
+    except LirunError as exc:
+        sys.stderr.write(f"li {name}: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write(f"li {name}: interrupted\n")
+        return 130

@@ -1,0 +1,74 @@
+"""Typed errors. Every error that can reach the CLI carries its exit code."""
+
+from __future__ import annotations
+
+
+class LirunError(Exception):
+    """Base of every lirun error. ``exit_code`` is what the CLI exits with."""
+
+    exit_code: int = 2
+
+
+class UsageError(LirunError, ValueError):
+    """A command or API was called with input it cannot accept; fix the input and retry."""
+
+
+class ValidationError(LirunError, ValueError):
+    """A value (status, reason code, source, field) is not in its closed vocabulary.
+
+    The message names the value and lists what is accepted.
+    """
+
+
+class NotFoundError(LirunError, LookupError):
+    """The record asked for does not exist; check the id (``li status`` lists recent ones)."""
+
+
+class ConflictError(LirunError, ValueError):
+    """A record with that id already exists; choose another id or omit it to get a new one."""
+
+
+class DatabaseError(LirunError):
+    """The state database could not be opened or used; the message says why and what to do."""
+
+
+class DatabaseUnavailableError(DatabaseError):
+    """The database location is unreachable (missing or read-only directory, server down)."""
+
+
+class DatabaseCorruptError(DatabaseError):
+    """The database file is not a lirun database or is damaged; move it aside and retry."""
+
+
+class SchemaTooNewError(DatabaseError):
+    """The database was migrated by a newer lirun; upgrade lirun to use it."""
+
+
+class MissingDriverError(DatabaseError):
+    """A PostgreSQL URL was given but psycopg is missing: ``pip install 'lirun[postgres]'``."""
+
+
+class TransitionRejectedError(LirunError, RuntimeError):
+    """A write tried to move a terminal record to another status without an override.
+
+    The rejection is audited in ``admin_events``; use ``li override`` with a justification
+    to repair a record deliberately.
+    """
+
+    exit_code = 1
+
+    def __init__(
+        self,
+        entity_type: str,
+        entity_id: str,
+        previous_status: str | None,
+        attempted_status: str,
+    ) -> None:
+        self.entity_type = entity_type
+        self.entity_id = entity_id
+        self.previous_status = previous_status
+        self.attempted_status = attempted_status
+        super().__init__(
+            f"{entity_type} {entity_id} is terminal ({previous_status}); refusing to change it "
+            f"to {attempted_status} without override"
+        )

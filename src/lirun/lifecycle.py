@@ -1,0 +1,201 @@
+"""Lifecycle policy registry: per entity type, its statuses, terminal and success sets.
+
+Status vocabularies live here only; the database stores TEXT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lirun.errors import ValidationError
+
+
+@dataclass(frozen=True, slots=True)
+class EntityPolicy:
+    """Everything the store and the waiter need to know about one entity type."""
+
+    entity_type: str
+    table: str
+    statuses: frozenset[str]
+    terminal: frozenset[str]
+    success: frozenset[str]
+    initial: str
+    reason_domains: frozenset[str]
+    extra_fields: frozenset[str]
+
+
+_SESSION_STATUSES = frozenset(
+    {"running", "completed", "completed_empty", "failed", "timed_out", "aborted", "cancelled"}
+)
+_SESSION_TERMINAL = _SESSION_STATUSES - {"running"}
+
+POLICIES: dict[str, EntityPolicy] = {
+    p.entity_type: p
+    for p in (
+        EntityPolicy(
+            entity_type="session",
+            table="sessions",
+            statuses=_SESSION_STATUSES,
+            terminal=_SESSION_TERMINAL,
+            success=frozenset({"completed"}),
+            initial="running",
+            reason_domains=frozenset({"run", "session"}),
+            extra_fields=frozenset(
+                {"ended_at", "exit_code", "engine_session_uid", "artifact_verification_json"}
+            ),
+        ),
+        EntityPolicy(
+            entity_type="invocation",
+            table="invocations",
+            statuses=_SESSION_STATUSES,
+            terminal=_SESSION_TERMINAL,
+            success=frozenset({"completed"}),
+            initial="running",
+            reason_domains=frozenset({"run", "session"}),
+            extra_fields=frozenset({"ended_at", "exit_code"}),
+        ),
+        EntityPolicy(
+            entity_type="schedule_run",
+            table="schedule_runs",
+            statuses=frozenset(
+                {
+                    "queued",
+                    "waiting_dependency",
+                    "running",
+                    "retry_wait",
+                    "completed",
+                    "failed",
+                    "timed_out",
+                    "skipped",
+                    "cancelled",
+                }
+            ),
+            terminal=frozenset({"completed", "failed", "timed_out", "skipped", "cancelled"}),
+            success=frozenset({"completed"}),
+            initial="queued",
+            reason_domains=frozenset({"run", "schedule"}),
+            extra_fields=frozenset({"started_at", "ended_at", "attempt", "exit_code"}),
+        ),
+        EntityPolicy(
+            entity_type="show",
+            table="shows",
+            statuses=frozenset({"active", "completed", "aborted"}),
+            terminal=frozenset({"completed", "aborted"}),
+            success=frozenset({"completed"}),
+            initial="active",
+            reason_domains=frozenset({"show"}),
+            extra_fields=frozenset({"ended_at"}),
+        ),
+        EntityPolicy(
+            entity_type="play",
+            table="plays",
+            statuses=frozenset(
+                {
+                    "pending",
+                    "prepared",
+                    "running",
+                    "running_complete",
+                    "gated",
+                    "redoing",
+                    "merged",
+                    "escalated",
+                    "gate_failed",
+                    "blocked",
+                    "aborted_after_finish",
+                }
+            ),
+            terminal=frozenset(
+                {"merged", "escalated", "gate_failed", "blocked", "aborted_after_finish"}
+            ),
+            success=frozenset({"merged"}),
+            initial="pending",
+            reason_domains=frozenset({"play"}),
+            extra_fields=frozenset({"ended_at", "session_id"}),
+        ),
+        EntityPolicy(
+            entity_type="team",
+            table="teams",
+            statuses=frozenset({"active", "archived"}),
+            terminal=frozenset({"archived"}),
+            success=frozenset(),
+            initial="active",
+            reason_domains=frozenset({"team"}),
+            extra_fields=frozenset({"archived_at"}),
+        ),
+    )
+}
+
+ENTITY_TYPES: frozenset[str] = frozenset(POLICIES)
+
+_ALIASES: dict[str, str] = {
+    "run": "session",
+    "runs": "session",
+    "execution": "session",
+    "executions": "session",
+    "schedule-run": "schedule_run",
+    "schedule-runs": "schedule_run",
+}
+for _policy in POLICIES.values():
+    _ALIASES[_policy.table] = _policy.entity_type
+
+VALID_STATUSES_BY_ENTITY_TYPE: dict[str, frozenset[str]] = {
+    k: p.statuses for k, p in POLICIES.items()
+}
+TERMINAL_STATUSES_BY_ENTITY_TYPE: dict[str, frozenset[str]] = {
+    k: p.terminal for k, p in POLICIES.items()
+}
+SUCCESS_STATUSES_BY_ENTITY_TYPE: dict[str, frozenset[str]] = {
+    k: p.success for k, p in POLICIES.items()
+}
+VALID_SESSION_STATUSES: frozenset[str] = _SESSION_STATUSES
+SESSION_TERMINAL_STATUSES: frozenset[str] = _SESSION_TERMINAL
+
+EXIT_CODE_BY_STATUS: dict[str, int] = {
+    "completed": 0,
+    "completed_empty": 1,
+    "failed": 1,
+    "timed_out": 124,
+    "aborted": 130,
+    "cancelled": 143,
+}
+
+VALID_SOURCES: frozenset[str] = frozenset({"executor", "agent", "admin", "system"})
+
+
+def canonical_entity_type(entity_type: str) -> str:
+    """``sessions`` / ``run`` → ``session``; an unknown type is a ValidationError."""
+    key = str(entity_type).strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in POLICIES:
+        raise ValidationError(
+            f"unknown entity type {entity_type!r}; expected one of {', '.join(sorted(POLICIES))}"
+        )
+    return key
+
+
+def policy_for(entity_type: str) -> EntityPolicy:
+    return POLICIES[canonical_entity_type(entity_type)]
+
+
+def is_terminal(entity_type: str, status: str | None) -> bool:
+    return status is not None and status in policy_for(entity_type).terminal
+
+
+def is_success(entity_type: str, status: str | None) -> bool:
+    return status is not None and status in policy_for(entity_type).success
+
+
+def validate_status(entity_type: str, status: str) -> None:
+    policy = policy_for(entity_type)
+    if status not in policy.statuses:
+        raise ValidationError(
+            f"status {status!r} is not valid for {policy.entity_type}; "
+            f"expected one of {', '.join(sorted(policy.statuses))}"
+        )
+
+
+def validate_source(source: str) -> None:
+    if source not in VALID_SOURCES:
+        raise ValidationError(
+            f"source {source!r} is not valid; expected one of {', '.join(sorted(VALID_SOURCES))}"
+        )

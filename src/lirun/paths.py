@@ -1,0 +1,31 @@
+"""Where lirun keeps its files. Read from the environment at call time, never at import."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def lirun_home() -> Path:
+    """``$LIRUN_HOME`` or ``~/.lirun``."""
+    raw = os.environ.get("LIRUN_HOME")
+    return Path(raw).expanduser() if raw else Path.home() / ".lirun"
+
+
+def runs_root() -> Path:
+    """``<home>/runs``: one state directory per execution."""
+    return lirun_home() / "runs"
+
+
+def default_db_path() -> Path:
+    return lirun_home() / "state.db"
+
+
+def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
+    """``url`` > ``$LIRUN_DB_URL`` > the default SQLite file, as a string."""
+    if url is not None and str(url) != "":
+        return os.fspath(url)
+    env = os.environ.get("LIRUN_DB_URL")
+    if env:
+        return env
+    return str(default_db_path())

@@ -1,0 +1,54 @@
+"""The small interface a backend implements: run named SQL, hand out write transactions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+NOTIFY_CHANNEL = "lirun_terminal"
+Row = dict[str, Any]
+Params = Mapping[str, Any]
+
+
+class Tx(Protocol):
+    """One write transaction. Leaving the context commits; an exception rolls back."""
+
+    def query(self, sql: str, params: Params | None = None) -> list[Row]: ...
+
+    def execute(self, sql: str, params: Params | None = None) -> int: ...
+
+
+class Connector(Protocol):
+    dialect: str
+    display_url: str
+    supports_notify: bool
+
+    def read(self, sql: str, params: Params | None = None) -> list[Row]:
+        """Run a read outside any write transaction; never waits for a writer's lock."""
+        ...
+
+    def write(self) -> AbstractContextManager[Tx]: ...
+
+    def change_token(self) -> object:
+        """A value that changes when another connection commits (None if unsupported)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def split_statements(script: str) -> Iterator[str]:
+    """Statements of a migration file, split at a ``;`` that ends a line."""
+    buf: list[str] = []
+    for line in script.splitlines():
+        if line.lstrip().startswith("--"):
+            continue
+        buf.append(line)
+        if line.rstrip().endswith(";"):
+            stmt = "\n".join(buf).strip().rstrip(";").strip()
+            if stmt:
+                yield stmt
+            buf = []
+    tail = "\n".join(buf).strip()
+    if tail:
+        yield tail

@@ -1,0 +1,485 @@
+"""``Store``: the synchronous core of StateDB. The only place that knows which query to run."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lirun.errors import NotFoundError, TransitionRejectedError, ValidationError
+from lirun.lifecycle import (
+    EntityPolicy,
+    canonical_entity_type,
+    policy_for,
+    validate_source,
+    validate_status,
+)
+from lirun.reasons import creation_reason, validate_reason
+from lirun.store.connector import NOTIFY_CHANNEL, Connector, Tx
+from lirun.store.queries import load_queries
+from lirun.store.records import (
+    check_evidence,
+    check_metadata,
+    closed_fields,
+    decode_row,
+    new_id,
+    to_json,
+)
+
+# Columns a caller may set when creating a session or later with update_fields.
+SESSION_FIELDS = frozenset(
+    {
+        "run_id",
+        "progression_id",
+        "started_at",
+        "ended_at",
+        "invocation_id",
+        "branch_id",
+        "resumed_from",
+        "run_dir",
+        "artifacts_path",
+        "artifact_contract_json",
+        "artifact_verification_json",
+        "exit_code",
+        "engine_session_uid",
+        "provider",
+        "model",
+        "command_json",
+        "cwd",
+        "owner_pid",
+        "owner_start_time",
+        "owner_host",
+        "owner_boot_id",
+        "heartbeat_at",
+        "lease_seconds",
+        "metadata_json",
+    }
+)
+UPDATABLE_FIELDS: dict[str, frozenset[str]] = {
+    "session": SESSION_FIELDS - {"run_id"},
+    "invocation": frozenset({"ended_at", "exit_code", "prompt"}),
+    "schedule_run": frozenset({"started_at", "ended_at", "attempt", "exit_code", "invocation_id"}),
+    "show": frozenset({"ended_at"}),
+    "play": frozenset({"ended_at", "session_id"}),
+    "team": frozenset({"archived_at"}),
+}
+
+
+def _next_version(previous: float | None) -> float:
+    """A new ``updated_at``: now, but always after the previous one (it is the CAS version)."""
+    now = time.time()
+    return now if previous is None or now > previous else previous + 1e-6
+
+
+class Store:
+    """Synchronous operations over one connector. StateDB wraps it for asyncio."""
+
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self.dialect = connector.dialect
+        self._queries = load_queries(connector.dialect)
+
+    def sql(self, name: str, **slots: str) -> str:
+        text = self._queries[name]
+        return text.format(**slots) if slots else text
+
+    def close(self) -> None:
+        self.connector.close()
+
+    # -- creation -------------------------------------------------------------
+
+    def _insert(
+        self, entity_type: str, fields: dict[str, Any], *, status: str | None = None
+    ) -> dict[str, Any]:
+        policy = policy_for(entity_type)
+        status = status or policy.initial
+        validate_status(policy.entity_type, status)
+        reason = creation_reason(policy.entity_type, status)
+        now = time.time()
+        row = {
+            **fields,
+            "status": status,
+            "status_reason_code": reason,
+            "created_at": now,
+            "updated_at": now,
+        }
+        insert = self.sql(
+            "insert_row",
+            table=policy.table,
+            columns=", ".join(row),
+            values=", ".join(f":{k}" for k in row),
+        )
+        with self.connector.write() as tx:
+            tx.execute(insert, row)
+            self._append_transition(
+                tx, policy, row["id"], None, status, reason, "", None, "system", None, None, now
+            )
+        created = self.get_entity(policy.entity_type, row["id"])
+        assert created is not None
+        return created
+
+    def create_session(
+        self,
+        *,
+        id: str | None = None,
+        status: str = "running",
+        run_id: str | None = None,
+        branch_id: str | None = None,
+        invocation_id: str | None = None,
+        artifacts_path: str | None = None,
+        artifact_contract: Mapping[str, Any] | None = None,
+        cwd: str | None = None,
+        **more: Any,
+    ) -> dict[str, Any]:
+        """Create an execution row; extra columns (run_dir, owner_pid, …) come as keywords."""
+        fields = closed_fields(
+            {
+                "run_id": run_id,
+                "branch_id": branch_id,
+                "invocation_id": invocation_id,
+                "artifacts_path": artifacts_path,
+                "artifact_contract_json": artifact_contract,
+                "cwd": cwd,
+                **more,
+            },
+            SESSION_FIELDS,
+            "create_session",
+        )
+        fields.setdefault("started_at", time.time())
+        fields["id"] = id or run_id or new_id()
+        return self._insert("session", fields, status=status)
+
+    def create_invocation(
+        self, *, skill: str, prompt: str | None = None, id: str | None = None
+    ) -> dict[str, Any]:
+        return self._insert("invocation", {"id": id or new_id(), "skill": skill, "prompt": prompt})
+
+    def create_show(self, *, topic: str, id: str | None = None) -> dict[str, Any]:
+        return self._insert("show", {"id": id or new_id(), "topic": topic})
+
+    def create_play(
+        self, *, show_id: str, name: str, session_id: str | None = None, id: str | None = None
+    ) -> dict[str, Any]:
+        fields = {"id": id or new_id(), "show_id": show_id, "name": name, "session_id": session_id}
+        return self._insert("play", fields)
+
+    def create_schedule_run(
+        self,
+        *,
+        action_kind: str,
+        schedule_id: str | None = None,
+        invocation_id: str | None = None,
+        status: str = "queued",
+        id: str | None = None,
+    ) -> dict[str, Any]:
+        fields = {
+            "id": id or new_id(),
+            "action_kind": action_kind,
+            "schedule_id": schedule_id,
+            "invocation_id": invocation_id,
+        }
+        return self._insert("schedule_run", fields, status=status)
+
+    def create_team(self, *, name: str, id: str | None = None) -> dict[str, Any]:
+        return self._insert("team", {"id": id or new_id(), "name": name})
+
+    # -- reads ----------------------------------------------------------------
+
+    def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None:
+        table = policy_for(entity_type).table
+        rows = self.connector.read(self.sql("get_row", table=table), {"id": entity_id})
+        return decode_row(rows[0]) if rows else None
+
+    def list_transitions(self, entity_type: str, entity_id: str) -> list[dict[str, Any]]:
+        rows = self.connector.read(
+            self.sql("list_transitions"),
+            {"entity_type": canonical_entity_type(entity_type), "entity_id": entity_id},
+        )
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    def list_admin_events(self, target_id: str | None = None) -> list[dict[str, Any]]:
+        if target_id is None:
+            rows = self.connector.read(self.sql("list_admin_events"))
+        else:
+            rows = self.connector.read(
+                self.sql("list_admin_events_for_target"), {"target_id": target_id}
+            )
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    def list_messages(self, session_id: str) -> list[dict[str, Any]]:
+        rows = self.connector.read(self.sql("list_messages"), {"session_id": session_id})
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    def has_assistant_text(self, session_id: str) -> bool:
+        return bool(self.connector.read(self.sql("has_assistant_text"), {"session_id": session_id}))
+
+    def list_sessions(
+        self, *, status: str | None = None, since: float | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        rows = self.connector.read(
+            self.sql("list_sessions"), {"status": status, "since": since, "limit": int(limit)}
+        )
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    def list_running_sessions(self) -> list[dict[str, Any]]:
+        rows = self.connector.read(self.sql("list_running_sessions"))
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    def find_session_by_engine_uid(
+        self, uid: str, *, exclude_id: str = ""
+    ) -> dict[str, Any] | None:
+        rows = self.connector.read(
+            self.sql("find_session_by_engine_uid"), {"uid": uid, "exclude_id": exclude_id}
+        )
+        return decode_row(rows[0]) if rows else None
+
+    def get_branch(self, branch_id: str) -> dict[str, Any] | None:
+        rows = self.connector.read(self.sql("get_branch"), {"id": branch_id})
+        return decode_row(rows[0]) if rows else None
+
+    # -- writes other than status -------------------------------------------------
+
+    def upsert_branch(
+        self,
+        branch_id: str,
+        *,
+        session_id: str,
+        provider: str | None = None,
+        engine_session_uid: str | None = None,
+    ) -> dict[str, Any]:
+        params = {
+            "id": branch_id,
+            "session_id": session_id,
+            "provider": provider,
+            "engine_session_uid": engine_session_uid,
+            "now": time.time(),
+        }
+        with self.connector.write() as tx:
+            tx.execute(self.sql("upsert_branch"), params)
+        branch = self.get_branch(branch_id)
+        assert branch is not None
+        return branch
+
+    def update_fields(
+        self, entity_type: str, entity_id: str, fields: Mapping[str, Any], *, touch: bool = True
+    ) -> None:
+        """Set non-status columns (closed per entity type). ``touch`` bumps ``updated_at``."""
+        et = canonical_entity_type(entity_type)
+        values = closed_fields(fields, UPDATABLE_FIELDS[et], f"update_fields({et})")
+        if not values:
+            return
+        with self.connector.write() as tx:
+            current = self._lock_row(tx, policy_for(et), entity_id)
+            if touch:
+                values["updated_at"] = _next_version(current["updated_at"])
+            assignments = ", ".join(f"{k} = :{k}" for k in values)
+            tx.execute(
+                self.sql("update_fields", table=policy_for(et).table, assignments=assignments),
+                {**values, "id": entity_id},
+            )
+
+    def heartbeat(self, session_id: str) -> None:
+        self.update_fields("session", session_id, {"heartbeat_at": time.time()}, touch=False)
+
+    def append_message(self, session_id: str, *, role: str, content: Any) -> dict[str, Any]:
+        if not isinstance(role, str) or not role:
+            raise ValidationError("role must be a non-empty string such as 'assistant'")
+        text = content if isinstance(content, str) else to_json(content, "content")
+        msg: dict[str, Any] = {
+            "id": new_id(),
+            "session_id": session_id,
+            "role": role,
+            "content": text or "",
+        }
+        with self.connector.write() as tx:
+            self._lock_row(tx, policy_for("session"), session_id)
+            msg["seq"] = tx.query(self.sql("next_message_seq"), {"session_id": session_id})[0][
+                "seq"
+            ]
+            msg["created_at"] = time.time()
+            tx.execute(self.sql("insert_message"), msg)
+            tx.execute(
+                self.sql("set_message_bounds"), {"msg_id": msg["id"], "session_id": session_id}
+            )
+        return msg
+
+    # -- status -------------------------------------------------------------------
+
+    def _lock_row(self, tx: Tx, policy: EntityPolicy, entity_id: str) -> dict[str, Any]:
+        rows = tx.query(self.sql("lock_row", table=policy.table), {"id": entity_id})
+        if not rows:
+            raise NotFoundError(f"no {policy.entity_type} with id {entity_id!r}")
+        return rows[0]
+
+    def _append_transition(
+        self,
+        tx: Tx,
+        policy: EntityPolicy,
+        entity_id: str,
+        previous: str | None,
+        status: str,
+        reason_code: str,
+        reason_summary: str,
+        evidence_json: str | None,
+        source: str,
+        actor: str | None,
+        metadata_json: str | None,
+        now: float,
+    ) -> None:
+        tx.execute(
+            self.sql("insert_transition"),
+            {
+                "id": new_id(),
+                "entity_type": policy.entity_type,
+                "entity_id": entity_id,
+                "previous_status": previous,
+                "status": status,
+                "reason_code": reason_code,
+                "reason_summary": reason_summary,
+                "evidence_refs": evidence_json,
+                "source": source,
+                "actor": actor,
+                "created_at": now,
+                "metadata": metadata_json,
+            },
+        )
+
+    def _admin_event(
+        self,
+        tx: Tx,
+        event_type: str,
+        policy: EntityPolicy,
+        entity_id: str,
+        actor: str | None,
+        justification: str | None,
+        payload: dict[str, Any],
+    ) -> None:
+        tx.execute(
+            self.sql("insert_admin_event"),
+            {
+                "id": new_id(),
+                "event_type": event_type,
+                "target_type": policy.entity_type,
+                "target_id": entity_id,
+                "actor": actor,
+                "justification": justification,
+                "payload": to_json(payload, "payload"),
+                "created_at": time.time(),
+            },
+        )
+
+    def update_status(
+        self,
+        entity_type: str,
+        entity_id: str,
+        *,
+        new_status: str,
+        reason_code: str,
+        reason_summary: str = "",
+        evidence_refs: list[dict[str, Any]] | None = None,
+        source: str = "executor",
+        actor: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        expected_statuses: Iterable[str | None] | None = None,
+        expected_updated_at: float | None = None,
+        extra_fields: Mapping[str, Any] | None = None,
+        override: bool = False,
+        override_actor: str | None = None,
+        override_justification: str | None = None,
+    ) -> bool:
+        """The one guarded status write (ADR D5). False when a guard did not match."""
+        policy = policy_for(entity_type)
+        validate_status(policy.entity_type, new_status)
+        validate_reason(reason_code, policy.entity_type)
+        validate_source(source)
+        extra = closed_fields(
+            extra_fields, policy.extra_fields, f"extra_fields for {policy.entity_type}"
+        )
+        if override and not (override_actor and override_justification):
+            raise ValidationError(
+                "override=True needs both override_actor and override_justification"
+            )
+        evidence_json = to_json(check_evidence(evidence_refs), "evidence_refs")
+        metadata_json = to_json(check_metadata(metadata), "metadata")
+        expected = None if expected_statuses is None else frozenset(expected_statuses)
+
+        rejected: TransitionRejectedError | None = None
+        with self.connector.write() as tx:
+            current = self._lock_row(tx, policy, entity_id)
+            previous, version = current["status"], current["updated_at"]
+            if expected is not None and previous not in expected:
+                return False
+            if expected_updated_at is not None and version != expected_updated_at:
+                return False
+            if previous in policy.terminal and new_status != previous and not override:
+                rejected = TransitionRejectedError(
+                    policy.entity_type, entity_id, previous, new_status
+                )
+                self._admin_event(
+                    tx,
+                    "status_transition_rejected",
+                    policy,
+                    entity_id,
+                    actor,
+                    None,
+                    {
+                        "previous_status": previous,
+                        "attempted_status": new_status,
+                        "reason_code": reason_code,
+                        "source": source,
+                    },
+                )
+            else:
+                if override:
+                    self._admin_event(
+                        tx,
+                        "status_transition_override",
+                        policy,
+                        entity_id,
+                        override_actor,
+                        override_justification,
+                        {
+                            "previous_status": previous,
+                            "new_status": new_status,
+                            "reason_code": reason_code,
+                        },
+                    )
+                now = _next_version(version)
+                extra_set = "".join(f", {k} = :x_{k}" for k in extra)
+                params = {
+                    "id": entity_id,
+                    "new_status": new_status,
+                    "reason_code": reason_code,
+                    "reason_summary": reason_summary,
+                    "evidence_refs": evidence_json,
+                    "now": now,
+                    "previous_status": previous,
+                    **{f"x_{k}": v for k, v in extra.items()},
+                }
+                sql = self.sql("cas_update_status", table=policy.table, extra_set=extra_set)
+                if tx.execute(sql, params) != 1:
+                    return False
+                self._append_transition(
+                    tx,
+                    policy,
+                    entity_id,
+                    previous,
+                    new_status,
+                    reason_code,
+                    reason_summary,
+                    evidence_json,
+                    source,
+                    actor,
+                    metadata_json,
+                    now,
+                )
+                if new_status in policy.terminal and self.connector.supports_notify:
+                    payload = json.dumps({"type": policy.entity_type, "id": entity_id})
+                    tx.query(
+                        self.sql("notify_terminal"),
+                        {"channel": NOTIFY_CHANNEL, "payload": payload},
+                    )
+        if rejected is not None:
+            raise rejected
+        return True

@@ -1,0 +1,190 @@
+"""PostgreSQL backend (psycopg 3, imported only when a PostgreSQL URL is opened)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from lirun.errors import (
+    ConflictError,
+    DatabaseError,
+    DatabaseUnavailableError,
+    LirunError,
+    MissingDriverError,
+    SchemaTooNewError,
+)
+from lirun.store.connector import Params, Row, split_statements
+from lirun.store.queries import latest_version, load_migrations, to_pyformat
+
+_MIGRATION_LOCK_KEY = 0x6C6972756E  # "lirun": serializes concurrent migrators
+_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ``***`` (never echo secrets)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """Remove lirun's own ``schema=`` query parameter; return (conninfo URL, schema)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), None)
+    rest = [(k, v) for k, v in query if k != "schema"]
+    if schema is not None and not _SCHEMA_RE.match(schema):
+        raise DatabaseUnavailableError(
+            f"schema {schema!r} in the database URL is not a plain lower-case identifier"
+        )
+    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+
+
+def import_psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise MissingDriverError(
+            "a PostgreSQL URL needs the psycopg driver, which is not installed; "
+            "run: pip install 'lirun[postgres]'"
+        ) from exc
+    return psycopg
+
+
+def _translate(exc: Exception, url: str) -> LirunError:
+    psycopg = import_psycopg()
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        return ConflictError(f"a record with that id already exists ({text})")
+    if isinstance(exc, psycopg.OperationalError):
+        return DatabaseUnavailableError(
+            f"cannot use PostgreSQL at {redact_url(url)}: {text}; check the URL, the server "
+            "and the credentials"
+        )
+    return DatabaseError(f"database error on {redact_url(url)}: {text}")
+
+
+class _PgTx:
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def query(self, sql: str, params: Params | None = None) -> list[Row]:
+        cur = self._conn.execute(to_pyformat(sql), params or {})
+        return list(cur.fetchall()) if cur.description else []
+
+    def execute(self, sql: str, params: Params | None = None) -> int:
+        return int(self._conn.execute(to_pyformat(sql), params or {}).rowcount)
+
+
+class PostgresConnector:
+    dialect = "postgres"
+    supports_notify = True
+
+    def __init__(self, url: str, *, readonly: bool = False) -> None:
+        self.url = url
+        self.display_url = redact_url(url)
+        self.readonly = readonly
+        self.conninfo, self.schema = split_schema(url)
+        self._psycopg = import_psycopg()
+        self._lock = threading.RLock()
+        self._conn = self.connect()
+        try:
+            self._check_and_migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def connect(self, **kwargs: Any) -> Any:
+        """A new autocommit connection with lirun's search path (also used by listeners)."""
+        from psycopg.rows import dict_row
+
+        options = {"options": f"-c search_path={self.schema}"} if self.schema else {}
+        try:
+            return self._psycopg.connect(
+                self.conninfo,
+                autocommit=True,
+                row_factory=dict_row,
+                connect_timeout=10,
+                **options,
+                **kwargs,
+            )
+        except self._psycopg.Error as exc:
+            raise _translate(exc, self.url) from None
+
+    def _schema_version(self, tx: _PgTx) -> int:
+        rows = tx.query("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+        if not rows[0]["present"]:
+            return 0
+        return int(tx.query("SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations")[0]["v"])
+
+    def _check_and_migrate(self) -> None:
+        latest = latest_version(self.dialect)
+        current = self._schema_version(_PgTx(self._conn))
+        if current == latest:
+            return
+        if current > latest:
+            raise SchemaTooNewError(
+                f"the database at {self.display_url} has schema version {current}, newer than "
+                f"this lirun understands ({latest}); upgrade lirun to use it"
+            )
+        if self.readonly:
+            raise DatabaseUnavailableError(
+                f"the database at {self.display_url} is at schema version {current}, older "
+                f"than {latest}; run `li db migrate`"
+            )
+        with self.write() as tx:
+            tx.query("SELECT pg_advisory_xact_lock(:key)", {"key": _MIGRATION_LOCK_KEY})
+            if self.schema:
+                tx.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            tx.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+                "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            current = self._schema_version(tx)
+            if current > latest:
+                raise SchemaTooNewError(
+                    f"the database at {self.display_url} has schema version {current}; "
+                    f"this lirun understands {latest}; upgrade lirun"
+                )
+            for version, name, script in load_migrations(self.dialect):
+                if version <= current:
+                    continue
+                for statement in split_statements(script):
+                    tx.execute(statement)
+                tx.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, :t)",
+                    {"v": version, "n": name, "t": time.time()},
+                )
+
+    def read(self, sql: str, params: Params | None = None) -> list[Row]:
+        with self._lock:
+            try:
+                return _PgTx(self._conn).query(sql, params)
+            except self._psycopg.Error as exc:
+                raise _translate(exc, self.url) from exc
+
+    @contextmanager
+    def write(self) -> Iterator[_PgTx]:
+        if self.readonly:
+            raise DatabaseUnavailableError(f"{self.display_url} was opened read-only")
+        with self._lock:
+            try:
+                with self._conn.transaction():
+                    yield _PgTx(self._conn)
+            except self._psycopg.Error as exc:
+                raise _translate(exc, self.url) from exc
+
+    def change_token(self) -> object:
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,65 @@
+"""Load the named queries of one dialect from ``sql/<dialect>/queries.sql``."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+_HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$")
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+
+DIALECTS = ("sqlite", "postgres")
+
+
+def _sql_dir(dialect: str) -> Traversable:
+    return resources.files("lirun.store") / "sql" / dialect
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    """Split a queries file on ``-- name: X`` headers; full-line comments are dropped."""
+    queries: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        header = _HEADER.match(line.strip())
+        if header:
+            current = queries.setdefault(header.group(1), [])
+        elif current is not None and not line.lstrip().startswith("--"):
+            current.append(line)
+    return {name: "\n".join(body).strip() for name, body in queries.items()}
+
+
+def to_pyformat(sql: str) -> str:
+    """``:name`` → ``%(name)s`` for psycopg (a literal ``%`` is doubled first)."""
+    return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+@cache
+def load_queries(dialect: str) -> dict[str, str]:
+    """Every named query of ``sql/<dialect>/*.sql`` (one file per concern)."""
+    queries: dict[str, str] = {}
+    for entry in sorted(_sql_dir(dialect).iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            found = parse_queries(entry.read_text(encoding="utf-8"))
+            duplicated = set(found) & set(queries)
+            if duplicated:
+                raise RuntimeError(f"query names defined twice: {sorted(duplicated)}")
+            queries.update(found)
+    return queries
+
+
+@cache
+def load_migrations(dialect: str) -> tuple[tuple[int, str, str], ...]:
+    """``(version, name, sql)`` for every ``NNNN_name.sql`` file, in version order."""
+    found = []
+    for entry in (_sql_dir(dialect) / "migrations").iterdir():
+        match = re.match(r"^(\d{4})_([a-z0-9_]+)\.sql$", entry.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    return tuple(sorted(found))
+
+
+def latest_version(dialect: str) -> int:
+    migrations = load_migrations(dialect)
+    return migrations[-1][0] if migrations else 0

@@ -1,0 +1,101 @@
+-- Named queries for SQLite. Every name here exists in postgres/queries.sql too.
+-- {table} and {columns}-style slots are filled only from closed registries in
+-- lifecycle.py; values are always bound parameters.
+
+-- name: insert_row
+INSERT INTO {table} ({columns}) VALUES ({values})
+
+-- name: get_row
+SELECT * FROM {table} WHERE id = :id
+
+-- name: lock_row
+-- BEGIN IMMEDIATE already holds the database write lock.
+SELECT id, status, updated_at FROM {table} WHERE id = :id
+
+-- name: cas_update_status
+UPDATE {table}
+   SET status = :new_status,
+       status_reason_code = :reason_code,
+       status_reason_summary = :reason_summary,
+       status_evidence_refs = :evidence_refs,
+       updated_at = :now{extra_set}
+ WHERE id = :id AND status IS :previous_status
+
+-- name: update_fields
+UPDATE {table} SET {assignments} WHERE id = :id
+
+-- name: insert_transition
+INSERT INTO status_transitions
+    (id, entity_type, entity_id, previous_status, status, reason_code, reason_summary,
+     evidence_refs, source, actor, created_at, metadata)
+VALUES
+    (:id, :entity_type, :entity_id, :previous_status, :status, :reason_code, :reason_summary,
+     :evidence_refs, :source, :actor, :created_at, :metadata)
+
+-- name: list_transitions
+SELECT * FROM status_transitions
+ WHERE entity_type = :entity_type AND entity_id = :entity_id
+ ORDER BY created_at, rowid
+
+-- name: insert_admin_event
+INSERT INTO admin_events
+    (id, event_type, target_type, target_id, actor, justification, payload, created_at)
+VALUES
+    (:id, :event_type, :target_type, :target_id, :actor, :justification, :payload, :created_at)
+
+-- name: list_admin_events
+SELECT * FROM admin_events ORDER BY created_at, rowid
+
+-- name: list_admin_events_for_target
+SELECT * FROM admin_events WHERE target_id = :target_id ORDER BY created_at, rowid
+
+-- name: next_message_seq
+SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM messages WHERE session_id = :session_id
+
+-- name: insert_message
+INSERT INTO messages (id, session_id, seq, role, content, created_at)
+VALUES (:id, :session_id, :seq, :role, :content, :created_at)
+
+-- name: set_message_bounds
+UPDATE sessions
+   SET first_msg_id = COALESCE(first_msg_id, :msg_id), last_msg_id = :msg_id
+ WHERE id = :session_id
+
+-- name: list_messages
+SELECT * FROM messages WHERE session_id = :session_id ORDER BY seq
+
+-- name: has_assistant_text
+SELECT 1 AS found FROM messages
+ WHERE session_id = :session_id AND role = 'assistant' AND TRIM(content) <> ''
+ LIMIT 1
+
+-- name: list_sessions
+SELECT * FROM sessions
+ WHERE (:status IS NULL OR status = :status)
+   AND (:since IS NULL OR created_at >= :since)
+ ORDER BY created_at DESC
+ LIMIT :limit
+
+-- name: list_running_sessions
+SELECT * FROM sessions WHERE status = 'running' ORDER BY created_at
+
+-- name: get_branch
+SELECT * FROM branches WHERE id = :id
+
+-- name: upsert_branch
+INSERT INTO branches (id, provider, engine_session_uid, first_session_id, last_session_id,
+                      created_at, updated_at)
+VALUES (:id, :provider, :engine_session_uid, :session_id, :session_id, :now, :now)
+ON CONFLICT (id) DO UPDATE
+   SET engine_session_uid = COALESCE(excluded.engine_session_uid, branches.engine_session_uid),
+       provider = COALESCE(excluded.provider, branches.provider),
+       last_session_id = excluded.last_session_id,
+       updated_at = excluded.updated_at
+
+-- name: find_session_by_engine_uid
+SELECT * FROM sessions WHERE engine_session_uid = :uid AND id <> :exclude_id
+ ORDER BY updated_at DESC LIMIT 1
+
+-- name: notify_terminal
+-- SQLite waiters see commits through PRAGMA data_version; there is nothing to send.
+SELECT :channel AS channel, :payload AS payload WHERE 0
