@@ -1,0 +1,392 @@
+"""Artifact contracts: validate, resolve (profile + playbook) and verify (ADR D3).
+
+The artifact root is the trust boundary: declared paths are relative and safe, and
+verification never looks at anything outside the root, even through symlinks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Literal, TypedDict
+
+from lirun.errors import ValidationError
+
+__all__ = [
+    "KNOWN_ENTRY_FIELDS",
+    "ArtifactContract",
+    "ArtifactContractError",
+    "ArtifactPathError",
+    "ExpectedArtifact",
+    "ProducedArtifact",
+    "VerificationResult",
+    "check_artifact_path",
+    "contract_warnings",
+    "resolve_artifact_contract",
+    "resolve_inside",
+    "validate_artifact_contract",
+    "verify_artifact_contract",
+]
+
+
+class ExpectedArtifact(TypedDict, total=False):
+    id: str
+    path: str
+    required: bool
+    description: str
+    source: str
+
+
+class ProducedArtifact(TypedDict):
+    id: str
+    path: str
+    size: int
+    present: bool
+
+
+class ArtifactContract(TypedDict):
+    expected: list[ExpectedArtifact]
+
+
+class VerificationResult(TypedDict):
+    status: Literal["passed", "failed", "warning", "skipped"]
+    checked_at: float
+    missing_required: list[ExpectedArtifact]
+    missing_optional: list[ExpectedArtifact]
+    produced: list[ProducedArtifact]
+
+
+class ArtifactContractError(ValidationError):
+    """An artifact contract is malformed; the message names the entry and the broken rule."""
+
+
+class ArtifactPathError(ArtifactContractError):
+    """An artifact path is unsafe (absolute, ``..``, glob, NUL) or escapes the artifact root.
+
+    Declare the path relative to the artifact root, e.g. ``reports/summary.md``.
+    """
+
+
+KNOWN_ENTRY_FIELDS = frozenset({"id", "path", "required", "description", "source"})
+_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
+_GLOB_CHARS = frozenset("*?[]{}")
+_OPTIONAL_TYPES: tuple[tuple[str, type], ...] = (
+    ("required", bool),
+    ("description", str),
+    ("source", str),
+)
+_MAX_SYMLINK_HOPS = 40
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+def _label(index: int, entry: object) -> str:
+    label = f"artifact contract entry {index}"
+    if isinstance(entry, Mapping) and "id" in entry:
+        label += f" (id={entry['id']!r}"
+        source = entry.get("source")
+        label += f", source={source!r})" if isinstance(source, str) else ")"
+    return label
+
+
+def check_artifact_path(path: object, where: str = "artifact path") -> str:
+    """Return ``path`` if it is a safe relative artifact path, else raise ArtifactPathError."""
+    if not isinstance(path, str) or not path.strip():
+        raise ArtifactContractError(f"{where}: path must be a non-empty string, got {path!r}")
+    problem = _path_problem(path)
+    if problem:
+        raise ArtifactPathError(f"{where}: path {path!r} {problem}")
+    return path
+
+
+def _path_problem(path: str) -> str | None:
+    if "\x00" in path:
+        return "contains a NUL character"
+    if PurePosixPath(path).is_absolute() or PureWindowsPath(path).anchor:
+        return "is absolute; declare it relative to the artifact root"
+    if path.startswith("~"):
+        return "starts with '~'; declare it relative to the artifact root"
+    if "\\" in path:
+        return "contains a backslash; separate directories with '/'"
+    if _GLOB_CHARS.intersection(path):
+        return "contains a glob character (one of * ? [ ] { }); name one file exactly"
+    parts = path.split("/")
+    if ".." in parts:
+        return "contains a '..' segment; it must stay inside the artifact root"
+    if all(part in ("", ".") for part in parts):
+        return "names the artifact root itself, not a file inside it"
+    try:
+        os.fsencode(path)
+    except UnicodeError:
+        return "cannot be encoded as a file name on this system"
+    return None
+
+
+def _check_entry(index: int, entry: object, seen: set[str]) -> None:
+    label = _label(index, entry)
+    if not isinstance(entry, Mapping):
+        raise ArtifactContractError(f"{label} must be a mapping, got {type(entry).__name__}")
+    ident = entry.get("id")
+    if not isinstance(ident, str) or not _ID_PATTERN.fullmatch(ident):
+        raise ArtifactContractError(
+            f"{label}: id must be a non-empty string of A-Z a-z 0-9 _ -, got {ident!r}"
+        )
+    if ident in seen:
+        raise ArtifactContractError(f"{label}: duplicate id {ident!r}")
+    seen.add(ident)
+    for field, kind in _OPTIONAL_TYPES:
+        if field in entry and not isinstance(entry[field], kind):
+            raise ArtifactContractError(
+                f"{label}: {field} must be a {kind.__name__}, got {entry[field]!r}"
+            )
+    check_artifact_path(entry.get("path"), label)
+
+
+def _expected_list(contract: object) -> list[Any]:
+    if not isinstance(contract, Mapping):
+        raise ArtifactContractError(
+            f"artifact contract must be a mapping with an 'expected' list, "
+            f"got {type(contract).__name__}"
+        )
+    expected = contract.get("expected")
+    if not isinstance(expected, list):
+        raise ArtifactContractError(
+            f"artifact contract 'expected' must be a list, got {type(expected).__name__}"
+        )
+    return expected
+
+
+def validate_artifact_contract(contract: Mapping[str, Any] | None) -> None:
+    """Raise ArtifactContractError / ArtifactPathError unless ``contract`` is None or valid.
+
+    Unknown fields are allowed here; ``contract_warnings`` reports them.
+    """
+    if contract is None:
+        return
+    seen: set[str] = set()
+    for index, entry in enumerate(_expected_list(contract)):
+        _check_entry(index, entry, seen)
+
+
+def contract_warnings(contract: Mapping[str, Any] | None) -> list[str]:
+    """Human-readable notes on fields v1 does not recognize. Never raises."""
+    if not isinstance(contract, Mapping):
+        return []
+    notes = [
+        f"artifact contract: unknown top-level field {key!r} is ignored"
+        for key in contract
+        if key != "expected"
+    ]
+    expected = contract.get("expected")
+    for index, entry in enumerate(expected if isinstance(expected, list) else []):
+        if isinstance(entry, Mapping):
+            notes.extend(
+                f"{_label(index, entry)}: unknown field {key!r} is ignored"
+                for key in entry
+                if key not in KNOWN_ENTRY_FIELDS
+            )
+    return notes
+
+
+# --- resolution -------------------------------------------------------------------------------
+
+
+def _entries(declared: object, source: str) -> list[Any]:
+    if declared is None:
+        return []
+    if isinstance(declared, list | tuple):
+        return list(declared)
+    if isinstance(declared, Mapping) and "expected" in declared:
+        expected = declared["expected"]
+        if isinstance(expected, list | tuple):
+            return list(expected)
+    raise ArtifactContractError(
+        f"{source} artifacts must be a list of entries or a mapping with an 'expected' list, "
+        f"got {declared!r}"
+    )
+
+
+def resolve_artifact_contract(
+    *,
+    playbook_artifacts: Mapping[str, Any] | list[Any] | None,
+    agent_defaults: Mapping[str, Any] | list[Any] | None,
+) -> ArtifactContract | None:
+    """Overlay playbook entries on agent-profile defaults by id, then validate.
+
+    A later entry with the same id replaces the earlier one but keeps its position.
+    """
+    if playbook_artifacts is None and agent_defaults is None:
+        return None
+    merged: dict[str, ExpectedArtifact] = {}
+    for source, declared in (("agent_profile", agent_defaults), ("playbook", playbook_artifacts)):
+        for index, raw in enumerate(_entries(declared, source)):
+            if not isinstance(raw, Mapping) or not isinstance(raw.get("id"), str):
+                raise ArtifactContractError(
+                    f"{source} artifact entry {index} must be a mapping with a string id, "
+                    f"got {raw!r}"
+                )
+            merged[raw["id"]] = _materialize(raw, source)
+    contract: ArtifactContract = {"expected": list(merged.values())}
+    validate_artifact_contract(contract)
+    return contract
+
+
+def _materialize(raw: Mapping[str, Any], source: str) -> ExpectedArtifact:
+    entry: dict[str, Any] = {
+        **raw,
+        "required": raw.get("required", True),
+        "description": raw.get("description", ""),
+        "source": source,
+    }
+    return entry  # type: ignore[return-value]
+
+
+# --- containment ------------------------------------------------------------------------------
+
+
+class _Unresolvable(Exception):
+    """Internal: a path escapes the root or loops; the message says which."""
+
+
+def _aliases(given: str | os.PathLike[str], real: Path) -> tuple[tuple[str, ...], ...]:
+    absolute = Path(os.path.abspath(Path(given).expanduser()))
+    return tuple(dict.fromkeys([real.parts, absolute.parts]))
+
+
+def _walk(
+    root: Path, rel: str, aliases: tuple[tuple[str, ...], ...] = ()
+) -> tuple[Path, os.stat_result | None]:
+    """Resolve ``rel`` under the real directory ``root`` one component at a time.
+
+    Symlinks are followed only while they stay inside ``root`` (absolute targets must
+    start with ``root`` or one of ``aliases``); nothing outside is ever stat'ed.
+    Returns the physical path and its lstat (None if it does not exist).
+    """
+    prefixes = (root.parts, *aliases)
+    pending: deque[str] = deque(Path(rel).parts)
+    done: list[str] = []
+    exists, hops = True, 0
+    while pending:
+        part = pending.popleft()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not done:
+                raise _Unresolvable("escapes the artifact root")
+            done.pop()
+            continue
+        link = root.joinpath(*done, part)
+        st = _lstat(link) if exists else None
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            hops += 1
+            if hops > _MAX_SYMLINK_HOPS:
+                raise _Unresolvable("has too many levels of symbolic links")
+            target = Path(os.readlink(link))
+            if target.is_absolute():
+                done = []
+                target = Path(*_strip_root(target, prefixes))
+            pending.extendleft(reversed(target.parts))
+            continue
+        exists = st is not None
+        done.append(part)
+    path = root.joinpath(*done)
+    return path, (_lstat(path) if exists and done else None)
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _strip_root(target: Path, prefixes: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
+    parts = target.parts
+    for prefix in prefixes:
+        if parts[: len(prefix)] == prefix:
+            return parts[len(prefix) :]
+    raise _Unresolvable("is a symlink to a location outside the artifact root")
+
+
+def resolve_inside(root: str | os.PathLike[str], rel: str) -> Path:
+    """The physical path of ``rel`` under ``root``; ArtifactPathError if it would escape.
+
+    The path need not exist. Symlinks inside the root are followed while they stay inside.
+    """
+    check_artifact_path(rel)
+    real_root = Path(root).expanduser().resolve()
+    try:
+        return _walk(real_root, rel, _aliases(root, real_root))[0]
+    except _Unresolvable as exc:
+        raise ArtifactPathError(f"artifact path {rel!r} {exc}") from None
+
+
+# --- verification -----------------------------------------------------------------------------
+
+
+def _produced_size(root: Path | None, rel: str, aliases: tuple[tuple[str, ...], ...]) -> int | None:
+    if root is None:
+        return None
+    try:
+        _, st = _walk(root, rel, aliases)
+    except (_Unresolvable, OSError):
+        return None
+    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size <= 0:
+        return None
+    return st.st_size
+
+
+def _usable_root(artifacts_root: str | os.PathLike[str] | None) -> Path | None:
+    if artifacts_root is None or os.fspath(artifacts_root) == "":
+        return None
+    try:
+        root = Path(artifacts_root).expanduser().resolve(strict=True)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return root if root.is_dir() else None
+
+
+def verify_artifact_contract(
+    contract: Mapping[str, Any] | None,
+    *,
+    artifacts_root: str | os.PathLike[str] | None,
+) -> VerificationResult | None:
+    """Check each expected path is a non-empty regular file inside the root.
+
+    ``None`` without a contract. Escaping symlinks, directories, empty files, FIFOs and a
+    missing root all count as missing.
+    """
+    if contract is None:
+        return None
+    validate_artifact_contract(contract)
+    root = _usable_root(artifacts_root)
+    aliases = _aliases(artifacts_root, root) if root is not None and artifacts_root else ()
+    missing_required: list[ExpectedArtifact] = []
+    missing_optional: list[ExpectedArtifact] = []
+    produced: list[ProducedArtifact] = []
+    for entry in contract["expected"]:
+        size = _produced_size(root, entry["path"], aliases)
+        if size is not None:
+            produced.append(
+                {"id": entry["id"], "path": entry["path"], "size": size, "present": True}
+            )
+        elif entry.get("required", True):
+            missing_required.append(dict(entry))  # type: ignore[arg-type]
+        else:
+            missing_optional.append(dict(entry))  # type: ignore[arg-type]
+    status: Literal["passed", "failed", "warning"] = (
+        "failed" if missing_required else "warning" if missing_optional else "passed"
+    )
+    return {
+        "status": status,
+        "checked_at": time.time(),
+        "missing_required": missing_required,
+        "missing_optional": missing_optional,
+        "produced": produced,
+    }

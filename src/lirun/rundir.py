@@ -1,0 +1,215 @@
+"""RunDir: the files of one execution (ADR D1). The database holds the outcome, not this."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lirun.errors import LirunError, ValidationError
+from lirun.paths import runs_root
+
+__all__ = [
+    "RUN_ID_ENV_VARS",
+    "SAFE_COMPONENT_PATTERN",
+    "RunDir",
+    "RunDirError",
+    "allocate_run",
+    "new_run_id",
+    "safe_component",
+]
+
+SAFE_COMPONENT_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+RUN_ID_ENV_VARS = ("LIRUN_RUN_ID", "LIONAGI_RUN_ID")
+_MANIFEST_IDENTITY = ("run_id", "state_root", "artifact_root")
+
+
+class RunDirError(LirunError, OSError):
+    """A run directory could not be created or written.
+
+    The message names the path; make it writable or point ``LIRUN_HOME`` elsewhere.
+    """
+
+
+def safe_component(name: object, what: str = "name") -> str:
+    """Return ``name`` if it is usable as one path component, else raise ValidationError."""
+    if isinstance(name, str) and name not in (".", "..") and SAFE_COMPONENT_PATTERN.fullmatch(name):
+        return name
+    raise ValidationError(
+        f"invalid {what} {name!r}: use 1-128 characters from A-Z a-z 0-9 . _ -, "
+        "starting with a letter or digit"
+    )
+
+
+def new_run_id() -> str:
+    """``<UTC YYYYMMDDTHHMMSS>-<6 hex>``."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def _run_id_from_env() -> str | None:
+    for var in RUN_ID_ENV_VARS:
+        value = os.environ.get(var)
+        if value:
+            return value
+    return None
+
+
+def _setup_error(action: str, path: Path, exc: OSError) -> RunDirError:
+    reason = exc.strerror or str(exc)
+    return RunDirError(
+        f"cannot {action} {path}: {reason}; make it writable or set LIRUN_HOME "
+        "to a writable directory"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunDir:
+    """Paths of one execution: state under ``state_root``, deliverables under ``artifact_root``."""
+
+    run_id: str
+    state_root: Path
+    artifact_root: Path
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.state_root / "run.json"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.state_root / "checkpoint.json"
+
+    @property
+    def branches_dir(self) -> Path:
+        return self.state_root / "branches"
+
+    @property
+    def stream_dir(self) -> Path:
+        return self.state_root / "stream"
+
+    @property
+    def synthesis_path(self) -> Path:
+        return self.artifact_root / "synthesis.md"
+
+    @property
+    def flow_log_path(self) -> Path:
+        return self.artifact_root / "flow.log"
+
+    @property
+    def dag_image_path(self) -> Path:
+        return self.artifact_root / "flow_dag.png"
+
+    def branch_path(self, branch_id: str) -> Path:
+        return self.branches_dir / f"{safe_component(branch_id, 'branch id')}.json"
+
+    def stream_buffer_path(self, branch_id: str) -> Path:
+        return self.stream_dir / f"{safe_component(branch_id, 'branch id')}.jsonl"
+
+    def agent_artifact_dir(self, agent_id: str) -> Path:
+        """``artifact_root/<agent_id>``; ValueError if it resolves outside the artifact root."""
+        path = self.artifact_root / safe_component(agent_id, "agent id")
+        # A pre-existing symlink named like the agent could point anywhere.
+        if not path.resolve().is_relative_to(self.artifact_root.resolve()):
+            raise ValidationError(
+                f"agent artifact dir {path} resolves outside {self.artifact_root}"
+            )
+        return path
+
+    def ensure_state_dirs(self) -> None:
+        for path in (self.branches_dir, self.stream_dir):
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _setup_error("create run directory", path, exc) from exc
+
+    def ensure_artifact_root(self) -> None:
+        try:
+            self.artifact_root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _setup_error("create artifact directory", self.artifact_root, exc) from exc
+
+    def manifest_data(self, data: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What ``write_manifest`` stores: identity first, then caller fields.
+
+        Identity fields always describe this RunDir; a caller value for them is ignored.
+        """
+        identity = {
+            "run_id": self.run_id,
+            "state_root": str(self.state_root),
+            "artifact_root": str(self.artifact_root),
+        }
+        extra = {k: v for k, v in (data or {}).items() if k not in _MANIFEST_IDENTITY}
+        return {**identity, **extra}
+
+    def write_manifest(self, data: dict[str, Any]) -> None:
+        """Atomically replace ``run.json``; readers see the old or the new file, never a mix."""
+        payload = json.dumps(self.manifest_data(data), indent=2, sort_keys=False) + "\n"
+        try:
+            self.state_root.mkdir(parents=True, exist_ok=True)
+            _atomic_write(self.manifest_path, payload.encode("utf-8"))
+        except OSError as exc:
+            raise _setup_error("write manifest", self.manifest_path, exc) from exc
+
+    def read_manifest(self) -> dict[str, Any]:
+        """The manifest, or ``{}`` when there is none. Read and JSON errors propagate."""
+        try:
+            text = self.manifest_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValidationError(f"{self.manifest_path} does not hold a JSON object")
+        return data
+
+
+def _atomic_write(path: Path, payload: bytes) -> None:
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    # Makes the rename durable; some filesystems refuse directory fsync, which is harmless.
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def allocate_run(
+    save_dir: str | os.PathLike[str] | None = None,
+    run_id: str | None = None,
+) -> RunDir:
+    """Pick the run id, create ``branches/`` and ``stream/``; the artifact dir is left alone.
+
+    Id: ``run_id`` > ``$LIRUN_RUN_ID`` > ``$LIONAGI_RUN_ID`` > a new timestamped id.
+    """
+    if run_id is None:
+        run_id = _run_id_from_env() or new_run_id()
+    rid = safe_component(run_id, "run id")
+    state_root = runs_root() / rid
+    if save_dir is not None and os.fspath(save_dir) != "":
+        artifact_root = Path(save_dir).expanduser().resolve()
+    else:
+        artifact_root = state_root / "artifacts"
+    run = RunDir(run_id=rid, state_root=state_root, artifact_root=artifact_root)
+    run.ensure_state_dirs()
+    return run
