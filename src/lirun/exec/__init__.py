@@ -1,0 +1,1 @@
+"""Supervised execution: provider command lines, stream parsing and verdicts."""

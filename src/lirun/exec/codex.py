@@ -1,0 +1,148 @@
+"""Codex: the ``exec --json`` command and its parser."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lirun.exec.provider_errors import classified_error, is_retryable_cause
+from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_str
+
+# Old builds said ``assistant_message`` where current ones say ``agent_message``.
+_ITEM_TYPE_ALIASES = {"assistant_message": "agent_message"}
+_TOOL_ITEM_TYPES = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
+_RESULT_KEYS = ("status", "exit_code", "aggregated_output", "result", "error")
+_NOT_INPUT_KEYS = frozenset({"id", "type", "item_type", *_RESULT_KEYS})
+
+
+def build_codex_command(
+    executable: str,
+    prompt: str,
+    *,
+    model: str | None = None,
+    resume: str | None = None,
+    cwd: str | None = None,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """``codex exec --json [-C DIR] [-m M] [resume THREAD_ID] PROMPT``.
+
+    Options go before ``resume`` because they belong to ``exec``; the thread id precedes
+    the prompt, as ``codex exec resume <thread_id> [PROMPT]`` expects.
+    """
+    argv = [executable, "exec", "--json"]
+    if cwd:
+        argv += ["-C", cwd]
+    if model:
+        argv += ["-m", model]
+    argv += extra_args
+    if resume:
+        argv += ["resume", resume]
+    return [*argv, prompt]
+
+
+class CodexStreamParser(StreamParser):
+    """Parses ``codex exec --json``; ``turn.completed`` / ``turn.failed`` are terminal.
+
+    ``error`` events are retry notices ("Reconnecting... 1/5"), not terminal by themselves;
+    they are kept and help classify a later ``turn.failed``.
+    """
+
+    provider = "codex"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.turns_started = 0
+        self._announced_items: set[str] = set()
+
+    def _handle(self, obj: dict[str, Any]) -> list[Event]:
+        kind = obj.get("type")
+        if kind == "thread.started":
+            return self._on_thread_started(obj)
+        if kind == "turn.started":
+            self.turns_started += 1
+            return []
+        if kind in ("item.started", "item.updated", "item.completed"):
+            return self._on_item(kind == "item.completed", as_dict(obj.get("item")))
+        if kind == "turn.completed":
+            return self._on_turn_completed(obj)
+        if kind == "turn.failed":
+            return self._on_turn_failed(obj)
+        if kind == "error":
+            return [self._error(as_str(obj.get("message")) or "error", "stream")]
+        return self._ignore(str(kind))
+
+    def _on_thread_started(self, obj: dict[str, Any]) -> list[Event]:
+        self._set_session_uid(obj.get("thread_id"), replace=True)
+        data = {"provider": self.provider, "event": "thread.started"}
+        return [Event("session", {**data, "engine_session_uid": self.engine_session_uid})]
+
+    def _on_item(self, completed: bool, item: dict[str, Any]) -> list[Event]:
+        raw_type = as_str(item.get("type")) or as_str(item.get("item_type")) or "unknown"
+        item_type = _ITEM_TYPE_ALIASES.get(raw_type, raw_type)
+        if item_type == "agent_message":
+            text = as_str(item.get("text"))
+            if not completed or text is None or not text.strip():
+                return []
+            self.assistant_texts.append(text)
+            return [Event("assistant_text", {"text": text})]
+        if item_type == "error":
+            return (
+                [self._error(as_str(item.get("message")) or "error", "item")] if completed else []
+            )
+        if item_type in _TOOL_ITEM_TYPES:
+            return self._on_tool_item(completed, item_type, item)
+        return self._ignore(f"item/{item_type}") if completed else []
+
+    def _on_tool_item(self, completed: bool, item_type: str, item: dict[str, Any]) -> list[Event]:
+        item_id = as_str(item.get("id")) or f"item_{len(self.tool_calls)}"
+        events: list[Event] = []
+        # A tool item may appear only as item.completed; announce the call once either way.
+        if item_id not in self._announced_items:
+            self._announced_items.add(item_id)
+            call_input = {k: v for k, v in item.items() if k not in _NOT_INPUT_KEYS}
+            call = {"id": item_id, "name": item_type, "input": call_input}
+            self.tool_calls.append(call)
+            events.append(Event("tool_call", call))
+        if completed:
+            result = {"id": item_id, "name": item_type}
+            result.update({k: item[k] for k in _RESULT_KEYS if k in item})
+            self.tool_results.append(result)
+            events.append(Event("tool_result", result))
+        return events
+
+    def _on_turn_completed(self, obj: dict[str, Any]) -> list[Event]:
+        summary = {"kind": "provider_turn", "provider": self.provider, "type": "turn.completed"}
+        first = self._record_terminal(summary, None)
+        events = [Event("terminal", summary if first else {**summary, "extra": True})]
+        if isinstance(obj.get("usage"), dict):
+            # A running total for the thread: keep the latest, never add them up.
+            self.usage = dict(obj["usage"])
+            events.append(Event("usage", {"provider": self.provider, **self.usage}))
+        if first:
+            self.num_turns = self.turns_started or 1
+        return events
+
+    def _on_turn_failed(self, obj: dict[str, Any]) -> list[Event]:
+        error = as_dict(obj.get("error"))
+        message = as_str(error.get("message")) or as_str(obj.get("message")) or "turn failed"
+        summary = {
+            "kind": "provider_turn",
+            "provider": self.provider,
+            "type": "turn.failed",
+            "message": message,
+        }
+        retryable = is_retryable_cause(
+            api_error_status=as_int(error.get("status")),
+            error_codes=[c for c in (as_str(error.get("code")),) if c],
+            messages=[message, *self.errors],
+        )
+        failure = classified_error(
+            f"codex turn failed: {message[:300]}",
+            provider=self.provider,
+            retryable=retryable,
+            detail=summary,
+        )
+        first = self._record_terminal(summary, failure)
+        if first:
+            self.num_turns = self.turns_started or 1
+        return [Event("terminal", summary if first else {**summary, "extra": True})]

@@ -1,0 +1,149 @@
+"""The provider registry: which agent CLIs lirun knows, how to find and run them.
+
+A supervisor needs only this module: pick a spec with :func:`parse_provider_spec`, find the
+executable, build the command, feed stdout lines to ``spec.new_parser()`` and ``finish``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from lirun.errors import UsageError
+from lirun.exec.claude import ClaudeStreamParser, build_claude_command
+from lirun.exec.codex import CodexStreamParser, build_codex_command
+from lirun.exec.provider_errors import (
+    ProviderError,
+    ProviderNonRetryableError,
+    ProviderNotFoundError,
+    ProviderRetryableError,
+)
+from lirun.exec.stream import Event, Message, StreamParser, events_to_messages
+from lirun.exec.verdict import Verdict
+
+__all__ = [
+    "PROVIDERS",
+    "ClaudeStreamParser",
+    "CodexStreamParser",
+    "CommandBuilder",
+    "Event",
+    "Message",
+    "ProviderError",
+    "ProviderNonRetryableError",
+    "ProviderNotFoundError",
+    "ProviderRetryableError",
+    "ProviderSpec",
+    "StreamParser",
+    "Verdict",
+    "build_claude_command",
+    "build_codex_command",
+    "events_to_messages",
+    "find_provider_executable",
+    "get_provider",
+    "parse_provider_spec",
+]
+
+
+class CommandBuilder(Protocol):
+    def __call__(
+        self,
+        executable: str,
+        prompt: str,
+        *,
+        model: str | None = None,
+        resume: str | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> list[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSpec:
+    """One agent CLI: its name, where to find it, how to run it and read its stream."""
+
+    name: str
+    env_var: str
+    install_hint: str
+    build_command: CommandBuilder
+    parser_factory: Callable[[], StreamParser]
+
+    def new_parser(self) -> StreamParser:
+        return self.parser_factory()
+
+
+PROVIDERS: dict[str, ProviderSpec] = {
+    "claude": ProviderSpec(
+        name="claude",
+        env_var="LIRUN_CLAUDE_BIN",
+        install_hint="install Claude Code (npm install -g @anthropic-ai/claude-code)",
+        build_command=build_claude_command,
+        parser_factory=ClaudeStreamParser,
+    ),
+    "codex": ProviderSpec(
+        name="codex",
+        env_var="LIRUN_CODEX_BIN",
+        install_hint="install Codex (npm install -g @openai/codex)",
+        build_command=build_codex_command,
+        parser_factory=CodexStreamParser,
+    ),
+}
+
+
+def get_provider(name: str) -> ProviderSpec:
+    """The spec for ``name``; UsageError naming the known providers otherwise."""
+    spec = PROVIDERS.get(name.strip().lower())
+    if spec is None:
+        known = ", ".join(sorted(PROVIDERS))
+        raise UsageError(f"unknown provider {name!r}; known providers: {known}")
+    return spec
+
+
+def parse_provider_spec(text: str) -> tuple[str, str | None]:
+    """``"claude/claude-sonnet-4-5"`` → ``("claude", "claude-sonnet-4-5")``; no model → None.
+
+    Only the first ``/`` splits, so a model id may itself contain slashes.
+    """
+    name, sep, model = text.strip().partition("/")
+    spec = get_provider(name)
+    if sep and not model.strip():
+        raise UsageError(f"provider spec {text!r} has an empty model; use {spec.name}/MODEL")
+    return spec.name, (model.strip() or None)
+
+
+def find_provider_executable(name: str, override: str | None = None) -> str:
+    """The path of the provider's CLI: ``override`` (a flag) > ``$LIRUN_<NAME>_BIN`` > PATH.
+
+    Raises ProviderNotFoundError (exit code 2) saying how to fix it when nothing usable exists.
+    """
+    spec = get_provider(name)
+    if override:
+        return _checked_executable(spec, override, "the command-line flag")
+    if env_value := os.environ.get(spec.env_var, "").strip():
+        return _checked_executable(spec, env_value, f"${spec.env_var}")
+    found = shutil.which(spec.name)
+    if found is None:
+        raise ProviderNotFoundError(
+            f"{spec.name} executable not found on PATH; {spec.install_hint}, or set "
+            f"{spec.env_var}=/path/to/{spec.name} (or pass its path with the provider flag)"
+        )
+    return found
+
+
+def _checked_executable(spec: ProviderSpec, candidate: str, source: str) -> str:
+    # A bare name is looked up on PATH, a path is taken as given.
+    path = os.path.expanduser(candidate)
+    if os.sep not in path:
+        path = shutil.which(path) or path
+    if not os.path.isfile(path):
+        raise ProviderNotFoundError(
+            f"{spec.name} executable {candidate!r} (from {source}) does not exist; "
+            f"fix the path or unset it to use {spec.name} from PATH"
+        )
+    if not os.access(path, os.X_OK):
+        raise ProviderNotFoundError(
+            f"{spec.name} executable {candidate!r} (from {source}) is not executable; "
+            f"run chmod +x on it or point {spec.env_var} at the real {spec.name}"
+        )
+    return os.path.abspath(path)

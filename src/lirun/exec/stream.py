@@ -1,0 +1,244 @@
+"""Provider-neutral incremental stream parsing: events, messages and the parser base.
+
+A parser is fed one stdout line at a time and never raises on what it reads: provider
+streams grow new event types and can be cut mid-line, and supervision must go on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from lirun.exec.provider_errors import ProviderError, ProviderNonRetryableError
+from lirun.exec.verdict import Verdict
+
+EventKind = Literal[
+    "session",
+    "assistant_text",
+    "tool_call",
+    "tool_result",
+    "usage",
+    "terminal",
+    "error",
+    "unparsed",
+]
+MessageRole = Literal["assistant", "tool_call", "tool_result", "usage", "system", "error"]
+
+_ROLE_BY_KIND: dict[str, MessageRole] = {
+    "session": "system",
+    "assistant_text": "assistant",
+    "tool_call": "tool_call",
+    "tool_result": "tool_result",
+    "usage": "usage",
+    "terminal": "system",
+    "error": "error",
+    "unparsed": "system",
+}
+_SNIPPET_CHARS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One row for ``db.append_message(session_id, role=..., content=...)``."""
+
+    role: MessageRole
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something worth keeping that one stream line said."""
+
+    kind: EventKind
+    data: dict[str, Any]
+
+    def to_message(self) -> Message:
+        # Assistant text is stored verbatim: the evidence gate reads it as the answer.
+        if self.kind == "assistant_text":
+            return Message("assistant", str(self.data.get("text", "")))
+        payload = json.dumps(self.data, sort_keys=True, default=str)
+        return Message(_ROLE_BY_KIND[self.kind], payload)
+
+
+def events_to_messages(events: Iterable[Event]) -> list[Message]:
+    return [event.to_message() for event in events]
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class StreamParser(ABC):
+    """Shared state and the exit-code rules; subclasses map their provider's event types.
+
+    ``finish`` decides (PROVIDERS.md, "Provider-neutral verdict"):
+
+    * no terminal event, whatever the exit code: failed, plain :class:`ProviderError`
+      (unclassified, so teardown may reconcile with a linked engine session);
+    * a failing terminal event: failed, with the classified error built for it;
+    * a successful terminal event and exit code 0, or an unknown exit code, or a kill by the
+      supervisor (``killed_by``, e.g. after the post-terminal grace period): completed;
+    * a successful terminal event and then a non-zero exit the supervisor did not cause:
+      failed, :class:`ProviderNonRetryableError`. The CLI contradicted its own success
+      (crash on shutdown, failed session write), so the run is not trusted as complete; the
+      terminal event stays in the evidence for anyone who wants to look.
+    """
+
+    provider: ClassVar[str] = ""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.engine_session_uid: str | None = None
+        self.model: str | None = None
+        self.assistant_texts: list[str] = []
+        self.tool_calls: list[dict[str, Any]] = []
+        self.tool_results: list[dict[str, Any]] = []
+        self.usage: dict[str, Any] | None = None
+        self.total_cost_usd: float | None = None
+        self.num_turns: int | None = None
+        self.terminal: dict[str, Any] | None = None
+        self.extra_terminals: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self.saw_terminal = False
+        self.terminal_at: float | None = None
+        self.lines_seen = 0
+        self.unparsed_lines = 0
+        self.ignored_types: Counter[str] = Counter()
+        self.last_event_type: str | None = None
+        self._failure: ProviderError | None = None
+
+    def feed_line(self, line: str) -> list[Event]:
+        """Parse one stdout line; garbage becomes an ``unparsed`` event, never an exception."""
+        text = line.strip()
+        if not text:
+            return []
+        self.lines_seen += 1
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return [self._unparsed(text, "not JSON (truncated or plain text)")]
+        if not isinstance(obj, dict):
+            return [self._unparsed(text, "not a JSON object")]
+        kind = obj.get("type")
+        self.last_event_type = kind if isinstance(kind, str) else None
+        try:
+            return self._handle(obj)
+        except Exception as exc:  # a drifted event schema must not stop supervision
+            return [self._unparsed(text, f"malformed {kind!r} event: {exc}")]
+
+    @abstractmethod
+    def _handle(self, obj: dict[str, Any]) -> list[Event]:
+        """Map one decoded event to the events worth keeping, updating state."""
+
+    @property
+    def final_text(self) -> str:
+        return self.assistant_texts[-1] if self.assistant_texts else ""
+
+    def finish(self, exit_code: int | None, *, killed_by: str | None = None) -> Verdict:
+        """The verdict once the process is gone (see the class docstring for the rules)."""
+        exception = self._finish_exception(exit_code, killed_by)
+        return Verdict(
+            provider=self.provider,
+            status="failed" if exception is not None else "completed",
+            exception=exception,
+            final_text=self.final_text,
+            engine_session_uid=self.engine_session_uid,
+            model=self.model,
+            usage=self.usage,
+            cost=self.total_cost_usd,
+            num_turns=self.num_turns,
+            exit_code=exit_code,
+            evidence=self._evidence(exit_code, killed_by),
+        )
+
+    def _finish_exception(
+        self, exit_code: int | None, killed_by: str | None
+    ) -> ProviderError | None:
+        detail = {"exit_code": exit_code, "killed_by": killed_by}
+        if not self.saw_terminal:
+            return ProviderError(
+                f"{self.provider} stream ended with no terminal event (exit code {exit_code}, "
+                f"last event {self.last_event_type!r})",
+                provider=self.provider,
+                detail={**detail, "last_event_type": self.last_event_type},
+            )
+        if self._failure is not None:
+            return self._failure
+        if exit_code not in (None, 0) and killed_by is None:
+            return ProviderNonRetryableError(
+                f"{self.provider} reported success but exited with code {exit_code}",
+                provider=self.provider,
+                detail={**detail, "terminal": self.terminal},
+            )
+        return None
+
+    def _evidence(self, exit_code: int | None, killed_by: str | None) -> list[dict[str, Any]]:
+        evidence: list[dict[str, Any]] = []
+        if self.terminal is not None:
+            evidence.append(self.terminal)
+        evidence.extend(
+            {**extra, "kind": "provider_extra_terminal"} for extra in self.extra_terminals
+        )
+        exit_fact = {"kind": "provider_exit", "provider": self.provider, "exit_code": exit_code}
+        evidence.append({**exit_fact, "killed_by": killed_by})
+        if not self.saw_terminal:
+            evidence.append(
+                {
+                    "kind": "provider_no_terminal",
+                    "provider": self.provider,
+                    "last_event_type": self.last_event_type,
+                    "lines": self.lines_seen,
+                }
+            )
+        if self.errors:
+            evidence.append({"kind": "provider_errors", "messages": self.errors[-5:]})
+        if self.unparsed_lines or self.ignored_types:
+            noise = {"unparsed_lines": self.unparsed_lines, "ignored": dict(self.ignored_types)}
+            evidence.append({"kind": "provider_stream_noise", **noise})
+        return evidence
+
+    def _record_terminal(self, summary: dict[str, Any], failure: ProviderError | None) -> bool:
+        """Keep the first terminal event; later ones are only evidence. True when first."""
+        if self.saw_terminal:
+            self.extra_terminals.append(summary)
+            return False
+        self.saw_terminal = True
+        self.terminal_at = self._clock()
+        self.terminal = summary
+        self._failure = failure
+        return True
+
+    def _set_session_uid(self, value: Any, *, replace: bool) -> None:
+        # ``replace`` for the event that names this run's session (a resume may get a new one)
+        uid = as_str(value)
+        if uid is not None and (replace or self.engine_session_uid is None):
+            self.engine_session_uid = uid
+
+    def _ignore(self, kind: str) -> list[Event]:
+        self.ignored_types[kind] += 1
+        return []
+
+    def _unparsed(self, text: str, why: str) -> Event:
+        self.unparsed_lines += 1
+        return Event("unparsed", {"note": why, "line": text[:_SNIPPET_CHARS]})
+
+    def _error(self, message: str, source: str) -> Event:
+        self.errors.append(message)
+        return Event("error", {"provider": self.provider, "source": source, "message": message})

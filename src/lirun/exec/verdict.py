@@ -1,0 +1,44 @@
+"""The provider-neutral verdict a stream parser hands to the supervisor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lirun.exec.provider_errors import ProviderError
+
+VerdictStatus = Literal["completed", "failed"]
+
+
+@dataclass(slots=True)
+class Verdict:
+    """What the stream and the exit code say, before the ADR's artifact and evidence gates.
+
+    Timeouts and signals are the supervisor's call: it overrides ``status`` for those and
+    passes ``exception`` on to ``teardown_persist`` otherwise.
+    """
+
+    provider: str
+    status: VerdictStatus
+    exception: ProviderError | None
+    final_text: str = ""
+    engine_session_uid: str | None = None
+    model: str | None = None
+    usage: dict[str, Any] | None = None
+    cost: float | None = None
+    num_turns: int | None = None
+    exit_code: int | None = None
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def retryable(self) -> bool:
+        return self.exception is not None and self.exception.retryable
+
+    @property
+    def base_reason(self) -> str:
+        """The DESIGN §5 reason this verdict leads to when no later gate intervenes."""
+        if self.exception is None:
+            return "run.completed.ok"
+        if self.exception.retryable:
+            return "run.failed.provider_retryable"
+        return "run.failed.provider_nonretryable"

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""A stand-in for the ``claude`` / ``codex`` CLIs that replays a fixture stream.
+
+Environment:
+  LIRUN_FAKE_FIXTURE      path of the .jsonl to replay (absolute, relative to the cwd, or
+                          relative to tests/fixtures, e.g. ``claude/success.jsonl``)
+  LIRUN_FAKE_EXIT         exit code after the last line (default 0)
+  LIRUN_FAKE_DELAY        seconds to sleep between lines (default 0)
+  LIRUN_FAKE_HANG_AFTER   "1": sleep forever after the last line (SIGTERM/SIGKILL end it)
+  LIRUN_FAKE_ARGV_LOG     append {"argv": [...], "cwd": ...} as one JSON line to this file
+  LIRUN_FAKE_TOUCH        create this file (relative to the cwd) before streaming, to
+                          simulate work; LIRUN_FAKE_TOUCH_CONTENT is its content
+Lines are written exactly as in the fixture (a truncated last line stays truncated),
+flushed one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _fixture_path(name: str) -> Path:
+    path = Path(name)
+    if path.is_absolute() or path.exists():
+        return path
+    return FIXTURES / name
+
+
+def _log_argv(log_path: str) -> None:
+    record = {"argv": sys.argv[1:], "cwd": os.getcwd()}
+    with open(log_path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+def _touch(relative: str) -> None:
+    target = Path.cwd() / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(os.environ.get("LIRUN_FAKE_TOUCH_CONTENT", "touched by fake provider\n"))
+
+
+def _replay(lines: list[str], delay: float) -> None:
+    for index, line in enumerate(lines):
+        if index and delay:
+            time.sleep(delay)
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def main() -> int:
+    if log_path := os.environ.get("LIRUN_FAKE_ARGV_LOG"):
+        _log_argv(log_path)
+    fixture = os.environ.get("LIRUN_FAKE_FIXTURE")
+    if not fixture:
+        print("fake_provider: LIRUN_FAKE_FIXTURE is not set", file=sys.stderr)
+        return 2
+    if touch := os.environ.get("LIRUN_FAKE_TOUCH"):
+        _touch(touch)
+    lines = _fixture_path(fixture).read_text(encoding="utf-8").splitlines(keepends=True)
+    try:
+        _replay(lines, float(os.environ.get("LIRUN_FAKE_DELAY", "0") or 0))
+    except BrokenPipeError:  # the supervisor stopped reading; nothing left to say
+        return 1
+    if os.environ.get("LIRUN_FAKE_HANG_AFTER") == "1":
+        while True:
+            time.sleep(3600)
+    return int(os.environ.get("LIRUN_FAKE_EXIT", "0") or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Helpers for tests that run fake provider executables instead of real agent CLIs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+TESTS_DIR = Path(__file__).resolve().parent
+FIXTURES_DIR = TESTS_DIR / "fixtures"
+FAKE_PROVIDER = TESTS_DIR / "fake_provider.py"
+PROVIDER_NAMES = ("claude", "codex")
+
+
+def fixture_path(name: str) -> Path:
+    """``"claude/success.jsonl"`` → its absolute path under tests/fixtures."""
+    return FIXTURES_DIR / name
+
+
+def load_expectations() -> dict[str, dict[str, Any]]:
+    """Fixture name → expected replay settings and verdict (tests/fixtures/expectations.json)."""
+    table = json.loads((FIXTURES_DIR / "expectations.json").read_text(encoding="utf-8"))
+    return {name: row for name, row in table.items() if not name.startswith("_")}
+
+
+def make_fake_bin_dir(directory: Path) -> Path:
+    """Write executables ``claude`` and ``codex`` in ``directory`` that run the fake provider.
+
+    Put the directory first on PATH, or point LIRUN_CLAUDE_BIN / LIRUN_CODEX_BIN at a file.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_PROVIDER))}"
+    script = f'#!/bin/sh\nexec {command} "$@"\n'
+    for name in PROVIDER_NAMES:
+        wrapper = directory / name
+        wrapper.write_text(script, encoding="utf-8")
+        wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return directory
+
+
+def fake_env(
+    fixture: str,
+    *,
+    exit_code: int = 0,
+    hang_after: bool = False,
+    delay: float = 0.0,
+    argv_log: Path | None = None,
+    touch: str | None = None,
+    base: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """Environment that makes the fake provider replay ``fixture`` (a name or a path)."""
+    env = dict(os.environ if base is None else base)
+    path = Path(fixture)
+    env["LIRUN_FAKE_FIXTURE"] = str(path if path.is_absolute() else fixture_path(fixture))
+    env["LIRUN_FAKE_EXIT"] = str(exit_code)
+    env["LIRUN_FAKE_DELAY"] = str(delay)
+    env["LIRUN_FAKE_HANG_AFTER"] = "1" if hang_after else "0"
+    if argv_log is not None:
+        env["LIRUN_FAKE_ARGV_LOG"] = str(argv_log)
+    if touch is not None:
+        env["LIRUN_FAKE_TOUCH"] = touch
+    return env
+
+
+def fake_env_for(fixture: str, **overrides: Any) -> dict[str, str]:
+    """:func:`fake_env` with exit code and hang taken from the expectations table."""
+    row = load_expectations()[fixture]
+    settings: dict[str, Any] = {"exit_code": row["exit_code"], "hang_after": row["hang_after"]}
+    settings.update(overrides)
+    return fake_env(fixture, **settings)

@@ -1,0 +1,464 @@
+"""Provider stream parsing, verdicts, command lines and executable lookup (no real models)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lirun.errors import LirunError, UsageError
+from lirun.exec.providers import (
+    PROVIDERS,
+    ClaudeStreamParser,
+    CodexStreamParser,
+    ProviderError,
+    ProviderNonRetryableError,
+    ProviderNotFoundError,
+    ProviderRetryableError,
+    StreamParser,
+    Verdict,
+    build_claude_command,
+    build_codex_command,
+    events_to_messages,
+    find_provider_executable,
+    parse_provider_spec,
+)
+from providerkit import (
+    FIXTURES_DIR,
+    fake_env_for,
+    fixture_path,
+    load_expectations,
+    make_fake_bin_dir,
+)
+
+EXPECTATIONS = load_expectations()
+
+
+def replay(name: str, parser: StreamParser | None = None) -> StreamParser:
+    parser = parser or PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
+    for line in fixture_path(name).read_text(encoding="utf-8").splitlines(keepends=True):
+        parser.feed_line(line)
+    return parser
+
+
+def verdict_for(name: str) -> Verdict:
+    return replay(name).finish(**EXPECTATIONS[name]["finish"])
+
+
+def feed(parser: StreamParser, *objects: dict[str, Any] | str) -> StreamParser:
+    for obj in objects:
+        parser.feed_line(obj if isinstance(obj, str) else json.dumps(obj))
+    return parser
+
+
+def claude_result(**fields: Any) -> dict[str, Any]:
+    return {"type": "result", "subtype": "success", "is_error": False, "session_id": "s1", **fields}
+
+
+# --- every fixture against its expectation row ---------------------------------------------
+
+
+def test_every_fixture_has_an_expectation() -> None:
+    on_disk = {str(p.relative_to(FIXTURES_DIR)) for p in FIXTURES_DIR.glob("*/*.jsonl")}
+    assert on_disk == set(EXPECTATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTATIONS))
+def test_fixture_verdict(name: str) -> None:
+    row = EXPECTATIONS[name]
+    verdict = verdict_for(name)
+    assert verdict.status == row["status"]
+    exc_name = type(verdict.exception).__name__ if verdict.exception is not None else None
+    assert exc_name == row["exception"]
+    assert verdict.retryable is row["retryable"]
+    assert verdict.base_reason == row["reason"]
+    assert verdict.engine_session_uid == row["engine_session_uid"]
+    assert verdict.final_text == row["final_text"]
+    assert verdict.usage == row["usage"]
+    assert verdict.cost == row["cost"]
+    assert verdict.num_turns == row["num_turns"]
+    assert verdict.provider == row["provider"]
+    assert any(e["kind"] == "provider_exit" for e in verdict.evidence)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTATIONS))
+def test_fixture_events_become_messages(name: str) -> None:
+    parser = PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
+    lines = fixture_path(name).read_text(encoding="utf-8").splitlines()
+    messages = events_to_messages(e for line in lines for e in parser.feed_line(line))
+    assistant = [m.content for m in messages if m.role == "assistant"]
+    assert assistant == parser.assistant_texts
+    for message in messages:
+        if message.role != "assistant":
+            assert isinstance(json.loads(message.content), dict)
+
+
+# --- claude specifics ----------------------------------------------------------------------
+
+
+def test_claude_success_state() -> None:
+    parser = replay("claude/success.jsonl")
+    assert parser.model == "claude-sonnet-4-5"
+    assert parser.assistant_texts == ["Fixing the test.", "Done: test fixed."]
+    assert parser.tool_calls == [
+        {"id": "toolu_1", "name": "Bash", "input": {"command": "pytest -q"}}
+    ]
+    assert parser.tool_results[0]["content"] == "1 passed"
+    assert parser.ignored_types["rate_limit_event"] == 1
+
+
+def test_claude_second_result_is_evidence_only() -> None:
+    verdict = verdict_for("claude/two_results.jsonl")
+    extra = [e for e in verdict.evidence if e["kind"] == "provider_extra_terminal"]
+    assert [e["subtype"] for e in extra] == ["error_during_execution"]
+    first = next(e for e in verdict.evidence if e["kind"] == "provider_result")
+    assert first["subtype"] == "success"
+
+
+def test_claude_api_error_dressed_as_success_records_evidence() -> None:
+    verdict = verdict_for("claude/api_error_as_success.jsonl")
+    result = next(e for e in verdict.evidence if e["kind"] == "provider_result")
+    assert result == result | {"subtype": "success", "is_error": True, "api_error_status": 400}
+    assert result["terminal_reason"] == "api_error"
+    assert (
+        "invalid_request"
+        in next(e for e in verdict.evidence if e["kind"] == "provider_errors")["messages"]
+    )
+
+
+def test_claude_truncated_line_is_an_unparsed_note() -> None:
+    parser = replay("claude/truncated_last_line.jsonl")
+    assert parser.unparsed_lines == 1
+    assert not parser.saw_terminal
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"api_error_status": 529, "is_error": True, "result": "API Error: 529 overloaded"},
+        {"api_error_status": 500, "is_error": True},
+        {"api_error_status": 429, "is_error": True},
+        {"subtype": "error_during_execution", "errors": ["Overloaded"]},
+        {"is_error": True, "result": "API Error: Rate limit reached"},
+    ],
+)
+def test_claude_transient_failures_are_retryable(fields: dict[str, Any]) -> None:
+    verdict = feed(ClaudeStreamParser(), claude_result(**fields)).finish(0)
+    assert isinstance(verdict.exception, ProviderRetryableError)
+    assert verdict.base_reason == "run.failed.provider_retryable"
+
+
+def test_claude_assistant_rate_limit_error_makes_failure_retryable() -> None:
+    assistant = {"type": "assistant", "message": {"content": []}, "error": "rate_limit"}
+    result = claude_result(subtype="error_during_execution", is_error=True)
+    verdict = feed(ClaudeStreamParser(), assistant, result).finish(1)
+    assert verdict.retryable
+
+
+def test_claude_limits_are_never_retryable() -> None:
+    assistant = {"type": "assistant", "message": {"content": []}, "error": "rate_limit"}
+    result = claude_result(subtype="error_max_budget_usd", is_error=True)
+    verdict = feed(ClaudeStreamParser(), assistant, result).finish(1)
+    assert isinstance(verdict.exception, ProviderNonRetryableError)
+
+
+def test_claude_error_subtype_fails_even_without_is_error() -> None:
+    verdict = feed(ClaudeStreamParser(), claude_result(subtype="error_max_turns")).finish(1)
+    assert verdict.status == "failed"
+
+
+def test_claude_resumed_run_takes_session_id_from_init() -> None:
+    init = {"type": "system", "subtype": "init", "session_id": "new", "model": "m"}
+    parser = feed(ClaudeStreamParser(), {"type": "stream_event", "session_id": "old"}, init)
+    assert parser.engine_session_uid == "new"
+
+
+# --- codex specifics -----------------------------------------------------------------------
+
+
+def test_codex_success_state() -> None:
+    parser = replay("codex/success.jsonl")
+    assert [c["name"] for c in parser.tool_calls] == ["command_execution", "file_change"]
+    assert parser.tool_calls[0]["input"] == {"command": "bash -lc ls"}
+    assert parser.tool_results[0] == {
+        "id": "item_1",
+        "name": "command_execution",
+        "status": "completed",
+        "exit_code": 0,
+        "aggregated_output": "README.md\n",
+    }
+
+
+def test_codex_error_events_are_not_terminal() -> None:
+    parser = feed(CodexStreamParser(), {"type": "error", "message": "Reconnecting... 1/5"})
+    assert not parser.saw_terminal
+    assert parser.errors == ["Reconnecting... 1/5"]
+    assert type(parser.finish(0).exception) is ProviderError
+
+
+@pytest.mark.parametrize("exit_code", [0, 1])
+def test_codex_outage_verdict_ignores_exit_code(exit_code: int) -> None:
+    verdict = replay("codex/outage.jsonl").finish(exit_code)
+    assert isinstance(verdict.exception, ProviderRetryableError)
+
+
+def test_codex_turn_failed_without_transient_cause_is_not_retryable() -> None:
+    failed = {"type": "turn.failed", "error": {"message": "invalid api key"}}
+    verdict = feed(CodexStreamParser(), failed).finish(1)
+    assert isinstance(verdict.exception, ProviderNonRetryableError)
+
+
+def test_codex_usage_is_the_last_running_total() -> None:
+    first = {"type": "turn.completed", "usage": {"input_tokens": 10, "output_tokens": 1}}
+    second = {"type": "turn.completed", "usage": {"input_tokens": 30, "output_tokens": 4}}
+    parser = feed(CodexStreamParser(), first, second)
+    assert parser.usage == {"input_tokens": 30, "output_tokens": 4}
+    assert len(parser.extra_terminals) == 1
+
+
+def test_codex_agent_message_only_counts_when_completed() -> None:
+    item = {"id": "i1", "type": "agent_message", "text": "draft"}
+    parser = feed(CodexStreamParser(), {"type": "item.updated", "item": item})
+    assert parser.assistant_texts == []
+
+
+# --- provider-neutral rules ----------------------------------------------------------------
+
+
+def test_terminal_time_comes_from_the_injected_clock() -> None:
+    parser = ClaudeStreamParser(clock=lambda: 42.0)
+    feed(parser, {"type": "system", "subtype": "init", "session_id": "s"})
+    assert (parser.saw_terminal, parser.terminal_at) == (False, None)
+    feed(parser, claude_result(result="ok"))
+    assert (parser.saw_terminal, parser.terminal_at) == (True, 42.0)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "killed_by", "status"),
+    [
+        (0, None, "completed"),
+        (None, None, "completed"),
+        (-15, "grace", "completed"),
+        (2, None, "failed"),
+    ],
+)
+def test_success_event_and_exit_code(
+    exit_code: int | None, killed_by: str | None, status: str
+) -> None:
+    verdict = feed(ClaudeStreamParser(), claude_result(result="ok")).finish(
+        exit_code, killed_by=killed_by
+    )
+    assert verdict.status == status
+    if status == "failed":
+        assert isinstance(verdict.exception, ProviderNonRetryableError)
+
+
+@pytest.mark.parametrize("exit_code", [0, 1, None, -9])
+def test_no_terminal_is_an_unclassified_provider_error(exit_code: int | None) -> None:
+    verdict = ClaudeStreamParser().finish(exit_code, killed_by="idle")
+    assert type(verdict.exception) is ProviderError
+    assert verdict.exception.retryable is False
+    assert verdict.base_reason == "run.failed.provider_nonretryable"
+
+
+GARBAGE = [
+    "",
+    "   \n",
+    "not json at all",
+    '{"type": "result", "subtype": "succ',
+    "[1, 2, 3]",
+    '"just a string"',
+    "null",
+    '{"no_type": true}',
+    '{"type": "brand_new_event", "payload": {}}',
+    '{"type": "assistant", "message": "not a dict"}',
+    '{"type": "assistant", "message": {"content": [1, null, {"type": "text"}]}}',
+    '{"type": "user", "message": {"content": "x"}}',
+    '{"type": "item.completed", "item": "not a dict"}',
+    '{"type": "turn.failed", "error": "not a dict"}',
+]
+
+
+@pytest.mark.parametrize("name", ["claude/success.jsonl", "codex/success.jsonl"])
+def test_garbage_lines_are_harmless(name: str) -> None:
+    clean = verdict_for(name)
+    parser = PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
+    lines = fixture_path(name).read_text(encoding="utf-8").splitlines()
+    for line in lines[:-1]:
+        for junk in GARBAGE[:-1]:  # turn.failed junk would be a (codex) terminal event
+            parser.feed_line(junk)
+        parser.feed_line(line)
+    parser.feed_line(lines[-1])
+    noisy = parser.finish(**EXPECTATIONS[name]["finish"])
+    assert (noisy.status, noisy.final_text, noisy.usage) == (
+        clean.status,
+        clean.final_text,
+        clean.usage,
+    )
+    noise = next(e for e in noisy.evidence if e["kind"] == "provider_stream_noise")
+    assert noise["unparsed_lines"] > 0
+
+
+@pytest.mark.parametrize("parser_cls", [ClaudeStreamParser, CodexStreamParser])
+@pytest.mark.parametrize("junk", GARBAGE)
+def test_garbage_alone_never_raises(parser_cls: type[StreamParser], junk: str) -> None:
+    parser = parser_cls()
+    events = parser.feed_line(junk)
+    assert all(e.kind in {"unparsed", "terminal", "error"} for e in events)
+    assert parser.finish(0).status == "failed"
+
+
+def test_unparsed_note_becomes_a_system_message() -> None:
+    events = ClaudeStreamParser().feed_line("garbage")
+    [message] = events_to_messages(events)
+    assert message.role == "system"
+    assert json.loads(message.content)["line"] == "garbage"
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+def test_provider_error_hierarchy() -> None:
+    assert issubclass(ProviderError, LirunError) and issubclass(ProviderError, RuntimeError)
+    assert ProviderRetryableError("x", provider="claude").retryable is True
+    err = ProviderNonRetryableError("x", provider="codex", detail={"a": 1})
+    assert (err.retryable, err.provider, err.detail) == (False, "codex", {"a": 1})
+    assert ProviderError("x", provider="claude").exit_code == 1
+    assert issubclass(ProviderNotFoundError, UsageError) and ProviderNotFoundError.exit_code == 2
+
+
+# --- command lines -------------------------------------------------------------------------
+
+
+def test_build_claude_command() -> None:
+    base = ["claude", "-p", "fix it", "--output-format", "stream-json", "--verbose"]
+    assert build_claude_command("claude", "fix it") == base
+    full = build_claude_command(
+        "claude", "fix it", model="claude-sonnet-4-5", resume="abc", extra_args=["--x"]
+    )
+    assert full == [*base, "--model", "claude-sonnet-4-5", "--resume", "abc", "--x"]
+
+
+def test_build_codex_command() -> None:
+    assert build_codex_command("codex", "fix it") == ["codex", "exec", "--json", "fix it"]
+    assert build_codex_command("codex", "fix it", model="gpt-5") == [
+        "codex", "exec", "--json", "-m", "gpt-5", "fix it"
+    ]  # fmt: skip
+    assert build_codex_command("codex", "go on", resume="t1", cwd="/w") == [
+        "codex", "exec", "--json", "-C", "/w", "resume", "t1", "go on"
+    ]  # fmt: skip
+
+
+def test_registry_specs() -> None:
+    assert set(PROVIDERS) == {"claude", "codex"}
+    assert PROVIDERS["claude"].env_var == "LIRUN_CLAUDE_BIN"
+    assert PROVIDERS["codex"].env_var == "LIRUN_CODEX_BIN"
+    assert isinstance(PROVIDERS["codex"].new_parser(), CodexStreamParser)
+    argv = PROVIDERS["claude"].build_command("c", "p", model="m")
+    assert argv[-2:] == ["--model", "m"]
+
+
+# --- parse_provider_spec -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("claude", ("claude", None)),
+        ("claude/claude-sonnet-4-5", ("claude", "claude-sonnet-4-5")),
+        ("codex/gpt-5-codex", ("codex", "gpt-5-codex")),
+        ("Codex", ("codex", None)),
+        ("codex/org/model", ("codex", "org/model")),
+    ],
+)
+def test_parse_provider_spec(text: str, expected: tuple[str, str | None]) -> None:
+    assert parse_provider_spec(text) == expected
+
+
+@pytest.mark.parametrize("text", ["gemini", "gemini/pro", "", "claude/"])
+def test_parse_provider_spec_rejects(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_provider_spec(text)
+
+
+# --- find_provider_executable --------------------------------------------------------------
+
+
+def test_find_uses_override_then_env_then_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = make_fake_bin_dir(tmp_path / "bin")
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.delenv("LIRUN_CLAUDE_BIN", raising=False)
+    assert find_provider_executable("claude") == str(bin_dir / "claude")
+    other = make_fake_bin_dir(tmp_path / "other")
+    monkeypatch.setenv("LIRUN_CLAUDE_BIN", str(other / "claude"))
+    assert find_provider_executable("claude") == str(other / "claude")
+    third = make_fake_bin_dir(tmp_path / "third")
+    assert find_provider_executable("claude", str(third / "claude")) == str(third / "claude")
+
+
+def test_find_missing_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("LIRUN_CODEX_BIN", raising=False)
+    with pytest.raises(ProviderNotFoundError, match="LIRUN_CODEX_BIN") as info:
+        find_provider_executable("codex")
+    assert info.value.exit_code == 2
+
+
+def test_find_override_missing(tmp_path: Path) -> None:
+    with pytest.raises(ProviderNotFoundError, match="does not exist"):
+        find_provider_executable("claude", str(tmp_path / "nope"))
+
+
+def test_find_env_not_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = tmp_path / "claude"
+    plain.write_text("#!/bin/sh\n")
+    plain.chmod(0o644)
+    monkeypatch.setenv("LIRUN_CLAUDE_BIN", str(plain))
+    with pytest.raises(ProviderNotFoundError, match="not executable"):
+        find_provider_executable("claude")
+
+
+def test_find_unknown_provider() -> None:
+    with pytest.raises(UsageError, match="unknown provider"):
+        find_provider_executable("gemini")
+
+
+# --- the fake provider itself --------------------------------------------------------------
+
+
+def test_fake_provider_replays_fixture(tmp_path: Path) -> None:
+    bin_dir = make_fake_bin_dir(tmp_path / "bin")
+    log = tmp_path / "argv.jsonl"
+    env = fake_env_for("codex/completed_then_nonzero_exit.jsonl", argv_log=log, touch="out/a.txt")
+    argv = build_codex_command(str(bin_dir / "codex"), "do it", model="gpt-5")
+    proc = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    expected = fixture_path("codex/completed_then_nonzero_exit.jsonl").read_text(encoding="utf-8")
+    assert (proc.returncode, proc.stdout) == (1, expected)
+    assert json.loads(log.read_text())["argv"] == argv[1:]
+    assert (tmp_path / "out" / "a.txt").exists()
+
+
+def test_fake_provider_hang_is_killable(tmp_path: Path) -> None:
+    bin_dir = make_fake_bin_dir(tmp_path / "bin")
+    env = fake_env_for("claude/hang_after_result.jsonl")
+    argv = build_claude_command(str(bin_dir / "claude"), "x")
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    parser = ClaudeStreamParser()
+    while not parser.saw_terminal:
+        parser.feed_line(proc.stdout.readline())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == -signal.SIGTERM
+    proc.stdout.close()
+    assert parser.finish(proc.returncode, killed_by="grace").status == "completed"
+
+
+def test_fake_provider_scripts_are_executable() -> None:
+    assert os.access(FIXTURES_DIR.parent / "fake_provider.py", os.X_OK)
