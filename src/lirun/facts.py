@@ -1,0 +1,138 @@
+"""Gathering ``OutcomeFacts`` at teardown: the row, the artifact root, messages, git.
+
+Only the facts the decision needs are fetched: the linked engine row only in the narrow
+ProviderError case, assistant output and git evidence only while the candidate outcome
+is completed with no artifact file produced.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from lirun.artifacts import verify_artifact_contract
+from lirun.evidence import check_completion_evidence
+from lirun.outcome import OutcomeFacts, gate_applies, needs_linked_engine
+
+if TYPE_CHECKING:
+    from lirun.teardown import PersistContext
+
+__all__ = ["EXTRAS_KEYS", "TeardownExtras", "find_linked_row", "gather_facts"]
+
+log = logging.getLogger(__name__)
+
+EXTRAS_KEYS = frozenset(
+    {
+        "exit_code",
+        "signal",
+        "cancel_cause",
+        "assistant_output",
+        "assistant_text",
+        "idle_timeout",
+        "evidence",
+        "metadata",
+        "base_ref",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TeardownExtras:
+    """The ``extras`` mapping of ``teardown_persist``, typed.
+
+    ``exit_code``: a generic command's own exit code (kept as evidence); ``signal``:
+    ``SIGINT``/``SIGTERM``; ``cancel_cause``: free text for a cancellation;
+    ``assistant_output`` / ``assistant_text``: the reply seen in memory; ``idle_timeout``:
+    the idle watchdog fired; ``evidence`` / ``metadata``: added to the outcome;
+    ``base_ref``: the git base for completion evidence.
+    """
+
+    exit_code: int | None = None
+    signal: str | None = None
+    cancel_cause: str | None = None
+    assistant_output: bool = False
+    idle_timeout: bool = False
+    evidence: tuple[dict[str, Any], ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    base_ref: str | None = None
+
+    @classmethod
+    def parse(cls, extras: Mapping[str, Any] | None) -> TeardownExtras:
+        """Lenient by design: teardown must not fail on a bad hint, so bad values are dropped."""
+        raw = dict(extras or {})
+        unknown = sorted(set(raw) - EXTRAS_KEYS)
+        if unknown:
+            log.warning("lirun: teardown ignores unknown extras %s", ", ".join(unknown))
+        text = raw.get("assistant_text")
+        evidence = raw.get("evidence") or ()
+        metadata = raw.get("metadata")
+        return cls(
+            exit_code=_typed(raw, "exit_code", int),
+            signal=_typed(raw, "signal", str),
+            cancel_cause=_typed(raw, "cancel_cause", str),
+            assistant_output=bool(raw.get("assistant_output"))
+            or (isinstance(text, str) and text.strip() != ""),
+            idle_timeout=bool(raw.get("idle_timeout")),
+            evidence=tuple(dict(e) for e in evidence if isinstance(e, Mapping)),
+            metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
+            base_ref=_typed(raw, "base_ref", str),
+        )
+
+
+def _typed(raw: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = raw.get(key)
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    log.warning("lirun: teardown ignores extras[%r]=%r (expected %s)", key, value, kind.__name__)
+    return None
+
+
+def find_linked_row(ctx: PersistContext, uid: str) -> dict[str, Any] | None:
+    """One read, then bounded retries: the mirror row may lag, teardown must not spin."""
+    for attempt in range(ctx.linked_lookup_retries + 1):
+        if attempt:
+            ctx.sleep(ctx.linked_lookup_interval)
+        row = ctx.store.find_session_by_engine_uid(uid, exclude_id=ctx.session_id)
+        if row is not None:
+            return row
+    return None
+
+
+def gather_facts(
+    ctx: PersistContext,
+    row: Mapping[str, Any],
+    *,
+    status: str,
+    exception: BaseException | None,
+    extras: TeardownExtras,
+    escalated_evidence: Sequence[Mapping[str, Any]],
+    cwd: str | None,
+    engine_session_uid: str | None,
+) -> OutcomeFacts:
+    """Facts for ``decide_outcome``; reads the database, the artifact root and git."""
+    # The persisted snapshot is authoritative; a flow may have appended planned legs to it.
+    contract = row.get("artifact_contract_json") or ctx.artifact_contract
+    facts = OutcomeFacts(
+        status=status,
+        exception=exception,
+        signal_name=extras.signal,
+        cancel_cause=extras.cancel_cause,
+        exit_code=extras.exit_code,
+        idle_timeout=extras.idle_timeout,
+        verification=verify_artifact_contract(contract, artifacts_root=ctx.artifacts_path),
+        has_assistant_output=extras.assistant_output,
+        escalated_evidence=tuple(escalated_evidence),
+        engine_session_uid=engine_session_uid,
+        extra_evidence=extras.evidence,
+        extra_metadata=extras.metadata,
+    )
+    if engine_session_uid and needs_linked_engine(facts):
+        facts = replace(facts, linked_row=find_linked_row(ctx, engine_session_uid))
+    if gate_applies(facts) and not facts.has_assistant_output:
+        facts = replace(facts, has_assistant_output=ctx.store.has_assistant_text(ctx.session_id))
+    if gate_applies(facts) and not facts.has_assistant_output:
+        evidence = check_completion_evidence(cwd or ctx.cwd, base_ref=extras.base_ref)
+        facts = replace(facts, completion_evidence=evidence)
+    return facts

@@ -1,0 +1,345 @@
+"""``decide_outcome``: the teardown decision as a pure function of facts (ADR D4, DESIGN §5).
+
+The order of the steps is part of the contract (it decides which reason scripts see):
+
+3. base status and reason from the in-memory status, exception, signal and exit code;
+5. linked-engine reconciliation (failed + exactly ``ProviderError`` + an engine uid);
+6. artifact verification: a missing required file fails an otherwise completed run and is
+   only recorded in metadata when an earlier, more specific outcome already stands;
+7. completion-evidence gate (still completed, no artifact file produced);
+8. escalation (demotes only an otherwise completed outcome).
+
+Each step is ``(Outcome, OutcomeFacts) -> Outcome``. A step that changes the reason puts
+its own evidence first and keeps the earlier evidence after it. Nothing here does I/O:
+``teardown`` gathers the facts (and fetches only those the decision needs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from lirun.exec.provider_errors import ProviderError
+from lirun.lifecycle import SESSION_TERMINAL_STATUSES
+from lirun.reasons import describe, is_registered, reason_domain, resolve_run_reason
+
+__all__ = [
+    "STEPS",
+    "Outcome",
+    "OutcomeFacts",
+    "decide_outcome",
+    "find_provider_error",
+    "gate_applies",
+    "needs_linked_engine",
+    "outcome_before_gate",
+]
+
+_MAX_MESSAGE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeFacts:
+    """Everything teardown knows about one execution when it ends.
+
+    ``completion_evidence`` None means "not checked"; ``linked_row`` None means "no linked
+    engine row was found" (the caller fetched it only when ``needs_linked_engine``).
+    """
+
+    status: str = "completed"
+    exception: BaseException | None = None
+    signal_name: str | None = None
+    cancel_cause: str | None = None
+    exit_code: int | None = None
+    idle_timeout: bool = False
+    verification: Mapping[str, Any] | None = None
+    completion_evidence: Mapping[str, Any] | None = None
+    has_assistant_output: bool = False
+    linked_row: Mapping[str, Any] | None = None
+    escalated_evidence: Sequence[Mapping[str, Any]] = ()
+    engine_session_uid: str | None = None
+    extra_evidence: Sequence[Mapping[str, Any]] = ()
+    extra_metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What teardown writes: status, reason code, summary, evidence and transition metadata."""
+
+    status: str
+    reason_code: str
+    summary: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+# --- step 3: base reason ------------------------------------------------------------------
+
+
+def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then its causes, contexts and group members, breadth first, each once."""
+    queue, seen = [exc], set()
+    while queue:
+        current = queue.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        queue.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        if isinstance(current, BaseExceptionGroup):
+            queue.extend(current.exceptions)
+
+
+def find_provider_error(exc: BaseException | None) -> ProviderError | None:
+    """The outermost ProviderError (or subclass) anywhere in ``exc``'s cause/context chain."""
+    if exc is None:
+        return None
+    return next((e for e in _exception_chain(exc) if isinstance(e, ProviderError)), None)
+
+
+def _type_name(exc: BaseException) -> str:
+    cls = type(exc)
+    return (
+        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    )
+
+
+def _message(exc: BaseException) -> str:
+    return str(exc)[:_MAX_MESSAGE]
+
+
+def _failed_base(facts: OutcomeFacts) -> Outcome:
+    provider_error = find_provider_error(facts.exception)
+    if provider_error is not None:
+        kind = "retryable" if provider_error.retryable else "nonretryable"
+        evidence = {
+            "kind": "provider_error",
+            "provider": provider_error.provider,
+            "retryable": bool(provider_error.retryable),
+            "type": _type_name(provider_error),
+            "message": _message(provider_error),
+        }
+        summary = f"{provider_error.provider} provider error ({kind}): {_message(provider_error)}"
+        return Outcome("failed", f"run.failed.provider_{kind}", summary, [evidence])
+    if facts.exit_code not in (None, 0):
+        return Outcome(
+            "failed", "run.failed.exit_nonzero", f"command exited with code {facts.exit_code}"
+        )
+    if facts.exception is not None:
+        exc = facts.exception
+        evidence = {"kind": "exception", "type": _type_name(exc), "message": _message(exc)}
+        summary = f"{_type_name(exc)}: {_message(exc)}".rstrip(": ")
+        return Outcome("failed", "run.failed.exception", summary, [evidence])
+    return Outcome("failed", "run.failed.exception", describe("run.failed.exception"))
+
+
+def _base_reason(status: str, facts: OutcomeFacts) -> str:
+    if status == "timed_out" and facts.idle_timeout:
+        return "run.timed_out.idle"
+    if status == "cancelled" and facts.signal_name == "SIGINT":
+        return "run.cancelled.sigint"
+    return resolve_run_reason(status, signal_name=facts.signal_name)
+
+
+def base_outcome(facts: OutcomeFacts) -> Outcome:
+    """Step 3. An in-memory status outside the terminal vocabulary is treated as failed."""
+    status = facts.status if facts.status in SESSION_TERMINAL_STATUSES else "failed"
+    if status == "failed":
+        outcome = _failed_base(facts)
+    else:
+        reason = _base_reason(status, facts)
+        summary = describe(reason)
+        if status in ("cancelled", "aborted") and facts.cancel_cause:
+            summary = f"{summary}: {facts.cancel_cause}"
+        outcome = Outcome(status, reason, summary)
+    evidence = list(outcome.evidence)
+    if facts.signal_name:
+        evidence.append({"kind": "signal", "signal": facts.signal_name})
+    if facts.exit_code is not None:
+        evidence.append({"kind": "exit_code", "exit_code": facts.exit_code})
+    metadata: dict[str, Any] = {"in_memory_status": facts.status}
+    if facts.cancel_cause:
+        metadata["cancel_cause"] = facts.cancel_cause
+    return replace(outcome, evidence=evidence, metadata=metadata)
+
+
+# --- step 5: linked engine ------------------------------------------------------------------
+
+
+def needs_linked_engine(facts: OutcomeFacts) -> bool:
+    """The narrow case: failed, exception of exactly ProviderError (unclassified), a uid."""
+    return (
+        base_outcome(facts).status == "failed"
+        and type(facts.exception) is ProviderError
+        and bool(facts.engine_session_uid)
+    )
+
+
+def _linked_reason(row: Mapping[str, Any], status: str) -> str:
+    code = row.get("status_reason_code")
+    if (
+        isinstance(code, str)
+        and is_registered(code)
+        and reason_domain(code) in ("run", "session")
+        and code.split(".")[1] != "running"
+    ):
+        return code
+    fallback = f"run.{status}.linked_engine"
+    return fallback if is_registered(fallback) else resolve_run_reason(status)
+
+
+def reconcile_linked_engine(outcome: Outcome, facts: OutcomeFacts) -> Outcome:
+    """Step 5: a terminal linked row wins; a running one suppresses the phantom failure."""
+    if not (outcome.status == "failed" and needs_linked_engine(facts)):
+        return outcome
+    row = facts.linked_row
+    if row is None:
+        return replace(outcome, metadata={**outcome.metadata, "linked_session": None})
+    status = str(row.get("status"))
+    pointer = {
+        "kind": "linked_session",
+        "id": row.get("id"),
+        "status": status,
+        "engine_session_uid": facts.engine_session_uid,
+    }
+    metadata = {**outcome.metadata, "linked_session": {"id": row.get("id"), "status": status}}
+    if status in SESSION_TERMINAL_STATUSES:
+        theirs = row.get("status_evidence_refs")
+        theirs_list = [dict(e) for e in theirs if isinstance(e, Mapping)] if theirs else []
+        summary = f"linked engine session {row.get('id')} {status}"
+        if row.get("status_reason_summary"):
+            summary += f": {row['status_reason_summary']}"
+        return Outcome(
+            status, _linked_reason(row, status), summary, [pointer, *theirs_list], metadata
+        )
+    if status == "running":
+        summary = f"linked engine session {row.get('id')} is still running"
+        evidence = [pointer, *outcome.evidence]
+        return Outcome("running", "run.running.linked_engine", summary, evidence, metadata)
+    return replace(outcome, metadata=metadata)
+
+
+# --- step 6: artifacts ----------------------------------------------------------------------
+
+
+def _ids(entries: object) -> list[str]:
+    return [str(e.get("id")) for e in entries or () if isinstance(e, Mapping)]  # type: ignore[attr-defined]
+
+
+def apply_artifact_verification(outcome: Outcome, facts: OutcomeFacts) -> Outcome:
+    """Step 6: required misses fail a completed run; otherwise they are metadata only."""
+    result = facts.verification
+    if result is None:
+        return outcome
+    metadata = {**outcome.metadata, "artifact_verification_status": result.get("status")}
+    missing = [e for e in result.get("missing_required") or () if isinstance(e, Mapping)]
+    if missing:
+        metadata["missing_required_artifact_ids"] = _ids(missing)
+    if result.get("missing_optional"):
+        metadata["missing_optional_artifact_ids"] = _ids(result.get("missing_optional"))
+    if result.get("status") != "failed" or outcome.status != "completed":
+        return replace(outcome, metadata=metadata)
+    evidence = [
+        {"kind": "artifact", "id": e.get("id"), "path": e.get("path"), "label": "missing"}
+        for e in missing
+    ]
+    summary = "required artifact(s) missing: " + ", ".join(_ids(missing))
+    return Outcome(
+        "failed", "run.failed.missing_artifact", summary, [*evidence, *outcome.evidence], metadata
+    )
+
+
+# --- step 7: completion evidence -----------------------------------------------------------
+
+
+def _produced_any(facts: OutcomeFacts) -> bool:
+    return bool(facts.verification and facts.verification.get("produced"))
+
+
+def _git_evidence(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "git",
+        "dirty": evidence.get("dirty"),
+        "commits_ahead": evidence.get("commits_ahead"),
+        "base_ref": evidence.get("base_ref"),
+        "label": evidence.get("reason", ""),
+    }
+
+
+def apply_completion_gate(outcome: Outcome, facts: OutcomeFacts) -> Outcome:
+    """Step 7: a completed run without a produced file needs a reply or git evidence."""
+    if outcome.status != "completed" or _produced_any(facts):
+        return outcome
+    found: list[dict[str, Any]] = []
+    if facts.has_assistant_output:
+        found.append({"kind": "assistant_output", "label": "non-empty assistant message"})
+    checked = facts.completion_evidence
+    metadata = dict(outcome.metadata)
+    if checked is not None:
+        metadata["completion_evidence"] = dict(checked)
+        if checked.get("checked") and (checked.get("ahead_of_base") or checked.get("dirty")):
+            found.append(_git_evidence(checked))
+    if found or checked is None or not checked.get("checked"):
+        # checked=False (no cwd, not a repository, a failed probe) is "no opinion".
+        return replace(outcome, evidence=[*outcome.evidence, *found], metadata=metadata)
+    reason = "run.completed_empty.no_evidence"
+    summary = f"{describe(reason)} ({checked.get('reason', '')})".replace(" ()", "")
+    evidence = [_git_evidence(checked), *outcome.evidence]
+    return Outcome("completed_empty", reason, summary, evidence, metadata)
+
+
+# --- step 8: escalation ---------------------------------------------------------------------
+
+
+def apply_escalation(outcome: Outcome, facts: OutcomeFacts) -> Outcome:
+    """Step 8: escalations demote only an otherwise completed outcome."""
+    escalations = [dict(e) for e in facts.escalated_evidence]
+    if not escalations:
+        return outcome
+    metadata = {**outcome.metadata, "escalation_count": len(escalations)}
+    if outcome.status != "completed":
+        return replace(outcome, metadata=metadata)
+    first = escalations[0]
+    label = first.get("label") or first.get("id") or first.get("kind") or ""
+    summary = f"escalated: {label}" if label else "escalated"
+    return Outcome(
+        "failed", "run.failed.escalated", summary, [*escalations, *outcome.evidence], metadata
+    )
+
+
+# --- the decision ---------------------------------------------------------------------------
+
+Step = Callable[[Outcome, OutcomeFacts], Outcome]
+STEPS: tuple[Step, ...] = (
+    reconcile_linked_engine,
+    apply_artifact_verification,
+    apply_completion_gate,
+    apply_escalation,
+)
+
+
+def _run_steps(facts: OutcomeFacts, steps: Sequence[Step]) -> Outcome:
+    outcome = base_outcome(facts)
+    for step in steps:
+        outcome = step(outcome, facts)
+    return outcome
+
+
+def outcome_before_gate(facts: OutcomeFacts) -> Outcome:
+    """Steps 3, 5 and 6: what the completion-evidence gate would see."""
+    return _run_steps(facts, STEPS[:2])
+
+
+def gate_applies(facts: OutcomeFacts) -> bool:
+    """Whether step 7 will look at assistant output / git evidence for these facts."""
+    return outcome_before_gate(facts).status == "completed" and not _produced_any(facts)
+
+
+def decide_outcome(facts: OutcomeFacts) -> Outcome:
+    """ADR D4 steps 3 and 5-8 in their fixed order; the extras close the evidence list."""
+    outcome = _run_steps(facts, STEPS)
+    metadata = {**facts.extra_metadata, **outcome.metadata}
+    if facts.engine_session_uid:
+        metadata["engine_session_uid"] = facts.engine_session_uid
+    evidence = [*outcome.evidence, *(dict(e) for e in facts.extra_evidence)]
+    return replace(outcome, evidence=evidence, metadata=metadata)

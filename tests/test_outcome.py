@@ -1,0 +1,707 @@
+"""The teardown decision as a table: one row per rule and per interaction between rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from lirun.exec.provider_errors import (
+    ProviderError,
+    ProviderNonRetryableError,
+    ProviderRetryableError,
+)
+from lirun.outcome import (
+    OutcomeFacts,
+    decide_outcome,
+    find_provider_error,
+    gate_applies,
+    needs_linked_engine,
+)
+from lirun.reasons import validate_reason
+
+# --- fact builders ----------------------------------------------------------------------------
+
+
+def verification(
+    *, failed: tuple[str, ...] = (), optional: tuple[str, ...] = (), produced: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    status = "failed" if failed else "warning" if optional else "passed"
+    return {
+        "status": status,
+        "checked_at": 1.0,
+        "missing_required": [{"id": i, "path": f"{i}.md", "required": True} for i in failed],
+        "missing_optional": [{"id": i, "path": f"{i}.md", "required": False} for i in optional],
+        "produced": [{"id": i, "path": f"{i}.md", "size": 3, "present": True} for i in produced],
+    }
+
+
+def git_evidence(*, dirty: bool = False, ahead: int = 0, checked: bool = True) -> dict[str, Any]:
+    if not checked:
+        return {
+            "checked": False,
+            "ahead_of_base": None,
+            "commits_ahead": None,
+            "dirty": None,
+            "base_ref": None,
+            "reason": "not a git repository",
+        }
+    return {
+        "checked": True,
+        "ahead_of_base": ahead > 0,
+        "commits_ahead": ahead,
+        "dirty": dirty,
+        "base_ref": "main",
+        "reason": f"{'dirty' if dirty else 'clean'} working tree; {ahead} commit(s) ahead of main",
+    }
+
+
+CLEAN = git_evidence()
+DIRTY = git_evidence(dirty=True)
+AHEAD = git_evidence(ahead=2)
+NO_OPINION = git_evidence(checked=False)
+ESCALATION = ({"kind": "escalation", "id": "esc-1", "label": "needs a human"},)
+
+
+def unclassified() -> ProviderError:
+    return ProviderError("stream ended without a terminal event", provider="claude")
+
+
+def retryable() -> ProviderRetryableError:
+    return ProviderRetryableError("429 rate limited", provider="claude")
+
+
+def nonretryable() -> ProviderNonRetryableError:
+    return ProviderNonRetryableError("prompt too long", provider="codex")
+
+
+def caused_by(inner: BaseException) -> BaseException:
+    try:
+        try:
+            raise inner
+        except BaseException as exc:
+            raise RuntimeError("wrapped") from exc
+    except RuntimeError as outer:
+        return outer
+
+
+def in_context_of(inner: BaseException) -> BaseException:
+    try:
+        try:
+            raise inner
+        except BaseException:
+            raise KeyError("raised while handling")  # noqa: B904 - the implicit context is the point
+    except KeyError as outer:
+        return outer
+
+
+def linked(status: str, reason: str | None = None, **more: Any) -> dict[str, Any]:
+    return {
+        "id": "engine-row",
+        "status": status,
+        "status_reason_code": reason,
+        "status_reason_summary": more.pop("summary", ""),
+        "status_evidence_refs": more.pop("evidence", None),
+        **more,
+    }
+
+
+LINKED = {"exception": unclassified(), "engine_session_uid": "uid-1"}
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    facts: OutcomeFacts
+    status: str
+    reason: str
+    kinds: tuple[str, ...] | None = None  # evidence kinds, in order
+    metadata: Mapping[str, Any] = field(default_factory=dict)  # subset that must be present
+
+
+def F(**kw: Any) -> OutcomeFacts:
+    return OutcomeFacts(**kw)
+
+
+ROWS: list[Row] = [
+    # step 3: base reason (DESIGN §5)
+    Row("completed", F(), "completed", "run.completed.ok", ()),
+    Row(
+        "completed_empty",
+        F(status="completed_empty"),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+    ),
+    Row("timed_out", F(status="timed_out"), "timed_out", "run.timed_out.deadline"),
+    Row(
+        "timed_out idle",
+        F(status="timed_out", idle_timeout=True),
+        "timed_out",
+        "run.timed_out.idle",
+    ),
+    Row(
+        "aborted",
+        F(status="aborted", signal_name="SIGINT"),
+        "aborted",
+        "run.cancelled.sigint",
+        ("signal",),
+    ),
+    Row(
+        "cancelled sigterm",
+        F(status="cancelled", signal_name="SIGTERM"),
+        "cancelled",
+        "run.cancelled.sigterm",
+        ("signal",),
+    ),
+    Row(
+        "cancelled sigint",
+        F(status="cancelled", signal_name="SIGINT"),
+        "cancelled",
+        "run.cancelled.sigint",
+    ),
+    Row(
+        "cancelled other",
+        F(status="cancelled", cancel_cause="parent shut down"),
+        "cancelled",
+        "run.cancelled.system",
+        (),
+        {"cancel_cause": "parent shut down"},
+    ),
+    Row(
+        "failed exception",
+        F(status="failed", exception=ValueError("boom")),
+        "failed",
+        "run.failed.exception",
+        ("exception",),
+    ),
+    Row("failed bare", F(status="failed"), "failed", "run.failed.exception", ()),
+    Row(
+        "failed retryable",
+        F(status="failed", exception=retryable()),
+        "failed",
+        "run.failed.provider_retryable",
+        ("provider_error",),
+    ),
+    Row(
+        "failed nonretryable",
+        F(status="failed", exception=nonretryable()),
+        "failed",
+        "run.failed.provider_nonretryable",
+        ("provider_error",),
+    ),
+    Row(
+        "failed base ProviderError retryable",
+        F(status="failed", exception=ProviderError("x", provider="claude", retryable=True)),
+        "failed",
+        "run.failed.provider_retryable",
+    ),
+    Row(
+        "provider error as __cause__",
+        F(status="failed", exception=caused_by(retryable())),
+        "failed",
+        "run.failed.provider_retryable",
+    ),
+    Row(
+        "provider error as __context__",
+        F(status="failed", exception=in_context_of(nonretryable())),
+        "failed",
+        "run.failed.provider_nonretryable",
+    ),
+    Row(
+        "provider error in a group",
+        F(status="failed", exception=ExceptionGroup("g", [ValueError(), retryable()])),
+        "failed",
+        "run.failed.provider_retryable",
+    ),
+    Row(
+        "exit nonzero",
+        F(status="failed", exit_code=3),
+        "failed",
+        "run.failed.exit_nonzero",
+        ("exit_code",),
+    ),
+    Row(
+        "exit zero but failed",
+        F(status="failed", exit_code=0),
+        "failed",
+        "run.failed.exception",
+        ("exit_code",),
+    ),
+    Row(
+        "provider beats exit code",
+        F(status="failed", exception=nonretryable(), exit_code=2),
+        "failed",
+        "run.failed.provider_nonretryable",
+        ("provider_error", "exit_code"),
+    ),
+    Row(
+        "timed out keeps exit code",
+        F(status="timed_out", exit_code=-15),
+        "timed_out",
+        "run.timed_out.deadline",
+        ("exit_code",),
+    ),
+    Row(
+        "unknown status is a failure",
+        F(status="running"),
+        "failed",
+        "run.failed.exception",
+        (),
+        {"in_memory_status": "running"},
+    ),
+    # step 6: artifacts
+    Row(
+        "completed + missing required",
+        F(verification=verification(failed=("report",))),
+        "failed",
+        "run.failed.missing_artifact",
+        ("artifact",),
+        {"artifact_verification_status": "failed", "missing_required_artifact_ids": ["report"]},
+    ),
+    Row(
+        "failed + missing required",
+        F(
+            status="failed",
+            exception=ValueError("x"),
+            verification=verification(failed=("report",)),
+        ),
+        "failed",
+        "run.failed.exception",
+        ("exception",),
+        {"artifact_verification_status": "failed", "missing_required_artifact_ids": ["report"]},
+    ),
+    Row(
+        "timed_out + missing required",
+        F(status="timed_out", verification=verification(failed=("a", "b"))),
+        "timed_out",
+        "run.timed_out.deadline",
+        (),
+        {"missing_required_artifact_ids": ["a", "b"]},
+    ),
+    Row(
+        "aborted + missing required",
+        F(status="aborted", verification=verification(failed=("a",))),
+        "aborted",
+        "run.cancelled.sigint",
+        (),
+        {"artifact_verification_status": "failed"},
+    ),
+    Row(
+        "cancelled + missing required",
+        F(status="cancelled", signal_name="SIGTERM", verification=verification(failed=("a",))),
+        "cancelled",
+        "run.cancelled.sigterm",
+        ("signal",),
+        {"missing_required_artifact_ids": ["a"]},
+    ),
+    Row(
+        "provider failure + missing required",
+        F(status="failed", exception=retryable(), verification=verification(failed=("a",))),
+        "failed",
+        "run.failed.provider_retryable",
+        ("provider_error",),
+        {"missing_required_artifact_ids": ["a"]},
+    ),
+    Row(
+        "optional missing + produced",
+        F(
+            verification=verification(optional=("notes",), produced=("report",)),
+            completion_evidence=CLEAN,
+        ),
+        "completed",
+        "run.completed.ok",
+        (),
+        {"artifact_verification_status": "warning", "missing_optional_artifact_ids": ["notes"]},
+    ),
+    Row(
+        "optional missing + no evidence",
+        F(verification=verification(optional=("notes",)), completion_evidence=CLEAN),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git",),
+        {"artifact_verification_status": "warning"},
+    ),
+    Row(
+        "missing required + no evidence",
+        F(verification=verification(failed=("r",)), completion_evidence=CLEAN),
+        "failed",
+        "run.failed.missing_artifact",
+        ("artifact",),
+    ),
+    Row(
+        "produced file skips the gate",
+        F(verification=verification(produced=("r",)), completion_evidence=CLEAN),
+        "completed",
+        "run.completed.ok",
+        (),
+    ),
+    Row(
+        "empty contract, nothing produced, clean",
+        F(verification=verification(), completion_evidence=CLEAN),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git",),
+        {"artifact_verification_status": "passed"},
+    ),
+    # step 7: completion evidence
+    Row(
+        "assistant output keeps completed",
+        F(has_assistant_output=True, completion_evidence=CLEAN),
+        "completed",
+        "run.completed.ok",
+        ("assistant_output",),
+    ),
+    Row(
+        "dirty tree keeps completed",
+        F(completion_evidence=DIRTY),
+        "completed",
+        "run.completed.ok",
+        ("git",),
+        {"completion_evidence": DIRTY},
+    ),
+    Row(
+        "commits ahead keep completed",
+        F(completion_evidence=AHEAD),
+        "completed",
+        "run.completed.ok",
+        ("git",),
+    ),
+    Row(
+        "clean and silent is empty",
+        F(completion_evidence=CLEAN),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git",),
+        {"completion_evidence": CLEAN},
+    ),
+    Row(
+        "checked=False never demotes",
+        F(completion_evidence=NO_OPINION),
+        "completed",
+        "run.completed.ok",
+        (),
+        {"completion_evidence": NO_OPINION},
+    ),
+    Row("not checked never demotes", F(), "completed", "run.completed.ok", ()),
+    Row(
+        "gate never promotes completed_empty",
+        F(status="completed_empty", has_assistant_output=True),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+    ),
+    Row(
+        "gate ignores failures",
+        F(status="failed", completion_evidence=CLEAN),
+        "failed",
+        "run.failed.exception",
+    ),
+    # step 8: escalation
+    Row(
+        "escalation demotes completed",
+        F(has_assistant_output=True, escalated_evidence=ESCALATION),
+        "failed",
+        "run.failed.escalated",
+        ("escalation", "assistant_output"),
+        {"escalation_count": 1},
+    ),
+    Row(
+        "escalation after artifact failure",
+        F(verification=verification(failed=("r",)), escalated_evidence=ESCALATION),
+        "failed",
+        "run.failed.missing_artifact",
+        ("artifact",),
+        {"escalation_count": 1},
+    ),
+    Row(
+        "escalation after empty",
+        F(completion_evidence=CLEAN, escalated_evidence=ESCALATION),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git",),
+    ),
+    Row(
+        "escalation after timeout",
+        F(status="timed_out", escalated_evidence=ESCALATION),
+        "timed_out",
+        "run.timed_out.deadline",
+    ),
+    Row(
+        "escalation after exception",
+        F(status="failed", exception=ValueError("x"), escalated_evidence=ESCALATION),
+        "failed",
+        "run.failed.exception",
+        ("exception",),
+    ),
+    # step 5: linked engine
+    Row(
+        "linked completed",
+        F(
+            status="failed",
+            linked_row=linked(
+                "completed", "run.completed.ok", evidence=[{"kind": "commit", "ref": "abc"}]
+            ),
+            has_assistant_output=True,
+            **LINKED,
+        ),
+        "completed",
+        "run.completed.ok",
+        ("linked_session", "commit", "assistant_output"),
+        {
+            "linked_session": {"id": "engine-row", "status": "completed"},
+            "engine_session_uid": "uid-1",
+        },
+    ),
+    Row(
+        "linked failed keeps its reason",
+        F(
+            status="failed",
+            linked_row=linked("failed", "run.failed.provider_retryable", summary="overloaded"),
+            **LINKED,
+        ),
+        "failed",
+        "run.failed.provider_retryable",
+        ("linked_session",),
+    ),
+    Row(
+        "linked unknown reason falls back",
+        F(
+            status="failed",
+            linked_row=linked("completed", "bogus.code.x"),
+            has_assistant_output=True,
+            **LINKED,
+        ),
+        "completed",
+        "run.completed.linked_engine",
+    ),
+    Row(
+        "linked timed_out without reason",
+        F(status="failed", linked_row=linked("timed_out"), **LINKED),
+        "timed_out",
+        "run.timed_out.deadline",
+    ),
+    Row(
+        "linked running suppresses failure",
+        F(status="failed", linked_row=linked("running", "run.running.started"), **LINKED),
+        "running",
+        "run.running.linked_engine",
+        ("linked_session", "provider_error"),
+    ),
+    Row(
+        "linked missing: failed stands",
+        F(status="failed", **LINKED),
+        "failed",
+        "run.failed.provider_nonretryable",
+        ("provider_error",),
+        {"linked_session": None, "engine_session_uid": "uid-1"},
+    ),
+    Row(
+        "subclass is not reconciled",
+        F(
+            status="failed",
+            exception=retryable(),
+            engine_session_uid="uid-1",
+            linked_row=linked("completed", "run.completed.ok"),
+        ),
+        "failed",
+        "run.failed.provider_retryable",
+    ),
+    Row(
+        "no uid, no reconciliation",
+        F(
+            status="failed",
+            exception=unclassified(),
+            linked_row=linked("completed", "run.completed.ok"),
+        ),
+        "failed",
+        "run.failed.provider_nonretryable",
+    ),
+    Row(
+        "wrapped ProviderError is not exact",
+        F(
+            status="failed",
+            exception=caused_by(unclassified()),
+            engine_session_uid="u",
+            linked_row=linked("completed", "run.completed.ok"),
+        ),
+        "failed",
+        "run.failed.provider_nonretryable",
+    ),
+    Row(
+        "timed_out is not reconciled",
+        F(
+            status="timed_out",
+            exception=unclassified(),
+            engine_session_uid="u",
+            linked_row=linked("completed", "run.completed.ok"),
+        ),
+        "timed_out",
+        "run.timed_out.deadline",
+    ),
+    Row(
+        "linked completed + missing required",
+        F(
+            status="failed",
+            linked_row=linked("completed", "run.completed.ok"),
+            verification=verification(failed=("r",)),
+            **LINKED,
+        ),
+        "failed",
+        "run.failed.missing_artifact",
+        ("artifact", "linked_session"),
+    ),
+    Row(
+        "linked completed + no evidence",
+        F(
+            status="failed",
+            linked_row=linked("completed", "run.completed.ok"),
+            completion_evidence=CLEAN,
+            **LINKED,
+        ),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git", "linked_session"),
+    ),
+    Row(
+        "linked running + missing required",
+        F(
+            status="failed",
+            linked_row=linked("running"),
+            verification=verification(failed=("r",)),
+            **LINKED,
+        ),
+        "running",
+        "run.running.linked_engine",
+        None,
+        {"missing_required_artifact_ids": ["r"]},
+    ),
+    Row(
+        "linked failed + missing required",
+        F(
+            status="failed",
+            linked_row=linked("failed", "run.failed.exception"),
+            verification=verification(failed=("r",)),
+            **LINKED,
+        ),
+        "failed",
+        "run.failed.exception",
+        ("linked_session",),
+        {"artifact_verification_status": "failed"},
+    ),
+    Row(
+        "linked completed + escalation",
+        F(
+            status="failed",
+            linked_row=linked("completed", "run.completed.ok"),
+            has_assistant_output=True,
+            escalated_evidence=ESCALATION,
+            **LINKED,
+        ),
+        "failed",
+        "run.failed.escalated",
+        ("escalation", "linked_session", "assistant_output"),
+    ),
+    # extras close the list; decision metadata wins over caller metadata
+    Row(
+        "extras",
+        F(
+            has_assistant_output=True,
+            extra_evidence=({"kind": "stream", "path": "s.jsonl"},),
+            extra_metadata={"cost": 0.5, "in_memory_status": "spoofed"},
+        ),
+        "completed",
+        "run.completed.ok",
+        ("assistant_output", "stream"),
+        {"cost": 0.5, "in_memory_status": "completed"},
+    ),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_decision_table(row: Row) -> None:
+    outcome = decide_outcome(row.facts)
+    assert (outcome.status, outcome.reason_code) == (row.status, row.reason)
+    validate_reason(outcome.reason_code, "session")
+    assert outcome.summary.strip()
+    if row.kinds is not None:
+        assert tuple(e["kind"] for e in outcome.evidence) == row.kinds
+    for key, value in row.metadata.items():
+        assert outcome.metadata.get(key, "<absent>") == value, key
+
+
+def test_table_ids_are_unique() -> None:
+    assert len({r.id for r in ROWS}) == len(ROWS)
+
+
+def test_missing_artifact_evidence_names_each_entry() -> None:
+    outcome = decide_outcome(F(verification=verification(failed=("a", "b"), optional=("c",))))
+    assert [(e["id"], e["path"]) for e in outcome.evidence] == [("a", "a.md"), ("b", "b.md")]
+    assert outcome.metadata["missing_optional_artifact_ids"] == ["c"]
+    assert "a, b" in outcome.summary
+
+
+def test_exit_code_is_the_evidence() -> None:
+    outcome = decide_outcome(F(status="failed", exit_code=3))
+    assert outcome.evidence == [{"kind": "exit_code", "exit_code": 3}]
+    assert "3" in outcome.summary
+
+
+def test_linked_terminal_summary_carries_its_summary() -> None:
+    row = linked("failed", "run.failed.provider_retryable", summary="overloaded")
+    outcome = decide_outcome(F(status="failed", linked_row=row, **LINKED))
+    assert "engine-row" in outcome.summary and "overloaded" in outcome.summary
+    assert outcome.evidence[0] == {
+        "kind": "linked_session",
+        "id": "engine-row",
+        "status": "failed",
+        "engine_session_uid": "uid-1",
+    }
+
+
+def test_decision_is_pure() -> None:
+    facts = F(status="failed", verification=verification(failed=("r",)), **LINKED)
+    first, second = decide_outcome(facts), decide_outcome(facts)
+    assert first == second
+    first.evidence.append({"kind": "mutated"})
+    first.metadata["x"] = 1
+    assert decide_outcome(facts) == second
+
+
+def test_exception_chain_cycle_terminates() -> None:
+    a, b = ValueError("a"), ValueError("b")
+    a.__context__, b.__context__ = b, a
+    assert find_provider_error(a) is None
+    err = retryable()
+    b.__cause__ = err
+    assert find_provider_error(a) is err
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [
+        (F(status="failed", **LINKED), True),
+        (F(status="failed", exception=unclassified()), False),
+        (F(status="failed", exception=retryable(), engine_session_uid="u"), False),
+        (F(status="completed", **LINKED), False),
+        (F(status="failed", exception=caused_by(unclassified()), engine_session_uid="u"), False),
+    ],
+)
+def test_needs_linked_engine(facts: OutcomeFacts, expected: bool) -> None:
+    assert needs_linked_engine(facts) is expected
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [
+        (F(), True),
+        (F(verification=verification(produced=("r",))), False),
+        (F(verification=verification(failed=("r",))), False),
+        (F(verification=verification(optional=("o",))), True),
+        (F(status="timed_out"), False),
+        (F(status="failed", linked_row=linked("completed", "run.completed.ok"), **LINKED), True),
+        (F(status="failed", linked_row=linked("running"), **LINKED), False),
+    ],
+)
+def test_gate_applies(facts: OutcomeFacts, expected: bool) -> None:
+    assert gate_applies(facts) is expected
