@@ -1,0 +1,337 @@
+"""Human rendering for ``li status`` and friends, with rich.
+
+rich is imported inside the functions that draw, so importing this module costs nothing;
+the formatting helpers above them are pure and tested directly. Colour appears only on a
+terminal and never with ``NO_COLOR`` set (rich decides both). Every value taken from the
+database is drawn as plain ``Text``, so a summary containing ``[red]`` stays literal.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from lirun.lifecycle import is_success, is_terminal
+from lirun.reasons import describe, display_reason
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+# Wide enough that piped output never folds an id; a terminal uses its own width.
+PIPE_WIDTH = 200
+
+
+# --- pure formatting --------------------------------------------------------------------------
+
+
+def format_span(seconds: float | None) -> str:
+    """``42s``, ``3m05s``, ``2h07m``, ``3d04h``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def format_time(ts: float | None, now: float) -> str:
+    """Local wall-clock time and how long ago, e.g. ``2026-07-09 14:03:11 (5m02s ago)``."""
+    if ts is None:
+        return "-"
+    stamp = datetime.fromtimestamp(float(ts)).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    return f"{stamp} ({format_span(now - float(ts))} ago)"
+
+
+def run_duration(row: Mapping[str, Any], now: float) -> float | None:
+    """Started → ended; a still-running row counts up to ``now``."""
+    start = row.get("started_at") or row.get("created_at")
+    if start is None:
+        return None
+    end = row.get("ended_at")
+    if end is None:
+        end = now if not is_terminal(_kind(row), row.get("status")) else row.get("updated_at")
+    return None if end is None else float(end) - float(start)
+
+
+def status_style(kind: str, status: str | None) -> str:
+    """Green for success, yellow while in flight, red for failure, magenta for time-outs."""
+    if status is None:
+        return "dim"
+    if is_success(kind, status):
+        return "bold green"
+    if not is_terminal(kind, status):
+        return "yellow"
+    if status == "timed_out":
+        return "magenta"
+    if status in ("completed_empty", "skipped"):
+        return "dark_orange"
+    return "bold red"
+
+
+def reason_text(row: Mapping[str, Any]) -> str:
+    """``code: meaning`` for a registered code, ``unknown`` otherwise."""
+    code = display_reason(row.get("status_reason_code"))
+    meaning = describe(code)
+    return f"{code}: {meaning}" if meaning else code
+
+
+def first_line(text: object) -> str:
+    lines = str(text or "").splitlines()
+    return lines[0] if lines else ""
+
+
+def _kind(row: Mapping[str, Any]) -> str:
+    return str(row.get("kind") or "session")
+
+
+def record_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
+    """The label/value lines at the top of one record's view, in display order."""
+    fields: list[tuple[str, str]] = [
+        ("reason", reason_text(row)),
+        ("summary", row.get("status_reason_summary") or ""),
+        ("created", format_time(row.get("created_at"), now)),
+        ("started", format_time(row.get("started_at"), now) if row.get("started_at") else ""),
+        ("ended", format_time(row.get("ended_at"), now) if row.get("ended_at") else ""),
+        ("updated", format_time(row.get("updated_at"), now)),
+        ("duration", format_span(run_duration({**row, "kind": kind}, now))),
+        ("exit code", "" if row.get("exit_code") is None else str(row["exit_code"])),
+    ]
+    fields += _specific_fields(kind, row, now)
+    return [(label, value) for label, value in fields if value]
+
+
+def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
+    if kind == "session":
+        provider = "/".join(str(row[k]) for k in ("provider", "model") if row.get(k))
+        command = row.get("command_json")
+        return [
+            ("provider", provider),
+            ("command", " ".join(map(str, command)) if isinstance(command, list) else ""),
+            ("run dir", row.get("run_dir") or ""),
+            ("artifacts", row.get("artifacts_path") or ""),
+            ("cwd", row.get("cwd") or ""),
+            ("owner", owner_text(row, now)),
+            ("engine uid", row.get("engine_session_uid") or ""),
+            ("branch", row.get("branch_id") or ""),
+            ("resumed from", row.get("resumed_from") or ""),
+            ("invocation", row.get("invocation_id") or ""),
+        ]
+    keys = {
+        "invocation": ("skill", "prompt"),
+        "play": ("show_id", "name", "session_id"),
+        "schedule_run": ("schedule_id", "invocation_id", "action_kind", "attempt"),
+    }.get(kind, ())
+    return [(k.replace("_", " "), "" if row.get(k) is None else str(row[k])) for k in keys]
+
+
+def owner_text(row: Mapping[str, Any], now: float) -> str:
+    if not row.get("owner_pid"):
+        return ""
+    text = f"pid {row['owner_pid']} on {row.get('owner_host') or '?'}"
+    if row.get("heartbeat_at"):
+        text += f", last heartbeat {format_span(now - float(row['heartbeat_at']))} ago"
+    verdict = row.get("owner_verdict")
+    if isinstance(verdict, Mapping):
+        text += f" — looks dead: {verdict.get('summary')} (`li reap` finalizes it)"
+    return text
+
+
+def evidence_lines(refs: object) -> list[str]:
+    """One ``key=value ...`` line per evidence dictionary."""
+    if not isinstance(refs, list):
+        return []
+    return [
+        " ".join(f"{k}={v}" for k, v in ref.items()) if isinstance(ref, Mapping) else str(ref)
+        for ref in refs
+    ]
+
+
+def verification_lines(result: object) -> list[str]:
+    """The artifact verification verdict, then each produced / missing entry."""
+    if not isinstance(result, Mapping):
+        return []
+    lines = [f"verdict: {result.get('status', '?')}"]
+    for item in result.get("produced") or []:
+        lines.append(
+            f"produced          {item.get('id')}  {item.get('path')}  {item.get('size')} B"
+        )
+    for label, key in (
+        ("missing required", "missing_required"),
+        ("missing optional", "missing_optional"),
+    ):
+        for item in result.get(key) or []:
+            lines.append(f"{label:<17} {item.get('id')}  {item.get('path')}")
+    return lines
+
+
+# --- drawing ----------------------------------------------------------------------------------
+
+
+def console() -> Console:
+    from rich.console import Console
+
+    width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH
+    return Console(width=width, highlight=False, soft_wrap=False)
+
+
+@contextmanager
+def screen() -> Iterator[Console]:
+    """A console whose output reaches stdout without rich's trailing padding."""
+    out = console()
+    with out.capture() as captured:
+        yield out
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    sys.stdout.flush()
+
+
+def _text(value: object, style: str = "") -> Text:
+    from rich.text import Text
+
+    return Text("" if value is None else str(value), style=style)
+
+
+def render_list(rows: Sequence[Mapping[str, Any]], now: float) -> None:
+    """A table of executions, newest first."""
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("ID", no_wrap=True)
+    table.add_column("STATUS", no_wrap=True)
+    table.add_column("AGE", justify="right", no_wrap=True)
+    table.add_column("DURATION", justify="right", no_wrap=True)
+    table.add_column("EXIT", justify="right", no_wrap=True)
+    table.add_column("REASON", no_wrap=True)
+    table.add_column("SUMMARY", overflow="ellipsis", no_wrap=True, max_width=60)
+    for row in rows:
+        status = row.get("status")
+        table.add_row(
+            _text(row.get("id")),
+            _text(status, status_style("session", status)),
+            _text(format_span(now - float(row.get("created_at") or now))),
+            _text(format_span(run_duration(row, now))),
+            _text("-" if row.get("exit_code") is None else row["exit_code"]),
+            _text(display_reason(row.get("status_reason_code"))),
+            _text(first_line(row.get("status_reason_summary"))),
+        )
+    with screen() as out:
+        out.print(table)
+
+
+def render_record(detail: Mapping[str, Any], now: float) -> None:
+    """One record: its fields, evidence, artifact verification, history and admin events."""
+    with screen() as out:
+        _draw_record(out, detail, now)
+
+
+def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
+    from rich.table import Table
+
+    kind = str(detail.get("kind") or "session")
+    status = detail.get("status")
+    title = _text(f"{kind} {detail.get('id')}  ", "bold")
+    title.append(_text(status, status_style(kind, status)))
+    out.print(title)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column()
+    for label, value in record_fields(kind, detail, now):
+        grid.add_row(_text(label), _text(value))
+    out.print(grid)
+    _section(out, "evidence", evidence_lines(detail.get("status_evidence_refs")))
+    _section(
+        out, "artifact verification", verification_lines(detail.get("artifact_verification_json"))
+    )
+    if detail.get("sessions"):
+        out.print(_text("\nexecutions", "bold"))
+        render_rows_table(
+            out, _session_rows(detail["sessions"], now), ("ID", "STATUS", "AGE", "REASON")
+        )
+    out.print(_text("\nhistory", "bold"))
+    render_rows_table(
+        out,
+        _history_rows(kind, detail.get("transitions") or [], now),
+        ("WHEN", "FROM", "TO", "REASON", "SOURCE", "ACTOR", "SUMMARY"),
+    )
+    if detail.get("admin_events"):
+        out.print(_text("\nadmin events", "bold"))
+        render_rows_table(
+            out,
+            _admin_rows(detail["admin_events"], now),
+            ("WHEN", "EVENT", "ACTOR", "JUSTIFICATION", "CHANGE"),
+        )
+
+
+def _section(out: Console, title: str, lines: Iterable[str]) -> None:
+    lines = list(lines)
+    if lines:
+        out.print(_text(f"\n{title}", "bold"))
+        for line in lines:
+            out.print(_text(f"  {line}"))
+
+
+def render_rows_table(out: Console, rows: Iterable[Sequence[Text]], headers: Sequence[str]) -> None:
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for header in headers:
+        table.add_column(header, no_wrap=header not in ("SUMMARY", "JUSTIFICATION"))
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+
+
+def _history_rows(
+    kind: str, transitions: Iterable[Mapping[str, Any]], now: float
+) -> list[list[Text]]:
+    return [
+        [
+            _text(format_time(t.get("created_at"), now)),
+            _text(t.get("previous_status") or "-", status_style(kind, t.get("previous_status"))),
+            _text(t.get("status"), status_style(kind, t.get("status"))),
+            _text(display_reason(t.get("reason_code"))),
+            _text(t.get("source")),
+            _text(t.get("actor") or "-"),
+            _text(t.get("reason_summary") or ""),
+        ]
+        for t in transitions
+    ]
+
+
+def _admin_rows(events: Iterable[Mapping[str, Any]], now: float) -> list[list[Text]]:
+    rows = []
+    for event in events:
+        raw = event.get("payload")
+        payload: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        before = payload.get("previous_status", "?")
+        after = payload.get("new_status") or payload.get("attempted_status") or "?"
+        rows.append(
+            [
+                _text(format_time(event.get("created_at"), now)),
+                _text(event.get("event_type")),
+                _text(event.get("actor") or "-"),
+                _text(event.get("justification") or ""),
+                _text(f"{before} → {after}"),
+            ]
+        )
+    return rows
+
+
+def _session_rows(sessions: Iterable[Mapping[str, Any]], now: float) -> list[list[Text]]:
+    return [
+        [
+            _text(s.get("id")),
+            _text(s.get("status"), status_style("session", s.get("status"))),
+            _text(format_span(now - float(s.get("created_at") or now))),
+            _text(display_reason(s.get("status_reason_code"))),
+        ]
+        for s in sessions
+    ]

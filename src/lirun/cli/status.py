@@ -1,0 +1,185 @@
+"""``li status [ID]``: recent executions, or one record with its history.
+
+The database is opened read-only. An ID is resolved as ``li wait`` resolves it
+(``lirun.wait_resolve``): an exact session, invocation, play, branch, run or schedule-run
+id first, else a unique prefix; two or more prefix matches are an error that lists them
+(DESIGN §4.4).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from lirun.cli.common import add_db_option, make_parser, print_json
+from lirun.errors import NotFoundError, UsageError
+from lirun.lifecycle import VALID_SESSION_STATUSES
+from lirun.paths import resolve_db_url
+from lirun.store import Store, is_postgres_url, open_store
+
+EXIT_CODES = """\
+  0  shown (an empty list too, and no database yet for the list)
+  2  usage error; ID not found or ambiguous; the database cannot be opened"""
+
+DESCRIPTION = """\
+Without ID: a table of recent executions, newest first.
+With ID (exact, or a unique prefix): one record with its reason, evidence, artifact
+verification, transition history and admin events. Opens the database read-only."""
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_MAX_MATCHES_SHOWN = 5
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``2h``, ``1d``, ``1w`` → seconds; UsageError otherwise."""
+    match = _DURATION.match(text.strip().lower())
+    if not match or float(match.group(1)) <= 0:
+        raise UsageError(f"--since {text!r}: expected a positive duration such as 30m, 2h or 1d")
+    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def resolve_record(store: Store, ident: str) -> tuple[str, dict[str, Any]]:
+    """``(kind, row)`` for what ``ident`` names, resolved exactly as ``li wait`` does.
+
+    NotFoundError when nothing matches; UsageError listing the candidates when a prefix
+    is ambiguous.
+    """
+    from lirun.wait_resolve import AMBIGUOUS, resolve_targets
+
+    if not ident.strip():
+        raise UsageError("the ID must not be empty")
+    [target] = resolve_targets(store, [ident])
+    if target.problem == AMBIGUOUS:
+        shown = ", ".join(target.candidates[:_MAX_MATCHES_SHOWN])
+        raise UsageError(f"{ident!r} is ambiguous: it prefixes {shown}; give more characters")
+    row = (
+        None
+        if target.kind is None or target.id is None
+        else store.get_entity(target.kind, target.id)
+    )
+    if target.kind is None or row is None:
+        raise NotFoundError(f"no execution or record with id or prefix {ident!r}; see `li status`")
+    return target.kind, row
+
+
+def owner_verdict(row: dict[str, Any], now: float) -> dict[str, Any] | None:
+    """For a running session: why its owner looks dead (li reap's judgment), else None."""
+    if row.get("status") != "running":
+        return None
+    from lirun.liveness import boot_id, host_name, judge_owner, process_start_time
+
+    verdict = judge_owner(
+        row, now=now, host=host_name(), boot_id=boot_id(), process_start_time_of=process_start_time
+    )
+    return None if verdict is None else verdict._asdict()
+
+
+def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dict[str, Any]:
+    """The record plus its history, admin events and (for an invocation) its executions."""
+    detail: dict[str, Any] = {"kind": kind, **row}
+    detail["transitions"] = store.list_transitions(kind, row["id"])
+    detail["admin_events"] = store.list_admin_events(row["id"])
+    if kind == "session":
+        detail["owner_verdict"] = owner_verdict(row, now)
+    if kind == "invocation":
+        rows = store.connector.read(
+            store.sql("list_invocation_sessions"), {"invocation_id": row["id"]}
+        )
+        detail["sessions"] = [_decoded(r) for r in rows]
+    return detail
+
+
+def _decoded(row: dict[str, Any]) -> dict[str, Any]:
+    from lirun.store.records import decode_row
+
+    decoded = decode_row(row)
+    assert decoded is not None
+    return decoded
+
+
+def database_missing(url: str) -> bool:
+    """True when ``url`` is a SQLite file that does not exist yet (nothing has run)."""
+    if is_postgres_url(url):
+        return False
+    from lirun.store.sqlite import sqlite_path_from_url
+
+    return not sqlite_path_from_url(url).exists()
+
+
+def build_parser() -> Any:
+    parser = make_parser("li status", DESCRIPTION, EXIT_CODES)
+    parser.add_argument("id", nargs="?", metavar="ID", help="an id or a unique prefix")
+    add_db_option(parser)
+    parser.add_argument("--json", action="store_true", help="JSON on stdout (list or object)")
+    parser.add_argument(
+        "--status",
+        metavar="S",
+        choices=sorted(VALID_SESSION_STATUSES),
+        help="only executions in this status (%(choices)s)",
+    )
+    parser.add_argument("--running", action="store_true", help="only running executions")
+    parser.add_argument("--since", metavar="DURATION", help="only those created within, e.g. 2h")
+    parser.add_argument("--limit", metavar="N", type=int, default=20, help="at most N (20)")
+    return parser
+
+
+def _list_filters(args: Any) -> dict[str, Any]:
+    if args.running and args.status not in (None, "running"):
+        raise UsageError(f"--running contradicts --status {args.status}; use one of them")
+    if args.limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    since = None if args.since is None else time.time() - parse_duration(args.since)
+    return {"status": "running" if args.running else args.status, "since": since}
+
+
+def show_list(args: Any, url: str) -> int:
+    filters = _list_filters(args)
+    if database_missing(url):
+        print_json([]) if args.json else print(f"no runs yet (no database at {url})")
+        return 0
+    store = open_store(url, readonly=True)
+    try:
+        rows = store.list_sessions(**filters, limit=args.limit)
+    finally:
+        store.close()
+    if args.json:
+        print_json(rows)
+    elif not rows:
+        filtered = filters["status"] or filters["since"]
+        print("no runs match these filters" if filtered else "no runs yet")
+    else:
+        from lirun.cli.render import render_list
+
+        render_list(rows, time.time())
+    return 0
+
+
+def show_one(args: Any, url: str) -> int:
+    if database_missing(url):
+        raise NotFoundError(f"no database at {url}, so no record {args.id!r}; nothing has run yet")
+    store = open_store(url, readonly=True)
+    now = time.time()
+    try:
+        kind, row = resolve_record(store, args.id)
+        detail = load_detail(store, kind, row, now)
+    finally:
+        store.close()
+    if args.json:
+        print_json(detail)
+    else:
+        from lirun.cli.render import render_record
+
+        render_record(detail, now)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    url = resolve_db_url(args.db)
+    if args.id is None:
+        return show_list(args, url)
+    if args.status or args.running or args.since:
+        raise UsageError("--status, --running and --since filter the list; drop them with an ID")
+    return show_one(args, url)

@@ -1,0 +1,290 @@
+"""Agent profiles and playbooks: YAML files that declare defaults and artifact contracts.
+
+A profile lives at ``<home>/profiles/<name>.yaml`` (or ``.yml``) and declares what an
+agent usually produces (``artifacts:``) and how it usually runs (``defaults:``). A
+playbook lives at ``<home>/playbooks/<name>.yaml`` and declares what one kind of job
+produces, optionally with its own ``defaults:`` and a ``prompt``.
+
+Contract resolution (ADR D3) overlays by artifact id, most specific last: profile
+entries, then playbook entries, then ``--artifact`` entries from the command line.
+Command-line entries are resolved as playbook-level declarations (their ``source`` is
+``playbook``): they specialize one job just as a playbook does. Within one file ids must
+be unique; a repeated id there is a mistake, not an overlay.
+
+PyYAML is imported only when a file is read, so nothing here slows ``li wait``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lirun.artifacts import (
+    ArtifactContract,
+    ArtifactContractError,
+    ExpectedArtifact,
+    check_artifact_path,
+    resolve_artifact_contract,
+    validate_artifact_contract,
+)
+from lirun.errors import UsageError, ValidationError
+from lirun.paths import lirun_home
+from lirun.rundir import safe_component
+
+__all__ = [
+    "DEFAULT_KEYS",
+    "Playbook",
+    "Profile",
+    "ProfileError",
+    "load_playbook",
+    "load_profile",
+    "merged_defaults",
+    "parse_artifact_option",
+    "resolve_contract_for",
+]
+
+# The closed set of run defaults a profile or playbook may set, with the type each takes.
+DEFAULT_KEYS: dict[str, str] = {
+    "provider": "text",
+    "model": "text",
+    "cwd": "text",
+    "save": "text",
+    "timeout": "seconds",
+    "idle_timeout": "seconds",
+    "grace": "seconds",
+}
+_PROFILE_KEYS = frozenset({"description", "artifacts", "defaults"})
+_PLAYBOOK_KEYS = frozenset({"description", "artifacts", "defaults", "prompt"})
+_SUFFIXES = (".yaml", ".yml")
+_ARTIFACT_OPTION = re.compile(r"^([A-Za-z0-9_-]+)=(.+?)(\?)?$")
+
+
+class ProfileError(UsageError):
+    """A profile or playbook is missing or malformed.
+
+    The message names the file (and line, for YAML syntax) and the broken rule; fix the
+    file or pick another name (``ls $LIRUN_HOME/profiles``).
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """One agent profile. ``artifacts`` is None when the file declares none."""
+
+    name: str
+    path: Path
+    description: str = ""
+    artifacts: list[dict[str, Any]] | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Playbook:
+    """One playbook. ``prompt`` is None when the file has none."""
+
+    name: str
+    path: Path
+    description: str = ""
+    artifacts: list[dict[str, Any]] | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+    prompt: str | None = None
+
+
+# --- finding and reading ----------------------------------------------------------------------
+
+
+def find_file(kind: str, name: str) -> Path:
+    """``<home>/<kind>s/<name>.yaml|.yml``; ProfileError saying where it looked."""
+    try:
+        safe_component(name, f"{kind} name")
+    except ValidationError as exc:
+        raise ProfileError(str(exc)) from None
+    folder = lirun_home() / f"{kind}s"
+    found = [folder / f"{name}{suffix}" for suffix in _SUFFIXES]
+    existing = [p for p in found if p.is_file()]
+    if len(existing) > 1:
+        raise ProfileError(
+            f"{kind} {name!r} is defined twice ({existing[0]} and {existing[1]}); remove one"
+        )
+    if not existing:
+        raise ProfileError(
+            f"no {kind} named {name!r}: looked for {found[0]} and {found[1]}; "
+            f"create one of them or check the name"
+        )
+    return existing[0]
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The file's top-level mapping (an empty file is an empty mapping)."""
+    import yaml  # lazily: keep PyYAML off the li wait path
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"cannot read {path}: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ProfileError(_yaml_message(path, exc)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ProfileError(
+            f"{path}: the top level must be a mapping (artifacts:, defaults:, ...), "
+            f"got {type(data).__name__}"
+        )
+    return data
+
+
+def _yaml_message(path: Path, exc: Exception) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is None:
+        return f"{path}: invalid YAML: {problem}"
+    return f"{path}:{mark.line + 1}:{mark.column + 1}: invalid YAML: {problem}"
+
+
+# --- checking the shape -----------------------------------------------------------------------
+
+
+def _check_keys(path: Path, data: Mapping[str, Any], allowed: frozenset[str], kind: str) -> None:
+    unknown = sorted(str(k) for k in data if k not in allowed)
+    if unknown:
+        raise ProfileError(
+            f"{path}: unknown {kind} key {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def _text(path: Path, data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ProfileError(f"{path}: {key} must be text, got {type(value).__name__}")
+    return value
+
+
+def check_defaults(path: Path, raw: object) -> dict[str, Any]:
+    """The ``defaults:`` mapping, checked against the closed set ``DEFAULT_KEYS``."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{path}: defaults must be a mapping, got {type(raw).__name__}")
+    unknown = sorted(str(k) for k in raw if k not in DEFAULT_KEYS)
+    if unknown:
+        raise ProfileError(
+            f"{path}: defaults: unknown key {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(sorted(DEFAULT_KEYS))}"
+        )
+    for key, value in raw.items():
+        kind = DEFAULT_KEYS[key]
+        if kind == "text" and not (isinstance(value, str) and value):
+            raise ProfileError(f"{path}: defaults.{key} must be non-empty text, got {value!r}")
+        if kind == "seconds" and not _is_seconds(value):
+            raise ProfileError(
+                f"{path}: defaults.{key} must be a positive number of seconds, got {value!r}"
+            )
+    return dict(raw)
+
+
+def _is_seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:
+    """The ``artifacts:`` entries (a list, or a mapping with ``expected:``), validated."""
+    if raw is None:
+        return None
+    if isinstance(raw, dict) and set(raw) == {"expected"}:
+        raw = raw["expected"]
+    if not isinstance(raw, list):
+        raise ProfileError(
+            f"{path}: artifacts must be a list of entries or a mapping with an 'expected' "
+            f"list, got {raw!r}"
+        )
+    try:
+        validate_artifact_contract({"expected": raw})
+    except ArtifactContractError as exc:
+        raise ProfileError(f"{path}: artifacts: {exc}") from exc
+    return [dict(entry) for entry in raw]
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def load_profile(name: str) -> Profile:
+    """Read and check ``<home>/profiles/<name>.yaml``; ProfileError (exit 2) if unusable."""
+    path = find_file("profile", name)
+    data = read_yaml(path)
+    _check_keys(path, data, _PROFILE_KEYS, "profile")
+    return Profile(
+        name=name,
+        path=path,
+        description=_text(path, data, "description") or "",
+        artifacts=check_artifacts(path, data.get("artifacts")),
+        defaults=check_defaults(path, data.get("defaults")),
+    )
+
+
+def load_playbook(name: str) -> Playbook:
+    """Read and check ``<home>/playbooks/<name>.yaml``; ProfileError (exit 2) if unusable."""
+    path = find_file("playbook", name)
+    data = read_yaml(path)
+    _check_keys(path, data, _PLAYBOOK_KEYS, "playbook")
+    return Playbook(
+        name=name,
+        path=path,
+        description=_text(path, data, "description") or "",
+        artifacts=check_artifacts(path, data.get("artifacts")),
+        defaults=check_defaults(path, data.get("defaults")),
+        prompt=_text(path, data, "prompt"),
+    )
+
+
+# --- contracts --------------------------------------------------------------------------------
+
+
+def parse_artifact_option(text: str) -> ExpectedArtifact:
+    """``--artifact ID=PATH`` (required) or ``ID=PATH?`` (optional) as a contract entry."""
+    match = _ARTIFACT_OPTION.match(text)
+    if not match:
+        raise UsageError(
+            f"--artifact {text!r}: expected ID=PATH or ID=PATH? (optional), where ID uses "
+            "A-Z a-z 0-9 _ -, e.g. --artifact report=out/report.md"
+        )
+    ident, path, optional = match.groups()
+    try:
+        check_artifact_path(path, f"--artifact {ident}")
+    except ArtifactContractError as exc:
+        raise UsageError(str(exc)) from exc
+    return {"id": ident, "path": path, "required": optional is None}
+
+
+def resolve_contract_for(
+    profile: Profile | None,
+    playbook: Playbook | None,
+    extra_entries: Iterable[Mapping[str, Any]] = (),
+) -> ArtifactContract | None:
+    """The validated contract to snapshot on the execution row, or None if nothing declares one.
+
+    Profile entries are the agent defaults; playbook entries and then ``extra_entries``
+    (``--artifact``) overlay them by id, the last declaration winning.
+    """
+    extras = [dict(e) for e in extra_entries]
+    defaults = profile.artifacts if profile else None
+    specific = playbook.artifacts if playbook else None
+    if extras:
+        specific = [*(specific or []), *extras]
+    try:
+        return resolve_artifact_contract(playbook_artifacts=specific, agent_defaults=defaults)
+    except ArtifactContractError as exc:
+        where = [str(x.path) for x in (profile, playbook) if x is not None]
+        origin = " + ".join([*where, "--artifact"] if extras else where) or "--artifact"
+        raise ProfileError(f"artifact contract from {origin}: {exc}") from exc
+
+
+def merged_defaults(profile: Profile | None, playbook: Playbook | None) -> dict[str, Any]:
+    """Run defaults, the playbook's overriding the profile's (command-line flags win over both)."""
+    return {**(profile.defaults if profile else {}), **(playbook.defaults if playbook else {})}
