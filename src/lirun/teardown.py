@@ -13,7 +13,6 @@ a worker thread so a busy SQLite lock never blocks an event loop.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import functools
 import logging
@@ -21,7 +20,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from lirun.artifacts import contract_warnings, validate_artifact_contract
 from lirun.errors import NotFoundError, TransitionRejectedError, UsageError, ValidationError
@@ -31,6 +30,8 @@ from lirun.outcome import Outcome, OutcomeFacts, decide_outcome
 from lirun.rundir import RunDir
 from lirun.store import StateDB, Store, open_store
 from lirun.store.core import SESSION_FIELDS
+
+T = TypeVar("T")
 
 __all__ = [
     "PersistContext",
@@ -177,6 +178,12 @@ def setup_persist_sync(
     )
 
 
+async def _in_thread(call: Callable[[], T]) -> T:
+    import asyncio  # on first use: the CLI calls the sync twins and need not pay for it
+
+    return await asyncio.to_thread(call)
+
+
 async def setup_persist(
     run: RunDir,
     *,
@@ -188,7 +195,7 @@ async def setup_persist(
     call = functools.partial(
         setup_persist_sync, run, db=db, artifact_contract=artifact_contract, **session_fields
     )
-    return await asyncio.to_thread(call)
+    return await _in_thread(call)
 
 
 # --- teardown: the guarded write ----------------------------------------------------------
@@ -329,4 +336,4 @@ async def teardown_persist(
         engine_session_uid=engine_session_uid,
         defer_terminal=defer_terminal,
     )
-    return await asyncio.to_thread(call)
+    return await _in_thread(call)
