@@ -1,0 +1,290 @@
+"""Options shared by ``li run`` and ``li agent``, and the flow both follow.
+
+Every check that can fail runs before anything is created: profiles and playbooks, the
+artifact contract, ``--cwd``, the branch to resume, the invocation, the run id. A failed
+check exits 2 with no run directory and no row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lirun.cli.common import add_db_option, print_json
+from lirun.errors import UsageError
+
+__all__ = [
+    "EXIT_CODES",
+    "Resolved",
+    "add_execution_options",
+    "execute_or_detach",
+    "resolve_options",
+]
+
+EXIT_CODES = """\
+  0    completed (work shown: a commit ahead, a dirty tree, an artifact, or a reply);
+       with --detach: the run started and its id was printed
+  1    completed_empty (nothing to show) or failed
+  2    usage or setup error (bad option, missing --cwd, malformed artifact contract,
+       provider or command not found); nothing was started and no row was written
+  124  timed_out (--timeout, or --idle-timeout with no output)
+  130  aborted (SIGINT)
+  143  cancelled (SIGTERM)"""
+
+FILES_NOTE = """\
+files: <home>/runs/<id>/run.json (written before the child starts) and stream/ (the
+child's output, never held in memory); artifacts under --save DIR, else
+<home>/runs/<id>/artifacts. The row's id is the run id: `li wait ID` prints one line.
+env: LIRUN_HEARTBEAT_INTERVAL (seconds between heartbeats, default 15)."""
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _grace_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more seconds, got {text!r}")
+    return value
+
+
+def add_execution_options(parser: argparse.ArgumentParser) -> None:
+    """The options of §7 shared by ``li run`` and ``li agent``."""
+    add = parser.add_argument
+    add(
+        "--cwd",
+        metavar="DIR",
+        help="child's working directory; completion evidence is checked "
+        "there (default: the current directory)",
+    )
+    add("--save", metavar="DIR", help="artifact root (default: <home>/runs/<id>/artifacts)")
+    add("--timeout", metavar="S", type=_seconds, help="wall-clock limit: timed_out (exit 124)")
+    add(
+        "--idle-timeout",
+        metavar="S",
+        type=_seconds,
+        help="watchdog: no output for S seconds: timed_out with run.timed_out.idle",
+    )
+    add(
+        "--grace",
+        metavar="S",
+        type=_grace_seconds,
+        help="agents: after the stream's terminal event, stop a child still running after "
+        "S seconds; the event's verdict stands (default 10)",
+    )
+    add(
+        "--artifact",
+        metavar="ID=PATH[?]",
+        action="append",
+        default=[],
+        help="a required artifact under the artifact root; a trailing ? makes it optional "
+        "(repeatable)",
+    )
+    add("--profile", metavar="NAME", help="agent profile <home>/profiles/NAME.yaml")
+    add("--playbook", metavar="NAME", help="playbook <home>/playbooks/NAME.yaml")
+    add("--invocation", metavar="ID", help="attach this execution to an invocation")
+    add(
+        "--resume",
+        metavar="BRANCH",
+        help="continue a conversation: a new execution row in BRANCH (a branch id or a run "
+        "id), resumed_from its last execution",
+    )
+    add(
+        "--resume-on-timeout",
+        action="store_true",
+        help="after a timeout, resume once inside the same execution (one row, one id); "
+        "the resumed leg gets the same limits (an agent resumes its engine session)",
+    )
+    add(
+        "--detach",
+        action="store_true",
+        help="run in the background; print the run id once the row exists and exit 0",
+    )
+    add("--run-id", metavar="ID", help="use this run id (default: $LIRUN_RUN_ID or a new one)")
+    add(
+        "--json",
+        action="store_true",
+        help="print a JSON summary on stdout (run_id, status, reason, run_dir, exit_code)",
+    )
+    add_db_option(parser)
+    add("--detached-worker", action="store_true", help=argparse.SUPPRESS)
+
+
+@dataclass(slots=True)
+class Resolved:
+    """Options after profiles, playbooks and defaults, ready for an ExecutionRequest."""
+
+    cwd: str
+    save_dir: str | None
+    limits: Any
+    contract: dict[str, Any] | None
+    defaults: dict[str, Any] = field(default_factory=dict)
+    playbook_prompt: str | None = None
+    heartbeat_interval: float | None = None
+
+
+def _heartbeat_interval() -> float | None:
+    raw = os.environ.get("LIRUN_HEARTBEAT_INTERVAL", "").strip()
+    if not raw:
+        return None
+    try:
+        return _seconds(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"LIRUN_HEARTBEAT_INTERVAL: {exc}") from None
+
+
+def _limits(args: argparse.Namespace, defaults: dict[str, Any]) -> Any:
+    from lirun.exec.supervisor import Limits
+
+    def pick(name: str) -> Any:
+        value = getattr(args, name)
+        return value if value is not None else defaults.get(name)
+
+    grace = pick("grace")
+    return Limits(
+        timeout=pick("timeout"),
+        idle_timeout=pick("idle_timeout"),
+        grace=10.0 if grace is None else float(grace),
+    )
+
+
+def _declarations(
+    args: argparse.Namespace,
+) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
+    """(contract, run defaults, playbook prompt) from --profile, --playbook and --artifact."""
+    if not (args.profile or args.playbook or args.artifact):
+        return None, {}, None  # the common case stays off the YAML import path
+    from lirun.profiles import (
+        load_playbook,
+        load_profile,
+        merged_defaults,
+        parse_artifact_option,
+        resolve_contract_for,
+    )
+
+    profile = load_profile(args.profile) if args.profile else None
+    playbook = load_playbook(args.playbook) if args.playbook else None
+    entries = [parse_artifact_option(text) for text in args.artifact]
+    contract = resolve_contract_for(profile, playbook, entries)
+    return (
+        dict(contract) if contract is not None else None,
+        merged_defaults(profile, playbook),
+        playbook.prompt if playbook else None,
+    )
+
+
+def resolve_options(args: argparse.Namespace) -> Resolved:
+    """Profiles, playbook, contract and defaults; every failure is exit 2, nothing created."""
+    contract, defaults, playbook_prompt = _declarations(args)
+    cwd = os.path.abspath(os.path.expanduser(args.cwd or defaults.get("cwd") or os.getcwd()))
+    if not os.path.isdir(cwd):
+        raise UsageError(f"--cwd {cwd!r} is not a directory; create it or fix the path")
+    save = args.save or defaults.get("save")
+    return Resolved(
+        cwd=cwd,
+        save_dir=os.path.expanduser(save) if save else None,
+        limits=_limits(args, defaults),
+        contract=contract,
+        defaults=defaults,
+        playbook_prompt=playbook_prompt,
+        heartbeat_interval=_heartbeat_interval(),
+    )
+
+
+def request_from(args: argparse.Namespace, resolved: Resolved, program: Any, **more: Any) -> Any:
+    from lirun.exec.execution import ExecutionRequest
+
+    return ExecutionRequest(
+        program=program,
+        cwd=resolved.cwd,
+        limits=resolved.limits,
+        save_dir=resolved.save_dir,
+        run_id=args.run_id,
+        db_url=args.db,
+        artifact_contract=resolved.contract,
+        invocation_id=args.invocation,
+        resume_branch=args.resume,
+        resume_on_timeout=args.resume_on_timeout,
+        heartbeat_interval=resolved.heartbeat_interval,
+        **more,
+    )
+
+
+def echo_for(args: argparse.Namespace) -> Any:
+    """Child stdout is the user's result: li's stdout, unless --json owns stdout."""
+    from lirun.exec.legs import Echo
+
+    if args.detached_worker:
+        return Echo(None, None)
+    return Echo(stdout_fd=2 if args.json else 1, stderr_fd=2)
+
+
+def stdin_for(args: argparse.Namespace) -> int | None:
+    return subprocess.DEVNULL if args.detached_worker else None
+
+
+def _detach(command: str, argv: list[str], request: Any, *, as_json: bool) -> int:
+    from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
+    from lirun.exec.execution import prepare
+    from lirun.rundir import allocate_run
+    from lirun.store import open_store
+
+    store = open_store(request.db_url)
+    try:
+        prepare(request, store)
+        run = allocate_run(request.save_dir, request.run_id)
+        proc = spawn_worker(command, argv, run, env=detached_env())
+        wait_for_row(store, run, proc)
+    finally:
+        store.close()
+    if as_json:
+        print_json({"run_id": run.run_id, "status": "running", "run_dir": str(run.state_root)})
+    else:
+        sys.stdout.write(f"{run.run_id}\n")
+        sys.stdout.flush()
+    return 0
+
+
+def report(prog: str, result: Any, *, as_json: bool) -> None:
+    """The final word: JSON on stdout with --json, else one line on stderr."""
+    if as_json:
+        print_json(result.summary())
+        return
+    reason = result.reason or "unknown"
+    sys.stderr.write(f"{prog}: run {result.run_id} {result.status} ({reason})\n")
+
+
+def execute_or_detach(
+    prog: str,
+    command: str,
+    argv: list[str],
+    args: argparse.Namespace,
+    request: Any,
+    *,
+    on_result: Callable[[Any], None] | None = None,
+) -> int:
+    """Run attached (exit code of the final status) or hand off to a detached worker."""
+    if args.detach and not args.detached_worker:
+        return _detach(command, argv, request, as_json=args.json)
+    from lirun.exec.execution import execute
+
+    result = execute(request)
+    if on_result is not None and not args.json and not args.detached_worker:
+        on_result(result)
+    report(prog, result, as_json=args.json)
+    return int(result.exit_code)

@@ -1,0 +1,77 @@
+"""``li run [options] -- CMD ...``: any command under supervision, with a durable record."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from lirun.cli.common import make_parser
+from lirun.cli.options import (
+    EXIT_CODES,
+    FILES_NOTE,
+    add_execution_options,
+    echo_for,
+    execute_or_detach,
+    request_from,
+    resolve_options,
+    stdin_for,
+)
+from lirun.errors import UsageError
+
+DESCRIPTION = f"""\
+Run CMD under supervision and record how it ended. Exit 0 is only a candidate for
+completed: with no commit ahead, no dirty tree, no artifact and no output the run is
+completed_empty; a non-zero exit is failed (run.failed.exit_nonzero, the code kept as
+evidence). Then the artifact contract applies.
+
+The child's stdout is the command's result: it is echoed to li's stdout (to stderr with
+--json, which keeps stdout for the summary) and its last 64 KiB are recorded as the
+reply. The child's stderr goes to li's stderr. Both are saved under stream/ (stdout.log,
+stderr.log). stdin is passed through (closed with --detach). SIGINT to li stops the
+child's process group (aborted, 130); SIGTERM likewise (cancelled, 143).
+
+{FILES_NOTE}"""
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``[options] -- CMD ...`` → (options, CMD); ``li run CMD ...`` needs no ``--``."""
+    if "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1 :]
+    if argv and not argv[0].startswith("-"):
+        return [], argv
+    return argv, []
+
+
+def check_command(command: list[str], cwd: str) -> None:
+    """The command must exist before anything is created (exit 2, no row)."""
+    if not command:
+        raise UsageError("no command given; usage: li run [options] -- CMD [ARGS...]")
+    name = command[0]
+    if os.sep in name:
+        path = os.path.join(cwd, os.path.expanduser(name))
+        if not os.path.isfile(path) or not os.access(path, os.X_OK):
+            raise UsageError(f"command {name!r} is not an executable file (looked in {cwd})")
+    elif shutil.which(name) is None:
+        raise UsageError(f"command {name!r} not found on PATH; check the name or give its path")
+
+
+def main(argv: list[str]) -> int:
+    parser = make_parser("li run", DESCRIPTION, EXIT_CODES)
+    parser.usage = "li run [options] -- CMD [ARGS...]"
+    add_execution_options(parser)
+    options, command = split_command(argv)
+    args = parser.parse_args(options)
+    resolved = resolve_options(args)
+    check_command(command, resolved.cwd)
+    from lirun.exec.legs import CommandProgram
+
+    request = request_from(
+        args,
+        resolved,
+        CommandProgram(command),
+        echo=echo_for(args),
+        stdin=stdin_for(args),
+    )
+    normalized = [*options, "--", *command]
+    return execute_or_detach("li run", "run", normalized, args, request)

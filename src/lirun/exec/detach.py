@@ -1,0 +1,108 @@
+"""``--detach``: hand the execution to a background ``li`` and return once its row exists.
+
+The parent has already checked everything that can fail before a row exists; it
+allocates the run (so the worker's stdio can go to the run's log files), starts
+``python -m lirun <command> --detached-worker --run-id ID ...`` in a new session, and
+waits until the worker has created the execution row. Then the id is all the caller
+needs: ``li wait ID`` reports how it ended.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from lirun.errors import LirunError
+from lirun.rundir import RunDir
+from lirun.store import Store
+
+__all__ = [
+    "DETACHED_WORKER_FLAG",
+    "DetachError",
+    "detached_env",
+    "log_paths",
+    "spawn_worker",
+    "wait_for_row",
+]
+
+DETACHED_WORKER_FLAG = "--detached-worker"
+ROW_WAIT_SECONDS = 60.0
+
+
+class DetachError(LirunError, RuntimeError):
+    """The background ``li`` did not create its execution row; its log says why."""
+
+    exit_code = 2
+
+
+def log_paths(run: RunDir) -> tuple[Path, Path]:
+    """Where the detached worker's own stdout and stderr go."""
+    return run.state_root / "li.stdout.log", run.state_root / "li.stderr.log"
+
+
+def spawn_worker(
+    command: str,
+    argv: Sequence[str],
+    run: RunDir,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start the worker in its own session with stdin closed and stdio in the run's logs."""
+    out_path, err_path = log_paths(run)
+    worker = [sys.executable, "-m", "lirun", command, DETACHED_WORKER_FLAG, "--run-id", run.run_id]
+    with open(out_path, "ab") as out, open(err_path, "ab") as err:
+        return subprocess.Popen(
+            [*worker, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+            close_fds=True,
+            env=dict(env) if env is not None else None,
+        )
+
+
+def _log_tail(path: Path, limit: int = 2000) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-limit:].strip()
+    except OSError:
+        return ""
+
+
+def wait_for_row(
+    store: Store,
+    run: RunDir,
+    proc: subprocess.Popen[bytes],
+    *,
+    timeout: float = ROW_WAIT_SECONDS,
+    interval: float = 0.02,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Return once the row exists; DetachError if the worker exits first or takes too long."""
+    deadline = clock() + timeout
+    while store.get_entity("session", run.run_id) is None:
+        code = proc.poll()
+        if code is not None:
+            # The worker may have created the row just before exiting.
+            if store.get_entity("session", run.run_id) is not None:
+                return
+            detail = _log_tail(log_paths(run)[1]) or f"it exited with code {code}"
+            raise DetachError(f"the background li for run {run.run_id} failed: {detail}")
+        if clock() >= deadline:
+            raise DetachError(
+                f"no execution row for run {run.run_id} after {timeout:.0f}s; the background "
+                f"li (pid {proc.pid}) is still running, see {log_paths(run)[1]}"
+            )
+        sleep(interval)
+
+
+def detached_env() -> dict[str, str]:
+    """The worker's environment: ours, unbuffered so its logs are current."""
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

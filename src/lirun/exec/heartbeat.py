@@ -1,0 +1,82 @@
+"""A background thread that proves an execution's owner is alive (DESIGN §4.6).
+
+It sets ``heartbeat_at`` every interval while the child runs. A failed beat is reported
+once and retried at the next tick: a database hiccup must not stop supervision, and a
+stale heartbeat is exactly what a reaper should see if the hiccup lasts.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from types import TracebackType
+
+__all__ = ["Heartbeat"]
+
+
+class Heartbeat:
+    """``with Heartbeat(lambda: store.heartbeat(run_id), interval): ...``.
+
+    ``beat`` runs in the thread; the Store's connector is lock-guarded, so sharing the
+    execution's handle is safe. ``beats`` counts successful beats (tests read it).
+    """
+
+    def __init__(
+        self,
+        beat: Callable[[], None],
+        interval: float,
+        *,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"heartbeat interval must be positive, got {interval!r}")
+        self._beat = beat
+        self.interval = interval
+        self._on_error = on_error or _report_once()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.beats = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="lirun-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> Heartbeat:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._beat()
+            except Exception as exc:
+                self._on_error(exc)
+            else:
+                self.beats += 1
+
+
+def _report_once() -> Callable[[BaseException], None]:
+    reported = False
+
+    def report(exc: BaseException) -> None:
+        nonlocal reported
+        if not reported:
+            reported = True
+            sys.stderr.write(f"li: warning: heartbeat failed ({exc}); will keep trying\n")
+
+    return report

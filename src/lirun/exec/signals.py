@@ -1,0 +1,86 @@
+"""Turn SIGINT / SIGTERM / SIGHUP to ``li`` into a flag the supervisor loop can wait on.
+
+While a trap is active the signals never raise (no KeyboardInterrupt mid-write): they are
+recorded, and a byte on a wake-up pipe makes a blocked ``select`` return at once. The
+trap stays active through teardown so the terminal write is committed before ``li`` exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from types import FrameType, TracebackType
+from typing import Any
+
+__all__ = ["TRAPPED_SIGNALS", "SignalTrap"]
+
+TRAPPED_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class SignalTrap:
+    """Context manager recording the first trapped signal (``received``) and a count.
+
+    Outside the main thread (where Python cannot install handlers) the trap is inert:
+    ``received`` stays None and ``fileno()`` is a pipe nobody writes to.
+    """
+
+    def __init__(self, signals: tuple[signal.Signals, ...] = TRAPPED_SIGNALS) -> None:
+        self.signals = signals
+        self.received: signal.Signals | None = None
+        self.count = 0
+        self._read_fd = -1
+        self._write_fd = -1
+        self._previous: dict[signal.Signals, Any] = {}
+        self._previous_wakeup = -1
+        self._installed = False
+
+    @property
+    def signal_name(self) -> str | None:
+        return self.received.name if self.received is not None else None
+
+    def fileno(self) -> int:
+        return self._read_fd
+
+    def __enter__(self) -> SignalTrap:
+        self._read_fd, self._write_fd = os.pipe()
+        for fd in (self._read_fd, self._write_fd):
+            os.set_blocking(fd, False)
+            os.set_inheritable(fd, False)
+        if threading.current_thread() is threading.main_thread():
+            self._previous_wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+            for sig in self.signals:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._installed:
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+            signal.set_wakeup_fd(self._previous_wakeup)
+            self._installed = False
+        for fd in (self._read_fd, self._write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.received is None:
+            self.received = signal.Signals(signum)
+
+    def drain(self) -> None:
+        """Empty the wake-up pipe (its bytes only say "a signal came")."""
+        with contextlib.suppress(OSError):
+            while os.read(self._read_fd, 512):
+                pass
+
+    def exit_code(self) -> int | None:
+        """The conventional shell code for the received signal (128 + number), if any."""
+        return 128 + int(self.received) if self.received is not None else None

@@ -1,0 +1,350 @@
+"""Run one child process under supervision: capture, timeouts, watchdog, grace, signals.
+
+The child gets its own session (and so its own process group): ``li`` stops the whole
+group, never a stray pid. One ``select`` loop in the calling thread copies output chunks
+to sinks and wakes for the first of: output, the child's exit (a pidfd), a signal to
+``li`` (the trap's wake-up pipe), or the nearest deadline. Nothing here touches the
+database; the caller judges the :class:`ProcessResult`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Literal
+
+from lirun.errors import LirunError
+from lirun.exec.capture import ChunkSink
+from lirun.exec.signals import SignalTrap
+
+__all__ = [
+    "KillCause",
+    "Limits",
+    "ProcessResult",
+    "SpawnError",
+    "supervise",
+]
+
+KillCause = Literal["timeout", "idle", "grace", "signal"]
+
+READ_SIZE = 64 * 1024
+# A bigger pipe means fewer wake-ups for a chatty child; the kernel may refuse, harmless.
+PIPE_SIZE = 1024 * 1024
+_POLL_WITHOUT_PIDFD = 0.05
+_MAX_SLEEP = 1.0
+_SIGNAL_FOR_KILL: dict[str, signal.Signals] = {
+    "timeout": signal.SIGTERM,
+    "idle": signal.SIGTERM,
+    "grace": signal.SIGTERM,
+}
+
+
+class SpawnError(LirunError, OSError):
+    """The command could not be started (missing, not executable, bad cwd).
+
+    Check the command name and its permissions; ``li run`` looks it up on PATH.
+    """
+
+    exit_code = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Timers for one leg, in seconds; None disables a timer.
+
+    ``grace`` starts at the first terminal stream event: a provider that has said its last
+    word but does not exit is stopped then, and the event's verdict stands. A terminal
+    event disarms the wall-clock and idle timers. ``kill_grace`` is the wait between
+    SIGTERM and SIGKILL; ``drain`` how long output is still read after the child exits
+    (a background grandchild may hold the pipe open).
+    """
+
+    timeout: float | None = None
+    idle_timeout: float | None = None
+    grace: float | None = 10.0
+    kill_grace: float = 3.0
+    drain: float = 1.0
+
+
+@dataclass(slots=True)
+class ProcessResult:
+    """What happened to the child. ``exit_code`` is negative when a signal ended it."""
+
+    pid: int
+    exit_code: int | None
+    killed_by: KillCause | None = None
+    signal_name: str | None = None
+    duration: float = 0.0
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    escalated_to_sigkill: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def timed_out(self) -> bool:
+        return self.killed_by in ("timeout", "idle")
+
+
+@dataclass(slots=True)
+class _Watch:
+    """Deadlines of the running leg (monotonic seconds)."""
+
+    limits: Limits
+    started: float
+    last_output: float
+    terminal_at: float | None = None
+    kill_sent_at: float | None = None
+    exited_at: float | None = None
+
+    def due(self, now: float) -> KillCause | None:
+        """Which timer (if any) has expired; timers after a terminal event are grace only."""
+        lim = self.limits
+        if self.terminal_at is not None:
+            if lim.grace is not None and now >= self.terminal_at + lim.grace:
+                return "grace"
+            return None
+        if lim.timeout is not None and now >= self.started + lim.timeout:
+            return "timeout"
+        if lim.idle_timeout is not None and now >= self.last_output + lim.idle_timeout:
+            return "idle"
+        return None
+
+    def next_wake(self, now: float, fallback: float) -> float:
+        lim = self.limits
+        deadlines: list[float] = [now + fallback]
+        if self.exited_at is not None:
+            deadlines.append(self.exited_at + lim.drain)
+        elif self.kill_sent_at is not None:
+            deadlines.append(self.kill_sent_at + lim.kill_grace)
+        elif self.terminal_at is not None:
+            if lim.grace is not None:
+                deadlines.append(self.terminal_at + lim.grace)
+        else:
+            if lim.timeout is not None:
+                deadlines.append(self.started + lim.timeout)
+            if lim.idle_timeout is not None:
+                deadlines.append(self.last_output + lim.idle_timeout)
+        return max(0.0, min(deadlines) - now)
+
+
+def _spawn(
+    argv: Sequence[str],
+    *,
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+    stdin: int | IO[Any] | None,
+) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise SpawnError(f"cannot start {argv[0]!r}: {reason}") from exc
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _has_exited(pid: int) -> bool:
+    """True once ``pid`` is a zombie; it is not reaped, so its group id stays reserved."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
+def _open_pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _grow_pipe(fd: int) -> None:
+    import fcntl
+
+    setter = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setter is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, setter, PIPE_SIZE)
+
+
+class _Loop:
+    """The select loop over one child; ``run`` returns when the child is gone and drained."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        sinks: dict[int, ChunkSink],
+        limits: Limits,
+        trap: SignalTrap | None,
+        terminal_seen: Callable[[], bool],
+        clock: Callable[[], float],
+    ) -> None:
+        self.proc = proc
+        self.sinks = sinks
+        self.trap = trap
+        self.terminal_seen = terminal_seen
+        self.clock = clock
+        now = clock()
+        self.watch = _Watch(limits=limits, started=now, last_output=now)
+        self.result = ProcessResult(pid=proc.pid, exit_code=None)
+        self.selector = selectors.DefaultSelector()
+        self.pidfd = _open_pidfd(proc.pid)
+        self.counts = {fd: 0 for fd in sinks}
+
+    def run(self) -> ProcessResult:
+        for fd in self.sinks:
+            self.selector.register(fd, selectors.EVENT_READ, "out")
+        if self.pidfd is not None:
+            self.selector.register(self.pidfd, selectors.EVENT_READ, "exit")
+        if self.trap is not None:
+            self.selector.register(self.trap.fileno(), selectors.EVENT_READ, "signal")
+        try:
+            while not self._done():
+                self._step()
+        finally:
+            self._close()
+        return self._finish()
+
+    def _done(self) -> bool:
+        if self.watch.exited_at is None:
+            return False
+        drain_until = self.watch.exited_at + self.watch.limits.drain
+        return not self._open_fds() or self.clock() >= drain_until
+
+    def _open_fds(self) -> list[int]:
+        return [k.fd for k in self.selector.get_map().values() if k.data == "out"]
+
+    def _step(self) -> None:
+        fallback = _MAX_SLEEP if self.pidfd is not None else _POLL_WITHOUT_PIDFD
+        timeout = self.watch.next_wake(self.clock(), fallback)
+        for key, _ in self.selector.select(timeout):
+            if key.data == "out":
+                self._read(key.fd)
+            elif key.data == "signal" and self.trap is not None:
+                self.trap.drain()
+            elif key.data == "exit":
+                self.selector.unregister(key.fd)
+                self._on_exit()
+        if self.watch.exited_at is None and self.pidfd is None and _has_exited(self.proc.pid):
+            self._on_exit()
+        self._enforce()
+
+    def _read(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, READ_SIZE)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.selector.unregister(fd)
+            return
+        self.counts[fd] += len(chunk)
+        self.watch.last_output = self.clock()
+        self.sinks[fd].feed(chunk)
+        if self.watch.terminal_at is None and self.terminal_seen():
+            self.watch.terminal_at = self.clock()
+
+    def _on_exit(self) -> None:
+        self.watch.exited_at = self.clock()
+        if self.result.killed_by is not None:
+            # Stragglers of a group we stopped; the unreaped leader keeps the id reserved.
+            _signal_group(self.proc.pid, signal.SIGKILL)
+
+    def _enforce(self) -> None:
+        if self.watch.exited_at is not None:
+            return
+        now = self.clock()
+        trap = self.trap
+        if trap is not None and trap.received is not None:
+            if self.result.killed_by is None:
+                self._kill("signal", trap.received)
+            elif trap.count > 1 and not self.result.escalated_to_sigkill:
+                self._escalate()  # a second signal to li: stop waiting politely
+        if self.result.killed_by is None and (cause := self.watch.due(now)) is not None:
+            self._kill(cause, _SIGNAL_FOR_KILL[cause])
+        sent = self.watch.kill_sent_at
+        overdue = sent is not None and now >= sent + self.watch.limits.kill_grace
+        if overdue and not self.result.escalated_to_sigkill:
+            self._escalate()
+
+    def _kill(self, cause: KillCause, sig: signal.Signals) -> None:
+        self.result.killed_by = cause
+        if cause == "signal" and self.trap is not None:
+            self.result.signal_name = self.trap.signal_name
+        self.result.timings[f"kill_{cause}"] = self.clock() - self.watch.started
+        self.watch.kill_sent_at = self.clock()
+        _signal_group(self.proc.pid, sig)
+
+    def _escalate(self) -> None:
+        self.result.escalated_to_sigkill = True
+        _signal_group(self.proc.pid, signal.SIGKILL)
+
+    def _close(self) -> None:
+        self.selector.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+
+    def _finish(self) -> ProcessResult:
+        for sink in self.sinks.values():
+            sink.finish()
+        out_fd, err_fd = self._fds()
+        self.result.stdout_bytes = self.counts.get(out_fd, 0)
+        self.result.stderr_bytes = self.counts.get(err_fd, 0)
+        self.result.exit_code = self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        self.result.duration = self.clock() - self.watch.started
+        if self.trap is not None and self.trap.received is not None:
+            self.result.signal_name = self.trap.signal_name
+        return self.result
+
+    def _fds(self) -> tuple[int, int]:
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        return self.proc.stdout.fileno(), self.proc.stderr.fileno()
+
+
+def supervise(
+    argv: Sequence[str],
+    *,
+    stdout: ChunkSink,
+    stderr: ChunkSink,
+    limits: Limits = Limits(),
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: int | IO[Any] | None = subprocess.DEVNULL,
+    trap: SignalTrap | None = None,
+    terminal_seen: Callable[[], bool] = lambda: False,
+    on_spawn: Callable[[int], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> ProcessResult:
+    """Run ``argv`` until it exits (or is stopped), copying its output to the sinks.
+
+    A signal already recorded by ``trap`` stops the child as soon as it starts. Raises
+    :class:`SpawnError` when the command cannot be started.
+    """
+    proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin)
+    assert proc.stdout is not None and proc.stderr is not None
+    _grow_pipe(proc.stdout.fileno())
+    if on_spawn is not None:
+        on_spawn(proc.pid)
+    sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
+    return _Loop(proc, sinks, limits, trap, terminal_seen, clock).run()

@@ -1,0 +1,143 @@
+"""Helpers for end-to-end tests of ``li run`` / ``li agent``: real processes, real repos."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+TESTS_DIR = Path(__file__).resolve().parent
+# Generous: CI machines are shared; a hung li must still fail the test, not the suite.
+LI_TIMEOUT = 60.0
+
+
+def li_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "lirun", *args]
+
+
+def git_repo(path: Path) -> Path:
+    """A clean git repository with one commit on ``main`` and no remote."""
+    path.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(path.parent)}
+    for argv in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "config", "user.email", "t@example.com"],
+        ["git", "config", "user.name", "t"],
+        ["git", "config", "commit.gpgsign", "false"],
+    ):
+        subprocess.run(argv, cwd=path, check=True, env=env)
+    (path / "README.md").write_text("fixture repo\n")
+    subprocess.run(["git", "add", "README.md"], cwd=path, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "-m", "init"], cwd=path, check=True, env=env)
+    return path
+
+
+def run_li(
+    *args: str,
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout: float = LI_TIMEOUT,
+    stdin: int | None = subprocess.DEVNULL,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        li_argv(*args),
+        env=dict(env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=stdin,
+    )
+
+
+def start_li(*args: str, env: Mapping[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """``li`` in the background (for signals); its stdio is captured."""
+    return subprocess.Popen(
+        li_argv(*args),
+        env=dict(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def poll(
+    check: Callable[[], Any], *, timeout: float = 20.0, interval: float = 0.05, what: str = ""
+) -> Any:
+    """Call ``check`` until it returns something truthy; AssertionError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        time.sleep(interval)
+
+
+@contextmanager
+def opened_store(db_url: str) -> Iterator[Any]:
+    from lirun.store import open_store
+
+    store = open_store(db_url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def session_rows(db_url: str) -> list[dict[str, Any]]:
+    with opened_store(db_url) as store:
+        return list(store.list_sessions(limit=100))
+
+
+def only_row(db_url: str) -> dict[str, Any]:
+    rows = session_rows(db_url)
+    assert len(rows) == 1, f"expected one execution row, got {len(rows)}"
+    return rows[0]
+
+
+def get_row(db_url: str, run_id: str) -> dict[str, Any]:
+    with opened_store(db_url) as store:
+        row = store.get_entity("session", run_id)
+    assert row is not None, f"no row {run_id}"
+    return row
+
+
+def wait_line_for(row: Mapping[str, Any]) -> str:
+    """The ``li wait`` line the record holds (ADR D6 plus DESIGN §4.1 and §4.7)."""
+    return (
+        f"{row['id']}\tstatus={row['status']}\treason={row['status_reason_code']}"
+        f"\tartifact_dir={row['run_dir']}\texit_code={row['exit_code']}"
+    )
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_for_running_row(db_url: str, timeout: float = 20.0) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        rows = [r for r in session_rows(db_url) if r["status"] == "running"]
+        return rows[0] if rows else None
+
+    row: dict[str, Any] = poll(check, timeout=timeout, what="a running execution row")
+    return row
+
+
+def send(proc: subprocess.Popen[str], sig: signal.Signals) -> tuple[int, str, str]:
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=LI_TIMEOUT)
+    return proc.returncode, out, err
