@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from lirun.exec.provider_errors import (
-    ProviderError,
-    ProviderNonRetryableError,
-    ProviderRetryableError,
-)
 from lirun.outcome import (
     OutcomeFacts,
     decide_outcome,
     find_provider_error,
     gate_applies,
     needs_linked_engine,
+)
+from lirun.provider_errors import (
+    ProviderError,
+    ProviderNonRetryableError,
+    ProviderRetryableError,
 )
 from lirun.reasons import validate_reason
 

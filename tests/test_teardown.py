@@ -15,7 +15,7 @@ import lirun.facts
 from lirun.artifacts import ArtifactContractError, ArtifactPathError
 from lirun.errors import UsageError, ValidationError
 from lirun.evidence import check_completion_evidence
-from lirun.exec.provider_errors import (
+from lirun.provider_errors import (
     ProviderError,
     ProviderNonRetryableError,
     ProviderRetryableError,

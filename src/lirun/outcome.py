@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lirun.exec.provider_errors import ProviderError
 from lirun.lifecycle import SESSION_TERMINAL_STATUSES
+from lirun.provider_errors import ProviderError
 from lirun.reasons import describe, is_registered, reason_domain, resolve_run_reason
 
 __all__ = [

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lirun.exec.provider_errors import ProviderError, classified_error, is_retryable_cause
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_list, as_str
+from lirun.provider_errors import ProviderError, classified_error, is_retryable_cause
 
 # Hitting a configured limit fails the same way on every retry, whatever else went wrong.
 _LIMIT_SUBTYPES = frozenset({"error_max_turns", "error_max_budget_usd"})

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lirun.exec.provider_errors import classified_error, is_retryable_cause
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_str
+from lirun.provider_errors import classified_error, is_retryable_cause
 
 # Old builds said ``assistant_message`` where current ones say ``agent_message``.
 _ITEM_TYPE_ALIASES = {"assistant_message": "agent_message"}

@@ -15,14 +15,14 @@ from typing import Protocol
 from lirun.errors import UsageError
 from lirun.exec.claude import ClaudeStreamParser, build_claude_command
 from lirun.exec.codex import CodexStreamParser, build_codex_command
-from lirun.exec.provider_errors import (
+from lirun.exec.stream import Event, Message, StreamParser, events_to_messages
+from lirun.exec.verdict import Verdict
+from lirun.provider_errors import (
     ProviderError,
     ProviderNonRetryableError,
     ProviderNotFoundError,
     ProviderRetryableError,
 )
-from lirun.exec.stream import Event, Message, StreamParser, events_to_messages
-from lirun.exec.verdict import Verdict
 
 __all__ = [
     "PROVIDERS",

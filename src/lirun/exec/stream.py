@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from lirun.exec.provider_errors import ProviderError, ProviderNonRetryableError
 from lirun.exec.verdict import Verdict
+from lirun.provider_errors import ProviderError, ProviderNonRetryableError
 
 EventKind = Literal[
     "session",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from lirun.exec.provider_errors import ProviderError
+from lirun.provider_errors import ProviderError
 
 VerdictStatus = Literal["completed", "failed"]
 
