@@ -75,6 +75,16 @@ def test_override_repairs_a_terminal_row_with_an_audit_trail(
     assert event["payload"]["previous_status"] == "failed"
 
 
+def test_override_keeps_the_stored_exit_code_in_step(
+    failed_run: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failed_run.update_fields("session", "run-1", {"exit_code": 1})
+    assert li_main(["override", "session", "run-1", *REPAIR, "--justification", "ok"]) == 0
+    row = failed_run.get_entity("session", "run-1")
+    assert row is not None
+    assert (row["status"], row["exit_code"]) == ("completed", 0)
+
+
 def test_override_json_output(failed_run: Store, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["override", "run", "run-1", *REPAIR, "--justification", "ok", "--json"]
     assert li_main(argv) == 0
