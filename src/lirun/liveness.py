@@ -1,0 +1,171 @@
+"""Owner identity and the pure dead-owner decision (DESIGN §4.6).
+
+A running execution records who owns it (pid, process start time, host, boot id)
+and heartbeats. ``judge_owner`` decides from those facts alone whether the owner
+is provably dead or its lease has lapsed; the caller gathers the facts (clock,
+host, boot id, a process probe), so the decision is table-testable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+DEFAULT_LEASE_SECONDS = 60.0
+# Several heartbeats fit in one lease, so one slow beat never looks like death.
+HEARTBEAT_INTERVAL = DEFAULT_LEASE_SECONDS / 4
+# Start times come from clock ticks (Linux) or floats (psutil): allow rounding.
+START_TIME_TOLERANCE = 2.0
+
+ORPHANED = "session.orphaned.no_process"
+STALE = "session.stale.no_heartbeat"
+
+_BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+
+class Verdict(NamedTuple):
+    """Why a running row's owner is judged dead: what ``update_status`` needs."""
+
+    reason_code: str
+    summary: str
+    evidence: list[dict[str, Any]]
+
+
+def boot_id() -> str:
+    """This machine's boot id, or "" where the platform has none."""
+    try:
+        with open(_BOOT_ID_PATH, encoding="ascii") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def host_name() -> str:
+    import socket  # only needed once a running row is judged: keep `li wait` startup light
+
+    return socket.gethostname()
+
+
+def _linux_btime() -> float | None:
+    try:
+        with open("/proc/stat", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _linux_start_time(pid: int) -> float | None:
+    """Start time from /proc/<pid>/stat field 22 (ticks since boot) plus btime."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    btime = _linux_btime()
+    # A zombie (Z) or dead (X) task has finished running: its owner is gone.
+    if len(fields) < 20 or btime is None or fields[0] in ("Z", "X"):
+        return None
+    try:
+        ticks = int(fields[19])
+    except ValueError:
+        return None
+    return btime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _psutil_start_time(pid: int) -> float | None:
+    try:
+        import psutil  # optional: only where /proc is missing
+    except ImportError:
+        return None
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.Error, OSError):
+        return None
+
+
+def process_start_time(pid: int) -> float | None:
+    """Epoch start time of ``pid``, or None when no such process is visible."""
+    if pid <= 0:
+        return None
+    if os.path.isdir("/proc/self"):
+        return _linux_start_time(pid)
+    return _psutil_start_time(pid)
+
+
+def current_owner() -> dict[str, Any]:
+    """The owner identity of this process, as the ``sessions.owner_*`` columns."""
+    pid = os.getpid()
+    return {
+        "owner_pid": pid,
+        "owner_start_time": process_start_time(pid),
+        "owner_host": host_name(),
+        "owner_boot_id": boot_id(),
+    }
+
+
+def _judge_process(
+    row: Mapping[str, Any],
+    *,
+    host: str,
+    boot: str,
+    process_start_time_of: Callable[[int], float | None],
+) -> Verdict | None:
+    """Same-host evidence: a changed boot id, a vanished pid, or a reused pid."""
+    pid, owner_host = row.get("owner_pid"), row.get("owner_host")
+    if not pid or not owner_host or owner_host != host:
+        return None
+    owner_boot = row.get("owner_boot_id") or ""
+    facts = {"kind": "owner", "pid": pid, "host": owner_host, "boot_id": owner_boot}
+    if owner_boot and boot and owner_boot != boot:
+        summary = f"owner pid {pid} on {host} died with its machine (boot id changed)"
+        return Verdict(ORPHANED, summary, [{**facts, "current_boot_id": boot}])
+    if owner_boot and not boot:
+        return None  # we cannot tell whether this is the same boot
+    started = process_start_time_of(int(pid))
+    if started is None:
+        return Verdict(ORPHANED, f"owner pid {pid} on {host} is gone", [facts])
+    recorded = row.get("owner_start_time")
+    if recorded is not None and abs(float(recorded) - started) > START_TIME_TOLERANCE:
+        summary = f"owner pid {pid} on {host} was replaced by another process"
+        evidence = [{**facts, "recorded_start_time": recorded, "current_start_time": started}]
+        return Verdict(ORPHANED, summary, evidence)
+    return None
+
+
+def _judge_heartbeat(row: Mapping[str, Any], *, now: float) -> Verdict | None:
+    beat = row.get("heartbeat_at")
+    if beat is None:
+        return None
+    lease = row.get("lease_seconds") or DEFAULT_LEASE_SECONDS
+    age = now - float(beat)
+    if age <= float(lease):
+        return None
+    summary = f"no heartbeat for {age:.0f}s (lease {float(lease):.0f}s)"
+    evidence = [{"kind": "heartbeat", "heartbeat_at": beat, "lease_seconds": lease, "now": now}]
+    return Verdict(STALE, summary, evidence)
+
+
+def judge_owner(
+    row: Mapping[str, Any],
+    *,
+    now: float,
+    host: str,
+    boot_id: str,
+    process_start_time_of: Callable[[int], float | None],
+) -> Verdict | None:
+    """None when the owner is alive or we cannot tell; else why it is dead.
+
+    Process evidence (same host only) comes first because it is proof; a stale
+    heartbeat is judged for any host. A row with neither owner nor heartbeat is
+    never judged: it may come from a writer that does not record liveness.
+    """
+    verdict = _judge_process(
+        row, host=host, boot=boot_id, process_start_time_of=process_start_time_of
+    )
+    return verdict or _judge_heartbeat(row, now=now)

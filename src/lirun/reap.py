@@ -1,0 +1,119 @@
+"""Finalize running executions whose owner is provably dead (DESIGN §4.6).
+
+The decision is ``liveness.judge_owner``; this module gathers this machine's facts,
+re-reads each row just before writing, and writes through the CAS-guarded
+``update_status`` so that concurrent reapers (several `li wait`, `li reap`) and a
+late teardown cannot clobber one another: the first write wins, the others lose
+their compare-and-set harmlessly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from lirun.liveness import Verdict, boot_id, host_name, judge_owner, process_start_time
+from lirun.store.core import Store
+
+REAPED_STATUS = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class LocalFacts:
+    """What this machine knows right now; the judge needs nothing else."""
+
+    now: float
+    host: str
+    boot_id: str
+    start_time_of: Callable[[int], float | None]
+
+
+class Orphan(NamedTuple):
+    row: dict[str, Any]
+    verdict: Verdict
+
+
+def local_facts(now: float | None = None) -> LocalFacts:
+    return LocalFacts(
+        now=time.time() if now is None else now,
+        host=host_name(),
+        boot_id=boot_id(),
+        start_time_of=process_start_time,
+    )
+
+
+def judge(row: Mapping[str, Any], facts: LocalFacts) -> Verdict | None:
+    """The verdict for a running session row; None for any other status."""
+    if row.get("status") != "running":
+        return None
+    return judge_owner(
+        row,
+        now=facts.now,
+        host=facts.host,
+        boot_id=facts.boot_id,
+        process_start_time_of=facts.start_time_of,
+    )
+
+
+def find_orphans(store: Store, *, now: float | None = None) -> list[Orphan]:
+    """Running sessions whose owner is dead or whose lease lapsed, oldest first."""
+    facts = local_facts(now)
+    found = []
+    for row in store.list_running_sessions():
+        verdict = judge(row, facts)
+        if verdict is not None:
+            found.append(Orphan(row, verdict))
+    return found
+
+
+def report(row: Mapping[str, Any], verdict: Verdict, *, reaped: bool) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "reason_code": verdict.reason_code,
+        "reason_summary": verdict.summary,
+        "evidence": verdict.evidence,
+        "reaped": reaped,
+    }
+
+
+def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any] | None:
+    # Judge the freshest row: a heartbeat may have landed since the caller read it.
+    row = store.get_entity("session", session_id)
+    verdict = judge(row, facts) if row is not None else None
+    if row is None or verdict is None:
+        return None
+    try:
+        won = store.update_status(
+            "session",
+            session_id,
+            new_status=REAPED_STATUS,
+            reason_code=verdict.reason_code,
+            reason_summary=verdict.summary,
+            evidence_refs=verdict.evidence,
+            source="system",
+            expected_statuses={"running"},
+            extra_fields={"ended_at": facts.now, "exit_code": EXIT_CODE_BY_STATUS[REAPED_STATUS]},
+        )
+    except LookupError:
+        return None  # deleted meanwhile: nothing left to finalize
+    return report(row, verdict, reaped=won)
+
+
+def reap_sessions(
+    store: Store, rows: Iterable[Mapping[str, Any]], *, now: float | None = None
+) -> list[dict[str, Any]]:
+    """Finalize each of ``rows`` that is still running with a dead owner.
+
+    Returns one report per row judged dead; ``reaped`` is False when another writer
+    finalized the row first (a lost compare-and-set, which is fine).
+    """
+    facts = local_facts(now)
+    reports = []
+    for row in rows:
+        result = _reap_one(store, str(row["id"]), facts)
+        if result is not None:
+            reports.append(result)
+    return reports

@@ -1,0 +1,68 @@
+-- Named queries for `li wait` (ADR D6). Every name here exists in postgres/wait.sql too.
+-- Ids arrive as one JSON array per parameter, so any number of ids costs one query.
+
+-- name: wait_resolve_exact
+-- Every exact reading of each input; the caller keeps the lowest tier, then the newest row.
+SELECT 0 AS tier, 'session' AS kind, id, id AS input, created_at FROM sessions
+ WHERE id IN (SELECT value FROM json_each(:ids))
+UNION ALL
+SELECT 1, 'invocation', id, id, created_at FROM invocations
+ WHERE id IN (SELECT value FROM json_each(:ids))
+UNION ALL
+SELECT 2, 'play', id, id, created_at FROM plays
+ WHERE id IN (SELECT value FROM json_each(:ids))
+UNION ALL
+SELECT 3, 'session', id, branch_id, created_at FROM sessions
+ WHERE branch_id IN (SELECT value FROM json_each(:ids))
+UNION ALL
+SELECT 4, 'session', id, run_id, created_at FROM sessions
+ WHERE run_id IN (SELECT value FROM json_each(:ids))
+UNION ALL
+SELECT 5, 'schedule_run', id, id, created_at FROM schedule_runs
+ WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: wait_resolve_prefix
+-- SQLite's LIKE ignores ASCII case; the substr test keeps prefixes case-sensitive.
+SELECT 'session' AS kind, id FROM sessions
+ WHERE id LIKE :pattern ESCAPE '\' AND substr(id, 1, :length) = :prefix
+UNION ALL
+SELECT 'invocation', id FROM invocations
+ WHERE id LIKE :pattern ESCAPE '\' AND substr(id, 1, :length) = :prefix
+UNION ALL
+SELECT 'play', id FROM plays
+ WHERE id LIKE :pattern ESCAPE '\' AND substr(id, 1, :length) = :prefix
+UNION ALL
+SELECT 'schedule_run', id FROM schedule_runs
+ WHERE id LIKE :pattern ESCAPE '\' AND substr(id, 1, :length) = :prefix
+LIMIT :limit
+
+-- name: wait_fetch
+-- One tick: every pending target with its backing session's run_dir (DESIGN §4.1) and,
+-- for sessions, the liveness facts the waiter judges.
+SELECT 'session' AS kind, s.id, s.status, s.status_reason_code AS reason_code,
+       s.status_reason_summary AS reason_summary, s.run_dir, s.artifacts_path, s.exit_code,
+       s.owner_pid, s.owner_start_time, s.owner_host, s.owner_boot_id, s.heartbeat_at,
+       s.lease_seconds
+  FROM sessions s
+ WHERE s.id IN (SELECT value FROM json_each(:session_ids))
+UNION ALL
+SELECT 'invocation', i.id, i.status, i.status_reason_code, i.status_reason_summary,
+       b.run_dir, b.artifacts_path, i.exit_code, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM invocations i
+  LEFT JOIN sessions b ON b.id = (SELECT x.id FROM sessions x WHERE x.invocation_id = i.id
+                                   ORDER BY x.updated_at DESC LIMIT 1)
+ WHERE i.id IN (SELECT value FROM json_each(:invocation_ids))
+UNION ALL
+SELECT 'play', p.id, p.status, p.status_reason_code, p.status_reason_summary,
+       b.run_dir, b.artifacts_path, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM plays p
+  LEFT JOIN sessions b ON b.id = p.session_id
+ WHERE p.id IN (SELECT value FROM json_each(:play_ids))
+UNION ALL
+SELECT 'schedule_run', r.id, r.status, r.status_reason_code, r.status_reason_summary,
+       b.run_dir, b.artifacts_path, r.exit_code, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM schedule_runs r
+  LEFT JOIN sessions b ON b.id = (SELECT x.id FROM sessions x
+                                   WHERE x.invocation_id = r.invocation_id
+                                   ORDER BY x.updated_at DESC LIMIT 1)
+ WHERE r.id IN (SELECT value FROM json_each(:schedule_run_ids))

@@ -1,0 +1,150 @@
+"""Wait for executions to finish: the machine completion surface (ADR D6, DESIGN §4-6).
+
+``wait_for_terminal`` is the async library API; ``run_wait`` is `li wait` (it drives
+the same ``Watcher`` synchronously, so the command starts without asyncio);
+``format_wait_line`` is the one stable line per finished target.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from lirun.paths import resolve_db_url
+from lirun.store import StateDB, Store, open_store
+from lirun.wait_outcome import format_wait_line
+from lirun.wait_resolve import split_ids
+from lirun.wait_watch import Watcher
+
+__all__ = ["format_wait_line", "run_wait", "wait_for_terminal"]
+
+Outcome = dict[str, Any]
+WaitDb = StateDB | Store | str | os.PathLike[str] | None
+
+
+def check_interval(interval: float) -> float:
+    """A polling interval must be a positive, finite number of seconds."""
+    value = float(interval)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"interval must be a positive number of seconds, not {interval!r}")
+    return value
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    value = float(timeout)
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"timeout must be zero or a positive number of seconds, not {timeout!r}")
+    return value
+
+
+def _url_of(store: Store) -> str:
+    connector = store.connector
+    return str(getattr(connector, "url", None) or getattr(connector, "path", ""))
+
+
+def open_for_wait(db: WaitDb) -> tuple[Store, bool]:
+    """The store to read, and whether we opened it (and so must close it).
+
+    A waiter opens the database read-only: it never creates or migrates it.
+    """
+    if isinstance(db, StateDB):
+        return db.sync, False
+    if isinstance(db, Store):
+        return db, False
+    return open_store(resolve_db_url(db), readonly=True), True
+
+
+def writable_opener(store: Store) -> Callable[[], Store]:
+    """Opens the same database for writing, for the rare reap of a dead owner's row."""
+    return lambda: open_store(_url_of(store))
+
+
+def next_sleep(interval: float, deadline: float | None, now: float) -> float:
+    """How long to wait before the next read; <= 0 means the deadline has passed."""
+    return interval if deadline is None else min(interval, deadline - now)
+
+
+def drive(
+    watcher: Watcher,
+    *,
+    interval: float,
+    timeout: float | None,
+    emit: Callable[[Outcome], None],
+    stop: Callable[[], bool],
+    idle: Callable[[Watcher], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> list[Outcome]:
+    """The synchronous wait loop: read, report, sleep until a change or the interval."""
+    deadline = None if timeout is None else clock() + timeout
+    while True:
+        for outcome in watcher.tick():
+            emit(outcome)
+        if watcher.done or stop():
+            break
+        left = next_sleep(interval, deadline, clock())
+        if left <= 0:
+            break
+        if idle is not None:
+            idle(watcher)
+        watcher.wait(left, stop)
+    return watcher.results()
+
+
+async def wait_for_terminal(
+    ids: Iterable[str],
+    *,
+    interval: float = 1.0,
+    on_result: Callable[[Outcome], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    timeout: float | None = None,
+    db: WaitDb = None,
+) -> list[Outcome]:
+    """Wait until every target is terminal (or gone); outcomes in input order.
+
+    ``on_result`` is called once per target as it becomes final (terminal, deleted,
+    not found or ambiguous); ``should_stop`` is checked between ticks; ``timeout``
+    bounds the whole wait. Targets still running at a stop or timeout are returned
+    with their last status and ``terminal=False``. Database reads run in a worker
+    thread, so a busy database never blocks the event loop.
+    """
+    import asyncio
+    import threading
+
+    period, limit = check_interval(interval), check_timeout(timeout)
+    store, owned = await asyncio.to_thread(open_for_wait, db)
+    cancelled = threading.Event()
+    try:
+        watcher = await asyncio.to_thread(
+            Watcher, store, split_ids(list(ids)), writable=writable_opener(store)
+        )
+        try:
+            deadline = None if limit is None else time.monotonic() + limit
+            while True:
+                for outcome in await asyncio.to_thread(watcher.tick):
+                    if on_result is not None:
+                        on_result(outcome)
+                if watcher.done or (should_stop is not None and should_stop()):
+                    break
+                left = next_sleep(period, deadline, time.monotonic())
+                if left <= 0:
+                    break
+                await asyncio.to_thread(watcher.wait, left, cancelled.is_set)
+            return watcher.results()
+        finally:
+            cancelled.set()  # a worker thread still sleeping returns within milliseconds
+            await asyncio.to_thread(watcher.close)
+    finally:
+        if owned:
+            await asyncio.to_thread(store.close)
+
+
+def run_wait(argv: list[str]) -> int:
+    """`li wait ID...`: print one line per target as it finishes; exit per DESIGN §5."""
+    from lirun.wait_run import run
+
+    return run(argv)

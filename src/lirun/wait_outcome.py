@@ -1,0 +1,127 @@
+"""What `li wait` reports for one target: the outcome dict, its line, the exit code.
+
+Pure functions over rows that ``wait_fetch`` returns (DESIGN §5, ADR D6 projection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lirun.lifecycle import policy_for
+from lirun.reasons import display_reason
+from lirun.wait_resolve import AMBIGUOUS, NOT_FOUND, Target
+
+UNKNOWN = "unknown"
+PENDING = "pending"  # never read: the wait ended before its first successful read
+PROBLEM_STATUSES = frozenset({NOT_FOUND, AMBIGUOUS, UNKNOWN})
+
+# Keys of a ``--json`` line, in the order a reader sees them.
+JSON_FIELDS = (
+    "run_id",
+    "kind",
+    "status",
+    "reason",
+    "reason_summary",
+    "run_dir",
+    "artifact_dir",
+    "artifacts_path",
+    "exit_code",
+    "success",
+)
+
+
+def _outcome(
+    target: Target, *, status: str, terminal: bool, row: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    row = row or {}
+    kind = target.kind
+    success = bool(kind and terminal and status in policy_for(kind).success)
+    run_dir = row.get("run_dir") or None
+    outcome = {
+        "run_id": target.id or target.input,
+        "input": target.input,
+        "kind": kind,
+        "status": status,
+        "terminal": terminal,
+        "reason": display_reason(row.get("reason_code")),
+        "reason_summary": row.get("reason_summary") or "",
+        "artifact_dir": run_dir,
+        "run_dir": run_dir,
+        "artifacts_path": row.get("artifacts_path") or None,
+        "exit_code": row.get("exit_code"),
+        "success": success,
+    }
+    if target.candidates:
+        outcome["candidates"] = list(target.candidates)
+    return outcome
+
+
+def is_terminal_row(kind: str, row: Mapping[str, Any]) -> bool:
+    return row.get("status") in policy_for(kind).terminal
+
+
+def project(target: Target, row: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The outcome for a resolved target: its row, or ``unknown`` when the row is gone."""
+    if target.problem is not None:
+        return _outcome(target, status=target.problem, terminal=False, row=None)
+    if row is None:
+        return _outcome(target, status=UNKNOWN, terminal=False, row=None)
+    assert target.kind is not None
+    status = str(row.get("status"))
+    return _outcome(target, status=status, terminal=is_terminal_row(target.kind, row), row=row)
+
+
+def unfinished(target: Target, row: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A target still waiting when the wait ends (stop or timeout): its last seen status."""
+    status = str(row["status"]) if row and row.get("status") else PENDING
+    return _outcome(target, status=status, terminal=False, row=row)
+
+
+def is_final(outcome: Mapping[str, Any]) -> bool:
+    """True once an outcome ends its wait: terminal, deleted, not found or ambiguous."""
+    return bool(outcome["terminal"]) or outcome["status"] in PROBLEM_STATUSES
+
+
+def prints_line(outcome: Mapping[str, Any]) -> bool:
+    """Terminal and deleted targets print a contract line; unresolved ones only a diagnostic."""
+    return bool(outcome["terminal"]) or outcome["status"] == UNKNOWN
+
+
+def format_wait_line(outcome: Mapping[str, Any]) -> str:
+    """``<id>\\tstatus=<s>\\treason=<r>\\tartifact_dir=<p|->\\texit_code=<n|->`` (ADR D6)."""
+    artifact_dir = outcome.get("artifact_dir") or "-"
+    exit_code = outcome.get("exit_code")
+    return (
+        f"{outcome['run_id']}\tstatus={outcome['status']}"
+        f"\treason={display_reason(outcome.get('reason'))}"
+        f"\tartifact_dir={artifact_dir}"
+        f"\texit_code={'-' if exit_code is None else int(exit_code)}"
+    )
+
+
+def json_record(outcome: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: outcome.get(key) for key in JSON_FIELDS}
+
+
+def describe_problem(outcome: Mapping[str, Any]) -> str:
+    """The stderr diagnostic for a target that prints no contract line."""
+    text = outcome["input"]
+    if outcome["status"] == AMBIGUOUS:
+        listed = "; ".join(outcome.get("candidates", ()))
+        return f"{text!r} is ambiguous: it prefixes {listed}; give more of the id"
+    if outcome["status"] == NOT_FOUND:
+        return f"no session, invocation, play, branch or schedule run matches {text!r}"
+    return f"{outcome['run_id']} is still {outcome['status']}"
+
+
+def exit_code_for(outcomes: Iterable[Mapping[str, Any]]) -> int:
+    """DESIGN §5: 2 (not found/unknown/ambiguous) > 3 (unfinished) > 1 (unsuccessful) > 0."""
+    items = list(outcomes)
+    if any(o["status"] in PROBLEM_STATUSES for o in items):
+        return 2
+    if any(not o["terminal"] for o in items):
+        return 3
+    if any(not o["success"] for o in items):
+        return 1
+    return 0

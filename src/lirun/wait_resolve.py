@@ -1,0 +1,95 @@
+"""Which record does each `li wait` argument name? (ADR D6, DESIGN §4.4)
+
+Exact readings come first, in the ADR's order (session, invocation, play, a branch's
+latest execution, a run id's latest execution, schedule run), all in one query. An
+input no exact reading matches may be a prefix of an id: a unique match across the
+wait kinds resolves it, two or more make it ambiguous.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from lirun.store.core import Store
+
+NOT_FOUND = "not_found"
+AMBIGUOUS = "ambiguous"
+# Candidates fetched for a prefix: enough to list a few, and to know there are 2+.
+_PREFIX_CANDIDATES = 10
+
+
+class Target(NamedTuple):
+    """One argument after resolution: a (kind, canonical id), or why there is none."""
+
+    input: str
+    kind: str | None = None
+    id: str | None = None
+    problem: str | None = None  # NOT_FOUND or AMBIGUOUS
+    candidates: tuple[str, ...] = ()
+
+
+def split_ids(args: Iterable[str]) -> list[str]:
+    """Space- or comma-separated ids, trimmed, deduplicated, in first-occurrence order."""
+    seen: dict[str, None] = {}
+    for arg in args:
+        for piece in arg.replace(",", " ").split():
+            seen.setdefault(piece, None)
+    return list(seen)
+
+
+def id_list_param(store: Store, ids: Sequence[str]) -> Any:
+    """A list of ids as the dialect binds it: JSON for json_each(), a list for ANY()."""
+    return json.dumps(list(ids)) if store.dialect == "sqlite" else list(ids)
+
+
+def like_prefix(prefix: str) -> str:
+    """A LIKE pattern matching ids that start with ``prefix`` literally (ESCAPE '\\')."""
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+def pick_exact(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Per input, the lowest tier's row, and within a tier the newest: (kind, id)."""
+    best: dict[str, tuple[int, float, str, str]] = {}
+    for row in rows:
+        key = (int(row["tier"]), -float(row["created_at"] or 0.0), row["kind"], row["id"])
+        current = best.get(row["input"])
+        if current is None or key < current:
+            best[row["input"]] = key
+    return {inp: (kind, id_) for inp, (_, _, kind, id_) in best.items()}
+
+
+def _resolve_prefix(store: Store, text: str) -> Target:
+    rows = store.connector.read(
+        store.sql("wait_resolve_prefix"),
+        {
+            "pattern": like_prefix(text),
+            "prefix": text,
+            "length": len(text),
+            "limit": _PREFIX_CANDIDATES,
+        },
+    )
+    if not rows:
+        return Target(text, problem=NOT_FOUND)
+    if len(rows) == 1:
+        return Target(text, kind=rows[0]["kind"], id=rows[0]["id"])
+    found = tuple(sorted(f"{r['kind']} {r['id']}" for r in rows))
+    return Target(text, problem=AMBIGUOUS, candidates=found)
+
+
+def resolve_targets(store: Store, ids: Sequence[str]) -> list[Target]:
+    """Resolve each input (already split) to a Target, in input order."""
+    if not ids:
+        return []
+    rows = store.connector.read(store.sql("wait_resolve_exact"), {"ids": id_list_param(store, ids)})
+    exact = pick_exact(rows)
+    targets = []
+    for text in ids:
+        hit = exact.get(text)
+        if hit is not None:
+            targets.append(Target(text, kind=hit[0], id=hit[1]))
+        else:
+            targets.append(_resolve_prefix(store, text))
+    return targets

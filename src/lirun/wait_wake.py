@@ -1,0 +1,176 @@
+"""Prompt wake-ups for a waiter (DESIGN §4.5, STYLE habit 8).
+
+A waker only makes a sleep shorter; the waiter always re-reads its rows afterwards,
+so a missed or spurious wake-up costs latency, never correctness.
+
+- PostgreSQL: LISTEN on a separate connection, opened before the waiter's first read,
+  so a terminal commit between that read and the sleep is not missed.
+- SQLite: ``PRAGMA data_version`` on the reading connection changes when any other
+  connection commits; checking it costs microseconds, a full query does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
+
+from lirun.store.connector import NOTIFY_CHANNEL, Connector
+
+# How often the SQLite waker looks at data_version. Commit-to-line latency is about
+# half of this plus one query (~10 ms median); each look wakes the process, so an idle
+# waiter's CPU doubles at 10 ms, and 50 waiters then slow a busy writer measurably
+# (bench/bench_wait.py).
+SQLITE_CHECK_SECONDS = 0.02
+# data_version moves on every commit, relevant or not. Each re-read that finishes
+# nothing doubles the gap between looks up to this cap, so many waiters beside a busy
+# writer do not steal its CPU; the first quiet look restores the base period.
+SQLITE_MAX_GAP_SECONDS = 0.25
+# Longest blocking step while listening, so a stop request is seen this fast.
+STOP_CHECK_SECONDS = 0.05
+
+
+class Waker(Protocol):
+    def wait(self, timeout: float, stop: Callable[[], bool]) -> bool:
+        """Block up to ``timeout`` seconds; True if something may have changed."""
+        ...
+
+    def after_read(self, useful: bool) -> None:
+        """Feedback from the re-read that followed a wake-up: did it finish a target?"""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SleepWaker:
+    """No change signal: sleep out the interval (checking ``stop`` now and then)."""
+
+    def __init__(self, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._sleep = sleep
+
+    def wait(self, timeout: float, stop: Callable[[], bool]) -> bool:
+        deadline = time.monotonic() + timeout
+        while not stop():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._sleep(min(left, STOP_CHECK_SECONDS))
+        return False
+
+    def after_read(self, useful: bool) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class ChangeTokenWaker:
+    """SQLite: wake when ``connector.change_token()`` differs from the last look."""
+
+    def __init__(
+        self,
+        connector: Connector,
+        *,
+        check_seconds: float = SQLITE_CHECK_SECONDS,
+        max_gap_seconds: float = SQLITE_MAX_GAP_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._connector = connector
+        self._base = self._gap = check_seconds
+        self._max_gap = max(max_gap_seconds, check_seconds)
+        self._sleep = sleep
+        self._woken = False
+        self._token = connector.change_token()
+
+    @property
+    def gap(self) -> float:
+        return self._gap
+
+    def wait(self, timeout: float, stop: Callable[[], bool]) -> bool:
+        deadline = time.monotonic() + timeout
+        self._woken = False
+        while not stop():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._sleep(min(left, self._gap))
+            token = self._token_or_none()
+            if token is not None and token != self._token:
+                self._token = token
+                self._woken = True
+                return True
+            self._gap = self._base  # a quiet look: writers paused, be prompt again
+        return False
+
+    def after_read(self, useful: bool) -> None:
+        if useful:
+            self._gap = self._base
+        elif self._woken:
+            self._gap = min(self._gap * 2, self._max_gap)
+        self._woken = False
+
+    def _token_or_none(self) -> object:
+        from lirun.errors import DatabaseError
+
+        try:
+            return self._connector.change_token()
+        except DatabaseError:
+            return None  # a transient error: the interval's full read will retry
+
+    def close(self) -> None:
+        pass
+
+
+class ListenWaker:
+    """PostgreSQL: LISTEN on the terminal-transition channel, on its own connection."""
+
+    def __init__(self, connector: Any, interest: Callable[[], Collection[str]]) -> None:
+        self._conn = connector.connect()
+        self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        self._interest = interest
+        self._fallback: SleepWaker | None = None
+
+    def _relevant(self, payload: str) -> bool:
+        try:
+            target = json.loads(payload).get("id")
+        except (ValueError, AttributeError):
+            return True  # unreadable payload: re-reading is always safe
+        return target in self._interest()
+
+    def wait(self, timeout: float, stop: Callable[[], bool]) -> bool:
+        if self._fallback is not None:
+            return self._fallback.wait(timeout, stop)
+        try:
+            return self._listen(timeout, stop)
+        except Exception:  # a lost listener connection: polling alone stays correct
+            self._fallback = SleepWaker()
+            return True
+
+    def _listen(self, timeout: float, stop: Callable[[], bool]) -> bool:
+        deadline = time.monotonic() + timeout
+        while not stop():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            for note in self._conn.notifies(timeout=min(left, STOP_CHECK_SECONDS)):
+                if self._relevant(note.payload):
+                    return True
+        return False
+
+    def after_read(self, useful: bool) -> None:
+        pass  # notifications name terminal transitions only: nothing to tune
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # a broken connection has nothing to release
+            self._conn.close()
+
+
+def make_waker(connector: Connector, interest: Callable[[], Collection[str]]) -> Waker:
+    """The best waker for this backend; call it before the waiter's first read."""
+    if connector.supports_notify and hasattr(connector, "connect"):
+        return ListenWaker(connector, interest)
+    if connector.change_token() is not None:
+        return ChangeTokenWaker(connector)
+    return SleepWaker()

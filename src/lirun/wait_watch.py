@@ -1,0 +1,193 @@
+"""One waiter's state: resolved targets, their outcomes so far, one query per tick.
+
+``Watcher`` is synchronous and shared by the async library API (which runs its
+methods in a worker thread) and by `li wait` (which runs them directly and so starts
+without importing asyncio).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from lirun.errors import LirunError
+from lirun.store.core import Store
+from lirun.wait_outcome import is_final, project, unfinished
+from lirun.wait_resolve import Target, id_list_param, resolve_targets
+from lirun.wait_wake import make_waker
+
+Key = tuple[str, str]  # (kind, canonical id)
+# Liveness is judged at most this often: probing /proc for every running row on
+# every change-triggered re-read would cost more than it could ever find.
+LIVENESS_SECONDS = 1.0
+_KINDS = ("session", "invocation", "play", "schedule_run")
+
+
+def _stderr(message: str) -> None:
+    sys.stderr.write(f"li wait: {message}\n")
+    sys.stderr.flush()
+
+
+def _one_per_record(targets: Iterable[Target]) -> list[Target]:
+    """Two inputs naming one record (an id and its branch, say) print one line."""
+    seen: set[Key] = set()
+    kept = []
+    for target in targets:
+        key = (target.kind or "", target.id or "")
+        if target.problem is None and key in seen:
+            continue
+        seen.add(key)
+        kept.append(target)
+    return kept
+
+
+class Watcher:
+    """Resolve ``ids`` (already split), then report each target once it is final.
+
+    ``writable`` opens a store the waiter may reap through; it is called at most once,
+    and only when a waited-on session's owner is judged dead.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        ids: Sequence[str],
+        *,
+        writable: Callable[[], Store] | None = None,
+        warn: Callable[[str], None] = _stderr,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self._writable_factory = writable
+        self._writable: Store | None = None
+        self._warn = warn
+        self._clock = clock
+        self._next_liveness = clock()
+        self._pending: dict[Key, int] = {}  # unfinished record → its target's index
+        self._last_rows: dict[Key, dict[str, Any]] = {}
+        # Subscribe before the first read, so no terminal commit falls between the two.
+        self.waker = make_waker(store.connector, self._pending_ids)
+        try:
+            self.targets: list[Target] = _one_per_record(resolve_targets(store, ids))
+        except BaseException:
+            self.waker.close()
+            raise
+        self.outcomes: list[dict[str, Any] | None] = [None] * len(self.targets)
+        self._unreported: list[int] = []
+        for index, target in enumerate(self.targets):
+            if target.problem is not None:
+                self.outcomes[index] = project(target, None)
+                self._unreported.append(index)
+            else:
+                assert target.kind is not None and target.id is not None
+                self._pending[(target.kind, target.id)] = index
+        self.queries = 0  # full reads so far (the bench checks one per tick)
+
+    # -- state ------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return not self._pending
+
+    def _pending_ids(self) -> set[str]:
+        return {key[1] for key in list(self._pending)}
+
+    def pending_outcomes(self) -> list[dict[str, Any]]:
+        """The latest view of every unfinished target (for progress and diagnostics)."""
+        return [
+            unfinished(self.targets[index], self._last_rows.get(key))
+            for key, index in self._pending.items()
+        ]
+
+    def results(self) -> list[dict[str, Any]]:
+        """One outcome per target, in input order; unfinished ones show their last status."""
+        return [
+            outcome
+            if outcome is not None
+            else unfinished(target, self._last_rows.get((target.kind or "", target.id or "")))
+            for target, outcome in zip(self.targets, self.outcomes, strict=True)
+        ]
+
+    # -- one tick ---------------------------------------------------------------
+
+    def fetch(self, keys: Iterable[Key]) -> dict[Key, dict[str, Any]]:
+        """One batched read of ``keys``, whatever their number and kinds."""
+        by_kind: dict[str, list[str]] = {kind: [] for kind in _KINDS}
+        for kind, entity_id in keys:
+            by_kind[kind].append(entity_id)
+        params = {f"{k}_ids": id_list_param(self.store, v) for k, v in by_kind.items()}
+        self.queries += 1
+        rows = self.store.connector.read(self.store.sql("wait_fetch"), params)
+        return {(row["kind"], row["id"]): row for row in rows}
+
+    def tick(self) -> list[dict[str, Any]]:
+        """Read every pending target once; return the outcomes that became final."""
+        try:
+            rows = self.fetch(self._pending)
+            if self._liveness_due() and self._reap(rows.values()):
+                rows = self.fetch(self._pending)  # rare: report the persisted winner
+        except LirunError as exc:
+            self._warn(f"{exc}; retrying")  # e.g. a busy database: the next tick retries
+            rows = None
+        finished = self._settle(rows) if rows is not None else []
+        self.waker.after_read(bool(finished))
+        finished.extend(self._unreported)
+        self._unreported = []
+        return [self.outcomes[i] for i in sorted(finished)]  # type: ignore[misc]
+
+    def _settle(self, rows: Mapping[Key, dict[str, Any]]) -> list[int]:
+        finished: list[int] = []
+        for key, index in list(self._pending.items()):
+            row = rows.get(key)  # None: deleted since resolution, which ends its wait
+            outcome = project(self.targets[index], row)
+            if is_final(outcome):
+                self.outcomes[index] = outcome
+                del self._pending[key]
+                finished.append(index)
+            elif row is not None:
+                self._last_rows[key] = row
+        return finished
+
+    def wait(self, timeout: float, stop: Callable[[], bool]) -> bool:
+        """Sleep up to ``timeout``; return early when a change may have happened."""
+        return self.waker.wait(timeout, stop)
+
+    # -- liveness ---------------------------------------------------------------
+
+    def _liveness_due(self) -> bool:
+        now = self._clock()
+        if now < self._next_liveness:
+            return False
+        self._next_liveness = now + LIVENESS_SECONDS
+        return True
+
+    def _reap(self, rows: Collection[Mapping[str, Any]]) -> bool:
+        """Finalize waited-on sessions whose owner is dead; True if any write was tried."""
+        if not any(r["kind"] == "session" and r["status"] == "running" for r in rows):
+            return False
+        from lirun.reap import judge, local_facts, reap_sessions  # not needed on the fast path
+
+        facts = local_facts()
+        dead = [r for r in rows if r["kind"] == "session" and judge(r, facts) is not None]
+        store = self._store_for_reaping() if dead else None
+        if store is None:
+            return False
+        return bool(reap_sessions(store, dead))
+
+    def _store_for_reaping(self) -> Store | None:
+        if not getattr(self.store.connector, "readonly", False):
+            return self.store
+        if self._writable is None and self._writable_factory is not None:
+            factory, self._writable_factory = self._writable_factory, None
+            try:
+                self._writable = factory()
+            except LirunError as exc:
+                self._warn(f"cannot finalize dead runs: {exc}")
+        return self._writable
+
+    def close(self) -> None:
+        self.waker.close()
+        if self._writable is not None and self._writable is not self.store:
+            self._writable.close()

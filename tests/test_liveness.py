@@ -1,0 +1,110 @@
+"""The dead-owner decision (DESIGN §4.6) as a table, and the facts it is fed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from lirun.liveness import (
+    DEFAULT_LEASE_SECONDS,
+    HEARTBEAT_INTERVAL,
+    ORPHANED,
+    STALE,
+    boot_id,
+    current_owner,
+    judge_owner,
+    process_start_time,
+)
+
+NOW = 10_000.0
+HOST, BOOT = "h1", "boot-1"
+ALIVE = {100: 5_000.0}  # pid → start time on this (fake) machine
+
+
+def _judge(row: dict[str, Any]) -> str | None:
+    verdict = judge_owner(row, now=NOW, host=HOST, boot_id=BOOT, process_start_time_of=ALIVE.get)
+    return None if verdict is None else verdict.reason_code
+
+
+OWNER = {"owner_pid": 100, "owner_start_time": 5_000.0, "owner_host": HOST, "owner_boot_id": BOOT}
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        (OWNER, None),
+        ({**OWNER, "heartbeat_at": NOW - 5}, None),
+        ({**OWNER, "owner_start_time": 5_000.9}, None),  # tick rounding is tolerated
+        ({**OWNER, "owner_pid": 101}, ORPHANED),  # gone
+        ({**OWNER, "owner_start_time": 4_000.0}, ORPHANED),  # pid reused by another process
+        ({**OWNER, "owner_boot_id": "boot-0"}, ORPHANED),  # died with the machine
+        ({**OWNER, "owner_host": "h2", "owner_pid": 101}, None),  # another host: no proof
+        ({**OWNER, "owner_host": "h2", "heartbeat_at": NOW - 61}, STALE),
+        ({**OWNER, "heartbeat_at": NOW - DEFAULT_LEASE_SECONDS - 1}, STALE),
+        ({**OWNER, "heartbeat_at": NOW - 100, "lease_seconds": 300}, None),
+        ({**OWNER, "heartbeat_at": NOW - 301, "lease_seconds": 300}, STALE),
+        ({**OWNER, "owner_pid": 101, "heartbeat_at": NOW - 500}, ORPHANED),  # proof first
+        ({"heartbeat_at": NOW - 120}, STALE),  # no owner: judged by heartbeat alone
+        ({"heartbeat_at": NOW - 1}, None),
+        ({}, None),  # no liveness info at all: never judged
+        ({"owner_pid": None, "owner_host": HOST}, None),
+        ({**OWNER, "owner_boot_id": ""}, None),  # no recorded boot: pid check only, alive
+        ({**OWNER, "owner_boot_id": "", "owner_pid": 101}, ORPHANED),
+        ({**OWNER, "owner_start_time": None}, None),  # start unknown: pid alive is enough
+    ],
+)
+def test_judge_owner(row: dict[str, Any], expected: str | None) -> None:
+    assert _judge(row) == expected
+
+
+def test_same_host_without_our_boot_id_cannot_tell() -> None:
+    verdict = judge_owner(
+        {**OWNER, "owner_pid": 101}, now=NOW, host=HOST, boot_id="", process_start_time_of=ALIVE.get
+    )
+    assert verdict is None
+
+
+def test_verdict_carries_summary_and_evidence() -> None:
+    verdict = judge_owner(
+        {**OWNER, "owner_pid": 101},
+        now=NOW,
+        host=HOST,
+        boot_id=BOOT,
+        process_start_time_of=ALIVE.get,
+    )
+    assert verdict is not None
+    assert "101" in verdict.summary
+    assert verdict.evidence[0]["pid"] == 101 and verdict.evidence[0]["kind"] == "owner"
+
+
+def test_current_owner_describes_this_process() -> None:
+    owner = current_owner()
+    assert owner["owner_pid"] == os.getpid()
+    assert owner["owner_host"] and isinstance(owner["owner_boot_id"], str)
+    assert 0 < time.time() - owner["owner_start_time"] < 24 * 3600
+    assert owner["owner_boot_id"] == boot_id()
+    assert HEARTBEAT_INTERVAL < DEFAULT_LEASE_SECONDS
+
+
+def test_process_start_time_of_a_child_and_of_a_dead_or_zombie_process() -> None:
+    before = time.time()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        started = process_start_time(child.pid)
+        assert started is not None and before - 1 <= started <= time.time() + 1
+        assert process_start_time(child.pid) == started  # stable: it identifies the process
+        child.kill()
+        deadline = time.monotonic() + 10
+        while process_start_time(child.pid) is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert process_start_time(child.pid) is None  # a zombie counts as gone
+    finally:
+        child.kill()
+        child.wait()
+    assert process_start_time(child.pid) is None
+    assert process_start_time(0) is None and process_start_time(-5) is None
