@@ -36,6 +36,13 @@ class DatabaseUnavailableError(DatabaseError):
     """The database location is unreachable (missing or read-only directory, server down)."""
 
 
+class DatabaseBusyError(DatabaseError):
+    """Another process held the database write lock past the busy timeout; retry later.
+
+    Find the process that keeps the lock (a long transaction, a stuck job) and stop it.
+    """
+
+
 class DatabaseCorruptError(DatabaseError):
     """The database file is not a lirun database or is damaged; move it aside and retry."""
 

@@ -1,75 +1,38 @@
-"""``Store``: the synchronous core of StateDB. The only place that knows which query to run."""
+"""``Store``: the synchronous core of StateDB. The only place that knows which query to run.
+
+The columns callers may set live in ``records`` (``SESSION_FIELDS``, ``UPDATABLE_FIELDS``,
+re-exported here); the rules of a status write in ``transitions``.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lirun.errors import NotFoundError, TransitionRejectedError, ValidationError
-from lirun.lifecycle import (
-    EntityPolicy,
-    canonical_entity_type,
-    policy_for,
-    validate_source,
-    validate_status,
-)
-from lirun.reasons import creation_reason, validate_reason
+from lirun.lifecycle import EntityPolicy, canonical_entity_type, policy_for, validate_status
+from lirun.reasons import creation_reason
 from lirun.store.connector import NOTIFY_CHANNEL, Connector, Tx
 from lirun.store.queries import load_queries
 from lirun.store.records import (
-    check_evidence,
-    check_metadata,
+    SESSION_FIELDS,
+    UPDATABLE_FIELDS,
     closed_fields,
+    column_values,
     decode_row,
+    entity_id_or_new,
     new_id,
+    require_text,
     to_json,
 )
-
-# Columns a caller may set when creating a session or later with update_fields.
-SESSION_FIELDS = frozenset(
-    {
-        "run_id",
-        "progression_id",
-        "started_at",
-        "ended_at",
-        "invocation_id",
-        "branch_id",
-        "resumed_from",
-        "run_dir",
-        "artifacts_path",
-        "artifact_contract_json",
-        "artifact_verification_json",
-        "exit_code",
-        "engine_session_uid",
-        "provider",
-        "model",
-        "command_json",
-        "cwd",
-        "owner_pid",
-        "owner_start_time",
-        "owner_host",
-        "owner_boot_id",
-        "heartbeat_at",
-        "lease_seconds",
-        "metadata_json",
-    }
-)
-UPDATABLE_FIELDS: dict[str, frozenset[str]] = {
-    "session": SESSION_FIELDS - {"run_id"},
-    "invocation": frozenset({"ended_at", "exit_code", "prompt"}),
-    "schedule_run": frozenset({"started_at", "ended_at", "attempt", "exit_code", "invocation_id"}),
-    "show": frozenset({"ended_at"}),
-    "play": frozenset({"ended_at", "session_id"}),
-    "team": frozenset({"archived_at"}),
-}
+from lirun.store.transitions import StatusWrite, decide, next_version, validate_status_write
 
 
-def _next_version(previous: float | None) -> float:
-    """A new ``updated_at``: now, but always after the previous one (it is the CAS version)."""
-    now = time.time()
-    return now if previous is None or now > previous else previous + 1e-6
+class _GuardLost(Exception):
+    """The compare-and-set UPDATE matched no row: roll the transaction back, report False."""
 
 
 class Store:
@@ -127,9 +90,9 @@ class Store:
         run_id: str | None = None,
         branch_id: str | None = None,
         invocation_id: str | None = None,
-        artifacts_path: str | None = None,
+        artifacts_path: str | os.PathLike[str] | None = None,
         artifact_contract: Mapping[str, Any] | None = None,
-        cwd: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
         **more: Any,
     ) -> dict[str, Any]:
         """Create an execution row; extra columns (run_dir, owner_pid, …) come as keywords."""
@@ -147,22 +110,26 @@ class Store:
             "create_session",
         )
         fields.setdefault("started_at", time.time())
-        fields["id"] = id or run_id or new_id()
+        fields["id"] = entity_id_or_new(id or run_id)
         return self._insert("session", fields, status=status)
 
     def create_invocation(
         self, *, skill: str, prompt: str | None = None, id: str | None = None
     ) -> dict[str, Any]:
-        return self._insert("invocation", {"id": id or new_id(), "skill": skill, "prompt": prompt})
+        require_text(skill=skill)
+        fields = column_values({"skill": skill, "prompt": prompt})
+        return self._insert("invocation", {"id": entity_id_or_new(id), **fields})
 
     def create_show(self, *, topic: str, id: str | None = None) -> dict[str, Any]:
-        return self._insert("show", {"id": id or new_id(), "topic": topic})
+        require_text(topic=topic)
+        return self._insert("show", {"id": entity_id_or_new(id), **column_values({"topic": topic})})
 
     def create_play(
         self, *, show_id: str, name: str, session_id: str | None = None, id: str | None = None
     ) -> dict[str, Any]:
-        fields = {"id": id or new_id(), "show_id": show_id, "name": name, "session_id": session_id}
-        return self._insert("play", fields)
+        require_text(show_id=show_id, name=name)
+        fields = column_values({"show_id": show_id, "name": name, "session_id": session_id})
+        return self._insert("play", {"id": entity_id_or_new(id), **fields})
 
     def create_schedule_run(
         self,
@@ -173,16 +140,15 @@ class Store:
         status: str = "queued",
         id: str | None = None,
     ) -> dict[str, Any]:
-        fields = {
-            "id": id or new_id(),
-            "action_kind": action_kind,
-            "schedule_id": schedule_id,
-            "invocation_id": invocation_id,
-        }
-        return self._insert("schedule_run", fields, status=status)
+        require_text(action_kind=action_kind)
+        fields = column_values(
+            {"action_kind": action_kind, "schedule_id": schedule_id, "invocation_id": invocation_id}
+        )
+        return self._insert("schedule_run", {"id": entity_id_or_new(id), **fields}, status=status)
 
     def create_team(self, *, name: str, id: str | None = None) -> dict[str, Any]:
-        return self._insert("team", {"id": id or new_id(), "name": name})
+        require_text(name=name)
+        return self._insert("team", {"id": entity_id_or_new(id), **column_values({"name": name})})
 
     # -- reads ----------------------------------------------------------------
 
@@ -272,7 +238,7 @@ class Store:
         with self.connector.write() as tx:
             current = self._lock_row(tx, policy_for(et), entity_id)
             if touch:
-                values["updated_at"] = _next_version(current["updated_at"])
+                values["updated_at"] = next_version(current["updated_at"])
             assignments = ", ".join(f"{k} = :{k}" for k in values)
             tx.execute(
                 self.sql("update_fields", table=policy_for(et).table, assignments=assignments),
@@ -388,98 +354,115 @@ class Store:
         override_actor: str | None = None,
         override_justification: str | None = None,
     ) -> bool:
-        """The one guarded status write (ADR D5). False when a guard did not match."""
-        policy = policy_for(entity_type)
-        validate_status(policy.entity_type, new_status)
-        validate_reason(reason_code, policy.entity_type)
-        validate_source(source)
-        extra = closed_fields(
-            extra_fields, policy.extra_fields, f"extra_fields for {policy.entity_type}"
-        )
-        if override and not (override_actor and override_justification):
-            raise ValidationError(
-                "override=True needs both override_actor and override_justification"
-            )
-        evidence_json = to_json(check_evidence(evidence_refs), "evidence_refs")
-        metadata_json = to_json(check_metadata(metadata), "metadata")
-        expected = None if expected_statuses is None else frozenset(expected_statuses)
+        """The one guarded status write (ADR D5). False when a guard did not match.
 
-        rejected: TransitionRejectedError | None = None
-        with self.connector.write() as tx:
-            current = self._lock_row(tx, policy, entity_id)
-            previous, version = current["status"], current["updated_at"]
-            if expected is not None and previous not in expected:
-                return False
-            if expected_updated_at is not None and version != expected_updated_at:
-                return False
-            if previous in policy.terminal and new_status != previous and not override:
-                rejected = TransitionRejectedError(
-                    policy.entity_type, entity_id, previous, new_status
-                )
-                self._admin_event(
-                    tx,
-                    "status_transition_rejected",
-                    policy,
-                    entity_id,
-                    actor,
-                    None,
-                    {
-                        "previous_status": previous,
-                        "attempted_status": new_status,
-                        "reason_code": reason_code,
-                        "source": source,
-                    },
-                )
-            else:
-                if override:
-                    self._admin_event(
-                        tx,
-                        "status_transition_override",
-                        policy,
-                        entity_id,
-                        override_actor,
-                        override_justification,
-                        {
-                            "previous_status": previous,
-                            "new_status": new_status,
-                            "reason_code": reason_code,
-                        },
-                    )
-                now = _next_version(version)
-                extra_set = "".join(f", {k} = :x_{k}" for k in extra)
-                params = {
-                    "id": entity_id,
-                    "new_status": new_status,
-                    "reason_code": reason_code,
-                    "reason_summary": reason_summary,
-                    "evidence_refs": evidence_json,
-                    "now": now,
-                    "previous_status": previous,
-                    **{f"x_{k}": v for k, v in extra.items()},
-                }
-                sql = self.sql("cas_update_status", table=policy.table, extra_set=extra_set)
-                if tx.execute(sql, params) != 1:
+        Leaving a terminal status without ``override`` commits a
+        ``status_transition_rejected`` audit row, then raises TransitionRejectedError.
+        """
+        write = validate_status_write(
+            entity_type,
+            new_status=new_status,
+            reason_code=reason_code,
+            reason_summary=reason_summary,
+            evidence_refs=evidence_refs,
+            source=source,
+            actor=actor,
+            metadata=metadata,
+            expected_statuses=expected_statuses,
+            expected_updated_at=expected_updated_at,
+            extra_fields=extra_fields,
+            override=override,
+            override_actor=override_actor,
+            override_justification=override_justification,
+        )
+        policy = write.policy
+        try:
+            with self.connector.write() as tx:
+                current = self._lock_row(tx, policy, entity_id)
+                previous = current["status"]
+                verdict = decide(write, previous, current["updated_at"])
+                if verdict == "skip":
                     return False
-                self._append_transition(
-                    tx,
-                    policy,
-                    entity_id,
-                    previous,
-                    new_status,
-                    reason_code,
-                    reason_summary,
-                    evidence_json,
-                    source,
-                    actor,
-                    metadata_json,
-                    now,
-                )
-                if new_status in policy.terminal and self.connector.supports_notify:
-                    payload = json.dumps({"type": policy.entity_type, "id": entity_id})
-                    tx.query(
-                        self.sql("notify_terminal"),
-                        {"channel": NOTIFY_CHANNEL, "payload": payload},
-                    )
-        if rejected is not None:
-            raise rejected
-        return True
+                if verdict == "apply":
+                    self._apply(tx, write, entity_id, previous, current["updated_at"])
+                    return True
+                self._reject(tx, write, entity_id, previous)
+        except _GuardLost:
+            return False
+        # Raised only after the audit row has committed.
+        raise TransitionRejectedError(policy.entity_type, entity_id, previous, new_status)
+
+    def _reject(self, tx: Tx, write: StatusWrite, entity_id: str, previous: str | None) -> None:
+        self._admin_event(
+            tx,
+            "status_transition_rejected",
+            write.policy,
+            entity_id,
+            write.actor,
+            None,
+            {
+                "previous_status": previous,
+                "attempted_status": write.new_status,
+                "reason_code": write.reason_code,
+                "source": write.source,
+            },
+        )
+
+    def _apply(
+        self,
+        tx: Tx,
+        write: StatusWrite,
+        entity_id: str,
+        previous: str | None,
+        version: float,
+    ) -> None:
+        """Override audit, row, history and notification: all in the caller's transaction."""
+        policy = write.policy
+        if write.override:
+            self._admin_event(
+                tx,
+                "status_transition_override",
+                policy,
+                entity_id,
+                write.override_actor,
+                write.override_justification,
+                {
+                    "previous_status": previous,
+                    "new_status": write.new_status,
+                    "reason_code": write.reason_code,
+                },
+            )
+        now = next_version(version)
+        params = {
+            "id": entity_id,
+            "new_status": write.new_status,
+            "reason_code": write.reason_code,
+            "reason_summary": write.reason_summary,
+            "evidence_refs": write.evidence_json,
+            "now": now,
+            "previous_status": previous,
+            **{f"x_{k}": v for k, v in write.extra.items()},
+        }
+        extra_set = "".join(f", {k} = :x_{k}" for k in write.extra)
+        # The UPDATE re-asserts the status read under the lock (NULL-safe) so that the
+        # compare-and-set holds in storage, not only in Python.
+        sql = self.sql("cas_update_status", table=policy.table, extra_set=extra_set)
+        if tx.execute(sql, params) != 1:
+            raise _GuardLost  # rolls back the override audit row too
+        self._append_transition(
+            tx,
+            policy,
+            entity_id,
+            previous,
+            write.new_status,
+            write.reason_code,
+            write.reason_summary,
+            write.evidence_json,
+            write.source,
+            write.actor,
+            write.metadata_json,
+            now,
+        )
+        if write.new_status in policy.terminal and self.connector.supports_notify:
+            payload = json.dumps({"type": policy.entity_type, "id": entity_id})
+            tx.query(self.sql("notify_terminal"), {"channel": NOTIFY_CHANNEL, "payload": payload})

@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lirun.errors import (
     ConflictError,
+    DatabaseBusyError,
     DatabaseError,
     DatabaseUnavailableError,
     LirunError,
@@ -21,6 +22,7 @@ from lirun.errors import (
 from lirun.store.connector import Params, Row, split_statements
 from lirun.store.queries import latest_version, load_migrations, to_pyformat
 
+LOCK_TIMEOUT_S = 30.0
 _MIGRATION_LOCK_KEY = 0x6C6972756E  # "lirun": serializes concurrent migrators
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -64,6 +66,11 @@ def _translate(exc: Exception, url: str) -> LirunError:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, psycopg.errors.UniqueViolation):
         return ConflictError(f"a record with that id already exists ({text})")
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        return DatabaseBusyError(
+            f"a record at {redact_url(url)} stayed locked by another session for over "
+            f"{LOCK_TIMEOUT_S:.0f}s ({text}); find the long transaction, stop it, and retry"
+        )
     if isinstance(exc, psycopg.OperationalError):
         return DatabaseUnavailableError(
             f"cannot use PostgreSQL at {redact_url(url)}: {text}; check the URL, the server "
@@ -85,6 +92,12 @@ class _PgTx:
 
 
 class PostgresConnector:
+    """A write connection and a read connection (opened on first read), each with a lock.
+
+    Reads get their own connection so that a read in this process never queues behind a
+    write of this process that waits for another process's row lock.
+    """
+
     dialect = "postgres"
     supports_notify = True
 
@@ -95,6 +108,8 @@ class PostgresConnector:
         self.conninfo, self.schema = split_schema(url)
         self._psycopg = import_psycopg()
         self._lock = threading.RLock()
+        self._read_lock = threading.Lock()
+        self._read_conn: Any = None
         self._conn = self.connect()
         try:
             self._check_and_migrate()
@@ -106,14 +121,17 @@ class PostgresConnector:
         """A new autocommit connection with lirun's search path (also used by listeners)."""
         from psycopg.rows import dict_row
 
-        options = {"options": f"-c search_path={self.schema}"} if self.schema else {}
+        # A writer waits for a row lock as long as a SQLite writer waits for the file lock.
+        settings = [f"-c lock_timeout={int(LOCK_TIMEOUT_S * 1000)}"]
+        if self.schema:
+            settings.append(f"-c search_path={self.schema}")
         try:
             return self._psycopg.connect(
                 self.conninfo,
                 autocommit=True,
                 row_factory=dict_row,
                 connect_timeout=10,
-                **options,
+                options=" ".join(settings),
                 **kwargs,
             )
         except self._psycopg.Error as exc:
@@ -165,9 +183,11 @@ class PostgresConnector:
                 )
 
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
-        with self._lock:
+        with self._read_lock:
+            if self._read_conn is None:
+                self._read_conn = self.connect()
             try:
-                return _PgTx(self._conn).query(sql, params)
+                return _PgTx(self._read_conn).query(sql, params)
             except self._psycopg.Error as exc:
                 raise _translate(exc, self.url) from exc
 
@@ -188,3 +208,6 @@ class PostgresConnector:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        with self._read_lock:
+            if self._read_conn is not None:
+                self._read_conn.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import uuid
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -25,7 +25,12 @@ JSON_COLUMNS = frozenset(
 )
 
 
+SCALARS = (str, int, float, bool)
+
+
 def new_id() -> str:
+    import uuid  # on first use: it imports platform, which `li wait` never needs
+
     return str(uuid.uuid4())
 
 
@@ -71,9 +76,24 @@ def closed_fields(
             f"{what} does not accept {', '.join(unknown)}; allowed: "
             f"{', '.join(sorted(allowed_set)) or 'nothing'}"
         )
-    return {
-        key: to_json(value, key) if key in JSON_COLUMNS else value for key, value in fields.items()
-    }
+    return {key: column_value(key, value) for key, value in fields.items()}
+
+
+def column_values(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: column_value(key, value) for key, value in fields.items()}
+
+
+def column_value(key: str, value: Any) -> Any:
+    """A value ready to bind: JSON columns encoded, paths as text, other types refused."""
+    if key in JSON_COLUMNS:
+        return to_json(value, key)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if value is None or isinstance(value, SCALARS):
+        return value
+    raise ValidationError(
+        f"{key} must be a string, number or None, not {type(value).__name__} ({value!r:.60})"
+    )
 
 
 def decode_row(row: Row | None) -> dict[str, Any] | None:
@@ -88,3 +108,58 @@ def decode_row(row: Row | None) -> dict[str, Any] | None:
             value = json.loads(value)
         out[key] = value
     return out
+
+
+# Columns a caller may set when creating a session or later with update_fields.
+SESSION_FIELDS = frozenset(
+    {
+        "run_id",
+        "progression_id",
+        "started_at",
+        "ended_at",
+        "invocation_id",
+        "branch_id",
+        "resumed_from",
+        "run_dir",
+        "artifacts_path",
+        "artifact_contract_json",
+        "artifact_verification_json",
+        "exit_code",
+        "engine_session_uid",
+        "provider",
+        "model",
+        "command_json",
+        "cwd",
+        "owner_pid",
+        "owner_start_time",
+        "owner_host",
+        "owner_boot_id",
+        "heartbeat_at",
+        "lease_seconds",
+        "metadata_json",
+    }
+)
+UPDATABLE_FIELDS: dict[str, frozenset[str]] = {
+    "session": SESSION_FIELDS - {"run_id"},
+    "invocation": frozenset({"ended_at", "exit_code", "prompt"}),
+    "schedule_run": frozenset({"started_at", "ended_at", "attempt", "exit_code", "invocation_id"}),
+    "show": frozenset({"ended_at"}),
+    "play": frozenset({"ended_at", "session_id"}),
+    "team": frozenset({"archived_at"}),
+}
+
+
+def entity_id_or_new(value: str | None) -> str:
+    """A caller-chosen id (a non-empty string) or a new one."""
+    if value is None or value == "":
+        return new_id()
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(f"id must be a non-empty string, not {value!r}")
+    return value
+
+
+def require_text(**values: Any) -> None:
+    """Text columns a creator needs (NOT NULL in the schema) must be non-empty strings."""
+    for name, value in values.items():
+        if not isinstance(value, str) or not value.strip():
+            raise ValidationError(f"{name} must be a non-empty string, not {value!r}")

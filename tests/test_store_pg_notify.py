@@ -1,0 +1,136 @@
+"""PostgreSQL only: terminal transitions are announced with pg_notify, on commit only.
+
+SQLite has no NOTIFY (waiters there watch ``PRAGMA data_version``), so these tests are
+backend-specific by nature and use a PostgreSQL database alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from conftest import make_pg_url
+from lirun.store import Store, open_store
+from lirun.store.connector import NOTIFY_CHANNEL
+from storekit import create_entity
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg_store() -> Iterator[Store]:
+    for url in make_pg_url():
+        store = open_store(url)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+@pytest.fixture
+def listener(pg_store: Store) -> Iterator[Any]:
+    conn = pg_store.connector.connect()  # type: ignore[attr-defined]
+    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+    yield conn
+    conn.close()
+
+
+def received(listener: Any, entity_id: str, timeout: float = 0.5) -> list[dict[str, Any]]:
+    """Notifications about ``entity_id`` (other tests share the channel) within ``timeout``."""
+    found = []
+    for note in listener.notifies(timeout=timeout):
+        payload = json.loads(note.payload)
+        if payload.get("id") == entity_id:
+            found.append(payload)
+            break
+    return found
+
+
+def test_terminal_transition_notifies(pg_store: Store, listener: Any) -> None:
+    sid = create_entity(pg_store, "session")
+    pg_store.update_status("session", sid, new_status="failed", reason_code="run.failed.exception")
+    assert received(listener, sid) == [{"type": "session", "id": sid}]
+
+
+def test_non_terminal_transition_does_not_notify(pg_store: Store, listener: Any) -> None:
+    rid = create_entity(pg_store, "schedule_run")
+    pg_store.update_status(
+        "schedule_run", rid, new_status="running", reason_code="schedule.running.started"
+    )
+    assert received(listener, rid) == []
+    pg_store.update_status(
+        "schedule_run", rid, new_status="timed_out", reason_code="schedule.timed_out.deadline"
+    )
+    assert received(listener, rid) == [{"type": "schedule_run", "id": rid}]
+
+
+class WatchingTx:
+    """A write transaction that calls ``after_notify`` right after pg_notify has run."""
+
+    def __init__(self, tx: Any, after_notify: Callable[[], None]) -> None:
+        self._tx = tx
+        self._after_notify = after_notify
+
+    def execute(self, sql: str, params: Any = None) -> int:
+        return int(self._tx.execute(sql, params))
+
+    def query(self, sql: str, params: Any = None) -> list[dict[str, Any]]:
+        rows = list(self._tx.query(sql, params))
+        if "pg_notify" in sql:
+            self._after_notify()
+        return rows
+
+
+def watch_notify(
+    store: Store, monkeypatch: pytest.MonkeyPatch, after_notify: Callable[[], None]
+) -> None:
+    real_write = store.connector.write
+
+    @contextmanager
+    def watching_write() -> Iterator[WatchingTx]:
+        with real_write() as tx:
+            yield WatchingTx(tx, after_notify)
+
+    monkeypatch.setattr(store.connector, "write", watching_write)
+
+
+def test_notification_arrives_only_after_commit(
+    pg_store: Store, listener: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the status transaction is open after pg_notify, the listener hears nothing."""
+    sid = create_entity(pg_store, "session")
+    heard_before_commit: list[list[dict[str, Any]]] = []
+    watch_notify(
+        pg_store,
+        monkeypatch,
+        lambda: heard_before_commit.append(received(listener, sid, timeout=0.3)),
+    )
+    assert pg_store.update_status(
+        "session", sid, new_status="completed", reason_code="run.completed.ok"
+    )
+    assert heard_before_commit == [[]]
+    assert received(listener, sid) == [{"type": "session", "id": sid}]
+
+
+def test_rolled_back_transition_never_notifies(
+    pg_store: Store, listener: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = create_entity(pg_store, "session")
+    notified: list[bool] = []
+
+    def fail() -> None:
+        notified.append(True)
+        raise RuntimeError("failure after pg_notify")
+
+    watch_notify(pg_store, monkeypatch, fail)
+    with pytest.raises(RuntimeError, match="after pg_notify"):
+        pg_store.update_status(
+            "session", sid, new_status="completed", reason_code="run.completed.ok"
+        )
+    assert notified == [True]
+    assert received(listener, sid, timeout=0.5) == []
+    assert pg_store.get_entity("session", sid)["status"] == "running"  # type: ignore[index]
