@@ -8,7 +8,9 @@ unreachable server fails the run instead of skipping the PostgreSQL half.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,6 +69,15 @@ def make_pg_url() -> Iterator[str]:
     sep = "&" if "?" in PG_URL else "?"
     yield f"{PG_URL}{sep}schema={schema}"
     _admin_execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory outside root's private tmp, readable by everyone (for ``userkit``)."""
+    base = Path(tempfile.mkdtemp(prefix="lirun-perm-", dir="/tmp"))
+    base.chmod(0o755)
+    yield base
+    shutil.rmtree(base)
 
 
 @pytest.fixture(params=BACKENDS)

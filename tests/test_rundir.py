@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import re
 import threading
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from lirun.errors import LirunError, ValidationError
 from lirun.paths import runs_root
 from lirun.rundir import RunDir, RunDirError, allocate_run, new_run_id, safe_component
+from userkit import run_as_nobody
 
 
 @pytest.fixture
@@ -175,15 +175,27 @@ def test_unwritable_runs_root_is_typed(home: Path) -> None:
     assert str(home / "runs") in str(err) and "LIRUN_HOME" in str(err)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-def test_read_only_runs_root_is_typed(home: Path) -> None:
-    (home / "runs").mkdir(parents=True)
-    (home / "runs").chmod(0o500)
-    try:
-        with pytest.raises(RunDirError, match="LIRUN_HOME"):
-            allocate_run(run_id="r1")
-    finally:
-        (home / "runs").chmod(0o700)
+_ALLOCATE_AS_USER = """
+from lirun.rundir import RunDirError, allocate_run
+try:
+    allocate_run(run_id="r1")
+    print("ok")
+except RunDirError as exc:
+    print(f"RunDirError: {exc}")
+"""
+
+
+def test_read_only_runs_root_is_typed(shared_dir: Path) -> None:
+    writable = shared_dir / "rw"
+    (writable / "runs").mkdir(parents=True)
+    (writable / "runs").chmod(0o777)
+    assert run_as_nobody(_ALLOCATE_AS_USER, home=writable) == "ok"  # the control case
+
+    readonly = shared_dir / "ro"
+    (readonly / "runs").mkdir(parents=True, mode=0o755)
+    result = run_as_nobody(_ALLOCATE_AS_USER, home=readonly)
+    assert result.startswith("RunDirError:") and "LIRUN_HOME" in result, result
+    assert list((readonly / "runs").iterdir()) == []
 
 
 def test_existing_run_dir_is_reused(home: Path) -> None:

@@ -22,6 +22,7 @@ from lirun.errors import (
     MissingDriverError,
 )
 from lirun.store import open_store
+from userkit import run_as_nobody
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -91,30 +92,8 @@ except Exception as exc:
 """
 
 
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory outside root's private tmp, readable by everyone."""
-    base = Path(tempfile.mkdtemp(prefix="lirun-perm-", dir="/tmp"))
-    base.chmod(0o755)
-    yield base
-    shutil.rmtree(base)
-
-
 def open_as_nobody(path: Path) -> str:
-    if shutil.which("setpriv") is None:
-        pytest.skip("setpriv is not installed")
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(SRC), "PYTHONDONTWRITEBYTECODE": "1"}
-    env["HOME"] = env["LIRUN_HOME"] = str(path.parent)
-    cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-    done = subprocess.run(
-        [*cmd, sys.executable, "-c", _OPEN_AS_USER, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    return run_as_nobody(_OPEN_AS_USER, str(path), home=path.parent)
 
 
 def test_a_path_in_a_read_only_directory(shared_dir: Path) -> None:
