@@ -15,21 +15,28 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import Any, Protocol
 
+from lirun.fswatch import DirectoryWatch
 from lirun.store.connector import NOTIFY_CHANNEL, Connector
 
-# How often the SQLite waker looks at data_version. Commit-to-line latency is about
-# half of this plus one query (~10 ms median); each look wakes the process, so an idle
-# waiter's CPU doubles at 10 ms, and 50 waiters then slow a busy writer measurably
-# (bench/bench_wait.py).
-SQLITE_CHECK_SECONDS = 0.02
+# Shortest gap between two looks at data_version. With a directory watch the first look
+# after a quiet spell is immediate (commit-to-line is about a millisecond) and this only
+# spaces the looks that follow while a writer is busy; without a watch it is the polling
+# period (latency about half of it). Each look wakes the process, so fifty waiters
+# beside a busy writer steal its CPU when this is small (bench/bench_wait.py).
+SQLITE_CHECK_SECONDS = 0.05
 # data_version moves on every commit, relevant or not. Each re-read that finishes
 # nothing doubles the gap between looks up to this cap, so many waiters beside a busy
 # writer do not steal its CPU; the first quiet look restores the base period.
 SQLITE_MAX_GAP_SECONDS = 0.25
 # Longest blocking step while listening, so a stop request is seen this fast.
 STOP_CHECK_SECONDS = 0.05
+# Longest blocking step on a directory watch: an idle waiter wakes this often only.
+WATCH_BLOCK_SECONDS = 0.1
+# After a write event, keep looking this long before blocking on the watch again.
+WATCH_SETTLE_SECONDS = 0.1
 
 
 class Waker(Protocol):
@@ -67,7 +74,11 @@ class SleepWaker:
 
 
 class ChangeTokenWaker:
-    """SQLite: wake when ``connector.change_token()`` differs from the last look."""
+    """SQLite: wake when ``connector.change_token()`` differs from the last look.
+
+    With a ``watch`` on the database's directory, a look happens only after a file there
+    was written (and never more often than the current gap); without one, it polls.
+    """
 
     def __init__(
         self,
@@ -76,13 +87,19 @@ class ChangeTokenWaker:
         check_seconds: float = SQLITE_CHECK_SECONDS,
         max_gap_seconds: float = SQLITE_MAX_GAP_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
+        watch: DirectoryWatch | None = None,
+        watch_dir: Path | None = None,
     ) -> None:
         self._connector = connector
         self._base = self._gap = check_seconds
         self._max_gap = max(max_gap_seconds, check_seconds)
         self._sleep = sleep
+        self._watch = watch
+        self._watch_dir = watch_dir  # opened on the first sleep: a finished target needs none
         self._woken = False
         self._token = connector.change_token()
+        self._last_look = time.monotonic()
+        self._armed_until = 0.0
 
     @property
     def gap(self) -> float:
@@ -95,14 +112,41 @@ class ChangeTokenWaker:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            self._sleep(min(left, self._gap))
-            token = self._token_or_none()
-            if token is not None and token != self._token:
-                self._token = token
-                self._woken = True
-                return True
-            self._gap = self._base  # a quiet look: writers paused, be prompt again
-        return False
+            if self._should_block():
+                # Armed before this look, so a commit between the two still wakes the watch.
+                if self._changed():
+                    break
+                if not self._watch.wait(min(left, WATCH_BLOCK_SECONDS)):  # type: ignore[union-attr]
+                    self._gap = self._base  # quiet: writers paused, be prompt again
+                    continue
+                # The write event can precede the commit becoming visible: keep looking.
+                self._armed_until = time.monotonic() + WATCH_SETTLE_SECONDS
+            since = time.monotonic() - self._last_look
+            self._sleep(max(0.0, min(self._gap - since, left)))
+            if self._changed():
+                break
+            self._gap = self._base
+        else:
+            return False
+        self._woken = True
+        return True
+
+    def _should_block(self) -> bool:
+        """True when a watch exists, the settle window is over, and it could be armed."""
+        if self._watch is None and self._watch_dir is not None:
+            self._watch, self._watch_dir = DirectoryWatch.open(self._watch_dir), None
+        if self._watch is None or time.monotonic() < self._armed_until:
+            return False
+        return self._watch.arm()
+
+    def _changed(self) -> bool:
+        """Look at the change token; True (and remember it) if another commit happened."""
+        self._last_look = time.monotonic()
+        token = self._token_or_none()
+        if token is None or token == self._token:
+            return False
+        self._token = token
+        return True
 
     def after_read(self, useful: bool) -> None:
         if useful:
@@ -120,7 +164,8 @@ class ChangeTokenWaker:
             return None  # a transient error: the interval's full read will retry
 
     def close(self) -> None:
-        pass
+        if self._watch is not None:
+            self._watch.close()
 
 
 class ListenWaker:
@@ -172,5 +217,6 @@ def make_waker(connector: Connector, interest: Callable[[], Collection[str]]) ->
     if connector.supports_notify and hasattr(connector, "connect"):
         return ListenWaker(connector, interest)
     if connector.change_token() is not None:
-        return ChangeTokenWaker(connector)
+        path = getattr(connector, "path", None)
+        return ChangeTokenWaker(connector, watch_dir=None if path is None else path.parent)
     return SleepWaker()

@@ -1,0 +1,63 @@
+"""The directory watch that lets idle SQLite waiters sleep until a commit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from lirun.fswatch import DirectoryWatch
+from lirun.store import open_store
+from lirun.wait_wake import ChangeTokenWaker
+
+
+def test_a_write_in_the_directory_wakes_the_watch(tmp_path: Path) -> None:
+    watch = DirectoryWatch.open(tmp_path)
+    assert watch is not None  # Linux: inotify is available
+    try:
+        assert watch.wait(0.05) is False  # nothing happened
+        (tmp_path / "x").write_text("1")
+        assert watch.wait(1.0) is True
+        assert watch.wait(0.05) is False  # the events were drained
+        (tmp_path / "x").write_text("2")
+        assert watch.wait(0.05) is False  # one-shot: writers pay nothing until re-armed
+        assert watch.arm()
+        (tmp_path / "x").write_text("3")
+        assert watch.wait(1.0) is True
+    finally:
+        watch.close()
+
+
+def test_a_missing_directory_gives_no_watch(tmp_path: Path) -> None:
+    assert DirectoryWatch.open(tmp_path / "absent") is None
+
+
+def test_a_watched_waker_sleeps_while_idle_and_wakes_on_a_commit(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    writer = open_store(path)
+    writer.create_session(id="s1")
+    reader = open_store(path, readonly=True)
+    watch = DirectoryWatch.open(tmp_path)
+    looks = []
+    waker = ChangeTokenWaker(reader.connector, watch=watch, sleep=looks.append)
+    try:
+        started = time.monotonic()
+        assert waker.wait(0.3, lambda: False) is False
+        assert time.monotonic() - started >= 0.29
+        assert looks == []  # no polling sleeps: it blocked on the watch
+
+        timer = threading.Timer(
+            0.1,
+            lambda: writer.update_status(
+                "session", "s1", new_status="completed", reason_code="run.completed.ok"
+            ),
+        )
+        timer.start()
+        started = time.monotonic()
+        assert waker.wait(5.0, lambda: False) is True
+        assert time.monotonic() - started < 1.0
+        timer.join()
+    finally:
+        waker.close()
+        reader.close()
+        writer.close()
