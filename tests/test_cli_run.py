@@ -249,21 +249,26 @@ def test_signal_to_li_stops_the_child_and_commits_the_outcome(
 def test_sigkill_to_li_leaves_a_running_row_that_reap_finalizes(
     li_env: dict[str, str], db_url: str, repo: Path, tmp_path: Path
 ) -> None:
-    pidfile = tmp_path / "child.pid"
-    script = f"echo $$ > {pidfile}; exec sleep 30"
+    pidfile, grandchild = tmp_path / "child.pid", tmp_path / "grandchild.pid"
+    script = f"echo $$ > {pidfile}; sleep 30 & echo $! > {grandchild}; wait"
     proc = start_li("run", "--", "sh", "-c", script, env=li_env, cwd=repo)
     row = wait_for_running_row(db_url)
-    poll(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the child pid")
-    proc.kill()
+    poll(lambda: grandchild.exists() and grandchild.read_text().strip(), what="the pids")
+    child, sleeper = int(pidfile.read_text()), int(grandchild.read_text())
+    poll(lambda: get_row(db_url, row["id"])["child_pid"] == child, what="the child recorded")
+    proc.kill()  # li cannot clean up after SIGKILL: its child group runs on, unsupervised
     proc.communicate(timeout=30)
-    os.kill(int(pidfile.read_text()), signal.SIGKILL)  # li cannot clean up after SIGKILL
     row = get_row(db_url, row["id"])
-    assert row["status"] == "running"
+    assert row["status"] == "running" and process_alive(sleeper)
     assert row["owner_pid"] == proc.pid and row["owner_start_time"] and row["heartbeat_at"]
     reap = run_li("reap", env=li_env, cwd=repo)
     assert reap.returncode == 0, reap.stderr
     row = get_row(db_url, row["id"])
     assert (row["status"], row["status_reason_code"]) == ("failed", "session.orphaned.no_process")
+    stopped = [e for e in row["status_evidence_refs"] if e["kind"] == "orphaned_process_group"]
+    assert stopped == [{"kind": "orphaned_process_group", "pgid": child, "signal": "SIGTERM"}]
+    assert poll(lambda: not process_alive(child), what="the orphaned child to stop")
+    assert poll(lambda: not process_alive(sleeper), what="its grandchild to stop")
 
 
 def test_heartbeat_renews_while_the_child_runs(

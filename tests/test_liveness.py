@@ -15,9 +15,11 @@ from lirun.liveness import (
     HEARTBEAT_INTERVAL,
     ORPHANED,
     STALE,
+    Verdict,
     boot_id,
     current_owner,
     judge_owner,
+    orphaned_group,
     process_start_time,
 )
 
@@ -108,3 +110,38 @@ def test_process_start_time_of_a_child_and_of_a_dead_or_zombie_process() -> None
         child.wait()
     assert process_start_time(child.pid) is None
     assert process_start_time(0) is None and process_start_time(-5) is None
+
+
+DEAD_OWNER = {**OWNER, "owner_pid": 101}  # owner gone; its child 100 still runs
+CHILD = {"child_pid": 100, "child_start_time": 5_000.0}
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ({**DEAD_OWNER, **CHILD}, 100),
+        ({**DEAD_OWNER, **CHILD, "child_start_time": 5_000.9}, 100),  # tick rounding
+        ({**DEAD_OWNER, **CHILD, "child_pid": 102}, 102),  # leader gone, group may remain
+        ({**DEAD_OWNER, **CHILD, "child_start_time": 4_000.0}, None),  # pid reused
+        ({**DEAD_OWNER, "child_pid": 100}, None),  # no start time recorded: cannot prove it
+        ({**DEAD_OWNER, **CHILD, "owner_host": "h2"}, None),  # another machine
+        ({**DEAD_OWNER, **CHILD, "owner_boot_id": "boot-0"}, None),  # died with the machine
+        (DEAD_OWNER, None),  # no child recorded
+    ],
+)
+def test_orphaned_group_is_stopped_only_when_provably_ours(
+    row: dict[str, Any], expected: int | None
+) -> None:
+    verdict = Verdict(ORPHANED, "owner gone", [])
+    got = orphaned_group(row, verdict, host=HOST, boot_id=BOOT, process_start_time_of=ALIVE.get)
+    assert got == expected
+
+
+def test_a_stale_heartbeat_never_stops_the_child() -> None:
+    row = {**OWNER, **CHILD, "heartbeat_at": NOW - DEFAULT_LEASE_SECONDS - 1}
+    verdict = judge_owner(row, now=NOW, host=HOST, boot_id=BOOT, process_start_time_of=ALIVE.get)
+    assert verdict is not None and verdict.reason_code == STALE
+    assert (
+        orphaned_group(row, verdict, host=HOST, boot_id=BOOT, process_start_time_of=ALIVE.get)
+        is None
+    )

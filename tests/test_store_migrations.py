@@ -14,8 +14,9 @@ import pytest
 from conftest import make_pg_url
 from lirun.errors import DatabaseUnavailableError, SchemaTooNewError
 from lirun.store import Store, is_postgres_url, open_store
+from lirun.store.connector import split_statements
 from lirun.store.postgres import split_schema
-from lirun.store.queries import latest_version
+from lirun.store.queries import latest_version, load_migrations
 from storekit import raw_write
 
 _OPENER = """
@@ -106,23 +107,67 @@ def test_processes_opening_a_new_database_at_once_all_succeed(
     assert results == [(0, "ok", "")] * 4
     store = open_store(db_url)
     try:
-        assert versions(store) == [(1, "initial")]
+        assert versions(store) == all_versions(store.dialect)
         assert len(store.list_sessions()) == 4
     finally:
         store.close()
 
 
-def test_schema_migrations_records_version_1(store: Store, db_url: str) -> None:
-    assert latest_version(store.dialect) == 1
-    assert versions(store) == [(1, "initial")]
+def all_versions(dialect: str) -> list[tuple[int, str]]:
+    return [(version, name) for version, name, _ in load_migrations(dialect)]
+
+
+def test_schema_migrations_records_every_version(store: Store, db_url: str) -> None:
+    latest = latest_version(store.dialect)
+    assert versions(store) == all_versions(store.dialect)
+    assert [v for v, _ in versions(store)] == list(range(1, latest + 1))
     if not is_postgres_url(db_url):
-        assert schema_state(db_url)["user_version"] == 1
+        assert schema_state(db_url)["user_version"] == latest
     store.close()
     again = open_store(db_url)  # reopening migrates nothing
     try:
-        assert versions(again) == [(1, "initial")]
+        assert versions(again) == all_versions(again.dialect)
     finally:
         again.close()
+
+
+def execute_without_lirun(url: str, statements: list[str]) -> None:
+    """Build a database by hand, as an older lirun would have left it."""
+    if not is_postgres_url(url):
+        with sqlite3.connect(url) as conn:
+            for statement in [*statements, "PRAGMA user_version = 1"]:
+                conn.execute(statement)
+        return
+    import psycopg
+
+    conninfo, schema = split_schema(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'SET search_path TO "{schema}"')
+        for statement in statements:
+            conn.execute(statement.replace("%", "%%"))
+
+
+def test_a_version_1_database_is_upgraded_on_open(db_url: str) -> None:
+    dialect = "postgres" if is_postgres_url(db_url) else "sqlite"
+    _version, _name, initial = load_migrations(dialect)[0]
+    statements = [
+        *split_statements(initial),
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+        "applied_at DOUBLE PRECISION NOT NULL)",
+        "INSERT INTO schema_migrations VALUES (1, 'initial', 0)",
+        "INSERT INTO sessions (id, status, created_at, updated_at) VALUES ('old', 'running', 0, 0)",
+    ]
+    execute_without_lirun(db_url, statements)
+    store = open_store(db_url)
+    try:
+        assert versions(store) == all_versions(dialect)
+        store.update_fields("session", "old", {"child_pid": 42, "child_start_time": 1.5})
+        row = store.get_entity("session", "old")
+        assert row is not None
+        assert (row["child_pid"], row["child_start_time"]) == (42, 1.5)
+    finally:
+        store.close()
 
 
 def test_a_newer_schema_is_refused_and_left_alone(store: Store, db_url: str) -> None:
@@ -151,7 +196,8 @@ def test_a_newer_sqlite_user_version_is_refused(tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version = 7")
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(SchemaTooNewError, match=r"schema version 7, newer .* \(1\)"):
+    latest = latest_version("sqlite")
+    with pytest.raises(SchemaTooNewError, match=rf"schema version 7, newer .* \({latest}\)"):
         open_store(path)
     assert path.read_bytes() == before
 

@@ -169,3 +169,31 @@ def judge_owner(
         row, host=host, boot=boot_id, process_start_time_of=process_start_time_of
     )
     return verdict or _judge_heartbeat(row, now=now)
+
+
+def orphaned_group(
+    row: Mapping[str, Any],
+    verdict: Verdict,
+    *,
+    host: str,
+    boot_id: str,
+    process_start_time_of: Callable[[int], float | None],
+) -> int | None:
+    """The process group a dead owner left running, when it provably is that group.
+
+    Only for process evidence on this host and boot (a stale heartbeat may come from a
+    live owner). The child leads its own group, so its pid is the group id; a pid that
+    now belongs to a younger process is not ours. A vanished leader still proves the
+    group: Linux never reuses a pid while a process group carries it.
+    """
+    pid = row.get("child_pid")
+    same_machine = row.get("owner_host") == host and (row.get("owner_boot_id") or "") == boot_id
+    if verdict.reason_code != ORPHANED or not pid or not same_machine or not boot_id:
+        return None
+    started = process_start_time_of(int(pid))
+    recorded = row.get("child_start_time")
+    if started is not None and (
+        recorded is None or abs(float(recorded) - started) > START_TIME_TOLERANCE
+    ):
+        return None
+    return int(pid)

@@ -9,13 +9,22 @@ their compare-and-set harmlessly.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
-from lirun.liveness import Verdict, boot_id, host_name, judge_owner, process_start_time
+from lirun.liveness import (
+    Verdict,
+    boot_id,
+    host_name,
+    judge_owner,
+    orphaned_group,
+    process_start_time,
+)
 from lirun.store.core import Store
 
 REAPED_STATUS = "failed"
@@ -79,12 +88,37 @@ def report(row: Mapping[str, Any], verdict: Verdict, *, reaped: bool) -> dict[st
     }
 
 
+def _stop_orphaned_group(
+    row: Mapping[str, Any], verdict: Verdict, facts: LocalFacts
+) -> list[dict[str, Any]]:
+    """SIGTERM the child process group a dead owner left behind; evidence of it.
+
+    A record that says "failed: owner gone" must not have an agent still editing the
+    repository unsupervised behind it.
+    """
+    pgid = orphaned_group(
+        row,
+        verdict,
+        host=facts.host,
+        boot_id=facts.boot_id,
+        process_start_time_of=facts.start_time_of,
+    )
+    if pgid is None:
+        return []
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return []
+    return [{"kind": "orphaned_process_group", "pgid": pgid, "signal": "SIGTERM"}]
+
+
 def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any] | None:
     # Judge the freshest row: a heartbeat may have landed since the caller read it.
     row = store.get_entity("session", session_id)
     verdict = judge(row, facts) if row is not None else None
     if row is None or verdict is None:
         return None
+    evidence = [*verdict.evidence, *_stop_orphaned_group(row, verdict, facts)]
     try:
         won = store.update_status(
             "session",
@@ -92,7 +126,7 @@ def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any
             new_status=REAPED_STATUS,
             reason_code=verdict.reason_code,
             reason_summary=verdict.summary,
-            evidence_refs=verdict.evidence,
+            evidence_refs=evidence,
             source="system",
             expected_statuses={"running"},
             extra_fields={"ended_at": facts.now, "exit_code": EXIT_CODE_BY_STATUS[REAPED_STATUS]},

@@ -188,6 +188,21 @@ class _Execution:
             self.branch_id, session_id=self.run.run_id, provider=self.request.program.provider
         )
 
+    def on_spawn(self, pid: int) -> None:
+        """Record the child (its own group leader) so a reaper can stop it if li dies."""
+        from lirun.liveness import process_start_time
+
+        if self.recorded:
+            sid = self.run.run_id
+            self.recorder.submit(
+                lambda: self.store.update_fields(
+                    "session",
+                    sid,
+                    {"child_pid": pid, "child_start_time": process_start_time(pid)},
+                    touch=False,
+                )
+            )
+
     def on_engine_uid(self, uid: str) -> None:
         self.engine_uid = uid
         if self.recorded:
@@ -235,6 +250,7 @@ class _Execution:
             stdin=self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,
+            on_spawn=self.on_spawn,
         )
         return leg.judge(result, trap.signal_name)
 

@@ -134,6 +134,8 @@ SESSION_FIELDS = frozenset(
         "owner_start_time",
         "owner_host",
         "owner_boot_id",
+        "child_pid",
+        "child_start_time",
         "heartbeat_at",
         "lease_seconds",
         "metadata_json",
