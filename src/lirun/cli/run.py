@@ -51,7 +51,8 @@ def check_command(command: list[str], cwd: str) -> None:
     if os.sep in name:
         path = os.path.join(cwd, os.path.expanduser(name))
         if not os.path.isfile(path) or not os.access(path, os.X_OK):
-            raise UsageError(f"command {name!r} is not an executable file (looked in {cwd})")
+            where = "" if os.path.isabs(name) else f" (relative to {cwd})"
+            raise UsageError(f"command {name!r} is not an executable file{where}")
     elif shutil.which(name) is None:
         raise UsageError(f"command {name!r} not found on PATH; check the name or give its path")
 

@@ -119,14 +119,14 @@ def find_provider_executable(name: str, override: str | None = None) -> str:
     """
     spec = get_provider(name)
     if override:
-        return _checked_executable(spec, override, "the command-line flag")
+        return _checked_executable(spec, override, "--bin")
     if env_value := os.environ.get(spec.env_var, "").strip():
         return _checked_executable(spec, env_value, f"${spec.env_var}")
     found = shutil.which(spec.name)
     if found is None:
         raise ProviderNotFoundError(
             f"{spec.name} executable not found on PATH; {spec.install_hint}, or set "
-            f"{spec.env_var}=/path/to/{spec.name} (or pass its path with the provider flag)"
+            f"{spec.env_var}=/path/to/{spec.name}, or pass --bin /path/to/{spec.name}"
         )
     return found
 
