@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gitkit import make_repo
+
 TESTS_DIR = Path(__file__).resolve().parent
 # Generous: CI machines are shared; a hung li must still fail the test, not the suite.
 LI_TIMEOUT = 60.0
@@ -23,19 +25,7 @@ def li_argv(*args: str) -> list[str]:
 
 def git_repo(path: Path) -> Path:
     """A clean git repository with one commit on ``main`` and no remote."""
-    path.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(path.parent)}
-    for argv in (
-        ["git", "init", "-q", "-b", "main"],
-        ["git", "config", "user.email", "t@example.com"],
-        ["git", "config", "user.name", "t"],
-        ["git", "config", "commit.gpgsign", "false"],
-    ):
-        subprocess.run(argv, cwd=path, check=True, env=env)
-    (path / "README.md").write_text("fixture repo\n")
-    subprocess.run(["git", "add", "README.md"], cwd=path, check=True, env=env)
-    subprocess.run(["git", "commit", "-q", "-m", "init"], cwd=path, check=True, env=env)
-    return path
+    return make_repo(path)
 
 
 def run_li(

@@ -2,54 +2,26 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from gitkit import GIT_ENV, commit, git, make_repo
 from lirun import evidence
 from lirun.evidence import check_completion_evidence
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
-_GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.invalid",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, **_GIT_ENV}
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
-    )
-    return proc.stdout.strip()
-
-
-def commit(repo: Path, name: str) -> None:
-    (repo / name).write_text(name, encoding="utf-8")
-    git(repo, "add", name)
-    git(repo, "commit", "-q", "-m", name)
-
 
 @pytest.fixture(autouse=True)
 def isolated_git(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in _GIT_ENV.items():
+    for key, value in GIT_ENV.items():
         monkeypatch.setenv(key, value)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A repository with one commit on ``main``."""
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    commit(path, "base.txt")
-    return path
+    return make_repo(tmp_path / "repo")
 
 
 def test_clean_at_base(repo: Path) -> None:

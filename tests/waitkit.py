@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from conftest import li_command
-from lirun.liveness import boot_id, host_name, process_start_time
+from lirun.liveness import boot_id, current_owner, host_name, process_start_time
 
 LINE_TIMEOUT = 20.0
 
@@ -147,10 +147,4 @@ def killed_owner() -> dict[str, Any]:
 
 def live_owner() -> dict[str, Any]:
     """This test process as the owner: alive for as long as the test runs."""
-    pid = os.getpid()
-    return {
-        "owner_pid": pid,
-        "owner_start_time": process_start_time(pid),
-        "owner_host": host_name(),
-        "owner_boot_id": boot_id(),
-    }
+    return current_owner()

@@ -52,3 +52,20 @@ def split_statements(script: str) -> Iterator[str]:
     tail = "\n".join(buf).strip()
     if tail:
         yield tail
+
+
+def apply_migrations(tx: Tx, dialect: str, current: int) -> None:
+    """Run every migration of ``dialect`` newer than ``current`` and record each one."""
+    import time
+
+    from lirun.store.queries import load_migrations
+
+    for version, name, script in load_migrations(dialect):
+        if version <= current:
+            continue
+        for statement in split_statements(script):
+            tx.execute(statement)
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, :t)",
+            {"v": version, "n": name, "t": time.time()},
+        )

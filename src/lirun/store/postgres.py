@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,8 +18,8 @@ from lirun.errors import (
     MissingDriverError,
     SchemaTooNewError,
 )
-from lirun.store.connector import Params, Row, split_statements
-from lirun.store.queries import latest_version, load_migrations, to_pyformat
+from lirun.store.connector import Params, Row, apply_migrations
+from lirun.store.queries import latest_version, to_pyformat
 
 LOCK_TIMEOUT_S = 30.0
 _MIGRATION_LOCK_KEY = 0x6C6972756E  # "lirun": serializes concurrent migrators
@@ -172,15 +171,7 @@ class PostgresConnector:
                     f"the database at {self.display_url} has schema version {current}; "
                     f"this lirun understands {latest}; upgrade lirun"
                 )
-            for version, name, script in load_migrations(self.dialect):
-                if version <= current:
-                    continue
-                for statement in split_statements(script):
-                    tx.execute(statement)
-                tx.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, :t)",
-                    {"v": version, "n": name, "t": time.time()},
-                )
+            apply_migrations(tx, self.dialect, current)
 
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
         with self._read_lock:

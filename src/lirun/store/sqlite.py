@@ -25,8 +25,8 @@ from lirun.errors import (
     LirunError,
     SchemaTooNewError,
 )
-from lirun.store.connector import Params, Row, split_statements
-from lirun.store.queries import latest_version, load_migrations
+from lirun.store.connector import Params, Row, apply_migrations
+from lirun.store.queries import latest_version
 
 BUSY_TIMEOUT_S = 30.0
 # Writers retry BEGIN IMMEDIATE themselves with jittered sleeps that grow to 20 ms: SQLite's
@@ -228,15 +228,7 @@ class SQLiteConnector:
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
             )
-            for version, name, script in load_migrations(self.dialect):
-                if version <= current:
-                    continue
-                for statement in split_statements(script):
-                    tx.execute(statement)
-                tx.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, :t)",
-                    {"v": version, "n": name, "t": time.time()},
-                )
+            apply_migrations(tx, self.dialect, current)
             tx.execute(f"PRAGMA user_version = {int(latest)}")
 
     # -- running -------------------------------------------------------------
