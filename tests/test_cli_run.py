@@ -136,6 +136,23 @@ def test_produced_artifact_and_missing_optional_one_complete(
     assert row["artifact_verification_json"]["status"] == "warning"
 
 
+def test_the_child_writes_deliverables_into_the_artifact_dir_it_is_given(
+    li_env: dict[str, str], db_url: str, repo: Path, tmp_path: Path
+) -> None:
+    save = tmp_path / "not" / "yet" / "there"
+    script = 'echo done > "$LIRUN_ARTIFACT_DIR/report.md"; echo "$LIRUN_PARENT_RUN_ID"'
+    proc = run_li(
+        "run", "--save", str(save), "--artifact", "report=report.md",
+        "--", "sh", "-c", script, env=li_env, cwd=repo,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    row = only_row(db_url)
+    assert row["status"] == "completed"
+    assert (save / "report.md").read_text() == "done\n"
+    assert proc.stdout.strip() == row["id"]
+    assert row["artifact_verification_json"]["produced"][0]["id"] == "report"
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -101,12 +101,16 @@ def exit_code_for(status: str) -> int:
     return EXIT_CODE_BY_STATUS.get(status, 1)
 
 
-def child_env(run_id: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The child's environment: a nested ``li`` must not inherit this run's id."""
+def child_env(run: RunDir, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: where to put deliverables, and which run is its parent.
+
+    A nested ``li`` must not inherit this run's id, so the run id variables are removed.
+    """
     env = dict(os.environ if base is None else base)
     for var in RUN_ID_ENV_VARS:
         env.pop(var, None)
-    env["LIRUN_PARENT_RUN_ID"] = run_id
+    env["LIRUN_PARENT_RUN_ID"] = run.run_id
+    env["LIRUN_ARTIFACT_DIR"] = str(run.artifact_root)
     return env
 
 
@@ -246,7 +250,7 @@ class _Execution:
             stderr=leg.stderr,
             limits=self.request.limits,
             cwd=self.request.cwd,
-            env=child_env(self.run.run_id),
+            env=child_env(self.run),
             stdin=self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,
@@ -379,6 +383,7 @@ def execute(request: ExecutionRequest, *, store: Store | None = None) -> Executi
         resume = prepare(request, db)
         with SignalTrap() as trap:
             run = allocate_run(request.save_dir, request.run_id)
+            run.ensure_artifact_root()  # the work's deliverables go there: it must exist
             ex = _Execution(request, db, run, resume)
             status, outcome = _supervised(ex, trap)
             return _result(ex, status, outcome)
