@@ -264,14 +264,22 @@ def test_colour_only_when_forced_and_not_with_no_color(
     assert "\x1b[1;32m" not in plain.stdout and "\x1b[31m" not in plain.stdout
 
 
-def test_no_database_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_database_yet(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert status_cli.main(["--db", db_url]) == 0
+    assert capsys.readouterr().out.startswith("no runs yet")
+    assert status_cli.main(["--db", db_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert li_main(["status", "--db", db_url, "some-id"]) == 2
+    assert "no record 'some-id'" in capsys.readouterr().err
+
+
+def test_no_database_yet_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "absent" / "state.db"
     assert status_cli.main(["--db", str(db)]) == 0
-    assert capsys.readouterr().out.startswith("no runs yet")
-    assert status_cli.main(["--db", str(db), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == []
     assert li_main(["status", "--db", str(db), "some-id"]) == 2
-    assert "no database" in capsys.readouterr().err
+    assert "no lirun database" in capsys.readouterr().err
     assert not db.exists() and not db.parent.exists()  # read-only: nothing created
 
 

@@ -43,6 +43,13 @@ class DatabaseBusyError(DatabaseError):
     """
 
 
+class DatabaseMissingError(DatabaseUnavailableError):
+    """There is no lirun database there yet (nothing has run); a reader has nothing to read.
+
+    Run a job first, or point --db / LIRUN_DB_URL at the database you mean.
+    """
+
+
 class DatabaseCorruptError(DatabaseError):
     """The database file is not a lirun database or is damaged; move it aside and retry."""
 

@@ -13,10 +13,11 @@ import time
 from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json
-from lirun.errors import NotFoundError, UsageError
+from lirun.errors import DatabaseMissingError, NotFoundError, UsageError
 from lirun.lifecycle import VALID_SESSION_STATUSES
 from lirun.paths import resolve_db_url
-from lirun.store import Store, is_postgres_url, open_store
+from lirun.store import Store, open_store
+from lirun.store.postgres import redact_url
 
 EXIT_CODES = """\
   0  shown (an empty list too, and no database yet for the list)
@@ -99,15 +100,6 @@ def _decoded(row: dict[str, Any]) -> dict[str, Any]:
     return decoded
 
 
-def database_missing(url: str) -> bool:
-    """True when ``url`` is a SQLite file that does not exist yet (nothing has run)."""
-    if is_postgres_url(url):
-        return False
-    from lirun.store.sqlite import sqlite_path_from_url
-
-    return not sqlite_path_from_url(url).exists()
-
-
 def build_parser() -> Any:
     parser = make_parser("li status", DESCRIPTION, EXIT_CODES)
     parser.add_argument("id", nargs="?", metavar="ID", help="an id or a unique prefix")
@@ -136,10 +128,11 @@ def _list_filters(args: Any) -> dict[str, Any]:
 
 def show_list(args: Any, url: str) -> int:
     filters = _list_filters(args)
-    if database_missing(url):
-        print_json([]) if args.json else print(f"no runs yet (no database at {url})")
+    try:
+        store = open_store(url, readonly=True)
+    except DatabaseMissingError:
+        print_json([]) if args.json else print(f"no runs yet (no database at {redact_url(url)})")
         return 0
-    store = open_store(url, readonly=True)
     try:
         rows = store.list_sessions(**filters, limit=args.limit)
     finally:
@@ -157,9 +150,10 @@ def show_list(args: Any, url: str) -> int:
 
 
 def show_one(args: Any, url: str) -> int:
-    if database_missing(url):
-        raise NotFoundError(f"no database at {url}, so no record {args.id!r}; nothing has run yet")
-    store = open_store(url, readonly=True)
+    try:
+        store = open_store(url, readonly=True)
+    except DatabaseMissingError as exc:
+        raise NotFoundError(f"{exc}; so there is no record {args.id!r}") from exc
     now = time.time()
     try:
         kind, row = resolve_record(store, args.id)

@@ -13,6 +13,7 @@ from lirun.errors import (
     ConflictError,
     DatabaseBusyError,
     DatabaseError,
+    DatabaseMissingError,
     DatabaseUnavailableError,
     LirunError,
     MissingDriverError,
@@ -151,6 +152,11 @@ class PostgresConnector:
             raise SchemaTooNewError(
                 f"the database at {self.display_url} has schema version {current}, newer than "
                 f"this lirun understands ({latest}); upgrade lirun to use it"
+            )
+        if self.readonly and current == 0:
+            raise DatabaseMissingError(
+                f"no lirun tables in the database at {self.display_url}; run a job first, "
+                "or `li db migrate`, or point --db / LIRUN_DB_URL at the database you mean"
             )
         if self.readonly:
             raise DatabaseUnavailableError(

@@ -21,6 +21,7 @@ from lirun.errors import (
     DatabaseBusyError,
     DatabaseCorruptError,
     DatabaseError,
+    DatabaseMissingError,
     DatabaseUnavailableError,
     LirunError,
     SchemaTooNewError,
@@ -158,7 +159,7 @@ class SQLiteConnector:
 
     def _open_readonly(self) -> sqlite3.Connection:
         if not self.path.is_file():
-            raise DatabaseUnavailableError(
+            raise DatabaseMissingError(
                 f"no lirun database at {self.path}; run a job first, or pass --db / set "
                 "LIRUN_DB_URL to the database you mean"
             )
