@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REQUIRE_PG
+from conftest import REQUIRE_PG, make_pg_url
 from lirun.errors import (
     DatabaseCorruptError,
     DatabaseUnavailableError,
@@ -227,5 +227,19 @@ def test_the_right_password_opens_the_same_server(password_server: int) -> None:
     try:
         assert store.create_session(id="s-1")["status"] == "running"
         assert PASSWORD not in store.connector.display_url
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from make_pg_url()
+
+
+def test_a_postgresql_url_keeps_its_own_options(pg_url: str) -> None:
+    store = open_store(f"{pg_url}&options=-c%20statement_timeout%3D1234")
+    try:
+        assert store.connector.read("SHOW statement_timeout") == [{"statement_timeout": "1234ms"}]
+        assert store.connector.read("SHOW lock_timeout") == [{"lock_timeout": "30s"}]
     finally:
         store.close()

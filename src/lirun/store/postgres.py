@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from lirun.errors import (
     ConflictError,
@@ -47,7 +47,7 @@ def split_schema(url: str) -> tuple[str, str | None]:
         raise DatabaseUnavailableError(
             f"schema {schema!r} in the database URL is not a plain lower-case identifier"
         )
-    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+    return urlunsplit(parts._replace(query=urlencode(rest, quote_via=quote))), schema
 
 
 def import_psycopg() -> Any:
@@ -119,10 +119,14 @@ class PostgresConnector:
 
     def connect(self, **kwargs: Any) -> Any:
         """A new autocommit connection with lirun's search path (also used by listeners)."""
+        from psycopg.conninfo import conninfo_to_dict
         from psycopg.rows import dict_row
 
-        # A writer waits for a row lock as long as a SQLite writer waits for the file lock.
-        settings = [f"-c lock_timeout={int(LOCK_TIMEOUT_S * 1000)}"]
+        given = conninfo_to_dict(self.conninfo)
+        # A writer waits for a row lock as long as a SQLite writer waits for the file lock;
+        # the URL's own options and connect_timeout are kept (ours come after, and win).
+        settings = [str(given.get("options") or "")]
+        settings.append(f"-c lock_timeout={int(LOCK_TIMEOUT_S * 1000)}")
         if self.schema:
             settings.append(f"-c search_path={self.schema}")
         try:
@@ -130,8 +134,8 @@ class PostgresConnector:
                 self.conninfo,
                 autocommit=True,
                 row_factory=dict_row,
-                connect_timeout=10,
-                options=" ".join(settings),
+                connect_timeout=given.get("connect_timeout") or 10,
+                options=" ".join(s for s in settings if s),
                 **kwargs,
             )
         except self._psycopg.Error as exc:
