@@ -53,3 +53,26 @@ def test_opening_a_sqlite_store_does_not_import_psycopg(tmp_path: Path) -> None:
 
 def test_the_probe_sees_what_is_imported() -> None:
     assert "argparse" in top_level(modules_after("import argparse"))
+
+
+def test_every_public_name_resolves_without_driver_cli_or_rich() -> None:
+    """DESIGN §6: the public contract, loaded name by name, stays a library."""
+    code = "import lirun\nfor name in lirun.__all__:\n    getattr(lirun, name)"
+    loaded = top_level(modules_after(code))
+    assert not loaded & HEAVY, loaded & HEAVY
+
+
+def test_the_public_contract_names_of_design_section_6() -> None:
+    import lirun
+
+    contract = {
+        "lirun_home", "runs_root", "RunDir", "allocate_run",
+        "VALID_STATUSES_BY_ENTITY_TYPE", "TERMINAL_STATUSES_BY_ENTITY_TYPE",
+        "SUCCESS_STATUSES_BY_ENTITY_TYPE", "VALID_SESSION_STATUSES",
+        "SESSION_TERMINAL_STATUSES", "EXIT_CODE_BY_STATUS", "VALID_REASON_CODES",
+        "VALID_SOURCES", "StateDB", "TransitionRejectedError", "ArtifactPathError",
+        "validate_artifact_contract", "resolve_artifact_contract", "verify_artifact_contract",
+        "check_completion_evidence", "setup_persist", "teardown_persist",
+        "wait_for_terminal", "format_wait_line", "run_wait",
+    }  # fmt: skip
+    assert contract <= set(lirun.__all__)
