@@ -114,7 +114,8 @@ class ChangeTokenWaker:
                 return False
             if self._should_block():
                 # Armed before this look, so a commit between the two still wakes the watch.
-                if self._changed():
+                # It does not count for spacing: the first look after a quiet spell is prompt.
+                if self._changed(spaced=False):
                     break
                 if not self._watch.wait(min(left, WATCH_BLOCK_SECONDS)):  # type: ignore[union-attr]
                     self._gap = self._base  # quiet: writers paused, be prompt again
@@ -139,9 +140,10 @@ class ChangeTokenWaker:
             return False
         return self._watch.arm()
 
-    def _changed(self) -> bool:
+    def _changed(self, *, spaced: bool = True) -> bool:
         """Look at the change token; True (and remember it) if another commit happened."""
-        self._last_look = time.monotonic()
+        if spaced:
+            self._last_look = time.monotonic()
         token = self._token_or_none()
         if token is None or token == self._token:
             return False
