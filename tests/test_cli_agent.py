@@ -113,8 +113,8 @@ def test_model_and_prompt_reach_the_provider_command_line(
     assert proc.returncode == 0, proc.stderr
     (call,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert call["argv"] == [
-        "-p", "fix it", "--output-format", "stream-json", "--verbose",
-        "--model", "claude-sonnet-4-5",
+        "-p", "--output-format", "stream-json", "--verbose",
+        "--model", "claude-sonnet-4-5", "fix it",
     ]  # fmt: skip
     assert call["cwd"] == str(repo)
     assert only_row(db_url)["model"] == "claude-sonnet-4-5"
@@ -299,4 +299,4 @@ def test_playbook_prompt_and_contract(
     assert proc.returncode == 1
     row = only_row(db_url)
     assert row["status_reason_code"] == "run.failed.missing_artifact"
-    assert json.loads(log.read_text())["argv"][1] == "fix the failing test"
+    assert json.loads(log.read_text())["argv"][-1] == "fix the failing test"

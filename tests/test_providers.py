@@ -336,12 +336,18 @@ def test_provider_error_hierarchy() -> None:
 
 
 def test_build_claude_command() -> None:
-    base = ["claude", "-p", "fix it", "--output-format", "stream-json", "--verbose"]
-    assert build_claude_command("claude", "fix it") == base
+    base = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+    assert build_claude_command("claude", "fix it") == [*base, "fix it"]
     full = build_claude_command(
         "claude", "fix it", model="claude-sonnet-4-5", resume="abc", extra_args=["--x"]
     )
-    assert full == [*base, "--model", "claude-sonnet-4-5", "--resume", "abc", "--x"]
+    assert full == [*base, "--model", "claude-sonnet-4-5", "--resume", "abc", "--x", "fix it"]
+
+
+@pytest.mark.parametrize("build", [build_claude_command, build_codex_command])
+def test_a_prompt_that_looks_like_an_option_stands_behind_double_dash(build: Any) -> None:
+    assert build("agent", "--help me")[-2:] == ["--", "--help me"]
+    assert "--" not in build("agent", "help me")
 
 
 def test_build_codex_command() -> None:
@@ -360,7 +366,7 @@ def test_registry_specs() -> None:
     assert PROVIDERS["codex"].env_var == "LIRUN_CODEX_BIN"
     assert isinstance(PROVIDERS["codex"].new_parser(), CodexStreamParser)
     argv = PROVIDERS["claude"].build_command("c", "p", model="m")
-    assert argv[-2:] == ["--model", "m"]
+    assert argv[-3:] == ["--model", "m", "p"]
 
 
 # --- parse_provider_spec -------------------------------------------------------------------

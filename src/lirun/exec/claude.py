@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from lirun.exec.argv import prompt_arg
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_list, as_str
 from lirun.provider_errors import ProviderError, classified_error, is_retryable_cause
 
@@ -20,16 +21,18 @@ def build_claude_command(
     resume: str | None = None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """``claude -p PROMPT --output-format stream-json --verbose [--model M] [--resume ID]``.
+    """``claude -p --output-format stream-json --verbose [--model M] [--resume ID] PROMPT``.
 
     ``--verbose`` is required: with ``-p`` and ``stream-json`` the CLI exits 1 without it.
+    ``-p`` is a flag and the prompt a positional argument, so the prompt goes last, where
+    one that starts with ``-`` can stand behind ``--``.
     """
-    argv = [executable, "-p", prompt, "--output-format", "stream-json", "--verbose"]
+    argv = [executable, "-p", "--output-format", "stream-json", "--verbose"]
     if model:
         argv += ["--model", model]
     if resume:
         argv += ["--resume", resume]
-    return [*argv, *extra_args]
+    return [*argv, *extra_args, *prompt_arg(prompt)]
 
 
 class ClaudeStreamParser(StreamParser):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from lirun.exec.argv import prompt_arg
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_str
 from lirun.provider_errors import classified_error, is_retryable_cause
 
@@ -37,7 +38,7 @@ def build_codex_command(
     argv += extra_args
     if resume:
         argv += ["resume", resume]
-    return [*argv, prompt]
+    return [*argv, *prompt_arg(prompt)]
 
 
 class CodexStreamParser(StreamParser):
