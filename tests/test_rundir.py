@@ -256,3 +256,9 @@ def test_concurrent_process_writers_never_tear(home: Path) -> None:
     assert run.read_manifest()["i"] == 199
     leftovers = [p.name for p in run.state_root.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
+
+
+def test_run_state_is_private_to_its_owner(home: Path) -> None:
+    run = allocate_run(run_id="private")
+    for path in (run.state_root, run.branches_dir, run.stream_dir):
+        assert path.stat().st_mode & 0o077 == 0, path

@@ -123,9 +123,10 @@ class RunDir:
         return path
 
     def ensure_state_dirs(self) -> None:
-        for path in (self.branches_dir, self.stream_dir):
+        # Streams and snapshots hold prompts and transcripts: private to the owner.
+        for path in (self.state_root, self.branches_dir, self.stream_dir):
             try:
-                path.mkdir(parents=True, exist_ok=True)
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as exc:
                 raise _setup_error("create run directory", path, exc) from exc
 
