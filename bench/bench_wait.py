@@ -209,7 +209,7 @@ def signal_all(procs: list[subprocess.Popen[str]], sig: int) -> None:
         proc.send_signal(sig)
 
 
-def bench_writer_with_waiters(url: str, waiters: int, rounds: int = 5) -> None:
+def bench_writer_with_waiters(url: str, waiters: int, rounds: int = 11) -> None:
     """1,000 commits alone vs. beside ``waiters`` waiting processes, interleaved.
 
     The same waiter processes are paused (SIGSTOP) for the "alone" batches and resumed

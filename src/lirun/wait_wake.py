@@ -112,25 +112,24 @@ class ChangeTokenWaker:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
+            seen = False
             if self._should_block():
                 # Armed before this look, so a commit between the two still wakes the watch.
                 # It does not count for spacing: the first look after a quiet spell is prompt.
-                if self._changed(spaced=False):
-                    break
-                if not self._watch.wait(min(left, WATCH_BLOCK_SECONDS)):  # type: ignore[union-attr]
+                seen = self._changed(spaced=False)
+                if not seen and not self._watch.wait(min(left, WATCH_BLOCK_SECONDS)):  # type: ignore[union-attr]
                     self._gap = self._base  # quiet: writers paused, be prompt again
                     continue
-                # The write event can precede the commit becoming visible: keep looking.
+                # The write event can precede the commit becoming visible: keep looking,
+                # spaced by the gap, until the settle window is over.
                 self._armed_until = time.monotonic() + WATCH_SETTLE_SECONDS
             since = time.monotonic() - self._last_look
             self._sleep(max(0.0, min(self._gap - since, left)))
-            if self._changed():
-                break
+            if self._changed() or seen:
+                self._woken = True
+                return True
             self._gap = self._base
-        else:
-            return False
-        self._woken = True
-        return True
+        return False
 
     def _should_block(self) -> bool:
         """True when a watch exists, the settle window is over, and it could be armed."""
