@@ -61,3 +61,43 @@ def test_a_watched_waker_sleeps_while_idle_and_wakes_on_a_commit(tmp_path: Path)
         waker.close()
         reader.close()
         writer.close()
+
+
+class _BusyConnector:
+    """Another connection commits before every look: the token always moves."""
+
+    def __init__(self) -> None:
+        self.token = 0
+
+    def change_token(self) -> object:
+        self.token += 1
+        return self.token
+
+
+class _AlwaysFiring:
+    def arm(self) -> bool:
+        return True
+
+    def wait(self, timeout: float) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_busy_writer_never_makes_a_watched_waker_spin() -> None:
+    """Every wake-up after the first waits out the gap, even the one seen while arming."""
+    slept: list[float] = []
+    waker = ChangeTokenWaker(
+        _BusyConnector(),  # type: ignore[arg-type]
+        watch=_AlwaysFiring(),  # type: ignore[arg-type]
+        sleep=slept.append,
+        check_seconds=0.05,
+        max_gap_seconds=0.05,
+    )
+    for _ in range(20):
+        assert waker.wait(10.0, lambda: False) is True
+        waker.after_read(useful=False)
+        time.sleep(0.002)  # the re-read
+    spaced = [s for s in slept if s > 0.04]
+    assert len(spaced) >= 18, slept  # at most the first wake-ups are prompt
