@@ -19,10 +19,10 @@ from lirun.exec.capture import ChunkSink, LineSink, open_buffer
 from lirun.exec.heartbeat import Heartbeat
 from lirun.exec.legs import judge_agent, judge_command, stop_status
 from lirun.exec.recorder import Recorder
-from lirun.exec.signals import SignalTrap
 from lirun.exec.supervisor import Limits, ProcessResult, SpawnError, supervise
 from lirun.exec.verdict import Verdict
 from lirun.provider_errors import ProviderError
+from lirun.signals import SignalTrap
 
 # --- sinks ---------------------------------------------------------------------------------
 

@@ -12,14 +12,13 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from types import FrameType, SimpleNamespace
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from lirun.errors import LirunError
+from lirun.signals import SignalTrap
 from lirun.wait import check_interval, check_timeout, drive, open_for_wait, writable_opener
 from lirun.wait_outcome import (
     describe_problem,
@@ -196,33 +195,6 @@ class Output:
             _warn(f"{why}; still waiting on {names}")
 
 
-class StopFlag:
-    """SIGINT/SIGTERM set a flag the loop checks every few milliseconds."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-
-    def __call__(self) -> bool:
-        return self.signum is not None
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.signum = signum
-
-    @contextmanager
-    def installed(self) -> Iterator[StopFlag]:
-        if threading.current_thread() is not threading.main_thread():
-            yield self  # signal handlers can only be set from the main thread
-            return
-        previous = {
-            sig: signal.signal(sig, self._handle) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
-        try:
-            yield self
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-
 def _yield_cpu() -> None:
     """A waiter only watches: on a busy machine the runs it waits for get the CPU first.
 
@@ -233,7 +205,7 @@ def _yield_cpu() -> None:
         os.nice(WAITER_NICENESS)
 
 
-def _wait(args: Any, ids: list[str], stop: StopFlag) -> int:
+def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
     _yield_cpu()
     store, _ = open_for_wait(args.db)
     out = Output(as_json=args.json, progress=sys.stderr.isatty())
@@ -245,10 +217,10 @@ def _wait(args: Any, ids: list[str], stop: StopFlag) -> int:
                 interval=args.interval,
                 timeout=args.timeout,
                 emit=out.emit,
-                stop=stop,
+                stop=lambda: trap.received is not None,
                 idle=out.idle,
             )
-            out.finish(watcher, signum=stop.signum)
+            out.finish(watcher, signum=trap.received)
         finally:
             watcher.close()
     finally:
@@ -265,9 +237,9 @@ def run(argv: list[str]) -> int:
     if not ids:
         _warn("error: no ids given (they were empty after splitting on spaces and commas)")
         return 2
-    with StopFlag().installed() as stop:
+    with SignalTrap((signal.SIGINT, signal.SIGTERM)) as trap:
         try:
-            return _wait(args, ids, stop)
+            return _wait(args, ids, trap)
         except LirunError as exc:
             _warn(f"error: {exc}")
             return 2

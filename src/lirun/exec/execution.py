@@ -23,10 +23,10 @@ from lirun.exec.heartbeat import Heartbeat
 from lirun.exec.legs import Echo, Leg, LegContext, LegOutcome, Program
 from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
-from lirun.exec.signals import SignalTrap
 from lirun.exec.supervisor import Limits, ProcessResult, supervise
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from lirun.rundir import RUN_ID_ENV_VARS, RunDir, allocate_run
+from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 
 if TYPE_CHECKING:

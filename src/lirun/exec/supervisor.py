@@ -21,7 +21,7 @@ from typing import IO, Any, Literal
 
 from lirun.errors import LirunError
 from lirun.exec.capture import ChunkSink
-from lirun.exec.signals import SignalTrap
+from lirun.signals import SignalTrap
 
 __all__ = [
     "KillCause",
