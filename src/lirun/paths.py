@@ -21,6 +21,12 @@ def default_db_path() -> Path:
     return lirun_home() / "state.db"
 
 
+DB_URL_HELP = (
+    "state database (path, sqlite:///path or postgresql://...); "
+    "default $LIRUN_DB_URL, else $LIRUN_HOME/state.db"
+)
+
+
 def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
     """``url`` > ``$LIRUN_DB_URL`` > the default SQLite file, as a string."""
     if url is not None and str(url) != "":

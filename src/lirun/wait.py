@@ -42,11 +42,6 @@ def check_timeout(timeout: float | None) -> float | None:
     return value
 
 
-def _url_of(store: Store) -> str:
-    connector = store.connector
-    return str(getattr(connector, "url", None) or getattr(connector, "path", ""))
-
-
 def open_for_wait(db: WaitDb) -> tuple[Store, bool]:
     """The store to read, and whether we opened it (and so must close it).
 
@@ -61,7 +56,7 @@ def open_for_wait(db: WaitDb) -> tuple[Store, bool]:
 
 def writable_opener(store: Store) -> Callable[[], Store]:
     """Opens the same database for writing, for the rare reap of a dead owner's row."""
-    return lambda: open_store(_url_of(store))
+    return lambda: open_store(store.connector.url)
 
 
 def next_sleep(interval: float, deadline: float | None, now: float) -> float:

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from lirun.errors import LirunError
+from lirun.paths import DB_URL_HELP
 from lirun.signals import SignalTrap
 from lirun.wait import check_interval, check_timeout, drive, open_for_wait, writable_opener
 from lirun.wait_outcome import (
@@ -129,13 +130,7 @@ def full_parse(argv: list[str]) -> Any:
         help="give up after S seconds with exit 3 if targets are still running",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    parser.add_argument(
-        "--db",
-        metavar="URL",
-        default=None,
-        help="state database (path, sqlite:///path or postgresql://...); "
-        "default $LIRUN_DB_URL, else $LIRUN_HOME/state.db",
-    )
+    parser.add_argument("--db", metavar="URL", default=None, help=DB_URL_HELP)
     return parser.parse_args(argv)
 
 

@@ -218,6 +218,6 @@ def make_waker(connector: Connector, interest: Callable[[], Collection[str]]) ->
     if connector.supports_notify and hasattr(connector, "connect"):
         return ListenWaker(connector, interest)
     if connector.change_token() is not None:
-        path = getattr(connector, "path", None)
-        return ChangeTokenWaker(connector, watch_dir=None if path is None else path.parent)
+        # Only SQLite has a change token, and its url is the database file's path.
+        return ChangeTokenWaker(connector, watch_dir=Path(connector.url).parent)
     return SleepWaker()

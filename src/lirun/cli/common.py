@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from lirun.paths import DB_URL_HELP
+
 
 class Parser(argparse.ArgumentParser):
     """argparse with usage errors on stderr and exit code 2 (argparse's own convention)."""
@@ -22,13 +24,7 @@ def make_parser(prog: str, description: str, exit_codes: str) -> Parser:
 
 
 def add_db_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--db",
-        metavar="URL",
-        default=None,
-        help="state database (path, sqlite:///path or postgresql://...); "
-        "default $LIRUN_DB_URL, else $LIRUN_HOME/state.db",
-    )
+    parser.add_argument("--db", metavar="URL", default=None, help=DB_URL_HELP)
 
 
 def print_json(obj: Any) -> None:

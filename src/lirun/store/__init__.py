@@ -68,7 +68,7 @@ class StateDB:
 
     @classmethod
     def from_store(cls, store: Store) -> StateDB:
-        db = cls(store.connector.display_url)
+        db = cls(store.connector.url)
         db._store = store
         return db
 

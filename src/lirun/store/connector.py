@@ -21,7 +21,8 @@ class Tx(Protocol):
 
 class Connector(Protocol):
     dialect: str
-    display_url: str
+    url: str  # what open_store needs to open it again (may hold a password)
+    display_url: str  # safe to print
     supports_notify: bool
 
     def read(self, sql: str, params: Params | None = None) -> list[Row]:

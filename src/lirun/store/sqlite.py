@@ -106,7 +106,7 @@ class SQLiteConnector:
 
     def __init__(self, path: Path, *, readonly: bool = False, create_parent: bool = False) -> None:
         self.path = path
-        self.display_url = str(path)
+        self.url = self.display_url = str(path)
         self.readonly = readonly
         self._write_lock = threading.RLock()
         self._read_lock = threading.Lock()
