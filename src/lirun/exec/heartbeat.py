@@ -7,10 +7,11 @@ stale heartbeat is exactly what a reaper should see if the hiccup lasts.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 from types import TracebackType
+
+from lirun.exec.warnings import warn_once_per_type
 
 __all__ = ["Heartbeat"]
 
@@ -33,7 +34,9 @@ class Heartbeat:
             raise ValueError(f"heartbeat interval must be positive, got {interval!r}")
         self._beat = beat
         self.interval = interval
-        self._on_error = on_error or _report_once()
+        self._on_error = on_error or warn_once_per_type(
+            "heartbeat failed ({exc}); will keep trying"
+        )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.beats = 0
@@ -68,15 +71,3 @@ class Heartbeat:
                 self._on_error(exc)
             else:
                 self.beats += 1
-
-
-def _report_once() -> Callable[[BaseException], None]:
-    reported = False
-
-    def report(exc: BaseException) -> None:
-        nonlocal reported
-        if not reported:
-            reported = True
-            sys.stderr.write(f"li: warning: heartbeat failed ({exc}); will keep trying\n")
-
-    return report

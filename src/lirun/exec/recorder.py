@@ -8,10 +8,11 @@ messages back (the evidence gate), so it flushes first.
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 from collections.abc import Callable
 from types import TracebackType
+
+from lirun.exec.warnings import warn_once_per_type
 
 __all__ = ["Recorder"]
 
@@ -30,7 +31,7 @@ class Recorder:
 
     def __init__(self, *, on_error: Callable[[BaseException], None] | None = None) -> None:
         self._queue: queue.Queue[object] = queue.Queue(maxsize=MAX_PENDING)
-        self._on_error = on_error or _report_once_per_type()
+        self._on_error = on_error or warn_once_per_type("could not record a stream message ({exc})")
         self._thread: threading.Thread | None = None
         self.failures = 0
         self.written = 0
@@ -80,14 +81,3 @@ class Recorder:
                 self._on_error(exc)
             finally:
                 self._queue.task_done()
-
-
-def _report_once_per_type() -> Callable[[BaseException], None]:
-    seen: set[type[BaseException]] = set()
-
-    def report(exc: BaseException) -> None:
-        if type(exc) not in seen:
-            seen.add(type(exc))
-            sys.stderr.write(f"li: warning: could not record a stream message ({exc})\n")
-
-    return report
