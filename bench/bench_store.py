@@ -27,17 +27,14 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
+from benchkit import postgres_url, sqlite_url
 from lirun.store import StateDB, open_store
 
-PG_URL = os.environ.get("LIRUN_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 TERMINALS = ("completed", "failed", "timed_out", "cancelled")
 REASONS = {
     "completed": "run.completed.ok",
@@ -213,24 +210,6 @@ def run_backend(name: str, url_for: Any, rows: int, procs: int) -> None:
         figures.append(("read_while_locked_p95_ms", f"{p95:.3f}"))
     for key, value in figures:
         print(f"{name}.{key}: {value}", flush=True)
-
-
-@contextmanager
-def sqlite_url() -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="lirun-bench-") as tmp:
-        yield str(Path(tmp) / "state.db")
-
-
-@contextmanager
-def postgres_url() -> Iterator[str]:
-    import psycopg
-
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    try:
-        yield f"{PG_URL}{'&' if '?' in PG_URL else '?'}schema={schema}"
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def main() -> int:

@@ -30,21 +30,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
+from benchkit import out, postgres_url, sqlite_url
 from lirun.store import open_store
 from lirun.store.core import Store
 from lirun.wait_watch import Watcher
 
-PG_URL = os.environ.get("LIRUN_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 PY = sys.executable
-
-
-def out(name: str, value: float | int | str) -> None:
-    print(f"{name}: {round(value, 2) if isinstance(value, float) else value}", flush=True)
 
 
 def env_for(url: str) -> dict[str, str]:
@@ -249,24 +242,6 @@ def bench_writer_with_waiters(url: str, waiters: int, rounds: int = 11) -> None:
 
 
 # -- backends ---------------------------------------------------------------------
-
-
-@contextmanager
-def sqlite_url() -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="lirun-bench-wait-") as tmp:
-        yield os.path.join(tmp, "state.db")
-
-
-@contextmanager
-def postgres_url() -> Iterator[str]:
-    import psycopg
-
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    try:
-        yield f"{PG_URL}{'&' if '?' in PG_URL else '?'}schema={schema}"
-    finally:
-        with psycopg.connect(PG_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def main() -> int:

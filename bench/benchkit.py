@@ -1,0 +1,36 @@
+"""What the bench scripts share: throwaway databases on each backend, and output lines."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+PG_URL = os.environ.get("LIRUN_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def out(name: str, value: float | int | str) -> None:
+    """One ``name: value`` line, flushed (a reader may be watching a long bench)."""
+    print(f"{name}: {round(value, 2) if isinstance(value, float) else value}", flush=True)
+
+
+@contextmanager
+def sqlite_url() -> Iterator[str]:
+    """A fresh SQLite file in a temp dir removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="lirun-bench-") as tmp:
+        yield os.path.join(tmp, "state.db")
+
+
+@contextmanager
+def postgres_url() -> Iterator[str]:
+    """``$LIRUN_BENCH_PG_URL`` with a throwaway schema dropped afterwards."""
+    import psycopg
+
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    try:
+        yield f"{PG_URL}{'&' if '?' in PG_URL else '?'}schema={schema}"
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
