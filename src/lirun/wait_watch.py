@@ -177,7 +177,7 @@ class Watcher:
         return bool(reap_sessions(store, dead))
 
     def _store_for_reaping(self) -> Store | None:
-        if not getattr(self.store.connector, "readonly", False):
+        if not self.store.connector.readonly:
             return self.store
         if self._writable is None and self._writable_factory is not None:
             factory, self._writable_factory = self._writable_factory, None

@@ -23,6 +23,7 @@ class Connector(Protocol):
     dialect: str
     url: str  # what open_store needs to open it again (may hold a password)
     display_url: str  # safe to print
+    readonly: bool
     supports_notify: bool
 
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
