@@ -388,7 +388,7 @@ def prompt_file(prompt: str) -> IO[bytes]:
     """The prompt as the child's stdin: an anonymous file (no name on disk, no pipe to
     keep fed), so it stays out of ``ps`` and the child sees end-of-file after it, never
     the caller's stdin (Claude Code waits on an open one)."""
-    handle = tempfile.TemporaryFile()
+    handle = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the leg)
     handle.write(prompt.encode("utf-8"))
     handle.flush()
     handle.seek(0)
