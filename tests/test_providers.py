@@ -84,6 +84,9 @@ def test_fixture_verdict(name: str) -> None:
     assert verdict.num_turns == row["num_turns"]
     assert verdict.provider == row["provider"]
     assert any(e["kind"] == "provider_exit" for e in verdict.evidence)
+    if "retries" in row:  # the rows of the retry and error shapes say what must be kept
+        assert (verdict.retries, verdict.last_error) == (row["retries"], row["last_error"])
+        assert verdict.provider_version == row["provider_version"]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTATIONS))
