@@ -216,7 +216,7 @@ def judge_agent(
         response_text=verdict.final_text,
         exit_code=result.exit_code if result is not None else None,
         killed_by=result.killed_by if result is not None else None,
-        record=agent_record(result, verdict),
+        record=agent_record(result, verdict, stopped=stopped is not None),
         summary_note=retry_note(result, verdict) if stopped else None,
     )
 
@@ -246,9 +246,15 @@ def token_counts(usage: dict[str, Any] | None) -> dict[str, int]:
     return counts
 
 
-def agent_record(result: ProcessResult | None, verdict: Verdict) -> dict[str, Any]:
-    """What the stream and the process said, as row columns (RECORD_FIELDS)."""
-    error = verdict.exception
+def agent_record(
+    result: ProcessResult | None, verdict: Verdict, *, stopped: bool = False
+) -> dict[str, Any]:
+    """What the stream and the process said, as row columns (RECORD_FIELDS).
+
+    ``stopped``: li's timer or signal ended the child, so the stream's own verdict is not
+    the failure; the provider's last error (if any) is still kept.
+    """
+    error = None if stopped else verdict.exception
     record = {
         "model": verdict.model,
         "provider_version": verdict.provider_version,
