@@ -138,9 +138,9 @@ def test_named_claude_options_become_flags() -> None:
         }
     )
     assert options.to_args("claude") == [
-        "--add-dir", "/x", "--permission-mode", "acceptEdits", "--max-turns", "30",
-        "--append-system-prompt=-be brief", "--allowedTools", "Bash(git diff:*)", "Read",
-        "--mcp-config", "mcp.json",
+        "--permission-mode", "acceptEdits", "--max-turns", "30",
+        "--append-system-prompt=-be brief", "--add-dir", "/x",
+        "--allowedTools", "Bash(git diff:*)", "Read", "--mcp-config", "mcp.json",
     ]  # fmt: skip
     assert options.to_record() == {
         "permission_mode": "acceptEdits",
@@ -293,7 +293,7 @@ def test_an_agent_row_records_what_happened(
         "provider_args": ["--add-dir", "/x"],
     }
     argv = json.loads(log.read_text())["argv"]
-    assert argv[-6:] == ["--add-dir", "/x", "--permission-mode", "acceptEdits", "--max-turns", "30"]
+    assert argv[-6:] == ["--permission-mode", "acceptEdits", "--max-turns", "30", "--add-dir", "/x"]
     shown = run_li("status", row["id"], env=env, cwd=repo)
     for text in ("fix the test", "Done: test fixed.", "in 20, out 40", "$0.0123", "2.1.0",
                  "acceptEdits"):  # fmt: skip

@@ -193,7 +193,9 @@ class ProviderOptions:
     def to_args(self, provider: str) -> list[str]:
         """The provider's command-line options for these values (``check_for`` first)."""
         self.check_for(provider)
-        args = list(self.provider_args)
+        # provider_args after the named options, so the command line's own flags win over a
+        # profile's; Claude's variadic options stay last (nothing positional follows them).
+        args: list[str] = []
         if provider == "claude":
             if self.permission_mode:
                 args += ["--permission-mode", self.permission_mode]
@@ -202,7 +204,7 @@ class ProviderOptions:
             if self.append_system_prompt:
                 # = form: a text that starts with a dash must not read as an option
                 args.append(f"--append-system-prompt={self.append_system_prompt}")
-            # Variadic options last: nothing positional follows (the prompt is on stdin).
+            args += self.provider_args
             for flag, values in (
                 ("--allowedTools", self.allowed_tools),
                 ("--disallowedTools", self.disallowed_tools),
@@ -210,11 +212,12 @@ class ProviderOptions:
             ):
                 if values:
                     args += [flag, *values]
-        elif provider == "codex":
+            return args
+        if provider == "codex":
             if self.sandbox:
                 args += ["--sandbox", self.sandbox]
             if self.approval_policy:
                 args += ["-c", f"approval_policy={self.approval_policy}"]
             for key, value in self.config:
                 args += ["-c", f"{key}={value}"]
-        return args
+        return [*args, *self.provider_args]
