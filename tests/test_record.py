@@ -484,3 +484,35 @@ def test_detach_json_names_both_dirs(li_env: dict[str, str], db_url: str, tmp_pa
     summary = json.loads(proc.stdout)
     assert summary["artifact_dir"] == str(save)
     run_li("wait", summary["run_id"], "--timeout", "30", env=li_env, cwd=tmp_path)
+
+
+def test_record_columns_round_trip(store: Any) -> None:
+    """Migration 0003 on both backends: big token counts fit, JSON options decode."""
+    store.create_session(id="r", prompt="do it", provider_options_json={"max_turns": 3})
+    store.update_fields(
+        "session",
+        "r",
+        {
+            "input_tokens": 5_000_000_000,
+            "output_tokens": 7,
+            "cache_read_tokens": 1,
+            "cache_write_tokens": 2,
+            "cost_usd": 1.25,
+            "num_turns": 4,
+            "duration_s": 12.5,
+            "reply_text": "ok",
+            "child_exit_code": 3,
+            "provider_version": "2.1.197",
+            "provider_error": "unknown",
+            "provider_retries": 7,
+        },
+        touch=False,
+    )
+    row = store.get_entity("session", "r")
+    assert row["prompt"] == "do it" and row["provider_options_json"] == {"max_turns": 3}
+    assert (row["input_tokens"], row["cost_usd"], row["child_exit_code"]) == (
+        5_000_000_000,
+        1.25,
+        3,
+    )
+    assert (row["provider_version"], row["provider_retries"]) == ("2.1.197", 7)
