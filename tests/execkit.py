@@ -106,7 +106,7 @@ def wait_line_for(row: Mapping[str, Any]) -> str:
     """The ``li wait`` line the record holds (ADR D6 plus DESIGN §4.1 and §4.7)."""
     return (
         f"{row['id']}\tstatus={row['status']}\treason={row['status_reason_code']}"
-        f"\tartifact_dir={row['run_dir']}\texit_code={row['exit_code']}"
+        f"\tartifact_dir={row['artifacts_path']}\texit_code={row['exit_code']}"
     )
 
 

@@ -7,7 +7,9 @@ Environment:
   LIRUN_FAKE_EXIT         exit code after the last line (default 0)
   LIRUN_FAKE_DELAY        seconds to sleep between lines (default 0)
   LIRUN_FAKE_HANG_AFTER   "1": sleep forever after the last line (SIGTERM/SIGKILL end it)
-  LIRUN_FAKE_ARGV_LOG     append {"argv": [...], "cwd": ...} as one JSON line to this file
+  LIRUN_FAKE_ARGV_LOG     append {"argv": [...], "cwd": ..., "stdin": ...} as one JSON line
+                          to this file (stdin: the prompt, read to its end as the real CLIs do)
+  LIRUN_FAKE_VERSION      what ``--version`` prints (default "fake-provider 9.9.9")
   LIRUN_FAKE_TOUCH        create this file (relative to the cwd) before streaming, to
                           simulate work; LIRUN_FAKE_TOUCH_CONTENT is its content
 Lines are written exactly as in the fixture (a truncated last line stays truncated),
@@ -32,8 +34,8 @@ def _fixture_path(name: str) -> Path:
     return FIXTURES / name
 
 
-def _log_argv(log_path: str) -> None:
-    record = {"argv": sys.argv[1:], "cwd": os.getcwd()}
+def _log_argv(log_path: str, stdin_text: str) -> None:
+    record = {"argv": sys.argv[1:], "cwd": os.getcwd(), "stdin": stdin_text}
     with open(log_path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")
 
@@ -53,8 +55,14 @@ def _replay(lines: list[str], delay: float) -> None:
 
 
 def main() -> int:
+    if sys.argv[1:] == ["--version"]:
+        print(os.environ.get("LIRUN_FAKE_VERSION", "fake-provider 9.9.9"))
+        return 0
+    # Like Claude Code -p and codex exec -, the prompt comes on stdin: read it to its end
+    # (an stdin that never closes hangs here, as it hangs the real CLIs).
+    stdin_text = sys.stdin.read() if sys.stdin is not None else ""
     if log_path := os.environ.get("LIRUN_FAKE_ARGV_LOG"):
-        _log_argv(log_path)
+        _log_argv(log_path, stdin_text)
     fixture = os.environ.get("LIRUN_FAKE_FIXTURE")
     if not fixture:
         print("fake_provider: LIRUN_FAKE_FIXTURE is not set", file=sys.stderr)

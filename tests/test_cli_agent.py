@@ -78,7 +78,8 @@ def test_each_fixture_shape_ends_as_expected(
     assert (row["status"], row["status_reason_code"]) == (status, reason)
     uid = row_expected["engine_session_uid"]
     assert row["engine_session_uid"] == uid == summary["engine_session_uid"]
-    assert row["provider"] == provider and "fix the test" in row["command_json"]
+    assert row["provider"] == provider and "fix the test" not in row["command_json"]
+    assert row["prompt"] == "fix the test"
     with opened_store(db_url) as store:
         branch = store.get_branch(row["id"])
         messages = store.list_messages(row["id"])
@@ -113,9 +114,9 @@ def test_model_and_prompt_reach_the_provider_command_line(
     assert proc.returncode == 0, proc.stderr
     (call,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert call["argv"] == [
-        "-p", "--output-format", "stream-json", "--verbose",
-        "--model", "claude-sonnet-4-5", "fix it",
+        "-p", "--output-format", "stream-json", "--verbose", "--model", "claude-sonnet-4-5",
     ]  # fmt: skip
+    assert call["stdin"] == "fix it"  # on stdin: never visible in ps
     assert call["cwd"] == str(repo)
     assert only_row(db_url)["model"] == "claude-sonnet-4-5"
 
@@ -207,11 +208,13 @@ def test_resume_continues_the_branch_with_the_engine_session(
     assert second["run_id"] != first["run_id"] and second["branch_id"] == first["run_id"]
     row = get_row(db_url, second["run_id"])
     assert (row["branch_id"], row["resumed_from"]) == (first["run_id"], first["run_id"])
-    calls = [json.loads(line)["argv"] for line in log.read_text().splitlines()]
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = [entry["argv"] for entry in logged]
     assert len(calls) == 2
     joined = " ".join(calls[1])
     assert " ".join(resume_args) in joined and not any(a in calls[0] for a in resume_args[1:])
-    assert calls[1][-1] == "two" or "two" in calls[1]
+    assert [entry["stdin"] for entry in logged] == ["one", "two"]
+    assert not any("two" in arg for arg in calls[1])
 
 
 def test_resume_with_another_provider_is_refused(
@@ -236,9 +239,11 @@ def test_resume_on_timeout_resumes_the_engine_session_in_the_same_row(
     assert proc.returncode == 124
     row = only_row(db_url)
     assert (row["status"], row["status_reason_code"]) == ("timed_out", "run.timed_out.idle")
-    calls = [json.loads(line)["argv"] for line in log.read_text().splitlines()]
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = [entry["argv"] for entry in logged]
     assert len(calls) == 2
-    assert calls[1][-3:] == ["resume", "0199a213-81c0-7800-8aa1-000000000005", CONTINUATION_PROMPT]
+    assert calls[1][-3:] == ["resume", "0199a213-81c0-7800-8aa1-000000000005", "-"]
+    assert [entry["stdin"] for entry in logged] == ["go", CONTINUATION_PROMPT]
     with opened_store(db_url) as store:
         history = [t["status"] for t in store.list_transitions("session", row["id"])]
     assert history == ["running", "timed_out"]
@@ -299,4 +304,4 @@ def test_playbook_prompt_and_contract(
     assert proc.returncode == 1
     row = only_row(db_url)
     assert row["status_reason_code"] == "run.failed.missing_artifact"
-    assert json.loads(log.read_text())["argv"][-1] == "fix the failing test"
+    assert json.loads(log.read_text())["stdin"] == "fix the failing test"

@@ -93,7 +93,9 @@ def test_list_table_shows_recent_executions(populated: Store, li_env: dict[str, 
     result = li(li_env, "status")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["ID", "STATUS", "AGE", "DURATION", "EXIT", "REASON", "SUMMARY"]
+    assert lines[0].split() == [
+        "ID", "STATUS", "AGE", "DURATION", "EXIT", "TOKENS", "COST", "REASON", "SUMMARY"
+    ]  # fmt: skip
     ids = [line.split()[0] for line in lines[1:]]
     # newest first
     assert ids == ["20260101T000002-cccccc", "20260101T000001-bbbbbb", "20260101T000000-aaaaaa"]

@@ -125,7 +125,10 @@ def test_yaml_syntax_error_names_file_and_line(lirun_home: Path) -> None:
         ("artifacts: []\nextra: 1\n", "unknown profile key 'extra'"),
         ("prompt: hi\n", "unknown profile key 'prompt'"),
         ("defaults: [timeout]\n", "defaults must be a mapping"),
-        ("defaults:\n  temperature: 0.2\n", "defaults: unknown key 'temperature'; allowed: cwd"),
+        (
+            "defaults:\n  temperature: 0.2\n",
+            "defaults: unknown key 'temperature'; allowed: allowed_tools",
+        ),
         ("defaults:\n  timeout: soon\n", "defaults.timeout must be a positive number"),
         ("defaults:\n  timeout: true\n", "defaults.timeout must be a positive number"),
         ("defaults:\n  grace: -1\n", "defaults.grace must be a positive number"),

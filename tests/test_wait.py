@@ -32,8 +32,8 @@ def test_already_terminal_session_prints_its_line(store: Any, li_env: dict[str, 
     code, out, err = run_wait(li_env, "s-done")
     assert (code, err) == (0, "")
     assert out == (
-        "s-done\tstatus=completed\treason=run.completed.ok\tartifact_dir=/runs/s-done\texit_code=0\n"
-    )
+        "s-done\tstatus=completed\treason=run.completed.ok\tartifact_dir=/work/out\texit_code=0\n"
+    )  # artifact_dir is the stored artifact root, not the run directory (DESIGN §4.1)
 
 
 def test_lines_reach_a_pipe_as_each_target_finishes(store: Any, li_env: dict[str, str]) -> None:
@@ -211,7 +211,9 @@ def test_unregistered_reason_prints_unknown(store: Any, li_env: dict[str, str]) 
 
 
 def test_plays_invocations_and_schedule_runs(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="backing", invocation_id="inv", run_dir="/runs/backing")
+    store.create_session(
+        id="backing", invocation_id="inv", run_dir="/runs/backing", artifacts_path="/out/backing"
+    )
     complete(store, "backing")
     store.create_invocation(skill="s", id="inv")
     store.update_status(
@@ -231,8 +233,8 @@ def test_plays_invocations_and_schedule_runs(store: Any, li_env: dict[str, str])
     code, out, _ = run_wait(li_env, "inv", "sr", "play", "--timeout", "0.5")
     lines = {parse_line(x)["id"]: parse_line(x) for x in out.splitlines()}
     assert code == 3 and set(lines) == {"inv", "sr"}
-    assert lines["inv"]["artifact_dir"] == "/runs/backing" and lines["inv"]["exit_code"] == "0"
-    assert (lines["sr"]["status"], lines["sr"]["artifact_dir"]) == ("timed_out", "/runs/backing")
+    assert lines["inv"]["artifact_dir"] == "/out/backing" and lines["inv"]["exit_code"] == "0"
+    assert (lines["sr"]["status"], lines["sr"]["artifact_dir"]) == ("timed_out", "/out/backing")
     store.update_status("play", "play", new_status="merged", reason_code="play.merged.ok")
     code, out, _ = run_wait(li_env, "play")
     assert code == 0
@@ -240,7 +242,7 @@ def test_plays_invocations_and_schedule_runs(store: Any, li_env: dict[str, str])
         "id": "play",
         "status": "merged",
         "reason": "play.merged.ok",
-        "artifact_dir": "/runs/backing",
+        "artifact_dir": "/out/backing",
         "exit_code": "-",
     }
 
@@ -258,7 +260,7 @@ def test_json_lines(store: Any, li_env: dict[str, str]) -> None:
         "reason": "run.completed_empty.no_evidence",
         "reason_summary": "",
         "run_dir": "/runs/j",
-        "artifact_dir": "/runs/j",
+        "artifact_dir": "/out/j",
         "artifacts_path": "/out/j",
         "exit_code": 1,
         "success": False,

@@ -34,6 +34,7 @@ EXTRAS_KEYS = frozenset(
         "evidence",
         "metadata",
         "base_ref",
+        "summary_note",
     }
 )
 
@@ -46,7 +47,8 @@ class TeardownExtras:
     ``SIGINT``/``SIGTERM``; ``cancel_cause``: free text for a cancellation;
     ``assistant_output`` / ``assistant_text``: the reply seen in memory; ``idle_timeout``:
     the idle watchdog fired; ``evidence`` / ``metadata``: added to the outcome;
-    ``base_ref``: the git base for completion evidence.
+    ``base_ref``: the git base for completion evidence; ``summary_note``: what the
+    provider was doing when li stopped it (retries), added to the summary.
     """
 
     exit_code: int | None = None
@@ -57,6 +59,7 @@ class TeardownExtras:
     evidence: tuple[dict[str, Any], ...] = ()
     metadata: dict[str, Any] = field(default_factory=dict)
     base_ref: str | None = None
+    summary_note: str | None = None
 
     @classmethod
     def parse(cls, extras: Mapping[str, Any] | None) -> TeardownExtras:
@@ -78,6 +81,7 @@ class TeardownExtras:
             evidence=tuple(dict(e) for e in evidence if isinstance(e, Mapping)),
             metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
             base_ref=_typed(raw, "base_ref", str),
+            summary_note=_typed(raw, "summary_note", str),
         )
 
 
@@ -127,6 +131,7 @@ def gather_facts(
         engine_session_uid=engine_session_uid,
         extra_evidence=extras.evidence,
         extra_metadata=extras.metadata,
+        summary_note=extras.summary_note,
     )
     if engine_session_uid and needs_linked_engine(facts):
         facts = replace(facts, linked_row=find_linked_row(ctx, engine_session_uid))

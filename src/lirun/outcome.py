@@ -60,6 +60,8 @@ class OutcomeFacts:
     engine_session_uid: str | None = None
     extra_evidence: Sequence[Mapping[str, Any]] = ()
     extra_metadata: Mapping[str, Any] = field(default_factory=dict)
+    # What the provider was doing when li stopped it ("... retried the API 7 times").
+    summary_note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +153,8 @@ def base_outcome(facts: OutcomeFacts) -> Outcome:
         summary = describe(reason)
         if status in ("cancelled", "aborted") and facts.cancel_cause:
             summary = f"{summary}: {facts.cancel_cause}"
+        if facts.summary_note:
+            summary = f"{summary}: {facts.summary_note}"
         outcome = Outcome(status, reason, summary)
     evidence = list(outcome.evidence)
     if facts.signal_name:

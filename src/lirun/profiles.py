@@ -31,6 +31,7 @@ from lirun.artifacts import (
     validate_artifact_contract,
 )
 from lirun.errors import UsageError, ValidationError
+from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.paths import lirun_home
 from lirun.rundir import safe_component
 
@@ -55,6 +56,8 @@ DEFAULT_KEYS: dict[str, str] = {
     "timeout": "seconds",
     "idle_timeout": "seconds",
     "grace": "seconds",
+    # The provider's own options (lirun.exec.provider_options): checked as one structure.
+    **{key: "provider_option" for key in sorted(OPTION_KEYS)},
 }
 _PROFILE_KEYS = frozenset({"description", "artifacts", "defaults"})
 _PLAYBOOK_KEYS = frozenset({"description", "artifacts", "defaults", "prompt"})
@@ -178,6 +181,10 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
             f"{path}: defaults: unknown key {', '.join(map(repr, unknown))}; "
             f"allowed: {', '.join(sorted(DEFAULT_KEYS))}"
         )
+    try:
+        ProviderOptions.from_mapping(raw, where=f"{path}: defaults")
+    except UsageError as exc:
+        raise ProfileError(str(exc)) from None
     for key, value in raw.items():
         kind = DEFAULT_KEYS[key]
         if kind == "text" and not (isinstance(value, str) and value):

@@ -38,6 +38,9 @@ def _outcome(
     kind = target.kind
     success = bool(kind and terminal and status in policy_for(kind).success)
     run_dir = row.get("run_dir") or None
+    # DESIGN §4.1: artifact_dir is the stored artifact root (of the backing session for an
+    # invocation, play or schedule run), never the run directory, never synthesized.
+    artifact_dir = row.get("artifacts_path") or None
     outcome = {
         "run_id": target.id or target.input,
         "input": target.input,
@@ -46,9 +49,9 @@ def _outcome(
         "terminal": terminal,
         "reason": display_reason(row.get("reason_code")),
         "reason_summary": row.get("reason_summary") or "",
-        "artifact_dir": run_dir,
+        "artifact_dir": artifact_dir,
         "run_dir": run_dir,
-        "artifacts_path": row.get("artifacts_path") or None,
+        "artifacts_path": artifact_dir,
         "exit_code": row.get("exit_code"),
         "success": success,
     }

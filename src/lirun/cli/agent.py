@@ -19,9 +19,19 @@ from lirun.cli.options import (
 from lirun.errors import UsageError
 
 DESCRIPTION = f"""\
-Run an agent CLI headless and record how it ended. Providers: claude (claude -p PROMPT
---output-format stream-json --verbose) and codex (codex exec --json PROMPT). The
-executable is --bin PATH, else $LIRUN_CLAUDE_BIN / $LIRUN_CODEX_BIN, else found on PATH.
+Run an agent CLI headless and record how it ended. Providers: claude (claude -p
+--output-format stream-json --verbose) and codex (codex exec --json -); the prompt goes
+on the provider's stdin, never on its command line (where `ps` shows it to every user),
+and the caller's stdin is never passed on. The executable is --bin PATH, else
+$LIRUN_CLAUDE_BIN / $LIRUN_CODEX_BIN, else found on PATH.
+
+The provider's own options follow the prompt behind `--` (li agent claude "fix it" --
+--permission-mode acceptEdits --max-turns 30), or come from a profile's or playbook's
+defaults: permission_mode, allowed_tools, disallowed_tools, max_turns,
+append_system_prompt, mcp_config (claude); sandbox, approval_policy, config (codex);
+provider_args (a list, anything else). They are recorded on the row. Options lirun sets
+itself are refused (claude -p/--print, --output-format, --input-format; codex --json).
+Provider retries and errors are shown on stderr as they happen and kept as evidence.
 
 The stream's terminal event decides the verdict (a Claude `result`, a Codex
 `turn.completed` / `turn.failed`), together with the exit code, signals and stream idle
@@ -54,6 +64,8 @@ def render_event(provider: str, event: Any) -> str | None:
         return f"{provider}: -> {data.get('name')} {_clip(detail)}"
     if event.kind == "error":
         return f"{provider}: error: {_clip(str(data.get('message', '')))}"
+    if event.kind == "retry":
+        return f"{provider}: retrying ({data.get('count')}): {_clip(str(data.get('message', '')))}"
     if event.kind == "session" and data.get("engine_session_uid"):
         return f"{provider}: session {data['engine_session_uid']}"
     return None
@@ -82,8 +94,17 @@ def _program(args: Any, resolved: Any) -> Any:
     prompt = args.prompt if args.prompt is not None else resolved.playbook_prompt
     if prompt is None or not prompt.strip():
         raise UsageError("no prompt given; usage: li agent PROVIDER[/MODEL] PROMPT")
+    from lirun.exec.provider_options import ProviderOptions
+
+    # Profile/playbook defaults, then the command line's ``-- ARGS`` (checked for the provider).
+    options = ProviderOptions.from_mapping(resolved.defaults).merged(
+        ProviderOptions(provider_args=tuple(getattr(args, "provider_args", None) or ()))
+    )
+    options.check_for(name)
     executable = find_provider_executable(name, args.bin)
-    return AgentProgram(provider=name, executable=executable, prompt=prompt, model=model)
+    return AgentProgram(
+        provider=name, executable=executable, prompt=prompt, model=model, options=options
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -95,7 +116,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--bin", metavar="PATH", help="the provider executable to run")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_execution_options(parser)
-    args = parser.parse_args(argv)
+    # Tokens after the first bare ``--`` are the provider's own options.
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    args.provider_args = argv[cut + 1 :]
     resolved = resolve_options(args)
     program = _program(args, resolved)
     quiet = args.quiet or args.detached_worker

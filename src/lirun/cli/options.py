@@ -121,7 +121,8 @@ def add_execution_options(parser: argparse.ArgumentParser) -> None:
     add(
         "--json",
         action="store_true",
-        help="print a JSON summary on stdout (run_id, status, reason, run_dir, exit_code)",
+        help="print a JSON summary on stdout (run_id, status, reason, run_dir, artifact_dir, "
+        "exit_code)",
     )
     add_db_option(parser)
     add("--detached-worker", action="store_true", help=argparse.SUPPRESS)
@@ -255,7 +256,14 @@ def _detach(command: str, argv: list[str], request: Any, *, as_json: bool) -> in
     finally:
         store.close()
     if as_json:
-        print_json({"run_id": run.run_id, "status": "running", "run_dir": str(run.state_root)})
+        print_json(
+            {
+                "run_id": run.run_id,
+                "status": "running",
+                "run_dir": str(run.state_root),
+                "artifact_dir": str(run.artifact_root),
+            }
+        )
     else:
         sys.stdout.write(f"{run.run_id}\n")
         sys.stdout.flush()

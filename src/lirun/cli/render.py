@@ -8,6 +8,7 @@ database is drawn as plain ``Text``, so a summary containing ``[red]`` stays lit
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -84,6 +85,47 @@ def reason_text(row: Mapping[str, Any]) -> str:
     return f"{code}: {meaning}" if meaning else code
 
 
+def format_tokens(count: object) -> str:
+    """``950``, ``25.1k``, ``3.4M``; ``-`` when the provider reported none."""
+    if not isinstance(count, int) or isinstance(count, bool):
+        return "-"
+    if count < 1000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k"
+    return f"{count / 1_000_000:.1f}M"
+
+
+def total_tokens(row: Mapping[str, Any]) -> int | None:
+    """Input plus output tokens as reported (cache reads are part of the input)."""
+    counts = [row.get(k) for k in ("input_tokens", "output_tokens")]
+    known = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
+    return sum(known) if known else None
+
+
+def format_cost(cost: object) -> str:
+    """``$0.0123``; ``-`` when the provider reported no cost (never estimated)."""
+    if not isinstance(cost, int | float) or isinstance(cost, bool):
+        return "-"
+    return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
+
+
+def tokens_text(row: Mapping[str, Any]) -> str:
+    labels = (
+        ("input_tokens", "in"),
+        ("output_tokens", "out"),
+        ("cache_read_tokens", "cache read"),
+        ("cache_write_tokens", "cache write"),
+    )
+    return ", ".join(f"{label} {row[key]}" for key, label in labels if row.get(key) is not None)
+
+
+def clip(text: object, limit: int = 300) -> str:
+    """One line of at most ``limit`` characters (``li status --json`` has the whole text)."""
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def first_line(text: object) -> str:
     lines = str(text or "").splitlines()
     return lines[0] if lines else ""
@@ -113,11 +155,23 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
     if kind == "session":
         provider = "/".join(str(row[k]) for k in ("provider", "model") if row.get(k))
         command = row.get("command_json")
+        options = row.get("provider_options_json")
         return [
             ("provider", provider),
+            ("version", row.get("provider_version") or ""),
             ("command", " ".join(map(str, command)) if isinstance(command, list) else ""),
+            ("options", json.dumps(options, sort_keys=True) if options else ""),
+            ("prompt", clip(row.get("prompt"))),
+            ("reply", clip(row.get("reply_text"))),
+            ("child exit code", _opt(row.get("child_exit_code"))),
+            ("provider error", clip(row.get("provider_error"))),
+            ("retries", _opt(row.get("provider_retries"))),
+            ("turns", _opt(row.get("num_turns"))),
+            ("tokens", tokens_text(row)),
+            ("cost", "" if row.get("cost_usd") is None else format_cost(row["cost_usd"])),
+            ("child time", "" if row.get("duration_s") is None else f"{row['duration_s']:.1f}s"),
             ("run dir", row.get("run_dir") or ""),
-            ("artifacts", row.get("artifacts_path") or ""),
+            ("artifact dir", row.get("artifacts_path") or ""),
             ("cwd", row.get("cwd") or ""),
             ("owner", owner_text(row, now)),
             ("engine uid", row.get("engine_session_uid") or ""),
@@ -126,11 +180,15 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("invocation", row.get("invocation_id") or ""),
         ]
     keys = {
-        "invocation": ("skill", "prompt"),
-        "play": ("show_id", "name", "session_id"),
-        "schedule_run": ("schedule_id", "invocation_id", "action_kind", "attempt"),
+        "invocation": ("skill", "prompt", "artifact_dir"),
+        "play": ("show_id", "name", "session_id", "artifact_dir"),
+        "schedule_run": ("schedule_id", "invocation_id", "action_kind", "attempt", "artifact_dir"),
     }.get(kind, ())
     return [(k.replace("_", " "), "" if row.get(k) is None else str(row[k])) for k in keys]
+
+
+def _opt(value: object) -> str:
+    return "" if value is None else str(value)
 
 
 def owner_text(row: Mapping[str, Any], now: float) -> str:
@@ -209,6 +267,8 @@ def render_list(rows: Sequence[Mapping[str, Any]], now: float) -> None:
     table.add_column("AGE", justify="right", no_wrap=True)
     table.add_column("DURATION", justify="right", no_wrap=True)
     table.add_column("EXIT", justify="right", no_wrap=True)
+    table.add_column("TOKENS", justify="right", no_wrap=True)
+    table.add_column("COST", justify="right", no_wrap=True)
     table.add_column("REASON", no_wrap=True)
     table.add_column("SUMMARY", overflow="ellipsis", no_wrap=True, max_width=60)
     for row in rows:
@@ -219,6 +279,8 @@ def render_list(rows: Sequence[Mapping[str, Any]], now: float) -> None:
             _text(format_span(now - float(row.get("created_at") or now))),
             _text(format_span(run_duration(row, now))),
             _text("-" if row.get("exit_code") is None else row["exit_code"]),
+            _text(format_tokens(total_tokens(row))),
+            _text(format_cost(row.get("cost_usd"))),
             _text(display_reason(row.get("status_reason_code"))),
             _text(first_line(row.get("status_reason_summary"))),
         )

@@ -77,9 +77,27 @@ def owner_verdict(row: dict[str, Any], now: float) -> dict[str, Any] | None:
     return None if verdict is None else verdict._asdict()
 
 
+def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
+    """``artifact_dir`` and ``run_dir`` as ``li wait`` reports them (DESIGN §4.1): the
+    stored roots of the record's backing session (the session itself for a session)."""
+    from lirun.wait_resolve import id_list_param
+
+    kinds = ("session", "invocation", "play", "schedule_run")
+    params = {f"{k}_ids": id_list_param(store, [entity_id] if k == kind else []) for k in kinds}
+    rows = store.connector.read(store.sql("wait_fetch"), params)
+    row = rows[0] if rows else {}
+    return {
+        "artifact_dir": row.get("artifacts_path") or None,
+        "run_dir": row.get("run_dir") or None,
+    }
+
+
 def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dict[str, Any]:
     """The record plus its history, admin events and (for an invocation) its executions."""
     detail: dict[str, Any] = {"kind": kind, **row}
+    dirs = backing_dirs(store, kind, row["id"])
+    detail["artifact_dir"] = dirs["artifact_dir"]
+    detail.setdefault("run_dir", dirs["run_dir"])
     detail["transitions"] = store.list_transitions(kind, row["id"])
     detail["admin_events"] = store.list_admin_events(row["id"])
     if kind == "session":

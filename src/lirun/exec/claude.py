@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lirun.exec.argv import prompt_arg
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_list, as_str
 from lirun.provider_errors import ProviderError, classified_error, is_retryable_cause
 
@@ -15,24 +14,22 @@ _LIMIT_SUBTYPES = frozenset({"error_max_turns", "error_max_budget_usd"})
 
 def build_claude_command(
     executable: str,
-    prompt: str,
     *,
     model: str | None = None,
     resume: str | None = None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """``claude -p --output-format stream-json --verbose [--model M] [--resume ID] PROMPT``.
+    """``claude -p --output-format stream-json --verbose [--model M] [--resume ID] [ARGS]``.
 
     ``--verbose`` is required: with ``-p`` and ``stream-json`` the CLI exits 1 without it.
-    ``-p`` is a flag and the prompt a positional argument, so the prompt goes last, where
-    one that starts with ``-`` can stand behind ``--``.
+    The prompt is not an argument: it goes on stdin, out of every other user's ``ps``.
     """
     argv = [executable, "-p", "--output-format", "stream-json", "--verbose"]
     if model:
         argv += ["--model", model]
     if resume:
         argv += ["--resume", resume]
-    return [*argv, *extra_args, *prompt_arg(prompt)]
+    return [*argv, *extra_args]
 
 
 class ClaudeStreamParser(StreamParser):
@@ -55,6 +52,8 @@ class ClaudeStreamParser(StreamParser):
         self._set_session_uid(obj.get("session_id"), replace=False)
         if kind == "system" and obj.get("subtype") == "init":
             return self._on_init(obj)
+        if kind == "system" and obj.get("subtype") == "api_retry":
+            return self._on_api_retry(obj)
         if kind == "assistant":
             return self._on_assistant(obj)
         if kind == "user":
@@ -69,6 +68,9 @@ class ClaudeStreamParser(StreamParser):
         model = as_str(obj.get("model"))
         if model is not None:
             self.model = model
+        version = as_str(obj.get("claude_code_version"))
+        if version is not None:
+            self.provider_version = version
         data = {
             "provider": self.provider,
             "event": "init",
@@ -78,6 +80,22 @@ class ClaudeStreamParser(StreamParser):
             "version": obj.get("claude_code_version"),
         }
         return [Event("session", data)]
+
+    def _on_api_retry(self, obj: dict[str, Any]) -> list[Event]:
+        """``system/api_retry``: Claude Code retries a failed API call itself (PROVIDERS.md)."""
+        error = as_str(obj.get("error")) or "unknown"
+        status = as_int(obj.get("error_status"))
+        attempt, limit = as_int(obj.get("attempt")), as_int(obj.get("max_retries"))
+        said = error if status is None else f"{error} (HTTP {status})"
+        data = {
+            "attempt": attempt,
+            "max_retries": limit,
+            "error": error,
+            "error_status": status,
+            "retry_delay_ms": obj.get("retry_delay_ms"),
+            "message": f"API retry {attempt or '?'}/{limit or '?'}: {said}",
+        }
+        return [self._retry(said, data)]
 
     def _on_assistant(self, obj: dict[str, Any]) -> list[Event]:
         events: list[Event] = []
@@ -122,6 +140,9 @@ class ClaudeStreamParser(StreamParser):
         self.num_turns = as_int(obj.get("num_turns"))
         cost = obj.get("total_cost_usd")
         self.total_cost_usd = float(cost) if isinstance(cost, int | float) else None
+        duration = obj.get("duration_ms")
+        if isinstance(duration, int | float) and not isinstance(duration, bool):
+            self.duration_ms = float(duration)
         events = [Event("terminal", summary)]
         if isinstance(obj.get("usage"), dict):
             self.usage = dict(obj["usage"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lirun.exec.argv import prompt_arg
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_str
 from lirun.provider_errors import classified_error, is_retryable_cause
 
@@ -14,21 +13,22 @@ _ITEM_TYPE_ALIASES = {"assistant_message": "agent_message"}
 _TOOL_ITEM_TYPES = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
 _RESULT_KEYS = ("status", "exit_code", "aggregated_output", "result", "error")
 _NOT_INPUT_KEYS = frozenset({"id", "type", "item_type", *_RESULT_KEYS})
+_RECONNECTING = "Reconnecting..."
+STDIN_PROMPT = "-"  # codex exec: read the prompt from stdin
 
 
 def build_codex_command(
     executable: str,
-    prompt: str,
     *,
     model: str | None = None,
     resume: str | None = None,
     cwd: str | None = None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """``codex exec --json [-C DIR] [-m M] [resume THREAD_ID] PROMPT``.
+    """``codex exec --json [-C DIR] [-m M] [ARGS] [resume THREAD_ID] -``.
 
-    Options go before ``resume`` because they belong to ``exec``; the thread id precedes
-    the prompt, as ``codex exec resume <thread_id> [PROMPT]`` expects.
+    Options go before ``resume`` because they belong to ``exec``. The prompt argument is
+    ``-``: Codex reads the prompt from stdin, out of every other user's ``ps``.
     """
     argv = [executable, "exec", "--json"]
     if cwd:
@@ -38,7 +38,7 @@ def build_codex_command(
     argv += extra_args
     if resume:
         argv += ["resume", resume]
-    return [*argv, *prompt_arg(prompt)]
+    return [*argv, STDIN_PROMPT]
 
 
 class CodexStreamParser(StreamParser):
@@ -69,8 +69,16 @@ class CodexStreamParser(StreamParser):
         if kind == "turn.failed":
             return self._on_turn_failed(obj)
         if kind == "error":
-            return [self._error(as_str(obj.get("message")) or "error", "stream")]
+            return [self._on_error(as_str(obj.get("message")) or "error")]
         return self._ignore(str(kind))
+
+    def _on_error(self, message: str) -> Event:
+        """A top-level ``error``: a reconnect notice ("Reconnecting... 2/5 (...)", "Reconnecting...
+        waiting for network") is a retry; anything else ("unexpected status 401 Unauthorized")
+        is the provider's own error text. Neither is terminal."""
+        if message.startswith(_RECONNECTING):
+            return self._retry(message, {"message": message})
+        return self._error(message, "stream")
 
     def _on_thread_started(self, obj: dict[str, Any]) -> list[Event]:
         self._set_session_uid(obj.get("thread_id"), replace=True)

@@ -147,6 +147,7 @@ def _session_fields(
         "heartbeat_at": time.time(),
         "lease_seconds": lease,
         "metadata_json": request.metadata or None,
+        **program.record_fields(),
         **current_owner(),
     }
 
@@ -251,7 +252,7 @@ class _Execution:
             limits=self.request.limits,
             cwd=self.request.cwd,
             env=child_env(self.run),
-            stdin=self.request.stdin,
+            stdin=leg.stdin if leg.stdin is not None else self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,
             on_spawn=self.on_spawn,
@@ -288,11 +289,32 @@ def _run_legs(ex: _Execution, trap: SignalTrap, ctx: Any) -> tuple[LegOutcome, l
 
 def _final_extras(outcome: LegOutcome, legs: list[LegOutcome]) -> dict[str, Any]:
     extras = dict(outcome.extras)
+    if outcome.summary_note:
+        extras["summary_note"] = outcome.summary_note
     if len(legs) > 1:
         leg_facts = [leg.leg_evidence(n) for n, leg in enumerate(legs, start=1)]
         extras["evidence"] = [*extras.get("evidence", []), *leg_facts]
         extras["metadata"] = {**extras.get("metadata", {}), "legs": len(legs)}
     return extras
+
+
+def leg_record(legs: list[LegOutcome]) -> dict[str, Any]:
+    """The row's record columns: the last leg's facts; durations and retries add up."""
+    record = dict(legs[-1].record)
+    for key in ("duration_s", "provider_retries"):
+        values = [leg.record[key] for leg in legs if leg.record.get(key) is not None]
+        if values:
+            record[key] = round(sum(values), 3) if key == "duration_s" else sum(values)
+    return record
+
+
+def _persist_record(ex: _Execution, legs: list[LegOutcome]) -> None:
+    """What the execution did, on its row before the terminal write (the row is a record;
+    a detached run's answer must not live only in the stream files)."""
+    record = leg_record(legs)
+    if record and ex.recorded:
+        sid = ex.run.run_id
+        ex.recorder.submit(lambda: ex.store.update_fields("session", sid, record, touch=False))
 
 
 def _persist_response(ex: _Execution, outcome: LegOutcome) -> None:
@@ -328,6 +350,7 @@ def _supervised(ex: _Execution, trap: SignalTrap) -> tuple[str, LegOutcome]:
         finally:
             heartbeat.stop()
         _persist_response(ex, outcome)
+        _persist_record(ex, legs)
         ex.recorder.flush()
     status = teardown_persist_sync(
         ctx,

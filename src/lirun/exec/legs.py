@@ -8,11 +8,13 @@ command line, its stream sinks, and the pure judgement of how it ended
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from lirun.exec.capture import DEFAULT_TAIL_BYTES, ChunkSink, LineSink, open_buffer
+from lirun.exec.provider_options import ProviderOptions
 
 if TYPE_CHECKING:  # the generic-command path never needs the stream parsers
     from lirun.exec.stream import Event, Message, StreamParser
@@ -33,6 +35,9 @@ __all__ = [
     "judge_command",
     "stop_status",
 ]
+
+# Replies longer than this are cut on the row (the tail is kept); the stream files hold all.
+MAX_REPLY_CHARS = 64 * 1024
 
 CONTINUATION_PROMPT = (
     "The previous attempt at this task was stopped by a timeout. Continue the task from "
@@ -59,6 +64,9 @@ class LegOutcome:
     response_text: str = ""
     exit_code: int | None = None
     killed_by: str | None = None
+    # Row columns saying what the leg did (RECORD_FIELDS), and a clause for the summary.
+    record: dict[str, Any] = field(default_factory=dict)
+    summary_note: str | None = None
 
     def leg_evidence(self, number: int) -> dict[str, Any]:
         return {
@@ -88,6 +96,8 @@ class Leg(Protocol):
     argv: list[str]
     stdout: ChunkSink
     stderr: ChunkSink
+    # What the child reads: an agent's prompt; None: the execution's default.
+    stdin: IO[bytes] | None
 
     def terminal_seen(self) -> bool: ...
 
@@ -106,6 +116,8 @@ class Program(Protocol):
     def model(self) -> str | None: ...
 
     def command_line(self, resume_uid: str | None = None) -> list[str]: ...
+
+    def record_fields(self) -> dict[str, Any]: ...
 
     def new_leg(self, ctx: LegContext) -> Leg: ...
 
@@ -166,12 +178,18 @@ def judge_command(
     status = _stopped(result, signal_name) or ("completed" if exit_code == 0 else "failed")
     if stdout_tail.strip():
         extras["assistant_output"] = True
+    record = {
+        "child_exit_code": exit_code,
+        "reply_text": stdout_tail[-MAX_REPLY_CHARS:] if stdout_tail.strip() else None,
+        "duration_s": round(result.duration, 3) if result is not None else None,
+    }
     return LegOutcome(
         status=status,
         extras=extras,
         response_text=stdout_tail,
         exit_code=exit_code,
         killed_by=result.killed_by if result is not None else None,
+        record=_present(record),
     )
 
 
@@ -198,7 +216,70 @@ def judge_agent(
         response_text=verdict.final_text,
         exit_code=result.exit_code if result is not None else None,
         killed_by=result.killed_by if result is not None else None,
+        record=agent_record(result, verdict, stopped=stopped is not None),
+        summary_note=retry_note(result, verdict) if stopped else None,
     )
+
+
+def _present(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def token_counts(usage: dict[str, Any] | None) -> dict[str, int]:
+    """Token columns from a provider's usage (Claude ``result.usage``; Codex's running
+    total): only the counts the provider reported, never estimated."""
+    if not usage:
+        return {}
+    sources = {
+        "input_tokens": ("input_tokens",),
+        "output_tokens": ("output_tokens",),
+        "cache_read_tokens": ("cache_read_input_tokens", "cached_input_tokens"),
+        "cache_write_tokens": ("cache_creation_input_tokens",),
+    }
+    counts: dict[str, int] = {}
+    for column, keys in sources.items():
+        for key in keys:
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                counts[column] = value
+                break
+    return counts
+
+
+def agent_record(
+    result: ProcessResult | None, verdict: Verdict, *, stopped: bool = False
+) -> dict[str, Any]:
+    """What the stream and the process said, as row columns (RECORD_FIELDS).
+
+    ``stopped``: li's timer or signal ended the child, so the stream's own verdict is not
+    the failure; the provider's last error (if any) is still kept.
+    """
+    error = None if stopped else verdict.exception
+    record = {
+        "model": verdict.model,
+        "provider_version": verdict.provider_version,
+        "cost_usd": verdict.cost,
+        "num_turns": verdict.num_turns,
+        "reply_text": verdict.final_text[-MAX_REPLY_CHARS:] if verdict.final_text else None,
+        "child_exit_code": result.exit_code if result is not None else None,
+        "duration_s": round(result.duration, 3) if result is not None else None,
+        "provider_error": str(error)[:2000] if error is not None else verdict.last_error,
+        "provider_retries": verdict.retries or None,
+        **token_counts(verdict.usage),
+    }
+    return _present(record)
+
+
+def retry_note(result: ProcessResult | None, verdict: Verdict) -> str | None:
+    """ "timed out after 60 s while claude retried the API 7 times (last: ...)": what the
+    provider was doing when li stopped it, for the summary; None with no retry seen."""
+    if not verdict.retries:
+        return None
+    took = f" after {result.duration:.0f} s" if result is not None else ""
+    what = "timed out" if result is not None and result.timed_out else "stopped"
+    times = "once" if verdict.retries == 1 else f"{verdict.retries} times"
+    last = f" (last: {verdict.last_error})" if verdict.last_error else ""
+    return f"{what}{took} while {verdict.provider} retried the API {times}{last}"
 
 
 def _verdict_metadata(verdict: Verdict) -> dict[str, Any]:
@@ -220,6 +301,7 @@ class CommandLeg:
 
     def __init__(self, argv: list[str], ctx: LegContext) -> None:
         self.argv = argv
+        self.stdin: IO[bytes] | None = None
         stream = ctx.run.stream_dir
         self.stdout = ChunkSink(
             open_buffer(stream / "stdout.log"),
@@ -248,6 +330,9 @@ class CommandProgram:
     def command_line(self, resume_uid: str | None = None) -> list[str]:
         return list(self.argv)
 
+    def record_fields(self) -> dict[str, Any]:
+        return {}
+
     def new_leg(self, ctx: LegContext) -> CommandLeg:
         return CommandLeg(self.command_line(), ctx)
 
@@ -262,8 +347,11 @@ class AgentLeg:
     at once so the row and the branch name it while the agent is still running.
     """
 
-    def __init__(self, argv: list[str], parser: StreamParser, ctx: LegContext) -> None:
+    def __init__(
+        self, argv: list[str], parser: StreamParser, ctx: LegContext, prompt: str = ""
+    ) -> None:
         self.argv = argv
+        self.stdin: IO[bytes] | None = prompt_file(prompt)
         self.parser = parser
         self.ctx = ctx
         self.saw_assistant_text = False
@@ -298,35 +386,67 @@ class AgentLeg:
     def close(self) -> None:
         self.stdout.close()
         self.stderr.close()
+        if self.stdin is not None:
+            self.stdin.close()
+
+
+def prompt_file(prompt: str) -> IO[bytes]:
+    """The prompt as the child's stdin: an anonymous file (no name on disk, no pipe to
+    keep fed), so it stays out of ``ps`` and the child sees end-of-file after it, never
+    the caller's stdin (Claude Code waits on an open one)."""
+    handle = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the leg)
+    handle.write(prompt.encode("utf-8"))
+    handle.flush()
+    handle.seek(0)
+    return handle
 
 
 @dataclass(frozen=True, slots=True)
 class AgentProgram:
-    """An agent CLI found at ``executable``; ``prompt`` is this execution's message."""
+    """An agent CLI found at ``executable``; ``prompt`` is this execution's message.
+
+    ``options`` are the provider's own options (profiles, playbooks, ``-- ARGS``); they
+    are checked against the provider when the program is built.
+    """
 
     provider: str
     executable: str
     prompt: str
     model: str | None = None
     extra_args: tuple[str, ...] = ()
+    options: ProviderOptions = field(default_factory=ProviderOptions)
 
-    def command_line(
-        self, resume_uid: str | None = None, *, prompt: str | None = None
-    ) -> list[str]:
+    def __post_init__(self) -> None:
+        self.options.check_for(self.provider)
+
+    def command_line(self, resume_uid: str | None = None) -> list[str]:
         from lirun.exec.providers import get_provider
 
         spec = get_provider(self.provider)
         return spec.build_command(
             self.executable,
-            self.prompt if prompt is None else prompt,
             model=self.model,
             resume=resume_uid,
-            extra_args=self.extra_args,
+            extra_args=[*self.extra_args, *self.options.to_args(self.provider)],
         )
+
+    def record_fields(self) -> dict[str, Any]:
+        """Columns known before the child starts: the prompt, the options, the version."""
+        from lirun.exec.providers import get_provider
+
+        fields: dict[str, Any] = {
+            "prompt": self.prompt,
+            "provider_options_json": self.options.to_record(),
+        }
+        if not get_provider(self.provider).version_in_stream:
+            from lirun.exec.versions import cli_version
+
+            fields["provider_version"] = cli_version(self.executable)
+        return _present(fields)
 
     def new_leg(self, ctx: LegContext) -> AgentLeg:
         from lirun.exec.providers import get_provider
 
-        prompt = CONTINUATION_PROMPT if ctx.continuation else None
-        argv = self.command_line(ctx.resume_uid, prompt=prompt)
-        return AgentLeg(argv, get_provider(self.provider).new_parser(), ctx)
+        prompt = CONTINUATION_PROMPT if ctx.continuation else self.prompt
+        argv = self.command_line(ctx.resume_uid)
+        return AgentLeg(argv, get_provider(self.provider).new_parser(), ctx, prompt)

@@ -51,7 +51,6 @@ class CommandBuilder(Protocol):
     def __call__(
         self,
         executable: str,
-        prompt: str,
         *,
         model: str | None = None,
         resume: str | None = None,
@@ -68,6 +67,8 @@ class ProviderSpec:
     install_hint: str
     build_command: CommandBuilder
     parser_factory: Callable[[], StreamParser]
+    # True when the stream itself names the CLI version (Claude's init); else --version.
+    version_in_stream: bool = False
 
     def new_parser(self) -> StreamParser:
         return self.parser_factory()
@@ -80,6 +81,7 @@ PROVIDERS: dict[str, ProviderSpec] = {
         install_hint="install Claude Code (npm install -g @anthropic-ai/claude-code)",
         build_command=build_claude_command,
         parser_factory=ClaudeStreamParser,
+        version_in_stream=True,
     ),
     "codex": ProviderSpec(
         name="codex",

@@ -25,6 +25,7 @@ EventKind = Literal[
     "usage",
     "terminal",
     "error",
+    "retry",
     "unparsed",
 ]
 MessageRole = Literal["assistant", "tool_call", "tool_result", "usage", "system", "error"]
@@ -37,9 +38,12 @@ _ROLE_BY_KIND: dict[str, MessageRole] = {
     "usage": "usage",
     "terminal": "system",
     "error": "error",
+    "retry": "system",
     "unparsed": "system",
 }
 _SNIPPET_CHARS = 500
+# Bounded memory: only the latest errors are kept (they classify a failure), plus a count.
+_KEPT_ERRORS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,10 @@ class StreamParser(ABC):
         self.terminal: dict[str, Any] | None = None
         self.extra_terminals: list[dict[str, Any]] = []
         self.errors: list[str] = []
+        self.last_error: str | None = None
+        self.retries = 0
+        self.provider_version: str | None = None
+        self.duration_ms: float | None = None
         self.saw_terminal = False
         self.terminal_at: float | None = None
         self.lines_seen = 0
@@ -166,6 +174,10 @@ class StreamParser(ABC):
             num_turns=self.num_turns,
             exit_code=exit_code,
             evidence=self._evidence(exit_code, killed_by),
+            provider_version=self.provider_version,
+            retries=self.retries,
+            last_error=self.last_error,
+            duration_ms=self.duration_ms,
         )
 
     def _finish_exception(
@@ -173,9 +185,13 @@ class StreamParser(ABC):
     ) -> ProviderError | None:
         detail = {"exit_code": exit_code, "killed_by": killed_by}
         if not self.saw_terminal:
+            # The provider's own words first: "unexpected status 401 Unauthorized" says more
+            # than the missing terminal event it caused.
+            said = f"{self.provider} error: {self.last_error}; " if self.last_error else ""
+            retried = f", after {self.retries} retries" if self.retries else ""
             return ProviderError(
-                f"{self.provider} stream ended with no terminal event (exit code {exit_code}, "
-                f"last event {self.last_event_type!r})",
+                f"{said}{self.provider} stream ended with no terminal event (exit code "
+                f"{exit_code}, last event {self.last_event_type!r}{retried})",
                 provider=self.provider,
                 detail={**detail, "last_event_type": self.last_event_type},
             )
@@ -209,6 +225,15 @@ class StreamParser(ABC):
             )
         if self.errors:
             evidence.append({"kind": "provider_errors", "messages": self.errors[-5:]})
+        if self.retries:
+            evidence.append(
+                {
+                    "kind": "provider_retries",
+                    "provider": self.provider,
+                    "count": self.retries,
+                    "last_error": self.last_error,
+                }
+            )
         if self.unparsed_lines or self.ignored_types:
             noise = {"unparsed_lines": self.unparsed_lines, "ignored": dict(self.ignored_types)}
             evidence.append({"kind": "provider_stream_noise", **noise})
@@ -239,6 +264,18 @@ class StreamParser(ABC):
         self.unparsed_lines += 1
         return Event("unparsed", {"note": why, "line": text[:_SNIPPET_CHARS]})
 
-    def _error(self, message: str, source: str) -> Event:
+    def _note_error(self, message: str) -> None:
         self.errors.append(message)
+        del self.errors[:-_KEPT_ERRORS]
+        self.last_error = message[:_SNIPPET_CHARS]
+
+    def _error(self, message: str, source: str) -> Event:
+        self._note_error(message)
         return Event("error", {"provider": self.provider, "source": source, "message": message})
+
+    def _retry(self, message: str, data: dict[str, Any]) -> Event:
+        """The provider retries on its own (an API error, a lost connection): progress to
+        show and evidence to keep, never noise and never terminal."""
+        self.retries += 1
+        self._note_error(message)
+        return Event("retry", {"provider": self.provider, "count": self.retries, **data})

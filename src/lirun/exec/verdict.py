@@ -29,6 +29,10 @@ class Verdict:
     num_turns: int | None = None
     exit_code: int | None = None
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    provider_version: str | None = None
+    retries: int = 0
+    last_error: str | None = None
+    duration_ms: float | None = None
 
     @property
     def retryable(self) -> bool:

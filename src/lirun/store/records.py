@@ -21,6 +21,7 @@ JSON_COLUMNS = frozenset(
         "payload",
         "command_json",
         "action_json",
+        "provider_options_json",
     }
 )
 
@@ -110,8 +111,27 @@ def decode_row(row: Row | None) -> dict[str, Any] | None:
     return out
 
 
+# What an execution did (migration 0003): written when its legs end, shown by li status.
+RECORD_FIELDS = frozenset(
+    {
+        "prompt",
+        "provider_options_json",
+        "provider_version",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cost_usd",
+        "num_turns",
+        "duration_s",
+        "reply_text",
+        "child_exit_code",
+        "provider_error",
+        "provider_retries",
+    }
+)
 # Columns a caller may set when creating a session or later with update_fields.
-SESSION_FIELDS = frozenset(
+SESSION_FIELDS = RECORD_FIELDS | frozenset(
     {
         "run_id",
         "progression_id",
