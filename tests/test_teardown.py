@@ -510,10 +510,10 @@ def test_lost_race_returns_the_persisted_winner(
 ) -> None:
     ctx = start(run, db_url, cwd=str(repo))
 
-    def racing_probe(cwd: str | None, *, base_ref: str | None = None) -> Any:
+    def racing_probe(cwd: str | None, **kw: Any) -> Any:
         # The reaper finalizes the row while teardown is still gathering facts.
         assert finalize_as(db_url, run.run_id, "failed", "session.orphaned.no_process")
-        return check_completion_evidence(cwd, base_ref=base_ref)
+        return check_completion_evidence(cwd, **kw)
 
     monkeypatch.setattr(lirun.facts, "check_completion_evidence", racing_probe)
     with caplog.at_level(logging.INFO, logger="lirun.teardown"):

@@ -110,6 +110,7 @@ class StreamParser(ABC):
         self.assistant_texts: list[str] = []
         self.tool_calls: list[dict[str, Any]] = []
         self.tool_results: list[dict[str, Any]] = []
+        self.permission_denials = 0
         self.usage: dict[str, Any] | None = None
         self.total_cost_usd: float | None = None
         self.num_turns: int | None = None
@@ -166,6 +167,8 @@ class StreamParser(ABC):
             num_turns=self.num_turns,
             exit_code=exit_code,
             evidence=self._evidence(exit_code, killed_by),
+            tool_calls=len(self.tool_calls),
+            permission_denials=self.permission_denials,
         )
 
     def _finish_exception(

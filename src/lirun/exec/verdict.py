@@ -29,6 +29,9 @@ class Verdict:
     num_turns: int | None = None
     exit_code: int | None = None
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    # The agent's own activity, for the completion gate (an agent acts through tool calls).
+    tool_calls: int = 0
+    permission_denials: int = 0
 
     @property
     def retryable(self) -> bool:
