@@ -800,3 +800,16 @@ def test_a_crash_never_borrows_another_executions_verdict(
     assert meta["linked_session_ignored"] == {"id": r1, "why": "another execution's record"}
     assert sleeps_of(ctx) == [0.1, 0.1, 0.1]  # a mirror may still lag: the bounded wait stays
     assert store.get_entity("session", r1)["status"] == theirs  # type: ignore[index]
+
+
+def test_lis_own_files_inside_the_cwd_are_not_work(
+    db_url: str, store: Store, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = repo / ".lirun"
+    monkeypatch.setenv("LIRUN_HOME", str(home))
+    run = allocate_run()
+    ctx = start(run, db_url, cwd=str(repo))
+    (run.stream_dir / "stdout.log").write_text("noise\n", encoding="utf-8")
+    (home / "state.db").write_bytes(b"another run's bookkeeping")
+    assert teardown_persist_sync(ctx) == "completed_empty"
+    assert sorted(ctx.start_snapshot["excluded"]) == sorted([str(run.state_root), str(home)])  # type: ignore[index]

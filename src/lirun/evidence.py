@@ -84,6 +84,7 @@ class StartSnapshot(TypedDict):
     files: int | None
     capped: str | None
     reason: str
+    excluded: NotRequired[list[str]]
 
 
 class _ProbeFailed(Exception):
@@ -274,8 +275,10 @@ def _snapshot(
     head: str | None = None,
     branch: str | None = None,
     tree: Fingerprint | None = None,
+    excluded: tuple[str, ...] = (),
 ) -> StartSnapshot:
     return {
+        "excluded": list(excluded),
         "checked": checked,
         "scope": scope,
         "taken_at": time.time(),
@@ -315,8 +318,9 @@ def take_start_snapshot(
 ) -> StartSnapshot:
     """The cwd before the work starts (bounded: git probes and ``fingerprint`` caps).
 
-    ``exclude``: roots never fingerprinted (the run's own state directory). Never raises:
-    a snapshot that could not be taken has ``checked=False`` and the cause in ``reason``.
+    ``exclude``: roots never fingerprinted (li's own files), recorded as ``excluded`` and
+    left out again at teardown. Never raises: a snapshot that could not be taken has
+    ``checked=False`` and the cause in ``reason``.
     """
     roots = _roots(exclude)
     where = None if cwd is None else os.fspath(cwd)
@@ -326,13 +330,16 @@ def take_start_snapshot(
             tree = _git_tree(opened, roots)
             head, branch = _head(opened), _branch(opened)
             label = f"HEAD {head[:12] if head else '(no commits)'} on {branch or 'detached HEAD'}"
-            return _snapshot(True, "git", label, head=head, branch=branch, tree=tree)
+            return _snapshot(
+                True, "git", label, head=head, branch=branch, tree=tree, excluded=roots
+            )
     except _ProbeFailed as exc:
         return _snapshot(False, None, str(exc))
     if where is None or not os.path.isdir(where):
         return _snapshot(False, None, opened["reason"] if isinstance(opened, dict) else "")
     tree = fingerprint.of_tree(where, exclude=roots)
-    return _snapshot(True, "dir", f"{tree.files} entries outside git", tree=tree)
+    label = f"{tree.files} entries outside git"
+    return _snapshot(True, "dir", label, tree=tree, excluded=roots)
 
 
 def _start_tree(start: StartSnapshot) -> Fingerprint:
@@ -454,7 +461,8 @@ def check_completion_evidence(
     """
     where = None if cwd is None else os.fspath(cwd)
     if start is not None:
-        return _since_start(where, start, base_ref, _roots(exclude))
+        roots = _roots([*start.get("excluded", ()), *exclude])
+        return _since_start(where, start, base_ref, roots)
     opened = _open_repo(where)
     if not isinstance(opened, _Git):
         return opened

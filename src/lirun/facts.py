@@ -165,7 +165,6 @@ def gather_facts(
             cwd or ctx.cwd,
             base_ref=extras.base_ref,
             start=ctx.start_snapshot,
-            exclude=(ctx.run_dir,),
         )
         facts = replace(facts, completion_evidence=evidence)
     return facts

@@ -28,6 +28,7 @@ from lirun.evidence import StartSnapshot, take_start_snapshot, unchecked_snapsho
 from lirun.facts import TeardownExtras, gather_facts
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
 from lirun.outcome import Outcome, OutcomeFacts, decide_outcome
+from lirun.paths import lirun_home
 from lirun.rundir import RunDir
 from lirun.store import StateDB, Store, open_store
 from lirun.store.core import SESSION_FIELDS
@@ -186,11 +187,15 @@ def setup_persist_sync(
 
 
 def _start_snapshot(run: RunDir, cwd: object) -> StartSnapshot | None:
-    """The cwd before the work starts, the run's own directory left out; never raises."""
+    """The cwd before the work starts, li's own files left out; never raises.
+
+    The run's state directory and the lirun home (other runs, a SQLite database) change
+    during any run when they sit inside the cwd: they are never the work.
+    """
     if not isinstance(cwd, str) or not cwd:
         return None
     try:
-        return take_start_snapshot(cwd, exclude=(run.state_root,))
+        return take_start_snapshot(cwd, exclude=(run.state_root, lirun_home()))
     except Exception as exc:  # the run must not fail for want of a baseline
         log.warning("lirun: no start snapshot of %s (%s: %s)", cwd, type(exc).__name__, exc)
         return unchecked_snapshot(f"start snapshot failed: {type(exc).__name__}: {exc}")
