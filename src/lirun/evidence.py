@@ -362,14 +362,16 @@ def _commits_since(git: _Git, head_at_start: str | None) -> int:
         raise _ProbeFailed(f"git rev-list printed {out.strip()!r}; no opinion") from None
 
 
-def _change_label(commits: int | None, tree_changed: bool | None, capped: str | None) -> str:
+def _change_label(
+    commits: int | None, tree_changed: bool | None, capped: str | None, what: str
+) -> str:
     parts = []
     if commits is not None:
         parts.append(f"{commits} commit(s) since start")
     if tree_changed is None:
-        parts.append(f"working tree change unknown (fingerprint {capped or 'not comparable'})")
+        parts.append(f"{what} change unknown (fingerprint {capped or 'not comparable'})")
     else:
-        parts.append("working tree changed" if tree_changed else "working tree unchanged")
+        parts.append(f"{what} changed" if tree_changed else f"{what} unchanged")
     return ", ".join(parts)
 
 
@@ -388,6 +390,7 @@ def _since_start_git(
     commits = _commits_since(git, start.get("head"))
     capped = tree.capped or start.get("capped")
     changed = _any_change(commits, tree_changed)
+    label = _change_label(commits, tree_changed, capped, "working tree")
     return {
         **adr,
         "since_start": True,
@@ -400,7 +403,7 @@ def _since_start_git(
         "branch_at_start": start.get("branch"),
         "branch": _branch(git),
         "capped": capped,
-        "reason": f"{_change_label(commits, tree_changed, capped)} ({adr['reason']})",
+        "reason": f"{label} ({adr['reason']})",
     }
 
 
@@ -422,7 +425,7 @@ def _since_start_dir(
         "commits_since_start": None,
         "tree_changed": tree_changed,
         "capped": capped,
-        "reason": f"not a git repository; {_change_label(None, tree_changed, capped)}",
+        "reason": f"not a git repository; {_change_label(None, tree_changed, capped, 'files')}",
     }
 
 

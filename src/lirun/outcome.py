@@ -312,8 +312,17 @@ def _work_evidence(evidence: Mapping[str, Any]) -> dict[str, Any]:
         "label": evidence.get("reason", ""),
     }
     if evidence.get("since_start"):
-        keys = ("changed", "commits_since_start", "tree_changed", "capped")
-        entry.update({k: evidence.get(k) for k in keys})
+        keys = (
+            "changed",
+            "commits_since_start",
+            "tree_changed",
+            "capped",
+            "head_at_start",
+            "head",
+            "branch_at_start",
+            "branch",
+        )
+        entry.update({k: evidence.get(k) for k in keys if k in evidence})
     return entry
 
 
