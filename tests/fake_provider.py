@@ -12,6 +12,7 @@ Environment:
   LIRUN_FAKE_VERSION      what ``--version`` prints (default "fake-provider 9.9.9")
   LIRUN_FAKE_TOUCH        create this file (relative to the cwd) before streaming, to
                           simulate work; LIRUN_FAKE_TOUCH_CONTENT is its content
+  LIRUN_FAKE_COMMIT       then commit everything in the cwd's repository with this message
 Lines are written exactly as in the fixture (a truncated last line stays truncated),
 flushed one at a time.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -69,6 +71,9 @@ def main() -> int:
         return 2
     if touch := os.environ.get("LIRUN_FAKE_TOUCH"):
         _touch(touch)
+    if message := os.environ.get("LIRUN_FAKE_COMMIT"):
+        subprocess.run(["git", "add", "-A"], check=True)
+        subprocess.run(["git", "commit", "-q", "-m", message], check=True)
     lines = _fixture_path(fixture).read_text(encoding="utf-8").splitlines(keepends=True)
     try:
         _replay(lines, float(os.environ.get("LIRUN_FAKE_DELAY", "0") or 0))

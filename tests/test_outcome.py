@@ -13,6 +13,8 @@ from lirun.outcome import (
     decide_outcome,
     find_provider_error,
     gate_applies,
+    linked_row_refusal,
+    needs_change_check,
     needs_linked_engine,
 )
 from lirun.provider_errors import (
@@ -58,6 +60,44 @@ def git_evidence(*, dirty: bool = False, ahead: int = 0, checked: bool = True) -
     }
 
 
+def since_start(
+    changed: bool | None,
+    *,
+    commits: int | None = 0,
+    dirty: bool | None = False,
+    ahead: int | None = 0,
+    scope: str = "git",
+    capped: str | None = None,
+) -> dict[str, Any]:
+    """Evidence measured against a start snapshot (``check_completion_evidence(start=...)``)."""
+    tree_changed = changed if not commits else False
+    return {
+        "checked": True,
+        "ahead_of_base": None if ahead is None else ahead > 0,
+        "commits_ahead": ahead,
+        "dirty": dirty,
+        "base_ref": "main" if scope == "git" else None,
+        "reason": f"{commits} commit(s) since start",
+        "since_start": True,
+        "scope": scope,
+        "changed": changed,
+        "commits_since_start": commits,
+        "tree_changed": tree_changed,
+        "capped": capped,
+    }
+
+
+SNAPSHOT = {"checked": True, "scope": "git", "head": "abc", "branch": "main", "reason": "x"}
+UNCHANGED = since_start(False)
+DIRTY_BEFORE = since_start(False, dirty=True)
+AHEAD_BEFORE = since_start(False, ahead=1)
+COMMIT_ON_TRUNK = since_start(True, commits=1, ahead=None)
+TREE_CHANGED = since_start(True, dirty=True)
+DIR_UNCHANGED = since_start(False, commits=None, dirty=None, ahead=None, scope="dir")
+DIR_CHANGED = since_start(True, commits=None, dirty=None, ahead=None, scope="dir")
+CAPPED = since_start(None, capped="stopped at 20000 files")
+NO_START = {**git_evidence(checked=False), "reason": "no start snapshot (git timed out)"}
+DENIED_ALL = {"tool_calls": 1, "permission_denials": 1}
 CLEAN = git_evidence()
 DIRTY = git_evidence(dirty=True)
 AHEAD = git_evidence(ahead=2)
@@ -106,6 +146,11 @@ def linked(status: str, reason: str | None = None, **more: Any) -> dict[str, Any
         "status_evidence_refs": more.pop("evidence", None),
         **more,
     }
+
+
+def execution(status: str, reason: str | None = None, **more: Any) -> dict[str, Any]:
+    """Another execution of the same conversation: it has a run directory of its own."""
+    return linked(status, reason, id="R1", run_dir="/runs/R1", **more)
 
 
 LINKED = {"exception": unclassified(), "engine_session_uid": "uid-1"}
@@ -602,6 +647,243 @@ ROWS: list[Row] = [
         "run.failed.escalated",
         ("escalation", "linked_session", "assistant_output"),
     ),
+    # step 5: only this execution's own evidence (docs/outcome.md §4)
+    Row(
+        "another execution's completed row is not borrowed",
+        F(status="failed", linked_row=execution("completed", "run.completed.ok"), **LINKED),
+        "failed",
+        "run.failed.provider_nonretryable",
+        ("provider_error",),
+        {
+            "linked_session": None,
+            "linked_session_ignored": {"id": "R1", "why": "another execution's record"},
+        },
+    ),
+    Row(
+        "another execution running does not keep a crash running",
+        F(status="failed", linked_row=execution("running", "run.running.started"), **LINKED),
+        "failed",
+        "run.failed.provider_nonretryable",
+        ("provider_error",),
+    ),
+    Row(
+        "another execution's failure reason is not inherited",
+        F(
+            status="failed",
+            linked_row=execution(
+                "failed", "run.failed.provider_retryable", summary="API Error: 529 overloaded"
+            ),
+            **LINKED,
+        ),
+        "failed",
+        "run.failed.provider_nonretryable",
+        ("provider_error",),
+    ),
+    Row(
+        "another execution's completion does not empty a crash either",
+        F(
+            status="failed",
+            linked_row=execution("completed", "run.completed.ok"),
+            completion_evidence=CLEAN,
+            **LINKED,
+        ),
+        "failed",
+        "run.failed.provider_nonretryable",
+    ),
+    Row(
+        "a mirror created before this execution started is ignored",
+        F(
+            status="failed",
+            linked_row=linked("completed", "run.completed.ok", created_at=5.0),
+            started_at=10.0,
+            has_assistant_output=True,
+            **LINKED,
+        ),
+        "failed",
+        "run.failed.provider_nonretryable",
+        None,
+        {
+            "linked_session_ignored": {
+                "id": "engine-row",
+                "why": "created before this execution started",
+            }
+        },
+    ),
+    Row(
+        "a mirror created during this execution still counts",
+        F(
+            status="failed",
+            linked_row=linked("completed", "run.completed.ok", created_at=12.0),
+            started_at=10.0,
+            has_assistant_output=True,
+            **LINKED,
+        ),
+        "completed",
+        "run.completed.ok",
+        ("linked_session", "assistant_output"),
+    ),
+    # step 7: change since the start snapshot (docs/outcome.md §1)
+    Row(
+        "dirty before the start and unchanged is empty",
+        F(completion_evidence=DIRTY_BEFORE, start_snapshot=SNAPSHOT),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git",),
+        {"start_snapshot": SNAPSHOT, "completion_evidence": DIRTY_BEFORE},
+    ),
+    Row(
+        "a commit from before the start is not this run's work",
+        F(completion_evidence=AHEAD_BEFORE),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git",),
+    ),
+    Row(
+        "a commit on the base branch during the run counts",
+        F(completion_evidence=COMMIT_ON_TRUNK),
+        "completed",
+        "run.completed.ok",
+        ("git",),
+    ),
+    Row(
+        "a working tree changed during the run counts",
+        F(completion_evidence=TREE_CHANGED),
+        "completed",
+        "run.completed.ok",
+        ("git",),
+    ),
+    Row(
+        "outside git: nothing changed and no reply is empty",
+        F(completion_evidence=DIR_UNCHANGED),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("cwd",),
+    ),
+    Row(
+        "outside git: a changed cwd counts",
+        F(completion_evidence=DIR_CHANGED),
+        "completed",
+        "run.completed.ok",
+        ("cwd",),
+    ),
+    Row(
+        "outside git: a reply counts",
+        F(completion_evidence=DIR_UNCHANGED, has_assistant_output=True),
+        "completed",
+        "run.completed.ok",
+        ("assistant_output",),
+    ),
+    Row(
+        "a capped fingerprint that cannot tell is no opinion",
+        F(completion_evidence=CAPPED),
+        "completed",
+        "run.completed.ok",
+        (),
+        {"completion_evidence": CAPPED},
+    ),
+    Row(
+        "no start snapshot is no opinion",
+        F(completion_evidence=NO_START),
+        "completed",
+        "run.completed.ok",
+        (),
+    ),
+    # step 7: an agent's own activity (docs/outcome.md §2)
+    Row(
+        "every tool call denied, a reply, nothing changed",
+        F(has_assistant_output=True, completion_evidence=UNCHANGED, **DENIED_ALL),
+        "completed_empty",
+        "run.completed_empty.permission_denied",
+        ("git", "agent_activity"),
+    ),
+    Row(
+        "every tool call denied, cwd not comparable",
+        F(completion_evidence=NO_START, tool_calls=2, permission_denials=2),
+        "completed_empty",
+        "run.completed_empty.permission_denied",
+        ("agent_activity",),
+    ),
+    Row(
+        "every tool call denied but the tree changed",
+        F(completion_evidence=TREE_CHANGED, **DENIED_ALL),
+        "completed",
+        "run.completed.ok",
+        ("git",),
+    ),
+    Row(
+        "some tool calls allowed and a reply",
+        F(
+            has_assistant_output=True,
+            completion_evidence=UNCHANGED,
+            tool_calls=3,
+            permission_denials=1,
+        ),
+        "completed",
+        "run.completed.ok",
+        ("assistant_output",),
+    ),
+    Row(
+        "no tool call, no reply, nothing changed",
+        F(completion_evidence=UNCHANGED, tool_calls=0, permission_denials=0),
+        "completed_empty",
+        "run.completed_empty.no_activity",
+        ("git", "agent_activity"),
+    ),
+    Row(
+        "no tool call, no reply, cwd not comparable",
+        F(completion_evidence=CAPPED, tool_calls=0),
+        "completed_empty",
+        "run.completed_empty.no_activity",
+        ("git", "agent_activity"),
+    ),
+    Row(
+        "no tool call but a reply",
+        F(completion_evidence=UNCHANGED, has_assistant_output=True, tool_calls=0),
+        "completed",
+        "run.completed.ok",
+        ("assistant_output",),
+    ),
+    Row(
+        "tool calls, no reply, nothing changed",
+        F(completion_evidence=UNCHANGED, tool_calls=2),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git", "agent_activity"),
+    ),
+    Row(
+        "denials never touch a produced artifact",
+        F(verification=verification(produced=("r",)), **DENIED_ALL),
+        "completed",
+        "run.completed.ok",
+        (),
+    ),
+    Row(
+        "denials never touch a failure",
+        F(status="failed", exception=retryable(), **DENIED_ALL),
+        "failed",
+        "run.failed.provider_retryable",
+    ),
+    # step 7: --require-change (docs/outcome.md §3)
+    Row(
+        "require_change: stdout alone is not work",
+        F(has_assistant_output=True, require_change=True, completion_evidence=UNCHANGED),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git",),
+    ),
+    Row(
+        "require_change: a change counts",
+        F(has_assistant_output=True, require_change=True, completion_evidence=TREE_CHANGED),
+        "completed",
+        "run.completed.ok",
+        ("git",),
+    ),
+    Row(
+        "require_change: a produced artifact counts",
+        F(require_change=True, verification=verification(produced=("r",))),
+        "completed",
+        "run.completed.ok",
+    ),
     # extras close the list; decision metadata wins over caller metadata
     Row(
         "extras",
@@ -705,3 +987,63 @@ def test_needs_linked_engine(facts: OutcomeFacts, expected: bool) -> None:
 )
 def test_gate_applies(facts: OutcomeFacts, expected: bool) -> None:
     assert gate_applies(facts) is expected
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [F(), F(completion_evidence=NO_OPINION), F(completion_evidence=CAPPED)],
+    ids=["not checked", "checked=False", "capped"],
+)
+def test_a_summary_never_claims_evidence_that_was_not_seen(facts: OutcomeFacts) -> None:
+    outcome = decide_outcome(facts)
+    assert outcome.status == "completed"
+    assert "evidence of work" not in outcome.summary.replace("no evidence of work", "")
+    assert "no evidence of work was seen" in outcome.summary
+
+
+def test_a_summary_names_the_evidence_it_saw() -> None:
+    outcome = decide_outcome(F(has_assistant_output=True, completion_evidence=TREE_CHANGED))
+    assert outcome.summary.startswith("completed: non-empty assistant message")
+    assert "commit(s) since start" in outcome.summary
+
+
+def test_denied_summary_counts_the_calls() -> None:
+    outcome = decide_outcome(F(completion_evidence=UNCHANGED, tool_calls=3, permission_denials=3))
+    assert "3 of 3 tool call(s) denied" in outcome.summary
+    assert outcome.evidence[-1] == {
+        "kind": "agent_activity",
+        "tool_calls": 3,
+        "permission_denials": 3,
+        "reply": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("row", "started_at", "refusal"),
+    [
+        ({"id": "x", "run_dir": "/runs/x"}, None, "another execution's record"),
+        ({"id": "x", "created_at": 1.0}, 2.0, "created before this execution started"),
+        ({"id": "x", "created_at": 3.0}, 2.0, None),
+        ({"id": "x", "created_at": 1.0}, None, None),
+    ],
+)
+def test_linked_row_refusal(
+    row: dict[str, Any], started_at: float | None, refusal: str | None
+) -> None:
+    assert linked_row_refusal(row, started_at) == refusal
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [
+        (F(), True),
+        (F(has_assistant_output=True), False),
+        (F(has_assistant_output=True, require_change=True), True),
+        (F(has_assistant_output=True, **DENIED_ALL), True),
+        (F(has_assistant_output=True, tool_calls=2, permission_denials=1), False),
+        (F(verification=verification(produced=("r",))), False),
+        (F(status="failed"), False),
+    ],
+)
+def test_needs_change_check(facts: OutcomeFacts, expected: bool) -> None:
+    assert needs_change_check(facts) is expected

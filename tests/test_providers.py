@@ -471,3 +471,19 @@ def test_fake_provider_hang_is_killable(tmp_path: Path) -> None:
 
 def test_fake_provider_scripts_are_executable() -> None:
     assert os.access(FIXTURES_DIR.parent / "fake_provider.py", os.X_OK)
+
+
+@pytest.mark.parametrize(
+    ("name", "calls", "denied"),
+    [
+        ("claude/success.jsonl", 1, 0),
+        ("claude/success_nothing_done.jsonl", 1, 1),
+        ("claude/all_denied_with_reply.jsonl", 1, 1),
+        ("claude/success_silent.jsonl", 0, 0),
+        ("codex/success.jsonl", 2, 0),
+        ("codex/turn_completed_silent.jsonl", 0, 0),
+    ],
+)
+def test_the_verdict_counts_tool_calls_and_denials(name: str, calls: int, denied: int) -> None:
+    verdict = verdict_for(name)
+    assert (verdict.tool_calls, verdict.permission_denials) == (calls, denied)

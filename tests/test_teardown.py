@@ -510,10 +510,10 @@ def test_lost_race_returns_the_persisted_winner(
 ) -> None:
     ctx = start(run, db_url, cwd=str(repo))
 
-    def racing_probe(cwd: str | None, *, base_ref: str | None = None) -> Any:
+    def racing_probe(cwd: str | None, **kw: Any) -> Any:
         # The reaper finalizes the row while teardown is still gathering facts.
         assert finalize_as(db_url, run.run_id, "failed", "session.orphaned.no_process")
-        return check_completion_evidence(cwd, base_ref=base_ref)
+        return check_completion_evidence(cwd, **kw)
 
     monkeypatch.setattr(lirun.facts, "check_completion_evidence", racing_probe)
     with caplog.at_level(logging.INFO, logger="lirun.teardown"):
@@ -623,3 +623,193 @@ def test_unknown_contract_fields_warn_but_are_kept(
     row = store.get_entity("session", run.run_id)
     assert row is not None and row["artifact_contract_json"] == contract
     ctx.close()
+
+
+# --- evidence since the run's own start (docs/outcome.md) -----------------------------------
+
+
+def outcome_of(store: Store, run: RunDir) -> tuple[str, str]:
+    row = store.get_entity("session", run.run_id)
+    assert row is not None
+    return row["status"], row["status_reason_code"]
+
+
+def test_the_start_snapshot_is_written_to_run_json(
+    db_url: str, store: Store, run: RunDir, repo: Path
+) -> None:
+    ctx = start(run, db_url, cwd=str(repo))
+    snap = run.read_manifest()["start_snapshot"]
+    assert snap == ctx.start_snapshot
+    assert (snap["checked"], snap["scope"], snap["branch"]) == (True, "git", "main")
+    assert snap["head"] == git(repo, "rev-parse", "HEAD")
+    ctx.close()
+
+
+@pytest.mark.parametrize("before", ["dirty tree", "untracked file", "unpushed commit"])
+def test_work_done_before_the_start_does_not_count(
+    db_url: str, store: Store, run: RunDir, repo: Path, before: str
+) -> None:
+    if before == "dirty tree":
+        (repo / "base.txt").write_text("edited earlier", encoding="utf-8")
+    elif before == "untracked file":
+        (repo / "notes.txt").write_text("earlier", encoding="utf-8")
+    else:
+        git(repo, "checkout", "-q", "-b", "feature")
+        (repo / "f.txt").write_text("f", encoding="utf-8")
+        git(repo, "add", "f.txt")
+        git(repo, "commit", "-q", "-m", "earlier")
+    ctx = start(run, db_url, cwd=str(repo))
+    assert teardown_persist_sync(ctx) == "completed_empty"
+    assert outcome_of(store, run) == ("completed_empty", "run.completed_empty.no_evidence")
+    meta = last_transition(store, run.run_id)["metadata"]
+    assert meta["completion_evidence"]["changed"] is False
+    assert meta["start_snapshot"]["checked"] is True
+
+
+def test_a_commit_on_the_only_branch_during_the_run_counts(
+    db_url: str, store: Store, run: RunDir, tmp_path: Path
+) -> None:
+    repo = tmp_path / "trunk-only"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "trunk")
+    (repo / "a.txt").write_text("a", encoding="utf-8")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "a")
+    ctx = start(run, db_url, cwd=str(repo))
+    (repo / "b.txt").write_text("b", encoding="utf-8")
+    git(repo, "add", "b.txt")
+    git(repo, "commit", "-q", "-m", "work")
+    assert teardown_persist_sync(ctx) == "completed"
+    row = store.get_entity("session", run.run_id)
+    assert row is not None and row["status_reason_code"] == "run.completed.ok"
+    (git_ev,) = [e for e in row["status_evidence_refs"] if e["kind"] == "git"]
+    assert git_ev["commits_since_start"] == 1 and git_ev["changed"] is True
+    assert "1 commit(s) since start" in row["status_reason_summary"]
+
+
+@pytest.mark.parametrize(("work", "status"), [(False, "completed_empty"), (True, "completed")])
+def test_outside_git_a_silent_run_needs_a_change(
+    db_url: str, store: Store, run: RunDir, tmp_path: Path, work: bool, status: str
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "input.txt").write_text("in", encoding="utf-8")
+    ctx = start(run, db_url, cwd=str(plain))
+    if work:
+        (plain / "output.txt").write_text("out", encoding="utf-8")
+    assert teardown_persist_sync(ctx) == status
+    row = store.get_entity("session", run.run_id)
+    assert row is not None
+    kinds = [e["kind"] for e in row["status_evidence_refs"]]
+    assert kinds == ["cwd"]
+    reason = "run.completed.ok" if work else "run.completed_empty.no_evidence"
+    assert row["status_reason_code"] == reason
+
+
+def test_every_tool_call_denied_is_its_own_empty(
+    db_url: str, store: Store, run: RunDir, repo: Path
+) -> None:
+    ctx = start(run, db_url, cwd=str(repo))
+    extras = {
+        "assistant_text": "I need permission to write.",
+        "tool_calls": 2,
+        "permission_denials": 2,
+    }
+    assert teardown_persist_sync(ctx, extras=extras) == "completed_empty"
+    assert outcome_of(store, run) == ("completed_empty", "run.completed_empty.permission_denied")
+
+
+def test_no_tool_call_and_no_reply_is_its_own_empty(
+    db_url: str, store: Store, run: RunDir, repo: Path
+) -> None:
+    ctx = start(run, db_url, cwd=str(repo))
+    extras = {"tool_calls": 0, "permission_denials": 0}
+    assert teardown_persist_sync(ctx, extras=extras) == "completed_empty"
+    assert outcome_of(store, run) == ("completed_empty", "run.completed_empty.no_activity")
+
+
+def test_require_change_does_not_count_the_reply(
+    db_url: str, store: Store, run: RunDir, repo: Path
+) -> None:
+    ctx = start(run, db_url, cwd=str(repo))
+    store.append_message(run.run_id, role="assistant", content="3 passed")
+    assert teardown_persist_sync(ctx, extras={"require_change": True}) == "completed_empty"
+    assert outcome_of(store, run) == ("completed_empty", "run.completed_empty.no_evidence")
+
+
+def test_unchecked_evidence_is_never_claimed_as_work(
+    db_url: str, store: Store, run: RunDir, repo: Path
+) -> None:
+    ctx = start(run, db_url, cwd=str(repo))
+    shutil.rmtree(repo)
+    assert teardown_persist_sync(ctx) == "completed"
+    row = store.get_entity("session", run.run_id)
+    assert row is not None
+    assert "no evidence of work was seen" in row["status_reason_summary"]
+    assert "does not exist" in row["status_reason_summary"]
+
+
+# --- linked engine: never another execution's verdict (docs/outcome.md §4) ----------------------
+
+
+def earlier_execution(db_url: str, status: str, summary: str = "") -> str:
+    """R1: another execution of the same conversation (its own run dir), in ``status``."""
+    other_run = allocate_run()
+    with other_writer(db_url) as other:
+        ctx = setup_persist_sync(other_run, db=other, engine_session_uid="eng-1")
+        assert ctx is not None
+        if status != "running":
+            reason = {
+                "completed": "run.completed.ok",
+                "failed": "run.failed.provider_retryable",
+            }[status]
+            assert other.update_status(
+                "session",
+                other_run.run_id,
+                new_status=status,
+                reason_code=reason,
+                reason_summary=summary,
+            )
+    return other_run.run_id
+
+
+@pytest.mark.parametrize(
+    ("theirs", "summary"),
+    [("completed", ""), ("running", ""), ("failed", "API Error: 529 overloaded")],
+)
+def test_a_crash_never_borrows_another_executions_verdict(
+    db_url: str, store: Store, run: RunDir, theirs: str, summary: str
+) -> None:
+    r1 = earlier_execution(db_url, theirs, summary)
+    ctx = start(run, db_url)
+    status = teardown_persist_sync(
+        ctx,
+        status="failed",
+        exception=unclassified(),
+        engine_session_uid="eng-1",
+        extras={"assistant_text": "half an answer"},
+    )
+    assert status == "failed"
+    row = store.get_entity("session", run.run_id)
+    assert row is not None
+    assert row["status_reason_code"] == "run.failed.provider_nonretryable"
+    assert "529" not in row["status_reason_summary"]
+    assert row["engine_session_uid"] == "eng-1"
+    meta = last_transition(store, run.run_id)["metadata"]
+    assert meta["linked_session"] is None
+    assert meta["linked_session_ignored"] == {"id": r1, "why": "another execution's record"}
+    assert sleeps_of(ctx) == [0.1, 0.1, 0.1]  # a mirror may still lag: the bounded wait stays
+    assert store.get_entity("session", r1)["status"] == theirs  # type: ignore[index]
+
+
+def test_lis_own_files_inside_the_cwd_are_not_work(
+    db_url: str, store: Store, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = repo / ".lirun"
+    monkeypatch.setenv("LIRUN_HOME", str(home))
+    run = allocate_run()
+    ctx = start(run, db_url, cwd=str(repo))
+    (run.stream_dir / "stdout.log").write_text("noise\n", encoding="utf-8")
+    (home / "state.db").write_bytes(b"another run's bookkeeping")
+    assert teardown_persist_sync(ctx) == "completed_empty"
+    assert sorted(ctx.start_snapshot["excluded"]) == sorted([str(run.state_root), str(home)])  # type: ignore[index]

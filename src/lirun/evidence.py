@@ -1,8 +1,16 @@
-"""Git completion evidence (ADR D4): is the work tree dirty, or HEAD ahead of a base?
+"""Completion evidence (ADR D4, DESIGN §4.9): what changed in the cwd during the run.
 
-``checked=False`` means "no opinion" (no cwd, not a repository, no git, a probe failed) and
-must never demote a completion. A repository without commits is still checked: its
-working tree can be dirty, but ``ahead_of_base``/``commits_ahead`` are None.
+``take_start_snapshot`` runs before the work starts: in git, HEAD, branch and a fingerprint
+of the working tree (tracked changes and untracked files by content, ignored files
+excluded); outside git, a bounded fingerprint of the cwd (paths, sizes, mtimes).
+``check_completion_evidence(..., start=snapshot)`` compares against it at teardown:
+``changed`` is True for commits reachable from HEAD now that were not at start, or a
+fingerprint that moved; None when it cannot tell (the reason says why). The ADR's fields
+(``dirty``, ``commits_ahead`` of a base) are still reported, for readers.
+
+``checked=False`` means "no opinion" (no cwd, not a repository without a start snapshot,
+no git, a probe failed) and must never demote a completion. Without ``start`` the ADR's
+rule stands: dirty or ahead of a base. A repository without commits is still checked.
 """
 
 from __future__ import annotations
@@ -10,14 +18,22 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import NotRequired, TypedDict
+
+from lirun import fingerprint
+from lirun.fingerprint import Fingerprint
 
 __all__ = [
     "BASE_CANDIDATES",
     "GIT_TIMEOUT_SECONDS",
     "CompletionEvidence",
+    "StartSnapshot",
     "check_completion_evidence",
+    "take_start_snapshot",
+    "unchecked_snapshot",
 ]
 
 # Probes are local-only and must stay cheap (ADR D4); read at call time so tests can patch it.
@@ -36,12 +52,39 @@ _DROPPED_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", 
 
 
 class CompletionEvidence(TypedDict):
+    """The ADR's six fields, then what changed since the start snapshot (when there was one)."""
+
     checked: bool
     ahead_of_base: bool | None
     commits_ahead: int | None
     dirty: bool | None
     base_ref: str | None
     reason: str
+    since_start: NotRequired[bool]
+    scope: NotRequired[str | None]
+    changed: NotRequired[bool | None]
+    commits_since_start: NotRequired[int | None]
+    tree_changed: NotRequired[bool | None]
+    head_at_start: NotRequired[str | None]
+    head: NotRequired[str | None]
+    branch_at_start: NotRequired[str | None]
+    branch: NotRequired[str | None]
+    capped: NotRequired[str | None]
+
+
+class StartSnapshot(TypedDict):
+    """The cwd when the run started. ``scope``: "git", "dir", or None when not ``checked``."""
+
+    checked: bool
+    scope: str | None
+    taken_at: float
+    head: str | None
+    branch: str | None
+    fingerprint: str | None
+    files: int | None
+    capped: str | None
+    reason: str
+    excluded: NotRequired[list[str]]
 
 
 class _ProbeFailed(Exception):
@@ -186,17 +229,244 @@ def _probe(git: _Git, base_ref: str | None) -> CompletionEvidence:
     }
 
 
+# --- the start snapshot --------------------------------------------------------------------
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r + os.sep) for r in roots)
+
+
+def _status_entries(git: _Git, exclude: tuple[str, ...]) -> tuple[str, list[tuple[str, str]]]:
+    """(top level, [(XY, path)]) of ``git status``: tracked changes and untracked files."""
+    top = git.ok("rev-parse", "--show-toplevel").strip()
+    out = git.ok("status", "--porcelain=v1", "-z", "--untracked-files=all")
+    tokens, entries = iter(out.split("\0")), []
+    for token in tokens:
+        if len(token) < 4:
+            continue
+        label, path = token[:2], token[3:]
+        if label[0] in "RC":
+            next(tokens, None)  # the rename's source path follows
+        if not _under(os.path.abspath(os.path.join(top, path)), exclude):
+            entries.append((label, path))
+    return top, entries
+
+
+def _git_tree(git: _Git, exclude: tuple[str, ...]) -> Fingerprint:
+    top, entries = _status_entries(git, exclude)
+    return fingerprint.of_paths(top, entries)
+
+
+def _head(git: _Git) -> str | None:
+    proc = git.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def _branch(git: _Git) -> str | None:
+    proc = git.run("symbolic-ref", "--quiet", "--short", "HEAD")
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def _snapshot(
+    checked: bool,
+    scope: str | None,
+    reason: str,
+    *,
+    head: str | None = None,
+    branch: str | None = None,
+    tree: Fingerprint | None = None,
+    excluded: tuple[str, ...] = (),
+) -> StartSnapshot:
+    return {
+        "excluded": list(excluded),
+        "checked": checked,
+        "scope": scope,
+        "taken_at": time.time(),
+        "head": head,
+        "branch": branch,
+        "fingerprint": tree.digest if tree else None,
+        "files": tree.files if tree else None,
+        "capped": tree.capped if tree else None,
+        "reason": reason,
+    }
+
+
+def unchecked_snapshot(reason: str) -> StartSnapshot:
+    """A start snapshot that could not be taken, and why (teardown then has no opinion)."""
+    return _snapshot(False, None, reason)
+
+
+def _is_repo(git: _Git) -> bool:
+    """True in a git work tree, False outside any repository; raises when git cannot tell."""
+    try:
+        _ensure_work_tree(git)
+    except _ProbeFailed as exc:
+        if "not in a git repository" in str(exc):
+            return False
+        raise
+    return True
+
+
+def _roots(exclude: Iterable[str | os.PathLike[str]]) -> tuple[str, ...]:
+    return tuple(os.path.abspath(os.fspath(p)) for p in exclude)
+
+
+def take_start_snapshot(
+    cwd: str | os.PathLike[str] | None,
+    *,
+    exclude: Iterable[str | os.PathLike[str]] = (),
+) -> StartSnapshot:
+    """The cwd before the work starts (bounded: git probes and ``fingerprint`` caps).
+
+    ``exclude``: roots never fingerprinted (li's own files), recorded as ``excluded`` and
+    left out again at teardown. Never raises: a snapshot that could not be taken has
+    ``checked=False`` and the cause in ``reason``.
+    """
+    roots = _roots(exclude)
+    where = None if cwd is None else os.fspath(cwd)
+    opened = _open_repo(where)
+    try:
+        if isinstance(opened, _Git) and _is_repo(opened):
+            tree = _git_tree(opened, roots)
+            head, branch = _head(opened), _branch(opened)
+            label = f"HEAD {head[:12] if head else '(no commits)'} on {branch or 'detached HEAD'}"
+            return _snapshot(
+                True, "git", label, head=head, branch=branch, tree=tree, excluded=roots
+            )
+    except _ProbeFailed as exc:
+        return _snapshot(False, None, str(exc))
+    if where is None or not os.path.isdir(where):
+        return _snapshot(False, None, opened["reason"] if isinstance(opened, dict) else "")
+    tree = fingerprint.of_tree(where, exclude=roots)
+    label = f"{tree.files} entries outside git"
+    return _snapshot(True, "dir", label, tree=tree, excluded=roots)
+
+
+def _start_tree(start: StartSnapshot) -> Fingerprint:
+    return Fingerprint(
+        str(start.get("fingerprint")), int(start.get("files") or 0), start.get("capped")
+    )
+
+
+# --- compared at teardown -------------------------------------------------------------------
+
+
+def _commits_since(git: _Git, head_at_start: str | None) -> int:
+    if not git.commit_exists("HEAD"):
+        return 0
+    args = ["HEAD"] if head_at_start is None else ["HEAD", f"^{head_at_start}"]
+    out = git.ok("rev-list", "--count", *args)
+    try:
+        return int(out.strip())
+    except ValueError:
+        raise _ProbeFailed(f"git rev-list printed {out.strip()!r}; no opinion") from None
+
+
+def _change_label(
+    commits: int | None, tree_changed: bool | None, capped: str | None, what: str
+) -> str:
+    parts = []
+    if commits is not None:
+        parts.append(f"{commits} commit(s) since start")
+    if tree_changed is None:
+        parts.append(f"{what} change unknown (fingerprint {capped or 'not comparable'})")
+    else:
+        parts.append(f"{what} changed" if tree_changed else f"{what} unchanged")
+    return ", ".join(parts)
+
+
+def _any_change(commits: int | None, tree_changed: bool | None) -> bool | None:
+    if commits:
+        return True
+    return tree_changed
+
+
+def _since_start_git(
+    git: _Git, start: StartSnapshot, base_ref: str | None, roots: tuple[str, ...]
+) -> CompletionEvidence:
+    adr = _probe(git, base_ref)
+    tree = _git_tree(git, roots)
+    tree_changed = fingerprint.compare(_start_tree(start), tree)
+    commits = _commits_since(git, start.get("head"))
+    capped = tree.capped or start.get("capped")
+    changed = _any_change(commits, tree_changed)
+    label = _change_label(commits, tree_changed, capped, "working tree")
+    return {
+        **adr,
+        "since_start": True,
+        "scope": "git",
+        "changed": changed,
+        "commits_since_start": commits,
+        "tree_changed": tree_changed,
+        "head_at_start": start.get("head"),
+        "head": _head(git),
+        "branch_at_start": start.get("branch"),
+        "branch": _branch(git),
+        "capped": capped,
+        "reason": f"{label} ({adr['reason']})",
+    }
+
+
+def _since_start_dir(
+    where: str, start: StartSnapshot, roots: tuple[str, ...]
+) -> CompletionEvidence:
+    tree = fingerprint.of_tree(where, exclude=roots)
+    tree_changed = fingerprint.compare(_start_tree(start), tree)
+    capped = tree.capped or start.get("capped")
+    return {
+        "checked": True,
+        "ahead_of_base": None,
+        "commits_ahead": None,
+        "dirty": None,
+        "base_ref": None,
+        "since_start": True,
+        "scope": "dir",
+        "changed": tree_changed,
+        "commits_since_start": None,
+        "tree_changed": tree_changed,
+        "capped": capped,
+        "reason": f"not a git repository; {_change_label(None, tree_changed, capped, 'files')}",
+    }
+
+
+def _since_start(
+    cwd: str | None, start: StartSnapshot, base_ref: str | None, roots: tuple[str, ...]
+) -> CompletionEvidence:
+    if not start.get("checked"):
+        cause = start.get("reason") or "unknown cause"
+        return {**_no_opinion(f"no start snapshot ({cause}); no opinion"), "since_start": True}
+    opened = _open_repo(cwd)
+    if not isinstance(opened, _Git) and start.get("scope") == "git":
+        return {**opened, "since_start": True}
+    if start.get("scope") == "dir":
+        if cwd is None or not os.path.isdir(cwd):
+            return {**_no_opinion(f"working directory {cwd} does not exist"), "since_start": True}
+        return _since_start_dir(cwd, start, roots)
+    assert isinstance(opened, _Git)
+    try:
+        return _since_start_git(opened, start, base_ref, roots)
+    except _ProbeFailed as exc:
+        return {**_no_opinion(str(exc)), "since_start": True}
+
+
 def check_completion_evidence(
     cwd: str | os.PathLike[str] | None,
     *,
     base_ref: str | None = None,
+    start: StartSnapshot | None = None,
+    exclude: Iterable[str | os.PathLike[str]] = (),
 ) -> CompletionEvidence:
     """Probe ``cwd`` with local git calls (each bounded by ``GIT_TIMEOUT_SECONDS``).
 
     Base: ``base_ref`` if it names a commit, else origin's HEAD, origin/main,
-    origin/master, main, master. With no base, only ``dirty`` is reported.
+    origin/master, main, master. With no base, only ``dirty`` is reported. With ``start``
+    (from :func:`take_start_snapshot`), ``changed`` says what happened since then.
     """
-    opened = _open_repo(None if cwd is None else os.fspath(cwd))
+    where = None if cwd is None else os.fspath(cwd)
+    if start is not None:
+        roots = _roots([*start.get("excluded", ()), *exclude])
+        return _since_start(where, start, base_ref, roots)
+    opened = _open_repo(where)
     if not isinstance(opened, _Git):
         return opened
     try:

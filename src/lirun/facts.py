@@ -1,8 +1,8 @@
-"""Gathering ``OutcomeFacts`` at teardown: the row, the artifact root, messages, git.
+"""Gathering ``OutcomeFacts`` at teardown: the row, the artifact root, messages, the cwd.
 
 Only the facts the decision needs are fetched: the linked engine row only in the narrow
-ProviderError case, assistant output and git evidence only while the candidate outcome
-is completed with no artifact file produced.
+ProviderError case, assistant output and the cwd's change since the start snapshot only
+while the candidate outcome is completed with no artifact file produced.
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from lirun.artifacts import verify_artifact_contract
 from lirun.evidence import check_completion_evidence
-from lirun.outcome import OutcomeFacts, gate_applies, needs_linked_engine
+from lirun.outcome import (
+    OutcomeFacts,
+    gate_applies,
+    linked_row_refusal,
+    needs_change_check,
+    needs_linked_engine,
+)
 
 if TYPE_CHECKING:
     from lirun.teardown import PersistContext
@@ -35,6 +41,9 @@ EXTRAS_KEYS = frozenset(
         "metadata",
         "base_ref",
         "summary_note",
+        "tool_calls",
+        "permission_denials",
+        "require_change",
     }
 )
 
@@ -48,7 +57,9 @@ class TeardownExtras:
     ``assistant_output`` / ``assistant_text``: the reply seen in memory; ``idle_timeout``:
     the idle watchdog fired; ``evidence`` / ``metadata``: added to the outcome;
     ``base_ref``: the git base for completion evidence; ``summary_note``: what the
-    provider was doing when li stopped it (retries), added to the summary.
+    provider was doing when li stopped it (retries), added to the summary; ``tool_calls`` /
+    ``permission_denials``: an agent's own counts from its stream; ``require_change``: a
+    reply alone (a command's stdout) does not count as evidence of work.
     """
 
     exit_code: int | None = None
@@ -60,6 +71,9 @@ class TeardownExtras:
     metadata: dict[str, Any] = field(default_factory=dict)
     base_ref: str | None = None
     summary_note: str | None = None
+    tool_calls: int | None = None
+    permission_denials: int | None = None
+    require_change: bool = False
 
     @classmethod
     def parse(cls, extras: Mapping[str, Any] | None) -> TeardownExtras:
@@ -82,6 +96,9 @@ class TeardownExtras:
             metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
             base_ref=_typed(raw, "base_ref", str),
             summary_note=_typed(raw, "summary_note", str),
+            tool_calls=_typed(raw, "tool_calls", int),
+            permission_denials=_typed(raw, "permission_denials", int),
+            require_change=bool(raw.get("require_change")),
         )
 
 
@@ -94,14 +111,20 @@ def _typed(raw: Mapping[str, Any], key: str, kind: type) -> Any:
 
 
 def find_linked_row(ctx: PersistContext, uid: str) -> dict[str, Any] | None:
-    """One read, then bounded retries: the mirror row may lag, teardown must not spin."""
+    """One read, then bounded retries: the mirror row may lag, teardown must not spin.
+
+    A row that is not this execution's own evidence (another execution sharing the engine
+    session) does not end the wait for a mirror; it is returned last so the decision can
+    say it was ignored.
+    """
+    row = None
     for attempt in range(ctx.linked_lookup_retries + 1):
         if attempt:
             ctx.sleep(ctx.linked_lookup_interval)
         row = ctx.store.find_session_by_engine_uid(uid, exclude_id=ctx.session_id)
-        if row is not None:
+        if row is not None and linked_row_refusal(row, ctx.started_at) is None:
             return row
-    return None
+    return row
 
 
 def gather_facts(
@@ -132,12 +155,21 @@ def gather_facts(
         extra_evidence=extras.evidence,
         extra_metadata=extras.metadata,
         summary_note=extras.summary_note,
+        start_snapshot=ctx.start_snapshot,
+        started_at=ctx.started_at,
+        tool_calls=extras.tool_calls,
+        permission_denials=extras.permission_denials,
+        require_change=extras.require_change,
     )
     if engine_session_uid and needs_linked_engine(facts):
         facts = replace(facts, linked_row=find_linked_row(ctx, engine_session_uid))
     if gate_applies(facts) and not facts.has_assistant_output:
         facts = replace(facts, has_assistant_output=ctx.store.has_assistant_text(ctx.session_id))
-    if gate_applies(facts) and not facts.has_assistant_output:
-        evidence = check_completion_evidence(cwd or ctx.cwd, base_ref=extras.base_ref)
+    if needs_change_check(facts):
+        evidence = check_completion_evidence(
+            cwd or ctx.cwd,
+            base_ref=extras.base_ref,
+            start=ctx.start_snapshot,
+        )
         facts = replace(facts, completion_evidence=evidence)
     return facts

@@ -24,6 +24,8 @@ _CODES: dict[str, str] = {
     "run.completed.ok": "completed with evidence of work",
     "run.completed.linked_engine": "linked engine session completed",
     "run.completed_empty.no_evidence": "exited cleanly but showed no evidence of work",
+    "run.completed_empty.permission_denied": "every tool call was denied and nothing changed",
+    "run.completed_empty.no_activity": "no tool call, no reply and nothing changed",
     "run.timed_out.deadline": "wall-clock limit reached",
     "run.timed_out.idle": "no output for longer than the idle limit",
     "run.cancelled.sigint": "interrupted (SIGINT)",

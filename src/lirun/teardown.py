@@ -24,9 +24,11 @@ from typing import Any, TypeVar
 
 from lirun.artifacts import contract_warnings, validate_artifact_contract
 from lirun.errors import NotFoundError, TransitionRejectedError, UsageError, ValidationError
+from lirun.evidence import StartSnapshot, take_start_snapshot, unchecked_snapshot
 from lirun.facts import TeardownExtras, gather_facts
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
 from lirun.outcome import Outcome, OutcomeFacts, decide_outcome
+from lirun.paths import lirun_home
 from lirun.rundir import RunDir
 from lirun.store import StateDB, Store, open_store
 from lirun.store.core import SESSION_FIELDS
@@ -56,7 +58,9 @@ class PersistContext:
     """One execution's durable record handle, from ``setup_persist`` to ``teardown_persist``.
 
     ``snapshot_status`` is the row's status as teardown last read it (the CAS guard).
-    The linked-engine lookup knobs and ``sleep``/``clock`` are injectable for tests.
+    ``start_snapshot`` is the cwd when the run started (DESIGN §4.9), the baseline of the
+    completion evidence. The linked-engine lookup knobs and ``sleep``/``clock`` are
+    injectable for tests.
     """
 
     store: Store
@@ -66,6 +70,7 @@ class PersistContext:
     owned: bool
     started_at: float
     cwd: str | None = None
+    start_snapshot: StartSnapshot | None = None
     snapshot_status: str | None = "running"
     linked_lookup_retries: int = 3
     linked_lookup_interval: float = 0.1
@@ -139,12 +144,14 @@ def setup_persist_sync(
         log.warning("lirun: %s", note)
     contract = copy.deepcopy(dict(artifact_contract)) if artifact_contract is not None else None
     started_at = float(session_fields.pop("started_at", None) or time.time())
+    start_snapshot = _start_snapshot(run, session_fields.get("cwd"))
     store: Store | None = None
     owned = False
     try:
         run.write_manifest(
             {"session_id": run.run_id, "started_at": started_at, **session_fields}
             | ({"artifact_contract": contract} if contract is not None else {})
+            | ({"start_snapshot": start_snapshot} if start_snapshot is not None else {})
         )
         store, owned = _open_db(db)
         store.create_session(
@@ -175,7 +182,23 @@ def setup_persist_sync(
         owned=owned,
         started_at=started_at,
         cwd=session_fields.get("cwd"),
+        start_snapshot=start_snapshot,
     )
+
+
+def _start_snapshot(run: RunDir, cwd: object) -> StartSnapshot | None:
+    """The cwd before the work starts, li's own files left out; never raises.
+
+    The run's state directory and the lirun home (other runs, a SQLite database) change
+    during any run when they sit inside the cwd: they are never the work.
+    """
+    if not isinstance(cwd, str) or not cwd:
+        return None
+    try:
+        return take_start_snapshot(cwd, exclude=(run.state_root, lirun_home()))
+    except Exception as exc:  # the run must not fail for want of a baseline
+        log.warning("lirun: no start snapshot of %s (%s: %s)", cwd, type(exc).__name__, exc)
+        return unchecked_snapshot(f"start snapshot failed: {type(exc).__name__}: {exc}")
 
 
 async def _in_thread(call: Callable[[], T]) -> T:

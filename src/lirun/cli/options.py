@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 EXIT_CODES = """\
-  0    completed (work shown: a commit ahead, a dirty tree, an artifact, or a reply);
+  0    completed (work shown since the start: a commit, a changed tree, an artifact, a reply);
        with --detach: the run started and its id was printed
   1    completed_empty (nothing to show) or failed
   2    usage or setup error (bad option, missing --cwd, malformed artifact contract,

@@ -20,9 +20,14 @@ from lirun.errors import UsageError
 
 DESCRIPTION = f"""\
 Run CMD under supervision and record how it ended. Exit 0 is only a candidate for
-completed: with no commit ahead, no dirty tree, no artifact and no output the run is
-completed_empty; a non-zero exit is failed (run.failed.exit_nonzero, the code kept as
-evidence). Then the artifact contract applies.
+completed: it needs evidence of work, that is a declared artifact produced, non-empty
+stdout (the command's reply: a passing `li run -- pytest -q` is completed), or a change
+in the cwd since the run started (in git: a new commit reachable from HEAD, or a working
+tree that changed; outside git: files added, removed or modified). Work done before the
+run never counts. With none of these the run is completed_empty. With --require-change
+stdout does not count: only a change or a produced artifact does. A non-zero exit is
+failed (run.failed.exit_nonzero, the code kept as evidence). Then the artifact contract
+applies.
 
 The child's stdout is the command's result: it is echoed to li's stdout (to stderr with
 --json, which keeps stdout for the summary) and its last 64 KiB are recorded as the
@@ -61,6 +66,12 @@ def main(argv: list[str]) -> int:
     parser = make_parser("li run", DESCRIPTION, EXIT_CODES)
     parser.usage = "li run [options] -- CMD [ARGS...]"
     add_execution_options(parser)
+    parser.add_argument(
+        "--require-change",
+        action="store_true",
+        help="stdout is not evidence of work: exit 0 counts as completed only with a change "
+        "in the cwd since the start or a produced artifact (else completed_empty)",
+    )
     options, command = split_command(argv)
     args = parser.parse_args(options)
     resolved = resolve_options(args)
@@ -70,7 +81,7 @@ def main(argv: list[str]) -> int:
     request = request_from(
         args,
         resolved,
-        CommandProgram(command),
+        CommandProgram(command, require_change=args.require_change),
         echo=echo_for(args),
         stdin=stdin_for(args),
     )

@@ -138,6 +138,7 @@ class ClaudeStreamParser(StreamParser):
             return [Event("terminal", {**summary, "extra": True})]
         self.result_text = obj.get("result") if isinstance(obj.get("result"), str) else None
         self.num_turns = as_int(obj.get("num_turns"))
+        self.permission_denials = len(as_list(obj.get("permission_denials")))
         cost = obj.get("total_cost_usd")
         self.total_cost_usd = float(cost) if isinstance(cost, int | float) else None
         duration = obj.get("duration_ms")

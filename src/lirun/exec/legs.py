@@ -166,14 +166,21 @@ def _stop_fact(result: ProcessResult) -> dict[str, Any]:
 
 
 def judge_command(
-    result: ProcessResult | None, signal_name: str | None, stdout_tail: str = ""
+    result: ProcessResult | None,
+    signal_name: str | None,
+    stdout_tail: str = "",
+    *,
+    require_change: bool = False,
 ) -> LegOutcome:
     """A generic command: exit 0 is a completed candidate; anything else fails.
 
     The child's own exit code goes to teardown as evidence (``run.failed.exit_nonzero``);
-    its stdout excerpt is the response text the evidence gate reads.
+    its stdout excerpt is the response text the evidence gate reads, unless
+    ``require_change`` (then only a change or a produced artifact counts).
     """
     extras = _base_extras(result, signal_name)
+    if require_change:
+        extras["require_change"] = True
     exit_code = result.exit_code if result is not None else None
     status = _stopped(result, signal_name) or ("completed" if exit_code == 0 else "failed")
     if stdout_tail.strip():
@@ -205,6 +212,8 @@ def judge_agent(
     extras = _base_extras(result, signal_name)
     extras["evidence"] = [*extras.get("evidence", []), *verdict.evidence]
     extras["metadata"] = {**extras.get("metadata", {}), **_verdict_metadata(verdict)}
+    extras["tool_calls"] = verdict.tool_calls
+    extras["permission_denials"] = verdict.permission_denials
     if verdict.final_text.strip():
         extras["assistant_text"] = verdict.final_text
     stopped = _stopped(result, signal_name)
@@ -299,9 +308,10 @@ def _verdict_metadata(verdict: Verdict) -> dict[str, Any]:
 class CommandLeg:
     """Chunks, not lines: stdout and stderr are copied to ``stream/stdout.log`` / ``stderr.log``."""
 
-    def __init__(self, argv: list[str], ctx: LegContext) -> None:
+    def __init__(self, argv: list[str], ctx: LegContext, *, require_change: bool = False) -> None:
         self.argv = argv
         self.stdin: IO[bytes] | None = None
+        self.require_change = require_change
         stream = ctx.run.stream_dir
         self.stdout = ChunkSink(
             open_buffer(stream / "stdout.log"),
@@ -314,7 +324,9 @@ class CommandLeg:
         return False
 
     def judge(self, result: ProcessResult | None, signal_name: str | None) -> LegOutcome:
-        return judge_command(result, signal_name, self.stdout.tail_text())
+        return judge_command(
+            result, signal_name, self.stdout.tail_text(), require_change=self.require_change
+        )
 
     def close(self) -> None:
         self.stdout.close()
@@ -323,9 +335,12 @@ class CommandLeg:
 
 @dataclass(frozen=True, slots=True)
 class CommandProgram:
+    """``require_change``: the command's stdout is not evidence of work (``--require-change``)."""
+
     argv: list[str]
     provider: str = "command"
     model: str | None = None
+    require_change: bool = False
 
     def command_line(self, resume_uid: str | None = None) -> list[str]:
         return list(self.argv)
@@ -334,7 +349,7 @@ class CommandProgram:
         return {}
 
     def new_leg(self, ctx: LegContext) -> CommandLeg:
-        return CommandLeg(self.command_line(), ctx)
+        return CommandLeg(self.command_line(), ctx, require_change=self.require_change)
 
 
 # --- an agent CLI -----------------------------------------------------------------------------

@@ -114,6 +114,7 @@ class StreamParser(ABC):
         self.assistant_texts: list[str] = []
         self.tool_calls: list[dict[str, Any]] = []
         self.tool_results: list[dict[str, Any]] = []
+        self.permission_denials = 0
         self.usage: dict[str, Any] | None = None
         self.total_cost_usd: float | None = None
         self.num_turns: int | None = None
@@ -178,6 +179,8 @@ class StreamParser(ABC):
             retries=self.retries,
             last_error=self.last_error,
             duration_ms=self.duration_ms,
+            tool_calls=len(self.tool_calls),
+            permission_denials=self.permission_denials,
         )
 
     def _finish_exception(

@@ -33,6 +33,9 @@ class Verdict:
     retries: int = 0
     last_error: str | None = None
     duration_ms: float | None = None
+    # The agent's own activity, for the completion gate (an agent acts through tool calls).
+    tool_calls: int = 0
+    permission_denials: int = 0
 
     @property
     def retryable(self) -> bool:
