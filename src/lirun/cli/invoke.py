@@ -25,14 +25,17 @@ EXIT_CODES = """\
          with the same status): completed 0, completed_empty 1, failed 1, timed_out 124,
          aborted 130, cancelled 143;
          1 when the invocation had already ended with a different status (nothing written);
-         2 usage error, unknown invocation, or database error"""
+         2 usage error, unknown or ambiguous invocation id, or database error"""
 
 DESCRIPTION = """\
 Start an invocation, run executions under it (li agent --invocation ID), then end it:
 
   id=$(li invoke start --skill review --prompt "review PR 12")
   li agent claude "..." --invocation "$id"
-  li invoke end "$id" --status completed"""
+  li invoke end "$id" --status completed
+
+ID may be the full id or a prefix or suffix that names only one invocation;
+--reason must fit --status (run.failed.* for failed, run.completed.* for completed)."""
 
 
 def build_parser() -> Any:
