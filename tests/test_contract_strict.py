@@ -122,7 +122,7 @@ def test_verification_says_what_is_there_instead(tmp_path: Path) -> None:
     assert [p["id"] for p in result["produced"]] == ["ok"]
     gone = verify_artifact_contract(contract, artifacts_root=tmp_path / "nope")
     assert gone is not None
-    assert {e["problem"] for e in gone["missing_required"]} == {"no_root"}
+    assert {e["problem"] for e in gone["missing_required"]} == {"missing"}
 
 
 def test_an_empty_artifact_fails_the_run_as_empty(

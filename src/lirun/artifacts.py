@@ -105,7 +105,6 @@ ARTIFACT_PROBLEMS: dict[str, str] = {
     "broken_symlink": "is a symlink to nothing",
     "outside_root": "is a symlink leading outside the artifact root",
     "symlink_loop": "has too many levels of symbolic links",
-    "no_root": "cannot be checked: the artifact root does not exist or is not a directory",
 }
 
 
@@ -388,7 +387,7 @@ def _inspect(
 ) -> tuple[int | None, str | None]:
     """(size, None) for a non-empty regular file inside the root, else (None, problem)."""
     if root is None:
-        return None, "no_root"
+        return None, "missing"  # no artifact root: nothing was produced in it
     try:
         _, st = _walk(root, rel, aliases)
     except _Unresolvable as exc:
@@ -434,8 +433,8 @@ def verify_artifact_contract(
     ``None`` without a contract. Anything else is not produced and lands in
     ``missing_required`` / ``missing_optional`` (the ADR's keys) with a ``problem``
     saying what is there instead: ``missing``, ``empty``, ``directory``, ``not_a_file``,
-    ``broken_symlink``, ``outside_root``, ``symlink_loop`` or ``no_root``
-    (``ARTIFACT_PROBLEMS``). Nothing outside the root is ever stat'ed.
+    ``broken_symlink``, ``outside_root`` or ``symlink_loop`` (``ARTIFACT_PROBLEMS``); with
+    no usable artifact root every entry is ``missing``. Nothing outside the root is ever stat'ed.
     """
     if contract is None:
         return None
