@@ -228,7 +228,7 @@ def test_verify_passed_warning_failed(tmp_path: Path) -> None:
     c["expected"].append(entry("need", "need.md"))
     result = verify_artifact_contract(c, artifacts_root=str(tmp_path))
     assert result is not None and result["status"] == "failed"
-    assert result["missing_required"] == [entry("need", "need.md")]
+    assert result["missing_required"] == [{**entry("need", "need.md"), "problem": "missing"}]
 
 
 def test_verify_empty_expected_passes(tmp_path: Path) -> None:

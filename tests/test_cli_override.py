@@ -125,7 +125,7 @@ def test_missing_justification_exits_2_and_changes_nothing(
         ),
         (["gadget", "run-1", *REPAIR, "--justification", "x"], "unknown entity type"),
         (["session", "run-2", *REPAIR, "--justification", "x"], "no session with id 'run-2'"),
-        (["session", "run", *REPAIR, "--justification", "x"], "exact id"),
+        (["session", "un-", *REPAIR, "--justification", "x"], "nor one starting or ending"),
     ],
 )
 def test_rejected_overrides_exit_2_and_change_nothing(

@@ -18,17 +18,21 @@ from typing import Any, Literal, TypedDict
 from lirun.errors import ValidationError
 
 __all__ = [
+    "ARTIFACT_PROBLEMS",
     "KNOWN_ENTRY_FIELDS",
     "ArtifactContract",
     "ArtifactContractError",
     "ArtifactPathError",
     "ExpectedArtifact",
+    "MissingArtifact",
     "ProducedArtifact",
     "VerificationResult",
     "check_artifact_path",
     "contract_warnings",
+    "describe_problem",
     "resolve_artifact_contract",
     "resolve_inside",
+    "unknown_entry_fields",
     "validate_artifact_contract",
     "verify_artifact_contract",
 ]
@@ -40,6 +44,16 @@ class ExpectedArtifact(TypedDict, total=False):
     required: bool
     description: str
     source: str
+
+
+class MissingArtifact(ExpectedArtifact, total=False):
+    """An expected entry that verification did not count as produced, and why.
+
+    ``problem`` is one of ``ARTIFACT_PROBLEMS`` (beyond the ADR, which only says
+    "missing"): a file that exists but is empty is not reported as absent.
+    """
+
+    problem: str
 
 
 class ProducedArtifact(TypedDict):
@@ -56,8 +70,8 @@ class ArtifactContract(TypedDict):
 class VerificationResult(TypedDict):
     status: Literal["passed", "failed", "warning", "skipped"]
     checked_at: float
-    missing_required: list[ExpectedArtifact]
-    missing_optional: list[ExpectedArtifact]
+    missing_required: list[MissingArtifact]
+    missing_optional: list[MissingArtifact]
     produced: list[ProducedArtifact]
 
 
@@ -81,6 +95,17 @@ _OPTIONAL_TYPES: tuple[tuple[str, type], ...] = (
     ("source", str),
 )
 _MAX_SYMLINK_HOPS = 40
+
+# Why a declared artifact did not count as produced (a MissingArtifact's ``problem``).
+ARTIFACT_PROBLEMS: dict[str, str] = {
+    "missing": "does not exist",
+    "empty": "is an empty file",
+    "directory": "is a directory, not a file",
+    "not_a_file": "is not a regular file (a FIFO, socket or device)",
+    "broken_symlink": "is a symlink to nothing",
+    "outside_root": "is a symlink leading outside the artifact root",
+    "symlink_loop": "has too many levels of symbolic links",
+}
 
 
 # --- validation -------------------------------------------------------------------------------
@@ -162,16 +187,41 @@ def _expected_list(contract: object) -> list[Any]:
     return expected
 
 
-def validate_artifact_contract(contract: Mapping[str, Any] | None) -> None:
+def unknown_entry_fields(entry: Mapping[str, Any]) -> list[str]:
+    """The keys of one contract entry that v1 does not know, in the entry's order."""
+    return [str(key) for key in entry if key not in KNOWN_ENTRY_FIELDS]
+
+
+def unknown_field_message(label: str, field: str) -> str:
+    """``<label>: unknown field 'requird' (did you mean 'required'?); allowed: ...``."""
+    import difflib
+
+    close = difflib.get_close_matches(field, sorted(KNOWN_ENTRY_FIELDS), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return (
+        f"{label}: unknown field {field!r}{hint}; allowed: {', '.join(sorted(KNOWN_ENTRY_FIELDS))}"
+    )
+
+
+def validate_artifact_contract(contract: Mapping[str, Any] | None, *, strict: bool = False) -> None:
     """Raise ArtifactContractError / ArtifactPathError unless ``contract`` is None or valid.
 
-    Unknown fields are allowed here; ``contract_warnings`` reports them.
+    Unknown fields inside an entry: with ``strict=False`` (the default, the ADR's rule)
+    they are allowed here and ``contract_warnings`` reports them; with ``strict=True``
+    they are refused, because a typo such as ``requird: false`` silently changes what the
+    contract means. Declarations are checked strictly where they are read (profiles,
+    playbooks, ``--artifact``) before anything starts; a contract already snapshotted on
+    a row is verified leniently, so a finished run is never lost to the stricter rule.
     """
     if contract is None:
         return
     seen: set[str] = set()
     for index, entry in enumerate(_expected_list(contract)):
         _check_entry(index, entry, seen)
+        if strict and isinstance(entry, Mapping):
+            unknown = unknown_entry_fields(entry)
+            if unknown:
+                raise ArtifactContractError(unknown_field_message(_label(index, entry), unknown[0]))
 
 
 def contract_warnings(contract: Mapping[str, Any] | None) -> list[str]:
@@ -216,8 +266,10 @@ def resolve_artifact_contract(
     *,
     playbook_artifacts: Mapping[str, Any] | list[Any] | None,
     agent_defaults: Mapping[str, Any] | list[Any] | None,
+    strict: bool = False,
 ) -> ArtifactContract | None:
-    """Overlay playbook entries on agent-profile defaults by id, then validate.
+    """Overlay playbook entries on agent-profile defaults by id, then validate
+    (``strict`` as in ``validate_artifact_contract``).
 
     A later entry with the same id replaces the earlier one but keeps its position.
     """
@@ -233,7 +285,7 @@ def resolve_artifact_contract(
                 )
             merged[raw["id"]] = _materialize(raw, source)
     contract: ArtifactContract = {"expected": list(merged.values())}
-    validate_artifact_contract(contract)
+    validate_artifact_contract(contract, strict=strict)
     return contract
 
 
@@ -330,16 +382,35 @@ def resolve_inside(root: str | os.PathLike[str], rel: str) -> Path:
 # --- verification -----------------------------------------------------------------------------
 
 
-def _produced_size(root: Path | None, rel: str, aliases: tuple[tuple[str, ...], ...]) -> int | None:
+def _inspect(
+    root: Path | None, rel: str, aliases: tuple[tuple[str, ...], ...]
+) -> tuple[int | None, str | None]:
+    """(size, None) for a non-empty regular file inside the root, else (None, problem)."""
     if root is None:
-        return None
+        return None, "missing"  # no artifact root: nothing was produced in it
     try:
         _, st = _walk(root, rel, aliases)
-    except (_Unresolvable, OSError):
-        return None
-    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size <= 0:
-        return None
-    return st.st_size
+    except _Unresolvable as exc:
+        return None, "symlink_loop" if "levels" in str(exc) else "outside_root"
+    except OSError:
+        return None, "missing"
+    if st is None:
+        # Nothing there; a symlink whose target is absent is reported as such (every
+        # component on the way was resolved inside the root by _walk).
+        link = _lstat(root / rel)
+        return None, "broken_symlink" if link and stat.S_ISLNK(link.st_mode) else "missing"
+    if stat.S_ISDIR(st.st_mode):
+        return None, "directory"
+    if not stat.S_ISREG(st.st_mode):
+        return None, "not_a_file"
+    if st.st_size <= 0:
+        return None, "empty"
+    return st.st_size, None
+
+
+def describe_problem(problem: object) -> str:
+    """A short phrase for a MissingArtifact's ``problem`` (``missing`` when unknown)."""
+    return ARTIFACT_PROBLEMS.get(str(problem), ARTIFACT_PROBLEMS["missing"])
 
 
 def _usable_root(artifacts_root: str | os.PathLike[str] | None) -> Path | None:
@@ -359,27 +430,32 @@ def verify_artifact_contract(
 ) -> VerificationResult | None:
     """Check each expected path is a non-empty regular file inside the root.
 
-    ``None`` without a contract. Escaping symlinks, directories, empty files, FIFOs and a
-    missing root all count as missing.
+    ``None`` without a contract. Anything else is not produced and lands in
+    ``missing_required`` / ``missing_optional`` (the ADR's keys) with a ``problem``
+    saying what is there instead: ``missing``, ``empty``, ``directory``, ``not_a_file``,
+    ``broken_symlink``, ``outside_root`` or ``symlink_loop`` (``ARTIFACT_PROBLEMS``); with
+    no usable artifact root every entry is ``missing``. Nothing outside the root is ever stat'ed.
     """
     if contract is None:
         return None
     validate_artifact_contract(contract)
     root = _usable_root(artifacts_root)
     aliases = _aliases(artifacts_root, root) if root is not None and artifacts_root else ()
-    missing_required: list[ExpectedArtifact] = []
-    missing_optional: list[ExpectedArtifact] = []
+    missing_required: list[MissingArtifact] = []
+    missing_optional: list[MissingArtifact] = []
     produced: list[ProducedArtifact] = []
     for entry in contract["expected"]:
-        size = _produced_size(root, entry["path"], aliases)
+        size, problem = _inspect(root, entry["path"], aliases)
         if size is not None:
             produced.append(
                 {"id": entry["id"], "path": entry["path"], "size": size, "present": True}
             )
-        elif entry.get("required", True):
-            missing_required.append(dict(entry))  # type: ignore[arg-type]
+            continue
+        missing: MissingArtifact = {**entry, "problem": problem or "missing"}
+        if entry.get("required", True):
+            missing_required.append(missing)
         else:
-            missing_optional.append(dict(entry))  # type: ignore[arg-type]
+            missing_optional.append(missing)
     status: Literal["passed", "failed", "warning"] = (
         "failed" if missing_required else "warning" if missing_optional else "passed"
     )

@@ -24,6 +24,30 @@ class NotFoundError(LirunError, LookupError):
     """The record asked for does not exist; check the id (``li status`` lists recent ones)."""
 
 
+class AmbiguousIdError(UsageError):
+    """An id fragment (a prefix, or a run id's random suffix) matches two or more records.
+
+    The message lists at most ten candidates, newest first, and how many more there are;
+    give more of the id.
+    """
+
+    def __init__(self, text: str, candidates: tuple[str, ...], total: int) -> None:
+        self.text = text
+        self.candidates = candidates
+        self.total = total
+        super().__init__(
+            f"{text!r} is ambiguous: it matches {listed_candidates(candidates, total)}; "
+            "give more of the id"
+        )
+
+
+def listed_candidates(candidates: tuple[str, ...] | list[str], total: int) -> str:
+    """``a, b, c and 7 more``: the candidates shown, then how many were left out."""
+    shown = ", ".join(candidates)
+    more = total - len(candidates)
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
 class ConflictError(LirunError, ValueError):
     """A record with that id already exists; choose another id or omit it to get a new one."""
 

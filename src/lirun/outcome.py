@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lirun.artifacts import describe_problem
 from lirun.lifecycle import SESSION_TERMINAL_STATUSES
 from lirun.provider_errors import ProviderError
 from lirun.reasons import describe, is_registered, reason_domain, resolve_run_reason
@@ -279,11 +280,23 @@ def apply_artifact_verification(outcome: Outcome, facts: OutcomeFacts) -> Outcom
         metadata["missing_optional_artifact_ids"] = _ids(result.get("missing_optional"))
     if result.get("status") != "failed" or outcome.status != "completed":
         return replace(outcome, metadata=metadata)
+    # The label says what is there instead (artifacts.ARTIFACT_PROBLEMS): an empty file or
+    # a directory is not reported as absent.
     evidence = [
-        {"kind": "artifact", "id": e.get("id"), "path": e.get("path"), "label": "missing"}
+        {
+            "kind": "artifact",
+            "id": e.get("id"),
+            "path": e.get("path"),
+            "label": e.get("problem") or "missing",
+        }
         for e in missing
     ]
-    summary = "required artifact(s) missing: " + ", ".join(_ids(missing))
+    if all((e.get("problem") or "missing") == "missing" for e in missing):
+        summary = "required artifact(s) missing: " + ", ".join(_ids(missing))
+    else:
+        summary = "required artifact(s) not produced: " + ", ".join(
+            f"{e.get('id')} ({describe_problem(e.get('problem'))})" for e in missing
+        )
     return Outcome(
         "failed", "run.failed.missing_artifact", summary, [*evidence, *outcome.evidence], metadata
     )

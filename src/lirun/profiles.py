@@ -11,11 +11,17 @@ Command-line entries are resolved as playbook-level declarations (their ``source
 ``playbook``): they specialize one job just as a playbook does. Within one file ids must
 be unique; a repeated id there is a mistake, not an overlay.
 
+Declarations are strict where a typo would change their meaning: an unknown key at the
+top level, in ``defaults:`` or inside an artifact entry (``requird: false``) is refused
+before anything starts, with ``file:line``. Mappings are loaded with their line numbers
+(``LineMap``) for that.
+
 PyYAML is imported only when a file is read, so nothing here slows ``li wait``.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +34,8 @@ from lirun.artifacts import (
     ExpectedArtifact,
     check_artifact_path,
     resolve_artifact_contract,
+    unknown_entry_fields,
+    unknown_field_message,
     validate_artifact_contract,
 )
 from lirun.errors import UsageError, ValidationError
@@ -120,8 +128,46 @@ def find_file(kind: str, name: str) -> Path:
     return existing[0]
 
 
+class LineMap(dict[Any, Any]):
+    """A YAML mapping that remembers where it and each of its keys start (1-based lines)."""
+
+    line: int = 0
+    key_lines: dict[Any, int]
+
+
+@functools.cache
+def _line_loader() -> Any:
+    """A SafeLoader whose mappings are LineMaps (built once, on first use)."""
+    import yaml
+
+    class LineLoader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader: Any, node: Any) -> LineMap:
+        mapping = LineMap(loader.construct_mapping(node, deep=True))
+        mapping.line = node.start_mark.line + 1
+        mapping.key_lines = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            mapping.key_lines.setdefault(key, key_node.start_mark.line + 1)
+        return mapping
+
+    LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return LineLoader
+
+
+def where(path: Path, node: object, key: object = None) -> str:
+    """``path:line`` of ``key`` in ``node`` (or of ``node``) when known, else ``path``."""
+    if isinstance(node, LineMap):
+        line = node.key_lines.get(key, node.line) if key is not None else node.line
+        if line:
+            return f"{path}:{line}"
+    return str(path)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
-    """The file's top-level mapping (an empty file is an empty mapping)."""
+    """The file's top-level mapping (an empty file is an empty mapping); mappings are
+    LineMaps, so errors can name ``file:line``."""
     import yaml  # lazily: keep PyYAML off the li wait path
 
     try:
@@ -129,7 +175,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"cannot read {path}: {exc}") from exc
     try:
-        data = yaml.safe_load(text)
+        # A SafeLoader subclass: plain data only, as yaml.safe_load.
+        data = yaml.load(text, Loader=_line_loader())
     except yaml.YAMLError as exc:
         raise ProfileError(_yaml_message(path, exc)) from None
     if data is None:
@@ -154,11 +201,11 @@ def _yaml_message(path: Path, exc: Exception) -> str:
 
 
 def _check_keys(path: Path, data: Mapping[str, Any], allowed: frozenset[str], kind: str) -> None:
-    unknown = sorted(str(k) for k in data if k not in allowed)
+    unknown = [k for k in data if k not in allowed]
     if unknown:
         raise ProfileError(
-            f"{path}: unknown {kind} key {', '.join(map(repr, unknown))}; "
-            f"allowed: {', '.join(sorted(allowed))}"
+            f"{where(path, data, unknown[0])}: unknown {kind} key "
+            f"{', '.join(repr(str(k)) for k in unknown)}; allowed: {', '.join(sorted(allowed))}"
         )
 
 
@@ -175,10 +222,11 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
         return {}
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: defaults must be a mapping, got {type(raw).__name__}")
-    unknown = sorted(str(k) for k in raw if k not in DEFAULT_KEYS)
+    unknown = [k for k in raw if k not in DEFAULT_KEYS]
     if unknown:
         raise ProfileError(
-            f"{path}: defaults: unknown key {', '.join(map(repr, unknown))}; "
+            f"{where(path, raw, unknown[0])}: defaults: unknown key "
+            f"{', '.join(repr(str(k)) for k in unknown)}; "
             f"allowed: {', '.join(sorted(DEFAULT_KEYS))}"
         )
     try:
@@ -201,7 +249,8 @@ def _is_seconds(value: object) -> bool:
 
 
 def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:
-    """The ``artifacts:`` entries (a list, or a mapping with ``expected:``), validated."""
+    """The ``artifacts:`` entries (a list, or a mapping with ``expected:``), validated
+    strictly: an unknown field in an entry is refused, naming its ``file:line``."""
     if raw is None:
         return None
     if isinstance(raw, dict) and set(raw) == {"expected"}:
@@ -211,10 +260,19 @@ def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:
             f"{path}: artifacts must be a list of entries or a mapping with an 'expected' "
             f"list, got {raw!r}"
         )
-    try:
-        validate_artifact_contract({"expected": raw})
-    except ArtifactContractError as exc:
-        raise ProfileError(f"{path}: artifacts: {exc}") from exc
+    for index, entry in enumerate(raw):
+        unknown = unknown_entry_fields(entry) if isinstance(entry, Mapping) else []
+        if unknown:
+            label = f"artifact entry {index}"
+            if isinstance(entry.get("id"), str):
+                label += f" (id={entry['id']!r})"
+            message = unknown_field_message(label, unknown[0])
+            raise ProfileError(f"{where(path, entry, unknown[0])}: artifacts: {message}")
+        try:
+            # A growing prefix: the first failure is this entry's (a duplicate id included).
+            validate_artifact_contract({"expected": raw[: index + 1]}, strict=True)
+        except ArtifactContractError as exc:
+            raise ProfileError(f"{where(path, entry)}: artifacts: {exc}") from exc
     return [dict(entry) for entry in raw]
 
 
@@ -285,7 +343,9 @@ def resolve_contract_for(
     if extras:
         specific = [*(specific or []), *extras]
     try:
-        return resolve_artifact_contract(playbook_artifacts=specific, agent_defaults=defaults)
+        return resolve_artifact_contract(
+            playbook_artifacts=specific, agent_defaults=defaults, strict=True
+        )
     except ArtifactContractError as exc:
         where = [str(x.path) for x in (profile, playbook) if x is not None]
         origin = " + ".join([*where, "--artifact"] if extras else where) or "--artifact"

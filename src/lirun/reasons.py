@@ -3,6 +3,13 @@
 A code is ``<domain>.<outcome>.<cause>``, three lower_snake parts (one exception:
 ``legacy.imported``). An unknown code is a ValidationError on write and prints as
 ``unknown`` on read.
+
+Each code may accompany only some statuses. The rule: a code accompanies the status its
+middle segment names (``run.failed.admin`` → ``failed``, ``play.gated.awaiting`` →
+``gated``), unless ``_STATUSES`` lists its statuses explicitly (the exceptions, such as
+``run.cancelled.sigint`` for ``aborted``). ``legacy.imported`` accompanies any status: an
+imported record keeps the status it had. A new code that follows its middle segment
+needs no entry in ``_STATUSES``; one that fits no status at all fails at import.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import re
 
 from lirun.errors import ValidationError
-from lirun.lifecycle import policy_for
+from lirun.lifecycle import POLICIES, policy_for
 
 REASON_DOMAINS: frozenset[str] = frozenset({"run", "session", "play", "show", "schedule", "team"})
 LEGACY_IMPORTED = "legacy.imported"
@@ -81,6 +88,15 @@ _CODES: dict[str, str] = {
 
 VALID_REASON_CODES: frozenset[str] = frozenset(_CODES)
 
+# The exceptions to the middle-segment rule: each list is complete (it replaces the rule).
+_STATUSES: dict[str, frozenset[str]] = {
+    # SIGINT ends a run as aborted (130); a SIGINT seen as a cancellation keeps the code.
+    "run.cancelled.sigint": frozenset({"aborted", "cancelled"}),
+    # Liveness finalizes a dead owner's row as failed (DESIGN §4.6).
+    "session.orphaned.no_process": frozenset({"failed"}),
+    "session.stale.no_heartbeat": frozenset({"failed"}),
+}
+
 
 def reason_domain(code: str) -> str:
     return code.split(".", 1)[0]
@@ -100,8 +116,33 @@ def display_reason(code: str | None) -> str:
     return code if is_registered(code) else "unknown"  # type: ignore[return-value]
 
 
-def validate_reason(code: str, entity_type: str | None = None) -> None:
-    """Raise ValidationError unless ``code`` is registered and its domain fits the entity."""
+def reason_fits_status(code: str, status: str) -> bool:
+    """True if ``code`` may accompany ``status``: its explicit list, else its middle segment."""
+    if code == LEGACY_IMPORTED:
+        return True
+    explicit = _STATUSES.get(code)
+    if explicit is not None:
+        return status in explicit
+    parts = code.split(".")
+    return len(parts) == 3 and parts[1] == status
+
+
+def codes_for(entity_type: str, status: str) -> list[str]:
+    """The registered codes that fit ``entity_type`` in ``status`` (``legacy.imported`` aside)."""
+    domains = policy_for(entity_type).reason_domains
+    return sorted(
+        code
+        for code in VALID_REASON_CODES
+        if code != LEGACY_IMPORTED
+        and reason_domain(code) in domains
+        and reason_fits_status(code, status)
+    )
+
+
+def validate_reason(code: str, entity_type: str | None = None, status: str | None = None) -> None:
+    """Raise ValidationError unless ``code`` is registered, its domain fits the entity and
+    (when ``status`` is given) it may accompany that status; the error lists codes that fit.
+    """
     if not isinstance(code, str) or code not in VALID_REASON_CODES:
         raise ValidationError(
             f"reason code {code!r} is not registered; codes look like 'run.failed.exception' "
@@ -115,14 +156,37 @@ def validate_reason(code: str, entity_type: str | None = None) -> None:
             f"reason code {code!r} (domain {reason_domain(code)!r}) does not fit "
             f"{policy.entity_type}; allowed domains: {', '.join(sorted(policy.reason_domains))}"
         )
+    if status is not None and not reason_fits_status(code, status):
+        fitting = codes_for(policy.entity_type, status)
+        raise ValidationError(
+            f"reason code {code!r} does not fit status {status!r} of {policy.entity_type}; "
+            f"codes that fit: {', '.join(fitting) or 'none'}"
+        )
+
+
+def _entity_statuses(domain: str) -> frozenset[str]:
+    found: set[str] = set()
+    for policy in POLICIES.values():
+        if domain in policy.reason_domains:
+            found |= policy.statuses
+    return frozenset(found)
 
 
 def _check_registry() -> None:
     for code in VALID_REASON_CODES:
-        if code != LEGACY_IMPORTED and (
-            not _CODE_RE.match(code) or reason_domain(code) not in REASON_DOMAINS
-        ):
+        if code == LEGACY_IMPORTED:
+            continue
+        if not _CODE_RE.match(code) or reason_domain(code) not in REASON_DOMAINS:
             raise AssertionError(f"malformed registered reason code {code!r}")
+        # A code no status of its entities can carry could never be written: say so now.
+        if not any(reason_fits_status(code, s) for s in _entity_statuses(reason_domain(code))):
+            raise AssertionError(
+                f"reason code {code!r} fits no status of its entity types; name a status "
+                "in its middle segment or list its statuses in reasons._STATUSES"
+            )
+    for code in _STATUSES:
+        if code not in VALID_REASON_CODES:
+            raise AssertionError(f"reasons._STATUSES names unregistered code {code!r}")
 
 
 _check_registry()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lirun.errors import listed_candidates
 from lirun.lifecycle import policy_for
 from lirun.reasons import display_reason
 from lirun.wait_resolve import AMBIGUOUS, NOT_FOUND, Target
@@ -57,6 +58,7 @@ def _outcome(
     }
     if target.candidates:
         outcome["candidates"] = list(target.candidates)
+        outcome["candidates_total"] = target.total
     return outcome
 
 
@@ -111,8 +113,9 @@ def describe_problem(outcome: Mapping[str, Any]) -> str:
     """The stderr diagnostic for a target that prints no contract line."""
     text = outcome["input"]
     if outcome["status"] == AMBIGUOUS:
-        listed = "; ".join(outcome.get("candidates", ()))
-        return f"{text!r} is ambiguous: it prefixes {listed}; give more of the id"
+        candidates = list(outcome.get("candidates", ()))
+        listed = listed_candidates(candidates, int(outcome.get("candidates_total") or 0))
+        return f"{text!r} is ambiguous: it matches {listed}; give more of the id"
     if outcome["status"] == NOT_FOUND:
         return f"no session, invocation, play, branch or schedule run matches {text!r}"
     return f"{outcome['run_id']} is still {outcome['status']}"

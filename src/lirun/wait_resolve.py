@@ -2,8 +2,9 @@
 
 Exact readings come first, in the ADR's order (session, invocation, play, a branch's
 latest execution, a run id's latest execution, schedule run), all in one query. An
-input no exact reading matches may be a prefix of an id: a unique match across the
-wait kinds resolves it, two or more make it ambiguous.
+input no exact reading matches may be a prefix of an id or its end (a run id's random
+suffix, ``2b5dd3``): a unique match across the wait kinds resolves it, two or more make
+it ambiguous (at most ``ID_CANDIDATES`` are listed, with the total count).
 """
 
 from __future__ import annotations
@@ -12,12 +13,10 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from lirun.store.core import Store
+from lirun.store.core import ID_CANDIDATES, Store, id_fragment_params
 
 NOT_FOUND = "not_found"
 AMBIGUOUS = "ambiguous"
-# Candidates fetched for a prefix: enough to list a few, and to know there are 2+.
-_PREFIX_CANDIDATES = 10
 
 
 class Target(NamedTuple):
@@ -27,7 +26,8 @@ class Target(NamedTuple):
     kind: str | None = None
     id: str | None = None
     problem: str | None = None  # NOT_FOUND or AMBIGUOUS
-    candidates: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()  # at most ID_CANDIDATES, newest first
+    total: int = 0  # how many records the fragment matched in all
 
 
 def split_ids(args: Iterable[str]) -> list[str]:
@@ -46,8 +46,7 @@ def id_list_param(store: Store, ids: Sequence[str]) -> Any:
 
 def like_prefix(prefix: str) -> str:
     """A LIKE pattern matching ids that start with ``prefix`` literally (ESCAPE '\\')."""
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped + "%"
+    return str(id_fragment_params(prefix)["prefix_pattern"])
 
 
 def pick_exact(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
@@ -61,22 +60,17 @@ def pick_exact(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     return {inp: (kind, id_) for inp, (_, _, kind, id_) in best.items()}
 
 
-def _resolve_prefix(store: Store, text: str) -> Target:
+def _resolve_partial(store: Store, text: str) -> Target:
     rows = store.connector.read(
-        store.sql("wait_resolve_prefix"),
-        {
-            "pattern": like_prefix(text),
-            "prefix": text,
-            "length": len(text),
-            "limit": _PREFIX_CANDIDATES,
-        },
+        store.sql("wait_resolve_partial"), id_fragment_params(text, ID_CANDIDATES)
     )
     if not rows:
         return Target(text, problem=NOT_FOUND)
-    if len(rows) == 1:
-        return Target(text, kind=rows[0]["kind"], id=rows[0]["id"])
-    found = tuple(sorted(f"{r['kind']} {r['id']}" for r in rows))
-    return Target(text, problem=AMBIGUOUS, candidates=found)
+    total = int(rows[0]["total"])
+    if total == 1:
+        return Target(text, kind=rows[0]["kind"], id=rows[0]["id"], total=1)
+    found = tuple(f"{r['kind']} {r['id']}" for r in rows)
+    return Target(text, problem=AMBIGUOUS, candidates=found, total=total)
 
 
 def resolve_targets(store: Store, ids: Sequence[str]) -> list[Target]:
@@ -91,5 +85,5 @@ def resolve_targets(store: Store, ids: Sequence[str]) -> list[Target]:
         if hit is not None:
             targets.append(Target(text, kind=hit[0], id=hit[1]))
         else:
-            targets.append(_resolve_prefix(store, text))
+            targets.append(_resolve_partial(store, text))
     return targets

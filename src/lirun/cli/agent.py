@@ -1,7 +1,14 @@
-"""``li agent PROVIDER[/MODEL] PROMPT``: an agent CLI under supervision (PROVIDERS.md)."""
+"""``li agent PROVIDER[/MODEL] PROMPT``: an agent CLI under supervision (PROVIDERS.md).
+
+lirun's options may come before, between or after PROVIDER and PROMPT. Everything after
+the first bare ``--`` is not lirun's: it is handed on as ``provider_args`` (the
+provider's own options). A prompt that starts with ``-`` is given as ``--prompt TEXT``;
+``--prompt -`` reads it from stdin.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
@@ -15,6 +22,8 @@ from lirun.cli.options import (
     execute_or_detach,
     request_from,
     resolve_options,
+    unknown_option,
+    worker_argv,
 )
 from lirun.errors import UsageError
 
@@ -39,6 +48,11 @@ time; then the artifact contract and the completion-evidence gate apply. Every e
 recorded as a message while it arrives, and the engine session id is recorded on the
 row and the branch. A new conversation's branch id is the run id; --resume BRANCH
 continues one with the provider's own resume.
+
+Options may come anywhere around PROVIDER and PROMPT (`li agent claude --timeout 600
+"fix it"`). Quote the prompt: it is one argument. A prompt that starts with '-' goes in
+--prompt TEXT; --prompt - reads the prompt from stdin. Everything after the first bare
+`--` is for the provider, not for lirun (`li agent claude "fix it" -- --max-turns 30`).
 
 stdout carries only the final answer of a completed run (or the --json summary);
 progress lines and the agent's stderr go to stderr (--quiet: the agent's stderr only).
@@ -85,6 +99,13 @@ def _print_answer(result: Any) -> None:
         sys.stdout.flush()
 
 
+USAGE = (
+    "li agent [options] PROVIDER[/MODEL] [PROMPT] [options] [-- PROVIDER_OPTIONS...]\n"
+    "       li agent [options] PROVIDER[/MODEL] --prompt TEXT|- [-- PROVIDER_OPTIONS...]"
+)
+_NO_PROMPT = "no prompt given; usage: li agent PROVIDER[/MODEL] PROMPT (or --prompt TEXT|-)"
+
+
 def _program(args: Any, resolved: Any) -> Any:
     from lirun.exec.legs import AgentProgram
     from lirun.exec.providers import find_provider_executable, parse_provider_spec
@@ -93,12 +114,15 @@ def _program(args: Any, resolved: Any) -> Any:
     model = model or resolved.defaults.get("model")
     prompt = args.prompt if args.prompt is not None else resolved.playbook_prompt
     if prompt is None or not prompt.strip():
-        raise UsageError("no prompt given; usage: li agent PROVIDER[/MODEL] PROMPT")
+        hint = ""
+        if args.provider_args:
+            hint = "; words after -- are the provider's options, not the prompt"
+        raise UsageError(_NO_PROMPT + hint)
     from lirun.exec.provider_options import ProviderOptions
 
     # Profile/playbook defaults, then the command line's ``-- ARGS`` (checked for the provider).
     options = ProviderOptions.from_mapping(resolved.defaults).merged(
-        ProviderOptions(provider_args=tuple(getattr(args, "provider_args", None) or ()))
+        ProviderOptions(provider_args=tuple(args.provider_args))
     )
     options.check_for(name)
     executable = find_provider_executable(name, args.bin)
@@ -107,19 +131,97 @@ def _program(args: Any, resolved: Any) -> Any:
     )
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = make_parser("li agent", DESCRIPTION, EXIT_CODES)
-    parser.add_argument("provider", metavar="PROVIDER[/MODEL]", help="claude or codex")
+    parser.usage = USAGE
     parser.add_argument(
-        "prompt", metavar="PROMPT", nargs="?", help="the task (default: the playbook's prompt)"
+        "words",
+        nargs="*",
+        metavar="PROVIDER[/MODEL] [PROMPT]",
+        help="claude or codex (optionally /MODEL), then the task as one quoted argument "
+        "(default: the playbook's prompt)",
+    )
+    parser.add_argument(
+        "--prompt",
+        dest="prompt_option",
+        metavar="TEXT",
+        help="the task as an option value, e.g. for a prompt that starts with '-'; "
+        "'-' reads it from stdin",
     )
     parser.add_argument("--bin", metavar="PATH", help="the provider executable to run")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_execution_options(parser)
-    # Tokens after the first bare ``--`` are the provider's own options.
+    return parser
+
+
+def _read_stdin_prompt() -> str:
+    if sys.stdin is None or sys.stdin.closed:
+        raise UsageError("--prompt -: stdin is closed; pipe the prompt in or give --prompt TEXT")
+    try:
+        return sys.stdin.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--prompt -: cannot read the prompt from stdin: {exc}") from None
+
+
+def _join_prompt_value(tokens: list[str]) -> list[str]:
+    """``--prompt -x`` → ``--prompt=-x``: argparse would take ``-x`` for an option."""
+    out: list[str] = []
+    index = 0
+    while index < len(tokens):
+        if tokens[index] == "--prompt" and index + 1 < len(tokens):
+            out.append(f"--prompt={tokens[index + 1]}")
+            index += 2
+        else:
+            out.append(tokens[index])
+            index += 1
+    return out
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """lirun's options anywhere before the first bare ``--``; what follows it is the
+    provider's (``provider_args``). Sets ``provider``, ``prompt`` (None: the playbook's)
+    and ``provider_args``. ``--prompt -`` is read from stdin here."""
     cut = argv.index("--") if "--" in argv else len(argv)
-    args = parser.parse_args(argv[:cut])
-    args.provider_args = argv[cut + 1 :]
+    mine, provider_args = _join_prompt_value(argv[:cut]), argv[cut + 1 :]
+    args, extras = parser.parse_known_intermixed_args(mine)
+    if extras:
+        raise unknown_option(
+            "li agent",
+            extras,
+            "a prompt that starts with '-' goes in --prompt TEXT, "
+            "provider options after a final --",
+        )
+    words: list[str] = args.words
+    if not words:
+        raise UsageError("no provider given; usage: li agent PROVIDER[/MODEL] PROMPT")
+    if len(words) > 2:
+        raise UsageError(
+            f"too many arguments: after the provider {words[0]!r} came {len(words) - 1} "
+            f"words ({' '.join(words[1:])!r}); quote the prompt so it is one argument"
+        )
+    positional = words[1] if len(words) == 2 else None
+    if positional is not None and args.prompt_option is not None:
+        raise UsageError("two prompts: a PROMPT argument and --prompt; give the prompt once")
+    prompt = positional
+    if args.prompt_option is not None:
+        prompt = _read_stdin_prompt() if args.prompt_option == "-" else args.prompt_option
+    args.provider = words[0]
+    args.prompt = prompt
+    args.provider_args = list(provider_args)
+    return args
+
+
+def _worker_argv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The parsed call for a detached worker: the prompt travels as ``--prompt=TEXT``."""
+    options = worker_argv(parser, argparse.Namespace(**{**vars(args), "prompt_option": None}))
+    prompt = [f"--prompt={args.prompt}"] if args.prompt is not None else []
+    tail = ["--", *args.provider_args] if args.provider_args else []
+    return [*options, args.provider, *prompt, *tail]
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parse_args(parser, argv)
     resolved = resolve_options(args)
     program = _program(args, resolved)
     quiet = args.quiet or args.detached_worker
@@ -130,4 +232,6 @@ def main(argv: list[str]) -> int:
         echo=echo_for(args),
         on_event=None if quiet else _progress,
     )
-    return execute_or_detach("li agent", "agent", argv, args, request, on_result=_print_answer)
+    return execute_or_detach(
+        "li agent", "agent", _worker_argv(parser, args), args, request, on_result=_print_answer
+    )

@@ -25,14 +25,17 @@ EXIT_CODES = """\
          with the same status): completed 0, completed_empty 1, failed 1, timed_out 124,
          aborted 130, cancelled 143;
          1 when the invocation had already ended with a different status (nothing written);
-         2 usage error, unknown invocation, or database error"""
+         2 usage error, unknown or ambiguous invocation id, or database error"""
 
 DESCRIPTION = """\
 Start an invocation, run executions under it (li agent --invocation ID), then end it:
 
   id=$(li invoke start --skill review --prompt "review PR 12")
   li agent claude "..." --invocation "$id"
-  li invoke end "$id" --status completed"""
+  li invoke end "$id" --status completed
+
+ID may be the full id or a prefix or suffix that names only one invocation;
+--reason must fit --status (run.failed.* for failed, run.completed.* for completed)."""
 
 
 def build_parser() -> Any:
@@ -53,7 +56,9 @@ def build_parser() -> Any:
         epilog=parser.epilog,
         formatter_class=parser.formatter_class,
     )
-    end.add_argument("id", metavar="ID", help="the invocation id")
+    end.add_argument(
+        "id", metavar="ID", help="the invocation id (or a prefix/suffix naming only one)"
+    )
     end.add_argument("--status", required=True, choices=TERMINAL, help="%(choices)s")
     end.add_argument("--reason", metavar="CODE", help="reason code (default from the status)")
     end.add_argument("--summary", default="", metavar="S", help="reason summary text")
@@ -79,16 +84,17 @@ def end(args: Any) -> int:
     reason = args.reason or resolve_run_reason(args.status)
     store = open_store(args.db)
     try:
+        ident = store.resolve_id("invocation", args.id)
         applied = store.update_status(
             "invocation",
-            args.id,
+            ident,
             new_status=args.status,
             reason_code=reason,
             reason_summary=args.summary,
             expected_statuses={"running"},
             extra_fields={"ended_at": time.time(), "exit_code": code},
         )
-        row = store.get_entity("invocation", args.id)
+        row = store.get_entity("invocation", ident)
     finally:
         store.close()
     assert row is not None  # update_status raised NotFoundError otherwise

@@ -23,7 +23,11 @@ __all__ = [
     "Resolved",
     "add_execution_options",
     "execute_or_detach",
+    "option_arity",
     "resolve_options",
+    "split_command",
+    "unknown_option",
+    "worker_argv",
 ]
 
 EXIT_CODES = """\
@@ -99,12 +103,16 @@ def add_execution_options(parser: argparse.ArgumentParser) -> None:
     )
     add("--profile", metavar="NAME", help="agent profile <home>/profiles/NAME.yaml")
     add("--playbook", metavar="NAME", help="playbook <home>/playbooks/NAME.yaml")
-    add("--invocation", metavar="ID", help="attach this execution to an invocation")
+    add(
+        "--invocation",
+        metavar="ID",
+        help="attach this execution to an invocation (its id, or a unique prefix or suffix)",
+    )
     add(
         "--resume",
         metavar="BRANCH",
         help="continue a conversation: a new execution row in BRANCH (a branch id or a run "
-        "id), resumed_from its last execution",
+        "id, or a run id's unique prefix or random suffix), resumed_from its last execution",
     )
     add(
         "--resume-on-timeout",
@@ -126,6 +134,78 @@ def add_execution_options(parser: argparse.ArgumentParser) -> None:
     )
     add_db_option(parser)
     add("--detached-worker", action="store_true", help=argparse.SUPPRESS)
+
+
+# --- parsing ----------------------------------------------------------------------------------
+
+
+def option_arity(parser: argparse.ArgumentParser) -> dict[str, bool]:
+    """Each option string → whether it takes a value (``--timeout S``) or not (``--json``)."""
+    # argparse has no public list of its options; _option_string_actions is stable API in
+    # practice (every version since 2.7 has it).
+    return {name: action.nargs != 0 for name, action in parser._option_string_actions.items()}
+
+
+def _known_option(token: str, arity: dict[str, bool]) -> str | None:
+    """The option ``token`` names, allowing argparse's unique abbreviations; else None."""
+    name = token.split("=", 1)[0]
+    if name in arity:
+        return name
+    if name.startswith("--"):
+        matches = [o for o in arity if o.startswith(name)]
+        if len(matches) == 1:
+            return matches[0]
+    return None
+
+
+def split_command(argv: list[str], arity: dict[str, bool]) -> tuple[list[str], list[str]]:
+    """``[options] [--] CMD ...`` → (options, CMD): the first token that is not an option
+    (or an option's value) starts CMD; a bare ``--`` ends the options explicitly."""
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            return argv[:index], argv[index + 1 :]
+        if not token.startswith("-") or token == "-":
+            return argv[:index], argv[index:]
+        option = _known_option(token, arity)
+        takes_value = option is not None and arity[option] and "=" not in token
+        index += 2 if takes_value else 1
+    return argv, []
+
+
+def unknown_option(prog: str, extras: list[str], hint: str) -> UsageError:
+    """The one-line error for tokens argparse did not recognize."""
+    options = [t for t in extras if t.startswith("-")]
+    if options:
+        return UsageError(f"unknown option {options[0]!r}; {hint} (see {prog} --help)")
+    return UsageError(f"unexpected argument {extras[0]!r}; {hint} (see {prog} --help)")
+
+
+_NOT_FORWARDED = frozenset({"help", "detach", "detached_worker", "run_id"})
+
+
+def worker_argv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The parsed options as ``--name=value`` tokens for a detached worker.
+
+    Built from the namespace rather than copied from argv so that what the parent
+    resolved (a prompt read from stdin, ids given as a prefix or suffix) reaches the
+    worker as is. The worker gets ``--run-id`` from the spawner.
+    """
+    out: list[str] = []
+    for action in parser._actions:
+        if not action.option_strings or action.dest in _NOT_FORWARDED:
+            continue
+        value = getattr(args, action.dest, None)
+        flag = max(action.option_strings, key=len)
+        if action.nargs == 0:
+            if value:
+                out.append(flag)
+        elif isinstance(value, list):
+            out.extend(f"{flag}={item}" for item in value)
+        elif value is not None:
+            out.append(f"{flag}={value}")
+    return out
 
 
 @dataclass(slots=True)
@@ -191,8 +271,38 @@ def _declarations(
     )
 
 
+def _full_id(store: Any, entity_type: str, text: str, option: str) -> str:
+    from lirun.errors import AmbiguousIdError, NotFoundError
+
+    try:
+        return str(store.resolve_id(entity_type, text))
+    except NotFoundError:
+        return text  # preflight says what is missing, in its own words
+    except AmbiguousIdError as exc:
+        raise UsageError(f"{option} {exc}") from None
+
+
+def resolve_ids(args: argparse.Namespace) -> None:
+    """``--resume`` and ``--invocation`` given as a prefix or a run id's random suffix
+    become the full ids they name (in ``args``), so a detached worker gets the same ones."""
+    if not (args.resume or args.invocation):
+        return
+    from lirun.store import open_store
+
+    store = open_store(args.db)
+    try:
+        if args.invocation:
+            args.invocation = _full_id(store, "invocation", args.invocation, "--invocation")
+        if args.resume and store.get_branch(args.resume) is None:
+            args.resume = _full_id(store, "session", args.resume, "--resume")
+    finally:
+        store.close()
+
+
 def resolve_options(args: argparse.Namespace) -> Resolved:
-    """Profiles, playbook, contract and defaults; every failure is exit 2, nothing created."""
+    """Ids, profiles, playbook, contract and defaults; every failure is exit 2, nothing
+    created."""
+    resolve_ids(args)
     contract, defaults, playbook_prompt = _declarations(args)
     cwd = os.path.abspath(os.path.expanduser(args.cwd or defaults.get("cwd") or os.getcwd()))
     if not os.path.isdir(cwd):

@@ -2,8 +2,10 @@
 
 The write goes through ``update_status`` with ``override=True``: it may leave a terminal
 status, and it records a ``status_transition_override`` admin event naming the actor and
-the justification in the same transaction as the status and history rows. The id must be
-exact: a repair should never land on a record picked by a prefix.
+the justification in the same transaction as the status and history rows. The id is
+exact, or a prefix or suffix (a run id's random part) that names exactly one record of
+that entity type; an ambiguous one is refused with the candidates, so a repair never
+lands on a record picked by chance. The reason must fit the new status (``reasons``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from lirun.store import open_store
 EXIT_CODES = """\
   0  the status was changed (and the repair audited)
   1  the record changed concurrently; nothing was written, look again and retry
-  2  usage error: unknown entity, status or reason, a missing actor or justification,
-     no such record, or the database cannot be opened"""
+  2  usage error: unknown entity, status or reason, a reason that does not fit the new
+     status (the error lists the codes that do), a missing actor or justification, no
+     such record, an ambiguous id, or the database cannot be opened"""
 
 DESCRIPTION = """\
 Set a record's status deliberately, even away from a terminal status, with an audit
@@ -29,13 +32,18 @@ source=admin. Example:
   li override session 20260709T120000-abc123 --to completed \\
       --reason run.completed.admin --actor alice --justification "verified by hand"
 
+ID is the full id, or a prefix or the random suffix (2b5dd3) when only one record of
+ENTITY matches it. The reason must fit the new status: run.completed.* for completed,
+run.failed.* (or session.orphaned.no_process, session.stale.no_heartbeat) for failed,
+run.cancelled.sigint for aborted, and so on.
+
 ENTITY is one of: """ + ", ".join(sorted(ENTITY_TYPES))
 
 
 def build_parser() -> Any:
     parser = make_parser("li override", DESCRIPTION, EXIT_CODES)
     parser.add_argument("entity", metavar="ENTITY", help="entity type, e.g. session")
-    parser.add_argument("id", metavar="ID", help="the record's exact id")
+    parser.add_argument("id", metavar="ID", help="the record's id (or its unique prefix/suffix)")
     parser.add_argument("--to", required=True, metavar="STATUS", help="the new status")
     parser.add_argument("--reason", required=True, metavar="CODE", help="a registered reason")
     parser.add_argument("--actor", required=True, metavar="A", help="who is repairing")
@@ -59,12 +67,13 @@ def main(argv: list[str]) -> int:
     justification = _required_text(args.justification, "--justification")
     store = open_store(args.db)
     try:
-        before = store.get_entity(entity, args.id)
+        ident = store.resolve_id(entity, args.id)
+        before = store.get_entity(entity, ident)
         if before is None:
-            raise NotFoundError(f"no {entity} with id {args.id!r} (override needs the exact id)")
+            raise NotFoundError(f"no {entity} with id {ident!r}")
         applied = store.update_status(
             entity,
-            args.id,
+            ident,
             new_status=args.to,
             reason_code=args.reason,
             reason_summary=args.summary,
@@ -76,13 +85,13 @@ def main(argv: list[str]) -> int:
             override_justification=justification,
             extra_fields=_projected_exit_code(entity, args.to),
         )
-        after = store.get_entity(entity, args.id)
+        after = store.get_entity(entity, ident)
     finally:
         store.close()
     if not applied or after is None:
         warn(
             "li override",
-            f"{entity} {args.id} changed while overriding it; nothing was "
+            f"{entity} {ident} changed while overriding it; nothing was "
             "written: look at it again (li status) and retry",
         )
         return 1

@@ -227,7 +227,12 @@ def verification_lines(result: object) -> list[str]:
         ("missing optional", "missing_optional"),
     ):
         for item in result.get(key) or []:
-            lines.append(f"{label:<17} {item.get('id')}  {item.get('path')}")
+            line = f"{label:<17} {item.get('id')}  {item.get('path')}"
+            if item.get("problem") and item.get("problem") != "missing":
+                from lirun.artifacts import describe_problem
+
+                line += f"  ({describe_problem(item['problem'])})"
+            lines.append(line)
     return lines
 
 

@@ -1,9 +1,15 @@
-"""``li run [options] -- CMD ...``: any command under supervision, with a durable record."""
+"""``li run [options] [--] CMD ...``: any command under supervision, with a durable record.
+
+lirun's options come before CMD; the first token that is neither an option nor an
+option's value starts CMD, so ``li run --timeout 1 sleep 3`` needs no ``--`` (a ``--``
+is still accepted, and needed for a CMD that starts with ``-``).
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 
 from lirun.cli.common import make_parser
 from lirun.cli.options import (
@@ -12,9 +18,13 @@ from lirun.cli.options import (
     add_execution_options,
     echo_for,
     execute_or_detach,
+    option_arity,
     request_from,
     resolve_options,
+    split_command,
     stdin_for,
+    unknown_option,
+    worker_argv,
 )
 from lirun.errors import UsageError
 
@@ -35,23 +45,20 @@ reply. The child's stderr goes to li's stderr. Both are saved under stream/ (std
 stderr.log). stdin is passed through (closed with --detach). SIGINT to li stops the
 child's process group (aborted, 130); SIGTERM likewise (cancelled, 143).
 
+lirun's options come before CMD: the first word that is not an option (or an option's
+value) starts CMD, so `li run --timeout 60 pytest -q` needs no `--`; everything from
+CMD on is the command's own (`li run pytest --timeout 5` passes --timeout to pytest).
+`--` still ends lirun's options explicitly (needed when CMD starts with '-').
+
 {FILES_NOTE}"""
 
-
-def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
-    """``[options] -- CMD ...`` → (options, CMD); ``li run CMD ...`` needs no ``--``."""
-    if "--" in argv:
-        cut = argv.index("--")
-        return argv[:cut], argv[cut + 1 :]
-    if argv and not argv[0].startswith("-"):
-        return [], argv
-    return argv, []
+USAGE = "li run [options] [--] CMD [ARGS...]"
 
 
 def check_command(command: list[str], cwd: str) -> None:
     """The command must exist before anything is created (exit 2, no row)."""
     if not command:
-        raise UsageError("no command given; usage: li run [options] -- CMD [ARGS...]")
+        raise UsageError(f"no command given; usage: {USAGE}")
     name = command[0]
     if os.sep in name:
         path = os.path.join(cwd, os.path.expanduser(name))
@@ -62,9 +69,9 @@ def check_command(command: list[str], cwd: str) -> None:
         raise UsageError(f"command {name!r} not found on PATH; check the name or give its path")
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> Any:
     parser = make_parser("li run", DESCRIPTION, EXIT_CODES)
-    parser.usage = "li run [options] -- CMD [ARGS...]"
+    parser.usage = USAGE
     add_execution_options(parser)
     parser.add_argument(
         "--require-change",
@@ -72,8 +79,15 @@ def main(argv: list[str]) -> int:
         help="stdout is not evidence of work: exit 0 counts as completed only with a change "
         "in the cwd since the start or a produced artifact (else completed_empty)",
     )
-    options, command = split_command(argv)
-    args = parser.parse_args(options)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    options, command = split_command(argv, option_arity(parser))
+    args, extras = parser.parse_known_args(options)
+    if extras:
+        raise unknown_option("li run", extras, "lirun's options come before CMD")
     resolved = resolve_options(args)
     check_command(command, resolved.cwd)
     from lirun.exec.legs import CommandProgram
@@ -85,5 +99,5 @@ def main(argv: list[str]) -> int:
         echo=echo_for(args),
         stdin=stdin_for(args),
     )
-    normalized = [*options, "--", *command]
+    normalized = [*worker_argv(parser, args), "--", *command]
     return execute_or_detach("li run", "run", normalized, args, request)

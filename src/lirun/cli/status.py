@@ -2,8 +2,8 @@
 
 The database is opened read-only. An ID is resolved as ``li wait`` resolves it
 (``lirun.wait_resolve``): an exact session, invocation, play, branch, run or schedule-run
-id first, else a unique prefix; two or more prefix matches are an error that lists them
-(DESIGN §4.4).
+id first, else a unique prefix or suffix; two or more matches are an error that lists
+up to ten of them and counts the rest (DESIGN §4.4).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json
-from lirun.errors import DatabaseMissingError, NotFoundError, UsageError
+from lirun.errors import AmbiguousIdError, DatabaseMissingError, NotFoundError, UsageError
 from lirun.lifecycle import VALID_SESSION_STATUSES
 from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
@@ -25,12 +25,12 @@ EXIT_CODES = """\
 
 DESCRIPTION = """\
 Without ID: a table of recent executions, newest first.
-With ID (exact, or a unique prefix): one record with its reason, evidence, artifact
-verification, transition history and admin events. Opens the database read-only."""
+With ID (exact, a unique prefix, or a run id's unique random suffix such as 2b5dd3):
+one record with its reason, evidence, artifact verification, transition history and
+admin events; an ambiguous ID lists up to ten candidates. Opens the database read-only."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_MAX_MATCHES_SHOWN = 5
 
 
 def parse_duration(text: str) -> float:
@@ -44,8 +44,8 @@ def parse_duration(text: str) -> float:
 def resolve_record(store: Store, ident: str) -> tuple[str, dict[str, Any]]:
     """``(kind, row)`` for what ``ident`` names, resolved exactly as ``li wait`` does.
 
-    NotFoundError when nothing matches; UsageError listing the candidates when a prefix
-    is ambiguous.
+    NotFoundError when nothing matches; AmbiguousIdError (a UsageError) listing at most
+    ten candidates and how many more when a prefix or suffix is ambiguous.
     """
     from lirun.wait_resolve import AMBIGUOUS, resolve_targets
 
@@ -53,15 +53,16 @@ def resolve_record(store: Store, ident: str) -> tuple[str, dict[str, Any]]:
         raise UsageError("the ID must not be empty")
     [target] = resolve_targets(store, [ident])
     if target.problem == AMBIGUOUS:
-        shown = ", ".join(target.candidates[:_MAX_MATCHES_SHOWN])
-        raise UsageError(f"{ident!r} is ambiguous: it prefixes {shown}; give more characters")
+        raise AmbiguousIdError(ident, target.candidates, target.total)
     row = (
         None
         if target.kind is None or target.id is None
         else store.get_entity(target.kind, target.id)
     )
     if target.kind is None or row is None:
-        raise NotFoundError(f"no execution or record with id or prefix {ident!r}; see `li status`")
+        raise NotFoundError(
+            f"no execution or record with id, prefix or suffix {ident!r}; see `li status`"
+        )
     return target.kind, row
 
 
@@ -120,7 +121,9 @@ def _decoded(row: dict[str, Any]) -> dict[str, Any]:
 
 def build_parser() -> Any:
     parser = make_parser("li status", DESCRIPTION, EXIT_CODES)
-    parser.add_argument("id", nargs="?", metavar="ID", help="an id or a unique prefix")
+    parser.add_argument(
+        "id", nargs="?", metavar="ID", help="an id, a unique prefix, or a unique suffix"
+    )
     add_db_option(parser)
     parser.add_argument("--json", action="store_true", help="JSON on stdout (list or object)")
     parser.add_argument(

@@ -12,9 +12,14 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lirun.errors import NotFoundError, TransitionRejectedError, ValidationError
+from lirun.errors import (
+    AmbiguousIdError,
+    NotFoundError,
+    TransitionRejectedError,
+    ValidationError,
+)
 from lirun.lifecycle import EntityPolicy, canonical_entity_type, policy_for, validate_status
-from lirun.reasons import creation_reason
+from lirun.reasons import creation_reason, validate_reason
 from lirun.store.connector import NOTIFY_CHANNEL, Connector, Tx
 from lirun.store.queries import load_queries
 from lirun.store.records import (
@@ -29,6 +34,25 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.transitions import StatusWrite, decide, next_version, validate_status_write
+
+# How many candidates an ambiguous id lists (the rest are counted: "and N more").
+ID_CANDIDATES = 10
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def id_fragment_params(fragment: str, limit: int = ID_CANDIDATES) -> dict[str, Any]:
+    """Parameters of the queries that match ids starting or ending with ``fragment``."""
+    escaped = _escape_like(fragment)
+    return {
+        "prefix_pattern": escaped + "%",
+        "suffix_pattern": "%" + escaped,
+        "fragment": fragment,
+        "length": len(fragment),
+        "limit": int(limit),
+    }
 
 
 class _GuardLost(Exception):
@@ -59,6 +83,7 @@ class Store:
         status = status or policy.initial
         validate_status(policy.entity_type, status)
         reason = creation_reason(policy.entity_type, status)
+        validate_reason(reason, policy.entity_type, status)  # the first history row obeys too
         now = time.time()
         row = {
             **fields,
@@ -156,6 +181,39 @@ class Store:
         table = policy_for(entity_type).table
         rows = self.connector.read(self.sql("get_row", table=table), {"id": entity_id})
         return decode_row(rows[0]) if rows else None
+
+    def match_ids(
+        self, entity_type: str, fragment: str, *, limit: int = ID_CANDIDATES
+    ) -> tuple[list[str], int]:
+        """Ids of ``entity_type`` that start or end with ``fragment`` (case-sensitive,
+        literally), newest first, at most ``limit``; and how many match in all."""
+        table = policy_for(entity_type).table
+        rows = self.connector.read(
+            self.sql("match_ids", table=table), id_fragment_params(fragment, limit)
+        )
+        return [str(r["id"]) for r in rows], int(rows[0]["total"]) if rows else 0
+
+    def resolve_id(self, entity_type: str, text: str) -> str:
+        """The full id ``text`` names: the exact id, else the one id that starts with it or
+        ends with it (a run id's random suffix such as ``2b5dd3``).
+
+        NotFoundError when none matches; AmbiguousIdError (exit 2) listing the candidates
+        when two or more do.
+        """
+        et = canonical_entity_type(entity_type)
+        if not text.strip():
+            raise ValidationError(f"the {et} id must not be empty")
+        if self.get_entity(et, text) is not None:
+            return text
+        ids, total = self.match_ids(et, text)
+        if total == 1:
+            return ids[0]
+        if total > 1:
+            raise AmbiguousIdError(text, tuple(ids), total)
+        raise NotFoundError(
+            f"no {et} with id {text!r} (nor one starting or ending with it); "
+            "`li status` lists recent runs"
+        )
 
     def list_transitions(self, entity_type: str, entity_id: str) -> list[dict[str, Any]]:
         rows = self.connector.read(

@@ -73,7 +73,7 @@ def validate_status_write(
     """Every check that needs no database; a bad value is a ValidationError."""
     policy = policy_for(entity_type)
     validate_status(policy.entity_type, new_status)
-    validate_reason(reason_code, policy.entity_type)
+    validate_reason(reason_code, policy.entity_type, new_status)
     validate_source(source)
     extra = closed_fields(
         extra_fields, policy.extra_fields, f"extra_fields for {policy.entity_type}"

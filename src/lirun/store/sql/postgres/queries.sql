@@ -8,6 +8,14 @@ INSERT INTO {table} ({columns}) VALUES ({values})
 -- name: get_row
 SELECT * FROM {table} WHERE id = :id
 
+-- name: match_ids
+-- Ids that start or end with :fragment, newest first, with the count of all matches.
+-- LIKE is case-sensitive here.
+SELECT id, COUNT(*) OVER () AS total FROM {table}
+ WHERE id LIKE :prefix_pattern ESCAPE '\' OR id LIKE :suffix_pattern ESCAPE '\'
+ ORDER BY created_at DESC, id
+ LIMIT :limit
+
 -- name: lock_row
 -- The row lock serializes writers to this row until commit.
 SELECT id, status, updated_at FROM {table} WHERE id = :id FOR UPDATE

@@ -21,20 +21,25 @@ UNION ALL
 SELECT 5, 'schedule_run', id, id, created_at FROM schedule_runs
  WHERE id = ANY(CAST(:ids AS TEXT[]))
 
--- name: wait_resolve_prefix
--- LIKE is case-sensitive here; a text_pattern_ops index could serve it.
-SELECT 'session' AS kind, id FROM sessions
- WHERE id LIKE :pattern ESCAPE '\'
-UNION ALL
-SELECT 'invocation', id FROM invocations
- WHERE id LIKE :pattern ESCAPE '\'
-UNION ALL
-SELECT 'play', id FROM plays
- WHERE id LIKE :pattern ESCAPE '\'
-UNION ALL
-SELECT 'schedule_run', id FROM schedule_runs
- WHERE id LIKE :pattern ESCAPE '\'
-LIMIT :limit
+-- name: wait_resolve_partial
+-- Ids of the wait kinds that start or end with :fragment (a prefix, or a run id's
+-- random suffix), newest first, with the count of all matches.
+-- LIKE is case-sensitive here; a text_pattern_ops index could serve the prefix half.
+SELECT kind, id, COUNT(*) OVER () AS total FROM (
+  SELECT 'session' AS kind, id, created_at FROM sessions
+   WHERE id LIKE :prefix_pattern ESCAPE '\' OR id LIKE :suffix_pattern ESCAPE '\'
+  UNION ALL
+  SELECT 'invocation' AS kind, id, created_at FROM invocations
+   WHERE id LIKE :prefix_pattern ESCAPE '\' OR id LIKE :suffix_pattern ESCAPE '\'
+  UNION ALL
+  SELECT 'play' AS kind, id, created_at FROM plays
+   WHERE id LIKE :prefix_pattern ESCAPE '\' OR id LIKE :suffix_pattern ESCAPE '\'
+  UNION ALL
+  SELECT 'schedule_run' AS kind, id, created_at FROM schedule_runs
+   WHERE id LIKE :prefix_pattern ESCAPE '\' OR id LIKE :suffix_pattern ESCAPE '\'
+) AS m
+ ORDER BY created_at DESC, kind, id
+ LIMIT :limit
 
 -- name: wait_fetch
 -- One tick: every pending target with its backing session's run_dir (DESIGN §4.1) and,

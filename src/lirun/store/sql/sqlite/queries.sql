@@ -8,6 +8,15 @@ INSERT INTO {table} ({columns}) VALUES ({values})
 -- name: get_row
 SELECT * FROM {table} WHERE id = :id
 
+-- name: match_ids
+-- Ids that start or end with :fragment, newest first, with the count of all matches.
+-- SQLite's LIKE ignores ASCII case; the substr tests keep the match case-sensitive.
+SELECT id, COUNT(*) OVER () AS total FROM {table}
+ WHERE (id LIKE :prefix_pattern ESCAPE '\' AND substr(id, 1, :length) = :fragment)
+    OR (id LIKE :suffix_pattern ESCAPE '\' AND substr(id, -:length) = :fragment)
+ ORDER BY created_at DESC, id
+ LIMIT :limit
+
 -- name: lock_row
 -- BEGIN IMMEDIATE already holds the database write lock.
 SELECT id, status, updated_at FROM {table} WHERE id = :id

@@ -21,20 +21,29 @@ UNION ALL
 SELECT 5, 'schedule_run', id, id, created_at FROM schedule_runs
  WHERE id IN (SELECT value FROM json_each(:ids))
 
--- name: wait_resolve_prefix
--- SQLite's LIKE ignores ASCII case; the substr test keeps prefixes case-sensitive.
-SELECT 'session' AS kind, id FROM sessions
- WHERE id LIKE :pattern ESCAPE '\' AND substr(id, 1, :length) = :prefix
-UNION ALL
-SELECT 'invocation', id FROM invocations
- WHERE id LIKE :pattern ESCAPE '\' AND substr(id, 1, :length) = :prefix
-UNION ALL
-SELECT 'play', id FROM plays
- WHERE id LIKE :pattern ESCAPE '\' AND substr(id, 1, :length) = :prefix
-UNION ALL
-SELECT 'schedule_run', id FROM schedule_runs
- WHERE id LIKE :pattern ESCAPE '\' AND substr(id, 1, :length) = :prefix
-LIMIT :limit
+-- name: wait_resolve_partial
+-- Ids of the wait kinds that start or end with :fragment (a prefix, or a run id's
+-- random suffix), newest first, with the count of all matches.
+-- SQLite's LIKE ignores ASCII case; the substr tests keep the match case-sensitive.
+SELECT kind, id, COUNT(*) OVER () AS total FROM (
+  SELECT 'session' AS kind, id, created_at FROM sessions
+   WHERE (id LIKE :prefix_pattern ESCAPE '\' AND substr(id, 1, :length) = :fragment)
+      OR (id LIKE :suffix_pattern ESCAPE '\' AND substr(id, -:length) = :fragment)
+  UNION ALL
+  SELECT 'invocation' AS kind, id, created_at FROM invocations
+   WHERE (id LIKE :prefix_pattern ESCAPE '\' AND substr(id, 1, :length) = :fragment)
+      OR (id LIKE :suffix_pattern ESCAPE '\' AND substr(id, -:length) = :fragment)
+  UNION ALL
+  SELECT 'play' AS kind, id, created_at FROM plays
+   WHERE (id LIKE :prefix_pattern ESCAPE '\' AND substr(id, 1, :length) = :fragment)
+      OR (id LIKE :suffix_pattern ESCAPE '\' AND substr(id, -:length) = :fragment)
+  UNION ALL
+  SELECT 'schedule_run' AS kind, id, created_at FROM schedule_runs
+   WHERE (id LIKE :prefix_pattern ESCAPE '\' AND substr(id, 1, :length) = :fragment)
+      OR (id LIKE :suffix_pattern ESCAPE '\' AND substr(id, -:length) = :fragment)
+) AS m
+ ORDER BY created_at DESC, kind, id
+ LIMIT :limit
 
 -- name: wait_fetch
 -- One tick: every pending target with its backing session's run_dir (DESIGN §4.1) and,
