@@ -28,6 +28,7 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.retry import retry_write
 from lirun.store.transitions import StatusWrite, decide, next_version, validate_status_write
 
 
@@ -292,11 +293,12 @@ class Store:
         actor: str | None,
         metadata_json: str | None,
         now: float,
+        transition_id: str | None = None,
     ) -> None:
         tx.execute(
             self.sql("insert_transition"),
             {
-                "id": new_id(),
+                "id": transition_id or new_id(),
                 "entity_type": policy.entity_type,
                 "entity_id": entity_id,
                 "previous_status": previous,
@@ -375,22 +377,48 @@ class Store:
             override_actor=override_actor,
             override_justification=override_justification,
         )
-        policy = write.policy
+        # Made before the first try: a retry after an ambiguous COMMIT finds it and stops.
+        transition_id = new_id()
+
+        def attempt(wait_seconds: float, tries: int) -> tuple[bool | None, str | None]:
+            return self._status_tx(
+                write, entity_id, transition_id, wait_seconds=wait_seconds, retried=tries > 0
+            )
+
+        applied, previous = retry_write(attempt, where=self.connector.display_url)
+        if applied is not None:
+            return applied
+        # Raised only after the audit row has committed.
+        raise TransitionRejectedError(write.policy.entity_type, entity_id, previous, new_status)
+
+    def _status_tx(
+        self,
+        write: StatusWrite,
+        entity_id: str,
+        transition_id: str,
+        *,
+        wait_seconds: float,
+        retried: bool,
+    ) -> tuple[bool | None, str | None]:
+        """One try of a status write: (applied, previous); applied None means rejected."""
         try:
-            with self.connector.write() as tx:
-                current = self._lock_row(tx, policy, entity_id)
+            with self.connector.write(wait_seconds=wait_seconds) as tx:
+                if retried and tx.query(self.sql("find_transition"), {"id": transition_id}):
+                    return True, None  # an earlier try committed after all
+                current = self._lock_row(tx, write.policy, entity_id)
                 previous = current["status"]
                 verdict = decide(write, previous, current["updated_at"])
                 if verdict == "skip":
-                    return False
+                    return False, previous
                 if verdict == "apply":
-                    self._apply(tx, write, entity_id, previous, current["updated_at"])
-                    return True
+                    self._apply(
+                        tx, write, entity_id, previous, current["updated_at"], transition_id
+                    )
+                    return True, previous
                 self._reject(tx, write, entity_id, previous)
+                return None, previous
         except _GuardLost:
-            return False
-        # Raised only after the audit row has committed.
-        raise TransitionRejectedError(policy.entity_type, entity_id, previous, new_status)
+            return False, None
 
     def _reject(self, tx: Tx, write: StatusWrite, entity_id: str, previous: str | None) -> None:
         self._admin_event(
@@ -415,6 +443,7 @@ class Store:
         entity_id: str,
         previous: str | None,
         version: float,
+        transition_id: str,
     ) -> None:
         """Override audit, row, history and notification: all in the caller's transaction."""
         policy = write.policy
@@ -462,6 +491,7 @@ class Store:
             write.actor,
             write.metadata_json,
             now,
+            transition_id,
         )
         if write.new_status in policy.terminal and self.connector.supports_notify:
             payload = json.dumps({"type": policy.entity_type, "id": entity_id})

@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from lirun.errors import (
     ConflictError,
     DatabaseBusyError,
+    DatabaseConnectionLostError,
     DatabaseError,
     DatabaseMissingError,
     DatabaseUnavailableError,
@@ -68,11 +69,11 @@ def _translate(exc: Exception, url: str) -> LirunError:
         return ConflictError(f"a record with that id already exists ({text})")
     if isinstance(exc, psycopg.errors.LockNotAvailable):
         return DatabaseBusyError(
-            f"a record at {redact_url(url)} stayed locked by another session for over "
-            f"{LOCK_TIMEOUT_S:.0f}s ({text}); find the long transaction, stop it, and retry"
+            f"a record at {redact_url(url)} stayed locked by another session past the lock "
+            f"timeout ({text}); find the long transaction, stop it, and retry"
         )
     if isinstance(exc, psycopg.OperationalError):
-        return DatabaseUnavailableError(
+        return DatabaseConnectionLostError(
             f"cannot use PostgreSQL at {redact_url(url)}: {text}; check the URL, the server "
             "and the credentials"
         )
@@ -183,24 +184,63 @@ class PostgresConnector:
                 )
             apply_migrations(tx, self.dialect, current)
 
+    # A server restart breaks both connections; each is replaced on its next use, so
+    # callers (the status-write retry, `li wait`) see one error per outage, not forever.
+
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
         with self._read_lock:
-            if self._read_conn is None:
-                self._read_conn = self.connect()
+            for first_try in (True, False):
+                if self._read_conn is None:
+                    self._read_conn = self.connect()
+                try:
+                    return _PgTx(self._read_conn).query(sql, params)
+                except self._psycopg.Error as exc:
+                    stale = self._discard_broken("_read_conn")
+                    if not (stale and first_try):
+                        raise _translate(exc, self.url) from exc
+            raise AssertionError("unreachable")
+
+    def _discard_broken(self, attr: str) -> bool:
+        """Forget the connection in ``attr`` if the server dropped it; True if it did."""
+        conn = getattr(self, attr)
+        if conn is None or not (conn.broken or conn.closed):
+            return False
+        with suppress(Exception):
+            conn.close()
+        setattr(self, attr, None)
+        return True
+
+    def _begin(self, wait_seconds: float | None) -> tuple[Any, ExitStack]:
+        """A connection inside an open transaction; a stale connection is replaced once."""
+        for first_try in (True, False):
+            if self._conn is None:
+                self._conn = self.connect()
+            stack = ExitStack()
             try:
-                return _PgTx(self._read_conn).query(sql, params)
+                stack.enter_context(self._conn.transaction())
+                if wait_seconds is not None:
+                    ms = str(max(1, int(wait_seconds * 1000)))
+                    self._conn.execute("SELECT set_config('lock_timeout', %s, true)", [ms])
+                return self._conn, stack
             except self._psycopg.Error as exc:
-                raise _translate(exc, self.url) from exc
+                with suppress(self._psycopg.Error):
+                    stack.close()
+                stale = self._discard_broken("_conn")
+                if not (stale and first_try):
+                    raise _translate(exc, self.url) from exc
+        raise AssertionError("unreachable")
 
     @contextmanager
-    def write(self) -> Iterator[_PgTx]:
+    def write(self, *, wait_seconds: float | None = None) -> Iterator[_PgTx]:
         if self.readonly:
             raise DatabaseUnavailableError(f"{self.display_url} was opened read-only")
         with self._lock:
+            conn, stack = self._begin(wait_seconds)
             try:
-                with self._conn.transaction():
-                    yield _PgTx(self._conn)
+                with stack:
+                    yield _PgTx(conn)
             except self._psycopg.Error as exc:
+                self._discard_broken("_conn")
                 raise _translate(exc, self.url) from exc
 
     def change_token(self) -> object:
@@ -208,7 +248,8 @@ class PostgresConnector:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()
         with self._read_lock:
             if self._read_conn is not None:
                 self._read_conn.close()

@@ -56,7 +56,7 @@ def _translate(exc: sqlite3.Error, path: Path) -> LirunError:
         )
     if _is_busy(exc):
         return DatabaseBusyError(
-            f"{path} stayed locked by another process for over {BUSY_TIMEOUT_S:.0f}s; find the "
+            f"{path} stayed locked by another process past the busy timeout; find the "
             "process holding a long transaction, stop it, and retry"
         )
     if "unable to open" in text or "readonly" in text or "read-only" in text:
@@ -281,8 +281,8 @@ class SQLiteConnector:
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
 
-    def _begin(self, conn: sqlite3.Connection) -> None:
-        """``BEGIN IMMEDIATE``, retried with jittered sleeps until the busy timeout."""
+    def _begin(self, conn: sqlite3.Connection, wait_seconds: float) -> None:
+        """``BEGIN IMMEDIATE``, retried with jittered sleeps for up to ``wait_seconds``."""
         deadline = 0.0
         attempt = 0
         while True:
@@ -291,7 +291,7 @@ class SQLiteConnector:
                 return
             except sqlite3.OperationalError as exc:
                 now = time.monotonic()
-                deadline = deadline or now + BUSY_TIMEOUT_S
+                deadline = deadline or now + wait_seconds
                 if not _is_busy(exc) or now >= deadline:
                     raise
             import random  # only when contended: keep `import lirun.store` light
@@ -300,13 +300,13 @@ class SQLiteConnector:
             attempt = min(attempt + 1, 16)
 
     @contextmanager
-    def write(self) -> Iterator[_SQLiteTx]:
+    def write(self, *, wait_seconds: float | None = None) -> Iterator[_SQLiteTx]:
         conn = self._write_conn
         if conn is None:
             raise DatabaseUnavailableError(f"{self.path} was opened read-only")
         with self._write_lock:
             try:
-                self._begin(conn)
+                self._begin(conn, BUSY_TIMEOUT_S if wait_seconds is None else wait_seconds)
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
             try:

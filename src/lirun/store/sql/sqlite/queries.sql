@@ -32,6 +32,10 @@ VALUES
     (:id, :entity_type, :entity_id, :previous_status, :status, :reason_code, :reason_summary,
      :evidence_refs, :source, :actor, :created_at, :metadata)
 
+-- name: find_transition
+-- A retried status write asks whether its earlier try committed after all.
+SELECT id FROM status_transitions WHERE id = :id
+
 -- name: list_transitions
 SELECT * FROM status_transitions
  WHERE entity_type = :entity_type AND entity_id = :entity_id
