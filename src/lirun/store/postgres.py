@@ -111,6 +111,7 @@ class PostgresConnector:
         self._lock = threading.RLock()
         self._read_lock = threading.Lock()
         self._read_conn: Any = None
+        self._closed = False  # closed by its owner: never reconnect
         self._conn = self.connect()
         try:
             self._check_and_migrate()
@@ -187,7 +188,12 @@ class PostgresConnector:
     # A server restart breaks both connections; each is replaced on its next use, so
     # callers (the status-write retry, `li wait`) see one error per outage, not forever.
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DatabaseUnavailableError(f"the connection to {self.display_url} was closed")
+
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
+        self._check_open()
         with self._read_lock:
             for first_try in (True, False):
                 if self._read_conn is None:
@@ -234,6 +240,7 @@ class PostgresConnector:
     def write(self, *, wait_seconds: float | None = None) -> Iterator[_PgTx]:
         if self.readonly:
             raise DatabaseUnavailableError(f"{self.display_url} was opened read-only")
+        self._check_open()
         with self._lock:
             conn, stack = self._begin(wait_seconds)
             try:
@@ -247,6 +254,7 @@ class PostgresConnector:
         return None
 
     def close(self) -> None:
+        self._closed = True
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
