@@ -19,6 +19,7 @@ from lirun.errors import (
     LirunError,
     MissingDriverError,
     SchemaTooNewError,
+    UsageError,
 )
 from lirun.store.connector import Params, Row, apply_migrations
 from lirun.store.queries import latest_version, to_pyformat
@@ -28,14 +29,36 @@ _MIGRATION_LOCK_KEY = 0x6C6972756E  # "lirun": serializes concurrent migrators
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
+_SECRET_PARAMS = ("password", "sslpassword")
+
+
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (never echo secrets)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    """The URL with every password (user-info or ``?password=``) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            host = netloc.rsplit("@", 1)[-1]
+            netloc = f"{parts.username or ''}:***@{host}"
+    except ValueError:  # not parseable (a broken IPv6 host): mask by pattern instead
+        masked = re.sub(r"(://[^/@]*?:)[^/@]*@", r"\1***@", url)
+        return re.sub(r"((?:ssl)?password=)[^&#]*", r"\1***", masked, flags=re.IGNORECASE)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(k.lower() in _SECRET_PARAMS for k, _ in query):
+        safe = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
+        parts = parts._replace(query=urlencode(safe, quote_via=quote, safe="*"))
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def check_url(url: str) -> None:
+    """Refuse a URL ``urlsplit`` cannot read, naming it without its password."""
+    try:
+        urlsplit(url).port  # noqa: B018 (parses host and port: a bad IPv6 host raises)
+    except ValueError as exc:
+        raise UsageError(
+            f"the database URL {redact_url(url)} is not valid ({exc}); write it as "
+            "postgresql://user:password@host:port/dbname"
+        ) from None
 
 
 def split_schema(url: str) -> tuple[str, str | None]:
@@ -60,6 +83,11 @@ def import_psycopg() -> Any:
             "run: pip install 'lirun[postgres]'"
         ) from exc
     return psycopg
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _translate(exc: Exception, url: str) -> LirunError:
@@ -103,6 +131,7 @@ class PostgresConnector:
     supports_notify = True
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
+        check_url(url)
         self.url = url
         self.display_url = redact_url(url)
         self.readonly = readonly
@@ -124,7 +153,12 @@ class PostgresConnector:
         from psycopg.conninfo import conninfo_to_dict
         from psycopg.rows import dict_row
 
-        given = conninfo_to_dict(self.conninfo)
+        try:
+            given = conninfo_to_dict(self.conninfo)
+        except self._psycopg.Error as exc:
+            raise UsageError(
+                f"the database URL {self.display_url} is not valid: {_first_line(exc)}"
+            ) from None
         # A writer waits for a row lock as long as a SQLite writer waits for the file lock;
         # the URL's own options and connect_timeout are kept (ours come after, and win).
         settings = [str(given.get("options") or "")]

@@ -128,9 +128,16 @@ class SQLiteConnector:
 
     def _open_writer(self, create_parent: bool) -> sqlite3.Connection:
         parent = self.path.parent
-        try:
-            if create_parent:
+        if create_parent:
+            try:
                 parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DatabaseUnavailableError(
+                    f"cannot create the directory {parent} for the database: "
+                    f"{exc.strerror or exc}; LIRUN_HOME must name a directory you can write "
+                    "(or one that can be created), or pass --db / set LIRUN_DB_URL"
+                ) from exc
+        try:
             if not parent.is_dir():
                 raise DatabaseUnavailableError(
                     f"cannot create the database {self.path}: directory {parent} does not "
