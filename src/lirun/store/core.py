@@ -32,6 +32,18 @@ from lirun.store.retry import retry_write
 from lirun.store.transitions import StatusWrite, decide, next_version, validate_status_write
 
 
+def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Owner identity (and a lease with a heartbeat) for a running row that lacks them."""
+    from lirun.liveness import DEFAULT_LEASE_SECONDS, current_owner
+
+    defaults: dict[str, Any] = {}
+    if "owner_pid" not in given:
+        defaults.update(current_owner())
+    if given.get("heartbeat_at") is not None and given.get("lease_seconds") is None:
+        defaults["lease_seconds"] = DEFAULT_LEASE_SECONDS
+    return defaults
+
+
 class _GuardLost(Exception):
     """The compare-and-set UPDATE matched no row: roll the transaction back, report False."""
 
@@ -96,7 +108,11 @@ class Store:
         cwd: str | os.PathLike[str] | None = None,
         **more: Any,
     ) -> dict[str, Any]:
-        """Create an execution row; extra columns (run_dir, owner_pid, …) come as keywords."""
+        """Create an execution row; extra columns (run_dir, owner_pid, …) come as keywords.
+
+        A running row records this process as its owner unless ``owner_pid`` is given
+        (``owner_pid=None`` records none): if the creator dies, a reaper can tell.
+        """
         fields = closed_fields(
             {
                 "run_id": run_id,
@@ -112,6 +128,8 @@ class Store:
         )
         fields.setdefault("started_at", time.time())
         fields["id"] = entity_id_or_new(id or run_id)
+        if status == "running":
+            fields.update(liveness_defaults(more))
         return self._insert("session", fields, status=status)
 
     def create_invocation(
@@ -247,7 +265,13 @@ class Store:
             )
 
     def heartbeat(self, session_id: str) -> None:
-        self.update_fields("session", session_id, {"heartbeat_at": time.time()}, touch=False)
+        """The owner is alive now; a row without a lease gets the default one."""
+        from lirun.liveness import DEFAULT_LEASE_SECONDS
+
+        params = {"id": session_id, "now": time.time(), "lease": DEFAULT_LEASE_SECONDS}
+        with self.connector.write() as tx:
+            if tx.execute(self.sql("heartbeat"), params) != 1:
+                raise NotFoundError(f"no session with id {session_id!r}")
 
     def append_message(self, session_id: str, *, role: str, content: Any) -> dict[str, Any]:
         if not isinstance(role, str) or not role:
