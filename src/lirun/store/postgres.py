@@ -227,7 +227,18 @@ class PostgresConnector:
             raise DatabaseUnavailableError(f"the connection to {self.display_url} was closed")
 
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
+        """A read-only store fails fast (its callers poll); a writer's reads come before
+        its guarded writes, so they wait out a lost connection like the writes do."""
         self._check_open()
+        if self.readonly:
+            return self._read_once(sql, params)
+        from lirun.store.retry import retry_write
+
+        return retry_write(
+            lambda _wait, _tries: self._read_once(sql, params), where=self.display_url
+        )
+
+    def _read_once(self, sql: str, params: Params | None) -> list[Row]:
         with self._read_lock:
             for first_try in (True, False):
                 if self._read_conn is None:
