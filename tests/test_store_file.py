@@ -36,6 +36,11 @@ def test_a_path_with_uri_characters_opens_read_only(tmp_path: Path) -> None:
 def test_an_empty_file_is_set_aside_and_said(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     path.write_bytes(b"")
+    reader = subprocess.run(
+        li_command("--db", str(path), "status"), capture_output=True, text=True, timeout=60
+    )
+    assert reader.returncode == 2 and "is empty (0 bytes)" in reader.stderr
+    assert path.stat().st_size == 0  # a reader changes nothing
     result = subprocess.run(
         [
             sys.executable,

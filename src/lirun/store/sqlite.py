@@ -168,6 +168,11 @@ class SQLiteConnector:
                 f"no lirun database at {self.path}; run a job first, or pass --db / set "
                 "LIRUN_DB_URL to the database you mean"
             )
+        if self.path.stat().st_size == 0:
+            raise DatabaseCorruptError(
+                f"{self.path} is empty (0 bytes), not a lirun database; the next writing li "
+                "command keeps it aside and creates a new one"
+            )
         try:
             return self._readonly_connection(immutable=False)
         except sqlite3.Error as exc:
