@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -96,3 +97,17 @@ def test_a_waiter_that_cannot_write_waits_without_reaping_and_says_so_once(
     finally:
         reader.close()
     assert row["status"] == "running"
+
+
+def test_a_setup_persist_row_records_its_owner(store: Store, db_url: str) -> None:
+    from lirun.rundir import allocate_run
+    from lirun.teardown import setup_persist_sync
+
+    run = allocate_run()
+    ctx = setup_persist_sync(run, db=db_url)
+    assert ctx is not None
+    try:
+        row = store.get_entity("session", run.run_id)
+    finally:
+        ctx.close()
+    assert row is not None and row["owner_pid"] == os.getpid()
