@@ -288,10 +288,19 @@ def test_no_database_yet_creates_nothing(
 def test_status_never_migrates_or_writes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import sqlite3
+
     db = tmp_path / "state.db"
-    db.write_bytes(b"")  # exists, but no schema: a read-only open cannot migrate it
+    with sqlite3.connect(db) as conn:  # a database, but no lirun schema: a read-only open
+        conn.execute("CREATE TABLE other (x)")  # cannot migrate it
+    conn.close()
+    before = db.read_bytes()
     assert li_main(["status", "--db", str(db)]) == 2
     assert "li db migrate" in capsys.readouterr().err
+    assert db.read_bytes() == before
+    db.write_bytes(b"")  # an empty file is named as such, and left as it is
+    assert li_main(["status", "--db", str(db)]) == 2
+    assert "is empty (0 bytes)" in capsys.readouterr().err
     assert db.read_bytes() == b""
 
 

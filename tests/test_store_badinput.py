@@ -35,9 +35,11 @@ def test_a_path_in_a_missing_directory(tmp_path: Path) -> None:
     assert not (tmp_path / "no").exists()
 
 
-def test_a_path_that_is_a_directory(tmp_path: Path) -> None:
-    with pytest.raises(DatabaseUnavailableError, match="cannot open"):
-        open_store(tmp_path)
+@pytest.mark.parametrize("readonly", [False, True])
+def test_a_path_that_is_a_directory(tmp_path: Path, readonly: bool) -> None:
+    # A reader once took a directory for "no database yet" and `li status` said "no runs".
+    with pytest.raises(DatabaseUnavailableError, match="is a directory, not a lirun database"):
+        open_store(tmp_path, readonly=readonly)
     assert list(tmp_path.iterdir()) == [tmp_path / "home"]
 
 

@@ -204,7 +204,9 @@ def test_a_newer_sqlite_user_version_is_refused(tmp_path: Path) -> None:
 
 def test_readonly_open_refuses_an_unmigrated_database(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    sqlite3.connect(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE other (x)")  # a database (not an empty file) without our schema
+    conn.close()
     with pytest.raises(DatabaseUnavailableError, match="li db migrate"):
         open_store(path, readonly=True)
     with pytest.raises(DatabaseUnavailableError, match="no lirun database"):

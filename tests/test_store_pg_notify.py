@@ -91,8 +91,8 @@ def watch_notify(
     real_write = store.connector.write
 
     @contextmanager
-    def watching_write() -> Iterator[WatchingTx]:
-        with real_write() as tx:
+    def watching_write(**kwargs: Any) -> Iterator[WatchingTx]:
+        with real_write(**kwargs) as tx:
             yield WatchingTx(tx, after_notify)
 
     monkeypatch.setattr(store.connector, "write", watching_write)

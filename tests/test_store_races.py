@@ -174,6 +174,7 @@ def test_a_lock_held_past_the_busy_timeout_is_a_busy_error(
 
     monkeypatch.setattr(lirun.store.sqlite, "BUSY_TIMEOUT_S", 0.5)
     monkeypatch.setattr(lirun.store.postgres, "LOCK_TIMEOUT_S", 0.5)
+    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.5")  # status writes wait this long
     store = open_store(db_url)
     try:
         store.create_session(id="s-1")

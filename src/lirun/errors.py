@@ -60,6 +60,12 @@ class DatabaseUnavailableError(DatabaseError):
     """The database location is unreachable (missing or read-only directory, server down)."""
 
 
+class DatabaseConnectionLostError(DatabaseUnavailableError):
+    """The database server could not be reached or the connection dropped (a restart, a
+    network cut). Status writes and `li wait` retry it; check the server if it lasts.
+    """
+
+
 class DatabaseBusyError(DatabaseError):
     """Another process held the database write lock past the busy timeout; retry later.
 

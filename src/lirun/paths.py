@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+from lirun.errors import UsageError
 
 
 def lirun_home() -> Path:
@@ -27,11 +30,24 @@ DB_URL_HELP = (
 )
 
 
+KNOWN_SCHEMES = ("sqlite", "postgresql", "postgres")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+
+
 def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
-    """``url`` > ``$LIRUN_DB_URL`` > the default SQLite file, as a string."""
+    """``url`` > ``$LIRUN_DB_URL`` > the default SQLite file, as a string.
+
+    A ``scheme://`` lirun does not know is refused: taken for a path it once created a
+    SQLite file named after the URL.
+    """
     if url is not None and str(url) != "":
-        return os.fspath(url)
-    env = os.environ.get("LIRUN_DB_URL")
-    if env:
-        return env
-    return str(default_db_path())
+        resolved = os.fspath(url)
+    else:
+        resolved = os.environ.get("LIRUN_DB_URL") or str(default_db_path())
+    scheme = _SCHEME.match(resolved)
+    if scheme and scheme.group(1).lower() not in KNOWN_SCHEMES:
+        raise UsageError(
+            f"unsupported database URL scheme {scheme.group(1)}:// (a path, sqlite:///path or "
+            "postgresql://... are accepted)"
+        )
+    return resolved

@@ -170,13 +170,22 @@ class ChangeTokenWaker:
 
 
 class ListenWaker:
-    """PostgreSQL: LISTEN on the terminal-transition channel, on its own connection."""
+    """PostgreSQL: LISTEN on the terminal-transition channel, on its own connection.
+
+    A lost connection (a server restart) is replaced with capped backoff; LISTEN is
+    issued again before the waiter's next read, so no commit after it is missed.
+    """
 
     def __init__(self, connector: Any, interest: Callable[[], Collection[str]]) -> None:
-        self._conn = connector.connect()
-        self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        self._connector = connector
+        self._conn: Any = self._listen_connection()
         self._interest = interest
-        self._fallback: SleepWaker | None = None
+        self._delay: float | None = None
+
+    def _listen_connection(self) -> Any:
+        conn = self._connector.connect()
+        conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        return conn
 
     def _relevant(self, payload: str) -> bool:
         try:
@@ -186,13 +195,27 @@ class ListenWaker:
         return target in self._interest()
 
     def wait(self, timeout: float, stop: Callable[[], bool]) -> bool:
-        if self._fallback is not None:
-            return self._fallback.wait(timeout, stop)
+        if self._conn is None:
+            return self._reconnect(timeout, stop)
         try:
             return self._listen(timeout, stop)
-        except Exception:  # a lost listener connection: polling alone stays correct
-            self._fallback = SleepWaker()
+        except Exception:  # the server went away: re-read now, reconnect on the next wait
+            self.close()
+            self._conn = None
             return True
+
+    def _reconnect(self, timeout: float, stop: Callable[[], bool]) -> bool:
+        """Sleep the next backoff step, then listen again; True: the waiter re-reads."""
+        from lirun.store.retry import backoff
+
+        self._delay = backoff(self._delay)
+        SleepWaker().wait(min(self._delay, timeout), stop)
+        try:
+            self._conn = self._listen_connection()
+        except Exception:
+            return True  # still down: the re-read reports it, the next wait tries again
+        self._delay = None
+        return True
 
     def _listen(self, timeout: float, stop: Callable[[], bool]) -> bool:
         deadline = time.monotonic() + timeout
@@ -210,7 +233,8 @@ class ListenWaker:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # a broken connection has nothing to release
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()
 
 
 def make_waker(connector: Connector, interest: Callable[[], Collection[str]]) -> Waker:

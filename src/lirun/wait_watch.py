@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from lirun.errors import LirunError
+from lirun.errors import DatabaseConnectionLostError, DatabaseUnavailableError, LirunError
 from lirun.store.core import Store
 from lirun.wait_outcome import is_final, project, unfinished
 from lirun.wait_resolve import Target, id_list_param, resolve_targets
@@ -62,6 +62,8 @@ class Watcher:
         self.store = store
         self._writable_factory = writable
         self._writable: Store | None = None
+        self._reaping = True  # False once this waiter found it cannot write
+        self._lost = False  # the last tick could not read the database
         self._warn = warn
         self._clock = clock
         self._next_liveness = clock()
@@ -129,8 +131,14 @@ class Watcher:
             if self._liveness_due() and self._reap(rows.values()):
                 rows = self.fetch(self._pending)  # rare: report the persisted winner
         except LirunError as exc:
-            self._warn(f"{exc}; retrying")  # e.g. a busy database: the next tick retries
+            if not self._lost:  # said once per outage; the next ticks retry quietly
+                self._warn(f"{exc}; retrying until the database answers")
+            self._lost = True
             rows = None
+        else:
+            if self._lost:
+                self._warn("the database answers again")
+            self._lost = False
         finished = self._settle(rows) if rows is not None else []
         self.waker.after_read(bool(finished))
         finished.extend(self._unreported)
@@ -174,17 +182,36 @@ class Watcher:
         store = self._store_for_reaping() if dead else None
         if store is None:
             return False
-        return bool(reap_sessions(store, dead))
+        try:
+            return bool(reap_sessions(store, dead))
+        except DatabaseUnavailableError as exc:
+            if isinstance(exc, DatabaseConnectionLostError):
+                raise  # transient: the tick retries
+            self._give_up_reaping(exc)
+            return False
+
+    def _give_up_reaping(self, exc: LirunError) -> None:
+        """Say once that this waiter cannot write, and keep waiting without reaping."""
+        self._reaping = False
+        self._warn(
+            f"cannot finalize runs whose owner is gone ({exc}); waiting without reaping "
+            "(a `li reap` by a user who can write the database will finalize them)"
+        )
 
     def _store_for_reaping(self) -> Store | None:
+        if not self._reaping:
+            return None
         if not self.store.connector.readonly:
             return self.store
         if self._writable is None and self._writable_factory is not None:
             factory, self._writable_factory = self._writable_factory, None
             try:
                 self._writable = factory()
+            except DatabaseConnectionLostError:
+                self._writable_factory = factory  # transient: try again on a later tick
+                raise
             except LirunError as exc:
-                self._warn(f"cannot finalize dead runs: {exc}")
+                self._give_up_reaping(exc)
         return self._writable
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lirun.cli.common import add_db_option, make_parser, print_json
 from lirun.paths import resolve_db_url
-from lirun.store import open_store
+from lirun.store import is_postgres_url, open_store
 from lirun.store.queries import latest_version
 
 EXIT_CODES = "  0  done\n  2  usage error, or the database cannot be opened or migrated"
@@ -22,9 +22,12 @@ def main(argv: list[str]) -> int:
         p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args(argv)
     if args.action == "path":
-        from lirun.store.postgres import redact_url
+        from lirun.store.postgres import check_url, redact_url
 
-        url = redact_url(resolve_db_url(args.db))
+        resolved = resolve_db_url(args.db)
+        if is_postgres_url(resolved):
+            check_url(resolved)
+        url = redact_url(resolved)
         print_json({"url": url}) if args.json else print(url)
         return 0
     store = open_store(args.db)

@@ -47,6 +47,9 @@ def _usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--db"] or args[:1] == ["--db="]:
+        sys.stderr.write("li: --db needs a value: a path, sqlite:///path or postgresql://...\n")
+        return 2
     if args[:1] == ["--db"] and len(args) >= 2:
         os.environ["LIRUN_DB_URL"] = args[1]
         args = args[2:]

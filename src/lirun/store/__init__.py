@@ -41,7 +41,8 @@ def open_connector(
         from lirun.store.postgres import PostgresConnector
 
         return PostgresConnector(resolved, readonly=readonly)
-    from lirun.store.sqlite import SQLiteConnector, sqlite_path_from_url
+    from lirun.store.dbfile import sqlite_path_from_url
+    from lirun.store.sqlite import SQLiteConnector
 
     path = sqlite_path_from_url(resolved)
     is_default = Path(resolved) == default_db_path()

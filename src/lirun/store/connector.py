@@ -30,7 +30,10 @@ class Connector(Protocol):
         """Run a read outside any write transaction; never waits for a writer's lock."""
         ...
 
-    def write(self) -> AbstractContextManager[Tx]: ...
+    def write(self, *, wait_seconds: float | None = None) -> AbstractContextManager[Tx]:
+        """A write transaction; ``wait_seconds`` bounds the wait for another writer's lock
+        (default: the backend's busy timeout)."""
+        ...
 
     def change_token(self) -> object:
         """A value that changes when another connection commits (None if unsupported)."""

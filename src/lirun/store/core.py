@@ -33,6 +33,7 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.retry import retry_write
 from lirun.store.transitions import StatusWrite, decide, next_version, validate_status_write
 
 # How many candidates an ambiguous id lists (the rest are counted: "and N more").
@@ -53,6 +54,18 @@ def id_fragment_params(fragment: str, limit: int = ID_CANDIDATES) -> dict[str, A
         "length": len(fragment),
         "limit": int(limit),
     }
+
+
+def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
+    """Owner identity (and a lease with a heartbeat) for a running row that lacks them."""
+    from lirun.liveness import DEFAULT_LEASE_SECONDS, current_owner
+
+    defaults: dict[str, Any] = {}
+    if "owner_pid" not in given:
+        defaults.update(current_owner())
+    if given.get("heartbeat_at") is not None and given.get("lease_seconds") is None:
+        defaults["lease_seconds"] = DEFAULT_LEASE_SECONDS
+    return defaults
 
 
 class _GuardLost(Exception):
@@ -120,7 +133,11 @@ class Store:
         cwd: str | os.PathLike[str] | None = None,
         **more: Any,
     ) -> dict[str, Any]:
-        """Create an execution row; extra columns (run_dir, owner_pid, …) come as keywords."""
+        """Create an execution row; extra columns (run_dir, owner_pid, …) come as keywords.
+
+        A running row records this process as its owner unless ``owner_pid`` is given
+        (``owner_pid=None`` records none): if the creator dies, a reaper can tell.
+        """
         fields = closed_fields(
             {
                 "run_id": run_id,
@@ -136,6 +153,8 @@ class Store:
         )
         fields.setdefault("started_at", time.time())
         fields["id"] = entity_id_or_new(id or run_id)
+        if status == "running":
+            fields.update(liveness_defaults(more))
         return self._insert("session", fields, status=status)
 
     def create_invocation(
@@ -304,7 +323,13 @@ class Store:
             )
 
     def heartbeat(self, session_id: str) -> None:
-        self.update_fields("session", session_id, {"heartbeat_at": time.time()}, touch=False)
+        """The owner is alive now; a row without a lease gets the default one."""
+        from lirun.liveness import DEFAULT_LEASE_SECONDS
+
+        params = {"id": session_id, "now": time.time(), "lease": DEFAULT_LEASE_SECONDS}
+        with self.connector.write() as tx:
+            if tx.execute(self.sql("heartbeat"), params) != 1:
+                raise NotFoundError(f"no session with id {session_id!r}")
 
     def append_message(self, session_id: str, *, role: str, content: Any) -> dict[str, Any]:
         if not isinstance(role, str) or not role:
@@ -350,11 +375,12 @@ class Store:
         actor: str | None,
         metadata_json: str | None,
         now: float,
+        transition_id: str | None = None,
     ) -> None:
         tx.execute(
             self.sql("insert_transition"),
             {
-                "id": new_id(),
+                "id": transition_id or new_id(),
                 "entity_type": policy.entity_type,
                 "entity_id": entity_id,
                 "previous_status": previous,
@@ -433,22 +459,48 @@ class Store:
             override_actor=override_actor,
             override_justification=override_justification,
         )
-        policy = write.policy
+        # Made before the first try: a retry after an ambiguous COMMIT finds it and stops.
+        transition_id = new_id()
+
+        def attempt(wait_seconds: float, tries: int) -> tuple[bool | None, str | None]:
+            return self._status_tx(
+                write, entity_id, transition_id, wait_seconds=wait_seconds, retried=tries > 0
+            )
+
+        applied, previous = retry_write(attempt, where=self.connector.display_url)
+        if applied is not None:
+            return applied
+        # Raised only after the audit row has committed.
+        raise TransitionRejectedError(write.policy.entity_type, entity_id, previous, new_status)
+
+    def _status_tx(
+        self,
+        write: StatusWrite,
+        entity_id: str,
+        transition_id: str,
+        *,
+        wait_seconds: float,
+        retried: bool,
+    ) -> tuple[bool | None, str | None]:
+        """One try of a status write: (applied, previous); applied None means rejected."""
         try:
-            with self.connector.write() as tx:
-                current = self._lock_row(tx, policy, entity_id)
+            with self.connector.write(wait_seconds=wait_seconds) as tx:
+                if retried and tx.query(self.sql("find_transition"), {"id": transition_id}):
+                    return True, None  # an earlier try committed after all
+                current = self._lock_row(tx, write.policy, entity_id)
                 previous = current["status"]
                 verdict = decide(write, previous, current["updated_at"])
                 if verdict == "skip":
-                    return False
+                    return False, previous
                 if verdict == "apply":
-                    self._apply(tx, write, entity_id, previous, current["updated_at"])
-                    return True
+                    self._apply(
+                        tx, write, entity_id, previous, current["updated_at"], transition_id
+                    )
+                    return True, previous
                 self._reject(tx, write, entity_id, previous)
+                return None, previous
         except _GuardLost:
-            return False
-        # Raised only after the audit row has committed.
-        raise TransitionRejectedError(policy.entity_type, entity_id, previous, new_status)
+            return False, None
 
     def _reject(self, tx: Tx, write: StatusWrite, entity_id: str, previous: str | None) -> None:
         self._admin_event(
@@ -473,6 +525,7 @@ class Store:
         entity_id: str,
         previous: str | None,
         version: float,
+        transition_id: str,
     ) -> None:
         """Override audit, row, history and notification: all in the caller's transaction."""
         policy = write.policy
@@ -520,6 +573,7 @@ class Store:
             write.actor,
             write.metadata_json,
             now,
+            transition_id,
         )
         if write.new_status in policy.terminal and self.connector.supports_notify:
             payload = json.dumps({"type": policy.entity_type, "id": entity_id})

@@ -5,19 +5,21 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from lirun.errors import (
     ConflictError,
     DatabaseBusyError,
+    DatabaseConnectionLostError,
     DatabaseError,
     DatabaseMissingError,
     DatabaseUnavailableError,
     LirunError,
     MissingDriverError,
     SchemaTooNewError,
+    UsageError,
 )
 from lirun.store.connector import Params, Row, apply_migrations
 from lirun.store.queries import latest_version, to_pyformat
@@ -27,14 +29,36 @@ _MIGRATION_LOCK_KEY = 0x6C6972756E  # "lirun": serializes concurrent migrators
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
+_SECRET_PARAMS = ("password", "sslpassword")
+
+
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (never echo secrets)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    """The URL with every password (user-info or ``?password=``) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            host = netloc.rsplit("@", 1)[-1]
+            netloc = f"{parts.username or ''}:***@{host}"
+    except ValueError:  # not parseable (a broken IPv6 host): mask by pattern instead
+        masked = re.sub(r"(://[^/@]*?:)[^/@]*@", r"\1***@", url)
+        return re.sub(r"((?:ssl)?password=)[^&#]*", r"\1***", masked, flags=re.IGNORECASE)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(k.lower() in _SECRET_PARAMS for k, _ in query):
+        safe = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
+        parts = parts._replace(query=urlencode(safe, quote_via=quote, safe="*"))
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def check_url(url: str) -> None:
+    """Refuse a URL ``urlsplit`` cannot read, naming it without its password."""
+    try:
+        urlsplit(url).port  # noqa: B018 (parses host and port: a bad IPv6 host raises)
+    except ValueError as exc:
+        raise UsageError(
+            f"the database URL {redact_url(url)} is not valid ({exc}); write it as "
+            "postgresql://user:password@host:port/dbname"
+        ) from None
 
 
 def split_schema(url: str) -> tuple[str, str | None]:
@@ -61,6 +85,11 @@ def import_psycopg() -> Any:
     return psycopg
 
 
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _translate(exc: Exception, url: str) -> LirunError:
     psycopg = import_psycopg()
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -68,11 +97,11 @@ def _translate(exc: Exception, url: str) -> LirunError:
         return ConflictError(f"a record with that id already exists ({text})")
     if isinstance(exc, psycopg.errors.LockNotAvailable):
         return DatabaseBusyError(
-            f"a record at {redact_url(url)} stayed locked by another session for over "
-            f"{LOCK_TIMEOUT_S:.0f}s ({text}); find the long transaction, stop it, and retry"
+            f"a record at {redact_url(url)} stayed locked by another session past the lock "
+            f"timeout ({text}); find the long transaction, stop it, and retry"
         )
     if isinstance(exc, psycopg.OperationalError):
-        return DatabaseUnavailableError(
+        return DatabaseConnectionLostError(
             f"cannot use PostgreSQL at {redact_url(url)}: {text}; check the URL, the server "
             "and the credentials"
         )
@@ -102,6 +131,7 @@ class PostgresConnector:
     supports_notify = True
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
+        check_url(url)
         self.url = url
         self.display_url = redact_url(url)
         self.readonly = readonly
@@ -110,6 +140,7 @@ class PostgresConnector:
         self._lock = threading.RLock()
         self._read_lock = threading.Lock()
         self._read_conn: Any = None
+        self._closed = False  # closed by its owner: never reconnect
         self._conn = self.connect()
         try:
             self._check_and_migrate()
@@ -122,7 +153,12 @@ class PostgresConnector:
         from psycopg.conninfo import conninfo_to_dict
         from psycopg.rows import dict_row
 
-        given = conninfo_to_dict(self.conninfo)
+        try:
+            given = conninfo_to_dict(self.conninfo)
+        except self._psycopg.Error as exc:
+            raise UsageError(
+                f"the database URL {self.display_url} is not valid: {_first_line(exc)}"
+            ) from None
         # A writer waits for a row lock as long as a SQLite writer waits for the file lock;
         # the URL's own options and connect_timeout are kept (ours come after, and win).
         settings = [str(given.get("options") or "")]
@@ -183,32 +219,90 @@ class PostgresConnector:
                 )
             apply_migrations(tx, self.dialect, current)
 
+    # A server restart breaks both connections; each is replaced on its next use, so
+    # callers (the status-write retry, `li wait`) see one error per outage, not forever.
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DatabaseUnavailableError(f"the connection to {self.display_url} was closed")
+
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
+        """A read-only store fails fast (its callers poll); a writer's reads come before
+        its guarded writes, so they wait out a lost connection like the writes do."""
+        self._check_open()
+        if self.readonly:
+            return self._read_once(sql, params)
+        from lirun.store.retry import retry_write
+
+        return retry_write(
+            lambda _wait, _tries: self._read_once(sql, params), where=self.display_url
+        )
+
+    def _read_once(self, sql: str, params: Params | None) -> list[Row]:
         with self._read_lock:
-            if self._read_conn is None:
-                self._read_conn = self.connect()
+            for first_try in (True, False):
+                if self._read_conn is None:
+                    self._read_conn = self.connect()
+                try:
+                    return _PgTx(self._read_conn).query(sql, params)
+                except self._psycopg.Error as exc:
+                    stale = self._discard_broken("_read_conn")
+                    if not (stale and first_try):
+                        raise _translate(exc, self.url) from exc
+            raise AssertionError("unreachable")
+
+    def _discard_broken(self, attr: str) -> bool:
+        """Forget the connection in ``attr`` if the server dropped it; True if it did."""
+        conn = getattr(self, attr)
+        if conn is None or not (conn.broken or conn.closed):
+            return False
+        with suppress(Exception):
+            conn.close()
+        setattr(self, attr, None)
+        return True
+
+    def _begin(self, wait_seconds: float | None) -> tuple[Any, ExitStack]:
+        """A connection inside an open transaction; a stale connection is replaced once."""
+        for first_try in (True, False):
+            if self._conn is None:
+                self._conn = self.connect()
+            stack = ExitStack()
             try:
-                return _PgTx(self._read_conn).query(sql, params)
+                stack.enter_context(self._conn.transaction())
+                if wait_seconds is not None:
+                    ms = str(max(1, int(wait_seconds * 1000)))
+                    self._conn.execute("SELECT set_config('lock_timeout', %s, true)", [ms])
+                return self._conn, stack
             except self._psycopg.Error as exc:
-                raise _translate(exc, self.url) from exc
+                with suppress(self._psycopg.Error):
+                    stack.close()
+                stale = self._discard_broken("_conn")
+                if not (stale and first_try):
+                    raise _translate(exc, self.url) from exc
+        raise AssertionError("unreachable")
 
     @contextmanager
-    def write(self) -> Iterator[_PgTx]:
+    def write(self, *, wait_seconds: float | None = None) -> Iterator[_PgTx]:
         if self.readonly:
             raise DatabaseUnavailableError(f"{self.display_url} was opened read-only")
+        self._check_open()
         with self._lock:
+            conn, stack = self._begin(wait_seconds)
             try:
-                with self._conn.transaction():
-                    yield _PgTx(self._conn)
+                with stack:
+                    yield _PgTx(conn)
             except self._psycopg.Error as exc:
+                self._discard_broken("_conn")
                 raise _translate(exc, self.url) from exc
 
     def change_token(self) -> object:
         return None
 
     def close(self) -> None:
+        self._closed = True
         with self._lock:
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()
         with self._read_lock:
             if self._read_conn is not None:
                 self._read_conn.close()

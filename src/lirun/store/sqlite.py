@@ -27,6 +27,7 @@ from lirun.errors import (
     SchemaTooNewError,
 )
 from lirun.store.connector import Params, Row, apply_migrations
+from lirun.store.dbfile import ensure_database_file, file_kind, readonly_uri
 from lirun.store.queries import latest_version
 
 BUSY_TIMEOUT_S = 30.0
@@ -36,15 +37,6 @@ BUSY_TIMEOUT_S = 30.0
 # single writes wait 700 ms; with this loop, under 300 ms at the same throughput).
 _RETRY_BASE_S = 0.001
 _RETRY_CAP_S = 0.02
-
-
-def sqlite_path_from_url(url: str) -> Path:
-    """``sqlite:///abs/path``, ``sqlite:rel/path`` or a bare path → a Path."""
-    if url.startswith("sqlite://"):
-        url = url[len("sqlite://") :]
-    elif url.startswith("sqlite:"):
-        url = url[len("sqlite:") :]
-    return Path(url).expanduser()
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -64,7 +56,7 @@ def _translate(exc: sqlite3.Error, path: Path) -> LirunError:
         )
     if _is_busy(exc):
         return DatabaseBusyError(
-            f"{path} stayed locked by another process for over {BUSY_TIMEOUT_S:.0f}s; find the "
+            f"{path} stayed locked by another process past the busy timeout; find the "
             "process holding a long transaction, stop it, and retry"
         )
     if "unable to open" in text or "readonly" in text or "read-only" in text:
@@ -111,6 +103,7 @@ class SQLiteConnector:
         self._write_lock = threading.RLock()
         self._read_lock = threading.Lock()
         self._write_conn: sqlite3.Connection | None = None
+        self._immutable_seen: tuple[int, ...] | None = None
         if readonly:
             self._read_conn = self._open_readonly()
             return
@@ -136,21 +129,26 @@ class SQLiteConnector:
     def _open_writer(self, create_parent: bool) -> sqlite3.Connection:
         parent = self.path.parent
         if create_parent:
-            parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not parent.is_dir():
-            raise DatabaseUnavailableError(
-                f"cannot create the database {self.path}: directory {parent} does not exist; "
-                "create it or choose another path with --db / LIRUN_DB_URL"
-            )
+            try:
+                parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DatabaseUnavailableError(
+                    f"cannot create the directory {parent} for the database: "
+                    f"{exc.strerror or exc}; LIRUN_HOME must name a directory you can write "
+                    "(or one that can be created), or pass --db / set LIRUN_DB_URL"
+                ) from exc
         try:
-            # Created here, not by sqlite3, so that the file is 0600 from its first byte
-            # (the -wal and -shm files copy the database file's mode).
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            if not parent.is_dir():
+                raise DatabaseUnavailableError(
+                    f"cannot create the database {self.path}: directory {parent} does not "
+                    "exist; create it or choose another path with --db / LIRUN_DB_URL"
+                )
+            ensure_database_file(self.path)
         except OSError as exc:
             raise DatabaseUnavailableError(
-                f"cannot open {self.path} for writing: {exc.strerror}; it must be a writable "
-                f"file (or not exist yet) in a writable directory ({parent}); or choose another "
-                "path with --db / LIRUN_DB_URL"
+                f"cannot open {self.path} for writing: {exc.strerror or exc}; it must be a "
+                f"writable file (or not exist yet) in a writable directory ({parent}); or "
+                "choose another path with --db / LIRUN_DB_URL"
             ) from exc
         try:
             return _connect(self.path)
@@ -158,15 +156,39 @@ class SQLiteConnector:
             raise _translate(exc, self.path) from exc
 
     def _open_readonly(self) -> sqlite3.Connection:
-        if not self.path.is_file():
+        try:
+            kind = file_kind(self.path)
+        except OSError as exc:
+            raise DatabaseUnavailableError(
+                f"cannot read {self.path}: {exc.strerror or exc}; pass --db / set LIRUN_DB_URL "
+                "to the database you mean"
+            ) from exc
+        if kind is None:
             raise DatabaseMissingError(
                 f"no lirun database at {self.path}; run a job first, or pass --db / set "
                 "LIRUN_DB_URL to the database you mean"
             )
+        if self.path.stat().st_size == 0:
+            raise DatabaseCorruptError(
+                f"{self.path} is empty (0 bytes), not a lirun database; the next writing li "
+                "command keeps it aside and creates a new one"
+            )
         try:
-            conn = _connect(f"file:{self.path}?mode=ro", uri=True)
+            return self._readonly_connection(immutable=False)
+        except sqlite3.Error as exc:
+            if not self._cannot_share_memory(exc):
+                raise _translate(exc, self.path) from exc
+        # A reader of a directory it cannot write, with no writer around: nothing is in a
+        # WAL, so the file alone is the database. Opened immutable, and reopened whenever
+        # the file changes (see read), because an immutable connection never looks again.
+        self._immutable_seen = self._file_signature()
+        try:
+            return self._readonly_connection(immutable=True)
         except sqlite3.Error as exc:
             raise _translate(exc, self.path) from exc
+
+    def _readonly_connection(self, *, immutable: bool) -> sqlite3.Connection:
+        conn = _connect(readonly_uri(self.path, immutable=immutable), uri=True)
         try:
             current = self._check_version(conn)
             if current < latest_version(self.dialect):
@@ -175,13 +197,42 @@ class SQLiteConnector:
                     f"{latest_version(self.dialect)}; run `li db migrate` (any writing li "
                     "command migrates it)"
                 )
-        except sqlite3.Error as exc:
-            conn.close()
-            raise _translate(exc, self.path) from exc
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _cannot_share_memory(self, exc: sqlite3.Error) -> bool:
+        """The read-only open failed only because the -shm file cannot be created here."""
+        text = str(exc)
+        return (
+            ("readonly" in text or "unable to open" in text)
+            and not os.access(self.path.parent, os.W_OK)
+            and not Path(f"{self.path}-wal").exists()
+        )
+
+    def _file_signature(self) -> tuple[int, ...]:
+        """Changes whenever a writer touches the file or starts a WAL next to it."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return ()
+        has_wal = Path(f"{self.path}-wal").exists()
+        return (st.st_ino, st.st_size, st.st_mtime_ns, int(has_wal))
+
+    def _refresh_immutable(self) -> None:
+        """Reopen an immutable reader whose file changed (caller holds the read lock)."""
+        seen = self._immutable_seen
+        if seen is None or self._file_signature() == seen:
+            return
+        self._immutable_seen = None  # set again only if the reopen is immutable too
+        try:
+            fresh = self._open_readonly()  # a writer may be there now: a normal reader first
+        except BaseException:
+            self._immutable_seen = seen
+            raise
+        self._read_conn.close()
+        self._read_conn = fresh
 
     @staticmethod
     def _set_wal(conn: sqlite3.Connection) -> None:
@@ -237,12 +288,13 @@ class SQLiteConnector:
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
         with self._read_lock:
             try:
+                self._refresh_immutable()
                 return _SQLiteTx(self._read_conn).query(sql, params)
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
 
-    def _begin(self, conn: sqlite3.Connection) -> None:
-        """``BEGIN IMMEDIATE``, retried with jittered sleeps until the busy timeout."""
+    def _begin(self, conn: sqlite3.Connection, wait_seconds: float) -> None:
+        """``BEGIN IMMEDIATE``, retried with jittered sleeps for up to ``wait_seconds``."""
         deadline = 0.0
         attempt = 0
         while True:
@@ -251,7 +303,7 @@ class SQLiteConnector:
                 return
             except sqlite3.OperationalError as exc:
                 now = time.monotonic()
-                deadline = deadline or now + BUSY_TIMEOUT_S
+                deadline = deadline or now + wait_seconds
                 if not _is_busy(exc) or now >= deadline:
                     raise
             import random  # only when contended: keep `import lirun.store` light
@@ -260,13 +312,13 @@ class SQLiteConnector:
             attempt = min(attempt + 1, 16)
 
     @contextmanager
-    def write(self) -> Iterator[_SQLiteTx]:
+    def write(self, *, wait_seconds: float | None = None) -> Iterator[_SQLiteTx]:
         conn = self._write_conn
         if conn is None:
             raise DatabaseUnavailableError(f"{self.path} was opened read-only")
         with self._write_lock:
             try:
-                self._begin(conn)
+                self._begin(conn, BUSY_TIMEOUT_S if wait_seconds is None else wait_seconds)
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
             try:
@@ -288,6 +340,8 @@ class SQLiteConnector:
 
     def change_token(self) -> object:
         with self._read_lock:
+            if self._immutable_seen is not None:
+                return self._file_signature()
             return self._read_conn.execute("PRAGMA data_version").fetchone()[0]
 
     def close(self) -> None:

@@ -33,6 +33,12 @@ UPDATE {table}
 -- name: update_fields
 UPDATE {table} SET {assignments} WHERE id = :id
 
+-- name: heartbeat
+-- A beat also gives a row that has no lease the default one, so a silent owner is reaped.
+UPDATE sessions
+   SET heartbeat_at = :now, lease_seconds = COALESCE(lease_seconds, :lease)
+ WHERE id = :id
+
 -- name: insert_transition
 INSERT INTO status_transitions
     (id, entity_type, entity_id, previous_status, status, reason_code, reason_summary,
@@ -40,6 +46,10 @@ INSERT INTO status_transitions
 VALUES
     (:id, :entity_type, :entity_id, :previous_status, :status, :reason_code, :reason_summary,
      :evidence_refs, :source, :actor, :created_at, :metadata)
+
+-- name: find_transition
+-- A retried status write asks whether its earlier try committed after all.
+SELECT id FROM status_transitions WHERE id = :id
 
 -- name: list_transitions
 SELECT * FROM status_transitions

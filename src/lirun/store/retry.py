@@ -1,0 +1,84 @@
+"""Retrying a status write through a lost connection or a held lock, within a bound.
+
+A status write is a guarded compare-and-set that carries a transition id made before its
+first try, so trying it again after an error is always safe: if an earlier COMMIT did
+land, the retry finds its transition and reports success without writing twice.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from lirun.errors import DatabaseBusyError, DatabaseConnectionLostError
+
+T = TypeVar("T")
+
+RETRY_ENV = "LIRUN_WRITE_RETRY_SECONDS"
+DEFAULT_RETRY_SECONDS = 30.0
+FIRST_DELAY_SECONDS = 0.1
+MAX_DELAY_SECONDS = 2.0
+RETRYABLE = (DatabaseConnectionLostError, DatabaseBusyError)
+
+
+def write_retry_seconds() -> float:
+    """``$LIRUN_WRITE_RETRY_SECONDS`` (read at call time), else 30; never negative."""
+    raw = os.environ.get(RETRY_ENV, "")
+    try:
+        value = float(raw) if raw.strip() else DEFAULT_RETRY_SECONDS
+    except ValueError:
+        value = DEFAULT_RETRY_SECONDS
+    return max(0.0, value) if math.isfinite(value) else DEFAULT_RETRY_SECONDS
+
+
+def backoff(previous: float | None) -> float:
+    """0.1 s, doubling, capped at 2 s."""
+    return FIRST_DELAY_SECONDS if previous is None else min(previous * 2, MAX_DELAY_SECONDS)
+
+
+def stderr_notice(message: str) -> None:
+    sys.stderr.write(f"lirun: {message}\n")
+    sys.stderr.flush()
+
+
+def retry_write(
+    attempt: Callable[[float, int], T],
+    *,
+    where: str,
+    notice: Callable[[str], None] = stderr_notice,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """``attempt(wait_seconds, tries_so_far)`` until it succeeds or the bound is spent.
+
+    A lost connection is said once on stderr, and its return once; the last error is
+    raised (DatabaseConnectionLostError or DatabaseBusyError) when the bound is spent.
+    """
+    bound = write_retry_seconds()
+    deadline = clock() + bound
+    tries = 0
+    delay: float | None = None
+    lost = False
+    while True:
+        try:
+            result = attempt(max(0.0, deadline - clock()), tries)
+        except RETRYABLE as exc:
+            left = deadline - clock()
+            if left <= 0:
+                if lost:
+                    notice(f"gave up on the database at {where} after {bound:g}s: {exc}")
+                raise
+            if isinstance(exc, DatabaseConnectionLostError) and not lost:
+                lost = True
+                notice(f"lost the database ({exc}); retrying for up to {bound:g}s")
+            delay = backoff(delay)
+            sleep(min(delay, left))
+            tries += 1
+            continue
+        if lost:
+            notice(f"the database at {where} is back")
+        return result
