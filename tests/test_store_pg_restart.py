@@ -89,7 +89,8 @@ def test_li_run_keeps_its_outcome_across_a_restart(
     open_store(pg_cluster.url).close()
     env = _env(pg_cluster, lirun_home)
     run = subprocess.Popen(
-        li_command("run", "--run-id", "r-1", "--", "sleep", "2"),
+        # It prints a reply: a silent `sleep` would rightly end completed_empty.
+        li_command("run", "--run-id", "r-1", "--", "sh", "-c", "sleep 2; echo done"),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
