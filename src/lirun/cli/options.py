@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lirun.cli.common import add_db_option, print_json
-from lirun.errors import UsageError
+from lirun.errors import StartInterruptedError, UsageError
 
 __all__ = [
     "EXIT_CODES",
@@ -244,11 +244,15 @@ def _detach(command: str, argv: list[str], request: Any, *, as_json: bool) -> in
     from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
     from lirun.exec.execution import prepare
     from lirun.rundir import allocate_run
+    from lirun.signals import held_trap
     from lirun.store import open_store
 
     store = open_store(request.db_url)
     try:
         prepare(request, store)
+        trap = held_trap()
+        if trap is not None and trap.received is not None:
+            raise StartInterruptedError(f"{trap.signal_name} received; nothing was started")
         run = allocate_run(request.save_dir, request.run_id)
         proc = spawn_worker(command, argv, run, env=detached_env())
         wait_for_row(store, run, proc)
@@ -284,8 +288,9 @@ def execute_or_detach(
     if args.detach and not args.detached_worker:
         return _detach(command, argv, request, as_json=args.json)
     from lirun.exec.execution import execute
+    from lirun.signals import held_trap
 
-    result = execute(request)
+    result = execute(request, trap=held_trap())
     if on_result is not None and not args.json and not args.detached_worker:
         on_result(result)
     report(prog, result, as_json=args.json)

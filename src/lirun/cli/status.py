@@ -12,7 +12,7 @@ import re
 import time
 from typing import Any
 
-from lirun.cli.common import add_db_option, make_parser, print_json
+from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
 from lirun.errors import DatabaseMissingError, NotFoundError, UsageError
 from lirun.lifecycle import VALID_SESSION_STATUSES
 from lirun.paths import resolve_db_url
@@ -172,6 +172,7 @@ def show_one(args: Any, url: str) -> int:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     url = resolve_db_url(args.db)
+    deliver_pending("li status", url)
     if args.id is None:
         return show_list(args, url)
     if args.status or args.running or args.since:

@@ -27,6 +27,17 @@ _MIGRATION_LOCK_KEY = 0x6C6972756E  # "lirun": serializes concurrent migrators
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
+def _lock_timeout() -> float:
+    """``$LIRUN_WRITE_RETRY_SECONDS`` (read at connect time), else 30 s."""
+    import os
+
+    try:
+        value = float(os.environ.get("LIRUN_WRITE_RETRY_SECONDS", "") or LOCK_TIMEOUT_S)
+    except ValueError:
+        return LOCK_TIMEOUT_S
+    return value if value >= 0 else LOCK_TIMEOUT_S
+
+
 def redact_url(url: str) -> str:
     """The URL with any password replaced by ``***`` (never echo secrets)."""
     parts = urlsplit(url)
@@ -126,7 +137,7 @@ class PostgresConnector:
         # A writer waits for a row lock as long as a SQLite writer waits for the file lock;
         # the URL's own options and connect_timeout are kept (ours come after, and win).
         settings = [str(given.get("options") or "")]
-        settings.append(f"-c lock_timeout={int(LOCK_TIMEOUT_S * 1000)}")
+        settings.append(f"-c lock_timeout={max(1, int(_lock_timeout() * 1000))}")
         if self.schema:
             settings.append(f"-c search_path={self.schema}")
         try:

@@ -38,6 +38,15 @@ _RETRY_BASE_S = 0.001
 _RETRY_CAP_S = 0.02
 
 
+def write_retry_seconds() -> float:
+    """How long a write waits for the lock: ``$LIRUN_WRITE_RETRY_SECONDS`` (read now), else 30."""
+    try:
+        value = float(os.environ.get("LIRUN_WRITE_RETRY_SECONDS", "") or BUSY_TIMEOUT_S)
+    except ValueError:
+        return BUSY_TIMEOUT_S
+    return value if value >= 0 else BUSY_TIMEOUT_S
+
+
 def sqlite_path_from_url(url: str) -> Path:
     """``sqlite:///abs/path``, ``sqlite:rel/path`` or a bare path → a Path."""
     if url.startswith("sqlite://"):
@@ -251,7 +260,7 @@ class SQLiteConnector:
                 return
             except sqlite3.OperationalError as exc:
                 now = time.monotonic()
-                deadline = deadline or now + BUSY_TIMEOUT_S
+                deadline = deadline or now + write_retry_seconds()
                 if not _is_busy(exc) or now >= deadline:
                     raise
             import random  # only when contended: keep `import lirun.store` light
