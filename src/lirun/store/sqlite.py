@@ -73,8 +73,8 @@ def _translate(exc: sqlite3.Error, path: Path) -> LirunError:
         )
     if _is_busy(exc):
         return DatabaseBusyError(
-            f"{path} stayed locked by another process for over {BUSY_TIMEOUT_S:.0f}s; find the "
-            "process holding a long transaction, stop it, and retry"
+            f"{path} stayed locked by another process for over {write_retry_seconds():g}s; "
+            "find the process holding a long transaction, stop it, and retry"
         )
     if "unable to open" in text or "readonly" in text or "read-only" in text:
         return DatabaseUnavailableError(

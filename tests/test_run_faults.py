@@ -1,0 +1,147 @@
+"""``li run`` under faults: a record or a refusal, a spooled outcome, signals that agree.
+
+Real ``li`` processes, a real lock held by another process, both backends.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from execkit import (
+    get_row,
+    git_repo,
+    poll,
+    run_li,
+    session_rows,
+    start_li,
+    wait_line_for,
+)
+from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from storekit import write_lock_held
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return git_repo(tmp_path / "repo")
+
+
+def _db_exists(db_url: str) -> bool:
+    return db_url.startswith("postgresql") or Path(db_url).exists()
+
+
+@pytest.mark.slow
+def test_a_setup_write_that_fails_starts_nothing_and_exits_2(
+    li_env: dict[str, str], db_url: str, repo: Path, lirun_home: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    env = {**li_env, "LIRUN_WRITE_RETRY_SECONDS": "0.5"}
+    assert run_li("db", "migrate", env=env, cwd=repo).returncode == 0
+    with write_lock_held(db_url):
+        proc = run_li("run", "--run-id", "r1", "--", "touch", str(marker), env=env, cwd=repo)
+    assert proc.returncode == 2, proc.stderr
+    assert "nothing was started" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not marker.exists()
+    assert session_rows(db_url) == []
+    assert not (lirun_home / "runs" / "r1").exists()  # the id stays free
+    again = run_li("run", "--run-id", "r1", "--", "touch", str(marker), env=env, cwd=repo)
+    assert again.returncode == 1, again.stderr  # completed_empty: the id was reusable
+    assert marker.exists()
+
+
+@pytest.mark.slow
+def test_a_teardown_write_that_cannot_land_is_spooled_and_applied_later(
+    li_env: dict[str, str], db_url: str, repo: Path, lirun_home: Path, tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready"
+    env = {**li_env, "LIRUN_WRITE_RETRY_SECONDS": "1"}
+    li = start_li(
+        "run",
+        "--run-id",
+        "r1",
+        "--",
+        "sh",
+        "-c",
+        f"echo done; touch {ready}; sleep 1",
+        env=env,
+        cwd=repo,
+    )
+    poll(ready.exists, what="the child to start")
+    with write_lock_held(db_url):
+        _, err = li.communicate(timeout=60)
+        assert get_row(db_url, "r1")["status"] == "running"
+    assert li.returncode == EXIT_CODE_BY_STATUS["completed"], err
+    assert "Traceback" not in err
+    assert "pending" in err and "r1" in err
+    assert (lirun_home / "runs" / "r1" / "outcome.pending.json").is_file()
+    # The next reader records the true outcome before it answers.
+    status = run_li("status", "r1", env=env, cwd=repo)
+    assert status.returncode == 0, status.stderr
+    row = get_row(db_url, "r1")
+    assert (row["status"], row["status_reason_code"], row["exit_code"]) == (
+        "completed",
+        "run.completed.ok",
+        0,
+    )
+    assert not (lirun_home / "runs" / "r1" / "outcome.pending.json").exists()
+    wait = run_li("wait", "r1", env=env, cwd=repo)
+    assert wait.stdout.strip() == wait_line_for(row)
+
+
+@pytest.mark.slow
+def test_li_wait_applies_a_pending_outcome_before_a_reaper_can_call_it_orphaned(
+    li_env: dict[str, str], db_url: str, repo: Path, lirun_home: Path, tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready"
+    env = {**li_env, "LIRUN_WRITE_RETRY_SECONDS": "1"}
+    li = start_li(
+        "run",
+        "--run-id",
+        "r1",
+        "--",
+        "sh",
+        "-c",
+        f"touch {ready}; sleep 1; exit 3",
+        env=env,
+        cwd=repo,
+    )
+    poll(ready.exists, what="the child to start")
+    with write_lock_held(db_url):
+        li.communicate(timeout=60)
+    assert li.returncode == 1
+    # li is gone and the row still says running: a plain reaper would call it orphaned.
+    wait = run_li("wait", "r1", env=env, cwd=repo)
+    assert "status=failed\treason=run.failed.exit_nonzero" in wait.stdout, wait
+    assert get_row(db_url, "r1")["status_reason_code"] == "run.failed.exit_nonzero"
+
+
+def _signal_rounds() -> list[tuple[signal.Signals, float]]:
+    # Spread over start-up (imports, opening the database, setup) and the run itself.
+    delays = [0.08, 0.15, 0.25, 0.35, 0.6]
+    return [(sig, d) for d in delays for sig in (signal.SIGINT, signal.SIGTERM)]
+
+
+@pytest.mark.slow
+def test_a_signal_at_any_moment_gives_the_exit_code_of_the_stored_status(
+    li_env: dict[str, str], db_url: str, repo: Path
+) -> None:
+    assert run_li("db", "migrate", env=li_env, cwd=repo).returncode == 0
+    problems = []
+    for n, (sig, delay) in enumerate(_signal_rounds()):
+        run_id = f"sig{n}"
+        li = start_li("run", "--run-id", run_id, "--", "sleep", "0.4", env=li_env, cwd=repo)
+        time.sleep(delay)
+        li.send_signal(sig)
+        _, err = li.communicate(timeout=60)
+        rows = [r for r in session_rows(db_url) if r["id"] == run_id]
+        expected = EXIT_CODE_BY_STATUS[rows[0]["status"]] if rows else 2
+        if li.returncode < 0 or "Fatal Python error" in err:
+            continue  # the signal came while the interpreter itself started: none of our code ran
+        if "Traceback" in err or li.returncode != expected:
+            problems.append((sig.name, delay, li.returncode, rows and rows[0]["status"], err))
+    assert problems == []
