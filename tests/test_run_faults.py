@@ -5,6 +5,7 @@ Real ``li`` processes, a real lock held by another process, both backends.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from execkit import (
     get_row,
     git_repo,
     poll,
+    process_alive,
     run_li,
     session_rows,
     start_li,
@@ -145,3 +147,44 @@ def test_a_signal_at_any_moment_gives_the_exit_code_of_the_stored_status(
         if "Traceback" in err or li.returncode != expected:
             problems.append((sig.name, delay, li.returncode, rows and rows[0]["status"], err))
     assert problems == []
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()]
+
+
+@pytest.mark.slow
+def test_processes_the_run_left_behind_are_ended_and_recorded(
+    li_env: dict[str, str], db_url: str, repo: Path, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    script = f"sleep 30 & echo $! >> {pids}; setsid sleep 31 & echo $! >> {pids}; echo x"
+    proc = run_li("run", "--run-id", "r1", "--", "sh", "-c", script, env=li_env, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    left = _pids(pids)
+    assert len(left) == 2
+    assert [pid for pid in left if process_alive(pid)] == []
+    row = get_row(db_url, "r1")
+    assert row["status"] == "completed"
+    [entry] = [e for e in row["status_evidence_refs"] if e["kind"] == "killed_descendants"]
+    assert sorted(p["pid"] for p in entry["processes"]) == sorted(left)
+    assert {p["command"] for p in entry["processes"]} == {"sleep 30", "sleep 31"}
+
+
+@pytest.mark.slow
+def test_a_grandchild_dies_with_the_run_when_the_child_is_killed(
+    li_env: dict[str, str], db_url: str, repo: Path, tmp_path: Path
+) -> None:
+    pids = tmp_path / "pids"
+    script = f"setsid sleep 30 & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; wait"
+    li = start_li("run", "--run-id", "r1", "--", "sh", "-c", script, env=li_env, cwd=repo)
+    poll(pids.exists, what="the child to start")
+    shell, grandchild = _pids(pids)
+    os.kill(shell, signal.SIGKILL)
+    li.communicate(timeout=60)
+    assert li.returncode == 1
+    poll(lambda: not process_alive(grandchild), timeout=5, what="the grandchild to end")
+    row = get_row(db_url, "r1")
+    assert row["status"] == "failed"
+    [entry] = [e for e in row["status_evidence_refs"] if e["kind"] == "killed_descendants"]
+    assert [p["pid"] for p in entry["processes"]] == [grandchild]

@@ -287,9 +287,13 @@ def execute_or_detach(
     """Run attached (exit code of the final status) or hand off to a detached worker."""
     if args.detach and not args.detached_worker:
         return _detach(command, argv, request, as_json=args.json)
+    from lirun.exec.descendants import enable_subreaper
     from lirun.exec.execution import execute
     from lirun.signals import held_trap
 
+    # li's own process only (a library caller's process is not ours to change): orphans
+    # of the run are re-parented to li, which ends them with the run.
+    enable_subreaper()
     result = execute(request, trap=held_trap())
     if on_result is not None and not args.json and not args.detached_worker:
         on_result(result)

@@ -90,7 +90,9 @@ class ExecutionResult:
     pending: str | None = None
 
     def summary(self) -> dict[str, Any]:
+        pending = {"pending": self.pending} if self.pending else {}  # only when it happened
         return {
+            **pending,
             "run_id": self.run_id,
             "status": self.status,
             "reason": self.reason,
@@ -99,7 +101,6 @@ class ExecutionResult:
             "exit_code": self.exit_code,
             "branch_id": self.branch_id,
             "engine_session_uid": self.engine_session_uid,
-            "pending": self.pending,
         }
 
 
