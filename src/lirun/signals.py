@@ -91,16 +91,19 @@ class SignalTrap:
 _held: SignalTrap | None = None
 
 
-def hold_signals() -> SignalTrap:
+def hold_signals(early: list[int] | None = None) -> SignalTrap:
     """Trap the signals from now until the process exits (idempotent).
 
     ``li run`` installs it before anything that can be interrupted: a signal while the
     command starts is recorded (never a KeyboardInterrupt traceback), and one that comes
-    after the outcome is written cannot turn the exit code into 128+n.
+    after the outcome is written cannot turn the exit code into 128+n. ``early``: signal
+    numbers recorded before this trap existed.
     """
     global _held
     if _held is None:
         _held = SignalTrap().__enter__()
+        for signum in early or ():  # recorded before this trap could be installed
+            _held._handle(signum, None)
     return _held
 
 

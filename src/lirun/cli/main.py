@@ -45,6 +45,22 @@ def _usage() -> str:
     return USAGE.format(commands="\n".join(lines))
 
 
+_early_signals: list[int] = []
+
+
+def _record_early(signum: int, frame: object) -> None:
+    _early_signals.append(signum)
+
+
+def _record_signals_early() -> None:
+    """Record signals through the C module: ``import signal`` loads enum (~10 ms), and a
+    SIGINT meanwhile would be a KeyboardInterrupt traceback."""
+    import _signal
+
+    for signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(signum, _record_early)
+
+
 def _starts_a_run(args: list[str]) -> bool:
     if args[:1] == ["--db"]:
         args = args[2:]
@@ -58,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and _starts_a_run(args):
         # First thing, before any import that could be interrupted: a signal from now on
         # is recorded, and the exit code is always that of the stored status (or 2).
+        _record_signals_early()
         from lirun.signals import hold_signals, release_signals
 
-        hold_signals()
+        hold_signals(early=_early_signals)
         try:
             return _main(args)
         finally:
