@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -188,3 +189,31 @@ def test_a_grandchild_dies_with_the_run_when_the_child_is_killed(
     assert row["status"] == "failed"
     [entry] = [e for e in row["status_evidence_refs"] if e["kind"] == "killed_descendants"]
     assert [p["pid"] for p in entry["processes"]] == [grandchild]
+
+
+def _with_password(db_url: str) -> str:
+    if not db_url.startswith("postgresql://"):
+        return db_url
+    # Trust auth ignores the password; it must still never reach the child.
+    user_info = db_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret@", 1)
+    return f"{user_info}&password=s3cret"
+
+
+@pytest.mark.slow
+def test_the_child_gets_the_database_without_its_password(
+    li_env: dict[str, str], db_url: str, repo: Path, lirun_home: Path
+) -> None:
+    url = _with_password(db_url)
+    env = {**li_env, "LIRUN_DB_URL": url}
+    script = "env | grep '^LIRUN_DB_URL=' ; li status --json >/dev/null && echo nested-ok"
+    bindir = Path(sys.executable).parent
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
+    proc = run_li("run", "--run-id", "r1", "--", "sh", "-c", script, env=env, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert "s3cret" not in proc.stdout
+    [line] = [x for x in proc.stdout.splitlines() if x.startswith("LIRUN_DB_URL=")]
+    if db_url.startswith("postgresql://"):
+        assert "schema=" in line and "password" not in line
+    else:
+        assert line == f"LIRUN_DB_URL={db_url}"
+    assert "nested-ok" in proc.stdout  # a nested li reads the same database

@@ -40,8 +40,9 @@ FILES_NOTE = """\
 files: <home>/runs/<id>/run.json (written before the child starts) and stream/ (the
 child's output, never held in memory); artifacts under --save DIR, else
 <home>/runs/<id>/artifacts. The row's id is the run id: `li wait ID` prints one line.
-The child gets LIRUN_ARTIFACT_DIR (the artifact root, created before it starts) and
-LIRUN_PARENT_RUN_ID (this run's id) in its environment.
+The child gets LIRUN_ARTIFACT_DIR (the artifact root, created before it starts),
+LIRUN_PARENT_RUN_ID (this run's id) and LIRUN_DB_URL (this run's database, with any
+password removed: a nested li uses the same database, credentials never reach the child).
 env: LIRUN_HEARTBEAT_INTERVAL (seconds between heartbeats, default 15)."""
 
 

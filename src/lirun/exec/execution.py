@@ -45,6 +45,7 @@ __all__ = [
     "execute",
     "exit_code_for",
     "prepare",
+    "url_without_credentials",
 ]
 
 # Assistant messages longer than this are cut (the tail is kept): the row is a record,
@@ -109,14 +110,53 @@ def exit_code_for(status: str) -> int:
     return EXIT_CODE_BY_STATUS.get(status, 1)
 
 
-def child_env(run: RunDir, base: Mapping[str, str] | None = None) -> dict[str, str]:
+_SECRET_PARAMS = frozenset({"password", "sslpassword"})
+
+
+def url_without_credentials(url: str) -> str | None:
+    """The database URL with no password (user-info or query); None if it cannot be parsed.
+
+    A SQLite path holds none. A nested ``li`` connects with it when the server needs no
+    password from the URL (trust or peer auth, ``PGPASSFILE``, ``PGPASSWORD``).
+    """
+    if not url.startswith(("postgresql://", "postgres://")):
+        # Absolute: the child may run in another directory (--cwd).
+        return url if url.startswith("sqlite:") else os.path.abspath(url)
+    from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rsplit("@", 1)[-1]
+        user = parts.netloc.rsplit("@", 1)[0].split(":", 1)[0] if "@" in parts.netloc else ""
+        query = [
+            (k, v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if k.lower() not in _SECRET_PARAMS
+        ]
+        netloc = f"{user}@{host}" if user else host
+        return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, quote_via=quote)))
+    except ValueError:
+        return None
+
+
+def child_env(
+    run: RunDir, base: Mapping[str, str] | None = None, *, db_url: str | None = None
+) -> dict[str, str]:
     """The child's environment: where to put deliverables, and which run is its parent.
 
     A nested ``li`` must not inherit this run's id, so the run id variables are removed.
+    No credentials reach the child (an agent must not be able to rewrite its own record
+    with lirun's password): ``LIRUN_DB_URL`` is this run's database (``db_url``, else the
+    inherited value) with any password removed, or absent when it cannot be parsed.
     """
     env = dict(os.environ if base is None else base)
     for var in RUN_ID_ENV_VARS:
         env.pop(var, None)
+    source = db_url or env.get("LIRUN_DB_URL")
+    env.pop("LIRUN_DB_URL", None)
+    safe = url_without_credentials(source) if source else None
+    if safe:
+        env["LIRUN_DB_URL"] = safe
     env["LIRUN_PARENT_RUN_ID"] = run.run_id
     env["LIRUN_ARTIFACT_DIR"] = str(run.artifact_root)
     return env
@@ -258,7 +298,7 @@ class _Execution:
             stderr=leg.stderr,
             limits=self.request.limits,
             cwd=self.request.cwd,
-            env=child_env(self.run),
+            env=child_env(self.run, db_url=self.store.connector.url),
             stdin=self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,
