@@ -5,8 +5,10 @@ Real ``li`` processes, a real lock held by another process, both backends.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from execkit import (
     get_row,
     git_repo,
+    li_argv,
     poll,
     process_alive,
     run_li,
@@ -217,3 +220,74 @@ def test_the_child_gets_the_database_without_its_password(
     else:
         assert line == f"LIRUN_DB_URL={db_url}"
     assert "nested-ok" in proc.stdout  # a nested li reads the same database
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_run_dir_left_without_a_row_does_not_block_its_id(
+    li_env: dict[str, str], db_url: str, repo: Path, lirun_home: Path
+) -> None:
+    # What li leaves when killed after run.json and before the row: no child ever ran.
+    left = lirun_home / "runs" / "r1"
+    (left / "stream").mkdir(parents=True)
+    (left / "run.json").write_text(json.dumps({"run_id": "r1", "owner_pid": _dead_pid()}))
+    proc = run_li("run", "--run-id", "r1", "--", "echo", "hi", env=li_env, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert get_row(db_url, "r1")["status"] == "completed"
+
+
+def test_a_run_dir_with_output_but_no_row_is_refused_with_what_to_do(
+    li_env: dict[str, str], db_url: str, repo: Path, lirun_home: Path
+) -> None:
+    left = lirun_home / "runs" / "r1"
+    (left / "stream").mkdir(parents=True)
+    (left / "stream" / "stdout.log").write_text("work\n")
+    (left / "run.json").write_text(json.dumps({"run_id": "r1", "owner_pid": _dead_pid()}))
+    proc = run_li("run", "--run-id", "r1", "--", "echo", "hi", env=li_env, cwd=repo)
+    assert proc.returncode == 2
+    assert "move that directory away" in proc.stderr and str(left) in proc.stderr
+
+
+def _writable_by_others(path: Path) -> bool:
+    return bool(path.stat().st_mode & 0o022)
+
+
+@pytest.mark.slow
+def test_detach_logs_and_runs_are_private_under_umask_0(
+    li_env: dict[str, str], db_url: str, repo: Path, lirun_home: Path
+) -> None:
+    env = {**li_env, "LIRUN_HOME": str(lirun_home / "fresh")}
+    proc = subprocess.run(
+        li_argv("run", "--detach", "--", "echo", "hi"),
+        env=env,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        umask=0,
+    )
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    wait = run_li("wait", run_id, env=env, cwd=repo)
+    assert wait.returncode == 0, wait.stderr
+    home = lirun_home / "fresh"
+    run_dir = home / "runs" / run_id
+    paths = [home, home / "runs", run_dir, run_dir / "artifacts"]
+    paths += [run_dir / "li.stdout.log", run_dir / "li.stderr.log"]
+    paths += list((run_dir / "stream").iterdir())
+    assert [p for p in paths if _writable_by_others(p)] == []
+
+
+def test_an_artifact_id_given_twice_is_refused(
+    li_env: dict[str, str], db_url: str, repo: Path
+) -> None:
+    proc = run_li(
+        "run", "--artifact", "r=a.md", "--artifact", "r=b.md", "--", "true", env=li_env, cwd=repo
+    )
+    assert proc.returncode == 2
+    assert "--artifact r is given twice" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -146,8 +146,10 @@ def write_spool(url: str, state_root: Path, outcome: SpooledOutcome) -> Path:
     payload = outcome.to_json().encode("utf-8")
     with contextlib.suppress(OSError):
         _write_durably(state_root / PENDING_FILE, payload)
+    from lirun.rundir import private_dir
+
     directory = pending_dir(url)
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(directory)
     entry = directory / f"{outcome.run_id}.json"
     _write_durably(entry, payload)
     return entry

@@ -183,12 +183,25 @@ def _declarations(
     profile = load_profile(args.profile) if args.profile else None
     playbook = load_playbook(args.playbook) if args.playbook else None
     entries = [parse_artifact_option(text) for text in args.artifact]
+    _refuse_repeated_ids(entries)
     contract = resolve_contract_for(profile, playbook, entries)
     return (
         dict(contract) if contract is not None else None,
         merged_defaults(profile, playbook),
         playbook.prompt if playbook else None,
     )
+
+
+def _refuse_repeated_ids(entries: list[Any]) -> None:
+    """Two --artifact with one id: one would silently replace the other."""
+    seen: dict[str, str] = {}
+    for entry in entries:
+        if entry["id"] in seen:
+            raise UsageError(
+                f"--artifact {entry['id']} is given twice ({seen[entry['id']]} and "
+                f"{entry['path']}); give each id once"
+            )
+        seen[entry["id"]] = entry["path"]
 
 
 def resolve_options(args: argparse.Namespace) -> Resolved:
