@@ -31,7 +31,9 @@ EXIT_CODES = """\
        with --detach: the run started and its id was printed
   1    completed_empty (nothing to show) or failed
   2    usage or setup error (bad option, missing --cwd, malformed artifact contract,
-       provider or command not found); nothing was started and no row was written
+       provider or command not found, the record could not be created, a signal while
+       starting); nothing was started and no row was written. Also: the run ended but
+       neither the database nor the pending spool could take its outcome (said on stderr)
   124  timed_out (--timeout, or --idle-timeout with no output)
   130  aborted (SIGINT)
   143  cancelled (SIGTERM)"""
@@ -43,7 +45,9 @@ child's output, never held in memory); artifacts under --save DIR, else
 The child gets LIRUN_ARTIFACT_DIR (the artifact root, created before it starts),
 LIRUN_PARENT_RUN_ID (this run's id) and LIRUN_DB_URL (this run's database, with any
 password removed: a nested li uses the same database, credentials never reach the child).
-env: LIRUN_HEARTBEAT_INTERVAL (seconds between heartbeats, default 15)."""
+env: LIRUN_HEARTBEAT_INTERVAL (seconds between heartbeats, default 15),
+LIRUN_WRITE_RETRY_SECONDS (how long the final write retries, default 30; then the
+outcome is spooled and recorded by the next li command on this database)."""
 
 
 def _seconds(text: str) -> float:

@@ -26,7 +26,8 @@ EXIT_CODES = """\
 DESCRIPTION = """\
 Without ID: a table of recent executions, newest first.
 With ID (exact, or a unique prefix): one record with its reason, evidence, artifact
-verification, transition history and admin events. Opens the database read-only."""
+verification, transition history and admin events. Opens the database read-only, after
+recording any run outcome spooled for it (a teardown that could not write)."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
