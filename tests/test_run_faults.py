@@ -291,3 +291,34 @@ def test_an_artifact_id_given_twice_is_refused(
     assert proc.returncode == 2
     assert "--artifact r is given twice" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_full_disk_at_teardown_spools_the_outcome(
+    repo: Path, lirun_home: Path, tmp_path: Path
+) -> None:
+    """SQLite only: a full disk is a file-system fault (the database file is on it)."""
+    from diskkit import fill, small_tmpfs
+
+    with small_tmpfs(tmp_path / "disk") as disk:
+        db = str(disk / "state.db")
+        env = {**os.environ, "LIRUN_HOME": str(lirun_home), "PYTHONUNBUFFERED": "1"}
+        env.update({"LIRUN_DB_URL": db, "LIRUN_WRITE_RETRY_SECONDS": "1"})
+        ready, go = tmp_path / "ready", tmp_path / "go"
+        script = f"touch {ready}; while [ ! -e {go} ]; do sleep 0.05; done; echo done"
+        li = start_li("run", "--run-id", "r1", "--", "sh", "-c", script, env=env, cwd=repo)
+        poll(ready.exists, what="the child to start")
+        filler = fill(disk)
+        go.touch()
+        _, err = li.communicate(timeout=60)
+        assert li.returncode == 0, err
+        assert "Traceback" not in err and "pending" in err
+        assert get_row(db, "r1")["status"] == "running"
+        # A full disk also refuses the next run before anything starts.
+        refused = run_li("run", "--", "echo", "hi", env=env, cwd=repo)
+        assert refused.returncode == 2 and "nothing was started" in refused.stderr, refused
+        filler.unlink()
+        status = run_li("status", "r1", env=env, cwd=repo)
+        assert status.returncode == 0, status.stderr
+        row = get_row(db, "r1")
+        assert (row["status"], row["exit_code"]) == ("completed", 0)
