@@ -322,3 +322,20 @@ def test_a_full_disk_at_teardown_spools_the_outcome(
         assert status.returncode == 0, status.stderr
         row = get_row(db, "r1")
         assert (row["status"], row["exit_code"]) == ("completed", 0)
+
+
+@pytest.mark.slow
+def test_a_waiter_already_waiting_reports_the_spooled_cause_not_orphaned(
+    li_env: dict[str, str], db_url: str, repo: Path, tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready"
+    env = {**li_env, "LIRUN_WRITE_RETRY_SECONDS": "1"}
+    script = f"touch {ready}; sleep 1; exit 3"
+    li = start_li("run", "--run-id", "r1", "--", "sh", "-c", script, env=env, cwd=repo)
+    poll(ready.exists, what="the child to start")
+    waiter = start_li("wait", "r1", env=env, cwd=repo)
+    with write_lock_held(db_url):
+        li.communicate(timeout=60)
+    out, err = waiter.communicate(timeout=60)
+    assert "status=failed\treason=run.failed.exit_nonzero" in out, (out, err)
+    assert get_row(db_url, "r1")["status_reason_code"] == "run.failed.exit_nonzero"

@@ -143,3 +143,11 @@ def test_when_even_the_spool_cannot_be_written_teardown_says_so(
         pytest.raises(OutcomeNotRecordedError, match="neither the database"),
     ):
         finalize_sync(ctx, status="failed")
+
+
+def test_applying_the_last_spool_leaves_nothing_to_list(
+    db_url: str, store: Store, run: RunDir, monkeypatch: pytest.MonkeyPatch, lirun_home: Path
+) -> None:
+    _spool_timed_out(db_url, run, monkeypatch)
+    apply_pending(store)
+    assert list((lirun_home / "pending").iterdir()) == []

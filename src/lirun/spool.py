@@ -31,6 +31,7 @@ __all__ = [
     "Delivery",
     "SpooledOutcome",
     "apply_pending",
+    "apply_pending_run",
     "database_key",
     "decide_delivery",
     "deliver_pending",
@@ -98,8 +99,19 @@ def pending_dir(url: str) -> Path:
     return lirun_home() / "pending" / database_key(url)
 
 
+def _nothing_pending() -> bool:
+    """One listing of ``<home>/pending``: the common case costs no hashing, no import."""
+    try:
+        with os.scandir(lirun_home() / "pending") as entries:
+            return next(entries, None) is None
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+
+
 def pending_files(url: str) -> list[Path]:
     """The spooled outcomes for this database: one directory listing, [] when none."""
+    if _nothing_pending():
+        return []
     try:
         with os.scandir(pending_dir(url)) as entries:
             return sorted(
@@ -234,6 +246,22 @@ def _deliver(store: Any, spooled: SpooledOutcome, row: Mapping[str, Any], how: D
     )
 
 
+def _apply_entry(store: Any, entry: Path) -> Delivery | None:
+    spooled = _load(entry)
+    if spooled is None:
+        return None  # half-written by a writer that died: its atomic replace never ran
+    for _ in range(3):  # a lost compare-and-set: re-read and decide again
+        row = store.get_entity("session", spooled.run_id)
+        how = decide_delivery(row, spooled)
+        delivering = how in ("write", "override") and row is not None
+        if delivering and not _deliver(store, spooled, row, how):
+            continue
+        if how != "keep":
+            _remove(entry, spooled, row.get("run_dir") if row else None)
+        return how
+    return None
+
+
 def apply_pending(store: Any) -> list[tuple[str, Delivery]]:
     """Apply every spooled outcome of ``store``'s database; [(run id, what was done)].
 
@@ -242,21 +270,25 @@ def apply_pending(store: Any) -> list[tuple[str, Delivery]]:
     leave the spool for the next command.
     """
     done: list[tuple[str, Delivery]] = []
-    for entry in pending_files(store.connector.url):
-        spooled = _load(entry)
-        if spooled is None:
-            continue  # half-written by a writer that died: its atomic replace never ran
-        for _ in range(3):  # a lost compare-and-set: re-read and decide again
-            row = store.get_entity("session", spooled.run_id)
-            how = decide_delivery(row, spooled)
-            delivering = how in ("write", "override") and row is not None
-            if delivering and not _deliver(store, spooled, row, how):
-                continue
-            if how != "keep":
-                _remove(entry, spooled, row.get("run_dir") if row else None)
-            done.append((spooled.run_id, how))
-            break
+    entries = pending_files(store.connector.url)
+    for entry in entries:
+        how = _apply_entry(store, entry)
+        if how is not None:
+            done.append((entry.stem, how))
+    if entries:
+        with contextlib.suppress(OSError):  # empty now: keep the next listing trivial
+            entries[0].parent.rmdir()
     return done
+
+
+def apply_pending_run(store: Any, run_id: str) -> Delivery | None:
+    """The spooled outcome of one run, applied if there is one (a reaper asks first)."""
+    if _nothing_pending():
+        return None
+    entry = pending_dir(store.connector.url) / f"{run_id}.json"
+    if not entry.is_file():
+        return None
+    return _apply_entry(store, entry)
 
 
 def deliver_pending(url: str | None, *, warn: Any = None) -> list[tuple[str, Delivery]]:
