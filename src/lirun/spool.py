@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lirun.paths import lirun_home
+from lirun.paths import nothing_pending, pending_root
 
 __all__ = [
     "PENDING_FILE",
@@ -96,21 +96,12 @@ def database_key(url: str) -> str:
 
 
 def pending_dir(url: str) -> Path:
-    return lirun_home() / "pending" / database_key(url)
-
-
-def _nothing_pending() -> bool:
-    """One listing of ``<home>/pending``: the common case costs no hashing, no import."""
-    try:
-        with os.scandir(lirun_home() / "pending") as entries:
-            return next(entries, None) is None
-    except (FileNotFoundError, NotADirectoryError):
-        return True
+    return pending_root() / database_key(url)
 
 
 def pending_files(url: str) -> list[Path]:
     """The spooled outcomes for this database: one directory listing, [] when none."""
-    if _nothing_pending():
+    if nothing_pending():
         return []
     try:
         with os.scandir(pending_dir(url)) as entries:
@@ -283,7 +274,7 @@ def apply_pending(store: Any) -> list[tuple[str, Delivery]]:
 
 def apply_pending_run(store: Any, run_id: str) -> Delivery | None:
     """The spooled outcome of one run, applied if there is one (a reaper asks first)."""
-    if _nothing_pending():
+    if nothing_pending():
         return None
     entry = pending_dir(store.connector.url) / f"{run_id}.json"
     if not entry.is_file():
