@@ -60,9 +60,9 @@ def run() -> RunDir:
 
 def _spool_timed_out(db_url: str, run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
     """A teardown whose database handle died: its outcome goes to the spool."""
-    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.2")
     ctx = setup_persist_sync(run, db=db_url, provider="command")
     assert ctx is not None
+    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.2")  # after setup: it had no fault
     ctx.store.close()
     assert teardown_persist_sync(ctx, status="timed_out") == "timed_out"
     assert len(pending_files(db_url)) == 1
@@ -133,10 +133,10 @@ def test_when_even_the_spool_cannot_be_written_teardown_says_so(
     from lirun.errors import OutcomeNotRecordedError
     from lirun.teardown import finalize_sync
 
-    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.2")
     (lirun_home / "pending").write_text("not a directory")
     ctx = setup_persist_sync(run, db=db_url, provider="command")
     assert ctx is not None
+    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.2")  # after setup: it had no fault
     ctx.store.close()
     with (
         caplog.at_level(logging.WARNING),

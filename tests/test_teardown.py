@@ -582,8 +582,8 @@ def test_a_write_that_cannot_land_is_spooled_then_applied(
 ) -> None:
     from lirun.spool import PENDING_FILE, apply_pending, pending_files
 
-    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.3")
     ctx = start(run, db_url)
+    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.3")  # after setup: it had no fault
     ctx.store.close()  # the database handle dies under teardown
     with caplog.at_level(logging.WARNING, logger="lirun.teardown"):
         assert teardown_persist_sync(ctx, status="timed_out") == "timed_out"

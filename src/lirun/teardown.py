@@ -372,14 +372,6 @@ def _spool(
             f"the database ({cause}) nor the spool ({exc.strerror or exc}) could record it; "
             "free space or stop the process holding the database, then check `li status`"
         ) from exc
-    log.warning(
-        "lirun: run %s ended %s but the database could not be written (%s); the outcome is "
-        "spooled in %s",
-        ctx.session_id,
-        outcome.status,
-        cause,
-        path,
-    )
     return Finalized(outcome.status, outcome.reason_code, spool=path, cause=str(cause))
 
 
@@ -483,6 +475,15 @@ def teardown_persist_sync(
             cwd=cwd,
             engine_session_uid=engine_session_uid,
         )
+        if done.spool is not None:  # li run says it itself; a library caller is told here
+            log.warning(
+                "lirun: run %s ended %s but the database could not be written (%s); the "
+                "outcome is spooled in %s",
+                ctx.session_id,
+                done.status,
+                done.cause,
+                done.spool,
+            )
         return done.unwritten_verdict or done.status
     except Exception:
         log.warning(

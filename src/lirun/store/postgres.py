@@ -80,7 +80,7 @@ def _translate(exc: Exception, url: str) -> LirunError:
     if isinstance(exc, psycopg.errors.LockNotAvailable):
         return DatabaseBusyError(
             f"a record at {redact_url(url)} stayed locked by another session for over "
-            f"{LOCK_TIMEOUT_S:.0f}s ({text}); find the long transaction, stop it, and retry"
+            f"{_lock_timeout():g}s ({text}); find the long transaction, stop it, and retry"
         )
     if isinstance(exc, psycopg.OperationalError):
         return DatabaseUnavailableError(
