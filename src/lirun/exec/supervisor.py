@@ -319,7 +319,6 @@ class _Loop:
             os.close(self.pidfd)
 
     def _finish(self) -> ProcessResult:
-        self._end_leftovers()  # anything started while the output drained
         for sink in self.sinks.values():
             sink.finish()
         out_fd, err_fd = self._fds()
