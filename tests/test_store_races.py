@@ -169,12 +169,10 @@ def test_a_reader_process_answers_while_another_holds_the_write_lock(
 def test_a_lock_held_past_the_busy_timeout_is_a_busy_error(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import lirun.store.postgres
     import lirun.store.sqlite
 
     monkeypatch.setattr(lirun.store.sqlite, "BUSY_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(lirun.store.postgres, "LOCK_TIMEOUT_S", 0.5)
-    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.5")  # status writes wait this long
+    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.5")  # writes and row locks wait this long
     store = open_store(db_url)
     try:
         store.create_session(id="s-1")

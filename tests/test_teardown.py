@@ -573,16 +573,32 @@ def test_transition_rejected_returns_the_persisted_winner(
     assert store.get_entity("session", run.run_id)["status"] == "cancelled"  # type: ignore[index]
 
 
-def test_finalization_failure_returns_the_in_memory_status(
-    db_url: str, store: Store, run: RunDir, caplog: pytest.LogCaptureFixture
+def test_a_write_that_cannot_land_is_spooled_then_applied(
+    db_url: str,
+    store: Store,
+    run: RunDir,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from lirun.spool import PENDING_FILE, apply_pending, pending_files
+
     ctx = start(run, db_url)
+    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.3")  # after setup: it had no fault
     ctx.store.close()  # the database handle dies under teardown
     with caplog.at_level(logging.WARNING, logger="lirun.teardown"):
         assert teardown_persist_sync(ctx, status="timed_out") == "timed_out"
-    assert f"finalizing run {run.run_id} failed" in caplog.text
+    assert "the outcome is spooled" in caplog.text
     assert store.get_entity("session", run.run_id)["status"] == "running"  # type: ignore[index]
     assert ctx.closed
+    [entry] = pending_files(db_url)
+    assert (run.state_root / PENDING_FILE).is_file()
+    assert oct(entry.stat().st_mode & 0o777) == "0o600"
+    assert apply_pending(store) == [(run.run_id, "write")]
+    row = store.get_entity("session", run.run_id)
+    assert row is not None and row["status"] == "timed_out" and row["exit_code"] == 124
+    assert row["status_reason_code"] == "run.timed_out.deadline"
+    assert pending_files(db_url) == [] and not (run.state_root / PENDING_FILE).exists()
+    assert apply_pending(store) == []  # idempotent: nothing left
 
 
 def test_unknown_extras_are_ignored_with_a_warning(

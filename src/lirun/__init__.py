@@ -7,7 +7,12 @@ Names are loaded on first use (PEP 562) so that ``import lirun`` stays cheap on 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+# Not `from typing import TYPE_CHECKING`: importing typing costs ~20 ms before `li run`
+# can trap signals (a SIGINT then is a KeyboardInterrupt traceback).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

@@ -52,6 +52,10 @@ class ConflictError(LirunError, ValueError):
     """A record with that id already exists; choose another id or omit it to get a new one."""
 
 
+class StartInterruptedError(LirunError):
+    """A signal came while the command was starting; nothing was started or recorded."""
+
+
 class DatabaseError(LirunError):
     """The state database could not be opened or used; the message says why and what to do."""
 
@@ -78,6 +82,17 @@ class DatabaseMissingError(DatabaseUnavailableError):
 
     Run a job first, or point --db / LIRUN_DB_URL at the database you mean.
     """
+
+
+class OutcomeNotRecordedError(DatabaseError):
+    """A run ended but neither the database nor the pending spool could take its outcome.
+
+    The message names the outcome; free space or stop the process that holds the database.
+    """
+
+
+class RecordSetupError(DatabaseError):
+    """The run's record could not be created, so nothing was started; the message says why."""
 
 
 class DatabaseCorruptError(DatabaseError):

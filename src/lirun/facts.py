@@ -137,8 +137,12 @@ def gather_facts(
     escalated_evidence: Sequence[Mapping[str, Any]],
     cwd: str | None,
     engine_session_uid: str | None,
+    offline: bool = False,
 ) -> OutcomeFacts:
-    """Facts for ``decide_outcome``; reads the database, the artifact root and git."""
+    """Facts for ``decide_outcome``; reads the database, the artifact root and git.
+
+    ``offline``: the database cannot be read; decide from memory, files and git alone.
+    """
     # The persisted snapshot is authoritative; a flow may have appended planned legs to it.
     contract = row.get("artifact_contract_json") or ctx.artifact_contract
     facts = OutcomeFacts(
@@ -161,9 +165,9 @@ def gather_facts(
         permission_denials=extras.permission_denials,
         require_change=extras.require_change,
     )
-    if engine_session_uid and needs_linked_engine(facts):
+    if engine_session_uid and needs_linked_engine(facts) and not offline:
         facts = replace(facts, linked_row=find_linked_row(ctx, engine_session_uid))
-    if gate_applies(facts) and not facts.has_assistant_output:
+    if gate_applies(facts) and not facts.has_assistant_output and not offline:
         facts = replace(facts, has_assistant_output=ctx.store.has_assistant_text(ctx.session_id))
     if needs_change_check(facts):
         evidence = check_completion_evidence(

@@ -20,6 +20,20 @@ def runs_root() -> Path:
     return lirun_home() / "runs"
 
 
+def pending_root() -> Path:
+    """``<home>/pending``: outcomes spooled by a teardown that could not write."""
+    return lirun_home() / "pending"
+
+
+def nothing_pending() -> bool:
+    """One listing of ``pending_root()`` (the `li wait` start-up path: no other import)."""
+    try:
+        with os.scandir(pending_root()) as entries:
+            return next(entries, None) is None
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+
+
 def default_db_path() -> Path:
     return lirun_home() / "state.db"
 

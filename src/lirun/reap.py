@@ -9,6 +9,7 @@ their compare-and-set harmlessly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from lirun.errors import LirunError
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from lirun.liveness import (
     Verdict,
@@ -113,6 +115,12 @@ def _stop_orphaned_group(
 
 
 def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any] | None:
+    from lirun.spool import apply_pending_run
+
+    # The owner died after spooling the outcome it could not write: the true cause wins.
+    with contextlib.suppress(LirunError, OSError):  # then judge the row as it is
+        if apply_pending_run(store, session_id) not in (None, "keep"):
+            return None
     # Judge the freshest row: a heartbeat may have landed since the caller read it.
     row = store.get_entity("session", session_id)
     verdict = judge(row, facts) if row is not None else None

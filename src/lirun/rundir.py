@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import LirunError, ValidationError
-from lirun.paths import runs_root
+from lirun.paths import lirun_home, runs_root
 
 __all__ = [
     "RUN_ID_ENV_VARS",
@@ -123,7 +123,10 @@ class RunDir:
         return path
 
     def ensure_state_dirs(self) -> None:
-        # Streams and snapshots hold prompts and transcripts: private to the owner.
+        # Streams and snapshots hold prompts and transcripts: private to the owner. The
+        # home and runs/ are created 0700 here too, not by ``parents=True`` with the
+        # umask's mode (world-writable under umask 0).
+        private_dir(runs_root())
         for path in (self.state_root, self.branches_dir, self.stream_dir):
             try:
                 path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -132,7 +135,8 @@ class RunDir:
 
     def ensure_artifact_root(self) -> None:
         try:
-            self.artifact_root.mkdir(parents=True, exist_ok=True)
+            # Deliverables others may read, never write (under any umask).
+            self.artifact_root.mkdir(mode=0o755, parents=True, exist_ok=True)
         except OSError as exc:
             raise _setup_error("create artifact directory", self.artifact_root, exc) from exc
 
@@ -168,6 +172,23 @@ class RunDir:
         if not isinstance(data, dict):
             raise ValidationError(f"{self.manifest_path} does not hold a JSON object")
         return data
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` (and a missing lirun home above it) with mode 0700.
+
+    ``mkdir(mode=0o700)`` is never group- or world-writable whatever the umask (the umask
+    only removes bits); parents made by ``parents=True`` would get 0777 minus the umask.
+    """
+    home = lirun_home()
+    chain = [path]
+    while chain[-1] != home and chain[-1].parent != chain[-1] and chain[-1].is_relative_to(home):
+        chain.append(chain[-1].parent)
+    for directory in reversed(chain):
+        try:
+            directory.mkdir(mode=0o700, parents=directory == home, exist_ok=True)
+        except OSError as exc:
+            raise _setup_error("create directory", directory, exc) from exc
 
 
 def _atomic_write(path: Path, payload: bytes) -> None:

@@ -14,7 +14,7 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["TRAPPED_SIGNALS", "SignalTrap"]
+__all__ = ["TRAPPED_SIGNALS", "SignalTrap", "held_trap", "hold_signals", "release_signals"]
 
 TRAPPED_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -84,3 +84,41 @@ class SignalTrap:
     def exit_code(self) -> int | None:
         """The conventional shell code for the received signal (128 + number), if any."""
         return 128 + int(self.received) if self.received is not None else None
+
+
+# --- a trap for the whole process (``li run`` / ``li agent``) ---------------------------------
+
+_held: SignalTrap | None = None
+
+
+def hold_signals(early: list[int] | None = None) -> SignalTrap:
+    """Trap the signals from now until the process exits (idempotent).
+
+    ``li run`` installs it before anything that can be interrupted: a signal while the
+    command starts is recorded (never a KeyboardInterrupt traceback), and one that comes
+    after the outcome is written cannot turn the exit code into 128+n. ``early``: signal
+    numbers recorded before this trap existed.
+    """
+    global _held
+    if _held is None:
+        _held = SignalTrap().__enter__()
+        for signum in early or ():  # recorded before this trap could be installed
+            _held._handle(signum, None)
+    return _held
+
+
+def held_trap() -> SignalTrap | None:
+    """The process-wide trap, if ``hold_signals`` installed one."""
+    return _held
+
+
+def release_signals() -> None:
+    """At exit: ignore the trapped signals, so none can change the exit code any more."""
+    global _held
+    if _held is None:
+        return
+    if _held._installed:
+        for sig in _held.signals:
+            signal.signal(sig, signal.SIG_IGN)
+        _held._installed = False
+    _held = None

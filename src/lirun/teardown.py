@@ -1,14 +1,15 @@
 """``setup_persist`` / ``teardown_persist``: the I/O around ``decide_outcome`` (ADR D1, D4, D5).
 
-Setup is best-effort (ADR D1) with one exception: a malformed artifact contract or an
-unknown session field is the caller's mistake and raises *before* anything is written,
-so a run never starts against expectations that cannot be checked. Any other setup
-failure (database unreachable, run directory unwritable, id collision) is logged as a
-warning and gives ``None``; the run goes on without a durable record.
+Setup: a malformed artifact contract or an unknown session field is the caller's mistake
+and raises *before* anything is written. ``setup_record_sync`` (what ``li run`` uses)
+raises RecordSetupError for any other failure, so no run starts without a record;
+``setup_persist_sync`` keeps the ADR's library contract (a warning, and ``None``).
 
-Teardown never raises: a failure while finalizing is logged and the in-memory status is
-returned. The synchronous twins are the implementation; the async functions run them in
-a worker thread so a busy SQLite lock never blocks an event loop.
+Teardown retries a write that fails for up to ``$LIRUN_WRITE_RETRY_SECONDS``; if the
+database still refuses, the decided outcome is spooled (``lirun.spool``) for the next
+command on that database to apply. ``finalize_sync`` reports which happened (and raises
+when even the spool cannot be written); ``teardown_persist_sync`` never raises and
+returns the status. The async functions run the sync twins in a worker thread.
 """
 
 from __future__ import annotations
@@ -20,10 +21,19 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from lirun.artifacts import contract_warnings, validate_artifact_contract
-from lirun.errors import NotFoundError, TransitionRejectedError, UsageError, ValidationError
+from lirun.errors import (
+    DatabaseError,
+    NotFoundError,
+    OutcomeNotRecordedError,
+    RecordSetupError,
+    TransitionRejectedError,
+    UsageError,
+    ValidationError,
+)
 from lirun.evidence import StartSnapshot, take_start_snapshot, unchecked_snapshot
 from lirun.facts import TeardownExtras, gather_facts
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
@@ -36,9 +46,12 @@ from lirun.store.core import SESSION_FIELDS
 T = TypeVar("T")
 
 __all__ = [
+    "Finalized",
     "PersistContext",
+    "finalize_sync",
     "setup_persist",
     "setup_persist_sync",
+    "setup_record_sync",
     "teardown_persist",
     "teardown_persist_sync",
 ]
@@ -122,18 +135,19 @@ def _open_db(db: DbArg) -> tuple[Store, bool]:
     return open_store(db), True
 
 
-def setup_persist_sync(
+def setup_record_sync(
     run: RunDir,
     *,
     db: DbArg = None,
     artifact_contract: Mapping[str, Any] | None = None,
     **session_fields: Any,
-) -> PersistContext | None:
-    """Write ``run.json`` and create the execution row (id = run id) before work starts.
+) -> PersistContext:
+    """Write ``run.json`` and create the execution row, or raise: no run without a record.
 
-    Raises ArtifactContractError / ArtifactPathError for a malformed contract and
-    UsageError / ValidationError for bad session fields, before any write. Any other
-    failure: a warning is logged, what was opened is closed, and None is returned.
+    This is what ``li run`` / ``li agent`` use (DESIGN §4.8): a setup write that fails
+    (a lock held past the retry bound, a full disk, a damaged file) raises
+    RecordSetupError (exit 2) and the caller starts nothing. Bad input raises as in
+    ``setup_persist_sync``.
     """
     _check_session_fields(session_fields)
     session_fields = {
@@ -164,16 +178,11 @@ def setup_persist_sync(
             **session_fields,
         )
     except Exception as exc:
-        log.warning(
-            "lirun: could not set up the durable record for run %s (%s: %s); the run goes on "
-            "without one",
-            run.run_id,
-            type(exc).__name__,
-            exc,
-        )
         if store is not None and owned:
             PersistContext(store, run.run_id, run, None, owned, started_at).close()
-        return None
+        raise RecordSetupError(
+            f"cannot create the record of run {run.run_id}, so nothing was started: {exc}"
+        ) from exc
     return PersistContext(
         store=store,
         session_id=run.run_id,
@@ -201,6 +210,35 @@ def _start_snapshot(run: RunDir, cwd: object) -> StartSnapshot | None:
         return unchecked_snapshot(f"start snapshot failed: {type(exc).__name__}: {exc}")
 
 
+def setup_persist_sync(
+    run: RunDir,
+    *,
+    db: DbArg = None,
+    artifact_contract: Mapping[str, Any] | None = None,
+    **session_fields: Any,
+) -> PersistContext | None:
+    """Write ``run.json`` and create the execution row (id = run id) before work starts.
+
+    Raises ArtifactContractError / ArtifactPathError for a malformed contract and
+    UsageError / ValidationError for bad session fields, before any write. Any other
+    failure: a warning is logged, what was opened is closed, and None is returned (the
+    ADR's contract for library callers, kept; ``li run`` uses ``setup_record_sync``,
+    which refuses to run without a record).
+    """
+    try:
+        return setup_record_sync(run, db=db, artifact_contract=artifact_contract, **session_fields)
+    except RecordSetupError as exc:
+        cause = exc.__cause__ or exc
+        log.warning(
+            "lirun: could not set up the durable record for run %s (%s: %s); the run goes on "
+            "without one",
+            run.run_id,
+            type(cause).__name__,
+            cause,
+        )
+        return None
+
+
 async def _in_thread(call: Callable[[], T]) -> T:
     import asyncio  # on first use: the CLI calls the sync twins and need not pay for it
 
@@ -223,6 +261,59 @@ async def setup_persist(
 
 # --- teardown: the guarded write ----------------------------------------------------------
 
+# What a database that cannot be written raises (the driver's ENOSPC may arrive as OSError).
+_STORE_ERRORS = (DatabaseError, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class Finalized:
+    """How teardown ended: the status to report, and where it is if not in the database.
+
+    ``spool`` is set when the database could not be written within the retry bound and
+    the decided outcome waits in a pending file (``lirun.spool``).
+    """
+
+    status: str
+    reason_code: str | None = None
+    spool: Path | None = None
+    cause: str | None = None
+    # The row was already terminal: this invocation's own verdict (not written), which
+    # ``teardown_persist_sync`` reports to library callers as it always has.
+    unwritten_verdict: str | None = None
+
+
+def _with_retry(ctx: PersistContext, call: Callable[[], T]) -> T:
+    """``call`` until it succeeds or the retry bound is spent (then its error propagates).
+
+    The store already retries a status write within the same bound; this loop covers the
+    reads and field writes around it, and one deadline bounds them all.
+    """
+    from lirun.store.retry import write_retry_seconds
+
+    deadline = time.monotonic() + write_retry_seconds()
+    delay = 0.1
+    while True:
+        try:
+            return call()
+        except _STORE_ERRORS as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("lirun: run %s: database write failed (%s); retrying", ctx.session_id, exc)
+        ctx.sleep(delay)
+        delay = min(delay * 2, 2.0)
+
+
+def _extra_fields(outcome: Outcome, facts: OutcomeFacts, ended_at: float) -> dict[str, Any]:
+    extra: dict[str, Any] = {}
+    if facts.verification is not None:
+        extra["artifact_verification_json"] = dict(facts.verification)
+    if facts.engine_session_uid:
+        extra["engine_session_uid"] = facts.engine_session_uid
+    if is_terminal("session", outcome.status):
+        extra["ended_at"] = ended_at
+        extra["exit_code"] = EXIT_CODE_BY_STATUS.get(outcome.status)
+    return extra
+
 
 def _write_outcome(
     ctx: PersistContext, snapshot: str, outcome: Outcome, facts: OutcomeFacts, ended_at: float
@@ -232,25 +323,21 @@ def _write_outcome(
     Verification, engine uid, ``ended_at`` and exit code commit in the same transaction as
     the status, so a writer that loses the race leaves the winner's record untouched.
     """
-    extra: dict[str, Any] = {}
-    if facts.verification is not None:
-        extra["artifact_verification_json"] = dict(facts.verification)
-    if facts.engine_session_uid:
-        extra["engine_session_uid"] = facts.engine_session_uid
-    if is_terminal("session", outcome.status):
-        extra["ended_at"] = ended_at
-        extra["exit_code"] = EXIT_CODE_BY_STATUS.get(outcome.status)
+    extra = _extra_fields(outcome, facts, ended_at)
     try:
-        applied = ctx.store.update_status(
-            "session",
-            ctx.session_id,
-            new_status=outcome.status,
-            reason_code=outcome.reason_code,
-            reason_summary=outcome.summary,
-            evidence_refs=outcome.evidence,
-            metadata=outcome.metadata,
-            expected_statuses={snapshot},
-            extra_fields=extra,
+        applied = _with_retry(
+            ctx,
+            lambda: ctx.store.update_status(
+                "session",
+                ctx.session_id,
+                new_status=outcome.status,
+                reason_code=outcome.reason_code,
+                reason_summary=outcome.summary,
+                evidence_refs=outcome.evidence,
+                metadata=outcome.metadata,
+                expected_statuses={snapshot},
+                extra_fields=extra,
+            ),
         )
     except TransitionRejectedError as exc:
         log.info("lirun: run %s became terminal before teardown wrote it (%s)", ctx.session_id, exc)
@@ -269,17 +356,63 @@ def _write_outcome(
     return str(winner["status"])
 
 
-def _finalize(ctx: PersistContext, **request: Any) -> str:
+def _spool(
+    ctx: PersistContext,
+    snapshot: str,
+    outcome: Outcome,
+    facts: OutcomeFacts,
+    ended_at: float,
+    cause: BaseException,
+) -> Finalized:
+    """The database refused past the retry bound: keep the decided outcome in a spool."""
+    from lirun.spool import SpooledOutcome, database_identity, write_spool
+
+    url = ctx.store.connector.url
+    spooled = SpooledOutcome(
+        run_id=ctx.session_id,
+        database=database_identity(url),
+        status=outcome.status,
+        reason_code=outcome.reason_code,
+        reason_summary=outcome.summary,
+        evidence=list(outcome.evidence),
+        metadata=dict(outcome.metadata),
+        extra_fields=_extra_fields(outcome, facts, ended_at),
+        expected_status=snapshot,
+        cause=str(cause),
+        spooled_at=ended_at,
+    )
+    try:
+        path = write_spool(url, ctx.run.state_root, spooled)
+    except OSError as exc:
+        raise OutcomeNotRecordedError(
+            f"run {ctx.session_id} ended {outcome.status} ({outcome.reason_code}) but neither "
+            f"the database ({cause}) nor the spool ({exc.strerror or exc}) could record it; "
+            "free space or stop the process holding the database, then check `li status`"
+        ) from exc
+    return Finalized(outcome.status, outcome.reason_code, spool=path, cause=str(cause))
+
+
+def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
     ended_at = ctx.clock()
-    row = ctx.store.get_entity("session", ctx.session_id)
+    try:
+        row = _with_retry(ctx, lambda: ctx.store.get_entity("session", ctx.session_id))
+    except _STORE_ERRORS as exc:
+        # Unreadable: decide from what this process knows (the row was running).
+        snapshot = ctx.snapshot_status or "running"
+        fallback = {"status": snapshot, "artifact_contract_json": ctx.artifact_contract}
+        facts = gather_facts(ctx, fallback, offline=True, **request)
+        return _spool(ctx, snapshot, decide_outcome(facts), facts, ended_at, exc)
     if row is None:
         raise NotFoundError(f"no execution row {ctx.session_id} to finalize")
     snapshot = str(row["status"])
     ctx.snapshot_status = snapshot
-    facts = gather_facts(ctx, row, **request)
+    try:
+        facts = gather_facts(ctx, row, **request)
+    except _STORE_ERRORS:
+        facts = gather_facts(ctx, row, offline=True, **request)
     outcome = decide_outcome(facts)
     if is_terminal("session", snapshot):
-        # Terminal records are immutable (ADR D5): keep the durable row, report our verdict.
+        # Terminal records are immutable (ADR D5): the durable row is the answer.
         if outcome.status != snapshot:
             log.warning(
                 "lirun: run %s is already %s; this invocation computed %s (not written)",
@@ -287,8 +420,42 @@ def _finalize(ctx: PersistContext, **request: Any) -> str:
                 snapshot,
                 outcome.status,
             )
-        return outcome.status
-    return _write_outcome(ctx, snapshot, outcome, facts, ended_at)
+        return Finalized(snapshot, row.get("status_reason_code"), unwritten_verdict=outcome.status)
+    try:
+        status = _write_outcome(ctx, snapshot, outcome, facts, ended_at)
+    except _STORE_ERRORS as exc:
+        return _spool(ctx, snapshot, outcome, facts, ended_at, exc)
+    reason = outcome.reason_code if status == outcome.status else None
+    return Finalized(status, reason)
+
+
+def finalize_sync(
+    ctx: PersistContext,
+    *,
+    status: str = "completed",
+    exception: BaseException | None = None,
+    extras: Mapping[str, Any] | None = None,
+    escalated_evidence: Sequence[Mapping[str, Any]] | None = None,
+    cwd: str | None = None,
+    engine_session_uid: str | None = None,
+) -> Finalized:
+    """Teardown for ``li run``: the outcome is written, or spooled, or this raises.
+
+    Raises OutcomeNotRecordedError (exit 2) when neither the database nor the spool could
+    take it. Closes the context.
+    """
+    try:
+        return _finalize(
+            ctx,
+            status=status,
+            exception=exception,
+            extras=TeardownExtras.parse(extras),
+            escalated_evidence=escalated_evidence or (),
+            cwd=cwd,
+            engine_session_uid=engine_session_uid,
+        )
+    finally:
+        ctx.close()
 
 
 def teardown_persist_sync(
@@ -305,7 +472,8 @@ def teardown_persist_sync(
     """Finalize the execution row (ADR D4 order, D5 race handling); return the final status.
 
     ``ctx`` None: the in-memory ``status``. ``defer_terminal``: ``status`` with no database
-    change and the handle left open for the resumed leg, which owns finalization.
+    change and the handle left open for the resumed leg, which owns finalization. A write
+    that cannot land is spooled (see ``finalize_sync``); this never raises.
     """
     if ctx is None:
         return status
@@ -315,15 +483,25 @@ def teardown_persist_sync(
         log.warning("lirun: run %s was already finalized; nothing to do", ctx.session_id)
         return status
     try:
-        return _finalize(
+        done = finalize_sync(
             ctx,
             status=status,
             exception=exception,
-            extras=TeardownExtras.parse(extras),
-            escalated_evidence=escalated_evidence or (),
+            extras=extras,
+            escalated_evidence=escalated_evidence,
             cwd=cwd,
             engine_session_uid=engine_session_uid,
         )
+        if done.spool is not None:  # li run says it itself; a library caller is told here
+            log.warning(
+                "lirun: run %s ended %s but the database could not be written (%s); the "
+                "outcome is spooled in %s",
+                ctx.session_id,
+                done.status,
+                done.cause,
+                done.spool,
+            )
+        return done.unwritten_verdict or done.status
     except Exception:
         log.warning(
             "lirun: finalizing run %s failed; returning the in-memory status %s",

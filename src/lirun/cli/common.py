@@ -34,3 +34,14 @@ def print_json(obj: Any) -> None:
 
 def warn(prog: str, message: str) -> None:
     sys.stderr.write(f"{prog}: {message}\n")
+
+
+def deliver_pending(prog: str, url: str | None) -> None:
+    """Record the outcomes spooled for this database before answering (cheap when none)."""
+    from lirun.paths import nothing_pending
+
+    if nothing_pending():
+        return
+    from lirun.spool import deliver_pending as deliver
+
+    deliver(url, warn=lambda message: warn(prog, f"warning: {message}"))

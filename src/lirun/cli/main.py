@@ -45,11 +45,50 @@ def _usage() -> str:
     return USAGE.format(commands="\n".join(lines))
 
 
+_early_signals: list[int] = []
+
+
+def _record_early(signum: int, frame: object) -> None:
+    _early_signals.append(signum)
+
+
+def _record_signals_early() -> None:
+    """Record signals through the C module: ``import signal`` loads enum (~10 ms), and a
+    SIGINT meanwhile would be a KeyboardInterrupt traceback."""
+    import _signal
+
+    for signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+        _signal.signal(signum, _record_early)
+
+
+def _starts_a_run(args: list[str]) -> bool:
+    if args[:1] == ["--db"]:
+        args = args[2:]
+    elif args[:1] and args[0].startswith("--db="):
+        args = args[1:]
+    return bool(args) and args[0] in ("run", "agent")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--db"] or args[:1] == ["--db="]:
         sys.stderr.write("li: --db needs a value: a path, sqlite:///path or postgresql://...\n")
         return 2
+    if argv is None and _starts_a_run(args):
+        # First thing, before any import that could be interrupted: a signal from now on
+        # is recorded, and the exit code is always that of the stored status (or 2).
+        _record_signals_early()
+        from lirun.signals import hold_signals, release_signals
+
+        hold_signals(early=_early_signals)
+        try:
+            return _main(args)
+        finally:
+            release_signals()
+    return _main(args)
+
+
+def _main(args: list[str]) -> int:
     if args[:1] == ["--db"] and len(args) >= 2:
         os.environ["LIRUN_DB_URL"] = args[1]
         args = args[2:]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lirun.cli.common import add_db_option, print_json
-from lirun.errors import UsageError
+from lirun.errors import StartInterruptedError, UsageError
 
 __all__ = [
     "EXIT_CODES",
@@ -35,7 +35,9 @@ EXIT_CODES = """\
        with --detach: the run started and its id was printed
   1    completed_empty (nothing to show) or failed
   2    usage or setup error (bad option, missing --cwd, malformed artifact contract,
-       provider or command not found); nothing was started and no row was written
+       provider or command not found, the record could not be created, a signal while
+       starting); nothing was started and no row was written. Also: the run ended but
+       neither the database nor the pending spool could take its outcome (said on stderr)
   124  timed_out (--timeout, or --idle-timeout with no output)
   130  aborted (SIGINT)
   143  cancelled (SIGTERM)"""
@@ -44,9 +46,12 @@ FILES_NOTE = """\
 files: <home>/runs/<id>/run.json (written before the child starts) and stream/ (the
 child's output, never held in memory); artifacts under --save DIR, else
 <home>/runs/<id>/artifacts. The row's id is the run id: `li wait ID` prints one line.
-The child gets LIRUN_ARTIFACT_DIR (the artifact root, created before it starts) and
-LIRUN_PARENT_RUN_ID (this run's id) in its environment.
-env: LIRUN_HEARTBEAT_INTERVAL (seconds between heartbeats, default 15)."""
+The child gets LIRUN_ARTIFACT_DIR (the artifact root, created before it starts),
+LIRUN_PARENT_RUN_ID (this run's id) and LIRUN_DB_URL (this run's database, with any
+password removed: a nested li uses the same database, credentials never reach the child).
+env: LIRUN_HEARTBEAT_INTERVAL (seconds between heartbeats, default 15),
+LIRUN_WRITE_RETRY_SECONDS (how long the final write retries, default 30; then the
+outcome is spooled and recorded by the next li command on this database)."""
 
 
 def _seconds(text: str) -> float:
@@ -263,6 +268,7 @@ def _declarations(
     profile = load_profile(args.profile) if args.profile else None
     playbook = load_playbook(args.playbook) if args.playbook else None
     entries = [parse_artifact_option(text) for text in args.artifact]
+    _refuse_repeated_ids(entries)
     contract = resolve_contract_for(profile, playbook, entries)
     return (
         dict(contract) if contract is not None else None,
@@ -297,6 +303,18 @@ def resolve_ids(args: argparse.Namespace) -> None:
             args.resume = _full_id(store, "session", args.resume, "--resume")
     finally:
         store.close()
+
+
+def _refuse_repeated_ids(entries: list[Any]) -> None:
+    """Two --artifact with one id: one would silently replace the other."""
+    seen: dict[str, str] = {}
+    for entry in entries:
+        if entry["id"] in seen:
+            raise UsageError(
+                f"--artifact {entry['id']} is given twice ({seen[entry['id']]} and "
+                f"{entry['path']}); give each id once"
+            )
+        seen[entry["id"]] = entry["path"]
 
 
 def resolve_options(args: argparse.Namespace) -> Resolved:
@@ -355,11 +373,15 @@ def _detach(command: str, argv: list[str], request: Any, *, as_json: bool) -> in
     from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
     from lirun.exec.execution import prepare
     from lirun.rundir import allocate_run
+    from lirun.signals import held_trap
     from lirun.store import open_store
 
     store = open_store(request.db_url)
     try:
         prepare(request, store)
+        trap = held_trap()
+        if trap is not None and trap.received is not None:
+            raise StartInterruptedError(f"{trap.signal_name} received; nothing was started")
         run = allocate_run(request.save_dir, request.run_id)
         proc = spawn_worker(command, argv, run, env=detached_env())
         wait_for_row(store, run, proc)
@@ -401,9 +423,14 @@ def execute_or_detach(
     """Run attached (exit code of the final status) or hand off to a detached worker."""
     if args.detach and not args.detached_worker:
         return _detach(command, argv, request, as_json=args.json)
+    from lirun.exec.descendants import enable_subreaper
     from lirun.exec.execution import execute
+    from lirun.signals import held_trap
 
-    result = execute(request)
+    # li's own process only (a library caller's process is not ours to change): orphans
+    # of the run are re-parented to li, which ends them with the run.
+    enable_subreaper()
+    result = execute(request, trap=held_trap())
     if on_result is not None and not args.json and not args.detached_worker:
         on_result(result)
     report(prog, result, as_json=args.json)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lirun.cli.common import add_db_option, make_parser, print_json
+from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
 from lirun.reap import find_orphans, reap_sessions, report
 from lirun.store import open_store
 
@@ -30,6 +30,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     add_db_option(parser)
     args = parser.parse_args(argv)
+    if not args.dry_run:
+        deliver_pending("li reap", args.db)
     store = open_store(args.db, readonly=args.dry_run)
     try:
         orphans = find_orphans(store)

@@ -12,7 +12,7 @@ import re
 import time
 from typing import Any
 
-from lirun.cli.common import add_db_option, make_parser, print_json
+from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
 from lirun.errors import AmbiguousIdError, DatabaseMissingError, NotFoundError, UsageError
 from lirun.lifecycle import VALID_SESSION_STATUSES
 from lirun.paths import resolve_db_url
@@ -27,7 +27,8 @@ DESCRIPTION = """\
 Without ID: a table of recent executions, newest first.
 With ID (exact, a unique prefix, or a run id's unique random suffix such as 2b5dd3):
 one record with its reason, evidence, artifact verification, transition history and
-admin events; an ambiguous ID lists up to ten candidates. Opens the database read-only."""
+admin events; an ambiguous ID lists up to ten candidates. Opens the database read-only,
+after recording any run outcome spooled for it (a teardown that could not write)."""
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -193,6 +194,7 @@ def show_one(args: Any, url: str) -> int:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     url = resolve_db_url(args.db)
+    deliver_pending("li status", url)
     if args.id is None:
         return show_list(args, url)
     if args.status or args.running or args.since:

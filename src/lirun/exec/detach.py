@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from lirun.errors import LirunError
 from lirun.rundir import RunDir
@@ -54,7 +55,8 @@ def spawn_worker(
     """Start the worker in its own session with stdin closed and stdio in the run's logs."""
     out_path, err_path = log_paths(run)
     worker = [sys.executable, "-m", "lirun", command, DETACHED_WORKER_FLAG, "--run-id", run.run_id]
-    with open(out_path, "ab") as out, open(err_path, "ab") as err:
+    # 0600 whatever the umask: the logs may hold the run's output.
+    with _private_log(out_path) as out, _private_log(err_path) as err:
         return subprocess.Popen(
             [*worker, *argv],
             stdin=subprocess.DEVNULL,
@@ -64,6 +66,10 @@ def spawn_worker(
             close_fds=True,
             env=dict(env) if env is not None else None,
         )
+
+
+def _private_log(path: Path) -> IO[bytes]:
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
 
 
 def _log_tail(path: Path, limit: int = 2000) -> str:

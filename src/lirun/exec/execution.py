@@ -1,16 +1,19 @@
 """One supervised execution, shared by ``li run`` and ``li agent``.
 
-prepare (checks that need no row: cwd, branch to resume, invocation, id collision) →
-allocate the run → ``setup_persist`` (run.json + the running row with owner identity and
-a lease) → supervise one leg (two with ``--resume-on-timeout``) while a heartbeat thread
-renews the lease and a recorder thread persists stream messages → ``teardown_persist``.
+apply pending outcomes of this database → prepare (checks that need no row: cwd, branch
+to resume, invocation, id collision) → allocate the run → ``setup_record_sync`` (run.json
++ the running row with owner identity and a lease; if it fails nothing starts, exit 2) →
+supervise one leg (two with ``--resume-on-timeout``) while a heartbeat thread renews the
+lease and a recorder thread persists stream messages → ``finalize_sync`` (the outcome is
+written, or spooled when the database stays unwritable).
 
-Signals to ``li`` are trapped from allocation to the end of teardown, so the terminal
-write is committed before ``li`` exits.
+Signals to ``li`` are trapped from before prepare to the end of teardown (``li run`` holds
+them until the process exits), so the exit code is that of the stored status.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -19,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from lirun.errors import DatabaseError, StartInterruptedError
 from lirun.exec.heartbeat import Heartbeat
 from lirun.exec.legs import Echo, Leg, LegContext, LegOutcome, Program
 from lirun.exec.preflight import Resume, preflight
@@ -31,6 +35,7 @@ from lirun.store import Store, open_store
 
 if TYPE_CHECKING:
     from lirun.exec.stream import Event, Message
+    from lirun.teardown import Finalized, PersistContext
 
 __all__ = [
     "ExecutionRequest",
@@ -40,6 +45,7 @@ __all__ = [
     "execute",
     "exit_code_for",
     "prepare",
+    "url_without_credentials",
 ]
 
 # Assistant messages longer than this are cut (the tail is kept): the row is a record,
@@ -82,9 +88,12 @@ class ExecutionResult:
     engine_session_uid: str | None = None
     response_text: str = ""
     recorded: bool = True
+    pending: str | None = None
 
     def summary(self) -> dict[str, Any]:
+        pending = {"pending": self.pending} if self.pending else {}  # only when it happened
         return {
+            **pending,
             "run_id": self.run_id,
             "status": self.status,
             "reason": self.reason,
@@ -101,14 +110,53 @@ def exit_code_for(status: str) -> int:
     return EXIT_CODE_BY_STATUS.get(status, 1)
 
 
-def child_env(run: RunDir, base: Mapping[str, str] | None = None) -> dict[str, str]:
+_SECRET_PARAMS = frozenset({"password", "sslpassword"})
+
+
+def url_without_credentials(url: str) -> str | None:
+    """The database URL with no password (user-info or query); None if it cannot be parsed.
+
+    A SQLite path holds none. A nested ``li`` connects with it when the server needs no
+    password from the URL (trust or peer auth, ``PGPASSFILE``, ``PGPASSWORD``).
+    """
+    if not url.startswith(("postgresql://", "postgres://")):
+        # Absolute: the child may run in another directory (--cwd).
+        return url if url.startswith("sqlite:") else os.path.abspath(url)
+    from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rsplit("@", 1)[-1]
+        user = parts.netloc.rsplit("@", 1)[0].split(":", 1)[0] if "@" in parts.netloc else ""
+        query = [
+            (k, v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if k.lower() not in _SECRET_PARAMS
+        ]
+        netloc = f"{user}@{host}" if user else host
+        return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, quote_via=quote)))
+    except ValueError:
+        return None
+
+
+def child_env(
+    run: RunDir, base: Mapping[str, str] | None = None, *, db_url: str | None = None
+) -> dict[str, str]:
     """The child's environment: where to put deliverables, and which run is its parent.
 
     A nested ``li`` must not inherit this run's id, so the run id variables are removed.
+    No credentials reach the child (an agent must not be able to rewrite its own record
+    with lirun's password): ``LIRUN_DB_URL`` is this run's database (``db_url``, else the
+    inherited value) with any password removed, or absent when it cannot be parsed.
     """
     env = dict(os.environ if base is None else base)
     for var in RUN_ID_ENV_VARS:
         env.pop(var, None)
+    source = db_url or env.get("LIRUN_DB_URL")
+    env.pop("LIRUN_DB_URL", None)
+    safe = url_without_credentials(source) if source else None
+    if safe:
+        env["LIRUN_DB_URL"] = safe
     env["LIRUN_PARENT_RUN_ID"] = run.run_id
     env["LIRUN_ARTIFACT_DIR"] = str(run.artifact_root)
     return env
@@ -173,7 +221,7 @@ class _Execution:
         self.branch_id = resume.branch_id if resume else run.run_id
         self.engine_uid: str | None = resume.engine_session_uid if resume else None
         self.recorder = Recorder()
-        self.recorded = False
+        self.recorded = True
         self.saw_assistant_text = False
 
     # -- database writes that go through the recorder thread --
@@ -251,7 +299,7 @@ class _Execution:
             stderr=leg.stderr,
             limits=self.request.limits,
             cwd=self.request.cwd,
-            env=child_env(self.run),
+            env=child_env(self.run, db_url=self.store.connector.url),
             stdin=leg.stdin if leg.stdin is not None else self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,
@@ -327,24 +375,18 @@ def _persist_response(ex: _Execution, outcome: LegOutcome) -> None:
     ex.record(Message("assistant", text[-_MAX_RESPONSE_CHARS:]))
 
 
-def _supervised(ex: _Execution, trap: SignalTrap) -> tuple[str, LegOutcome]:
-    from lirun.teardown import setup_persist_sync, teardown_persist_sync
+def _supervised(
+    ex: _Execution, trap: SignalTrap, ctx: PersistContext
+) -> tuple[Finalized, LegOutcome]:
+    from lirun.teardown import finalize_sync
 
-    interval, lease = _intervals(ex.request)
-    fields = _session_fields(ex.request, ex.run, ex.resume, lease)
-    ctx = setup_persist_sync(
-        ex.run, db=ex.store, artifact_contract=ex.request.artifact_contract, **fields
-    )
-    ex.recorded = ctx is not None
-    if ctx is None:
-        sys.stderr.write(f"li: warning: run {ex.run.run_id} has no durable record\n")
+    interval, _ = _intervals(ex.request)
     heartbeat = Heartbeat(lambda: ex.store.heartbeat(ex.run.run_id), interval)
     # Between setup and teardown every write goes through the recorder or the heartbeat,
     # which report failures instead of raising: the row must reach teardown.
     with ex.recorder:
-        if ex.recorded:
-            ex.recorder.submit(ex.join_branch)
-            heartbeat.start()
+        ex.recorder.submit(ex.join_branch)
+        heartbeat.start()
         try:
             outcome, legs = _run_legs(ex, trap, ctx)
         finally:
@@ -352,7 +394,7 @@ def _supervised(ex: _Execution, trap: SignalTrap) -> tuple[str, LegOutcome]:
         _persist_response(ex, outcome)
         _persist_record(ex, legs)
         ex.recorder.flush()
-    status = teardown_persist_sync(
+    finalized = finalize_sync(
         ctx,
         status=outcome.status,
         exception=outcome.exception,
@@ -360,56 +402,108 @@ def _supervised(ex: _Execution, trap: SignalTrap) -> tuple[str, LegOutcome]:
         cwd=ex.request.cwd,
         engine_session_uid=outcome.engine_session_uid or ex.engine_uid,
     )
-    return status, outcome
+    return finalized, outcome
 
 
-def _unrecorded_reason(outcome: LegOutcome) -> str:
-    """With no row to read, the base reason the in-memory facts give (DESIGN §5)."""
-    from lirun.outcome import OutcomeFacts, base_outcome
-
-    extras = outcome.extras
-    facts = OutcomeFacts(
-        status=outcome.status,
-        exception=outcome.exception,
-        signal_name=extras.get("signal"),
-        exit_code=extras.get("exit_code"),
-        idle_timeout=bool(extras.get("idle_timeout")),
-    )
-    return base_outcome(facts).reason_code
+def _stored_reason(ex: _Execution, finalized: Finalized) -> str | None:
+    """The reason the row holds (another writer may have won); None if unreadable."""
+    if finalized.reason_code is not None:
+        return finalized.reason_code
+    try:
+        row = ex.store.get_entity("session", ex.run.run_id)
+    except (DatabaseError, OSError):
+        return None
+    return row.get("status_reason_code") if row else None
 
 
-def _result(ex: _Execution, status: str, outcome: LegOutcome) -> ExecutionResult:
-    row = ex.store.get_entity("session", ex.run.run_id) if ex.recorded else None
-    reason = row.get("status_reason_code") if row else _unrecorded_reason(outcome)
+def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> ExecutionResult:
     return ExecutionResult(
         run_id=ex.run.run_id,
-        status=status,
-        reason=reason,
+        status=finalized.status,
+        reason=_stored_reason(ex, finalized),
         run_dir=str(ex.run.state_root),
         artifact_dir=str(ex.run.artifact_root),
-        exit_code=exit_code_for(status),
+        exit_code=exit_code_for(finalized.status),
         branch_id=ex.branch_id,
         engine_session_uid=outcome.engine_session_uid or ex.engine_uid,
         response_text=outcome.response_text,
-        recorded=ex.recorded,
+        recorded=finalized.spool is None,
+        pending=str(finalized.spool) if finalized.spool is not None else None,
     )
 
 
-def execute(request: ExecutionRequest, *, store: Store | None = None) -> ExecutionResult:
+def _discard(run: RunDir) -> None:
+    """Remove the state directory of a run that never started (its id stays free)."""
+    import shutil
+
+    shutil.rmtree(run.state_root, ignore_errors=True)
+
+
+def _setup(ex: _Execution, trap: SignalTrap) -> PersistContext:
+    """Create the record, or refuse: nothing starts without one (exit 2, DESIGN §4.8)."""
+    from lirun.teardown import setup_record_sync
+
+    if trap.received is not None:
+        _discard(ex.run)
+        raise StartInterruptedError(
+            f"{trap.signal_name} received while starting; run {ex.run.run_id} was not started "
+            "and nothing was recorded"
+        )
+    _, lease = _intervals(ex.request)
+    fields = _session_fields(ex.request, ex.run, ex.resume, lease)
+    try:
+        ex.run.ensure_artifact_root()  # the work's deliverables go there: it must exist
+        return setup_record_sync(
+            ex.run, db=ex.store, artifact_contract=ex.request.artifact_contract, **fields
+        )
+    except Exception:
+        _discard(ex.run)
+        raise
+
+
+def _warn_pending(result: ExecutionResult, finalized: Finalized) -> None:
+    sys.stderr.write(
+        f"li: warning: run {result.run_id} ended {result.status} but the database could not "
+        f"be written ({finalized.cause}); the outcome is pending in {finalized.spool} and the "
+        "next li wait, status, reap or run on this database records it\n"
+    )
+
+
+def _apply_pending(db: Store) -> None:
+    from lirun.spool import apply_pending
+
+    try:
+        apply_pending(db)
+    except (DatabaseError, OSError) as exc:
+        sys.stderr.write(f"li: warning: pending run outcomes stay spooled ({exc})\n")
+
+
+def execute(
+    request: ExecutionRequest, *, store: Store | None = None, trap: SignalTrap | None = None
+) -> ExecutionResult:
     """Run the request to its end and return how it ended (never raises for the child's fate).
 
-    Raises a LirunError (exit code 2) before anything is created when a check fails.
+    Raises a LirunError (exit code 2) before anything is created when a check fails, when
+    a signal came before the record existed, or when the record cannot be created (no run
+    without a record: unlike ``setup_persist`` for library callers, this never runs
+    unrecorded). After the run, the outcome is written or spooled (``result.pending``);
+    OutcomeNotRecordedError (exit 2) when neither was possible. ``trap``: a trap already
+    held for the process (``li run``); else one is installed for the call.
     """
     own = store is None
     db = store if store is not None else open_store(request.db_url)
     try:
-        resume = prepare(request, db)
-        with SignalTrap() as trap:
+        _apply_pending(db)
+        with contextlib.nullcontext(trap) if trap is not None else SignalTrap() as active:
+            resume = prepare(request, db)
             run = allocate_run(request.save_dir, request.run_id)
-            run.ensure_artifact_root()  # the work's deliverables go there: it must exist
             ex = _Execution(request, db, run, resume)
-            status, outcome = _supervised(ex, trap)
-            return _result(ex, status, outcome)
+            ctx = _setup(ex, active)
+            finalized, outcome = _supervised(ex, active, ctx)
+            result = _result(ex, finalized, outcome)
+            if finalized.spool is not None:
+                _warn_pending(result, finalized)
+            return result
     finally:
         if own:
             db.close()

@@ -149,6 +149,8 @@ def _base_extras(result: ProcessResult | None, signal_name: str | None) -> dict[
     if result is not None and result.killed_by is not None:
         extras["idle_timeout"] = result.killed_by == "idle"
         extras["evidence"] = [_stop_fact(result)]
+    if result is not None and result.killed_descendants:
+        extras["evidence"] = [*extras.get("evidence", []), *result.killed_descendants]
     if result is not None:
         extras["metadata"] = {"duration_s": round(result.duration, 3)}
     return extras

@@ -6,8 +6,11 @@ never write: a refused execution leaves no trace.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
 from lirun.paths import runs_root
@@ -53,14 +56,67 @@ def resolve_resume(store: Store, target: str, provider: str) -> Resume:
     return Resume(str(branch["id"]), last, branch.get("engine_session_uid"))
 
 
+def _live_owner(manifest: dict[str, Any]) -> int | None:
+    """The pid of the process that wrote ``run.json`` if it still runs (this host only)."""
+    from lirun.liveness import START_TIME_TOLERANCE, host_name, process_start_time
+
+    pid = manifest.get("owner_pid")
+    if not isinstance(pid, int) or manifest.get("owner_host") not in (None, host_name()):
+        return pid if isinstance(pid, int) else None  # another host: cannot tell, assume alive
+    started = process_start_time(pid)
+    recorded = manifest.get("owner_start_time")
+    if started is None:
+        return None
+    if isinstance(recorded, (int, float)) and abs(recorded - started) > START_TIME_TOLERANCE:
+        return None  # the pid now belongs to another process
+    return pid
+
+
+def _produced_output(directory: Path) -> bool:
+    stream = directory / "stream"
+    try:
+        return any(entry.stat().st_size > 0 for entry in stream.iterdir())
+    except OSError:
+        return False
+
+
+def abandoned_run_dir(run_id: str) -> str | None:
+    """Why the run directory of ``run_id`` (which has no row) cannot be reused, or None.
+
+    ``li`` killed before it created the row leaves ``run.json`` and nothing else: no child
+    ran. Such a directory is reused once its writer is gone. One with output may belong to
+    a run recorded in another database, and a live writer may still be setting up.
+    """
+    directory = runs_root() / run_id
+    try:
+        manifest = json.loads((directory / "run.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        manifest = {}
+    if not isinstance(manifest, dict):
+        manifest = {}
+    owner = _live_owner(manifest)
+    if owner is not None:
+        return f"the li that created it (pid {owner}) is still running"
+    if _produced_output(directory):
+        return "it holds a run's output but no record in this database (another database?)"
+    return None
+
+
 def check_run_id_free(store: Store, run_id: str) -> None:
-    """An explicit id must be new: reusing one would overwrite another run's files."""
+    """An explicit id must be new: reusing one would overwrite another run's files.
+
+    A run directory with no row, no live writer and no output (``li`` was killed before
+    the row existed) does not block the id.
+    """
     if store.get_entity("session", run_id) is not None:
         raise ConflictError(f"run id {run_id!r} is already used; pick another or omit --run-id")
-    if (runs_root() / run_id / "run.json").exists():
+    why = abandoned_run_dir(run_id)
+    if why is not None:
         raise ConflictError(
-            f"run id {run_id!r} already has a run directory ({runs_root() / run_id}); "
-            "pick another id"
+            f"run id {run_id!r} already has a run directory ({runs_root() / run_id}) and {why}; "
+            "pick another id, or move that directory away if it is no longer needed"
         )
 
 

@@ -21,6 +21,7 @@ from typing import IO, Any, Literal
 
 from lirun.errors import LirunError
 from lirun.exec.capture import ChunkSink
+from lirun.exec.descendants import end_leftovers, own_children
 from lirun.signals import SignalTrap
 
 __all__ = [
@@ -85,6 +86,8 @@ class ProcessResult:
     stderr_bytes: int = 0
     escalated_to_sigkill: bool = False
     timings: dict[str, float] = field(default_factory=dict)
+    # Evidence entries for processes the run left behind that li had to end.
+    killed_descendants: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def timed_out(self) -> bool:
@@ -197,8 +200,10 @@ class _Loop:
         trap: SignalTrap | None,
         terminal_seen: Callable[[], bool],
         clock: Callable[[], float],
+        exclude: frozenset[int] = frozenset(),
     ) -> None:
         self.proc = proc
+        self.exclude = exclude
         self.sinks = sinks
         self.trap = trap
         self.terminal_seen = terminal_seen
@@ -264,9 +269,20 @@ class _Loop:
 
     def _on_exit(self) -> None:
         self.watch.exited_at = self.clock()
-        if self.result.killed_by is not None:
-            # Stragglers of a group we stopped; the unreaped leader keeps the id reserved.
-            _signal_group(self.proc.pid, signal.SIGKILL)
+        self._end_leftovers()
+
+    def _end_leftovers(self) -> None:
+        """The child is gone: end what it left running (the unreaped leader keeps its
+        group id reserved). After li stopped the child, stragglers get SIGKILL at once."""
+        stopped = self.result.killed_by is not None
+        entry = end_leftovers(
+            self.proc.pid,
+            exclude=self.exclude,
+            first_signal=signal.SIGKILL if stopped else signal.SIGTERM,
+            grace=min(self.watch.limits.kill_grace, 2.0),
+        )
+        if entry is not None:
+            self.result.killed_descendants.append(entry)
 
     def _enforce(self) -> None:
         if self.watch.exited_at is not None:
@@ -341,10 +357,11 @@ def supervise(
     A signal already recorded by ``trap`` stops the child as soon as it starts. Raises
     :class:`SpawnError` when the command cannot be started.
     """
+    exclude = frozenset(own_children())
     proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin)
     assert proc.stdout is not None and proc.stderr is not None
     _grow_pipe(proc.stdout.fileno())
     if on_spawn is not None:
         on_spawn(proc.pid)
     sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
-    return _Loop(proc, sinks, limits, trap, terminal_seen, clock).run()
+    return _Loop(proc, sinks, limits, trap, terminal_seen, clock, exclude).run()

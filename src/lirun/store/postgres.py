@@ -23,8 +23,8 @@ from lirun.errors import (
 )
 from lirun.store.connector import Params, Row, apply_migrations
 from lirun.store.queries import latest_version, to_pyformat
+from lirun.store.retry import write_retry_seconds
 
-LOCK_TIMEOUT_S = 30.0
 _MIGRATION_LOCK_KEY = 0x6C6972756E  # "lirun": serializes concurrent migrators
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -162,7 +162,7 @@ class PostgresConnector:
         # A writer waits for a row lock as long as a SQLite writer waits for the file lock;
         # the URL's own options and connect_timeout are kept (ours come after, and win).
         settings = [str(given.get("options") or "")]
-        settings.append(f"-c lock_timeout={int(LOCK_TIMEOUT_S * 1000)}")
+        settings.append(f"-c lock_timeout={max(1, int(write_retry_seconds() * 1000))}")
         if self.schema:
             settings.append(f"-c search_path={self.schema}")
         try:

@@ -29,6 +29,7 @@ from lirun.errors import (
 from lirun.store.connector import Params, Row, apply_migrations
 from lirun.store.dbfile import ensure_database_file, file_kind, readonly_uri
 from lirun.store.queries import latest_version
+from lirun.store.retry import write_retry_seconds
 
 BUSY_TIMEOUT_S = 30.0
 # Writers retry BEGIN IMMEDIATE themselves with jittered sleeps that grow to 20 ms: SQLite's
@@ -318,7 +319,7 @@ class SQLiteConnector:
             raise DatabaseUnavailableError(f"{self.path} was opened read-only")
         with self._write_lock:
             try:
-                self._begin(conn, BUSY_TIMEOUT_S if wait_seconds is None else wait_seconds)
+                self._begin(conn, write_retry_seconds() if wait_seconds is None else wait_seconds)
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
             try:

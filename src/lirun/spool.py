@@ -1,0 +1,311 @@
+"""Pending outcomes: a teardown write that could not land is spooled, never dropped.
+
+When the database stays unwritable past the retry bound (a lock held too long, a full
+disk, a lost server), teardown writes the outcome it decided to a small fsync'd file:
+``<run state dir>/outcome.pending.json`` for the person reading the run directory, and
+the same content as ``<home>/pending/<database key>/<run id>.json``, where every later
+``li run``, ``li wait``, ``li status`` and ``li reap`` on that database finds it with one
+directory listing and applies it before answering.
+
+Applying is guarded and idempotent (:func:`decide_delivery` is the pure decision): a row
+still running gets the normal guarded write; a row a reaper already finalized as
+orphaned or stale (it could not know the true cause) is corrected by an audited
+override with source ``system``; a row that holds another real outcome is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from lirun.paths import nothing_pending, pending_root
+
+__all__ = [
+    "PENDING_FILE",
+    "Delivery",
+    "SpooledOutcome",
+    "apply_pending",
+    "apply_pending_run",
+    "database_key",
+    "decide_delivery",
+    "deliver_pending",
+    "pending_dir",
+    "pending_files",
+    "write_spool",
+]
+
+PENDING_FILE = "outcome.pending.json"
+# The reaper's verdicts: it finalizes a row whose owner it saw gone, without the cause.
+_REAPER_REASONS = frozenset({"session.orphaned.no_process", "session.stale.no_heartbeat"})
+
+Delivery = Literal["write", "override", "done", "leave", "keep"]
+
+
+@dataclass(frozen=True, slots=True)
+class SpooledOutcome:
+    """The decided outcome of one run, as teardown would have written it."""
+
+    run_id: str
+    database: str  # the database's printable identity (no password)
+    status: str
+    reason_code: str
+    reason_summary: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+    expected_status: str = "running"
+    cause: str = ""
+    spooled_at: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=str, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> SpooledOutcome:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+
+# --- where ------------------------------------------------------------------------------------
+
+
+def database_identity(url: str) -> str:
+    """One string per database: the absolute SQLite path, or the URL without its password."""
+    from lirun.store import is_postgres_url
+
+    if is_postgres_url(url):
+        from lirun.store.postgres import redact_url
+
+        return redact_url(url)
+    from lirun.store.dbfile import sqlite_path_from_url
+
+    return os.path.abspath(sqlite_path_from_url(url))
+
+
+def database_key(url: str) -> str:
+    """A short hash of the identity: a directory name that holds no secret."""
+    import hashlib
+
+    return hashlib.sha256(database_identity(url).encode("utf-8")).hexdigest()[:16]
+
+
+def pending_dir(url: str) -> Path:
+    return pending_root() / database_key(url)
+
+
+def pending_files(url: str) -> list[Path]:
+    """The spooled outcomes for this database: one directory listing, [] when none."""
+    if nothing_pending():
+        return []
+    try:
+        with os.scandir(pending_dir(url)) as entries:
+            return sorted(
+                Path(e.path)
+                for e in entries
+                if e.name.endswith(".json") and not e.name.startswith(".")
+            )
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def _write_durably(path: Path, payload: bytes) -> None:
+    """Write ``path`` atomically with mode 0600 and fsync the file and its directory."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        try:
+            os.write(fd, payload)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def write_spool(url: str, state_root: Path, outcome: SpooledOutcome) -> Path:
+    """Spool ``outcome``; return the pending entry. OSError when it cannot be written.
+
+    The entry under ``<home>/pending`` is what later commands apply; the copy in the run
+    directory is for a reader of that directory (best effort).
+    """
+    payload = outcome.to_json().encode("utf-8")
+    with contextlib.suppress(OSError):
+        _write_durably(state_root / PENDING_FILE, payload)
+    from lirun.rundir import private_dir
+
+    directory = pending_dir(url)
+    private_dir(directory)
+    entry = directory / f"{outcome.run_id}.json"
+    _write_durably(entry, payload)
+    return entry
+
+
+def _remove(entry: Path, spooled: SpooledOutcome | None, state_root: str | None) -> None:
+    with contextlib.suppress(OSError):
+        entry.unlink()
+    if spooled is not None and state_root:
+        with contextlib.suppress(OSError):
+            (Path(state_root) / PENDING_FILE).unlink()
+
+
+# --- applying ---------------------------------------------------------------------------------
+
+
+def decide_delivery(row: Mapping[str, Any] | None, spooled: SpooledOutcome) -> Delivery:
+    """What to do with a spooled outcome, given the row as it is now (pure).
+
+    ``write``: the row is not terminal yet, a normal guarded write; ``override``: a
+    reaper finalized it without knowing the cause, the true cause wins; ``done``: the row
+    already holds this outcome; ``leave``: it holds another real outcome, which stands;
+    ``keep``: no such row here, keep the spool.
+    """
+    from lirun.lifecycle import is_terminal
+
+    if row is None:
+        return "keep"
+    status = row.get("status")
+    if not is_terminal("session", status):
+        return "write"
+    if status == spooled.status and row.get("status_reason_code") == spooled.reason_code:
+        return "done"
+    reaped = row.get("status_reason_code") in _REAPER_REASONS
+    return "override" if reaped and spooled.reason_code not in _REAPER_REASONS else "leave"
+
+
+def _load(entry: Path) -> SpooledOutcome | None:
+    try:
+        data = json.loads(entry.read_text(encoding="utf-8"))
+        return SpooledOutcome.from_mapping(data) if isinstance(data, dict) else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _deliver(store: Any, spooled: SpooledOutcome, row: Mapping[str, Any], how: Delivery) -> bool:
+    metadata = {
+        **spooled.metadata,
+        "spooled": {"at": spooled.spooled_at, "cause": spooled.cause, "applied_at": time.time()},
+    }
+    common: dict[str, Any] = {
+        "new_status": spooled.status,
+        "reason_code": spooled.reason_code,
+        "reason_summary": spooled.reason_summary,
+        "evidence_refs": spooled.evidence,
+        "metadata": metadata,
+        "extra_fields": spooled.extra_fields,
+    }
+    if how == "write":
+        return bool(
+            store.update_status(
+                "session", spooled.run_id, expected_statuses={row.get("status")}, **common
+            )
+        )
+    justification = (
+        f"the run's own outcome, spooled at teardown because the database could not be "
+        f"written ({spooled.cause or 'unknown cause'}), replaces the reaper's "
+        f"{row.get('status_reason_code')}"
+    )
+    return bool(
+        store.update_status(
+            "session",
+            spooled.run_id,
+            source="system",
+            override=True,
+            override_actor="lirun",
+            override_justification=justification,
+            expected_statuses={row.get("status")},
+            expected_updated_at=row.get("updated_at"),
+            **common,
+        )
+    )
+
+
+def _apply_entry(store: Any, entry: Path) -> Delivery | None:
+    spooled = _load(entry)
+    if spooled is None:
+        return None  # half-written by a writer that died: its atomic replace never ran
+    for _ in range(3):  # a lost compare-and-set: re-read and decide again
+        row = store.get_entity("session", spooled.run_id)
+        how = decide_delivery(row, spooled)
+        delivering = how in ("write", "override") and row is not None
+        if delivering and not _deliver(store, spooled, row, how):
+            continue
+        if how != "keep":
+            _remove(entry, spooled, row.get("run_dir") if row else None)
+        return how
+    return None
+
+
+def apply_pending(store: Any) -> list[tuple[str, Delivery]]:
+    """Apply every spooled outcome of ``store``'s database; [(run id, what was done)].
+
+    Cheap when nothing is pending (one directory listing). A spool is removed once the
+    row holds an outcome (this one, or another real one); database errors propagate and
+    leave the spool for the next command.
+    """
+    done: list[tuple[str, Delivery]] = []
+    entries = pending_files(store.connector.url)
+    for entry in entries:
+        how = _apply_entry(store, entry)
+        if how is not None:
+            done.append((entry.stem, how))
+    if entries:
+        with contextlib.suppress(OSError):  # empty now: keep the next listing trivial
+            entries[0].parent.rmdir()
+    return done
+
+
+def apply_pending_run(store: Any, run_id: str) -> Delivery | None:
+    """The spooled outcome of one run, applied if there is one (a reaper asks first)."""
+    if nothing_pending():
+        return None
+    entry = pending_dir(store.connector.url) / f"{run_id}.json"
+    if not entry.is_file():
+        return None
+    return _apply_entry(store, entry)
+
+
+def deliver_pending(url: str | None, *, warn: Any = None) -> list[tuple[str, Delivery]]:
+    """For a command about to read ``url``: apply its pending outcomes, never raise.
+
+    Opens the database for writing only when something is pending; a failure is said
+    once through ``warn`` and the spools stay for a later command.
+    """
+    from lirun.paths import resolve_db_url
+
+    resolved = resolve_db_url(url)
+    try:
+        if not pending_files(resolved):
+            return []
+    except Exception:  # an unusable URL: the command itself will say what is wrong
+        return []
+    from lirun.errors import LirunError
+    from lirun.store import open_store
+
+    try:
+        store = open_store(resolved)
+        try:
+            return apply_pending(store)
+        finally:
+            store.close()
+    except (LirunError, OSError) as exc:
+        if warn is not None:
+            warn(f"pending run outcomes could not be recorded yet ({exc}); they stay spooled")
+        return []

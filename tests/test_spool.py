@@ -1,0 +1,153 @@
+"""Pending outcomes: the pure delivery decision and applying spools on both backends."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lirun.rundir import RunDir, allocate_run
+from lirun.spool import (
+    SpooledOutcome,
+    apply_pending,
+    database_key,
+    decide_delivery,
+    pending_files,
+)
+from lirun.store import Store
+from lirun.teardown import setup_persist_sync, teardown_persist_sync
+
+SPOOLED = SpooledOutcome(
+    run_id="r1",
+    database="db",
+    status="completed",
+    reason_code="run.completed.ok",
+    reason_summary="",
+)
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        (None, "keep"),
+        ({"status": "running", "status_reason_code": "run.running.started"}, "write"),
+        ({"status": "completed", "status_reason_code": "run.completed.ok"}, "done"),
+        ({"status": "failed", "status_reason_code": "session.orphaned.no_process"}, "override"),
+        ({"status": "failed", "status_reason_code": "session.stale.no_heartbeat"}, "override"),
+        ({"status": "cancelled", "status_reason_code": "run.cancelled.sigterm"}, "leave"),
+        ({"status": "completed", "status_reason_code": "run.completed.admin"}, "leave"),
+    ],
+)
+def test_delivery_decision(row: dict[str, Any] | None, expected: str) -> None:
+    assert decide_delivery(row, SPOOLED) == expected
+
+
+def test_the_database_key_holds_no_password_and_names_one_database(tmp_path: Path) -> None:
+    url = "postgresql://u:secret@h/db?schema=a"
+    assert "secret" not in database_key(url)
+    assert database_key(url) == database_key("postgresql://u:other@h/db?schema=a")
+    assert database_key(url) != database_key("postgresql://u:secret@h/db?schema=b")
+    path = tmp_path / "state.db"
+    assert database_key(str(path)) == database_key(f"sqlite://{path}")
+
+
+@pytest.fixture
+def run() -> RunDir:
+    return allocate_run()
+
+
+def _spool_timed_out(db_url: str, run: RunDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A teardown whose database handle died: its outcome goes to the spool."""
+    ctx = setup_persist_sync(run, db=db_url, provider="command")
+    assert ctx is not None
+    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.2")  # after setup: it had no fault
+    ctx.store.close()
+    assert teardown_persist_sync(ctx, status="timed_out") == "timed_out"
+    assert len(pending_files(db_url)) == 1
+
+
+def test_a_reaped_row_is_corrected_by_an_audited_system_override(
+    db_url: str, store: Store, run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _spool_timed_out(db_url, run, monkeypatch)
+    # Another host's reaper finalized the row before the spool was applied.
+    assert store.update_status(
+        "session",
+        run.run_id,
+        new_status="failed",
+        reason_code="session.orphaned.no_process",
+        source="system",
+        expected_statuses={"running"},
+    )
+    assert apply_pending(store) == [(run.run_id, "override")]
+    row = store.get_entity("session", run.run_id)
+    assert row is not None
+    assert (row["status"], row["status_reason_code"]) == ("timed_out", "run.timed_out.deadline")
+    last = store.list_transitions("session", run.run_id)[-1]
+    assert (last["previous_status"], last["status"], last["source"]) == (
+        "failed",
+        "timed_out",
+        "system",
+    )
+    [event] = [
+        e
+        for e in store.list_admin_events(run.run_id)
+        if e["event_type"] == "status_transition_override"
+    ]
+    assert event["actor"] == "lirun" and "spooled" in event["justification"]
+    assert pending_files(db_url) == []
+    assert apply_pending(store) == []  # applying twice changes nothing
+
+
+def test_a_row_with_another_real_outcome_is_left_alone(
+    db_url: str, store: Store, run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _spool_timed_out(db_url, run, monkeypatch)
+    assert store.update_status(
+        "session",
+        run.run_id,
+        new_status="cancelled",
+        reason_code="run.cancelled.sigterm",
+        expected_statuses={"running"},
+    )
+    assert apply_pending(store) == [(run.run_id, "leave")]
+    row = store.get_entity("session", run.run_id)
+    assert row is not None and row["status"] == "cancelled"
+    assert pending_files(db_url) == []
+
+
+def test_nothing_pending_costs_one_listing(db_url: str, store: Store) -> None:
+    assert pending_files(db_url) == []
+    assert apply_pending(store) == []
+
+
+def test_when_even_the_spool_cannot_be_written_teardown_says_so(
+    db_url: str,
+    run: RunDir,
+    lirun_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from lirun.errors import OutcomeNotRecordedError
+    from lirun.teardown import finalize_sync
+
+    (lirun_home / "pending").write_text("not a directory")
+    ctx = setup_persist_sync(run, db=db_url, provider="command")
+    assert ctx is not None
+    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.2")  # after setup: it had no fault
+    ctx.store.close()
+    with (
+        caplog.at_level(logging.WARNING),
+        pytest.raises(OutcomeNotRecordedError, match="neither the database"),
+    ):
+        finalize_sync(ctx, status="failed")
+
+
+def test_applying_the_last_spool_leaves_nothing_to_list(
+    db_url: str, store: Store, run: RunDir, monkeypatch: pytest.MonkeyPatch, lirun_home: Path
+) -> None:
+    _spool_timed_out(db_url, run, monkeypatch)
+    apply_pending(store)
+    assert list((lirun_home / "pending").iterdir()) == []
