@@ -82,21 +82,28 @@ def test_a_status_write_gives_up_at_the_bound(
 
 @pytest.mark.parametrize("restart_after", [1.5, 3.0])
 def test_li_run_keeps_its_outcome_across_a_restart(
-    pg_cluster: Cluster, lirun_home: Path, restart_after: float
+    pg_cluster: Cluster, lirun_home: Path, tmp_path: Path, restart_after: float
 ) -> None:
     # The server goes down while the child runs and comes back either before the child
     # ends (1.5 s) or after it, while teardown is writing (3 s).
     open_store(pg_cluster.url).close()
     env = _env(pg_cluster, lirun_home)
+    ready = tmp_path / "ready"
     run = subprocess.Popen(
         # It prints a reply: a silent `sleep` would rightly end completed_empty.
-        li_command("run", "--run-id", "r-1", "--", "sh", "-c", "sleep 2; echo done"),
+        li_command(
+            "run", "--run-id", "r-1", "--", "sh", "-c", f"touch {ready}; sleep 2; echo done"
+        ),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(0.8)
+    # The child starts only once the row exists: stop the server while it runs, not before.
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.02)
+    assert ready.exists(), run.communicate()[1]
     pg_cluster.stop()
     time.sleep(restart_after)
     pg_cluster.start()

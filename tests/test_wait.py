@@ -64,9 +64,13 @@ def test_results_keep_input_order_and_dedupe(store: Any, li_env: dict[str, str])
 
 def test_deleted_row_reports_unknown(store: Any, li_env: dict[str, str]) -> None:
     store.create_session(id="doomed", run_dir="/runs/doomed")
-    waiter = start_waiter(li_env, "doomed", "--interval", "0.1")
+    # A finished witness resolves in the same batch: its line proves "doomed" was resolved
+    # before the row goes, however slowly the waiter started.
+    store.create_session(id="witness")
+    complete(store, "witness")
+    waiter = start_waiter(li_env, "witness", "doomed", "--interval", "0.1")
     try:
-        wait_until_ready(waiter)
+        assert read_line(waiter).startswith("witness\tstatus=completed")
         with store.connector.write() as tx:
             tx.execute("DELETE FROM sessions WHERE id = :id", {"id": "doomed"})
         line = read_line(waiter)
