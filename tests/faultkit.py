@@ -366,7 +366,8 @@ def new_run_id(rnd: Round) -> str:
 
 
 def hold_lock(db_url: str, seconds: float) -> subprocess.Popen[str]:
-    """Another process takes the write lock and holds it ``seconds`` (returns once held).
+    """Another process takes the write lock and holds it ``seconds`` (returns once held);
+    ``release`` ends it sooner.
 
     SQLite: ``BEGIN IMMEDIATE`` with a pending write; PostgreSQL: ``LOCK TABLE sessions IN
     EXCLUSIVE MODE`` (every writer of sessions waits, readers do not).
@@ -375,28 +376,28 @@ def hold_lock(db_url: str, seconds: float) -> subprocess.Popen[str]:
 
     if is_postgres_url(db_url):
         code = (
-            "import sys, time, psycopg\n"
+            "import select, sys, psycopg\n"
             "from lirun.store.postgres import split_schema\n"
             "conninfo, schema = split_schema(sys.argv[1])\n"
             "conn = psycopg.connect(conninfo, options=f'-c search_path={schema}')\n"
             "conn.execute('LOCK TABLE sessions IN EXCLUSIVE MODE')\n"
             "print('locked', flush=True)\n"
-            "time.sleep(float(sys.argv[2]))\n"
+            "select.select([sys.stdin], [], [], float(sys.argv[2]))\n"
             "conn.rollback()\n"
         )
     else:
         code = (
-            "import sqlite3, sys, time\n"
+            "import select, sqlite3, sys\n"
             "conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=60)\n"
             "conn.execute('BEGIN IMMEDIATE')\n"
             "conn.execute('UPDATE sessions SET updated_at = updated_at')\n"
             "print('locked', flush=True)\n"
-            "time.sleep(float(sys.argv[2]))\n"
+            "select.select([sys.stdin], [], [], float(sys.argv[2]))\n"
             "conn.execute('ROLLBACK')\n"
         )
     holder = subprocess.Popen(
         [sys.executable, "-c", code, db_url, str(seconds)],
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -406,6 +407,13 @@ def hold_lock(db_url: str, seconds: float) -> subprocess.Popen[str]:
         raise AssertionError("the lock holder could not take the lock")
     holder.locked_at = time.monotonic()  # type: ignore[attr-defined]
     return holder
+
+
+def release(holder: subprocess.Popen[str]) -> None:
+    """End a lock holder now (closing its stdin wakes it) and reap it."""
+    if holder.stdin is not None and not holder.stdin.closed:
+        holder.stdin.close()
+    holder.wait(timeout=30)
 
 
 def migrate(db_url: str, env: Mapping[str, str]) -> None:

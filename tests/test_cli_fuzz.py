@@ -1,11 +1,11 @@
 """Item 9 of the fault suite: `li` with generated arguments and environment never prints a
 traceback and exits only with documented codes.
 
-`li` runs in-process (``lirun.cli.main.main(argv)``) with its environment, working
-directory and ``HOME`` pointed into a fresh temporary directory per example, so nothing
-outside it is touched. What `li run` / `li agent` would start is fixed: ``true`` or the fake
-provider. No PostgreSQL URL here reaches a server: they are malformed, or point at port 1
-of 127.0.0.1, which refuses at once.
+`li` runs in-process (``lirun.cli.main.main(argv)``; `li run` and `li agent` in a
+subprocess) with its environment, working directory and ``HOME`` pointed into a fresh
+temporary directory per example, so nothing outside it is touched. What `li run` /
+`li agent` would start is fixed: ``true`` or the fake provider. No PostgreSQL URL here
+reaches a server: they are malformed, or point at port 1 of 127.0.0.1, which refuses.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import contextlib
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,6 +43,9 @@ ALLOWED: dict[str, frozenset[int]] = {
     "override": frozenset({0, 1, 2}),
 }
 TOP_LEVEL = frozenset({0, 2})
+# Commands that start a child run in a process of their own: supervision changes process
+# state (signal handlers, a child subreaper) that must not leak into the test process.
+IN_SUBPROCESS = frozenset({"run", "agent"})
 TMP = "@TMP@"  # replaced by the example's temporary directory
 EXAMPLES = int(os.environ.get("LIRUN_FUZZ_EXAMPLES") or 150)
 
@@ -271,13 +276,18 @@ def effective_db(argv: list[str]) -> str | None:
     return chosen
 
 
-def allowed_codes(argv: list[str]) -> frozenset[int]:
+def command_of(argv: list[str]) -> str | None:
     rest = list(argv)
     if rest[:1] == ["--db"] and len(rest) >= 2:
         rest = rest[2:]
     elif rest[:1] and rest[0].startswith("--db="):
         rest = rest[1:]
-    return ALLOWED.get(rest[0], TOP_LEVEL) if rest else TOP_LEVEL
+    return rest[0] if rest else None
+
+
+def allowed_codes(argv: list[str]) -> frozenset[int]:
+    command = command_of(argv)
+    return ALLOWED.get(command, TOP_LEVEL) if command else TOP_LEVEL
 
 
 @settings(
@@ -302,11 +312,23 @@ def test_li_never_tracebacks(
     argv, env = case
     with sandbox(env) as tmp:
         argv = [a.replace(TMP, str(tmp)) for a in argv]
-        try:
-            code = main(argv)
-        except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-            code = exc.code if isinstance(exc.code, int) else 2
-        out, err = capfd.readouterr()
+        if command_of(argv) in IN_SUBPROCESS:
+            done = subprocess.run(
+                [sys.executable, "-m", "lirun", *argv],
+                env=dict(os.environ),
+                cwd=tmp,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            code, out, err = done.returncode, done.stdout, done.stderr
+        else:
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+                code = exc.code if isinstance(exc.code, int) else 2
+            out, err = capfd.readouterr()
     shown = f"li {argv!r} with {env!r}"
     assert "Traceback (most recent call last)" not in err + out, f"{shown}:\n{err}"
     assert code in allowed_codes(argv), f"{shown} exited {code}:\n{err}"

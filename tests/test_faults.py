@@ -42,6 +42,7 @@ from faultkit import (
     new_run_id,
     poll_row,
     read_row,
+    release,
     run_rounds,
     start,
     tail,
@@ -169,6 +170,7 @@ def test_sigkill_li_lock_held(tmp_path: Path) -> None:
             )
         finally:
             holder.wait(timeout=30)
+            release(holder)
         check_wait_matches(waited, url, run_id)
         check_not_running_after_reap(rnd, env, url, run_id)
 
@@ -269,9 +271,10 @@ def test_lock_across_setup(new_db: NewDb, tmp_path: Path, request: pytest.Fixtur
                       "touch started; sleep 0.2", env=env)  # fmt: skip
         finally:
             holder.wait(timeout=30)
+            release(holder)
         check_setup_outcome(rnd, env, url, run_id, done)
 
-    run_rounds(kind_name("lock_setup", request), body, tmp_path, parallel=3)
+    run_rounds(kind_name("lock_setup", request), body, tmp_path, parallel=4)
 
 
 def check_setup_outcome(rnd: Round, env: dict[str, str], url: str, run_id: str, done: Any) -> None:
@@ -309,8 +312,7 @@ def test_lock_held_through_setup_refuses(
         try:
             done = li(rnd, "run", "--run-id", run_id, "--", "sh", "-c", "touch started", env=env)
         finally:
-            holder.kill()
-            holder.wait(timeout=30)
+            release(holder)
         if done.rc != 2:
             raise Lost(f"li run exited {done.rc} with the database locked throughout: "
                        f"{tail(done.err)}")  # fmt: skip
@@ -345,7 +347,7 @@ def test_lock_across_teardown(
             done = finish(proc, "li run", timeout=60)
             held_at_exit = holder.poll() is None
         finally:
-            holder.wait(timeout=30)
+            release(holder)
         summary = summary_of(done)
         if not held_at_exit:
             raise Lost(
@@ -363,7 +365,7 @@ def test_lock_across_teardown(
         check_spooled_outcome(url, run_id, summary)
         wait_and_check(rnd, env, url, run_id)
 
-    run_rounds(kind_name("lock_teardown", request), body, tmp_path, parallel=3)
+    run_rounds(kind_name("lock_teardown", request), body, tmp_path, parallel=4)
 
 
 def check_spooled_outcome(url: str, run_id: str, summary: dict[str, Any]) -> None:
