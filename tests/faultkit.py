@@ -227,6 +227,13 @@ def no_traceback(done: Done) -> None:
         raise TracebackSeen(f"{done.label} (exit {done.rc}) printed a traceback: {tail(done.err)}")
 
 
+def traceback_before_lirun(done: Done) -> bool:
+    """A traceback raised before any of lirun's code ran (a signal while the interpreter
+    was still starting: no handler of lirun's can be installed yet)."""
+    frames = [line for line in done.err.splitlines() if line.strip().startswith("File ")]
+    return TRACEBACK in done.err and not any("lirun" in frame for frame in frames)
+
+
 def tail(text: str, lines: int = 6) -> str:
     return " | ".join(text.strip().splitlines()[-lines:])
 
@@ -278,10 +285,15 @@ def leftover_processes(tag: str, grace: float = 1.0) -> list[psutil.Process]:
 
 
 def read_row(db_url: str, run_id: str) -> dict[str, Any] | None:
-    """The row as the database holds it, read with a fresh connection."""
+    """The row as the database holds it, read with a fresh read-only connection (None when
+    there is no row, or no database yet: reading must not create one)."""
+    from lirun.errors import DatabaseMissingError
     from lirun.store import open_store
 
-    store = open_store(db_url)
+    try:
+        store = open_store(db_url, readonly=True)
+    except DatabaseMissingError:
+        return None
     try:
         return store.get_entity("session", run_id)
     finally:
@@ -416,12 +428,12 @@ def release(holder: subprocess.Popen[str]) -> None:
     holder.wait(timeout=30)
 
 
-def migrate(db_url: str, env: Mapping[str, str]) -> None:
-    """Create the schema up front, so a lock holder has a table to lock."""
-    done = subprocess.run(
-        li_argv("db", "migrate"), env=dict(env), capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
+def migrate(db_url: str) -> None:
+    """Create the schema up front (in this process: cheaper than a `li db migrate`), so a
+    lock holder has a table to lock."""
+    from lirun.store import open_store
+
+    open_store(db_url).close()
 
 
 def poll_row(db_url: str, run_id: str, status: str = "running", timeout: float = 20.0) -> bool:

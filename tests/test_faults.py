@@ -27,6 +27,7 @@ import pytest
 from conftest import PG_URL, REQUIRE_PG, _admin_execute, _pg_unavailable
 from diskkit import fill, free
 from faultkit import (
+    TRACEBACK,
     Lost,
     Round,
     check_not_running_after_reap,
@@ -40,12 +41,14 @@ from faultkit import (
     li,
     migrate,
     new_run_id,
+    no_traceback,
     poll_row,
     read_row,
     release,
     run_rounds,
     start,
     tail,
+    traceback_before_lirun,
 )
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, SESSION_TERMINAL_STATUSES
 from pgcluster import PgCluster
@@ -129,7 +132,6 @@ def test_sigkill_li(new_db: NewDb, tmp_path: Path, request: pytest.FixtureReques
         proc.kill()
         finish(proc, "li run (SIGKILLed)")
         row = wait_and_check(rnd, env, url, run_id)
-        check_not_running_after_reap(rnd, env, url, run_id)
         if row is None:
             rnd.note("killed before its row existed")
             again = li(rnd, "run", "--run-id", run_id, "--", "true", env=env)
@@ -261,7 +263,7 @@ def test_lock_across_setup(new_db: NewDb, tmp_path: Path, request: pytest.Fixtur
     def body(rnd: Round) -> None:
         url = new_db(rnd)
         env = fault_env(rnd.workdir / "home", url, LIRUN_WRITE_RETRY_SECONDS=str(RETRY_SECONDS))
-        migrate(url, env)
+        migrate(url)
         run_id = new_run_id(rnd)
         hold = rnd.rng.uniform(0.5, 4.0)
         rnd.note(f"lock held {hold:.1f}s")
@@ -306,7 +308,7 @@ def test_lock_held_through_setup_refuses(
     def body(rnd: Round) -> None:
         url = new_db(rnd)
         env = fault_env(rnd.workdir / "home", url, LIRUN_WRITE_RETRY_SECONDS=str(RETRY_SECONDS))
-        migrate(url, env)
+        migrate(url)
         run_id = new_run_id(rnd)
         holder = hold_lock(url, 50.0)
         try:
@@ -332,7 +334,7 @@ def test_lock_across_teardown(
     def body(rnd: Round) -> None:
         url = new_db(rnd)
         env = fault_env(rnd.workdir / "home", url, LIRUN_WRITE_RETRY_SECONDS=str(RETRY_SECONDS))
-        migrate(url, env)
+        migrate(url)
         run_id = new_run_id(rnd)
         proc = start(rnd, "run", "--run-id", run_id, "--json", "--", "sh", "-c", "sleep 1",
                      env=env, tagged=True)  # fmt: skip
@@ -390,7 +392,7 @@ def test_pg_restart(pg_cluster: PgCluster, tmp_path: Path) -> None:
     def body(rnd: Round) -> None:
         url = pg_cluster.new_url()
         env = fault_env(rnd.workdir / "home", url)
-        migrate(url, env)
+        migrate(url)
         run_id = new_run_id(rnd)
         proc = start(rnd, "run", "--run-id", run_id, "--json", "--", "sh", "-c", "sleep 5",
                      env=env, tagged=True)  # fmt: skip
@@ -439,7 +441,7 @@ def test_disk_full(tiny_disk: Callable[[str], Path], tmp_path: Path) -> None:
         rnd.note(f"disk full {when}")
         command = ["run", "--run-id", run_id, "--json", "--", "sh", "-c", "touch started; sleep 1"]
         if when == "before_setup":
-            migrate(url, env)
+            migrate(url)
             fill(disk)
             proc = start(rnd, *command, env=env, tagged=True)
         else:
@@ -489,14 +491,16 @@ def test_sigint_sigterm(new_db: NewDb, tmp_path: Path, request: pytest.FixtureRe
                      tagged=True)  # fmt: skip
         time.sleep(at)
         proc.send_signal(sig)
-        done = finish(proc, "li run", timeout=30)
+        done = finish(proc, "li run", timeout=30, allow_traceback=True)
         left = leftover_processes(rnd.tag)
         row = read_row(url, run_id)
-        if row is None and done.rc == -sig:
-            # Killed by the default action before the interpreter ran any of lirun: there
-            # is nothing to record and nothing was started.
-            rnd.note("died before start-up")
+        early = done.rc == -sig and (TRACEBACK not in done.err or traceback_before_lirun(done))
+        if row is None and early:
+            # Ended by the signal's default action while the interpreter was starting,
+            # before any of lirun ran: nothing to record, nothing started.
+            rnd.note("died before lirun ran")
         else:
+            no_traceback(done)
             check_run_exit(done, row)
         if row is not None and row["status"] not in SESSION_TERMINAL_STATUSES:
             raise Lost(f"the row is still {row['status']} after li exited")
