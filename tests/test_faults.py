@@ -64,6 +64,8 @@ BOTH = [
 ]
 
 NewDb = Callable[[Round], str]
+# A child that runs until the test creates ``go`` in its directory (at most 20 s).
+UNTIL_GO = "i=0; while [ ! -e go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done"
 
 
 @pytest.fixture
@@ -336,15 +338,17 @@ def test_lock_across_teardown(
         env = fault_env(rnd.workdir / "home", url, LIRUN_WRITE_RETRY_SECONDS=str(RETRY_SECONDS))
         migrate(url)
         run_id = new_run_id(rnd)
-        proc = start(rnd, "run", "--run-id", run_id, "--json", "--", "sh", "-c", "sleep 1",
+        # The child ends only once the lock is held: its teardown must meet the lock.
+        proc = start(rnd, "run", "--run-id", run_id, "--json", "--", "sh", "-c", UNTIL_GO,
                      env=env, tagged=True)  # fmt: skip
         if not poll_row(url, run_id):
             finish(proc, "li run")
             raise Lost(f"the row of {run_id} never showed running")
-        # The child's rest, the retry bound, then slack for the spool write and exit.
-        hold = 1.0 + RETRY_SECONDS + rnd.rng.uniform(3.0, 4.0)
+        # The retry bound, then slack for the spool write and li's exit.
+        hold = RETRY_SECONDS + rnd.rng.uniform(3.0, 4.0)
         rnd.note(f"lock held {hold:.1f}s")
         holder = hold_lock(url, hold)
+        (rnd.workdir / "go").touch()
         try:
             done = finish(proc, "li run", timeout=60)
             held_at_exit = holder.poll() is None
@@ -435,14 +439,16 @@ def test_disk_full(tiny_disk: Callable[[str], Path], tmp_path: Path) -> None:
     def body(rnd: Round) -> None:
         disk = tiny_disk("4m")
         url = str(disk / "state.db")
-        env = fault_env(rnd.workdir / "home", url)
+        env = fault_env(rnd.workdir / "home", url, LIRUN_WRITE_RETRY_SECONDS=str(RETRY_SECONDS))
         run_id = new_run_id(rnd)
         when = rnd.rng.choice(["before_setup", "during_run"])
         rnd.note(f"disk full {when}")
-        command = ["run", "--run-id", run_id, "--json", "--", "sh", "-c", "touch started; sleep 1"]
+        script = f"touch started; {UNTIL_GO}"
+        command = ["run", "--run-id", run_id, "--json", "--", "sh", "-c", script]
         if when == "before_setup":
             migrate(url)
             fill(disk)
+            (rnd.workdir / "go").touch()
             proc = start(rnd, *command, env=env, tagged=True)
         else:
             proc = start(rnd, *command, env=env, tagged=True)
@@ -451,6 +457,7 @@ def test_disk_full(tiny_disk: Callable[[str], Path], tmp_path: Path) -> None:
                 raise Lost(f"the row of {run_id} never showed running")
             time.sleep(rnd.rng.uniform(0.0, 0.5))
             fill(disk)
+            (rnd.workdir / "go").touch()  # the child ends: teardown meets a full disk
         try:
             done = finish(proc, "li run", timeout=60)
         finally:
