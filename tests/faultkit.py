@@ -231,7 +231,7 @@ def traceback_before_lirun(done: Done) -> bool:
     """A traceback raised before any of lirun's code ran (a signal while the interpreter
     was still starting: no handler of lirun's can be installed yet)."""
     frames = [line for line in done.err.splitlines() if line.strip().startswith("File ")]
-    return TRACEBACK in done.err and not any("lirun" in frame for frame in frames)
+    return TRACEBACK in done.err and not any("/lirun/" in frame for frame in frames)
 
 
 def tail(text: str, lines: int = 6) -> str:
@@ -332,7 +332,10 @@ def check_wait_matches(done: Done, db_url: str, run_id: str) -> dict[str, Any] |
             raise Lost(f"no row {run_id}, yet li wait exited {done.rc} printing {lines}")
         return None
     if len(lines) != 1:
-        raise Lost(f"li wait printed {len(lines)} lines for one id: {lines}; {tail(done.err)}")
+        raise Lost(
+            f"li wait exited {done.rc} printing {len(lines)} lines for one id: {lines}; "
+            f"{tail(done.err)}"
+        )
     printed = {k: v for k, v in wait_fields(lines[0]).items() if k != "artifact_dir"}
     stored = row_fields(row)
     if printed != stored:

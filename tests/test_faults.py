@@ -501,10 +501,12 @@ def test_sigint_sigterm(new_db: NewDb, tmp_path: Path, request: pytest.FixtureRe
         done = finish(proc, "li run", timeout=30, allow_traceback=True)
         left = leftover_processes(rnd.tag)
         row = read_row(url, run_id)
-        early = done.rc == -sig and (TRACEBACK not in done.err or traceback_before_lirun(done))
+        # Python's own start-up (runpy, the stdlib lirun's first line needs) takes the
+        # signal's default action (exit -N, or 1 with a traceback of the interpreter's
+        # frames only) before any code of lirun's can handle it: nothing ran, nothing to
+        # record. A traceback through lirun's own frames is a failure.
+        early = (done.rc == -sig and TRACEBACK not in done.err) or traceback_before_lirun(done)
         if row is None and early:
-            # Ended by the signal's default action while the interpreter was starting,
-            # before any of lirun ran: nothing to record, nothing started.
             rnd.note("died before lirun ran")
         else:
             no_traceback(done)
