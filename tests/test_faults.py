@@ -403,7 +403,7 @@ def test_pg_restart(pg_cluster: PgCluster, tmp_path: Path) -> None:
         try:
             if not poll_row(url, run_id):
                 raise Lost(f"the row of {run_id} never showed running")
-            waiter = start(rnd, "wait", run_id, "--timeout", "40", env=env)
+            waiter = start(rnd, "wait", run_id, "--timeout", "25", env=env)
             time.sleep(rnd.rng.uniform(0.3, 1.0))
             mode = rnd.rng.choice(["fast", "immediate"])
             down = rnd.rng.uniform(2.5, 3.5)
