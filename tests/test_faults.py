@@ -144,7 +144,7 @@ def test_sigkill_li(new_db: NewDb, tmp_path: Path, request: pytest.FixtureReques
                     f"li run --run-id exited {again.rc}: {tail(again.err)}"
                 )
 
-    run_rounds(kind_name("sigkill_li", request), body, tmp_path, parallel=3)
+    run_rounds(kind_name("sigkill_li", request), body, tmp_path, parallel=4)
 
 
 def test_sigkill_li_lock_held(tmp_path: Path) -> None:
@@ -178,7 +178,7 @@ def test_sigkill_li_lock_held(tmp_path: Path) -> None:
         check_wait_matches(waited, url, run_id)
         check_not_running_after_reap(rnd, env, url, run_id)
 
-    run_rounds("sigkill_li_lock_held[sqlite]", body, tmp_path, parallel=4)
+    run_rounds("sigkill_li_lock_held[sqlite]", body, tmp_path, parallel=5)
 
 
 # --- SIGKILL of the child ------------------------------------------------------------------
@@ -221,7 +221,7 @@ def test_sigkill_child(tmp_path: Path) -> None:
             raise Lost(f"processes of the run outlived it: {describe(left)}")
         wait_and_check(rnd, env, url, run_id)
 
-    run_rounds("sigkill_child[sqlite]", body, tmp_path, parallel=3)
+    run_rounds("sigkill_child[sqlite]", body, tmp_path, parallel=4)
 
 
 def test_background_grandchild_is_ended(tmp_path: Path) -> None:
@@ -278,7 +278,7 @@ def test_lock_across_setup(new_db: NewDb, tmp_path: Path, request: pytest.Fixtur
             release(holder)
         check_setup_outcome(rnd, env, url, run_id, done)
 
-    run_rounds(kind_name("lock_setup", request), body, tmp_path, parallel=4)
+    run_rounds(kind_name("lock_setup", request), body, tmp_path, parallel=5)
 
 
 def check_setup_outcome(rnd: Round, env: dict[str, str], url: str, run_id: str, done: Any) -> None:
@@ -371,7 +371,7 @@ def test_lock_across_teardown(
         check_spooled_outcome(url, run_id, summary)
         wait_and_check(rnd, env, url, run_id)
 
-    run_rounds(kind_name("lock_teardown", request), body, tmp_path, parallel=4)
+    run_rounds(kind_name("lock_teardown", request), body, tmp_path, parallel=5)
 
 
 def check_spooled_outcome(url: str, run_id: str, summary: dict[str, Any]) -> None:
@@ -476,7 +476,7 @@ def test_disk_full(tiny_disk: Callable[[str], Path], tmp_path: Path) -> None:
         check_run_exit(done, read_row(url, run_id))
         wait_and_check(rnd, env, url, run_id)
 
-    run_rounds("disk_full[sqlite]", body, tmp_path, parallel=2)
+    run_rounds("disk_full[sqlite]", body, tmp_path, parallel=3)
 
 
 # --- SIGINT / SIGTERM at random moments ----------------------------------------------------
@@ -518,4 +518,4 @@ def test_sigint_sigterm(new_db: NewDb, tmp_path: Path, request: pytest.FixtureRe
         if row is not None:
             wait_and_check(rnd, env, url, run_id)
 
-    run_rounds(kind_name("sigint_sigterm", request), body, tmp_path, parallel=3)
+    run_rounds(kind_name("sigint_sigterm", request), body, tmp_path, parallel=4)
