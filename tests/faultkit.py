@@ -287,13 +287,17 @@ def leftover_processes(tag: str, grace: float = 1.0) -> list[psutil.Process]:
 def read_row(db_url: str, run_id: str) -> dict[str, Any] | None:
     """The row as the database holds it, read with a fresh read-only connection (None when
     there is no row, or no database yet: reading must not create one)."""
-    from lirun.errors import DatabaseMissingError
+    from lirun.errors import DatabaseMissingError, DatabaseUnavailableError
     from lirun.store import open_store
 
     try:
         store = open_store(db_url, readonly=True)
     except DatabaseMissingError:
         return None
+    except DatabaseUnavailableError:
+        # A database whose creation a SIGKILL cut short (schema older than the code): a
+        # writing open finishes the migration, as any writing li command would.
+        store = open_store(db_url)
     try:
         return store.get_entity("session", run_id)
     finally:
