@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# The fault suite's harness (summary lines), the throwaway PostgreSQL cluster, the tmpfs.
+pytest_plugins = ["faultkit", "pgcluster", "diskkit"]
+
 PG_URL = os.environ.get("LIRUN_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_PG = os.environ.get("LIRUN_TEST_REQUIRE_PG") == "1"
 BACKENDS = ("sqlite", "postgres")

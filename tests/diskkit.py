@@ -1,53 +1,86 @@
-"""A small tmpfs for full-disk tests (root only). i8-faults may hold the general fixture.
+"""A full disk on demand: a small tmpfs the test mounts, fills and unmounts.
 
-Skips where mounting fails, unless ``LIRUN_TEST_REQUIRE_TMPFS=1`` (then it fails).
+``tiny_disk`` is a factory fixture (loaded as a plugin by ``conftest.py``): each call
+mounts a fresh tmpfs of the given size and returns its directory; all are unmounted at the
+end of the test. Mounting needs root; where it fails the test skips, unless
+``LIRUN_TEST_REQUIRE_TMPFS=1`` (CI sets it), where that fails instead.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+REQUIRE_TMPFS = os.environ.get("LIRUN_TEST_REQUIRE_TMPFS") == "1"
+FILLER = ".filler"
 
-@contextmanager
-def small_tmpfs(path: Path, size: str = "2m") -> Iterator[Path]:
-    path.mkdir(parents=True, exist_ok=True)
+
+def mount_tmpfs(size: str) -> Path:
+    """Mount a tmpfs of ``size`` (``mount -o size=``, e.g. ``2m``) on a new directory."""
+    where = Path(tempfile.mkdtemp(prefix="lirun-disk-", dir="/tmp"))
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
         capture_output=True,
         text=True,
+        timeout=30,
     )
     if done.returncode != 0:
-        reason = f"cannot mount a tmpfs: {done.stderr.strip() or done.returncode}"
-        if os.environ.get("LIRUN_TEST_REQUIRE_TMPFS") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+        where.rmdir()
+        raise OSError(f"mount -t tmpfs failed: {done.stderr.strip() or done.returncode}")
+    return where
 
 
-def fill(path: Path) -> Path:
-    """Fill the filesystem of ``path`` to the last byte; the file to remove to free it."""
-    target = path / "filler"
-    with open(target, "wb") as handle:
+def unmount(where: Path) -> None:
+    subprocess.run(["umount", "-l", str(where)], capture_output=True, timeout=30)
+    with contextlib.suppress(OSError):
+        where.rmdir()
+
+
+def fill(where: Path) -> int:
+    """Write a filler file until the filesystem is full; return the bytes written."""
+    written = 0
+    block = b"\0" * 65536
+    with open(where / FILLER, "ab", buffering=0) as handle:
+        for size in (65536, 4096, 512, 1):
+            chunk = block[:size]
+            while True:
+                try:
+                    written += handle.write(chunk)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+    return written
+
+
+def free(where: Path) -> None:
+    """Give the space back."""
+    with contextlib.suppress(FileNotFoundError):
+        (where / FILLER).unlink()
+
+
+@pytest.fixture
+def tiny_disk() -> Iterator[Callable[[str], Path]]:
+    """``tiny_disk("4m")`` → the directory of a fresh tmpfs of that size."""
+    mounted: list[Path] = []
+
+    def make(size: str) -> Path:
         try:
-            while True:
-                handle.write(b"\0" * 65536)
-                handle.flush()
-        except OSError:
-            pass
-    try:
-        with open(target, "ab") as handle:
-            while True:
-                handle.write(b"\0")
-                handle.flush()
-    except OSError:
-        pass
-    return target
+            where = mount_tmpfs(size)
+        except (OSError, subprocess.SubprocessError) as exc:
+            if REQUIRE_TMPFS:
+                pytest.fail(f"a tmpfs is required (LIRUN_TEST_REQUIRE_TMPFS=1) but: {exc}")
+            pytest.skip(f"cannot mount a tmpfs here: {exc}")
+        mounted.append(where)
+        return where
+
+    yield make
+    for where in mounted:
+        unmount(where)

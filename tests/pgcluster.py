@@ -1,110 +1,195 @@
-"""A throwaway PostgreSQL cluster a test may stop and restart (never the machine's own).
+"""A throwaway PostgreSQL cluster the tests start, stop and restart themselves.
 
-``initdb`` refuses to run as root, so the cluster belongs to the ``postgres`` user and
-lives in a directory that user can traverse; it listens on a free local port.
+Never the machine's own server: the cluster lives in a fresh directory under /tmp (which
+the ``postgres`` user can traverse, unlike root's home or a 0700 temp dir), listens on a
+free port of 127.0.0.1 only, and is removed at the end of the session. ``initdb`` refuses
+to run as root, so every server binary runs as ``postgres`` through ``setpriv``.
+
+``pg_cluster`` is a session-scoped fixture (loaded as a plugin by ``conftest.py``): one
+cluster per session, started on first use; a test restarts it as it needs and the fixture
+makes sure it is up again. Where the cluster cannot be made the test skips, unless
+``LIRUN_TEST_REQUIRE_PG=1``, where that fails instead.
 """
 
 from __future__ import annotations
 
+import glob
+import os
 import shutil
 import socket
 import subprocess
 import tempfile
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import REQUIRE_PG
-
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+REQUIRE_PG = os.environ.get("LIRUN_TEST_REQUIRE_PG") == "1"
 AS_POSTGRES = ["setpriv", "--reuid=postgres", "--regid=postgres", "--clear-groups"]
+MACHINE_PORT = 5432
+
+
+def server_bin_dir() -> Path | None:
+    """``$LIRUN_TEST_PG_BIN``, else the newest /usr/lib/postgresql/*/bin with initdb."""
+    given = os.environ.get("LIRUN_TEST_PG_BIN")
+    if given:
+        return Path(given)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4])
+    )
+    return Path(found[-1]).parent if found else None
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port != MACHINE_PORT:
+            return port
 
 
-class Cluster:
-    """``start()``, ``stop()``, ``url``; the data directory is removed at the end."""
+class PgCluster:
+    """One throwaway cluster: ``start``, ``stop``, ``restart``, ``url`` and ``new_url``."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, bin_dir: Path, base: Path, port: int) -> None:
+        self.bin_dir = bin_dir
         self.base = base
         self.data = base / "data"
-        self.port = free_port()
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres?connect_timeout=2"
+        self.log = base / "server.log"
+        self.port = port
+        self.schemas: list[str] = []
 
-    def _pg(self, *args: str, timeout: float = 60) -> None:
-        done = subprocess.run(
-            [*AS_POSTGRES, *args], capture_output=True, text=True, timeout=timeout
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def new_url(self) -> str:
+        """A URL with a schema of its own (lirun creates it on first use)."""
+        schema = f"t_{uuid.uuid4().hex[:16]}"
+        self.schemas.append(schema)
+        return f"{self.url}?schema={schema}"
+
+    def _as_postgres(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*AS_POSTGRES, *argv],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.base,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
         )
-        if done.returncode != 0:
-            raise RuntimeError(f"{args[0]} failed: {done.stdout}{done.stderr}")
 
     def init(self) -> None:
-        self._pg(
-            str(PG_BIN / "initdb"),
-            "-D",
-            str(self.data),
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
+        self.base.chmod(0o755)
+        shutil.chown(self.base, "postgres", "postgres")
+        done = self._as_postgres(
+            str(self.bin_dir / "initdb"),
+            "-D", str(self.data),
+            "-U", "postgres",
+            "-A", "trust",
+            "-E", "UTF8",
             "--no-sync",
-        )
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"initdb failed: {done.stderr.strip() or done.stdout.strip()}")
 
     def start(self) -> None:
         options = (
-            f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c full_page_writes=off -c synchronous_commit=off"
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.base} "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            "-c max_connections=100"
         )
-        log = str(self.base / "server.log")
-        self._pg(
-            str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", log, "-w", "start"
+        done = self._as_postgres(
+            str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
+            "-o", options, "-w", "-t", "60", "start",
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_ctl start failed: {done.stderr.strip()}\n{self.log_tail()}")
+
+    def stop(self, mode: str = "fast") -> None:
+        """``fast`` closes the sessions cleanly; ``immediate`` is a crash (recovery on start)."""
+        done = self._as_postgres(
+            str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "60",
+            "stop",
+        )  # fmt: skip
+        if done.returncode != 0 and self.is_up():
+            raise RuntimeError(f"pg_ctl stop failed: {done.stderr.strip()}")
+
+    def restart(self, down_for: float = 0.0, mode: str = "fast") -> None:
+        self.stop(mode)
+        time.sleep(down_for)
+        self.start()
+
+    def is_up(self) -> bool:
+        done = self._as_postgres(
+            str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "status", timeout=30
         )
+        return done.returncode == 0
 
-    def stop(self) -> None:
-        """A fast shutdown: every client connection is cut, as in a server restart."""
-        self._pg(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+    def ensure_up(self) -> None:
+        if not self.is_up():
+            self.start()
 
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
 
-def _unavailable() -> str | None:
-    if shutil.which("setpriv") is None:
-        return "setpriv is missing"
-    if not (PG_BIN / "initdb").exists():
-        return f"no PostgreSQL server binaries in {PG_BIN}"
-    return None
-
-
-def throwaway_cluster() -> Iterator[Cluster]:
-    """A started throwaway cluster; stopped and deleted after the test (``yield from`` it
-    in a fixture)."""
-    reason = _unavailable()
-    if reason:
-        if REQUIRE_PG:
-            pytest.fail(f"a throwaway PostgreSQL cluster is required but {reason}")
-        pytest.skip(reason)
-    base = Path(tempfile.mkdtemp(prefix="lirun-pgc-", dir="/tmp"))
-    base.chmod(0o777)
-    cluster = Cluster(base)
-    try:
-        cluster.init()
-        cluster.start()
-        yield cluster
-    finally:
-        subprocess.run(
-            [
-                *AS_POSTGRES,
-                str(PG_BIN / "pg_ctl"),
-                "-D",
-                str(cluster.data),
-                "-m",
-                "immediate",
+    def destroy(self) -> None:
+        if self.data.exists():
+            self._as_postgres(
+                str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w",
                 "stop",
-            ],
-            capture_output=True,
-            timeout=60,
-        )
-        shutil.rmtree(base, ignore_errors=True)
+            )  # fmt: skip
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRE_PG:
+        pytest.fail(f"PostgreSQL is required (LIRUN_TEST_REQUIRE_PG=1) but: {reason}")
+    pytest.skip(f"no throwaway PostgreSQL cluster: {reason}")
+
+
+_cluster: PgCluster | None = None
+_cluster_error: str | None = None
+
+
+@pytest.fixture(scope="session")
+def pg_cluster_session() -> Iterator[PgCluster | None]:
+    """The session's cluster, made on first use (None, with the reason kept, if it cannot)."""
+    global _cluster, _cluster_error
+    bin_dir = server_bin_dir()
+    if bin_dir is None or not (bin_dir / "initdb").exists():
+        _cluster_error = "no initdb found (set LIRUN_TEST_PG_BIN)"
+    elif shutil.which("setpriv") is None:
+        _cluster_error = "setpriv (util-linux) is needed to run initdb as postgres"
+    else:
+        base = Path(tempfile.mkdtemp(prefix="lirun-pgcluster-", dir="/tmp"))
+        cluster = PgCluster(bin_dir, base, free_port())
+        try:
+            cluster.init()
+            cluster.start()
+            _cluster = cluster
+        except (OSError, RuntimeError, subprocess.SubprocessError, LookupError) as exc:
+            _cluster_error = f"{type(exc).__name__}: {exc}"
+            cluster.destroy()
+    try:
+        yield _cluster
+    finally:
+        if _cluster is not None:
+            _cluster.destroy()
+            _cluster = None
+
+
+@pytest.fixture
+def pg_cluster(pg_cluster_session: PgCluster | None) -> PgCluster:
+    """The throwaway cluster, up when the test starts (a test may stop and start it)."""
+    if pg_cluster_session is None:
+        _unavailable(_cluster_error or "unknown error")
+    assert pg_cluster_session is not None
+    pg_cluster_session.ensure_up()
+    return pg_cluster_session

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -146,7 +147,9 @@ def test_a_signal_at_any_moment_gives_the_exit_code_of_the_stored_status(
         _, err = li.communicate(timeout=60)
         rows = [r for r in session_rows(db_url) if r["id"] == run_id]
         expected = EXIT_CODE_BY_STATUS[rows[0]["status"]] if rows else 2
-        if li.returncode < 0 or "Fatal Python error" in err:
+        frames = [line for line in err.splitlines() if line.strip().startswith("File ")]
+        before_lirun = "Traceback" in err and not any("/lirun/" in f for f in frames)
+        if li.returncode < 0 or "Fatal Python error" in err or before_lirun:
             continue  # the signal came while the interpreter itself started: none of our code ran
         if "Traceback" in err or li.returncode != expected:
             problems.append((sig.name, delay, li.returncode, rows and rows[0]["status"], err))
@@ -299,33 +302,33 @@ def test_an_artifact_id_given_twice_is_refused(
 
 @pytest.mark.slow
 def test_a_full_disk_at_teardown_spools_the_outcome(
-    repo: Path, lirun_home: Path, tmp_path: Path
+    repo: Path, lirun_home: Path, tmp_path: Path, tiny_disk: Callable[[str], Path]
 ) -> None:
     """SQLite only: a full disk is a file-system fault (the database file is on it)."""
-    from diskkit import fill, small_tmpfs
+    from diskkit import fill, free
 
-    with small_tmpfs(tmp_path / "disk") as disk:
-        db = str(disk / "state.db")
-        env = {**os.environ, "LIRUN_HOME": str(lirun_home), "PYTHONUNBUFFERED": "1"}
-        env.update({"LIRUN_DB_URL": db, "LIRUN_WRITE_RETRY_SECONDS": "1"})
-        ready, go = tmp_path / "ready", tmp_path / "go"
-        script = f"touch {ready}; while [ ! -e {go} ]; do sleep 0.05; done; echo done"
-        li = start_li("run", "--run-id", "r1", "--", "sh", "-c", script, env=env, cwd=repo)
-        poll(ready.exists, what="the child to start")
-        filler = fill(disk)
-        go.touch()
-        _, err = li.communicate(timeout=60)
-        assert li.returncode == 0, err
-        assert "Traceback" not in err and "pending" in err
-        assert get_row(db, "r1")["status"] == "running"
-        # A full disk also refuses the next run before anything starts.
-        refused = run_li("run", "--", "echo", "hi", env=env, cwd=repo)
-        assert refused.returncode == 2 and "nothing was started" in refused.stderr, refused
-        filler.unlink()
-        status = run_li("status", "r1", env=env, cwd=repo)
-        assert status.returncode == 0, status.stderr
-        row = get_row(db, "r1")
-        assert (row["status"], row["exit_code"]) == ("completed", 0)
+    disk = tiny_disk("2m")
+    db = str(disk / "state.db")
+    env = {**os.environ, "LIRUN_HOME": str(lirun_home), "PYTHONUNBUFFERED": "1"}
+    env.update({"LIRUN_DB_URL": db, "LIRUN_WRITE_RETRY_SECONDS": "1"})
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    script = f"touch {ready}; while [ ! -e {go} ]; do sleep 0.05; done; echo done"
+    li = start_li("run", "--run-id", "r1", "--", "sh", "-c", script, env=env, cwd=repo)
+    poll(ready.exists, what="the child to start")
+    fill(disk)
+    go.touch()
+    _, err = li.communicate(timeout=60)
+    assert li.returncode == 0, err
+    assert "Traceback" not in err and "pending" in err
+    assert get_row(db, "r1")["status"] == "running"
+    # A full disk also refuses the next run before anything starts.
+    refused = run_li("run", "--", "echo", "hi", env=env, cwd=repo)
+    assert refused.returncode == 2 and "nothing was started" in refused.stderr, refused
+    free(disk)
+    status = run_li("status", "r1", env=env, cwd=repo)
+    assert status.returncode == 0, status.stderr
+    row = get_row(db, "r1")
+    assert (row["status"], row["exit_code"]) == ("completed", 0)
 
 
 @pytest.mark.slow

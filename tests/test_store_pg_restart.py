@@ -16,15 +16,27 @@ import pytest
 
 from conftest import li_command
 from lirun.store import open_store
-from pgcluster import Cluster, throwaway_cluster
+from pgcluster import PgCluster
 from waitkit import finish, parse_line, read_line, start_waiter, wait_until_ready
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.fixture
-def pg_cluster() -> Iterator[Cluster]:
-    yield from throwaway_cluster()
+def cluster(pg_cluster: PgCluster) -> Iterator[Cluster]:
+    """The session's throwaway cluster, seen through a schema of this test's own."""
+    yield Cluster(pg_cluster, f"{pg_cluster.new_url()}&connect_timeout=2")
+
+
+class Cluster:
+    def __init__(self, server: PgCluster, url: str) -> None:
+        self.server, self.url = server, url
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def start(self) -> None:
+        self.server.start()
 
 
 def _later(seconds: float, action: object) -> threading.Timer:
@@ -38,13 +50,13 @@ def _env(cluster: Cluster, home: Path) -> dict[str, str]:
 
 
 def test_a_status_write_waits_out_a_restart(
-    pg_cluster: Cluster, capsys: pytest.CaptureFixture[str]
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = open_store(pg_cluster.url)
+    store = open_store(cluster.url)
     try:
         store.create_session(id="s-1")
-        pg_cluster.stop()
-        timer = _later(1.5, pg_cluster.start)
+        cluster.stop()
+        timer = _later(1.5, cluster.start)
         applied = store.update_status(
             "session", "s-1", new_status="completed", reason_code="run.completed.ok"
         )
@@ -61,15 +73,15 @@ def test_a_status_write_waits_out_a_restart(
 
 
 def test_a_status_write_gives_up_at_the_bound(
-    pg_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from lirun.errors import DatabaseConnectionLostError
 
     monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "1")
-    store = open_store(pg_cluster.url)
+    store = open_store(cluster.url)
     try:
         store.create_session(id="s-1")
-        pg_cluster.stop()
+        cluster.stop()
         started = time.monotonic()
         with pytest.raises(DatabaseConnectionLostError):
             store.update_status(
@@ -82,12 +94,12 @@ def test_a_status_write_gives_up_at_the_bound(
 
 @pytest.mark.parametrize("restart_after", [1.5, 3.0])
 def test_li_run_keeps_its_outcome_across_a_restart(
-    pg_cluster: Cluster, lirun_home: Path, tmp_path: Path, restart_after: float
+    cluster: Cluster, lirun_home: Path, tmp_path: Path, restart_after: float
 ) -> None:
     # The server goes down while the child runs and comes back either before the child
     # ends (1.5 s) or after it, while teardown is writing (3 s).
-    open_store(pg_cluster.url).close()
-    env = _env(pg_cluster, lirun_home)
+    open_store(cluster.url).close()
+    env = _env(cluster, lirun_home)
     ready = tmp_path / "ready"
     run = subprocess.Popen(
         # It prints a reply: a silent `sleep` would rightly end completed_empty.
@@ -104,13 +116,13 @@ def test_li_run_keeps_its_outcome_across_a_restart(
     while not ready.exists() and time.monotonic() < deadline and run.poll() is None:
         time.sleep(0.02)
     assert ready.exists(), run.communicate()[1]
-    pg_cluster.stop()
+    cluster.stop()
     time.sleep(restart_after)
-    pg_cluster.start()
+    cluster.start()
     _, err = run.communicate(timeout=60)
     assert "Traceback" not in err, err
     assert run.returncode == 0, err
-    store = open_store(pg_cluster.url)
+    store = open_store(cluster.url)
     try:
         row = store.get_entity("session", "r-1")
     finally:
@@ -118,18 +130,18 @@ def test_li_run_keeps_its_outcome_across_a_restart(
     assert row is not None and row["status"] == "completed", err
 
 
-def test_li_wait_reconnects_after_a_restart(pg_cluster: Cluster, lirun_home: Path) -> None:
-    store = open_store(pg_cluster.url)
+def test_li_wait_reconnects_after_a_restart(cluster: Cluster, lirun_home: Path) -> None:
+    store = open_store(cluster.url)
     store.create_session(id="w-1")
     store.close()
-    waiter = start_waiter(_env(pg_cluster, lirun_home), "w-1", "--interval", "0.3")
+    waiter = start_waiter(_env(cluster, lirun_home), "w-1", "--interval", "0.3")
     try:
         wait_until_ready(waiter, settle=1.0)
-        pg_cluster.stop()
+        cluster.stop()
         time.sleep(2.0)
-        pg_cluster.start()
+        cluster.start()
         time.sleep(1.0)
-        store = open_store(pg_cluster.url)
+        store = open_store(cluster.url)
         try:
             store.update_status(
                 "session",
@@ -147,3 +159,47 @@ def test_li_wait_reconnects_after_a_restart(pg_cluster: Cluster, lirun_home: Pat
     assert code == 0, err
     assert err.count("retrying until the database answers") == 1, err
     assert err.count("answers again") == 1, err
+
+
+def test_li_wait_started_while_the_server_is_down_waits_for_it(
+    cluster: Cluster, lirun_home: Path
+) -> None:
+    store = open_store(cluster.url)
+    store.create_session(id="d-1")
+    store.close()
+    cluster.stop()
+    waiter = start_waiter(_env(cluster, lirun_home), "d-1", "--interval", "0.3")
+    try:
+        time.sleep(1.5)
+        assert waiter.poll() is None  # still waiting for the server, not exited 2
+        cluster.start()
+        store = open_store(cluster.url)
+        try:
+            store.update_status(
+                "session", "d-1", new_status="completed", reason_code="run.completed.ok"
+            )
+        finally:
+            store.close()
+        line = parse_line(read_line(waiter, timeout=15))
+    finally:
+        code, _, err = finish(waiter)
+    assert (line["id"], line["status"], code) == ("d-1", "completed", 0), err
+    assert err.count("retrying until the database answers") == 1, err
+    assert "Traceback" not in err, err
+
+
+def test_li_wait_on_a_server_that_stays_down_ends_at_its_timeout(
+    cluster: Cluster, lirun_home: Path
+) -> None:
+    cluster.stop()
+    started = time.monotonic()
+    done = subprocess.run(
+        li_command("wait", "--timeout", "2", "x-1"),
+        env=_env(cluster, lirun_home),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 3, done.stderr
+    assert time.monotonic() - started < 10
+    assert "timed out" in done.stderr and "Traceback" not in done.stderr

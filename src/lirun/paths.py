@@ -30,7 +30,7 @@ def nothing_pending() -> bool:
     try:
         with os.scandir(pending_root()) as entries:
             return next(entries, None) is None
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:  # no such directory, or a home it cannot be (the command says so later)
         return True
 
 

@@ -7,12 +7,14 @@ the same ``Watcher`` synchronously, so the command starts without asyncio);
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from lirun.errors import DatabaseConnectionLostError
 from lirun.paths import resolve_db_url
 from lirun.store import StateDB, Store, open_store
 from lirun.wait_outcome import format_wait_line
@@ -20,6 +22,8 @@ from lirun.wait_resolve import split_ids
 from lirun.wait_watch import Watcher
 
 __all__ = ["format_wait_line", "run_wait", "wait_for_terminal"]
+
+log = logging.getLogger(__name__)
 
 Outcome = dict[str, Any]
 WaitDb = StateDB | Store | str | os.PathLike[str] | None
@@ -42,16 +46,44 @@ def check_timeout(timeout: float | None) -> float | None:
     return value
 
 
-def open_for_wait(db: WaitDb) -> tuple[Store, bool]:
+def open_for_wait(
+    db: WaitDb,
+    *,
+    timeout: float | None = None,
+    stop: Callable[[], bool] = lambda: False,
+    warn: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[Store, bool]:
     """The store to read, and whether we opened it (and so must close it).
 
-    A waiter opens the database read-only: it never creates or migrates it.
+    A waiter opens the database read-only: it never creates or migrates it. A server
+    that does not answer yet (DatabaseConnectionLostError) is retried with capped backoff
+    until ``timeout`` or ``stop()``, said once through ``warn``; then the error is raised.
     """
     if isinstance(db, StateDB):
         return db.sync, False
     if isinstance(db, Store):
         return db, False
-    return open_store(resolve_db_url(db), readonly=True), True
+    from lirun.store.retry import backoff
+
+    url = resolve_db_url(db)
+    deadline = None if timeout is None else clock() + timeout
+    delay: float | None = None
+    while True:
+        try:
+            store = open_store(url, readonly=True)
+        except DatabaseConnectionLostError as exc:
+            delay = backoff(delay)
+            if stop() or (deadline is not None and clock() + delay > deadline):
+                raise
+            if warn is not None and delay == backoff(None):
+                warn(f"{exc}; retrying until the database answers")
+            sleep(delay)
+            continue
+        if warn is not None and delay is not None:
+            warn("the database answers again")
+        return store, True
 
 
 def writable_opener(store: Store) -> Callable[[], Store]:
@@ -111,7 +143,10 @@ async def wait_for_terminal(
     import threading
 
     period, limit = check_interval(interval), check_timeout(timeout)
-    store, owned = await asyncio.to_thread(open_for_wait, db)
+    stop = should_stop or (lambda: False)
+    store, owned = await asyncio.to_thread(
+        lambda: open_for_wait(db, timeout=limit, stop=stop, warn=log.warning)
+    )
     cancelled = threading.Event()
     try:
         watcher = await asyncio.to_thread(

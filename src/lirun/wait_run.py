@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from lirun.errors import LirunError
+from lirun.errors import DatabaseConnectionLostError, LirunError
 from lirun.paths import DB_URL_HELP
 from lirun.signals import SignalTrap
 from lirun.wait import check_interval, check_timeout, drive, open_for_wait, writable_opener
@@ -203,7 +203,13 @@ def _yield_cpu() -> None:
 
 def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
     _yield_cpu()
-    store, _ = open_for_wait(args.db)
+    try:
+        store, _ = open_for_wait(
+            args.db, timeout=args.timeout, stop=lambda: trap.received is not None, warn=_warn
+        )
+    except DatabaseConnectionLostError as exc:  # still unreachable at --timeout or a signal
+        _warn(f"{'interrupted' if trap.received else 'timed out'}: {exc}")
+        return 3
     out = Output(as_json=args.json, progress=sys.stderr.isatty())
     try:
         watcher = Watcher(store, ids, writable=writable_opener(store), warn=_warn)
