@@ -18,6 +18,7 @@ _RECONNECTING = "Reconnecting..."
 # enough to announce each call once.
 _KEPT_ITEM_IDS = 256
 _ITEM_ID_CHARS = 200
+_MESSAGE_CHARS = 4096
 STDIN_PROMPT = "-"  # codex exec: read the prompt from stdin
 
 
@@ -144,7 +145,7 @@ class CodexStreamParser(StreamParser):
             "kind": "provider_turn",
             "provider": self.provider,
             "type": "turn.failed",
-            "message": message,
+            "message": message[:_MESSAGE_CHARS],  # kept to the end of the run: capped
         }
         retryable = is_retryable_cause(
             api_error_status=as_int(error.get("status")),
