@@ -1,6 +1,7 @@
 """Supervision overhead and capture throughput of ``li run``. Prints ``name: value`` lines.
 
     .venv/bin/python bench/bench_exec.py [--runs 20] [--lines 50000,200000,400000]
+        [--tool-results 1000,5000,10000] [--result-kb 20]
 
 Figures (SQLite database in a throwaway LIRUN_HOME, cwd a clean git repo):
 - ``overhead.li_run_true_median_ms``: whole-process wall time of ``li run -- true``
@@ -16,6 +17,12 @@ Figures (SQLite database in a throwaway LIRUN_HOME, cwd a clean git repo):
   never held in memory.
 - ``capture.marginal_lines_per_s``: (N_max - N_min) / (wall_max - wall_min), the copy rate
   with the fixed start-up and teardown cost taken out.
+- ``agent.<N>_tool_results.peak_rss_mb``: ``li agent claude`` supervising the fake provider
+  (tests/fake_provider.py) replaying a generated Claude Code stream of N tool calls, each
+  answered by a tool result of ``--result-kb`` KB; same peak RSS measure as above. Every
+  event is parsed and recorded as a message row, so flat in N means neither the parser
+  nor the record path holds the stream. ``agent.<N>_tool_results.wall_s`` the wall time,
+  ``agent.<N>_tool_results.stream_mb`` the size of the replayed stream.
 """
 
 from __future__ import annotations
@@ -110,18 +117,74 @@ def bench_capture(counts: list[int], repo: Path, env: dict[str, str], work: Path
         print(f"capture.marginal_lines_per_s: {marginal:.0f}")
 
 
+_SESSION = "22222222-2222-4222-8222-222222222222"
+_FAKE_PROVIDER = Path(__file__).resolve().parent.parent / "tests" / "fake_provider.py"
+
+
+def _claude_line(obj: dict[str, object]) -> str:
+    return json.dumps({**obj, "session_id": _SESSION}) + "\n"
+
+
+def _tool_stream(path: Path, n: int, result_bytes: int) -> int:
+    """A Claude Code stream: init, N (tool_use, tool_result) pairs, a reply, a result."""
+    init = {"type": "system", "subtype": "init", "model": "bench", "claude_code_version": "0"}
+    filler = "r" * result_bytes
+    with path.open("w") as fh:
+        fh.write(_claude_line(init))
+        for i in range(n):
+            use = {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash",
+                   "input": {"command": f"step {i}"}}  # fmt: skip
+            fh.write(_claude_line({"type": "assistant", "message": {"content": [use]}}))
+            result = {"type": "tool_result", "tool_use_id": f"toolu_{i}",
+                      "content": f"{i} {filler}", "is_error": False}  # fmt: skip
+            fh.write(_claude_line({"type": "user", "message": {"content": [result]}}))
+        reply = {"type": "text", "text": f"Done after {n} tool calls."}
+        fh.write(_claude_line({"type": "assistant", "message": {"content": [reply]}}))
+        fh.write(_claude_line({"type": "result", "subtype": "success", "is_error": False,
+                               "num_turns": n + 1, "result": f"Done after {n} tool calls.",
+                               "permission_denials": []}))  # fmt: skip
+    return path.stat().st_size
+
+
+def bench_agent(counts: list[int], result_kb: int, repo: Path, env: dict[str, str],
+                work: Path) -> None:  # fmt: skip
+    fake = work / "fake-claude"
+    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{_FAKE_PROVIDER}" "$@"\n')
+    fake.chmod(0o755)
+    for n in counts:
+        data = work / f"tools-{n}.jsonl"
+        size = _tool_stream(data, n, result_kb * 1000)
+        agent_env = {**env, "LIRUN_CLAUDE_BIN": str(fake), "LIRUN_FAKE_FIXTURE": str(data)}
+        argv = [sys.executable, "-m", "lirun", "agent", "claude", "go", "--quiet"]
+        m = _measured(argv, repo, agent_env)
+        if m["code"] not in (0, 1):  # 1: judged (e.g. no change), still fully supervised
+            raise SystemExit(f"li agent exited {m['code']} for {n} tool results")
+        print(f"agent.{n}_tool_results.stream_mb: {size / 1e6:.1f}")
+        print(f"agent.{n}_tool_results.wall_s: {m['wall']:.1f}")
+        print(f"agent.{n}_tool_results.peak_rss_mb: {m['rss_kib'] / 1024:.1f}")
+        data.unlink()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--lines", default="50000,200000,400000")
+    parser.add_argument("--tool-results", default="1000,5000,10000")
+    parser.add_argument("--result-kb", type=int, default=20)
+    parser.add_argument("--only", choices=("overhead", "capture", "agent"), default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lirun-bench-exec-") as tmp:
         work = Path(tmp)
         repo = _git_repo(work / "repo")
         env = {**os.environ, "LIRUN_HOME": str(work / "home")}
         env.pop("LIRUN_DB_URL", None)
-        bench_overhead(args.runs, repo, env)
-        bench_capture([int(x) for x in args.lines.split(",")], repo, env, work)
+        if args.only in (None, "overhead"):
+            bench_overhead(args.runs, repo, env)
+        if args.only in (None, "capture"):
+            bench_capture([int(x) for x in args.lines.split(",")], repo, env, work)
+        if args.only in (None, "agent"):
+            counts = [int(x) for x in args.tool_results.split(",")]
+            bench_agent(counts, args.result_kb, repo, env, work)
     return 0
 
 

@@ -14,7 +14,7 @@ Environment:
                           simulate work; LIRUN_FAKE_TOUCH_CONTENT is its content
   LIRUN_FAKE_COMMIT       then commit everything in the cwd's repository with this message
 Lines are written exactly as in the fixture (a truncated last line stays truncated),
-flushed one at a time.
+flushed one at a time, read one at a time (a bench replays streams of hundreds of MB).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -48,7 +49,7 @@ def _touch(relative: str) -> None:
     target.write_text(os.environ.get("LIRUN_FAKE_TOUCH_CONTENT", "touched by fake provider\n"))
 
 
-def _replay(lines: list[str], delay: float) -> None:
+def _replay(lines: Iterable[str], delay: float) -> None:
     for index, line in enumerate(lines):
         if index and delay:
             time.sleep(delay)
@@ -74,9 +75,9 @@ def main() -> int:
     if message := os.environ.get("LIRUN_FAKE_COMMIT"):
         subprocess.run(["git", "add", "-A"], check=True)
         subprocess.run(["git", "commit", "-q", "-m", message], check=True)
-    lines = _fixture_path(fixture).read_text(encoding="utf-8").splitlines(keepends=True)
     try:
-        _replay(lines, float(os.environ.get("LIRUN_FAKE_DELAY", "0") or 0))
+        with _fixture_path(fixture).open(encoding="utf-8", newline="") as lines:
+            _replay(lines, float(os.environ.get("LIRUN_FAKE_DELAY", "0") or 0))
     except BrokenPipeError:  # the supervisor stopped reading; nothing left to say
         return 1
     if os.environ.get("LIRUN_FAKE_HANG_AFTER") == "1":

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import subprocess
+import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from lirun.exec.providers import (
     PROVIDERS,
     ClaudeStreamParser,
     CodexStreamParser,
+    Event,
     ProviderError,
     ProviderNonRetryableError,
     ProviderNotFoundError,
@@ -28,6 +32,7 @@ from lirun.exec.providers import (
     find_provider_executable,
     parse_provider_spec,
 )
+from lirun.exec.stream import KEPT_REPLY_CHARS
 from providerkit import (
     FIXTURES_DIR,
     fake_env_for,
@@ -44,6 +49,13 @@ def replay(name: str, parser: StreamParser | None = None) -> StreamParser:
     for line in fixture_path(name).read_text(encoding="utf-8").splitlines(keepends=True):
         parser.feed_line(line)
     return parser
+
+
+def replay_events(name: str) -> tuple[StreamParser, list[Event]]:
+    """The parser keeps no events: a test that looks at them collects what it hands on."""
+    parser = PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
+    lines = fixture_path(name).read_text(encoding="utf-8").splitlines(keepends=True)
+    return parser, [event for line in lines for event in parser.feed_line(line)]
 
 
 def verdict_for(name: str) -> Verdict:
@@ -95,7 +107,10 @@ def test_fixture_events_become_messages(name: str) -> None:
     lines = fixture_path(name).read_text(encoding="utf-8").splitlines()
     messages = events_to_messages(e for line in lines for e in parser.feed_line(line))
     assistant = [m.content for m in messages if m.role == "assistant"]
-    assert assistant == parser.assistant_texts
+    assert parser.assistant_text_count == len(assistant)
+    assert parser.last_assistant_text == (assistant[-1] if assistant else "")
+    assert parser.tool_call_count == sum(m.role == "tool_call" for m in messages)
+    assert parser.tool_result_count == sum(m.role == "tool_result" for m in messages)
     for message in messages:
         if message.role != "assistant":
             assert isinstance(json.loads(message.content), dict)
@@ -105,13 +120,16 @@ def test_fixture_events_become_messages(name: str) -> None:
 
 
 def test_claude_success_state() -> None:
-    parser = replay("claude/success.jsonl")
+    parser, events = replay_events("claude/success.jsonl")
     assert parser.model == "claude-sonnet-4-5"
-    assert parser.assistant_texts == ["Fixing the test.", "Done: test fixed."]
-    assert parser.tool_calls == [
-        {"id": "toolu_1", "name": "Bash", "input": {"command": "pytest -q"}}
-    ]
-    assert parser.tool_results[0]["content"] == "1 passed"
+    texts = [e.data["text"] for e in events if e.kind == "assistant_text"]
+    assert texts == ["Fixing the test.", "Done: test fixed."]
+    assert (parser.assistant_text_count, parser.last_assistant_text) == (2, "Done: test fixed.")
+    calls = [e.data for e in events if e.kind == "tool_call"]
+    assert calls == [{"id": "toolu_1", "name": "Bash", "input": {"command": "pytest -q"}}]
+    results = [e.data for e in events if e.kind == "tool_result"]
+    assert results[0]["content"] == "1 passed"
+    assert (parser.tool_call_count, parser.tool_result_count) == (1, 1)
     assert parser.ignored_types["rate_limit_event"] == 1
 
 
@@ -185,10 +203,13 @@ def test_claude_resumed_run_takes_session_id_from_init() -> None:
 
 
 def test_codex_success_state() -> None:
-    parser = replay("codex/success.jsonl")
-    assert [c["name"] for c in parser.tool_calls] == ["command_execution", "file_change"]
-    assert parser.tool_calls[0]["input"] == {"command": "bash -lc ls"}
-    assert parser.tool_results[0] == {
+    parser, events = replay_events("codex/success.jsonl")
+    calls = [e.data for e in events if e.kind == "tool_call"]
+    assert [c["name"] for c in calls] == ["command_execution", "file_change"]
+    assert calls[0]["input"] == {"command": "bash -lc ls"}
+    assert parser.tool_call_count == 2
+    results = [e.data for e in events if e.kind == "tool_result"]
+    assert results[0] == {
         "id": "item_1",
         "name": "command_execution",
         "status": "completed",
@@ -227,7 +248,7 @@ def test_codex_usage_is_the_last_running_total() -> None:
 def test_codex_agent_message_only_counts_when_completed() -> None:
     item = {"id": "i1", "type": "agent_message", "text": "draft"}
     parser = feed(CodexStreamParser(), {"type": "item.updated", "item": item})
-    assert parser.assistant_texts == []
+    assert (parser.assistant_text_count, parser.final_text) == (0, "")
 
 
 # --- provider-neutral rules ----------------------------------------------------------------
@@ -487,3 +508,96 @@ def test_fake_provider_scripts_are_executable() -> None:
 def test_the_verdict_counts_tool_calls_and_denials(name: str, calls: int, denied: int) -> None:
     verdict = verdict_for(name)
     assert (verdict.tool_calls, verdict.permission_denials) == (calls, denied)
+
+
+# --- bounded memory ------------------------------------------------------------------------
+
+
+def _claude_stream(n: int, payload: str) -> Iterator[str]:
+    """Every kind of Claude Code line, ``n`` rounds; ids and type names unique per round."""
+    yield json.dumps({"type": "system", "subtype": "init", "session_id": "s", "model": "m"})
+    for i in range(n):
+        use = {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"c": payload}}
+        text = {"type": "text", "text": f"step {i} {payload}"}
+        yield json.dumps({"type": "assistant", "message": {"content": [text, use]}})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": payload}
+        yield json.dumps({"type": "user", "message": {"content": [result]}})
+        yield json.dumps({"type": f"drift_{i}", "subtype": f"new_{i}"})
+        retry = {"type": "system", "subtype": "api_retry", "attempt": i, "error": f"e{i}"}
+        yield json.dumps(retry)
+        yield json.dumps(claude_result(result=f"done {i} {payload}"))  # later ones: extras
+        yield f"not json {i} {payload[:100]}"
+
+
+def _codex_stream(n: int, payload: str) -> Iterator[str]:
+    yield json.dumps({"type": "thread.started", "thread_id": "t"})
+    for i in range(n):
+        item = {"id": f"item_{i}", "type": "command_execution", "command": payload}
+        yield json.dumps({"type": "item.started", "item": item})
+        done = {**item, "status": "completed", "aggregated_output": payload}
+        yield json.dumps({"type": "item.completed", "item": done})
+        message = {"id": f"msg_{i}", "type": "agent_message", "text": f"{i} {payload}"}
+        yield json.dumps({"type": "item.completed", "item": message})
+        yield json.dumps({"type": "error", "message": f"Reconnecting... {i}/5 {payload}"})
+        yield json.dumps({"type": f"drift.{i}"})
+        yield json.dumps({"type": "turn.completed", "usage": {"input_tokens": i}})
+
+
+def _retained_bytes(parser: StreamParser, lines: Iterator[str]) -> int:
+    """What feeding ``lines`` left allocated: the parser's own growth (events are dropped,
+    as the caller drops them once recorded)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for line in lines:
+            parser.feed_line(line)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+# Well above one run's fixed state (a 64 KiB reply at most, 20 errors, a few terminals),
+# far below 20,000 events of 1 KB (about 20 MB kept before the parser stopped keeping them).
+_RETAINED_LIMIT = 256 * 1024
+
+
+@pytest.mark.parametrize(
+    ("provider", "stream"), [("claude", _claude_stream), ("codex", _codex_stream)]
+)
+def test_the_parser_keeps_no_per_event_state(
+    provider: str, stream: Callable[[int, str], Iterator[str]]
+) -> None:
+    payload = "x" * 1000
+    rounds = 20_000 // 6  # six lines a round: 20,000 lines, more events
+    small = _retained_bytes(PROVIDERS[provider].new_parser(), stream(200, payload))
+    parser = PROVIDERS[provider].new_parser()
+    large = _retained_bytes(parser, stream(rounds, payload))
+    assert parser.tool_call_count == rounds and parser.lines_seen > 20_000 - 6
+    assert large < _RETAINED_LIMIT, f"the parser kept {large} bytes"
+    assert large - small < 32 * 1024, f"{small} bytes after 200 rounds, {large} after {rounds}"
+    verdict = parser.finish(0)
+    assert verdict.tool_calls == rounds and verdict.final_text.endswith(payload)
+
+
+def test_the_kept_reply_is_capped_to_its_tail() -> None:
+    long_text = "a" * KEPT_REPLY_CHARS + "the end"
+    text = {"type": "text", "text": long_text}
+    parser = feed(ClaudeStreamParser(), {"type": "assistant", "message": {"content": [text]}})
+    assert len(parser.final_text) == KEPT_REPLY_CHARS and parser.final_text.endswith("the end")
+    feed(parser, claude_result(result="b" * KEPT_REPLY_CHARS + "result end"))
+    assert len(parser.final_text) == KEPT_REPLY_CHARS
+    assert parser.final_text.endswith("result end")
+    item = {"id": "m", "type": "agent_message", "text": long_text}
+    codex = feed(CodexStreamParser(), {"type": "item.completed", "item": item})
+    assert codex.final_text == long_text[-KEPT_REPLY_CHARS:]
+
+
+def test_later_terminal_events_are_kept_a_few_and_counted() -> None:
+    parser = feed(ClaudeStreamParser(), *[claude_result(result=f"r{i}") for i in range(50)])
+    evidence = parser.finish(0).evidence
+    kept = [e for e in evidence if e["kind"] == "provider_extra_terminal"]
+    omitted = [e for e in evidence if e["kind"] == "provider_extra_terminals_omitted"]
+    assert len(kept) == 5 and omitted[0]["count"] == 49 - 5
+    assert parser.final_text == "r0"  # the first result is the run's answer

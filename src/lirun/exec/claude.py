@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_list, as_str
+from lirun.exec.stream import (
+    Event,
+    StreamParser,
+    as_dict,
+    as_int,
+    as_list,
+    as_str,
+    reply_tail,
+)
 from lirun.provider_errors import ProviderError, classified_error, is_retryable_cause
 
 # Hitting a configured limit fails the same way on every retry, whatever else went wrong.
@@ -103,16 +111,14 @@ class ClaudeStreamParser(StreamParser):
             block = as_dict(block)
             if block.get("type") == "text" and (text := as_str(block.get("text"))):
                 if text.strip():
-                    self.assistant_texts.append(text)
-                    events.append(Event("assistant_text", {"text": text}))
+                    events.append(self._note_assistant_text(text))
             elif block.get("type") == "tool_use":
                 call = {
                     "id": block.get("id"),
                     "name": block.get("name"),
                     "input": block.get("input"),
                 }
-                self.tool_calls.append(call)
-                events.append(Event("tool_call", call))
+                events.append(self._note_tool_call(call))
         if error := as_str(obj.get("error")):
             events.append(self._error(error, "assistant"))
         return events
@@ -128,15 +134,15 @@ class ClaudeStreamParser(StreamParser):
                 "content": block.get("content"),
                 "is_error": block.get("is_error") is True,
             }
-            self.tool_results.append(result)
-            events.append(Event("tool_result", result))
+            events.append(self._note_tool_result(result))
         return events
 
     def _on_result(self, obj: dict[str, Any]) -> list[Event]:
         summary = _result_summary(obj)
         if not self._record_terminal(summary, self._result_failure(obj, summary)):
             return [Event("terminal", {**summary, "extra": True})]
-        self.result_text = obj.get("result") if isinstance(obj.get("result"), str) else None
+        result = obj.get("result")
+        self.result_text = reply_tail(result) if isinstance(result, str) else None
         self.num_turns = as_int(obj.get("num_turns"))
         self.permission_denials = len(as_list(obj.get("permission_denials")))
         cost = obj.get("total_cost_usd")

@@ -14,6 +14,11 @@ _TOOL_ITEM_TYPES = frozenset({"command_execution", "file_change", "mcp_tool_call
 _RESULT_KEYS = ("status", "exit_code", "aggregated_output", "result", "error")
 _NOT_INPUT_KEYS = frozenset({"id", "type", "item_type", *_RESULT_KEYS})
 _RECONNECTING = "Reconnecting..."
+# Tool items start and complete close together: remembering this many recent ids is
+# enough to announce each call once.
+_KEPT_ITEM_IDS = 256
+_ITEM_ID_CHARS = 200
+_MESSAGE_CHARS = 4096
 STDIN_PROMPT = "-"  # codex exec: read the prompt from stdin
 
 
@@ -53,7 +58,8 @@ class CodexStreamParser(StreamParser):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.turns_started = 0
-        self._announced_items: set[str] = set()
+        # The latest tool item ids announced, oldest first (a dict keeps the order).
+        self._announced_items: dict[str, None] = {}
 
     def _handle(self, obj: dict[str, Any]) -> list[Event]:
         kind = obj.get("type")
@@ -92,8 +98,7 @@ class CodexStreamParser(StreamParser):
             text = as_str(item.get("text"))
             if not completed or text is None or not text.strip():
                 return []
-            self.assistant_texts.append(text)
-            return [Event("assistant_text", {"text": text})]
+            return [self._note_assistant_text(text)]
         if item_type == "error":
             return (
                 [self._error(as_str(item.get("message")) or "error", "item")] if completed else []
@@ -103,20 +108,22 @@ class CodexStreamParser(StreamParser):
         return self._ignore(f"item/{item_type}") if completed else []
 
     def _on_tool_item(self, completed: bool, item_type: str, item: dict[str, Any]) -> list[Event]:
-        item_id = as_str(item.get("id")) or f"item_{len(self.tool_calls)}"
+        item_id = as_str(item.get("id")) or f"item_{self.tool_call_count}"
         events: list[Event] = []
         # A tool item may appear only as item.completed; announce the call once either way.
-        if item_id not in self._announced_items:
-            self._announced_items.add(item_id)
+        # Only the latest ids are remembered, so the set does not grow with the run.
+        key = item_id[:_ITEM_ID_CHARS]
+        if key not in self._announced_items:
+            self._announced_items[key] = None
+            while len(self._announced_items) > _KEPT_ITEM_IDS:
+                del self._announced_items[next(iter(self._announced_items))]
             call_input = {k: v for k, v in item.items() if k not in _NOT_INPUT_KEYS}
             call = {"id": item_id, "name": item_type, "input": call_input}
-            self.tool_calls.append(call)
-            events.append(Event("tool_call", call))
+            events.append(self._note_tool_call(call))
         if completed:
             result = {"id": item_id, "name": item_type}
             result.update({k: item[k] for k in _RESULT_KEYS if k in item})
-            self.tool_results.append(result)
-            events.append(Event("tool_result", result))
+            events.append(self._note_tool_result(result))
         return events
 
     def _on_turn_completed(self, obj: dict[str, Any]) -> list[Event]:
@@ -138,7 +145,7 @@ class CodexStreamParser(StreamParser):
             "kind": "provider_turn",
             "provider": self.provider,
             "type": "turn.failed",
-            "message": message,
+            "message": message[:_MESSAGE_CHARS],  # kept to the end of the run: capped
         }
         retryable = is_retryable_cause(
             api_error_status=as_int(error.get("status")),

@@ -2,6 +2,11 @@
 
 A parser is fed one stdout line at a time and never raises on what it reads: provider
 streams grow new event types and can be cut mid-line, and supervision must go on.
+
+Memory is bounded by design: each event is handed on as it is parsed (the caller records
+it as a message) and the parser keeps only counters, the last reply and the few facts the
+verdict needs, each list and text capped. An agent that makes ten thousand tool calls
+costs the parser no more than one that makes ten.
 """
 
 from __future__ import annotations
@@ -42,8 +47,20 @@ _ROLE_BY_KIND: dict[str, MessageRole] = {
     "unparsed": "system",
 }
 _SNIPPET_CHARS = 500
-# Bounded memory: only the latest errors are kept (they classify a failure), plus a count.
+# Bounded memory: only the latest errors are kept (they classify a failure), plus a count,
+# each cut to its start (what went wrong is said first).
 _KEPT_ERRORS = 20
+_KEPT_ERROR_CHARS = 4096
+# The reply keeps its tail, as the record does (legs.MAX_REPLY_CHARS): the end of an
+# answer is its conclusion.
+KEPT_REPLY_CHARS = 64 * 1024
+# Later terminal events are evidence; the first few say enough, the rest are counted.
+_KEPT_EXTRA_TERMINALS = 5
+# Unknown event types are counted by name; a stream that invents a name per line (an id
+# in the type) must not grow the counter, so names past this many count as "other".
+_KEPT_IGNORED_TYPES = 32
+_IGNORED_TYPE_CHARS = 80
+_OTHER_TYPES = "other"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +106,11 @@ def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def reply_tail(text: str) -> str:
+    """``text`` as the parser keeps it: at most :data:`KEPT_REPLY_CHARS`, the tail."""
+    return text[-KEPT_REPLY_CHARS:]
+
+
 class StreamParser(ABC):
     """Shared state and the exit-code rules; subclasses map their provider's event types.
 
@@ -111,15 +133,18 @@ class StreamParser(ABC):
         self._clock = clock
         self.engine_session_uid: str | None = None
         self.model: str | None = None
-        self.assistant_texts: list[str] = []
-        self.tool_calls: list[dict[str, Any]] = []
-        self.tool_results: list[dict[str, Any]] = []
+        # Counts and the last reply, never the events themselves (see the module docstring).
+        self.assistant_text_count = 0
+        self.last_assistant_text = ""
+        self.tool_call_count = 0
+        self.tool_result_count = 0
         self.permission_denials = 0
         self.usage: dict[str, Any] | None = None
         self.total_cost_usd: float | None = None
         self.num_turns: int | None = None
         self.terminal: dict[str, Any] | None = None
-        self.extra_terminals: list[dict[str, Any]] = []
+        self.extra_terminals: list[dict[str, Any]] = []  # the first few only
+        self.extra_terminal_count = 0
         self.errors: list[str] = []
         self.last_error: str | None = None
         self.retries = 0
@@ -158,7 +183,7 @@ class StreamParser(ABC):
 
     @property
     def final_text(self) -> str:
-        return self.assistant_texts[-1] if self.assistant_texts else ""
+        return self.last_assistant_text
 
     def finish(self, exit_code: int | None, *, killed_by: str | None = None) -> Verdict:
         """The verdict once the process is gone (see the class docstring for the rules)."""
@@ -179,7 +204,7 @@ class StreamParser(ABC):
             retries=self.retries,
             last_error=self.last_error,
             duration_ms=self.duration_ms,
-            tool_calls=len(self.tool_calls),
+            tool_calls=self.tool_call_count,
             permission_denials=self.permission_denials,
         )
 
@@ -215,6 +240,15 @@ class StreamParser(ABC):
         evidence.extend(
             {**extra, "kind": "provider_extra_terminal"} for extra in self.extra_terminals
         )
+        if self.extra_terminal_count > len(self.extra_terminals):
+            omitted = self.extra_terminal_count - len(self.extra_terminals)
+            evidence.append(
+                {
+                    "kind": "provider_extra_terminals_omitted",
+                    "provider": self.provider,
+                    "count": omitted,
+                }
+            )
         exit_fact = {"kind": "provider_exit", "provider": self.provider, "exit_code": exit_code}
         evidence.append({**exit_fact, "killed_by": killed_by})
         if not self.saw_terminal:
@@ -245,7 +279,9 @@ class StreamParser(ABC):
     def _record_terminal(self, summary: dict[str, Any], failure: ProviderError | None) -> bool:
         """Keep the first terminal event; later ones are only evidence. True when first."""
         if self.saw_terminal:
-            self.extra_terminals.append(summary)
+            self.extra_terminal_count += 1
+            if len(self.extra_terminals) < _KEPT_EXTRA_TERMINALS:
+                self.extra_terminals.append(summary)
             return False
         self.saw_terminal = True
         self.terminal_at = self._clock()
@@ -260,15 +296,31 @@ class StreamParser(ABC):
             self.engine_session_uid = uid
 
     def _ignore(self, kind: str) -> list[Event]:
+        kind = kind[:_IGNORED_TYPE_CHARS]
+        if kind not in self.ignored_types and len(self.ignored_types) >= _KEPT_IGNORED_TYPES:
+            kind = _OTHER_TYPES
         self.ignored_types[kind] += 1
         return []
+
+    def _note_assistant_text(self, text: str) -> Event:
+        self.assistant_text_count += 1
+        self.last_assistant_text = reply_tail(text)
+        return Event("assistant_text", {"text": text})
+
+    def _note_tool_call(self, call: dict[str, Any]) -> Event:
+        self.tool_call_count += 1
+        return Event("tool_call", call)
+
+    def _note_tool_result(self, result: dict[str, Any]) -> Event:
+        self.tool_result_count += 1
+        return Event("tool_result", result)
 
     def _unparsed(self, text: str, why: str) -> Event:
         self.unparsed_lines += 1
         return Event("unparsed", {"note": why, "line": text[:_SNIPPET_CHARS]})
 
     def _note_error(self, message: str) -> None:
-        self.errors.append(message)
+        self.errors.append(message[:_KEPT_ERROR_CHARS])
         del self.errors[:-_KEPT_ERRORS]
         self.last_error = message[:_SNIPPET_CHARS]
 
