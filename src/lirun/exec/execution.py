@@ -232,7 +232,8 @@ class _Execution:
         if self.recorded:
             sid = self.run.run_id
             self.recorder.submit(
-                lambda: self.store.append_message(sid, role=message.role, content=message.content)
+                lambda: self.store.append_message(sid, role=message.role, content=message.content),
+                size=len(message.content),
             )
 
     def join_branch(self) -> None:
