@@ -9,7 +9,7 @@ from typing import Any
 
 from conftest import li_command
 from lirun.liveness import ORPHANED, STALE
-from lirun.reap import find_orphans, reap_sessions
+from lirun.record.reap import find_orphans, reap_sessions
 from waitkit import complete, killed_owner, live_owner
 
 

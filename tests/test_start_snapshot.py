@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gitkit import GIT_ENV, commit, git, make_repo
-from lirun import fingerprint
-from lirun.evidence import (
+from lirun.record import fingerprint
+from lirun.record.evidence import (
     CompletionEvidence,
     StartSnapshot,
     check_completion_evidence,

@@ -100,8 +100,8 @@ def test_a_waiter_that_cannot_write_waits_without_reaping_and_says_so_once(
 
 
 def test_a_setup_persist_row_records_its_owner(store: Store, db_url: str) -> None:
-    from lirun.rundir import allocate_run
-    from lirun.teardown import setup_persist_sync
+    from lirun.record.rundir import allocate_run
+    from lirun.record.teardown import setup_persist_sync
 
     run = allocate_run()
     ctx = setup_persist_sync(run, db=db_url)

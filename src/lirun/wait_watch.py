@@ -175,7 +175,11 @@ class Watcher:
         """Finalize waited-on sessions whose owner is dead; True if any write was tried."""
         if not any(r["kind"] == "session" and r["status"] == "running" for r in rows):
             return False
-        from lirun.reap import judge, local_facts, reap_sessions  # not needed on the fast path
+        from lirun.record.reap import (  # not needed on the fast path
+            judge,
+            local_facts,
+            reap_sessions,
+        )
 
         facts = local_facts()
         dead = [r for r in rows if r["kind"] == "session" and judge(r, facts) is not None]

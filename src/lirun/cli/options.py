@@ -372,7 +372,7 @@ def stdin_for(args: argparse.Namespace) -> int | None:
 def _detach(command: str, argv: list[str], request: Any, *, as_json: bool) -> int:
     from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
     from lirun.exec.execution import prepare
-    from lirun.rundir import allocate_run
+    from lirun.record.rundir import allocate_run
     from lirun.signals import held_trap
     from lirun.store import open_store
 

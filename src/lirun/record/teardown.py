@@ -6,7 +6,7 @@ raises RecordSetupError for any other failure, so no run starts without a record
 ``setup_persist_sync`` keeps the ADR's library contract (a warning, and ``None``).
 
 Teardown retries a write that fails for up to ``$LIRUN_WRITE_RETRY_SECONDS``; if the
-database still refuses, the decided outcome is spooled (``lirun.spool``) for the next
+database still refuses, the decided outcome is spooled (``lirun.record.spool``) for the next
 command on that database to apply. ``finalize_sync`` reports which happened (and raises
 when even the spool cannot be written); ``teardown_persist_sync`` never raises and
 returns the status. The async functions run the sync twins in a worker thread.
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lirun.artifacts import contract_warnings, validate_artifact_contract
 from lirun.errors import (
     DatabaseError,
     NotFoundError,
@@ -34,12 +33,13 @@ from lirun.errors import (
     UsageError,
     ValidationError,
 )
-from lirun.evidence import StartSnapshot, take_start_snapshot, unchecked_snapshot
-from lirun.facts import TeardownExtras, gather_facts
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
-from lirun.outcome import Outcome, OutcomeFacts, decide_outcome
 from lirun.paths import lirun_home
-from lirun.rundir import RunDir
+from lirun.record.artifacts import contract_warnings, validate_artifact_contract
+from lirun.record.evidence import StartSnapshot, take_start_snapshot, unchecked_snapshot
+from lirun.record.facts import TeardownExtras, gather_facts
+from lirun.record.outcome import Outcome, OutcomeFacts, decide_outcome
+from lirun.record.rundir import RunDir
 from lirun.store import StateDB, Store, open_store
 from lirun.store.core import SESSION_FIELDS
 
@@ -270,7 +270,7 @@ class Finalized:
     """How teardown ended: the status to report, and where it is if not in the database.
 
     ``spool`` is set when the database could not be written within the retry bound and
-    the decided outcome waits in a pending file (``lirun.spool``).
+    the decided outcome waits in a pending file (``lirun.record.spool``).
     """
 
     status: str
@@ -365,7 +365,7 @@ def _spool(
     cause: BaseException,
 ) -> Finalized:
     """The database refused past the retry bound: keep the decided outcome in a spool."""
-    from lirun.spool import SpooledOutcome, database_identity, write_spool
+    from lirun.record.spool import SpooledOutcome, database_identity, write_spool
 
     url = ctx.store.connector.url
     spooled = SpooledOutcome(
