@@ -23,7 +23,7 @@ from lirun.record.outcome import (
 )
 
 if TYPE_CHECKING:
-    from lirun.record.teardown import PersistContext
+    from lirun.record.context import PersistContext
 
 __all__ = ["EXTRAS_KEYS", "TeardownExtras", "find_linked_row", "gather_facts"]
 

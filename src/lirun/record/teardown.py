@@ -36,6 +36,7 @@ from lirun.errors import (
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
 from lirun.paths import lirun_home
 from lirun.record.artifacts import contract_warnings, validate_artifact_contract
+from lirun.record.context import PersistContext
 from lirun.record.evidence import StartSnapshot, take_start_snapshot, unchecked_snapshot
 from lirun.record.facts import TeardownExtras, gather_facts
 from lirun.record.outcome import Outcome, OutcomeFacts, decide_outcome
@@ -64,49 +65,6 @@ DbArg = StateDB | Store | str | os.PathLike[str] | None
 _RESERVED_FIELDS = frozenset(
     {"id", "status", "run_id", "run_dir", "artifacts_path", "artifact_contract_json"}
 )
-
-
-@dataclass(slots=True)
-class PersistContext:
-    """One execution's durable record handle, from ``setup_persist`` to ``teardown_persist``.
-
-    ``snapshot_status`` is the row's status as teardown last read it (the CAS guard).
-    ``start_snapshot`` is the cwd when the run started (DESIGN §4.9), the baseline of the
-    completion evidence. The linked-engine lookup knobs and ``sleep``/``clock`` are
-    injectable for tests.
-    """
-
-    store: Store
-    session_id: str
-    run: RunDir
-    artifact_contract: dict[str, Any] | None
-    owned: bool
-    started_at: float
-    cwd: str | None = None
-    start_snapshot: StartSnapshot | None = None
-    snapshot_status: str | None = "running"
-    linked_lookup_retries: int = 3
-    linked_lookup_interval: float = 0.1
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.time
-    closed: bool = False
-
-    @property
-    def run_dir(self) -> str:
-        return str(self.run.state_root)
-
-    @property
-    def artifacts_path(self) -> str:
-        return str(self.run.artifact_root)
-
-    def close(self) -> None:
-        """Close the database handle if this context opened it; idempotent, never raises."""
-        if self.owned and not self.closed:
-            try:
-                self.store.close()
-            except Exception:
-                log.debug("closing the state database failed", exc_info=True)
-        self.closed = True
 
 
 # --- setup ----------------------------------------------------------------------------------
