@@ -11,9 +11,9 @@ import pytest
 
 from lirun import format_wait_line, wait_for_terminal
 from lirun.store import StateDB, open_store
-from lirun.wait_outcome import exit_code_for, project
-from lirun.wait_resolve import Target, like_prefix, pick_exact, split_ids
-from lirun.wait_watch import Watcher
+from lirun.wait.outcome import exit_code_for, project
+from lirun.wait.resolve import Target, like_prefix, pick_exact, split_ids
+from lirun.wait.watch import Watcher
 from waitkit import complete
 
 # -- pure pieces ------------------------------------------------------------------
@@ -208,7 +208,7 @@ def test_a_commit_wakes_a_waiter_long_before_its_interval(store: Any, db_url: st
     ],
 )
 def test_quick_argument_parsing_matches_argparse(argv: list[str]) -> None:
-    from lirun.wait_run import _quick_parse, full_parse
+    from lirun.cli.wait import _quick_parse, full_parse
 
     quick = _quick_parse(argv)
     assert quick is not None and vars(quick) == vars(full_parse(argv))
@@ -219,7 +219,7 @@ def test_quick_argument_parsing_matches_argparse(argv: list[str]) -> None:
     [["a", "--interval"], ["a", "--interval", "0"], ["--int", "2", "a"], ["a", "-x"], ["--", "a"]],
 )
 def test_anything_unusual_goes_to_argparse(argv: list[str]) -> None:
-    from lirun.wait_run import _quick_parse
+    from lirun.cli.wait import _quick_parse
 
     assert _quick_parse(argv) is None
 
@@ -242,7 +242,7 @@ class _FakeConnector:
 
 
 def test_sqlite_waker_backs_off_on_useless_wakes_and_recovers() -> None:
-    from lirun.wait_wake import ChangeTokenWaker
+    from lirun.wait.wake import ChangeTokenWaker
 
     conn = _FakeConnector()
     waker = ChangeTokenWaker(

@@ -46,9 +46,9 @@ _EXPORTS: dict[str, str] = {
     "setup_persist": "lirun.record.teardown",
     "teardown_persist": "lirun.record.teardown",
     # D6
-    "wait_for_terminal": "lirun.wait",
-    "format_wait_line": "lirun.wait",
-    "run_wait": "lirun.wait",
+    "wait_for_terminal": "lirun.wait.api",
+    "format_wait_line": "lirun.wait.api",
+    "run_wait": "lirun.cli.wait",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,8 +1,8 @@
 """Wait for executions to finish: the machine completion surface (ADR D6, DESIGN §4-6).
 
-``wait_for_terminal`` is the async library API; ``run_wait`` is `li wait` (it drives
-the same ``Watcher`` synchronously, so the command starts without asyncio);
-``format_wait_line`` is the one stable line per finished target.
+``wait_for_terminal`` is the async library API; ``drive`` is the synchronous loop that
+`li wait` (``lirun.cli.wait``) runs over the same ``Watcher``, so the command starts
+without asyncio; ``format_wait_line`` is the one stable line per finished target.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 
 from lirun.paths import resolve_db_url
 from lirun.store import StateDB, Store, open_store
-from lirun.wait_outcome import format_wait_line
-from lirun.wait_resolve import split_ids
-from lirun.wait_watch import Watcher
+from lirun.wait.outcome import format_wait_line
+from lirun.wait.resolve import split_ids
+from lirun.wait.watch import Watcher
 
-__all__ = ["format_wait_line", "run_wait", "wait_for_terminal"]
+__all__ = ["drive", "format_wait_line", "wait_for_terminal"]
 
 Outcome = dict[str, Any]
 WaitDb = StateDB | Store | str | os.PathLike[str] | None
@@ -136,10 +136,3 @@ async def wait_for_terminal(
     finally:
         if owned:
             await asyncio.to_thread(store.close)
-
-
-def run_wait(argv: list[str]) -> int:
-    """`li wait ID...`: print one line per target as it finishes; exit per DESIGN §5."""
-    from lirun.wait_run import run
-
-    return run(argv)

@@ -14,9 +14,9 @@ from typing import Any
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseUnavailableError, LirunError
 from lirun.store.core import Store
-from lirun.wait_outcome import is_final, project, unfinished
-from lirun.wait_resolve import Target, id_list_param, resolve_targets
-from lirun.wait_wake import make_waker
+from lirun.wait.outcome import is_final, project, unfinished
+from lirun.wait.resolve import Target, id_list_param, resolve_targets
+from lirun.wait.wake import make_waker
 
 Key = tuple[str, str]  # (kind, canonical id)
 # Liveness is judged at most this often: probing /proc for every running row on
