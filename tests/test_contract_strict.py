@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from execkit import git_repo, only_row, run_li, session_rows
-from lirun.profiles import ProfileError, load_playbook, load_profile
+from lirun.exec.profiles import ProfileError, load_playbook, load_profile
 from lirun.record.artifacts import (
     ArtifactContractError,
     validate_artifact_contract,

@@ -24,11 +24,11 @@ from lirun.exec import versions
 from lirun.exec.claude import ClaudeStreamParser
 from lirun.exec.codex import CodexStreamParser
 from lirun.exec.legs import AgentProgram, retry_note, token_counts
+from lirun.exec.profiles import ProfileError, load_playbook, load_profile
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import PROVIDERS
 from lirun.exec.stream import StreamParser
 from lirun.exec.supervisor import ProcessResult
-from lirun.profiles import ProfileError, load_playbook, load_profile
 from providerkit import fake_env_for, fixture_path, make_fake_bin_dir
 
 

@@ -257,7 +257,7 @@ def _declarations(
     """(contract, run defaults, playbook prompt) from --profile, --playbook and --artifact."""
     if not (args.profile or args.playbook or args.artifact):
         return None, {}, None  # the common case stays off the YAML import path
-    from lirun.profiles import (
+    from lirun.exec.profiles import (
         load_playbook,
         load_profile,
         merged_defaults,
