@@ -268,3 +268,27 @@ def test_sqlite_waker_backs_off_on_useless_wakes_and_recovers() -> None:
     assert waker.wait(0.001, lambda: False) is False  # a quiet look restores promptness
     assert waker.gap == 0.01
     assert waker.wait(5.0, lambda: True) is False  # stop is honoured before sleeping
+
+
+def test_a_library_waiter_reports_through_logging_not_stderr(
+    store: Any, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only `li wait` writes `li wait: ...` lines; the library logs (or calls on_warning)."""
+    import logging
+
+    from lirun.errors import DatabaseConnectionLostError
+
+    store.create_session(id="w")
+    watcher = Watcher(store, ["w"])
+
+    def lost(keys: Any) -> Any:
+        raise DatabaseConnectionLostError("the server went away")
+
+    watcher.fetch = lost  # type: ignore[method-assign]
+    try:
+        with caplog.at_level(logging.WARNING, logger="lirun.wait.watch"):
+            watcher.tick()
+    finally:
+        watcher.close()
+    assert "the server went away" in caplog.text
+    assert capsys.readouterr().err == ""

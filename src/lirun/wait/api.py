@@ -98,12 +98,15 @@ async def wait_for_terminal(
     should_stop: Callable[[], bool] | None = None,
     timeout: float | None = None,
     db: WaitDb = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> list[Outcome]:
     """Wait until every target is terminal (or gone); outcomes in input order.
 
     ``on_result`` is called once per target as it becomes final (terminal, deleted,
     not found or ambiguous); ``should_stop`` is checked between ticks; ``timeout``
-    bounds the whole wait. Targets still running at a stop or timeout are returned
+    bounds the whole wait. Diagnostics (a lost database connection, a row it cannot
+    reap) go to ``on_warning`` when given, else to the ``lirun.wait.watch`` logger;
+    nothing is written to stderr. Targets still running at a stop or timeout are returned
     with their last status and ``terminal=False``. Database reads run in a worker
     thread, so a busy database never blocks the event loop.
     """
@@ -115,7 +118,7 @@ async def wait_for_terminal(
     cancelled = threading.Event()
     try:
         watcher = await asyncio.to_thread(
-            Watcher, store, split_ids(list(ids)), writable=writable_opener(store)
+            Watcher, store, split_ids(list(ids)), writable=writable_opener(store), warn=on_warning
         )
         try:
             deadline = None if limit is None else time.monotonic() + limit
