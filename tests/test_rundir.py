@@ -11,7 +11,7 @@ import pytest
 from lirun.errors import LirunError, ValidationError
 from lirun.paths import runs_root
 from lirun.record.rundir import RunDir, RunDirError, allocate_run, new_run_id, safe_component
-from userkit import run_as_nobody
+from support.userkit import run_as_nobody
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from gitkit import GIT_ENV, commit, git, make_repo
 from lirun.record import fingerprint
 from lirun.record.evidence import (
     CompletionEvidence,
@@ -16,6 +15,7 @@ from lirun.record.evidence import (
     check_completion_evidence,
     take_start_snapshot,
 )
+from support.gitkit import GIT_ENV, commit, git, make_repo
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

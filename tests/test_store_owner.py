@@ -11,8 +11,8 @@ from typing import Any
 
 from lirun.liveness import DEFAULT_LEASE_SECONDS, current_owner
 from lirun.store import Store, open_store
-from userkit import run_as_nobody
-from waitkit import killed_owner, parse_line, run_wait
+from support.userkit import run_as_nobody
+from support.waitkit import killed_owner, parse_line, run_wait
 
 _CREATE_AND_DIE = """
 import os, sys

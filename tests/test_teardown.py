@@ -29,7 +29,7 @@ from lirun.record.teardown import (
     teardown_persist_sync,
 )
 from lirun.store import StateDB, Store
-from teardownkit import GIT_ENV, finalize_as, git, make_repo, other_writer
+from support.teardownkit import GIT_ENV, finalize_as, git, make_repo, other_writer
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

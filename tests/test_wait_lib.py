@@ -14,7 +14,7 @@ from lirun.store import StateDB, open_store
 from lirun.wait.outcome import exit_code_for, project
 from lirun.wait.resolve import Target, like_prefix, pick_exact, split_ids
 from lirun.wait.watch import Watcher
-from waitkit import complete
+from support.waitkit import complete
 
 # -- pure pieces ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REQUIRE_PG
+from support.pg import REQUIRE_PG
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 AS_POSTGRES = ["setpriv", "--reuid=postgres", "--regid=postgres", "--clear-groups"]
