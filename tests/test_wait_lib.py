@@ -11,8 +11,9 @@ import pytest
 
 from lirun import format_wait_line, wait_for_terminal
 from lirun.store import StateDB, open_store
+from lirun.store.core import id_fragment_params
 from lirun.wait.outcome import exit_code_for, project
-from lirun.wait.resolve import Target, like_prefix, pick_exact, split_ids
+from lirun.wait.resolve import Target, pick_exact, split_ids
 from lirun.wait.watch import Watcher
 from support.waitkit import complete
 
@@ -76,8 +77,8 @@ def test_split_ids() -> None:
     assert split_ids(["a,b", " c ", "a", ",,", "d e,f"]) == ["a", "b", "c", "d", "e", "f"]
 
 
-def test_like_prefix_escapes_metacharacters() -> None:
-    assert like_prefix("a_b%c\\") == "a\\_b\\%c\\\\%"
+def test_an_id_prefix_pattern_escapes_like_metacharacters() -> None:
+    assert id_fragment_params("a_b%c\\")["prefix_pattern"] == "a\\_b\\%c\\\\%"
 
 
 def test_pick_exact_prefers_tier_then_newest() -> None:
