@@ -35,7 +35,7 @@ from typing import Any
 from benchkit import out, postgres_url, sqlite_url
 from lirun.store import open_store
 from lirun.store.core import Store
-from lirun.wait_watch import Watcher
+from lirun.wait.watch import Watcher
 
 PY = sys.executable
 

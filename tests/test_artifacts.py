@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lirun.artifacts import (
+from lirun.errors import LirunError
+from lirun.record.artifacts import (
     ArtifactContractError,
     ArtifactPathError,
     check_artifact_path,
@@ -19,7 +20,6 @@ from lirun.artifacts import (
     validate_artifact_contract,
     verify_artifact_contract,
 )
-from lirun.errors import LirunError
 
 
 def entry(id: str, path: str, **extra: Any) -> dict[str, Any]:

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from execkit import (
+from lirun.exec.legs import CONTINUATION_PROMPT
+from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from support.execkit import (
     get_row,
     git_repo,
     only_row,
@@ -26,9 +28,7 @@ from execkit import (
     start_li,
     wait_line_for,
 )
-from lirun.exec.legs import CONTINUATION_PROMPT
-from lirun.lifecycle import EXIT_CODE_BY_STATUS
-from providerkit import fake_env, fake_env_for, load_expectations, make_fake_bin_dir
+from support.providerkit import fake_env, fake_env_for, load_expectations, make_fake_bin_dir
 
 EXPECTATIONS = load_expectations()
 

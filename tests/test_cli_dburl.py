@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import li_command
-from userkit import run_as_nobody
+from support.cli import li_command
+from support.userkit import run_as_nobody
 
 SECRET = "s3cret-pw"
 

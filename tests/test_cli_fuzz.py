@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from lirun.cli.main import main
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
-from providerkit import make_fake_bin_dir
+from support.providerkit import make_fake_bin_dir
 
 pytestmark = [pytest.mark.faults]
 

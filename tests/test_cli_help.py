@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from conftest import li_command
 from lirun.cli.main import COMMANDS
+from support.cli import li_command
 
 # Commands with subcommands: each subcommand's help must document exit codes too.
 SUBCOMMANDS = {"invoke": ("start", "end"), "db": ("path", "migrate")}

@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from conftest import li_command
 from lirun.cli.main import main as li_main
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from lirun.store import Store
+from support.cli import li_command
 
 
 def li(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from execkit import get_row, git_repo, only_row, run_li, session_rows
 from lirun.cli import agent as agent_cli
 from lirun.cli import run as run_cli
 from lirun.cli.main import main as li_main
 from lirun.cli.options import option_arity, split_command
-from providerkit import fake_env_for, make_fake_bin_dir
+from support.execkit import get_row, git_repo, only_row, run_li, session_rows
+from support.providerkit import fake_env_for, make_fake_bin_dir
 
 
 @pytest.fixture
@@ -158,7 +158,7 @@ def test_agent_prompt_from_stdin_also_detached(
 
 
 def _li() -> list[str]:
-    from execkit import li_argv
+    from support.execkit import li_argv
 
     return li_argv()
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from execkit import get_row, git_repo, only_row, poll, run_li, send, session_rows, start_li
-from gitkit import GIT_ENV, commit, git
-from providerkit import fake_env, fake_env_for, make_fake_bin_dir
+from support.execkit import get_row, git_repo, only_row, poll, run_li, send, session_rows, start_li
+from support.gitkit import GIT_ENV, commit, git
+from support.providerkit import fake_env, fake_env_for, make_fake_bin_dir
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from conftest import li_command
 from lirun.cli import override as override_cli
 from lirun.cli.main import main as li_main
 from lirun.store import Store
+from support.cli import li_command
 
 ACTOR_X = ["--actor", "a", "--justification", "x"]
 REPAIR = ["--to", "completed", "--reason", "run.completed.admin", "--actor", "alice"]

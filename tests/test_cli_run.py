@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from execkit import (
+from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from support.execkit import (
     get_row,
     git_repo,
     li_argv,
@@ -29,7 +30,6 @@ from execkit import (
     wait_for_running_row,
     wait_line_for,
 )
-from lirun.lifecycle import EXIT_CODE_BY_STATUS
 
 
 @pytest.fixture

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from conftest import li_command
 from lirun.cli import status as status_cli
 from lirun.cli.main import main as li_main
 from lirun.cli.render import format_span, record_fields, status_style
 from lirun.errors import UsageError
 from lirun.liveness import boot_id, host_name
 from lirun.store import Store
+from support.cli import li_command
 
 
 def li(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

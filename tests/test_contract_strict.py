@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from execkit import git_repo, only_row, run_li, session_rows
-from lirun.artifacts import (
+from lirun.exec.profiles import ProfileError, load_playbook, load_profile
+from lirun.record.artifacts import (
     ArtifactContractError,
     validate_artifact_contract,
     verify_artifact_contract,
 )
-from lirun.profiles import ProfileError, load_playbook, load_profile
+from support.execkit import git_repo, only_row, run_li, session_rows
 
 TYPO = """\
 description: writes a report

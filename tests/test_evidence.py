@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gitkit import GIT_ENV, commit, git, make_repo
-from lirun import evidence
-from lirun.evidence import check_completion_evidence
+from lirun.record import evidence
+from lirun.record.evidence import check_completion_evidence
+from support.gitkit import GIT_ENV, commit, git, make_repo
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -24,9 +24,9 @@ from typing import Any
 import psutil
 import pytest
 
-from conftest import PG_URL, REQUIRE_PG, _admin_execute, _pg_unavailable
-from diskkit import fill, free
-from faultkit import (
+from lirun.lifecycle import EXIT_CODE_BY_STATUS, SESSION_TERMINAL_STATUSES
+from support.diskkit import fill, free
+from support.faultkit import (
     TRACEBACK,
     Lost,
     Round,
@@ -50,8 +50,8 @@ from faultkit import (
     tail,
     traceback_before_lirun,
 )
-from lirun.lifecycle import EXIT_CODE_BY_STATUS, SESSION_TERMINAL_STATUSES
-from pgcluster import PgCluster
+from support.pg import PG_URL, REQUIRE_PG, admin_execute, pg_unavailable
+from support.pgcluster import PgCluster
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
@@ -75,7 +75,7 @@ def new_db(request: pytest.FixtureRequest) -> Iterator[NewDb]:
     backend = request.param
     schemas: list[str] = []
     if backend == "postgres":
-        reason = _pg_unavailable()
+        reason = pg_unavailable()
         if reason:
             if REQUIRE_PG:
                 pytest.fail(f"PostgreSQL is required (LIRUN_TEST_REQUIRE_PG=1) but: {reason}")
@@ -91,7 +91,7 @@ def new_db(request: pytest.FixtureRequest) -> Iterator[NewDb]:
 
     yield make
     for schema in schemas:
-        _admin_execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        admin_execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def kind_name(kind: str, request: pytest.FixtureRequest) -> str:

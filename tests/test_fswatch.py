@@ -6,9 +6,9 @@ import threading
 import time
 from pathlib import Path
 
-from lirun.fswatch import DirectoryWatch
 from lirun.store import open_store
-from lirun.wait_wake import ChangeTokenWaker
+from lirun.wait.fswatch import DirectoryWatch
+from lirun.wait.wake import ChangeTokenWaker
 
 
 def test_a_write_in_the_directory_wakes_the_watch(tmp_path: Path) -> None:

@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from lirun.outcome import (
+from lirun.provider_errors import (
+    ProviderError,
+    ProviderNonRetryableError,
+    ProviderRetryableError,
+)
+from lirun.reasons import validate_reason
+from lirun.record.outcome import (
     OutcomeFacts,
     decide_outcome,
     find_provider_error,
@@ -17,12 +23,6 @@ from lirun.outcome import (
     needs_change_check,
     needs_linked_engine,
 )
-from lirun.provider_errors import (
-    ProviderError,
-    ProviderNonRetryableError,
-    ProviderRetryableError,
-)
-from lirun.reasons import validate_reason
 
 # --- fact builders ----------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lirun.errors import UsageError
-from lirun.profiles import (
+from lirun.exec.profiles import (
     ProfileError,
     load_playbook,
     load_profile,
@@ -247,6 +247,6 @@ def test_merged_defaults_playbook_wins(lirun_home: Path) -> None:
 
 
 def test_importing_profiles_does_not_import_yaml() -> None:
-    code = "import sys, lirun.profiles; print('yaml' in sys.modules)"
+    code = "import sys, lirun.exec.profiles; print('yaml' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -33,12 +33,13 @@ from lirun.exec.providers import (
     parse_provider_spec,
 )
 from lirun.exec.stream import KEPT_REPLY_CHARS
-from providerkit import (
+from support.providerkit import (
     FIXTURES_DIR,
     fake_env_for,
     fixture_path,
     load_expectations,
     make_fake_bin_dir,
+    reason_of,
 )
 
 EXPECTATIONS = load_expectations()
@@ -88,7 +89,7 @@ def test_fixture_verdict(name: str) -> None:
     exc_name = type(verdict.exception).__name__ if verdict.exception is not None else None
     assert exc_name == row["exception"]
     assert verdict.retryable is row["retryable"]
-    assert verdict.base_reason == row["reason"]
+    assert reason_of(verdict) == row["reason"]
     assert verdict.engine_session_uid == row["engine_session_uid"]
     assert verdict.final_text == row["final_text"]
     assert verdict.usage == row["usage"]
@@ -171,7 +172,7 @@ def test_claude_truncated_line_is_an_unparsed_note() -> None:
 def test_claude_transient_failures_are_retryable(fields: dict[str, Any]) -> None:
     verdict = feed(ClaudeStreamParser(), claude_result(**fields)).finish(0)
     assert isinstance(verdict.exception, ProviderRetryableError)
-    assert verdict.base_reason == "run.failed.provider_retryable"
+    assert reason_of(verdict) == "run.failed.provider_retryable"
 
 
 def test_claude_assistant_rate_limit_error_makes_failure_retryable() -> None:
@@ -287,7 +288,7 @@ def test_no_terminal_is_an_unclassified_provider_error(exit_code: int | None) ->
     verdict = ClaudeStreamParser().finish(exit_code, killed_by="idle")
     assert type(verdict.exception) is ProviderError
     assert verdict.exception.retryable is False
-    assert verdict.base_reason == "run.failed.provider_nonretryable"
+    assert reason_of(verdict) == "run.failed.provider_nonretryable"
 
 
 GARBAGE = [

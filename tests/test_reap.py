@@ -7,10 +7,10 @@ import subprocess
 import time
 from typing import Any
 
-from conftest import li_command
 from lirun.liveness import ORPHANED, STALE
-from lirun.reap import find_orphans, reap_sessions
-from waitkit import complete, killed_owner, live_owner
+from lirun.record.reap import find_orphans, reap_sessions
+from support.cli import li_command
+from support.waitkit import complete, killed_owner, live_owner
 
 
 def _seed(store: Any) -> None:

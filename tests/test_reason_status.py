@@ -11,7 +11,6 @@ import subprocess
 
 import pytest
 
-from conftest import li_command
 from lirun.errors import ValidationError
 from lirun.lifecycle import POLICIES
 from lirun.reasons import (
@@ -24,7 +23,8 @@ from lirun.reasons import (
     validate_reason,
 )
 from lirun.store import Store
-from storekit import REASON_FOR, create_entity
+from support.cli import li_command
+from support.storekit import REASON_FOR, create_entity
 
 EXCEPTIONS = {
     "run.cancelled.sigint": {"aborted", "cancelled"},

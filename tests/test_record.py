@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from execkit import get_row, git_repo, li_argv, only_row, opened_store, run_li
 from lirun.cli.agent import render_event
 from lirun.cli.render import format_cost, format_tokens
 from lirun.errors import UsageError
@@ -24,12 +23,13 @@ from lirun.exec import versions
 from lirun.exec.claude import ClaudeStreamParser
 from lirun.exec.codex import CodexStreamParser
 from lirun.exec.legs import AgentProgram, retry_note, token_counts
+from lirun.exec.profiles import ProfileError, load_playbook, load_profile
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import PROVIDERS
 from lirun.exec.stream import StreamParser
 from lirun.exec.supervisor import ProcessResult
-from lirun.profiles import ProfileError, load_playbook, load_profile
-from providerkit import fake_env_for, fixture_path, make_fake_bin_dir
+from support.execkit import get_row, git_repo, li_argv, only_row, opened_store, run_li
+from support.providerkit import fake_env_for, fixture_path, make_fake_bin_dir
 
 
 def replay(name: str) -> tuple[StreamParser, list[Any]]:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from execkit import (
+from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from support.execkit import (
     get_row,
     git_repo,
     li_argv,
@@ -27,8 +28,7 @@ from execkit import (
     start_li,
     wait_line_for,
 )
-from lirun.lifecycle import EXIT_CODE_BY_STATUS
-from storekit import write_lock_held
+from support.storekit import write_lock_held
 
 
 @pytest.fixture
@@ -305,7 +305,7 @@ def test_a_full_disk_at_teardown_spools_the_outcome(
     repo: Path, lirun_home: Path, tmp_path: Path, tiny_disk: Callable[[str], Path]
 ) -> None:
     """SQLite only: a full disk is a file-system fault (the database file is on it)."""
-    from diskkit import fill, free
+    from support.diskkit import fill, free
 
     disk = tiny_disk("2m")
     db = str(disk / "state.db")

@@ -10,8 +10,8 @@ import pytest
 
 from lirun.errors import LirunError, ValidationError
 from lirun.paths import runs_root
-from lirun.rundir import RunDir, RunDirError, allocate_run, new_run_id, safe_component
-from userkit import run_as_nobody
+from lirun.record.rundir import RunDir, RunDirError, allocate_run, new_run_id, safe_component
+from support.userkit import run_as_nobody
 
 
 @pytest.fixture
@@ -176,7 +176,7 @@ def test_unwritable_runs_root_is_typed(home: Path) -> None:
 
 
 _ALLOCATE_AS_USER = """
-from lirun.rundir import RunDirError, allocate_run
+from lirun.record.rundir import RunDirError, allocate_run
 try:
     allocate_run(run_id="r1")
     print("ok")

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from conftest import li_command
 from lirun.errors import AmbiguousIdError, NotFoundError
 from lirun.store import Store
-from waitkit import complete, parse_line, run_wait
+from support.cli import li_command
+from support.waitkit import complete, parse_line, run_wait
 
 RUN = "20260709T120000-2b5dd3"
 

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from lirun.rundir import RunDir, allocate_run
-from lirun.spool import (
+from lirun.record.rundir import RunDir, allocate_run
+from lirun.record.spool import (
     SpooledOutcome,
     apply_pending,
     database_key,
     decide_delivery,
     pending_files,
 )
+from lirun.record.teardown import setup_persist_sync, teardown_persist_sync
 from lirun.store import Store
-from lirun.teardown import setup_persist_sync, teardown_persist_sync
 
 SPOOLED = SpooledOutcome(
     run_id="r1",
@@ -131,7 +131,7 @@ def test_when_even_the_spool_cannot_be_written_teardown_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from lirun.errors import OutcomeNotRecordedError
-    from lirun.teardown import finalize_sync
+    from lirun.record.teardown import finalize_sync
 
     (lirun_home / "pending").write_text("not a directory")
     ctx = setup_persist_sync(run, db=db_url, provider="command")

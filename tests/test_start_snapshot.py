@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from gitkit import GIT_ENV, commit, git, make_repo
-from lirun import fingerprint
-from lirun.evidence import (
+from lirun.record import fingerprint
+from lirun.record.evidence import (
     CompletionEvidence,
     StartSnapshot,
     check_completion_evidence,
     take_start_snapshot,
 )
+from support.gitkit import GIT_ENV, commit, git, make_repo
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lirun import StateDB, TransitionRejectedError
-from storekit import write_lock_held
+from support.storekit import write_lock_held
 
 
 def test_round_trip(db_url: str) -> None:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REQUIRE_PG, make_pg_url
 from lirun.errors import (
     DatabaseCorruptError,
     DatabaseUnavailableError,
@@ -22,7 +21,8 @@ from lirun.errors import (
     MissingDriverError,
 )
 from lirun.store import open_store
-from userkit import run_as_nobody
+from support.pg import REQUIRE_PG, make_pg_url
+from support.userkit import run_as_nobody
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

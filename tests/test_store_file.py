@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import li_command
 from lirun.store import open_store
-from userkit import AS_NOBODY, _readable_source, run_as_nobody
+from support.cli import li_command
+from support.userkit import AS_NOBODY, _readable_source, run_as_nobody
 
 
 def test_the_four_slash_absolute_url_form(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from lirun.errors import ConflictError, NotFoundError, TransitionRejectedError, 
 from lirun.lifecycle import POLICIES
 from lirun.reasons import VALID_REASON_CODES, validate_reason
 from lirun.store import Store
-from storekit import assert_linear, create_entity, entity_types, reason_for
+from support.storekit import assert_linear, create_entity, entity_types, reason_for
 
 # A walk through each entity's statuses that ends terminal and then tries to leave.
 WALKS: dict[str, list[str]] = {

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from conftest import make_pg_url
 from lirun.errors import DatabaseUnavailableError, SchemaTooNewError
 from lirun.store import Store, is_postgres_url, open_store
 from lirun.store.connector import split_statements
 from lirun.store.postgres import split_schema
 from lirun.store.queries import latest_version, load_migrations
-from storekit import raw_write
+from support.pg import make_pg_url
+from support.storekit import raw_write
 
 _OPENER = """
 import sys

@@ -11,8 +11,8 @@ from typing import Any
 
 from lirun.liveness import DEFAULT_LEASE_SECONDS, current_owner
 from lirun.store import Store, open_store
-from userkit import run_as_nobody
-from waitkit import killed_owner, parse_line, run_wait
+from support.userkit import run_as_nobody
+from support.waitkit import killed_owner, parse_line, run_wait
 
 _CREATE_AND_DIE = """
 import os, sys
@@ -100,8 +100,8 @@ def test_a_waiter_that_cannot_write_waits_without_reaping_and_says_so_once(
 
 
 def test_a_setup_persist_row_records_its_owner(store: Store, db_url: str) -> None:
-    from lirun.rundir import allocate_run
-    from lirun.teardown import setup_persist_sync
+    from lirun.record.rundir import allocate_run
+    from lirun.record.teardown import setup_persist_sync
 
     run = allocate_run()
     ctx = setup_persist_sync(run, db=db_url)

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from conftest import make_pg_url
 from lirun.store import Store, open_store
 from lirun.store.connector import NOTIFY_CHANNEL
-from storekit import create_entity
+from support.pg import make_pg_url
+from support.storekit import create_entity
 
 pytestmark = pytest.mark.postgres
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import li_command
 from lirun.store import open_store
-from pgcluster import PgCluster
-from waitkit import finish, parse_line, read_line, start_waiter, wait_until_ready
+from support.cli import li_command
+from support.pgcluster import PgCluster
+from support.waitkit import finish, parse_line, read_line, start_waiter, wait_until_ready
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

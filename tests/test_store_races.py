@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+import support
 from lirun.errors import DatabaseBusyError
 from lirun.store import Store, open_store
-from storekit import write_lock_held
+from support.storekit import write_lock_held
 
 PROCESSES = 8
 ROWS = 200
@@ -24,7 +25,7 @@ TERMINALS = ("completed", "failed", "timed_out", "cancelled", "aborted", "comple
 _RACER = """
 import json, sys
 from lirun.store import open_store
-from storekit import reason_for
+from support.storekit import reason_for
 url, worker, status, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 store = open_store(url)
 ids = [f"row-{i}" for i in range(rows)]
@@ -83,7 +84,7 @@ def test_eight_processes_finalizing_the_same_rows_give_one_winner_each(
 ) -> None:
     for i in range(ROWS):
         store.create_session(id=f"row-{i}")
-    env = {**li_env, "PYTHONPATH": str(__import__("conftest").TESTS_DIR)}
+    env = {**li_env, "PYTHONPATH": str(support.TESTS_DIR)}
     results = race(db_url, env)
 
     assert [r["errors"] for r in results] == [[]] * PROCESSES

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from conftest import make_pg_url
 from lirun.errors import DatabaseBusyError, DatabaseConnectionLostError
 from lirun.store import Store, open_store
 from lirun.store.retry import backoff, retry_write, write_retry_seconds
-from storekit import assert_linear, write_lock_held
+from support.pg import make_pg_url
+from support.storekit import assert_linear, write_lock_held
 
 
 def _finish(store: Store, entity_id: str, **kwargs: Any) -> bool:
@@ -105,7 +105,7 @@ def pg_only_url() -> Iterator[str]:
 def test_postgres_connections_dropped_by_the_server_are_replaced(pg_only_url: str) -> None:
     import psycopg
 
-    from conftest import PG_URL
+    from support.pg import PG_URL
 
     store = open_store(pg_only_url)
     try:

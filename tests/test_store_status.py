@@ -9,7 +9,7 @@ import pytest
 from lirun.errors import NotFoundError, TransitionRejectedError, ValidationError
 from lirun.lifecycle import POLICIES
 from lirun.store import Store, open_store
-from storekit import create_entity, entity_types, raw_write, reason_for, snapshot
+from support.storekit import create_entity, entity_types, raw_write, reason_for, snapshot
 
 
 def finish(store: Store, sid: str, status: str = "completed", **kwargs: Any) -> bool:

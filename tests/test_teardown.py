@@ -11,25 +11,25 @@ from typing import Any
 
 import pytest
 
-import lirun.facts
-from lirun.artifacts import ArtifactContractError, ArtifactPathError
+import lirun.record.facts
 from lirun.errors import UsageError, ValidationError
-from lirun.evidence import check_completion_evidence
 from lirun.provider_errors import (
     ProviderError,
     ProviderNonRetryableError,
     ProviderRetryableError,
 )
-from lirun.rundir import RunDir, allocate_run
-from lirun.store import StateDB, Store
-from lirun.teardown import (
+from lirun.record.artifacts import ArtifactContractError, ArtifactPathError
+from lirun.record.evidence import check_completion_evidence
+from lirun.record.rundir import RunDir, allocate_run
+from lirun.record.teardown import (
     PersistContext,
     setup_persist,
     setup_persist_sync,
     teardown_persist,
     teardown_persist_sync,
 )
-from teardownkit import GIT_ENV, finalize_as, git, make_repo, other_writer
+from lirun.store import StateDB, Store
+from support.teardownkit import GIT_ENV, finalize_as, git, make_repo, other_writer
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -85,7 +85,7 @@ def forbid_git(monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*_a: object, **_k: object) -> None:
         raise AssertionError("git evidence must not be gathered here")
 
-    monkeypatch.setattr(lirun.facts, "check_completion_evidence", fail)
+    monkeypatch.setattr(lirun.record.facts, "check_completion_evidence", fail)
 
 
 # --- setup -----------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_setup_failure_returns_none_and_warns(
         if kind == "missing-dir"
         else "postgresql://postgres@127.0.0.1:1/test"
     )
-    with caplog.at_level(logging.WARNING, logger="lirun.teardown"):
+    with caplog.at_level(logging.WARNING, logger="lirun.record.teardown"):
         assert setup_persist_sync(run, db=url, artifact_contract=REPORT) is None
     assert any(run.run_id in r.getMessage() for r in caplog.records)
     assert teardown_persist_sync(None, status="timed_out") == "timed_out"
@@ -182,7 +182,7 @@ def test_unwritable_run_dir_returns_none_without_a_row(
     blocker = tmp_path / "blocker"
     blocker.write_text("a file where a directory should be", encoding="utf-8")
     run = RunDir("r-unwritable", blocker / "r-unwritable", blocker / "art")
-    with caplog.at_level(logging.WARNING, logger="lirun.teardown"):
+    with caplog.at_level(logging.WARNING, logger="lirun.record.teardown"):
         assert setup_persist_sync(run, db=db_url) is None
     assert "r-unwritable" in caplog.text
     assert store.list_sessions() == []
@@ -515,8 +515,8 @@ def test_lost_race_returns_the_persisted_winner(
         assert finalize_as(db_url, run.run_id, "failed", "session.orphaned.no_process")
         return check_completion_evidence(cwd, **kw)
 
-    monkeypatch.setattr(lirun.facts, "check_completion_evidence", racing_probe)
-    with caplog.at_level(logging.INFO, logger="lirun.teardown"):
+    monkeypatch.setattr(lirun.record.facts, "check_completion_evidence", racing_probe)
+    with caplog.at_level(logging.INFO, logger="lirun.record.teardown"):
         assert teardown_persist_sync(ctx) == "failed"
     row = store.get_entity("session", run.run_id)
     assert row is not None
@@ -535,7 +535,7 @@ def test_terminal_snapshot_skips_the_write(
 ) -> None:
     ctx = start(run, db_url, artifact_contract=REPORT)
     assert finalize_as(db_url, run.run_id, "failed", "session.stale.no_heartbeat")
-    with caplog.at_level(logging.WARNING, logger="lirun.teardown"):
+    with caplog.at_level(logging.WARNING, logger="lirun.record.teardown"):
         status = teardown_persist_sync(ctx, status="timed_out")
     assert status == "timed_out"  # this invocation's verdict, reported but not written
     assert "already failed" in caplog.text
@@ -580,12 +580,12 @@ def test_a_write_that_cannot_land_is_spooled_then_applied(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from lirun.spool import PENDING_FILE, apply_pending, pending_files
+    from lirun.record.spool import PENDING_FILE, apply_pending, pending_files
 
     ctx = start(run, db_url)
     monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.3")  # after setup: it had no fault
     ctx.store.close()  # the database handle dies under teardown
-    with caplog.at_level(logging.WARNING, logger="lirun.teardown"):
+    with caplog.at_level(logging.WARNING, logger="lirun.record.teardown"):
         assert teardown_persist_sync(ctx, status="timed_out") == "timed_out"
     assert "the outcome is spooled" in caplog.text
     assert store.get_entity("session", run.run_id)["status"] == "running"  # type: ignore[index]
@@ -605,7 +605,7 @@ def test_unknown_extras_are_ignored_with_a_warning(
     db_url: str, store: Store, run: RunDir, caplog: pytest.LogCaptureFixture
 ) -> None:
     ctx = start(run, db_url)
-    with caplog.at_level(logging.WARNING, logger="lirun.facts"):
+    with caplog.at_level(logging.WARNING, logger="lirun.record.facts"):
         status = teardown_persist_sync(
             ctx, status="failed", extras={"exit_code": "3", "colour": "blue"}
         )
@@ -620,7 +620,7 @@ def test_second_teardown_is_a_no_op(
 ) -> None:
     ctx = start(run, db_url)
     assert teardown_persist_sync(ctx, extras={"assistant_output": True}) == "completed"
-    with caplog.at_level(logging.WARNING, logger="lirun.teardown"):
+    with caplog.at_level(logging.WARNING, logger="lirun.record.teardown"):
         assert teardown_persist_sync(ctx, status="failed") == "failed"
     assert "already finalized" in caplog.text
     assert [t["status"] for t in store.list_transitions("session", run.run_id)] == [
@@ -633,7 +633,7 @@ def test_unknown_contract_fields_warn_but_are_kept(
     db_url: str, store: Store, run: RunDir, caplog: pytest.LogCaptureFixture
 ) -> None:
     contract = {"expected": [{"id": "r", "path": "r.md", "mime": "text/markdown"}]}
-    with caplog.at_level(logging.WARNING, logger="lirun.teardown"):
+    with caplog.at_level(logging.WARNING, logger="lirun.record.teardown"):
         ctx = start(run, db_url, artifact_contract=contract)
     assert "unknown field 'mime'" in caplog.text
     row = store.get_entity("session", run.run_id)

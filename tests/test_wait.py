@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from waitkit import (
+from support.waitkit import (
     complete,
     finish,
     hold_write_lock,

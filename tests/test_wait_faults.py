@@ -6,8 +6,8 @@ import time
 from typing import Any
 
 from lirun.store import open_store
-from storekit import write_lock_held
-from waitkit import finish, killed_owner, parse_line, start_waiter
+from support.storekit import write_lock_held
+from support.waitkit import finish, killed_owner, parse_line, start_waiter
 
 
 def test_printed_reap_is_the_committed_row_while_another_process_holds_the_lock(

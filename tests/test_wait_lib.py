@@ -11,10 +11,11 @@ import pytest
 
 from lirun import format_wait_line, wait_for_terminal
 from lirun.store import StateDB, open_store
-from lirun.wait_outcome import exit_code_for, project
-from lirun.wait_resolve import Target, like_prefix, pick_exact, split_ids
-from lirun.wait_watch import Watcher
-from waitkit import complete
+from lirun.store.core import id_fragment_params
+from lirun.wait.outcome import exit_code_for, project
+from lirun.wait.resolve import Target, pick_exact, split_ids
+from lirun.wait.watch import Watcher
+from support.waitkit import complete
 
 # -- pure pieces ------------------------------------------------------------------
 
@@ -76,8 +77,8 @@ def test_split_ids() -> None:
     assert split_ids(["a,b", " c ", "a", ",,", "d e,f"]) == ["a", "b", "c", "d", "e", "f"]
 
 
-def test_like_prefix_escapes_metacharacters() -> None:
-    assert like_prefix("a_b%c\\") == "a\\_b\\%c\\\\%"
+def test_an_id_prefix_pattern_escapes_like_metacharacters() -> None:
+    assert id_fragment_params("a_b%c\\")["prefix_pattern"] == "a\\_b\\%c\\\\%"
 
 
 def test_pick_exact_prefers_tier_then_newest() -> None:
@@ -208,7 +209,7 @@ def test_a_commit_wakes_a_waiter_long_before_its_interval(store: Any, db_url: st
     ],
 )
 def test_quick_argument_parsing_matches_argparse(argv: list[str]) -> None:
-    from lirun.wait_run import _quick_parse, full_parse
+    from lirun.cli.wait import _quick_parse, full_parse
 
     quick = _quick_parse(argv)
     assert quick is not None and vars(quick) == vars(full_parse(argv))
@@ -219,7 +220,7 @@ def test_quick_argument_parsing_matches_argparse(argv: list[str]) -> None:
     [["a", "--interval"], ["a", "--interval", "0"], ["--int", "2", "a"], ["a", "-x"], ["--", "a"]],
 )
 def test_anything_unusual_goes_to_argparse(argv: list[str]) -> None:
-    from lirun.wait_run import _quick_parse
+    from lirun.cli.wait import _quick_parse
 
     assert _quick_parse(argv) is None
 
@@ -242,7 +243,7 @@ class _FakeConnector:
 
 
 def test_sqlite_waker_backs_off_on_useless_wakes_and_recovers() -> None:
-    from lirun.wait_wake import ChangeTokenWaker
+    from lirun.wait.wake import ChangeTokenWaker
 
     conn = _FakeConnector()
     waker = ChangeTokenWaker(
@@ -268,3 +269,27 @@ def test_sqlite_waker_backs_off_on_useless_wakes_and_recovers() -> None:
     assert waker.wait(0.001, lambda: False) is False  # a quiet look restores promptness
     assert waker.gap == 0.01
     assert waker.wait(5.0, lambda: True) is False  # stop is honoured before sleeping
+
+
+def test_a_library_waiter_reports_through_logging_not_stderr(
+    store: Any, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only `li wait` writes `li wait: ...` lines; the library logs (or calls on_warning)."""
+    import logging
+
+    from lirun.errors import DatabaseConnectionLostError
+
+    store.create_session(id="w")
+    watcher = Watcher(store, ["w"])
+
+    def lost(keys: Any) -> Any:
+        raise DatabaseConnectionLostError("the server went away")
+
+    watcher.fetch = lost  # type: ignore[method-assign]
+    try:
+        with caplog.at_level(logging.WARNING, logger="lirun.wait.watch"):
+            watcher.tick()
+    finally:
+        watcher.close()
+    assert "the server went away" in caplog.text
+    assert capsys.readouterr().err == ""

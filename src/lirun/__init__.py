@@ -21,8 +21,8 @@ _EXPORTS: dict[str, str] = {
     "lirun_home": "lirun.paths",
     "runs_root": "lirun.paths",
     # D1
-    "RunDir": "lirun.rundir",
-    "allocate_run": "lirun.rundir",
+    "RunDir": "lirun.record.rundir",
+    "allocate_run": "lirun.record.rundir",
     # D2
     "VALID_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
     "TERMINAL_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
@@ -37,18 +37,18 @@ _EXPORTS: dict[str, str] = {
     "TransitionRejectedError": "lirun.errors",
     "LirunError": "lirun.errors",
     # D3
-    "ArtifactPathError": "lirun.artifacts",
-    "validate_artifact_contract": "lirun.artifacts",
-    "resolve_artifact_contract": "lirun.artifacts",
-    "verify_artifact_contract": "lirun.artifacts",
+    "ArtifactPathError": "lirun.record.artifacts",
+    "validate_artifact_contract": "lirun.record.artifacts",
+    "resolve_artifact_contract": "lirun.record.artifacts",
+    "verify_artifact_contract": "lirun.record.artifacts",
     # D4
-    "check_completion_evidence": "lirun.evidence",
-    "setup_persist": "lirun.teardown",
-    "teardown_persist": "lirun.teardown",
+    "check_completion_evidence": "lirun.record.evidence",
+    "setup_persist": "lirun.record.teardown",
+    "teardown_persist": "lirun.record.teardown",
     # D6
-    "wait_for_terminal": "lirun.wait",
-    "format_wait_line": "lirun.wait",
-    "run_wait": "lirun.wait",
+    "wait_for_terminal": "lirun.wait.api",
+    "format_wait_line": "lirun.wait.api",
+    "run_wait": "lirun.cli.wait",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -42,6 +42,6 @@ def deliver_pending(prog: str, url: str | None) -> None:
 
     if nothing_pending():
         return
-    from lirun.spool import deliver_pending as deliver
+    from lirun.record.spool import deliver_pending as deliver
 
     deliver(url, warn=lambda message: warn(prog, f"warning: {message}"))

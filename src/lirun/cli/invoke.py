@@ -13,7 +13,7 @@ from typing import Any
 from lirun.cli.common import add_db_option, make_parser, print_json, warn
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, policy_for
 from lirun.reasons import resolve_run_reason
-from lirun.rundir import safe_component
+from lirun.record.rundir import safe_component
 from lirun.store import open_store
 
 PROG = "li invoke"

@@ -257,7 +257,7 @@ def _declarations(
     """(contract, run defaults, playbook prompt) from --profile, --playbook and --artifact."""
     if not (args.profile or args.playbook or args.artifact):
         return None, {}, None  # the common case stays off the YAML import path
-    from lirun.profiles import (
+    from lirun.exec.profiles import (
         load_playbook,
         load_profile,
         merged_defaults,
@@ -372,7 +372,7 @@ def stdin_for(args: argparse.Namespace) -> int | None:
 def _detach(command: str, argv: list[str], request: Any, *, as_json: bool) -> int:
     from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
     from lirun.exec.execution import prepare
-    from lirun.rundir import allocate_run
+    from lirun.record.rundir import allocate_run
     from lirun.signals import held_trap
     from lirun.store import open_store
 

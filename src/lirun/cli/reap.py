@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
-from lirun.reap import find_orphans, reap_sessions, report
+from lirun.record.reap import find_orphans, reap_sessions, report
 from lirun.store import open_store
 
 EXIT_CODES = "  0  done (also when nothing needed reaping)\n  2  usage error, or no database"

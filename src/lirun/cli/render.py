@@ -229,7 +229,7 @@ def verification_lines(result: object) -> list[str]:
         for item in result.get(key) or []:
             line = f"{label:<17} {item.get('id')}  {item.get('path')}"
             if item.get("problem") and item.get("problem") != "missing":
-                from lirun.artifacts import describe_problem
+                from lirun.record.artifacts import describe_problem
 
                 line += f"  ({describe_problem(item['problem'])})"
             lines.append(line)

@@ -1,7 +1,7 @@
 """``li status [ID]``: recent executions, or one record with its history.
 
 The database is opened read-only. An ID is resolved as ``li wait`` resolves it
-(``lirun.wait_resolve``): an exact session, invocation, play, branch, run or schedule-run
+(``lirun.wait.resolve``): an exact session, invocation, play, branch, run or schedule-run
 id first, else a unique prefix or suffix; two or more matches are an error that lists
 up to ten of them and counts the rest (DESIGN §4.4).
 """
@@ -48,7 +48,7 @@ def resolve_record(store: Store, ident: str) -> tuple[str, dict[str, Any]]:
     NotFoundError when nothing matches; AmbiguousIdError (a UsageError) listing at most
     ten candidates and how many more when a prefix or suffix is ambiguous.
     """
-    from lirun.wait_resolve import AMBIGUOUS, resolve_targets
+    from lirun.wait.resolve import AMBIGUOUS, resolve_targets
 
     if not ident.strip():
         raise UsageError("the ID must not be empty")
@@ -82,7 +82,7 @@ def owner_verdict(row: dict[str, Any], now: float) -> dict[str, Any] | None:
 def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
     """``artifact_dir`` and ``run_dir`` as ``li wait`` reports them (DESIGN §4.1): the
     stored roots of the record's backing session (the session itself for a session)."""
-    from lirun.wait_resolve import id_list_param
+    from lirun.wait.resolve import id_list_param
 
     kinds = ("session", "invocation", "play", "schedule_run")
     params = {f"{k}_ids": id_list_param(store, [entity_id] if k == kind else []) for k in kinds}

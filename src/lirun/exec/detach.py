@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from lirun.errors import LirunError
-from lirun.rundir import RunDir
+from lirun.record.rundir import RunDir
 from lirun.store import Store
 
 __all__ = [

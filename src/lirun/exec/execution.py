@@ -29,13 +29,13 @@ from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
 from lirun.exec.supervisor import Limits, ProcessResult, supervise
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
-from lirun.rundir import RUN_ID_ENV_VARS, RunDir, allocate_run
+from lirun.record.rundir import RUN_ID_ENV_VARS, RunDir, allocate_run
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 
 if TYPE_CHECKING:
     from lirun.exec.stream import Event, Message
-    from lirun.teardown import Finalized, PersistContext
+    from lirun.record.teardown import Finalized, PersistContext
 
 __all__ = [
     "ExecutionRequest",
@@ -318,7 +318,7 @@ def _should_resume(ex: _Execution, outcome: LegOutcome, trap: SignalTrap) -> boo
 
 
 def _run_legs(ex: _Execution, trap: SignalTrap, ctx: Any) -> tuple[LegOutcome, list[LegOutcome]]:
-    from lirun.teardown import teardown_persist_sync
+    from lirun.record.teardown import teardown_persist_sync
 
     legs: list[LegOutcome] = []
     while True:
@@ -379,7 +379,7 @@ def _persist_response(ex: _Execution, outcome: LegOutcome) -> None:
 def _supervised(
     ex: _Execution, trap: SignalTrap, ctx: PersistContext
 ) -> tuple[Finalized, LegOutcome]:
-    from lirun.teardown import finalize_sync
+    from lirun.record.teardown import finalize_sync
 
     interval, _ = _intervals(ex.request)
     heartbeat = Heartbeat(lambda: ex.store.heartbeat(ex.run.run_id), interval)
@@ -442,7 +442,7 @@ def _discard(run: RunDir) -> None:
 
 def _setup(ex: _Execution, trap: SignalTrap) -> PersistContext:
     """Create the record, or refuse: nothing starts without one (exit 2, DESIGN §4.8)."""
-    from lirun.teardown import setup_record_sync
+    from lirun.record.teardown import setup_record_sync
 
     if trap.received is not None:
         _discard(ex.run)
@@ -471,7 +471,7 @@ def _warn_pending(result: ExecutionResult, finalized: Finalized) -> None:
 
 
 def _apply_pending(db: Store) -> None:
-    from lirun.spool import apply_pending
+    from lirun.record.spool import apply_pending
 
     try:
         apply_pending(db)

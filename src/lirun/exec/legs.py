@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the generic-command path never needs the stream parsers
     from lirun.exec.stream import Event, Message, StreamParser
     from lirun.exec.supervisor import ProcessResult
     from lirun.exec.verdict import Verdict
-    from lirun.rundir import RunDir
+    from lirun.record.rundir import RunDir
 
 __all__ = [
     "CONTINUATION_PROMPT",

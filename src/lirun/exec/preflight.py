@@ -14,7 +14,7 @@ from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
 from lirun.paths import runs_root
-from lirun.rundir import RUN_ID_ENV_VARS, safe_component
+from lirun.record.rundir import RUN_ID_ENV_VARS, safe_component
 from lirun.store import Store
 
 __all__ = ["Resume", "check_run_id_free", "preflight", "resolve_resume"]

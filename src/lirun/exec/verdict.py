@@ -40,12 +40,3 @@ class Verdict:
     @property
     def retryable(self) -> bool:
         return self.exception is not None and self.exception.retryable
-
-    @property
-    def base_reason(self) -> str:
-        """The DESIGN §5 reason this verdict leads to when no later gate intervenes."""
-        if self.exception is None:
-            return "run.completed.ok"
-        if self.exception.retryable:
-            return "run.failed.provider_retryable"
-        return "run.failed.provider_nonretryable"

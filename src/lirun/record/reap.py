@@ -115,7 +115,7 @@ def _stop_orphaned_group(
 
 
 def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any] | None:
-    from lirun.spool import apply_pending_run
+    from lirun.record.spool import apply_pending_run
 
     # The owner died after spooling the outcome it could not write: the true cause wins.
     with contextlib.suppress(LirunError, OSError):  # then judge the row as it is

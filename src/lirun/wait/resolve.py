@@ -44,11 +44,6 @@ def id_list_param(store: Store, ids: Sequence[str]) -> Any:
     return json.dumps(list(ids)) if store.dialect == "sqlite" else list(ids)
 
 
-def like_prefix(prefix: str) -> str:
-    """A LIKE pattern matching ids that start with ``prefix`` literally (ESCAPE '\\')."""
-    return str(id_fragment_params(prefix)["prefix_pattern"])
-
-
 def pick_exact(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     """Per input, the lowest tier's row, and within a tier the newest: (kind, id)."""
     best: dict[str, tuple[int, float, str, str]] = {}

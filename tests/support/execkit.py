@@ -12,9 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gitkit import make_repo
+from support.gitkit import make_repo
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 # Generous: CI machines are shared; a hung li must still fail the test, not the suite.
 LI_TIMEOUT = 60.0
 

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from gitkit import GIT_ENV, git, make_repo
 from lirun.store import Store, open_store
+from support.gitkit import GIT_ENV, git, make_repo
 
 __all__ = ["GIT_ENV", "finalize_as", "git", "make_repo", "other_writer"]
 

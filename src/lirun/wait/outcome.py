@@ -11,7 +11,7 @@ from typing import Any
 from lirun.errors import listed_candidates
 from lirun.lifecycle import policy_for
 from lirun.reasons import display_reason
-from lirun.wait_resolve import AMBIGUOUS, NOT_FOUND, Target
+from lirun.wait.resolve import AMBIGUOUS, NOT_FOUND, Target
 
 UNKNOWN = "unknown"
 PENDING = "pending"  # never read: the wait ended before its first successful read

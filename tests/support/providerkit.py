@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = TESTS_DIR / "fixtures"
 FAKE_PROVIDER = TESTS_DIR / "fake_provider.py"
 PROVIDER_NAMES = ("claude", "codex")
@@ -72,3 +72,13 @@ def fake_env_for(fixture: str, **overrides: Any) -> dict[str, str]:
     settings: dict[str, Any] = {"exit_code": row["exit_code"], "hang_after": row["hang_after"]}
     settings.update(overrides)
     return fake_env(fixture, **settings)
+
+
+def reason_of(verdict: Any) -> str:
+    """The DESIGN §5 reason a parser's verdict leads to when no later gate intervenes,
+    by the one reason mapping there is (``lirun.record.outcome``)."""
+    from lirun.record.outcome import OutcomeFacts, base_outcome
+
+    return base_outcome(
+        OutcomeFacts(status=verdict.status, exception=verdict.exception)
+    ).reason_code

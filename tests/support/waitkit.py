@@ -10,8 +10,8 @@ import sys
 import time
 from typing import Any
 
-from conftest import li_command
 from lirun.liveness import boot_id, current_owner, host_name, process_start_time
+from support.cli import li_command
 
 LINE_TIMEOUT = 20.0
 

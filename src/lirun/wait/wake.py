@@ -18,8 +18,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, Protocol
 
-from lirun.fswatch import DirectoryWatch
 from lirun.store.connector import NOTIFY_CHANNEL, Connector
+from lirun.wait.fswatch import DirectoryWatch
 
 # Shortest gap between two looks at data_version. With a directory watch the first look
 # after a quiet spell is immediate (commit-to-line is about a millisecond) and this only

@@ -1,13 +1,12 @@
 """Wait for executions to finish: the machine completion surface (ADR D6, DESIGN §4-6).
 
-``wait_for_terminal`` is the async library API; ``run_wait`` is `li wait` (it drives
-the same ``Watcher`` synchronously, so the command starts without asyncio);
-``format_wait_line`` is the one stable line per finished target.
+``wait_for_terminal`` is the async library API; ``drive`` is the synchronous loop that
+`li wait` (``lirun.cli.wait``) runs over the same ``Watcher``, so the command starts
+without asyncio; ``format_wait_line`` is the one stable line per finished target.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import time
@@ -17,13 +16,12 @@ from typing import Any
 from lirun.errors import DatabaseConnectionLostError
 from lirun.paths import resolve_db_url
 from lirun.store import StateDB, Store, open_store
-from lirun.wait_outcome import format_wait_line
-from lirun.wait_resolve import split_ids
-from lirun.wait_watch import Watcher
+from lirun.wait.outcome import format_wait_line
+from lirun.wait.resolve import split_ids
+from lirun.wait.watch import Watcher, log_warning
 
-__all__ = ["format_wait_line", "run_wait", "wait_for_terminal"]
+__all__ = ["drive", "format_wait_line", "wait_for_terminal"]
 
-log = logging.getLogger(__name__)
 
 Outcome = dict[str, Any]
 WaitDb = StateDB | Store | str | os.PathLike[str] | None
@@ -130,12 +128,15 @@ async def wait_for_terminal(
     should_stop: Callable[[], bool] | None = None,
     timeout: float | None = None,
     db: WaitDb = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> list[Outcome]:
     """Wait until every target is terminal (or gone); outcomes in input order.
 
     ``on_result`` is called once per target as it becomes final (terminal, deleted,
     not found or ambiguous); ``should_stop`` is checked between ticks; ``timeout``
-    bounds the whole wait. Targets still running at a stop or timeout are returned
+    bounds the whole wait. Diagnostics (a lost database connection, a row it cannot
+    reap) go to ``on_warning`` when given, else to the ``lirun.wait.watch`` logger;
+    nothing is written to stderr. Targets still running at a stop or timeout are returned
     with their last status and ``terminal=False``. Database reads run in a worker
     thread, so a busy database never blocks the event loop.
     """
@@ -145,12 +146,12 @@ async def wait_for_terminal(
     period, limit = check_interval(interval), check_timeout(timeout)
     stop = should_stop or (lambda: False)
     store, owned = await asyncio.to_thread(
-        lambda: open_for_wait(db, timeout=limit, stop=stop, warn=log.warning)
+        lambda: open_for_wait(db, timeout=limit, stop=stop, warn=on_warning or log_warning)
     )
     cancelled = threading.Event()
     try:
         watcher = await asyncio.to_thread(
-            Watcher, store, split_ids(list(ids)), writable=writable_opener(store)
+            Watcher, store, split_ids(list(ids)), writable=writable_opener(store), warn=on_warning
         )
         try:
             deadline = None if limit is None else time.monotonic() + limit
@@ -171,10 +172,3 @@ async def wait_for_terminal(
     finally:
         if owned:
             await asyncio.to_thread(store.close)
-
-
-def run_wait(argv: list[str]) -> int:
-    """`li wait ID...`: print one line per target as it finishes; exit per DESIGN §5."""
-    from lirun.wait_run import run
-
-    return run(argv)

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from lirun.artifacts import verify_artifact_contract
-from lirun.evidence import check_completion_evidence
-from lirun.outcome import (
+from lirun.record.artifacts import verify_artifact_contract
+from lirun.record.evidence import check_completion_evidence
+from lirun.record.outcome import (
     OutcomeFacts,
     gate_applies,
     linked_row_refusal,
@@ -23,7 +23,7 @@ from lirun.outcome import (
 )
 
 if TYPE_CHECKING:
-    from lirun.teardown import PersistContext
+    from lirun.record.context import PersistContext
 
 __all__ = ["EXTRAS_KEYS", "TeardownExtras", "find_linked_row", "gather_facts"]
 

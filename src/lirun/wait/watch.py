@@ -7,16 +7,15 @@ without importing asyncio).
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseUnavailableError, LirunError
 from lirun.store.core import Store
-from lirun.wait_outcome import is_final, project, unfinished
-from lirun.wait_resolve import Target, id_list_param, resolve_targets
-from lirun.wait_wake import make_waker
+from lirun.wait.outcome import is_final, project, unfinished
+from lirun.wait.resolve import Target, id_list_param, resolve_targets
+from lirun.wait.wake import make_waker
 
 Key = tuple[str, str]  # (kind, canonical id)
 # Liveness is judged at most this often: probing /proc for every running row on
@@ -25,9 +24,11 @@ LIVENESS_SECONDS = 1.0
 _KINDS = ("session", "invocation", "play", "schedule_run")
 
 
-def _stderr(message: str) -> None:
-    sys.stderr.write(f"li wait: {message}\n")
-    sys.stderr.flush()
+def log_warning(message: str) -> None:
+    """The library's default: a logging warning (`li wait` passes its own stderr writer)."""
+    import logging  # on first use: `li wait` never needs it
+
+    logging.getLogger(__name__).warning("%s", message)
 
 
 def _one_per_record(targets: Iterable[Target]) -> list[Target]:
@@ -47,7 +48,8 @@ class Watcher:
     """Resolve ``ids`` (already split), then report each target once it is final.
 
     ``writable`` opens a store the waiter may reap through; it is called at most once,
-    and only when a waited-on session's owner is judged dead.
+    and only when a waited-on session's owner is judged dead. ``warn`` receives the
+    diagnostics (default: a warning on this module's logger).
     """
 
     def __init__(
@@ -56,7 +58,7 @@ class Watcher:
         ids: Sequence[str],
         *,
         writable: Callable[[], Store] | None = None,
-        warn: Callable[[str], None] = _stderr,
+        warn: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -64,7 +66,7 @@ class Watcher:
         self._writable: Store | None = None
         self._reaping = True  # False once this waiter found it cannot write
         self._lost = False  # the last tick could not read the database
-        self._warn = warn
+        self._warn = warn or log_warning
         self._clock = clock
         self._next_liveness = clock()
         self._pending: dict[Key, int] = {}  # unfinished record → its target's index
@@ -175,7 +177,11 @@ class Watcher:
         """Finalize waited-on sessions whose owner is dead; True if any write was tried."""
         if not any(r["kind"] == "session" and r["status"] == "running" for r in rows):
             return False
-        from lirun.reap import judge, local_facts, reap_sessions  # not needed on the fast path
+        from lirun.record.reap import (  # not needed on the fast path
+            judge,
+            local_facts,
+            reap_sessions,
+        )
 
         facts = local_facts()
         dead = [r for r in rows if r["kind"] == "session" and judge(r, facts) is not None]

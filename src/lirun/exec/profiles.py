@@ -28,7 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lirun.artifacts import (
+from lirun.errors import UsageError, ValidationError
+from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
+from lirun.paths import lirun_home
+from lirun.record.artifacts import (
     ArtifactContract,
     ArtifactContractError,
     ExpectedArtifact,
@@ -38,10 +41,7 @@ from lirun.artifacts import (
     unknown_field_message,
     validate_artifact_contract,
 )
-from lirun.errors import UsageError, ValidationError
-from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
-from lirun.paths import lirun_home
-from lirun.rundir import safe_component
+from lirun.record.rundir import safe_component
 
 __all__ = [
     "DEFAULT_KEYS",

@@ -149,7 +149,7 @@ def write_spool(url: str, state_root: Path, outcome: SpooledOutcome) -> Path:
     payload = outcome.to_json().encode("utf-8")
     with contextlib.suppress(OSError):
         _write_durably(state_root / PENDING_FILE, payload)
-    from lirun.rundir import private_dir
+    from lirun.record.rundir import private_dir
 
     directory = pending_dir(url)
     private_dir(directory)

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
-from lirun import fingerprint
-from lirun.fingerprint import Fingerprint
+from lirun.record import fingerprint
+from lirun.record.fingerprint import Fingerprint
 
 __all__ = [
     "BASE_CANDIDATES",

@@ -6,7 +6,7 @@ raises RecordSetupError for any other failure, so no run starts without a record
 ``setup_persist_sync`` keeps the ADR's library contract (a warning, and ``None``).
 
 Teardown retries a write that fails for up to ``$LIRUN_WRITE_RETRY_SECONDS``; if the
-database still refuses, the decided outcome is spooled (``lirun.spool``) for the next
+database still refuses, the decided outcome is spooled (``lirun.record.spool``) for the next
 command on that database to apply. ``finalize_sync`` reports which happened (and raises
 when even the spool cannot be written); ``teardown_persist_sync`` never raises and
 returns the status. The async functions run the sync twins in a worker thread.
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lirun.artifacts import contract_warnings, validate_artifact_contract
 from lirun.errors import (
     DatabaseError,
     NotFoundError,
@@ -34,12 +33,14 @@ from lirun.errors import (
     UsageError,
     ValidationError,
 )
-from lirun.evidence import StartSnapshot, take_start_snapshot, unchecked_snapshot
-from lirun.facts import TeardownExtras, gather_facts
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
-from lirun.outcome import Outcome, OutcomeFacts, decide_outcome
 from lirun.paths import lirun_home
-from lirun.rundir import RunDir
+from lirun.record.artifacts import contract_warnings, validate_artifact_contract
+from lirun.record.context import PersistContext
+from lirun.record.evidence import StartSnapshot, take_start_snapshot, unchecked_snapshot
+from lirun.record.facts import TeardownExtras, gather_facts
+from lirun.record.outcome import Outcome, OutcomeFacts, decide_outcome
+from lirun.record.rundir import RunDir
 from lirun.store import StateDB, Store, open_store
 from lirun.store.core import SESSION_FIELDS
 
@@ -64,49 +65,6 @@ DbArg = StateDB | Store | str | os.PathLike[str] | None
 _RESERVED_FIELDS = frozenset(
     {"id", "status", "run_id", "run_dir", "artifacts_path", "artifact_contract_json"}
 )
-
-
-@dataclass(slots=True)
-class PersistContext:
-    """One execution's durable record handle, from ``setup_persist`` to ``teardown_persist``.
-
-    ``snapshot_status`` is the row's status as teardown last read it (the CAS guard).
-    ``start_snapshot`` is the cwd when the run started (DESIGN §4.9), the baseline of the
-    completion evidence. The linked-engine lookup knobs and ``sleep``/``clock`` are
-    injectable for tests.
-    """
-
-    store: Store
-    session_id: str
-    run: RunDir
-    artifact_contract: dict[str, Any] | None
-    owned: bool
-    started_at: float
-    cwd: str | None = None
-    start_snapshot: StartSnapshot | None = None
-    snapshot_status: str | None = "running"
-    linked_lookup_retries: int = 3
-    linked_lookup_interval: float = 0.1
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.time
-    closed: bool = False
-
-    @property
-    def run_dir(self) -> str:
-        return str(self.run.state_root)
-
-    @property
-    def artifacts_path(self) -> str:
-        return str(self.run.artifact_root)
-
-    def close(self) -> None:
-        """Close the database handle if this context opened it; idempotent, never raises."""
-        if self.owned and not self.closed:
-            try:
-                self.store.close()
-            except Exception:
-                log.debug("closing the state database failed", exc_info=True)
-        self.closed = True
 
 
 # --- setup ----------------------------------------------------------------------------------
@@ -270,7 +228,7 @@ class Finalized:
     """How teardown ended: the status to report, and where it is if not in the database.
 
     ``spool`` is set when the database could not be written within the retry bound and
-    the decided outcome waits in a pending file (``lirun.spool``).
+    the decided outcome waits in a pending file (``lirun.record.spool``).
     """
 
     status: str
@@ -365,7 +323,7 @@ def _spool(
     cause: BaseException,
 ) -> Finalized:
     """The database refused past the retry bound: keep the decided outcome in a spool."""
-    from lirun.spool import SpooledOutcome, database_identity, write_spool
+    from lirun.record.spool import SpooledOutcome, database_identity, write_spool
 
     url = ctx.store.connector.url
     spooled = SpooledOutcome(

@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lirun.artifacts import describe_problem
 from lirun.lifecycle import SESSION_TERMINAL_STATUSES
 from lirun.provider_errors import ProviderError
 from lirun.reasons import describe, is_registered, reason_domain, resolve_run_reason
+from lirun.record.artifacts import describe_problem
 
 __all__ = [
     "STEPS",
