@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -18,7 +19,13 @@ from lirun.errors import (
     TransitionRejectedError,
     ValidationError,
 )
-from lirun.lifecycle import EntityPolicy, canonical_entity_type, policy_for, validate_status
+from lirun.lifecycle import (
+    POLICIES,
+    EntityPolicy,
+    canonical_entity_type,
+    policy_for,
+    validate_status,
+)
 from lirun.reasons import creation_reason, validate_reason
 from lirun.store.connector import NOTIFY_CHANNEL, Connector, Tx
 from lirun.store.queries import load_queries
@@ -34,26 +41,14 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retry import retry_write
-from lirun.store.transitions import StatusWrite, decide, next_version, validate_status_write
-
-# How many candidates an ambiguous id lists (the rest are counted: "and N more").
-ID_CANDIDATES = 10
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def id_fragment_params(fragment: str, limit: int = ID_CANDIDATES) -> dict[str, Any]:
-    """Parameters of the queries that match ids starting or ending with ``fragment``."""
-    escaped = _escape_like(fragment)
-    return {
-        "prefix_pattern": escaped + "%",
-        "suffix_pattern": "%" + escaped,
-        "fragment": fragment,
-        "length": len(fragment),
-        "limit": int(limit),
-    }
+from lirun.store.transitions import (
+    StatusWrite,
+    decide,
+    next_version,
+    terminal_columns,
+    validate_status_write,
+)
+from lirun.store.wait_reads import ID_CANDIDATES, WaitReads, id_fragment_params
 
 
 def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
@@ -68,11 +63,38 @@ def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
     return defaults
 
 
+_TABLES = frozenset(p.table for p in POLICIES.values())
+# The slots of the templates in queries.sql, and how each is built: ``, ``-joined
+# ``name`` (columns), ``:name`` (values) or ``name = :name`` (assignments, extra_set).
+_SLOT_ITEM = {
+    "columns": re.compile(r"(?P<n>[a-z_][a-z0-9_]*)"),
+    "values": re.compile(r":(?P<n>[a-z_][a-z0-9_]*)"),
+    "assignments": re.compile(r"(?P<n>[a-z_][a-z0-9_]*) = :(?P=n)"),
+    "extra_set": re.compile(r"(?P<n>[a-z_][a-z0-9_]*) = :x_(?P=n)"),
+}
+
+
+def check_slots(slots: Mapping[str, str]) -> Mapping[str, str]:
+    """Why ``str.format`` on SQL is safe here: a slot holds a table of the closed
+    registry (``lifecycle.POLICIES``) or a list of plain column names that
+    ``records.closed_fields`` has already checked against the closed sets of the entity
+    type; never a value, never caller text. Anything else is a bug, refused here."""
+    for slot, text in slots.items():
+        if slot == "table":
+            ok = text in _TABLES
+        else:
+            items = text.removeprefix(", ").split(", ") if text else []
+            ok = slot in _SLOT_ITEM and all(_SLOT_ITEM[slot].fullmatch(i) for i in items)
+        if not ok:
+            raise ValueError(f"SQL slot {slot}={text!r} is not a known identifier list")
+    return slots
+
+
 class _GuardLost(Exception):
     """The compare-and-set UPDATE matched no row: roll the transaction back, report False."""
 
 
-class Store:
+class Store(WaitReads):
     """Synchronous operations over one connector. StateDB wraps it for asyncio."""
 
     def __init__(self, connector: Connector) -> None:
@@ -80,9 +102,26 @@ class Store:
         self.dialect = connector.dialect
         self._queries = load_queries(connector.dialect)
 
+    @property
+    def url(self) -> str:
+        """The URL that opens this database again (it may hold a password: never print it)."""
+        return self.connector.url
+
+    @property
+    def display_url(self) -> str:
+        """The URL safe to print (passwords masked)."""
+        return self.connector.display_url
+
+    @property
+    def readonly(self) -> bool:
+        return self.connector.readonly
+
     def sql(self, name: str, **slots: str) -> str:
+        """The named statement of this dialect, its identifier slots filled (see
+        ``check_slots``: only a table of ``lifecycle.POLICIES`` and column names of the
+        closed field sets ever reach a slot; values are always bound parameters)."""
         text = self._queries[name]
-        return text.format(**slots) if slots else text
+        return text.format(**check_slots(slots)) if slots else text
 
     def close(self) -> None:
         self.connector.close()
@@ -527,7 +566,8 @@ class Store:
         version: float,
         transition_id: str,
     ) -> None:
-        """Override audit, row, history and notification: all in the caller's transaction."""
+        """Override audit, row (with ``terminal_columns``), history and notification: all in
+        the caller's transaction."""
         policy = write.policy
         if write.override:
             self._admin_event(
@@ -544,6 +584,7 @@ class Store:
                 },
             )
         now = next_version(version)
+        extra = {**write.extra, **terminal_columns(write, previous, now)}
         params = {
             "id": entity_id,
             "new_status": write.new_status,
@@ -552,9 +593,9 @@ class Store:
             "evidence_refs": write.evidence_json,
             "now": now,
             "previous_status": previous,
-            **{f"x_{k}": v for k, v in write.extra.items()},
+            **{f"x_{k}": v for k, v in extra.items()},
         }
-        extra_set = "".join(f", {k} = :x_{k}" for k in write.extra)
+        extra_set = "".join(f", {k} = :x_{k}" for k in extra)
         # The UPDATE re-asserts the status read under the lock (NULL-safe) so that the
         # compare-and-set holds in storage, not only in Python.
         sql = self.sql("cas_update_status", table=policy.table, extra_set=extra_set)
