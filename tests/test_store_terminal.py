@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from storekit import create_entity, reason_for
 ADMIN = {"override": True, "override_actor": "alice", "override_justification": "checked"}
 
 
-def set_status(store: Store, entity_type: str, eid: str, status: str, **kwargs: object) -> bool:
+def set_status(store: Store, entity_type: str, eid: str, status: str, **kwargs: Any) -> bool:
     return store.update_status(
         entity_type, eid, new_status=status, reason_code=reason_for(entity_type, status), **kwargs
     )
