@@ -64,7 +64,7 @@ def test_every_template_is_documented_in_the_file_header(dialect: str) -> None:
 
 
 def test_the_store_checks_exactly_the_slots_the_files_use() -> None:
-    from lirun.store.core import _SLOT_ITEM
+    from lirun.store.queries import _SLOT_ITEM
 
     assert {"table", *_SLOT_ITEM} == SLOTS
 

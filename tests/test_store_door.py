@@ -14,7 +14,7 @@ import pytest
 import lirun
 from lirun.errors import LirunError
 from lirun.store import Store, open_store
-from lirun.store.core import check_slots
+from lirun.store.queries import check_slots
 
 SRC = Path(lirun.__file__).resolve().parent
 

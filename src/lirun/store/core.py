@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -19,16 +18,10 @@ from lirun.errors import (
     TransitionRejectedError,
     ValidationError,
 )
-from lirun.lifecycle import (
-    POLICIES,
-    EntityPolicy,
-    canonical_entity_type,
-    policy_for,
-    validate_status,
-)
+from lirun.lifecycle import EntityPolicy, canonical_entity_type, policy_for, validate_status
 from lirun.reasons import creation_reason, validate_reason
 from lirun.store.connector import NOTIFY_CHANNEL, Connector, Tx
-from lirun.store.queries import load_queries
+from lirun.store.queries import check_slots, load_queries
 from lirun.store.records import (
     SESSION_FIELDS,
     UPDATABLE_FIELDS,
@@ -61,33 +54,6 @@ def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
     if given.get("heartbeat_at") is not None and given.get("lease_seconds") is None:
         defaults["lease_seconds"] = DEFAULT_LEASE_SECONDS
     return defaults
-
-
-_TABLES = frozenset(p.table for p in POLICIES.values())
-# The slots of the templates in queries.sql, and how each is built: ``, ``-joined
-# ``name`` (columns), ``:name`` (values) or ``name = :name`` (assignments, extra_set).
-_SLOT_ITEM = {
-    "columns": re.compile(r"(?P<n>[a-z_][a-z0-9_]*)"),
-    "values": re.compile(r":(?P<n>[a-z_][a-z0-9_]*)"),
-    "assignments": re.compile(r"(?P<n>[a-z_][a-z0-9_]*) = :(?P=n)"),
-    "extra_set": re.compile(r"(?P<n>[a-z_][a-z0-9_]*) = :x_(?P=n)"),
-}
-
-
-def check_slots(slots: Mapping[str, str]) -> Mapping[str, str]:
-    """Why ``str.format`` on SQL is safe here: a slot holds a table of the closed
-    registry (``lifecycle.POLICIES``) or a list of plain column names that
-    ``records.closed_fields`` has already checked against the closed sets of the entity
-    type; never a value, never caller text. Anything else is a bug, refused here."""
-    for slot, text in slots.items():
-        if slot == "table":
-            ok = text in _TABLES
-        else:
-            items = text.removeprefix(", ").split(", ") if text else []
-            ok = slot in _SLOT_ITEM and all(_SLOT_ITEM[slot].fullmatch(i) for i in items)
-        if not ok:
-            raise ValueError(f"SQL slot {slot}={text!r} is not a known identifier list")
-    return slots
 
 
 class _GuardLost(Exception):

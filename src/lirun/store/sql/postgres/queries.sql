@@ -8,7 +8,7 @@
 --   {assignments}  "col = :col" (update_fields); {extra_set} ", col = :x_col"
 --                  (cas_update_status), for columns that records.closed_fields has
 --                  checked against the closed field sets of the entity type.
--- Store.sql (store/core.py, check_slots) refuses any other slot content.
+-- Store.sql (check_slots in store/queries.py) refuses any other slot content.
 
 -- name: insert_row
 INSERT INTO {table} ({columns}) VALUES ({values})
