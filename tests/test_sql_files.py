@@ -23,8 +23,10 @@ from lirun.store.queries import (
 )
 
 # The only ``{slot}``s a query may have: identifiers from the closed registries in
-# lifecycle.py / store/core.py, never values.
+# lifecycle.py / store/core.py, never values (Store.sql checks them: check_slots).
 SLOTS = {"table", "columns", "values", "extra_set", "assignments"}
+# The only templates; the header of queries.sql says why each is safe.
+TEMPLATES = {"insert_row", "get_row", "match_ids", "lock_row", "cas_update_status", "update_fields"}
 
 
 def test_both_dialects_define_the_same_query_names() -> None:
@@ -48,6 +50,23 @@ def test_queries_only_have_identifier_slots(dialect: str) -> None:
         slots = set(re.findall(r"\{(\w*)\}", sql))
         assert slots <= SLOTS, (name, slots)
         assert "%s" not in sql and "?" not in sql, name  # named :params only
+        assert not slots or name in TEMPLATES, (name, slots)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_template_is_documented_in_the_file_header(dialect: str) -> None:
+    text = (_sql_dir(dialect) / "queries.sql").read_text(encoding="utf-8")
+    header = text.split("-- name:", 1)[0]
+    for name in TEMPLATES:
+        assert name in header, name
+    for slot in SLOTS:
+        assert "{" + slot + "}" in header, slot
+
+
+def test_the_store_checks_exactly_the_slots_the_files_use() -> None:
+    from lirun.store.queries import _SLOT_ITEM
+
+    assert {"table", *_SLOT_ITEM} == SLOTS
 
 
 def test_parse_queries_splits_on_headers_and_drops_comments() -> None:
@@ -72,6 +91,8 @@ def test_extra_and_updatable_fields_are_columns_of_their_table() -> None:
         columns = {row[1] for row in conn.execute(f"PRAGMA table_info({policy.table})")}
         assert policy.extra_fields <= columns, entity_type
         assert UPDATABLE_FIELDS[entity_type] <= columns, entity_type
+        assert policy.ended_column is None or policy.ended_column in columns, entity_type
+        assert not policy.exit_code_by_status or "exit_code" in columns, entity_type
     assert {row[1] for row in conn.execute("PRAGMA table_info(sessions)")} >= SESSION_FIELDS
 
 

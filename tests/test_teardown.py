@@ -521,7 +521,8 @@ def test_lost_race_returns_the_persisted_winner(
     row = store.get_entity("session", run.run_id)
     assert row is not None
     assert row["status_reason_code"] == "session.orphaned.no_process"
-    assert row["ended_at"] is None  # teardown's guarded write did not land at all
+    # Teardown's guarded write did not land at all: the reaper's write stamped the end.
+    assert (row["ended_at"], row["exit_code"]) == (row["updated_at"], 1)
     assert [t["status"] for t in store.list_transitions("session", run.run_id)] == [
         "running",
         "failed",
@@ -542,7 +543,8 @@ def test_terminal_snapshot_skips_the_write(
     row = store.get_entity("session", run.run_id)
     assert row is not None
     assert (row["status"], row["status_reason_code"]) == ("failed", "session.stale.no_heartbeat")
-    assert row["artifact_verification_json"] is None and row["exit_code"] is None
+    assert row["artifact_verification_json"] is None
+    assert (row["exit_code"], row["ended_at"]) == (1, row["updated_at"])  # failed's, not 124
     assert len(store.list_transitions("session", run.run_id)) == 2
     assert ctx.snapshot_status == "failed"
 

@@ -25,6 +25,11 @@ class EntityPolicy(NamedTuple):
     initial: str
     reason_domains: frozenset[str]
     extra_fields: frozenset[str]
+    # The terminal write's own columns (set by the store, ``store.transitions``): the
+    # column that records when the row ended, and whether ``exit_code`` follows the
+    # status through EXIT_CODE_BY_STATUS (the exit code `li wait` reports).
+    ended_column: str | None = None
+    exit_code_by_status: bool = False
 
 
 _SESSION_STATUSES = frozenset(
@@ -46,6 +51,8 @@ POLICIES: dict[str, EntityPolicy] = {
             extra_fields=frozenset(
                 {"ended_at", "exit_code", "engine_session_uid", "artifact_verification_json"}
             ),
+            ended_column="ended_at",
+            exit_code_by_status=True,
         ),
         EntityPolicy(
             entity_type="invocation",
@@ -56,6 +63,8 @@ POLICIES: dict[str, EntityPolicy] = {
             initial="running",
             reason_domains=frozenset({"run", "session"}),
             extra_fields=frozenset({"ended_at", "exit_code"}),
+            ended_column="ended_at",
+            exit_code_by_status=True,
         ),
         EntityPolicy(
             entity_type="schedule_run",
@@ -78,6 +87,7 @@ POLICIES: dict[str, EntityPolicy] = {
             initial="queued",
             reason_domains=frozenset({"run", "schedule"}),
             extra_fields=frozenset({"started_at", "ended_at", "attempt", "exit_code"}),
+            ended_column="ended_at",  # its exit_code is the action's own: the caller's
         ),
         EntityPolicy(
             entity_type="show",
@@ -88,6 +98,7 @@ POLICIES: dict[str, EntityPolicy] = {
             initial="active",
             reason_domains=frozenset({"show"}),
             extra_fields=frozenset({"ended_at"}),
+            ended_column="ended_at",
         ),
         EntityPolicy(
             entity_type="play",
@@ -114,6 +125,7 @@ POLICIES: dict[str, EntityPolicy] = {
             initial="pending",
             reason_domains=frozenset({"play"}),
             extra_fields=frozenset({"ended_at", "session_id"}),
+            ended_column="ended_at",
         ),
         EntityPolicy(
             entity_type="team",

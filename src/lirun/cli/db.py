@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
         p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args(argv)
     if args.action == "path":
-        from lirun.store.postgres import check_url, redact_url
+        from lirun.store.urls import check_url, redact_url
 
         resolved = resolve_db_url(args.db)
         if is_postgres_url(resolved):
@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
     store = open_store(args.db)
     try:
         result = {
-            "url": store.connector.display_url,
+            "url": store.display_url,
             "schema_version": latest_version(store.dialect),
         }
     finally:

@@ -7,7 +7,6 @@ second ``end`` never rewrites the first one's outcome.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json, warn
@@ -92,7 +91,6 @@ def end(args: Any) -> int:
             reason_code=reason,
             reason_summary=args.summary,
             expected_statuses={"running"},
-            extra_fields={"ended_at": time.time(), "exit_code": code},
         )
         row = store.get_entity("invocation", ident)
     finally:

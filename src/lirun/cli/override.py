@@ -14,7 +14,7 @@ from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json, warn
 from lirun.errors import NotFoundError, UsageError
-from lirun.lifecycle import ENTITY_TYPES, EXIT_CODE_BY_STATUS, canonical_entity_type, policy_for
+from lirun.lifecycle import ENTITY_TYPES, canonical_entity_type
 from lirun.store import open_store
 
 EXIT_CODES = """\
@@ -83,7 +83,6 @@ def main(argv: list[str]) -> int:
             override=True,
             override_actor=actor,
             override_justification=justification,
-            extra_fields=_projected_exit_code(entity, args.to),
         )
         after = store.get_entity(entity, ident)
     finally:
@@ -97,14 +96,6 @@ def main(argv: list[str]) -> int:
         return 1
     _report(args.json, entity, before["status"], after)
     return 0
-
-
-def _projected_exit_code(entity: str, status: str) -> dict[str, Any] | None:
-    """Keep a stored exit code in step with the repaired status, so the wait line agrees."""
-    policy = policy_for(entity)
-    if "exit_code" not in policy.extra_fields or status not in EXIT_CODE_BY_STATUS:
-        return None
-    return {"exit_code": EXIT_CODE_BY_STATUS[status]}
 
 
 def _report(as_json: bool, entity: str, previous: str | None, row: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from lirun.errors import AmbiguousIdError, DatabaseMissingError, NotFoundError, 
 from lirun.lifecycle import VALID_SESSION_STATUSES
 from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
-from lirun.store.postgres import redact_url
+from lirun.store.urls import redact_url
 
 EXIT_CODES = """\
   0  shown (an empty list too, and no database yet for the list)
@@ -82,11 +82,7 @@ def owner_verdict(row: dict[str, Any], now: float) -> dict[str, Any] | None:
 def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
     """``artifact_dir`` and ``run_dir`` as ``li wait`` reports them (DESIGN §4.1): the
     stored roots of the record's backing session (the session itself for a session)."""
-    from lirun.wait.resolve import id_list_param
-
-    kinds = ("session", "invocation", "play", "schedule_run")
-    params = {f"{k}_ids": id_list_param(store, [entity_id] if k == kind else []) for k in kinds}
-    rows = store.connector.read(store.sql("wait_fetch"), params)
+    rows = store.fetch_wait_rows({kind: [entity_id]})
     row = rows[0] if rows else {}
     return {
         "artifact_dir": row.get("artifacts_path") or None,
@@ -105,19 +101,8 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
     if kind == "session":
         detail["owner_verdict"] = owner_verdict(row, now)
     if kind == "invocation":
-        rows = store.connector.read(
-            store.sql("list_invocation_sessions"), {"invocation_id": row["id"]}
-        )
-        detail["sessions"] = [_decoded(r) for r in rows]
+        detail["sessions"] = store.list_invocation_sessions(row["id"])
     return detail
-
-
-def _decoded(row: dict[str, Any]) -> dict[str, Any]:
-    from lirun.store.records import decode_row
-
-    decoded = decode_row(row)
-    assert decoded is not None
-    return decoded
 
 
 def build_parser() -> Any:

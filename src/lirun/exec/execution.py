@@ -300,7 +300,7 @@ class _Execution:
             stderr=leg.stderr,
             limits=self.request.limits,
             cwd=self.request.cwd,
-            env=child_env(self.run, db_url=self.store.connector.url),
+            env=child_env(self.run, db_url=self.store.url),
             stdin=leg.stdin if leg.stdin is not None else self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,

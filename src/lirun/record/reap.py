@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from lirun.errors import LirunError
-from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from lirun.liveness import (
     Verdict,
     boot_id,
@@ -137,7 +136,6 @@ def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any
             evidence_refs=evidence,
             source="system",
             expected_statuses={"running"},
-            extra_fields={"ended_at": facts.now, "exit_code": EXIT_CODE_BY_STATUS[REAPED_STATUS]},
         )
     except LookupError:
         return None  # deleted meanwhile: nothing left to finalize

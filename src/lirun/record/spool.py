@@ -80,7 +80,7 @@ def database_identity(url: str) -> str:
     from lirun.store import is_postgres_url
 
     if is_postgres_url(url):
-        from lirun.store.postgres import redact_url
+        from lirun.store.urls import redact_url
 
         return redact_url(url)
     from lirun.store.dbfile import sqlite_path_from_url
@@ -261,7 +261,7 @@ def apply_pending(store: Any) -> list[tuple[str, Delivery]]:
     leave the spool for the next command.
     """
     done: list[tuple[str, Delivery]] = []
-    entries = pending_files(store.connector.url)
+    entries = pending_files(store.url)
     for entry in entries:
         how = _apply_entry(store, entry)
         if how is not None:
@@ -276,7 +276,7 @@ def apply_pending_run(store: Any, run_id: str) -> Delivery | None:
     """The spooled outcome of one run, applied if there is one (a reaper asks first)."""
     if nothing_pending():
         return None
-    entry = pending_dir(store.connector.url) / f"{run_id}.json"
+    entry = pending_dir(store.url) / f"{run_id}.json"
     if not entry.is_file():
         return None
     return _apply_entry(store, entry)

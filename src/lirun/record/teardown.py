@@ -33,7 +33,7 @@ from lirun.errors import (
     UsageError,
     ValidationError,
 )
-from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
+from lirun.lifecycle import is_terminal
 from lirun.paths import lirun_home
 from lirun.record.artifacts import contract_warnings, validate_artifact_contract
 from lirun.record.context import PersistContext
@@ -268,8 +268,7 @@ def _extra_fields(outcome: Outcome, facts: OutcomeFacts, ended_at: float) -> dic
     if facts.engine_session_uid:
         extra["engine_session_uid"] = facts.engine_session_uid
     if is_terminal("session", outcome.status):
-        extra["ended_at"] = ended_at
-        extra["exit_code"] = EXIT_CODE_BY_STATUS.get(outcome.status)
+        extra["ended_at"] = ended_at  # this run's own clock; the store sets exit_code
     return extra
 
 
@@ -325,7 +324,7 @@ def _spool(
     """The database refused past the retry bound: keep the decided outcome in a spool."""
     from lirun.record.spool import SpooledOutcome, database_identity, write_spool
 
-    url = ctx.store.connector.url
+    url = ctx.store.url
     spooled = SpooledOutcome(
         run_id=ctx.session_id,
         database=database_identity(url),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -33,6 +33,11 @@ class Connector(Protocol):
     def write(self, *, wait_seconds: float | None = None) -> AbstractContextManager[Tx]:
         """A write transaction; ``wait_seconds`` bounds the wait for another writer's lock
         (default: the backend's busy timeout)."""
+        ...
+
+    def bind_list(self, values: Sequence[str]) -> object:
+        """``values`` as one parameter of this dialect's list queries (``:ids`` in wait.sql):
+        a JSON array for SQLite's ``json_each``, a list for PostgreSQL's ``= ANY``."""
         ...
 
     def change_token(self) -> object:

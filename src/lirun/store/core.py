@@ -21,7 +21,7 @@ from lirun.errors import (
 from lirun.lifecycle import EntityPolicy, canonical_entity_type, policy_for, validate_status
 from lirun.reasons import creation_reason, validate_reason
 from lirun.store.connector import NOTIFY_CHANNEL, Connector, Tx
-from lirun.store.queries import load_queries
+from lirun.store.queries import check_slots, load_queries
 from lirun.store.records import (
     SESSION_FIELDS,
     UPDATABLE_FIELDS,
@@ -34,26 +34,14 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retry import retry_write
-from lirun.store.transitions import StatusWrite, decide, next_version, validate_status_write
-
-# How many candidates an ambiguous id lists (the rest are counted: "and N more").
-ID_CANDIDATES = 10
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def id_fragment_params(fragment: str, limit: int = ID_CANDIDATES) -> dict[str, Any]:
-    """Parameters of the queries that match ids starting or ending with ``fragment``."""
-    escaped = _escape_like(fragment)
-    return {
-        "prefix_pattern": escaped + "%",
-        "suffix_pattern": "%" + escaped,
-        "fragment": fragment,
-        "length": len(fragment),
-        "limit": int(limit),
-    }
+from lirun.store.transitions import (
+    StatusWrite,
+    decide,
+    next_version,
+    terminal_columns,
+    validate_status_write,
+)
+from lirun.store.wait_reads import ID_CANDIDATES, WaitReads, id_fragment_params
 
 
 def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
@@ -72,7 +60,7 @@ class _GuardLost(Exception):
     """The compare-and-set UPDATE matched no row: roll the transaction back, report False."""
 
 
-class Store:
+class Store(WaitReads):
     """Synchronous operations over one connector. StateDB wraps it for asyncio."""
 
     def __init__(self, connector: Connector) -> None:
@@ -80,9 +68,26 @@ class Store:
         self.dialect = connector.dialect
         self._queries = load_queries(connector.dialect)
 
+    @property
+    def url(self) -> str:
+        """The URL that opens this database again (it may hold a password: never print it)."""
+        return self.connector.url
+
+    @property
+    def display_url(self) -> str:
+        """The URL safe to print (passwords masked)."""
+        return self.connector.display_url
+
+    @property
+    def readonly(self) -> bool:
+        return self.connector.readonly
+
     def sql(self, name: str, **slots: str) -> str:
+        """The named statement of this dialect, its identifier slots filled (see
+        ``check_slots``: only a table of ``lifecycle.POLICIES`` and column names of the
+        closed field sets ever reach a slot; values are always bound parameters)."""
         text = self._queries[name]
-        return text.format(**slots) if slots else text
+        return text.format(**check_slots(slots)) if slots else text
 
     def close(self) -> None:
         self.connector.close()
@@ -527,7 +532,8 @@ class Store:
         version: float,
         transition_id: str,
     ) -> None:
-        """Override audit, row, history and notification: all in the caller's transaction."""
+        """Override audit, row (with ``terminal_columns``), history and notification: all in
+        the caller's transaction."""
         policy = write.policy
         if write.override:
             self._admin_event(
@@ -544,6 +550,7 @@ class Store:
                 },
             )
         now = next_version(version)
+        extra = {**write.extra, **terminal_columns(write, previous, now)}
         params = {
             "id": entity_id,
             "new_status": write.new_status,
@@ -552,9 +559,9 @@ class Store:
             "evidence_refs": write.evidence_json,
             "now": now,
             "previous_status": previous,
-            **{f"x_{k}": v for k, v in write.extra.items()},
+            **{f"x_{k}": v for k, v in extra.items()},
         }
-        extra_set = "".join(f", {k} = :x_{k}" for k in write.extra)
+        extra_set = "".join(f", {k} = :x_{k}" for k in extra)
         # The UPDATE re-asserts the status read under the lock (NULL-safe) so that the
         # compare-and-set holds in storage, not only in Python.
         sql = self.sql("cas_update_status", table=policy.table, extra_set=extra_set)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -24,41 +24,10 @@ from lirun.errors import (
 from lirun.store.connector import Params, Row, apply_migrations
 from lirun.store.queries import latest_version, to_pyformat
 from lirun.store.retry import write_retry_seconds
+from lirun.store.urls import check_url, redact_url
 
 _MIGRATION_LOCK_KEY = 0x6C6972756E  # "lirun": serializes concurrent migrators
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-
-_SECRET_PARAMS = ("password", "sslpassword")
-
-
-def redact_url(url: str) -> str:
-    """The URL with every password (user-info or ``?password=``) replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if parts.password is not None:
-            host = netloc.rsplit("@", 1)[-1]
-            netloc = f"{parts.username or ''}:***@{host}"
-    except ValueError:  # not parseable (a broken IPv6 host): mask by pattern instead
-        masked = re.sub(r"(://[^/@]*?:)[^/@]*@", r"\1***@", url)
-        return re.sub(r"((?:ssl)?password=)[^&#]*", r"\1***", masked, flags=re.IGNORECASE)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    if any(k.lower() in _SECRET_PARAMS for k, _ in query):
-        safe = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
-        parts = parts._replace(query=urlencode(safe, quote_via=quote, safe="*"))
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def check_url(url: str) -> None:
-    """Refuse a URL ``urlsplit`` cannot read, naming it without its password."""
-    try:
-        urlsplit(url).port  # noqa: B018 (parses host and port: a bad IPv6 host raises)
-    except ValueError as exc:
-        raise UsageError(
-            f"the database URL {redact_url(url)} is not valid ({exc}); write it as "
-            "postgresql://user:password@host:port/dbname"
-        ) from None
 
 
 def split_schema(url: str) -> tuple[str, str | None]:
@@ -294,6 +263,9 @@ class PostgresConnector:
             except self._psycopg.Error as exc:
                 self._discard_broken("_conn")
                 raise _translate(exc, self.url) from exc
+
+    def bind_list(self, values: Sequence[str]) -> object:
+        return list(values)  # psycopg sends a list as an array: = ANY(CAST(:ids AS TEXT[]))
 
     def change_token(self) -> object:
         return None

@@ -1,10 +1,14 @@
-"""Load the named queries and the migrations of one dialect from ``sql/<dialect>/``."""
+"""Load the named queries and the migrations of one dialect from ``sql/<dialect>/``, and
+check what fills the identifier slots of the few templates among them."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import cache, lru_cache
 from pathlib import Path
+
+from lirun.lifecycle import POLICIES
 
 _HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$")
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
@@ -34,6 +38,33 @@ def parse_queries(text: str) -> dict[str, str]:
 def to_pyformat(sql: str) -> str:
     """``:name`` → ``%(name)s`` for psycopg (a literal ``%`` is doubled first)."""
     return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+_TABLES = frozenset(p.table for p in POLICIES.values())
+# The slots of the templates in queries.sql, and how each is built: ``, ``-joined
+# ``name`` (columns), ``:name`` (values) or ``name = :name`` (assignments, extra_set).
+_SLOT_ITEM = {
+    "columns": re.compile(r"(?P<n>[a-z_][a-z0-9_]*)"),
+    "values": re.compile(r":(?P<n>[a-z_][a-z0-9_]*)"),
+    "assignments": re.compile(r"(?P<n>[a-z_][a-z0-9_]*) = :(?P=n)"),
+    "extra_set": re.compile(r"(?P<n>[a-z_][a-z0-9_]*) = :x_(?P=n)"),
+}
+
+
+def check_slots(slots: Mapping[str, str]) -> Mapping[str, str]:
+    """Why ``str.format`` on SQL is safe here: a slot holds a table of the closed
+    registry (``lifecycle.POLICIES``) or a list of plain column names that
+    ``records.closed_fields`` has already checked against the closed sets of the entity
+    type; never a value, never caller text. Anything else is a bug, refused here."""
+    for slot, text in slots.items():
+        if slot == "table":
+            ok = text in _TABLES
+        else:
+            items = text.removeprefix(", ").split(", ") if text else []
+            ok = slot in _SLOT_ITEM and all(_SLOT_ITEM[slot].fullmatch(i) for i in items)
+        if not ok:
+            raise ValueError(f"SQL slot {slot}={text!r} is not a known identifier list")
+    return slots
 
 
 @cache

@@ -8,11 +8,12 @@ another process's lock (an async caller reading while a write is pending).
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -339,11 +340,17 @@ class SQLiteConnector:
             with suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
 
+    def bind_list(self, values: Sequence[str]) -> object:
+        return json.dumps(list(values))  # read by json_each(:ids)
+
     def change_token(self) -> object:
         with self._read_lock:
             if self._immutable_seen is not None:
                 return self._file_signature()
-            return self._read_conn.execute("PRAGMA data_version").fetchone()[0]
+            try:
+                return self._read_conn.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.Error as exc:  # ProgrammingError once closed, among others
+                raise _translate(exc, self.path) from exc
 
     def close(self) -> None:
         with self._write_lock:

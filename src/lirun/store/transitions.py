@@ -10,7 +10,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
 from lirun.errors import ValidationError
-from lirun.lifecycle import EntityPolicy, policy_for, validate_source, validate_status
+from lirun.lifecycle import (
+    EXIT_CODE_BY_STATUS,
+    EntityPolicy,
+    policy_for,
+    validate_source,
+    validate_status,
+)
 from lirun.reasons import validate_reason
 from lirun.store.records import check_evidence, check_metadata, closed_fields, to_json
 
@@ -80,6 +86,7 @@ def validate_status_write(
     )
     if override and not (override_actor and override_justification):
         raise ValidationError("override=True needs both override_actor and override_justification")
+    check_exit_code(policy, new_status, extra)
     return StatusWrite(
         policy=policy,
         new_status=new_status,
@@ -107,6 +114,37 @@ def decide(write: StatusWrite, previous: str | None, version: float) -> Verdict:
     if previous in write.policy.terminal and write.new_status != previous and not write.override:
         return "reject"
     return "apply"
+
+
+def check_exit_code(policy: EntityPolicy, new_status: str, extra: Mapping[str, Any]) -> None:
+    """An ``exit_code`` the caller passes for a status it follows must agree with it."""
+    if not policy.exit_code_by_status or "exit_code" not in extra:
+        return
+    expected = EXIT_CODE_BY_STATUS.get(new_status)
+    if new_status in policy.terminal and extra["exit_code"] != expected:
+        raise ValidationError(
+            f"exit_code {extra['exit_code']!r} contradicts status {new_status!r} of a "
+            f"{policy.entity_type} (it is {expected}); leave exit_code out: the store sets it"
+        )
+
+
+def terminal_columns(write: StatusWrite, previous: str | None, now: float) -> dict[str, Any]:
+    """What a write into a terminal status sets beside the status (the one place of this
+    rule): the policy's ended column (unless the caller gave its own clock's value in
+    ``extra_fields``) and, where it follows the status, ``exit_code``.
+
+    Only a move into a terminal status (an override from one terminal status to another
+    included) sets them: rewriting the same terminal status keeps when it first ended.
+    """
+    policy = write.policy
+    if write.new_status not in policy.terminal or write.new_status == previous:
+        return {}
+    columns: dict[str, Any] = {}
+    if policy.ended_column is not None and policy.ended_column not in write.extra:
+        columns[policy.ended_column] = now
+    if policy.exit_code_by_status:
+        columns["exit_code"] = EXIT_CODE_BY_STATUS[write.new_status]
+    return columns
 
 
 def next_version(previous: float | None) -> float:

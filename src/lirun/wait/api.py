@@ -86,7 +86,7 @@ def open_for_wait(
 
 def writable_opener(store: Store) -> Callable[[], Store]:
     """Opens the same database for writing, for the rare reap of a dead owner's row."""
-    return lambda: open_store(store.connector.url)
+    return lambda: open_store(store.url)
 
 
 def next_sleep(interval: float, deadline: float | None, now: float) -> float:

@@ -9,11 +9,10 @@ it ambiguous (at most ``ID_CANDIDATES`` are listed, with the total count).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from lirun.store.core import ID_CANDIDATES, Store, id_fragment_params
+from lirun.store.core import ID_CANDIDATES, Store
 
 NOT_FOUND = "not_found"
 AMBIGUOUS = "ambiguous"
@@ -39,11 +38,6 @@ def split_ids(args: Iterable[str]) -> list[str]:
     return list(seen)
 
 
-def id_list_param(store: Store, ids: Sequence[str]) -> Any:
-    """A list of ids as the dialect binds it: JSON for json_each(), a list for ANY()."""
-    return json.dumps(list(ids)) if store.dialect == "sqlite" else list(ids)
-
-
 def pick_exact(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
     """Per input, the lowest tier's row, and within a tier the newest: (kind, id)."""
     best: dict[str, tuple[int, float, str, str]] = {}
@@ -56,9 +50,7 @@ def pick_exact(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
 
 
 def _resolve_partial(store: Store, text: str) -> Target:
-    rows = store.connector.read(
-        store.sql("wait_resolve_partial"), id_fragment_params(text, ID_CANDIDATES)
-    )
+    rows = store.match_wait_ids(text, limit=ID_CANDIDATES)
     if not rows:
         return Target(text, problem=NOT_FOUND)
     total = int(rows[0]["total"])
@@ -72,8 +64,7 @@ def resolve_targets(store: Store, ids: Sequence[str]) -> list[Target]:
     """Resolve each input (already split) to a Target, in input order."""
     if not ids:
         return []
-    rows = store.connector.read(store.sql("wait_resolve_exact"), {"ids": id_list_param(store, ids)})
-    exact = pick_exact(rows)
+    exact = pick_exact(store.resolve_wait_exact(ids))
     targets = []
     for text in ids:
         hit = exact.get(text)

@@ -14,14 +14,13 @@ from typing import Any
 from lirun.errors import DatabaseConnectionLostError, DatabaseUnavailableError, LirunError
 from lirun.store.core import Store
 from lirun.wait.outcome import is_final, project, unfinished
-from lirun.wait.resolve import Target, id_list_param, resolve_targets
+from lirun.wait.resolve import Target, resolve_targets
 from lirun.wait.wake import make_waker
 
 Key = tuple[str, str]  # (kind, canonical id)
 # Liveness is judged at most this often: probing /proc for every running row on
 # every change-triggered re-read would cost more than it could ever find.
 LIVENESS_SECONDS = 1.0
-_KINDS = ("session", "invocation", "play", "schedule_run")
 
 
 def log_warning(message: str) -> None:
@@ -118,12 +117,11 @@ class Watcher:
 
     def fetch(self, keys: Iterable[Key]) -> dict[Key, dict[str, Any]]:
         """One batched read of ``keys``, whatever their number and kinds."""
-        by_kind: dict[str, list[str]] = {kind: [] for kind in _KINDS}
+        by_kind: dict[str, list[str]] = {}
         for kind, entity_id in keys:
-            by_kind[kind].append(entity_id)
-        params = {f"{k}_ids": id_list_param(self.store, v) for k, v in by_kind.items()}
+            by_kind.setdefault(kind, []).append(entity_id)
         self.queries += 1
-        rows = self.store.connector.read(self.store.sql("wait_fetch"), params)
+        rows = self.store.fetch_wait_rows(by_kind)
         return {(row["kind"], row["id"]): row for row in rows}
 
     def tick(self) -> list[dict[str, Any]]:
@@ -207,7 +205,7 @@ class Watcher:
     def _store_for_reaping(self) -> Store | None:
         if not self._reaping:
             return None
-        if not self.store.connector.readonly:
+        if not self.store.readonly:
             return self.store
         if self._writable is None and self._writable_factory is not None:
             factory, self._writable_factory = self._writable_factory, None

@@ -1,6 +1,14 @@
 -- Named queries for PostgreSQL. Every name here exists in sqlite/queries.sql too.
--- {table} and {columns}-style slots are filled only from closed registries in
--- lifecycle.py; values are always bound parameters.
+--
+-- Six statements are templates over the entity tables (insert_row, get_row, match_ids,
+-- lock_row, cas_update_status, update_fields): one statement per table would repeat each
+-- six times. Their {slots} hold identifiers only, never a value and never caller text:
+--   {table}        a table of the closed registry lifecycle.POLICIES;
+--   {columns}      column names, {values} their :name parameters (insert_row);
+--   {assignments}  "col = :col" (update_fields); {extra_set} ", col = :x_col"
+--                  (cas_update_status), for columns that records.closed_fields has
+--                  checked against the closed field sets of the entity type.
+-- Store.sql (check_slots in store/queries.py) refuses any other slot content.
 
 -- name: insert_row
 INSERT INTO {table} ({columns}) VALUES ({values})

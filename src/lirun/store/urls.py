@@ -1,0 +1,39 @@
+"""Database URLs made safe to print: no backend module, no driver, imported by the CLI."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+from lirun.errors import UsageError
+
+_SECRET_PARAMS = ("password", "sslpassword")
+
+
+def redact_url(url: str) -> str:
+    """The URL with every password (user-info or ``?password=``) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            host = netloc.rsplit("@", 1)[-1]
+            netloc = f"{parts.username or ''}:***@{host}"
+    except ValueError:  # not parseable (a broken IPv6 host): mask by pattern instead
+        masked = re.sub(r"(://[^/@]*?:)[^/@]*@", r"\1***@", url)
+        return re.sub(r"((?:ssl)?password=)[^&#]*", r"\1***", masked, flags=re.IGNORECASE)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(k.lower() in _SECRET_PARAMS for k, _ in query):
+        safe = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
+        parts = parts._replace(query=urlencode(safe, quote_via=quote, safe="*"))
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def check_url(url: str) -> None:
+    """Refuse a URL ``urlsplit`` cannot read, naming it without its password."""
+    try:
+        urlsplit(url).port  # noqa: B018 (parses host and port: a bad IPv6 host raises)
+    except ValueError as exc:
+        raise UsageError(
+            f"the database URL {redact_url(url)} is not valid ({exc}); write it as "
+            "postgresql://user:password@host:port/dbname"
+        ) from None

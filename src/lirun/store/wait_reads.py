@@ -1,0 +1,82 @@
+"""The reads of `li wait` and `li status` across the wait kinds (``sql/<dialect>/wait.sql``
+and ``views.sql``), as ``Store`` methods: callers above the store name what they want,
+never a query or a dialect."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from lirun.store.connector import Connector, Row
+
+# How many candidates an ambiguous id lists (the rest are counted: "and N more").
+ID_CANDIDATES = 10
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def id_fragment_params(fragment: str, limit: int = ID_CANDIDATES) -> dict[str, Any]:
+    """Parameters of the queries that match ids starting or ending with ``fragment``."""
+    escaped = _escape_like(fragment)
+    return {
+        "prefix_pattern": escaped + "%",
+        "suffix_pattern": "%" + escaped,
+        "fragment": fragment,
+        "length": len(fragment),
+        "limit": int(limit),
+    }
+
+
+# The kinds `li wait` accepts, in the order of the ``wait_fetch`` parameters.
+WAIT_KINDS = ("session", "invocation", "play", "schedule_run")
+
+
+class _HasQueries(Protocol):
+    connector: Connector
+
+    def sql(self, name: str, **slots: str) -> str: ...
+
+
+class WaitReads:
+    """Mixed into ``Store``: each method is one query, whatever the number of ids."""
+
+    def resolve_wait_exact(self: _HasQueries, inputs: Sequence[str]) -> list[Row]:
+        """Every exact reading of each input (``tier``, ``kind``, ``id``, ``input``,
+        ``created_at``); the caller keeps the lowest tier, then the newest row."""
+        if not inputs:
+            return []
+        return self.connector.read(
+            self.sql("wait_resolve_exact"), {"ids": self.connector.bind_list(inputs)}
+        )
+
+    def match_wait_ids(self: _HasQueries, fragment: str, *, limit: int) -> list[Row]:
+        """Ids of the wait kinds starting or ending with ``fragment`` (``kind``, ``id``,
+        ``total``), newest first, at most ``limit``."""
+        return self.connector.read(
+            self.sql("wait_resolve_partial"), id_fragment_params(fragment, limit)
+        )
+
+    def fetch_wait_rows(self: _HasQueries, ids_by_kind: Mapping[str, Sequence[str]]) -> list[Row]:
+        """The wait view of every id (``kind``, ``id``, status, reason, the backing session's
+        ``run_dir`` and ``artifacts_path``, ``exit_code``, liveness facts), one query.
+
+        A kind outside ``WAIT_KINDS`` is a programming error (KeyError)."""
+        unknown = set(ids_by_kind) - set(WAIT_KINDS)
+        if unknown:
+            raise KeyError(f"not a wait kind: {sorted(unknown)}")
+        params: dict[str, Any] = {
+            f"{kind}_ids": self.connector.bind_list(ids_by_kind.get(kind, ()))
+            for kind in WAIT_KINDS
+        }
+        return self.connector.read(self.sql("wait_fetch"), params)
+
+    def list_invocation_sessions(self: _HasQueries, invocation_id: str) -> list[dict[str, Any]]:
+        """The executions of one invocation, oldest first, JSON columns decoded."""
+        from lirun.store.records import decode_row
+
+        rows = self.connector.read(
+            self.sql("list_invocation_sessions"), {"invocation_id": invocation_id}
+        )
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
