@@ -9,10 +9,10 @@ it ambiguous (at most ``ID_CANDIDATES`` are listed, with the total count).
 
 from __future__ import annotations
 
-import json
+from _json import encode_basestring_ascii
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
 
+from lirun.hints import Any, NamedTuple
 from lirun.store.core import ID_CANDIDATES, Store, id_fragment_params
 
 NOT_FOUND = "not_found"
@@ -41,7 +41,10 @@ def split_ids(args: Iterable[str]) -> list[str]:
 
 def id_list_param(store: Store, ids: Sequence[str]) -> Any:
     """A list of ids as the dialect binds it: JSON for json_each(), a list for ANY()."""
-    return json.dumps(list(ids)) if store.dialect == "sqlite" else list(ids)
+    if store.dialect != "sqlite":
+        return list(ids)
+    # json.dumps of a list of strings, without importing json (and re) on `li wait`'s path.
+    return "[" + ", ".join(encode_basestring_ascii(i) for i in ids) + "]"
 
 
 def like_prefix(prefix: str) -> str:

@@ -7,17 +7,16 @@ stderr is a terminal.
 
 from __future__ import annotations
 
+import _signal
 import contextlib
-import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
 
 from lirun.errors import LirunError
+from lirun.hints import Any
 from lirun.paths import DB_URL_HELP
 from lirun.signals import SignalTrap
 from lirun.wait import check_interval, check_timeout, drive, open_for_wait, writable_opener
@@ -161,7 +160,12 @@ class Output:
         if not prints_line(outcome):
             _warn(describe_problem(outcome))
             return
-        line = json.dumps(json_record(outcome)) if self.as_json else format_wait_line(outcome)
+        if self.as_json:
+            import json  # only for --json: the default line needs no json on start-up
+
+            line = json.dumps(json_record(outcome))
+        else:
+            line = format_wait_line(outcome)
         if self._stdout_ok:
             try:
                 sys.stdout.write(line + "\n")
@@ -186,6 +190,8 @@ class Output:
         self._clear()
         waiting = watcher.pending_outcomes()
         if waiting:
+            import signal  # only to name a signal that came
+
             names = ", ".join(f"{o['run_id']} ({o['status']})" for o in waiting)
             why = f"interrupted by {signal.Signals(signum).name}" if signum else "timed out"
             _warn(f"{why}; still waiting on {names}")
@@ -233,7 +239,7 @@ def run(argv: list[str]) -> int:
     if not ids:
         _warn("error: no ids given (they were empty after splitting on spaces and commas)")
         return 2
-    with SignalTrap((signal.SIGINT, signal.SIGTERM)) as trap:
+    with SignalTrap((_signal.SIGINT, _signal.SIGTERM)) as trap:
         try:
             return _wait(args, ids, trap)
         except LirunError as exc:

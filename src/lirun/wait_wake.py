@@ -12,13 +12,12 @@ so a missed or spurious wake-up costs latency, never correctness.
 from __future__ import annotations
 
 import contextlib
-import json
+import os
 import time
 from collections.abc import Callable, Collection
-from pathlib import Path
-from typing import Any, Protocol
 
 from lirun.fswatch import DirectoryWatch
+from lirun.hints import Any, Protocol
 from lirun.store.connector import NOTIFY_CHANNEL, Connector
 
 # Shortest gap between two looks at data_version. With a directory watch the first look
@@ -88,7 +87,7 @@ class ChangeTokenWaker:
         max_gap_seconds: float = SQLITE_MAX_GAP_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
         watch: DirectoryWatch | None = None,
-        watch_dir: Path | None = None,
+        watch_dir: str | None = None,
     ) -> None:
         self._connector = connector
         self._base = self._gap = check_seconds
@@ -189,6 +188,8 @@ class ListenWaker:
 
     def _relevant(self, payload: str) -> bool:
         try:
+            import json
+
             target = json.loads(payload).get("id")
         except (ValueError, AttributeError):
             return True  # unreadable payload: re-reading is always safe
@@ -243,5 +244,5 @@ def make_waker(connector: Connector, interest: Callable[[], Collection[str]]) ->
         return ListenWaker(connector, interest)
     if connector.change_token() is not None:
         # Only SQLite has a change token, and its url is the database file's path.
-        return ChangeTokenWaker(connector, watch_dir=Path(connector.url).parent)
+        return ChangeTokenWaker(connector, watch_dir=os.path.dirname(connector.url) or ".")
     return SleepWaker()

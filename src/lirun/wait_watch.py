@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseUnavailableError, LirunError
+from lirun.hints import Any
 from lirun.store.core import Store
 from lirun.wait_outcome import is_final, project, unfinished
 from lirun.wait_resolve import Target, id_list_param, resolve_targets

@@ -10,10 +10,9 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import Any, TypeVar
 
-from lirun.paths import default_db_path, resolve_db_url
+from lirun.hints import Any, TypeVar
+from lirun.paths import default_db_location, resolve_db_url
 from lirun.store.connector import Connector
 from lirun.store.core import Store
 
@@ -45,7 +44,7 @@ def open_connector(
     from lirun.store.sqlite import SQLiteConnector
 
     path = sqlite_path_from_url(resolved)
-    is_default = Path(resolved) == default_db_path()
+    is_default = os.path.normpath(path) == os.path.normpath(default_db_location())
     return SQLiteConnector(path, readonly=readonly, create_parent=is_default)
 
 

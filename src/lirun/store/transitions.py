@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple
 
 from lirun.errors import ValidationError
+from lirun.hints import Any, Literal, NamedTuple
 from lirun.lifecycle import EntityPolicy, policy_for, validate_source, validate_status
 from lirun.reasons import validate_reason
 from lirun.store.records import check_evidence, check_metadata, closed_fields, to_json
