@@ -197,6 +197,20 @@ class Output:
             _warn(f"{why}; still waiting on {names}")
 
 
+class StopRequested:
+    """``stop`` for the wait loop: true once a signal came; ``fileno()`` is the trap's
+    wake-up pipe, so a waker can sleep on it instead of looking every few milliseconds."""
+
+    def __init__(self, trap: SignalTrap) -> None:
+        self._trap = trap
+
+    def __call__(self) -> bool:
+        return self._trap.received is not None
+
+    def fileno(self) -> int:
+        return self._trap.fileno()
+
+
 def _yield_cpu() -> None:
     """A waiter only watches: on a busy machine the runs it waits for get the CPU first.
 
@@ -219,7 +233,7 @@ def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
                 interval=args.interval,
                 timeout=args.timeout,
                 emit=out.emit,
-                stop=lambda: trap.received is not None,
+                stop=StopRequested(trap),
                 idle=out.idle,
             )
             out.finish(watcher, signum=trap.received)

@@ -298,6 +298,10 @@ class PostgresConnector:
     def change_token(self) -> object:
         return None
 
+    def listen(self, channel: str) -> Listener:
+        """A new connection listening on ``channel`` (errors: typed, as everywhere here)."""
+        return Listener(self, channel)
+
     def close(self) -> None:
         self._closed = True
         with self._lock:
@@ -306,3 +310,49 @@ class PostgresConnector:
         with self._read_lock:
             if self._read_conn is not None:
                 self._read_conn.close()
+
+
+class Listener:
+    """LISTEN on its own connection, every driver error translated (``li wait``'s waker).
+
+    ``fileno()`` lets a waiter sleep in ``select`` on the connection and a stop pipe
+    together; ``take()`` returns the payloads that arrived, without blocking.
+    """
+
+    def __init__(self, connector: PostgresConnector, channel: str) -> None:
+        self._connector = connector
+        self._conn = connector.connect()
+        try:
+            self._conn.execute(f"LISTEN {channel}")
+        except connector._psycopg.Error as exc:
+            self.close()
+            raise _translate(exc, connector.url) from exc
+
+    def fileno(self) -> int:
+        try:
+            return int(self._conn.fileno())
+        except self._connector._psycopg.Error as exc:  # the connection is lost
+            raise _translate(exc, self._connector.url) from exc
+
+    def wait_readable(self, other: int | None, timeout: float) -> list[int]:
+        """Block until the connection (or ``other``) is readable; the ready descriptors."""
+        import select
+
+        fds = [self.fileno(), *([] if other is None else [other])]
+        try:
+            return select.select(fds, [], [], timeout)[0]
+        except (OSError, ValueError) as exc:  # the socket went away under us
+            raise DatabaseConnectionLostError(
+                f"lost the listening connection to {self._connector.display_url}: {exc}"
+            ) from exc
+
+    def take(self) -> list[str]:
+        """Payloads received so far (reading what the socket holds; never blocks)."""
+        try:
+            return [note.payload for note in self._conn.notifies(timeout=0)]
+        except self._connector._psycopg.Error as exc:
+            raise _translate(exc, self._connector.url) from exc
+
+    def close(self) -> None:
+        with suppress(Exception):  # a broken connection has nothing to release
+            self._conn.close()
