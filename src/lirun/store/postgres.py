@@ -147,6 +147,8 @@ class PostgresConnector:
         except BaseException:
             self._conn.close()
             raise
+        if readonly:  # a reader never writes: its one connection serves the reads
+            self._read_conn, self._conn = self._conn, None
 
     def connect(self, **kwargs: Any) -> Any:
         """A new autocommit connection with lirun's search path (also used by listeners)."""
@@ -183,9 +185,23 @@ class PostgresConnector:
             return 0
         return int(tx.query("SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations")[0]["v"])
 
+    def _current_version(self) -> int:
+        """The schema version in one round trip (outside a transaction: a missing table
+        only fails this statement)."""
+        try:
+            return self._schema_version_unchecked()
+        except self._psycopg.errors.UndefinedTable:
+            return 0
+        except self._psycopg.Error as exc:
+            raise _translate(exc, self.url) from exc
+
+    def _schema_version_unchecked(self) -> int:
+        sql = "SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations"
+        return int(_PgTx(self._conn).query(sql)[0]["v"])
+
     def _check_and_migrate(self) -> None:
         latest = latest_version(self.dialect)
-        current = self._schema_version(_PgTx(self._conn))
+        current = self._current_version()
         if current == latest:
             return
         if current > latest:
