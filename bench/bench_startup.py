@@ -203,7 +203,11 @@ def idle_cpu_pct(url: str, seconds: float) -> float:
     with tempfile.TemporaryDirectory(prefix="lirun-bench-") as home:
         (sid,) = make_running(url, "idle", 1)
         proc = subprocess.Popen(
-            [LI, "wait", sid], env=env_for(url, home), stdout=subprocess.DEVNULL, cwd=home
+            [LI, "wait", sid],
+            env=env_for(url, home),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # "interrupted by SIGTERM" at the end is expected
+            cwd=home,
         )
         try:
             time.sleep(1.5)  # start-up and the first reads are not idle time
