@@ -76,3 +76,89 @@ def test_the_public_contract_names_of_design_section_6() -> None:
         "wait_for_terminal", "format_wait_line", "run_wait",
     }  # fmt: skip
     assert contract <= set(lirun.__all__)
+
+
+# -- start-up budgets (bench/bench_startup.py measures them; these keep them) ----------
+
+# What no `li wait` may load: each costs start-up time the command does not need.
+NOT_ON_THE_WAIT_PATH = {
+    "psycopg", "rich", "argparse", "asyncio", "typing", "re", "enum", "json", "pathlib",
+    "dataclasses", "uuid", "random", "secrets", "subprocess", "threading", "signal",
+    "urllib", "inspect", "importlib_metadata",
+}  # fmt: skip
+
+
+def modules_loaded_by(code: str) -> set[str]:
+    """Like ``modules_after``, but the probe itself imports nothing (no json)."""
+    import ast
+
+    probe = f"{code}\nimport sys\nprint(sorted(sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    return set(ast.literal_eval(out.splitlines()[-1]))
+
+
+def finished_sqlite_db(tmp_path: Path) -> str:
+    from lirun.store import open_store
+
+    url = str(tmp_path / "state.db")
+    store = open_store(url)
+    store.create_session(id="done-1")
+    store.update_status(
+        "session", "done-1", new_status="completed", reason_code="run.completed.ok",
+        expected_statuses={"running"}, extra_fields={"exit_code": 0},
+    )  # fmt: skip
+    store.close()
+    return url
+
+
+def cli_modules(argv: list[str], env_db: str, home: Path) -> set[str]:
+    code = (
+        "import os\n"
+        f"os.environ['LIRUN_DB_URL'] = {env_db!r}\n"
+        f"os.environ['LIRUN_HOME'] = {str(home)!r}\n"
+        "from lirun.cli.main import main\n"
+        f"main({argv!r})"
+    )
+    return modules_loaded_by(code)
+
+
+def test_li_wait_on_sqlite_loads_only_what_it_needs(tmp_path: Path) -> None:
+    url = finished_sqlite_db(tmp_path)
+    loaded = cli_modules(["wait", "done-1"], url, tmp_path / "home")
+    assert "lirun.wait.watch" in loaded and "sqlite3" in loaded  # the probe saw the wait
+    assert not top_level(loaded) & NOT_ON_THE_WAIT_PATH, top_level(loaded) & NOT_ON_THE_WAIT_PATH
+    other_commands = {m for m in loaded if m.startswith(("lirun.cli.", "lirun.exec"))}
+    assert other_commands <= {"lirun.cli.main", "lirun.cli.wait", "lirun.cli.common"}
+
+
+def test_li_help_loads_no_command_module_and_no_heavy_import(tmp_path: Path) -> None:
+    loaded = cli_modules(["--help"], str(tmp_path / "state.db"), tmp_path / "home")
+    assert {m for m in loaded if m.startswith("lirun.")} <= {
+        "lirun.cli",
+        "lirun.cli.main",
+        "lirun.errors",
+    }
+    assert not top_level(loaded) & NOT_ON_THE_WAIT_PATH
+
+
+def test_the_async_face_imports_asyncio_only_when_awaited() -> None:
+    loaded = top_level(modules_loaded_by("from lirun import StateDB\nStateDB(':memory:')"))
+    assert "asyncio" not in loaded
+
+
+def test_hints_namedtuple_is_a_namedtuple_at_run_time() -> None:
+    code = (
+        "from lirun.hints import NamedTuple\n"
+        "class P(NamedTuple):\n"
+        "    x: int\n"
+        "    y: int = 2\n"
+        "    def total(self) -> int:\n"
+        "        return self.x + self.y\n"
+        "p = P(1)\n"
+        "assert p == (1, 2) and p.total() == 3 and P._fields == ('x', 'y')\n"
+        "assert p._replace(y=5).y == 5 and P._field_defaults == {'y': 2}\n"
+    )
+    loaded = top_level(modules_loaded_by(code))
+    assert "typing" not in loaded

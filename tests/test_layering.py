@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.signals",
             "lirun.provider_errors",
             "lirun.liveness",
+            "lirun.hints",
         ),
     ),
     ("store", ("lirun.store",)),

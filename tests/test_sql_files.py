@@ -36,7 +36,7 @@ def test_both_dialects_define_the_same_query_names() -> None:
 
 
 def test_both_dialects_ship_the_same_files_and_migrations() -> None:
-    names = [sorted(p.name for p in _sql_dir(d).glob("*.sql")) for d in DIALECTS]
+    names = [sorted(p.name for p in Path(_sql_dir(d)).glob("*.sql")) for d in DIALECTS]
     assert names[0] == names[1]
     sqlite, postgres = load_migrations("sqlite"), load_migrations("postgres")
     assert [(v, n) for v, n, _ in sqlite] == [(v, n) for v, n, _ in postgres]
@@ -55,7 +55,7 @@ def test_queries_only_have_identifier_slots(dialect: str) -> None:
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_every_template_is_documented_in_the_file_header(dialect: str) -> None:
-    text = (_sql_dir(dialect) / "queries.sql").read_text(encoding="utf-8")
+    text = (Path(_sql_dir(dialect)) / "queries.sql").read_text(encoding="utf-8")
     header = text.split("-- name:", 1)[0]
     for name in TEMPLATES:
         assert name in header, name
@@ -101,3 +101,13 @@ def test_to_pyformat() -> None:
         "SELECT %(a)s, %(b_1)s WHERE x LIKE '5%%'"
     )
     assert to_pyformat("SELECT CAST(:a AS TEXT), x::int") == "SELECT CAST(%(a)s AS TEXT), x::int"
+
+
+def test_query_headers_and_migration_names_are_read_without_re() -> None:
+    assert queries._header_name("--name:a_1") == "a_1"
+    assert queries._header_name("--   name:   _x  ") == "_x"
+    for line in ("-- name: 1a", "-- name: A", "-- name: a b", "-- name:", "- name: a", "-- nom: a"):
+        assert queries._header_name(line) is None, line
+    assert queries._migration_name("0003_records.sql") == (3, "records")
+    for name in ("003_x.sql", "0003_X.sql", "0003_.sql", "0003-x.sql", "0003_x.sqlx", "x.sql"):
+        assert queries._migration_name(name) is None, name

@@ -5,9 +5,8 @@ Status vocabularies live here only; the database stores TEXT.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from lirun.errors import ValidationError
+from lirun.hints import NamedTuple
 
 
 class EntityPolicy(NamedTuple):

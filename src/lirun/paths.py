@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 
 from lirun.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# pathlib (with fnmatch, re, urllib.parse) is imported by the functions that return a
+# Path; the `li wait` start-up path uses the string forms below only.
+
+
+def _home() -> str:
+    raw = os.environ.get("LIRUN_HOME")
+    return os.path.expanduser(raw) if raw else os.path.join(os.path.expanduser("~"), ".lirun")
 
 
 def lirun_home() -> Path:
     """``$LIRUN_HOME`` or ``~/.lirun``."""
+    from pathlib import Path
+
     raw = os.environ.get("LIRUN_HOME")
     return Path(raw).expanduser() if raw else Path.home() / ".lirun"
 
@@ -28,7 +40,7 @@ def pending_root() -> Path:
 def nothing_pending() -> bool:
     """One listing of ``pending_root()`` (the `li wait` start-up path: no other import)."""
     try:
-        with os.scandir(pending_root()) as entries:
+        with os.scandir(os.path.join(_home(), "pending")) as entries:
             return next(entries, None) is None
     except OSError:  # no such directory, or a home it cannot be (the command says so later)
         return True
@@ -38,6 +50,11 @@ def default_db_path() -> Path:
     return lirun_home() / "state.db"
 
 
+def default_db_location() -> str:
+    """``default_db_path()`` as a string, without importing pathlib."""
+    return os.path.join(_home(), "state.db")
+
+
 DB_URL_HELP = (
     "state database (path, sqlite:///path or postgresql://...); "
     "default $LIRUN_DB_URL, else $LIRUN_HOME/state.db"
@@ -45,7 +62,18 @@ DB_URL_HELP = (
 
 
 KNOWN_SCHEMES = ("sqlite", "postgresql", "postgres")
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+
+
+def _scheme(url: str) -> str | None:
+    """The ``scheme`` of ``scheme://…`` (a letter, then at least one of ``[A-Za-z0-9+.-]``).
+
+    String tests rather than a regular expression: ``re`` costs `li wait` start-up time.
+    """
+    name, sep, _ = url.partition("://")
+    if not sep or len(name) < 2 or not name[0].isascii() or not name[0].isalpha():
+        return None
+    return name if all(c in _SCHEME_CHARS for c in name) else None
 
 
 def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
@@ -57,11 +85,11 @@ def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
     if url is not None and str(url) != "":
         resolved = os.fspath(url)
     else:
-        resolved = os.environ.get("LIRUN_DB_URL") or str(default_db_path())
-    scheme = _SCHEME.match(resolved)
-    if scheme and scheme.group(1).lower() not in KNOWN_SCHEMES:
+        resolved = os.environ.get("LIRUN_DB_URL") or default_db_location()
+    scheme = _scheme(resolved)
+    if scheme and scheme.lower() not in KNOWN_SCHEMES:
         raise UsageError(
-            f"unsupported database URL scheme {scheme.group(1)}:// (a path, sqlite:///path or "
+            f"unsupported database URL scheme {scheme}:// (a path, sqlite:///path or "
             "postgresql://... are accepted)"
         )
     return resolved

@@ -7,16 +7,22 @@ trap stays active through teardown so the terminal write is committed before ``l
 
 from __future__ import annotations
 
+import _signal
 import contextlib
 import os
-import signal
-import threading
-from types import FrameType, TracebackType
-from typing import Any
+
+from lirun.hints import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from types import FrameType, TracebackType
 
 __all__ = ["TRAPPED_SIGNALS", "SignalTrap", "held_trap", "hold_signals", "release_signals"]
 
-TRAPPED_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# The C module, not ``signal``: that one builds enums (``enum`` and ``re`` on the start-up
+# path of every `li` command); the ``Signals`` enum is made only once a signal came.
+TRAPPED_SIGNALS: tuple[int, ...] = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 
 
 class SignalTrap:
@@ -26,15 +32,24 @@ class SignalTrap:
     ``received`` stays None and ``fileno()`` is a pipe nobody writes to.
     """
 
-    def __init__(self, signals: tuple[signal.Signals, ...] = TRAPPED_SIGNALS) -> None:
+    def __init__(self, signals: tuple[int, ...] = TRAPPED_SIGNALS) -> None:
         self.signals = signals
-        self.received: signal.Signals | None = None
+        self._received: int | None = None
         self.count = 0
         self._read_fd = -1
         self._write_fd = -1
-        self._previous: dict[signal.Signals, Any] = {}
+        self._previous: dict[int, Any] = {}
         self._previous_wakeup = -1
         self._installed = False
+
+    @property
+    def received(self) -> signal.Signals | None:
+        """The first trapped signal, if one came."""
+        if self._received is None:
+            return None
+        import signal
+
+        return signal.Signals(self._received)
 
     @property
     def signal_name(self) -> str | None:
@@ -48,11 +63,13 @@ class SignalTrap:
         for fd in (self._read_fd, self._write_fd):
             os.set_blocking(fd, False)
             os.set_inheritable(fd, False)
-        if threading.current_thread() is threading.main_thread():
-            self._previous_wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
-            for sig in self.signals:
-                self._previous[sig] = signal.signal(sig, self._handle)
-            self._installed = True
+        try:
+            self._previous_wakeup = _signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        except ValueError:
+            return self  # not the main thread: Python cannot install handlers here
+        for sig in self.signals:
+            self._previous[sig] = _signal.signal(sig, self._handle)
+        self._installed = True
         return self
 
     def __exit__(
@@ -63,8 +80,8 @@ class SignalTrap:
     ) -> None:
         if self._installed:
             for sig, handler in self._previous.items():
-                signal.signal(sig, handler)
-            signal.set_wakeup_fd(self._previous_wakeup)
+                _signal.signal(sig, handler)
+            _signal.set_wakeup_fd(self._previous_wakeup)
             self._installed = False
         for fd in (self._read_fd, self._write_fd):
             with contextlib.suppress(OSError):
@@ -72,8 +89,8 @@ class SignalTrap:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
-        if self.received is None:
-            self.received = signal.Signals(signum)
+        if self._received is None:
+            self._received = signum
 
     def drain(self) -> None:
         """Empty the wake-up pipe (its bytes only say "a signal came")."""
@@ -83,7 +100,7 @@ class SignalTrap:
 
     def exit_code(self) -> int | None:
         """The conventional shell code for the received signal (128 + number), if any."""
-        return 128 + int(self.received) if self.received is not None else None
+        return 128 + self._received if self._received is not None else None
 
 
 # --- a trap for the whole process (``li run`` / ``li agent``) ---------------------------------
@@ -119,6 +136,6 @@ def release_signals() -> None:
         return
     if _held._installed:
         for sig in _held.signals:
-            signal.signal(sig, signal.SIG_IGN)
+            _signal.signal(sig, _signal.SIG_IGN)
         _held._installed = False
     _held = None

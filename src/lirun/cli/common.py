@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from typing import Any
 
+from lirun.hints import Any
 from lirun.paths import DB_URL_HELP
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
-class Parser(argparse.ArgumentParser):
+# argparse and json are imported where used: `li wait` imports this module for
+# deliver_pending and must not pay for them (bench/bench_startup.py).
+
+
+def make_parser(prog: str, description: str, exit_codes: str) -> argparse.ArgumentParser:
     """argparse with usage errors on stderr and exit code 2 (argparse's own convention)."""
+    import argparse
 
-
-def make_parser(prog: str, description: str, exit_codes: str) -> Parser:
-    return Parser(
+    return argparse.ArgumentParser(
         prog=prog,
         description=description,
         epilog=f"exit codes:\n{exit_codes}",
@@ -28,6 +32,8 @@ def add_db_option(parser: argparse.ArgumentParser) -> None:
 
 
 def print_json(obj: Any) -> None:
+    import json
+
     sys.stdout.write(json.dumps(obj, default=str, sort_keys=True) + "\n")
     sys.stdout.flush()
 

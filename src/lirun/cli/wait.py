@@ -10,17 +10,16 @@ stderr is a terminal.
 
 from __future__ import annotations
 
+import _signal
 import contextlib
-import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Any
 
 from lirun.errors import DatabaseConnectionLostError, LirunError
+from lirun.hints import Any
 from lirun.paths import DB_URL_HELP
 from lirun.signals import SignalTrap
 from lirun.wait.api import check_interval, check_timeout, drive, open_for_wait, writable_opener
@@ -164,7 +163,12 @@ class Output:
         if not prints_line(outcome):
             _warn(describe_problem(outcome))
             return
-        line = json.dumps(json_record(outcome)) if self.as_json else format_wait_line(outcome)
+        if self.as_json:
+            import json  # only for --json: the default line needs no json on start-up
+
+            line = json.dumps(json_record(outcome))
+        else:
+            line = format_wait_line(outcome)
         if self._stdout_ok:
             try:
                 sys.stdout.write(line + "\n")
@@ -189,9 +193,25 @@ class Output:
         self._clear()
         waiting = watcher.pending_outcomes()
         if waiting:
+            import signal  # only to name a signal that came
+
             names = ", ".join(f"{o['run_id']} ({o['status']})" for o in waiting)
             why = f"interrupted by {signal.Signals(signum).name}" if signum else "timed out"
             _warn(f"{why}; still waiting on {names}")
+
+
+class StopRequested:
+    """``stop`` for the wait loop: true once a signal came; ``fileno()`` is the trap's
+    wake-up pipe, so a waker can sleep on it instead of looking every few milliseconds."""
+
+    def __init__(self, trap: SignalTrap) -> None:
+        self._trap = trap
+
+    def __call__(self) -> bool:
+        return self._trap.received is not None
+
+    def fileno(self) -> int:
+        return self._trap.fileno()
 
 
 def _yield_cpu() -> None:
@@ -206,10 +226,9 @@ def _yield_cpu() -> None:
 
 def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
     _yield_cpu()
+    stop = StopRequested(trap)
     try:
-        store, _ = open_for_wait(
-            args.db, timeout=args.timeout, stop=lambda: trap.received is not None, warn=_warn
-        )
+        store, _ = open_for_wait(args.db, timeout=args.timeout, stop=stop, warn=_warn)
     except DatabaseConnectionLostError as exc:  # still unreachable at --timeout or a signal
         _warn(f"{'interrupted' if trap.received else 'timed out'}: {exc}")
         return 3
@@ -222,7 +241,7 @@ def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
                 interval=args.interval,
                 timeout=args.timeout,
                 emit=out.emit,
-                stop=lambda: trap.received is not None,
+                stop=stop,
                 idle=out.idle,
             )
             out.finish(watcher, signum=trap.received)
@@ -243,7 +262,7 @@ def run_wait(argv: list[str]) -> int:
     if not ids:
         _warn("error: no ids given (they were empty after splitting on spaces and commas)")
         return 2
-    with SignalTrap((signal.SIGINT, signal.SIGTERM)) as trap:
+    with SignalTrap((_signal.SIGINT, _signal.SIGTERM)) as trap:
         try:
             return _wait(args, ids, trap)
         except LirunError as exc:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+
+from lirun.hints import Any, Protocol
 
 NOTIFY_CHANNEL = "lirun_terminal"
 Row = dict[str, Any]

@@ -6,11 +6,9 @@ re-exported here); the rules of a status write in ``transitions``.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from lirun.errors import (
     AmbiguousIdError,
@@ -18,6 +16,7 @@ from lirun.errors import (
     TransitionRejectedError,
     ValidationError,
 )
+from lirun.hints import Any
 from lirun.lifecycle import EntityPolicy, canonical_entity_type, policy_for, validate_status
 from lirun.reasons import creation_reason, validate_reason
 from lirun.store.connector import NOTIFY_CHANNEL, Connector, Tx
@@ -583,5 +582,7 @@ class Store(WaitReads):
             transition_id,
         )
         if write.new_status in policy.terminal and self.connector.supports_notify:
+            import json
+
             payload = json.dumps({"type": policy.entity_type, "id": entity_id})
             tx.query(self.sql("notify_terminal"), {"channel": NOTIFY_CHANNEL, "payload": payload})

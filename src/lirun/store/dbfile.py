@@ -11,22 +11,22 @@ file is only ever looked at with ``stat``.
 from __future__ import annotations
 
 import os
-import secrets
 import sqlite3
 import stat
 import sys
 import time
 from contextlib import suppress
-from pathlib import Path
-from urllib.parse import quote
 
 from lirun.errors import DatabaseUnavailableError, UsageError
 
+# Paths are strings here (os.path), not pathlib: opening the database is on the start-up
+# path of every `li` command, and pathlib brings re and urllib.parse with it.
 SIDE_FILES = ("-wal", "-shm")
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 
 
-def sqlite_path_from_url(url: str) -> Path:
-    """``sqlite:///abs``, ``sqlite:////abs``, ``sqlite:rel/path`` or a bare path → a Path."""
+def sqlite_path_from_url(url: str) -> str:
+    """``sqlite:///abs``, ``sqlite:////abs``, ``sqlite:rel/path`` or a bare path → a path."""
     if url.startswith("sqlite://"):
         url = url[len("sqlite://") :]
         if url.startswith("//"):
@@ -37,16 +37,22 @@ def sqlite_path_from_url(url: str) -> Path:
         raise UsageError("the sqlite: database URL names no file; write sqlite:///path/state.db")
     if "\x00" in url:
         raise UsageError("the database path contains a NUL character")
-    return Path(url).expanduser()
+    return os.path.expanduser(url)
 
 
-def readonly_uri(path: Path, *, immutable: bool = False) -> str:
+def _quote(text: str) -> str:
+    """``urllib.parse.quote(text, safe="/")`` without importing urllib (and re)."""
+    raw = text.encode("utf-8")
+    return "".join(chr(b) if b in _URI_SAFE else f"%{b:02X}" for b in raw)
+
+
+def readonly_uri(path: str, *, immutable: bool = False) -> str:
     """A ``file:`` URI that opens ``path`` read-only (``?`` and ``#`` in names quoted)."""
-    target = quote(str(path.absolute()), safe="/")
+    target = _quote(os.path.abspath(path))
     return f"file:{target}?mode=ro" + ("&immutable=1" if immutable else "")
 
 
-def file_kind(path: Path) -> str | None:
+def file_kind(path: str) -> str | None:
     """None when nothing is there, "file" for a regular file; refuses anything else."""
     try:
         mode = os.stat(path).st_mode
@@ -61,7 +67,7 @@ def file_kind(path: Path) -> str | None:
     )
 
 
-def ensure_database_file(path: Path) -> None:
+def ensure_database_file(path: str) -> None:
     """Make sure ``path`` is a database file, creating it if absent (OSError on failure).
 
     A 0-byte file is what a crash or a full disk leaves of a database: it is moved aside,
@@ -74,8 +80,15 @@ def ensure_database_file(path: Path) -> None:
     _create(path)
 
 
-def _create(path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.new")
+def _sibling(path: str, name: str) -> str:
+    return os.path.join(os.path.dirname(path), name)
+
+
+def _create(path: str) -> None:
+    import secrets
+
+    base = os.path.basename(path)
+    tmp = _sibling(path, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.new")
     os.close(os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
     try:
         conn = sqlite3.connect(tmp, isolation_level=None)
@@ -89,17 +102,19 @@ def _create(path: Path) -> None:
         except FileExistsError:
             pass  # a concurrent opener created it first: use theirs
         except OSError:
-            if not path.exists():  # a filesystem without hard links
+            if not os.path.exists(path):  # a filesystem without hard links
                 os.rename(tmp, path)
     finally:
-        for leftover in (tmp, *(Path(f"{tmp}{suffix}") for suffix in SIDE_FILES)):
+        for leftover in (tmp, *(f"{tmp}{suffix}" for suffix in SIDE_FILES)):
             with suppress(FileNotFoundError):
-                leftover.unlink()
+                os.unlink(leftover)
 
 
-def _set_aside_empty(path: Path) -> None:
+def _set_aside_empty(path: str) -> None:
+    import secrets
+
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    aside = path.with_name(f"{path.name}.empty-{stamp}-{secrets.token_hex(2)}")
+    aside = _sibling(path, f"{os.path.basename(path)}.empty-{stamp}-{secrets.token_hex(2)}")
     try:
         os.rename(path, aside)
     except FileNotFoundError:

@@ -116,6 +116,8 @@ class PostgresConnector:
         except BaseException:
             self._conn.close()
             raise
+        if readonly:  # a reader never writes: its one connection serves the reads
+            self._read_conn, self._conn = self._conn, None
 
     def connect(self, **kwargs: Any) -> Any:
         """A new autocommit connection with lirun's search path (also used by listeners)."""
@@ -152,9 +154,23 @@ class PostgresConnector:
             return 0
         return int(tx.query("SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations")[0]["v"])
 
+    def _current_version(self) -> int:
+        """The schema version in one round trip (outside a transaction: a missing table
+        only fails this statement)."""
+        try:
+            return self._schema_version_unchecked()
+        except self._psycopg.errors.UndefinedTable:
+            return 0
+        except self._psycopg.Error as exc:
+            raise _translate(exc, self.url) from exc
+
+    def _schema_version_unchecked(self) -> int:
+        sql = "SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations"
+        return int(_PgTx(self._conn).query(sql)[0]["v"])
+
     def _check_and_migrate(self) -> None:
         latest = latest_version(self.dialect)
-        current = self._schema_version(_PgTx(self._conn))
+        current = self._current_version()
         if current == latest:
             return
         if current > latest:
@@ -270,6 +286,10 @@ class PostgresConnector:
     def change_token(self) -> object:
         return None
 
+    def listen(self, channel: str) -> Listener:
+        """A new connection listening on ``channel`` (errors: typed, as everywhere here)."""
+        return Listener(self, channel)
+
     def close(self) -> None:
         self._closed = True
         with self._lock:
@@ -278,3 +298,49 @@ class PostgresConnector:
         with self._read_lock:
             if self._read_conn is not None:
                 self._read_conn.close()
+
+
+class Listener:
+    """LISTEN on its own connection, every driver error translated (``li wait``'s waker).
+
+    ``fileno()`` lets a waiter sleep in ``select`` on the connection and a stop pipe
+    together; ``take()`` returns the payloads that arrived, without blocking.
+    """
+
+    def __init__(self, connector: PostgresConnector, channel: str) -> None:
+        self._connector = connector
+        self._conn = connector.connect()
+        try:
+            self._conn.execute(f"LISTEN {channel}")
+        except connector._psycopg.Error as exc:
+            self.close()
+            raise _translate(exc, connector.url) from exc
+
+    def fileno(self) -> int:
+        try:
+            return int(self._conn.fileno())
+        except self._connector._psycopg.Error as exc:  # the connection is lost
+            raise _translate(exc, self._connector.url) from exc
+
+    def wait_readable(self, other: int | None, timeout: float) -> list[int]:
+        """Block until the connection (or ``other``) is readable; the ready descriptors."""
+        import select
+
+        fds = [self.fileno(), *([] if other is None else [other])]
+        try:
+            return select.select(fds, [], [], timeout)[0]
+        except (OSError, ValueError) as exc:  # the socket went away under us
+            raise DatabaseConnectionLostError(
+                f"lost the listening connection to {self._connector.display_url}: {exc}"
+            ) from exc
+
+    def take(self) -> list[str]:
+        """Payloads received so far (reading what the socket holds; never blocks)."""
+        try:
+            return [note.payload for note in self._conn.notifies(timeout=0)]
+        except self._connector._psycopg.Error as exc:
+            raise _translate(exc, self._connector.url) from exc
+
+    def close(self) -> None:
+        with suppress(Exception):  # a broken connection has nothing to release
+            self._conn.close()

@@ -3,22 +3,47 @@ check what fills the identifier slots of the few templates among them."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+import os
 from functools import cache, lru_cache
-from pathlib import Path
 
+from lirun.hints import TYPE_CHECKING
 from lirun.lifecycle import POLICIES
 
-_HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$")
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
+# Plain strings and os.path, not re, pathlib or importlib.resources: every `li` command
+# loads queries on start-up, and those imports alone cost more than the reading.
 DIALECTS = ("sqlite", "postgres")
+_NAME_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz_")
+_NAME_REST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
-def _sql_dir(dialect: str) -> Path:
-    # A plain path, not importlib.resources: that import alone costs `li wait` ~3 ms.
-    return Path(__file__).resolve().parent / "sql" / dialect
+def _sql_dir(dialect: str) -> str:
+    return os.path.join(os.path.dirname(os.path.realpath(__file__)), "sql", dialect)
+
+
+def _header_name(line: str) -> str | None:
+    """``X`` of a ``-- name: X`` line (``[a-z_][a-z0-9_]*``), else None."""
+    if not line.startswith("--"):
+        return None
+    rest = line[2:].lstrip()
+    if not rest.startswith("name:"):
+        return None
+    name = rest[len("name:") :].strip()
+    ok = name and name[0] in _NAME_FIRST and all(c in _NAME_REST for c in name)
+    return name if ok and " " not in rest[len("name:") :].strip() else None
+
+
+def _migration_name(filename: str) -> tuple[int, str] | None:
+    """``(version, name)`` of ``NNNN_name.sql`` (name ``[a-z0-9_]+``), else None."""
+    stem = filename.removesuffix(".sql")
+    digits, sep, name = stem.partition("_")
+    if stem == filename or not sep or len(digits) != 4 or not digits.isascii():
+        return None
+    if not digits.isdigit() or not name or not all(c in _NAME_REST for c in name):
+        return None
+    return int(digits), name
 
 
 def parse_queries(text: str) -> dict[str, str]:
@@ -26,9 +51,9 @@ def parse_queries(text: str) -> dict[str, str]:
     queries: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in text.splitlines():
-        header = _HEADER.match(line.strip())
-        if header:
-            current = queries.setdefault(header.group(1), [])
+        header = _header_name(line.strip())
+        if header is not None:
+            current = queries.setdefault(header, [])
         elif current is not None and not line.lstrip().startswith("--"):
             current.append(line)
     return {name: "\n".join(body).strip() for name, body in queries.items()}
@@ -37,17 +62,31 @@ def parse_queries(text: str) -> dict[str, str]:
 @lru_cache(maxsize=512)
 def to_pyformat(sql: str) -> str:
     """``:name`` → ``%(name)s`` for psycopg (a literal ``%`` is doubled first)."""
-    return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+    import re  # PostgreSQL only
+
+    return re.sub(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)", r"%(\1)s", sql.replace("%", "%%"))
 
 
 _TABLES = frozenset(p.table for p in POLICIES.values())
-# The slots of the templates in queries.sql, and how each is built: ``, ``-joined
-# ``name`` (columns), ``:name`` (values) or ``name = :name`` (assignments, extra_set).
+
+
+# The slots of the templates in queries.sql, and how each item of their ``, ``-joined list
+# is built: ``name`` (columns), ``:name`` (values), ``name = :name`` (assignments) or
+# ``name = :x_name`` (extra_set).
+def _is_name(text: str) -> bool:
+    return bool(text) and text[0] in _NAME_FIRST and all(c in _NAME_REST for c in text)
+
+
+def _assigned(item: str, prefix: str) -> bool:
+    name, sep, value = item.partition(" = :")
+    return bool(sep) and _is_name(name) and value == prefix + name
+
+
 _SLOT_ITEM = {
-    "columns": re.compile(r"(?P<n>[a-z_][a-z0-9_]*)"),
-    "values": re.compile(r":(?P<n>[a-z_][a-z0-9_]*)"),
-    "assignments": re.compile(r"(?P<n>[a-z_][a-z0-9_]*) = :(?P=n)"),
-    "extra_set": re.compile(r"(?P<n>[a-z_][a-z0-9_]*) = :x_(?P=n)"),
+    "columns": _is_name,
+    "values": lambda item: item.startswith(":") and _is_name(item[1:]),
+    "assignments": lambda item: _assigned(item, ""),
+    "extra_set": lambda item: _assigned(item, "x_"),
 }
 
 
@@ -61,7 +100,7 @@ def check_slots(slots: Mapping[str, str]) -> Mapping[str, str]:
             ok = text in _TABLES
         else:
             items = text.removeprefix(", ").split(", ") if text else []
-            ok = slot in _SLOT_ITEM and all(_SLOT_ITEM[slot].fullmatch(i) for i in items)
+            ok = slot in _SLOT_ITEM and all(_SLOT_ITEM[slot](i) for i in items)
         if not ok:
             raise ValueError(f"SQL slot {slot}={text!r} is not a known identifier list")
     return slots
@@ -71,9 +110,11 @@ def check_slots(slots: Mapping[str, str]) -> Mapping[str, str]:
 def load_queries(dialect: str) -> dict[str, str]:
     """Every named query of ``sql/<dialect>/*.sql`` (one file per concern)."""
     queries: dict[str, str] = {}
-    for entry in sorted(_sql_dir(dialect).iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".sql"):
-            found = parse_queries(entry.read_text(encoding="utf-8"))
+    directory = _sql_dir(dialect)
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".sql"):
+            with open(os.path.join(directory, name), encoding="utf-8") as file:
+                found = parse_queries(file.read())
             duplicated = set(found) & set(queries)
             if duplicated:
                 raise RuntimeError(f"query names defined twice: {sorted(duplicated)}")
@@ -85,13 +126,18 @@ def load_queries(dialect: str) -> dict[str, str]:
 def load_migrations(dialect: str) -> tuple[tuple[int, str, str], ...]:
     """``(version, name, sql)`` for every ``NNNN_name.sql`` file, in version order."""
     found = []
-    for entry in (_sql_dir(dialect) / "migrations").iterdir():
-        match = re.match(r"^(\d{4})_([a-z0-9_]+)\.sql$", entry.name)
-        if match:
-            found.append((int(match.group(1)), match.group(2), entry.read_text(encoding="utf-8")))
+    directory = os.path.join(_sql_dir(dialect), "migrations")
+    for filename in os.listdir(directory):
+        parsed = _migration_name(filename)
+        if parsed is not None:
+            with open(os.path.join(directory, filename), encoding="utf-8") as file:
+                found.append((*parsed, file.read()))
     return tuple(sorted(found))
 
 
+@cache
 def latest_version(dialect: str) -> int:
-    migrations = load_migrations(dialect)
-    return migrations[-1][0] if migrations else 0
+    """The newest migration's version, from the file names alone (every open asks)."""
+    directory = os.path.join(_sql_dir(dialect), "migrations")
+    versions = [p[0] for p in map(_migration_name, os.listdir(directory)) if p is not None]
+    return max(versions, default=0)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from lirun.errors import ValidationError
+from lirun.hints import Any
 from lirun.store.connector import Row
 
 JSON_COLUMNS = frozenset(
@@ -39,6 +38,8 @@ def to_json(value: Any, what: str) -> str | None:
     """Serialize a JSON column value; a value that is not JSON is a ValidationError."""
     if value is None:
         return None
+    import json  # first use only: json imports re, which `li wait` must not pay for
+
     try:
         return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -106,6 +107,8 @@ def decode_row(row: Row | None) -> dict[str, Any] | None:
         if key == "seq" and ("entity_type" in row or "event_type" in row):
             continue
         if key in JSON_COLUMNS and isinstance(value, str):
+            import json
+
             value = json.loads(value)
         out[key] = value
     return out

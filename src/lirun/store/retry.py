@@ -12,9 +12,9 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TypeVar
 
 from lirun.errors import DatabaseBusyError, DatabaseConnectionLostError
+from lirun.hints import TypeVar
 
 T = TypeVar("T")
 

@@ -8,14 +8,13 @@ another process's lock (an async caller reading while a write is pending).
 
 from __future__ import annotations
 
-import json
+import _thread
 import os
 import sqlite3
-import threading
 import time
+from _json import encode_basestring_ascii
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from pathlib import Path
 
 from lirun.errors import (
     ConflictError,
@@ -46,7 +45,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in str(exc)
 
 
-def _translate(exc: sqlite3.Error, path: Path) -> LirunError:
+def _translate(exc: sqlite3.Error, path: str) -> LirunError:
     text = str(exc)
     if isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in text:
         return ConflictError(f"a record with that id already exists ({text})")
@@ -82,7 +81,7 @@ class _SQLiteTx:
         return self._conn.execute(sql, params or {}).rowcount
 
 
-def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
+def _connect(target: str, *, uri: bool = False) -> sqlite3.Connection:
     return sqlite3.connect(
         target,
         timeout=BUSY_TIMEOUT_S,
@@ -98,12 +97,15 @@ class SQLiteConnector:
     dialect = "sqlite"
     supports_notify = False
 
-    def __init__(self, path: Path, *, readonly: bool = False, create_parent: bool = False) -> None:
-        self.path = path
-        self.url = self.display_url = str(path)
+    def __init__(
+        self, path: str | os.PathLike[str], *, readonly: bool = False, create_parent: bool = False
+    ) -> None:
+        self.path = os.fspath(path)
+        self.url = self.display_url = self.path
         self.readonly = readonly
-        self._write_lock = threading.RLock()
-        self._read_lock = threading.Lock()
+        # _thread, not threading: the same locks without threading's import on start-up.
+        self._write_lock = _thread.RLock()
+        self._read_lock = _thread.allocate_lock()
         self._write_conn: sqlite3.Connection | None = None
         self._immutable_seen: tuple[int, ...] | None = None
         if readonly:
@@ -129,10 +131,10 @@ class SQLiteConnector:
     # -- opening -------------------------------------------------------------
 
     def _open_writer(self, create_parent: bool) -> sqlite3.Connection:
-        parent = self.path.parent
+        parent = os.path.dirname(self.path) or "."
         if create_parent:
             try:
-                parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.makedirs(parent, mode=0o700, exist_ok=True)
             except OSError as exc:
                 raise DatabaseUnavailableError(
                     f"cannot create the directory {parent} for the database: "
@@ -140,7 +142,7 @@ class SQLiteConnector:
                     "(or one that can be created), or pass --db / set LIRUN_DB_URL"
                 ) from exc
         try:
-            if not parent.is_dir():
+            if not os.path.isdir(parent):
                 raise DatabaseUnavailableError(
                     f"cannot create the database {self.path}: directory {parent} does not "
                     "exist; create it or choose another path with --db / LIRUN_DB_URL"
@@ -170,7 +172,7 @@ class SQLiteConnector:
                 f"no lirun database at {self.path}; run a job first, or pass --db / set "
                 "LIRUN_DB_URL to the database you mean"
             )
-        if self.path.stat().st_size == 0:
+        if os.stat(self.path).st_size == 0:
             raise DatabaseCorruptError(
                 f"{self.path} is empty (0 bytes), not a lirun database; the next writing li "
                 "command keeps it aside and creates a new one"
@@ -209,8 +211,8 @@ class SQLiteConnector:
         text = str(exc)
         return (
             ("readonly" in text or "unable to open" in text)
-            and not os.access(self.path.parent, os.W_OK)
-            and not Path(f"{self.path}-wal").exists()
+            and not os.access(os.path.dirname(self.path) or ".", os.W_OK)
+            and not os.path.exists(f"{self.path}-wal")
         )
 
     def _file_signature(self) -> tuple[int, ...]:
@@ -219,7 +221,7 @@ class SQLiteConnector:
             st = os.stat(self.path)
         except OSError:
             return ()
-        has_wal = Path(f"{self.path}-wal").exists()
+        has_wal = os.path.exists(f"{self.path}-wal")
         return (st.st_ino, st.st_size, st.st_mtime_ns, int(has_wal))
 
     def _refresh_immutable(self) -> None:
@@ -341,7 +343,9 @@ class SQLiteConnector:
                 conn.execute("ROLLBACK")
 
     def bind_list(self, values: Sequence[str]) -> object:
-        return json.dumps(list(values))  # read by json_each(:ids)
+        # A JSON array for json_each(:ids), written without importing json (and re) on
+        # `li wait`'s path.
+        return "[" + ", ".join(encode_basestring_ascii(v) for v in values) + "]"
 
     def change_token(self) -> object:
         with self._read_lock:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple
 
 from lirun.errors import ValidationError
+from lirun.hints import Any, Literal, NamedTuple
 from lirun.lifecycle import (
     EXIT_CODE_BY_STATUS,
     EntityPolicy,

@@ -5,8 +5,8 @@ never a query or a dialect."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
 
+from lirun.hints import Any, Protocol
 from lirun.store.connector import Connector, Row
 
 # How many candidates an ambiguous id lists (the rest are counted: "and N more").

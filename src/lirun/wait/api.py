@@ -11,9 +11,9 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from lirun.errors import DatabaseConnectionLostError
+from lirun.hints import Any
 from lirun.paths import resolve_db_url
 from lirun.store import StateDB, Store, open_store
 from lirun.wait.outcome import format_wait_line

@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-from pathlib import Path
-from typing import Any
+
+from lirun.hints import Any
 
 _IN_NONBLOCK = 0o4000
 _IN_CLOEXEC = 0o2000000
@@ -47,7 +47,7 @@ class DirectoryWatch:
             return None
         if fd < 0:
             return None
-        watch = cls(libc, fd, os.fsencode(Path(directory)))
+        watch = cls(libc, fd, os.fsencode(directory))
         if not watch.arm():
             watch.close()
             return None

@@ -6,9 +6,9 @@ Pure functions over rows that ``wait_fetch`` returns (DESIGN §5, ADR D6 project
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from lirun.errors import listed_candidates
+from lirun.hints import Any
 from lirun.lifecycle import policy_for
 from lirun.reasons import display_reason
 from lirun.wait.resolve import AMBIGUOUS, NOT_FOUND, Target

@@ -10,8 +10,8 @@ it ambiguous (at most ``ID_CANDIDATES`` are listed, with the total count).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
 
+from lirun.hints import Any, NamedTuple
 from lirun.store.core import ID_CANDIDATES, Store
 
 NOT_FOUND = "not_found"

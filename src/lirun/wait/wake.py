@@ -11,13 +11,11 @@ so a missed or spurious wake-up costs latency, never correctness.
 
 from __future__ import annotations
 
-import contextlib
-import json
+import os
 import time
 from collections.abc import Callable, Collection
-from pathlib import Path
-from typing import Any, Protocol
 
+from lirun.hints import Any, Protocol
 from lirun.store.connector import NOTIFY_CHANNEL, Connector
 from lirun.wait.fswatch import DirectoryWatch
 
@@ -88,7 +86,7 @@ class ChangeTokenWaker:
         max_gap_seconds: float = SQLITE_MAX_GAP_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
         watch: DirectoryWatch | None = None,
-        watch_dir: Path | None = None,
+        watch_dir: str | None = None,
     ) -> None:
         self._connector = connector
         self._base = self._gap = check_seconds
@@ -172,76 +170,89 @@ class ChangeTokenWaker:
 class ListenWaker:
     """PostgreSQL: LISTEN on the terminal-transition channel, on its own connection.
 
-    A lost connection (a server restart) is replaced with capped backoff; LISTEN is
-    issued again before the waiter's next read, so no commit after it is missed.
+    It sleeps in ``select`` on that connection and, when ``stop`` has a ``fileno()`` (the
+    signal trap's wake-up pipe in `li wait`), on the stop pipe too: an idle waiter wakes
+    only for a notification or a stop request. Without a stop pipe it looks at ``stop``
+    every ``STOP_CHECK_SECONDS``. A lost connection (a server restart, a typed
+    ``DatabaseError`` from the store) is replaced with capped backoff; LISTEN is issued
+    again before the waiter's next read, so no commit after it is missed.
     """
 
     def __init__(self, connector: Any, interest: Callable[[], Collection[str]]) -> None:
         self._connector = connector
-        self._conn: Any = self._listen_connection()
+        self._listener: Any = connector.listen(NOTIFY_CHANNEL)
         self._interest = interest
         self._delay: float | None = None
 
-    def _listen_connection(self) -> Any:
-        conn = self._connector.connect()
-        conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        return conn
-
     def _relevant(self, payload: str) -> bool:
         try:
+            import json
+
             target = json.loads(payload).get("id")
         except (ValueError, AttributeError):
             return True  # unreadable payload: re-reading is always safe
         return target in self._interest()
 
     def wait(self, timeout: float, stop: Callable[[], bool]) -> bool:
-        if self._conn is None:
+        from lirun.errors import DatabaseError
+
+        if self._listener is None:
             return self._reconnect(timeout, stop)
         try:
             return self._listen(timeout, stop)
-        except Exception:  # the server went away: re-read now, reconnect on the next wait
+        except DatabaseError:  # the server went away: re-read now, reconnect on the next wait
             self.close()
-            self._conn = None
+            self._listener = None
             return True
 
     def _reconnect(self, timeout: float, stop: Callable[[], bool]) -> bool:
         """Sleep the next backoff step, then listen again; True: the waiter re-reads."""
+        from lirun.errors import DatabaseError
         from lirun.store.retry import backoff
 
         self._delay = backoff(self._delay)
         SleepWaker().wait(min(self._delay, timeout), stop)
         try:
-            self._conn = self._listen_connection()
-        except Exception:
+            self._listener = self._connector.listen(NOTIFY_CHANNEL)
+        except DatabaseError:
             return True  # still down: the re-read reports it, the next wait tries again
         self._delay = None
         return True
 
     def _listen(self, timeout: float, stop: Callable[[], bool]) -> bool:
         deadline = time.monotonic() + timeout
+        stop_fd = _stop_fileno(stop)
         while not stop():
+            if any(self._relevant(payload) for payload in self._listener.take()):
+                return True
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            for note in self._conn.notifies(timeout=min(left, STOP_CHECK_SECONDS)):
-                if self._relevant(note.payload):
-                    return True
+            step = left if stop_fd is not None else min(left, STOP_CHECK_SECONDS)
+            ready = self._listener.wait_readable(stop_fd, step)
+            if stop_fd is not None and stop_fd in ready and not stop():
+                stop_fd = None  # a byte that is not a stop request: look at stop() instead
         return False
 
     def after_read(self, useful: bool) -> None:
         pass  # notifications name terminal transitions only: nothing to tune
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):  # a broken connection has nothing to release
-            if self._conn is not None:
-                self._conn.close()
+        if self._listener is not None:
+            self._listener.close()
+
+
+def _stop_fileno(stop: Callable[[], bool]) -> int | None:
+    """The pipe that becomes readable when ``stop`` turns true, if ``stop`` offers one."""
+    fileno = getattr(stop, "fileno", None)
+    return int(fileno()) if fileno is not None else None
 
 
 def make_waker(connector: Connector, interest: Callable[[], Collection[str]]) -> Waker:
     """The best waker for this backend; call it before the waiter's first read."""
-    if connector.supports_notify and hasattr(connector, "connect"):
+    if connector.supports_notify and hasattr(connector, "listen"):
         return ListenWaker(connector, interest)
     if connector.change_token() is not None:
         # Only SQLite has a change token, and its url is the database file's path.
-        return ChangeTokenWaker(connector, watch_dir=Path(connector.url).parent)
+        return ChangeTokenWaker(connector, watch_dir=os.path.dirname(connector.url) or ".")
     return SleepWaker()

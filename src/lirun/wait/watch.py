@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseUnavailableError, LirunError
+from lirun.hints import Any
 from lirun.store.core import Store
 from lirun.wait.outcome import is_final, project, unfinished
 from lirun.wait.resolve import Target, resolve_targets
