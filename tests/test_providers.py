@@ -21,7 +21,7 @@ from lirun.exec.providers import (
     ProviderNotFoundError,
     ProviderRetryableError,
     StreamParser,
-    Verdict,
+    StreamVerdict,
     build_claude_command,
     build_codex_command,
     events_to_messages,
@@ -46,7 +46,7 @@ def replay(name: str, parser: StreamParser | None = None) -> StreamParser:
     return parser
 
 
-def verdict_for(name: str) -> Verdict:
+def verdict_for(name: str) -> StreamVerdict:
     return replay(name).finish(**EXPECTATIONS[name]["finish"])
 
 

@@ -267,19 +267,22 @@ _STORE_ERRORS = (DatabaseError, OSError)
 
 @dataclass(frozen=True, slots=True)
 class Finalized:
-    """How teardown ended: the status to report, and where it is if not in the database.
+    """How teardown ended: what the record says, and what this invocation decided.
 
-    ``spool`` is set when the database could not be written within the retry bound and
-    the decided outcome waits in a pending file (``lirun.spool``).
+    ``status`` / ``reason_code``: the record's (another writer's when it won the race or
+    the row was already terminal), so the caller needs no second read. ``decided``: this
+    invocation's ``decide_outcome`` (summary, evidence, metadata). ``spool`` is set when
+    the database could not be written within the retry bound and the decided outcome
+    waits in a pending file (``lirun.spool``); ``cause`` says why.
     """
 
     status: str
-    reason_code: str | None = None
+    reason_code: str | None
+    decided: Outcome
     spool: Path | None = None
     cause: str | None = None
-    # The row was already terminal: this invocation's own verdict (not written), which
-    # ``teardown_persist_sync`` reports to library callers as it always has.
-    unwritten_verdict: str | None = None
+    # The row was terminal before teardown read it: ``decided`` was not written.
+    already_terminal: bool = False
 
 
 def _with_retry(ctx: PersistContext, call: Callable[[], T]) -> T:
@@ -317,7 +320,7 @@ def _extra_fields(outcome: Outcome, facts: OutcomeFacts, ended_at: float) -> dic
 
 def _write_outcome(
     ctx: PersistContext, snapshot: str, outcome: Outcome, facts: OutcomeFacts, ended_at: float
-) -> str:
+) -> Finalized:
     """ADR D5 for teardown: CAS on the snapshot; a lost race returns the persisted winner.
 
     Verification, engine uid, ``ended_at`` and exit code commit in the same transaction as
@@ -343,7 +346,7 @@ def _write_outcome(
         log.info("lirun: run %s became terminal before teardown wrote it (%s)", ctx.session_id, exc)
         applied = False
     if applied:
-        return outcome.status
+        return Finalized(outcome.status, outcome.reason_code, outcome)
     winner = ctx.store.get_entity("session", ctx.session_id)
     if winner is None:
         raise NotFoundError(f"execution {ctx.session_id} vanished during teardown")
@@ -353,7 +356,7 @@ def _write_outcome(
         winner["status"],
         outcome.status,
     )
-    return str(winner["status"])
+    return Finalized(str(winner["status"]), winner.get("status_reason_code"), outcome)
 
 
 def _spool(
@@ -389,10 +392,11 @@ def _spool(
             f"the database ({cause}) nor the spool ({exc.strerror or exc}) could record it; "
             "free space or stop the process holding the database, then check `li status`"
         ) from exc
-    return Finalized(outcome.status, outcome.reason_code, spool=path, cause=str(cause))
+    return Finalized(outcome.status, outcome.reason_code, outcome, spool=path, cause=str(cause))
 
 
 def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
+    """Read the row, gather facts, decide, then write (or spool) unless already terminal."""
     ended_at = ctx.clock()
     try:
         row = _with_retry(ctx, lambda: ctx.store.get_entity("session", ctx.session_id))
@@ -420,13 +424,11 @@ def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
                 snapshot,
                 outcome.status,
             )
-        return Finalized(snapshot, row.get("status_reason_code"), unwritten_verdict=outcome.status)
+        return Finalized(snapshot, row.get("status_reason_code"), outcome, already_terminal=True)
     try:
-        status = _write_outcome(ctx, snapshot, outcome, facts, ended_at)
+        return _write_outcome(ctx, snapshot, outcome, facts, ended_at)
     except _STORE_ERRORS as exc:
         return _spool(ctx, snapshot, outcome, facts, ended_at, exc)
-    reason = outcome.reason_code if status == outcome.status else None
-    return Finalized(status, reason)
 
 
 def finalize_sync(
@@ -434,22 +436,24 @@ def finalize_sync(
     *,
     status: str = "completed",
     exception: BaseException | None = None,
-    extras: Mapping[str, Any] | None = None,
+    extras: TeardownExtras | None = None,
     escalated_evidence: Sequence[Mapping[str, Any]] | None = None,
     cwd: str | None = None,
     engine_session_uid: str | None = None,
 ) -> Finalized:
-    """Teardown for ``li run``: the outcome is written, or spooled, or this raises.
+    """Teardown for ``li run`` (typed: ``extras`` is already a TeardownExtras): the outcome
+    is written, or spooled, or this raises; returns the record's status and reason and the
+    decided Outcome.
 
     Raises OutcomeNotRecordedError (exit 2) when neither the database nor the spool could
-    take it. Closes the context.
+    take it, NotFoundError when the row is gone. Closes the context.
     """
     try:
         return _finalize(
             ctx,
             status=status,
             exception=exception,
-            extras=TeardownExtras.parse(extras),
+            extras=extras if extras is not None else TeardownExtras(),
             escalated_evidence=escalated_evidence or (),
             cwd=cwd,
             engine_session_uid=engine_session_uid,
@@ -473,7 +477,9 @@ def teardown_persist_sync(
 
     ``ctx`` None: the in-memory ``status``. ``defer_terminal``: ``status`` with no database
     change and the handle left open for the resumed leg, which owns finalization. A write
-    that cannot land is spooled (see ``finalize_sync``); this never raises.
+    that cannot land is spooled (see ``finalize_sync``); this never raises. ``extras`` is
+    the one lenient boundary: it is parsed once here (``TeardownExtras.parse``), a bad
+    hint is logged and dropped.
     """
     if ctx is None:
         return status
@@ -487,7 +493,7 @@ def teardown_persist_sync(
             ctx,
             status=status,
             exception=exception,
-            extras=extras,
+            extras=TeardownExtras.parse(extras),
             escalated_evidence=escalated_evidence,
             cwd=cwd,
             engine_session_uid=engine_session_uid,
@@ -501,7 +507,8 @@ def teardown_persist_sync(
                 done.cause,
                 done.spool,
             )
-        return done.unwritten_verdict or done.status
+        # A row terminal before teardown: its own verdict, as library callers always got.
+        return done.decided.status if done.already_terminal else done.status
     except Exception:
         log.warning(
             "lirun: finalizing run %s failed; returning the in-memory status %s",

@@ -21,7 +21,7 @@ from lirun.wait_watch import Watcher
 
 __all__ = ["format_wait_line", "run_wait", "wait_for_terminal"]
 
-Outcome = dict[str, Any]
+WaitResult = dict[str, Any]
 WaitDb = StateDB | Store | str | os.PathLike[str] | None
 
 
@@ -69,11 +69,11 @@ def drive(
     *,
     interval: float,
     timeout: float | None,
-    emit: Callable[[Outcome], None],
+    emit: Callable[[WaitResult], None],
     stop: Callable[[], bool],
     idle: Callable[[Watcher], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
-) -> list[Outcome]:
+) -> list[WaitResult]:
     """The synchronous wait loop: read, report, sleep until a change or the interval."""
     deadline = None if timeout is None else clock() + timeout
     while True:
@@ -94,11 +94,11 @@ async def wait_for_terminal(
     ids: Iterable[str],
     *,
     interval: float = 1.0,
-    on_result: Callable[[Outcome], None] | None = None,
+    on_result: Callable[[WaitResult], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     timeout: float | None = None,
     db: WaitDb = None,
-) -> list[Outcome]:
+) -> list[WaitResult]:
     """Wait until every target is terminal (or gone); outcomes in input order.
 
     ``on_result`` is called once per target as it becomes final (terminal, deleted,

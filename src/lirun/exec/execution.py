@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from lirun.errors import DatabaseError, StartInterruptedError
@@ -28,13 +28,14 @@ from lirun.exec.legs import Echo, Leg, LegContext, LegOutcome, Program
 from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
 from lirun.exec.supervisor import Limits, ProcessResult, supervise
-from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from lirun.lifecycle import exit_code_for_status
 from lirun.rundir import RUN_ID_ENV_VARS, RunDir, allocate_run
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 
 if TYPE_CHECKING:
     from lirun.exec.stream import Event, Message
+    from lirun.facts import TeardownExtras
     from lirun.teardown import Finalized, PersistContext
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
     "Resume",
     "child_env",
     "execute",
-    "exit_code_for",
     "prepare",
     "url_without_credentials",
 ]
@@ -103,11 +103,6 @@ class ExecutionResult:
             "branch_id": self.branch_id,
             "engine_session_uid": self.engine_session_uid,
         }
-
-
-def exit_code_for(status: str) -> int:
-    """``li``'s exit code for a final status; anything unexpected is unsuccessful (1)."""
-    return EXIT_CODE_BY_STATUS.get(status, 1)
 
 
 _SECRET_PARAMS = frozenset({"password", "sslpassword"})
@@ -335,14 +330,18 @@ def _run_legs(ex: _Execution, trap: SignalTrap, ctx: Any) -> tuple[LegOutcome, l
         sys.stderr.write(f"li: run {ex.run.run_id} timed out; resuming once\n")
 
 
-def _final_extras(outcome: LegOutcome, legs: list[LegOutcome]) -> dict[str, Any]:
-    extras = dict(outcome.extras)
+def _final_extras(outcome: LegOutcome, legs: list[LegOutcome]) -> TeardownExtras:
+    """The last leg's extras, with the retry note and, after a resume, one fact per leg."""
+    extras = outcome.extras
     if outcome.summary_note:
-        extras["summary_note"] = outcome.summary_note
+        extras = replace(extras, summary_note=outcome.summary_note)
     if len(legs) > 1:
         leg_facts = [leg.leg_evidence(n) for n, leg in enumerate(legs, start=1)]
-        extras["evidence"] = [*extras.get("evidence", []), *leg_facts]
-        extras["metadata"] = {**extras.get("metadata", {}), "legs": len(legs)}
+        extras = replace(
+            extras,
+            evidence=(*extras.evidence, *leg_facts),
+            metadata={**extras.metadata, "legs": len(legs)},
+        )
     return extras
 
 
@@ -405,25 +404,14 @@ def _supervised(
     return finalized, outcome
 
 
-def _stored_reason(ex: _Execution, finalized: Finalized) -> str | None:
-    """The reason the row holds (another writer may have won); None if unreadable."""
-    if finalized.reason_code is not None:
-        return finalized.reason_code
-    try:
-        row = ex.store.get_entity("session", ex.run.run_id)
-    except (DatabaseError, OSError):
-        return None
-    return row.get("status_reason_code") if row else None
-
-
 def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> ExecutionResult:
     return ExecutionResult(
         run_id=ex.run.run_id,
         status=finalized.status,
-        reason=_stored_reason(ex, finalized),
+        reason=finalized.reason_code,
         run_dir=str(ex.run.state_root),
         artifact_dir=str(ex.run.artifact_root),
-        exit_code=exit_code_for(finalized.status),
+        exit_code=exit_code_for_status(finalized.status),
         branch_id=ex.branch_id,
         engine_session_uid=outcome.engine_session_uid or ex.engine_uid,
         response_text=outcome.response_text,

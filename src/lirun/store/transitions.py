@@ -14,7 +14,7 @@ from lirun.lifecycle import EntityPolicy, policy_for, validate_source, validate_
 from lirun.reasons import validate_reason
 from lirun.store.records import check_evidence, check_metadata, closed_fields, to_json
 
-Verdict = Literal["skip", "reject", "apply"]
+WriteDecision = Literal["skip", "reject", "apply"]
 
 
 class StatusWrite(NamedTuple):
@@ -98,7 +98,7 @@ def validate_status_write(
     )
 
 
-def decide(write: StatusWrite, previous: str | None, version: float) -> Verdict:
+def decide(write: StatusWrite, previous: str | None, version: float) -> WriteDecision:
     """``skip`` (a guard did not match), ``reject`` (leaves a terminal status) or ``apply``."""
     if write.expected is not None and previous not in write.expected:
         return "skip"
