@@ -22,8 +22,10 @@ from lirun.provider_errors import (
 )
 from lirun.rundir import RunDir, allocate_run
 from lirun.store import StateDB, Store
+from lirun.facts import TeardownExtras
 from lirun.teardown import (
     PersistContext,
+    finalize_sync,
     setup_persist,
     setup_persist_sync,
     teardown_persist,
@@ -528,6 +530,32 @@ def test_lost_race_returns_the_persisted_winner(
     ]
     assert "another writer" in caplog.text
     assert store.list_admin_events(run.run_id) == []  # the CAS guard, not a rejected write
+
+
+def test_finalize_reports_the_winners_reason_and_its_own_decision(
+    db_url: str, run: RunDir, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller learns the record's reason from teardown itself, with no second read."""
+    ctx = start(run, db_url, cwd=str(repo))
+
+    def racing_probe(cwd: str | None, **kw: Any) -> Any:
+        assert finalize_as(db_url, run.run_id, "failed", "session.orphaned.no_process")
+        return check_completion_evidence(cwd, **kw)
+
+    monkeypatch.setattr(lirun.facts, "check_completion_evidence", racing_probe)
+    done = finalize_sync(ctx)
+    assert (done.status, done.reason_code) == ("failed", "session.orphaned.no_process")
+    assert done.decided.reason_code.startswith("run.completed")  # computed, not written
+    assert not done.already_terminal and done.spool is None
+
+
+def test_finalize_takes_typed_extras(db_url: str, store: Store, run: RunDir) -> None:
+    ctx = start(run, db_url)
+    done = finalize_sync(ctx, status="failed", extras=TeardownExtras(exit_code=3))
+    assert (done.status, done.reason_code) == ("failed", "run.failed.exit_nonzero")
+    assert done.decided.summary
+    row = store.get_entity("session", run.run_id)
+    assert row is not None and row["status_reason_code"] == done.reason_code
 
 
 def test_terminal_snapshot_skips_the_write(
