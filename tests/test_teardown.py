@@ -15,6 +15,7 @@ import lirun.facts
 from lirun.artifacts import ArtifactContractError, ArtifactPathError
 from lirun.errors import UsageError, ValidationError
 from lirun.evidence import check_completion_evidence
+from lirun.facts import TeardownExtras
 from lirun.provider_errors import (
     ProviderError,
     ProviderNonRetryableError,
@@ -22,7 +23,6 @@ from lirun.provider_errors import (
 )
 from lirun.rundir import RunDir, allocate_run
 from lirun.store import StateDB, Store
-from lirun.facts import TeardownExtras
 from lirun.teardown import (
     PersistContext,
     finalize_sync,

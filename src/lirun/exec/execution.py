@@ -469,14 +469,28 @@ def _apply_pending(db: Store) -> None:
 def execute(
     request: ExecutionRequest, *, store: Store | None = None, trap: SignalTrap | None = None
 ) -> ExecutionResult:
-    """Run the request to its end and return how it ended (never raises for the child's fate).
+    """Run one supervised execution to its end: the call ``li run`` and ``li agent`` make.
 
-    Raises a LirunError (exit code 2) before anything is created when a check fails, when
-    a signal came before the record existed, or when the record cannot be created (no run
+    ``request`` says what to run (``CommandProgram`` or an agent program), where, under
+    which ``Limits``, and against which database (``request.db_url``, else ``$LIRUN_DB_URL``
+    or the default). ``store``: an open Store to use (not closed here); ``trap``: a
+    SignalTrap the caller already holds (``li run``), else one is installed for the call,
+    so call it from the main thread.
+
+    Returns an ExecutionResult: the run id, the status and reason the record holds (which
+    may be another writer's, e.g. a reaper that won the race), ``exit_code`` as ``li``
+    would exit, the run and artifact directories, the engine session uid and the reply
+    text. The child's fate (failure, timeout, signal) is a status, never an exception;
+    ``result.pending`` names the spool file when the database could not be written and
+    the outcome waits for the next ``li`` command on that database.
+
+    Raises a LirunError (each carries the exit code ``li`` uses) before anything is
+    created when the database cannot be opened (DatabaseError) or a check fails
+    (UsageError, NotFoundError, ConflictError), StartInterruptedError when a signal came
+    before the record existed, RecordSetupError when the record cannot be created (no run
     without a record: unlike ``setup_persist`` for library callers, this never runs
-    unrecorded). After the run, the outcome is written or spooled (``result.pending``);
-    OutcomeNotRecordedError (exit 2) when neither was possible. ``trap``: a trap already
-    held for the process (``li run``); else one is installed for the call.
+    unrecorded), and OutcomeNotRecordedError (exit 2) after the run when neither the
+    database nor the spool could take the outcome.
     """
     own = store is None
     db = store if store is not None else open_store(request.db_url)
