@@ -84,3 +84,25 @@ def test_event_loop_and_reads_run_while_a_write_waits_for_the_lock(db_url: str) 
             assert done is not None and done["status"] == "completed"
 
     asyncio.run(scenario())
+
+
+def test_every_public_method_is_documented_and_has_the_store_signature() -> None:
+    """The async face is generated from Store: one signature, one docstring, per method."""
+    import inspect
+
+    from lirun.store import Store
+
+    public = [n for n, v in vars(StateDB).items() if not n.startswith("_") and callable(v)]
+    assert len(public) >= 20
+    for name in public:
+        method = getattr(StateDB, name)
+        assert method.__doc__ and method.__doc__.strip(), f"StateDB.{name} has no docstring"
+        core = getattr(Store, name, None)
+        if core is None or name in ("close", "open"):
+            continue
+        assert inspect.iscoroutinefunction(method), name
+        assert inspect.signature(method) == inspect.signature(core), name
+        assert core.__doc__ and core.__doc__.strip() in method.__doc__, name
+    for name, method in vars(Store).items():
+        if not name.startswith("_") and inspect.isfunction(method) and name != "sql":
+            assert method.__doc__, f"Store.{name} has no docstring"

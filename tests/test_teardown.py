@@ -857,3 +857,15 @@ def test_lis_own_files_inside_the_cwd_are_not_work(
     (home / "state.db").write_bytes(b"another run's bookkeeping")
     assert teardown_persist_sync(ctx) == "completed_empty"
     assert sorted(ctx.start_snapshot["excluded"]) == sorted([str(run.state_root), str(home)])  # type: ignore[index]
+
+
+def test_async_twins_keep_the_sync_signature() -> None:
+    import inspect
+
+    for twin, core in (
+        (setup_persist, setup_persist_sync),
+        (teardown_persist, teardown_persist_sync),
+    ):
+        assert inspect.iscoroutinefunction(twin)
+        assert inspect.signature(twin) == inspect.signature(core)
+        assert twin.__name__ == core.__name__.removesuffix("_sync")

@@ -15,7 +15,6 @@ returns the status. The async functions run the sync twins in a worker thread.
 from __future__ import annotations
 
 import copy
-import functools
 import logging
 import os
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lirun.artifacts import contract_warnings, validate_artifact_contract
+from lirun.async_twin import async_twin
 from lirun.errors import (
     DatabaseError,
     NotFoundError,
@@ -239,24 +239,8 @@ def setup_persist_sync(
         return None
 
 
-async def _in_thread(call: Callable[[], T]) -> T:
-    import asyncio  # on first use: the CLI calls the sync twins and need not pay for it
-
-    return await asyncio.to_thread(call)
-
-
-async def setup_persist(
-    run: RunDir,
-    *,
-    db: DbArg = None,
-    artifact_contract: Mapping[str, Any] | None = None,
-    **session_fields: Any,
-) -> PersistContext | None:
-    """Async ``setup_persist_sync`` (run in a worker thread)."""
-    call = functools.partial(
-        setup_persist_sync, run, db=db, artifact_contract=artifact_contract, **session_fields
-    )
-    return await _in_thread(call)
+# The ADR's async API: the sync functions above and below, run in a worker thread.
+setup_persist = async_twin(setup_persist_sync, "setup_persist")
 
 
 # --- teardown: the guarded write ----------------------------------------------------------
@@ -521,27 +505,4 @@ def teardown_persist_sync(
         ctx.close()
 
 
-async def teardown_persist(
-    ctx: PersistContext | None,
-    *,
-    status: str = "completed",
-    exception: BaseException | None = None,
-    extras: Mapping[str, Any] | None = None,
-    escalated_evidence: Sequence[Mapping[str, Any]] | None = None,
-    cwd: str | None = None,
-    engine_session_uid: str | None = None,
-    defer_terminal: bool = False,
-) -> str:
-    """Async ``teardown_persist_sync`` (run in a worker thread)."""
-    call = functools.partial(
-        teardown_persist_sync,
-        ctx,
-        status=status,
-        exception=exception,
-        extras=extras,
-        escalated_evidence=escalated_evidence,
-        cwd=cwd,
-        engine_session_uid=engine_session_uid,
-        defer_terminal=defer_terminal,
-    )
-    return await _in_thread(call)
+teardown_persist = async_twin(teardown_persist_sync, "teardown_persist")

@@ -73,7 +73,12 @@ class _GuardLost(Exception):
 
 
 class Store:
-    """Synchronous operations over one connector. StateDB wraps it for asyncio."""
+    """Synchronous operations over one connector. StateDB wraps it for asyncio.
+
+    Every method may raise DatabaseError (DatabaseUnavailableError when the database
+    cannot be reached, DatabaseBusyError when a lock outlasts the retry bound, …); each
+    docstring names the errors it raises besides those.
+    """
 
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
@@ -85,6 +90,7 @@ class Store:
         return text.format(**slots) if slots else text
 
     def close(self) -> None:
+        """Close the connection; idempotent."""
         self.connector.close()
 
     # -- creation -------------------------------------------------------------
@@ -160,17 +166,20 @@ class Store:
     def create_invocation(
         self, *, skill: str, prompt: str | None = None, id: str | None = None
     ) -> dict[str, Any]:
+        """Create an invocation row (``running``); ValidationError for an empty skill or bad id."""
         require_text(skill=skill)
         fields = column_values({"skill": skill, "prompt": prompt})
         return self._insert("invocation", {"id": entity_id_or_new(id), **fields})
 
     def create_show(self, *, topic: str, id: str | None = None) -> dict[str, Any]:
+        """Create a show row; ValidationError for an empty topic or bad id."""
         require_text(topic=topic)
         return self._insert("show", {"id": entity_id_or_new(id), **column_values({"topic": topic})})
 
     def create_play(
         self, *, show_id: str, name: str, session_id: str | None = None, id: str | None = None
     ) -> dict[str, Any]:
+        """Create a play row (``pending``); ValidationError for an empty show_id/name or bad id."""
         require_text(show_id=show_id, name=name)
         fields = column_values({"show_id": show_id, "name": name, "session_id": session_id})
         return self._insert("play", {"id": entity_id_or_new(id), **fields})
@@ -184,6 +193,9 @@ class Store:
         status: str = "queued",
         id: str | None = None,
     ) -> dict[str, Any]:
+        """Create a schedule run row (``queued`` unless ``status``); ValidationError for
+        an empty action_kind, a bad id or a status the lifecycle does not know.
+        """
         require_text(action_kind=action_kind)
         fields = column_values(
             {"action_kind": action_kind, "schedule_id": schedule_id, "invocation_id": invocation_id}
@@ -191,12 +203,14 @@ class Store:
         return self._insert("schedule_run", {"id": entity_id_or_new(id), **fields}, status=status)
 
     def create_team(self, *, name: str, id: str | None = None) -> dict[str, Any]:
+        """Create a team row; ValidationError for an empty name or bad id."""
         require_text(name=name)
         return self._insert("team", {"id": entity_id_or_new(id), **column_values({"name": name})})
 
     # -- reads ----------------------------------------------------------------
 
     def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None:
+        """The row, JSON columns decoded, or None; ValidationError for an unknown entity type."""
         table = policy_for(entity_type).table
         rows = self.connector.read(self.sql("get_row", table=table), {"id": entity_id})
         return decode_row(rows[0]) if rows else None
@@ -235,6 +249,7 @@ class Store:
         )
 
     def list_transitions(self, entity_type: str, entity_id: str) -> list[dict[str, Any]]:
+        """The status history of one entity, oldest first (``[]`` if none)."""
         rows = self.connector.read(
             self.sql("list_transitions"),
             {"entity_type": canonical_entity_type(entity_type), "entity_id": entity_id},
@@ -242,6 +257,7 @@ class Store:
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
     def list_admin_events(self, target_id: str | None = None) -> list[dict[str, Any]]:
+        """Admin events (overrides, rejected transitions), all or for one target."""
         if target_id is None:
             rows = self.connector.read(self.sql("list_admin_events"))
         else:
@@ -251,33 +267,39 @@ class Store:
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
     def list_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages in order (``seq``)."""
         rows = self.connector.read(self.sql("list_messages"), {"session_id": session_id})
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
     def has_assistant_text(self, session_id: str) -> bool:
+        """Whether the session has at least one non-empty assistant message."""
         return bool(self.connector.read(self.sql("has_assistant_text"), {"session_id": session_id}))
 
     def list_sessions(
         self, *, status: str | None = None, since: float | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
+        """Recent sessions, newest first, optionally by status and start time."""
         rows = self.connector.read(
             self.sql("list_sessions"), {"status": status, "since": since, "limit": int(limit)}
         )
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
     def list_running_sessions(self) -> list[dict[str, Any]]:
+        """Every session still ``running`` (what a reaper judges)."""
         rows = self.connector.read(self.sql("list_running_sessions"))
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
     def find_session_by_engine_uid(
         self, uid: str, *, exclude_id: str = ""
     ) -> dict[str, Any] | None:
+        """The newest other session with this engine session uid, or None."""
         rows = self.connector.read(
             self.sql("find_session_by_engine_uid"), {"uid": uid, "exclude_id": exclude_id}
         )
         return decode_row(rows[0]) if rows else None
 
     def get_branch(self, branch_id: str) -> dict[str, Any] | None:
+        """The branch row (its latest session and engine uid), or None."""
         rows = self.connector.read(self.sql("get_branch"), {"id": branch_id})
         return decode_row(rows[0]) if rows else None
 
@@ -291,6 +313,7 @@ class Store:
         provider: str | None = None,
         engine_session_uid: str | None = None,
     ) -> dict[str, Any]:
+        """Create the branch or move it to ``session_id``; returns the branch row."""
         params = {
             "id": branch_id,
             "session_id": session_id,
@@ -307,7 +330,10 @@ class Store:
     def update_fields(
         self, entity_type: str, entity_id: str, fields: Mapping[str, Any], *, touch: bool = True
     ) -> None:
-        """Set non-status columns (closed per entity type). ``touch`` bumps ``updated_at``."""
+        """Set non-status columns (closed per entity type). ``touch`` bumps ``updated_at``.
+
+        ValidationError for a column not updatable on that type; NotFoundError for no row.
+        """
         et = canonical_entity_type(entity_type)
         values = closed_fields(fields, UPDATABLE_FIELDS[et], f"update_fields({et})")
         if not values:
@@ -323,7 +349,10 @@ class Store:
             )
 
     def heartbeat(self, session_id: str) -> None:
-        """The owner is alive now; a row without a lease gets the default one."""
+        """The owner is alive now; a row without a lease gets the default one.
+
+        NotFoundError when the session does not exist.
+        """
         from lirun.liveness import DEFAULT_LEASE_SECONDS
 
         params = {"id": session_id, "now": time.time(), "lease": DEFAULT_LEASE_SECONDS}
@@ -332,6 +361,9 @@ class Store:
                 raise NotFoundError(f"no session with id {session_id!r}")
 
     def append_message(self, session_id: str, *, role: str, content: Any) -> dict[str, Any]:
+        """Append a message (``content`` JSON-encoded unless a string); returns it with
+        its ``seq``. ValidationError for an empty role, NotFoundError for no session.
+        """
         if not isinstance(role, str) or not role:
             raise ValidationError("role must be a non-empty string such as 'assistant'")
         text = content if isinstance(content, str) else to_json(content, "content")
@@ -440,8 +472,12 @@ class Store:
     ) -> bool:
         """The one guarded status write (ADR D5). False when a guard did not match.
 
+        Status, reason, history row (and admin event for an override) commit together.
         Leaving a terminal status without ``override`` commits a
         ``status_transition_rejected`` audit row, then raises TransitionRejectedError.
+        ValidationError for an unknown status, a reason code not allowed for it, a bad
+        source, evidence or metadata, or an override without actor and justification;
+        NotFoundError when the row does not exist.
         """
         write = validate_status_write(
             entity_type,
