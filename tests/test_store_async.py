@@ -106,3 +106,15 @@ def test_every_public_method_is_documented_and_has_the_store_signature() -> None
     for name, method in vars(Store).items():
         if not name.startswith("_") and inspect.isfunction(method) and name != "sql":
             assert method.__doc__, f"Store.{name} has no docstring"
+
+
+def test_update_status_parameters_are_declared_once() -> None:
+    import inspect
+
+    from lirun.store import Store
+    from lirun.store.transitions import validate_status_write
+
+    public = list(inspect.signature(Store.update_status).parameters)
+    assert public == ["self", *inspect.signature(validate_status_write).parameters]
+    assert public[:5] == ["self", "entity_type", "entity_id", "new_status", "reason_code"]
+    assert list(inspect.signature(StateDB.update_status).parameters) == public

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from lirun.errors import (
@@ -34,7 +34,13 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retry import retry_write
-from lirun.store.transitions import StatusWrite, decide, next_version, validate_status_write
+from lirun.store.transitions import (
+    StatusWrite,
+    decide,
+    next_version,
+    takes_validated,
+    validate_status_write,
+)
 
 # How many candidates an ambiguous id lists (the rest are counted: "and N more").
 ID_CANDIDATES = 10
@@ -451,26 +457,13 @@ class Store:
             },
         )
 
-    def update_status(
-        self,
-        entity_type: str,
-        entity_id: str,
-        *,
-        new_status: str,
-        reason_code: str,
-        reason_summary: str = "",
-        evidence_refs: list[dict[str, Any]] | None = None,
-        source: str = "executor",
-        actor: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        expected_statuses: Iterable[str | None] | None = None,
-        expected_updated_at: float | None = None,
-        extra_fields: Mapping[str, Any] | None = None,
-        override: bool = False,
-        override_actor: str | None = None,
-        override_justification: str | None = None,
-    ) -> bool:
+    @takes_validated(validate_status_write)
+    def update_status(self, write: StatusWrite) -> bool:
         """The one guarded status write (ADR D5). False when a guard did not match.
+
+        Its parameters (``entity_type, entity_id, *, new_status, reason_code, …``) are
+        declared once, on ``transitions.validate_status_write``, which checks them before
+        any I/O; ``help`` and mypy show them here.
 
         Status, reason, history row (and admin event for an override) commit together.
         Leaving a terminal status without ``override`` commits a
@@ -479,22 +472,7 @@ class Store:
         source, evidence or metadata, or an override without actor and justification;
         NotFoundError when the row does not exist.
         """
-        write = validate_status_write(
-            entity_type,
-            new_status=new_status,
-            reason_code=reason_code,
-            reason_summary=reason_summary,
-            evidence_refs=evidence_refs,
-            source=source,
-            actor=actor,
-            metadata=metadata,
-            expected_statuses=expected_statuses,
-            expected_updated_at=expected_updated_at,
-            extra_fields=extra_fields,
-            override=override,
-            override_actor=override_actor,
-            override_justification=override_justification,
-        )
+        entity_id = write.entity_id
         # Made before the first try: a retry after an ambiguous COMMIT finds it and stops.
         transition_id = new_id()
 
@@ -507,7 +485,9 @@ class Store:
         if applied is not None:
             return applied
         # Raised only after the audit row has committed.
-        raise TransitionRejectedError(write.policy.entity_type, entity_id, previous, new_status)
+        raise TransitionRejectedError(
+            write.policy.entity_type, entity_id, previous, write.new_status
+        )
 
     def _status_tx(
         self,

@@ -5,9 +5,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Concatenate, Literal, NamedTuple, ParamSpec, TypeVar
 
 from lirun.errors import ValidationError
 from lirun.lifecycle import EntityPolicy, policy_for, validate_source, validate_status
@@ -16,11 +18,17 @@ from lirun.store.records import check_evidence, check_metadata, closed_fields, t
 
 WriteDecision = Literal["skip", "reject", "apply"]
 
+P = ParamSpec("P")
+S = TypeVar("S")
+R = TypeVar("R")
+W = TypeVar("W")
+
 
 class StatusWrite(NamedTuple):
     """A validated ``update_status`` request, its JSON already encoded."""
 
     policy: EntityPolicy
+    entity_id: str
     new_status: str
     reason_code: str
     reason_summary: str
@@ -55,22 +63,28 @@ def expected_set(
 
 def validate_status_write(
     entity_type: str,
+    entity_id: str,
     *,
     new_status: str,
     reason_code: str,
-    reason_summary: str,
-    evidence_refs: list[dict[str, Any]] | None,
-    source: str,
-    actor: str | None,
-    metadata: dict[str, Any] | None,
-    expected_statuses: Iterable[str | None] | None,
-    expected_updated_at: float | None,
-    extra_fields: Mapping[str, Any] | None,
-    override: bool,
-    override_actor: str | None,
-    override_justification: str | None,
+    reason_summary: str = "",
+    evidence_refs: list[dict[str, Any]] | None = None,
+    source: str = "executor",
+    actor: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    expected_statuses: Iterable[str | None] | None = None,
+    expected_updated_at: float | None = None,
+    extra_fields: Mapping[str, Any] | None = None,
+    override: bool = False,
+    override_actor: str | None = None,
+    override_justification: str | None = None,
 ) -> StatusWrite:
-    """Every check that needs no database; a bad value is a ValidationError."""
+    """The parameters of ``update_status`` (declared here only), checked before any I/O.
+
+    A bad value is a ValidationError (unknown entity type or status, a reason code not
+    allowed for it, a bad source, evidence or metadata, an extra field the entity does
+    not have, an override without actor and justification).
+    """
     policy = policy_for(entity_type)
     validate_status(policy.entity_type, new_status)
     validate_reason(reason_code, policy.entity_type, new_status)
@@ -82,6 +96,7 @@ def validate_status_write(
         raise ValidationError("override=True needs both override_actor and override_justification")
     return StatusWrite(
         policy=policy,
+        entity_id=entity_id,
         new_status=new_status,
         reason_code=reason_code,
         reason_summary=reason_summary,
@@ -96,6 +111,32 @@ def validate_status_write(
         override_actor=override_actor,
         override_justification=override_justification,
     )
+
+
+def takes_validated(
+    validate: Callable[P, W],
+) -> Callable[[Callable[[S, W], R]], Callable[Concatenate[S, P], R]]:
+    """A method whose public parameters are ``validate``'s, declared once (there).
+
+    ``@takes_validated(validate_status_write)`` on ``Store.update_status(self, write)``:
+    callers (and mypy, and ``help``) see ``update_status(entity_type, entity_id, *,
+    new_status, …)``; the method receives the validated ``StatusWrite``.
+    """
+
+    def decorate(method: Callable[[S, W], R]) -> Callable[Concatenate[S, P], R]:
+        @functools.wraps(method)
+        def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return method(self, validate(*args, **kwargs))
+
+        public = inspect.signature(validate)
+        me = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        call.__signature__ = public.replace(  # type: ignore[attr-defined]
+            parameters=[me, *public.parameters.values()],
+            return_annotation=inspect.signature(method).return_annotation,
+        )
+        return call
+
+    return decorate
 
 
 def decide(write: StatusWrite, previous: str | None, version: float) -> WriteDecision:
