@@ -118,3 +118,13 @@ def test_update_status_parameters_are_declared_once() -> None:
     assert public == ["self", *inspect.signature(validate_status_write).parameters]
     assert public[:5] == ["self", "entity_type", "entity_id", "new_status", "reason_code"]
     assert list(inspect.signature(StateDB.update_status).parameters) == public
+
+
+def test_the_one_declaration_costs_no_inspect_import_at_start_up() -> None:
+    """``li wait`` imports the store: the signature is built only when someone asks."""
+    import subprocess
+    import sys
+
+    code = "import sys, lirun.store; print('inspect' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Concatenate, Literal, NamedTuple, ParamSpec, TypeVar
@@ -128,15 +127,33 @@ def takes_validated(
         def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
             return method(self, validate(*args, **kwargs))
 
-        public = inspect.signature(validate)
-        me = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        call.__signature__ = public.replace(  # type: ignore[attr-defined]
-            parameters=[me, *public.parameters.values()],
-            return_annotation=inspect.signature(method).return_annotation,
-        )
+        # `inspect.signature` follows __wrapped__ to the first object with a __signature__.
+        call.__wrapped__ = _SignatureOf(validate, method)  # type: ignore[assignment]
         return call
 
     return decorate
+
+
+class _SignatureOf:
+    """Shows ``inspect`` (``help``) a method with ``validate``'s parameters after ``self``.
+
+    Built on demand: importing ``inspect`` at start-up would cost ``li wait`` milliseconds.
+    """
+
+    def __init__(self, validate: Callable[..., Any], method: Callable[..., Any]) -> None:
+        self._validate = validate
+        self._method = method
+
+    @property
+    def __signature__(self) -> Any:
+        import inspect
+
+        public = inspect.signature(self._validate)
+        me = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return public.replace(
+            parameters=[me, *public.parameters.values()],
+            return_annotation=inspect.signature(self._method).return_annotation,
+        )
 
 
 def decide(write: StatusWrite, previous: str | None, version: float) -> WriteDecision:
