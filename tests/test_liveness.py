@@ -15,7 +15,7 @@ from lirun.liveness import (
     HEARTBEAT_INTERVAL,
     ORPHANED,
     STALE,
-    Verdict,
+    OwnerVerdict,
     boot_id,
     current_owner,
     judge_owner,
@@ -132,7 +132,7 @@ CHILD = {"child_pid": 100, "child_start_time": 5_000.0}
 def test_orphaned_group_is_stopped_only_when_provably_ours(
     row: dict[str, Any], expected: int | None
 ) -> None:
-    verdict = Verdict(ORPHANED, "owner gone", [])
+    verdict = OwnerVerdict(ORPHANED, "owner gone", [])
     got = orphaned_group(row, verdict, host=HOST, boot_id=BOOT, process_start_time_of=ALIVE.get)
     assert got == expected
 

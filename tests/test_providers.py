@@ -25,7 +25,7 @@ from lirun.exec.providers import (
     ProviderNotFoundError,
     ProviderRetryableError,
     StreamParser,
-    Verdict,
+    StreamVerdict,
     build_claude_command,
     build_codex_command,
     events_to_messages,
@@ -59,7 +59,7 @@ def replay_events(name: str) -> tuple[StreamParser, list[Event]]:
     return parser, [event for line in lines for event in parser.feed_line(line)]
 
 
-def verdict_for(name: str) -> Verdict:
+def verdict_for(name: str) -> StreamVerdict:
     return replay(name).finish(**EXPECTATIONS[name]["finish"])
 
 

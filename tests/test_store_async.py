@@ -84,3 +84,47 @@ def test_event_loop_and_reads_run_while_a_write_waits_for_the_lock(db_url: str) 
             assert done is not None and done["status"] == "completed"
 
     asyncio.run(scenario())
+
+
+def test_every_public_method_is_documented_and_has_the_store_signature() -> None:
+    """The async face is generated from Store: one signature, one docstring, per method."""
+    import inspect
+
+    from lirun.store import Store
+
+    public = [n for n, v in vars(StateDB).items() if not n.startswith("_") and callable(v)]
+    assert len(public) >= 20
+    for name in public:
+        method = getattr(StateDB, name)
+        assert method.__doc__ and method.__doc__.strip(), f"StateDB.{name} has no docstring"
+        core = getattr(Store, name, None)
+        if core is None or name in ("close", "open"):
+            continue
+        assert inspect.iscoroutinefunction(method), name
+        assert inspect.signature(method) == inspect.signature(core), name
+        assert core.__doc__ and core.__doc__.strip() in method.__doc__, name
+    for name, method in vars(Store).items():
+        if not name.startswith("_") and inspect.isfunction(method) and name != "sql":
+            assert method.__doc__, f"Store.{name} has no docstring"
+
+
+def test_update_status_parameters_are_declared_once() -> None:
+    import inspect
+
+    from lirun.store import Store
+    from lirun.store.transitions import validate_status_write
+
+    public = list(inspect.signature(Store.update_status).parameters)
+    assert public == ["self", *inspect.signature(validate_status_write).parameters]
+    assert public[:5] == ["self", "entity_type", "entity_id", "new_status", "reason_code"]
+    assert list(inspect.signature(StateDB.update_status).parameters) == public
+
+
+def test_the_one_declaration_costs_no_inspect_import_at_start_up() -> None:
+    """``li wait`` imports the store: the signature is built only when someone asks."""
+    import subprocess
+    import sys
+
+    code = "import sys, lirun.store; print('inspect' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

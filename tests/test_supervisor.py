@@ -20,7 +20,7 @@ from lirun.exec.heartbeat import Heartbeat
 from lirun.exec.legs import judge_agent, judge_command, stop_status
 from lirun.exec.recorder import Recorder
 from lirun.exec.supervisor import Limits, ProcessResult, SpawnError, supervise
-from lirun.exec.verdict import Verdict
+from lirun.exec.verdict import StreamVerdict
 from lirun.provider_errors import ProviderError
 from lirun.signals import SignalTrap
 
@@ -107,17 +107,17 @@ def test_judge_command(
     assert outcome.status == status
     assert outcome.exception is None
     for key, value in extras.items():
-        assert outcome.extras[key] == value
+        assert getattr(outcome.extras, key) == value
 
 
 def test_judge_command_counts_stdout_as_a_reply_only_when_not_blank() -> None:
-    assert judge_command(_result(), None, "hi\n").extras["assistant_output"] is True
-    assert "assistant_output" not in judge_command(_result(), None, " \n").extras
+    assert judge_command(_result(), None, "hi\n").extras.assistant_output is True
+    assert judge_command(_result(), None, " \n").extras.assistant_output is False
 
 
 def test_judge_command_records_how_li_stopped_the_child() -> None:
     killed = _result(exit_code=-9, killed_by="timeout", escalated_to_sigkill=True)
-    (fact,) = judge_command(killed, None).extras["evidence"]
+    (fact,) = judge_command(killed, None).extras.evidence
     assert fact == {
         "kind": "supervisor_stop",
         "killed_by": "timeout",
@@ -127,8 +127,8 @@ def test_judge_command_records_how_li_stopped_the_child() -> None:
     }
 
 
-def _verdict(status: str = "completed", exc: ProviderError | None = None) -> Verdict:
-    return Verdict(
+def _verdict(status: str = "completed", exc: ProviderError | None = None) -> StreamVerdict:
+    return StreamVerdict(
         provider="claude",
         status=status,  # type: ignore[arg-type]
         exception=exc,
@@ -143,8 +143,8 @@ def test_judge_agent_takes_the_verdict_when_li_did_not_stop_it() -> None:
     outcome = judge_agent(_result(exit_code=1), None, _verdict("failed", error))
     assert (outcome.status, outcome.exception) == ("failed", error)
     assert outcome.engine_session_uid == "uid-1"
-    assert outcome.extras["assistant_text"] == "done"
-    assert {"kind": "provider_exit", "exit_code": 0} in outcome.extras["evidence"]
+    assert outcome.extras.assistant_output is True
+    assert {"kind": "provider_exit", "exit_code": 0} in outcome.extras.evidence
 
 
 def test_judge_agent_grace_kill_keeps_the_verdict() -> None:

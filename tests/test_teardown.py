@@ -20,9 +20,11 @@ from lirun.provider_errors import (
 )
 from lirun.record.artifacts import ArtifactContractError, ArtifactPathError
 from lirun.record.evidence import check_completion_evidence
+from lirun.record.facts import TeardownExtras
 from lirun.record.rundir import RunDir, allocate_run
 from lirun.record.teardown import (
     PersistContext,
+    finalize_sync,
     setup_persist,
     setup_persist_sync,
     teardown_persist,
@@ -531,6 +533,32 @@ def test_lost_race_returns_the_persisted_winner(
     assert store.list_admin_events(run.run_id) == []  # the CAS guard, not a rejected write
 
 
+def test_finalize_reports_the_winners_reason_and_its_own_decision(
+    db_url: str, run: RunDir, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caller learns the record's reason from teardown itself, with no second read."""
+    ctx = start(run, db_url, cwd=str(repo))
+
+    def racing_probe(cwd: str | None, **kw: Any) -> Any:
+        assert finalize_as(db_url, run.run_id, "failed", "session.orphaned.no_process")
+        return check_completion_evidence(cwd, **kw)
+
+    monkeypatch.setattr(lirun.record.facts, "check_completion_evidence", racing_probe)
+    done = finalize_sync(ctx)
+    assert (done.status, done.reason_code) == ("failed", "session.orphaned.no_process")
+    assert done.decided.reason_code.startswith("run.completed")  # computed, not written
+    assert not done.already_terminal and done.spool is None
+
+
+def test_finalize_takes_typed_extras(db_url: str, store: Store, run: RunDir) -> None:
+    ctx = start(run, db_url)
+    done = finalize_sync(ctx, status="failed", extras=TeardownExtras(exit_code=3))
+    assert (done.status, done.reason_code) == ("failed", "run.failed.exit_nonzero")
+    assert done.decided.summary
+    row = store.get_entity("session", run.run_id)
+    assert row is not None and row["status_reason_code"] == done.reason_code
+
+
 def test_terminal_snapshot_skips_the_write(
     db_url: str, store: Store, run: RunDir, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -831,3 +859,15 @@ def test_lis_own_files_inside_the_cwd_are_not_work(
     (home / "state.db").write_bytes(b"another run's bookkeeping")
     assert teardown_persist_sync(ctx) == "completed_empty"
     assert sorted(ctx.start_snapshot["excluded"]) == sorted([str(run.state_root), str(home)])  # type: ignore[index]
+
+
+def test_async_twins_keep_the_sync_signature() -> None:
+    import inspect
+
+    for twin, core in (
+        (setup_persist, setup_persist_sync),
+        (teardown_persist, teardown_persist_sync),
+    ):
+        assert inspect.iscoroutinefunction(twin)
+        assert inspect.signature(twin) == inspect.signature(core)
+        assert twin.__name__ == core.__name__.removesuffix("_sync")

@@ -12,7 +12,7 @@ import pytest
 from lirun import format_wait_line, wait_for_terminal
 from lirun.store import StateDB, open_store
 from lirun.store.core import id_fragment_params
-from lirun.wait.outcome import exit_code_for, project
+from lirun.wait.outcome import project, wait_exit_code
 from lirun.wait.resolve import Target, pick_exact, split_ids
 from lirun.wait.watch import Watcher
 from support.waitkit import complete
@@ -70,7 +70,7 @@ def _result(status: str, *, terminal: bool = True, success: bool = False) -> dic
     ],
 )
 def test_exit_code_precedence(results: list[dict[str, Any]], code: int) -> None:
-    assert exit_code_for(results) == code
+    assert wait_exit_code(results) == code
 
 
 def test_split_ids() -> None:
@@ -132,7 +132,7 @@ def test_row_deleted_after_resolution_is_unknown(store: Any) -> None:
     assert (outcome["status"], outcome["reason"], outcome["artifact_dir"]) == ("unknown",) * 2 + (
         None,
     )
-    assert watcher.done and exit_code_for(watcher.results()) == 2
+    assert watcher.done and wait_exit_code(watcher.results()) == 2
 
 
 def test_wait_for_terminal_reports_as_targets_finish(store: Any, db_url: str) -> None:

@@ -49,6 +49,12 @@ _EXPORTS: dict[str, str] = {
     "wait_for_terminal": "lirun.wait.api",
     "format_wait_line": "lirun.wait.api",
     "run_wait": "lirun.cli.wait",
+    # the execution `li run` / `li agent` use, as one library call
+    "execute": "lirun.exec.execution",
+    "ExecutionRequest": "lirun.exec.execution",
+    "ExecutionResult": "lirun.exec.execution",
+    "CommandProgram": "lirun.exec.legs",
+    "Limits": "lirun.exec.supervisor",
 }
 
 __all__ = sorted(_EXPORTS)

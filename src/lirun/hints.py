@@ -12,8 +12,10 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any as Any
+    from typing import Concatenate as Concatenate
     from typing import Literal as Literal
     from typing import NamedTuple as NamedTuple
+    from typing import ParamSpec as ParamSpec
     from typing import Protocol as Protocol
     from typing import TypeVar as TypeVar
 else:
@@ -26,6 +28,9 @@ else:
 
         __slots__ = ()
 
+        def __class_getitem__(cls, item: object) -> type:
+            return cls
+
     class _Subscriptable:
         def __class_getitem__(cls, item: object) -> object:
             return object
@@ -34,6 +39,9 @@ else:
 
     def TypeVar(name: str, *constraints: object, **options: object) -> object:
         return object
+
+    ParamSpec = TypeVar
+    Concatenate = _Subscriptable
 
     _NOT_COPIED = frozenset({"__annotations__", "__module__", "__qualname__", "__dict__"})
 

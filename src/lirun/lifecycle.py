@@ -173,6 +173,12 @@ EXIT_CODE_BY_STATUS: dict[str, int] = {
     "cancelled": 143,
 }
 
+
+def exit_code_for_status(status: str) -> int:
+    """``li``'s exit code for a final session status; anything unexpected is unsuccessful (1)."""
+    return EXIT_CODE_BY_STATUS.get(status, 1)
+
+
 VALID_SOURCES: frozenset[str] = frozenset({"executor", "agent", "admin", "system"})
 
 

@@ -24,7 +24,7 @@ STALE = "session.stale.no_heartbeat"
 _BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 
-class Verdict(NamedTuple):
+class OwnerVerdict(NamedTuple):
     """Why a running row's owner is judged dead: what ``update_status`` needs."""
 
     reason_code: str
@@ -115,7 +115,7 @@ def _judge_process(
     host: str,
     boot: str,
     process_start_time_of: Callable[[int], float | None],
-) -> Verdict | None:
+) -> OwnerVerdict | None:
     """Same-host evidence: a changed boot id, a vanished pid, or a reused pid."""
     pid, owner_host = row.get("owner_pid"), row.get("owner_host")
     if not pid or not owner_host or owner_host != host:
@@ -124,21 +124,21 @@ def _judge_process(
     facts = {"kind": "owner", "pid": pid, "host": owner_host, "boot_id": owner_boot}
     if owner_boot and boot and owner_boot != boot:
         summary = f"owner pid {pid} on {host} died with its machine (boot id changed)"
-        return Verdict(ORPHANED, summary, [{**facts, "current_boot_id": boot}])
+        return OwnerVerdict(ORPHANED, summary, [{**facts, "current_boot_id": boot}])
     if owner_boot and not boot:
         return None  # we cannot tell whether this is the same boot
     started = process_start_time_of(int(pid))
     if started is None:
-        return Verdict(ORPHANED, f"owner pid {pid} on {host} is gone", [facts])
+        return OwnerVerdict(ORPHANED, f"owner pid {pid} on {host} is gone", [facts])
     recorded = row.get("owner_start_time")
     if recorded is not None and abs(float(recorded) - started) > START_TIME_TOLERANCE:
         summary = f"owner pid {pid} on {host} was replaced by another process"
         evidence = [{**facts, "recorded_start_time": recorded, "current_start_time": started}]
-        return Verdict(ORPHANED, summary, evidence)
+        return OwnerVerdict(ORPHANED, summary, evidence)
     return None
 
 
-def _judge_heartbeat(row: Mapping[str, Any], *, now: float) -> Verdict | None:
+def _judge_heartbeat(row: Mapping[str, Any], *, now: float) -> OwnerVerdict | None:
     beat = row.get("heartbeat_at")
     if beat is None:
         return None
@@ -148,7 +148,7 @@ def _judge_heartbeat(row: Mapping[str, Any], *, now: float) -> Verdict | None:
         return None
     summary = f"no heartbeat for {age:.0f}s (lease {float(lease):.0f}s)"
     evidence = [{"kind": "heartbeat", "heartbeat_at": beat, "lease_seconds": lease, "now": now}]
-    return Verdict(STALE, summary, evidence)
+    return OwnerVerdict(STALE, summary, evidence)
 
 
 def judge_owner(
@@ -158,7 +158,7 @@ def judge_owner(
     host: str,
     boot_id: str,
     process_start_time_of: Callable[[int], float | None],
-) -> Verdict | None:
+) -> OwnerVerdict | None:
     """None when the owner is alive or we cannot tell; else why it is dead.
 
     Process evidence (same host only) comes first because it is proof; a stale
@@ -173,7 +173,7 @@ def judge_owner(
 
 def orphaned_group(
     row: Mapping[str, Any],
-    verdict: Verdict,
+    verdict: OwnerVerdict,
     *,
     host: str,
     boot_id: str,

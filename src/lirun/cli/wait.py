@@ -25,10 +25,10 @@ from lirun.signals import SignalTrap
 from lirun.wait.api import check_interval, check_timeout, drive, open_for_wait, writable_opener
 from lirun.wait.outcome import (
     describe_problem,
-    exit_code_for,
     format_wait_line,
     json_record,
     prints_line,
+    wait_exit_code,
 )
 from lirun.wait.resolve import split_ids
 from lirun.wait.watch import Watcher
@@ -249,7 +249,7 @@ def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
             watcher.close()
     finally:
         store.close()
-    return exit_code_for(results)
+    return wait_exit_code(results)
 
 
 def run_wait(argv: list[str]) -> int:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from lirun.errors import DatabaseError, StartInterruptedError
@@ -28,13 +28,14 @@ from lirun.exec.legs import Echo, Leg, LegContext, LegOutcome, Program
 from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
 from lirun.exec.supervisor import Limits, ProcessResult, supervise
-from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from lirun.lifecycle import exit_code_for_status
 from lirun.record.rundir import RUN_ID_ENV_VARS, RunDir, allocate_run
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 
 if TYPE_CHECKING:
     from lirun.exec.stream import Event, Message
+    from lirun.record.facts import TeardownExtras
     from lirun.record.teardown import Finalized, PersistContext
 
 __all__ = [
@@ -43,9 +44,7 @@ __all__ = [
     "Resume",
     "child_env",
     "execute",
-    "exit_code_for",
     "prepare",
-    "url_without_credentials",
 ]
 
 # Assistant messages longer than this are cut (the tail is kept): the row is a record,
@@ -105,40 +104,6 @@ class ExecutionResult:
         }
 
 
-def exit_code_for(status: str) -> int:
-    """``li``'s exit code for a final status; anything unexpected is unsuccessful (1)."""
-    return EXIT_CODE_BY_STATUS.get(status, 1)
-
-
-_SECRET_PARAMS = frozenset({"password", "sslpassword"})
-
-
-def url_without_credentials(url: str) -> str | None:
-    """The database URL with no password (user-info or query); None if it cannot be parsed.
-
-    A SQLite path holds none. A nested ``li`` connects with it when the server needs no
-    password from the URL (trust or peer auth, ``PGPASSFILE``, ``PGPASSWORD``).
-    """
-    if not url.startswith(("postgresql://", "postgres://")):
-        # Absolute: the child may run in another directory (--cwd).
-        return url if url.startswith("sqlite:") else os.path.abspath(url)
-    from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        host = parts.netloc.rsplit("@", 1)[-1]
-        user = parts.netloc.rsplit("@", 1)[0].split(":", 1)[0] if "@" in parts.netloc else ""
-        query = [
-            (k, v)
-            for k, v in parse_qsl(parts.query, keep_blank_values=True)
-            if k.lower() not in _SECRET_PARAMS
-        ]
-        netloc = f"{user}@{host}" if user else host
-        return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, quote_via=quote)))
-    except ValueError:
-        return None
-
-
 def child_env(
     run: RunDir, base: Mapping[str, str] | None = None, *, db_url: str | None = None
 ) -> dict[str, str]:
@@ -154,6 +119,8 @@ def child_env(
         env.pop(var, None)
     source = db_url or env.get("LIRUN_DB_URL")
     env.pop("LIRUN_DB_URL", None)
+    from lirun.store.urls import url_without_credentials
+
     safe = url_without_credentials(source) if source else None
     if safe:
         env["LIRUN_DB_URL"] = safe
@@ -336,14 +303,18 @@ def _run_legs(ex: _Execution, trap: SignalTrap, ctx: Any) -> tuple[LegOutcome, l
         sys.stderr.write(f"li: run {ex.run.run_id} timed out; resuming once\n")
 
 
-def _final_extras(outcome: LegOutcome, legs: list[LegOutcome]) -> dict[str, Any]:
-    extras = dict(outcome.extras)
+def _final_extras(outcome: LegOutcome, legs: list[LegOutcome]) -> TeardownExtras:
+    """The last leg's extras, with the retry note and, after a resume, one fact per leg."""
+    extras = outcome.extras
     if outcome.summary_note:
-        extras["summary_note"] = outcome.summary_note
+        extras = replace(extras, summary_note=outcome.summary_note)
     if len(legs) > 1:
         leg_facts = [leg.leg_evidence(n) for n, leg in enumerate(legs, start=1)]
-        extras["evidence"] = [*extras.get("evidence", []), *leg_facts]
-        extras["metadata"] = {**extras.get("metadata", {}), "legs": len(legs)}
+        extras = replace(
+            extras,
+            evidence=(*extras.evidence, *leg_facts),
+            metadata={**extras.metadata, "legs": len(legs)},
+        )
     return extras
 
 
@@ -406,25 +377,14 @@ def _supervised(
     return finalized, outcome
 
 
-def _stored_reason(ex: _Execution, finalized: Finalized) -> str | None:
-    """The reason the row holds (another writer may have won); None if unreadable."""
-    if finalized.reason_code is not None:
-        return finalized.reason_code
-    try:
-        row = ex.store.get_entity("session", ex.run.run_id)
-    except (DatabaseError, OSError):
-        return None
-    return row.get("status_reason_code") if row else None
-
-
 def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> ExecutionResult:
     return ExecutionResult(
         run_id=ex.run.run_id,
         status=finalized.status,
-        reason=_stored_reason(ex, finalized),
+        reason=finalized.reason_code,
         run_dir=str(ex.run.state_root),
         artifact_dir=str(ex.run.artifact_root),
-        exit_code=exit_code_for(finalized.status),
+        exit_code=exit_code_for_status(finalized.status),
         branch_id=ex.branch_id,
         engine_session_uid=outcome.engine_session_uid or ex.engine_uid,
         response_text=outcome.response_text,
@@ -482,14 +442,28 @@ def _apply_pending(db: Store) -> None:
 def execute(
     request: ExecutionRequest, *, store: Store | None = None, trap: SignalTrap | None = None
 ) -> ExecutionResult:
-    """Run the request to its end and return how it ended (never raises for the child's fate).
+    """Run one supervised execution to its end: the call ``li run`` and ``li agent`` make.
 
-    Raises a LirunError (exit code 2) before anything is created when a check fails, when
-    a signal came before the record existed, or when the record cannot be created (no run
+    ``request`` says what to run (``CommandProgram`` or an agent program), where, under
+    which ``Limits``, and against which database (``request.db_url``, else ``$LIRUN_DB_URL``
+    or the default). ``store``: an open Store to use (not closed here); ``trap``: a
+    SignalTrap the caller already holds (``li run``), else one is installed for the call,
+    so call it from the main thread.
+
+    Returns an ExecutionResult: the run id, the status and reason the record holds (which
+    may be another writer's, e.g. a reaper that won the race), ``exit_code`` as ``li``
+    would exit, the run and artifact directories, the engine session uid and the reply
+    text. The child's fate (failure, timeout, signal) is a status, never an exception;
+    ``result.pending`` names the spool file when the database could not be written and
+    the outcome waits for the next ``li`` command on that database.
+
+    Raises a LirunError (each carries the exit code ``li`` uses) before anything is
+    created when the database cannot be opened (DatabaseError) or a check fails
+    (UsageError, NotFoundError, ConflictError), StartInterruptedError when a signal came
+    before the record existed, RecordSetupError when the record cannot be created (no run
     without a record: unlike ``setup_persist`` for library callers, this never runs
-    unrecorded). After the run, the outcome is written or spooled (``result.pending``);
-    OutcomeNotRecordedError (exit 2) when neither was possible. ``trap``: a trap already
-    held for the process (``li run``); else one is installed for the call.
+    unrecorded), and OutcomeNotRecordedError (exit 2) after the run when neither the
+    database nor the spool could take the outcome.
     """
     own = store is None
     db = store if store is not None else open_store(request.db_url)

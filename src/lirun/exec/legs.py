@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from lirun.exec.capture import DEFAULT_TAIL_BYTES, ChunkSink, LineSink, open_buffer
 from lirun.exec.provider_options import ProviderOptions
+from lirun.record.facts import TeardownExtras
 
 if TYPE_CHECKING:  # the generic-command path never needs the stream parsers
     from lirun.exec.stream import Event, Message, StreamParser
     from lirun.exec.supervisor import ProcessResult
-    from lirun.exec.verdict import Verdict
+    from lirun.exec.verdict import StreamVerdict
     from lirun.record.rundir import RunDir
 
 __all__ = [
@@ -59,7 +60,7 @@ class LegOutcome:
 
     status: str
     exception: BaseException | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: TeardownExtras = field(default_factory=TeardownExtras)
     engine_session_uid: str | None = None
     response_text: str = ""
     exit_code: int | None = None
@@ -139,21 +140,21 @@ def _stopped(result: ProcessResult | None, signal_name: str | None) -> str | Non
     return None
 
 
-def _base_extras(result: ProcessResult | None, signal_name: str | None) -> dict[str, Any]:
-    extras: dict[str, Any] = {}
-    if result is not None and result.exit_code is not None:
-        extras["exit_code"] = result.exit_code
-    if signal_name is not None:
-        extras["signal"] = signal_name
-        extras["cancel_cause"] = f"li received {signal_name}"
-    if result is not None and result.killed_by is not None:
-        extras["idle_timeout"] = result.killed_by == "idle"
-        extras["evidence"] = [_stop_fact(result)]
-    if result is not None and result.killed_descendants:
-        extras["evidence"] = [*extras.get("evidence", []), *result.killed_descendants]
-    if result is not None:
-        extras["metadata"] = {"duration_s": round(result.duration, 3)}
-    return extras
+def _base_extras(result: ProcessResult | None, signal_name: str | None) -> TeardownExtras:
+    if result is None:
+        return TeardownExtras(
+            signal=signal_name,
+            cancel_cause=f"li received {signal_name}" if signal_name is not None else None,
+        )
+    stopped = [_stop_fact(result)] if result.killed_by is not None else []
+    return TeardownExtras(
+        exit_code=result.exit_code,
+        signal=signal_name,
+        cancel_cause=f"li received {signal_name}" if signal_name is not None else None,
+        idle_timeout=result.killed_by == "idle",
+        evidence=(*stopped, *result.killed_descendants),
+        metadata={"duration_s": round(result.duration, 3)},
+    )
 
 
 def _stop_fact(result: ProcessResult) -> dict[str, Any]:
@@ -180,13 +181,13 @@ def judge_command(
     its stdout excerpt is the response text the evidence gate reads, unless
     ``require_change`` (then only a change or a produced artifact counts).
     """
-    extras = _base_extras(result, signal_name)
-    if require_change:
-        extras["require_change"] = True
+    extras = replace(
+        _base_extras(result, signal_name),
+        require_change=require_change,
+        assistant_output=bool(stdout_tail.strip()),
+    )
     exit_code = result.exit_code if result is not None else None
     status = _stopped(result, signal_name) or ("completed" if exit_code == 0 else "failed")
-    if stdout_tail.strip():
-        extras["assistant_output"] = True
     record = {
         "child_exit_code": exit_code,
         "reply_text": stdout_tail[-MAX_REPLY_CHARS:] if stdout_tail.strip() else None,
@@ -203,7 +204,7 @@ def judge_command(
 
 
 def judge_agent(
-    result: ProcessResult | None, signal_name: str | None, verdict: Verdict
+    result: ProcessResult | None, signal_name: str | None, verdict: StreamVerdict
 ) -> LegOutcome:
     """An agent CLI: the stream's verdict, unless ``li``'s signal or a timer stopped it.
 
@@ -211,13 +212,15 @@ def judge_agent(
     is told who killed it). The verdict's exception goes to teardown so the provider
     reason and the linked-engine rule apply.
     """
-    extras = _base_extras(result, signal_name)
-    extras["evidence"] = [*extras.get("evidence", []), *verdict.evidence]
-    extras["metadata"] = {**extras.get("metadata", {}), **_verdict_metadata(verdict)}
-    extras["tool_calls"] = verdict.tool_calls
-    extras["permission_denials"] = verdict.permission_denials
-    if verdict.final_text.strip():
-        extras["assistant_text"] = verdict.final_text
+    base = _base_extras(result, signal_name)
+    extras = replace(
+        base,
+        evidence=(*base.evidence, *verdict.evidence),
+        metadata={**base.metadata, **_verdict_metadata(verdict)},
+        tool_calls=verdict.tool_calls,
+        permission_denials=verdict.permission_denials,
+        assistant_output=bool(verdict.final_text.strip()),
+    )
     stopped = _stopped(result, signal_name)
     return LegOutcome(
         status=stopped or verdict.status,
@@ -258,7 +261,7 @@ def token_counts(usage: dict[str, Any] | None) -> dict[str, int]:
 
 
 def agent_record(
-    result: ProcessResult | None, verdict: Verdict, *, stopped: bool = False
+    result: ProcessResult | None, verdict: StreamVerdict, *, stopped: bool = False
 ) -> dict[str, Any]:
     """What the stream and the process said, as row columns (RECORD_FIELDS).
 
@@ -281,7 +284,7 @@ def agent_record(
     return _present(record)
 
 
-def retry_note(result: ProcessResult | None, verdict: Verdict) -> str | None:
+def retry_note(result: ProcessResult | None, verdict: StreamVerdict) -> str | None:
     """ "timed out after 60 s while claude retried the API 7 times (last: ...)": what the
     provider was doing when li stopped it, for the summary; None with no retry seen."""
     if not verdict.retries:
@@ -293,7 +296,7 @@ def retry_note(result: ProcessResult | None, verdict: Verdict) -> str | None:
     return f"{what}{took} while {verdict.provider} retried the API {times}{last}"
 
 
-def _verdict_metadata(verdict: Verdict) -> dict[str, Any]:
+def _verdict_metadata(verdict: StreamVerdict) -> dict[str, Any]:
     facts = {
         "provider": verdict.provider,
         "model": verdict.model,

@@ -16,7 +16,7 @@ from lirun.errors import UsageError
 from lirun.exec.claude import ClaudeStreamParser, build_claude_command
 from lirun.exec.codex import CodexStreamParser, build_codex_command
 from lirun.exec.stream import Event, Message, StreamParser, events_to_messages
-from lirun.exec.verdict import Verdict
+from lirun.exec.verdict import StreamVerdict
 from lirun.provider_errors import (
     ProviderError,
     ProviderNonRetryableError,
@@ -37,7 +37,7 @@ __all__ = [
     "ProviderRetryableError",
     "ProviderSpec",
     "StreamParser",
-    "Verdict",
+    "StreamVerdict",
     "build_claude_command",
     "build_codex_command",
     "events_to_messages",

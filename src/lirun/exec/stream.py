@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from lirun.exec.verdict import Verdict
+from lirun.exec.verdict import StreamVerdict
 from lirun.provider_errors import ProviderError, ProviderNonRetryableError
 
 EventKind = Literal[
@@ -185,10 +185,10 @@ class StreamParser(ABC):
     def final_text(self) -> str:
         return self.last_assistant_text
 
-    def finish(self, exit_code: int | None, *, killed_by: str | None = None) -> Verdict:
+    def finish(self, exit_code: int | None, *, killed_by: str | None = None) -> StreamVerdict:
         """The verdict once the process is gone (see the class docstring for the rules)."""
         exception = self._finish_exception(exit_code, killed_by)
-        return Verdict(
+        return StreamVerdict(
             provider=self.provider,
             status="failed" if exception is not None else "completed",
             exception=exception,

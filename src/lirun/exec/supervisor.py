@@ -17,11 +17,12 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 from lirun.errors import LirunError
 from lirun.exec.capture import ChunkSink
 from lirun.exec.descendants import end_leftovers, own_children
+from lirun.exec.leg_states import KillCause, LegState, Limits, Seen, Stop, Watch, advance, next_wake
 from lirun.signals import SignalTrap
 
 __all__ = [
@@ -32,18 +33,12 @@ __all__ = [
     "supervise",
 ]
 
-KillCause = Literal["timeout", "idle", "grace", "signal"]
-
 READ_SIZE = 64 * 1024
 # A bigger pipe means fewer wake-ups for a chatty child; the kernel may refuse, harmless.
 PIPE_SIZE = 1024 * 1024
 _POLL_WITHOUT_PIDFD = 0.05
 _MAX_SLEEP = 1.0
-_SIGNAL_FOR_KILL: dict[str, signal.Signals] = {
-    "timeout": signal.SIGTERM,
-    "idle": signal.SIGTERM,
-    "grace": signal.SIGTERM,
-}
+_DEFAULT_LIMITS = Limits()
 
 
 class SpawnError(LirunError, OSError):
@@ -53,24 +48,6 @@ class SpawnError(LirunError, OSError):
     """
 
     exit_code = 2
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Timers for one leg, in seconds; None disables a timer.
-
-    ``grace`` starts at the first terminal stream event: a provider that has said its last
-    word but does not exit is stopped then, and the event's verdict stands. A terminal
-    event disarms the wall-clock and idle timers. ``kill_grace`` is the wait between
-    SIGTERM and SIGKILL; ``drain`` how long output is still read after the child exits
-    (a background grandchild may hold the pipe open).
-    """
-
-    timeout: float | None = None
-    idle_timeout: float | None = None
-    grace: float | None = 10.0
-    kill_grace: float = 3.0
-    drain: float = 1.0
 
 
 @dataclass(slots=True)
@@ -92,48 +69,6 @@ class ProcessResult:
     @property
     def timed_out(self) -> bool:
         return self.killed_by in ("timeout", "idle")
-
-
-@dataclass(slots=True)
-class _Watch:
-    """Deadlines of the running leg (monotonic seconds)."""
-
-    limits: Limits
-    started: float
-    last_output: float
-    terminal_at: float | None = None
-    kill_sent_at: float | None = None
-    exited_at: float | None = None
-
-    def due(self, now: float) -> KillCause | None:
-        """Which timer (if any) has expired; timers after a terminal event are grace only."""
-        lim = self.limits
-        if self.terminal_at is not None:
-            if lim.grace is not None and now >= self.terminal_at + lim.grace:
-                return "grace"
-            return None
-        if lim.timeout is not None and now >= self.started + lim.timeout:
-            return "timeout"
-        if lim.idle_timeout is not None and now >= self.last_output + lim.idle_timeout:
-            return "idle"
-        return None
-
-    def next_wake(self, now: float, fallback: float) -> float:
-        lim = self.limits
-        deadlines: list[float] = [now + fallback]
-        if self.exited_at is not None:
-            deadlines.append(self.exited_at + lim.drain)
-        elif self.kill_sent_at is not None:
-            deadlines.append(self.kill_sent_at + lim.kill_grace)
-        elif self.terminal_at is not None:
-            if lim.grace is not None:
-                deadlines.append(self.terminal_at + lim.grace)
-        else:
-            if lim.timeout is not None:
-                deadlines.append(self.started + lim.timeout)
-            if lim.idle_timeout is not None:
-                deadlines.append(self.last_output + lim.idle_timeout)
-        return max(0.0, min(deadlines) - now)
 
 
 def _spawn(
@@ -208,8 +143,12 @@ class _Loop:
         self.trap = trap
         self.terminal_seen = terminal_seen
         self.clock = clock
+        self.limits = limits
         now = clock()
-        self.watch = _Watch(limits=limits, started=now, last_output=now)
+        self.watch = Watch.start(now)
+        self.last_output = now
+        self.terminal = False
+        self.exited = False
         self.result = ProcessResult(pid=proc.pid, exit_code=None)
         self.selector = selectors.DefaultSelector()
         self.pidfd = _open_pidfd(proc.pid)
@@ -223,24 +162,18 @@ class _Loop:
         if self.trap is not None:
             self.selector.register(self.trap.fileno(), selectors.EVENT_READ, "signal")
         try:
-            while not self._done():
+            while self.watch.state is not LegState.DONE:
                 self._step()
         finally:
             self._close()
         return self._finish()
-
-    def _done(self) -> bool:
-        if self.watch.exited_at is None:
-            return False
-        drain_until = self.watch.exited_at + self.watch.limits.drain
-        return not self._open_fds() or self.clock() >= drain_until
 
     def _open_fds(self) -> list[int]:
         return [k.fd for k in self.selector.get_map().values() if k.data == "out"]
 
     def _step(self) -> None:
         fallback = _MAX_SLEEP if self.pidfd is not None else _POLL_WITHOUT_PIDFD
-        timeout = self.watch.next_wake(self.clock(), fallback)
+        timeout = next_wake(self.watch, self.limits, self._seen(), fallback)
         for key, _ in self.selector.select(timeout):
             if key.data == "out":
                 self._read(key.fd)
@@ -249,9 +182,9 @@ class _Loop:
             elif key.data == "exit":
                 self.selector.unregister(key.fd)
                 self._on_exit()
-        if self.watch.exited_at is None and self.pidfd is None and _has_exited(self.proc.pid):
+        if not self.exited and self.pidfd is None and _has_exited(self.proc.pid):
             self._on_exit()
-        self._enforce()
+        self._advance()
 
     def _read(self, fd: int) -> None:
         try:
@@ -262,13 +195,13 @@ class _Loop:
             self.selector.unregister(fd)
             return
         self.counts[fd] += len(chunk)
-        self.watch.last_output = self.clock()
+        self.last_output = self.clock()
         self.sinks[fd].feed(chunk)
-        if self.watch.terminal_at is None and self.terminal_seen():
-            self.watch.terminal_at = self.clock()
+        if not self.terminal and self.terminal_seen():
+            self.terminal = True
 
     def _on_exit(self) -> None:
-        self.watch.exited_at = self.clock()
+        self.exited = True
         self._end_leftovers()
 
     def _end_leftovers(self) -> None:
@@ -279,34 +212,42 @@ class _Loop:
             self.proc.pid,
             exclude=self.exclude,
             first_signal=signal.SIGKILL if stopped else signal.SIGTERM,
-            grace=min(self.watch.limits.kill_grace, 2.0),
+            grace=min(self.limits.kill_grace, 2.0),
         )
         if entry is not None:
             self.result.killed_descendants.append(entry)
 
-    def _enforce(self) -> None:
-        if self.watch.exited_at is not None:
-            return
-        now = self.clock()
+    def _seen(self) -> Seen:
         trap = self.trap
-        if trap is not None and trap.received is not None:
-            if self.result.killed_by is None:
-                self._kill("signal", trap.received)
-            elif trap.count > 1 and not self.result.escalated_to_sigkill:
-                self._escalate()  # a second signal to li: stop waiting politely
-        if self.result.killed_by is None and (cause := self.watch.due(now)) is not None:
-            self._kill(cause, _SIGNAL_FOR_KILL[cause])
-        sent = self.watch.kill_sent_at
-        overdue = sent is not None and now >= sent + self.watch.limits.kill_grace
-        if overdue and not self.result.escalated_to_sigkill:
-            self._escalate()
+        received = trap is not None and trap.received is not None
+        return Seen(
+            now=self.clock(),
+            last_output=self.last_output,
+            terminal=self.terminal,
+            exited=self.exited,
+            pipes_open=bool(self._open_fds()),
+            signal=received,
+            signals=trap.count if trap is not None and received else 0,
+        )
 
-    def _kill(self, cause: KillCause, sig: signal.Signals) -> None:
+    def _advance(self) -> None:
+        """One transition (``leg_states.advance``), then the signals it asks for."""
+        self.watch, actions = advance(self.watch, self.limits, self._seen())
+        for action in actions:
+            if isinstance(action, Stop):
+                self._stop(action.cause)
+            else:
+                self._escalate()
+
+    def _stop(self, cause: KillCause) -> None:
+        trap = self.trap
+        if cause == "signal" and trap is not None and trap.received is not None:
+            sig = trap.received
+            self.result.signal_name = trap.signal_name
+        else:
+            sig = signal.SIGTERM
         self.result.killed_by = cause
-        if cause == "signal" and self.trap is not None:
-            self.result.signal_name = self.trap.signal_name
         self.result.timings[f"kill_{cause}"] = self.clock() - self.watch.started
-        self.watch.kill_sent_at = self.clock()
         _signal_group(self.proc.pid, sig)
 
     def _escalate(self) -> None:
@@ -343,7 +284,7 @@ def supervise(
     *,
     stdout: ChunkSink,
     stderr: ChunkSink,
-    limits: Limits = Limits(),
+    limits: Limits = _DEFAULT_LIMITS,
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
     stdin: int | IO[Any] | None = subprocess.DEVNULL,

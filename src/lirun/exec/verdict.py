@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from lirun.provider_errors import ProviderError
 
-VerdictStatus = Literal["completed", "failed"]
+StreamStatus = Literal["completed", "failed"]
 
 
 @dataclass(slots=True)
-class Verdict:
+class StreamVerdict:
     """What the stream and the exit code say, before the ADR's artifact and evidence gates.
 
     Timeouts and signals are the supervisor's call: it overrides ``status`` for those and
@@ -19,7 +19,7 @@ class Verdict:
     """
 
     provider: str
-    status: VerdictStatus
+    status: StreamStatus
     exception: ProviderError | None
     final_text: str = ""
     engine_session_uid: str | None = None

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from lirun.errors import LirunError
 from lirun.liveness import (
-    Verdict,
+    OwnerVerdict,
     boot_id,
     host_name,
     judge_owner,
@@ -43,7 +43,7 @@ class LocalFacts:
 
 class Orphan(NamedTuple):
     row: dict[str, Any]
-    verdict: Verdict
+    verdict: OwnerVerdict
 
 
 def local_facts(now: float | None = None) -> LocalFacts:
@@ -55,7 +55,7 @@ def local_facts(now: float | None = None) -> LocalFacts:
     )
 
 
-def judge(row: Mapping[str, Any], facts: LocalFacts) -> Verdict | None:
+def judge(row: Mapping[str, Any], facts: LocalFacts) -> OwnerVerdict | None:
     """The verdict for a running session row; None for any other status."""
     if row.get("status") != "running":
         return None
@@ -79,7 +79,7 @@ def find_orphans(store: Store, *, now: float | None = None) -> list[Orphan]:
     return found
 
 
-def report(row: Mapping[str, Any], verdict: Verdict, *, reaped: bool) -> dict[str, Any]:
+def report(row: Mapping[str, Any], verdict: OwnerVerdict, *, reaped: bool) -> dict[str, Any]:
     return {
         "id": row["id"],
         "reason_code": verdict.reason_code,
@@ -90,7 +90,7 @@ def report(row: Mapping[str, Any], verdict: Verdict, *, reaped: bool) -> dict[st
 
 
 def _stop_orphaned_group(
-    row: Mapping[str, Any], verdict: Verdict, facts: LocalFacts
+    row: Mapping[str, Any], verdict: OwnerVerdict, facts: LocalFacts
 ) -> list[dict[str, Any]]:
     """SIGTERM the child process group a dead owner left behind; evidence of it.
 

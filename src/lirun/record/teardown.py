@@ -15,7 +15,6 @@ returns the status. The async functions run the sync twins in a worker thread.
 from __future__ import annotations
 
 import copy
-import functools
 import logging
 import os
 import time
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lirun.async_twin import async_twin
 from lirun.errors import (
     DatabaseError,
     NotFoundError,
@@ -197,24 +197,8 @@ def setup_persist_sync(
         return None
 
 
-async def _in_thread(call: Callable[[], T]) -> T:
-    import asyncio  # on first use: the CLI calls the sync twins and need not pay for it
-
-    return await asyncio.to_thread(call)
-
-
-async def setup_persist(
-    run: RunDir,
-    *,
-    db: DbArg = None,
-    artifact_contract: Mapping[str, Any] | None = None,
-    **session_fields: Any,
-) -> PersistContext | None:
-    """Async ``setup_persist_sync`` (run in a worker thread)."""
-    call = functools.partial(
-        setup_persist_sync, run, db=db, artifact_contract=artifact_contract, **session_fields
-    )
-    return await _in_thread(call)
+# The ADR's async API: the sync functions above and below, run in a worker thread.
+setup_persist = async_twin(setup_persist_sync, "setup_persist")
 
 
 # --- teardown: the guarded write ----------------------------------------------------------
@@ -225,19 +209,22 @@ _STORE_ERRORS = (DatabaseError, OSError)
 
 @dataclass(frozen=True, slots=True)
 class Finalized:
-    """How teardown ended: the status to report, and where it is if not in the database.
+    """How teardown ended: what the record says, and what this invocation decided.
 
-    ``spool`` is set when the database could not be written within the retry bound and
-    the decided outcome waits in a pending file (``lirun.record.spool``).
+    ``status`` / ``reason_code``: the record's (another writer's when it won the race or
+    the row was already terminal), so the caller needs no second read. ``decided``: this
+    invocation's ``decide_outcome`` (summary, evidence, metadata). ``spool`` is set when
+    the database could not be written within the retry bound and the decided outcome
+    waits in a pending file (``lirun.record.spool``); ``cause`` says why.
     """
 
     status: str
-    reason_code: str | None = None
+    reason_code: str | None
+    decided: Outcome
     spool: Path | None = None
     cause: str | None = None
-    # The row was already terminal: this invocation's own verdict (not written), which
-    # ``teardown_persist_sync`` reports to library callers as it always has.
-    unwritten_verdict: str | None = None
+    # The row was terminal before teardown read it: ``decided`` was not written.
+    already_terminal: bool = False
 
 
 def _with_retry(ctx: PersistContext, call: Callable[[], T]) -> T:
@@ -274,7 +261,7 @@ def _extra_fields(outcome: Outcome, facts: OutcomeFacts, ended_at: float) -> dic
 
 def _write_outcome(
     ctx: PersistContext, snapshot: str, outcome: Outcome, facts: OutcomeFacts, ended_at: float
-) -> str:
+) -> Finalized:
     """ADR D5 for teardown: CAS on the snapshot; a lost race returns the persisted winner.
 
     Verification, engine uid, ``ended_at`` and exit code commit in the same transaction as
@@ -300,7 +287,7 @@ def _write_outcome(
         log.info("lirun: run %s became terminal before teardown wrote it (%s)", ctx.session_id, exc)
         applied = False
     if applied:
-        return outcome.status
+        return Finalized(outcome.status, outcome.reason_code, outcome)
     winner = ctx.store.get_entity("session", ctx.session_id)
     if winner is None:
         raise NotFoundError(f"execution {ctx.session_id} vanished during teardown")
@@ -310,7 +297,7 @@ def _write_outcome(
         winner["status"],
         outcome.status,
     )
-    return str(winner["status"])
+    return Finalized(str(winner["status"]), winner.get("status_reason_code"), outcome)
 
 
 def _spool(
@@ -346,10 +333,11 @@ def _spool(
             f"the database ({cause}) nor the spool ({exc.strerror or exc}) could record it; "
             "free space or stop the process holding the database, then check `li status`"
         ) from exc
-    return Finalized(outcome.status, outcome.reason_code, spool=path, cause=str(cause))
+    return Finalized(outcome.status, outcome.reason_code, outcome, spool=path, cause=str(cause))
 
 
 def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
+    """Read the row, gather facts, decide, then write (or spool) unless already terminal."""
     ended_at = ctx.clock()
     try:
         row = _with_retry(ctx, lambda: ctx.store.get_entity("session", ctx.session_id))
@@ -377,13 +365,11 @@ def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
                 snapshot,
                 outcome.status,
             )
-        return Finalized(snapshot, row.get("status_reason_code"), unwritten_verdict=outcome.status)
+        return Finalized(snapshot, row.get("status_reason_code"), outcome, already_terminal=True)
     try:
-        status = _write_outcome(ctx, snapshot, outcome, facts, ended_at)
+        return _write_outcome(ctx, snapshot, outcome, facts, ended_at)
     except _STORE_ERRORS as exc:
         return _spool(ctx, snapshot, outcome, facts, ended_at, exc)
-    reason = outcome.reason_code if status == outcome.status else None
-    return Finalized(status, reason)
 
 
 def finalize_sync(
@@ -391,22 +377,24 @@ def finalize_sync(
     *,
     status: str = "completed",
     exception: BaseException | None = None,
-    extras: Mapping[str, Any] | None = None,
+    extras: TeardownExtras | None = None,
     escalated_evidence: Sequence[Mapping[str, Any]] | None = None,
     cwd: str | None = None,
     engine_session_uid: str | None = None,
 ) -> Finalized:
-    """Teardown for ``li run``: the outcome is written, or spooled, or this raises.
+    """Teardown for ``li run`` (typed: ``extras`` is already a TeardownExtras): the outcome
+    is written, or spooled, or this raises; returns the record's status and reason and the
+    decided Outcome.
 
     Raises OutcomeNotRecordedError (exit 2) when neither the database nor the spool could
-    take it. Closes the context.
+    take it, NotFoundError when the row is gone. Closes the context.
     """
     try:
         return _finalize(
             ctx,
             status=status,
             exception=exception,
-            extras=TeardownExtras.parse(extras),
+            extras=extras if extras is not None else TeardownExtras(),
             escalated_evidence=escalated_evidence or (),
             cwd=cwd,
             engine_session_uid=engine_session_uid,
@@ -430,7 +418,9 @@ def teardown_persist_sync(
 
     ``ctx`` None: the in-memory ``status``. ``defer_terminal``: ``status`` with no database
     change and the handle left open for the resumed leg, which owns finalization. A write
-    that cannot land is spooled (see ``finalize_sync``); this never raises.
+    that cannot land is spooled (see ``finalize_sync``); this never raises. ``extras`` is
+    the one lenient boundary: it is parsed once here (``TeardownExtras.parse``), a bad
+    hint is logged and dropped.
     """
     if ctx is None:
         return status
@@ -444,7 +434,7 @@ def teardown_persist_sync(
             ctx,
             status=status,
             exception=exception,
-            extras=extras,
+            extras=TeardownExtras.parse(extras),
             escalated_evidence=escalated_evidence,
             cwd=cwd,
             engine_session_uid=engine_session_uid,
@@ -458,7 +448,8 @@ def teardown_persist_sync(
                 done.cause,
                 done.spool,
             )
-        return done.unwritten_verdict or done.status
+        # A row terminal before teardown: its own verdict, as library callers always got.
+        return done.decided.status if done.already_terminal else done.status
     except Exception:
         log.warning(
             "lirun: finalizing run %s failed; returning the in-memory status %s",
@@ -471,27 +462,4 @@ def teardown_persist_sync(
         ctx.close()
 
 
-async def teardown_persist(
-    ctx: PersistContext | None,
-    *,
-    status: str = "completed",
-    exception: BaseException | None = None,
-    extras: Mapping[str, Any] | None = None,
-    escalated_evidence: Sequence[Mapping[str, Any]] | None = None,
-    cwd: str | None = None,
-    engine_session_uid: str | None = None,
-    defer_terminal: bool = False,
-) -> str:
-    """Async ``teardown_persist_sync`` (run in a worker thread)."""
-    call = functools.partial(
-        teardown_persist_sync,
-        ctx,
-        status=status,
-        exception=exception,
-        extras=extras,
-        escalated_evidence=escalated_evidence,
-        cwd=cwd,
-        engine_session_uid=engine_session_uid,
-        defer_terminal=defer_terminal,
-    )
-    return await _in_thread(call)
+teardown_persist = async_twin(teardown_persist_sync, "teardown_persist")

@@ -7,76 +7,15 @@ blocks the event loop.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
-from collections.abc import Callable, Iterable, Mapping
 
-from lirun.hints import Any, TypeVar
+from lirun.async_twin import async_method, to_thread
+from lirun.hints import Any
 from lirun.paths import default_db_location, resolve_db_url
 from lirun.store.connector import Connector
 from lirun.store.core import Store
 
-T = TypeVar("T")
-
 __all__ = ["StateDB", "Store", "is_postgres_url", "open_connector", "open_store"]
-
-
-async def _to_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """Run a blocking store call on a worker thread; the one hop every async method takes.
-
-    Long-lived workers fed through a queue and answering with ``call_soon_threadsafe``
-    hop faster than ``asyncio.to_thread`` (a concurrent.futures pool, a future chained
-    onto an asyncio one): bench/bench_startup.py holds StateDB to half a raw sqlite3
-    loop's write rate. An idle worker takes the next call, so concurrent calls still run
-    side by side (a read is never queued behind a write waiting for a lock).
-    """
-    import asyncio  # imported on first use: it costs ~40 ms that `li wait` must not pay
-    import contextvars
-
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-    _idle_worker().put((call, loop, future))
-    return await future
-
-
-_idle: list[Any] = []  # queues of workers waiting for a call
-
-
-def _idle_worker() -> Any:
-    try:
-        return _idle.pop()
-    except IndexError:
-        import queue
-        import threading
-
-        inbox: Any = queue.SimpleQueue()
-        threading.Thread(target=_serve, args=(inbox,), name="lirun-store", daemon=True).start()
-        return inbox
-
-
-def _serve(inbox: Any) -> None:
-    while True:
-        call, loop, future = inbox.get()
-        try:
-            result, error = call(), None
-        except BaseException as exc:  # handed to the awaiting coroutine, raised there
-            result, error = None, exc
-        del call
-        # RuntimeError: the loop closed while the call ran; nobody waits for the answer.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_settle, future, result, error)
-        _idle.append(inbox)
-
-
-def _settle(future: Any, result: Any, error: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
 
 
 def is_postgres_url(url: str) -> bool:
@@ -120,6 +59,7 @@ class StateDB:
 
     @classmethod
     def from_store(cls, store: Store) -> StateDB:
+        """A facade over an already open Store (``close`` then closes it)."""
         db = cls(store.connector.url)
         db._store = store
         return db
@@ -133,15 +73,16 @@ class StateDB:
 
     @property
     def dialect(self) -> str:
+        """``sqlite`` or ``postgresql`` (opens the database if needed)."""
         return self.sync.dialect
 
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self._store is None:
-            await _to_thread(lambda: self.sync)
-        return await _to_thread(functools.partial(fn, *args, **kwargs))
-
     async def open(self) -> StateDB:
-        await _to_thread(lambda: self.sync)
+        """Open (and on write, create and migrate) the database now.
+
+        Raises DatabaseError (DatabaseUnavailableError, SchemaTooNewError,
+        MissingDriverError…) when it cannot be opened.
+        """
+        await to_thread(lambda: self.sync)
         return self
 
     async def __aenter__(self) -> StateDB:
@@ -151,135 +92,56 @@ class StateDB:
         await self.close()
 
     async def close(self) -> None:
+        """Close the database; idempotent. The next call opens it again."""
         if self._store is not None:
             store, self._store = self._store, None
-            await _to_thread(store.close)
+            await to_thread(store.close)
+
+    # Every method below is the Store method of the same name, run in a worker thread: the
+    # signature and the docstring (what it returns and raises) are declared once, there.
 
     # -- creation -----------------------------------------------------------------
 
-    async def create_session(self, **fields: Any) -> dict[str, Any]:
-        return await self._call(lambda: self.sync.create_session(**fields))
-
-    async def create_invocation(
-        self, *, skill: str, prompt: str | None = None, id: str | None = None
-    ) -> dict[str, Any]:
-        return await self._call(
-            lambda: self.sync.create_invocation(skill=skill, prompt=prompt, id=id)
-        )
-
-    async def create_show(self, *, topic: str, id: str | None = None) -> dict[str, Any]:
-        return await self._call(lambda: self.sync.create_show(topic=topic, id=id))
-
-    async def create_play(
-        self, *, show_id: str, name: str, session_id: str | None = None, id: str | None = None
-    ) -> dict[str, Any]:
-        return await self._call(
-            lambda: self.sync.create_play(show_id=show_id, name=name, session_id=session_id, id=id)
-        )
-
-    async def create_schedule_run(
-        self,
-        *,
-        action_kind: str,
-        schedule_id: str | None = None,
-        invocation_id: str | None = None,
-        status: str = "queued",
-        id: str | None = None,
-    ) -> dict[str, Any]:
-        return await self._call(
-            lambda: self.sync.create_schedule_run(
-                action_kind=action_kind,
-                schedule_id=schedule_id,
-                invocation_id=invocation_id,
-                status=status,
-                id=id,
-            )
-        )
-
-    async def create_team(self, *, name: str, id: str | None = None) -> dict[str, Any]:
-        return await self._call(lambda: self.sync.create_team(name=name, id=id))
+    create_session = async_method(Store.create_session)
+    create_invocation = async_method(Store.create_invocation)
+    create_show = async_method(Store.create_show)
+    create_play = async_method(Store.create_play)
+    create_schedule_run = async_method(Store.create_schedule_run)
+    create_team = async_method(Store.create_team)
 
     # -- reads --------------------------------------------------------------------
 
-    async def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None:
-        return await self._call(lambda: self.sync.get_entity(entity_type, entity_id))
+    get_entity = async_method(Store.get_entity)
+    list_transitions = async_method(Store.list_transitions)
+    list_admin_events = async_method(Store.list_admin_events)
+    list_messages = async_method(Store.list_messages)
 
     async def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """The session row, or None (``get_entity("session", …)``)."""
         return await self.get_entity("session", session_id)
 
     async def get_invocation(self, invocation_id: str) -> dict[str, Any] | None:
+        """The invocation row, or None."""
         return await self.get_entity("invocation", invocation_id)
 
     async def get_play(self, play_id: str) -> dict[str, Any] | None:
+        """The play row, or None."""
         return await self.get_entity("play", play_id)
 
     async def get_show(self, show_id: str) -> dict[str, Any] | None:
+        """The show row, or None."""
         return await self.get_entity("show", show_id)
 
     async def get_schedule_run(self, run_id: str) -> dict[str, Any] | None:
+        """The schedule run row, or None."""
         return await self.get_entity("schedule_run", run_id)
 
     async def get_team(self, team_id: str) -> dict[str, Any] | None:
+        """The team row, or None."""
         return await self.get_entity("team", team_id)
-
-    async def list_transitions(self, entity_type: str, entity_id: str) -> list[dict[str, Any]]:
-        return await self._call(lambda: self.sync.list_transitions(entity_type, entity_id))
-
-    async def list_admin_events(self, target_id: str | None = None) -> list[dict[str, Any]]:
-        return await self._call(lambda: self.sync.list_admin_events(target_id))
-
-    async def list_messages(self, session_id: str) -> list[dict[str, Any]]:
-        return await self._call(lambda: self.sync.list_messages(session_id))
 
     # -- writes -------------------------------------------------------------------
 
-    async def append_message(self, session_id: str, *, role: str, content: Any) -> dict[str, Any]:
-        return await self._call(
-            lambda: self.sync.append_message(session_id, role=role, content=content)
-        )
-
-    async def update_fields(
-        self, entity_type: str, entity_id: str, fields: Mapping[str, Any], *, touch: bool = True
-    ) -> None:
-        await self._call(
-            lambda: self.sync.update_fields(entity_type, entity_id, fields, touch=touch)
-        )
-
-    async def update_status(
-        self,
-        entity_type: str,
-        entity_id: str,
-        *,
-        new_status: str,
-        reason_code: str,
-        reason_summary: str = "",
-        evidence_refs: list[dict[str, Any]] | None = None,
-        source: str = "executor",
-        actor: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        expected_statuses: Iterable[str | None] | None = None,
-        expected_updated_at: float | None = None,
-        extra_fields: Mapping[str, Any] | None = None,
-        override: bool = False,
-        override_actor: str | None = None,
-        override_justification: str | None = None,
-    ) -> bool:
-        """ADR D5: guarded, audited, atomic. See ``Store.update_status``."""
-        return await self._call(
-            self.sync.update_status,
-            entity_type,
-            entity_id,
-            new_status=new_status,
-            reason_code=reason_code,
-            reason_summary=reason_summary,
-            evidence_refs=evidence_refs,
-            source=source,
-            actor=actor,
-            metadata=metadata,
-            expected_statuses=expected_statuses,
-            expected_updated_at=expected_updated_at,
-            extra_fields=extra_fields,
-            override=override,
-            override_actor=override_actor,
-            override_justification=override_justification,
-        )
+    append_message = async_method(Store.append_message)
+    update_fields = async_method(Store.update_fields)
+    update_status = async_method(Store.update_status)

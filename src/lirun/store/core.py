@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from lirun.errors import (
     AmbiguousIdError,
     NotFoundError,
-    TransitionRejectedError,
     ValidationError,
 )
 from lirun.hints import Any
-from lirun.lifecycle import EntityPolicy, canonical_entity_type, policy_for, validate_status
+from lirun.lifecycle import canonical_entity_type, policy_for, validate_status
 from lirun.reasons import creation_reason, validate_reason
-from lirun.store.connector import NOTIFY_CHANNEL, Connector, Tx
+from lirun.store.connector import Connector
 from lirun.store.queries import check_slots, load_queries
 from lirun.store.records import (
     SESSION_FIELDS,
@@ -32,13 +31,9 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
-from lirun.store.retry import retry_write
+from lirun.store.status_write import StatusWrites
 from lirun.store.transitions import (
-    StatusWrite,
-    decide,
     next_version,
-    terminal_columns,
-    validate_status_write,
 )
 from lirun.store.wait_reads import ID_CANDIDATES, WaitReads, id_fragment_params
 
@@ -55,12 +50,13 @@ def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
     return defaults
 
 
-class _GuardLost(Exception):
-    """The compare-and-set UPDATE matched no row: roll the transaction back, report False."""
+class Store(StatusWrites, WaitReads):
+    """Synchronous operations over one connector. StateDB wraps it for asyncio.
 
-
-class Store(WaitReads):
-    """Synchronous operations over one connector. StateDB wraps it for asyncio."""
+    Every method may raise DatabaseError (DatabaseUnavailableError when the database
+    cannot be reached, DatabaseBusyError when a lock outlasts the retry bound, …); each
+    docstring names the errors it raises besides those.
+    """
 
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
@@ -89,6 +85,7 @@ class Store(WaitReads):
         return text.format(**check_slots(slots)) if slots else text
 
     def close(self) -> None:
+        """Close the connection; idempotent."""
         self.connector.close()
 
     # -- creation -------------------------------------------------------------
@@ -164,17 +161,20 @@ class Store(WaitReads):
     def create_invocation(
         self, *, skill: str, prompt: str | None = None, id: str | None = None
     ) -> dict[str, Any]:
+        """Create an invocation row (``running``); ValidationError for an empty skill or bad id."""
         require_text(skill=skill)
         fields = column_values({"skill": skill, "prompt": prompt})
         return self._insert("invocation", {"id": entity_id_or_new(id), **fields})
 
     def create_show(self, *, topic: str, id: str | None = None) -> dict[str, Any]:
+        """Create a show row; ValidationError for an empty topic or bad id."""
         require_text(topic=topic)
         return self._insert("show", {"id": entity_id_or_new(id), **column_values({"topic": topic})})
 
     def create_play(
         self, *, show_id: str, name: str, session_id: str | None = None, id: str | None = None
     ) -> dict[str, Any]:
+        """Create a play row (``pending``); ValidationError for an empty show_id/name or bad id."""
         require_text(show_id=show_id, name=name)
         fields = column_values({"show_id": show_id, "name": name, "session_id": session_id})
         return self._insert("play", {"id": entity_id_or_new(id), **fields})
@@ -188,6 +188,9 @@ class Store(WaitReads):
         status: str = "queued",
         id: str | None = None,
     ) -> dict[str, Any]:
+        """Create a schedule run row (``queued`` unless ``status``); ValidationError for
+        an empty action_kind, a bad id or a status the lifecycle does not know.
+        """
         require_text(action_kind=action_kind)
         fields = column_values(
             {"action_kind": action_kind, "schedule_id": schedule_id, "invocation_id": invocation_id}
@@ -195,12 +198,14 @@ class Store(WaitReads):
         return self._insert("schedule_run", {"id": entity_id_or_new(id), **fields}, status=status)
 
     def create_team(self, *, name: str, id: str | None = None) -> dict[str, Any]:
+        """Create a team row; ValidationError for an empty name or bad id."""
         require_text(name=name)
         return self._insert("team", {"id": entity_id_or_new(id), **column_values({"name": name})})
 
     # -- reads ----------------------------------------------------------------
 
     def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None:
+        """The row, JSON columns decoded, or None; ValidationError for an unknown entity type."""
         table = policy_for(entity_type).table
         rows = self.connector.read(self.sql("get_row", table=table), {"id": entity_id})
         return decode_row(rows[0]) if rows else None
@@ -239,6 +244,7 @@ class Store(WaitReads):
         )
 
     def list_transitions(self, entity_type: str, entity_id: str) -> list[dict[str, Any]]:
+        """The status history of one entity, oldest first (``[]`` if none)."""
         rows = self.connector.read(
             self.sql("list_transitions"),
             {"entity_type": canonical_entity_type(entity_type), "entity_id": entity_id},
@@ -246,6 +252,7 @@ class Store(WaitReads):
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
     def list_admin_events(self, target_id: str | None = None) -> list[dict[str, Any]]:
+        """Admin events (overrides, rejected transitions), all or for one target."""
         if target_id is None:
             rows = self.connector.read(self.sql("list_admin_events"))
         else:
@@ -255,33 +262,39 @@ class Store(WaitReads):
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
     def list_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's messages in order (``seq``)."""
         rows = self.connector.read(self.sql("list_messages"), {"session_id": session_id})
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
     def has_assistant_text(self, session_id: str) -> bool:
+        """Whether the session has at least one non-empty assistant message."""
         return bool(self.connector.read(self.sql("has_assistant_text"), {"session_id": session_id}))
 
     def list_sessions(
         self, *, status: str | None = None, since: float | None = None, limit: int = 50
     ) -> list[dict[str, Any]]:
+        """Recent sessions, newest first, optionally by status and start time."""
         rows = self.connector.read(
             self.sql("list_sessions"), {"status": status, "since": since, "limit": int(limit)}
         )
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
     def list_running_sessions(self) -> list[dict[str, Any]]:
+        """Every session still ``running`` (what a reaper judges)."""
         rows = self.connector.read(self.sql("list_running_sessions"))
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
     def find_session_by_engine_uid(
         self, uid: str, *, exclude_id: str = ""
     ) -> dict[str, Any] | None:
+        """The newest other session with this engine session uid, or None."""
         rows = self.connector.read(
             self.sql("find_session_by_engine_uid"), {"uid": uid, "exclude_id": exclude_id}
         )
         return decode_row(rows[0]) if rows else None
 
     def get_branch(self, branch_id: str) -> dict[str, Any] | None:
+        """The branch row (its latest session and engine uid), or None."""
         rows = self.connector.read(self.sql("get_branch"), {"id": branch_id})
         return decode_row(rows[0]) if rows else None
 
@@ -295,6 +308,7 @@ class Store(WaitReads):
         provider: str | None = None,
         engine_session_uid: str | None = None,
     ) -> dict[str, Any]:
+        """Create the branch or move it to ``session_id``; returns the branch row."""
         params = {
             "id": branch_id,
             "session_id": session_id,
@@ -311,7 +325,10 @@ class Store(WaitReads):
     def update_fields(
         self, entity_type: str, entity_id: str, fields: Mapping[str, Any], *, touch: bool = True
     ) -> None:
-        """Set non-status columns (closed per entity type). ``touch`` bumps ``updated_at``."""
+        """Set non-status columns (closed per entity type). ``touch`` bumps ``updated_at``.
+
+        ValidationError for a column not updatable on that type; NotFoundError for no row.
+        """
         et = canonical_entity_type(entity_type)
         values = closed_fields(fields, UPDATABLE_FIELDS[et], f"update_fields({et})")
         if not values:
@@ -327,7 +344,10 @@ class Store(WaitReads):
             )
 
     def heartbeat(self, session_id: str) -> None:
-        """The owner is alive now; a row without a lease gets the default one."""
+        """The owner is alive now; a row without a lease gets the default one.
+
+        NotFoundError when the session does not exist.
+        """
         from lirun.liveness import DEFAULT_LEASE_SECONDS
 
         params = {"id": session_id, "now": time.time(), "lease": DEFAULT_LEASE_SECONDS}
@@ -336,6 +356,9 @@ class Store(WaitReads):
                 raise NotFoundError(f"no session with id {session_id!r}")
 
     def append_message(self, session_id: str, *, role: str, content: Any) -> dict[str, Any]:
+        """Append a message (``content`` JSON-encoded unless a string); returns it with
+        its ``seq``. ValidationError for an empty role, NotFoundError for no session.
+        """
         if not isinstance(role, str) or not role:
             raise ValidationError("role must be a non-empty string such as 'assistant'")
         text = content if isinstance(content, str) else to_json(content, "content")
@@ -356,233 +379,3 @@ class Store(WaitReads):
                 self.sql("set_message_bounds"), {"msg_id": msg["id"], "session_id": session_id}
             )
         return msg
-
-    # -- status -------------------------------------------------------------------
-
-    def _lock_row(self, tx: Tx, policy: EntityPolicy, entity_id: str) -> dict[str, Any]:
-        rows = tx.query(self.sql("lock_row", table=policy.table), {"id": entity_id})
-        if not rows:
-            raise NotFoundError(f"no {policy.entity_type} with id {entity_id!r}")
-        return rows[0]
-
-    def _append_transition(
-        self,
-        tx: Tx,
-        policy: EntityPolicy,
-        entity_id: str,
-        previous: str | None,
-        status: str,
-        reason_code: str,
-        reason_summary: str,
-        evidence_json: str | None,
-        source: str,
-        actor: str | None,
-        metadata_json: str | None,
-        now: float,
-        transition_id: str | None = None,
-    ) -> None:
-        tx.execute(
-            self.sql("insert_transition"),
-            {
-                "id": transition_id or new_id(),
-                "entity_type": policy.entity_type,
-                "entity_id": entity_id,
-                "previous_status": previous,
-                "status": status,
-                "reason_code": reason_code,
-                "reason_summary": reason_summary,
-                "evidence_refs": evidence_json,
-                "source": source,
-                "actor": actor,
-                "created_at": now,
-                "metadata": metadata_json,
-            },
-        )
-
-    def _admin_event(
-        self,
-        tx: Tx,
-        event_type: str,
-        policy: EntityPolicy,
-        entity_id: str,
-        actor: str | None,
-        justification: str | None,
-        payload: dict[str, Any],
-    ) -> None:
-        tx.execute(
-            self.sql("insert_admin_event"),
-            {
-                "id": new_id(),
-                "event_type": event_type,
-                "target_type": policy.entity_type,
-                "target_id": entity_id,
-                "actor": actor,
-                "justification": justification,
-                "payload": to_json(payload, "payload"),
-                "created_at": time.time(),
-            },
-        )
-
-    def update_status(
-        self,
-        entity_type: str,
-        entity_id: str,
-        *,
-        new_status: str,
-        reason_code: str,
-        reason_summary: str = "",
-        evidence_refs: list[dict[str, Any]] | None = None,
-        source: str = "executor",
-        actor: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        expected_statuses: Iterable[str | None] | None = None,
-        expected_updated_at: float | None = None,
-        extra_fields: Mapping[str, Any] | None = None,
-        override: bool = False,
-        override_actor: str | None = None,
-        override_justification: str | None = None,
-    ) -> bool:
-        """The one guarded status write (ADR D5). False when a guard did not match.
-
-        Leaving a terminal status without ``override`` commits a
-        ``status_transition_rejected`` audit row, then raises TransitionRejectedError.
-        """
-        write = validate_status_write(
-            entity_type,
-            new_status=new_status,
-            reason_code=reason_code,
-            reason_summary=reason_summary,
-            evidence_refs=evidence_refs,
-            source=source,
-            actor=actor,
-            metadata=metadata,
-            expected_statuses=expected_statuses,
-            expected_updated_at=expected_updated_at,
-            extra_fields=extra_fields,
-            override=override,
-            override_actor=override_actor,
-            override_justification=override_justification,
-        )
-        # Made before the first try: a retry after an ambiguous COMMIT finds it and stops.
-        transition_id = new_id()
-
-        def attempt(wait_seconds: float, tries: int) -> tuple[bool | None, str | None]:
-            return self._status_tx(
-                write, entity_id, transition_id, wait_seconds=wait_seconds, retried=tries > 0
-            )
-
-        applied, previous = retry_write(attempt, where=self.connector.display_url)
-        if applied is not None:
-            return applied
-        # Raised only after the audit row has committed.
-        raise TransitionRejectedError(write.policy.entity_type, entity_id, previous, new_status)
-
-    def _status_tx(
-        self,
-        write: StatusWrite,
-        entity_id: str,
-        transition_id: str,
-        *,
-        wait_seconds: float,
-        retried: bool,
-    ) -> tuple[bool | None, str | None]:
-        """One try of a status write: (applied, previous); applied None means rejected."""
-        try:
-            with self.connector.write(wait_seconds=wait_seconds) as tx:
-                if retried and tx.query(self.sql("find_transition"), {"id": transition_id}):
-                    return True, None  # an earlier try committed after all
-                current = self._lock_row(tx, write.policy, entity_id)
-                previous = current["status"]
-                verdict = decide(write, previous, current["updated_at"])
-                if verdict == "skip":
-                    return False, previous
-                if verdict == "apply":
-                    self._apply(
-                        tx, write, entity_id, previous, current["updated_at"], transition_id
-                    )
-                    return True, previous
-                self._reject(tx, write, entity_id, previous)
-                return None, previous
-        except _GuardLost:
-            return False, None
-
-    def _reject(self, tx: Tx, write: StatusWrite, entity_id: str, previous: str | None) -> None:
-        self._admin_event(
-            tx,
-            "status_transition_rejected",
-            write.policy,
-            entity_id,
-            write.actor,
-            None,
-            {
-                "previous_status": previous,
-                "attempted_status": write.new_status,
-                "reason_code": write.reason_code,
-                "source": write.source,
-            },
-        )
-
-    def _apply(
-        self,
-        tx: Tx,
-        write: StatusWrite,
-        entity_id: str,
-        previous: str | None,
-        version: float,
-        transition_id: str,
-    ) -> None:
-        """Override audit, row (with ``terminal_columns``), history and notification: all in
-        the caller's transaction."""
-        policy = write.policy
-        if write.override:
-            self._admin_event(
-                tx,
-                "status_transition_override",
-                policy,
-                entity_id,
-                write.override_actor,
-                write.override_justification,
-                {
-                    "previous_status": previous,
-                    "new_status": write.new_status,
-                    "reason_code": write.reason_code,
-                },
-            )
-        now = next_version(version)
-        extra = {**write.extra, **terminal_columns(write, previous, now)}
-        params = {
-            "id": entity_id,
-            "new_status": write.new_status,
-            "reason_code": write.reason_code,
-            "reason_summary": write.reason_summary,
-            "evidence_refs": write.evidence_json,
-            "now": now,
-            "previous_status": previous,
-            **{f"x_{k}": v for k, v in extra.items()},
-        }
-        extra_set = "".join(f", {k} = :x_{k}" for k in extra)
-        # The UPDATE re-asserts the status read under the lock (NULL-safe) so that the
-        # compare-and-set holds in storage, not only in Python.
-        sql = self.sql("cas_update_status", table=policy.table, extra_set=extra_set)
-        if tx.execute(sql, params) != 1:
-            raise _GuardLost  # rolls back the override audit row too
-        self._append_transition(
-            tx,
-            policy,
-            entity_id,
-            previous,
-            write.new_status,
-            write.reason_code,
-            write.reason_summary,
-            write.evidence_json,
-            write.source,
-            write.actor,
-            write.metadata_json,
-            now,
-            transition_id,
-        )
-        if write.new_status in policy.terminal and self.connector.supports_notify:
-            import json
-
-            payload = json.dumps({"type": policy.entity_type, "id": entity_id})
-            tx.query(self.sql("notify_terminal"), {"channel": NOTIFY_CHANNEL, "payload": payload})

@@ -5,11 +5,12 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from lirun.errors import ValidationError
-from lirun.hints import Any, Literal, NamedTuple
+from lirun.hints import Any, Concatenate, Literal, NamedTuple, ParamSpec, TypeVar
 from lirun.lifecycle import (
     EXIT_CODE_BY_STATUS,
     EntityPolicy,
@@ -20,13 +21,19 @@ from lirun.lifecycle import (
 from lirun.reasons import validate_reason
 from lirun.store.records import check_evidence, check_metadata, closed_fields, to_json
 
-Verdict = Literal["skip", "reject", "apply"]
+WriteDecision = Literal["skip", "reject", "apply"]
+
+P = ParamSpec("P")
+S = TypeVar("S")
+R = TypeVar("R")
+W = TypeVar("W")
 
 
 class StatusWrite(NamedTuple):
     """A validated ``update_status`` request, its JSON already encoded."""
 
     policy: EntityPolicy
+    entity_id: str
     new_status: str
     reason_code: str
     reason_summary: str
@@ -61,22 +68,28 @@ def expected_set(
 
 def validate_status_write(
     entity_type: str,
+    entity_id: str,
     *,
     new_status: str,
     reason_code: str,
-    reason_summary: str,
-    evidence_refs: list[dict[str, Any]] | None,
-    source: str,
-    actor: str | None,
-    metadata: dict[str, Any] | None,
-    expected_statuses: Iterable[str | None] | None,
-    expected_updated_at: float | None,
-    extra_fields: Mapping[str, Any] | None,
-    override: bool,
-    override_actor: str | None,
-    override_justification: str | None,
+    reason_summary: str = "",
+    evidence_refs: list[dict[str, Any]] | None = None,
+    source: str = "executor",
+    actor: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    expected_statuses: Iterable[str | None] | None = None,
+    expected_updated_at: float | None = None,
+    extra_fields: Mapping[str, Any] | None = None,
+    override: bool = False,
+    override_actor: str | None = None,
+    override_justification: str | None = None,
 ) -> StatusWrite:
-    """Every check that needs no database; a bad value is a ValidationError."""
+    """The parameters of ``update_status`` (declared here only), checked before any I/O.
+
+    A bad value is a ValidationError (unknown entity type or status, a reason code not
+    allowed for it, a bad source, evidence or metadata, an extra field the entity does
+    not have, an override without actor and justification).
+    """
     policy = policy_for(entity_type)
     validate_status(policy.entity_type, new_status)
     validate_reason(reason_code, policy.entity_type, new_status)
@@ -89,6 +102,7 @@ def validate_status_write(
     check_exit_code(policy, new_status, extra)
     return StatusWrite(
         policy=policy,
+        entity_id=entity_id,
         new_status=new_status,
         reason_code=reason_code,
         reason_summary=reason_summary,
@@ -105,7 +119,51 @@ def validate_status_write(
     )
 
 
-def decide(write: StatusWrite, previous: str | None, version: float) -> Verdict:
+def takes_validated(
+    validate: Callable[P, W],
+) -> Callable[[Callable[[S, W], R]], Callable[Concatenate[S, P], R]]:
+    """A method whose public parameters are ``validate``'s, declared once (there).
+
+    ``@takes_validated(validate_status_write)`` on ``Store.update_status(self, write)``:
+    callers (and mypy, and ``help``) see ``update_status(entity_type, entity_id, *,
+    new_status, …)``; the method receives the validated ``StatusWrite``.
+    """
+
+    def decorate(method: Callable[[S, W], R]) -> Callable[Concatenate[S, P], R]:
+        @functools.wraps(method)
+        def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            return method(self, validate(*args, **kwargs))
+
+        # `inspect.signature` follows __wrapped__ to the first object with a __signature__.
+        call.__wrapped__ = _SignatureOf(validate, method)  # type: ignore[assignment]
+        return call
+
+    return decorate
+
+
+class _SignatureOf:
+    """Shows ``inspect`` (``help``) a method with ``validate``'s parameters after ``self``.
+
+    Built on demand: importing ``inspect`` at start-up would cost ``li wait`` milliseconds.
+    """
+
+    def __init__(self, validate: Callable[..., Any], method: Callable[..., Any]) -> None:
+        self._validate = validate
+        self._method = method
+
+    @property
+    def __signature__(self) -> Any:
+        import inspect
+
+        public = inspect.signature(self._validate)
+        me = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        return public.replace(
+            parameters=[me, *public.parameters.values()],
+            return_annotation=inspect.signature(self._method).return_annotation,
+        )
+
+
+def decide(write: StatusWrite, previous: str | None, version: float) -> WriteDecision:
     """``skip`` (a guard did not match), ``reject`` (leaves a terminal status) or ``apply``."""
     if write.expected is not None and previous not in write.expected:
         return "skip"

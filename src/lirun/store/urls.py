@@ -37,3 +37,28 @@ def check_url(url: str) -> None:
             f"the database URL {redact_url(url)} is not valid ({exc}); write it as "
             "postgresql://user:password@host:port/dbname"
         ) from None
+
+
+def url_without_credentials(url: str) -> str | None:
+    """The database URL with no password (user-info or query); None if it cannot be parsed.
+
+    A SQLite path holds none. A nested ``li`` connects with it when the server needs no
+    password from the URL (trust or peer auth, ``PGPASSFILE``, ``PGPASSWORD``).
+    """
+    if not url.startswith(("postgresql://", "postgres://")):
+        import os  # absolute: the child may run in another directory (--cwd)
+
+        return url if url.startswith("sqlite:") else os.path.abspath(url)
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rsplit("@", 1)[-1]
+        user = parts.netloc.rsplit("@", 1)[0].split(":", 1)[0] if "@" in parts.netloc else ""
+        query = [
+            (k, v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if k.lower() not in _SECRET_PARAMS
+        ]
+        netloc = f"{user}@{host}" if user else host
+        return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, quote_via=quote)))
+    except ValueError:
+        return None

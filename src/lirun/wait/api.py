@@ -23,7 +23,7 @@ from lirun.wait.watch import Watcher, log_warning
 __all__ = ["drive", "format_wait_line", "wait_for_terminal"]
 
 
-Outcome = dict[str, Any]
+WaitResult = dict[str, Any]
 WaitDb = StateDB | Store | str | os.PathLike[str] | None
 
 
@@ -99,11 +99,11 @@ def drive(
     *,
     interval: float,
     timeout: float | None,
-    emit: Callable[[Outcome], None],
+    emit: Callable[[WaitResult], None],
     stop: Callable[[], bool],
     idle: Callable[[Watcher], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
-) -> list[Outcome]:
+) -> list[WaitResult]:
     """The synchronous wait loop: read, report, sleep until a change or the interval."""
     deadline = None if timeout is None else clock() + timeout
     while True:
@@ -124,12 +124,12 @@ async def wait_for_terminal(
     ids: Iterable[str],
     *,
     interval: float = 1.0,
-    on_result: Callable[[Outcome], None] | None = None,
+    on_result: Callable[[WaitResult], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     timeout: float | None = None,
     db: WaitDb = None,
     on_warning: Callable[[str], None] | None = None,
-) -> list[Outcome]:
+) -> list[WaitResult]:
     """Wait until every target is terminal (or gone); outcomes in input order.
 
     ``on_result`` is called once per target as it becomes final (terminal, deleted,

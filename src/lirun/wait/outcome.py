@@ -121,7 +121,7 @@ def describe_problem(outcome: Mapping[str, Any]) -> str:
     return f"{outcome['run_id']} is still {outcome['status']}"
 
 
-def exit_code_for(outcomes: Iterable[Mapping[str, Any]]) -> int:
+def wait_exit_code(outcomes: Iterable[Mapping[str, Any]]) -> int:
     """DESIGN §5: 2 (not found/unknown/ambiguous) > 3 (unfinished) > 1 (unsuccessful) > 0."""
     items = list(outcomes)
     if any(o["status"] in PROBLEM_STATUSES for o in items):

@@ -1,0 +1,36 @@
+"""`lirun.execute`: the execution `li run` uses, as one documented library call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lirun
+from lirun import CommandProgram, ExecutionRequest, ExecutionResult, Limits, execute
+from lirun.store import Store
+
+
+def test_execute_is_the_top_level_library_call() -> None:
+    from lirun.exec import execution
+
+    assert lirun.execute is execution.execute
+    assert "Raises" in (execute.__doc__ or "") and "Returns" in (execute.__doc__ or "")
+
+
+def test_execute_runs_a_command_and_records_it(db_url: str, store: Store, tmp_path: Path) -> None:
+    request = ExecutionRequest(
+        program=CommandProgram(["sh", "-c", "echo made it; exit 3"]),
+        cwd=str(tmp_path),
+        limits=Limits(timeout=30),
+        db_url=db_url,
+    )
+    result = execute(request)
+    assert isinstance(result, ExecutionResult)
+    assert (result.status, result.reason, result.exit_code) == (
+        "failed",
+        "run.failed.exit_nonzero",
+        1,
+    )
+    assert result.recorded and result.pending is None
+    row = store.get_entity("session", result.run_id)
+    assert row is not None
+    assert (row["status"], row["status_reason_code"]) == (result.status, result.reason)
