@@ -429,6 +429,23 @@ def test_the_prompt_is_not_on_the_command_line(
         li.wait(timeout=30)
 
 
+def test_a_detached_runs_prompt_is_not_on_any_command_line(
+    li_env: dict[str, str], db_url: str, repo: Path, fake_bin: Path
+) -> None:
+    env = _env(li_env, fake_bin, "claude/success.jsonl", delay=0.3)
+    proc = run_li("agent", "claude", "s3cret-detached", "--detach", env=env, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    run_id = proc.stdout.strip()
+    row = get_row(db_url, run_id)
+    # The worker (li itself, detached) and the provider it started are both running now.
+    cmdlines = [Path(f"/proc/{pid}/cmdline") for pid in (row["owner_pid"], row["child_pid"])]
+    seen = [p.read_bytes() for p in cmdlines if p.exists()]
+    waited = run_li("wait", run_id, "--timeout", "30", env=env, cwd=repo)
+    assert waited.returncode == 0, waited.stderr
+    assert seen and all(b"s3cret-detached" not in line for line in seen)
+    assert get_row(db_url, run_id)["prompt"] == "s3cret-detached"
+
+
 def test_a_detached_runs_answer_is_on_the_row(
     li_env: dict[str, str], db_url: str, repo: Path, fake_bin: Path
 ) -> None:

@@ -212,9 +212,10 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Nam
 
 
 def _worker_argv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
-    """The parsed call for a detached worker: the prompt travels as ``--prompt=TEXT``."""
+    """The parsed call for a detached worker: the prompt travels on its stdin (``--prompt
+    -``), never as an argument that every user sees in ``ps``."""
     options = worker_argv(parser, argparse.Namespace(**{**vars(args), "prompt_option": None}))
-    prompt = [f"--prompt={args.prompt}"] if args.prompt is not None else []
+    prompt = ["--prompt=-"] if args.prompt is not None else []
     tail = ["--", *args.provider_args] if args.provider_args else []
     return [*options, args.provider, *prompt, *tail]
 
@@ -233,5 +234,11 @@ def main(argv: list[str]) -> int:
         on_event=None if quiet else _progress,
     )
     return execute_or_detach(
-        "li agent", "agent", _worker_argv(parser, args), args, request, on_result=_print_answer
+        "li agent",
+        "agent",
+        _worker_argv(parser, args),
+        args,
+        request,
+        on_result=_print_answer,
+        worker_stdin=args.prompt,
     )

@@ -369,7 +369,9 @@ def stdin_for(args: argparse.Namespace) -> int | None:
     return subprocess.DEVNULL if args.detached_worker else None
 
 
-def _detach(command: str, argv: list[str], request: Any, *, as_json: bool) -> int:
+def _detach(
+    command: str, argv: list[str], request: Any, *, as_json: bool, worker_stdin: str | None
+) -> int:
     from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
     from lirun.exec.execution import prepare
     from lirun.record.rundir import allocate_run
@@ -383,7 +385,7 @@ def _detach(command: str, argv: list[str], request: Any, *, as_json: bool) -> in
         if trap is not None and trap.received is not None:
             raise StartInterruptedError(f"{trap.signal_name} received; nothing was started")
         run = allocate_run(request.save_dir, request.run_id)
-        proc = spawn_worker(command, argv, run, env=detached_env())
+        proc = spawn_worker(command, argv, run, env=detached_env(), stdin_text=worker_stdin)
         wait_for_row(store, run, proc)
     finally:
         store.close()
@@ -419,10 +421,12 @@ def execute_or_detach(
     request: Any,
     *,
     on_result: Callable[[Any], None] | None = None,
+    worker_stdin: str | None = None,
 ) -> int:
-    """Run attached (exit code of the final status) or hand off to a detached worker."""
+    """Run attached (exit code of the final status) or hand off to a detached worker
+    (``worker_stdin``: what it reads on stdin, e.g. the prompt)."""
     if args.detach and not args.detached_worker:
-        return _detach(command, argv, request, as_json=args.json)
+        return _detach(command, argv, request, as_json=args.json, worker_stdin=worker_stdin)
     from lirun.exec.descendants import enable_subreaper
     from lirun.exec.execution import execute
     from lirun.signals import held_trap

@@ -9,6 +9,7 @@ needs: ``li wait ID`` reports how it ended.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -51,21 +52,31 @@ def spawn_worker(
     run: RunDir,
     *,
     env: Mapping[str, str] | None = None,
+    stdin_text: str | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start the worker in its own session with stdin closed and stdio in the run's logs."""
+    """Start the worker in its own session with stdio in the run's logs.
+
+    Its stdin is ``stdin_text`` (the prompt: an argument would show it to every user in
+    ``ps``), else closed.
+    """
     out_path, err_path = log_paths(run)
     worker = [sys.executable, "-m", "lirun", command, DETACHED_WORKER_FLAG, "--run-id", run.run_id]
     # 0600 whatever the umask: the logs may hold the run's output.
     with _private_log(out_path) as out, _private_log(err_path) as err:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [*worker, *argv],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
             stdout=out,
             stderr=err,
             start_new_session=True,
             close_fds=True,
             env=dict(env) if env is not None else None,
         )
+    if stdin_text is not None and proc.stdin is not None:
+        # A worker that died before reading says why in its log (wait_for_row reports it).
+        with contextlib.suppress(BrokenPipeError), proc.stdin:
+            proc.stdin.write(stdin_text.encode())
+    return proc
 
 
 def _private_log(path: Path) -> IO[bytes]:
