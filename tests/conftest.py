@@ -82,3 +82,19 @@ def li_env(db_url: str, lirun_home: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"LIRUN_HOME": str(lirun_home), "LIRUN_DB_URL": db_url, "PYTHONUNBUFFERED": "1"})
     return env
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A real git repository with one commit on main (a test module may define its own)."""
+    from support.execkit import git_repo
+
+    return git_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def fake_bin(tmp_path: Path) -> Path:
+    """A directory holding fake ``claude`` and ``codex`` executables."""
+    from support.providerkit import make_fake_bin_dir
+
+    return make_fake_bin_dir(tmp_path / "bin")

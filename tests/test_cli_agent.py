@@ -18,7 +18,6 @@ from lirun.exec.legs import CONTINUATION_PROMPT
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from support.execkit import (
     get_row,
-    git_repo,
     only_row,
     opened_store,
     poll,
@@ -28,27 +27,17 @@ from support.execkit import (
     start_li,
     wait_line_for,
 )
-from support.providerkit import fake_env, fake_env_for, load_expectations, make_fake_bin_dir
+from support.providerkit import (
+    env_with_fake_bin,
+    fake_env,
+    load_expectations,
+)
 
 EXPECTATIONS = load_expectations()
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return git_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def fake_bin(tmp_path: Path) -> Path:
-    return make_fake_bin_dir(tmp_path / "bin")
-
-
 def _env(li_env: dict[str, str], fake_bin: Path, fixture: str, **kw: Any) -> dict[str, str]:
-    env = fake_env_for(fixture, base=li_env, **kw)
-    env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
-    for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN"):
-        env.pop(var, None)
-    return env
+    return env_with_fake_bin(fixture, base=li_env, fake_bin=fake_bin, **kw)
 
 
 def _timer_flags(row: dict[str, Any]) -> list[str]:

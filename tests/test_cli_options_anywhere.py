@@ -21,26 +21,14 @@ from lirun.cli import agent as agent_cli
 from lirun.cli import run as run_cli
 from lirun.cli.main import main as li_main
 from lirun.cli.options import option_arity, split_command
-from support.execkit import get_row, git_repo, only_row, run_li, session_rows
-from support.providerkit import fake_env_for, make_fake_bin_dir
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return git_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def fake_bin(tmp_path: Path) -> Path:
-    return make_fake_bin_dir(tmp_path / "bin")
+from support.execkit import get_row, only_row, run_li, session_rows
+from support.providerkit import env_with_fake_bin
 
 
 def _env(li_env: dict[str, str], fake_bin: Path, log: Path, **kw: Any) -> dict[str, str]:
-    env = fake_env_for("claude/success.jsonl", base=li_env, argv_log=log, **kw)
-    env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
-    for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN"):
-        env.pop(var, None)
-    return env
+    return env_with_fake_bin(
+        "claude/success.jsonl", base=li_env, fake_bin=fake_bin, argv_log=log, **kw
+    )
 
 
 def _calls(log: Path) -> list[list[str]]:

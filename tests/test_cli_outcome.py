@@ -5,21 +5,15 @@ real git repositories and plain directories, both backends.
 from __future__ import annotations
 
 import json
-import os
 import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.execkit import get_row, git_repo, only_row, poll, run_li, send, session_rows, start_li
+from support.execkit import get_row, only_row, poll, run_li, send, session_rows, start_li
 from support.gitkit import GIT_ENV, commit, git
-from support.providerkit import fake_env, fake_env_for, make_fake_bin_dir
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return git_repo(tmp_path / "repo")
+from support.providerkit import env_with_fake_bin, fake_env
 
 
 @pytest.fixture
@@ -30,17 +24,8 @@ def plain(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def fake_bin(tmp_path: Path) -> Path:
-    return make_fake_bin_dir(tmp_path / "bin")
-
-
 def _env(li_env: dict[str, str], fake_bin: Path, fixture: str, **kw: Any) -> dict[str, str]:
-    env = fake_env_for(fixture, base=li_env, **kw)
-    env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
-    for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN"):
-        env.pop(var, None)
-    return env
+    return env_with_fake_bin(fixture, base=li_env, fake_bin=fake_bin, **kw)
 
 
 def _outcome(db_url: str, run_id: str) -> tuple[str, str]:

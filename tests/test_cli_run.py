@@ -17,7 +17,6 @@ import pytest
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from support.execkit import (
     get_row,
-    git_repo,
     li_argv,
     only_row,
     opened_store,
@@ -30,11 +29,6 @@ from support.execkit import (
     wait_for_running_row,
     wait_line_for,
 )
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return git_repo(tmp_path / "repo")
 
 
 def test_silent_command_in_a_clean_repo_is_completed_empty(

@@ -7,7 +7,6 @@ fake provider on both backends. Each test fails on the code before migration 000
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import time
@@ -28,8 +27,8 @@ from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import PROVIDERS
 from lirun.exec.stream import StreamParser
 from lirun.exec.supervisor import ProcessResult
-from support.execkit import get_row, git_repo, li_argv, only_row, opened_store, run_li
-from support.providerkit import fake_env_for, fixture_path, make_fake_bin_dir
+from support.execkit import get_row, li_argv, only_row, opened_store, run_li
+from support.providerkit import env_with_fake_bin, fixture_path
 
 
 def replay(name: str) -> tuple[StreamParser, list[Any]]:
@@ -245,22 +244,8 @@ def test_cli_version_is_asked_once_per_binary(
 # --- end to end: the row and li status -------------------------------------------------------
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return git_repo(tmp_path / "repo")
-
-
-@pytest.fixture
-def fake_bin(tmp_path: Path) -> Path:
-    return make_fake_bin_dir(tmp_path / "bin")
-
-
 def _env(li_env: dict[str, str], fake_bin: Path, fixture: str, **kw: Any) -> dict[str, str]:
-    env = fake_env_for(fixture, base=li_env, **kw)
-    env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
-    for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN"):
-        env.pop(var, None)
-    return env
+    return env_with_fake_bin(fixture, base=li_env, fake_bin=fake_bin, **kw)
 
 
 def test_an_agent_row_records_what_happened(

@@ -19,7 +19,6 @@ import pytest
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from support.execkit import (
     get_row,
-    git_repo,
     li_argv,
     poll,
     process_alive,
@@ -29,11 +28,6 @@ from support.execkit import (
     wait_line_for,
 )
 from support.storekit import write_lock_held
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    return git_repo(tmp_path / "repo")
 
 
 def _db_exists(db_url: str) -> bool:

@@ -82,3 +82,15 @@ def reason_of(verdict: Any) -> str:
     return base_outcome(
         OutcomeFacts(status=verdict.status, exception=verdict.exception)
     ).reason_code
+
+
+def env_with_fake_bin(
+    fixture: str, *, base: dict[str, str], fake_bin: Path, **kw: Any
+) -> dict[str, str]:
+    """:func:`fake_env_for` with ``fake_bin`` first on PATH, so ``li agent claude`` finds
+    the fake executables by name (no ``LIRUN_*_BIN`` override)."""
+    env = fake_env_for(fixture, base=base, **kw)
+    env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
+    for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN"):
+        env.pop(var, None)
+    return env
