@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -293,3 +294,35 @@ def test_a_library_waiter_reports_through_logging_not_stderr(
         watcher.close()
     assert "the server went away" in caplog.text
     assert capsys.readouterr().err == ""
+
+
+def test_start_watching_retries_a_server_lost_at_its_first_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that accepts the connection but goes away before the ids are resolved
+    (PostgreSQL "the database system is shutting down") is waited for, not exit 2."""
+    import lirun.wait.api as api
+    from lirun.errors import DatabaseConnectionLostError
+    from lirun.store import open_store
+
+    url = str(tmp_path / "state.db")
+    open_store(url).close()
+    real, calls, said = api.Watcher, [], []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise DatabaseConnectionLostError("the database system is shutting down")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "Watcher", flaky)
+    store, owned, watcher = api.start_watching(url, ["x"], warn=said.append, sleep=lambda s: None)
+    try:
+        assert owned and len(calls) == 2
+        assert said == [
+            "the database system is shutting down; retrying until the database answers",
+            "the database answers again",
+        ]
+    finally:
+        watcher.close()
+        store.close()

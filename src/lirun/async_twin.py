@@ -28,7 +28,7 @@ async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
     Long-lived workers fed through a queue and answering with ``call_soon_threadsafe``
     hop faster than ``asyncio.to_thread`` (a concurrent.futures pool, a future chained
     onto an asyncio one): bench/bench_startup.py compares StateDB's write rate with a raw
-    sqlite3 loop. An idle worker takes the next call, so concurrent calls still run side
+    driver loop. An idle worker takes the next call, so concurrent calls still run side
     by side (a read is never queued behind a write waiting for a lock).
     """
     import asyncio  # on first use: it costs ~40 ms that `li wait` and the CLI must not pay

@@ -22,7 +22,7 @@ from lirun.errors import DatabaseConnectionLostError, LirunError
 from lirun.hints import Any
 from lirun.paths import DB_URL_HELP
 from lirun.signals import SignalTrap
-from lirun.wait.api import check_interval, check_timeout, drive, open_for_wait, writable_opener
+from lirun.wait.api import check_interval, check_timeout, drive, start_watching
 from lirun.wait.outcome import (
     describe_problem,
     format_wait_line,
@@ -228,13 +228,14 @@ def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
     _yield_cpu()
     stop = StopRequested(trap)
     try:
-        store, _ = open_for_wait(args.db, timeout=args.timeout, stop=stop, warn=_warn)
+        store, _, watcher = start_watching(
+            args.db, ids, timeout=args.timeout, stop=stop, warn=_warn
+        )
     except DatabaseConnectionLostError as exc:  # still unreachable at --timeout or a signal
         _warn(f"{'interrupted' if trap.received else 'timed out'}: {exc}")
         return 3
     out = Output(as_json=args.json, progress=sys.stderr.isatty())
     try:
-        watcher = Watcher(store, ids, writable=writable_opener(store), warn=_warn)
         try:
             results = drive(
                 watcher,

@@ -44,44 +44,57 @@ def check_timeout(timeout: float | None) -> float | None:
     return value
 
 
-def open_for_wait(
+def _open(db: WaitDb) -> tuple[Store, bool]:
+    """The store to read, and whether we opened it (and so must close it)."""
+    if isinstance(db, StateDB):
+        return db.sync, False
+    if isinstance(db, Store):
+        return db, False
+    return open_store(resolve_db_url(db), readonly=True), True
+
+
+def start_watching(
     db: WaitDb,
+    ids: list[str],
     *,
     timeout: float | None = None,
     stop: Callable[[], bool] = lambda: False,
     warn: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> tuple[Store, bool]:
-    """The store to read, and whether we opened it (and so must close it).
+) -> tuple[Store, bool, Watcher]:
+    """Open the database and resolve ``ids``: the store, whether we opened it (and so must
+    close it), and the Watcher.
 
     A waiter opens the database read-only: it never creates or migrates it. A server
-    that does not answer yet (DatabaseConnectionLostError) is retried with capped backoff
-    until ``timeout`` or ``stop()``, said once through ``warn``; then the error is raised.
+    that does not answer yet (DatabaseConnectionLostError, at connect or at the first
+    read) is retried with capped backoff until ``timeout`` or ``stop()``, said once
+    through ``warn``; then the error is raised.
     """
-    if isinstance(db, StateDB):
-        return db.sync, False
-    if isinstance(db, Store):
-        return db, False
     from lirun.store.retry import backoff
 
-    url = resolve_db_url(db)
+    say = warn or log_warning
     deadline = None if timeout is None else clock() + timeout
     delay: float | None = None
     while True:
+        store: Store | None = None
+        owned = False
         try:
-            store = open_store(url, readonly=True)
+            store, owned = _open(db)
+            watcher = Watcher(store, ids, writable=writable_opener(store), warn=warn)
         except DatabaseConnectionLostError as exc:
+            if store is not None and owned:
+                store.close()
             delay = backoff(delay)
             if stop() or (deadline is not None and clock() + delay > deadline):
                 raise
-            if warn is not None and delay == backoff(None):
-                warn(f"{exc}; retrying until the database answers")
+            if delay == backoff(None):
+                say(f"{exc}; retrying until the database answers")
             sleep(delay)
             continue
-        if warn is not None and delay is not None:
-            warn("the database answers again")
-        return store, True
+        if delay is not None:
+            say("the database answers again")
+        return store, owned, watcher
 
 
 def writable_opener(store: Store) -> Callable[[], Store]:
@@ -145,14 +158,11 @@ async def wait_for_terminal(
 
     period, limit = check_interval(interval), check_timeout(timeout)
     stop = should_stop or (lambda: False)
-    store, owned = await asyncio.to_thread(
-        lambda: open_for_wait(db, timeout=limit, stop=stop, warn=on_warning or log_warning)
+    store, owned, watcher = await asyncio.to_thread(
+        lambda: start_watching(db, split_ids(list(ids)), timeout=limit, stop=stop, warn=on_warning)
     )
     cancelled = threading.Event()
     try:
-        watcher = await asyncio.to_thread(
-            Watcher, store, split_ids(list(ids)), writable=writable_opener(store), warn=on_warning
-        )
         try:
             deadline = None if limit is None else time.monotonic() + limit
             while True:
