@@ -279,33 +279,33 @@ def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:
 # --- loading ----------------------------------------------------------------------------------
 
 
+def _load(
+    kind: str, name: str, keys: frozenset[str]
+) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """The file, its data, and the fields profiles and playbooks share, all checked."""
+    path = find_file(kind, name)
+    data = read_yaml(path)
+    _check_keys(path, data, keys, kind)
+    common = {
+        "name": name,
+        "path": path,
+        "description": _text(path, data, "description") or "",
+        "artifacts": check_artifacts(path, data.get("artifacts")),
+        "defaults": check_defaults(path, data.get("defaults")),
+    }
+    return path, data, common
+
+
 def load_profile(name: str) -> Profile:
     """Read and check ``<home>/profiles/<name>.yaml``; ProfileError (exit 2) if unusable."""
-    path = find_file("profile", name)
-    data = read_yaml(path)
-    _check_keys(path, data, _PROFILE_KEYS, "profile")
-    return Profile(
-        name=name,
-        path=path,
-        description=_text(path, data, "description") or "",
-        artifacts=check_artifacts(path, data.get("artifacts")),
-        defaults=check_defaults(path, data.get("defaults")),
-    )
+    _, _, common = _load("profile", name, _PROFILE_KEYS)
+    return Profile(**common)
 
 
 def load_playbook(name: str) -> Playbook:
     """Read and check ``<home>/playbooks/<name>.yaml``; ProfileError (exit 2) if unusable."""
-    path = find_file("playbook", name)
-    data = read_yaml(path)
-    _check_keys(path, data, _PLAYBOOK_KEYS, "playbook")
-    return Playbook(
-        name=name,
-        path=path,
-        description=_text(path, data, "description") or "",
-        artifacts=check_artifacts(path, data.get("artifacts")),
-        defaults=check_defaults(path, data.get("defaults")),
-        prompt=_text(path, data, "prompt"),
-    )
+    path, data, common = _load("playbook", name, _PLAYBOOK_KEYS)
+    return Playbook(**common, prompt=_text(path, data, "prompt"))
 
 
 # --- contracts --------------------------------------------------------------------------------
