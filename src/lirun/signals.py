@@ -92,6 +92,17 @@ class SignalTrap:
         if self._received is None:
             self._received = signum
 
+    def deliver(self, signum: int) -> None:
+        """Record ``signum`` as if it had come to this trap, and wake whoever waits on it.
+
+        How an orchestrator stops an execution running in one of its threads (where the
+        trap cannot install handlers): the supervisor sees the signal and stops the child
+        as it would for a real one.
+        """
+        self._handle(signum, None)
+        with contextlib.suppress(OSError):
+            os.write(self._write_fd, b"\0")
+
     def drain(self) -> None:
         """Empty the wake-up pipe (its bytes only say "a signal came")."""
         with contextlib.suppress(OSError):

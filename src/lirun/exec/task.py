@@ -1,0 +1,198 @@
+"""A task: what one flow leg or one play runs, and the execution request it becomes.
+
+Flows and shows describe work the same way ``li agent`` and ``li run`` take it: an agent
+(``claude[/MODEL]`` or ``codex[/MODEL]``) with a prompt and provider options, or a
+command; optionally a profile, a playbook and inline artifact entries that make up the
+artifact contract, and limits. ``build_request`` turns a task into the
+:class:`~lirun.exec.execution.ExecutionRequest` that ``execute`` runs in-process, so an
+orchestrated execution has exactly the record of one started by hand.
+
+Nothing here reads the task's file: the loaders (``flows/``, ``shows/``) check keys and
+values with ``file:line`` and build ``Task`` values; ``check_task`` is the last check
+that needs the machine (profiles and playbooks on disk, the provider's option set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lirun.errors import UsageError
+
+if TYPE_CHECKING:
+    from lirun.exec.execution import ExecutionRequest
+    from lirun.exec.legs import Echo, Program
+
+__all__ = ["Task", "build_request", "check_task"]
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """An agent with a prompt, or a command (``run``): exactly one of the two.
+
+    ``agent`` is ``PROVIDER[/MODEL]``; ``options`` are provider options under the keys a
+    profile's ``defaults:`` takes (``permission_mode``, ``allowed_tools``, …);
+    ``artifacts`` are inline contract entries (``{id, path, required}``), overlaid on the
+    profile's and the playbook's by id. ``timeout`` / ``idle_timeout`` in seconds.
+    """
+
+    agent: str | None = None
+    prompt: str | None = None
+    run: tuple[str, ...] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    profile: str | None = None
+    playbook: str | None = None
+    artifacts: tuple[Mapping[str, Any], ...] = ()
+    timeout: float | None = None
+    idle_timeout: float | None = None
+
+    @property
+    def is_agent(self) -> bool:
+        return self.agent is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (stored with the flow or show so resume needs no file)."""
+        return {
+            "agent": self.agent,
+            "prompt": self.prompt,
+            "run": list(self.run) if self.run is not None else None,
+            "options": dict(self.options),
+            "profile": self.profile,
+            "playbook": self.playbook,
+            "artifacts": [dict(a) for a in self.artifacts],
+            "timeout": self.timeout,
+            "idle_timeout": self.idle_timeout,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Task:
+        run = data.get("run")
+        return cls(
+            agent=data.get("agent"),
+            prompt=data.get("prompt"),
+            run=tuple(run) if run is not None else None,
+            options=dict(data.get("options") or {}),
+            profile=data.get("profile"),
+            playbook=data.get("playbook"),
+            artifacts=tuple(dict(a) for a in data.get("artifacts") or ()),
+            timeout=data.get("timeout"),
+            idle_timeout=data.get("idle_timeout"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Declared:
+    contract: dict[str, Any] | None
+    defaults: dict[str, Any]
+    playbook_prompt: str | None
+
+
+def _declarations(task: Task) -> _Declared:
+    if not (task.profile or task.playbook or task.artifacts):
+        return _Declared(None, {}, None)
+    from lirun.exec.profiles import (
+        load_playbook,
+        load_profile,
+        merged_defaults,
+        resolve_contract_for,
+    )
+
+    profile = load_profile(task.profile) if task.profile else None
+    playbook = load_playbook(task.playbook) if task.playbook else None
+    contract = resolve_contract_for(profile, playbook, task.artifacts)
+    return _Declared(
+        dict(contract) if contract is not None else None,
+        merged_defaults(profile, playbook),
+        playbook.prompt if playbook else None,
+    )
+
+
+def _program(task: Task, declared: _Declared, prompt: str | None) -> Program:
+    from lirun.exec.legs import AgentProgram, CommandProgram
+
+    if task.run is not None:
+        if not task.run:
+            raise UsageError("run: the command is empty; give the program and its arguments")
+        return CommandProgram(argv=list(task.run))
+    if task.agent is None:
+        raise UsageError("a task needs an agent with a prompt, or a command (run)")
+    from lirun.exec.provider_options import ProviderOptions
+    from lirun.exec.providers import find_provider_executable, parse_provider_spec
+
+    name, model = parse_provider_spec(task.agent)
+    text = prompt if prompt is not None else task.prompt or declared.playbook_prompt
+    if text is None or not text.strip():
+        raise UsageError(f"agent {task.agent}: no prompt; give prompt: or a playbook with one")
+    options = ProviderOptions.from_mapping(declared.defaults).merged(
+        ProviderOptions.from_mapping(task.options, where=f"agent {task.agent}")
+    )
+    return AgentProgram(
+        provider=name,
+        executable=find_provider_executable(name),
+        prompt=text,
+        model=model or declared.defaults.get("model"),
+        options=options,
+    )
+
+
+def check_task(task: Task) -> None:
+    """Everything ``build_request`` would refuse, without building a request: profiles
+    and playbooks exist and parse, the contract is valid, the provider is known and its
+    executable found, the options fit it. Raises UsageError (exit 2)."""
+    declared = _declarations(task)
+    _program(task, declared, task.prompt or declared.playbook_prompt or "(checked)")
+
+
+def build_request(
+    task: Task,
+    *,
+    cwd: str,
+    db_url: str | None = None,
+    prompt: str | None = None,
+    run_argv: list[str] | None = None,
+    invocation_id: str | None = None,
+    run_id: str | None = None,
+    resume_branch: str | None = None,
+    save_dir: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    echo: Echo | None = None,
+) -> ExecutionRequest:
+    """The request ``execute`` runs for ``task`` in ``cwd``.
+
+    ``prompt`` / ``run_argv`` replace the task's own (an orchestrator renders templates
+    or adds feedback first); ``resume_branch`` resumes a conversation (``li agent
+    --resume``). The child's streams are captured only (``echo`` None): orchestrated
+    executions run side by side and never write to ``li``'s stdout.
+    Raises UsageError for a task that cannot run (see ``check_task``).
+    """
+    from lirun.exec.execution import ExecutionRequest
+    from lirun.exec.legs import Echo
+    from lirun.exec.supervisor import Limits
+
+    declared = _declarations(task)
+    if run_argv is not None:
+        task = Task(run=tuple(run_argv), artifacts=task.artifacts, timeout=task.timeout)
+    program = _program(task, declared, prompt)
+    defaults = declared.defaults
+    grace = defaults.get("grace")
+    limits = Limits(
+        timeout=task.timeout if task.timeout is not None else defaults.get("timeout"),
+        idle_timeout=(
+            task.idle_timeout if task.idle_timeout is not None else defaults.get("idle_timeout")
+        ),
+        grace=10.0 if grace is None else float(grace),
+    )
+    return ExecutionRequest(
+        program=program,
+        cwd=cwd,
+        limits=limits,
+        save_dir=save_dir,
+        run_id=run_id,
+        db_url=db_url,
+        artifact_contract=declared.contract,
+        invocation_id=invocation_id,
+        resume_branch=resume_branch,
+        echo=echo or Echo(),
+        metadata=dict(metadata or {}),
+    )

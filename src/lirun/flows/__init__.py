@@ -1,0 +1,1 @@
+"""Flows: a graph of agent and command legs run as one invocation."""
