@@ -30,6 +30,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.liveness",
             "lirun.hints",
             "lirun.async_twin",
+            "lirun.values",
+            "lirun.logs",
         ),
     ),
     ("store", ("lirun.store",)),

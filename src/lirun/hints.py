@@ -11,12 +11,16 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import IO as IO
     from typing import Any as Any
+    from typing import ClassVar as ClassVar
     from typing import Concatenate as Concatenate
     from typing import Literal as Literal
     from typing import NamedTuple as NamedTuple
+    from typing import NotRequired as NotRequired
     from typing import ParamSpec as ParamSpec
     from typing import Protocol as Protocol
+    from typing import TypedDict as TypedDict
     from typing import TypeVar as TypeVar
 else:
     import collections
@@ -65,5 +69,30 @@ else:
     class NamedTuple(metaclass=_NamedTupleMeta):
         """Run-time stand-in for ``typing.NamedTuple`` (class syntax only)."""
 
+    IO = ClassVar = NotRequired = _Subscriptable
 
-__all__ = ["Any", "Literal", "NamedTuple", "Protocol", "TypeVar"]
+    class _TypedDictMeta(type):
+        def __new__(
+            mcs, name: str, bases: tuple[type, ...], ns: dict[str, object], **options: object
+        ) -> type:
+            return super().__new__(mcs, name, bases, ns)  # ``total=`` is for the checker
+
+        def __call__(cls, *args: object, **kwargs: object) -> dict[object, object]:
+            return dict(*args, **kwargs)  # type: ignore[arg-type]
+
+    class TypedDict(metaclass=_TypedDictMeta):
+        """Run-time stand-in for ``typing.TypedDict`` (class syntax only): calling a
+        subclass makes a plain ``dict``, as ``typing``'s does."""
+
+
+__all__ = [
+    "IO",
+    "Any",
+    "ClassVar",
+    "Literal",
+    "NamedTuple",
+    "NotRequired",
+    "Protocol",
+    "TypeVar",
+    "TypedDict",
+]

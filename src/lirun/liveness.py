@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+
+from lirun.hints import Any, NamedTuple
 
 DEFAULT_LEASE_SECONDS = 60.0
 # Several heartbeats fit in one lease, so one slow beat never looks like death.
@@ -42,9 +43,7 @@ def boot_id() -> str:
 
 
 def host_name() -> str:
-    import socket  # only needed once a running row is judged: keep `li wait` startup light
-
-    return socket.gethostname()
+    return os.uname().nodename  # what socket.gethostname() returns, without importing it
 
 
 def _linux_btime() -> float | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from lirun.errors import LirunError, UsageError
+from lirun.hints import Any
 
 RETRYABLE_ERROR_CODES: frozenset[str] = frozenset(
     {"rate_limit", "rate_limit_error", "server_error", "overloaded", "overloaded_error"}

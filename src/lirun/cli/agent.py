@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from lirun.cli.common import make_parser
 from lirun.cli.options import (
@@ -26,6 +25,7 @@ from lirun.cli.options import (
     worker_argv,
 )
 from lirun.errors import UsageError
+from lirun.hints import Any
 
 DESCRIPTION = f"""\
 Run an agent CLI headless and record how it ended. Providers: claude (claude -p

@@ -12,11 +12,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from lirun.cli.common import add_db_option, print_json
 from lirun.errors import StartInterruptedError, UsageError
+from lirun.hints import Any
+from lirun.values import dataclass, field
 
 __all__ = [
     "EXIT_CODES",

@@ -8,8 +8,6 @@ is still accepted, and needed for a CMD that starts with ``-``).
 from __future__ import annotations
 
 import os
-import shutil
-from typing import Any
 
 from lirun.cli.common import make_parser
 from lirun.cli.options import (
@@ -27,6 +25,8 @@ from lirun.cli.options import (
     worker_argv,
 )
 from lirun.errors import UsageError
+from lirun.hints import Any
+from lirun.paths import which
 
 DESCRIPTION = f"""\
 Run CMD under supervision and record how it ended. Exit 0 is only a candidate for
@@ -65,7 +65,7 @@ def check_command(command: list[str], cwd: str) -> None:
         if not os.path.isfile(path) or not os.access(path, os.X_OK):
             where = "" if os.path.isabs(name) else f" (relative to {cwd})"
             raise UsageError(f"command {name!r} is not an executable file{where}")
-    elif shutil.which(name) is None:
+    elif which(name) is None:
         raise UsageError(f"command {name!r} not found on PATH; check the name or give its path")
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
 
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
 from lirun.errors import AmbiguousIdError, DatabaseMissingError, NotFoundError, UsageError
+from lirun.hints import Any
 from lirun.lifecycle import VALID_SESSION_STATUSES
 from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from lirun.exec.stream import (
     Event,
@@ -14,6 +13,7 @@ from lirun.exec.stream import (
     as_str,
     reply_tail,
 )
+from lirun.hints import Any
 from lirun.provider_errors import ProviderError, classified_error, is_retryable_cause
 
 # Hitting a configured limit fails the same way on every retry, whatever else went wrong.

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_str
+from lirun.hints import Any
 from lirun.provider_errors import classified_error, is_retryable_cause
 
 # Old builds said ``assistant_message`` where current ones say ``agent_message``.

@@ -16,7 +16,8 @@ import signal
 import sys
 import time
 from collections.abc import Iterable
-from typing import Any
+
+from lirun.hints import Any
 
 __all__ = ["enable_subreaper", "end_leftovers", "find_leftovers", "own_children"]
 

@@ -19,8 +19,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import IO, TYPE_CHECKING, Any
 
 from lirun.errors import DatabaseError, StartInterruptedError
 from lirun.exec.heartbeat import Heartbeat
@@ -28,11 +26,14 @@ from lirun.exec.legs import Echo, Leg, LegContext, LegOutcome, Program
 from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
 from lirun.exec.supervisor import Limits, ProcessResult, supervise
+from lirun.hints import IO, Any
 from lirun.lifecycle import exit_code_for_status
 from lirun.record.rundir import RUN_ID_ENV_VARS, RunDir, allocate_run
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
+from lirun.values import dataclass, field, replace
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from lirun.exec.stream import Event, Message
     from lirun.record.facts import TeardownExtras

@@ -12,8 +12,9 @@ then DONE. ``advance`` decides from facts alone (the time, what the loop saw); t
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
-from typing import Literal
+
+from lirun.hints import Literal
+from lirun.values import dataclass, replace
 
 __all__ = ["KILL", "Kill", "KillCause", "LegState", "Limits", "Seen", "Stop", "Watch", "advance"]
 

@@ -8,15 +8,15 @@ command line, its stream sinks, and the pure judgement of how it ended
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from lirun.exec.capture import DEFAULT_TAIL_BYTES, ChunkSink, LineSink, open_buffer
 from lirun.exec.provider_options import ProviderOptions
+from lirun.hints import IO, Any, Protocol
 from lirun.record.facts import TeardownExtras
+from lirun.values import dataclass, field, replace
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the generic-command path never needs the stream parsers
     from lirun.exec.stream import Event, Message, StreamParser
     from lirun.exec.supervisor import ProcessResult
@@ -414,6 +414,8 @@ def prompt_file(prompt: str) -> IO[bytes]:
     """The prompt as the child's stdin: an anonymous file (no name on disk, no pipe to
     keep fed), so it stays out of ``ps`` and the child sees end-of-file after it, never
     the caller's stdin (Claude Code waits on an open one)."""
+    import tempfile  # agents only: `li run` never needs it
+
     handle = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the leg)
     handle.write(prompt.encode("utf-8"))
     handle.flush()

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
+from lirun.hints import Any
 from lirun.paths import runs_root
 from lirun.record.rundir import RUN_ID_ENV_VARS, safe_component
 from lirun.store import Store
+from lirun.values import dataclass
 
 __all__ = ["Resume", "check_run_id_free", "preflight", "resolve_resume"]
 

@@ -24,12 +24,11 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from lirun.errors import UsageError, ValidationError
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
+from lirun.hints import Any
 from lirun.paths import lirun_home
 from lirun.record.artifacts import (
     ArtifactContract,
@@ -42,6 +41,7 @@ from lirun.record.artifacts import (
     validate_artifact_contract,
 )
 from lirun.record.rundir import safe_component
+from lirun.values import dataclass, field
 
 __all__ = [
     "DEFAULT_KEYS",

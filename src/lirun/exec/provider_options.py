@@ -9,10 +9,10 @@ second output format, a non-streaming print mode) are refused before anything st
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
-from typing import Any
 
 from lirun.errors import UsageError
+from lirun.hints import Any
+from lirun.values import dataclass, fields, replace
 
 __all__ = [
     "CLAUDE_KEYS",

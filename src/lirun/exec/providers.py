@@ -7,22 +7,22 @@ executable, build the command, feed stdout lines to ``spec.new_parser()`` and ``
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
 
 from lirun.errors import UsageError
 from lirun.exec.claude import ClaudeStreamParser, build_claude_command
 from lirun.exec.codex import CodexStreamParser, build_codex_command
 from lirun.exec.stream import Event, Message, StreamParser, events_to_messages
 from lirun.exec.verdict import StreamVerdict
+from lirun.hints import Protocol
+from lirun.paths import which
 from lirun.provider_errors import (
     ProviderError,
     ProviderNonRetryableError,
     ProviderNotFoundError,
     ProviderRetryableError,
 )
+from lirun.values import dataclass
 
 __all__ = [
     "PROVIDERS",
@@ -124,7 +124,7 @@ def find_provider_executable(name: str, override: str | None = None) -> str:
         return _checked_executable(spec, override, "--bin")
     if env_value := os.environ.get(spec.env_var, "").strip():
         return _checked_executable(spec, env_value, f"${spec.env_var}")
-    found = shutil.which(spec.name)
+    found = which(spec.name)
     if found is None:
         raise ProviderNotFoundError(
             f"{spec.name} executable not found on PATH; {spec.install_hint}, or set "
@@ -137,7 +137,7 @@ def _checked_executable(spec: ProviderSpec, candidate: str, source: str) -> str:
     # A bare name is looked up on PATH, a path is taken as given.
     path = os.path.expanduser(candidate)
     if os.sep not in path:
-        path = shutil.which(path) or path
+        path = which(path) or path
     if not os.path.isfile(path):
         raise ProviderNotFoundError(
             f"{spec.name} executable {candidate!r} (from {source}) does not exist; "

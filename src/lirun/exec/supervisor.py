@@ -16,14 +16,14 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import IO, Any
 
 from lirun.errors import LirunError
 from lirun.exec.capture import ChunkSink
 from lirun.exec.descendants import end_leftovers, own_children
 from lirun.exec.leg_states import KillCause, LegState, Limits, Seen, Stop, Watch, advance, next_wake
+from lirun.hints import IO, Any
 from lirun.signals import SignalTrap
+from lirun.values import dataclass, field
 
 __all__ = [
     "KillCause",

@@ -15,11 +15,12 @@ that needs the machine (profiles and playbooks on disk, the provider's option se
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from lirun.errors import UsageError
+from lirun.hints import Any
+from lirun.values import dataclass, field
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from lirun.exec.execution import ExecutionRequest
     from lirun.exec.legs import Echo, Program

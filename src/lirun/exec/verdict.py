@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
+from lirun.hints import Any, Literal
 from lirun.provider_errors import ProviderError
+from lirun.values import dataclass, field
 
 StreamStatus = Literal["completed", "failed"]
 

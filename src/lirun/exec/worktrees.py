@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from lirun.errors import UsageError
 from lirun.paths import lirun_home
+from lirun.values import dataclass
 
 __all__ = [
     "GitError",

@@ -13,9 +13,9 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Literal, TypedDict
 
 from lirun.errors import ValidationError
+from lirun.hints import Any, Literal, TypedDict
 
 __all__ = [
     "ARTIFACT_PROBLEMS",

@@ -16,15 +16,15 @@ rule stands: dirty or ahead of a base. A repository without commits is still che
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import NotRequired, TypedDict
 
+from lirun.hints import NotRequired, TypedDict
+from lirun.paths import which
 from lirun.record import fingerprint
 from lirun.record.fingerprint import Fingerprint
+from lirun.values import dataclass
 
 __all__ = [
     "BASE_CANDIDATES",
@@ -157,13 +157,29 @@ def _open_repo(cwd: str | None) -> _Git | CompletionEvidence:
         return _no_opinion("no working directory given")
     if not os.path.isdir(cwd):
         return _no_opinion(f"working directory {cwd} does not exist")
-    executable = shutil.which("git")
+    executable = which("git")
     if executable is None:
         return _no_opinion("git is not on PATH")
     return _Git(executable, cwd, _git_env(), GIT_TIMEOUT_SECONDS)
 
 
+def _inside_any_repo(path: str) -> bool:
+    """False when no ``.git`` exists in ``path`` or above it: git would say "not a git
+    repository" (GIT_DIR and friends are dropped from its environment), and asking it
+    costs a process start on every run outside git."""
+    current = os.path.abspath(path)
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")):
+            return True
+        parent = os.path.dirname(current)
+        if parent == current:
+            return False
+        current = parent
+
+
 def _ensure_work_tree(git: _Git) -> None:
+    if not _inside_any_repo(git.cwd):
+        raise _ProbeFailed(f"{git.cwd} is not in a git repository")
     proc = git.run("rev-parse", "--is-inside-work-tree")
     if proc.returncode != 0 and "not a git repository" in proc.stderr:
         raise _ProbeFailed(f"{git.cwd} is not in a git repository")

@@ -14,7 +14,8 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+
+from lirun.values import dataclass
 
 __all__ = ["MAX_FILES", "MAX_SECONDS", "Fingerprint", "compare", "of_paths", "of_tree"]
 

@@ -19,13 +19,13 @@ its own evidence first and keeps the earlier evidence after it. Nothing here doe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
 
+from lirun.hints import Any
 from lirun.lifecycle import SESSION_TERMINAL_STATUSES
 from lirun.provider_errors import ProviderError
 from lirun.reasons import describe, is_registered, reason_domain, resolve_run_reason
 from lirun.record.artifacts import describe_problem
+from lirun.values import dataclass, field, replace
 
 __all__ = [
     "STEPS",

@@ -14,10 +14,9 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple
 
 from lirun.errors import LirunError
+from lirun.hints import Any, NamedTuple
 from lirun.liveness import (
     OwnerVerdict,
     boot_id,
@@ -27,6 +26,7 @@ from lirun.liveness import (
     process_start_time,
 )
 from lirun.store.core import Store
+from lirun.values import dataclass
 
 REAPED_STATUS = "failed"
 

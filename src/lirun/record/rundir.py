@@ -6,15 +6,15 @@ import contextlib
 import json
 import os
 import re
-import tempfile
-import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime
+import time
 from pathlib import Path
-from typing import Any
 
 from lirun.errors import LirunError, ValidationError
+from lirun.hints import Any
 from lirun.paths import lirun_home, runs_root
+from lirun.values import dataclass
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 __all__ = [
     "RUN_ID_ENV_VARS",
@@ -50,8 +50,8 @@ def safe_component(name: object, what: str = "name") -> str:
 
 def new_run_id() -> str:
     """``<UTC YYYYMMDDTHHMMSS>-<6 hex>``."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    return f"{stamp}-{uuid.uuid4().hex[:6]}"
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return f"{stamp}-{os.urandom(3).hex()}"
 
 
 def _run_id_from_env() -> str | None:
@@ -192,7 +192,8 @@ def private_dir(path: Path) -> None:
 
 
 def _atomic_write(path: Path, payload: bytes) -> None:
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp_name = str(path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)

@@ -20,11 +20,11 @@ import json
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
+from lirun.hints import Any, Literal
 from lirun.paths import nothing_pending, pending_root
+from lirun.values import asdict, dataclass, field, fields
 
 __all__ = [
     "PENDING_FILE",
@@ -68,7 +68,7 @@ class SpooledOutcome:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> SpooledOutcome:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         return cls(**known)
 
 

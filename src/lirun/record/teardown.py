@@ -15,13 +15,10 @@ returns the status. The async functions run the sync twins in a worker thread.
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 from lirun.async_twin import async_twin
 from lirun.errors import (
@@ -33,7 +30,9 @@ from lirun.errors import (
     UsageError,
     ValidationError,
 )
+from lirun.hints import Any, TypeVar
 from lirun.lifecycle import is_terminal
+from lirun.logs import get_logger
 from lirun.paths import lirun_home
 from lirun.record.artifacts import contract_warnings, validate_artifact_contract
 from lirun.record.context import PersistContext
@@ -43,6 +42,7 @@ from lirun.record.outcome import Outcome, OutcomeFacts, decide_outcome
 from lirun.record.rundir import RunDir
 from lirun.store import StateDB, Store, open_store
 from lirun.store.core import SESSION_FIELDS
+from lirun.values import dataclass
 
 T = TypeVar("T")
 
@@ -57,7 +57,7 @@ __all__ = [
     "teardown_persist_sync",
 ]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DbArg = StateDB | Store | str | os.PathLike[str] | None
 

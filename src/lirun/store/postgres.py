@@ -6,7 +6,6 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
-from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from lirun.errors import (
@@ -21,6 +20,7 @@ from lirun.errors import (
     SchemaTooNewError,
     UsageError,
 )
+from lirun.hints import Any
 from lirun.store.connector import Params, Row, apply_migrations
 from lirun.store.queries import latest_version, to_pyformat
 from lirun.store.retry import write_retry_seconds

@@ -29,9 +29,13 @@ SCALARS = (str, int, float, bool)
 
 
 def new_id() -> str:
-    import uuid  # on first use: it imports platform, which `li wait` never needs
-
-    return str(uuid.uuid4())
+    """A random (version 4) UUID as text, as ``str(uuid.uuid4())`` gives it, without
+    importing ``uuid`` (which imports ``platform``) on every run."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def to_json(value: Any, what: str) -> str | None:

@@ -12,11 +12,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseUnavailableError, LirunError
 from lirun.hints import Any
+from lirun.logs import get_logger
 from lirun.store.core import Store
 from lirun.wait.outcome import is_final, project, unfinished
 from lirun.wait.resolve import Target, resolve_targets
 from lirun.wait.wake import make_waker
 
+_log = get_logger(__name__)
 Key = tuple[str, str]  # (kind, canonical id)
 # Liveness is judged at most this often: probing /proc for every running row on
 # every change-triggered re-read would cost more than it could ever find.
@@ -25,9 +27,7 @@ LIVENESS_SECONDS = 1.0
 
 def log_warning(message: str) -> None:
     """The library's default: a logging warning (`li wait` passes its own stderr writer)."""
-    import logging  # on first use: `li wait` never needs it
-
-    logging.getLogger(__name__).warning("%s", message)
+    _log.warning("%s", message)
 
 
 def _one_per_record(targets: Iterable[Target]) -> list[Target]:
