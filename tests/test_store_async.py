@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,3 +131,55 @@ def test_the_one_declaration_costs_no_inspect_import_at_start_up() -> None:
     code = "import sys, lirun.store; print('inspect' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_an_uncontended_sqlite_write_runs_on_the_loop_and_a_held_lock_sends_it_to_a_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread hop costs more than the write: it is taken only when the call would wait."""
+    import lirun.async_twin as twin
+
+    hops: list[str] = []
+    real_to_thread = twin.to_thread
+
+    async def counting_to_thread(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        hops.append(threading.current_thread().name)
+        return await real_to_thread(fn, *args, **kwargs)
+
+    monkeypatch.setattr(twin, "to_thread", counting_to_thread)
+
+    async def scenario() -> None:
+        async with StateDB(str(tmp_path / "state.db")) as db:
+            await db.create_session(id="s-1")
+            await db.create_session(id="s-2")
+            hops.clear()
+            assert await db.update_status(
+                "session", "s-1", new_status="completed", reason_code="run.completed.ok"
+            )
+            assert hops == []  # ran on the loop's thread
+            lock = db.sync.connector._write_lock  # type: ignore[attr-defined]
+            held, release = threading.Event(), threading.Event()
+
+            def hold() -> None:
+                with lock:
+                    held.set()
+                    release.wait(10)
+
+            holder = threading.Thread(target=hold)
+            holder.start()
+            held.wait(5)
+            write = asyncio.create_task(
+                db.update_status(
+                    "session", "s-2", new_status="completed", reason_code="run.completed.ok"
+                )
+            )
+            await asyncio.sleep(0.2)  # the loop runs while the write waits in a worker
+            assert not write.done() and len(hops) == 1
+            release.set()
+            assert await asyncio.wait_for(write, timeout=10) is True
+            holder.join(5)
+            row = await db.get_session("s-2")
+            assert row is not None and row["status"] == "completed"
+            assert len(await db.list_transitions("session", "s-2")) == 2  # written once
+
+    asyncio.run(scenario())

@@ -3,11 +3,14 @@
 The ADR's public API is async (``StateDB``, ``setup_persist``, ``teardown_persist``); the
 work is synchronous (``Store``, ``setup_persist_sync``…) and is what the CLI calls. The
 async twin runs the sync call in a worker thread, so a busy SQLite lock never blocks the
-event loop, and keeps its signature (ParamSpec) and docstring.
+event loop, and keeps its signature (ParamSpec) and docstring. A facade whose core can
+(SQLite) first tries the call on the loop's thread with ``without_waiting``: nothing
+there ever waits for a lock, and the hop is taken only when the call would.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import functools
 from collections.abc import Callable, Coroutine
@@ -19,7 +22,15 @@ T = TypeVar("T")
 Core = TypeVar("Core")
 Core_co = TypeVar("Core_co", covariant=True)
 
-__all__ = ["HasCore", "async_method", "async_twin", "to_thread"]
+__all__ = [
+    "HasCore",
+    "WouldWait",
+    "async_method",
+    "async_twin",
+    "to_thread",
+    "waiting_allowed",
+    "without_waiting",
+]
 
 
 async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -39,6 +50,32 @@ async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
     _idle_worker().put((call, loop, future))
     return await future
+
+
+class WouldWait(Exception):
+    """Raised inside ``without_waiting`` where the call would have to wait for a lock."""
+
+
+_calling = _thread._local()
+
+
+def waiting_allowed() -> bool:
+    """False inside ``without_waiting`` on this thread."""
+    return not getattr(_calling, "no_wait", False)
+
+
+def without_waiting(fn: Callable[[], T]) -> T:
+    """``fn()`` on this thread, raising WouldWait instead of waiting for any lock.
+
+    The async facade runs a call on the event loop's own thread this way, and sends it to
+    a worker thread only when it would wait: a thread hop costs more than an uncontended
+    SQLite write (bench/bench_startup.py), and the loop must never block on a lock.
+    """
+    _calling.no_wait = True
+    try:
+        return fn()
+    finally:
+        _calling.no_wait = False
 
 
 _idle: list[Any] = []  # queues of workers waiting for a call
@@ -80,7 +117,7 @@ def _settle(future: Any, result: Any, error: BaseException | None) -> None:
 
 
 def _twin_doc(name: str, doc: str | None) -> str:
-    return f"Async ``{name}`` (run in a worker thread).\n\n{doc or ''}".rstrip()
+    return f"Async ``{name}`` (never blocks the event loop).\n\n{doc or ''}".rstrip()
 
 
 def async_twin(fn: Callable[P, T], name: str) -> Callable[P, Coroutine[Any, Any, T]]:
@@ -96,10 +133,14 @@ def async_twin(fn: Callable[P, T], name: str) -> Callable[P, Coroutine[Any, Any,
 
 
 class HasCore(Protocol[Core_co]):
-    """An async facade: ``sync`` is (opening it on first use) the synchronous core."""
+    """An async facade: ``sync`` is (opening it on first use) the synchronous core;
+    ``inline_core`` is the core when it is open and can run a call on the event loop's
+    thread without waiting (``without_waiting``), else None."""
 
     @property
     def sync(self) -> Core_co: ...
+
+    def inline_core(self) -> Core_co | None: ...
 
 
 def async_method(
@@ -110,10 +151,19 @@ def async_method(
     ``StateDB.update_status = async_method(Store.update_status)``: the parameters are
     declared once, on the core, and mypy sees them on the facade too. The core is opened
     (if it is not yet) in the same worker thread as the call.
+
+    A core that can (``inline_core``) first runs the call on the loop's thread, never
+    waiting: only a call that would wait for a lock goes to a worker thread. So every
+    method wrapped here must raise WouldWait before it changes anything (one transaction
+    or one read), which makes running it again in the worker safe.
     """
 
     @functools.wraps(method)
     async def call(self: HasCore[Core], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        core = self.inline_core()
+        if core is not None:
+            with contextlib.suppress(WouldWait):
+                return without_waiting(lambda: method(core, *args, **kwargs))
         return await to_thread(lambda: method(self.sync, *args, **kwargs))
 
     call.__doc__ = _twin_doc(method.__qualname__, method.__doc__)

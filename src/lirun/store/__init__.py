@@ -71,6 +71,12 @@ class StateDB:
             self._store = open_store(self.url, readonly=self.readonly)
         return self._store
 
+    def inline_core(self) -> Store | None:
+        """The open core, when its backend runs calls on the event loop's thread without
+        ever waiting there (SQLite: a held lock sends the call to a worker thread)."""
+        store = self._store
+        return store if store is not None and store.connector.runs_inline else None
+
     @property
     def dialect(self) -> str:
         """``sqlite`` or ``postgresql`` (opens the database if needed)."""

@@ -26,6 +26,7 @@ class Connector(Protocol):
     display_url: str  # safe to print
     readonly: bool
     supports_notify: bool
+    runs_inline: bool  # honours async_twin.without_waiting (no network round trip to wait on)
 
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
         """Run a read outside any write transaction; never waits for a writer's lock."""

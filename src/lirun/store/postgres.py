@@ -98,6 +98,7 @@ class PostgresConnector:
 
     dialect = "postgres"
     supports_notify = True
+    runs_inline = False  # every call waits on the network
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         check_url(url)
