@@ -14,14 +14,40 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["enable_subreaper", "end_leftovers", "find_leftovers", "own_children"]
+__all__ = [
+    "enable_subreaper",
+    "end_leftovers",
+    "find_leftovers",
+    "own_children",
+    "release_leader",
+    "spawning",
+]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper: bool | None = None
+# Children supervised right now in this process (flows run legs side by side): another
+# run's leader is never this run's leftover. Spawning and registering happen under the
+# lock a scan takes, so no scan sees a sibling's child before it is registered.
+_leaders: set[int] = set()
+_leaders_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def spawning() -> Iterator[Callable[[int], None]]:
+    """``with spawning() as register: proc = Popen(...); register(proc.pid)``."""
+    with _leaders_lock:
+        yield _leaders.add
+
+
+def release_leader(pid: int) -> None:
+    """The supervised child ``pid`` is done: it leaves the registry."""
+    with _leaders_lock:
+        _leaders.discard(pid)
 
 
 def enable_subreaper() -> bool:
@@ -77,13 +103,18 @@ def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int],
     Members of the leader's group, the leader's descendants, and this process's children
     that appeared since the run started (orphans re-parented here), with theirs.
     """
-    table = _table()
-    me, skip = os.getpid(), set(exclude) | {leader}
+    with _leaders_lock:
+        table = _table()
+        others = _leaders - {leader}
+    me, skip = os.getpid(), set(exclude) | {leader} | others
     kids: dict[int, list[int]] = {}
     for pid, (_, ppid, _) in table.items():
         kids.setdefault(ppid, []).append(pid)
     found = {pid for pid, (_, _, pgrp) in table.items() if pgrp == leader and pid != leader}
-    stack = [leader, *(pid for pid in kids.get(me, []) if pid not in skip)]
+    # Without the subreaper no orphan is re-parented here: a new child of this process is
+    # then something else it started (a sibling run, a git probe), never this run's.
+    orphans = kids.get(me, []) if _subreaper else []
+    stack = [leader, *(pid for pid in orphans if pid not in skip)]
     while stack:
         pid = stack.pop()
         if pid != leader:
