@@ -66,21 +66,21 @@ def enable_subreaper() -> bool:
     return _subreaper
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, ppid, pgrp) of ``pid`` from /proc, or None when it is gone."""
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, ppid, pgrp, session) of ``pid`` from /proc, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except OSError:
         return None
     fields = text[text.rfind(")") + 2 :].split()
-    if len(fields) < 3:
+    if len(fields) < 4:
         return None
-    return fields[0], int(fields[1]), int(fields[2])
+    return fields[0], int(fields[1]), int(fields[2]), int(fields[3])
 
 
-def _table() -> dict[int, tuple[str, int, int]]:
-    table: dict[int, tuple[str, int, int]] = {}
+def _table() -> dict[int, tuple[str, int, int, int]]:
+    table: dict[int, tuple[str, int, int, int]] = {}
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -94,7 +94,7 @@ def _table() -> dict[int, tuple[str, int, int]]:
 def own_children() -> set[int]:
     """This process's children now (a run's leftovers are found among later ones)."""
     me = os.getpid()
-    return {pid for pid, (_, ppid, _) in _table().items() if ppid == me}
+    return {pid for pid, (_, ppid, _, _) in _table().items() if ppid == me}
 
 
 def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int], list[int]]:
@@ -108,12 +108,16 @@ def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int],
         others = _leaders - {leader}
     me, skip = os.getpid(), set(exclude) | {leader} | others
     kids: dict[int, list[int]] = {}
-    for pid, (_, ppid, _) in table.items():
+    for pid, (_, ppid, _, _) in table.items():
         kids.setdefault(ppid, []).append(pid)
-    found = {pid for pid, (_, _, pgrp) in table.items() if pgrp == leader and pid != leader}
+    found = {pid for pid, (_, _, pgrp, _) in table.items() if pgrp == leader and pid != leader}
     # Without the subreaper no orphan is re-parented here: a new child of this process is
-    # then something else it started (a sibling run, a git probe), never this run's.
-    orphans = kids.get(me, []) if _subreaper else []
+    # then something else it started (a sibling run, a git probe), never this run's. With
+    # it, an orphan that left the group kept the run's session (the leader's) or made its
+    # own (setsid); what this process starts itself stays in its session.
+    orphans = [
+        pid for pid in (kids.get(me, []) if _subreaper else []) if table[pid][3] in (leader, pid)
+    ]
     stack = [leader, *(pid for pid in orphans if pid not in skip)]
     while stack:
         pid = stack.pop()
