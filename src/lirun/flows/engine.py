@@ -173,7 +173,7 @@ class _FlowRun:
                 self.log.line(f"leg {inst.id} not run: {inst.because} did not complete")
             elif inst.state == DONE:
                 self.log.line(f"leg {inst.id} {inst.status} ({inst.reason_code})")
-        if any(i.leg.for_each is not None or i.state == DONE for i in created):
+        if created:  # the stored graph grows with the instances
             self.store.set_flow_json(self.id, self.stored_flow())
             if any(i.state == DONE for i in created):
                 self.checkpoint()

@@ -87,6 +87,11 @@ def report_from_store(store: Store, invocation_id: str) -> FlowReport:
 
                 report = replace(report, status=special, reason_code=entry.get("reason_code"))
             legs.append(report)
+    seen = {leg.leg for leg in legs}
+    for spec_leg in row["flow_json"].get("spec", {}).get("legs") or []:
+        if spec_leg["id"] not in seen:  # never reached: the flow ended before
+            entry = {"id": spec_leg["id"], "leg": spec_leg["id"], **spec_leg}
+            legs.append(_leg_report(entry, None, 0, False))
     return FlowReport(
         invocation_id=row["id"],
         status=row["status"],
