@@ -301,3 +301,39 @@ def test_the_flows_deadline_ends_it_timed_out(db_url: str, tmp_path: Path) -> No
         124,
     )
     assert report.legs[0].status == "cancelled"
+
+
+def test_a_fan_out_that_cannot_read_its_items_fails_the_flow_and_stops_the_join(
+    db_url: str, tmp_path: Path
+) -> None:
+    spec = flow(
+        tmp_path,
+        LegSpec("list", sh("echo none", artifacts=({"id": "l", "path": "l", "required": False},))),
+        LegSpec(
+            "each", echo("{{ item }}"), depends_on=("list",), for_each=ForEach(artifact="list.l")
+        ),
+        LegSpec("join", echo("{{ legs.each|length }}"), depends_on=("each",)),
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = by_id(report)
+    assert (report.status, report.reason_code) == ("failed", "run.failed.leg")
+    assert (legs["each"].status, legs["each"].reason_code) == ("failed", "run.failed.fan_out")
+    assert report.stopped == ("join",)
+
+
+def test_a_template_that_cannot_render_fails_its_leg_before_it_starts(
+    db_url: str, tmp_path: Path
+) -> None:
+    spec = flow(
+        tmp_path,
+        LegSpec("a", echo("a")),
+        LegSpec("b", echo("{{ legs.a.artifacts.nothing }}"), depends_on=("a",)),
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = by_id(report)
+    assert (legs["b"].status, legs["b"].reason_code, legs["b"].session_id) == (
+        "failed",
+        "run.failed.setup",
+        None,
+    )
+    assert report.reason_summary and report.reason_summary.startswith("leg b ended failed")

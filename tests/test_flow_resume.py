@@ -16,7 +16,7 @@ import pytest
 from lirun.errors import ConflictError
 from lirun.exec.task import Task
 from lirun.flows.engine import flow_report, resume_flow, run_flow
-from lirun.flows.spec import FlowSpec, LegSpec
+from lirun.flows.spec import FlowSpec, ForEach, LegSpec
 from lirun.store import open_store
 from support.cli import li_command
 from support.execkit import poll
@@ -144,3 +144,35 @@ def test_li_reap_finalizes_a_dead_flow_and_a_live_one_cannot_be_resumed(
         store.close()
     with pytest.raises(ConflictError, match="still running"):
         resume_flow(done.invocation_id, db_url=db_url)
+
+
+def test_resume_reruns_only_the_failed_instances_of_a_fan_out(db_url: str, tmp_path: Path) -> None:
+    gate = tmp_path / "b-failed-once"
+    once = f'if [ "$0" = b ] && [ ! -e "{gate}" ]; then : > "{gate}"; exit 1; fi; echo "$0"'
+    spec = FlowSpec(
+        legs=(
+            LegSpec(
+                "each",
+                Task(run=("sh", "-c", once, "{{ item }}")),
+                for_each=ForEach(items=("a", "b", "c")),
+            ),
+            LegSpec(
+                "join",
+                Task(run=("echo", "{{ legs.each|map(attribute='reply')|map('trim')|join(',') }}")),
+                depends_on=("each",),
+            ),
+        ),
+        cwd=str(tmp_path),
+    )
+    first = run_flow(spec, db_url=db_url)
+    assert first.status == "failed" and first.stopped == ("join",)
+    second = resume_flow(first.invocation_id, db_url=db_url)
+    assert second.status == "completed"
+    reused = {leg.id for leg in second.legs if leg.reused}
+    assert reused == {"each[0]", "each[2]"}
+    ran = {s["flow_leg"]: s["reply_text"] for s in _sessions(db_url, second.invocation_id)}
+    assert ran == {"each[1]": "b\n", "join": "a,b,c\n"}
+    # resuming the resumed one reuses everything, even what it had reused itself
+    third = resume_flow(second.invocation_id, db_url=db_url)
+    assert third.status == "completed" and all(leg.reused for leg in third.legs)
+    assert _sessions(db_url, third.invocation_id) == []
