@@ -319,7 +319,9 @@ def _execute(
                     flow.loop(workers, stop)
                 except BaseException as exc:  # stop the legs, record the flow, then re-raise
                     error = exc
-                    workers.stop(signal.SIGTERM)
+                    if isinstance(exc, KeyboardInterrupt):  # a library caller without a trap
+                        flow.halt, flow.signal_name = "signal", "SIGINT"
+                    workers.stop(signal.SIGINT if flow.signal_name == "SIGINT" else signal.SIGTERM)
                     while flow.running:
                         result = workers.results.get()
                         flow.finish(flow.running[result.id], result)
