@@ -82,3 +82,9 @@ def test_shared_evidence_is_named_and_may_be_empty_exempts_it() -> None:
 def test_a_leg_never_reached_without_a_cause_is_not_success() -> None:
     lost = LegFact("z", NOT_RUN, "run.cancelled.flow_stopped")
     assert decide_flow(FlowFacts(legs=(OK, lost))).status == "failed"
+
+
+def test_legs_the_flow_stopped_are_marked_in_the_evidence() -> None:
+    outcome = decide_flow(FlowFacts(legs=(FAILED, KILLED_BY_FLOW)))
+    failed = next(e for e in outcome.evidence if e["kind"] == "failed_legs")["legs"]
+    assert [(f["leg"], f["stopped_by_flow"]) for f in failed] == [("f", False), ("k", True)]

@@ -98,7 +98,13 @@ def _evidence(facts: FlowFacts) -> list[dict[str, Any]]:
             {
                 "kind": "failed_legs",
                 "legs": [
-                    {"leg": f.id, "status": f.status, "reason": f.reason_code} for f in failing
+                    {
+                        "leg": f.id,
+                        "status": f.status,
+                        "reason": f.reason_code,
+                        "stopped_by_flow": f.interrupted,
+                    }
+                    for f in failing
                 ],
             }
         )

@@ -23,7 +23,7 @@ from lirun.errors import ConflictError, UsageError
 from lirun.flows.checkpoint import FlowLog, write_checkpoint
 from lirun.flows.decision import NOT_RUN, FlowFacts, decide_flow
 from lirun.flows.legrun import LegJob, LegResult, LegWorkers
-from lirun.flows.plan import DONE, RUNNING, FlowPlan, Instance, TemplateError
+from lirun.flows.plan import DONE, RUNNING, FlowPlan, Instance, ReusedLeg, TemplateError
 from lirun.flows.report import FlowReport
 from lirun.flows.reports import flow_report, report_from_store, reusable_legs
 from lirun.flows.spec import FlowSpec
@@ -65,7 +65,7 @@ class _FlowRun:
         options: FlowOptions,
         invocation_id: str,
         resumed_from: str | None,
-        reuse: Mapping[str, Mapping[str, Any]],
+        reuse: Mapping[str, ReusedLeg],
     ) -> None:
         from lirun.record.rundir import allocate_run
 
@@ -299,7 +299,7 @@ def _execute(
     invocation_id: str | None,
     stop: SignalTrap | None,
     resumed_from: str | None = None,
-    reuse: Mapping[str, Mapping[str, Any]] | None = None,
+    reuse: Mapping[str, ReusedLeg] | None = None,
     store: Store | None = None,
 ) -> FlowReport:
     from lirun.exec.heartbeat import Heartbeat

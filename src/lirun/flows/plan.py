@@ -19,10 +19,22 @@ from lirun.flows.graph import ancestors, topo_order
 from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.flows.templates import TemplateError, render
 
-__all__ = ["SUCCESS", "FlowPlan", "Instance", "TemplateError"]
+__all__ = ["SUCCESS", "FlowPlan", "Instance", "ReusedLeg", "TemplateError"]
 
 SUCCESS = frozenset({"completed", "completed_empty"})
 PENDING, RUNNING, DONE = "pending", "running", "done"
+
+
+@dataclass(frozen=True, slots=True)
+class ReusedLeg:
+    """A leg instance that completed in the invocation being resumed: taken as it was."""
+
+    session_id: str
+    status: str
+    reason_code: str | None
+    item: str | None
+    duration_s: float | None
+    outputs: Mapping[str, Any]
 
 
 @dataclass(slots=True)
@@ -81,7 +93,7 @@ class FlowPlan:
         spec: FlowSpec,
         *,
         parallel: int,
-        reuse: Mapping[str, Mapping[str, Any]] | None = None,
+        reuse: Mapping[str, ReusedLeg] | None = None,
     ) -> None:
         self.spec = spec
         self.parallel = parallel
@@ -174,11 +186,11 @@ class FlowPlan:
     def _instance(self, leg: LegSpec, inst_id: str, item: str | None) -> Instance:
         inst = Instance(inst_id, leg, item)
         before = self.reuse.get(inst_id)
-        if before is not None and before.get("item") == item:
+        if before is not None and before.item == item:
             inst.state, inst.reused = DONE, True
-            for key in ("status", "reason_code", "session_id", "attempts", "duration_s"):
-                setattr(inst, key, before.get(key))
-            inst.outputs = dict(before.get("outputs") or {})
+            inst.status, inst.reason_code = before.status, before.reason_code
+            inst.session_id, inst.duration_s = before.session_id, before.duration_s
+            inst.outputs = dict(before.outputs)
         return inst
 
     @staticmethod

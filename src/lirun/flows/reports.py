@@ -13,6 +13,7 @@ from typing import Any
 from lirun.errors import UsageError
 from lirun.flows.decision import NOT_RUN
 from lirun.flows.legrun import outputs_of
+from lirun.flows.plan import ReusedLeg
 from lirun.flows.report import FlowReport, LegReport
 from lirun.store import Store, open_store
 
@@ -120,33 +121,32 @@ def flow_report(invocation: str, *, db_url: str | None = None) -> FlowReport:
         store.close()
 
 
-def _reuse_entry(session: Mapping[str, Any]) -> dict[str, Any]:
+def _reused(session: Mapping[str, Any]) -> ReusedLeg:
     meta = (session.get("metadata_json") or {}).get("flow") or {}
-    return {
-        "item": meta.get("item"),
-        "status": session.get("status"),
-        "reason_code": session.get("status_reason_code"),
-        "session_id": session.get("id"),
-        "attempts": 0,
-        "duration_s": session.get("duration_s"),
-        "outputs": outputs_of(session),
-    }
+    return ReusedLeg(
+        session_id=str(session["id"]),
+        status=str(session["status"]),
+        reason_code=session.get("status_reason_code"),
+        item=meta.get("item"),
+        duration_s=session.get("duration_s"),
+        outputs=outputs_of(session),
+    )
 
 
-def reusable_legs(store: Store, invocation_id: str) -> dict[str, dict[str, Any]]:
+def reusable_legs(store: Store, invocation_id: str) -> dict[str, ReusedLeg]:
     """Leg instance id → what a resume of ``invocation_id`` reuses: every instance that
     completed there (``completed`` or ``completed_empty``), or that it had reused itself."""
     row = _flow_row(store, invocation_id)
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, ReusedLeg] = {}
     for leg_id, (session, _) in _latest_by_leg(
         store.list_invocation_sessions(invocation_id)
     ).items():
         if session.get("status") in _SUCCESS:
-            found[leg_id] = _reuse_entry(session)
+            found[leg_id] = _reused(session)
     for entry in row["flow_json"].get("graph") or []:
         source = entry.get("reused_from")
         if source and entry["id"] not in found:
             earlier = store.get_entity("session", source)
             if earlier is not None and earlier.get("status") in _SUCCESS:
-                found[entry["id"]] = _reuse_entry(earlier)
+                found[entry["id"]] = _reused(earlier)
     return found
