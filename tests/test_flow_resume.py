@@ -176,3 +176,40 @@ def test_resume_reruns_only_the_failed_instances_of_a_fan_out(db_url: str, tmp_p
     third = resume_flow(second.invocation_id, db_url=db_url)
     assert third.status == "completed" and all(leg.reused for leg in third.legs)
     assert _sessions(db_url, third.invocation_id) == []
+
+
+def test_li_wait_on_a_running_flow_returns_its_terminal_row(
+    db_url: str, tmp_path: Path, li_env: dict[str, str]
+) -> None:
+    go, started = tmp_path / "go", tmp_path / "started"
+    hold = f': > "{started}"; while [ ! -e "{go}" ]; do sleep 0.05; done; echo released'
+    spec = FlowSpec(
+        legs=(
+            LegSpec("hold", Task(run=("sh", "-c", hold))),
+            LegSpec(
+                "after", Task(run=("echo", "{{ legs.hold.reply|trim }}")), depends_on=("hold",)
+            ),
+        ),
+        cwd=str(tmp_path),
+    )
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps(spec.to_dict()))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(spec_file), db_url, "flow-live"], env=li_env
+    )
+    try:
+        poll(started.exists, timeout=30, what="the first leg to start")
+        waiter = subprocess.Popen(
+            li_command("wait", "flow-live"), env=li_env, stdout=subprocess.PIPE, text=True
+        )
+        go.touch()
+        stdout, _ = waiter.communicate(timeout=60)
+        assert driver.wait(timeout=60) == 0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert waiter.returncode == 0
+    row = flow_report("flow-live", db_url=db_url)
+    assert stdout.startswith("flow-live\tstatus=completed\treason=run.completed.ok")
+    assert row.status == "completed" and [leg.status for leg in row.legs] == ["completed"] * 2
