@@ -199,6 +199,12 @@ def test_li_wait_on_a_running_flow_returns_its_terminal_row(
     )
     try:
         poll(started.exists, timeout=30, what="the first leg to start")
+        running = flow_report("flow-live", db_url=db_url)
+        assert running.status == "running"
+        assert [(leg.id, leg.status) for leg in running.legs] == [
+            ("hold", "running"),
+            ("after", "pending"),
+        ]
         waiter = subprocess.Popen(
             li_command("wait", "flow-live"), env=li_env, stdout=subprocess.PIPE, text=True
         )

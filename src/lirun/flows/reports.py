@@ -42,10 +42,20 @@ def _latest_by_leg(sessions: list[dict[str, Any]]) -> dict[str, tuple[dict[str, 
 
 
 def _leg_report(
-    entry: Mapping[str, Any], session: Mapping[str, Any] | None, attempts: int, reused: bool
+    entry: Mapping[str, Any],
+    session: Mapping[str, Any] | None,
+    attempts: int,
+    reused: bool,
+    *,
+    unrun: str = NOT_RUN,
 ) -> LegReport:
-    status = session.get("status") if session else NOT_RUN
-    reason = session.get("status_reason_code") if session else entry.get("not_run")
+    """``unrun``: the status of a leg without a session (``pending`` while the flow runs)."""
+    status = session.get("status") if session else entry.get("status") or unrun
+    reason = (
+        session.get("status_reason_code")
+        if session
+        else entry.get("reason_code") or entry.get("not_run")
+    )
     return LegReport(
         id=entry["id"],
         leg=entry["leg"],
@@ -72,6 +82,7 @@ def report_from_store(store: Store, invocation_id: str) -> FlowReport:
     """The report of one flow invocation (its exact id) as the database holds it."""
     row = _flow_row(store, invocation_id)
     latest = _latest_by_leg(store.list_invocation_sessions(invocation_id))
+    unrun = "pending" if row["status"] == "running" else NOT_RUN
     legs = []
     for entry in row["flow_json"].get("graph") or []:
         if entry["id"] in latest:
@@ -80,19 +91,17 @@ def report_from_store(store: Store, invocation_id: str) -> FlowReport:
         elif entry.get("reused_from"):
             earlier = store.get_entity("session", entry["reused_from"])
             legs.append(_leg_report(entry, earlier, 0, True))
-        else:
-            special = entry.get("status")
-            report = _leg_report(entry, None, 0, False)
-            if special:  # a fan-out with no items, or one that could not expand
-                from dataclasses import replace
-
-                report = replace(report, status=special, reason_code=entry.get("reason_code"))
-            legs.append(report)
+        else:  # not run, or no session: a fan-out with no items or unreadable ones
+            legs.append(_leg_report(entry, None, 0, False, unrun=unrun))
     seen = {leg.leg for leg in legs}
     for spec_leg in row["flow_json"].get("spec", {}).get("legs") or []:
-        if spec_leg["id"] not in seen:  # never reached: the flow ended before
-            entry = {"id": spec_leg["id"], "leg": spec_leg["id"], **spec_leg}
-            legs.append(_leg_report(entry, None, 0, False))
+        if spec_leg["id"] not in seen:  # not reached (yet)
+            entry = {
+                "id": spec_leg["id"],
+                "leg": spec_leg["id"],
+                "depends_on": spec_leg.get("depends_on"),
+            }
+            legs.append(_leg_report(entry, None, 0, False, unrun=unrun))
     return FlowReport(
         invocation_id=row["id"],
         status=row["status"],
