@@ -202,6 +202,8 @@ class _FlowRun:
             NOT_RUN if result.reason_code != "run.failed.setup" else "failed"
         )
         inst.reason_code = result.reason_code
+        if inst.status == NOT_RUN and self.halt == "fail_fast":
+            inst.reason_code = "run.cancelled.fail_fast"  # queued on a worker when it came
         inst.session_id, inst.attempts = result.session_id, result.attempts
         inst.duration_s, inst.cost_usd = result.duration_s, result.cost_usd
         inst.outputs = result.outputs or ({"error": result.error} if result.error else {})
