@@ -56,6 +56,14 @@ _CODES: dict[str, str] = {
     "run.failed.admin": "marked failed by an operator",
     "run.completed.admin": "marked completed by an operator",
     "run.cancelled.admin": "cancelled by an operator",
+    # flows: one invocation, one session per leg (docs/flow-engine.md)
+    "run.failed.leg": "a leg of the flow failed, timed out or was stopped",
+    "run.failed.fan_out": "a fan-out's items could not be read",
+    "run.completed_empty.leg": "a leg of the flow showed no evidence of work",
+    "run.completed_empty.no_items": "a fan-out had no items",
+    "run.cancelled.dependency": "not run: a leg it depends on did not complete",
+    "run.cancelled.fail_fast": "not run: another leg failed and the flow fails fast",
+    "run.cancelled.flow_stopped": "not run: the flow was interrupted or timed out",
     # liveness (DESIGN §4.6)
     "session.orphaned.no_process": "owner process is gone",
     "session.stale.no_heartbeat": "no heartbeat within the lease",

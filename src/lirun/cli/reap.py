@@ -5,6 +5,7 @@ from __future__ import annotations
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
 from lirun.hints import Any
 from lirun.record.reap import find_orphans, reap_sessions, report
+from lirun.record.reap_flows import find_orphan_flows, reap_flows
 from lirun.store import open_store
 
 EXIT_CODES = "  0  done (also when nothing needed reaping)\n  2  usage error, or no database"
@@ -21,8 +22,9 @@ def _print(item: dict[str, Any], *, as_json: bool, dry_run: bool) -> None:
 def main(argv: list[str]) -> int:
     parser = make_parser(
         "li reap",
-        "Mark running executions failed when their owner process is gone (same host) or "
-        "their heartbeat is older than its lease. Safe to run alongside other reapers.",
+        "Mark running executions and flows failed when their owner process is gone (same "
+        "host) or their heartbeat is older than its lease (a flow's running legs with it). "
+        "Safe to run alongside other reapers.",
         EXIT_CODES,
     )
     parser.add_argument("--dry-run", action="store_true", help="list, do not write")
@@ -34,10 +36,12 @@ def main(argv: list[str]) -> int:
     store = open_store(args.db, readonly=args.dry_run)
     try:
         orphans = find_orphans(store)
+        flows = find_orphan_flows(store)  # a flow's legs first, then its invocation
         if args.dry_run:
-            items = [report(o.row, o.verdict, reaped=False) for o in orphans]
+            items = [report(o.row, o.verdict, reaped=False) for o in [*orphans, *flows]]
         else:
             items = reap_sessions(store, [o.row for o in orphans])
+            items += reap_flows(store, [o.row for o in flows])
     finally:
         store.close()
     for item in items:

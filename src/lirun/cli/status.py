@@ -92,7 +92,10 @@ def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
 
 def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dict[str, Any]:
     """The record plus its history, admin events and (for an invocation) its executions."""
-    detail: dict[str, Any] = {"kind": kind, **row}
+    # An invocation's own ``kind`` column (flow / manual) must not hide the record's kind.
+    detail: dict[str, Any] = {**row, "kind": kind}
+    if kind == "invocation":
+        detail["invocation_kind"] = row.get("kind") or "manual"
     dirs = backing_dirs(store, kind, row["id"])
     detail["artifact_dir"] = dirs["artifact_dir"]
     detail.setdefault("run_dir", dirs["run_dir"])

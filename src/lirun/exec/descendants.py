@@ -14,15 +14,41 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from lirun.hints import Any
 
-__all__ = ["enable_subreaper", "end_leftovers", "find_leftovers", "own_children"]
+__all__ = [
+    "enable_subreaper",
+    "end_leftovers",
+    "find_leftovers",
+    "own_children",
+    "release_leader",
+    "spawning",
+]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper: bool | None = None
+# Children supervised right now in this process (flows run legs side by side): another
+# run's leader is never this run's leftover. Spawning and registering happen under the
+# lock a scan takes, so no scan sees a sibling's child before it is registered.
+_leaders: set[int] = set()
+_leaders_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def spawning() -> Iterator[Callable[[int], None]]:
+    """``with spawning() as register: proc = Popen(...); register(proc.pid)``."""
+    with _leaders_lock:
+        yield _leaders.add
+
+
+def release_leader(pid: int) -> None:
+    """The supervised child ``pid`` is done: it leaves the registry."""
+    with _leaders_lock:
+        _leaders.discard(pid)
 
 
 def enable_subreaper() -> bool:
@@ -41,21 +67,21 @@ def enable_subreaper() -> bool:
     return _subreaper
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, ppid, pgrp) of ``pid`` from /proc, or None when it is gone."""
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, ppid, pgrp, session) of ``pid`` from /proc, or None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except OSError:
         return None
     fields = text[text.rfind(")") + 2 :].split()
-    if len(fields) < 3:
+    if len(fields) < 4:
         return None
-    return fields[0], int(fields[1]), int(fields[2])
+    return fields[0], int(fields[1]), int(fields[2]), int(fields[3])
 
 
-def _table() -> dict[int, tuple[str, int, int]]:
-    table: dict[int, tuple[str, int, int]] = {}
+def _table() -> dict[int, tuple[str, int, int, int]]:
+    table: dict[int, tuple[str, int, int, int]] = {}
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -69,7 +95,7 @@ def _table() -> dict[int, tuple[str, int, int]]:
 def own_children() -> set[int]:
     """This process's children now (a run's leftovers are found among later ones)."""
     me = os.getpid()
-    return {pid for pid, (_, ppid, _) in _table().items() if ppid == me}
+    return {pid for pid, (_, ppid, _, _) in _table().items() if ppid == me}
 
 
 def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int], list[int]]:
@@ -78,13 +104,22 @@ def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int],
     Members of the leader's group, the leader's descendants, and this process's children
     that appeared since the run started (orphans re-parented here), with theirs.
     """
-    table = _table()
-    me, skip = os.getpid(), set(exclude) | {leader}
+    with _leaders_lock:
+        table = _table()
+        others = _leaders - {leader}
+    me, skip = os.getpid(), set(exclude) | {leader} | others
     kids: dict[int, list[int]] = {}
-    for pid, (_, ppid, _) in table.items():
+    for pid, (_, ppid, _, _) in table.items():
         kids.setdefault(ppid, []).append(pid)
-    found = {pid for pid, (_, _, pgrp) in table.items() if pgrp == leader and pid != leader}
-    stack = [leader, *(pid for pid in kids.get(me, []) if pid not in skip)]
+    found = {pid for pid, (_, _, pgrp, _) in table.items() if pgrp == leader and pid != leader}
+    # Without the subreaper no orphan is re-parented here: a new child of this process is
+    # then something else it started (a sibling run, a git probe), never this run's. With
+    # it, an orphan that left the group kept the run's session (the leader's) or made its
+    # own (setsid); what this process starts itself stays in its session.
+    orphans = [
+        pid for pid in (kids.get(me, []) if _subreaper else []) if table[pid][3] in (leader, pid)
+    ]
+    stack = [leader, *(pid for pid in orphans if pid not in skip)]
     while stack:
         pid = stack.pop()
         if pid != leader:

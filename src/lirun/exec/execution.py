@@ -72,6 +72,7 @@ class ExecutionRequest:
     on_event: Callable[[str, Event], None] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     heartbeat_interval: float | None = None
+    row_fields: dict[str, Any] = field(default_factory=dict)  # more session columns (a flow leg)
 
 
 @dataclass(slots=True)
@@ -165,6 +166,7 @@ def _session_fields(
         "metadata_json": request.metadata or None,
         **program.record_fields(),
         **current_owner(),
+        **request.row_fields,
     }
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from lirun.errors import LirunError
 from lirun.exec.capture import ChunkSink
-from lirun.exec.descendants import end_leftovers, own_children
+from lirun.exec.descendants import end_leftovers, own_children, release_leader, spawning
 from lirun.exec.leg_states import KillCause, LegState, Limits, Seen, Stop, Watch, advance, next_wake
 from lirun.hints import IO, Any
 from lirun.signals import SignalTrap
@@ -299,10 +299,15 @@ def supervise(
     :class:`SpawnError` when the command cannot be started.
     """
     exclude = frozenset(own_children())
-    proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin)
-    assert proc.stdout is not None and proc.stderr is not None
-    _grow_pipe(proc.stdout.fileno())
-    if on_spawn is not None:
-        on_spawn(proc.pid)
-    sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
-    return _Loop(proc, sinks, limits, trap, terminal_seen, clock, exclude).run()
+    with spawning() as register:
+        proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin)
+        register(proc.pid)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        _grow_pipe(proc.stdout.fileno())
+        if on_spawn is not None:
+            on_spawn(proc.pid)
+        sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
+        return _Loop(proc, sinks, limits, trap, terminal_seen, clock, exclude).run()
+    finally:
+        release_leader(proc.pid)

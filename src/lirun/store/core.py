@@ -19,6 +19,7 @@ from lirun.hints import Any
 from lirun.lifecycle import canonical_entity_type, policy_for, validate_status
 from lirun.reasons import creation_reason, validate_reason
 from lirun.store.connector import Connector
+from lirun.store.flow_records import FlowRecords
 from lirun.store.queries import check_slots, load_queries
 from lirun.store.records import (
     SESSION_FIELDS,
@@ -50,7 +51,7 @@ def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
     return defaults
 
 
-class Store(StatusWrites, WaitReads):
+class Store(StatusWrites, WaitReads, FlowRecords):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.
 
     Every method may raise DatabaseError (DatabaseUnavailableError when the database

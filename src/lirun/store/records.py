@@ -21,6 +21,7 @@ JSON_COLUMNS = frozenset(
         "command_json",
         "action_json",
         "provider_options_json",
+        "flow_json",
     }
 )
 
@@ -166,6 +167,10 @@ SESSION_FIELDS = RECORD_FIELDS | frozenset(
         "heartbeat_at",
         "lease_seconds",
         "metadata_json",
+        # a flow's leg (migration 0005): its instance id, and a retry's link (DESIGN §4.10)
+        "flow_leg",
+        "attempt",
+        "retry_of",
     }
 )
 UPDATABLE_FIELDS: dict[str, frozenset[str]] = {

@@ -172,22 +172,27 @@ class Watcher:
         return True
 
     def _reap(self, rows: Collection[Mapping[str, Any]]) -> bool:
-        """Finalize waited-on sessions whose owner is dead; True if any write was tried."""
-        if not any(r["kind"] == "session" and r["status"] == "running" for r in rows):
+        """Finalize waited-on sessions and flow invocations whose owner is dead (a flow's
+        running legs with it); True if any write was tried."""
+        kinds = ("session", "invocation")  # only a flow invocation has owner facts
+        if not any(r["kind"] in kinds and r["status"] == "running" for r in rows):
             return False
         from lirun.record.reap import (  # not needed on the fast path
             judge,
             local_facts,
             reap_sessions,
         )
+        from lirun.record.reap_flows import reap_flows
 
         facts = local_facts()
-        dead = [r for r in rows if r["kind"] == "session" and judge(r, facts) is not None]
+        dead = [r for r in rows if r["kind"] in kinds and judge(r, facts) is not None]
         store = self._store_for_reaping() if dead else None
         if store is None:
             return False
         try:
-            return bool(reap_sessions(store, dead))
+            sessions = [r for r in dead if r["kind"] == "session"]
+            flows = [r for r in dead if r["kind"] == "invocation"]
+            return bool(reap_sessions(store, sessions)) | bool(reap_flows(store, flows))
         except DatabaseUnavailableError as exc:
             if isinstance(exc, DatabaseConnectionLostError):
                 raise  # transient: the tick retries

@@ -47,7 +47,8 @@ SELECT kind, id, COUNT(*) OVER () AS total FROM (
 
 -- name: wait_fetch
 -- One tick: every pending target with its backing session's run_dir (DESIGN §4.1) and,
--- for sessions, the liveness facts the waiter judges.
+-- for sessions, the liveness facts the waiter judges. A flow invocation (kind 'flow') is
+-- its own answer: its run directory and its owner's liveness facts, not a leg's.
 SELECT 'session' AS kind, s.id, s.status, s.status_reason_code AS reason_code,
        s.status_reason_summary AS reason_summary, s.run_dir, s.artifacts_path, s.exit_code,
        s.owner_pid, s.owner_start_time, s.owner_host, s.owner_boot_id, s.heartbeat_at,
@@ -56,9 +57,13 @@ SELECT 'session' AS kind, s.id, s.status, s.status_reason_code AS reason_code,
  WHERE s.id IN (SELECT value FROM json_each(:session_ids))
 UNION ALL
 SELECT 'invocation', i.id, i.status, i.status_reason_code, i.status_reason_summary,
-       b.run_dir, b.artifacts_path, i.exit_code, NULL, NULL, NULL, NULL, NULL, NULL
+       CASE WHEN i.kind = 'flow' THEN i.run_dir ELSE b.run_dir END,
+       CASE WHEN i.kind = 'flow' THEN i.artifacts_path ELSE b.artifacts_path END,
+       i.exit_code, i.owner_pid, i.owner_start_time, i.owner_host, i.owner_boot_id,
+       i.heartbeat_at, i.lease_seconds
   FROM invocations i
-  LEFT JOIN sessions b ON b.id = (SELECT x.id FROM sessions x WHERE x.invocation_id = i.id
+  LEFT JOIN sessions b ON COALESCE(i.kind, '') <> 'flow'
+                      AND b.id = (SELECT x.id FROM sessions x WHERE x.invocation_id = i.id
                                    ORDER BY x.updated_at DESC LIMIT 1)
  WHERE i.id IN (SELECT value FROM json_each(:invocation_ids))
 UNION ALL

@@ -1,0 +1,81 @@
+"""The flow's files in its run directory: ``checkpoint.json`` and ``flow.log``.
+
+``checkpoint.json`` (state root) is rewritten after every leg ends: written to a temporary
+file, fsync'd, renamed over the old one and the directory fsync'd, so a reader (or a
+machine that lost power) sees the previous or the next checkpoint, never half of one. It
+holds the flow file's digest, the variables and, per leg instance, its session id,
+status, reason, attempts and outputs. Resume reads the database, not this file; the file
+is for people and tools on the machine that ran the flow.
+
+``flow.log`` (artifact root) gets one line per leg event, flushed as it happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FlowLog", "read_checkpoint", "write_checkpoint"]
+
+CHECKPOINT_VERSION = 1
+
+
+def write_checkpoint(path: Path, data: Mapping[str, Any]) -> None:
+    """Atomically replace ``path`` with ``data`` as JSON (fsync'd, then renamed)."""
+    payload = json.dumps({"version": CHECKPOINT_VERSION, **data}, indent=2, default=str)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".checkpoint.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(payload + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # some filesystems refuse a directory fsync
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """The checkpoint as written; OSError / ValueError when it is missing or not JSON."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} does not hold a JSON object")
+    return data
+
+
+class FlowLog:
+    """Appends one timestamped line per leg event; also hands it to ``echo`` (stderr)."""
+
+    def __init__(self, path: Path, echo: Any = None) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._echo = echo
+        self._lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+        with self._lock:
+            if not self._handle.closed:
+                self._handle.write(f"{stamp}Z {text}\n")
+                self._handle.flush()
+        if self._echo is not None:
+            self._echo(text)
+
+    def close(self) -> None:
+        with self._lock:
+            self._handle.close()

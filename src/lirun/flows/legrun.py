@@ -1,0 +1,273 @@
+"""Running leg instances: worker threads, each leg one supervised execution (``execute``).
+
+A worker thread opens its own Store for its lifetime and runs one job at a time: it
+prepares the leg's worktree when the leg is isolated, builds the request from the leg's
+task (prompt and arguments already rendered by the engine), and calls ``execute`` with a
+``SignalTrap`` it created in its own thread (inert there), which the engine's thread
+stops with ``deliver``. A failure the record marks retryable
+(``run.failed.provider_retryable``) is retried up to ``retries`` times, each retry a new
+session with ``attempt`` = n and ``retry_of`` = the session it retries.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lirun.errors import LirunError, StartInterruptedError
+from lirun.flows.spec import LegSpec
+from lirun.signals import SignalTrap
+
+__all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of"]
+
+RETRYABLE = "run.failed.provider_retryable"
+_GIT_LOCK = threading.Lock()  # `git worktree add` takes repository-wide locks
+
+
+@dataclass(frozen=True, slots=True)
+class LegJob:
+    """One leg instance, ready to run: everything rendered and decided by the engine."""
+
+    id: str
+    leg: LegSpec
+    item: str | None
+    cwd: str
+    invocation_id: str
+    prompt: str | None = None
+    run_argv: list[str] | None = None
+    isolation: str = "shared"  # "worktree" | "shared"
+    beside: bool = False  # other legs may run at the same time
+    retry_delay: float = 1.0
+
+    @property
+    def evidence_shared(self) -> bool:
+        """Its tree is shared with legs running beside it: changes there are not its own."""
+        return self.isolation == "shared" and self.beside and self.leg.task.is_agent
+
+
+@dataclass(slots=True)
+class LegResult:
+    """How one leg instance ended. ``status`` None: it never started (``reason_code``
+    says why: stopped before its first attempt, or could not be set up)."""
+
+    id: str
+    status: str | None
+    reason_code: str | None
+    session_id: str | None = None
+    attempts: int = 0
+    duration_s: float | None = None
+    cost_usd: float | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    proof_shared: bool = False
+    error: str | None = None
+
+
+def outputs_of(row: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a template sees of a finished leg: ``reply``, ``artifacts`` (id → path),
+    ``status``, ``session_id`` (and ``worktree`` / ``branch`` for an isolated leg)."""
+    root = row.get("artifacts_path") or ""
+    contract = row.get("artifact_contract_json") or {}
+    artifacts = {
+        str(entry["id"]): os.path.join(root, str(entry["path"]))
+        for entry in (contract.get("expected") or [])
+        if isinstance(entry, Mapping) and "id" in entry and "path" in entry
+    }
+    meta = ((row.get("metadata_json") or {}).get("flow")) or {}
+    outputs = {
+        "reply": row.get("reply_text") or "",
+        "artifacts": artifacts,
+        "status": row.get("status"),
+        "session_id": row.get("id"),
+    }
+    for key in ("worktree", "branch"):
+        if meta.get(key):
+            outputs[key] = meta[key]
+    outputs.update(extra or {})
+    return outputs
+
+
+def _produced_any(row: Mapping[str, Any]) -> bool:
+    produced = (row.get("artifact_verification_json") or {}).get("produced") or []
+    return any(isinstance(p, Mapping) and p.get("present") for p in produced)
+
+
+def _worktree(job: LegJob) -> tuple[str, dict[str, str]]:
+    """A worktree for the leg, on its own branch from HEAD; the leg's cwd inside it."""
+    from lirun.exec.worktrees import Repo, worktrees_root
+
+    repo = Repo(job.cwd)
+    top = repo.toplevel()
+    rel = os.path.relpath(os.path.realpath(job.cwd), os.path.realpath(top))
+    name = job.id.replace("[", "-").replace("]", "")
+    path = worktrees_root() / job.invocation_id / name
+    branch = f"lirun/flow/{job.invocation_id}/{name}"
+    head = repo.resolve("HEAD")
+    if head is None:
+        raise LirunError(f"{top} has no commit to start leg {job.id}'s worktree from")
+    with _GIT_LOCK:
+        Repo(top).add_worktree(path, branch, head)
+    cwd = str(path) if rel == "." else os.path.join(str(path), rel)
+    return cwd, {"worktree": str(path), "branch": branch}
+
+
+class LegWorkers:
+    """``size`` threads running LegJobs; results arrive on ``results`` as LegResults.
+
+    ``stop(signum)`` delivers a signal to every running leg (and to legs that start
+    after it: their trap gets it as soon as it exists); no new attempt starts after it.
+    """
+
+    def __init__(self, size: int, *, db_url: str, log: Callable[[str], None]) -> None:
+        self.results: queue.Queue[LegResult] = queue.Queue()
+        self._jobs: queue.Queue[LegJob | None] = queue.Queue()
+        self._db_url = db_url
+        self._log = log
+        self._lock = threading.Lock()
+        self._traps: dict[str, SignalTrap] = {}
+        self._signal: int | None = None
+        self._stopping = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"lirun-leg-{n}", daemon=True)
+            for n in range(max(1, size))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, job: LegJob) -> None:
+        self._jobs.put(job)
+
+    def stop(self, signum: int) -> None:
+        with self._lock:
+            if self._signal is None:
+                self._signal = signum
+            self._stopping.set()
+            traps = list(self._traps.values())
+        for trap in traps:
+            trap.deliver(signum)
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+
+    # -- in a worker thread --
+
+    def _work(self) -> None:
+        from lirun.store import open_store
+
+        store = None
+        try:
+            while (job := self._jobs.get()) is not None:
+                try:
+                    if store is None:
+                        store = open_store(self._db_url)
+                    result = self._run(job, store)
+                except Exception as exc:  # the engine must always hear back
+                    result = LegResult(job.id, None, "run.failed.setup", error=str(exc))
+                self.results.put(result)
+        finally:
+            if store is not None:
+                store.close()
+
+    def _run(self, job: LegJob, store: Any) -> LegResult:
+        if self._stopping.is_set():
+            return LegResult(job.id, None, "run.cancelled.flow_stopped")
+        extra: dict[str, str] = {}
+        cwd = job.cwd
+        try:
+            if job.isolation == "worktree":
+                cwd, extra = _worktree(job)
+        except LirunError as exc:
+            return LegResult(job.id, None, "run.failed.setup", error=str(exc))
+        result = LegResult(job.id, None, None)
+        previous: str | None = None
+        for attempt in range(1, job.leg.retries + 2):
+            if self._stopping.is_set():
+                break
+            row = self._attempt(job, store, cwd, attempt, previous, extra, result)
+            if row is None:
+                return result
+            previous = row["id"]
+            if row["status_reason_code"] != RETRYABLE or attempt > job.leg.retries:
+                break
+            self._log(f"leg {job.id} attempt {attempt} ended {RETRYABLE}; retrying")
+            if self._stopping.wait(job.retry_delay * attempt):
+                break
+        if result.status is None and result.reason_code is None:
+            result.reason_code = "run.cancelled.flow_stopped"
+        return result
+
+    def _attempt(
+        self,
+        job: LegJob,
+        store: Any,
+        cwd: str,
+        attempt: int,
+        previous: str | None,
+        extra: Mapping[str, str],
+        result: LegResult,
+    ) -> Mapping[str, Any] | None:
+        """One execution; fills ``result``; the session row, or None if none was made."""
+        from lirun.exec.execution import execute
+        from lirun.exec.task import build_request
+
+        meta = {
+            "invocation": job.invocation_id,
+            "leg": job.leg.id,
+            "item": job.item,
+            "isolation": job.isolation,
+            "evidence_shared": job.evidence_shared,
+            **extra,
+        }
+        try:
+            request = build_request(
+                job.leg.task,
+                cwd=cwd,
+                db_url=self._db_url,
+                prompt=job.prompt,
+                run_argv=job.run_argv,
+                invocation_id=job.invocation_id,
+                metadata={"flow": meta},
+            )
+        except LirunError as exc:
+            result.reason_code, result.error = "run.failed.setup", str(exc)
+            return None
+        request.row_fields = {"flow_leg": job.id, "attempt": attempt, "retry_of": previous}
+        with SignalTrap() as trap:
+            with self._lock:
+                self._traps[job.id] = trap
+                late = self._signal
+            if late is not None:
+                trap.deliver(late)
+            try:
+                executed = execute(request, store=store, trap=trap)
+            except StartInterruptedError:
+                result.reason_code = "run.cancelled.flow_stopped"
+                return None
+            except LirunError as exc:
+                result.reason_code, result.error = "run.failed.setup", str(exc)
+                return None
+            finally:
+                with self._lock:
+                    self._traps.pop(job.id, None)
+        row = store.get_entity("session", executed.run_id) or {}
+        result.status = row.get("status", executed.status)
+        result.reason_code = row.get("status_reason_code", executed.reason)
+        result.session_id = executed.run_id
+        result.attempts = attempt
+        result.duration_s = row.get("duration_s")
+        result.cost_usd = row.get("cost_usd")
+        result.outputs = outputs_of(row, extra)
+        reply = (row.get("reply_text") or "").strip()
+        result.proof_shared = (
+            job.evidence_shared
+            and result.status == "completed"
+            and not reply
+            and not _produced_any(row)
+        )
+        return row

@@ -1,0 +1,76 @@
+"""Finalize flow invocations whose owner is provably dead (DESIGN §4.6, for flows).
+
+A flow's invocation row carries its owner's identity and heartbeat as a running session
+does, so ``judge`` decides it the same way. Its running legs (sessions owned by the same
+dead process) are reaped first, then the invocation is written ``failed`` with the same
+orphaned / stale reason, its evidence naming the legs, through the CAS-guarded write: a
+concurrent reaper or a late owner loses harmlessly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from lirun.record.reap import REAPED_STATUS, Orphan, judge, local_facts, reap_sessions, report
+from lirun.store.core import Store
+
+__all__ = ["find_orphan_flows", "reap_flow_if_orphaned", "reap_flows"]
+
+
+def find_orphan_flows(store: Store, *, now: float | None = None) -> list[Orphan]:
+    """Running flow invocations whose owner is dead or whose lease lapsed."""
+    facts = local_facts(now)
+    found = []
+    for row in store.list_running_flows():
+        verdict = judge(row, facts)
+        if verdict is not None:
+            found.append(Orphan(row, verdict))
+    return found
+
+
+def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, Any] | None:
+    facts = local_facts(now)
+    row = store.get_entity("invocation", invocation_id)
+    verdict = judge(row, facts) if row is not None else None
+    if row is None or verdict is None:
+        return None
+    legs = reap_sessions(store, store.list_running_legs(invocation_id), now=now)
+    evidence = [*verdict.evidence]
+    if legs:
+        evidence.append({"kind": "orphaned_legs", "sessions": [leg["id"] for leg in legs]})
+    store.sum_flow_usage(invocation_id)
+    try:
+        won = store.update_status(
+            "invocation",
+            invocation_id,
+            new_status=REAPED_STATUS,
+            reason_code=verdict.reason_code,
+            reason_summary=f"flow owner gone: {verdict.summary}",
+            evidence_refs=evidence,
+            source="system",
+            expected_statuses={"running"},
+        )
+    except LookupError:
+        return None
+    return report(row, verdict, reaped=won)
+
+
+def reap_flows(
+    store: Store, rows: Iterable[Mapping[str, Any]], *, now: float | None = None
+) -> list[dict[str, Any]]:
+    """Finalize each flow invocation of ``rows`` still running with a dead owner (and its
+    running legs); one report per invocation judged dead."""
+    reports = []
+    for row in rows:
+        result = _reap_one(store, str(row["id"]), now)
+        if result is not None:
+            reports.append(result)
+    return reports
+
+
+def reap_flow_if_orphaned(store: Store, invocation_id: str) -> bool:
+    """True when the invocation is no longer running (reaped now, or ended meanwhile)."""
+    _reap_one(store, invocation_id, None)
+    row = store.get_entity("invocation", invocation_id)
+    return row is not None and row.get("status") != "running"

@@ -1,0 +1,92 @@
+"""Flow invocations as ``Store`` methods (``sql/<dialect>/flows.sql``, migration 0005).
+
+A flow is one invocation row of kind ``flow`` with an owner that heartbeats (as a running
+session has), the resolved flow as JSON, and its run directory; its legs are sessions
+with ``invocation_id`` set. Callers above the store name what they want, never a query.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from lirun.hints import Any, Protocol
+from lirun.store.connector import Connector
+from lirun.store.records import column_values, decode_row, entity_id_or_new, to_json
+
+FLOW_KIND = "flow"
+
+
+class _FlowStore(Protocol):
+    connector: Connector
+
+    def sql(self, name: str, **slots: str) -> str: ...
+
+    def _insert(
+        self, entity_type: str, fields: dict[str, Any], *, status: str | None = None
+    ) -> dict[str, Any]: ...
+
+
+class FlowRecords:
+    """Mixed into ``Store``."""
+
+    def create_flow_invocation(
+        self: _FlowStore,
+        *,
+        id: str | None = None,
+        skill: str = FLOW_KIND,
+        flow: Mapping[str, Any],
+        flow_digest: str | None = None,
+        run_dir: str | None = None,
+        artifacts_path: str | None = None,
+        resumed_from: str | None = None,
+        lease_seconds: float | None = None,
+    ) -> dict[str, Any]:
+        """A ``running`` invocation of kind ``flow`` owned by this process (pid, start
+        time, host, boot id) with a first heartbeat; ValidationError for a bad id."""
+        from lirun.liveness import DEFAULT_LEASE_SECONDS, current_owner
+
+        fields = column_values(
+            {
+                "skill": skill or FLOW_KIND,
+                "kind": FLOW_KIND,
+                "flow_digest": flow_digest,
+                "run_dir": run_dir,
+                "artifacts_path": artifacts_path,
+                "resumed_from": resumed_from,
+                "heartbeat_at": time.time(),
+                "lease_seconds": lease_seconds or DEFAULT_LEASE_SECONDS,
+                **current_owner(),
+            }
+        )
+        fields["flow_json"] = to_json(dict(flow), "flow")
+        return self._insert("invocation", {"id": entity_id_or_new(id), **fields})
+
+    def flow_heartbeat(self: _FlowStore, invocation_id: str) -> None:
+        """The flow's owner is alive now."""
+        from lirun.liveness import DEFAULT_LEASE_SECONDS
+
+        params = {"id": invocation_id, "now": time.time(), "lease": DEFAULT_LEASE_SECONDS}
+        with self.connector.write() as tx:
+            tx.execute(self.sql("flow_heartbeat"), params)
+
+    def set_flow_json(self: _FlowStore, invocation_id: str, flow: Mapping[str, Any]) -> None:
+        """Replace the stored flow (the leg graph grows as fan-outs expand)."""
+        params = {"id": invocation_id, "flow_json": to_json(dict(flow), "flow")}
+        with self.connector.write() as tx:
+            tx.execute(self.sql("set_flow_json"), params)
+
+    def sum_flow_usage(self: _FlowStore, invocation_id: str) -> None:
+        """Sum the legs' tokens and cost onto the invocation row."""
+        with self.connector.write() as tx:
+            tx.execute(self.sql("sum_flow_usage"), {"id": invocation_id})
+
+    def list_running_flows(self: _FlowStore) -> list[dict[str, Any]]:
+        """Flow invocations still ``running`` (what a reaper judges), oldest first."""
+        rows = self.connector.read(self.sql("list_running_flows"))
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    def list_running_legs(self: _FlowStore, invocation_id: str) -> list[dict[str, Any]]:
+        """The sessions of one invocation still ``running``."""
+        rows = self.connector.read(self.sql("list_running_legs"), {"invocation_id": invocation_id})
+        return [decode_row(r) for r in rows]  # type: ignore[misc]

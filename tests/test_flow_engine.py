@@ -1,0 +1,339 @@
+"""The flow engine with real processes on both backends: outputs along the graph, fan-out
+and join, failures and their dependents, fail_fast, retries, signals, the deadline, the
+checkpoint and `li wait` on the invocation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lirun.exec.task import Task
+from lirun.flows.engine import FlowOptions, flow_report, run_flow
+from lirun.flows.spec import FlowSpec, ForEach, LegSpec
+from lirun.signals import SignalTrap
+from lirun.store import open_store
+from support.cli import li_command
+from support.providerkit import FAKE_PROVIDER, fixture_path
+
+QUICK = FlowOptions(retry_delay=0.0)
+WRITE_P = 'echo planned; echo body > "$LIRUN_ARTIFACT_DIR/p.md"'
+
+
+def sh(script: str, **more: Any) -> Task:
+    return Task(run=("sh", "-c", script), **more)
+
+
+def echo(text: str) -> Task:
+    return Task(run=("echo", text))
+
+
+def flow(tmp_path: Path, *legs: LegSpec, **more: Any) -> FlowSpec:
+    return FlowSpec(legs=legs, cwd=str(tmp_path), **more)
+
+
+def sessions(db_url: str, invocation_id: str) -> list[dict[str, Any]]:
+    store = open_store(db_url)
+    try:
+        return store.list_invocation_sessions(invocation_id)
+    finally:
+        store.close()
+
+
+def invocation(db_url: str, ident: str) -> dict[str, Any]:
+    store = open_store(db_url)
+    try:
+        row = store.get_entity("invocation", ident)
+    finally:
+        store.close()
+    assert row is not None
+    return row
+
+
+def by_id(report: Any) -> dict[str, Any]:
+    return {leg.id: leg for leg in report.legs}
+
+
+def test_diamond_passes_outputs_along_and_checkpoints_every_leg(
+    db_url: str, tmp_path: Path, li_env: dict[str, str]
+) -> None:
+    spec = flow(
+        tmp_path,
+        LegSpec("plan", sh(WRITE_P, artifacts=({"id": "p", "path": "p.md"},))),
+        LegSpec("left", echo("L:{{ legs.plan.reply | trim }}"), depends_on=("plan",)),
+        LegSpec("right", echo("R:{{ vars.target }}"), depends_on=("plan",)),
+        LegSpec(
+            "join",
+            echo(
+                "{{ legs.left.reply|trim }}+{{ legs.right.reply|trim }}+{{ legs.plan.artifacts.p }}"
+            ),
+            depends_on=("left", "right"),
+        ),
+        vars={"target": "src"},
+        digest="sha256:feed",
+    )
+    lines: list[str] = []
+    report = run_flow(spec, db_url=db_url, options=FlowOptions(on_progress=lines.append))
+    assert report.status == "completed", lines
+    assert (report.status, report.reason_code, report.exit_code) == (
+        "completed",
+        "run.completed.ok",
+        0,
+    )
+    legs = by_id(report)
+    assert list(legs) == ["plan", "left", "right", "join"]
+    assert all(leg.status == "completed" and leg.attempts == 1 for leg in legs.values())
+    replies = {s["flow_leg"]: s["reply_text"] for s in sessions(db_url, report.invocation_id)}
+    artifact = Path(report.run_dir or "").parent / legs["plan"].session_id / "artifacts" / "p.md"
+    assert replies["join"] == f"L:planned+R:src+{artifact}\n"
+    assert artifact.read_text() == "body\n"
+
+    row = invocation(db_url, report.invocation_id)
+    assert (row["kind"], row["status"], row["exit_code"]) == ("flow", "completed", 0)
+    assert row["flow_digest"] == "sha256:feed"
+    assert row["flow_json"]["spec"]["vars"] == {"target": "src"}
+    assert [g["id"] for g in row["flow_json"]["graph"]] == list(legs)
+
+    checkpoint = json.loads((Path(row["run_dir"]) / "checkpoint.json").read_text())
+    assert checkpoint["flow_digest"] == "sha256:feed" and checkpoint["vars"] == {"target": "src"}
+    for leg in legs.values():
+        entry = checkpoint["legs"][leg.id]
+        assert (entry["session_id"], entry["status"]) == (leg.session_id, "completed")
+    assert checkpoint["legs"]["plan"]["outputs"]["artifacts"]["p"] == str(artifact)
+    assert checkpoint["legs"]["left"]["outputs"]["reply"] == "L:planned\n"
+
+    log = (Path(row["artifacts_path"]) / "flow.log").read_text().splitlines()
+    assert sum("leg join" in line for line in log) == 2  # started, completed
+    assert len(lines) == len(log)
+
+    # li wait answers with the invocation's own terminal row
+    waited = subprocess.run(
+        li_command("wait", report.invocation_id),
+        env=li_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert waited.returncode == 0, waited.stderr
+    assert waited.stdout.split("\t")[:2] == [report.invocation_id, "status=completed"]
+    assert f"artifact_dir={row['artifacts_path']}" in waited.stdout
+    assert flow_report(report.invocation_id, db_url=db_url) == report
+
+
+def test_fan_out_over_an_artifacts_lines_then_a_join(db_url: str, tmp_path: Path) -> None:
+    make = 'printf "a\\n\\nb\\nc\\n" > "$LIRUN_ARTIFACT_DIR/list"; : > "$LIRUN_ARTIFACT_DIR/none"'
+    spec = flow(
+        tmp_path,
+        LegSpec(
+            "list",
+            sh(
+                make,
+                artifacts=(
+                    {"id": "l", "path": "list"},
+                    {"id": "n", "path": "none", "required": False},
+                ),
+            ),
+        ),
+        LegSpec(
+            "each",
+            echo("got {{ item }}"),
+            depends_on=("list",),
+            for_each=ForEach(artifact="list.l"),
+        ),
+        LegSpec(
+            "nothing",
+            echo("never {{ item }}"),
+            depends_on=("list",),
+            for_each=ForEach(artifact="list.n"),
+            may_be_empty=True,
+        ),
+        LegSpec(
+            "join",
+            echo(
+                "{{ legs.each|map(attribute='reply')|map('trim')|join(',') }};"
+                "{{ legs.nothing|length }}"
+            ),
+            depends_on=("each", "nothing"),
+        ),
+        parallel=3,
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = by_id(report)
+    assert report.status == "completed", report.reason_summary
+    assert [(leg.id, leg.item) for leg in report.legs if leg.leg == "each"] == [
+        ("each[0]", "a"),
+        ("each[1]", "b"),
+        ("each[2]", "c"),
+    ]
+    assert (legs["nothing"].status, legs["nothing"].reason_code) == (
+        "completed_empty",
+        "run.completed_empty.no_items",
+    )
+    assert legs["nothing"].session_id is None
+    replies = {s["flow_leg"]: s["reply_text"] for s in sessions(db_url, report.invocation_id)}
+    assert replies["join"] == "got a,got b,got c;0\n"
+
+
+def test_a_failed_leg_stops_only_its_dependents(db_url: str, tmp_path: Path) -> None:
+    spec = flow(
+        tmp_path,
+        LegSpec("bad", sh("exit 3")),
+        LegSpec("after_bad", echo("x"), depends_on=("bad",)),
+        LegSpec("later", echo("y"), depends_on=("after_bad",)),
+        LegSpec("good", sh("sleep 0.3; echo fine")),
+        LegSpec("after_good", echo("z"), depends_on=("good",)),
+        parallel=2,
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = by_id(report)
+    assert (report.status, report.reason_code, report.exit_code) == ("failed", "run.failed.leg", 1)
+    assert report.reason_summary and report.reason_summary.startswith("leg bad ended failed")
+    assert report.stopped == ("after_bad", "later")
+    assert legs["after_bad"].status == "not_run" and legs["after_bad"].session_id is None
+    assert legs["good"].status == legs["after_good"].status == "completed"
+    evidence = invocation(db_url, report.invocation_id)["status_evidence_refs"]
+    stopped = next(e for e in evidence if e["kind"] == "stopped_legs")
+    assert stopped["legs"][0] == {
+        "leg": "after_bad",
+        "reason": "run.cancelled.dependency",
+        "because": "bad",
+    }
+
+
+def test_fail_fast_stops_the_running_legs_and_starts_no_more(db_url: str, tmp_path: Path) -> None:
+    spec = flow(
+        tmp_path,
+        LegSpec("bad", sh("sleep 0.2; exit 3")),
+        LegSpec("slow", sh("sleep 30")),
+        LegSpec("queued", echo("never")),
+        parallel=2,
+        fail_fast=True,
+    )
+    started = time.monotonic()
+    report = run_flow(spec, db_url=db_url)
+    assert time.monotonic() - started < 20
+    legs = by_id(report)
+    assert (report.status, report.reason_code) == ("failed", "run.failed.leg")
+    assert report.reason_summary and report.reason_summary.startswith("leg bad")
+    assert legs["slow"].status == "cancelled"
+    assert (legs["queued"].status, legs["queued"].reason_code) == (
+        "not_run",
+        "run.cancelled.fail_fast",
+    )
+    assert report.stopped == ("queued",)
+
+
+def _flaky_codex(tmp_path: Path) -> Path:
+    """A codex that fails retryably (an outage) on its first run and succeeds after
+    (``--version`` probes do not count)."""
+    marker = tmp_path / "called-once"
+    script = tmp_path / "codex"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then F=x; E=0;\n'
+        f'elif [ -e "{marker}" ]; then F="{fixture_path("codex/success.jsonl")}"; E=0;\n'
+        f'else : > "{marker}"; F="{fixture_path("codex/outage.jsonl")}"; E=1; fi\n'
+        f'LIRUN_FAKE_FIXTURE="$F" LIRUN_FAKE_EXIT="$E" exec "{sys.executable}" '
+        f'"{FAKE_PROVIDER}" "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_a_retryable_provider_failure_is_retried_as_a_new_linked_session(
+    db_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("LIRUN_CODEX_BIN", str(_flaky_codex(tmp_path)))
+    spec = flow(tmp_path, LegSpec("ask", Task(agent="codex", prompt="fix it"), retries=2))
+    report = run_flow(spec, db_url=db_url, options=QUICK)
+    assert report.status == "completed", report.reason_summary
+    (leg,) = report.legs
+    assert leg.attempts == 2
+    first, second = sessions(db_url, report.invocation_id)
+    assert (first["status_reason_code"], first["attempt"], first["retry_of"]) == (
+        "run.failed.provider_retryable",
+        1,
+        None,
+    )
+    assert (second["status"], second["attempt"], second["retry_of"]) == (
+        "completed",
+        2,
+        first["id"],
+    )
+    assert leg.session_id == second["id"]
+    assert report.input_tokens == 24763 and report.output_tokens == 122  # summed on the row
+
+
+def test_a_signal_stops_every_running_leg(db_url: str, tmp_path: Path) -> None:
+    spec = flow(
+        tmp_path,
+        LegSpec("slow", sh("sleep 30")),
+        LegSpec("slower", sh("sleep 30")),
+        LegSpec("then", echo("never"), depends_on=("slow",)),
+    )
+    with SignalTrap() as stop:
+
+        def progress(line: str) -> None:
+            if "slower started" in line:
+                stop.deliver(2)  # SIGINT, as the CLI's trap records it
+
+        report = run_flow(spec, db_url=db_url, options=FlowOptions(on_progress=progress), stop=stop)
+    assert (report.status, report.reason_code, report.exit_code) == (
+        "aborted",
+        "run.cancelled.sigint",
+        130,
+    )
+    assert report.interrupted == "SIGINT"
+    legs = by_id(report)
+    assert legs["slow"].status == legs["slower"].status == "aborted"
+    assert legs["then"].reason_code == "run.cancelled.flow_stopped"
+
+
+def test_the_flows_deadline_ends_it_timed_out(db_url: str, tmp_path: Path) -> None:
+    spec = flow(tmp_path, LegSpec("slow", sh("sleep 30")))
+    report = run_flow(spec, db_url=db_url, options=FlowOptions(timeout=0.5))
+    assert (report.status, report.reason_code, report.exit_code) == (
+        "timed_out",
+        "run.timed_out.deadline",
+        124,
+    )
+    assert report.legs[0].status == "cancelled"
+
+
+def test_a_fan_out_that_cannot_read_its_items_fails_the_flow_and_stops_the_join(
+    db_url: str, tmp_path: Path
+) -> None:
+    spec = flow(
+        tmp_path,
+        LegSpec("list", sh("echo none", artifacts=({"id": "l", "path": "l", "required": False},))),
+        LegSpec(
+            "each", echo("{{ item }}"), depends_on=("list",), for_each=ForEach(artifact="list.l")
+        ),
+        LegSpec("join", echo("{{ legs.each|length }}"), depends_on=("each",)),
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = by_id(report)
+    assert (report.status, report.reason_code) == ("failed", "run.failed.leg")
+    assert (legs["each"].status, legs["each"].reason_code) == ("failed", "run.failed.fan_out")
+    assert report.stopped == ("join",)
+
+
+def test_a_template_that_cannot_render_fails_its_leg_before_it_starts(
+    db_url: str, tmp_path: Path
+) -> None:
+    spec = flow(
+        tmp_path,
+        LegSpec("a", echo("a")),
+        LegSpec("b", echo("{{ legs.a.artifacts.nothing }}"), depends_on=("a",)),
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = by_id(report)
+    assert (legs["b"].status, legs["b"].reason_code, legs["b"].session_id) == (
+        "failed",
+        "run.failed.setup",
+        None,
+    )
+    assert report.reason_summary and report.reason_summary.startswith("leg b ended failed")

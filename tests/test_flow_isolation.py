@@ -1,0 +1,98 @@
+"""Agent legs running side by side in a git repository: each in its own worktree by
+default; ``isolation: shared`` keeps the tree shared and its evidence cannot alone prove
+work (fake providers, a real repository, both backends)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lirun.exec.task import Task
+from lirun.exec.worktrees import Repo
+from lirun.flows.engine import run_flow
+from lirun.flows.spec import FlowSpec, LegSpec
+from lirun.store import open_store
+from support.providerkit import fake_env
+
+
+@pytest.fixture
+def fake_claude(fake_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Fake claude on the environment; returns the argv log (one JSON line per call)."""
+    log = tmp_path / "argv.jsonl"
+    monkeypatch.setenv("LIRUN_CLAUDE_BIN", str(fake_bin / "claude"))
+    return log
+
+
+def _use(monkeypatch: pytest.MonkeyPatch, fixture: str, log: Path) -> None:
+    for key, value in fake_env(fixture, argv_log=log, touch="work.txt", base={}).items():
+        monkeypatch.setenv(key, value)
+
+
+def _calls(log: Path) -> list[dict[str, Any]]:
+    lines = log.read_text().splitlines()
+    return [c for c in map(json.loads, lines) if c["argv"] != ["--version"]]
+
+
+def test_parallel_agent_legs_each_get_a_worktree_and_leave_the_checkout_alone(
+    db_url: str, repo: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch, lirun_home: Path
+) -> None:
+    _use(monkeypatch, "claude/success.jsonl", fake_claude)
+    spec = FlowSpec(
+        legs=(
+            LegSpec("one", Task(agent="claude", prompt="do one")),
+            LegSpec("two", Task(agent="claude", prompt="do two")),
+            LegSpec("review", Task(agent="claude", prompt="review"), depends_on=("one", "two")),
+        ),
+        cwd=str(repo),
+        parallel=2,
+    )
+    report = run_flow(spec, db_url=db_url)
+    assert report.status == "completed", report.reason_summary
+    cwds = {Path(c["cwd"]).name: c["cwd"] for c in _calls(fake_claude)}
+    root = lirun_home / "worktrees" / report.invocation_id
+    assert cwds["one"] == str(root / "one") and cwds["two"] == str(root / "two")
+    assert Path(cwds["one"], "work.txt").exists() and Path(cwds["two"], "work.txt").exists()
+    # the join runs alone: in the flow's own tree, not a worktree
+    assert str(repo) in cwds.values()
+    branches = Repo(str(repo)).checked_out_branches()
+    assert branches[f"lirun/flow/{report.invocation_id}/one"] == str(root / "one")
+    store = open_store(db_url)
+    try:
+        meta = {
+            s["flow_leg"]: s["metadata_json"]["flow"]
+            for s in store.list_invocation_sessions(report.invocation_id)
+        }
+    finally:
+        store.close()
+    assert meta["one"]["isolation"] == "worktree" and not meta["one"]["evidence_shared"]
+    assert meta["one"]["branch"] == f"lirun/flow/{report.invocation_id}/one"
+    assert meta["review"]["isolation"] == "shared" and not meta["review"]["evidence_shared"]
+
+
+def test_a_shared_leg_beside_others_cannot_prove_work_by_a_change_alone(
+    db_url: str, repo: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _use(monkeypatch, "claude/success_silent.jsonl", fake_claude)  # no reply, but a change
+    spec = FlowSpec(
+        legs=(
+            LegSpec("agent", Task(agent="claude", prompt="edit"), isolation="shared"),
+            LegSpec("beside", Task(run=("sh", "-c", "sleep 0.1; echo ok"))),
+        ),
+        cwd=str(repo),
+        parallel=2,
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = {leg.id: leg for leg in report.legs}
+    assert legs["agent"].status == "completed"  # its own row saw a change
+    assert (report.status, report.reason_code) == ("completed_empty", "run.completed_empty.leg")
+    store = open_store(db_url)
+    try:
+        row = store.get_entity("invocation", report.invocation_id) or {}
+        session = store.get_entity("session", legs["agent"].session_id or "") or {}
+    finally:
+        store.close()
+    assert {"kind": "shared_evidence", "legs": ["agent"]} in row["status_evidence_refs"]
+    assert session["metadata_json"]["flow"]["evidence_shared"] is True

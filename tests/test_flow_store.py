@@ -1,0 +1,46 @@
+"""The store's flow records on both backends: the invocation's owner and heartbeat, the
+stored flow, usage sums, and what a reaper lists."""
+
+from __future__ import annotations
+
+import time
+
+from lirun.liveness import current_owner
+from lirun.store import Store
+
+
+def test_a_flow_invocation_records_its_owner_flow_and_usage(store: Store) -> None:
+    before = time.time()
+    row = store.create_flow_invocation(
+        id="flow-1", flow={"spec": {"legs": []}, "graph": []}, flow_digest="sha256:1", run_dir="/r"
+    )
+    assert (row["kind"], row["status"], row["skill"]) == ("flow", "running", "flow")
+    assert row["owner_pid"] == current_owner()["owner_pid"] and row["heartbeat_at"] >= before
+    assert row["flow_json"] == {"spec": {"legs": []}, "graph": []}
+    assert [r["id"] for r in store.list_running_flows()] == ["flow-1"]
+    store.create_invocation(skill="manual", id="manual-1")  # kind NULL: never a flow
+    assert [r["id"] for r in store.list_running_flows()] == ["flow-1"]
+
+    version = row["updated_at"]
+    store.flow_heartbeat("flow-1")
+    beat = store.get_entity("invocation", "flow-1") or {}
+    assert beat["heartbeat_at"] >= row["heartbeat_at"] and beat["updated_at"] == version
+
+    for n, (tokens, cost) in enumerate([(10, 0.5), (5, None)]):
+        store.create_session(
+            id=f"leg-{n}",
+            invocation_id="flow-1",
+            flow_leg=f"a[{n}]",
+            attempt=1,
+            input_tokens=tokens,
+            output_tokens=tokens,
+            cost_usd=cost,
+        )
+    assert [r["id"] for r in store.list_running_legs("flow-1")] == ["leg-0", "leg-1"]
+    store.set_flow_json("flow-1", {"graph": [{"id": "a[0]"}]})
+    store.sum_flow_usage("flow-1")
+    summed = store.get_entity("invocation", "flow-1") or {}
+    assert (summed["input_tokens"], summed["output_tokens"], summed["cost_usd"]) == (15, 15, 0.5)
+    assert summed["flow_json"] == {"graph": [{"id": "a[0]"}]}
+    leg = store.get_entity("session", "leg-1") or {}
+    assert (leg["flow_leg"], leg["attempt"], leg["retry_of"]) == ("a[1]", 1, None)
