@@ -165,9 +165,10 @@ def where(path: Path, node: object, key: object = None) -> str:
     return str(path)
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path, *, expected: str = "artifacts:, defaults:, ...") -> dict[str, Any]:
     """The file's top-level mapping (an empty file is an empty mapping); mappings are
-    LineMaps, so errors can name ``file:line``."""
+    LineMaps, so errors can name ``file:line``. ``expected``: the keys a top level holds,
+    for the message when it is not a mapping (flow and show files read through here too)."""
     import yaml  # lazily: keep PyYAML off the li wait path
 
     try:
@@ -183,7 +184,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ProfileError(
-            f"{path}: the top level must be a mapping (artifacts:, defaults:, ...), "
+            f"{path}: the top level must be a mapping ({expected}), "
             f"got {type(data).__name__}"
         )
     return data
