@@ -160,7 +160,8 @@ def declared_artifacts(leg: LegSpec) -> set[str] | None:
         contract = resolve_contract_for(profile, playbook, leg.task.artifacts)
     except LirunError:
         return None
-    return ids | {str(e["id"]) for e in (contract or {}).get("expected", [])}
+    expected = contract["expected"] if contract is not None else []
+    return ids | {str(entry["id"]) for entry in expected}
 
 
 def _check_fan_out(
