@@ -184,8 +184,7 @@ def read_yaml(path: Path, *, expected: str = "artifacts:, defaults:, ...") -> di
         return {}
     if not isinstance(data, dict):
         raise ProfileError(
-            f"{path}: the top level must be a mapping ({expected}), "
-            f"got {type(data).__name__}"
+            f"{path}: the top level must be a mapping ({expected}), got {type(data).__name__}"
         )
     return data
 

@@ -12,10 +12,10 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from lirun.flows.graph import topo_order
 from lirun.flows.spec import FlowSpec
@@ -39,11 +39,11 @@ _FILL = {
 _warned = False
 
 
-class _LegLike(Protocol):
-    id: str
-    leg: str
-    status: str
-    depends_on: Any
+def _field(leg: object, name: str) -> Any:
+    """A leg report's field, from the report object or its ``to_dict()`` form."""
+    if isinstance(leg, Mapping):
+        return leg.get(name)
+    return getattr(leg, name, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,43 +87,46 @@ def _worst(statuses: Sequence[str]) -> str:
     return statuses[0] if statuses else "completed"
 
 
-def _report_nodes(legs: Sequence[_LegLike]) -> list[DagNode]:
-    groups: dict[str, list[_LegLike]] = {}
+def _report_nodes(legs: Sequence[object]) -> list[DagNode]:
+    groups: dict[str, list[object]] = {}
     for leg in legs:
-        groups.setdefault(leg.leg, []).append(leg)
+        groups.setdefault(str(_field(leg, "leg") or _field(leg, "id")), []).append(leg)
     node_of: dict[str, list[str]] = {}  # a leg id or an instance id → its drawn node ids
     for name, members in groups.items():
         collapse = len(members) > COLLAPSE_OVER
-        for leg in members:
-            node_of[leg.id] = [f"{name}[*]"] if collapse else [leg.id]
-        node_of[name] = [f"{name}[*]"] if collapse else [m.id for m in members]
+        ids = [str(_field(m, "id")) for m in members]
+        for ident in ids:
+            node_of[ident] = [f"{name}[*]"] if collapse else [ident]
+        node_of[name] = [f"{name}[*]"] if collapse else ids
     nodes: list[DagNode] = []
     for name, members in groups.items():
         deps: list[str] = []
-        for dep in members[0].depends_on or ():
+        for dep in _field(members[0], "depends_on") or ():
             for target in node_of.get(str(dep), []):
                 if target not in deps:
                     deps.append(target)
+        statuses = [str(_field(m, "status")) for m in members]
         if len(members) > COLLAPSE_OVER:
-            statuses = [m.status for m in members]
             label = f"{name}[*]\n{_summary(statuses)}"
             nodes.append(
                 DagNode(f"{name}[*]", label, _worst(statuses), tuple(deps), count=len(members))
             )
             continue
-        for leg in members:
-            reused = bool(getattr(leg, "reused", False))
-            label = f"{leg.id}\n{leg.status}{' (reused)' if reused else ''}"
-            nodes.append(DagNode(leg.id, label, leg.status, tuple(deps), reused=reused))
+        for leg, status in zip(members, statuses, strict=True):
+            ident = str(_field(leg, "id"))
+            reused = bool(_field(leg, "reused"))
+            label = f"{ident}\n{status}{' (reused)' if reused else ''}"
+            nodes.append(DagNode(ident, label, status, tuple(deps), reused=reused))
     return nodes
 
 
 def dag_nodes(source: FlowSpec | Any) -> list[DagNode]:
-    """The nodes to draw for a FlowSpec or a flow report (anything with ``legs`` whose
-    items have ``id``, ``leg``, ``status`` and ``depends_on``)."""
+    """The nodes to draw for a FlowSpec or a flow report: an object with ``legs``, or its
+    ``to_dict()`` form, whose legs have ``id``, ``leg``, ``status`` and ``depends_on``."""
     if isinstance(source, FlowSpec):
         return _spec_nodes(source)
-    return _report_nodes(list(source.legs))
+    legs = source.get("legs") if isinstance(source, Mapping) else source.legs
+    return _report_nodes(list(legs or ()))
 
 
 def _quote(text: str) -> str:

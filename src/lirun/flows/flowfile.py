@@ -147,7 +147,7 @@ def load_flow(
     parallel = _positive_int(problems, data, "parallel")
     fail_fast = _flag(problems, data, "fail_fast")
     legs = _legs(problems, data, base)
-    check_graph(problems, legs, variables)
+    check_graph(problems, legs, variables, base)
     if problems:
         raise FlowFileError(str(file), problems.lines)
     return FlowSpec(

@@ -26,8 +26,9 @@ LEG_ID_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 Legs = Sequence[tuple["LegSpec", Mapping[str, Any]]]
 
 
-def check_graph(p: Problems, legs: Legs, variables: Mapping[str, str]) -> None:
-    """Add every graph, template, fan-out and task problem of ``legs`` to ``p``."""
+def check_graph(p: Problems, legs: Legs, variables: Mapping[str, str], base: str) -> None:
+    """Add every graph, template, fan-out and task problem of ``legs`` to ``p``; ``base``
+    is the flow's cwd (a leg without its own runs there)."""
     unique = _check_ids(p, legs)
     deps = {leg.id: leg.depends_on for leg, _ in unique}
     for leg, raw in unique:
@@ -49,7 +50,7 @@ def check_graph(p: Problems, legs: Legs, variables: Mapping[str, str]) -> None:
         above = ancestors(deps, leg.id) - {leg.id}
         _check_templates(p, leg, raw, above, by_id, variables)
         _check_fan_out(p, leg, raw, above, by_id)
-        _check_task(p, leg, raw)
+        _check_task(p, leg, raw, base)
 
 
 def _known(deps: Mapping[str, object]) -> str:
@@ -199,7 +200,7 @@ def _check_fan_out(
             )
 
 
-def _check_task(p: Problems, leg: LegSpec, raw: Mapping[str, Any]) -> None:
+def _check_task(p: Problems, leg: LegSpec, raw: Mapping[str, Any], base: str) -> None:
     """What ``build_request`` would refuse: profiles, playbooks, provider, options."""
     task = leg.task
     if (task.agent is None) == (task.run is None):
@@ -216,3 +217,25 @@ def _check_task(p: Problems, leg: LegSpec, raw: Mapping[str, Any]) -> None:
             ProviderOptions.from_mapping(task.options).check_for(provider)
     except LirunError as exc:
         p.at(raw, "agent" if task.agent is not None else "run", f"leg {leg.id!r}: {exc}")
+    if task.run:
+        problem = _missing_program(task.run[0], leg.cwd or base)
+        if problem is not None:
+            p.at(raw, "run", f"leg {leg.id!r}: {problem}")
+
+
+def _missing_program(program: str, cwd: str) -> str | None:
+    """Why a command leg's program cannot start, when that is known before the run (a
+    templated program is only known then)."""
+    import os
+    import shutil
+
+    if "{{" in program or "{%" in program:
+        return None
+    if os.sep in program:
+        path = os.path.join(cwd, os.path.expanduser(program))
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return None
+        return f"command {program!r} is not an executable file"
+    if shutil.which(program) is None:
+        return f"command {program!r} not found on PATH; check the name or give its path"
+    return None
