@@ -175,7 +175,8 @@ PROBLEMS = [
         "artifacts:",
     ),
     (
-        "legs:\n  - id: a\n    run: [echo]\n    artifacts:\n      - {id: x, path: x, requird: true}\n",
+        "legs:\n  - id: a\n    run: [echo]\n    artifacts:\n"
+        "      - {id: x, path: x, requird: true}\n",
         5,
         "did you mean 'required'",
     ),

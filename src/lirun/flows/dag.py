@@ -168,8 +168,10 @@ def graph_lines(source: FlowSpec | Any) -> list[str]:
             status = node.label.split("\n", 1)[1]
         elif node.reused:
             status += " (reused)"
-        deps = f"  <- {', '.join(node.depends_on)}" if node.depends_on else ""
-        out.append(f"{node.id.ljust(width)}  {status}{deps}".rstrip())
+        cells = [node.id.ljust(width), status]
+        if node.depends_on:
+            cells.append(f"<- {', '.join(node.depends_on)}")
+        out.append("  ".join(cell for cell in cells if cell).rstrip())
     return out
 
 
