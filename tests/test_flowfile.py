@@ -42,7 +42,7 @@ legs:
     sandbox: workspace-write
     prompt: "Do {{ item }} per {{ legs.plan.artifacts.plan }}"
     retries: 2
-    isolation: worktree
+    isolation: shared
   - id: lint
     depends_on: plan
     for_each: [a, 2, true]
@@ -76,13 +76,18 @@ def test_a_valid_flow_becomes_a_spec(tmp_path: Path) -> None:
     assert (implement.for_each.split, implement.retries, implement.isolation) == (
         "json",
         2,
-        "worktree",
+        "shared",
     )
     assert lint.depends_on == ("plan",)
     assert lint.for_each is not None and lint.for_each.items == ("a", "2", "true")
     assert review.may_be_empty and review.task.timeout == 60.0
     assert check.task.run == ("sh", "-c", "make test") and check.cwd == str(tmp_path / "sub")
     assert FlowSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_isolation_worktree_is_accepted_in_a_repository(repo: Path) -> None:
+    path = write(repo, "legs: [{id: a, run: [echo], isolation: worktree}]\n")
+    assert load_flow(path, cwd=str(repo)).legs[0].isolation == "worktree"
 
 
 def test_the_default_cwd_is_the_current_directory_made_absolute(
@@ -133,6 +138,7 @@ PROBLEMS = [
     ("legs:\n  - id: a\n    run: [echo]\n    idle_timeout: x\n", 4, "idle_timeout must be"),
     ("legs:\n  - id: a\n    run: [echo]\n    retries: 11\n", 4, "retries must be a whole number"),
     ("legs:\n  - id: a\n    run: [echo]\n    isolation: maybe\n", 4, "isolation must be"),
+    ("legs:\n  - id: a\n    run: [echo]\n    isolation: worktree\n", 4, "needs its cwd"),
     ("legs:\n  - id: a\n    run: [echo]\n    may_be_empty: 1\n", 4, "may_be_empty must be true"),
     ("legs:\n  - id: a\n    run: [echo]\n    cwd: nothere\n", 4, "is not a directory"),
     ("legs:\n  - id: a\n    run: [echo]\n    cwd: 5\n", 4, "cwd must be non-empty text"),

@@ -227,9 +227,9 @@ def run_command(args: argparse.Namespace) -> int:
 
     spec = load_flow(args.file, _vars(args.var))
     if args.dry_run:
-        from lirun.flows.plan import plan_flow
+        from lirun.flows.preview import preview_flow
 
-        plan = plan_flow(spec, parallel=args.parallel)
+        plan = preview_flow(spec, parallel=args.parallel)
         if args.json:
             print_json(plan.to_dict())
         else:

@@ -51,6 +51,7 @@ def check_graph(p: Problems, legs: Legs, variables: Mapping[str, str], base: str
         _check_templates(p, leg, raw, above, by_id, variables)
         _check_fan_out(p, leg, raw, above, by_id)
         _check_task(p, leg, raw, base)
+        _check_isolation(p, leg, raw, base)
 
 
 def _known(deps: Mapping[str, object]) -> str:
@@ -239,3 +240,24 @@ def _missing_program(program: str, cwd: str) -> str | None:
     if shutil.which(program) is None:
         return f"command {program!r} not found on PATH; check the name or give its path"
     return None
+
+
+def _check_isolation(p: Problems, leg: LegSpec, raw: Mapping[str, Any], base: str) -> None:
+    """``isolation: worktree`` needs a commit to start the worktree from."""
+    if leg.isolation != "worktree":
+        return
+    from lirun.exec.worktrees import GitError, Repo
+
+    cwd = leg.cwd or base
+    try:
+        repo = Repo(cwd)
+        ok = repo.is_repo() and repo.resolve("HEAD") is not None
+    except GitError:
+        ok = False
+    if not ok:
+        p.at(
+            raw,
+            "isolation",
+            f"leg {leg.id!r}: isolation: worktree needs its cwd ({cwd}) in a git repository "
+            "with a commit; use isolation: shared, or run the flow inside a repository",
+        )

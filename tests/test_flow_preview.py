@@ -1,4 +1,4 @@
-"""The dry-run plan: expanded graph, waves, and the isolation decision."""
+"""The dry-run preview: expanded graph, waves, and the isolation decision."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from lirun.exec.task import Task
-from lirun.flows.plan import (
+from lirun.flows.preview import (
     DEFAULT_PARALLEL,
     concurrent_legs,
     decide_isolation,
-    plan_flow,
+    preview_flow,
 )
 from lirun.flows.spec import FlowSpec, ForEach, LegSpec
 
@@ -42,7 +42,7 @@ def always_git(path: str) -> bool:
 
 def test_a_diamond_has_three_waves() -> None:
     spec = flow(command("a"), command("b", "a"), command("c", "a"), command("d", "b", "c"))
-    plan = plan_flow(spec, is_git=never_git)
+    plan = preview_flow(spec, is_git=never_git)
     assert plan.waves == (("a",), ("b", "c"), ("d",))
     assert plan.parallel == DEFAULT_PARALLEL
     d = next(node for node in plan.nodes if node.id == "d")
@@ -58,7 +58,7 @@ def test_fan_out_literal_items_are_expanded_and_artifact_items_resolve_at_run_ti
         command("none", "plan", for_each=ForEach(items=())),
         agent("join", "lint", "impl", "none"),
     )
-    plan = plan_flow(spec, parallel=2, is_git=never_git)
+    plan = preview_flow(spec, parallel=2, is_git=never_git)
     ids = [node.id for node in plan.nodes]
     assert ids == ["plan", "lint[0]", "lint[1]", "impl[*]", "none[*]", "join"]
     by_id = {node.id: node for node in plan.nodes}
@@ -84,7 +84,7 @@ def test_fan_out_literal_items_are_expanded_and_artifact_items_resolve_at_run_ti
         (True, None, True, False, "shared"),
         (True, "shared", True, True, "shared"),
         (True, "worktree", False, True, "worktree"),
-        (True, "worktree", True, False, "shared"),
+        (True, "worktree", True, False, "worktree"),
         (False, None, True, True, "shared"),
         (False, "worktree", True, True, "worktree"),
     ],
@@ -112,18 +112,18 @@ def test_concurrent_legs() -> None:
 
 def test_in_a_git_repository_parallel_agents_get_worktrees(repo: Path) -> None:
     spec = flow(agent("a"), agent("b", "a"), command("c", "a"), agent("d", "b", "c"), cwd=str(repo))
-    plan = plan_flow(spec)
+    plan = preview_flow(spec)
     isolation = {node.id: node.isolation for node in plan.nodes}
     assert isolation == {"a": "shared", "b": "worktree", "c": "shared", "d": "shared"}
     assert plan.in_git == {str(repo): True}
     assert "a git repository" in plan.text_lines()[1]
-    serial = plan_flow(spec, parallel=1)
+    serial = preview_flow(spec, parallel=1)
     assert {node.isolation for node in serial.nodes} == {"shared"}
 
 
 def test_outside_git_nothing_is_isolated(tmp_path: Path) -> None:
     spec = flow(agent("a"), agent("b"), cwd=str(tmp_path))
-    plan = plan_flow(spec)
+    plan = preview_flow(spec)
     assert [node.isolation for node in plan.nodes] == ["shared", "shared"]
     assert "not a git repository" in plan.text_lines()[1]
 
@@ -136,6 +136,6 @@ def test_each_leg_cwd_is_asked_once(tmp_path: Path) -> None:
         return path == "/repo"
 
     spec = flow(agent("a", cwd="/repo"), agent("b", cwd="/repo"), agent("c"), cwd="/else")
-    plan = plan_flow(spec, is_git=is_git)
+    plan = preview_flow(spec, is_git=is_git)
     assert sorted(asked) == ["/else", "/repo"]
     assert [node.isolation for node in plan.nodes] == ["worktree", "worktree", "shared"]

@@ -1,13 +1,14 @@
-"""What a flow would run (``li flow run --dry-run``): the expanded graph, its waves and
+"""A preview of what a flow would run (``li flow run --dry-run``): the expanded graph, its waves and
 each leg's isolation, as text and as a dict for ``--json``. Nothing runs, nothing is
 written.
 
 A fan-out leg over a literal list shows one node per item (``review[0]``, …); one over
 an artifact shows a single ``review[*]`` node whose items are read at run time. Waves
 are the legs grouped by depth: a leg's wave is one more than its deepest dependency's.
-The isolation decision (``decide_isolation``) is pure: an agent leg that may run beside
-another gets its own worktree when its cwd is in a git repository, unless the file says
-``isolation: shared``; a leg that never runs beside another shares its cwd.
+The isolation decision (``decide_isolation``) is pure and the engine's rule: an agent leg
+that may run beside another gets its own worktree when its cwd is in a git repository,
+unless the file says ``isolation: shared``; a leg that never runs beside another shares
+its cwd. ``DEFAULT_PARALLEL`` is the engine's default too.
 """
 
 from __future__ import annotations
@@ -23,18 +24,18 @@ from lirun.flows.spec import FlowSpec, LegSpec
 
 __all__ = [
     "DEFAULT_PARALLEL",
-    "FlowPlan",
-    "PlanNode",
+    "FlowPreview",
+    "PreviewNode",
     "concurrent_legs",
     "decide_isolation",
-    "plan_flow",
+    "preview_flow",
 ]
 
 DEFAULT_PARALLEL = 4  # legs at once when neither --parallel nor the file says
 
 
 @dataclass(frozen=True, slots=True)
-class PlanNode:
+class PreviewNode:
     """One node of the expanded graph: a leg, or one instance of a fan-out leg
     (``item`` set), or all instances of an artifact-driven one (``id`` ends ``[*]``)."""
 
@@ -67,12 +68,12 @@ class PlanNode:
 
 
 @dataclass(frozen=True, slots=True)
-class FlowPlan:
+class FlowPreview:
     """The whole plan; ``waves`` hold node ids, first wave first."""
 
     spec: FlowSpec
     parallel: int
-    nodes: tuple[PlanNode, ...]
+    nodes: tuple[PreviewNode, ...]
     waves: tuple[tuple[str, ...], ...]
     in_git: Mapping[str, bool]  # cwd → is it inside a git work tree
 
@@ -109,7 +110,7 @@ class FlowPlan:
         return lines
 
 
-def _node_line(node: PlanNode, width: int) -> str:
+def _node_line(node: PreviewNode, width: int) -> str:
     parts = [f"  {node.id.ljust(width)}  {node.kind} {node.does}", f"[{node.isolation}]"]
     if node.item is not None:
         parts.append(f"item={node.item!r}")
@@ -164,14 +165,12 @@ def concurrent_legs(spec: FlowSpec, parallel: int) -> set[str]:
 
 
 def decide_isolation(leg: LegSpec, *, concurrent: bool, in_git: bool) -> str:
-    """``worktree`` or ``shared`` for one leg (pure): outside git there is nothing to
-    isolate with; an explicit ``isolation:`` wins; else an agent leg that may run beside
-    another gets a worktree, and everything else shares its cwd."""
-    if not in_git:
-        return "shared"
+    """``worktree`` or ``shared`` for one leg (pure): an explicit ``isolation:`` wins (the
+    loader refuses ``worktree`` outside git); else an agent leg that may run beside
+    another gets a worktree in a git repository, and everything else shares its cwd."""
     if leg.isolation is not None:
         return leg.isolation
-    return "worktree" if concurrent and leg.task.is_agent else "shared"
+    return "worktree" if concurrent and in_git and leg.task.is_agent else "shared"
 
 
 def _is_git(path: str) -> bool:
@@ -183,16 +182,16 @@ def _is_git(path: str) -> bool:
         return False
 
 
-def plan_flow(
+def preview_flow(
     spec: FlowSpec, *, parallel: int | None = None, is_git: Callable[[str], bool] = _is_git
-) -> FlowPlan:
+) -> FlowPreview:
     """The plan of ``spec``; ``parallel`` overrides the file's (``--parallel``)."""
     width = parallel or spec.parallel or DEFAULT_PARALLEL
     waves = _waves(spec)
     concurrent = concurrent_legs(spec, width)
     in_git: dict[str, bool] = {}
     expanded: dict[str, list[str]] = {}
-    nodes: list[PlanNode] = []
+    nodes: list[PreviewNode] = []
     for leg_id in sorted(waves, key=lambda leg_id: waves[leg_id]):
         leg = spec.leg(leg_id)
         cwd = leg.cwd or spec.cwd
@@ -212,23 +211,23 @@ def plan_flow(
             "may_be_empty": leg.may_be_empty,
         }
         if leg.for_each is None:
-            made = [PlanNode(id=leg.id, **common)]
+            made = [PreviewNode(id=leg.id, **common)]
         elif leg.for_each.items is not None:
             made = [
-                PlanNode(id=instance_id(leg.id, index), item=item, **common)
+                PreviewNode(id=instance_id(leg.id, index), item=item, **common)
                 for index, item in enumerate(leg.for_each.items)
             ]
         else:
             source = f"the {leg.for_each.split} of {leg.for_each.artifact}, read at run time"
-            made = [PlanNode(id=f"{leg.id}[*]", items_from=source, **common)]
+            made = [PreviewNode(id=f"{leg.id}[*]", items_from=source, **common)]
         if not made:  # an empty literal list: recorded as zero items, dependents still run
-            made = [PlanNode(id=f"{leg.id}[*]", items_from="none (an empty list)", **common)]
+            made = [PreviewNode(id=f"{leg.id}[*]", items_from="none (an empty list)", **common)]
         expanded[leg.id] = [node.id for node in made]
         nodes.extend(made)
     by_wave: dict[int, list[str]] = {}
     for node in nodes:
         by_wave.setdefault(node.wave, []).append(node.id)
-    return FlowPlan(
+    return FlowPreview(
         spec=spec,
         parallel=width,
         nodes=tuple(nodes),
