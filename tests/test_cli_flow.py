@@ -152,7 +152,7 @@ def test_a_diamond_passes_outputs_along(
     assert set(legs) == {"a", "b", "c", "d"}
     assert {leg["status"] for leg in legs.values()} == {"completed"}
     with opened_store(db_url) as store:
-        row = store.get_session(legs["d"]["session_id"])
+        row = store.get_entity("session", legs["d"]["session_id"])
     assert row["invocation_id"] == report["invocation_id"]
     assert row["reply_text"].strip() == "b-alpha+c-1"
     invocation = report["invocation_id"]

@@ -191,7 +191,7 @@ def flow_detail(invocation_id: str, url: str) -> dict[str, Any] | None:
     """A flow invocation's legs (its report), or None when the flow cannot be read
     (said on stderr: the record itself is still shown)."""
     from lirun.errors import LirunError
-    from lirun.flows.report import flow_report
+    from lirun.flows.engine import flow_report
 
     try:
         return dict(flow_report(invocation_id, db_url=url).to_dict())
