@@ -351,3 +351,13 @@ def test_loading_writes_nothing(tmp_path: Path, lirun_home: Path) -> None:
     with pytest.raises(FlowFileError):
         load_flow(write(tmp_path, "legs: [{id: a}]\n", "bad.yaml"), cwd=str(tmp_path))
     assert list(lirun_home.iterdir()) == []
+
+
+def test_the_example_in_the_guide_is_a_valid_flow(tmp_path: Path) -> None:
+    guide = Path(__file__).resolve().parents[1] / "docs" / "flows.md"
+    example = guide.read_text(encoding="utf-8").split("```yaml\n", 1)[1].split("```", 1)[0]
+    path = write(tmp_path, example)
+    with pytest.raises(FlowFileError, match=r"vars\.ticket has no default"):
+        load_flow(path, cwd=str(tmp_path))
+    spec = load_flow(path, {"ticket": "T-1"}, cwd=str(tmp_path))
+    assert [leg.id for leg in spec.legs] == ["plan", "implement", "test", "review"]
