@@ -196,3 +196,35 @@ def test_detach_returns_the_invocation_id(
     invocation = result.stdout.strip()
     waited = run_li("wait", invocation, "--timeout", "60", env=li_env, cwd=tmp_path)
     assert waited.returncode == 0 and waited.stdout.startswith(f"{invocation}\tstatus=completed")
+
+
+def test_resume_reruns_only_what_did_not_complete(
+    tmp_path: Path, db_url: str, li_env: dict[str, str]
+) -> None:
+    path = write(
+        tmp_path,
+        """
+        legs:
+          - {id: a, run: [echo, alpha]}
+          - {id: b, depends_on: [a], run: [sh, -c, "test -f ok || exit 4; echo fine"]}
+        """,
+    )
+    first = run_li("flow", "run", str(path), "--json", env=li_env, cwd=tmp_path)
+    assert first.returncode == 1, first.stderr
+    before = json.loads(first.stdout)
+    (tmp_path / "ok").touch()
+    suffix = before["invocation_id"][-6:]
+    again = run_li("flow", "resume", suffix, "--json", env=li_env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    after = json.loads(again.stdout)
+    assert after["resumed_from"] == before["invocation_id"]
+    legs = {leg["id"]: leg for leg in after["legs"]}
+    assert legs["a"]["reused"] and legs["a"]["session_id"] == before["legs"][0]["session_id"]
+    assert not legs["b"]["reused"] and legs["b"]["status"] == "completed"
+
+
+def test_resume_of_an_unknown_invocation_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert li(["flow", "resume", "nope", "--db", str(tmp_path / "state.db")]) == 2
+    assert "no invocation with id 'nope'" in capsys.readouterr().err
