@@ -4,13 +4,14 @@ command legs run end to end on both backends."""
 from __future__ import annotations
 
 import json
+import signal
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from lirun.cli.main import main as li
-from support.execkit import opened_store, run_li
+from support.execkit import opened_store, run_li, send, start_li, wait_for_running_row
 
 DIAMOND = """
 vars: {x: none}
@@ -228,3 +229,33 @@ def test_resume_of_an_unknown_invocation_exits_2(
 ) -> None:
     assert li(["flow", "resume", "nope", "--db", str(tmp_path / "state.db")]) == 2
     assert "no invocation with id 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("sig", "status", "code"),
+    [(signal.SIGINT, "aborted", 130), (signal.SIGTERM, "cancelled", 143)],
+)
+def test_a_signal_stops_every_running_leg(
+    tmp_path: Path,
+    db_url: str,
+    li_env: dict[str, str],
+    sig: signal.Signals,
+    status: str,
+    code: int,
+) -> None:
+    path = write(
+        tmp_path,
+        """
+        legs:
+          - {id: slow, run: [sleep, "30"]}
+          - {id: after, depends_on: [slow], run: [echo, never]}
+        """,
+    )
+    proc = start_li("flow", "run", str(path), "--json", env=li_env, cwd=tmp_path)
+    wait_for_running_row(db_url)
+    returncode, out, err = send(proc, sig)
+    assert returncode == code, err
+    report = json.loads(out)
+    assert (report["status"], report["interrupted"]) == (status, sig.name)
+    legs = {leg["id"]: leg for leg in report["legs"]}
+    assert legs["slow"]["status"] == status and legs["after"]["session_id"] is None
