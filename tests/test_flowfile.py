@@ -233,6 +233,8 @@ PROBLEMS = [
         "reads legs.a, but it is not an ancestor",
     ),
     # the file itself
+    ("legs:\n  - id: a\n    run: [echo]\n    run: [true]\n", 4, "key 'run' is given twice"),
+    ("parallel: 1\nparallel: 2\nlegs: [{id: a, run: [echo]}]\n", 2, "(first on line 1)"),
     ("- a\n- b\n", None, "the top level must be a mapping (vars:, parallel:, legs:"),
     ("legs: [\n", None, "invalid YAML"),
 ]

@@ -142,6 +142,7 @@ def load_flow(
         raise FlowFileError(str(file), [str(exc)]) from None
     base = os.path.abspath(os.path.expanduser(cwd or os.getcwd()))
     problems = Problems(file)
+    _check_repeated_keys(problems, data)
     _check_keys(problems, data, TOP_KEYS, "flow")
     variables = _variables(problems, data, vars)
     parallel = _positive_int(problems, data, "parallel")
@@ -176,6 +177,19 @@ def _check_keys(p: Problems, data: Mapping[str, Any], allowed: frozenset[str], w
                 key,
                 f"unknown {what} key {str(key)!r}{hint}; allowed: {', '.join(sorted(allowed))}",
             )
+
+
+def _check_repeated_keys(p: Problems, node: object) -> None:
+    """A key given twice in one mapping: YAML keeps the last, silently; refuse it."""
+    if isinstance(node, dict):
+        for key, line in getattr(node, "duplicates", ()):
+            first = getattr(node, "key_lines", {}).get(key)
+            p.add(f"{p.path}:{line}: key {str(key)!r} is given twice (first on line {first})")
+        for value in node.values():
+            _check_repeated_keys(p, value)
+    elif isinstance(node, list):
+        for value in node:
+            _check_repeated_keys(p, value)
 
 
 def _as_text(value: object) -> str:
