@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "override": ("lirun.cli.override", "audited repair of a record's status"),
     "invoke": ("lirun.cli.invoke", "start and end invocations"),
     "db": ("lirun.cli.db", "database housekeeping: path, migrate"),
+    "flow": ("lirun.cli.flow", "run a flow file: legs of agents and commands as one invocation"),
 }
 
 USAGE = """usage: li [--db URL] COMMAND [ARGS...]

@@ -9,6 +9,7 @@ up to ten of them and counts the rest (DESIGN §4.4).
 from __future__ import annotations
 
 import re
+import sys
 import time
 
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
@@ -170,13 +171,32 @@ def show_one(args: Any, url: str) -> int:
         detail = load_detail(store, kind, row, now)
     finally:
         store.close()
+    if kind == "invocation" and row.get("kind") == "flow":
+        detail["flow"] = flow_detail(row["id"], url)
     if args.json:
         print_json(detail)
     else:
         from lirun.cli.render import render_record
 
         render_record(detail, now)
+        if detail.get("flow"):
+            from lirun.cli.flow_view import render_flow
+
+            render_flow(detail["flow"])
     return 0
+
+
+def flow_detail(invocation_id: str, url: str) -> dict[str, Any] | None:
+    """A flow invocation's legs (its report), or None when the flow cannot be read
+    (said on stderr: the record itself is still shown)."""
+    from lirun.errors import LirunError
+    from lirun.flows.engine import flow_report
+
+    try:
+        return dict(flow_report(invocation_id, db_url=url).to_dict())
+    except LirunError as exc:
+        sys.stderr.write(f"li status: the flow's legs cannot be shown: {exc}\n")
+        return None
 
 
 def main(argv: list[str]) -> int:

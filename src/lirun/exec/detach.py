@@ -99,20 +99,23 @@ def wait_for_row(
     interval: float = 0.02,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    entity_type: str = "session",
 ) -> None:
-    """Return once the row exists; DetachError if the worker exits first or takes too long."""
+    """Return once the row exists (a session, or the ``entity_type`` row a flow's worker
+    creates under the run's id); DetachError if the worker exits first or takes too long."""
     deadline = clock() + timeout
-    while store.get_entity("session", run.run_id) is None:
+    while store.get_entity(entity_type, run.run_id) is None:
         code = proc.poll()
         if code is not None:
             # The worker may have created the row just before exiting.
-            if store.get_entity("session", run.run_id) is not None:
+            if store.get_entity(entity_type, run.run_id) is not None:
                 return
             detail = _log_tail(log_paths(run)[1]) or f"it exited with code {code}"
             raise DetachError(f"the background li for run {run.run_id} failed: {detail}")
         if clock() >= deadline:
             raise DetachError(
-                f"no execution row for run {run.run_id} after {timeout:.0f}s; the background "
+                f"no {'execution' if entity_type == 'session' else entity_type} row for run "
+                f"{run.run_id} after {timeout:.0f}s; the background "
                 f"li (pid {proc.pid}) is still running, see {log_paths(run)[1]}"
             )
         sleep(interval)

@@ -1,0 +1,280 @@
+"""``li flow run FLOW.yaml`` and ``li flow resume INVOCATION``: a graph of legs as one
+invocation, one supervised session per leg.
+
+The file is checked whole before anything starts (every problem on its own
+``file:line`` line, exit 2, nothing written); ``--dry-run`` prints the plan and stops
+there. Progress goes to stderr; stdout gets one line (``--json``: one object).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from lirun.cli.common import add_db_option, print_json
+from lirun.errors import StartInterruptedError, UsageError
+
+EXIT_CODES = """\
+  0    completed: every leg completed (a may_be_empty leg may be completed_empty);
+       with --dry-run: the file is valid and the plan was printed;
+       with --detach: the flow started and its invocation id was printed
+  1    completed_empty (a leg had nothing to show) or failed (a leg failed or timed out;
+       the reason names it)
+  2    usage or setup error: a bad option, a flow file with problems (each listed as
+       file:line), an unknown invocation, the database unavailable; nothing was started
+  124  timed_out (--timeout reached; the running legs were stopped)
+  130  aborted (SIGINT; every running leg was stopped)
+  143  cancelled (SIGTERM; every running leg was stopped)"""
+
+DESCRIPTION = """\
+A flow is a YAML file of legs: agents (claude[/MODEL], codex[/MODEL] with a prompt) or
+commands (run:), with depends_on, artifacts, for_each fan-out, retries and isolation.
+The flow is one invocation (`li wait ID`, `li status ID`); every leg is a supervised
+execution with its own record. Prompts and command arguments are templates over vars,
+the outputs of ancestor legs (legs.ID.reply, legs.ID.artifacts.NAME) and, in a fan-out
+leg, item. See docs/flows.md."""
+
+RUN_DESCRIPTION = f"""{DESCRIPTION}
+
+The whole file is checked before anything starts; every problem is printed on its own
+file:line line and nothing is written. --var KEY=VALUE overrides a variable the file
+declares under vars: (a key it does not declare is an error). --dry-run prints the
+expanded graph (fan-out instances, waves, each leg's isolation) and exits."""
+
+RESUME_DESCRIPTION = """\
+Start a new invocation (resumed_from INVOCATION) from the flow stored with INVOCATION
+(no file needed): legs that completed are reused with their outputs, not run again;
+failed, stopped and unfinished legs run. INVOCATION may be a unique prefix or suffix."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        "--parallel",
+        metavar="N",
+        type=_positive_int,
+        help="legs at once (default: the file's parallel:, else 4)",
+    )
+    add(
+        "--timeout",
+        metavar="S",
+        type=_seconds,
+        help="the whole flow's wall-clock limit: timed_out (124)",
+    )
+    add(
+        "--detach",
+        action="store_true",
+        help="run in the background; print the invocation id once its row exists and exit 0",
+    )
+    add(
+        "--json",
+        action="store_true",
+        help="one JSON object on stdout (the report: legs, status, reason, exit_code)",
+    )
+    add_db_option(parser)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="li flow",
+        usage="li flow {run,resume} ...",
+        description=DESCRIPTION,
+        epilog=f"exit codes:\n{EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--detached-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--run-id", help=argparse.SUPPRESS)
+    subs = parser.add_subparsers(dest="command", metavar="{run,resume}", required=True)
+    sub: dict[str, Any] = {
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+        "epilog": f"exit codes:\n{EXIT_CODES}",
+    }
+    run = subs.add_parser(
+        "run", prog="li flow run", help="run a flow file", description=RUN_DESCRIPTION, **sub
+    )
+    run.add_argument("file", metavar="FLOW.yaml", help="the flow file")
+    run.add_argument(
+        "--var",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="set a declared variable (repeatable)",
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="check the file, print the plan, run nothing"
+    )
+    _common(run)
+    resume = subs.add_parser(
+        "resume",
+        prog="li flow resume",
+        help="rerun what did not complete",
+        description=RESUME_DESCRIPTION,
+        **sub,
+    )
+    resume.add_argument("invocation", metavar="INVOCATION", help="the flow invocation to resume")
+    _common(resume)
+    return parser
+
+
+def _vars(texts: list[str]) -> dict[str, str]:
+    from lirun.flows.flowfile import parse_var
+
+    out: dict[str, str] = {}
+    for text in texts:
+        key, value = parse_var(text)
+        if key in out:
+            raise UsageError(f"--var {key} is given twice; give each variable once")
+        out[key] = value
+    return out
+
+
+def _progress(line: str) -> None:
+    sys.stderr.write(f"li flow: {line}\n")
+    sys.stderr.flush()
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from lirun.flows.engine import FlowOptions
+
+    return FlowOptions(parallel=args.parallel, timeout=args.timeout, on_progress=_progress)
+
+
+def _finish(report: Any, *, as_json: bool) -> int:
+    from lirun.cli.flow_view import final_line, table_lines
+
+    code = int(report.exit_code)
+    data = report.to_dict()
+    if as_json:
+        print_json({**data, "exit_code": code})
+        return code
+    for line in table_lines(data.get("legs") or []):
+        sys.stderr.write(f"  {line}\n")
+    if data.get("stopped"):
+        sys.stderr.write(f"li flow: stopped (a dependency failed): {', '.join(data['stopped'])}\n")
+    sys.stdout.write(final_line(data, code) + "\n")
+    sys.stdout.flush()
+    return code
+
+
+def _worker_argv(args: argparse.Namespace, head: list[str]) -> list[str]:
+    argv = list(head)
+    for flag, value in (
+        ("--parallel", args.parallel),
+        ("--timeout", args.timeout),
+        ("--db", args.db),
+    ):
+        if value is not None:
+            argv.append(f"{flag}={value}")
+    return argv
+
+
+def _detach(args: argparse.Namespace, argv: list[str]) -> int:
+    """Start ``li flow`` in the background with a pre-allocated invocation id; return once
+    the worker's invocation row exists."""
+    from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
+    from lirun.record.rundir import allocate_run, new_run_id
+    from lirun.store import open_store
+
+    store = open_store(args.db)  # no database, no start: exit 2 before anything exists
+    try:
+        run = allocate_run(run_id=new_run_id())
+        proc = spawn_worker("flow", argv, run, env=detached_env())
+        wait_for_row(store, run, proc, entity_type="invocation")
+    finally:
+        store.close()
+    if args.json:
+        print_json(
+            {"invocation_id": run.run_id, "status": "running", "run_dir": str(run.state_root)}
+        )
+    else:
+        sys.stdout.write(f"{run.run_id}\n")
+        sys.stdout.flush()
+    return 0
+
+
+def _held() -> Any:
+    from lirun.signals import hold_signals
+
+    trap = hold_signals()
+    if trap.received is not None:
+        raise StartInterruptedError(f"{trap.signal_name} received; nothing was started")
+    return trap
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from lirun.flows.flowfile import load_flow
+
+    spec = load_flow(args.file, _vars(args.var))
+    if args.dry_run:
+        from lirun.flows.preview import preview_flow
+
+        plan = preview_flow(spec, parallel=args.parallel)
+        if args.json:
+            print_json(plan.to_dict())
+        else:
+            sys.stdout.write("\n".join(plan.text_lines()) + "\n")
+        return 0
+    if args.detach and not args.detached_worker:
+        head = ["run", str(spec.path), *(f"--var={k}={v}" for k, v in _vars(args.var).items())]
+        return _detach(args, _worker_argv(args, head))
+    from lirun.flows.engine import run_flow
+
+    report = run_flow(
+        spec, db_url=args.db, options=_options(args), invocation_id=args.run_id, stop=_held()
+    )
+    return _finish(report, as_json=args.json)
+
+
+def _full_invocation_id(text: str, db: str | None) -> str:
+    from lirun.store import open_store
+
+    store = open_store(db)
+    try:
+        return str(store.resolve_id("invocation", text))
+    finally:
+        store.close()
+
+
+def resume_command(args: argparse.Namespace) -> int:
+    invocation = _full_invocation_id(args.invocation, args.db)
+    if args.detach and not args.detached_worker:
+        return _detach(args, _worker_argv(args, ["resume", invocation]))
+    from lirun.flows.engine import resume_flow
+
+    report = resume_flow(
+        invocation, db_url=args.db, options=_options(args), invocation_id=args.run_id, stop=_held()
+    )
+    return _finish(report, as_json=args.json)
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return run_command(args)
+        return resume_command(args)
+    finally:
+        from lirun.signals import release_signals
+
+        release_signals()

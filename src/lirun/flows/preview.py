@@ -1,0 +1,236 @@
+"""A preview of what a flow would run (``li flow run --dry-run``): the expanded graph, its waves and
+each leg's isolation, as text and as a dict for ``--json``. Nothing runs, nothing is
+written.
+
+A fan-out leg over a literal list shows one node per item (``review[0]``, …); one over
+an artifact shows a single ``review[*]`` node whose items are read at run time. Waves
+are the legs grouped by depth: a leg's wave is one more than its deepest dependency's.
+The isolation decision (``decide_isolation``) is pure and the engine's rule: an agent leg
+that may run beside another gets its own worktree when its cwd is in a git repository,
+unless the file says ``isolation: shared``; a leg that never runs beside another shares
+its cwd. ``DEFAULT_PARALLEL`` is the engine's default too.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lirun.flows.fanout import instance_id
+from lirun.flows.graph import ancestors, topo_order
+from lirun.flows.spec import FlowSpec, LegSpec
+
+__all__ = [
+    "DEFAULT_PARALLEL",
+    "FlowPreview",
+    "PreviewNode",
+    "concurrent_legs",
+    "decide_isolation",
+    "preview_flow",
+]
+
+DEFAULT_PARALLEL = 4  # legs at once when neither --parallel nor the file says
+
+
+@dataclass(frozen=True, slots=True)
+class PreviewNode:
+    """One node of the expanded graph: a leg, or one instance of a fan-out leg
+    (``item`` set), or all instances of an artifact-driven one (``id`` ends ``[*]``)."""
+
+    id: str
+    leg: str
+    kind: str  # "agent" | "command"
+    does: str  # "claude/sonnet" or the command line
+    wave: int
+    isolation: str  # "worktree" | "shared"
+    depends_on: tuple[str, ...]  # expanded node ids
+    item: str | None = None
+    items_from: str | None = None  # where a ``[*]`` node's items come from
+    retries: int = 0
+    may_be_empty: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "leg": self.leg,
+            "kind": self.kind,
+            "does": self.does,
+            "wave": self.wave,
+            "isolation": self.isolation,
+            "depends_on": list(self.depends_on),
+            "item": self.item,
+            "items_from": self.items_from,
+            "retries": self.retries,
+            "may_be_empty": self.may_be_empty,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FlowPreview:
+    """The whole plan; ``waves`` hold node ids, first wave first."""
+
+    spec: FlowSpec
+    parallel: int
+    nodes: tuple[PreviewNode, ...]
+    waves: tuple[tuple[str, ...], ...]
+    in_git: Mapping[str, bool]  # cwd → is it inside a git work tree
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.spec.path,
+            "digest": self.spec.digest,
+            "cwd": self.spec.cwd,
+            "vars": dict(self.spec.vars),
+            "parallel": self.parallel,
+            "fail_fast": self.spec.fail_fast,
+            "legs": len(self.spec.legs),
+            "nodes": [node.to_dict() for node in self.nodes],
+            "waves": [list(wave) for wave in self.waves],
+            "git": dict(self.in_git),
+        }
+
+    def text_lines(self) -> list[str]:
+        spec = self.spec
+        git = "a git repository" if self.in_git.get(spec.cwd) else "not a git repository"
+        lines = [
+            f"flow {spec.path or '-'} (sha256 {(spec.digest or '-')[:12]})",
+            f"cwd {spec.cwd} ({git}); parallel {self.parallel}; fail_fast "
+            f"{str(spec.fail_fast).lower()}",
+        ]
+        if spec.vars:
+            lines.append("vars: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in spec.vars.items()))
+        by_id = {node.id: node for node in self.nodes}
+        width = min(32, max(len(node.id) for node in self.nodes))
+        for number, wave in enumerate(self.waves, 1):
+            lines.append(f"wave {number}:")
+            lines.extend(_node_line(by_id[node_id], width) for node_id in wave)
+        lines.append(f"{len(self.nodes)} node(s) from {len(spec.legs)} leg(s); nothing was run")
+        return lines
+
+
+def _node_line(node: PreviewNode, width: int) -> str:
+    parts = [f"  {node.id.ljust(width)}  {node.kind} {node.does}", f"[{node.isolation}]"]
+    if node.item is not None:
+        parts.append(f"item={node.item!r}")
+    if node.items_from is not None:
+        parts.append(f"items: {node.items_from}")
+    if node.retries:
+        parts.append(f"retries={node.retries}")
+    if node.may_be_empty:
+        parts.append("may_be_empty")
+    if node.depends_on:
+        more = len(node.depends_on) - 6
+        shown = [*node.depends_on[:6], *([f"and {more} more"] if more > 0 else [])]
+        parts.append("<- " + ", ".join(shown))
+    return "  ".join(parts)
+
+
+def _does(leg: LegSpec) -> tuple[str, str]:
+    if leg.task.agent is not None:
+        return "agent", leg.task.agent
+    return "command", shlex.join(leg.task.run or ())
+
+
+def _deps(spec: FlowSpec) -> dict[str, tuple[str, ...]]:
+    return {leg.id: leg.depends_on for leg in spec.legs}
+
+
+def _waves(spec: FlowSpec) -> dict[str, int]:
+    deps = _deps(spec)
+    wave: dict[str, int] = {}
+    for leg_id in topo_order(deps):
+        wave[leg_id] = 1 + max((wave[d] for d in deps[leg_id] if d in wave), default=0)
+    return wave
+
+
+def concurrent_legs(spec: FlowSpec, parallel: int) -> set[str]:
+    """The legs that may run beside another leg (or another instance of themselves)."""
+    if parallel < 2:
+        return set()
+    deps = _deps(spec)
+    above = {leg_id: ancestors(deps, leg_id) for leg_id in deps}
+    out: set[str] = set()
+    for leg in spec.legs:
+        items = leg.for_each.items if leg.for_each is not None else None
+        if leg.for_each is not None and (items is None or len(items) > 1):
+            out.add(leg.id)
+            continue
+        for other in deps:
+            if other != leg.id and other not in above[leg.id] and leg.id not in above[other]:
+                out.add(leg.id)
+                break
+    return out
+
+
+def decide_isolation(leg: LegSpec, *, concurrent: bool, in_git: bool) -> str:
+    """``worktree`` or ``shared`` for one leg (pure): an explicit ``isolation:`` wins (the
+    loader refuses ``worktree`` outside git); else an agent leg that may run beside
+    another gets a worktree in a git repository, and everything else shares its cwd."""
+    if leg.isolation is not None:
+        return leg.isolation
+    return "worktree" if concurrent and in_git and leg.task.is_agent else "shared"
+
+
+def _is_git(path: str) -> bool:
+    from lirun.exec.worktrees import GitError, Repo
+
+    try:
+        return Repo(path).is_repo()
+    except GitError:
+        return False
+
+
+def preview_flow(
+    spec: FlowSpec, *, parallel: int | None = None, is_git: Callable[[str], bool] = _is_git
+) -> FlowPreview:
+    """The plan of ``spec``; ``parallel`` overrides the file's (``--parallel``)."""
+    width = parallel or spec.parallel or DEFAULT_PARALLEL
+    waves = _waves(spec)
+    concurrent = concurrent_legs(spec, width)
+    in_git: dict[str, bool] = {}
+    expanded: dict[str, list[str]] = {}
+    nodes: list[PreviewNode] = []
+    for leg_id in sorted(waves, key=lambda leg_id: waves[leg_id]):
+        leg = spec.leg(leg_id)
+        cwd = leg.cwd or spec.cwd
+        if cwd not in in_git:
+            in_git[cwd] = is_git(cwd)
+        isolation = decide_isolation(leg, concurrent=leg.id in concurrent, in_git=in_git[cwd])
+        kind, does = _does(leg)
+        depends = tuple(node for dep in leg.depends_on for node in expanded.get(dep, [dep]))
+        common: dict[str, Any] = {
+            "leg": leg.id,
+            "kind": kind,
+            "does": does,
+            "wave": waves[leg_id],
+            "isolation": isolation,
+            "depends_on": depends,
+            "retries": leg.retries,
+            "may_be_empty": leg.may_be_empty,
+        }
+        if leg.for_each is None:
+            made = [PreviewNode(id=leg.id, **common)]
+        elif leg.for_each.items is not None:
+            made = [
+                PreviewNode(id=instance_id(leg.id, index), item=item, **common)
+                for index, item in enumerate(leg.for_each.items)
+            ]
+        else:
+            source = f"the {leg.for_each.split} of {leg.for_each.artifact}, read at run time"
+            made = [PreviewNode(id=f"{leg.id}[*]", items_from=source, **common)]
+        if not made:  # an empty literal list: recorded as zero items, dependents still run
+            made = [PreviewNode(id=f"{leg.id}[*]", items_from="none (an empty list)", **common)]
+        expanded[leg.id] = [node.id for node in made]
+        nodes.extend(made)
+    by_wave: dict[int, list[str]] = {}
+    for node in nodes:
+        by_wave.setdefault(node.wave, []).append(node.id)
+    return FlowPreview(
+        spec=spec,
+        parallel=width,
+        nodes=tuple(nodes),
+        waves=tuple(tuple(by_wave[w]) for w in sorted(by_wave)),
+        in_git=in_git,
+    )

@@ -1,0 +1,141 @@
+"""The dry-run preview: expanded graph, waves, and the isolation decision."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lirun.exec.task import Task
+from lirun.flows.preview import (
+    DEFAULT_PARALLEL,
+    concurrent_legs,
+    decide_isolation,
+    preview_flow,
+)
+from lirun.flows.spec import FlowSpec, ForEach, LegSpec
+
+
+def agent(leg_id: str, *deps: str, **more: Any) -> LegSpec:
+    task = Task(agent="claude", prompt="do it")
+    return LegSpec(id=leg_id, task=task, depends_on=deps, **more)
+
+
+def command(leg_id: str, *deps: str, **more: Any) -> LegSpec:
+    task = Task(run=("echo", leg_id))
+    return LegSpec(id=leg_id, task=task, depends_on=deps, **more)
+
+
+def flow(*legs: LegSpec, cwd: str = "/nowhere", parallel: int | None = None) -> FlowSpec:
+    return FlowSpec(legs=legs, cwd=cwd, parallel=parallel, path="/f.yaml", digest="ab" * 32)
+
+
+def never_git(path: str) -> bool:
+    return False
+
+
+def always_git(path: str) -> bool:
+    return True
+
+
+def test_a_diamond_has_three_waves() -> None:
+    spec = flow(command("a"), command("b", "a"), command("c", "a"), command("d", "b", "c"))
+    plan = preview_flow(spec, is_git=never_git)
+    assert plan.waves == (("a",), ("b", "c"), ("d",))
+    assert plan.parallel == DEFAULT_PARALLEL
+    d = next(node for node in plan.nodes if node.id == "d")
+    assert d.depends_on == ("b", "c") and d.wave == 3 and d.kind == "command"
+    assert d.does == "echo d"
+
+
+def test_fan_out_literal_items_are_expanded_and_artifact_items_resolve_at_run_time() -> None:
+    spec = flow(
+        agent("plan"),
+        command("lint", "plan", for_each=ForEach(items=("x", "y"))),
+        agent("impl", "plan", for_each=ForEach(artifact="plan.list", split="json")),
+        command("none", "plan", for_each=ForEach(items=())),
+        agent("join", "lint", "impl", "none"),
+    )
+    plan = preview_flow(spec, parallel=2, is_git=never_git)
+    ids = [node.id for node in plan.nodes]
+    assert ids == ["plan", "lint[0]", "lint[1]", "impl[*]", "none[*]", "join"]
+    by_id = {node.id: node for node in plan.nodes}
+    assert by_id["lint[1]"].item == "y" and by_id["lint[0]"].depends_on == ("plan",)
+    assert by_id["impl[*]"].items_from == "the json of plan.list, read at run time"
+    assert by_id["none[*]"].items_from == "none (an empty list)"
+    assert by_id["join"].depends_on == ("lint[0]", "lint[1]", "impl[*]", "none[*]")
+    assert plan.waves == (("plan",), ("lint[0]", "lint[1]", "impl[*]", "none[*]"), ("join",))
+    text = "\n".join(plan.text_lines())
+    assert "impl[*]" in text and "read at run time" in text and "item='x'" in text
+    assert text.endswith("6 node(s) from 5 leg(s); nothing was run")
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["waves"][1] == ["lint[0]", "lint[1]", "impl[*]", "none[*]"]
+    assert data["nodes"][3]["items_from"].startswith("the json of")
+    assert data["digest"] == "ab" * 32 and data["parallel"] == 2
+
+
+@pytest.mark.parametrize(
+    ("is_agent", "explicit", "concurrent", "in_git", "expected"),
+    [
+        (True, None, True, True, "worktree"),
+        (True, None, False, True, "shared"),
+        (True, None, True, False, "shared"),
+        (True, "shared", True, True, "shared"),
+        (True, "worktree", False, True, "worktree"),
+        (True, "worktree", True, False, "worktree"),
+        (False, None, True, True, "shared"),
+        (False, "worktree", True, True, "worktree"),
+    ],
+)
+def test_decide_isolation(
+    is_agent: bool, explicit: str | None, concurrent: bool, in_git: bool, expected: str
+) -> None:
+    leg = (agent if is_agent else command)("x", isolation=explicit)
+    assert decide_isolation(leg, concurrent=concurrent, in_git=in_git) == expected
+
+
+def test_concurrent_legs() -> None:
+    chain = flow(agent("a"), agent("b", "a"), agent("c", "b"))
+    assert concurrent_legs(chain, 4) == set()
+    diamond = flow(agent("a"), agent("b", "a"), agent("c", "a"), agent("d", "b", "c"))
+    assert concurrent_legs(diamond, 4) == {"b", "c"}
+    assert concurrent_legs(diamond, 1) == set()
+    fan = flow(
+        agent("a", for_each=ForEach(items=("1", "2"))),
+        agent("b", "a", for_each=ForEach(items=("1",))),
+        agent("c", "b", for_each=ForEach(artifact="b.x")),
+    )
+    assert concurrent_legs(fan, 4) == {"a", "c"}
+
+
+def test_in_a_git_repository_parallel_agents_get_worktrees(repo: Path) -> None:
+    spec = flow(agent("a"), agent("b", "a"), command("c", "a"), agent("d", "b", "c"), cwd=str(repo))
+    plan = preview_flow(spec)
+    isolation = {node.id: node.isolation for node in plan.nodes}
+    assert isolation == {"a": "shared", "b": "worktree", "c": "shared", "d": "shared"}
+    assert plan.in_git == {str(repo): True}
+    assert "a git repository" in plan.text_lines()[1]
+    serial = preview_flow(spec, parallel=1)
+    assert {node.isolation for node in serial.nodes} == {"shared"}
+
+
+def test_outside_git_nothing_is_isolated(tmp_path: Path) -> None:
+    spec = flow(agent("a"), agent("b"), cwd=str(tmp_path))
+    plan = preview_flow(spec)
+    assert [node.isolation for node in plan.nodes] == ["shared", "shared"]
+    assert "not a git repository" in plan.text_lines()[1]
+
+
+def test_each_leg_cwd_is_asked_once(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def is_git(path: str) -> bool:
+        asked.append(path)
+        return path == "/repo"
+
+    spec = flow(agent("a", cwd="/repo"), agent("b", cwd="/repo"), agent("c"), cwd="/else")
+    plan = preview_flow(spec, is_git=is_git)
+    assert sorted(asked) == ["/else", "/repo"]
+    assert [node.isolation for node in plan.nodes] == ["worktree", "worktree", "shared"]
