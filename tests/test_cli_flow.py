@@ -163,6 +163,8 @@ def test_a_diamond_passes_outputs_along(
     assert status.returncode == 0, status.stderr
     assert "LEG" in status.stdout and "SESSION" in status.stdout
     assert "d  completed  <- b, c" in status.stdout
+    picture = Path(report["run_dir"]) / "artifacts" / "flow_dag.png"
+    assert picture.read_bytes().startswith(b"\x89PNG"), "flow_dag.png drawn with Graphviz"
 
 
 def test_a_failed_leg_stops_its_dependents_and_fails_the_flow(

@@ -334,10 +334,23 @@ def _execute(
             flow.log.close()
         if error is not None:
             raise error
-        return report_from_store(db, flow.id)
+        report = report_from_store(db, flow.id)
+        _draw(report, flow)
+        return report
     finally:
         if own:
             db.close()
+
+
+def _draw(report: FlowReport, flow: _FlowRun) -> None:
+    """``flow_dag.png`` in the invocation's RunDir, coloured by how each leg ended (a
+    missing ``dot`` is said once, through the progress line if there is one)."""
+    from lirun.flows.dag import draw_dag
+
+    if flow.options.on_progress is not None:
+        draw_dag(report, flow.run.dag_image_path, warn=flow.options.on_progress)
+    else:
+        draw_dag(report, flow.run.dag_image_path)
 
 
 def run_flow(
