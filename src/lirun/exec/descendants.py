@@ -18,10 +18,28 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["enable_subreaper", "end_leftovers", "find_leftovers", "own_children"]
+__all__ = [
+    "enable_subreaper",
+    "end_leftovers",
+    "find_leftovers",
+    "own_children",
+    "register_leader",
+    "unregister_leader",
+]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _subreaper: bool | None = None
+# Children that supervisors in this process lead right now: executions that run side by
+# side in threads (flows, shows) are never each other's leftovers.
+_leaders: set[int] = set()
+
+
+def register_leader(pid: int) -> None:
+    _leaders.add(pid)
+
+
+def unregister_leader(pid: int) -> None:
+    _leaders.discard(pid)
 
 
 def enable_subreaper() -> bool:
@@ -74,16 +92,20 @@ def own_children() -> set[int]:
 def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int], list[int]]:
     """(live, zombie) processes the run started, other than ``leader`` itself.
 
-    Members of the leader's group, the leader's descendants, and this process's children
-    that appeared since the run started (orphans re-parented here), with theirs.
+    Members of the leader's group, the leader's descendants, and, when this process is a
+    subreaper, its children that appeared since the run started (orphans re-parented
+    here), with theirs. Without the subreaper no orphan comes here, so a new child is
+    another thread's (a sibling execution, a git command) and never this run's; the
+    leaders of sibling executions are never counted either way.
     """
     table = _table()
-    me, skip = os.getpid(), set(exclude) | {leader}
+    me, skip = os.getpid(), set(exclude) | {leader} | _leaders
     kids: dict[int, list[int]] = {}
     for pid, (_, ppid, _) in table.items():
         kids.setdefault(ppid, []).append(pid)
     found = {pid for pid, (_, _, pgrp) in table.items() if pgrp == leader and pid != leader}
-    stack = [leader, *(pid for pid in kids.get(me, []) if pid not in skip)]
+    orphans = [pid for pid in kids.get(me, []) if pid not in skip] if _subreaper else []
+    stack = [leader, *orphans]
     while stack:
         pid = stack.pop()
         if pid != leader:

@@ -21,7 +21,12 @@ from typing import IO, Any
 
 from lirun.errors import LirunError
 from lirun.exec.capture import ChunkSink
-from lirun.exec.descendants import end_leftovers, own_children
+from lirun.exec.descendants import (
+    end_leftovers,
+    own_children,
+    register_leader,
+    unregister_leader,
+)
 from lirun.exec.leg_states import KillCause, LegState, Limits, Seen, Stop, Watch, advance, next_wake
 from lirun.signals import SignalTrap
 
@@ -300,9 +305,13 @@ def supervise(
     """
     exclude = frozenset(own_children())
     proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin)
-    assert proc.stdout is not None and proc.stderr is not None
-    _grow_pipe(proc.stdout.fileno())
-    if on_spawn is not None:
-        on_spawn(proc.pid)
-    sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
-    return _Loop(proc, sinks, limits, trap, terminal_seen, clock, exclude).run()
+    register_leader(proc.pid)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        _grow_pipe(proc.stdout.fileno())
+        if on_spawn is not None:
+            on_spawn(proc.pid)
+        sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
+        return _Loop(proc, sinks, limits, trap, terminal_seen, clock, exclude).run()
+    finally:
+        unregister_leader(proc.pid)
