@@ -31,8 +31,9 @@ def check_head(conductor: Conductor) -> None:
             f"recreate it at {recorded} (git branch {git.integration} {recorded}) or abort "
             "the show"
         )
-    if recorded is None or head == recorded:
-        return
+    candidates = {r.get("candidate_sha") for r in conductor.rows.values() if r["status"] == "gated"}
+    if recorded is None or head == recorded or head in candidates:
+        return  # ours: a crash came after a ref move and before its record (recover)
     if not git.repo.is_ancestor(recorded, head):
         raise ConflictError(
             f"the integration branch {git.integration} was rewritten: its head {head[:12]} "

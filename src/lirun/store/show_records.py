@@ -135,7 +135,8 @@ class ShowRecords:
         return self._rows("list_play_sessions", {"play_id": play_id})
 
     def list_show_gate_sessions(self, show_id: str) -> list[dict[str, Any]]:
-        """The show's final gate runs, oldest first."""
+        """The gate runs on the show's integration head (final, and after a person moved
+        it), oldest first."""
         return self._rows("list_show_gate_sessions", {"show_id": show_id})
 
     # -- the lock --

@@ -14,10 +14,10 @@ SELECT * FROM sessions
  ORDER BY created_at, id
 
 -- name: list_show_gate_sessions
--- The final gate runs of a show, oldest first.
+-- The gate runs on a show's integration head (final and after a person moved it).
 SELECT * FROM sessions
  WHERE (CAST(metadata_json AS jsonb) ->> 'show_id') = :show_id
-   AND (CAST(metadata_json AS jsonb) ->> 'role') = 'final_gate'
+   AND (CAST(metadata_json AS jsonb) ->> 'role') IN ('final_gate', 'head_gate')
  ORDER BY created_at, id
 
 -- name: claim_show

@@ -14,10 +14,10 @@ SELECT * FROM sessions
  ORDER BY created_at, id
 
 -- name: list_show_gate_sessions
--- The final gate runs of a show, oldest first.
+-- The gate runs on a show's integration head (final and after a person moved it).
 SELECT * FROM sessions
  WHERE json_extract(metadata_json, '$.show_id') = :show_id
-   AND json_extract(metadata_json, '$.role') = 'final_gate'
+   AND json_extract(metadata_json, '$.role') IN ('final_gate', 'head_gate')
  ORDER BY created_at, id
 
 -- name: claim_show
