@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -322,3 +323,58 @@ def test_setup_problems_refuse_before_anything_is_written(tmp_path: Path, db: st
     report = run_show(spec(repo, one), db_url=db, options=ShowOptions(continue_integration=True))
     assert report.status == "completed"
     assert git(repo, "show", f"{INTEGRATION}:old.txt") == "old"
+
+
+def test_a_head_that_moved_during_the_gate_is_gated_again_before_it_lands(
+    tmp_path: Path, db: str
+) -> None:
+    repo = show_repo(tmp_path)
+    once = tmp_path / "moved"
+    # The first gate run moves the integration branch under the engine's feet (as a
+    # person pushing a commit would); the compare-and-swap then fails and the play is
+    # gated again on the new head.
+    sneak = (
+        f"test -f {once} && exit 0; touch {once}; "
+        f"tree=$(git -C {repo} rev-parse refs/heads/{INTEGRATION}^{{tree}}); "
+        f"new=$(git -C {repo} -c user.name=p -c user.email=p@x commit-tree $tree "
+        f"-p refs/heads/{INTEGRATION} -m sneaked); "
+        f"git -C {repo} update-ref refs/heads/{INTEGRATION} $new"
+    )
+    report = run_show(spec(repo, [play("p", writes("p.txt", "P"))], gate=sneak), db_url=db)
+    assert report.status == "completed", report.to_dict()
+    [p] = report.plays
+    assert [g["verdict"] for g in p.gates] == ["pass", "pass"] and p.attempt == 1
+    assert "play.gated.regate" in _history(db, p.id)
+    assert git(repo, "log", "-1", "--format=%s", f"{INTEGRATION}^1") == "sneaked"
+    assert git(repo, "rev-parse", INTEGRATION) == p.merge_sha == p.gates[1]["commit"]
+
+
+def test_a_retryable_provider_failure_is_run_again_without_using_an_attempt(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support.gitkit import GIT_ENV
+    from support.providerkit import FAKE_PROVIDER, FIXTURES_DIR
+
+    repo = show_repo(tmp_path)
+    for key, value in GIT_ENV.items():
+        monkeypatch.setenv(key, value)
+    seen = tmp_path / "first-call"
+    codex = tmp_path / "codex"
+    codex.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1" = --version ] && exec {sys.executable} {FAKE_PROVIDER} "$@"\n'
+        f"if [ -f {seen} ]; then F=codex/success.jsonl; X=0; "
+        f"else touch {seen}; F=codex/outage.jsonl; X=1; fi\n"
+        f"LIRUN_FAKE_FIXTURE={FIXTURES_DIR}/$F LIRUN_FAKE_EXIT=$X exec {sys.executable} "
+        f'{FAKE_PROVIDER} "$@"\n'
+    )
+    codex.chmod(0o755)
+    monkeypatch.setenv("LIRUN_CODEX_BIN", str(codex))
+    monkeypatch.setenv("LIRUN_FAKE_TOUCH", "fix.py")
+    monkeypatch.setenv("LIRUN_FAKE_COMMIT", "codex work")
+    agent = Task(agent="codex", prompt="Fix it")
+    report = run_show(spec(repo, [play("c", agent, attempts=1)]), db_url=db)
+    assert report.status == "completed", report.to_dict()
+    [c] = report.plays
+    assert c.attempt == 1 and len(c.session_ids) == 2
+    assert "play.running.retry_provider" in _history(db, c.id)
