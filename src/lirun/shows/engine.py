@@ -20,7 +20,7 @@ from typing import Any
 from lirun.errors import ConflictError, NotFoundError, UsageError
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL, current_owner, judge_owner
 from lirun.paths import resolve_db_url
-from lirun.record.rundir import new_run_id
+from lirun.record.rundir import new_run_id, safe_component
 from lirun.shows.decisions import abort_target
 from lirun.shows.gitwork import ShowGit
 from lirun.shows.report import ShowReport, build_report
@@ -117,6 +117,13 @@ def _check_repo(spec: ShowSpec, integration: str, *, continue_integration: bool)
     if integration == spec.base:
         raise UsageError(f"the integration branch must not be the base branch {spec.base!r}")
     _check_not_checked_out(git)
+    for branch, where in git.repo.checked_out_branches().items():
+        if branch.startswith(f"{integration}--"):
+            raise ConflictError(
+                f"branch {branch} (a play's attempt branch of an earlier show on "
+                f"{integration}) is checked out in {where}; look at it, then remove that "
+                f"worktree (git worktree remove {where}) or name another integration branch"
+            )
     head = git.head()
     if head is not None and not continue_integration:
         ahead = git.repo.out("rev-list", "--count", f"refs/heads/{spec.base}..{head}")
@@ -208,8 +215,12 @@ def run_show(
     the same topic."""
     if not spec.plays:
         raise UsageError("a show needs at least one play")
+    if options.parallel is not None and options.parallel < 1:
+        raise UsageError(f"--parallel must be at least 1, not {options.parallel}")
+    for p in spec.plays:
+        safe_component(p.name, "play name")
     url = resolve_db_url(db_url)
-    show_id = show_id or new_run_id()
+    show_id = safe_component(show_id, "show id") if show_id else new_run_id()
     integration = spec.integration_branch(show_id)
     git = _check_repo(spec, integration, continue_integration=options.continue_integration)
     base_sha = git.repo.branch_head(spec.base)
@@ -238,6 +249,9 @@ def run_show(
         )
         if head is None:
             git.move_integration(str(base_sha), None)
+        elif head != base_sha and git.repo.is_ancestor(head, str(base_sha)):
+            git.move_integration(str(base_sha), head)  # nothing of its own: start from base
+            store.update_fields("show", show_id, {"integration_head": base_sha})
         return _conduct(store, show_id, spec, url, options, stop, owner, resumed=False)
     finally:
         store.close()
@@ -382,6 +396,9 @@ def abort_show(
                     metadata=meta,
                     expected_statuses={play["status"]},
                 )
+        # A live owner still uses the gate worktree until its next heartbeat stops it.
+        if row.get("repo") and not _owner_alive(row):
+            ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"])).remove_gate()
         return _report(store, str(row["id"]))
     finally:
         store.close()
