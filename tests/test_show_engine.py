@@ -378,3 +378,19 @@ def test_a_retryable_provider_failure_is_run_again_without_using_an_attempt(
     [c] = report.plays
     assert c.attempt == 1 and len(c.session_ids) == 2
     assert "play.running.retry_provider" in _history(db, c.id)
+
+
+def test_a_failing_final_gate_keeps_the_show_active_until_resume_passes_it(
+    tmp_path: Path, db: str
+) -> None:
+    repo = show_repo(tmp_path)
+    ok = tmp_path / "final-ok"
+    s = spec(repo, [play("a", writes("a.txt", "A"))], final_gate=f"echo checking; test -f {ok}")
+    report = run_show(s, db_url=db)
+    assert (report.status, report.reason_code) == ("active", "show.active.final_gate_failed")
+    assert report.exit_code == 1 and report.final_gate and report.final_gate["verdict"] == "fail"
+    assert report.plays[0].status == "merged"
+    assert "failed its gate" in report.needs_person[0]
+    ok.touch()
+    resumed = resume_show(report.show_id, db_url=db)
+    assert resumed.status == "completed" and resumed.final_gate["verdict"] == "pass"  # type: ignore[index]

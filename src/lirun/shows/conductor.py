@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from lirun.lifecycle import is_terminal
 from lirun.reasons import describe
 from lirun.record.rundir import new_run_id
 from lirun.shows.decisions import (
@@ -107,6 +108,8 @@ class Conductor:
         self, name: str, status: str, reason: str, summary: str = "", **fields: Any
     ) -> bool:
         row = self.rows[name]
+        if is_terminal("play", row["status"]) and status != row["status"]:
+            return False  # a person or an abort decided meanwhile: their word stands
         applied = self.store.update_status(
             "play",
             row["id"],

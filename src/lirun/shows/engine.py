@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
+from lirun.exec.task import check_task
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL, current_owner, judge_owner
 from lirun.paths import resolve_db_url
 from lirun.record.rundir import new_run_id, safe_component
@@ -219,6 +220,7 @@ def run_show(
         raise UsageError(f"--parallel must be at least 1, not {options.parallel}")
     for p in spec.plays:
         safe_component(p.name, "play name")
+        check_task(p.task)  # a provider, profile or playbook that is missing: exit 2 now
     url = resolve_db_url(db_url)
     show_id = safe_component(show_id, "show id") if show_id else new_run_id()
     integration = spec.integration_branch(show_id)

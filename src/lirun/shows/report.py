@@ -14,6 +14,14 @@ from typing import Any
 __all__ = ["PlayReport", "ShowReport", "build_report"]
 
 _NEEDS_PERSON = frozenset({"escalated", "gate_failed"})
+# A gate execution's status as a verdict (a gate passes when its command exits 0).
+_GATE_VERDICTS = {
+    "completed": "pass",
+    "completed_empty": "pass",
+    "running": "running",
+    "aborted": "interrupted",
+    "cancelled": "interrupted",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +108,7 @@ def _play_report(row: Mapping[str, Any], sessions: Sequence[Mapping[str, Any]]) 
     for s in sessions:
         meta = s.get("metadata_json") or {}
         if meta.get("role") == "gate":
-            verdict = "pass" if s.get("status") in ("completed", "completed_empty") else "fail"
-            if s.get("status") == "running":
-                verdict = "running"
+            verdict = _GATE_VERDICTS.get(str(s.get("status")), "fail")
             gates.append(
                 {
                     "session_id": s["id"],
