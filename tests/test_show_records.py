@@ -10,7 +10,7 @@ import pytest
 
 from lirun.errors import ConflictError, NotFoundError
 from lirun.liveness import current_owner
-from lirun.shows.engine import abort_show, resume_show, run_show, show_report
+from lirun.shows.engine import abort_show, recent_shows, resume_show, run_show, show_report
 from lirun.store import Store
 from support.gitkit import git
 from support.showkit import INTEGRATION, play, show_repo, spec, writes
@@ -106,6 +106,7 @@ def test_run_resume_abort_and_the_board_on_each_backend(db_url: str, tmp_path: P
         resume_show(report.show_id, db_url=db_url)
     with pytest.raises(NotFoundError):
         show_report("no-such-show", db_url=db_url)
+    assert [r.show_id for r in recent_shows(db_url=db_url)] == [report.show_id]
 
 
 def test_a_live_owner_keeps_the_show_and_a_dead_one_is_taken_over(
@@ -137,3 +138,11 @@ def test_a_live_owner_keeps_the_show_and_a_dead_one_is_taken_over(
     assert report.status == "completed", report.to_dict()
     row = store.get_entity("show", sid)
     assert row is not None and row["owner_pid"] is None  # released at the end
+
+
+def test_recent_shows_lists_active_ones_first(store: Store) -> None:
+    _create(store, "old", topic="x")
+    _create(store, "new", topic="y")
+    store.update_status("show", "new", new_status="completed", reason_code="show.completed.ok")
+    assert [s["id"] for s in store.recent_shows()] == ["old", "new"]
+    assert [s["id"] for s in store.recent_shows(limit=1)] == ["old"]

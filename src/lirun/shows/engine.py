@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_PARALLEL",
     "ShowOptions",
     "abort_show",
+    "recent_shows",
     "resume_show",
     "run_show",
     "show_report",
@@ -97,9 +98,18 @@ def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowR
 
 def show_report(show: str, *, db_url: str | None = None) -> ShowReport:
     """The board of ``show`` (id, id prefix or active topic); changes nothing."""
-    store = open_store(db_url)
+    store = open_store(db_url, readonly=True)
     try:
         return _report(store, str(find_show(store, show)["id"]))
+    finally:
+        store.close()
+
+
+def recent_shows(*, db_url: str | None = None, limit: int = 20) -> tuple[ShowReport, ...]:
+    """The boards of the active shows first, then the newest ones (``li show status``)."""
+    store = open_store(db_url, readonly=True)
+    try:
+        return tuple(_report(store, str(row["id"])) for row in store.recent_shows(limit=limit))
     finally:
         store.close()
 

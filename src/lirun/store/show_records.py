@@ -126,6 +126,10 @@ class ShowRecords:
         """Active shows of ``topic``, newest first (normally at most one)."""
         return self._rows("active_shows_for_topic", {"topic": topic})
 
+    def recent_shows(self, *, limit: int = 20) -> list[dict[str, Any]]:
+        """Active shows first, then the newest, at most ``limit``."""
+        return self._rows("recent_shows", {"limit": int(limit)})
+
     def list_plays(self, show_id: str) -> list[dict[str, Any]]:
         """The show's plays in the order of its file."""
         return self._rows("list_plays", {"show_id": show_id})

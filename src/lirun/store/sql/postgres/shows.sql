@@ -39,3 +39,9 @@ UPDATE shows
    SET owner_pid = NULL, owner_start_time = NULL, owner_host = NULL, owner_boot_id = NULL,
        heartbeat_at = NULL
  WHERE id = :id AND owner_pid = :owner_pid AND owner_host = :owner_host
+
+-- name: recent_shows
+-- Active shows first, then the newest.
+SELECT * FROM shows
+ ORDER BY CASE WHEN status = 'active' THEN 0 ELSE 1 END, created_at DESC, id
+ LIMIT :limit
