@@ -213,6 +213,8 @@ class Conductor:
 
     def _start_agent(self, name: str) -> None:
         row, play = self.rows[name], self.spec.play(name)
+        if row["status"] not in ("pending", "prepared", "running", "redoing"):
+            return  # a person or an abort decided meanwhile
         if row["status"] == "pending":
             branch = attempt_branch(self.git.integration, name, 1)
             path = str(self.git.play_path(name))
@@ -231,10 +233,12 @@ class Conductor:
         run_id = new_run_id()
         prompt, resume = self._prompt(name, row)
         if row["status"] == "prepared":
-            ok = self.set_play(name, "running", "play.running.started", run_id, session_id=run_id)
+            ok = self.set_play(
+                name, "running", "play.running.started", f"execution {run_id}", session_id=run_id
+            )
         elif row["status"] == "running":
             reason = self.rerun_reason.pop(name, "play.running.rerun")
-            ok = self.set_play(name, "running", reason, run_id, session_id=run_id)
+            ok = self.set_play(name, "running", reason, f"execution {run_id}", session_id=run_id)
         else:  # redoing: the second attempt runs under that status
             self.store.update_fields("play", row["id"], {"session_id": run_id})
             ok = True
