@@ -394,3 +394,15 @@ def test_a_failing_final_gate_keeps_the_show_active_until_resume_passes_it(
     ok.touch()
     resumed = resume_show(report.show_id, db_url=db)
     assert resumed.status == "completed" and resumed.final_gate["verdict"] == "pass"  # type: ignore[index]
+
+
+def test_work_an_agent_left_uncommitted_is_committed_for_it_and_merged(
+    tmp_path: Path, db: str
+) -> None:
+    repo = show_repo(tmp_path)
+    report = run_show(spec(repo, [play("loose", script("echo L > loose.txt"))]), db_url=db)
+    assert report.status == "completed", report.to_dict()
+    assert git(repo, "show", f"{INTEGRATION}:loose.txt") == "L"
+    assert git(repo, "log", "-1", "--format=%s", f"{INTEGRATION}^2") == (
+        "loose: work left uncommitted"
+    )
