@@ -406,3 +406,18 @@ def test_work_an_agent_left_uncommitted_is_committed_for_it_and_merged(
     assert git(repo, "log", "-1", "--format=%s", f"{INTEGRATION}^2") == (
         "loose: work left uncommitted"
     )
+
+
+def test_a_gate_over_its_timeout_fails_the_play(tmp_path: Path, db: str) -> None:
+    from lirun.shows.spec import Gate
+
+    repo = show_repo(tmp_path)
+    slow = Gate(("sh", "-c", "sleep 20"), timeout=0.3)
+    report = run_show(
+        spec(repo, [play("t", writes("t.txt", "T"), attempts=1, gate=slow)]), db_url=db
+    )
+    [t] = report.plays
+    assert (t.status, t.reason_code) == ("gate_failed", "play.gate_failed.check")
+    assert t.gates[0]["reason"] == "run.timed_out.deadline"
+    assert "run.timed_out.deadline" in (t.reason_summary or "")
+    assert git(repo, "rev-parse", INTEGRATION) == git(repo, "rev-parse", "main")
