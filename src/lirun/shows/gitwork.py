@@ -78,14 +78,21 @@ class ShowGit:
         path = self.play_path(play)
         with self.lock:
             if (path / ".git").exists():
-                wt = Repo(str(path))
-                wt.run("checkout", "--quiet", "--force", "-B", branch, start)
-                wt.run("clean", "-fdq")
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self.repo.run("worktree", "prune")
-                self.repo.run("worktree", "add", "--quiet", "-B", branch, str(path), start)
+                try:
+                    wt = Repo(str(path))
+                    wt.run("checkout", "--quiet", "--force", "-B", branch, start)
+                    wt.run("clean", "-fdq")
+                    return path
+                except GitError:
+                    pass  # a worktree git no longer knows (pruned, half made): make it anew
+            self._fresh(path)
+            self.repo.run("worktree", "add", "--quiet", "-B", branch, str(path), start)
         return path
+
+    def _fresh(self, path: Path) -> None:
+        """Clear ``path`` (lirun's own, under its home) for a new worktree."""
+        self.repo.remove_worktree(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
 
     def commit_leftovers(self, path: str | Path, message: str) -> bool:
         """Commit what the agent left uncommitted in its worktree; True if it left any."""
@@ -107,15 +114,18 @@ class ShowGit:
 
     def _gate_at(self, commit: str) -> Repo:
         path = self.gate_path
+        if (path / ".git").exists():
+            gate = Repo(str(path))
+            try:
+                gate.run("merge", "--abort", check=False)  # a crash may have left one
+                gate.run("checkout", "--quiet", "--force", "--detach", commit)
+                gate.run("clean", "-fdq")
+                return gate
+            except GitError:
+                pass  # a worktree git no longer knows: make it anew
         with self.lock:
-            if not (path / ".git").exists():
-                self.repo.run("worktree", "prune")
-                return self.repo.add_detached_worktree(path, commit)
-        gate = Repo(str(path))
-        gate.run("merge", "--abort", check=False)
-        gate.run("checkout", "--quiet", "--force", "--detach", commit)
-        gate.run("clean", "-fdq")
-        return gate
+            self._fresh(path)
+            return self.repo.add_detached_worktree(path, commit)
 
     def checkout_gate(self, commit: str) -> Path:
         """The gate worktree with ``commit`` checked out (detached): the final gate."""
