@@ -421,3 +421,16 @@ def test_a_gate_over_its_timeout_fails_the_play(tmp_path: Path, db: str) -> None
     assert t.gates[0]["reason"] == "run.timed_out.deadline"
     assert "run.timed_out.deadline" in (t.reason_summary or "")
     assert git(repo, "rev-parse", INTEGRATION) == git(repo, "rev-parse", "main")
+
+
+def test_a_topic_whose_show_ended_runs_again_as_a_new_show(tmp_path: Path, db: str) -> None:
+    from dataclasses import replace
+
+    repo = show_repo(tmp_path)
+    nightly = replace(spec(repo, [play("n", writes("n.txt", "N"))]), integration="nightly/{id}")
+    first = run_show(nightly, db_url=db)
+    second = run_show(nightly, db_url=db)
+    assert first.status == second.status == "completed"
+    assert first.show_id != second.show_id
+    assert second.integration == f"nightly/{second.show_id}"
+    assert git(repo, "rev-parse", f"nightly/{first.show_id}") == first.integration_head

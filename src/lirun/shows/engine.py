@@ -12,9 +12,10 @@ finished but did not merge become ``aborted_after_finish``, plays that never sta
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
@@ -231,6 +232,8 @@ def run_show(
     for p in spec.plays:
         safe_component(p.name, "play name")
         check_task(p.task)  # a provider, profile or playbook that is missing: exit 2 now
+    if not os.path.isabs(spec.repo):
+        spec = replace(spec, repo=os.path.abspath(spec.repo))  # stored: resume needs it whole
     url = resolve_db_url(db_url)
     show_id = safe_component(show_id, "show id") if show_id else new_run_id()
     integration = spec.integration_branch(show_id)
