@@ -16,7 +16,7 @@ import pytest
 
 from lirun.shows.engine import resume_show, run_show
 from lirun.store import open_store
-from support.execkit import poll
+from support.execkit import poll, process_alive
 from support.gitkit import git
 from support.showkit import (
     COMMIT,
@@ -33,8 +33,11 @@ DRIVER = """
 import json, sys
 from lirun.shows.engine import ShowOptions, run_show
 from lirun.shows.spec import ShowSpec
+from lirun.signals import hold_signals
 spec = ShowSpec.from_dict(json.loads(sys.argv[1]))
-run_show(spec, db_url=sys.argv[2], options=ShowOptions(parallel=2))
+report = run_show(spec, db_url=sys.argv[2], options=ShowOptions(parallel=2), stop=hold_signals())
+print(json.dumps(report.to_dict()))
+sys.exit(report.exit_code)
 """
 
 
@@ -78,9 +81,7 @@ def test_kill_9_then_resume_finishes_without_losing_or_repeating_a_merge(
         play("c", script(f"test -f b.txt && echo C > c.txt && {COMMIT} c"), "b"),
     ]
     s = spec(repo, plays)
-    driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER, json.dumps(s.to_dict()), db], env=dict(os.environ)
-    )
+    driver = _drive(s, db)
     try:
         poll(lambda: started.exists() and _merges(repo) == ["a"], timeout=30, what="a merged")
     finally:
@@ -103,6 +104,42 @@ def test_kill_9_then_resume_finishes_without_losing_or_repeating_a_merge(
         store.close()
     b = next(p for p in report.plays if p.name == "b")
     assert b.attempt == 1 and len(b.session_ids) == 2  # run again, no attempt used
+
+
+def _drive(s: object, db: str) -> subprocess.Popen[str]:
+    """``run_show`` in a process of its own, with the CLI's process-wide signal trap."""
+    return subprocess.Popen(
+        [sys.executable, "-c", DRIVER, json.dumps(s.to_dict()), db],  # type: ignore[attr-defined]
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_executions_and_leaves_the_show_resumable(tmp_path: Path) -> None:
+    db = str(tmp_path / "state.db")
+    repo = show_repo(tmp_path)
+    go, started, pid = tmp_path / "go", tmp_path / "started", tmp_path / "pid"
+    blocker = (
+        f"if [ -f {go} ]; then echo W > w.txt && {COMMIT} w; "
+        f"else echo $$ > {pid}; touch {started}; sleep 60; fi"
+    )
+    driver = _drive(spec(repo, [play("w", script(blocker))]), db)
+    poll(started.exists, timeout=30, what="the play to start")
+    driver.send_signal(signal.SIGTERM)
+    out, _ = driver.communicate(timeout=30)
+    assert driver.returncode == 143
+    report = json.loads(out)
+    assert report["interrupted"] == "SIGTERM" and report["status"] == "active"
+    assert report["reason_code"] == "show.active.interrupted"
+    child = int(pid.read_text())
+    assert not process_alive(child)  # the execution was stopped with the show
+    go.touch()
+    resumed = resume_show(report["show_id"], db_url=db)
+    assert resumed.status == "completed" and _merges(repo) == ["w"]
+    [w] = resumed.plays
+    assert w.attempt == 1 and len(w.session_ids) == 2
 
 
 class _Stop:
