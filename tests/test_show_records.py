@@ -146,3 +146,22 @@ def test_recent_shows_lists_active_ones_first(store: Store) -> None:
     store.update_status("show", "new", new_status="completed", reason_code="show.completed.ok")
     assert [s["id"] for s in store.recent_shows()] == ["old", "new"]
     assert [s["id"] for s in store.recent_shows(limit=1)] == ["old"]
+
+
+def test_a_second_active_show_of_a_topic_is_refused_in_the_creating_transaction(
+    store: Store,
+) -> None:
+    _create(store, "first", topic="same")
+    with pytest.raises(ConflictError, match="first"):
+        store.create_show_with_plays(
+            id="second",
+            fields={"topic": "same"},
+            plays=[{"id": "second.a", "name": "a"}],
+            exclusive_topic=True,
+        )
+    assert store.get_entity("show", "second") is None
+    assert store.get_entity("play", "second.a") is None
+    store.update_status("show", "first", new_status="aborted", reason_code="show.aborted.user")
+    store.create_show_with_plays(
+        id="second", fields={"topic": "same"}, plays=[], exclusive_topic=True
+    )

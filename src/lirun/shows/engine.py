@@ -261,6 +261,7 @@ def run_show(
                 "lease_seconds": DEFAULT_LEASE_SECONDS,
             },
             plays=_play_rows(spec, show_id),
+            exclusive_topic=True,
         )
         if head is None:
             git.move_integration(str(base_sha), None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
+from lirun.errors import ConflictError
 from lirun.hints import TYPE_CHECKING, Any
 from lirun.lifecycle import policy_for
 from lirun.reasons import creation_reason
@@ -95,11 +96,19 @@ class ShowRecords:
         )
 
     def create_show_with_plays(
-        self, *, id: str, fields: Mapping[str, Any], plays: Sequence[Mapping[str, Any]]
+        self,
+        *,
+        id: str,
+        fields: Mapping[str, Any],
+        plays: Sequence[Mapping[str, Any]],
+        exclusive_topic: bool = False,
     ) -> dict[str, Any]:
         """Create an ``active`` show and its ``pending`` plays (each with its own ``id``)
         in one transaction; returns the show row. ValidationError for a column outside
-        ``SHOW_CREATE_FIELDS`` / ``PLAY_CREATE_FIELDS`` or an empty topic or play name."""
+        ``SHOW_CREATE_FIELDS`` / ``PLAY_CREATE_FIELDS`` or an empty topic or play name.
+        ``exclusive_topic``: ConflictError, and nothing created, when a show of the same
+        topic is active (checked in the creating transaction, so two starts cannot both
+        pass)."""
         require_text(id=id, topic=fields.get("topic"))
         show = {"id": id, **closed_fields(fields, SHOW_CREATE_FIELDS, "create_show_with_plays")}
         rows = []
@@ -110,6 +119,16 @@ class ShowRecords:
             rows.append({"id": play["id"], "show_id": id, **values})
         now = time.time()
         with self.connector.write() as tx:
+            if exclusive_topic:
+                topic = {"topic": show["topic"]}
+                tx.query(self.sql("lock_topic"), topic)
+                active = tx.query(self.sql("active_show_ids_for_topic"), topic)
+                if active:
+                    raise ConflictError(
+                        f"show {active[0]['id']} of topic {show['topic']!r} is still active; "
+                        f"continue it with `li show resume {active[0]['id']}` or end it with "
+                        f"`li show abort {active[0]['id']}`"
+                    )
             self._insert_in(tx, "show", show, now)
             for row in rows:
                 self._insert_in(tx, "play", row, now)

@@ -45,3 +45,10 @@ UPDATE shows
 SELECT * FROM shows
  ORDER BY CASE WHEN status = 'active' THEN 0 ELSE 1 END, created_at DESC, id
  LIMIT :limit
+
+-- name: lock_topic
+-- Serializes the starts of shows of one topic until commit (no row to lock yet).
+SELECT pg_advisory_xact_lock(hashtext(:topic)) IS NULL AS locked
+
+-- name: active_show_ids_for_topic
+SELECT id FROM shows WHERE topic = :topic AND status = 'active'

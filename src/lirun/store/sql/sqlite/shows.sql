@@ -45,3 +45,10 @@ UPDATE shows
 SELECT * FROM shows
  ORDER BY CASE WHEN status = 'active' THEN 0 ELSE 1 END, created_at DESC, id
  LIMIT :limit
+
+-- name: lock_topic
+-- BEGIN IMMEDIATE already holds the database write lock: no other show starts meanwhile.
+SELECT 1 AS locked
+
+-- name: active_show_ids_for_topic
+SELECT id FROM shows WHERE topic = :topic AND status = 'active'
