@@ -326,6 +326,10 @@ def _conduct(
         progress=say,
         beat_every=HEARTBEAT_INTERVAL,
     )
+    say(
+        f"show {show_id} ({spec.topic}): {'resumed' if resumed else 'started'}; "
+        f"{len(spec.plays)} play(s) merge into {show['integration']}"
+    )
     try:
         if resumed:
             store.update_status(
