@@ -434,3 +434,24 @@ def test_a_topic_whose_show_ended_runs_again_as_a_new_show(tmp_path: Path, db: s
     assert first.show_id != second.show_id
     assert second.integration == f"nightly/{second.show_id}"
     assert git(repo, "rev-parse", f"nightly/{first.show_id}") == first.integration_head
+
+
+@pytest.mark.parametrize(
+    ("plays", "message"),
+    [
+        ([("a", ()), ("a", ())], "same name"),
+        ([("a", ("nope",))], "no play of this show"),
+        ([("a", ("b",)), ("b", ("a",))], "cycle: a -> b -> a"),
+        ([("../x", ())], "invalid play name"),
+    ],
+)
+def test_a_spec_the_loader_would_refuse_is_refused_here_too(
+    tmp_path: Path, db: str, plays: list, message: str
+) -> None:
+    from lirun.errors import LirunError
+
+    repo = show_repo(tmp_path)
+    s = spec(repo, [play(n, writes("x", "x"), *deps) for n, deps in plays])
+    with pytest.raises(LirunError, match=message) as caught:
+        run_show(s, db_url=db)
+    assert caught.value.exit_code == 2 and not Path(db).exists()

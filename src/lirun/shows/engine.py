@@ -118,6 +118,26 @@ def recent_shows(*, db_url: str | None = None, limit: int = 20) -> tuple[ShowRep
 # -- checks before anything is written ---------------------------------------------------------
 
 
+def _check_plays(spec: ShowSpec) -> None:
+    """What the show file loader checks, again for library callers: names, the graph,
+    and that every task can run here (a missing provider, profile or playbook)."""
+    from lirun.flows.graph import find_cycle, unknown_deps
+
+    deps = {p.name: p.depends_on for p in spec.plays}
+    if len(deps) != len(spec.plays):
+        raise UsageError("two plays have the same name; give each play its own")
+    for p in spec.plays:
+        safe_component(p.name, "play name")
+        if p.attempts < 1:
+            raise UsageError(f"play {p.name}: attempts must be 1 or 2, not {p.attempts}")
+        check_task(p.task)
+    for node, dep in unknown_deps(deps):
+        raise UsageError(f"play {node} depends on {dep!r}, which is no play of this show")
+    cycle = find_cycle(deps)
+    if cycle is not None:
+        raise UsageError("plays depend on each other in a cycle: " + " -> ".join(cycle))
+
+
 def _check_repo(spec: ShowSpec, integration: str, *, continue_integration: bool) -> ShowGit:
     git = ShowGit(spec.repo, "", integration)
     if not git.repo.is_repo():
@@ -229,9 +249,7 @@ def run_show(
         raise UsageError("a show needs at least one play")
     if options.parallel is not None and options.parallel < 1:
         raise UsageError(f"--parallel must be at least 1, not {options.parallel}")
-    for p in spec.plays:
-        safe_component(p.name, "play name")
-        check_task(p.task)  # a provider, profile or playbook that is missing: exit 2 now
+    _check_plays(spec)
     if not os.path.isabs(spec.repo):
         spec = replace(spec, repo=os.path.abspath(spec.repo))  # stored: resume needs it whole
     url = resolve_db_url(db_url)
