@@ -360,12 +360,12 @@ def _conduct(
             check_head(conductor)
             recover(conductor)
         outcome = conductor.run()
+        _finish(store, conductor, outcome)  # still the owner: nobody resumes half-written
     finally:
         if conductor.workers.busy:
             conductor.workers.shutdown(15)
         store.release_show(show_id, owner)
     interrupted = stop.signal_name if outcome == "interrupted" and stop is not None else None
-    _finish(store, conductor, outcome)
     return _report(store, show_id, interrupted)
 
 
