@@ -455,3 +455,32 @@ def test_a_spec_the_loader_would_refuse_is_refused_here_too(
     with pytest.raises(LirunError, match=message) as caught:
         run_show(s, db_url=db)
     assert caught.value.exit_code == 2 and not Path(db).exists()
+
+
+def test_a_person_can_send_an_escalated_play_back_to_the_gate(tmp_path: Path, db: str) -> None:
+    repo = show_repo(tmp_path)
+    ok = tmp_path / "fixed"
+    report = run_show(
+        spec(repo, [play("p", writes("p.txt", "P"), gate=f"test -f {ok}")]), db_url=db
+    )
+    [p] = report.plays
+    assert p.status == "escalated" and p.worktree and Path(p.worktree).is_dir()
+    ok.touch()  # the person fixed what the gate needs
+    store = open_store(db)
+    try:
+        store.update_status(
+            "play",
+            p.id,
+            new_status="running_complete",
+            reason_code="play.running_complete.ok",
+            source="admin",
+            override=True,
+            override_actor="p",
+            override_justification="fixed",
+        )
+    finally:
+        store.close()
+    resumed = resume_show(report.show_id, db_url=db)
+    assert resumed.status == "completed" and resumed.plays[0].merge_sha
+    assert resumed.plays[0].attempt == 2  # no new attempt: its branch went to the gate
+    _check_moves(tmp_path, db, report.show_id, repo)
