@@ -34,7 +34,7 @@ from lirun.errors import (
     ValidationError,
 )
 from lirun.lifecycle import is_terminal
-from lirun.paths import lirun_home, runs_root
+from lirun.paths import lirun_home
 from lirun.record.artifacts import contract_warnings, validate_artifact_contract
 from lirun.record.context import PersistContext
 from lirun.record.evidence import StartSnapshot, take_start_snapshot, unchecked_snapshot
@@ -163,6 +163,8 @@ def _start_snapshot(run: RunDir, cwd: object) -> StartSnapshot | None:
     """
     if not isinstance(cwd, str) or not cwd:
         return None
+    from lirun.paths import runs_root
+
     home = lirun_home()
     inside = Path(os.path.abspath(cwd)).is_relative_to(os.path.abspath(home))
     own = runs_root() if inside else home
