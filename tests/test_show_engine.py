@@ -484,3 +484,31 @@ def test_a_person_can_send_an_escalated_play_back_to_the_gate(tmp_path: Path, db
     assert resumed.status == "completed" and resumed.plays[0].merge_sha
     assert resumed.plays[0].attempt == 2  # no new attempt: its branch went to the gate
     _check_moves(tmp_path, db, report.show_id, repo)
+
+
+def test_abort_of_a_running_show_stops_its_owner_at_the_next_heartbeat(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import lirun.shows.engine as engine
+
+    monkeypatch.setattr(engine, "HEARTBEAT_INTERVAL", 0.1)
+    repo = show_repo(tmp_path)
+    started = tmp_path / "started"
+    s = spec(repo, [play("long", script(f"touch {started}; sleep 30"))])
+    reports: list = []
+    runner = threading.Thread(target=lambda: reports.append(run_show(s, db_url=db)))
+    runner.start()
+    poll(started.exists, what="the play to start")
+    aborted = abort_show("t", db_url=db, actor="p", justification="wrong task")
+    assert aborted.status == "aborted"
+    assert aborted.plays[0].status == "aborted_after_finish"
+    runner.join(timeout=20)
+    assert not runner.is_alive()
+    [report] = reports
+    assert report.status == "aborted" and report.exit_code == 1
+    store = open_store(db)
+    try:
+        [agent] = store.list_play_sessions(report.plays[0].id)
+    finally:
+        store.close()
+    assert agent["status"] == "cancelled"  # the owner stopped its execution
