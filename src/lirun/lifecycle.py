@@ -96,7 +96,7 @@ POLICIES: dict[str, EntityPolicy] = {
             success=frozenset({"completed"}),
             initial="active",
             reason_domains=frozenset({"show"}),
-            extra_fields=frozenset({"ended_at"}),
+            extra_fields=frozenset({"ended_at", "integration_head", "final_gate_json"}),
             ended_column="ended_at",
         ),
         EntityPolicy(
@@ -123,7 +123,21 @@ POLICIES: dict[str, EntityPolicy] = {
             success=frozenset({"merged"}),
             initial="pending",
             reason_domains=frozenset({"play"}),
-            extra_fields=frozenset({"ended_at", "session_id"}),
+            extra_fields=frozenset(
+                {
+                    "ended_at",
+                    "session_id",
+                    "attempt",
+                    "branch",
+                    "worktree",
+                    "candidate_sha",
+                    "candidate_base",
+                    "merge_sha",
+                    "merged_at",
+                    "gate_json",
+                    "feedback",
+                }
+            ),
             ended_column="ended_at",
         ),
         EntityPolicy(

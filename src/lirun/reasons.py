@@ -83,6 +83,28 @@ _CODES: dict[str, str] = {
     "show.active.created": "show created",
     "show.completed.ok": "show completed",
     "show.aborted.user": "show aborted",
+    # the show engine (shows/): what a play or a show waits on, and why a play did not merge
+    "play.pending.waiting_on_deps": "waiting for its dependencies to merge",
+    "play.running.retry_provider": "running again after a retryable provider failure",
+    "play.running.rerun": "running again: its earlier execution was interrupted or orphaned",
+    "play.gated.regate": "the integration branch moved: gating again on the new head",
+    "play.redoing.merge_conflict": "redoing after a merge conflict",
+    "play.redoing.session_failed": "redoing after its execution did not complete",
+    "play.redoing.no_changes": "redoing: its work changed nothing to merge",
+    "play.merged.admin": "merged by a person",
+    "play.escalated.merge_conflict": "merge conflict on the last attempt: a person decides",
+    "play.escalated.session_failed": "its execution did not complete on the last attempt",
+    "play.escalated.no_changes": "nothing to merge on the last attempt",
+    "play.gate_failed.merge_conflict": "merge conflict (no redo: attempts 1)",
+    "play.gate_failed.session_failed": "its execution did not complete (no redo: attempts 1)",
+    "play.gate_failed.no_changes": "nothing to merge (no redo: attempts 1)",
+    "play.blocked.show_aborted": "never started: the show was aborted",
+    "play.aborted_after_finish.show_aborted": "finished but not merged when the show was aborted",
+    "show.active.resumed": "show resumed",
+    "show.active.interrupted": "interrupted by a signal; resume it",
+    "show.active.final_gate_failed": "every play merged but the final gate failed",
+    "show.active.integration_unverified": "the integration head a person moved failed its gate",
+    "show.blocked.no_ready_plays": "no play can go on until a person decides",
     # schedules
     "schedule.queued.created": "schedule run queued",
     "schedule.waiting_dependency.upstream": "waiting for an upstream run",
@@ -110,6 +132,8 @@ _STATUSES: dict[str, frozenset[str]] = {
     # Liveness finalizes a dead owner's row as failed (DESIGN §4.6).
     "session.orphaned.no_process": frozenset({"failed"}),
     "session.stale.no_heartbeat": frozenset({"failed"}),
+    # A show waiting on a person is still active (show statuses: active, completed, aborted).
+    "show.blocked.no_ready_plays": frozenset({"active"}),
 }
 
 

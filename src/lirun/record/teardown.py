@@ -157,12 +157,19 @@ def _start_snapshot(run: RunDir, cwd: object) -> StartSnapshot | None:
     """The cwd before the work starts, li's own files left out; never raises.
 
     The run's state directory and the lirun home (other runs, a SQLite database) change
-    during any run when they sit inside the cwd: they are never the work.
+    during any run when they sit inside the cwd: they are never the work. A cwd inside the
+    home is a worktree lirun made for a flow leg or a play: there only the runs are
+    lirun's own, or the work itself would be left out.
     """
     if not isinstance(cwd, str) or not cwd:
         return None
+    from lirun.paths import runs_root
+
+    home = lirun_home()
+    inside = Path(os.path.abspath(cwd)).is_relative_to(os.path.abspath(home))
+    own = runs_root() if inside else home
     try:
-        return take_start_snapshot(cwd, exclude=(run.state_root, lirun_home()))
+        return take_start_snapshot(cwd, exclude=(run.state_root, own))
     except Exception as exc:  # the run must not fail for want of a baseline
         log.warning("lirun: no start snapshot of %s (%s: %s)", cwd, type(exc).__name__, exc)
         return unchecked_snapshot(f"start snapshot failed: {type(exc).__name__}: {exc}")

@@ -32,6 +32,7 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
 from lirun.store.transitions import (
     next_version,
@@ -51,7 +52,7 @@ def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
     return defaults
 
 
-class Store(StatusWrites, WaitReads, FlowRecords):
+class Store(StatusWrites, WaitReads, FlowRecords, ShowRecords):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.
 
     Every method may raise DatabaseError (DatabaseUnavailableError when the database

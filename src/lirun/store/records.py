@@ -22,6 +22,10 @@ JSON_COLUMNS = frozenset(
         "action_json",
         "provider_options_json",
         "flow_json",
+        "spec_json",
+        "final_gate_json",
+        "depends_on_json",
+        "gate_json",
     }
 )
 
@@ -177,8 +181,34 @@ UPDATABLE_FIELDS: dict[str, frozenset[str]] = {
     "session": SESSION_FIELDS - {"run_id"},
     "invocation": frozenset({"ended_at", "exit_code", "prompt"}),
     "schedule_run": frozenset({"started_at", "ended_at", "attempt", "exit_code", "invocation_id"}),
-    "show": frozenset({"ended_at"}),
-    "play": frozenset({"ended_at", "session_id"}),
+    "show": frozenset(
+        {
+            "ended_at",
+            "integration_head",
+            "final_gate_json",
+            "owner_pid",
+            "owner_start_time",
+            "owner_host",
+            "owner_boot_id",
+            "heartbeat_at",
+            "lease_seconds",
+        }
+    ),
+    "play": frozenset(
+        {
+            "ended_at",
+            "session_id",
+            "attempt",
+            "branch",
+            "worktree",
+            "candidate_sha",
+            "candidate_base",
+            "merge_sha",
+            "merged_at",
+            "gate_json",
+            "feedback",
+        }
+    ),
     "team": frozenset({"archived_at"}),
 }
 

@@ -1,0 +1,172 @@
+"""What the show engine does next, as pure functions fed by facts (table-tested).
+
+The engine gathers facts (play rows, how an execution ended, a gate's exit) and asks
+these functions; it never decides inline. See docs/show-engine.md for the rules in
+prose: what is ready, what a failure leads to given ``attempts``, when an execution is
+run again without using an attempt, what abort does, when a show is done or blocked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ABORT_UNSTARTED",
+    "FailureKind",
+    "Next",
+    "PlayFacts",
+    "ShowNext",
+    "abort_target",
+    "after_failure",
+    "after_session",
+    "gate_verdict",
+    "ready_plays",
+    "show_next",
+    "waiting_plays",
+]
+
+# A failed gate, a merge conflict, an execution that did not complete, or work that
+# changed nothing: all four are "the play did not merge" and follow one rule.
+FailureKind = Literal["gate", "merge_conflict", "session_failed", "no_changes"]
+# What a finished agent execution leads to.
+Next = Literal["gate", "retry", "rerun", "fail", "interrupted"]
+GateVerdict = Literal["pass", "fail", "interrupted"]
+
+MAX_PROVIDER_RETRIES = 2
+# Plays in these statuses have not started any work: abort blocks them.
+ABORT_UNSTARTED = frozenset({"pending", "prepared"})
+# Statuses in which a play holds an execution or a gate slot.
+BUSY = frozenset({"prepared", "running", "running_complete", "gated", "redoing"})
+# Reason codes of an execution ended by its owner's death, not by its work.
+_ORPHANED = frozenset({"session.orphaned.no_process", "session.stale.no_heartbeat"})
+
+
+@dataclass(frozen=True, slots=True)
+class PlayFacts:
+    name: str
+    status: str
+    depends_on: tuple[str, ...] = ()
+
+
+def _merged(plays: Iterable[PlayFacts]) -> set[str]:
+    return {p.name for p in plays if p.status == "merged"}
+
+
+def ready_plays(plays: Sequence[PlayFacts]) -> list[str]:
+    """Pending plays whose dependencies have all merged, in file order."""
+    merged = _merged(plays)
+    return [
+        p.name for p in plays if p.status == "pending" and all(d in merged for d in p.depends_on)
+    ]
+
+
+def waiting_plays(plays: Sequence[PlayFacts]) -> list[str]:
+    """Pending plays that wait on a dependency that has not merged (yet)."""
+    merged = _merged(plays)
+    return [
+        p.name
+        for p in plays
+        if p.status == "pending" and not all(d in merged for d in p.depends_on)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Where a play goes after ``kind``: ``redoing`` (one more attempt) or terminal."""
+
+    status: str
+    reason_code: str
+
+
+_GATE_CODES = {"redoing": "play.redoing.gate_failed", "escalated": "play.escalated.gate"}
+
+
+def after_failure(kind: FailureKind, *, attempt: int, attempts: int) -> Failure:
+    """A play that did not merge on ``attempt`` of ``attempts``: redo while an attempt is
+    left; then ``gate_failed`` when the play allowed one attempt (no redo was wanted),
+    ``escalated`` after a failed redo (a person decides)."""
+    if attempt < attempts:
+        status = "redoing"
+    elif attempts <= 1:
+        status = "gate_failed"
+    else:
+        status = "escalated"
+    if kind == "gate":
+        code = _GATE_CODES.get(status, "play.gate_failed.check")
+    else:
+        code = f"play.{status}.{kind}"
+    return Failure(status, code)
+
+
+def after_session(
+    status: str, reason_code: str | None, *, stopping: bool, retries_used: int
+) -> Next:
+    """What a finished agent execution leads to.
+
+    ``completed`` goes to the gate. An execution ended by a signal while the engine was
+    stopping is left for resume (``interrupted``); one whose owner died is run again
+    (``rerun``); a retryable provider failure is run again a bounded number of times
+    (``retry``); neither uses an attempt. Everything else (``completed_empty``, failed,
+    timed out, cancelled by someone else) is a failure of the attempt.
+    """
+    if status == "completed":
+        return "gate"
+    if stopping and status in ("aborted", "cancelled"):
+        return "interrupted"
+    if reason_code in _ORPHANED:
+        return "rerun"
+    if reason_code == "run.failed.provider_retryable" and retries_used < MAX_PROVIDER_RETRIES:
+        return "retry"
+    return "fail"
+
+
+def gate_verdict(status: str, child_exit_code: int | None, *, stopping: bool) -> GateVerdict:
+    """A gate passes when its command exited 0 (it need not change anything: a test run
+    that finds nothing to fix is ``completed_empty``); a gate cut short by the engine's
+    own stop is no verdict at all."""
+    if stopping and status in ("aborted", "cancelled"):
+        return "interrupted"
+    if status in ("completed", "completed_empty") and child_exit_code in (0, None):
+        return "pass"
+    return "fail"
+
+
+def abort_target(status: str) -> tuple[str, str] | None:
+    """(status, reason) an abort gives a play in ``status``; None leaves it (terminal)."""
+    if status in ABORT_UNSTARTED:
+        return "blocked", "play.blocked.show_aborted"
+    if status in BUSY:
+        return "aborted_after_finish", "play.aborted_after_finish.show_aborted"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ShowNext:
+    """``go`` (work is running or ready), ``final_gate`` (run it), ``completed``,
+    ``blocked`` (a person must act) or ``final_gate_failed``."""
+
+    kind: Literal["go", "final_gate", "completed", "blocked", "final_gate_failed"]
+    reason_code: str | None = None
+
+
+FinalGate = Literal["none", "pending", "passed", "failed"]
+
+
+def show_next(plays: Sequence[PlayFacts], *, busy: bool, final_gate: FinalGate) -> ShowNext:
+    """Whether the show goes on, completes, or waits for a person.
+
+    A show completes only when every play merged and the final gate (if any) passed on
+    the integration head. While a play is running or ready it goes on; otherwise the
+    plays that could not merge (and those waiting on them) block it.
+    """
+    if busy or ready_plays(plays) or any(p.status in BUSY for p in plays):
+        return ShowNext("go")
+    if all(p.status == "merged" for p in plays):
+        if final_gate in ("none", "passed"):
+            return ShowNext("completed", "show.completed.ok")
+        if final_gate == "failed":
+            return ShowNext("final_gate_failed", "show.active.final_gate_failed")
+        return ShowNext("final_gate")
+    return ShowNext("blocked", "show.blocked.no_ready_plays")

@@ -1,0 +1,442 @@
+"""Run, resume, abort and read a show: the library calls behind ``li show``.
+
+``run_show`` checks everything it can before it writes anything (a typed LirunError,
+exit 2, otherwise), creates the show with its plays, creates the integration branch
+from base when missing, and runs the show loop (``conductor``). The show row is the
+show's lock: it names its owner (pid, start time, host, boot id) and its heartbeat, so a
+second run of the same active show refuses, and ``resume_show`` takes over only from an
+owner that is provably dead or has no lease left. ``abort_show`` ends a show; plays that
+finished but did not merge become ``aborted_after_finish``, plays that never started
+``blocked``. ``show_report`` reads the board and changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lirun.errors import ConflictError, NotFoundError, UsageError
+from lirun.exec.task import check_task
+from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL, current_owner, judge_owner
+from lirun.paths import resolve_db_url
+from lirun.record.rundir import new_run_id, safe_component
+from lirun.shows.decisions import abort_target
+from lirun.shows.gitwork import ShowGit
+from lirun.shows.report import ShowReport, build_report
+from lirun.shows.spec import ShowSpec
+from lirun.signals import SignalTrap
+from lirun.store import Store, open_store
+
+__all__ = [
+    "DEFAULT_PARALLEL",
+    "ShowOptions",
+    "abort_show",
+    "recent_shows",
+    "resume_show",
+    "run_show",
+    "show_report",
+]
+
+DEFAULT_PARALLEL = 4
+
+# How each way the loop ends leaves the show (it stays active unless it completed).
+_ENDINGS = {
+    "completed": ("completed", "show.completed.ok"),
+    "blocked": ("active", "show.blocked.no_ready_plays"),
+    "final_gate_failed": ("active", "show.active.final_gate_failed"),
+    "integration_unverified": ("active", "show.active.integration_unverified"),
+    "interrupted": ("active", "show.active.interrupted"),
+}
+
+
+@dataclass(frozen=True)
+class ShowOptions:
+    """``parallel`` overrides the file's; ``continue_integration`` accepts an integration
+    branch with commits base does not have; ``on_progress`` gets one human line per event
+    (for stderr)."""
+
+    parallel: int | None = None
+    continue_integration: bool = False
+    on_progress: Callable[[str], None] | None = None
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def find_show(store: Store, text: str) -> dict[str, Any]:
+    """The show ``text`` names: its id, a unique id prefix or suffix, or an active topic."""
+    try:
+        return _get(store, store.resolve_id("show", text))
+    except NotFoundError:
+        active = store.active_shows_for_topic(text)
+        if len(active) == 1:
+            return active[0]
+        if active:
+            ids = ", ".join(s["id"] for s in active)
+            raise UsageError(f"topic {text!r} has several active shows ({ids}); name one") from None
+        raise NotFoundError(
+            f"no show with id {text!r} and no active show with that topic; "
+            "`li show status` lists shows"
+        ) from None
+
+
+def _get(store: Store, show_id: str) -> dict[str, Any]:
+    row = store.get_entity("show", show_id)
+    if row is None:
+        raise NotFoundError(f"no show with id {show_id!r}")
+    return row
+
+
+def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowReport:
+    show = _get(store, show_id)
+    plays = store.list_plays(show_id)
+    sessions = {str(p["id"]): store.list_play_sessions(str(p["id"])) for p in plays}
+    return build_report(show, plays, sessions, interrupted=interrupted)
+
+
+def show_report(show: str, *, db_url: str | None = None) -> ShowReport:
+    """The board of ``show`` (id, id prefix or active topic); changes nothing."""
+    store = open_store(db_url, readonly=True)
+    try:
+        return _report(store, str(find_show(store, show)["id"]))
+    finally:
+        store.close()
+
+
+def recent_shows(*, db_url: str | None = None, limit: int = 20) -> tuple[ShowReport, ...]:
+    """The boards of the active shows first, then the newest ones (``li show status``)."""
+    store = open_store(db_url, readonly=True)
+    try:
+        return tuple(_report(store, str(row["id"])) for row in store.recent_shows(limit=limit))
+    finally:
+        store.close()
+
+
+# -- checks before anything is written ---------------------------------------------------------
+
+
+def _check_plays(spec: ShowSpec) -> None:
+    """What the show file loader checks, again for library callers: names, the graph,
+    and that every task can run here (a missing provider, profile or playbook)."""
+    from lirun.flows.graph import find_cycle, unknown_deps
+
+    deps = {p.name: p.depends_on for p in spec.plays}
+    if len(deps) != len(spec.plays):
+        raise UsageError("two plays have the same name; give each play its own")
+    for p in spec.plays:
+        safe_component(p.name, "play name")
+        if p.attempts < 1:
+            raise UsageError(f"play {p.name}: attempts must be 1 or 2, not {p.attempts}")
+        check_task(p.task)
+    for node, dep in unknown_deps(deps):
+        raise UsageError(f"play {node} depends on {dep!r}, which is no play of this show")
+    cycle = find_cycle(deps)
+    if cycle is not None:
+        raise UsageError("plays depend on each other in a cycle: " + " -> ".join(cycle))
+
+
+def _check_repo(spec: ShowSpec, integration: str, *, continue_integration: bool) -> ShowGit:
+    git = ShowGit(spec.repo, "", integration)
+    if not git.repo.is_repo():
+        raise UsageError(f"repo {spec.repo}: not a git repository")
+    if git.repo.branch_head(spec.base) is None:
+        raise UsageError(f"base branch {spec.base!r} does not exist in {spec.repo}")
+    if git.repo.run("check-ref-format", "--branch", integration, check=False).returncode:
+        raise UsageError(f"integration branch {integration!r} is not a valid branch name")
+    if integration == spec.base:
+        raise UsageError(f"the integration branch must not be the base branch {spec.base!r}")
+    _check_not_checked_out(git)
+    for branch, where in git.repo.checked_out_branches().items():
+        if branch.startswith(f"{integration}--"):
+            raise ConflictError(
+                f"branch {branch} (a play's attempt branch of an earlier show on "
+                f"{integration}) is checked out in {where}; look at it, then remove that "
+                f"worktree (git worktree remove {where}) or name another integration branch"
+            )
+    head = git.head()
+    if head is not None and not continue_integration:
+        ahead = git.repo.out("rev-list", "--count", f"refs/heads/{spec.base}..{head}")
+        if ahead != "0":
+            raise ConflictError(
+                f"integration branch {integration} has {ahead} commit(s) that {spec.base} "
+                "does not have (an earlier show?); pass --continue-integration to build on "
+                "them, or name another integration branch"
+            )
+    return git
+
+
+def _check_not_checked_out(git: ShowGit) -> None:
+    where = git.repo.checked_out_branches().get(git.integration)
+    if where is not None:
+        raise ConflictError(
+            f"integration branch {git.integration} is checked out in {where}; lirun moves "
+            "it while the show runs: switch that worktree to another branch first"
+        )
+
+
+def _check_topic_free(store: Store, topic: str) -> None:
+    for row in store.active_shows_for_topic(topic):
+        raise ConflictError(
+            f"show {row['id']} of topic {topic!r} is still active; continue it with "
+            f"`li show resume {row['id']}` or end it with `li show abort {row['id']}`"
+        )
+
+
+# -- the lock ---------------------------------------------------------------------------------
+
+
+def _owner_alive(row: dict[str, Any]) -> bool:
+    from lirun.record.reap import local_facts
+
+    if not row.get("owner_pid") and row.get("heartbeat_at") is None:
+        return False
+    facts = local_facts()
+    verdict = judge_owner(
+        row,
+        now=facts.now,
+        host=facts.host,
+        boot_id=facts.boot_id,
+        process_start_time_of=facts.start_time_of,
+    )
+    return verdict is None
+
+
+def _claim(store: Store, row: dict[str, Any], owner: dict[str, Any]) -> None:
+    if row["status"] != "active":
+        raise ConflictError(f"show {row['id']} is {row['status']}; there is nothing to resume")
+    if _owner_alive(row):
+        raise ConflictError(
+            f"show {row['id']} is running in pid {row.get('owner_pid')} on "
+            f"{row.get('owner_host')}; wait for it, or stop that process and resume"
+        )
+    if not store.claim_show(row["id"], owner, previous=row, lease_seconds=DEFAULT_LEASE_SECONDS):
+        raise ConflictError(f"show {row['id']} was taken over or ended meanwhile")
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def _play_rows(spec: ShowSpec, show_id: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"{show_id}.{p.name}",
+            "name": p.name,
+            "position": i,
+            "attempts": p.attempts,
+            "depends_on_json": list(p.depends_on),
+        }
+        for i, p in enumerate(spec.plays)
+    ]
+
+
+def run_show(
+    spec: ShowSpec,
+    *,
+    db_url: str | None = None,
+    options: ShowOptions = ShowOptions(),
+    show_id: str | None = None,
+    stop: SignalTrap | None = None,
+) -> ShowReport:
+    """Run ``spec`` as a new show until it completes, needs a person, or ``stop`` gets a
+    signal. Raises UsageError / ConflictError / NotFoundError (exit 2) before anything is
+    written: a repository or base that is missing, an integration branch that is checked
+    out or has commits base lacks (unless ``continue_integration``), an active show of
+    the same topic."""
+    if not spec.plays:
+        raise UsageError("a show needs at least one play")
+    if options.parallel is not None and options.parallel < 1:
+        raise UsageError(f"--parallel must be at least 1, not {options.parallel}")
+    _check_plays(spec)
+    if not os.path.isabs(spec.repo):
+        spec = replace(spec, repo=os.path.abspath(spec.repo))  # stored: resume needs it whole
+    url = resolve_db_url(db_url)
+    show_id = safe_component(show_id, "show id") if show_id else new_run_id()
+    integration = spec.integration_branch(show_id)
+    git = _check_repo(spec, integration, continue_integration=options.continue_integration)
+    base_sha = git.repo.branch_head(spec.base)
+    store = open_store(url)
+    try:
+        _check_topic_free(store, spec.topic)
+        if store.get_entity("show", show_id) is not None:
+            raise ConflictError(f"show id {show_id!r} is already used")
+        owner = current_owner()
+        head = git.head()
+        store.create_show_with_plays(
+            id=show_id,
+            fields={
+                "topic": spec.topic,
+                "spec_json": spec.to_dict(),
+                "repo": spec.repo,
+                "base": spec.base,
+                "base_sha": base_sha,
+                "integration": integration,
+                "integration_head": head or base_sha,
+                **owner,
+                "heartbeat_at": time.time(),
+                "lease_seconds": DEFAULT_LEASE_SECONDS,
+            },
+            plays=_play_rows(spec, show_id),
+            exclusive_topic=True,
+        )
+        if head is None:
+            git.move_integration(str(base_sha), None)
+        elif head != base_sha and git.repo.is_ancestor(head, str(base_sha)):
+            git.move_integration(str(base_sha), head)  # nothing of its own: start from base
+            store.update_fields("show", show_id, {"integration_head": base_sha})
+        return _conduct(store, show_id, spec, url, options, stop, owner, resumed=False)
+    finally:
+        store.close()
+
+
+def resume_show(
+    show: str,
+    *,
+    db_url: str | None = None,
+    options: ShowOptions = ShowOptions(),
+    stop: SignalTrap | None = None,
+) -> ShowReport:
+    """Go on with an active show (id, id prefix or active topic) from its records.
+    ConflictError (exit 2) when it ended, when a live process runs it, or when its
+    integration branch was rewritten or is checked out."""
+    url = resolve_db_url(db_url)
+    store = open_store(url)
+    try:
+        row = find_show(store, show)
+        spec = ShowSpec.from_dict(row["spec_json"])
+        git = ShowGit(spec.repo, row["id"], row["integration"])
+        _check_not_checked_out(git)
+        owner = current_owner()
+        _claim(store, row, owner)
+        return _conduct(store, row["id"], spec, url, options, stop, owner, resumed=True)
+    finally:
+        store.close()
+
+
+def _conduct(
+    store: Store,
+    show_id: str,
+    spec: ShowSpec,
+    url: str,
+    options: ShowOptions,
+    stop: SignalTrap | None,
+    owner: dict[str, Any],
+    *,
+    resumed: bool,
+) -> ShowReport:
+    from lirun.shows.conductor import Conductor
+    from lirun.shows.recovery import check_head, recover
+
+    show = _get(store, show_id)
+    git = ShowGit(spec.repo, show_id, str(show["integration"]))
+    say = options.on_progress or (lambda line: None)
+    conductor = Conductor(
+        store=store,
+        show=show,
+        spec=spec,
+        git=git,
+        db_url=url,
+        parallel=options.parallel or spec.parallel or DEFAULT_PARALLEL,
+        owner=owner,
+        stop=stop,
+        progress=say,
+        beat_every=HEARTBEAT_INTERVAL,
+    )
+    say(
+        f"show {show_id} ({spec.topic}): {'resumed' if resumed else 'started'}; "
+        f"{len(spec.plays)} play(s) merge into {show['integration']}"
+    )
+    try:
+        if resumed:
+            store.update_status(
+                "show",
+                show_id,
+                new_status="active",
+                reason_code="show.active.resumed",
+                expected_statuses={"active"},
+            )
+            check_head(conductor)
+            recover(conductor)
+        outcome = conductor.run()
+        _finish(store, conductor, outcome)  # still the owner: nobody resumes half-written
+    finally:
+        if conductor.workers.busy:
+            conductor.workers.shutdown(15)
+        store.release_show(show_id, owner)
+    interrupted = stop.signal_name if outcome == "interrupted" and stop is not None else None
+    return _report(store, show_id, interrupted)
+
+
+def _finish(store: Store, conductor: Any, outcome: str) -> None:
+    if outcome not in _ENDINGS:
+        return  # lost: aborted or taken over meanwhile; its new owner writes the show
+    status, reason = _ENDINGS[outcome]
+    show_id = conductor.show["id"]
+    stuck = [n for n, r in conductor.rows.items() if r["status"] in ("escalated", "gate_failed")]
+    summary = {
+        "blocked": f"plays needing a person: {', '.join(stuck) or 'none'}",
+        "final_gate_failed": "the final gate failed on the integration head",
+        "integration_unverified": "the integration head a person moved failed its gate",
+    }.get(outcome, "")
+    store.update_status(
+        "show",
+        show_id,
+        new_status=status,
+        reason_code=reason,
+        reason_summary=summary,
+        expected_statuses={"active"},
+    )
+    conductor.say(f"show {conductor.spec.topic}: {status} ({reason})")
+    if status == "completed":
+        conductor.git.remove_gate()
+
+
+# -- aborting ---------------------------------------------------------------------------------
+
+
+def abort_show(
+    show: str, *, db_url: str | None = None, actor: str, justification: str
+) -> ShowReport:
+    """End an active show as ``aborted``. A process still running it notices on its next
+    heartbeat and stops its executions. Worktrees stay for a person to look at."""
+    if not actor.strip() or not justification.strip():
+        raise UsageError("abort needs --actor and --justification (they are audited)")
+    store = open_store(db_url)
+    try:
+        row = find_show(store, show)
+        if row["status"] != "active":
+            raise ConflictError(f"show {row['id']} is already {row['status']}")
+        meta = {"justification": justification}
+        store.update_status(
+            "show",
+            row["id"],
+            new_status="aborted",
+            reason_code="show.aborted.user",
+            reason_summary=justification,
+            source="admin",
+            actor=actor,
+            metadata=meta,
+            expected_statuses={"active"},
+        )
+        for play in store.list_plays(row["id"]):
+            target = abort_target(str(play["status"]))
+            if target is not None:
+                store.update_status(
+                    "play",
+                    play["id"],
+                    new_status=target[0],
+                    reason_code=target[1],
+                    reason_summary=justification,
+                    source="admin",
+                    actor=actor,
+                    metadata=meta,
+                    expected_statuses={play["status"]},
+                )
+        # A live owner still uses the gate worktree until its next heartbeat stops it.
+        if row.get("repo") and not _owner_alive(row):
+            ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"])).remove_gate()
+        return _report(store, str(row["id"]))
+    finally:
+        store.close()

@@ -1,0 +1,169 @@
+"""The git side of a show: play worktrees, the merge result a gate runs on, the ref move.
+
+Everything happens under ``<home>/worktrees/<show id>/`` (one worktree per play, one
+for gates) and on branches lirun names: ``<integration>--<play>-a<N>`` per attempt and
+the integration branch itself, which moves only by a compare-and-swap ``update-ref``
+to a merge commit whose gate passed. The user's checkout, current branch and base
+branch are never touched. Commands that change the shared repository (worktrees,
+refs) are serialized by one lock: plays prepare in parallel threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from lirun.exec.worktrees import GitError, Repo, worktrees_root
+
+__all__ = ["GATE_DIR", "Merge", "ShowGit", "attempt_branch"]
+
+GATE_DIR = ".gate"  # play names never start with a dot: no play can own this path
+_FALLBACK_IDENTITY = ("-c", "user.name=lirun", "-c", "user.email=lirun@localhost")
+
+
+def attempt_branch(integration: str, play: str, attempt: int) -> str:
+    """``<integration>--<play>-a<N>``: beside the integration branch, never under it (git
+    cannot hold ``x`` and ``x/y`` as branches at once)."""
+    return f"{integration}--{play}-a{attempt}"
+
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    """The merge of a play branch into ``base``: ``sha`` of the merge commit, or the
+    conflicting paths, or ``up_to_date`` when the branch brings nothing."""
+
+    base: str
+    sha: str | None = None
+    conflicts: tuple[str, ...] = ()
+    up_to_date: bool = False
+
+
+class ShowGit:
+    """Git work for one show in ``repo`` (the user's repository, never its checkout)."""
+
+    def __init__(self, repo: str, show_id: str, integration: str) -> None:
+        self.repo = Repo(repo)
+        self.show_id = show_id
+        self.integration = integration
+        self.root = worktrees_root() / show_id
+        self.lock = threading.Lock()
+        self._identity: tuple[str, ...] | None = None
+
+    # -- names and questions --
+
+    def play_path(self, play: str) -> Path:
+        return self.root / play
+
+    @property
+    def gate_path(self) -> Path:
+        return self.root / GATE_DIR
+
+    def head(self) -> str | None:
+        """The integration branch's commit, or None when it does not exist."""
+        return self.repo.branch_head(self.integration)
+
+    def identity(self) -> tuple[str, ...]:
+        """``-c user.*`` for lirun's own commits when the repository names nobody."""
+        if self._identity is None:
+            proc = self.repo.run("config", "user.email", check=False)
+            self._identity = () if proc.stdout.strip() else _FALLBACK_IDENTITY
+        return self._identity
+
+    # -- play worktrees --
+
+    def prepare(self, play: str, branch: str, start: str) -> Path:
+        """The play's worktree on ``branch`` reset to ``start``: created the first time,
+        the same path reset for a redo (an agent CLI finds its conversation by path)."""
+        path = self.play_path(play)
+        with self.lock:
+            if (path / ".git").exists():
+                try:
+                    wt = Repo(str(path))
+                    wt.run("checkout", "--quiet", "--force", "-B", branch, start)
+                    wt.run("clean", "-fdq")
+                    return path
+                except GitError:
+                    pass  # a worktree git no longer knows (pruned, half made): make it anew
+            self._fresh(path)
+            self.repo.run("worktree", "add", "--quiet", "-B", branch, str(path), start)
+        return path
+
+    def _fresh(self, path: Path) -> None:
+        """Clear ``path`` (lirun's own, under its home) for a new worktree."""
+        self.repo.remove_worktree(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def commit_leftovers(self, path: str | Path, message: str) -> bool:
+        """Commit what the agent left uncommitted in its worktree; True if it left any."""
+        wt = Repo(str(path))
+        if not Path(path).is_dir() or not wt.out("status", "--porcelain"):
+            return False
+        wt.run("add", "-A")
+        wt.run(*self.identity(), "commit", "--quiet", "--no-verify", "-m", message)
+        return True
+
+    def remove_play(self, play: str, branches: list[str]) -> None:
+        """Remove the play's worktree and its attempt branches (after it merged)."""
+        with self.lock:
+            self.repo.remove_worktree(self.play_path(play))
+            for branch in branches:
+                self.repo.run("branch", "-D", "--quiet", branch, check=False)
+
+    # -- the gate worktree --
+
+    def _gate_at(self, commit: str) -> Repo:
+        path = self.gate_path
+        if (path / ".git").exists():
+            gate = Repo(str(path))
+            try:
+                gate.run("merge", "--abort", check=False)  # a crash may have left one
+                gate.run("checkout", "--quiet", "--force", "--detach", commit)
+                gate.run("clean", "-fdq")
+                return gate
+            except GitError:
+                pass  # a worktree git no longer knows: make it anew
+        with self.lock:
+            self._fresh(path)
+            return self.repo.add_detached_worktree(path, commit)
+
+    def checkout_gate(self, commit: str) -> Path:
+        """The gate worktree with ``commit`` checked out (detached): the final gate."""
+        self._gate_at(commit)
+        return self.gate_path
+
+    def merge_candidate(self, branch: str, base: str, message: str) -> Merge:
+        """In the gate worktree: ``git merge --no-ff branch`` into ``base`` (one merge
+        commit per play). A conflict is aborted and reported with its paths."""
+        if self.repo.is_ancestor(branch, base):
+            return Merge(base, up_to_date=True)
+        gate = self._gate_at(base)
+        proc = gate.run(
+            *self.identity(),
+            "merge",
+            "--no-ff",
+            "--no-verify",
+            "--quiet",
+            "-m",
+            message,
+            branch,
+            check=False,
+        )
+        if proc.returncode != 0:
+            paths = gate.out("diff", "--name-only", "--diff-filter=U").splitlines()
+            gate.run("merge", "--abort", check=False)
+            if not paths:
+                raise GitError(f"git merge {branch} failed: {proc.stderr.strip() or proc.stdout}")
+            return Merge(base, conflicts=tuple(paths))
+        return Merge(base, sha=gate.out("rev-parse", "HEAD"))
+
+    def remove_gate(self) -> None:
+        with self.lock:
+            self.repo.remove_worktree(self.gate_path)
+
+    # -- the integration branch --
+
+    def move_integration(self, new: str, old: str | None) -> bool:
+        """Compare-and-swap the integration branch from ``old`` to ``new``."""
+        with self.lock:
+            return self.repo.update_ref(self.integration, new, old)

@@ -1,0 +1,117 @@
+"""What ``li show resume`` finds and how each play goes on from it.
+
+A show is resumed after a person fixed things (merged a play by hand and overrode it
+to ``merged``) or after the process running it died or was stopped. Each unfinished
+play is put back where its record says it was: an execution whose owner died is reaped
+and run again on the same attempt; a finished execution goes to the gate; a play with a
+recorded candidate is checked against the integration branch, so a crash between the
+candidate record and the ref move neither repeats nor loses the merge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lirun.errors import ConflictError
+from lirun.record.reap import reap_sessions
+from lirun.shows.conductor import Conductor
+from lirun.shows.decisions import after_session
+
+__all__ = ["check_head", "recover"]
+
+
+def check_head(conductor: Conductor) -> None:
+    """The integration head must still contain the last commit the show put there; a head
+    a person moved forward is gated before anything lands on it."""
+    git, show = conductor.git, conductor.show
+    head, recorded = git.head(), show.get("integration_head")
+    if head is None:
+        raise ConflictError(
+            f"the integration branch {git.integration} of show {show['id']} is gone; "
+            f"recreate it at {recorded} (git branch {git.integration} {recorded}) or abort "
+            "the show"
+        )
+    candidates = {r.get("candidate_sha") for r in conductor.rows.values() if r["status"] == "gated"}
+    if recorded is None or head == recorded or head in candidates:
+        return  # ours: a crash came after a ref move and before its record (recover)
+    if not git.repo.is_ancestor(recorded, head):
+        raise ConflictError(
+            f"the integration branch {git.integration} was rewritten: its head {head[:12]} "
+            f"does not contain {recorded[:12]}, the last commit the show gated; put it back "
+            f"(git branch -f {git.integration} {recorded}) or abort the show"
+        )
+    gate = conductor.spec.gate or conductor.spec.final_gate
+    if gate is None:
+        conductor.store.update_fields("show", show["id"], {"integration_head": head})
+        return
+    conductor.say(f"{git.integration} moved to {head[:12]}: gating it before going on")
+    conductor.head_check = True
+    conductor.workers.start_final(gate, conductor._show_meta("head_gate"), kind="head")
+
+
+def _session(conductor: Conductor, row: dict[str, Any]) -> dict[str, Any] | None:
+    sid = row.get("session_id")
+    if not sid:
+        return None
+    session = conductor.store.get_entity("session", str(sid))
+    if session is None:
+        return None
+    meta = session.get("metadata_json") or {}
+    if meta.get("attempt") != row.get("attempt"):
+        return None  # the previous attempt's: this attempt never started
+    if session["status"] == "running":
+        reap_sessions(conductor.store, [session])
+        session = conductor.store.get_entity("session", str(sid))
+        if session is not None and session["status"] == "running":
+            raise ConflictError(
+                f"play {row['name']}: its execution {sid} is still running under a live "
+                f"owner; wait for it (li wait {sid}) or stop it, then resume"
+            )
+    return session
+
+
+def _recover_running(conductor: Conductor, name: str, row: dict[str, Any]) -> None:
+    session = _session(conductor, row)
+    if session is None:
+        conductor.to_start.append(name)
+        return
+    nxt = after_session(
+        str(session["status"]), session.get("status_reason_code"), stopping=True, retries_used=0
+    )
+    if nxt == "interrupted":
+        nxt = "rerun"
+    conductor.after_agent(
+        name, nxt, str(session["id"]), str(session["status"]), session.get("status_reason_code")
+    )
+
+
+def _recover_gated(conductor: Conductor, name: str, row: dict[str, Any]) -> None:
+    candidate, base = row.get("candidate_sha"), row.get("candidate_base")
+    head = conductor.git.head()
+    if (
+        candidate
+        and head
+        and (head == candidate or conductor.git.repo.is_ancestor(candidate, head))
+    ):
+        conductor.say(f"play {name}: its candidate {candidate[:12]} is on the branch already")
+        conductor.merged(name, candidate)
+    elif candidate and base and head == base:
+        conductor.land(name, candidate, base, row.get("gate_json"))
+    else:
+        conductor.gate_queue.append(name)
+
+
+def recover(conductor: Conductor) -> None:
+    """Queue every unfinished play where its record says it was."""
+    for name, row in list(conductor.rows.items()):
+        status = row["status"]
+        if status in ("prepared",):
+            conductor.to_start.append(name)
+        elif status in ("running", "redoing"):
+            _recover_running(conductor, name, row)
+        elif status == "running_complete":
+            conductor.gate_queue.append(name)
+        elif status == "gated":
+            _recover_gated(conductor, name, row)
+        elif status == "merged" and conductor.git.play_path(name).exists():
+            conductor.git.remove_play(name, [])

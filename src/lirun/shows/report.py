@@ -1,0 +1,197 @@
+"""What a show looks like to a person or a script: the board, built from the records only.
+
+``ShowReport`` and ``PlayReport`` are plain values (``to_dict`` is JSON-ready); the
+sentences in ``needs_person`` say which play needs a person, why, and what to do.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PlayReport", "ShowReport", "build_report"]
+
+_NEEDS_PERSON = frozenset({"escalated", "gate_failed"})
+# A gate execution's status as a verdict (a gate passes when its command exits 0).
+_GATE_VERDICTS = {
+    "completed": "pass",
+    "completed_empty": "pass",
+    "running": "running",
+    "aborted": "interrupted",
+    "cancelled": "interrupted",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PlayReport:
+    id: str
+    name: str
+    status: str
+    reason_code: str | None
+    reason_summary: str | None
+    attempt: int
+    attempts: int
+    branch: str | None
+    worktree: str | None
+    depends_on: tuple[str, ...]
+    session_ids: tuple[str, ...]
+    gates: tuple[dict[str, Any], ...]
+    merge_sha: str | None
+    merged_at: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "status": self.status,
+            "reason_code": self.reason_code,
+            "reason_summary": self.reason_summary,
+            "attempt": self.attempt,
+            "attempts": self.attempts,
+            "branch": self.branch,
+            "worktree": self.worktree,
+            "depends_on": list(self.depends_on),
+            "session_ids": list(self.session_ids),
+            "gates": [dict(g) for g in self.gates],
+            "merge_sha": self.merge_sha,
+            "merged_at": self.merged_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ShowReport:
+    show_id: str
+    topic: str
+    status: str
+    reason_code: str | None
+    reason_summary: str | None
+    integration: str | None
+    integration_head: str | None
+    base: str | None
+    plays: tuple[PlayReport, ...]
+    needs_person: tuple[str, ...] = ()
+    interrupted: str | None = None
+    final_gate: dict[str, Any] | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """0 completed; 130 / 143 (128 + signal) interrupted; 1 anything else."""
+        if self.interrupted:
+            try:
+                return 128 + int(signal.Signals[self.interrupted])
+            except KeyError:
+                return 130
+        return 0 if self.status == "completed" else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "show_id": self.show_id,
+            "topic": self.topic,
+            "status": self.status,
+            "reason_code": self.reason_code,
+            "reason_summary": self.reason_summary,
+            "integration": self.integration,
+            "integration_head": self.integration_head,
+            "base": self.base,
+            "plays": [p.to_dict() for p in self.plays],
+            "needs_person": list(self.needs_person),
+            "interrupted": self.interrupted,
+            "final_gate": self.final_gate,
+            "exit_code": self.exit_code,
+        }
+
+
+def _play_report(row: Mapping[str, Any], sessions: Sequence[Mapping[str, Any]]) -> PlayReport:
+    gates, agents = [], []
+    for s in sessions:
+        meta = s.get("metadata_json") or {}
+        if meta.get("role") == "gate":
+            verdict = _GATE_VERDICTS.get(str(s.get("status")), "fail")
+            gates.append(
+                {
+                    "session_id": s["id"],
+                    "verdict": verdict,
+                    "commit": meta.get("commit"),
+                    "reason": s.get("status_reason_code"),
+                }
+            )
+        else:
+            agents.append(str(s["id"]))
+    return PlayReport(
+        id=str(row["id"]),
+        name=str(row["name"]),
+        status=str(row["status"]),
+        reason_code=row.get("status_reason_code"),
+        reason_summary=row.get("status_reason_summary"),
+        attempt=int(row.get("attempt") or 0),
+        attempts=int(row.get("attempts") or 0),
+        branch=row.get("branch"),
+        worktree=row.get("worktree"),
+        depends_on=tuple(row.get("depends_on_json") or ()),
+        session_ids=tuple(agents),
+        gates=tuple(gates),
+        merge_sha=row.get("merge_sha"),
+        merged_at=row.get("merged_at"),
+    )
+
+
+def _waiting_on(plays: Sequence[PlayReport], name: str) -> list[str]:
+    return [p.name for p in plays if p.status == "pending" and name in p.depends_on]
+
+
+def needs_person(show: Mapping[str, Any], plays: Sequence[PlayReport]) -> tuple[str, ...]:
+    """One sentence per play a person must look at (and one for a failed final gate)."""
+    if show.get("status") != "active":
+        return ()
+    sid, integration = show["id"], show.get("integration")
+    lines = []
+    for p in plays:
+        if p.status not in _NEEDS_PERSON:
+            continue
+        waiting = _waiting_on(plays, p.name)
+        held = f"; {', '.join(waiting)} wait(s) on it" if waiting else ""
+        where = f" in {p.worktree} (branch {p.branch})" if p.worktree else ""
+        lines.append(
+            f"play {p.name} ({p.id}) is {p.status} after attempt {p.attempt} of {p.attempts}: "
+            f"{p.reason_summary or p.reason_code}{held}. Look at its work{where}; merge it "
+            f"into {integration} yourself and run `li override play {p.id} --to merged "
+            f"--reason play.merged.admin --actor YOU --justification WHY`, then "
+            f"`li show resume {sid}` (or `li show abort {sid}`)."
+        )
+    if show.get("status_reason_code") in (
+        "show.active.final_gate_failed",
+        "show.active.integration_unverified",
+    ):
+        lines.append(
+            f"the integration branch {integration} at {show.get('integration_head')} failed "
+            f"its gate ({show.get('status_reason_summary') or 'see li show status'}); fix it "
+            f"on {integration}, then `li show resume {sid}`."
+        )
+    return tuple(lines)
+
+
+def build_report(
+    show: Mapping[str, Any],
+    plays: Sequence[Mapping[str, Any]],
+    sessions: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    interrupted: str | None = None,
+) -> ShowReport:
+    """The board from the show row, its play rows and each play's linked sessions."""
+    reports = tuple(_play_report(p, sessions.get(str(p["id"]), ())) for p in plays)
+    return ShowReport(
+        show_id=str(show["id"]),
+        topic=str(show["topic"]),
+        status=str(show["status"]),
+        reason_code=show.get("status_reason_code"),
+        reason_summary=show.get("status_reason_summary"),
+        integration=show.get("integration"),
+        integration_head=show.get("integration_head"),
+        base=show.get("base"),
+        plays=reports,
+        needs_person=needs_person(show, reports),
+        interrupted=interrupted,
+        final_gate=show.get("final_gate_json"),
+    )

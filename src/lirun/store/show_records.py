@@ -1,0 +1,207 @@
+"""The show engine's records as ``Store`` methods (``sql/<dialect>/shows.sql``).
+
+A show is created with all its plays in one transaction, so a show never exists with
+half its plays. The show row is the show's lock: ``claim_show`` takes it with a
+compare-and-set on the owner the caller judged (alive owners are never displaced),
+``beat_show`` renews it and ``release_show`` gives it back. Plays' status changes go
+through the guarded ``update_status`` like every other entity's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from lirun.errors import ConflictError
+from lirun.hints import TYPE_CHECKING, Any
+from lirun.lifecycle import policy_for
+from lirun.reasons import creation_reason
+from lirun.store.records import closed_fields, column_values, decode_row, require_text
+
+if TYPE_CHECKING:
+    from lirun.lifecycle import EntityPolicy
+    from lirun.store.connector import Connector, Tx
+
+# Columns a show or play is created with (beyond id, status and the timestamps).
+SHOW_CREATE_FIELDS = frozenset(
+    {
+        "topic",
+        "spec_json",
+        "repo",
+        "base",
+        "base_sha",
+        "integration",
+        "integration_head",
+        "owner_pid",
+        "owner_start_time",
+        "owner_host",
+        "owner_boot_id",
+        "heartbeat_at",
+        "lease_seconds",
+    }
+)
+PLAY_CREATE_FIELDS = frozenset({"name", "position", "attempts", "depends_on_json", "attempt"})
+OWNER_COLUMNS = ("owner_pid", "owner_start_time", "owner_host", "owner_boot_id")
+
+
+class ShowRecords:
+    """Show and play records; ``Store`` provides the connector and the query names."""
+
+    connector: Connector
+
+    if TYPE_CHECKING:
+
+        def sql(self, name: str, **slots: str) -> str: ...
+
+        def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None: ...
+
+        def _append_transition(
+            self,
+            tx: Tx,
+            policy: EntityPolicy,
+            entity_id: str,
+            previous: str | None,
+            status: str,
+            reason_code: str,
+            reason_summary: str,
+            evidence_json: str | None,
+            source: str,
+            actor: str | None,
+            metadata_json: str | None,
+            now: float,
+            transition_id: str | None = None,
+        ) -> None: ...
+
+    def _insert_in(self, tx: Tx, entity_type: str, row: dict[str, Any], now: float) -> None:
+        policy = policy_for(entity_type)
+        reason = creation_reason(policy.entity_type, policy.initial)
+        full = {
+            **row,
+            "status": policy.initial,
+            "status_reason_code": reason,
+            "created_at": now,
+            "updated_at": now,
+        }
+        tx.execute(
+            self.sql(
+                "insert_row",
+                table=policy.table,
+                columns=", ".join(full),
+                values=", ".join(f":{k}" for k in full),
+            ),
+            full,
+        )
+        self._append_transition(
+            tx, policy, row["id"], None, policy.initial, reason, "", None, "system", None, None, now
+        )
+
+    def create_show_with_plays(
+        self,
+        *,
+        id: str,
+        fields: Mapping[str, Any],
+        plays: Sequence[Mapping[str, Any]],
+        exclusive_topic: bool = False,
+    ) -> dict[str, Any]:
+        """Create an ``active`` show and its ``pending`` plays (each with its own ``id``)
+        in one transaction; returns the show row. ValidationError for a column outside
+        ``SHOW_CREATE_FIELDS`` / ``PLAY_CREATE_FIELDS`` or an empty topic or play name.
+        ``exclusive_topic``: ConflictError, and nothing created, when a show of the same
+        topic is active (checked in the creating transaction, so two starts cannot both
+        pass)."""
+        require_text(id=id, topic=fields.get("topic"))
+        show = {"id": id, **closed_fields(fields, SHOW_CREATE_FIELDS, "create_show_with_plays")}
+        rows = []
+        for play in plays:
+            require_text(id=play.get("id"), name=play.get("name"))
+            extra = {k: v for k, v in play.items() if k != "id"}
+            values = closed_fields(extra, PLAY_CREATE_FIELDS, "create_show_with_plays(plays)")
+            rows.append({"id": play["id"], "show_id": id, **values})
+        now = time.time()
+        with self.connector.write() as tx:
+            if exclusive_topic:
+                topic = {"topic": show["topic"]}
+                tx.query(self.sql("lock_topic"), topic)
+                active = tx.query(self.sql("active_show_ids_for_topic"), topic)
+                if active:
+                    raise ConflictError(
+                        f"show {active[0]['id']} of topic {show['topic']!r} is still active; "
+                        f"continue it with `li show resume {active[0]['id']}` or end it with "
+                        f"`li show abort {active[0]['id']}`"
+                    )
+            self._insert_in(tx, "show", show, now)
+            for row in rows:
+                self._insert_in(tx, "play", row, now)
+        created = self.get_entity("show", id)
+        assert created is not None
+        return created
+
+    # -- reads --
+
+    def _rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [decode_row(r) for r in self.connector.read(self.sql(name), params)]  # type: ignore[misc]
+
+    def active_shows_for_topic(self, topic: str) -> list[dict[str, Any]]:
+        """Active shows of ``topic``, newest first (normally at most one)."""
+        return self._rows("active_shows_for_topic", {"topic": topic})
+
+    def recent_shows(self, *, limit: int = 20) -> list[dict[str, Any]]:
+        """Active shows first, then the newest, at most ``limit``."""
+        return self._rows("recent_shows", {"limit": int(limit)})
+
+    def list_plays(self, show_id: str) -> list[dict[str, Any]]:
+        """The show's plays in the order of its file."""
+        return self._rows("list_plays", {"show_id": show_id})
+
+    def list_play_sessions(self, play_id: str) -> list[dict[str, Any]]:
+        """Every execution linked to the play (agent runs and gate runs), oldest first."""
+        return self._rows("list_play_sessions", {"play_id": play_id})
+
+    def list_show_gate_sessions(self, show_id: str) -> list[dict[str, Any]]:
+        """The gate runs on the show's integration head (final, and after a person moved
+        it), oldest first."""
+        return self._rows("list_show_gate_sessions", {"show_id": show_id})
+
+    # -- the lock --
+
+    def claim_show(
+        self,
+        show_id: str,
+        owner: Mapping[str, Any],
+        *,
+        previous: Mapping[str, Any],
+        lease_seconds: float,
+    ) -> bool:
+        """Make ``owner`` (``owner_pid``, ``owner_start_time``, ``owner_host``,
+        ``owner_boot_id``) the show's owner if it is active and still owned by
+        ``previous`` (the row's owner columns as the caller read and judged them; None
+        values for no owner). False when the show ended or another owner came first."""
+        params = {
+            **column_values({k: owner.get(k) for k in OWNER_COLUMNS}),
+            "old_pid": previous.get("owner_pid"),
+            "old_host": previous.get("owner_host"),
+            "old_start_time": previous.get("owner_start_time"),
+            "now": time.time(),
+            "lease_seconds": float(lease_seconds),
+            "id": show_id,
+        }
+        with self.connector.write() as tx:
+            return tx.execute(self.sql("claim_show"), params) == 1
+
+    def beat_show(self, show_id: str, owner: Mapping[str, Any]) -> bool:
+        """Renew the owner's lease; False when the show is no longer active or no longer
+        ours (the owner then stops: someone took the show over or ended it)."""
+        params = {
+            "id": show_id,
+            "now": time.time(),
+            "owner_pid": owner["owner_pid"],
+            "owner_host": owner["owner_host"],
+        }
+        with self.connector.write() as tx:
+            return tx.execute(self.sql("beat_show"), params) == 1
+
+    def release_show(self, show_id: str, owner: Mapping[str, Any]) -> bool:
+        """Clear the owner columns if ``owner`` holds the show; False otherwise."""
+        params = {"id": show_id, "owner_pid": owner["owner_pid"], "owner_host": owner["owner_host"]}
+        with self.connector.write() as tx:
+            return tx.execute(self.sql("release_show"), params) == 1

@@ -1,0 +1,149 @@
+"""The show engine's decisions, as tables (no database, no git)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lirun.shows.decisions import (
+    PlayFacts,
+    abort_target,
+    after_failure,
+    after_session,
+    gate_verdict,
+    ready_plays,
+    show_next,
+    waiting_plays,
+)
+
+
+def P(name: str, status: str, *deps: str) -> PlayFacts:
+    return PlayFacts(name, status, tuple(deps))
+
+
+@pytest.mark.parametrize(
+    ("plays", "ready", "waiting"),
+    [
+        ([P("a", "pending"), P("b", "pending")], ["a", "b"], []),
+        ([P("a", "pending"), P("b", "pending", "a")], ["a"], ["b"]),
+        ([P("a", "running"), P("b", "pending", "a")], [], ["b"]),
+        ([P("a", "merged"), P("b", "pending", "a")], ["b"], []),
+        ([P("a", "escalated"), P("b", "pending", "a"), P("c", "pending")], ["c"], ["b"]),
+        ([P("a", "merged"), P("b", "gated", "a")], [], []),
+        ([P("a", "merged"), P("b", "merged"), P("c", "pending", "a", "b")], ["c"], []),
+    ],
+)
+def test_ready_and_waiting(plays: list[PlayFacts], ready: list[str], waiting: list[str]) -> None:
+    assert ready_plays(plays) == ready
+    assert waiting_plays(plays) == waiting
+
+
+@pytest.mark.parametrize(
+    ("kind", "attempt", "attempts", "status", "reason"),
+    [
+        ("gate", 1, 2, "redoing", "play.redoing.gate_failed"),
+        ("gate", 2, 2, "escalated", "play.escalated.gate"),
+        ("gate", 1, 1, "gate_failed", "play.gate_failed.check"),
+        ("merge_conflict", 1, 2, "redoing", "play.redoing.merge_conflict"),
+        ("merge_conflict", 2, 2, "escalated", "play.escalated.merge_conflict"),
+        ("merge_conflict", 1, 1, "gate_failed", "play.gate_failed.merge_conflict"),
+        ("session_failed", 1, 2, "redoing", "play.redoing.session_failed"),
+        ("session_failed", 2, 2, "escalated", "play.escalated.session_failed"),
+        ("session_failed", 1, 1, "gate_failed", "play.gate_failed.session_failed"),
+        ("no_changes", 1, 2, "redoing", "play.redoing.no_changes"),
+        ("no_changes", 2, 2, "escalated", "play.escalated.no_changes"),
+        ("no_changes", 1, 1, "gate_failed", "play.gate_failed.no_changes"),
+    ],
+)
+def test_after_failure(kind: str, attempt: int, attempts: int, status: str, reason: str) -> None:
+    failure = after_failure(kind, attempt=attempt, attempts=attempts)  # type: ignore[arg-type]
+    assert (failure.status, failure.reason_code) == (status, reason)
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "stopping", "retries", "expected"),
+    [
+        ("completed", "run.completed.ok", False, 0, "gate"),
+        ("completed_empty", "run.completed_empty.no_evidence", False, 0, "fail"),
+        ("failed", "run.failed.exit_nonzero", False, 0, "fail"),
+        ("timed_out", "run.timed_out.deadline", False, 0, "fail"),
+        ("failed", "run.failed.provider_retryable", False, 0, "retry"),
+        ("failed", "run.failed.provider_retryable", False, 1, "retry"),
+        ("failed", "run.failed.provider_retryable", False, 2, "fail"),
+        ("failed", "run.failed.provider_nonretryable", False, 0, "fail"),
+        ("failed", "session.orphaned.no_process", False, 0, "rerun"),
+        ("failed", "session.stale.no_heartbeat", False, 0, "rerun"),
+        ("cancelled", "run.cancelled.sigterm", True, 0, "interrupted"),
+        ("aborted", "run.cancelled.sigint", True, 0, "interrupted"),
+        ("cancelled", "run.cancelled.sigterm", False, 0, "fail"),
+        ("completed", "run.completed.ok", True, 0, "gate"),
+    ],
+)
+def test_after_session(
+    status: str, reason: str, stopping: bool, retries: int, expected: str
+) -> None:
+    assert after_session(status, reason, stopping=stopping, retries_used=retries) == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "stopping", "verdict"),
+    [
+        ("completed", 0, False, "pass"),
+        ("completed_empty", 0, False, "pass"),
+        ("failed", 1, False, "fail"),
+        ("timed_out", None, False, "fail"),
+        ("cancelled", None, True, "interrupted"),
+        ("cancelled", None, False, "fail"),
+    ],
+)
+def test_gate_verdict(status: str, code: int | None, stopping: bool, verdict: str) -> None:
+    assert gate_verdict(status, code, stopping=stopping) == verdict
+
+
+@pytest.mark.parametrize(
+    ("status", "target"),
+    [
+        ("pending", ("blocked", "play.blocked.show_aborted")),
+        ("prepared", ("blocked", "play.blocked.show_aborted")),
+        ("running", ("aborted_after_finish", "play.aborted_after_finish.show_aborted")),
+        ("running_complete", ("aborted_after_finish", "play.aborted_after_finish.show_aborted")),
+        ("gated", ("aborted_after_finish", "play.aborted_after_finish.show_aborted")),
+        ("redoing", ("aborted_after_finish", "play.aborted_after_finish.show_aborted")),
+        ("merged", None),
+        ("escalated", None),
+        ("gate_failed", None),
+    ],
+)
+def test_abort_target(status: str, target: tuple[str, str] | None) -> None:
+    assert abort_target(status) == target
+
+
+@pytest.mark.parametrize(
+    ("plays", "busy", "final", "kind"),
+    [
+        ([P("a", "merged")], False, "none", "completed"),
+        ([P("a", "merged")], False, "pending", "final_gate"),
+        ([P("a", "merged")], False, "passed", "completed"),
+        ([P("a", "merged")], False, "failed", "final_gate_failed"),
+        ([P("a", "merged"), P("b", "pending")], False, "none", "go"),
+        ([P("a", "gated")], False, "none", "go"),
+        ([P("a", "merged")], True, "none", "go"),
+        ([P("a", "escalated"), P("b", "pending", "a")], False, "none", "blocked"),
+        ([P("a", "gate_failed"), P("b", "merged")], False, "pending", "blocked"),
+    ],
+)
+def test_show_next(plays: list[PlayFacts], busy: bool, final: str, kind: str) -> None:
+    assert show_next(plays, busy=busy, final_gate=final).kind == kind  # type: ignore[arg-type]
+
+
+def test_every_decided_reason_is_registered_and_fits_its_status() -> None:
+    from lirun.reasons import validate_reason
+
+    for kind in ("gate", "merge_conflict", "session_failed", "no_changes"):
+        for attempt, attempts in ((1, 2), (2, 2), (1, 1)):
+            f = after_failure(kind, attempt=attempt, attempts=attempts)  # type: ignore[arg-type]
+            validate_reason(f.reason_code, "play", f.status)
+    for status in ("pending", "running"):
+        target = abort_target(status)
+        assert target is not None
+        validate_reason(target[1], "play", target[0])
+    validate_reason("show.blocked.no_ready_plays", "show", "active")

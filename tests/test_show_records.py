@@ -1,0 +1,167 @@
+"""Show and play records, the show lock and the board, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lirun.errors import ConflictError, NotFoundError
+from lirun.liveness import current_owner
+from lirun.shows.engine import abort_show, recent_shows, resume_show, run_show, show_report
+from lirun.store import Store
+from support.gitkit import git
+from support.showkit import INTEGRATION, play, show_repo, spec, writes
+
+
+def _create(store: Store, show_id: str = "s1", topic: str = "t") -> None:
+    store.create_show_with_plays(
+        id=show_id,
+        fields={"topic": topic, "spec_json": {"k": [1]}, "repo": "/r", "integration": "i"},
+        plays=[
+            {"id": f"{show_id}.a", "name": "a", "position": 0, "attempts": 2},
+            {"id": f"{show_id}.b", "name": "b", "position": 1, "depends_on_json": ["a"]},
+        ],
+    )
+
+
+def test_a_show_is_created_with_its_plays_and_their_history(store: Store) -> None:
+    _create(store)
+    show = store.get_entity("show", "s1")
+    assert show is not None and show["status"] == "active" and show["spec_json"] == {"k": [1]}
+    plays = store.list_plays("s1")
+    assert [(p["name"], p["status"], p["depends_on_json"]) for p in plays] == [
+        ("a", "pending", None),
+        ("b", "pending", ["a"]),
+    ]
+    assert [t["reason_code"] for t in store.list_transitions("play", "s1.b")] == [
+        "play.pending.created"
+    ]
+    assert store.active_shows_for_topic("t")[0]["id"] == "s1"
+
+
+def test_a_play_status_write_carries_its_merge_columns(store: Store) -> None:
+    _create(store)
+    assert store.update_status(
+        "play",
+        "s1.a",
+        new_status="merged",
+        reason_code="play.merged.ok",
+        extra_fields={"merge_sha": "f" * 40, "merged_at": 5.0},
+        expected_statuses={"pending"},
+    )
+    row = store.get_entity("play", "s1.a")
+    assert row is not None and row["merge_sha"] == "f" * 40 and row["ended_at"] is not None
+
+
+def test_sessions_link_to_their_play_through_metadata(store: Store) -> None:
+    _create(store)
+    store.create_session(id="x1", metadata_json={"play_id": "s1.a", "role": "agent"})
+    store.create_session(id="x2", metadata_json={"play_id": "s1.a", "role": "gate"})
+    store.create_session(id="x3", metadata_json={"play_id": "s1.b", "role": "agent"})
+    store.create_session(id="x4", metadata_json={"show_id": "s1", "role": "final_gate"})
+    store.create_session(id="x5")
+    assert [s["id"] for s in store.list_play_sessions("s1.a")] == ["x1", "x2"]
+    assert [s["id"] for s in store.list_show_gate_sessions("s1")] == ["x4"]
+
+
+def test_the_show_row_is_a_lock_taken_only_from_the_owner_judged(store: Store) -> None:
+    _create(store)
+    me = current_owner()
+    other = {**me, "owner_pid": 999_999_99}
+    assert store.claim_show("s1", me, previous={}, lease_seconds=60)
+    # A second claimer that judged "no owner" loses: the row has one now.
+    assert not store.claim_show("s1", other, previous={}, lease_seconds=60)
+    row = store.get_entity("show", "s1")
+    assert row is not None and row["owner_pid"] == me["owner_pid"]
+    assert store.beat_show("s1", me) and not store.beat_show("s1", other)
+    # Taking over from the owner one judged dead works once.
+    assert store.claim_show("s1", other, previous=row, lease_seconds=60)
+    assert not store.claim_show("s1", me, previous=row, lease_seconds=60)
+    assert not store.beat_show("s1", me)
+    assert store.release_show("s1", other) and not store.release_show("s1", other)
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_run_resume_abort_and_the_board_on_each_backend(db_url: str, tmp_path: Path) -> None:
+    repo = show_repo(tmp_path)
+    s = spec(repo, [play("a", writes("a.txt", "A")), play("b", writes("b.txt", "B"), "a")])
+    report = run_show(s, db_url=db_url)
+    assert report.status == "completed" and report.exit_code == 0
+    assert [p.status for p in report.plays] == ["merged", "merged"]
+    assert git(repo, "rev-parse", INTEGRATION) == report.integration_head
+    board = show_report(report.show_id[:12], db_url=db_url)
+    assert board.to_dict()["plays"][1]["gates"][0]["verdict"] == "pass"
+    assert board.plays[0].session_ids and board.plays[0].worktree is None
+    with pytest.raises(ConflictError, match="already completed"):
+        abort_show(report.show_id, db_url=db_url, actor="a", justification="j")
+    with pytest.raises(ConflictError, match="nothing to resume"):
+        resume_show(report.show_id, db_url=db_url)
+    with pytest.raises(NotFoundError):
+        show_report("no-such-show", db_url=db_url)
+    assert [r.show_id for r in recent_shows(db_url=db_url)] == [report.show_id]
+
+
+def test_a_live_owner_keeps_the_show_and_a_dead_one_is_taken_over(
+    store: Store, db_url: str, tmp_path: Path
+) -> None:
+    repo = show_repo(tmp_path)
+    s = spec(repo, [play("a", writes("a.txt", "A"))])
+    sid = "20990101T000000-abcdef"
+    store.create_show_with_plays(
+        id=sid,
+        fields={
+            "topic": "t",
+            "spec_json": s.to_dict(),
+            "repo": str(repo),
+            "base": "main",
+            "integration": INTEGRATION,
+            "integration_head": git(repo, "rev-parse", "main"),
+            **current_owner(),
+        },
+        plays=[{"id": f"{sid}.a", "name": "a", "position": 0, "attempts": 2}],
+    )
+    git(repo, "branch", INTEGRATION, "main")
+    with pytest.raises(ConflictError, match="still active"):
+        run_show(s, db_url=db_url)
+    with pytest.raises(ConflictError, match="is running in pid"):
+        resume_show("t", db_url=db_url)  # an active topic names its show
+    store.update_fields("show", sid, {"owner_pid": _dead_pid()})
+    report = resume_show("t", db_url=db_url)
+    assert report.status == "completed", report.to_dict()
+    row = store.get_entity("show", sid)
+    assert row is not None and row["owner_pid"] is None  # released at the end
+
+
+def test_recent_shows_lists_active_ones_first(store: Store) -> None:
+    _create(store, "old", topic="x")
+    _create(store, "new", topic="y")
+    store.update_status("show", "new", new_status="completed", reason_code="show.completed.ok")
+    assert [s["id"] for s in store.recent_shows()] == ["old", "new"]
+    assert [s["id"] for s in store.recent_shows(limit=1)] == ["old"]
+
+
+def test_a_second_active_show_of_a_topic_is_refused_in_the_creating_transaction(
+    store: Store,
+) -> None:
+    _create(store, "first", topic="same")
+    with pytest.raises(ConflictError, match="first"):
+        store.create_show_with_plays(
+            id="second",
+            fields={"topic": "same"},
+            plays=[{"id": "second.a", "name": "a"}],
+            exclusive_topic=True,
+        )
+    assert store.get_entity("show", "second") is None
+    assert store.get_entity("play", "second.a") is None
+    store.update_status("show", "first", new_status="aborted", reason_code="show.aborted.user")
+    store.create_show_with_plays(
+        id="second", fields={"topic": "same"}, plays=[], exclusive_topic=True
+    )
