@@ -129,10 +129,13 @@ def find_file(kind: str, name: str) -> Path:
 
 
 class LineMap(dict[Any, Any]):
-    """A YAML mapping that remembers where it and each of its keys start (1-based lines)."""
+    """A YAML mapping that remembers where it and each of its keys start (1-based lines),
+    and the keys it repeats (``duplicates``: key and line of each later occurrence; YAML
+    keeps the last value, which a strict reader refuses)."""
 
     line: int = 0
     key_lines: dict[Any, int]
+    duplicates: list[tuple[Any, int]]
 
 
 @functools.cache
@@ -147,9 +150,13 @@ def _line_loader() -> Any:
         mapping = LineMap(loader.construct_mapping(node, deep=True))
         mapping.line = node.start_mark.line + 1
         mapping.key_lines = {}
+        mapping.duplicates = []
         for key_node, _ in node.value:
             key = loader.construct_object(key_node, deep=True)
-            mapping.key_lines.setdefault(key, key_node.start_mark.line + 1)
+            line = key_node.start_mark.line + 1
+            if key in mapping.key_lines:
+                mapping.duplicates.append((key, line))
+            mapping.key_lines.setdefault(key, line)
         return mapping
 
     LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
@@ -165,9 +172,10 @@ def where(path: Path, node: object, key: object = None) -> str:
     return str(path)
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path, *, keys_hint: str = "artifacts:, defaults:, ...") -> dict[str, Any]:
     """The file's top-level mapping (an empty file is an empty mapping); mappings are
-    LineMaps, so errors can name ``file:line``."""
+    LineMaps, so errors can name ``file:line``. ``keys_hint`` names the expected top-level
+    keys in the error for a file that is not a mapping."""
     import yaml  # lazily: keep PyYAML off the li wait path
 
     try:
@@ -183,7 +191,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ProfileError(
-            f"{path}: the top level must be a mapping (artifacts:, defaults:, ...), "
+            f"{path}: the top level must be a mapping ({keys_hint}), "
             f"got {type(data).__name__}"
         )
     return data
