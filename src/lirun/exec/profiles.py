@@ -191,8 +191,7 @@ def read_yaml(path: Path, *, keys_hint: str = "artifacts:, defaults:, ...") -> d
         return {}
     if not isinstance(data, dict):
         raise ProfileError(
-            f"{path}: the top level must be a mapping ({keys_hint}), "
-            f"got {type(data).__name__}"
+            f"{path}: the top level must be a mapping ({keys_hint}), got {type(data).__name__}"
         )
     return data
 
