@@ -30,7 +30,7 @@ def id_fragment_params(fragment: str, limit: int = ID_CANDIDATES) -> dict[str, A
 
 
 # The kinds `li wait` accepts, in the order of the ``wait_fetch`` parameters.
-WAIT_KINDS = ("session", "invocation", "play", "schedule_run")
+WAIT_KINDS = ("session", "invocation", "play", "schedule_run", "show")
 
 
 class _HasQueries(Protocol):
