@@ -92,7 +92,7 @@ def test_branches_gates_and_attempts() -> None:
 def test_a_run_string_shows_as_typed() -> None:
     plan = plan_show(spec_of({"a": ()}))
     assert plan.plays[0].work == "run: make a"
-    assert "no --parallel limit" in plan.text()
+    assert "at most 4 at a time" in plan.text()  # DEFAULT_PARALLEL
 
 
 @pytest.mark.parametrize(

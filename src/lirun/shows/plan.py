@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.flows.graph import topo_order
-from lirun.shows.spec import Gate, PlaySpec, ShowSpec
+from lirun.shows.spec import DEFAULT_PARALLEL, Gate, PlaySpec, ShowSpec
 
 __all__ = ["PlannedPlay", "ShowPlan", "gate_text", "plan_show", "play_branch"]
 
@@ -82,7 +82,7 @@ class ShowPlan:
     repo: str
     base: str
     integration: str
-    parallel: int | None
+    parallel: int
     plays: tuple[PlannedPlay, ...]
     final_gate: Gate | None
     path: str | None
@@ -109,7 +109,7 @@ class ShowPlan:
         """The plan as text, one line per item (no colour, no terminal needed)."""
         waves = self.waves
         count = len(self.plays)
-        limit = f"at most {self.parallel} at a time" if self.parallel else "no --parallel limit"
+        limit = f"at most {self.parallel} at a time"
         out = [
             f"show {self.topic}: {count} play{'s' if count != 1 else ''} in {len(waves)} "
             f"wave{'s' if len(waves) != 1 else ''}, {limit}",
@@ -144,7 +144,8 @@ class ShowPlan:
 
 
 def plan_show(spec: ShowSpec, *, parallel: int | None = None) -> ShowPlan:
-    """The plan for ``spec``; ``parallel`` (``--parallel``) overrides the file's."""
+    """The plan for ``spec``; ``parallel`` (``--parallel``) overrides the file's, which
+    overrides ``DEFAULT_PARALLEL``."""
     deps = {p.name: p.depends_on for p in spec.plays}
     wave: dict[str, int] = {}
     for name in topo_order(deps):
@@ -171,7 +172,7 @@ def plan_show(spec: ShowSpec, *, parallel: int | None = None) -> ShowPlan:
         repo=spec.repo,
         base=spec.base,
         integration=spec.integration,
-        parallel=parallel if parallel is not None else spec.parallel,
+        parallel=parallel or spec.parallel or DEFAULT_PARALLEL,
         plays=tuple(plays),
         final_gate=spec.final_gate,
         path=spec.path,
