@@ -34,15 +34,15 @@ gate: "test -f base.txt"
 parallel: 2
 plays:
   - name: one
-    run: "echo one > one.txt && git add one.txt && git commit -q -m one"
+    run: "echo one >> one.txt && git add one.txt && git commit -q -m one"
   - name: two
-    run: "echo two > two.txt && git add two.txt && git commit -q -m two"
+    run: "echo two >> two.txt && git add two.txt && git commit -q -m two"
   - name: three
     depends_on: [one, two]
     run:
       - sh
       - -c
-      - "test -f one.txt && test -f two.txt && echo 3 > three.txt && git add three.txt &&
+      - "test -f one.txt && test -f two.txt && echo 3 >> three.txt && git add three.txt &&
         git commit -q -m three"
     attempts: 1
 """
