@@ -187,9 +187,20 @@ def _draw_board(out: Console, report: Mapping[str, Any]) -> None:
             out.print(_text(f"  {line}"))
     steps = next_steps(report)
     if steps:
+        import textwrap
+
         out.print(_text("\nneeds a person", "bold red"))
+        width = max(60, min(out.width, 110))
         for line in steps:
-            out.print(_text(f"  {line}"))
+            wrapped = textwrap.fill(
+                line,
+                width=width,
+                initial_indent="  ",
+                subsequent_indent="    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            out.print(_text(wrapped))
 
 
 def _session_lines(report: Mapping[str, Any]) -> list[str]:
