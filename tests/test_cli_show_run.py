@@ -239,3 +239,19 @@ def _wait_for_play_running(env: dict[str, str], topic: str) -> dict[str, Any]:
                 return report
         time.sleep(0.1)
     raise AssertionError(f"no play of {topic} started running")
+
+
+def test_setup_errors_exit_2_attached_and_detached(
+    tmp_path: Path, sqlite_env: dict[str, str]
+) -> None:
+    path = write_show(tmp_path, COMMAND_SHOW.format(topic="busy"))
+    repo = tmp_path / "repo"
+    git(repo, "branch", "show/busy")
+    git(repo, "checkout", "-q", "show/busy")  # the integration branch is checked out here
+    before = git(repo, "for-each-ref")
+    attached = li(sqlite_env, "show", "run", str(path))
+    assert attached.returncode == 2 and "checked out" in attached.stderr, attached.stderr
+    detached = li(sqlite_env, "show", "run", str(path), "--detach")
+    assert detached.returncode == 2 and detached.stdout == ""
+    assert "the background li for show" in detached.stderr and "checked out" in detached.stderr
+    assert git(repo, "for-each-ref") == before
