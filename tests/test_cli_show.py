@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from support.cli import li_command
-from support.showkit import COMMAND_SHOW, refs, write_show
+from support.showfilekit import COMMAND_SHOW, refs, write_show
 from support.waitkit import finish, parse_line, read_line, run_wait, start_waiter, wait_until_ready
 
 SUBCOMMANDS = ("run", "resume", "abort", "status")

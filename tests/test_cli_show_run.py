@@ -16,7 +16,7 @@ import pytest
 
 from support.cli import li_command
 from support.gitkit import GIT_ENV, git
-from support.showkit import COMMAND_SHOW, write_show
+from support.showfilekit import COMMAND_SHOW, write_show
 from support.waitkit import parse_line, run_wait
 
 TIMEOUT = 120

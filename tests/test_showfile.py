@@ -11,7 +11,7 @@ from lirun.errors import UsageError
 from lirun.shows.showfile import ShowFileError, check_branch_name, load_show
 from lirun.shows.spec import Gate, ShowSpec
 from support.gitkit import git
-from support.showkit import COMMAND_SHOW, refs, write_show
+from support.showfilekit import COMMAND_SHOW, refs, write_show
 
 VALID = """
 topic: add-auth

@@ -1,4 +1,4 @@
-"""Show files and the repositories they name, for the show tests."""
+"""Show files and the repositories they name, for the show-file and `li show` tests."""
 
 from __future__ import annotations
 
