@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -354,8 +355,41 @@ def test_repo_may_be_a_subdirectory_of_the_repository(tmp_path: Path) -> None:
         ("a..b", False),
         ("a@{b", False),
         ("a:b", False),
+        ("a/b.lock/c", False),
+        ("a//b", False),
+        ("HEAD", False),
+        ("x.y/z", True),
+        ("a@b", True),
         ("", False),
     ],
 )
-def test_branch_names(name: str, ok: bool) -> None:
+def test_branch_names(tmp_path: Path, name: str, ok: bool) -> None:
     assert (check_branch_name(name) is None) is ok
+    # the same answer git gives
+    proc = subprocess.run(
+        ["git", "check-ref-format", "--branch", name], capture_output=True, cwd=tmp_path
+    )
+    assert (proc.returncode == 0) is ok
+
+
+def test_a_playbook_may_give_the_prompt(
+    tmp_path: Path, fake_bin: Path, lirun_home: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
+    (lirun_home / "playbooks").mkdir()
+    (lirun_home / "playbooks" / "review.yaml").write_text("prompt: Review the diff\n")
+    (lirun_home / "playbooks" / "silent.yaml").write_text("description: no prompt\n")
+    text = """
+        topic: t
+        repo: repo
+        base: main
+        gate: "true"
+        plays:
+          - name: a
+            agent: claude
+            playbook: {playbook}
+        """
+    spec = load_show(write_show(tmp_path, text.format(playbook="review")))
+    assert spec.plays[0].task.playbook == "review" and spec.plays[0].task.prompt is None
+    problems = problems_of(write_show(tmp_path, text.format(playbook="silent")))
+    assert len(problems) == 1 and "no prompt" in problems[0] and ":7: play a:" in problems[0]

@@ -99,6 +99,8 @@ def check_branch_name(name: str) -> str | None:
         return f"must not contain {bad[0]!r}"
     if ".." in name or "@{" in name or "//" in name or name == "@":
         return "must not contain '..', '@{' or '//'"
+    if name == "HEAD":
+        return "must not be HEAD"
     if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
         return "no part between slashes may start with '.' or end with '.lock'"
     return None
