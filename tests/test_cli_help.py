@@ -10,7 +10,12 @@ from lirun.cli.main import COMMANDS
 from support.cli import li_command
 
 # Commands with subcommands: each subcommand's help must document exit codes too.
-SUBCOMMANDS = {"invoke": ("start", "end"), "db": ("path", "migrate"), "flow": ("run", "resume")}
+SUBCOMMANDS = {
+    "invoke": ("start", "end"),
+    "db": ("path", "migrate"),
+    "flow": ("run", "resume"),
+    "show": ("run", "resume", "abort", "status"),
+}
 
 
 def help_of(*args: str) -> subprocess.CompletedProcess[str]:

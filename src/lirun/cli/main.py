@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "invoke": ("lirun.cli.invoke", "start and end invocations"),
     "db": ("lirun.cli.db", "database housekeeping: path, migrate"),
     "flow": ("lirun.cli.flow", "run a flow file: legs of agents and commands as one invocation"),
+    "show": ("lirun.cli.show", "shows: plays in their own worktrees, merged through gates"),
 }
 
 USAGE = """usage: li [--db URL] COMMAND [ARGS...]
@@ -67,7 +68,11 @@ def _starts_a_run(args: list[str]) -> bool:
         args = args[2:]
     elif args[:1] and args[0].startswith("--db="):
         args = args[1:]
-    return bool(args) and args[0] in ("run", "agent")
+    return bool(args) and (args[0] in ("run", "agent") or args[:2] in SUPERVISING_SUBCOMMANDS)
+
+
+# Subcommands that supervise executions as ``li run`` does (their signals are held early).
+SUPERVISING_SUBCOMMANDS = (["show", "run"], ["show", "resume"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -183,6 +183,7 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
     keys = {
         "invocation": ("skill", "prompt", "artifact_dir"),
         "play": ("show_id", "name", "session_id", "artifact_dir"),
+        "show": ("topic",),
         "schedule_run": ("schedule_id", "invocation_id", "action_kind", "attempt", "artifact_dir"),
     }.get(kind, ())
     return [(k.replace("_", " "), "" if row.get(k) is None else str(row[k])) for k in keys]

@@ -43,8 +43,9 @@ EXIT_CODES = """\
 DESCRIPTION = """\
 Wait until each run is terminal and print one line per run as it finishes:
   <id>\\tstatus=<s>\\treason=<code|unknown>\\tartifact_dir=<path|->\\texit_code=<n|->
-An ID may be an execution (session), invocation, play, branch, run id or schedule
-run, or a unique prefix of one or its random suffix (2b5dd3); several may be given,
+An ID may be an execution (session), invocation, play (success: merged), show
+(success: completed), branch, run id or schedule run, or a unique prefix of one or its
+random suffix (2b5dd3); several may be given,
 separated by spaces or commas. An ambiguous one lists up to ten candidates on stderr.
 A waiter lowers its own CPU priority (nice 10): the runs it waits for come first."""
 PROGRESS_SECONDS = 0.25

@@ -27,7 +27,9 @@ __all__ = [
     "DetachError",
     "detached_env",
     "log_paths",
+    "spawn_detached",
     "spawn_worker",
+    "wait_for_entity",
     "wait_for_row",
 ]
 
@@ -59,12 +61,24 @@ def spawn_worker(
     Its stdin is ``stdin_text`` (the prompt: an argument would show it to every user in
     ``ps``), else closed.
     """
-    out_path, err_path = log_paths(run)
     worker = [sys.executable, "-m", "lirun", command, DETACHED_WORKER_FLAG, "--run-id", run.run_id]
+    return spawn_detached([*worker, *argv], *log_paths(run), env=env, stdin_text=stdin_text)
+
+
+def spawn_detached(
+    argv: Sequence[str],
+    out_path: Path,
+    err_path: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    stdin_text: str | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session, stdout and stderr appended to private log files
+    (for a background ``li`` that owns something other than one run, such as a show)."""
     # 0600 whatever the umask: the logs may hold the run's output.
     with _private_log(out_path) as out, _private_log(err_path) as err:
         proc = subprocess.Popen(
-            [*worker, *argv],
+            list(argv),
             stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
             stdout=out,
             stderr=err,
@@ -103,20 +117,48 @@ def wait_for_row(
 ) -> None:
     """Return once the row exists (a session, or the ``entity_type`` row a flow's worker
     creates under the run's id); DetachError if the worker exits first or takes too long."""
+    wait_for_entity(
+        store,
+        entity_type,
+        run.run_id,
+        proc,
+        err_log=log_paths(run)[1],
+        timeout=timeout,
+        interval=interval,
+        sleep=sleep,
+        clock=clock,
+    )
+
+
+def wait_for_entity(
+    store: Store,
+    entity_type: str,
+    entity_id: str,
+    proc: subprocess.Popen[bytes],
+    *,
+    err_log: Path,
+    timeout: float = ROW_WAIT_SECONDS,
+    interval: float = 0.02,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Return once the worker created the ``entity_type`` row ``entity_id``; DetachError
+    (its log's last words) if the worker exits first or takes longer than ``timeout``."""
+    label = "run" if entity_type == "session" else entity_type
+    row_name = "execution row" if entity_type == "session" else f"{entity_type} row"
     deadline = clock() + timeout
-    while store.get_entity(entity_type, run.run_id) is None:
+    while store.get_entity(entity_type, entity_id) is None:
         code = proc.poll()
         if code is not None:
             # The worker may have created the row just before exiting.
-            if store.get_entity(entity_type, run.run_id) is not None:
+            if store.get_entity(entity_type, entity_id) is not None:
                 return
-            detail = _log_tail(log_paths(run)[1]) or f"it exited with code {code}"
-            raise DetachError(f"the background li for run {run.run_id} failed: {detail}")
+            detail = _log_tail(err_log) or f"it exited with code {code}"
+            raise DetachError(f"the background li for {label} {entity_id} failed: {detail}")
         if clock() >= deadline:
             raise DetachError(
-                f"no {'execution' if entity_type == 'session' else entity_type} row for run "
-                f"{run.run_id} after {timeout:.0f}s; the background "
-                f"li (pid {proc.pid}) is still running, see {log_paths(run)[1]}"
+                f"no {row_name} for {label} {entity_id} after {timeout:.0f}s; the background "
+                f"li (pid {proc.pid}) is still running, see {err_log}"
             )
         sleep(interval)
 

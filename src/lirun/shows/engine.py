@@ -26,7 +26,7 @@ from lirun.record.rundir import new_run_id, safe_component
 from lirun.shows.decisions import abort_target
 from lirun.shows.gitwork import ShowGit
 from lirun.shows.report import ShowReport, build_report
-from lirun.shows.spec import ShowSpec
+from lirun.shows.spec import DEFAULT_PARALLEL, ShowSpec
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 
@@ -40,7 +40,6 @@ __all__ = [
     "show_report",
 ]
 
-DEFAULT_PARALLEL = 4
 
 # How each way the loop ends leaves the show (it stays active unless it completed).
 _ENDINGS = {

@@ -13,9 +13,10 @@ from typing import Any
 
 from lirun.exec.task import Task
 
-__all__ = ["DEFAULT_ATTEMPTS", "Gate", "PlaySpec", "ShowSpec"]
+__all__ = ["DEFAULT_ATTEMPTS", "DEFAULT_PARALLEL", "Gate", "PlaySpec", "ShowSpec"]
 
 DEFAULT_ATTEMPTS = 2
+DEFAULT_PARALLEL = 4  # plays at once when neither --parallel nor the file says
 
 
 @dataclass(frozen=True, slots=True)

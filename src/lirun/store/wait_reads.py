@@ -30,7 +30,7 @@ def id_fragment_params(fragment: str, limit: int = ID_CANDIDATES) -> dict[str, A
 
 
 # The kinds `li wait` accepts, in the order of the ``wait_fetch`` parameters.
-WAIT_KINDS = ("session", "invocation", "play", "schedule_run")
+WAIT_KINDS = ("session", "invocation", "play", "schedule_run", "show")
 
 
 class _HasQueries(Protocol):
@@ -80,3 +80,18 @@ class WaitReads:
             self.sql("list_invocation_sessions"), {"invocation_id": invocation_id}
         )
         return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    def list_recent_shows(self: _HasQueries, *, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest ``limit`` shows, newest first, each with ``plays``: how many of its
+        plays are in each status (``{"merged": 2, "escalated": 1}``)."""
+        rows = self.connector.read(self.sql("list_recent_shows"), {"limit": int(limit)})
+        shows: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            show = shows.get(row["id"])
+            if show is None:
+                show = {k: v for k, v in row.items() if k not in ("play_status", "play_count")}
+                show["plays"] = {}
+                shows[row["id"]] = show
+            if row["play_status"] is not None:
+                show["plays"][row["play_status"]] = int(row["play_count"])
+        return list(shows.values())

@@ -117,7 +117,7 @@ def describe_problem(outcome: Mapping[str, Any]) -> str:
         listed = listed_candidates(candidates, int(outcome.get("candidates_total") or 0))
         return f"{text!r} is ambiguous: it matches {listed}; give more of the id"
     if outcome["status"] == NOT_FOUND:
-        return f"no session, invocation, play, branch or schedule run matches {text!r}"
+        return f"no session, invocation, play, show, branch or schedule run matches {text!r}"
     return f"{outcome['run_id']} is still {outcome['status']}"
 
 

@@ -20,6 +20,9 @@ SELECT 4, 'session', id, run_id, created_at FROM sessions
 UNION ALL
 SELECT 5, 'schedule_run', id, id, created_at FROM schedule_runs
  WHERE id = ANY(CAST(:ids AS TEXT[]))
+UNION ALL
+SELECT 6, 'show', id, id, created_at FROM shows
+ WHERE id = ANY(CAST(:ids AS TEXT[]))
 
 -- name: wait_resolve_partial
 -- Ids of the wait kinds that start or end with :fragment (a prefix, or a run id's
@@ -36,6 +39,9 @@ SELECT kind, id, COUNT(*) OVER () AS total FROM (
    WHERE id LIKE :prefix_pattern ESCAPE '\' OR id LIKE :suffix_pattern ESCAPE '\'
   UNION ALL
   SELECT 'schedule_run' AS kind, id, created_at FROM schedule_runs
+   WHERE id LIKE :prefix_pattern ESCAPE '\' OR id LIKE :suffix_pattern ESCAPE '\'
+  UNION ALL
+  SELECT 'show' AS kind, id, created_at FROM shows
    WHERE id LIKE :prefix_pattern ESCAPE '\' OR id LIKE :suffix_pattern ESCAPE '\'
 ) AS m
  ORDER BY created_at DESC, kind, id
@@ -76,3 +82,8 @@ SELECT 'schedule_run', r.id, r.status, r.status_reason_code, r.status_reason_sum
                                    WHERE x.invocation_id = r.invocation_id
                                    ORDER BY x.updated_at DESC LIMIT 1)
  WHERE r.id = ANY(CAST(:schedule_run_ids AS TEXT[]))
+UNION ALL
+SELECT 'show', w.id, w.status, w.status_reason_code, w.status_reason_summary,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM shows w
+ WHERE w.id = ANY(CAST(:show_ids AS TEXT[]))

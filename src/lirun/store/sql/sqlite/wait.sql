@@ -20,6 +20,9 @@ SELECT 4, 'session', id, run_id, created_at FROM sessions
 UNION ALL
 SELECT 5, 'schedule_run', id, id, created_at FROM schedule_runs
  WHERE id IN (SELECT value FROM json_each(:ids))
+UNION ALL
+SELECT 6, 'show', id, id, created_at FROM shows
+ WHERE id IN (SELECT value FROM json_each(:ids))
 
 -- name: wait_resolve_partial
 -- Ids of the wait kinds that start or end with :fragment (a prefix, or a run id's
@@ -39,6 +42,10 @@ SELECT kind, id, COUNT(*) OVER () AS total FROM (
       OR (id LIKE :suffix_pattern ESCAPE '\' AND substr(id, -:length) = :fragment)
   UNION ALL
   SELECT 'schedule_run' AS kind, id, created_at FROM schedule_runs
+   WHERE (id LIKE :prefix_pattern ESCAPE '\' AND substr(id, 1, :length) = :fragment)
+      OR (id LIKE :suffix_pattern ESCAPE '\' AND substr(id, -:length) = :fragment)
+  UNION ALL
+  SELECT 'show' AS kind, id, created_at FROM shows
    WHERE (id LIKE :prefix_pattern ESCAPE '\' AND substr(id, 1, :length) = :fragment)
       OR (id LIKE :suffix_pattern ESCAPE '\' AND substr(id, -:length) = :fragment)
 ) AS m
@@ -80,3 +87,8 @@ SELECT 'schedule_run', r.id, r.status, r.status_reason_code, r.status_reason_sum
                                    WHERE x.invocation_id = r.invocation_id
                                    ORDER BY x.updated_at DESC LIMIT 1)
  WHERE r.id IN (SELECT value FROM json_each(:schedule_run_ids))
+UNION ALL
+SELECT 'show', w.id, w.status, w.status_reason_code, w.status_reason_summary,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM shows w
+ WHERE w.id IN (SELECT value FROM json_each(:show_ids))

@@ -1,0 +1,335 @@
+"""``li show run | resume | abort | status``: plays in their own worktrees, merged through gates.
+
+Each subcommand parses, makes one library call (``lirun.shows``) and renders. A show file
+is checked whole before anything starts (``shows/showfile.py``): its problems go to
+stderr one per line as ``file:line: message`` and the exit code is 2. Progress goes to
+stderr, the board (or ``--json``) to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from lirun.cli.common import add_db_option, print_json
+from lirun.errors import StartInterruptedError, UsageError
+
+RUN_EXIT_CODES = """\
+  0    the show completed: every play merged and the final gate passed on the integration
+       head; with --dry-run: the plan was printed; with --detach: the show started and its
+       id was printed
+  1    the show needs a person: a play escalated or failed its gate (the board says which
+       and what to do), the final gate failed, or the show was aborted
+  2    usage or setup error: a bad option, a show file with problems (each printed as
+       file:line), a repository or branch that cannot be used, another li owns the show,
+       the database cannot be opened; nothing was merged
+  130  interrupted by SIGINT: running plays were stopped; `li show resume SHOW` continues
+  143  terminated by SIGTERM: likewise"""
+
+STATUS_EXIT_CODES = """\
+  0  shown (an empty list too)
+  2  usage error; SHOW not found or ambiguous; the database cannot be opened"""
+
+ABORT_EXIT_CODES = """\
+  0  the show is aborted: finished but unmerged plays are aborted_after_finish, plays not
+     started are blocked (play.blocked.show_aborted); the integration branch is left as is
+  2  usage error (--actor and --justification are required and audited); SHOW not found
+     or ambiguous; the show already ended (completed or aborted), nothing was changed;
+     the database cannot be opened"""
+
+SHOW_NOTE = """\
+SHOW is a show id (or a unique prefix or suffix of one) or the topic of an active show."""
+
+DESCRIPTION = f"""\
+A show runs a batch of plays (an agent with a prompt, or a command), each in its own git
+worktree on its own branch, and merges each into the integration branch only through a
+gate run on the merge result. See docs/shows.md for the file format.
+
+subcommands:
+  run FILE        validate FILE whole, then run the show (--dry-run: print the plan)
+  resume SHOW     continue a show after a person fixed things or li was stopped
+  abort SHOW      end a show as aborted (--actor and --justification, audited)
+  status [SHOW]   recent shows, or one show's board: what merged, what needs a person
+
+{SHOW_NOTE}"""
+
+RUN_DESCRIPTION = f"""\
+Validate the show file whole (every problem reported as file:line, nothing started),
+then run it: the integration branch is created from base when missing; each play whose
+dependencies merged runs in its own worktree under <home>/worktrees on branch
+<integration>--<play>-a<attempt>; its result is merged into the integration head in a
+separate worktree and the gate runs there; only a passing merge result moves the
+integration branch (one compare-and-swap ref update). A failed gate or a conflict is
+redone once with feedback (attempts: 2), then a person decides. Independent plays run
+side by side (--parallel); gates and merges one at a time. The user's own checkout and
+the base branch are never touched.
+
+Progress lines go to stderr; the board (or --json) to stdout when the show stops.
+--detach: the show id is printed once a background li owns the show (its own output in
+<home>/shows/<id>/li.stderr.log); `li wait ID` and `li show status ID` follow it.
+
+{SHOW_NOTE}"""
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    return value
+
+
+def _sub(subs: Any, name: str, usage_help: str, description: str, exit_codes: str) -> Any:
+    return subs.add_parser(
+        name,
+        help=usage_help,
+        description=description,
+        epilog=f"exit codes:\n{exit_codes}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from lirun.cli.common import make_parser
+
+    parser = make_parser("li show", DESCRIPTION, RUN_EXIT_CODES)
+    subs = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
+    run = _sub(subs, "run", "run a show file", RUN_DESCRIPTION, RUN_EXIT_CODES)
+    run.add_argument("file", metavar="SHOW.yaml", help="the show file")
+    run.add_argument(
+        "--parallel", type=_count, metavar="N", help="at most N plays at once (default: the file's)"
+    )
+    run.add_argument(
+        "--continue-integration",
+        action="store_true",
+        help="start even though the integration branch has commits not on base "
+        "(e.g. from an earlier show of this topic); otherwise that is refused",
+    )
+    run.add_argument(
+        "--dry-run", action="store_true", help="validate and print the plan; touch nothing"
+    )
+    run.add_argument(
+        "--detach", action="store_true", help="run in the background; print the show id"
+    )
+    run.add_argument("--json", action="store_true", help="the final report (or plan) as JSON")
+    add_db_option(run)
+    run.add_argument("--detached-worker", action="store_true", help=argparse.SUPPRESS)
+    run.add_argument("--show-id", help=argparse.SUPPRESS)
+
+    resume = _sub(
+        subs,
+        "resume",
+        "continue a show",
+        "Continue SHOW: after a person merged or fixed a play (`li override play ID --to "
+        "merged ...`), or after li show run was stopped or killed (orphaned play sessions "
+        "are reaped and redone). The integration head must still descend from the last "
+        f"gated commit; a head a person moved is gated again.\n\n{SHOW_NOTE}",
+        RUN_EXIT_CODES,
+    )
+    resume.add_argument("show", metavar="SHOW")
+    resume.add_argument("--parallel", type=_count, metavar="N", help="at most N plays at once")
+    resume.add_argument("--json", action="store_true", help="the final report as JSON")
+    add_db_option(resume)
+
+    abort = _sub(
+        subs,
+        "abort",
+        "end a show as aborted",
+        "End SHOW as aborted. Plays that finished but did not merge become "
+        "aborted_after_finish, plays not started become blocked; merges already made stay "
+        f"on the integration branch. The actor and justification are audited.\n\n{SHOW_NOTE}",
+        ABORT_EXIT_CODES,
+    )
+    abort.add_argument("show", metavar="SHOW")
+    abort.add_argument("--actor", required=True, metavar="A", help="who is aborting")
+    abort.add_argument("--justification", required=True, metavar="J", help="why (audited)")
+    abort.add_argument("--json", action="store_true", help="the report as JSON")
+    add_db_option(abort)
+
+    status = _sub(
+        subs,
+        "status",
+        "recent shows, or one show's board",
+        "Without SHOW: recent shows, newest first. With SHOW: its board: plays by status, "
+        "attempts, gate verdicts, merge commits, the session of every execution (`li status "
+        f"ID` shows one) and what needs a person, with what to do.\n\n{SHOW_NOTE}",
+        STATUS_EXIT_CODES,
+    )
+    status.add_argument("show", metavar="SHOW", nargs="?")
+    status.add_argument("--json", action="store_true", help="JSON on stdout")
+    status.add_argument("--limit", type=int, default=20, metavar="N", help="at most N shows (20)")
+    add_db_option(status)
+    return parser
+
+
+# --- run --------------------------------------------------------------------------------------
+
+
+def _progress(line: str) -> None:
+    sys.stderr.write(f"li show: {line}\n")
+    sys.stderr.flush()
+
+
+def _stop_trap() -> Any:
+    """The process-wide trap ``li`` holds for show run/resume; a signal that came while
+    the file was read means nothing starts (exit 2, as for ``li run``)."""
+    from lirun.signals import held_trap
+
+    trap = held_trap()
+    if trap is not None and trap.received is not None:
+        raise StartInterruptedError(f"{trap.signal_name} received; nothing was started")
+    return trap
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from lirun.shows.showfile import load_show
+
+    return load_show(args.file)
+
+
+def _dry_run(args: argparse.Namespace, spec: Any) -> int:
+    from lirun.shows.plan import plan_show
+
+    plan = plan_show(spec, parallel=args.parallel)
+    if args.json:
+        print_json(plan.to_dict())
+    else:
+        sys.stdout.write(plan.text())
+    sys.stderr.write("li show run: dry run: the file is valid; nothing was started\n")
+    return 0
+
+
+def _report(report: Any, as_json: bool) -> int:
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        from lirun.cli.show_board import render_board
+
+        render_board(report.to_dict())
+    return int(report.exit_code)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.dry_run and args.detach:
+        raise UsageError("--dry-run and --detach contradict each other; use one")
+    spec = _load(args)
+    if args.dry_run:
+        return _dry_run(args, spec)
+    if args.detach and not args.detached_worker:
+        from lirun.cli.show_detach import detach
+
+        return detach(args, spec)
+    from lirun.shows.engine import ShowOptions, run_show
+
+    options = ShowOptions(
+        parallel=args.parallel,
+        continue_integration=args.continue_integration,
+        on_progress=_progress,
+    )
+    stop = _stop_trap()
+    report = run_show(spec, db_url=args.db, options=options, show_id=args.show_id, stop=stop)
+    return _report(report, args.json)
+
+
+def resume(args: argparse.Namespace) -> int:
+    from lirun.shows.engine import ShowOptions, resume_show
+
+    options = ShowOptions(parallel=args.parallel, on_progress=_progress)
+    report = resume_show(args.show, db_url=args.db, options=options, stop=_stop_trap())
+    return _report(report, args.json)
+
+
+def _required_text(value: str, option: str) -> str:
+    if not value.strip():
+        raise UsageError(f"{option} must not be empty: an abort is audited by who and why")
+    return value.strip()
+
+
+def abort(args: argparse.Namespace) -> int:
+    actor = _required_text(args.actor, "--actor")
+    justification = _required_text(args.justification, "--justification")
+    from lirun.shows.engine import abort_show
+
+    report = abort_show(args.show, db_url=args.db, actor=actor, justification=justification)
+    _report(report, args.json)
+    return 0
+
+
+# --- status -----------------------------------------------------------------------------------
+
+
+def status(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    if args.show is not None:
+        from lirun.shows.engine import show_report
+
+        return _report_status(show_report(args.show, db_url=args.db), args.json)
+    return _list(args)
+
+
+def _report_status(report: Any, as_json: bool) -> int:
+    _report(report, as_json)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    import time
+
+    from lirun.cli.common import deliver_pending
+    from lirun.errors import DatabaseMissingError
+    from lirun.paths import resolve_db_url
+    from lirun.store import open_store
+
+    url = resolve_db_url(args.db)
+    deliver_pending("li show status", url)
+    try:
+        store = open_store(url, readonly=True)
+    except DatabaseMissingError:
+        rows: list[dict[str, Any]] = []
+    else:
+        try:
+            rows = store.list_recent_shows(limit=args.limit)
+        finally:
+            store.close()
+    if args.json:
+        print_json(rows)
+    elif not rows:
+        print("no shows yet (li show run FILE starts one)")
+    else:
+        from lirun.cli.show_board import render_show_list
+
+        render_show_list(rows, time.time())
+    return 0
+
+
+def _problems(error: Any, prog: str) -> int:
+    """A show file's problems, one per line as ``file:line: message``, then the count."""
+    for problem in error.problems:
+        sys.stderr.write(f"{problem}\n")
+    count = len(error.problems)
+    sys.stderr.write(
+        f"{prog}: {count} problem{'s' if count != 1 else ''} in {error.path}; nothing was started\n"
+    )
+    return 2
+
+
+COMMANDS = {"run": run, "resume": resume, "abort": abort, "status": status}
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.subcommand is None:
+        parser.print_usage(sys.stderr)
+        sys.stderr.write("li show: error: name a subcommand: run, resume, abort or status\n")
+        return 2
+    from lirun.shows.showfile import ShowFileError
+
+    try:
+        return int(COMMANDS[args.subcommand](args))
+    except ShowFileError as exc:
+        return _problems(exc, f"li show {args.subcommand}")

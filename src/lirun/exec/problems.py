@@ -1,0 +1,114 @@
+"""Checking a YAML file whole: every problem reported, one per line, with ``file:line``.
+
+Show and flow files are validated before anything starts, and a person fixing one wants
+all of its problems at once, not one per try. ``ProblemReader`` reads values out of the
+``LineMap`` mappings that ``exec.profiles.read_yaml`` loads and collects a
+``file:line: message`` for each value that does not fit; the caller raises once at the
+end with the whole list.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lirun.exec.profiles import LineMap
+
+__all__ = ["ProblemReader"]
+
+
+class ProblemReader:
+    """Reads values out of a line-numbered YAML file (``read_yaml``), collecting one
+    ``file:line: message`` per problem; a problem never stops the reading, so a file is
+    reported whole. ``label`` arguments prefix the message (``"play api: "``)."""
+
+    def __init__(self, path: Path, shown: str) -> None:
+        self.path = path
+        self.shown = shown  # the path as the user gave it: messages name that
+        self._found: list[tuple[int, str]] = []
+
+    @property
+    def problems(self) -> list[str]:
+        """Every problem so far as ``file:line: message``, in file order."""
+        return [text for _, text in sorted(self._found, key=lambda item: item[0])]
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def line_of(self, node: object, key: object = None) -> int:
+        """The line of ``key`` in ``node`` (or of ``node``); 0 when unknown."""
+        if isinstance(node, LineMap):
+            return node.key_lines.get(key, node.line) if key is not None else node.line
+        return 0
+
+    def at_line(self, line: int, message: str) -> None:
+        where = f"{self.shown}:{line}" if line else self.shown
+        self._found.append((line, f"{where}: {message}"))
+
+    def problem(self, node: object, key: object, message: str) -> None:
+        self.at_line(self.line_of(node, key), message)
+
+    # -- shape --
+
+    def keys(self, node: Mapping[str, Any], allowed: frozenset[str], label: str) -> None:
+        for key, line in getattr(node, "duplicates", ()):
+            self.at_line(line, f"{label}{key!r} is given twice")
+        for key in node:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                self.problem(
+                    node,
+                    key,
+                    f"{label}unknown key {str(key)!r}{hint} (allowed: "
+                    f"{', '.join(sorted(allowed))})",
+                )
+
+    def text(self, node: Mapping[str, Any], key: str, label: str) -> str | None:
+        value = node.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            self.problem(node, key, f"{label}{key} must be non-empty text, got {value!r}")
+            return None
+        return value
+
+    def seconds(self, node: Mapping[str, Any], key: str, label: str) -> float | None:
+        value = node.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            self.problem(
+                node, key, f"{label}{key} must be a positive number of seconds, got {value!r}"
+            )
+            return None
+        return float(value)
+
+    def command(
+        self, node: Mapping[str, Any], key: str, label: str
+    ) -> str | tuple[str, ...] | None:
+        """A ``sh -c`` string or an argv list of non-empty strings."""
+        value = node.get(key)
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip():
+            return value
+        if (
+            isinstance(value, list)
+            and value
+            and all(isinstance(item, str) and item for item in value)
+        ):
+            if os.sep not in value[0] and shutil.which(value[0]) is None:
+                self.problem(node, key, f"{label}{key}: command {value[0]!r} not found on PATH")
+            return tuple(value)
+        self.problem(
+            node,
+            key,
+            f"{label}{key} must be a shell command (text) or an argv list of non-empty "
+            f"strings, got {value!r}",
+        )
+        return None
