@@ -99,7 +99,8 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
         detail["invocation_kind"] = row.get("kind") or "manual"
     dirs = backing_dirs(store, kind, row["id"])
     detail["artifact_dir"] = dirs["artifact_dir"]
-    detail.setdefault("run_dir", dirs["run_dir"])
+    if detail.get("run_dir") is None:  # a flow invocation has its own; a manual one borrows
+        detail["run_dir"] = dirs["run_dir"]
     detail["transitions"] = store.list_transitions(kind, row["id"])
     detail["admin_events"] = store.list_admin_events(row["id"])
     if kind == "session":
