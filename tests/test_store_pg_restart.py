@@ -19,7 +19,7 @@ from support.cli import li_command
 from support.pgcluster import PgCluster
 from support.waitkit import finish, parse_line, read_line, start_waiter, wait_until_ready
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.usefixtures("pg_driver")]
 
 
 @pytest.fixture

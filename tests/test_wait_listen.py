@@ -16,7 +16,7 @@ from lirun.store.connector import NOTIFY_CHANNEL
 from lirun.wait.wake import ListenWaker
 from support.pg import make_pg_url
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("pg_driver")]  # both drivers
 
 
 @pytest.fixture
@@ -105,15 +105,18 @@ def test_a_terminal_commit_wakes_the_waker(pg_store: Store, stop: Stop) -> None:
         waker.close()
 
 
-def test_a_lost_listening_connection_raises_a_typed_error(pg_store: Store) -> None:
-    import psycopg
+def test_a_lost_listening_connection_raises_a_typed_error(pg_store: Store, pg_driver: str) -> None:
+    if pg_driver == "psycopg":
+        from psycopg import Error as DriverError
+    else:
+        from lirun.store.libpq import PqError as DriverError
 
     listener = pg_store.connector.listen(NOTIFY_CHANNEL)  # type: ignore[attr-defined]
     listener._conn.close()  # what a server restart leaves behind
     for step in (listener.take, listener.fileno):
         with pytest.raises(DatabaseConnectionLostError) as info:
             step()
-        assert isinstance(info.value.__cause__, psycopg.Error)
+        assert isinstance(info.value.__cause__, DriverError)
     listener.close()
 
 
