@@ -137,8 +137,7 @@ def _candidates() -> Iterator[str]:
 def load() -> Any:
     """The loaded library with its signatures declared, or None if none can be loaded."""
     global _lib, _tried
-    if not _tried:
-        _tried = True
+    if not _tried:  # two threads may both look: loading twice is harmless
         for name in _candidates():
             try:
                 lib = _c.CDLL(name)
@@ -149,6 +148,7 @@ def load() -> Any:
                 continue
             _lib = lib
             break
+        _tried = True
     return _lib
 
 
