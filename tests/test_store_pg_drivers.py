@@ -9,6 +9,7 @@ schema read without urllib, a writer killed or interrupted in the middle of a tr
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -296,3 +297,16 @@ def test_a_signal_stops_a_write_that_waits_for_a_lock(pg_only_url: str) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         store.close()
+
+
+def test_a_server_that_never_answers_times_out_at_connect_timeout(pg_driver: str) -> None:
+    """A socket that accepts and then says nothing: the connect gives up at the URL's
+    connect_timeout with a typed error, on both drivers."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(DatabaseUnavailableError, match="timeout"):
+            open_store(f"postgresql://u:pw@127.0.0.1:{port}/db?connect_timeout=2")
+        assert 1.5 < time.monotonic() - start < 10

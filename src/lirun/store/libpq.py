@@ -270,7 +270,9 @@ class PgConn:
             if state == POLLING_OK:
                 return
             fd = pq.PQsocket(handle)
-            if fd < 0 or not _wait(fd, write=state == POLLING_WRITING, deadline=deadline):
+            if fd < 0:
+                raise self._connection_error()
+            if not _wait(fd, write=state == POLLING_WRITING, deadline=deadline):
                 raise PqError("connection timeout expired", lost=True)
             state = pq.PQconnectPoll(handle)
 

@@ -1,15 +1,21 @@
 """PostgreSQL on libpq through ctypes: the connector every ``li`` command and the library
-use when libpq can be loaded (``libpq.py`` says from where), psycopg otherwise.
+(``StateDB`` included) use when libpq can be loaded (``libpq.py`` says from where);
+psycopg (``postgres.py``) otherwise. ``LIRUN_PG_DRIVER=libpq`` or ``=psycopg`` forces one
+(``store/__init__.py`` chooses).
 
 Why a second driver: importing psycopg costs about 95 ms (its package pulls in asyncio,
-logging, ssl and its whole type system), several times the start of the interpreter, and
-a short-lived ``li wait`` pays it on every call. This connector needs only the standard
-library and the C library psycopg itself wraps. It is the same connector as
-``postgres.py``: the shared half (``pgshared.PgConnectorBase``: schema check and
-migration, reads that replace a dropped connection, error translation by SQLSTATE), the
-same named statements with ``:name`` placeholders bound as text parameters, and rows
-equal to psycopg's. ``LIRUN_PG_DRIVER=psycopg`` or ``=libpq`` forces one driver
-(``store/__init__.py`` chooses).
+logging, ssl and its whole type system), nine times the start of the interpreter, and a
+short-lived ``li wait`` paid it on every call. This connector needs only the standard
+library and the C library psycopg itself wraps. Why one rule for every process rather
+than psycopg for long-lived ones: lirun uses nothing of psycopg that this lacks, and one
+driver per machine is one set of behaviours to reason about; both pass the same tests.
+
+It is the same connector as ``postgres.py``: the shared half
+(``pgshared.PgConnectorBase``: schema check and migration, reads that replace a dropped
+connection, error translation by SQLSTATE), the same named statements with ``:name``
+placeholders bound as text parameters (``$n``, never written into the SQL), and rows
+equal to psycopg's, value for value and type for type. Transactions are ``BEGIN`` /
+``COMMIT`` on the write connection, ``ROLLBACK`` when the block raises.
 """
 
 from __future__ import annotations
