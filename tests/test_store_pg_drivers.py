@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -20,13 +21,19 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import pytest
 
-from lirun.errors import DatabaseBusyError, DatabaseError, DatabaseUnavailableError
+from lirun.errors import (
+    DatabaseBusyError,
+    DatabaseConnectionLostError,
+    DatabaseError,
+    DatabaseUnavailableError,
+)
 from lirun.store import Store, open_store
 from lirun.store.pgshared import split_schema
 from lirun.store.postgres import PostgresConnector
 from lirun.store.postgres_libpq import LibpqConnector
 from lirun.store.queries import load_queries, to_numbered, to_pyformat
 from support.pg import make_pg_url
+from support.pgcluster import PgCluster
 from support.storekit import write_lock_held
 
 
@@ -310,3 +317,28 @@ def test_a_server_that_never_answers_times_out_at_connect_timeout(pg_driver: str
         with pytest.raises(DatabaseUnavailableError, match="timeout"):
             open_store(f"postgresql://u:pw@127.0.0.1:{port}/db?connect_timeout=2")
         assert 1.5 < time.monotonic() - start < 10
+
+
+@pytest.mark.slow
+def test_a_read_cut_off_by_a_server_stop_is_a_lost_connection_then_reconnects(
+    pg_cluster: PgCluster, pg_driver: str
+) -> None:
+    url = pg_cluster.new_url()
+    writer = open_store(url)
+    writer.create_session(id="s-1")
+    writer.close()
+    reader = open_store(url, readonly=True)
+    stopper = threading.Timer(0.5, pg_cluster.stop)
+    try:
+        stopper.start()
+        start = time.monotonic()
+        with pytest.raises(DatabaseConnectionLostError):
+            reader.connector.read("SELECT pg_sleep(20) AS slept")
+        assert time.monotonic() - start < 15
+        stopper.join()
+        pg_cluster.start()
+        row = reader.get_entity("session", "s-1")
+        assert row is not None and row["status"] == "running"
+    finally:
+        stopper.cancel()
+        reader.close()
