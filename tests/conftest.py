@@ -2,7 +2,9 @@
 
 PostgreSQL tests use ``$LIRUN_TEST_PG_URL`` (default: the local server's ``test``
 database) with a fresh schema per test (``support.pg``), and carry the ``postgres``
-marker, so ``-m "not postgres"`` runs without a server. When ``LIRUN_TEST_REQUIRE_PG=1``
+marker, so ``-m "not postgres"`` runs without a server. A module marked ``pg_drivers``
+runs its PostgreSQL half on both drivers (libpq, psycopg); the ``pg_driver`` fixture
+does the same for a test that has no ``db_url``. When ``LIRUN_TEST_REQUIRE_PG=1``
 (CI sets it), an unreachable server fails the run instead of skipping the PostgreSQL half.
 """
 
