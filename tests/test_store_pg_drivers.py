@@ -267,11 +267,10 @@ def _interrupt(signum: int, frame: object) -> None:
     raise Interrupted
 
 
-def test_a_signal_stops_a_write_that_waits_for_a_lock(pg_only_url: str) -> None:
-    """libpq: a write waiting for another process's lock ends at once when a signal
-    handler raises (the statement is cancelled on the server); the store then works on.
-    (psycopg leaves its connection busy after such an exception: not tested there.)"""
-    store = Store(LibpqConnector(pg_only_url))
+def test_a_signal_stops_a_write_that_waits_for_a_lock(pg_only_url: str, pg_driver: str) -> None:
+    """A write waiting for another process's lock ends at once when a signal handler
+    raises; the statement is cancelled on the server, and the store works on."""
+    store = open_store(pg_only_url)
     previous = signal.signal(signal.SIGALRM, _interrupt)
     try:
         store.create_session(id="s-1")

@@ -110,7 +110,15 @@ class PostgresConnector(PgConnectorBase):
         return _PgTx(conn).query(sql, params)
 
     def _is_broken(self, conn: Any) -> bool:
-        return bool(conn.broken or conn.closed)
+        if conn.broken or conn.closed:
+            return True
+        # An exception a signal handler raised mid-statement leaves the statement running
+        # and the connection busy for good: stop it on the server, replace the connection.
+        if conn.info.transaction_status == self._psycopg.pq.TransactionStatus.ACTIVE:
+            with suppress(Exception):
+                conn.cancel_safe(timeout=5)
+            return True
+        return False
 
     def _translate(self, exc: BaseException) -> LirunError:
         return _translate(exc, self.url)
@@ -159,6 +167,9 @@ class PostgresConnector(PgConnectorBase):
             except self._psycopg.Error as exc:
                 self._discard_broken("_conn")
                 raise _translate(exc, self.url) from exc
+            except BaseException:
+                self._discard_broken("_conn")  # a statement cut short by a signal: stop it
+                raise
 
     def bind_list(self, values: Sequence[str]) -> object:
         return list(values)  # psycopg sends a list as an array: = ANY(CAST(:ids AS TEXT[]))
