@@ -180,6 +180,7 @@ def _split_schema_with_urllib(url: str) -> tuple[str, str | None]:
         "postgres://h/db?sslmode=require&schema=s&schema=other",
         "postgresql:///db?host=/run/postgresql&schema=abc",
         "postgresql://h/db?application_name=a%20b",
+        "postgresql://h/db?application_name=%zz%4%e2%9c%93+x&%73chema=s_%31",
     ],
 )
 def test_split_schema_reads_the_url_as_urllib_does(url: str) -> None:

@@ -39,6 +39,7 @@ _OPERATIONAL = frozenset(
 )
 _SCHEMA_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz_")
 _SCHEMA_REST = _SCHEMA_FIRST | frozenset("0123456789")
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def is_operational(sqlstate: str | None) -> bool:
@@ -79,10 +80,9 @@ def _unquote(text: str) -> str:
     head, *rest = text.split("%")
     out = bytearray(head.encode())
     for part in rest:
-        try:
-            out += bytes.fromhex(part[:2]) if len(part) >= 2 else b"!"
-            out += part[2:].encode()
-        except ValueError:
+        if len(part) >= 2 and part[0] in _HEX and part[1] in _HEX:
+            out += bytes.fromhex(part[:2]) + part[2:].encode()
+        else:  # not an escape: kept as written
             out += b"%" + part.encode()
     return out.decode("utf-8", "replace")
 
