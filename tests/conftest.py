@@ -2,7 +2,9 @@
 
 PostgreSQL tests use ``$LIRUN_TEST_PG_URL`` (default: the local server's ``test``
 database) with a fresh schema per test (``support.pg``), and carry the ``postgres``
-marker, so ``-m "not postgres"`` runs without a server. When ``LIRUN_TEST_REQUIRE_PG=1``
+marker, so ``-m "not postgres"`` runs without a server. A module marked ``pg_drivers``
+runs its PostgreSQL half on both drivers (libpq, psycopg); the ``pg_driver`` fixture
+does the same for a test that has no ``db_url``. When ``LIRUN_TEST_REQUIRE_PG=1``
 (CI sets it), an unreachable server fails the run instead of skipping the PostgreSQL half.
 """
 
@@ -25,15 +27,37 @@ BACKENDS = (
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 )
+# In a module marked ``pg_drivers``, PostgreSQL runs twice: on the driver open_store picks
+# (libpq when it loads) and on psycopg, forced through $LIRUN_PG_DRIVER.
+BACKENDS_BOTH_DRIVERS = (
+    *BACKENDS,
+    pytest.param("postgres-psycopg", id="postgres-psycopg", marks=pytest.mark.postgres),
+)
+PG_DRIVER_ENV = "LIRUN_PG_DRIVER"
 # Fixtures (defined in test modules) that reach a PostgreSQL server: a test using one
 # is a postgres test, so `-m "not postgres"` leaves it out.
-POSTGRES_FIXTURES = frozenset({"pg_url", "pg_only_url", "password_server", "pg_cluster"})
+POSTGRES_FIXTURES = frozenset(
+    {"pg_url", "pg_only_url", "password_server", "pg_cluster", "pg_driver"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.postgres)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "db_url" in metafunc.fixturenames:
+        both = metafunc.definition.get_closest_marker("pg_drivers") is not None
+        metafunc.parametrize("db_url", BACKENDS_BOTH_DRIVERS if both else BACKENDS, indirect=True)
+
+
+@pytest.fixture(params=["libpq", "psycopg"])
+def pg_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each PostgreSQL driver in turn, through $LIRUN_PG_DRIVER (``li`` children inherit it)."""
+    monkeypatch.setenv(PG_DRIVER_ENV, request.param)
+    return str(request.param)
 
 
 @pytest.fixture(autouse=True)
@@ -56,13 +80,17 @@ def shared_dir() -> Iterator[Path]:
     shutil.rmtree(base)
 
 
-@pytest.fixture(params=BACKENDS)
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database URL on each backend."""
+@pytest.fixture
+def db_url(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A fresh, empty database URL on each backend (see ``pytest_generate_tests``)."""
     if request.param == "sqlite":
         yield str(tmp_path / "state.db")
-    else:
-        yield from make_pg_url()
+        return
+    if request.param == "postgres-psycopg":
+        monkeypatch.setenv(PG_DRIVER_ENV, "psycopg")
+    yield from make_pg_url()
 
 
 @pytest.fixture

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from support.pg import make_pg_url
 
 HEAVY = {"psycopg", "rich", "argparse"}
 
@@ -101,9 +104,12 @@ def modules_loaded_by(code: str) -> set[str]:
 
 
 def finished_sqlite_db(tmp_path: Path) -> str:
+    return finished_db(str(tmp_path / "state.db"))
+
+
+def finished_db(url: str) -> str:
     from lirun.store import open_store
 
-    url = str(tmp_path / "state.db")
     store = open_store(url)
     store.create_session(id="done-1")
     store.update_status(
@@ -119,6 +125,7 @@ def cli_modules(argv: list[str], env_db: str, home: Path) -> set[str]:
         "import os\n"
         f"os.environ['LIRUN_DB_URL'] = {env_db!r}\n"
         f"os.environ['LIRUN_HOME'] = {str(home)!r}\n"
+        "os.environ.pop('LIRUN_PG_DRIVER', None)\n"
         "from lirun.cli.main import main\n"
         f"main({argv!r})"
     )
@@ -132,6 +139,25 @@ def test_li_wait_on_sqlite_loads_only_what_it_needs(tmp_path: Path) -> None:
     assert not top_level(loaded) & NOT_ON_THE_WAIT_PATH, top_level(loaded) & NOT_ON_THE_WAIT_PATH
     other_commands = {m for m in loaded if m.startswith(("lirun.cli.", "lirun.exec"))}
     assert other_commands <= {"lirun.cli.main", "lirun.cli.wait", "lirun.cli.common"}
+
+
+@pytest.fixture
+def pg_only_url() -> Iterator[str]:
+    yield from make_pg_url()
+
+
+def test_li_wait_on_postgres_loads_no_driver_package(tmp_path: Path, pg_only_url: str) -> None:
+    """With libpq loadable, `li wait` on PostgreSQL needs neither psycopg nor anything
+    the SQLite path may not load (the psycopg-binary wheel brings a libpq if the system
+    has none, so wherever psycopg works, this holds)."""
+    from lirun.store import libpq
+
+    assert libpq.load() is not None, "no libpq: neither libpq.so.5 nor psycopg-binary's"
+    url = finished_db(pg_only_url)
+    loaded = cli_modules(["wait", "done-1"], url, tmp_path / "home")
+    assert "lirun.store.postgres_libpq" in loaded and "lirun.wait.watch" in loaded
+    assert "lirun.store.postgres" not in loaded
+    assert not top_level(loaded) & NOT_ON_THE_WAIT_PATH, top_level(loaded) & NOT_ON_THE_WAIT_PATH
 
 
 def test_li_help_loads_no_command_module_and_no_heavy_import(tmp_path: Path) -> None:

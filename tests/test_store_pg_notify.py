@@ -7,6 +7,7 @@ backend-specific by nature and use a PostgreSQL database alone.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,7 +19,7 @@ from lirun.store.connector import NOTIFY_CHANNEL
 from support.pg import make_pg_url
 from support.storekit import create_entity
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("pg_driver")]  # both drivers
 
 
 @pytest.fixture
@@ -33,21 +34,23 @@ def pg_store() -> Iterator[Store]:
 
 @pytest.fixture
 def listener(pg_store: Store) -> Iterator[Any]:
-    conn = pg_store.connector.connect()  # type: ignore[attr-defined]
-    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-    yield conn
-    conn.close()
+    """The connector's own LISTEN connection (each driver's ``Listener``)."""
+    listening = pg_store.connector.listen(NOTIFY_CHANNEL)  # type: ignore[attr-defined]
+    yield listening
+    listening.close()
 
 
 def received(listener: Any, entity_id: str, timeout: float = 0.5) -> list[dict[str, Any]]:
     """Notifications about ``entity_id`` (other tests share the channel) within ``timeout``."""
-    found = []
-    for note in listener.notifies(timeout=timeout):
-        payload = json.loads(note.payload)
-        if payload.get("id") == entity_id:
-            found.append(payload)
-            break
-    return found
+    deadline = time.monotonic() + timeout
+    while True:
+        for payload in map(json.loads, listener.take()):
+            if payload.get("id") == entity_id:
+                return [payload]
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return []
+        listener.wait_readable(None, left)
 
 
 def test_terminal_transition_notifies(pg_store: Store, listener: Any) -> None:

@@ -14,9 +14,9 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from lirun.exec.profiles import LineMap
+from lirun.hints import Any
 
 __all__ = ["ProblemReader"]
 

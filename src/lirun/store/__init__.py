@@ -28,15 +28,35 @@ def open_connector(
     """Open (and on write, create and migrate) the database that ``url`` names."""
     resolved = resolve_db_url(url)
     if is_postgres_url(resolved):
-        from lirun.store.postgres import PostgresConnector
-
-        return PostgresConnector(resolved, readonly=readonly)
+        return _open_postgres(resolved, readonly)
     from lirun.store.dbfile import sqlite_path_from_url
     from lirun.store.sqlite import SQLiteConnector
 
     path = sqlite_path_from_url(resolved)
     is_default = os.path.normpath(path) == os.path.normpath(default_db_location())
     return SQLiteConnector(path, readonly=readonly, create_parent=is_default)
+
+
+PG_DRIVER_ENV = "LIRUN_PG_DRIVER"
+
+
+def _open_postgres(url: str, readonly: bool) -> Connector:
+    """libpq through ctypes when it loads (no psycopg import: ``li`` starts fast), else
+    psycopg; ``$LIRUN_PG_DRIVER`` (``libpq`` or ``psycopg``) forces one."""
+    from lirun.store import libpq
+
+    driver = os.environ.get(PG_DRIVER_ENV, "").strip().lower()
+    if driver not in ("", "libpq", "psycopg"):
+        from lirun.errors import UsageError
+
+        raise UsageError(f"{PG_DRIVER_ENV}={driver!r} is not a driver; use libpq or psycopg")
+    if driver == "libpq" or (not driver and libpq.load() is not None):
+        from lirun.store.postgres_libpq import LibpqConnector
+
+        return LibpqConnector(url, readonly=readonly)  # MissingDriverError if none loads
+    from lirun.store.postgres import PostgresConnector
+
+    return PostgresConnector(url, readonly=readonly)
 
 
 def open_store(url: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> Store:

@@ -23,10 +23,14 @@ class Tx(Protocol):
 class Connector(Protocol):
     dialect: str
     url: str  # what open_store needs to open it again (may hold a password)
-    display_url: str  # safe to print
     readonly: bool
     supports_notify: bool
     runs_inline: bool  # honours async_twin.without_waiting (no network round trip to wait on)
+
+    @property
+    def display_url(self) -> str:
+        """The URL safe to print (passwords masked)."""
+        ...
 
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
         """Run a read outside any write transaction; never waits for a writer's lock."""
