@@ -31,6 +31,7 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.status_write import StatusWrites
 from lirun.store.transitions import (
     next_version,
@@ -50,7 +51,7 @@ def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
     return defaults
 
 
-class Store(StatusWrites, WaitReads):
+class Store(StatusWrites, WaitReads, ScheduleRecords):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.
 
     Every method may raise DatabaseError (DatabaseUnavailableError when the database

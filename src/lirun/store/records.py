@@ -21,6 +21,8 @@ JSON_COLUMNS = frozenset(
         "command_json",
         "action_json",
         "provider_options_json",
+        "trigger_json",
+        "policies_json",
     }
 )
 
@@ -175,6 +177,7 @@ UPDATABLE_FIELDS: dict[str, frozenset[str]] = {
     "show": frozenset({"ended_at"}),
     "play": frozenset({"ended_at", "session_id"}),
     "team": frozenset({"archived_at"}),
+    "schedule": frozenset({"next_due_at"}),
 }
 
 
