@@ -10,7 +10,11 @@ from lirun.cli.main import COMMANDS
 from support.cli import li_command
 
 # Commands with subcommands: each subcommand's help must document exit codes too.
-SUBCOMMANDS = {"invoke": ("start", "end"), "db": ("path", "migrate")}
+SUBCOMMANDS = {
+    "invoke": ("start", "end"),
+    "db": ("path", "migrate"),
+    "schedule": ("add", "list", "show", "enable", "disable", "delete", "apply", "runs"),
+}
 
 
 def help_of(*args: str) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "override": ("lirun.cli.override", "audited repair of a record's status"),
     "invoke": ("lirun.cli.invoke", "start and end invocations"),
     "db": ("lirun.cli.db", "database housekeeping: path, migrate"),
+    "schedule": ("lirun.cli.schedule", "define runs started by time: add, list, apply, ..."),
 }
 
 USAGE = """usage: li [--db URL] COMMAND [ARGS...]
