@@ -22,20 +22,22 @@ EXIT_CODES = """\
        unknown schedule name; a name already taken; an invalid apply file (file:line);
        the database could not be opened or written"""
 
-DESCRIPTION = """\
-A schedule starts an action by time: --cron EXPR [--tz ZONE] (five fields, evaluated in
-the IANA zone ZONE, default this machine's zone, stored by name), --every DURATION
-(30s, 5m, 2h, 1d, 1h30m; counted from the schedule's creation) or --at TIME (RFC 3339
-with an offset, e.g. 2026-12-24T18:00:00+01:00; without one only with --tz).
-
+ACTIONS = """\
 The ACTION follows `--`:
   agent PROVIDER[/MODEL] PROMPT [--cwd DIR] [--timeout S] [--idle-timeout S]
         [--profile NAME] [--playbook NAME] [--artifact ID=PATH[?]] [-- PROVIDER_OPTIONS]
   run [--cwd DIR] [--timeout S] [--idle-timeout S] [--] CMD ...
   flow FILE [--cwd DIR]      show FILE [--cwd DIR]
 The working directory and the flow or show file are resolved (and the file's sha256
-kept) now; a worker where they are missing or changed fails the run.
+kept) now; a worker where they are missing or changed fails the run."""
 
+DESCRIPTION = f"""\
+A schedule starts an action by time: --cron EXPR [--tz ZONE] (five fields, evaluated in
+the IANA zone ZONE, default this machine's zone, stored by name), --every DURATION
+(30s, 5m, 2h, 1d, 1h30m; counted from the schedule's creation) or --at TIME (RFC 3339
+with an offset, e.g. 2026-12-24T18:00:00+01:00; without one only with --tz).
+
+{ACTIONS}
   li schedule add nightly --cron '30 2 * * *' --tz Europe/Berlin -- \\
       agent claude 'review the open pull requests' --timeout 1800
   li schedule add poll --every 5m --overlap skip -- run ./poll.sh
@@ -84,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         "li schedule add NAME (--cron EXPR [--tz ZONE] | --every DURATION | --at TIME) "
         "[policies] [--disabled] [--json] -- ACTION ..."
     )
+    add.description = "define a schedule: li schedule add NAME TRIGGER -- ACTION\n\n" + ACTIONS
     add.add_argument("name", metavar="NAME", help="1-64 of A-Z a-z 0-9 . _ - (unique)")
     add.add_argument("--cron", metavar="EXPR", help="five cron fields, e.g. '30 2 * * *'")
     add.add_argument("--tz", metavar="ZONE", help="IANA zone (default: this machine's)")
