@@ -218,7 +218,7 @@ def test_a_due_run_exists_once_per_schedule_due_time_and_attempt(
         schedule_id=sid, due_at=due + 3600, action_kind="run", status="skipped",
         reason_code="schedule.skipped.overlap",
     )  # fmt: skip
-    assert skipped is not None and skipped["ended_at"] is None
+    assert skipped is not None and skipped["ended_at"] is not None  # terminal: it ended
     # fire / submit runs have no due time: NULLs are distinct in the unique key.
     for _ in range(2):
         store.create_schedule_run(action_kind="run", schedule_id=sid)
@@ -318,3 +318,24 @@ def test_a_definition_round_trips_through_its_row(store: Store, tmp_path: Path) 
     row = registry.add(store, wanted, now=NOW)
     assert Definition.from_row(row) == wanted
     assert row["next_due_at"] == next_due(wanted.trigger, NOW)
+
+
+def test_what_a_worker_reads_and_moves(store: Store, tmp_path: Path) -> None:
+    sid = registry.add(store, definition(tmp_path, "a"), now=NOW)["id"]
+    later = Definition("b", every_trigger("1h", anchor=NOW + 60), run_action(tmp_path))
+    registry.add(store, later, now=NOW + 60)
+    registry.add(store, definition(tmp_path, "off"), now=NOW - 60)
+    registry.set_enabled(store, "off", False, now=NOW)
+    assert store.earliest_due() == NOW + 3600
+    assert store.list_due_schedules(NOW + 3599) == []
+    assert [r["name"] for r in store.list_due_schedules(NOW + 3660)] == ["a", "b"]
+    assert store.advance_next_due(sid, expected=NOW + 3600, new=NOW + 7200)
+    assert not store.advance_next_due(sid, expected=NOW + 3600, new=NOW + 7200)  # lost the CAS
+    assert store.earliest_due() == NOW + 3660
+    assert store.count_active_runs(sid) == 0
+    run = store.insert_due_run(schedule_id=sid, due_at=NOW + 3600, action_kind="run")
+    assert run is not None and store.count_active_runs(sid) == 1
+    store.update_status(
+        "schedule_run", run["id"], new_status="skipped", reason_code="schedule.skipped.overlap"
+    )
+    assert store.count_active_runs(sid) == 0

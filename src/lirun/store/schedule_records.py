@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from lirun.errors import ConflictError, ValidationError
 from lirun.hints import Any
-from lirun.lifecycle import policy_for
+from lirun.lifecycle import policy_for, validate_status
 from lirun.reasons import validate_reason
 from lirun.store.connector import Connector, Tx
 from lirun.store.records import (
@@ -179,6 +179,7 @@ class ScheduleRecords:
             raise ValidationError(f"due_at must be integer epoch seconds, not {due_at!r}")
         policy = policy_for("schedule_run")
         validate_reason(reason_code, policy.entity_type, status)
+        validate_status(policy.entity_type, status)
         now = time.time()
         params = {
             "id": new_id(),
@@ -190,6 +191,7 @@ class ScheduleRecords:
             "status": status,
             "reason_code": reason_code,
             "reason_summary": reason_summary,
+            "ended_at": now if status in policy.terminal else None,
             "now": now,
         }
         with self.connector.write() as tx:
@@ -208,3 +210,31 @@ class ScheduleRecords:
             self.sql("list_schedule_runs"), {"schedule_id": schedule_id, "limit": int(limit)}
         )
         return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    # -- what a worker reads and moves (docs/schedules.md) -----------------------------------
+
+    def list_due_schedules(self, now: int) -> list[dict[str, Any]]:
+        """Enabled schedules whose ``next_due_at`` is at or before ``now``, earliest first."""
+        rows = self.connector.read(self.sql("list_due_schedules"), {"now": int(now)})
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    def earliest_due(self) -> int | None:
+        """The smallest ``next_due_at`` of the enabled schedules, or None."""
+        rows = self.connector.read(self.sql("earliest_due"))
+        due = rows[0]["due"] if rows else None
+        return None if due is None else int(due)
+
+    def advance_next_due(self, schedule_id: str, *, expected: int, new: int | None) -> bool:
+        """Move an enabled schedule's ``next_due_at`` from ``expected`` to ``new``
+        (compare-and-set): False when another writer moved it first, or it is no longer
+        enabled."""
+        params = {"id": schedule_id, "expected": int(expected), "new": new}
+        with self.connector.write() as tx:
+            return tx.execute(self.sql("advance_next_due"), params) == 1
+
+    def count_active_runs(self, schedule_id: str) -> int:
+        """Runs of the schedule not yet ended (queued, waiting, running, retry_wait)."""
+        terminal = self.connector.bind_list(sorted(policy_for("schedule_run").terminal))
+        params = {"schedule_id": schedule_id, "terminal": terminal}
+        rows = self.connector.read(self.sql("count_active_runs"), params)
+        return int(rows[0]["n"])
