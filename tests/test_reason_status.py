@@ -30,6 +30,7 @@ EXCEPTIONS = {
     "run.cancelled.sigint": {"aborted", "cancelled"},
     "session.orphaned.no_process": {"failed"},
     "session.stale.no_heartbeat": {"failed"},
+    "schedule.budget.exhausted": {"skipped"},
 }
 ALL_STATUSES = sorted(set().union(*(p.statuses for p in POLICIES.values())))
 

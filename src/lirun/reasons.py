@@ -102,6 +102,11 @@ _CODES: dict[str, str] = {
     "schedule_definition.disabled.budget_exhausted": "schedule disabled: its budget is spent",
     "schedule_definition.disabled.max_runs": "schedule disabled: it reached --max-runs",
     "schedule_definition.disabled.spent": "schedule disabled: its --at time has fired",
+    # schedule runs a worker records as skipped (lirun.schedules.firing)
+    "schedule.skipped.missed_fire": "skipped: no worker fired it within the missed grace",
+    "schedule.skipped.missed_summary": "skipped: more missed due times than recorded one by one",
+    "schedule.skipped.max_runs": "skipped: the schedule reached --max-runs",
+    "schedule.budget.exhausted": "skipped: the schedule's budget is spent",
     # teams
     "team.active.created": "team created",
     "team.archived.user": "team archived",
@@ -118,6 +123,8 @@ _STATUSES: dict[str, frozenset[str]] = {
     # Liveness finalizes a dead owner's row as failed (DESIGN §4.6).
     "session.orphaned.no_process": frozenset({"failed"}),
     "session.stale.no_heartbeat": frozenset({"failed"}),
+    # The issue names this code; a run it refuses is recorded as skipped.
+    "schedule.budget.exhausted": frozenset({"skipped"}),
 }
 
 
