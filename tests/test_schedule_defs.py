@@ -339,3 +339,19 @@ def test_what_a_worker_reads_and_moves(store: Store, tmp_path: Path) -> None:
         "schedule_run", run["id"], new_status="skipped", reason_code="schedule.skipped.overlap"
     )
     assert store.count_active_runs(sid) == 0
+
+
+def test_apply_does_not_undo_what_a_worker_disabled(store: Store, tmp_path: Path) -> None:
+    row = registry.add(store, definition(tmp_path, "capped", max_runs="1"), now=NOW)
+    store.change_schedule(
+        row["id"], new_status="disabled", reason_code="schedule_definition.disabled.max_runs",
+        source="system",
+    )  # fmt: skip
+    wanted = [definition(tmp_path, "capped", max_runs="1")]
+    (change,) = registry.plan(store.list_schedules(), wanted, now=NOW)
+    assert change.op == "unchanged" and "li schedule enable capped" in change.why
+    raised = [definition(tmp_path, "capped", max_runs="5")]
+    (change,) = registry.plan(store.list_schedules(), raised, now=NOW)
+    assert change.op == "update"  # a changed definition is applied, and enabled again
+    registry.apply(store, [change], now=NOW, source="f")
+    assert store.list_schedules()[0]["status"] == "enabled"

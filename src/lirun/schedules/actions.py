@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+from pathlib import Path
 
 from lirun.errors import UsageError
 from lirun.exec.task import Task
@@ -278,4 +279,4 @@ def _validate_file(kind: str, path: str) -> None:
             from lirun.shows.showfile import load_show as load
     except ImportError:
         return
-    load(path)
+    load(Path(path))

@@ -22,6 +22,14 @@ if TYPE_CHECKING:
     from lirun.store import Store
 
 MISSING = ("disable", "delete", "keep")
+# Disabled by a worker, not by its owner: apply does not undo these by itself.
+WORKER_DISABLED = frozenset(
+    {
+        "schedule_definition.disabled.spent",
+        "schedule_definition.disabled.max_runs",
+        "schedule_definition.disabled.budget_exhausted",
+    }
+)
 
 
 def current_actor() -> str | None:
@@ -174,6 +182,10 @@ def plan(
         delta = diff(old, new)
         if not delta:
             op = "unchanged"
+        elif set(delta) == {"enabled"} and row.get("status_reason_code") in WORKER_DISABLED:
+            why = f"{row['status_reason_code']}; `li schedule enable {definition.name}` resumes it"
+            changes.append(Change("unchanged", definition.name, new, row, why=why))
+            continue
         elif set(delta) == {"enabled"}:
             op = "enable" if new.enabled else "disable"
         else:
