@@ -355,3 +355,16 @@ def test_apply_does_not_undo_what_a_worker_disabled(store: Store, tmp_path: Path
     assert change.op == "update"  # a changed definition is applied, and enabled again
     registry.apply(store, [change], now=NOW, source="f")
     assert store.list_schedules()[0]["status"] == "enabled"
+
+
+def test_a_row_without_a_definition_is_replaced_by_apply(store: Store, tmp_path: Path) -> None:
+    legacy = store.create_schedule(name="old", fields={"action_kind": "agent", "spec": "@daily"})
+    registry.set_enabled(store, "old", False, now=NOW)
+    with pytest.raises(UsageError, match="holds no definition"):
+        registry.set_enabled(store, "old", True, now=NOW)
+    (change,) = registry.plan(store.list_schedules(), [definition(tmp_path, "old")], now=NOW)
+    assert change.op == "update" and "definition" in change.changes
+    registry.apply(store, [change], now=NOW, source="f")
+    row = store.get_schedule("old")
+    assert row is not None and row["id"] == legacy["id"] and row["status"] == "enabled"
+    assert row["trigger_json"]["kind"] == "every"

@@ -189,6 +189,19 @@ class Definition:
         )
 
 
+def stored_definition(row: dict[str, Any]) -> Definition | None:
+    """The row's definition, or None for a row that holds none (imported from an older
+    store, whose schedules had no trigger or action columns)."""
+    if not isinstance(row.get("trigger_json"), dict) or not isinstance(
+        row.get("action_json"), dict
+    ):
+        return None
+    try:
+        return Definition.from_row(row)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def describe_policies(policies: Policies) -> str:
     """The policies that differ from the defaults, as ``--option value`` text."""
     parts = []

@@ -13,7 +13,7 @@ import os
 
 from lirun.errors import NotFoundError, UsageError
 from lirun.hints import Any
-from lirun.schedules.definition import Definition, diff
+from lirun.schedules.definition import Definition, diff, stored_definition
 from lirun.schedules.triggers import AT_EXAMPLE, Trigger, next_due
 from lirun.values import dataclass, field
 
@@ -87,8 +87,13 @@ def set_enabled(
     status = "enabled" if enabled else "disabled"
     if row["status"] == status:
         return row, False
-    definition = Definition.from_row(row)
-    due = next_due(definition.trigger, now) if enabled else None
+    definition = stored_definition(row)
+    if enabled and definition is None:
+        raise UsageError(
+            f"schedule {name!r} holds no definition this version can run (imported from an "
+            "older store); define it again with li schedule apply, or delete it and add it"
+        )
+    due = next_due(definition.trigger, now) if enabled and definition is not None else None
     changed = store.change_schedule(
         row["id"],
         new_status=status,
@@ -177,7 +182,11 @@ def plan(
             refuse_past_at(definition, now)
             changes.append(Change("create", definition.name, definition))
             continue
-        old = Definition.from_row(row)
+        old = stored_definition(row)
+        if old is None:
+            delta = {"definition": [None, definition.trigger.describe()]}
+            changes.append(Change("update", definition.name, definition, row, delta))
+            continue
         new = _keep_anchor(old, definition)
         delta = diff(old, new)
         if not delta:
