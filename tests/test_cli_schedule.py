@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lirun.cli.main import main
 from lirun.store import Store
@@ -87,6 +89,8 @@ def test_add_list_show_enable_disable_delete(
      (["add", "x", "--every", "1h", "--", "flow", "no-such.yaml"], "does not exist"),
      (["add", "x", "--every", "1h", "--overlap", "sometimes", "--", "run", "true"],
       "invalid choice"),
+     (["add", "x", "--every", "99999999999d", "--", "run", "true"], "longer than 366d"),
+     (["add", "x", "--at", "9999-12-31T23:59:59-14:00", "--", "run", "true"], "too far"),
      (["enable", "ghost"], "no schedule named 'ghost'"),
      (["runs", "ghost"], "no schedule named 'ghost'")],
 )  # fmt: skip
@@ -216,3 +220,45 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
 def test_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = li(capsys, "add", "--help")
     assert code == 0 and "exit codes" in out and "-- ACTION" in out
+
+
+WORDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+TRIGGER_TEXT = st.one_of(
+    WORDS,
+    st.sampled_from(["* * * * *", "0 0 29 2 *", "*/0 * * * *", "L * * * *", "0 0 * * 8",
+                     "1h", "0s", "99999999999d", "2030-01-01T00:00:00Z",
+                     "2030-02-30T00:00:00Z", "9999-12-31T23:59:59+14:00"]),
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    trigger=st.sampled_from(["--cron", "--every", "--at"]),
+    text=TRIGGER_TEXT,
+    tz=st.one_of(st.none(), WORDS, st.sampled_from(["UTC", "Europe/Berlin"])),
+    action=st.one_of(
+        st.just(["run", "true"]),
+        st.lists(st.one_of(WORDS, st.sampled_from(["agent", "run", "flow", "--", "--cwd"])),
+                 max_size=5),
+    ),
+)  # fmt: skip
+def test_add_never_tracebacks(trigger: str, text: str, tz: str | None, action: list[str]) -> None:
+    import os
+    import tempfile
+
+    from lirun.errors import LirunError
+
+    argv = ["add", "fuzz", trigger, text, *(["--tz", tz] if tz is not None else []), "--"]
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["LIRUN_DB_URL"] = os.path.join(tmp, "state.db")
+        try:
+            from lirun.cli.schedule import main as schedule_main
+
+            code = schedule_main([*argv, *action])
+        except LirunError as exc:
+            code = exc.exit_code
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        finally:
+            del os.environ["LIRUN_DB_URL"]
+    assert code in (0, 2)

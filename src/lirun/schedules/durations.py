@@ -7,12 +7,13 @@ from lirun.errors import UsageError
 UNITS: dict[str, int] = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _ORDER = "dhms"
 EXAMPLE = "30s, 5m, 2h, 1d or a sum such as 1h30m"
+MAX_SECONDS = 366 * 86400  # longer periods are calendar matters: use --cron
 
 
 def parse_duration(text: str, what: str = "duration") -> int:
     """Seconds in ``text``: one or more ``<digits><unit>`` parts, units d, h, m, s, each
-    once and largest first. Zero, a bare number, a sign or a fraction is a UsageError
-    that names what was wrong and gives valid examples."""
+    once and largest first, in all at most 366 days. Zero, a bare number, a sign or a
+    fraction is a UsageError that names what was wrong and gives valid examples."""
     if not isinstance(text, str):
         raise UsageError(f"{what} must be text such as {EXAMPLE}, not {text!r}")
     raw = text.strip().lower()
@@ -35,6 +36,8 @@ def parse_duration(text: str, what: str = "duration") -> int:
         raise UsageError(f"{what} {text!r} is not a duration{hint}; use {EXAMPLE}")
     if total <= 0:
         raise UsageError(f"{what} {text!r} is zero; give a positive duration such as {EXAMPLE}")
+    if total > MAX_SECONDS:
+        raise UsageError(f"{what} {text!r} is longer than 366d; give at most 366d (or use --cron)")
     return total
 
 

@@ -26,6 +26,7 @@ KINDS = ("cron", "every", "at")
 CRON_EXAMPLE = "'30 2 * * *' (02:30 every day) or '*/15 9-17 * * mon-fri'"
 AT_EXAMPLE = "2026-12-24T18:00:00+01:00 or 2026-12-24T17:00:00Z"
 ZONE_EXAMPLE = "Europe/Berlin, America/New_York or UTC"
+LAST_YEAR = 9000  # every due time stays printable in any zone
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +177,8 @@ def parse_time(text: str, tz: str | None) -> int:
                 "--tz ZONE to read it in that zone"
             )
         value = _aware(value, tz, text)
+    if value.year > LAST_YEAR or value.astimezone(UTC).year > LAST_YEAR:
+        raise UsageError(f"--at {text!r} is too far in the future; give a time before {LAST_YEAR}")
     return int(value.timestamp())
 
 
