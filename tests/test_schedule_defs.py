@@ -133,7 +133,9 @@ def test_policy_defaults_and_at_runs_missed_once() -> None:
      ({"max_runs": "0"}, ">= 1"), ({"retries": "-1"}, ">= 0"), ({"retries": "x"}, "whole"),
      ({"budget_usd": "0"}, "positive amount"), ({"budget_tokens": "1.5"}, "whole"),
      ({"budget_window": "1d"}, "needs --budget-usd"), ({"start_deadline": "soon"}, "1h30m"),
-     ({"notify": " "}, "shell command"), ({"colour": "red"}, "unknown policy")],
+     ({"notify": " "}, "shell command"), ({"colour": "red"}, "unknown policy"),
+     ({"start_deadline": -5}, "give 1 to"), ({"missed_grace": True}, "must be text"),
+     ({"missed_grace": 0}, "give 1 to")],
 )  # fmt: skip
 def test_invalid_policies(given: dict[str, Any], says: str) -> None:
     with pytest.raises(UsageError, match=says):

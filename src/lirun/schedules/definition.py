@@ -10,7 +10,7 @@ from __future__ import annotations
 from lirun.errors import UsageError
 from lirun.hints import Any
 from lirun.schedules.actions import Action
-from lirun.schedules.durations import format_duration, parse_duration
+from lirun.schedules.durations import MAX_SECONDS, format_duration, parse_duration
 from lirun.schedules.triggers import Trigger
 from lirun.values import dataclass, field
 
@@ -97,6 +97,15 @@ def _count(value: Any, what: str, minimum: int) -> int:
     return number
 
 
+def _seconds(value: Any, what: str) -> int:
+    """DURATION text, or whole seconds (an apply file's ``start_deadline: 90``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 < value <= MAX_SECONDS:
+            raise UsageError(f"{what} {value!r}: give 1 to {MAX_SECONDS} seconds, or e.g. 1h30m")
+        return value
+    return parse_duration(value, what)
+
+
 def _usd(value: Any) -> float:
     try:
         number = float(str(value)) if not isinstance(value, bool) else -1.0
@@ -127,7 +136,7 @@ def make_policies(raw: dict[str, Any], trigger: Trigger) -> Policies:
             continue
         option = "--" + key.replace("_", "-")
         if key in DURATION_POLICIES:
-            values[key] = value if isinstance(value, int) else parse_duration(value, option)
+            values[key] = _seconds(value, option)
         elif key == "overlap":
             values[key] = _choice(value, option, OVERLAP)
         elif key == "missed":
