@@ -123,7 +123,7 @@ _STATUSES: dict[str, frozenset[str]] = {
     # Liveness finalizes a dead owner's row as failed (DESIGN §4.6).
     "session.orphaned.no_process": frozenset({"failed"}),
     "session.stale.no_heartbeat": frozenset({"failed"}),
-    # The issue names this code; a run it refuses is recorded as skipped.
+    # A budget refusal: the run it refuses is recorded as skipped (its own domain word).
     "schedule.budget.exhausted": frozenset({"skipped"}),
 }
 
