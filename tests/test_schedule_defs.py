@@ -370,3 +370,17 @@ def test_a_row_without_a_definition_is_replaced_by_apply(store: Store, tmp_path:
     row = store.get_schedule("old")
     assert row is not None and row["id"] == legacy["id"] and row["status"] == "enabled"
     assert row["trigger_json"]["kind"] == "every"
+
+
+def test_apply_does_not_overwrite_a_change_made_after_its_plan(
+    store: Store, tmp_path: Path
+) -> None:
+    registry.add(store, definition(tmp_path, "busy"), now=NOW)
+    wanted = [definition(tmp_path, "busy", retries="3")]
+    changes = registry.plan(store.list_schedules(), wanted, now=NOW)
+    registry.set_enabled(store, "busy", False, now=NOW)  # someone else, meanwhile
+    lost = registry.apply(store, changes, now=NOW, source="f")
+    assert [(c.op, c.name) for c in lost] == [("update", "busy")]
+    row = store.get_schedule("busy")
+    assert row is not None and row["status"] == "disabled"
+    assert row["policies_json"]["retries"] == 0

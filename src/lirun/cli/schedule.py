@@ -17,6 +17,8 @@ from lirun.hints import Any
 PROG = "li schedule"
 EXIT_CODES = """\
   0    done (or nothing to do: already enabled, disabled, or apply found no change)
+  1    apply: a schedule changed while apply ran, so that change was not made (said on
+       stderr); run apply again
   2    usage error: an invalid name, trigger, zone, duration, time, policy or action (what
        was wrong is said on stderr, with a valid example; nothing is written); an
        unknown schedule name; a name already taken; an invalid apply file (file:line);
@@ -300,21 +302,24 @@ def _apply(args: Any, now: int) -> int:
         changes = registry.plan(
             store.list_schedules(), list(loaded.definitions), now=now, missing=loaded.missing
         )
+        lost = []
         if not args.dry_run:
-            registry.apply(
+            lost = registry.apply(
                 store, changes, now=now, source=loaded.path, actor=registry.current_actor()
             )
     finally:
         store.close()
+    for change in lost:
+        warn(PROG, f"{change.name} changed while apply ran; not {change.op}d: run apply again")
     if args.json:
         print_json({"dry_run": args.dry_run, "changes": [c.to_dict() for c in changes]})
-        return 0
+        return 1 if lost else 0
     for change in changes:
         detail = ", ".join(change.changes) or change.why
         print(f"{change.op}\t{change.name}" + (f"\t{detail}" if detail else ""))
     if args.dry_run:
         warn(PROG, "dry run: nothing was changed")
-    return 0
+    return 1 if lost else 0
 
 
 HANDLERS = {

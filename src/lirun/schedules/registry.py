@@ -212,17 +212,17 @@ def apply(
     store: Store, changes: list[Change], *, now: int, source: str, actor: str | None = None
 ) -> list[Change]:
     """Carry out ``changes`` (from ``plan``) one guarded write each; returns those that
-    changed something. ``source`` (the file) goes into each history row's metadata."""
-    done = []
-    for change in changes:
-        if change.op == "unchanged":
-            continue
-        _apply_one(store, change, now=now, source=source, actor=actor)
-        done.append(change)
-    return done
+    were NOT applied because the schedule changed after ``plan`` read it (run apply
+    again). ``source`` (the file) goes into each history row's metadata."""
+    return [
+        change
+        for change in changes
+        if change.op != "unchanged"
+        and not _apply_one(store, change, now=now, source=source, actor=actor)
+    ]
 
 
-def _apply_one(store: Store, change: Change, *, now: int, source: str, actor: str | None) -> None:
+def _apply_one(store: Store, change: Change, *, now: int, source: str, actor: str | None) -> bool:
     meta: dict[str, Any] = {"file": source}
     if change.op == "create":
         assert change.definition is not None
@@ -234,7 +234,7 @@ def _apply_one(store: Store, change: Change, *, now: int, source: str, actor: st
             actor=actor,
             metadata=meta,
         )
-        return
+        return True
     assert change.row is not None
     row = change.row
     if change.op in ("update", "enable", "disable") and change.definition is not None:
@@ -250,12 +250,13 @@ def _apply_one(store: Store, change: Change, *, now: int, source: str, actor: st
         fields = {"next_due_at": None}
         meta["why"] = change.why
         reason = f"schedule_definition.{status}.applied"
-    store.change_schedule(
+    return store.change_schedule(
         row["id"],
         new_status=status,
         reason_code=reason,
         fields=fields,
         expected_statuses={row["status"]},
+        expected_updated_at=row["updated_at"],
         actor=actor,
         metadata=meta,
     )

@@ -116,6 +116,7 @@ class ScheduleRecords:
         reason_code: str,
         fields: Mapping[str, Any] | None = None,
         expected_statuses: Iterable[str | None] | None = None,
+        expected_updated_at: float | None = None,
         reason_summary: str = "",
         source: str = "admin",
         actor: str | None = None,
@@ -123,8 +124,9 @@ class ScheduleRecords:
     ) -> bool:
         """One change of a definition: the guarded status write with the new columns
         (``fields``, as for ``create_schedule``) in the same transaction, and a history
-        row with ``reason_code`` and ``metadata``. False when ``expected_statuses`` did
-        not match; TransitionRejectedError once deleted."""
+        row with ``reason_code`` and ``metadata``. False when ``expected_statuses`` or
+        ``expected_updated_at`` (the row's version as read) did not match: someone else
+        changed it meanwhile. TransitionRejectedError once deleted."""
         extra = dict(fields or {})
         unknown = sorted(set(extra) - _DEFINITION_FIELDS)
         if unknown:
@@ -144,6 +146,7 @@ class ScheduleRecords:
             actor=actor,
             metadata=dict(metadata) if metadata is not None else None,
             expected_statuses=expected_statuses,
+            expected_updated_at=expected_updated_at,
             extra_fields=extra,
         )
 
