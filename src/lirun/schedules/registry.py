@@ -112,7 +112,7 @@ def delete(store: Store, name: str, *, actor: str | None = None) -> dict[str, An
         row["id"],
         new_status="deleted",
         reason_code="schedule_definition.deleted.user",
-        expected_statuses={row["status"]},
+        expected_statuses={"enabled", "disabled", None},  # whatever live state it has now
         actor=actor,
     )
     deleted = store.get_entity("schedule", row["id"])
