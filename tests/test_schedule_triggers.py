@@ -223,6 +223,10 @@ def test_local_zone_name_from_tz_link_or_file(tmp_path: Path) -> None:
     assert local_zone_name({"TZ": "Europe/Berlin"}, str(tmp_path)) == "Europe/Berlin"
     assert local_zone_name({"TZ": ":America/New_York"}, str(tmp_path)) == "America/New_York"
     assert local_zone_name({}, str(tmp_path)) == "UTC"  # no /etc/localtime: UTC
+    tz_path = {"TZ": "/usr/share/zoneinfo/posix/Europe/Berlin"}
+    assert local_zone_name(tz_path, str(tmp_path)) == "Europe/Berlin"
+    with pytest.raises(UsageError, match="not an IANA zone name"):
+        local_zone_name({"TZ": "CET-1CEST"}, str(tmp_path))
     (tmp_path / "localtime").symlink_to("/usr/share/zoneinfo/Asia/Tokyo")
     assert local_zone_name({}, str(tmp_path)) == "Asia/Tokyo"
     other = tmp_path / "other"

@@ -92,17 +92,25 @@ def zone(name: str) -> Any:
 
 def local_zone_name(environ: dict[str, str] | None = None, etc: str = "/etc") -> str:
     """This machine's zone as an IANA name (stored at ``add``: the worker's machine may
-    be in another zone). ``$TZ`` if it names a zone, else where ``/etc/localtime`` links,
+    be in another zone). ``$TZ`` if set (a POSIX rule such as ``CET-1`` has no IANA name:
+    refused), else where ``/etc/localtime`` links,
     else ``/etc/timezone``; no ``/etc/localtime`` at all means UTC (the C library's own
     default). A local zone with no IANA name is a UsageError asking for ``--tz``."""
     env = os.environ if environ is None else environ
-    candidates = [env.get("TZ", "").removeprefix(":")]
+    given = _zone_of_path(env.get("TZ", "").removeprefix(":"))
+    if given:
+        try:
+            zone(given)
+        except UsageError:
+            raise UsageError(
+                f"$TZ is {env['TZ']!r}, not an IANA zone name; give --tz ZONE (e.g. "
+                f"{ZONE_EXAMPLE}) so that every machine computes the same times"
+            ) from None
+        return given
+    candidates: list[str] = []
     localtime = os.path.join(etc, "localtime")
     if os.path.islink(localtime):
-        target = os.path.realpath(localtime)
-        marker = os.sep + "zoneinfo" + os.sep
-        if marker in target:
-            candidates.append(target.split(marker, 1)[1])
+        candidates.append(_zone_of_path(os.path.realpath(localtime)))
     try:
         with open(os.path.join(etc, "timezone"), encoding="utf-8") as file:
             candidates.append(file.read().strip())
@@ -115,12 +123,23 @@ def local_zone_name(environ: dict[str, str] | None = None, etc: str = "/etc") ->
             except UsageError:
                 continue
             return name
-    if not env.get("TZ") and not os.path.lexists(localtime):
+    if not os.path.lexists(localtime):
         return "UTC"
     raise UsageError(
         "cannot tell this machine's time zone by its IANA name; give --tz ZONE "
         f"(e.g. {ZONE_EXAMPLE})"
     )
+
+
+def _zone_of_path(text: str) -> str:
+    """``/usr/share/zoneinfo/posix/Europe/Berlin`` → ``Europe/Berlin``; other text as is."""
+    marker = os.sep + "zoneinfo" + os.sep
+    if not text.startswith(os.sep) or marker not in text:
+        return text
+    name = text.split(marker, 1)[1]
+    for prefix in ("posix/", "right/"):
+        name = name.removeprefix(prefix)
+    return name
 
 
 def format_local(epoch: int, tz: str) -> str:
