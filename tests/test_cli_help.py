@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "db": ("path", "migrate"),
     "flow": ("run", "resume"),
     "show": ("run", "resume", "abort", "status"),
+    "schedule": ("add", "list", "show", "enable", "disable", "delete", "apply", "runs"),
 }
 
 

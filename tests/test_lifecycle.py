@@ -41,6 +41,8 @@ DESIGN: dict[str, tuple[set[str], set[str], set[str]]] = {
         {"merged"},
     ),
     "team": ({"active"}, {"archived"}, set()),
+    # a schedule definition (the entity kind; deleted frees its name)
+    "schedule": ({"enabled", "disabled"}, {"deleted"}, set()),
 }
 
 
@@ -92,6 +94,7 @@ def test_exit_codes_follow_the_adr() -> None:
         ("shows", "show"),
         ("plays", "play"),
         ("teams", "team"),
+        ("schedules", "schedule"),
     ],
 )
 def test_aliases_are_canonicalized(alias: str, canonical: str) -> None:
@@ -99,7 +102,9 @@ def test_aliases_are_canonicalized(alias: str, canonical: str) -> None:
     assert policy_for(alias) is POLICIES[canonical]
 
 
-@pytest.mark.parametrize("bad", ["", "widget", "schedule", "branch", "messages", "admin_events"])
+@pytest.mark.parametrize(
+    "bad", ["", "widget", "schedule_def", "branch", "messages", "admin_events"]
+)
 def test_unknown_entity_types_are_validation_errors(bad: str) -> None:
     with pytest.raises(ValidationError, match="unknown entity type") as caught:
         canonical_entity_type(bad)

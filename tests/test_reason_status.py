@@ -31,6 +31,7 @@ EXCEPTIONS = {
     "session.orphaned.no_process": {"failed"},
     "session.stale.no_heartbeat": {"failed"},
     "show.blocked.no_ready_plays": {"active"},
+    "schedule.budget.exhausted": {"skipped"},
 }
 ALL_STATUSES = sorted(set().union(*(p.statuses for p in POLICIES.values())))
 

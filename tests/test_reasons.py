@@ -45,6 +45,7 @@ DOMAINS_BY_ENTITY = {
     "play": {"play"},
     "show": {"show"},
     "team": {"team"},
+    "schedule": {"schedule_definition"},
 }
 
 
@@ -57,7 +58,15 @@ def test_the_registry_has_every_named_code() -> None:
 
 def test_every_code_has_the_three_part_format_and_a_known_domain() -> None:
     shape = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
-    assert {"run", "session", "play", "show", "schedule", "team"} == REASON_DOMAINS
+    assert {
+        "run",
+        "session",
+        "play",
+        "show",
+        "schedule",
+        "team",
+        "schedule_definition",
+    } == REASON_DOMAINS
     for code in VALID_REASON_CODES - {LEGACY_IMPORTED}:
         assert shape.match(code), code
         assert reason_domain(code) in REASON_DOMAINS, code

@@ -24,6 +24,7 @@ WALKS: dict[str, list[str]] = {
     "show": ["aborted"],
     "play": ["prepared", "running", "gated", "redoing", "running", "blocked"],
     "team": ["archived"],
+    "schedule": ["disabled", "enabled", "deleted"],
 }
 
 

@@ -140,6 +140,31 @@ POLICIES: dict[str, EntityPolicy] = {
             ),
             ended_column="ended_at",
         ),
+        # A schedule definition: every change of it (created, updated by apply, enabled,
+        # disabled, deleted) is a guarded status write with its own reason code.
+        EntityPolicy(
+            entity_type="schedule",
+            table="schedules",
+            statuses=frozenset({"enabled", "disabled", "deleted"}),
+            terminal=frozenset({"deleted"}),
+            success=frozenset(),
+            initial="enabled",
+            reason_domains=frozenset({"schedule_definition"}),
+            extra_fields=frozenset(
+                {
+                    "spec",
+                    "tz",
+                    "action_kind",
+                    "action_json",
+                    "trigger_json",
+                    "policies_json",
+                    "next_due_at",
+                    "enabled",
+                    "deleted_at",
+                }
+            ),
+            ended_column="deleted_at",
+        ),
         EntityPolicy(
             entity_type="team",
             table="teams",

@@ -17,7 +17,9 @@ from __future__ import annotations
 from lirun.errors import ValidationError
 from lirun.lifecycle import POLICIES, policy_for
 
-REASON_DOMAINS: frozenset[str] = frozenset({"run", "session", "play", "show", "schedule", "team"})
+REASON_DOMAINS: frozenset[str] = frozenset(
+    {"run", "session", "play", "show", "schedule", "team", "schedule_definition"}
+)
 LEGACY_IMPORTED = "legacy.imported"
 _WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -116,6 +118,25 @@ _CODES: dict[str, str] = {
     "schedule.skipped.overlap": "skipped: previous run still active",
     "schedule.skipped.disabled": "skipped: schedule disabled",
     "schedule.cancelled.user": "schedule run cancelled",
+    # schedule definitions (li schedule add / apply / enable / disable / delete; workers)
+    "schedule_definition.enabled.created": "schedule created",
+    "schedule_definition.disabled.created": "schedule created disabled",
+    "schedule_definition.enabled.updated": "schedule definition updated",
+    "schedule_definition.disabled.updated": "schedule definition updated",
+    "schedule_definition.enabled.user": "schedule enabled",
+    "schedule_definition.disabled.user": "schedule disabled",
+    "schedule_definition.deleted.user": "schedule deleted",
+    "schedule_definition.enabled.applied": "schedule enabled by apply",
+    "schedule_definition.disabled.applied": "schedule disabled by apply",
+    "schedule_definition.deleted.applied": "schedule deleted by apply (not in the file)",
+    "schedule_definition.disabled.budget_exhausted": "schedule disabled: its budget is spent",
+    "schedule_definition.disabled.max_runs": "schedule disabled: it reached --max-runs",
+    "schedule_definition.disabled.spent": "schedule disabled: its --at time has fired",
+    # schedule runs a worker records as skipped (lirun.schedules.firing)
+    "schedule.skipped.missed_fire": "skipped: no worker fired it within the missed grace",
+    "schedule.skipped.missed_summary": "skipped: more missed due times than recorded one by one",
+    "schedule.skipped.max_runs": "skipped: the schedule reached --max-runs",
+    "schedule.budget.exhausted": "skipped: the schedule's budget is spent",
     # teams
     "team.active.created": "team created",
     "team.archived.user": "team archived",
@@ -134,6 +155,8 @@ _STATUSES: dict[str, frozenset[str]] = {
     "session.stale.no_heartbeat": frozenset({"failed"}),
     # A show waiting on a person is still active (show statuses: active, completed, aborted).
     "show.blocked.no_ready_plays": frozenset({"active"}),
+    # A budget refusal: the run it refuses is recorded as skipped (its own domain word).
+    "schedule.budget.exhausted": frozenset({"skipped"}),
 }
 
 
@@ -238,6 +261,8 @@ _CREATION_REASONS = {
     ("show", "active"): "show.active.created",
     ("play", "pending"): "play.pending.created",
     ("team", "active"): "team.active.created",
+    ("schedule", "enabled"): "schedule_definition.enabled.created",
+    ("schedule", "disabled"): "schedule_definition.disabled.created",
 }
 
 

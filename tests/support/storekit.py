@@ -36,12 +36,18 @@ REASON_FOR: dict[tuple[str, str], str] = {
     ("play", "merged"): "play.merged.ok",
     ("play", "blocked"): "play.blocked.dependency",
     ("team", "archived"): "team.archived.user",
+    ("schedule", "enabled"): "schedule_definition.enabled.user",
+    ("schedule", "disabled"): "schedule_definition.disabled.user",
+    ("schedule", "deleted"): "schedule_definition.deleted.user",
 }
 
 
 def reason_for(entity_type: str, status: str) -> str:
     key = ("session", status) if entity_type == "invocation" else (entity_type, status)
     return REASON_FOR[key]
+
+
+_schedule_names = itertools.count()
 
 
 def create_entity(store: Store, entity_type: str, entity_id: str | None = None) -> str:
@@ -58,6 +64,9 @@ def create_entity(store: Store, entity_type: str, entity_id: str | None = None) 
         row = store.create_play(show_id="show-1", name="p", id=entity_id)
     elif entity_type == "team":
         row = store.create_team(name="crew", id=entity_id)
+    elif entity_type == "schedule":
+        name = f"s-{next(_schedule_names)}"
+        row = store.create_schedule(name=name, fields={"action_kind": "run"}, id=entity_id)
     else:
         raise AssertionError(entity_type)
     return str(row["id"])

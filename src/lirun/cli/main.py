@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("lirun.cli.db", "database housekeeping: path, migrate"),
     "flow": ("lirun.cli.flow", "run a flow file: legs of agents and commands as one invocation"),
     "show": ("lirun.cli.show", "shows: plays in their own worktrees, merged through gates"),
+    "schedule": ("lirun.cli.schedule", "define runs started by time: add, list, apply, ..."),
 }
 
 USAGE = """usage: li [--db URL] COMMAND [ARGS...]

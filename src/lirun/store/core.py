@@ -32,6 +32,7 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
 from lirun.store.transitions import (
@@ -52,7 +53,7 @@ def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
     return defaults
 
 
-class Store(StatusWrites, WaitReads, FlowRecords, ShowRecords):
+class Store(StatusWrites, WaitReads, FlowRecords, ShowRecords, ScheduleRecords):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.
 
     Every method may raise DatabaseError (DatabaseUnavailableError when the database

@@ -26,6 +26,8 @@ JSON_COLUMNS = frozenset(
         "final_gate_json",
         "depends_on_json",
         "gate_json",
+        "trigger_json",
+        "policies_json",
     }
 )
 
@@ -210,6 +212,7 @@ UPDATABLE_FIELDS: dict[str, frozenset[str]] = {
         }
     ),
     "team": frozenset({"archived_at"}),
+    "schedule": frozenset({"next_due_at"}),
 }
 
 

@@ -1,0 +1,332 @@
+"""``li schedule``: define the runs a worker starts by time (docs/schedules.md).
+
+Each subcommand parses, makes one library call (``lirun.schedules.registry``) and
+renders. Every definition is checked in full before the database is opened, so a usage
+error (exit 2) writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from lirun.cli.common import add_db_option, make_parser, print_json, warn
+from lirun.errors import UsageError
+from lirun.hints import Any
+
+PROG = "li schedule"
+EXIT_CODES = """\
+  0    done (or nothing to do: already enabled, disabled, or apply found no change)
+  1    apply: a schedule changed while apply ran, so that change was not made (said on
+       stderr); run apply again
+  2    usage error: an invalid name, trigger, zone, duration, time, policy or action (what
+       was wrong is said on stderr, with a valid example; nothing is written); an
+       unknown schedule name; a name already taken; an invalid apply file (file:line);
+       the database could not be opened or written"""
+
+ACTIONS = """\
+The ACTION follows `--`:
+  agent PROVIDER[/MODEL] PROMPT [--cwd DIR] [--timeout S] [--idle-timeout S]
+        [--profile NAME] [--playbook NAME] [--artifact ID=PATH[?]] [-- PROVIDER_OPTIONS]
+  run [--cwd DIR] [--timeout S] [--idle-timeout S] [--] CMD ...
+  flow FILE [--cwd DIR]      show FILE [--cwd DIR]
+The working directory and the flow or show file are resolved (and the file's sha256
+kept) now; a worker where they are missing or changed fails the run."""
+
+DESCRIPTION = f"""\
+A schedule starts an action by time: --cron EXPR [--tz ZONE] (five fields, evaluated in
+the IANA zone ZONE, default this machine's zone, stored by name), --every DURATION
+(30s, 5m, 2h, 1d, 1h30m; counted from the schedule's creation) or --at TIME (RFC 3339
+with an offset, e.g. 2026-12-24T18:00:00+01:00; without one only with --tz).
+
+{ACTIONS}
+  li schedule add nightly --cron '30 2 * * *' --tz Europe/Berlin -- \\
+      agent claude 'review the open pull requests' --timeout 1800
+  li schedule add poll --every 5m --overlap skip -- run ./poll.sh
+  li schedule apply schedules.yaml --dry-run
+
+Every change (add, apply, enable, disable, delete) is recorded in the schedule's history
+with its own reason code (li schedule show NAME). Workers (li worker) fire due schedules;
+anyone who can write to the database can make them run commands."""
+
+SUBCOMMANDS = ("add", "list", "show", "enable", "disable", "delete", "apply", "runs")
+
+
+def _sub(sub: Any, parser: argparse.ArgumentParser, name: str, helptext: str) -> Any:
+    child = sub.add_parser(
+        name, help=helptext, description=helptext, epilog=parser.epilog,
+        formatter_class=parser.formatter_class,
+    )  # fmt: skip
+    add_db_option(child)
+    return child
+
+
+def _add_policies(add: Any) -> None:
+    opt = add.add_argument
+    opt("--overlap", choices=("skip", "allow"), help="a due time while a run is active: skip it "
+        "(default) or start another")  # fmt: skip
+    opt("--missed", metavar="skip|run_once", help="due times no worker fired within "
+        "--missed-grace: recorded as skipped (default) or run once (default for --at)")  # fmt: skip
+    opt("--max-runs", metavar="N", help="stop after N runs have started")
+    opt("--budget-usd", metavar="X", help="stop when the recorded cost reaches X dollars")
+    opt("--budget-tokens", metavar="N", help="stop when the recorded tokens reach N")
+    opt("--budget-window", metavar="DURATION", help="count the budget over this rolling window")
+    opt("--start-deadline", metavar="DURATION", help="a queued run not started by then "
+        "fails (default 1h)")  # fmt: skip
+    opt("--retries", metavar="N", help="new attempts for runs the record marks retryable")
+    opt("--notify", metavar="CMD", help="a shell command run after each run ends")
+    opt("--missed-grace", metavar="DURATION", help="how late a fire may start (default 60s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = make_parser(PROG, DESCRIPTION, EXIT_CODES)
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}"
+    )
+    add = _sub(sub, parser, "add", "define a schedule: li schedule add NAME TRIGGER -- ACTION")
+    add.usage = (
+        "li schedule add NAME (--cron EXPR [--tz ZONE] | --every DURATION | --at TIME) "
+        "[policies] [--disabled] [--json] -- ACTION ..."
+    )
+    add.description = "define a schedule: li schedule add NAME TRIGGER -- ACTION\n\n" + ACTIONS
+    add.add_argument("name", metavar="NAME", help="1-64 of A-Z a-z 0-9 . _ - (unique)")
+    add.add_argument("--cron", metavar="EXPR", help="five cron fields, e.g. '30 2 * * *'")
+    add.add_argument("--tz", metavar="ZONE", help="IANA zone (default: this machine's)")
+    add.add_argument("--every", metavar="DURATION", help="e.g. 30s, 5m, 2h, 1d, 1h30m")
+    add.add_argument("--at", metavar="TIME", help="once, e.g. 2026-12-24T18:00:00+01:00")
+    add.add_argument("--disabled", action="store_true", help="create it disabled")
+    add.add_argument("--json", action="store_true", help="the stored schedule as JSON")
+    _add_policies(add)
+    listing = _sub(sub, parser, "list", "the schedules with their next due time")
+    listing.add_argument("--all", action="store_true", help="deleted schedules too")
+    listing.add_argument("--json", action="store_true", help="one JSON array")
+    for name, helptext in (
+        ("show", "one schedule's definition and history"),
+        ("runs", "one schedule's runs with their outcomes (newest first)"),
+    ):
+        child = _sub(sub, parser, name, helptext)
+        child.add_argument("name", metavar="NAME")
+        child.add_argument("--json", action="store_true", help="JSON on stdout")
+        if name == "runs":
+            child.add_argument("--limit", type=int, default=100, metavar="N", help="default 100")
+    for name, helptext in (
+        ("enable", "enable a schedule (due from now on)"),
+        ("disable", "disable a schedule (it fires no more until enabled)"),
+        ("delete", "delete a schedule (kept in history; the name is free again)"),
+    ):
+        child = _sub(sub, parser, name, helptext)
+        child.add_argument("name", metavar="NAME")
+        child.add_argument("--json", action="store_true", help="the schedule as JSON")
+    apply = _sub(sub, parser, "apply", "make the stored schedules match a YAML file")
+    apply.add_argument("file", metavar="FILE", help="the schedules file (docs/schedules.md)")
+    apply.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    apply.add_argument("--json", action="store_true", help="the plan as JSON")
+    return parser
+
+
+def _split_action(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    if argv[:1] == ["add"] and "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1 :]
+    return argv, None
+
+
+def main(argv: list[str]) -> int:
+    mine, action = _split_action(list(argv))
+    args = build_parser().parse_args(mine)
+    now = int(time.time())
+    if args.command == "add":
+        return _add(args, action, now)
+    if args.command == "apply":
+        return _apply(args, now)
+    from lirun.store import open_store
+
+    store = open_store(args.db)
+    try:
+        return HANDLERS[args.command](store, args, now)
+    finally:
+        store.close()
+
+
+def _add(args: Any, action: list[str] | None, now: int) -> int:
+    from lirun.schedules import registry
+    from lirun.schedules.actions import EXAMPLE, parse_action
+    from lirun.schedules.definition import POLICY_KEYS, Definition, check_name, make_policies
+    from lirun.schedules.triggers import parse_trigger
+    from lirun.store import open_store
+
+    if action is None:
+        raise UsageError(
+            f"no action: give it after --, e.g. li schedule add NAME --every 1h {EXAMPLE}"
+        )
+    name = check_name(args.name)
+    trigger = parse_trigger(cron=args.cron, every=args.every, at=args.at, tz=args.tz, now=now)
+    definition = Definition(
+        name=name,
+        trigger=trigger,
+        action=parse_action(action),
+        policies=make_policies({k: getattr(args, k) for k in POLICY_KEYS}, trigger),
+        enabled=not args.disabled,
+    )
+    registry.refuse_past_at(definition, now)
+    store = open_store(args.db)
+    try:
+        row = registry.add(store, definition, now=now, actor=registry.current_actor())
+    finally:
+        store.close()
+    if args.json:
+        print_json(row)
+    else:
+        print(f"{row['name']}\t{row['id']}\t{_due(row)}")
+    return 0
+
+
+def _due(row: dict[str, Any]) -> str:
+    from lirun.schedules.triggers import format_utc
+
+    due = row.get("next_due_at")
+    return "-" if due is None else format_utc(int(due))
+
+
+def _local(due: Any) -> str:
+    if due is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(int(due)))
+
+
+def _list(store: Any, args: Any, now: int) -> int:
+    rows = store.list_schedules(include_deleted=args.all)
+    if args.json:
+        print_json(rows)
+        return 0
+    header = ("NAME", "STATUS", "TRIGGER", "NEXT DUE (LOCAL)", "NEXT DUE (UTC)", "ACTION")
+    lines = [header] + [
+        (r["name"], r["status"], r["spec"] or "", _local(r["next_due_at"]), _due(r), _action(r))
+        for r in rows
+    ]
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header) - 1)]
+    for line in lines:
+        cells = [str(c).ljust(w) for c, w in zip(line, widths, strict=False)]
+        print("  ".join([*cells, str(line[-1])]).rstrip())
+    return 0
+
+
+def _action(row: dict[str, Any]) -> str:
+    from lirun.schedules.actions import Action
+
+    try:
+        return Action.from_dict(row["action_json"]).describe()
+    except (KeyError, TypeError, ValueError):
+        return str(row.get("action_kind"))
+
+
+def _show(store: Any, args: Any, now: int) -> int:
+    from lirun.schedules import registry
+
+    row = registry.find(store, args.name)
+    history = store.list_transitions("schedule", row["id"])
+    if args.json:
+        print_json({"schedule": row, "history": history})
+        return 0
+    fields = [
+        ("name", row["name"]), ("id", row["id"]), ("status", row["status"]),
+        ("reason", row["status_reason_code"]), ("trigger", row["spec"]), ("zone", row["tz"]),
+        ("next due", f"{_local(row['next_due_at'])}  ({_due(row)})"),
+        ("action", _action(row)), ("cwd", (row["action_json"] or {}).get("cwd")),
+        ("policies", _policies(row)),
+    ]  # fmt: skip
+    for key, value in fields:
+        print(f"{key:<10} {value}")
+    print("history:")
+    for item in history:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["created_at"]))
+        extra = _diff_text((item.get("metadata") or {}).get("diff"))
+        print(f"  {when}  {item['status']:<9} {item['reason_code']}  {item['actor'] or ''}{extra}")
+    return 0
+
+
+def _policies(row: dict[str, Any]) -> str:
+    from lirun.schedules.definition import Policies, describe_policies
+
+    return describe_policies(Policies.from_dict(row.get("policies_json") or {})) or "(defaults)"
+
+
+def _diff_text(diff: dict[str, Any] | None) -> str:
+    if not diff:
+        return ""
+    return "  " + "; ".join(f"{k}: {v[0]!r} -> {v[1]!r}" for k, v in diff.items())
+
+
+def _runs(store: Any, args: Any, now: int) -> int:
+    from lirun.schedules import registry
+
+    row = registry.find(store, args.name)
+    runs = store.list_schedule_runs(row["id"], limit=args.limit)
+    if args.json:
+        print_json(runs)
+        return 0
+    if not runs:
+        warn(PROG, f"{row['name']} has no runs yet (workers start them: li worker)")
+    for run in runs:
+        stamps = [_due({"next_due_at": run.get("due_at")})]
+        for key in ("started_at", "ended_at"):
+            value = run.get(key)
+            stamps.append("-" if value is None else _due({"next_due_at": value}))
+        print("\t".join([run["id"], run["status"], run["status_reason_code"] or "", *stamps]))
+    return 0
+
+
+def _toggle(store: Any, args: Any, now: int) -> int:
+    from lirun.schedules import registry
+
+    actor = registry.current_actor()
+    if args.command == "delete":
+        row, changed = registry.delete(store, args.name, actor=actor), True
+    else:
+        enabled = args.command == "enable"
+        row, changed = registry.set_enabled(store, args.name, enabled, now=now, actor=actor)
+    if not changed:
+        warn(PROG, f"{row['name']} is already {row['status']}; nothing changed")
+    print_json(row) if args.json else print(f"{row['name']}\t{row['status']}\t{_due(row)}")
+    return 0
+
+
+def _apply(args: Any, now: int) -> int:
+    from lirun.schedules import registry
+    from lirun.schedules.applyfile import load_apply_file
+    from lirun.store import open_store
+
+    loaded = load_apply_file(args.file, now=now)
+    store = open_store(args.db)
+    try:
+        changes = registry.plan(
+            store.list_schedules(), list(loaded.definitions), now=now, missing=loaded.missing
+        )
+        lost = []
+        if not args.dry_run:
+            lost = registry.apply(
+                store, changes, now=now, source=loaded.path, actor=registry.current_actor()
+            )
+    finally:
+        store.close()
+    for change in lost:
+        warn(PROG, f"{change.name} changed while apply ran; not {change.op}d: run apply again")
+    if args.json:
+        print_json({"dry_run": args.dry_run, "changes": [c.to_dict() for c in changes]})
+        return 1 if lost else 0
+    for change in changes:
+        detail = ", ".join(change.changes) or change.why
+        print(f"{change.op}\t{change.name}" + (f"\t{detail}" if detail else ""))
+    if args.dry_run:
+        warn(PROG, "dry run: nothing was changed")
+    return 1 if lost else 0
+
+
+HANDLERS = {
+    "list": _list,
+    "show": _show,
+    "runs": _runs,
+    "enable": _toggle,
+    "disable": _toggle,
+    "delete": _toggle,
+}

@@ -1,0 +1,160 @@
+"""The declarative file of ``li schedule apply FILE``: every schedule the store should hold.
+
+::
+
+    missing: disable          # stored schedules not in this file: disable (default),
+                              # delete (soft) or keep
+    schedules:
+      - name: nightly-review
+        cron: "30 2 * * *"    # or every: 1h30m, or at: "2026-12-24T18:00:00+01:00"
+        tz: Europe/Berlin     # cron: default this machine's zone (stored by name)
+        action: agent claude "Review the open pull requests" --timeout 1800
+        cwd: ../repo          # relative to this file; default: this file's directory
+        overlap: skip         # the policies of `li schedule add`, by the same names
+        retries: 1
+        enabled: true
+
+``action`` is the ACTION of ``li schedule add`` after ``--``, as one string (split like
+a shell would) or as a list of words. Unknown keys, a duplicate name and every invalid
+value are errors naming ``file:line``; nothing is written unless the whole file is valid.
+"""
+
+from __future__ import annotations
+
+import shlex
+from datetime import date, datetime
+from pathlib import Path
+
+from lirun.errors import UsageError
+from lirun.exec.profiles import read_yaml, where
+from lirun.hints import Any
+from lirun.schedules.actions import parse_action
+from lirun.schedules.definition import POLICY_KEYS, Definition, check_name, make_policies
+from lirun.schedules.registry import MISSING
+from lirun.schedules.triggers import parse_trigger
+from lirun.values import dataclass
+
+TOP_KEYS = frozenset({"schedules", "missing"})
+ENTRY_KEYS = frozenset(
+    {"name", "cron", "every", "at", "tz", "action", "cwd", "enabled", *POLICY_KEYS}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyFile:
+    path: str
+    definitions: tuple[Definition, ...]
+    missing: str
+
+
+def _unknown(path: Path, node: Any, allowed: frozenset[str], what: str) -> None:
+    unknown = [k for k in node if k not in allowed]
+    if unknown:
+        raise UsageError(
+            f"{where(path, node, unknown[0])}: unknown {what} key {str(unknown[0])!r}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+def load_apply_file(file: str, *, now: int, local_zone: str | None = None) -> ApplyFile:
+    """Every definition in ``file``, checked; UsageError with ``file:line`` otherwise.
+
+    ``local_zone`` is the zone of a cron entry without ``tz`` (default: this machine's).
+    An ``at`` time in the past is not refused here: a one-off that has fired may stay in
+    the file (``registry.plan`` refuses it for a schedule it would create)."""
+    path = Path(file).resolve()
+    data = read_yaml(path)
+    _unknown(path, data, TOP_KEYS, "top-level")
+    missing = data.get("missing", "disable")
+    if missing not in MISSING:
+        raise UsageError(
+            f"{where(path, data, 'missing')}: missing: {missing!r}; "
+            f"expected one of {', '.join(MISSING)}"
+        )
+    entries = data.get("schedules")
+    if not isinstance(entries, list):
+        raise UsageError(
+            f"{where(path, data, 'schedules')}: schedules: must be a list of schedules "
+            "(- name: ..., cron: ..., action: ...)"
+        )
+    seen: dict[str, str] = {}
+    definitions = []
+    for entry in entries:
+        definition = _entry(path, entry, now, local_zone)
+        here = where(path, entry)
+        if definition.name in seen:
+            raise UsageError(
+                f"{here}: schedule {definition.name!r} is defined twice "
+                f"(first at {seen[definition.name]})"
+            )
+        seen[definition.name] = here
+        definitions.append(definition)
+    return ApplyFile(str(path), tuple(definitions), missing)
+
+
+def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definition:
+    if not isinstance(entry, dict):
+        raise UsageError(f"{path}: each item of schedules: must be a mapping with name:")
+    _unknown(path, entry, ENTRY_KEYS, "schedule")
+    try:
+        name = check_name(entry.get("name"))  # type: ignore[arg-type]
+    except UsageError as exc:
+        raise UsageError(f"{where(path, entry, 'name')}: {exc}") from None
+    key = "name"
+    try:
+        key = next((k for k in ("cron", "every", "at") if k in entry), "name")
+        trigger = parse_trigger(
+            cron=_text(entry, "cron"),
+            every=_text(entry, "every"),
+            at=_text(entry, "at"),
+            tz=_text(entry, "tz"),
+            now=now,
+            local_zone=local_zone,
+        )
+        key = "action"
+        action = parse_action(_words(entry.get("action")), base=_base(path, entry))
+        key = next((k for k in POLICY_KEYS if k in entry), "name")
+        policies = make_policies({k: entry[k] for k in POLICY_KEYS if k in entry}, trigger)
+        key = "enabled"
+        enabled = entry.get("enabled", True)
+        if not isinstance(enabled, bool):
+            raise UsageError(f"enabled: {enabled!r}; expected true or false")
+    except UsageError as exc:
+        raise UsageError(f"{where(path, entry, key)}: schedule {name!r}: {exc}") from None
+    return Definition(name, trigger, action, policies, enabled)
+
+
+def _text(entry: dict[str, Any], key: str) -> str | None:
+    value = entry.get(key)
+    if value is None:
+        return None
+    if isinstance(value, (datetime, date)):
+        raise UsageError(f"{key}: quote the time so YAML keeps it as written, e.g. '{value}'")
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise UsageError(f"{key}: must be text, not {type(value).__name__}")
+    return str(value)
+
+
+def _words(action: Any) -> list[str]:
+    if isinstance(action, str):
+        try:
+            return shlex.split(action)
+        except ValueError as exc:
+            raise UsageError(f"action: cannot split {action!r} into words: {exc}") from None
+    if (
+        isinstance(action, list)
+        and action
+        and all(isinstance(w, (str, int, float)) for w in action)
+    ):
+        return [str(w) for w in action]
+    raise UsageError(
+        "action: give the ACTION as in `li schedule add` after --, as a string or a list, "
+        "e.g. action: run make nightly"
+    )
+
+
+def _base(path: Path, entry: dict[str, Any]) -> str:
+    cwd = entry.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise UsageError("cwd: must be a directory path")
+    return str((path.parent / (cwd or ".")).resolve())

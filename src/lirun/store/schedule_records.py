@@ -1,0 +1,243 @@
+"""Schedule definitions and their runs as ``Store`` methods (SQL in ``sql/*/schedules.sql``).
+
+A definition is an entity (``lifecycle`` "schedule"): it is created here with its first
+history row, and every later change (an update by ``apply``, enable, disable, delete) is
+the guarded ``update_status`` with the new columns as its extra fields, so a definition
+and its history never disagree. Due-time runs are inserted through the unique key
+(schedule, due time, attempt): of any number of workers, exactly one gets the row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+from lirun.errors import ConflictError, ValidationError
+from lirun.hints import Any
+from lirun.lifecycle import policy_for, validate_status
+from lirun.reasons import validate_reason
+from lirun.store.connector import Connector, Tx
+from lirun.store.records import (
+    check_metadata,
+    closed_fields,
+    decode_row,
+    entity_id_or_new,
+    new_id,
+    require_text,
+    to_json,
+)
+
+_DEFINITION_FIELDS = frozenset(
+    {"spec", "tz", "action_kind", "action_json", "trigger_json", "policies_json", "next_due_at"}
+)
+
+
+class ScheduleRecords:
+    """Mixed into ``Store``, which provides these four."""
+
+    connector: Connector
+
+    def sql(self, name: str, **slots: str) -> str:
+        raise NotImplementedError
+
+    def _append_transition(self, tx: Tx, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError
+
+    def update_status(self, *args: Any, **kwargs: Any) -> bool:
+        raise NotImplementedError
+
+    def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def create_schedule(
+        self,
+        *,
+        name: str,
+        fields: Mapping[str, Any],
+        enabled: bool = True,
+        reason_code: str | None = None,
+        source: str = "system",
+        actor: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        id: str | None = None,
+    ) -> dict[str, Any]:
+        """Create a schedule (``enabled`` or ``disabled``) with its first history row.
+
+        ``fields`` are the definition's columns (``spec``, ``tz``, ``action_kind``,
+        ``action_json``, ``trigger_json``, ``policies_json``, ``next_due_at``).
+        ConflictError when a schedule that is not deleted has this name; ValidationError
+        for an empty name, a column not listed or a reason that does not fit."""
+        require_text(name=name, action_kind=fields.get("action_kind"))
+        values = closed_fields(fields, _DEFINITION_FIELDS, "create_schedule")
+        status = "enabled" if enabled else "disabled"
+        reason = reason_code or f"schedule_definition.{status}.created"
+        validate_reason(reason, "schedule", status)
+        policy = policy_for("schedule")
+        now = time.time()
+        row = {
+            "id": entity_id_or_new(id),
+            "name": name,
+            **values,
+            "enabled": 1 if enabled else 0,
+            "status": status,
+            "status_reason_code": reason,
+            "created_at": now,
+            "updated_at": now,
+        }
+        insert = self.sql(
+            "insert_row",
+            table=policy.table,
+            columns=", ".join(row),
+            values=", ".join(f":{k}" for k in row),
+        )
+        meta = to_json(check_metadata(metadata), "metadata")
+        try:
+            with self.connector.write() as tx:
+                tx.execute(insert, row)
+                self._append_transition(
+                    tx, policy, row["id"], None, status, reason, "", None, source, actor, meta, now
+                )
+        except ConflictError:
+            if id is not None and self.get_entity("schedule", id) is not None:
+                raise
+            raise ConflictError(
+                f"a schedule named {name!r} already exists; pick another name, or "
+                f"`li schedule delete {name}` first"
+            ) from None
+        created = self.get_schedule(name)
+        assert created is not None
+        return created
+
+    def change_schedule(
+        self,
+        schedule_id: str,
+        *,
+        new_status: str,
+        reason_code: str,
+        fields: Mapping[str, Any] | None = None,
+        expected_statuses: Iterable[str | None] | None = None,
+        expected_updated_at: float | None = None,
+        reason_summary: str = "",
+        source: str = "admin",
+        actor: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """One change of a definition: the guarded status write with the new columns
+        (``fields``, as for ``create_schedule``) in the same transaction, and a history
+        row with ``reason_code`` and ``metadata``. False when ``expected_statuses`` or
+        ``expected_updated_at`` (the row's version as read) did not match: someone else
+        changed it meanwhile. TransitionRejectedError once deleted."""
+        extra = dict(fields or {})
+        unknown = sorted(set(extra) - _DEFINITION_FIELDS)
+        if unknown:
+            raise ValidationError(f"change_schedule does not accept {', '.join(unknown)}")
+        if new_status != "deleted":
+            extra["enabled"] = 1 if new_status == "enabled" else 0
+        else:
+            extra.setdefault("next_due_at", None)
+            extra["enabled"] = 0
+        return self.update_status(
+            "schedule",
+            schedule_id,
+            new_status=new_status,
+            reason_code=reason_code,
+            reason_summary=reason_summary,
+            source=source,
+            actor=actor,
+            metadata=dict(metadata) if metadata is not None else None,
+            expected_statuses=expected_statuses,
+            expected_updated_at=expected_updated_at,
+            extra_fields=extra,
+        )
+
+    def get_schedule(self, name: str) -> dict[str, Any] | None:
+        """The schedule named ``name`` that is not deleted, or None."""
+        rows = self.connector.read(self.sql("get_live_schedule"), {"name": name})
+        return decode_row(rows[0]) if rows else None
+
+    def list_schedules(self, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+        """Schedules by name (deleted ones too when asked, oldest first per name)."""
+        query = "list_all_schedules" if include_deleted else "list_live_schedules"
+        return [decode_row(r) for r in self.connector.read(self.sql(query))]  # type: ignore[misc]
+
+    def insert_due_run(
+        self,
+        *,
+        schedule_id: str,
+        due_at: int,
+        action_kind: str,
+        attempt: int = 1,
+        retry_of: str | None = None,
+        status: str = "queued",
+        reason_code: str = "schedule.queued.created",
+        reason_summary: str = "",
+        source: str = "system",
+        actor: str | None = None,
+    ) -> dict[str, Any] | None:
+        """The run of ``schedule_id`` for ``due_at`` (epoch seconds) and ``attempt``, with
+        its first history row; None when that run exists already (another worker made it).
+        ``status`` may be terminal (``skipped`` for a missed or overlapping due time)."""
+        require_text(schedule_id=schedule_id, action_kind=action_kind)
+        if isinstance(due_at, bool) or not isinstance(due_at, int):
+            raise ValidationError(f"due_at must be integer epoch seconds, not {due_at!r}")
+        policy = policy_for("schedule_run")
+        validate_reason(reason_code, policy.entity_type, status)
+        validate_status(policy.entity_type, status)
+        now = time.time()
+        params = {
+            "id": new_id(),
+            "schedule_id": schedule_id,
+            "action_kind": action_kind,
+            "attempt": int(attempt),
+            "due_at": due_at,
+            "retry_of": retry_of,
+            "status": status,
+            "reason_code": reason_code,
+            "reason_summary": reason_summary,
+            "ended_at": now if status in policy.terminal else None,
+            "now": now,
+        }
+        with self.connector.write() as tx:
+            if tx.execute(self.sql("insert_due_run"), params) != 1:
+                return None
+            self._append_transition(
+                tx, policy, params["id"], None, status, reason_code, reason_summary, None,
+                source, actor, None, now,
+            )  # fmt: skip
+        rows = self.connector.read(self.sql("get_row", table=policy.table), {"id": params["id"]})
+        return decode_row(rows[0])
+
+    def list_schedule_runs(self, schedule_id: str, *, limit: int = 100) -> list[dict[str, Any]]:
+        """The schedule's runs, newest first, at most ``limit``."""
+        rows = self.connector.read(
+            self.sql("list_schedule_runs"), {"schedule_id": schedule_id, "limit": int(limit)}
+        )
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    # -- what a worker reads and moves (docs/schedules.md) -----------------------------------
+
+    def list_due_schedules(self, now: int) -> list[dict[str, Any]]:
+        """Enabled schedules whose ``next_due_at`` is at or before ``now``, earliest first."""
+        rows = self.connector.read(self.sql("list_due_schedules"), {"now": int(now)})
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    def earliest_due(self) -> int | None:
+        """The smallest ``next_due_at`` of the enabled schedules, or None."""
+        rows = self.connector.read(self.sql("earliest_due"))
+        due = rows[0]["due"] if rows else None
+        return None if due is None else int(due)
+
+    def advance_next_due(self, schedule_id: str, *, expected: int, new: int | None) -> bool:
+        """Move an enabled schedule's ``next_due_at`` from ``expected`` to ``new``
+        (compare-and-set): False when another writer moved it first, or it is no longer
+        enabled."""
+        params = {"id": schedule_id, "expected": int(expected), "new": new}
+        with self.connector.write() as tx:
+            return tx.execute(self.sql("advance_next_due"), params) == 1
+
+    def count_active_runs(self, schedule_id: str) -> int:
+        """Runs of the schedule not yet ended (queued, waiting, running, retry_wait)."""
+        terminal = self.connector.bind_list(sorted(policy_for("schedule_run").terminal))
+        params = {"schedule_id": schedule_id, "terminal": terminal}
+        rows = self.connector.read(self.sql("count_active_runs"), params)
+        return int(rows[0]["n"])

@@ -1,0 +1,264 @@
+"""``li schedule`` on both backends: add, list, show, enable, disable, delete, apply,
+runs; bad input exits 2 saying what was wrong and writes nothing; ``li wait`` still
+resolves a schedule run's id."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lirun.cli.main import main
+from lirun.store import Store
+from support.cli import li_command
+
+
+def li(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = main(["schedule", *args])
+    except SystemExit as exc:  # argparse's own usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def history(store: Store, name: str) -> list[str]:
+    row = store.get_schedule(name)
+    assert row is not None
+    return [t["reason_code"] for t in store.list_transitions("schedule", row["id"])]
+
+
+def test_add_list_show_enable_disable_delete(
+    store: Store, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code, out, _ = li(
+        capsys, "add", "nightly", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
+        "--retries", "1", "--", "agent", "claude", "review it", "--cwd", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0 and out.startswith("nightly\t")
+    code, out, _ = li(capsys, "add", "poll", "--every", "5m", "--json", "--", "run", "true")
+    assert code == 0 and json.loads(out)["spec"] == "every 5m"
+    code, out, _ = li(capsys, "list")
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["NAME", "STATUS", "TRIGGER"]
+    assert "cron '30 2 * * *' Europe/Berlin" in lines[1] and "Z" in lines[1]
+    code, out, _ = li(capsys, "list", "--json")
+    assert [r["name"] for r in json.loads(out)] == ["nightly", "poll"]
+    code, out, _ = li(capsys, "show", "nightly")
+    assert "--retries 1" in out and str(tmp_path) in out and "Europe/Berlin" in out
+    assert li(capsys, "disable", "nightly")[1] == "nightly\tdisabled\t-\n"
+    code, _, err = li(capsys, "disable", "nightly")
+    assert code == 0 and "already disabled" in err
+    assert li(capsys, "enable", "nightly")[0] == 0
+    assert history(store, "nightly") == [
+        "schedule_definition.enabled.created",
+        "schedule_definition.disabled.user",
+        "schedule_definition.enabled.user",
+    ]
+    code, out, _ = li(capsys, "show", "nightly", "--json")
+    shown = json.loads(out)
+    assert shown["schedule"]["status"] == "enabled" and len(shown["history"]) == 3
+    assert li(capsys, "delete", "poll")[1].startswith("poll\tdeleted")
+    assert [r["name"] for r in store.list_schedules()] == ["nightly"]
+    assert li(capsys, "add", "poll", "--every", "1m", "--", "run", "true")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [(["add", "x", "--every", "5", "--", "run", "true"], "a number needs a unit"),
+     (["add", "x", "--cron", "61 * * * *", "--", "run", "true"], "Bad minute"),
+     (["add", "x", "--cron", "* * * * *", "--tz", "Nowhere/Town", "--", "run", "true"],
+      "unknown time zone"),
+     (["add", "x", "--at", "2026-12-24T18:00:00", "--", "run", "true"], "no UTC offset"),
+     (["add", "x", "--at", "2001-01-01T00:00:00Z", "--", "run", "true"], "in the past"),
+     (["add", "x", "--every", "1h", "--at", "2030-01-01T00:00:00Z", "--", "run", "true"],
+      "exactly one trigger"),
+     (["add", "x", "--every", "1h"], "no action"),
+     (["add", "x", "--every", "1h", "--"], "no action given"),
+     (["add", "bad name", "--every", "1h", "--", "run", "true"], "is not valid"),
+     (["add", "x", "--every", "1h", "--budget-window", "1d", "--", "run", "true"],
+      "needs --budget-usd"),
+     (["add", "x", "--every", "1h", "--max-runs", "0", "--", "run", "true"], ">= 1"),
+     (["add", "x", "--every", "1h", "--", "agent", "claude", "hi", "--resume", "b"],
+      "new conversation"),
+     (["add", "x", "--every", "1h", "--", "flow", "no-such.yaml"], "does not exist"),
+     (["add", "x", "--every", "1h", "--overlap", "sometimes", "--", "run", "true"],
+      "invalid choice"),
+     (["add", "x", "--every", "99999999999d", "--", "run", "true"], "longer than 366d"),
+     (["add", "x", "--at", "9999-12-31T23:59:59-14:00", "--", "run", "true"], "too far"),
+     (["enable", "ghost"], "no schedule named 'ghost'"),
+     (["runs", "ghost"], "no schedule named 'ghost'")],
+)  # fmt: skip
+def test_bad_input_exits_2_and_writes_nothing(
+    store: Store, capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    code, out, err = li(capsys, *args)
+    assert code == 2 and says in err and out == ""
+    assert store.list_schedules(include_deleted=True) == []
+
+
+def test_a_usage_error_does_not_create_the_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "fresh.db"
+    monkeypatch.setenv("LIRUN_DB_URL", str(db))
+    assert li(capsys, "add", "x", "--every", "soon", "--", "run", "true")[0] == 2
+    assert not db.exists()
+
+
+def test_a_taken_name_exits_2(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    assert li(capsys, "add", "x", "--every", "1h", "--", "run", "true")[0] == 0
+    code, _, err = li(capsys, "add", "x", "--every", "2h", "--", "run", "true")
+    assert code == 2 and "already exists" in err
+    assert store.list_schedules()[0]["spec"] == "every 1h"
+
+
+SCHEDULES = """\
+missing: disable
+schedules:
+  - name: nightly
+    cron: "30 2 * * *"
+    tz: Europe/Berlin
+    action: agent claude "review the open pull requests" --timeout 1800
+  - name: poll
+    every: 5m
+    action: [run, sh, -c, "echo polled"]
+    overlap: allow
+    retries: 2
+"""
+
+
+def test_apply_dry_run_then_apply_then_update(
+    store: Store, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert li(capsys, "add", "legacy", "--every", "1h", "--", "run", "true")[0] == 0
+    file = tmp_path / "schedules.yaml"
+    file.write_text(SCHEDULES)
+    code, out, err = li(capsys, "apply", str(file), "--dry-run")
+    assert code == 0 and "dry run" in err
+    assert out.splitlines() == [
+        "create\tnightly",
+        "create\tpoll",
+        "disable\tlegacy\tnot in the file",
+    ]
+    assert [r["name"] for r in store.list_schedules()] == ["legacy"]
+    assert li(capsys, "apply", str(file))[0] == 0
+    rows = {r["name"]: r for r in store.list_schedules()}
+    assert rows["legacy"]["status"] == "disabled"
+    assert rows["poll"]["action_json"]["cwd"] == str(tmp_path)  # the file's directory
+    assert rows["poll"]["policies_json"]["overlap"] == "allow"
+    file.write_text(SCHEDULES.replace("retries: 2", "retries: 3\n    enabled: false"))
+    code, out, _ = li(capsys, "apply", str(file), "--json")
+    ops = {c["name"]: c for c in json.loads(out)["changes"]}
+    assert ops["poll"]["op"] == "update" and ops["nightly"]["op"] == "unchanged"
+    assert ops["poll"]["changes"] == {"policies.retries": [2, 3], "enabled": [True, False]}
+    assert history(store, "poll")[-1] == "schedule_definition.disabled.updated"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("schedules:\n  - name: a\n    every: 1h\n    action: run true\n    colour: red\n",
+      "schedules.yaml:5: unknown schedule key 'colour'"),
+     ("schedule: []\n", "schedules.yaml:1: unknown top-level key 'schedule'"),
+     ("schedules:\n  - name: a\n    cron: '99 * * * *'\n    action: run true\n",
+      "schedules.yaml:3: schedule 'a': cron expression"),
+     ("schedules:\n  - name: a\n    every: 1h\n    action: run true\n"
+      "  - name: a\n    every: 2h\n    action: run true\n",
+      "schedules.yaml:5: schedule 'a' is defined twice"),
+     ("schedules:\n  - name: a\n    every: 1h\n    action: deploy\n",
+      "schedules.yaml:4: schedule 'a': unknown action"),
+     ("schedules:\n  - name: a\n    at: 2030-01-01T00:00:00Z\n    action: run true\n",
+      "quote the time"),
+     ("missing: purge\nschedules: []\n", "schedules.yaml:1: missing: 'purge'"),
+     ("schedules: [\n", "invalid YAML")],
+)  # fmt: skip
+def test_apply_refuses_bad_files_with_file_and_line(
+    store: Store, capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, says: str
+) -> None:
+    file = tmp_path / "schedules.yaml"
+    file.write_text(text)
+    code, _, err = li(capsys, "apply", str(file))
+    assert code == 2 and says in err, err
+    assert store.list_schedules(include_deleted=True) == []
+
+
+def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
+    store: Store, capsys: pytest.CaptureFixture[str], li_env: dict[str, Any]
+) -> None:
+    assert li(capsys, "add", "poll", "--every", "1m", "--", "run", "true")[0] == 0
+    code, out, err = li(capsys, "runs", "poll")
+    assert code == 0 and out == "" and "no runs yet" in err
+    row = store.get_schedule("poll")
+    assert row is not None
+    run = store.insert_due_run(schedule_id=row["id"], due_at=row["next_due_at"], action_kind="run")
+    assert run is not None
+    for status, reason in (
+        ("running", "schedule.running.started"),
+        ("completed", "schedule.completed.ok"),
+    ):
+        store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
+    code, out, _ = li(capsys, "runs", "poll", "--json")
+    assert [(r["id"], r["status"], r["due_at"]) for r in json.loads(out)] == [
+        (run["id"], "completed", row["next_due_at"])
+    ]
+    assert li(capsys, "runs", "poll")[1].startswith(
+        f"{run['id']}\tcompleted\tschedule.completed.ok"
+    )
+    waited = subprocess.run(
+        li_command("wait", "--timeout", "10", run["id"]),
+        env=li_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert waited.returncode == 0, waited.stderr
+    assert run["id"] in waited.stdout and "completed" in waited.stdout
+
+
+def test_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = li(capsys, "add", "--help")
+    assert code == 0 and "exit codes" in out and "-- ACTION" in out
+
+
+WORDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+TRIGGER_TEXT = st.one_of(
+    WORDS,
+    st.sampled_from(["* * * * *", "0 0 29 2 *", "*/0 * * * *", "L * * * *", "0 0 * * 8",
+                     "1h", "0s", "99999999999d", "2030-01-01T00:00:00Z",
+                     "2030-02-30T00:00:00Z", "9999-12-31T23:59:59+14:00"]),
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    trigger=st.sampled_from(["--cron", "--every", "--at"]),
+    text=TRIGGER_TEXT,
+    tz=st.one_of(st.none(), WORDS, st.sampled_from(["UTC", "Europe/Berlin"])),
+    action=st.one_of(
+        st.just(["run", "true"]),
+        st.lists(st.one_of(WORDS, st.sampled_from(["agent", "run", "flow", "--", "--cwd"])),
+                 max_size=5),
+    ),
+)  # fmt: skip
+def test_add_never_tracebacks(trigger: str, text: str, tz: str | None, action: list[str]) -> None:
+    import os
+    import tempfile
+
+    from lirun.errors import LirunError
+
+    argv = ["add", "fuzz", trigger, text, *(["--tz", tz] if tz is not None else []), "--"]
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["LIRUN_DB_URL"] = os.path.join(tmp, "state.db")
+        try:
+            from lirun.cli.schedule import main as schedule_main
+
+            code = schedule_main([*argv, *action])
+        except LirunError as exc:
+            code = exc.exit_code
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        finally:
+            del os.environ["LIRUN_DB_URL"]
+    assert code in (0, 2)
