@@ -66,10 +66,19 @@ def test_run_action_takes_the_command_after_its_options(tmp_path: Path) -> None:
 
 def test_flow_file_is_resolved_and_snapshotted(tmp_path: Path) -> None:
     flow = tmp_path / "nightly.yaml"
-    flow.write_text("legs: []\n")
+    flow.write_text("legs:\n  - {id: hello, run: [echo, hi]}\n")
     action = parse_action(["flow", "nightly.yaml"], base=str(tmp_path))
     assert action.file == str(flow)
     assert action.sha256 == hashlib.sha256(flow.read_bytes()).hexdigest()
+
+
+def test_an_invalid_flow_or_show_file_is_refused_at_add_with_its_line(tmp_path: Path) -> None:
+    (tmp_path / "bad-flow.yaml").write_text("legs: []\n")
+    with pytest.raises(UsageError, match=r"bad-flow.yaml:1: legs must be a non-empty list"):
+        parse_action(["flow", "bad-flow.yaml"], base=str(tmp_path))
+    (tmp_path / "bad-show.yaml").write_text("topic: x\nplays: []\nbogus: 1\n")
+    with pytest.raises(UsageError, match=r"bad-show.yaml:\d+: "):
+        parse_action(["show", "bad-show.yaml"], base=str(tmp_path))
 
 
 @pytest.mark.parametrize(

@@ -270,13 +270,13 @@ def _file_action(kind: str, positionals: list[str], tail: list[str], cwd: str) -
 
 
 def _validate_file(kind: str, path: str) -> None:
-    """The full check of a flow or show file, where its loader is installed; without it
-    only existence is checked (the worker's run still validates it before starting)."""
-    try:
-        if kind == "flow":
-            from lirun.flows.flowfile import load_flow as load
-        else:
-            from lirun.shows.showfile import load_show as load
-    except ImportError:
-        return
-    load(Path(path))
+    """The whole check of the flow or show file at ``add`` (its loader's errors, each with
+    file:line); the worker checks the file again, against this digest, before it runs."""
+    if kind == "flow":
+        from lirun.flows.flowfile import load_flow
+
+        load_flow(Path(path))
+    else:
+        from lirun.shows.showfile import load_show
+
+        load_show(Path(path))
