@@ -92,10 +92,43 @@ def _table() -> dict[int, tuple[str, int, int, int]]:
     return table
 
 
+def _listed_children() -> set[int] | None:
+    """This process's children from ``/proc/self/task/*/children``: a few small reads
+    instead of one per process on the machine. None where the kernel does not list them
+    (no CONFIG_PROC_CHILDREN) or a thread ended during the read (its children move to
+    another thread, which may have been read already)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+        kids: set[int] = set()
+        for tid in tasks:
+            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as handle:
+                kids.update(int(pid) for pid in handle.read().split())
+        if sorted(os.listdir("/proc/self/task")) != sorted(tasks):
+            return None
+    except (OSError, ValueError):
+        return None
+    return kids
+
+
 def own_children() -> set[int]:
     """This process's children now (a run's leftovers are found among later ones)."""
+    listed = _listed_children()
+    if listed is not None:
+        return listed
     me = os.getpid()
     return {pid for pid, (_, ppid, _, _) in _table().items() if ppid == me}
+
+
+def _nothing_left(leader: int, exclude: Iterable[int]) -> bool:
+    """True when the run can have left nothing: this process is a subreaper, so whatever
+    the run started and is still there descends from a child of ours, and no child is new
+    but the (exited, unreaped) leader and sibling runs. Saves a scan of all of /proc."""
+    if not _subreaper:
+        return False
+    with _leaders_lock:
+        listed = _listed_children()
+        others = set(_leaders)
+    return listed is not None and not (listed - {leader} - others - set(exclude))
 
 
 def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int], list[int]]:
@@ -104,6 +137,8 @@ def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int],
     Members of the leader's group, the leader's descendants, and this process's children
     that appeared since the run started (orphans re-parented here), with theirs.
     """
+    if _nothing_left(leader, exclude):
+        return [], []
     with _leaders_lock:
         table = _table()
         others = _leaders - {leader}
