@@ -189,3 +189,34 @@ def test_hints_namedtuple_is_a_namedtuple_at_run_time() -> None:
     )
     loaded = top_level(modules_loaded_by(code))
     assert "typing" not in loaded
+
+
+# Each of these costs a millisecond or more on every start of `li run` (bench_startup.py
+# holds the budget): value classes, loggers, ids, PATH lookups and host names have
+# start-up-free stand-ins (lirun.values, lirun.logs, store.records.new_id, paths.which).
+# (datetime is not listed: sqlite3 imports it.)
+NOT_ON_THE_RUN_PATH = {
+    "dataclasses",
+    "inspect",
+    "typing",
+    "logging",
+    "uuid",
+    "platform",
+    "shutil",
+    "socket",
+    "tempfile",
+    "psycopg",
+    "rich",
+    "yaml",
+    "jinja2",
+}
+
+
+def test_li_run_of_a_command_loads_nothing_it_does_not_need(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    loaded = cli_modules(
+        ["run", "--cwd", str(work), "--", "true"], str(tmp_path / "state.db"), tmp_path / "home"
+    )
+    assert "lirun.exec.supervisor" in loaded  # the probe saw the run
+    assert not top_level(loaded) & NOT_ON_THE_RUN_PATH, top_level(loaded) & NOT_ON_THE_RUN_PATH

@@ -15,15 +15,37 @@ if TYPE_CHECKING:
 # deliver_pending and must not pay for them (bench/bench_startup.py).
 
 
+def _columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` finds it ($COLUMNS, then the
+    terminal, else 80), without importing shutil (argparse's formatter does, on every
+    parser built, whether or not help is printed)."""
+    import os
+
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    stdout = sys.__stdout__
+    try:
+        return os.get_terminal_size(stdout.fileno()).columns or 80 if stdout else 80
+    except (ValueError, OSError):
+        return 80
+
+
 def make_parser(prog: str, description: str, exit_codes: str) -> argparse.ArgumentParser:
     """argparse with usage errors on stderr and exit code 2 (argparse's own convention)."""
     import argparse
+
+    class Formatter(argparse.RawDescriptionHelpFormatter):
+        def __init__(self, prog: str, **options: Any) -> None:
+            options.setdefault("width", _columns() - 2)  # as argparse computes it
+            super().__init__(prog, **options)
 
     return argparse.ArgumentParser(
         prog=prog,
         description=description,
         epilog=f"exit codes:\n{exit_codes}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=Formatter,
     )
 
 
