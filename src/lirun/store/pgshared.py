@@ -143,6 +143,7 @@ class PgConnectorBase:
     _conn: Any
     _read_conn: Any
     _read_lock: Any
+    _lock: Any
     _closed: bool
 
     @property
@@ -279,8 +280,62 @@ class PgConnectorBase:
     def change_token(self) -> object:
         return None
 
+    def listen(self, channel: str) -> PgListener:
+        """A new connection listening on ``channel`` (errors: typed, as everywhere here)."""
+        return self._listener(self, channel)
+
+    _listener: type[PgListener]
+
     def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+        with self._read_lock:
+            if self._read_conn is not None:
+                self._read_conn.close()
+
+
+class PgListener:
+    """LISTEN on its own connection, every driver error translated (``li wait``'s waker).
+
+    ``fileno()`` lets a waiter sleep in ``select`` on the connection and a stop pipe
+    together; ``take()`` returns the payloads that arrived, without blocking. A driver
+    implements ``_payloads``.
+    """
+
+    def __init__(self, connector: PgConnectorBase, channel: str) -> None:
+        self._connector = connector
+        self._conn = connector.connect()
+        try:
+            self._conn.execute(f"LISTEN {channel}")
+        except connector._driver_error as exc:
+            self.close()
+            raise connector._translate(exc) from exc
+
+    def fileno(self) -> int:
+        try:
+            return int(self._conn.fileno())
+        except self._connector._driver_error as exc:  # the connection is lost
+            raise self._connector._translate(exc) from exc
+
+    def wait_readable(self, other: int | None, timeout: float) -> list[int]:
+        """Block until the connection (or ``other``) is readable; the ready descriptors."""
+        return wait_readable(self.fileno(), other, timeout, self._connector.display_url)
+
+    def take(self) -> list[str]:
+        """Payloads received so far (reading what the socket holds; never blocks)."""
+        try:
+            return self._payloads()
+        except self._connector._driver_error as exc:
+            raise self._connector._translate(exc) from exc
+
+    def _payloads(self) -> list[str]:
         raise NotImplementedError
+
+    def close(self) -> None:
+        with suppress(Exception):  # a broken connection has nothing to release
+            self._conn.close()
 
 
 def wait_readable(fileno: int, other: int | None, timeout: float, display_url: str) -> list[int]:

@@ -22,11 +22,11 @@ from lirun.store.connector import Params, Row
 from lirun.store.pgshared import (
     UNDEFINED_TABLE,
     PgConnectorBase,
+    PgListener,
     first_line,
     session_options,
     split_schema,
     translate,
-    wait_readable,
 )
 from lirun.store.queries import to_pyformat
 from lirun.store.urls import check_url
@@ -67,9 +67,16 @@ class _PgTx:
         return int(self._conn.execute(to_pyformat(sql), params or {}).rowcount)
 
 
+class Listener(PgListener):
+    def _payloads(self) -> list[str]:
+        return [note.payload for note in self._conn.notifies(timeout=0)]
+
+
 class PostgresConnector(PgConnectorBase):
     """PostgreSQL through psycopg: the shared connector (``PgConnectorBase``) on its
     connections, with psycopg's transactions and errors."""
+
+    _listener = Listener
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         check_url(url)
@@ -173,54 +180,3 @@ class PostgresConnector(PgConnectorBase):
 
     def bind_list(self, values: Sequence[str]) -> object:
         return list(values)  # psycopg sends a list as an array: = ANY(CAST(:ids AS TEXT[]))
-
-    def listen(self, channel: str) -> Listener:
-        """A new connection listening on ``channel`` (errors: typed, as everywhere here)."""
-        return Listener(self, channel)
-
-    def close(self) -> None:
-        self._closed = True
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-        with self._read_lock:
-            if self._read_conn is not None:
-                self._read_conn.close()
-
-
-class Listener:
-    """LISTEN on its own connection, every driver error translated (``li wait``'s waker).
-
-    ``fileno()`` lets a waiter sleep in ``select`` on the connection and a stop pipe
-    together; ``take()`` returns the payloads that arrived, without blocking.
-    """
-
-    def __init__(self, connector: PostgresConnector, channel: str) -> None:
-        self._connector = connector
-        self._conn = connector.connect()
-        try:
-            self._conn.execute(f"LISTEN {channel}")
-        except connector._psycopg.Error as exc:
-            self.close()
-            raise _translate(exc, connector.url) from exc
-
-    def fileno(self) -> int:
-        try:
-            return int(self._conn.fileno())
-        except self._connector._psycopg.Error as exc:  # the connection is lost
-            raise _translate(exc, self._connector.url) from exc
-
-    def wait_readable(self, other: int | None, timeout: float) -> list[int]:
-        """Block until the connection (or ``other``) is readable; the ready descriptors."""
-        return wait_readable(self.fileno(), other, timeout, self._connector.display_url)
-
-    def take(self) -> list[str]:
-        """Payloads received so far (reading what the socket holds; never blocks)."""
-        try:
-            return [note.payload for note in self._conn.notifies(timeout=0)]
-        except self._connector._psycopg.Error as exc:
-            raise _translate(exc, self._connector.url) from exc
-
-    def close(self) -> None:
-        with suppress(Exception):  # a broken connection has nothing to release
-            self._conn.close()

@@ -30,11 +30,11 @@ from lirun.store.connector import Params, Row
 from lirun.store.pgshared import (
     UNDEFINED_TABLE,
     PgConnectorBase,
+    PgListener,
     is_operational,
     session_options,
     split_schema,
     translate,
-    wait_readable,
 )
 from lirun.store.queries import to_numbered
 
@@ -72,11 +72,17 @@ class _LibpqTx:
         return self._run(sql, params).rowcount
 
 
+class Listener(PgListener):
+    def _payloads(self) -> list[str]:
+        return list(self._conn.notifies())
+
+
 class LibpqConnector(PgConnectorBase):
     """PostgreSQL through libpq: the shared connector (``PgConnectorBase``) on ``PgConn``s,
     with ``BEGIN``/``COMMIT`` on the write connection."""
 
     _driver_error = libpq.PqError
+    _listener = Listener
 
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         if libpq.load() is None:
@@ -190,53 +196,3 @@ class LibpqConnector(PgConnectorBase):
         """An array literal for ``CAST(:ids AS TEXT[])``, each element quoted."""
         quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
         return "{" + ",".join(quoted) + "}"
-
-    def listen(self, channel: str) -> Listener:
-        """A new connection listening on ``channel`` (errors: typed, as everywhere here)."""
-        return Listener(self, channel)
-
-    def close(self) -> None:
-        self._closed = True
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-        with self._read_lock:
-            if self._read_conn is not None:
-                self._read_conn.close()
-
-
-class Listener:
-    """LISTEN on its own connection, every driver error translated (``li wait``'s waker).
-
-    ``fileno()`` lets a waiter sleep in ``select`` on the connection and a stop pipe
-    together; ``take()`` returns the payloads that arrived, without blocking.
-    """
-
-    def __init__(self, connector: LibpqConnector, channel: str) -> None:
-        self._connector = connector
-        self._conn = connector.connect()
-        try:
-            self._conn.execute(f"LISTEN {channel}")
-        except libpq.PqError as exc:
-            self.close()
-            raise connector._translate(exc) from exc
-
-    def fileno(self) -> int:
-        try:
-            return self._conn.fileno()
-        except libpq.PqError as exc:  # the connection is lost
-            raise self._connector._translate(exc) from exc
-
-    def wait_readable(self, other: int | None, timeout: float) -> list[int]:
-        """Block until the connection (or ``other``) is readable; the ready descriptors."""
-        return wait_readable(self.fileno(), other, timeout, self._connector.display_url)
-
-    def take(self) -> list[str]:
-        """Payloads received so far (reading what the socket holds; never blocks)."""
-        try:
-            return self._conn.notifies()
-        except libpq.PqError as exc:
-            raise self._connector._translate(exc) from exc
-
-    def close(self) -> None:
-        self._conn.close()
