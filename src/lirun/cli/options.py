@@ -251,30 +251,17 @@ def _limits(args: argparse.Namespace, defaults: dict[str, Any]) -> Any:
     )
 
 
-def _declarations(
-    args: argparse.Namespace,
-) -> tuple[dict[str, Any] | None, dict[str, Any], str | None]:
-    """(contract, run defaults, playbook prompt) from --profile, --playbook and --artifact."""
-    if not (args.profile or args.playbook or args.artifact):
-        return None, {}, None  # the common case stays off the YAML import path
-    from lirun.exec.profiles import (
-        load_playbook,
-        load_profile,
-        merged_defaults,
-        parse_artifact_option,
-        resolve_contract_for,
-    )
+def _declarations(args: argparse.Namespace) -> Any:
+    """What --profile, --playbook and --artifact declare (``exec.task.Declared``)."""
+    from lirun.exec.task import declarations
 
-    profile = load_profile(args.profile) if args.profile else None
-    playbook = load_playbook(args.playbook) if args.playbook else None
-    entries = [parse_artifact_option(text) for text in args.artifact]
-    _refuse_repeated_ids(entries)
-    contract = resolve_contract_for(profile, playbook, entries)
-    return (
-        dict(contract) if contract is not None else None,
-        merged_defaults(profile, playbook),
-        playbook.prompt if playbook else None,
-    )
+    entries = []
+    if args.artifact:
+        from lirun.exec.profiles import parse_artifact_option
+
+        entries = [parse_artifact_option(text) for text in args.artifact]
+        _refuse_repeated_ids(entries)
+    return declarations(args.profile, args.playbook, entries)
 
 
 def _full_id(store: Any, entity_type: str, text: str, option: str) -> str:
@@ -321,7 +308,8 @@ def resolve_options(args: argparse.Namespace) -> Resolved:
     """Ids, profiles, playbook, contract and defaults; every failure is exit 2, nothing
     created."""
     resolve_ids(args)
-    contract, defaults, playbook_prompt = _declarations(args)
+    declared = _declarations(args)
+    defaults = declared.defaults
     cwd = os.path.abspath(os.path.expanduser(args.cwd or defaults.get("cwd") or os.getcwd()))
     if not os.path.isdir(cwd):
         raise UsageError(f"--cwd {cwd!r} is not a directory; create it or fix the path")
@@ -330,9 +318,9 @@ def resolve_options(args: argparse.Namespace) -> Resolved:
         cwd=cwd,
         save_dir=os.path.expanduser(save) if save else None,
         limits=_limits(args, defaults),
-        contract=contract,
+        contract=declared.contract,
         defaults=defaults,
-        playbook_prompt=playbook_prompt,
+        playbook_prompt=declared.playbook_prompt,
         heartbeat_interval=_heartbeat_interval(),
     )
 

@@ -14,7 +14,7 @@ that needs the machine (profiles and playbooks on disk, the provider's option se
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from lirun.errors import UsageError
 from lirun.hints import Any
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from lirun.exec.execution import ExecutionRequest
     from lirun.exec.legs import Echo, Program
 
-__all__ = ["Task", "build_request", "check_task"]
+__all__ = ["Declared", "Task", "build_request", "check_task", "declarations"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,15 +83,23 @@ class Task:
 
 
 @dataclass(frozen=True, slots=True)
-class _Declared:
+class Declared:
+    """What a profile, a playbook and inline artifact entries declare together."""
+
     contract: dict[str, Any] | None
     defaults: dict[str, Any]
     playbook_prompt: str | None
 
 
-def _declarations(task: Task) -> _Declared:
-    if not (task.profile or task.playbook or task.artifacts):
-        return _Declared(None, {}, None)
+def declarations(
+    profile: str | None, playbook: str | None, artifacts: Iterable[Mapping[str, Any]] = ()
+) -> Declared:
+    """The contract (profile, then playbook, then ``artifacts`` overlaid by id), the run
+    defaults and the playbook's prompt; the one reading ``li agent``, ``li run``, flows
+    and shows share. ProfileError (exit 2) for a missing or invalid file or contract."""
+    entries = list(artifacts)
+    if not (profile or playbook or entries):
+        return Declared(None, {}, None)  # the common case stays off the YAML import path
     from lirun.exec.profiles import (
         load_playbook,
         load_profile,
@@ -99,17 +107,21 @@ def _declarations(task: Task) -> _Declared:
         resolve_contract_for,
     )
 
-    profile = load_profile(task.profile) if task.profile else None
-    playbook = load_playbook(task.playbook) if task.playbook else None
-    contract = resolve_contract_for(profile, playbook, task.artifacts)
-    return _Declared(
+    loaded_profile = load_profile(profile) if profile else None
+    loaded_playbook = load_playbook(playbook) if playbook else None
+    contract = resolve_contract_for(loaded_profile, loaded_playbook, entries)
+    return Declared(
         dict(contract) if contract is not None else None,
-        merged_defaults(profile, playbook),
-        playbook.prompt if playbook else None,
+        merged_defaults(loaded_profile, loaded_playbook),
+        loaded_playbook.prompt if loaded_playbook else None,
     )
 
 
-def _program(task: Task, declared: _Declared, prompt: str | None) -> Program:
+def _declarations(task: Task) -> Declared:
+    return declarations(task.profile, task.playbook, task.artifacts)
+
+
+def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
     from lirun.exec.legs import AgentProgram, CommandProgram
 
     if task.run is not None:
