@@ -28,6 +28,7 @@ class Outcome(NamedTuple):
     status: str
     reason_code: str
     summary: str
+    exit_code: int | None = None  # the execution's, as ``li`` would exit
 
 
 def run_outcome(

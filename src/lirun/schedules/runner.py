@@ -178,6 +178,9 @@ class Runner:
             reason_summary=outcome.summary[:2000],
             source="system",
             expected_statuses={expected},
+            extra_fields={"exit_code": outcome.exit_code}
+            if outcome.exit_code is not None
+            else None,
         )
 
     # -- the action --------------------------------------------------------------------
@@ -219,7 +222,8 @@ class Runner:
             )
             result = execute(request, store=store, trap=trap)
             summary = _row_summary(store, "session", session_id)
-            return run_outcome(result.status, result.reason, summary, worker_stopping=stopping())
+            outcome = run_outcome(result.status, result.reason, summary, worker_stopping=stopping())
+            return outcome._replace(exit_code=result.exit_code)
         assert action.file is not None
         if action.kind == "flow":
             from lirun.flows.engine import run_flow
