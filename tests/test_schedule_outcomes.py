@@ -49,7 +49,8 @@ from lirun.schedules.outcomes import (
 def test_the_run_status_follows_the_execution(
     status: str, reason: str | None, stopping: bool, expected: tuple[str, str]
 ) -> None:
-    outcome = run_outcome(status, reason, worker_stopping=stopping)
+    stopped_by = "schedule.cancelled.worker_stopped" if stopping else None
+    outcome = run_outcome(status, reason, stopped_by=stopped_by)
     assert (outcome.status, outcome.reason_code) == expected
     if status == "completed_empty":
         assert reason in outcome.summary  # the execution's reason is kept

@@ -304,3 +304,29 @@ def test_notify_gets_the_wait_line_fields(
         "0",
         "told",
     )
+
+
+def test_worker_status_then_a_worker_that_cannot_renew_stops_its_runs(
+    env: dict[str, str], store: Store, tmp_path: Path
+) -> None:
+    import json
+
+    with workers(env, tmp_path, "--lease", LEASE) as (proc,):
+        run = submit(store, parse_action(["run", *SLEEP, "60"], base=str(tmp_path)))
+        until(lambda: status_is(store, run["id"], "running"))
+        listed = subprocess.run(
+            li_command("worker", "status", "--json"), env=env, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        (live,) = json.loads(listed.stdout)
+        assert (live["pid"], live["running"]) == (proc.pid, [run["id"]])
+        assert live["heartbeat_age"] < 1.0
+        # The worker row is taken from it (as when its database link is gone): it cannot
+        # renew its lease, so it stops its run rather than letting it go on unrecorded.
+        store.stop_worker(live["id"])
+        row = until(lambda: status_is(store, run["id"], "cancelled", "failed", "completed"))
+        assert "lease lost" in proc.text()
+    assert row["status_reason_code"] == "schedule.cancelled.lease_lost"
+    session = store.get_entity("session", row["session_id"])
+    assert session is not None and session["status"] == "cancelled"

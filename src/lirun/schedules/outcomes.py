@@ -22,6 +22,7 @@ CWD_REFUSED = "schedule.failed.cwd_not_allowed"
 FILE_CHANGED = "schedule.failed.file_changed"
 FILE_MISSING = "schedule.failed.file_missing"
 WORKER_STOPPED = "schedule.cancelled.worker_stopped"
+LEASE_LOST = "schedule.cancelled.lease_lost"
 
 
 class Outcome(NamedTuple):
@@ -32,19 +33,20 @@ class Outcome(NamedTuple):
 
 
 def run_outcome(
-    status: str, reason: str | None, summary: str = "", *, worker_stopping: bool = False
+    status: str, reason: str | None, summary: str = "", *, stopped_by: str | None = None
 ) -> Outcome:
     """completed → completed; completed_empty and failed → failed (keeping the
     execution's reason where it fits ``failed``); timed_out → timed_out; aborted and
-    cancelled → cancelled (``worker_stopped`` when the worker's grace ran out)."""
+    cancelled → cancelled (``stopped_by``: the worker's own reason when it stopped the
+    execution, its grace run out or its lease lost)."""
     if status == "completed":
         return Outcome("completed", "schedule.completed.ok", summary)
     if status == "timed_out":
         code = reason if reason and reason_fits_status(reason, "timed_out") else None
         return Outcome("timed_out", code or "schedule.timed_out.deadline", summary)
     if status in ("aborted", "cancelled"):
-        if worker_stopping:
-            return Outcome("cancelled", WORKER_STOPPED, summary or f"execution {reason}")
+        if stopped_by is not None:
+            return Outcome("cancelled", stopped_by, summary or f"execution {reason}")
         code = reason if reason and reason_fits_status(reason, "cancelled") else None
         return Outcome("cancelled", code or "schedule.cancelled.user", summary)
     if status == "completed_empty":

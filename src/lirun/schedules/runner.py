@@ -33,6 +33,7 @@ from lirun.hints import Any
 from lirun.schedules.actions import Action, sha256_of
 from lirun.schedules.definition import Policies
 from lirun.schedules.outcomes import (
+    WORKER_STOPPED,
     Outcome,
     StartFacts,
     notify_env,
@@ -93,18 +94,26 @@ class Runner:
         self._traps: dict[str, SignalTrap] = {}
         self._guard = threading.Lock()
         self.stopping: int | None = None
+        self.stop_reason = WORKER_STOPPED
 
     @property
     def running(self) -> list[str]:
         with self._guard:
             return list(self._traps)
 
-    def stop_all(self, signum: int) -> None:
-        """Deliver ``signum`` to every running execution (and to those about to start)."""
+    def stop_all(self, signum: int, reason: str = WORKER_STOPPED) -> None:
+        """Deliver ``signum`` to every running execution (and to those about to start);
+        they end ``cancelled`` with ``reason``. No run starts until ``resume``."""
         with self._guard:
             self.stopping = signum
+            self.stop_reason = reason
             for trap in self._traps.values():
                 trap.deliver(signum)
+
+    def resume(self) -> None:
+        """Start runs again (the lease is renewed after it was lost)."""
+        with self._guard:
+            self.stopping = None
 
     # -- handle ----------------------------------------------------------------------
 
@@ -205,7 +214,7 @@ class Runner:
         from lirun.record.rundir import new_run_id
 
         url = self.config.db_url
-        stopping = lambda: self.stopping is not None  # noqa: E731
+        stopping = lambda: self.stop_reason if self.stopping is not None else None  # noqa: E731
         if action.kind in ("agent", "run"):
             from lirun.exec.execution import execute
             from lirun.exec.task import build_request
@@ -222,7 +231,7 @@ class Runner:
             )
             result = execute(request, store=store, trap=trap)
             summary = _row_summary(store, "session", session_id)
-            outcome = run_outcome(result.status, result.reason, summary, worker_stopping=stopping())
+            outcome = run_outcome(result.status, result.reason, summary, stopped_by=stopping())
             return outcome._replace(exit_code=result.exit_code)
         assert action.file is not None
         if action.kind == "flow":
@@ -237,7 +246,7 @@ class Runner:
                 report.status,
                 report.reason_code,
                 report.reason_summary or "",
-                worker_stopping=stopping(),
+                stopped_by=stopping(),
             )
         from lirun.shows.engine import run_show
         from lirun.shows.showfile import load_show
@@ -256,7 +265,7 @@ class Runner:
             if show_report.status == "active"
             else ""
         )
-        return run_outcome(status, show_report.reason_code, summary, worker_stopping=stopping())
+        return run_outcome(status, show_report.reason_code, summary, stopped_by=stopping())
 
     # -- after the end -----------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import time
 from lirun.hints import Any
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import FireFacts, decide_fires
-from lirun.schedules.outcomes import START_DEADLINE
+from lirun.schedules.outcomes import LEASE_LOST, START_DEADLINE
 from lirun.schedules.runner import Log, Runner, RunnerConfig, log_stderr
 from lirun.schedules.transport import Transport, transport_for
 from lirun.signals import SignalTrap
@@ -272,7 +272,10 @@ class Worker:
                 if not store.beat_worker(self.worker_id, lease_seconds=opts.lease_seconds):
                     raise RuntimeError("the worker row is stopped or gone")
                 last_ok = time.monotonic()
-                stopped_runs = False
+                if stopped_runs:
+                    self.log("lease renewed again: running work again")
+                    runner.resume()
+                    stopped_runs = False
                 reap(store, runner, time.time())
             except Exception as exc:
                 lost = time.monotonic() - last_ok
@@ -280,9 +283,9 @@ class Worker:
                 if store is not None:
                     store.close()
                     store = None
-                if lost >= opts.lease_seconds and not stopped_runs and runner.running:
-                    self.log("lease lost: stopping this worker's runs")
-                    runner.stop_all(signal.SIGTERM)
+                if lost >= opts.lease_seconds and not stopped_runs:
+                    self.log("lease lost: stopping this worker's runs, claiming none")
+                    runner.stop_all(signal.SIGTERM, LEASE_LOST)
                     stopped_runs = True
         if store is not None:
             store.close()
