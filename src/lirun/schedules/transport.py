@@ -110,7 +110,7 @@ def transport_for(store: Store) -> Transport:
             from lirun.schedules.pgqueue import ProcrastinateTransport  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:
             print(
-                f"lirun worker: procrastinate transport unavailable ({exc}); "
+                f"li: procrastinate transport unavailable ({exc}); "
                 "polling the schedule_runs table instead",
                 file=sys.stderr,
             )

@@ -122,8 +122,7 @@ def reap(store: Store, runner: Runner, now: float) -> None:
             expected_statuses={"running"},
         ):
             continue
-        for session_id in store.running_sessions_of_run(run):
-            _fail_execution(store, "session", session_id, summary)
+        _fail_sessions(store, store.running_sessions_of_run(run), summary)
         if run.get("invocation_id"):
             _fail_execution(store, "invocation", run["invocation_id"], summary)
         runner.finish(store, run["id"])
@@ -141,6 +140,19 @@ def reap(store: Store, runner: Runner, now: float) -> None:
             expected_statuses={"queued"},
         ):
             runner.finish(store, run["id"])
+
+
+def _fail_sessions(store: Store, session_ids: list[str], summary: str) -> None:
+    """The run's executions still running: those whose owner is provably dead (this
+    host, the process gone) are reaped as ``li reap`` does, which also stops the process
+    group they left behind; the others fail by the run's lapsed lease."""
+    from lirun.record.reap import reap_sessions
+
+    if not session_ids:
+        return
+    reap_sessions(store, [{"id": session_id} for session_id in session_ids])
+    for session_id in session_ids:
+        _fail_execution(store, "session", session_id, summary)
 
 
 def _fail_execution(store: Store, kind: str, entity_id: str, summary: str) -> None:
