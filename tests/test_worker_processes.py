@@ -341,3 +341,23 @@ def test_worker_status_then_a_worker_that_cannot_renew_stops_its_runs(
     assert row["status_reason_code"] == "schedule.cancelled.lease_lost"
     session = store.get_entity("session", row["session_id"])
     assert session is not None and session["status"] == "cancelled"
+
+
+def test_a_flow_runs_as_its_invocation_and_a_changed_file_is_refused(
+    env: dict[str, str], store: Store, tmp_path: Path
+) -> None:
+    flow = tmp_path / "hello.yaml"
+    flow.write_text("legs:\n  - id: hello\n    run: [echo, hello]\n")
+    ran = submit(store, parse_action(["flow", str(flow)], base=str(tmp_path)))
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(flow.read_text())
+    refused = submit(store, parse_action(["flow", str(changed)], base=str(tmp_path)))
+    changed.write_text("legs:\n  - id: other\n    run: [echo, other]\n")
+    with workers(env, tmp_path):
+        done = until(lambda: status_is(store, ran["id"], "completed", "failed"), what="the flow")
+        bad = until(lambda: status_is(store, refused["id"], "completed", "failed"))
+    assert done["status"] == "completed", done["status_reason_summary"]
+    invocation = store.get_entity("invocation", done["invocation_id"])
+    assert invocation is not None and invocation["status"] == "completed"
+    assert bad["status_reason_code"] == "schedule.failed.file_changed"
+    assert bad["invocation_id"] is None
