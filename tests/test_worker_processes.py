@@ -84,10 +84,11 @@ def test_sigkill_mid_run_fails_the_run_by_lease_and_the_other_worker_retries(
         until(lambda: status_is(store, run["id"], "running"), what="the run to start")
         until(lambda: marker.exists(), what="the child to start")
         running = run_row(store, run["id"])
-        assert store.get_entity("session", running["session_id"]) is not None
-        holder = next(
-            p for p in procs if f"{p.pid}" in str(_worker_pid(store, running["worker_id"]))
+        until(
+            lambda: (store.get_entity("session", running["session_id"]) or {}).get("child_pid"),
+            what="the child's pid on its session",
         )
+        holder = next(p for p in procs if p.pid == _worker_pid(store, running["worker_id"]))
         other = next(p for p in procs if p is not holder)
         holder.kill()
         try:
