@@ -362,3 +362,23 @@ def test_a_flow_runs_as_its_invocation_and_a_changed_file_is_refused(
     assert invocation is not None and invocation["status"] == "completed"
     assert bad["status_reason_code"] == "schedule.failed.file_changed"
     assert bad["invocation_id"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["worker", "--concurrency", "0"], "--concurrency must be at least 1"),
+        (["worker", "--grace", "soon"], "--grace 'soon'"),
+        (["worker", "--lease", "0.5"], "give at least 1s"),
+        (["worker", "--allow-root", "/no/such/dir"], "is not a directory"),
+        (["submit"], "no action: give it after --"),
+        (["submit", "--", "deploy", "x"], "unknown action 'deploy'"),
+        (["schedule", "fire", "nope"], "no schedule named 'nope'"),
+    ],
+)
+def test_bad_input_exits_2_saying_what_was_wrong(
+    env: dict[str, str], args: list[str], says: str
+) -> None:
+    done = subprocess.run(li_command(*args), env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr and done.stdout == ""

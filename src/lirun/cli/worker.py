@@ -111,6 +111,9 @@ def main(argv: list[str]) -> int:
         if not os.path.isdir(path):
             raise UsageError(f"--allow-root {root!r}: {path} is not a directory")
         roots.append(path)
+    lease = _duration(args.lease, "--lease")
+    if lease < 1:
+        raise UsageError(f"--lease {args.lease!r}: give at least 1s (default 60s)")
     from lirun.paths import resolve_db_url
     from lirun.schedules.worker import Worker, WorkerOptions
 
@@ -119,6 +122,6 @@ def main(argv: list[str]) -> int:
         concurrency=args.concurrency,
         grace=_duration(args.grace, "--grace"),
         allow_roots=tuple(roots),
-        lease_seconds=_duration(args.lease, "--lease"),
+        lease_seconds=lease,
     )
     return Worker(options).run()

@@ -120,6 +120,8 @@ class Runner:
     def handle(self, run_id: str) -> None:
         """The run path for ``run_id`` (see the module's docstring). Never raises: an
         error is logged and, when the run was claimed, recorded as its failure."""
+        if self.stopping is not None:
+            return  # stopping (or the lease is lost): claim nothing
         try:
             store = open_store(self.config.db_url)
         except LirunError as exc:
