@@ -263,6 +263,10 @@ class Worker:
                 _wait(trap, 1.0)
                 continue
             wake = float(due) if due is not None else now + 3600.0
+            if wake <= time.time():
+                # Still due after this pass: another worker is moving it on, or a row
+                # holds no definition it could fire. Look again shortly, never spin.
+                wake = time.time() + 0.2
             while trap.received is None and time.time() < wake:
                 _wait(trap, min(DEFINITION_POLL, max(0.0, wake - time.time())))
                 try:
