@@ -227,7 +227,10 @@ class Worker:
                 serving.join()
             if beating.is_alive():
                 beating.join()
-            store.stop_worker(self.worker_id)
+            try:
+                store.stop_worker(self.worker_id)
+            except Exception as exc:  # the database is gone: the row's heartbeat ages out
+                self.log(f"cannot mark worker {self.worker_id} stopped: {exc}")
             store.close()
             self.log(f"worker {self.worker_id} stopped")
         return 0
