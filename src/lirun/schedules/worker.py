@@ -112,7 +112,11 @@ def reap(store: Store, runner: Runner, now: float) -> None:
             f"worker {run.get('worker_id')} stopped renewing its lease "
             f"(expired {now - float(run['lease_expires_at']):.1f}s ago)"
         )
-        if not store.update_status(
+        # Its executions first: once the run reads failed, nothing it made is running.
+        _fail_sessions(store, store.running_sessions_of_run(run), summary)
+        if run.get("invocation_id"):
+            _fail_execution(store, "invocation", run["invocation_id"], summary)
+        if store.update_status(
             "schedule_run",
             run["id"],
             new_status="failed",
@@ -121,11 +125,7 @@ def reap(store: Store, runner: Runner, now: float) -> None:
             source="system",
             expected_statuses={"running"},
         ):
-            continue
-        _fail_sessions(store, store.running_sessions_of_run(run), summary)
-        if run.get("invocation_id"):
-            _fail_execution(store, "invocation", run["invocation_id"], summary)
-        runner.finish(store, run["id"])
+            runner.finish(store, run["id"])
     for run in store.list_queued_runs(limit=500):
         schedule = store.get_entity("schedule", run["schedule_id"]) if run["schedule_id"] else None
         deadline = float(((schedule or {}).get("policies_json") or {}).get("start_deadline", 3600))
