@@ -15,7 +15,8 @@ SUBCOMMANDS = {
     "db": ("path", "migrate"),
     "flow": ("run", "resume"),
     "show": ("run", "resume", "abort", "status"),
-    "schedule": ("add", "list", "show", "enable", "disable", "delete", "apply", "runs"),
+    "schedule": ("add", "list", "show", "enable", "disable", "delete", "apply", "runs", "fire"),
+    "worker": ("status",),
 }
 
 

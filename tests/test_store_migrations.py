@@ -192,12 +192,13 @@ def test_a_newer_schema_is_refused_and_left_alone(store: Store, db_url: str) -> 
 def test_a_newer_sqlite_user_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     open_store(path).close()
+    latest = latest_version("sqlite")
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 7")
+    conn.execute(f"PRAGMA user_version = {latest + 1}")
     conn.close()
     before = path.read_bytes()
-    latest = latest_version("sqlite")
-    with pytest.raises(SchemaTooNewError, match=rf"schema version 7, newer .* \({latest}\)"):
+    newer = latest + 1
+    with pytest.raises(SchemaTooNewError, match=rf"schema version {newer}, newer .* \({latest}\)"):
         open_store(path)
     assert path.read_bytes() == before
 

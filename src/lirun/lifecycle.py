@@ -85,7 +85,12 @@ POLICIES: dict[str, EntityPolicy] = {
             success=frozenset({"completed"}),
             initial="queued",
             reason_domains=frozenset({"run", "schedule"}),
-            extra_fields=frozenset({"started_at", "ended_at", "attempt", "exit_code"}),
+            extra_fields=frozenset(
+                {"started_at", "ended_at", "attempt", "exit_code"}
+                # what a worker writes with a status change (migration 0008)
+                | {"worker_id", "lease_expires_at", "heartbeat_at"}
+                | {"session_id", "invocation_id", "show_id"}
+            ),
             ended_column="ended_at",  # its exit_code is the action's own: the caller's
         ),
         EntityPolicy(

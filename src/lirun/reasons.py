@@ -137,6 +137,18 @@ _CODES: dict[str, str] = {
     "schedule.skipped.missed_summary": "skipped: more missed due times than recorded one by one",
     "schedule.skipped.max_runs": "skipped: the schedule reached --max-runs",
     "schedule.budget.exhausted": "skipped: the schedule's budget is spent",
+    # schedule runs as the workers end them (lirun.schedules.runner / worker)
+    "schedule.failed.start_deadline": "queued run not started within its start deadline",
+    "schedule.failed.lease_lapsed": "the worker running it stopped renewing its lease",
+    "schedule.failed.cwd_not_allowed": "its working directory is outside the worker's --allow-root",
+    "schedule.failed.file_changed": "its flow or show file changed since the schedule was added",
+    "schedule.failed.file_missing": "its file or working directory is missing on the worker",
+    "schedule.failed.setup": "the worker could not start its action",
+    "schedule.failed.completed_empty": "the execution ended without evidence of work",
+    "schedule.failed.no_action": "the run has no action (its schedule holds none)",
+    "schedule.cancelled.worker_stopped": "its worker stopped and the grace period ran out",
+    "schedule.cancelled.lease_lost": "its worker could not renew its lease and stopped it",
+    "session.failed.lease_lapsed": "the worker running it stopped renewing its lease",
     # teams
     "team.active.created": "team created",
     "team.archived.user": "team archived",

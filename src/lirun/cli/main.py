@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "flow": ("lirun.cli.flow", "run a flow file: legs of agents and commands as one invocation"),
     "show": ("lirun.cli.show", "shows: plays in their own worktrees, merged through gates"),
     "schedule": ("lirun.cli.schedule", "define runs started by time: add, list, apply, ..."),
+    "worker": ("lirun.cli.worker", "fire due schedules and run queued work; li worker status"),
+    "submit": ("lirun.cli.submit", "queue one run for the workers: li submit -- ACTION ..."),
 }
 
 USAGE = """usage: li [--db URL] COMMAND [ARGS...]

@@ -184,7 +184,20 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
         "invocation": ("skill", "prompt", "artifact_dir"),
         "play": ("show_id", "name", "session_id", "artifact_dir"),
         "show": ("topic",),
-        "schedule_run": ("schedule_id", "invocation_id", "action_kind", "attempt", "artifact_dir"),
+        "schedule_run": (
+            "schedule_id",
+            "invocation_id",
+            "action_kind",
+            "attempt",
+            "artifact_dir",
+            # the chain a worker made (li worker): schedule → this run → its execution
+            "schedule",
+            "due_at",
+            "retry_of",
+            "worker_id",
+            "exit_code",
+            "produced",
+        ),
     }.get(kind, ())
     return [(k.replace("_", " "), "" if row.get(k) is None else str(row[k])) for k in keys]
 

@@ -49,7 +49,7 @@ Every change (add, apply, enable, disable, delete) is recorded in the schedule's
 with its own reason code (li schedule show NAME). Workers (li worker) fire due schedules;
 anyone who can write to the database can make them run commands."""
 
-SUBCOMMANDS = ("add", "list", "show", "enable", "disable", "delete", "apply", "runs")
+SUBCOMMANDS = ("add", "list", "show", "enable", "disable", "delete", "apply", "runs", "fire")
 
 
 def _sub(sub: Any, parser: argparse.ArgumentParser, name: str, helptext: str) -> Any:
@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         child = _sub(sub, parser, name, helptext)
         child.add_argument("name", metavar="NAME")
         child.add_argument("--json", action="store_true", help="the schedule as JSON")
+    fire = _sub(sub, parser, "fire", "queue one run of a schedule now (a worker runs it)")
+    fire.add_argument("name", metavar="NAME")
+    fire.add_argument("--json", action="store_true", help="the queued run as JSON")
     apply = _sub(sub, parser, "apply", "make the stored schedules match a YAML file")
     apply.add_argument("file", metavar="FILE", help="the schedules file (docs/schedules.md)")
     apply.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
@@ -322,7 +325,17 @@ def _apply(args: Any, now: int) -> int:
     return 1 if lost else 0
 
 
+def _fire(store: Any, args: Any, now: int) -> int:
+    from lirun.schedules.registry import current_actor
+    from lirun.schedules.submit import fire_now
+
+    run = fire_now(store, args.name, actor=current_actor())
+    print_json(run) if args.json else print(run["id"])
+    return 0
+
+
 HANDLERS = {
+    "fire": _fire,
     "list": _list,
     "show": _show,
     "runs": _runs,

@@ -107,7 +107,29 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
         detail["owner_verdict"] = owner_verdict(row, now)
     if kind == "invocation":
         detail["sessions"] = store.list_invocation_sessions(row["id"])
+    if kind == "schedule_run":
+        detail.update(schedule_chain(store, row))
     return detail
+
+
+def schedule_chain(store: Store, row: dict[str, Any]) -> dict[str, Any]:
+    """A schedule run's chain: its schedule's name and what it produced (kind, id,
+    status and reason of the session, flow invocation or show)."""
+    chain: dict[str, Any] = {}
+    if row.get("schedule_id"):
+        schedule = store.get_entity("schedule", row["schedule_id"])
+        chain["schedule"] = (schedule or {}).get("name")
+    for kind, key in (
+        ("session", "session_id"),
+        ("invocation", "invocation_id"),
+        ("show", "show_id"),
+    ):
+        if row.get(key):
+            made = store.get_entity(kind, row[key]) or {}
+            status = made.get("status", "?")
+            reason = made.get("status_reason_code") or ""
+            chain["produced"] = f"{kind} {row[key]} {status} {reason}".strip()
+    return chain
 
 
 def build_parser() -> Any:

@@ -39,6 +39,7 @@ from lirun.store.transitions import (
     next_version,
 )
 from lirun.store.wait_reads import ID_CANDIDATES, WaitReads, id_fragment_params
+from lirun.store.worker_records import WorkerRecords
 
 
 def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
     return defaults
 
 
-class Store(StatusWrites, WaitReads, FlowRecords, ShowRecords, ScheduleRecords):
+class Store(StatusWrites, WaitReads, FlowRecords, ShowRecords, ScheduleRecords, WorkerRecords):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.
 
     Every method may raise DatabaseError (DatabaseUnavailableError when the database

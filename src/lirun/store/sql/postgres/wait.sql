@@ -78,9 +78,10 @@ UNION ALL
 SELECT 'schedule_run', r.id, r.status, r.status_reason_code, r.status_reason_summary,
        b.run_dir, b.artifacts_path, r.exit_code, NULL, NULL, NULL, NULL, NULL, NULL
   FROM schedule_runs r
-  LEFT JOIN sessions b ON b.id = (SELECT x.id FROM sessions x
-                                   WHERE x.invocation_id = r.invocation_id
-                                   ORDER BY x.updated_at DESC LIMIT 1)
+  LEFT JOIN sessions b ON b.id = COALESCE(r.session_id,
+                                          (SELECT x.id FROM sessions x
+                                            WHERE x.invocation_id = r.invocation_id
+                                            ORDER BY x.updated_at DESC LIMIT 1))
  WHERE r.id = ANY(CAST(:schedule_run_ids AS TEXT[]))
 UNION ALL
 SELECT 'show', w.id, w.status, w.status_reason_code, w.status_reason_summary,

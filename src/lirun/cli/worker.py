@@ -1,0 +1,127 @@
+"""``li worker``: fire due schedules and run queued work; ``li worker status``."""
+
+from __future__ import annotations
+
+import time
+
+from lirun.cli.common import add_db_option, make_parser, print_json
+from lirun.errors import UsageError
+
+EXIT_CODES = """\
+  0    stopped by a signal after its running work ended (or was cancelled at the end
+       of the grace period); status: listed
+  2    usage error (an invalid --concurrency, --grace, --lease or --allow-root), or the
+       database could not be opened"""
+
+DESCRIPTION = """\
+Fire due schedules (li schedule) and run queued schedule runs (li submit, li schedule
+fire), at most --concurrency at once, until SIGTERM. One line per fire and per run end
+on stderr.
+
+Each run is claimed by compare-and-set (queued → running), so several workers on one
+database never run a run twice; on PostgreSQL runs are dispatched through procrastinate
+when it is installed (the postgres extra). A worker holds a lease on each run it runs
+(--lease, default 60s, renewed by its heartbeat): a run whose worker was killed or cut
+off becomes failed (schedule.failed.lease_lapsed) once the lease lapses, and a worker
+that cannot renew its lease stops its runs.
+
+SIGTERM: claim nothing more, let running work finish for --grace, then cancel it
+(schedule.cancelled.worker_stopped); a second signal cancels at once.
+
+Anyone who can write to the database can make workers run commands: give --allow-root
+DIR (repeatable) to refuse actions whose cwd is outside those directories
+(schedule.failed.cwd_not_allowed).
+
+  li worker --concurrency 4 --allow-root ~/src
+  li worker status --json"""
+
+
+def _duration(text: str, what: str) -> float:
+    from lirun.schedules.durations import parse_duration
+
+    try:
+        return float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text, what)
+    except UsageError:
+        raise
+    except ValueError:
+        raise UsageError(f"{what} {text!r}: give seconds or a duration like 30s, 5m") from None
+
+
+def _status(argv: list[str]) -> int:
+    parser = make_parser(
+        "li worker status",
+        "The live workers (heartbeat within their lease): host, pid, heartbeat age, "
+        "the schedule runs each is running.",
+        "  0    listed (also when none is live)\n  2    usage error, or no database",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON array")
+    add_db_option(parser)
+    args = parser.parse_args(argv)
+    from lirun.schedules.worker import live_workers
+    from lirun.store import open_store
+
+    store = open_store(args.db, readonly=True)
+    try:
+        workers = live_workers(store, time.time())
+    finally:
+        store.close()
+    if args.json:
+        print_json(
+            [
+                {k: w.get(k) for k in ("id", "host", "pid", "started_at", "heartbeat_age",
+                                       "concurrency", "transport", "running")}
+                for w in workers
+            ]
+        )  # fmt: skip
+        return 0
+    for w in workers:
+        running = ",".join(w["running"]) or "-"
+        print(f"{w['id']}\t{w['host']}\t{w['pid']}\t{w['heartbeat_age']:.1f}s\t{running}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["status"]:
+        return _status(argv[1:])
+    parser = make_parser("li worker", DESCRIPTION, EXIT_CODES)
+    parser.usage = (
+        "li worker [--concurrency N] [--grace DUR] [--allow-root DIR]... [--lease DUR] "
+        "[--db URL]\n       li worker status [--json] [--db URL]"
+    )
+    parser.add_argument("--concurrency", type=int, default=1, metavar="N", help="default 1")
+    parser.add_argument(
+        "--grace", default="30s", metavar="DUR", help="after SIGTERM, before cancelling (30s)"
+    )
+    parser.add_argument(
+        "--allow-root", action="append", default=[], metavar="DIR",
+        help="run only actions whose cwd is inside DIR (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--lease", default="60s", metavar="DUR", help="run lease, renewed every quarter (60s)"
+    )
+    add_db_option(parser)
+    args = parser.parse_args(argv)
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1, not {args.concurrency}")
+    roots = []
+    for root in args.allow_root:
+        import os
+
+        path = os.path.abspath(os.path.expanduser(root))
+        if not os.path.isdir(path):
+            raise UsageError(f"--allow-root {root!r}: {path} is not a directory")
+        roots.append(path)
+    lease = _duration(args.lease, "--lease")
+    if lease < 1:
+        raise UsageError(f"--lease {args.lease!r}: give at least 1s (default 60s)")
+    from lirun.paths import resolve_db_url
+    from lirun.schedules.worker import Worker, WorkerOptions
+
+    options = WorkerOptions(
+        db_url=resolve_db_url(args.db),
+        concurrency=args.concurrency,
+        grace=_duration(args.grace, "--grace"),
+        allow_roots=tuple(roots),
+        lease_seconds=lease,
+    )
+    return Worker(options).run()

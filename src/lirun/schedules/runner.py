@@ -1,0 +1,341 @@
+"""What a schedule run does: the ONE code path, whatever the transport delivered it.
+
+``Runner.handle(run_id)`` (called in a transport's thread):
+
+1. read the run; only a ``queued`` one goes on (a job delivered twice finds it running);
+2. a run queued longer than its start deadline fails (``schedule.failed.start_deadline``);
+3. ``queued → running`` by compare-and-set with this worker's id and a lease: the loser
+   of a race does nothing;
+4. the checks on this machine (``--allow-root``, the cwd, the flow/show file against
+   its digest at ``add``) fail the run with a typed reason;
+5. the action runs in-process: ``execute`` (agent/run), ``run_flow``, ``run_show``, each
+   under a SignalTrap of this thread that the worker stops with ``deliver``; the run is
+   linked to the session / invocation / show before it starts;
+6. the run's status follows the execution's (``outcomes.run_outcome``), a retryable
+   failure queues attempt n+1, ``--notify`` runs, and one line goes to stderr.
+
+``finish`` (steps 6) is shared with the lease reaper, so a run failed by lease lapse is
+retried and notified exactly like one that failed by itself.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from lirun.errors import LirunError
+from lirun.hints import Any
+from lirun.schedules.actions import Action, sha256_of
+from lirun.schedules.definition import Policies
+from lirun.schedules.outcomes import (
+    WORKER_STOPPED,
+    Outcome,
+    StartFacts,
+    notify_env,
+    run_outcome,
+    should_retry,
+    start_refusal,
+)
+from lirun.signals import SignalTrap
+from lirun.store import Store, open_store
+from lirun.values import dataclass
+
+Log = Callable[[str], None]
+
+
+def log_stderr(line: str) -> None:
+    print(f"li worker: {line}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfig:
+    db_url: str
+    worker_id: str
+    lease_seconds: float = 60.0
+    allow_roots: tuple[str, ...] = ()
+
+
+class RunContext:
+    """A run's schedule (if any), action and policies, as read when it was handled."""
+
+    def __init__(self, store: Store, run: dict[str, Any]) -> None:
+        self.run = run
+        self.schedule = (
+            store.get_entity("schedule", run["schedule_id"]) if run.get("schedule_id") else None
+        )
+        source = run.get("action_json") or (self.schedule or {}).get("action_json")
+        self.action = Action.from_dict(source) if isinstance(source, dict) else None
+        self.policies = Policies.from_dict((self.schedule or {}).get("policies_json") or {})
+        self.name = (self.schedule or {}).get("name")
+
+    def label(self) -> str:
+        what = self.action.describe() if self.action else "(no action)"
+        return f"schedule {self.name}" if self.name else f"submit {what}"
+
+
+class Runner:
+    """Runs schedule runs for one worker; ``stop_all`` cancels the ones running."""
+
+    def __init__(
+        self,
+        config: RunnerConfig,
+        *,
+        enqueue: Callable[[str], None] = lambda run_id: None,
+        log: Log = log_stderr,
+    ) -> None:
+        self.config = config
+        self.enqueue = enqueue
+        self.log = log
+        self._traps: dict[str, SignalTrap] = {}
+        self._guard = threading.Lock()
+        self.stopping: int | None = None
+        self.stop_reason = WORKER_STOPPED
+
+    @property
+    def running(self) -> list[str]:
+        with self._guard:
+            return list(self._traps)
+
+    def stop_all(self, signum: int, reason: str = WORKER_STOPPED) -> None:
+        """Deliver ``signum`` to every running execution (and to those about to start);
+        they end ``cancelled`` with ``reason``. No run starts until ``resume``."""
+        with self._guard:
+            self.stopping = signum
+            self.stop_reason = reason
+            for trap in self._traps.values():
+                trap.deliver(signum)
+
+    def resume(self) -> None:
+        """Start runs again (the lease is renewed after it was lost)."""
+        with self._guard:
+            self.stopping = None
+
+    # -- handle ----------------------------------------------------------------------
+
+    def handle(self, run_id: str) -> None:
+        """The run path for ``run_id`` (see the module's docstring). Never raises: an
+        error is logged and, when the run was claimed, recorded as its failure."""
+        if self.stopping is not None:
+            return  # stopping (or the lease is lost): claim nothing
+        try:
+            store = open_store(self.config.db_url)
+        except LirunError as exc:
+            self.log(f"run {run_id}: cannot open the database: {exc}")
+            return
+        try:
+            self._handle(store, run_id)
+        except Exception as exc:  # a worker thread must never die silently
+            self.log(f"run {run_id}: {type(exc).__name__}: {exc}")
+        finally:
+            store.close()
+
+    def _handle(self, store: Store, run_id: str) -> None:
+        run = store.get_entity("schedule_run", run_id)
+        if run is None or run.get("status") != "queued" or self.stopping is not None:
+            return
+        ctx = RunContext(store, run)
+        facts = self._start_facts(ctx)
+        refusal = start_refusal(facts) if facts is not None else None
+        if refusal is not None and refusal[0] == "schedule.failed.start_deadline":
+            if self._end(store, run_id, Outcome("failed", *refusal), expected="queued"):
+                self.finish(store, run_id)
+            return
+        if not store.claim_run(
+            run_id, worker_id=self.config.worker_id, lease_seconds=self.config.lease_seconds
+        ):
+            return  # another worker (or a second delivery) has it
+        if ctx.action is None:
+            outcome = Outcome("failed", "schedule.failed.no_action", "the run has no action")
+        elif refusal is not None:
+            outcome = Outcome("failed", *refusal)
+        else:
+            outcome = self._execute(store, run_id, ctx.action)
+        if self._end(store, run_id, outcome, expected="running"):
+            self.finish(store, run_id)
+
+    def _start_facts(self, ctx: RunContext) -> StartFacts | None:
+        action = ctx.action
+        if action is None:
+            return None
+        digest: str | None = None
+        if action.file is not None:
+            try:
+                digest = sha256_of(action.file)
+            except OSError:
+                digest = None
+        return StartFacts(
+            now=time.time(),
+            queued_at=float(ctx.run["created_at"]),
+            start_deadline=float(ctx.policies.start_deadline),
+            cwd=action.cwd,
+            cwd_exists=os.path.isdir(action.cwd),
+            allow_roots=self.config.allow_roots,
+            file=action.file,
+            file_sha256=digest,
+            snapshot_sha256=action.sha256,
+        )
+
+    def _end(self, store: Store, run_id: str, outcome: Outcome, *, expected: str) -> bool:
+        return store.update_status(
+            "schedule_run",
+            run_id,
+            new_status=outcome.status,
+            reason_code=outcome.reason_code,
+            reason_summary=outcome.summary[:2000],
+            source="system",
+            expected_statuses={expected},
+            extra_fields={"exit_code": outcome.exit_code}
+            if outcome.exit_code is not None
+            else None,
+        )
+
+    # -- the action --------------------------------------------------------------------
+
+    def _execute(self, store: Store, run_id: str, action: Action) -> Outcome:
+        with SignalTrap() as trap:
+            with self._guard:
+                self._traps[run_id] = trap
+                if self.stopping is not None:
+                    trap.deliver(self.stopping)
+            try:
+                return self._dispatch(store, run_id, action, trap)
+            except LirunError as exc:
+                return Outcome("failed", "schedule.failed.setup", str(exc))
+            except Exception as exc:
+                return Outcome("failed", "schedule.failed.setup", f"{type(exc).__name__}: {exc}")
+            finally:
+                with self._guard:
+                    self._traps.pop(run_id, None)
+
+    def _dispatch(self, store: Store, run_id: str, action: Action, trap: SignalTrap) -> Outcome:
+        from lirun.record.rundir import new_run_id
+
+        url = self.config.db_url
+        stopping = lambda: self.stop_reason if self.stopping is not None else None  # noqa: E731
+        if action.kind in ("agent", "run"):
+            from lirun.exec.execution import execute
+            from lirun.exec.task import build_request
+
+            assert action.task is not None
+            session_id = new_run_id()
+            store.link_run(run_id, session_id=session_id)
+            request = build_request(
+                action.task,
+                cwd=action.cwd,
+                db_url=url,
+                run_id=session_id,
+                metadata={"schedule_run_id": run_id},
+            )
+            result = execute(request, store=store, trap=trap)
+            summary = _row_summary(store, "session", session_id)
+            outcome = run_outcome(result.status, result.reason, summary, stopped_by=stopping())
+            return outcome._replace(exit_code=result.exit_code)
+        assert action.file is not None
+        if action.kind == "flow":
+            from lirun.flows.engine import run_flow
+            from lirun.flows.flowfile import load_flow
+
+            spec = load_flow(Path(action.file), cwd=action.cwd)
+            invocation_id = new_run_id()
+            store.link_run(run_id, invocation_id=invocation_id)
+            report = run_flow(spec, db_url=url, invocation_id=invocation_id, stop=trap)
+            return run_outcome(
+                report.status,
+                report.reason_code,
+                report.reason_summary or "",
+                stopped_by=stopping(),
+            )
+        from lirun.shows.engine import run_show
+        from lirun.shows.showfile import load_show
+
+        show = load_show(Path(action.file))
+        show_id = new_run_id()
+        store.link_run(run_id, show_id=show_id)
+        show_report = run_show(show, db_url=url, show_id=show_id, stop=trap)
+        status = {"active": "failed", "aborted": "cancelled"}.get(
+            show_report.status, show_report.status
+        )
+        if show_report.status == "aborted" and not show_report.interrupted:
+            status = "failed"
+        summary = show_report.reason_summary or (
+            "the show waits for a person: " + ", ".join(show_report.needs_person)
+            if show_report.status == "active"
+            else ""
+        )
+        return run_outcome(status, show_report.reason_code, summary, stopped_by=stopping())
+
+    # -- after the end -----------------------------------------------------------------
+
+    def finish(self, store: Store, run_id: str) -> None:
+        """After a run ended (by itself or by the reaper): retry, notify, log."""
+        run = store.get_entity("schedule_run", run_id)
+        if run is None:
+            return
+        ctx = RunContext(store, run)
+        status, reason = str(run["status"]), str(run.get("status_reason_code"))
+        attempt = int(run.get("attempt") or 1)
+        retry = None
+        if should_retry(status, reason, attempt, ctx.policies.retries):
+            retry = self._retry(store, ctx, attempt)
+        started = run.get("started_at")
+        took = f" in {float(run['ended_at']) - float(started):.1f}s" if started else ""
+        again = f"; retry {retry} (attempt {attempt + 1})" if retry else ""
+        self.log(
+            f"run {run_id} {status} reason={reason}{took} ({ctx.label()}, attempt {attempt})"
+            + again
+        )
+        if ctx.policies.notify:
+            self._notify(store, ctx)
+
+    def _retry(self, store: Store, ctx: RunContext, attempt: int) -> str | None:
+        run = ctx.run
+        kind = str(run["action_kind"])
+        if run.get("due_at") is not None and run.get("schedule_id"):
+            row = store.insert_due_run(
+                schedule_id=run["schedule_id"],
+                due_at=int(run["due_at"]),
+                action_kind=kind,
+                attempt=attempt + 1,
+                retry_of=run["id"],
+            )
+        else:
+            row = store.insert_queued_run(
+                action_kind=kind,
+                action=run.get("action_json"),
+                schedule_id=run.get("schedule_id"),
+                attempt=attempt + 1,
+                retry_of=run["id"],
+                source="system",
+            )
+        if row is None:
+            return None  # another worker queued this attempt already
+        self.enqueue(str(row["id"]))
+        return str(row["id"])
+
+    def _notify(self, store: Store, ctx: RunContext) -> None:
+        run = ctx.run
+        artifact_dir = None
+        if run.get("session_id"):
+            session = store.get_entity("session", run["session_id"])
+            artifact_dir = (session or {}).get("artifacts_path")
+        env = {**os.environ, **notify_env(run, schedule=ctx.name, artifact_dir=artifact_dir)}
+        command = str(ctx.policies.notify)
+        try:
+            done = subprocess.run(
+                command, shell=True, env=env, stdin=subprocess.DEVNULL, timeout=300, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.log(f"run {run['id']}: --notify {command!r} failed: {exc}")
+            return
+        if done.returncode != 0:
+            self.log(f"run {run['id']}: --notify {command!r} exited {done.returncode}")
+
+
+def _row_summary(store: Store, kind: str, entity_id: str) -> str:
+    row = store.get_entity(kind, entity_id)
+    return str((row or {}).get("status_reason_summary") or "")

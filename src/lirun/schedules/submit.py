@@ -1,0 +1,47 @@
+"""Queue one run now: ``li submit -- ACTION`` (no schedule) and ``li schedule fire NAME``.
+
+Both insert a queued schedule run with no due time (unique by its id) and hand it to
+the store's transport, so an idle worker starts it at once.
+"""
+
+from __future__ import annotations
+
+from lirun.hints import Any
+from lirun.schedules.actions import Action
+from lirun.store import Store
+
+
+def _offer(store: Store, run_id: str) -> None:
+    from lirun.schedules.transport import transport_for
+
+    transport = transport_for(store)
+    try:
+        transport.enqueue(run_id)
+    finally:
+        transport.close()
+
+
+def submit(store: Store, action: Action, *, actor: str | None = None) -> dict[str, Any]:
+    """Queue ``action`` as an ad-hoc run (a schedule run with no schedule)."""
+    row = store.insert_queued_run(
+        action_kind=action.kind, action=action.to_dict(), source="user", actor=actor
+    )
+    _offer(store, str(row["id"]))
+    return row
+
+
+def fire_now(store: Store, name: str, *, actor: str | None = None) -> dict[str, Any]:
+    """Queue one run of the schedule ``name`` now (no due time: it never collides with
+    a due-time run). NotFoundError (exit 2) for an unknown name."""
+    from lirun.schedules import registry
+
+    schedule = registry.find(store, name)
+    row = store.insert_queued_run(
+        action_kind=str(schedule["action_kind"]),
+        schedule_id=str(schedule["id"]),
+        reason_summary="li schedule fire",
+        source="user",
+        actor=actor,
+    )
+    _offer(store, str(row["id"]))
+    return row

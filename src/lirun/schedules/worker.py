@@ -1,0 +1,332 @@
+"""``li worker``: fire due schedules, run queued work, reap lapsed leases.
+
+Threads of one worker process:
+
+- the main thread (``Worker.run``) fires due schedules: it sleeps until the earliest due
+  time (no fixed tick), waking early when a definition changes or a signal comes; each
+  due schedule's rows come from the pure ``firing.decide_fires`` and are inserted through
+  the unique key (of any number of workers exactly one gets each row), then
+  ``next_due_at`` moves by compare-and-set;
+- the transport's thread (``transport.serve``) hands queued runs to ``Runner.handle``,
+  at most ``concurrency`` at once;
+- the heartbeat thread renews the worker row and the leases of its runs, fails the runs
+  whose lease lapsed (any worker's: a worker killed or cut off) and the queued runs past
+  their start deadline, and stops this worker's runs when it cannot renew for a lease.
+
+SIGTERM (or SIGINT, SIGHUP): claim nothing more, let running work finish for ``grace``
+seconds, then cancel it (``schedule.cancelled.worker_stopped``); a second signal cancels
+at once.
+"""
+
+from __future__ import annotations
+
+import select
+import signal
+import threading
+import time
+
+from lirun.hints import Any
+from lirun.schedules.definition import stored_definition
+from lirun.schedules.firing import FireFacts, decide_fires
+from lirun.schedules.outcomes import LEASE_LOST, START_DEADLINE
+from lirun.schedules.runner import Log, Runner, RunnerConfig, log_stderr
+from lirun.schedules.transport import Transport, transport_for
+from lirun.signals import SignalTrap
+from lirun.store import Store, open_store
+from lirun.values import dataclass
+
+# How often the firing loop looks for changed definitions while it sleeps (seconds).
+DEFINITION_POLL = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    db_url: str
+    concurrency: int = 1
+    grace: float = 30.0
+    allow_roots: tuple[str, ...] = ()
+    lease_seconds: float = 60.0
+
+
+def fire_due(store: Store, now: int, enqueue: Any, log: Log) -> int:
+    """Insert the rows of every due schedule (``decide_fires``) and move it on; returns
+    the number of rows this worker inserted."""
+    made = 0
+    for row in store.list_due_schedules(now):
+        definition = stored_definition(row)
+        if definition is None or row.get("next_due_at") is None:
+            continue
+        policies = definition.policies
+        since = now - policies.budget_window if policies.budget_window else 0
+        usd, tokens = store.schedule_usage(row["id"], since=since)
+        facts = FireFacts(
+            next_due_at=int(row["next_due_at"]),
+            now=now,
+            active_runs=store.count_active_runs(row["id"]),
+            runs_started=store.count_started_runs(row["id"]),
+            usd_spent=usd,
+            tokens_spent=tokens,
+        )
+        plan = decide_fires(definition.trigger, policies, facts)
+        for fire in plan.fires:
+            queued = fire.action == "run"
+            summary = f"{fire.count} more missed due times" if fire.count > 1 else ""
+            new = store.insert_due_run(
+                schedule_id=row["id"],
+                due_at=fire.due_at,
+                action_kind=str(row["action_kind"]),
+                status="queued" if queued else "skipped",
+                reason_code=fire.reason_code,
+                reason_summary=summary,
+            )
+            if new is None:
+                continue  # another worker fired this due time
+            made += 1
+            late = time.time() - fire.due_at
+            what = "queued" if queued else f"skipped reason={fire.reason_code}"
+            log(f"fire {row['name']} due={fire.due_at} (+{late:.2f}s) run {new['id']} {what}")
+            if queued:
+                enqueue(str(new["id"]))
+        if plan.budget_blind:
+            log(f"schedule {row['name']}: no run recorded a cost; --budget-usd cannot see them")
+        if plan.disable_reason is not None:
+            store.change_schedule(
+                row["id"],
+                new_status="disabled",
+                reason_code=plan.disable_reason,
+                fields={"next_due_at": None},
+                expected_statuses={"enabled"},
+                expected_updated_at=row.get("updated_at"),
+                source="system",
+            )
+        else:
+            store.advance_next_due(row["id"], expected=facts.next_due_at, new=plan.next_due_at)
+    return made
+
+
+def reap(store: Store, runner: Runner, now: float) -> None:
+    """Fail the runs whose lease lapsed (and their executions), and the queued runs past
+    their start deadline; each ended run is retried and notified through ``finish``."""
+    for run in store.list_lapsed_runs(now):
+        summary = (
+            f"worker {run.get('worker_id')} stopped renewing its lease "
+            f"(expired {now - float(run['lease_expires_at']):.1f}s ago)"
+        )
+        # Its executions first: once the run reads failed, nothing it made is running.
+        _fail_sessions(store, store.running_sessions_of_run(run), summary)
+        if run.get("invocation_id"):
+            _fail_execution(store, "invocation", run["invocation_id"], summary)
+        if store.update_status(
+            "schedule_run",
+            run["id"],
+            new_status="failed",
+            reason_code="schedule.failed.lease_lapsed",
+            reason_summary=summary,
+            source="system",
+            expected_statuses={"running"},
+        ):
+            runner.finish(store, run["id"])
+    for run in store.list_queued_runs(limit=500):
+        schedule = store.get_entity("schedule", run["schedule_id"]) if run["schedule_id"] else None
+        deadline = float(((schedule or {}).get("policies_json") or {}).get("start_deadline", 3600))
+        late = now - float(run["created_at"])
+        if late > deadline and store.update_status(
+            "schedule_run",
+            run["id"],
+            new_status="failed",
+            reason_code=START_DEADLINE,
+            reason_summary=f"queued {late:.0f}s ago; its start deadline is {deadline:.0f}s",
+            source="system",
+            expected_statuses={"queued"},
+        ):
+            runner.finish(store, run["id"])
+
+
+def _fail_sessions(store: Store, session_ids: list[str], summary: str) -> None:
+    """The run's executions still running: those whose owner is provably dead (this
+    host, the process gone) are reaped as ``li reap`` does, which also stops the process
+    group they left behind; the others fail by the run's lapsed lease."""
+    from lirun.record.reap import reap_sessions
+
+    if not session_ids:
+        return
+    reap_sessions(store, [{"id": session_id} for session_id in session_ids])
+    for session_id in session_ids:
+        _fail_execution(store, "session", session_id, summary)
+
+
+def _fail_execution(store: Store, kind: str, entity_id: str, summary: str) -> None:
+    import contextlib
+
+    from lirun.errors import LirunError
+
+    with contextlib.suppress(LirunError):  # ended meanwhile by its own writer
+        store.update_status(
+            kind,
+            entity_id,
+            new_status="failed",
+            reason_code="session.failed.lease_lapsed",
+            reason_summary=summary,
+            source="system",
+            expected_statuses={"running"},
+        )
+
+
+class Worker:
+    def __init__(self, options: WorkerOptions, *, log: Log = log_stderr) -> None:
+        self.options = options
+        self.log = log
+        self.worker_id = ""
+
+    def run(self) -> int:
+        """Run until a signal; returns the exit code (0)."""
+        from lirun.liveness import current_owner
+
+        opts = self.options
+        store = open_store(opts.db_url)
+        transport = transport_for(store)
+        self.worker_id = store.register_worker(
+            owner=current_owner(),
+            concurrency=opts.concurrency,
+            transport=type(transport).__name__,
+            lease_seconds=opts.lease_seconds,
+        )
+        config = RunnerConfig(
+            db_url=opts.db_url,
+            worker_id=self.worker_id,
+            lease_seconds=opts.lease_seconds,
+            allow_roots=opts.allow_roots,
+        )
+        runner = Runner(config, enqueue=transport.enqueue, log=self.log)
+        self.log(
+            f"worker {self.worker_id} started: pid {current_owner()['owner_pid']}, "
+            f"concurrency {opts.concurrency}, {type(transport).__name__}, "
+            f"lease {opts.lease_seconds:g}s, db {store.display_url}"
+        )
+        serve_stop, beat_stop = threading.Event(), threading.Event()
+        serving = threading.Thread(
+            target=self._serve, args=(transport, runner, serve_stop), name="lirun-serve"
+        )
+        beating = threading.Thread(
+            target=self._heartbeat, args=(runner, beat_stop), name="lirun-heartbeat"
+        )
+        try:
+            with SignalTrap() as trap:
+                serving.start()
+                beating.start()
+                self._fire_loop(store, transport, trap)
+                self.log(f"worker {self.worker_id}: {trap.signal_name}: claiming nothing more")
+                serve_stop.set()
+                transport.close()
+                self._drain(serving, runner, trap)
+        finally:
+            serve_stop.set()
+            beat_stop.set()
+            if serving.is_alive():
+                runner.stop_all(signal.SIGTERM)
+                serving.join()
+            if beating.is_alive():
+                beating.join()
+            try:
+                store.stop_worker(self.worker_id)
+            except Exception as exc:  # the database is gone: the row's heartbeat ages out
+                self.log(f"cannot mark worker {self.worker_id} stopped: {exc}")
+            store.close()
+            self.log(f"worker {self.worker_id} stopped")
+        return 0
+
+    def _serve(self, transport: Transport, runner: Runner, stop: threading.Event) -> None:
+        try:
+            transport.serve(runner.handle, concurrency=self.options.concurrency, stop=stop)
+        except Exception as exc:
+            self.log(f"transport stopped: {type(exc).__name__}: {exc}")
+
+    def _drain(self, serving: threading.Thread, runner: Runner, trap: SignalTrap) -> None:
+        """Let running work finish for ``grace`` (a second signal ends it), then cancel."""
+        deadline = time.monotonic() + self.options.grace
+        count = trap.count
+        while serving.is_alive() and time.monotonic() < deadline and trap.count == count:
+            _wait(trap, min(0.1, max(0.0, deadline - time.monotonic())))
+        if serving.is_alive():
+            if runner.running:
+                self.log(f"grace over: cancelling {', '.join(runner.running)}")
+            runner.stop_all(signal.SIGTERM)
+            serving.join()
+
+    def _fire_loop(self, store: Store, transport: Transport, trap: SignalTrap) -> None:
+        signature = None
+        while trap.received is None:
+            now = time.time()
+            try:
+                fire_due(store, int(now), transport.enqueue, self.log)
+                due = store.earliest_due()
+                signature = store.schedule_signature()
+            except Exception as exc:  # the database may be gone for a while: keep trying
+                self.log(f"firing: {type(exc).__name__}: {exc}")
+                _wait(trap, 1.0)
+                continue
+            wake = float(due) if due is not None else now + 3600.0
+            if wake <= time.time():
+                # Still due after this pass: another worker is moving it on, or a row
+                # holds no definition it could fire. Look again shortly, never spin.
+                wake = time.time() + 0.2
+            while trap.received is None and time.time() < wake:
+                _wait(trap, min(DEFINITION_POLL, max(0.0, wake - time.time())))
+                try:
+                    if store.schedule_signature() != signature:
+                        break
+                except Exception:
+                    break
+
+    def _heartbeat(self, runner: Runner, stop: threading.Event) -> None:
+        opts = self.options
+        interval = max(0.05, opts.lease_seconds / 4)
+        last_ok = time.monotonic()
+        stopped_runs = False
+        store: Store | None = None
+        while not stop.wait(interval):
+            try:
+                if store is None:
+                    store = open_store(opts.db_url)
+                if not store.beat_worker(self.worker_id, lease_seconds=opts.lease_seconds):
+                    raise RuntimeError("the worker row is stopped or gone")
+                last_ok = time.monotonic()
+                if stopped_runs:
+                    self.log("lease renewed again: running work again")
+                    runner.resume()
+                    stopped_runs = False
+                reap(store, runner, time.time())
+            except Exception as exc:
+                lost = time.monotonic() - last_ok
+                self.log(f"heartbeat failed ({lost:.1f}s): {type(exc).__name__}: {exc}")
+                if store is not None:
+                    store.close()
+                    store = None
+                if lost >= opts.lease_seconds and not stopped_runs:
+                    self.log("lease lost: stopping this worker's runs, claiming none")
+                    runner.stop_all(signal.SIGTERM, LEASE_LOST)
+                    stopped_runs = True
+        if store is not None:
+            store.close()
+
+
+def _wait(trap: SignalTrap, timeout: float) -> None:
+    if timeout <= 0:
+        return
+    if trap.received is not None:  # its wake-up byte may still be unread: do not spin
+        time.sleep(timeout)
+        return
+    try:
+        select.select([trap.fileno()], [], [], timeout)
+    except (OSError, ValueError):
+        time.sleep(timeout)
+
+
+def live_workers(store: Store, now: float) -> list[dict[str, Any]]:
+    """Workers whose heartbeat is within their lease, with ``heartbeat_age``."""
+    found = []
+    for worker in store.list_live_workers(since=now - 3600):
+        age = now - float(worker["heartbeat_at"])
+        if age <= float(worker.get("lease_seconds") or 60.0):
+            found.append({**worker, "heartbeat_age": round(age, 3)})
+    return found

@@ -1,0 +1,119 @@
+"""The store half of the workers (store/worker_records.py) on SQLite and PostgreSQL: the
+workers table and its heartbeat, the queued → running compare-and-set with its lease,
+lapsed leases, ad-hoc runs, links and a schedule's recorded usage."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from lirun.liveness import current_owner
+from lirun.schedules import registry
+from lirun.schedules.actions import parse_action
+from lirun.schedules.definition import Definition, make_policies
+from lirun.schedules.triggers import every_trigger
+from lirun.store import Store
+
+NOW = int(time.time())
+
+
+def add_schedule(store: Store, tmp_path: Path, name: str = "poll") -> dict:
+    trigger = every_trigger("1h", NOW)
+    definition = Definition(
+        name=name,
+        trigger=trigger,
+        action=parse_action(["run", "true"], base=str(tmp_path)),
+        policies=make_policies({}, trigger),
+    )
+    return registry.add(store, definition, now=NOW)
+
+
+def test_workers_register_beat_and_list_with_their_runs(store: Store, tmp_path: Path) -> None:
+    first = store.register_worker(
+        owner=current_owner(), concurrency=2, transport="LocalTransport", lease_seconds=60
+    )
+    second = store.register_worker(
+        owner=current_owner(), concurrency=1, transport="LocalTransport", lease_seconds=60
+    )
+    run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+    assert store.claim_run(run["id"], worker_id=first, lease_seconds=60)
+    live = {w["id"]: w for w in store.list_live_workers(since=time.time() - 10)}
+    assert set(live) == {first, second}
+    assert live[first]["running"] == [run["id"]]
+    assert live[second]["running"] == []
+    assert live[first]["concurrency"] == 2 and live[first]["pid"] == current_owner()["owner_pid"]
+    store.stop_worker(second)
+    assert [w["id"] for w in store.list_live_workers(since=time.time() - 10)] == [first]
+    assert store.beat_worker(first, lease_seconds=60) is True
+    assert store.beat_worker(second, lease_seconds=60) is False  # stopped: no lease renewed
+    assert store.list_live_workers(since=time.time() + 10) == []
+
+
+def test_claim_is_a_compare_and_set_the_loser_gets_false(store: Store) -> None:
+    run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+    assert run["status"] == "queued" and run["due_at"] is None and run["attempt"] == 1
+    assert store.claim_run(run["id"], worker_id="w1", lease_seconds=30) is True
+    assert store.claim_run(run["id"], worker_id="w2", lease_seconds=30) is False
+    row = store.get_entity("schedule_run", run["id"])
+    assert row is not None
+    assert row["status"] == "running" and row["worker_id"] == "w1"
+    assert row["lease_expires_at"] > time.time() + 25 and row["started_at"] is not None
+    history = [
+        (t["status"], t["reason_code"]) for t in store.list_transitions("schedule_run", run["id"])
+    ]
+    assert history == [
+        ("queued", "schedule.queued.created"),
+        ("running", "schedule.running.started"),
+    ]
+
+
+def test_a_lease_lapses_unless_the_heartbeat_renews_it(store: Store) -> None:
+    worker = store.register_worker(
+        owner=current_owner(), concurrency=1, transport="LocalTransport", lease_seconds=1
+    )
+    run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+    assert store.claim_run(run["id"], worker_id=worker, lease_seconds=1)
+    assert store.list_lapsed_runs(time.time()) == []
+    later = time.time() + 5
+    assert [r["id"] for r in store.list_lapsed_runs(later)] == [run["id"]]
+    assert store.beat_worker(worker, lease_seconds=60)
+    assert store.list_lapsed_runs(later) == []  # renewed by the beat
+
+
+def test_links_and_running_sessions_of_a_run(store: Store) -> None:
+    run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+    session = store.create_session(provider="command", id="s-linked")
+    store.create_session(provider="command", id="s-other")
+    store.link_run(run["id"], session_id="s-linked")
+    row = store.get_entity("schedule_run", run["id"])
+    assert row is not None and row["session_id"] == session["id"]
+    assert store.running_sessions_of_run(row) == ["s-linked"]
+    store.link_run(run["id"], invocation_id="inv-1")  # a later link keeps the earlier one
+    row = store.get_entity("schedule_run", run["id"])
+    assert row is not None and (row["session_id"], row["invocation_id"]) == ("s-linked", "inv-1")
+
+
+def test_started_runs_and_usage_of_a_schedule(store: Store, tmp_path: Path) -> None:
+    schedule = add_schedule(store, tmp_path)
+    assert store.schedule_usage(schedule["id"]) == (None, 0)  # nothing recorded: blind
+    run = store.insert_due_run(schedule_id=schedule["id"], due_at=NOW + 3600, action_kind="run")
+    assert run is not None
+    assert (
+        store.insert_due_run(schedule_id=schedule["id"], due_at=NOW + 3600, action_kind="run")
+        is None
+    )
+    assert store.count_started_runs(schedule["id"]) == 0
+    assert store.claim_run(run["id"], worker_id="w", lease_seconds=60)
+    assert store.count_started_runs(schedule["id"]) == 1
+    store.create_session(provider="command", id="s-cost")
+    store.update_fields(
+        "session", "s-cost", {"cost_usd": 0.25, "input_tokens": 100, "output_tokens": 20}
+    )
+    store.link_run(run["id"], session_id="s-cost")
+    assert store.schedule_usage(schedule["id"]) == (0.25, 120)
+    assert store.schedule_usage(schedule["id"], since=time.time() + 60) == (None, 0)
+    fired = store.insert_queued_run(action_kind="run", schedule_id=schedule["id"])
+    assert fired["action_json"] is None and fired["schedule_id"] == schedule["id"]
+    signature = store.schedule_signature()
+    registry.set_enabled(store, "poll", False, now=NOW + 1)
+    assert store.schedule_signature() != signature
