@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "invoke": ("lirun.cli.invoke", "start and end invocations"),
     "db": ("lirun.cli.db", "database housekeeping: path, migrate"),
     "flow": ("lirun.cli.flow", "run a flow file: legs of agents and commands as one invocation"),
+    "ui": ("lirun.cli.ui", "the live web dashboard (extra `ui`): runs, flows, shows, schedules"),
 }
 
 USAGE = """usage: li [--db URL] COMMAND [ARGS...]

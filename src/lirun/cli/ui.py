@@ -1,0 +1,127 @@
+"""``li ui``: serve the web dashboard (the optional extra ``ui``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from lirun.cli.common import add_db_option, make_parser
+
+EXIT_CODES = """  0  stopped (Ctrl-C or SIGTERM)
+  2  usage error; the `ui` extra is not installed; another address than this machine's
+     without a token; the address cannot be listened on; the database cannot be opened"""
+
+DESCRIPTION = """Serve the live web dashboard of the record: runs, flows, shows, schedules,
+a JSON API (/api/..., described at /api/openapi.json) and live updates (/events). Prints
+its URL on stdout. It only reads the database.
+
+Safe by default: it listens on 127.0.0.1. Any other --host needs a token (--token or
+$LIRUN_UI_TOKEN), checked on every request; a browser presents it once as ?token=TOKEN
+and keeps it in an HttpOnly cookie."""
+
+INSTALL_HINT = "li ui: the dashboard needs the `ui` extra: pip install 'lirun[ui]'\n"
+TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
+MIN_TOKEN = 16
+
+
+def _has_extra() -> bool:
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _token_problem(token: str) -> str | None:
+    if len(token) < MIN_TOKEN:
+        return f"the token must have at least {MIN_TOKEN} characters"
+    if not set(token) <= TOKEN_CHARS:
+        return "the token may hold only letters, digits and - . _ ~ + / ="
+    return None
+
+
+def _listen(host: str, port: int) -> object:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def main(argv: list[str]) -> int:
+    parser = make_parser("li ui", DESCRIPTION, EXIT_CODES)
+    add_db_option(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=8765, help="port to listen on (8765; 0 picks a free one)"
+    )
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="the token every request must present (default $LIRUN_UI_TOKEN); "
+        "required for any --host other than this machine's",
+    )
+    parser.add_argument("--open", action="store_true", help="open the dashboard in a browser")
+    args = parser.parse_args(argv)
+    if not _has_extra():
+        sys.stderr.write(INSTALL_HINT)
+        return 2
+    from lirun.ui.security import LOCAL_HOSTS, is_local_host
+
+    token = args.token or os.environ.get("LIRUN_UI_TOKEN") or None
+    local = is_local_host(args.host)
+    if not local and token is None:
+        sys.stderr.write(
+            f"li ui: --host {args.host} can be reached from other machines: give --token "
+            "TOKEN or set LIRUN_UI_TOKEN (every request is then checked), or drop --host\n"
+        )
+        return 2
+    if token is not None and (problem := _token_problem(token)) is not None:
+        sys.stderr.write(f"li ui: {problem}\n")
+        return 2
+    if not 0 <= args.port <= 65535:
+        sys.stderr.write(f"li ui: --port {args.port} is not a port (0-65535)\n")
+        return 2
+    return _serve(args, token, None if not local else {*LOCAL_HOSTS, args.host})
+
+
+def _serve(args: object, token: str | None, allowed_hosts: set[str] | None) -> int:
+    import uvicorn
+
+    from lirun.paths import resolve_db_url
+    from lirun.ui.app import create_app
+
+    host, port = args.host, args.port  # type: ignore[attr-defined]
+    try:
+        sock = _listen(host, port)
+    except OSError as exc:
+        sys.stderr.write(
+            f"li ui: cannot listen on {host}:{port}: {exc.strerror or exc}; "
+            "choose another --port (0 picks a free one)\n"
+        )
+        return 2
+    app = create_app(resolve_db_url(args.db), token=token, allowed_hosts=allowed_hosts)  # type: ignore[attr-defined]
+    bound = sock.getsockname()[1]  # type: ignore[attr-defined]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}/"
+    print(url, flush=True)
+    sys.stderr.write(f"li ui: serving {url} (Ctrl-C stops)\n")
+    if args.open:  # type: ignore[attr-defined]
+        import threading
+        import webbrowser
+
+        target = f"{url}?token={token}" if token else url
+        threading.Timer(0.5, webbrowser.open, (target,)).start()
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, timeout_graceful_shutdown=1, lifespan="on"
+    )
+    uvicorn.Server(config).run(sockets=[sock])  # type: ignore[list-item]
+    return 0
