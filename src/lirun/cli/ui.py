@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 from lirun.cli.common import add_db_option, make_parser
 
@@ -52,6 +54,7 @@ def _listen(host: str, port: int) -> object:
     except OSError:
         sock.close()
         raise
+    sock.listen(128)  # from now on a browser's connection waits for the server
     sock.set_inheritable(True)
     return sock
 
@@ -123,5 +126,29 @@ def _serve(args: object, token: str | None, allowed_hosts: set[str] | None) -> i
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_graceful_shutdown=1, lifespan="on"
     )
-    uvicorn.Server(config).run(sockets=[sock])  # type: ignore[list-item]
+    with _stop_quietly():
+        uvicorn.Server(config).run(sockets=[sock])  # type: ignore[list-item]
     return 0
+
+
+class _Stopped(Exception):
+    """SIGINT or SIGTERM after uvicorn's graceful shutdown (it raises the signal again)."""
+
+
+@contextlib.contextmanager
+def _stop_quietly() -> Iterator[None]:
+    """Ctrl-C and SIGTERM stop the server and ``li ui`` returns 0: uvicorn handles them
+    while it runs and raises them again once it has shut down; this catches that."""
+    import signal
+
+    def stopped(signum: int, frame: object) -> None:
+        raise _Stopped
+
+    previous = {s: signal.signal(s, stopped) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    except _Stopped:
+        pass
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

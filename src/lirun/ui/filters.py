@@ -6,9 +6,15 @@ import json
 import time
 from typing import Any
 
+from jinja2 import Undefined
+
+
+def _missing(value: Any) -> bool:
+    return value is None or isinstance(value, Undefined)
+
 
 def when(ts: Any) -> str:
-    if ts is None:
+    if _missing(ts):
         return ""
     try:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(ts))) + " UTC"
@@ -17,7 +23,7 @@ def when(ts: Any) -> str:
 
 
 def seconds(value: Any) -> str:
-    if value is None:
+    if _missing(value):
         return ""
     total = float(value)
     if total < 60:
@@ -30,7 +36,7 @@ def seconds(value: Any) -> str:
 
 
 def money(value: Any) -> str:
-    return "" if value is None else f"${float(value):.4f}"
+    return "" if _missing(value) else f"${float(value):.4f}"
 
 
 def tokens(row: dict[str, Any]) -> str:
@@ -53,7 +59,7 @@ def short(text: Any, n: int = 80) -> str:
 
 
 def percent(value: Any) -> str:
-    return "" if value is None else f"{100 * float(value):.0f}%"
+    return "" if _missing(value) else f"{100 * float(value):.0f}%"
 
 
 FILTERS = {

@@ -1,13 +1,14 @@
 -- 0007: what the dashboard reads. A monotonic sequence on the status history, so a
 -- browser that reconnects catches up from the last event it saw (the transition ids are
--- random); existing rows are numbered in the order they were written (created_at, then
--- insertion order). New rows take MAX(seq) + 1 inside their write transaction, which
--- holds SQLite's write lock: commits and sequence numbers come in the same order.
+-- random). Existing rows are numbered in the order they were written (rowid: SQLite
+-- commits one writer at a time), as PostgreSQL's bigserial numbered them. New rows take
+-- MAX(seq) + 1 inside their write transaction, which holds SQLite's write lock: commits
+-- and sequence numbers come in the same order.
 -- Indexes for the runs page: every kind newest first, and the common filters.
 
 ALTER TABLE status_transitions ADD COLUMN seq INTEGER;
 UPDATE status_transitions SET seq = ordered.n
-  FROM (SELECT rowid AS r, ROW_NUMBER() OVER (ORDER BY created_at, rowid) AS n
+  FROM (SELECT rowid AS r, ROW_NUMBER() OVER (ORDER BY rowid) AS n
           FROM status_transitions) AS ordered
  WHERE ordered.r = status_transitions.rowid;
 CREATE UNIQUE INDEX IF NOT EXISTS status_transitions_seq_idx ON status_transitions (seq);
