@@ -149,16 +149,14 @@ def free_socket() -> socket.socket:
 @contextmanager
 def serve(db_url: str, *, token: str | None = None) -> Iterator[str]:
     """A real uvicorn server for the dashboard in a thread; yields its base URL."""
-    import uvicorn
-
     from lirun.ui.app import create_app
     from lirun.ui.security import LOCAL_HOSTS
+    from lirun.ui.server import DashboardServer
 
     sock = free_socket()
     port = sock.getsockname()[1]
     app = create_app(db_url, token=token, allowed_hosts=LOCAL_HOSTS)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
+    server = DashboardServer(app)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20

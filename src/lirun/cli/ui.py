@@ -97,10 +97,9 @@ def main(argv: list[str]) -> int:
 
 
 def _serve(args: object, token: str | None, allowed_hosts: set[str] | None) -> int:
-    import uvicorn
-
     from lirun.paths import resolve_db_url
     from lirun.ui.app import create_app
+    from lirun.ui.server import DashboardServer
 
     host, port = args.host, args.port  # type: ignore[attr-defined]
     try:
@@ -123,11 +122,8 @@ def _serve(args: object, token: str | None, allowed_hosts: set[str] | None) -> i
 
         target = f"{url}?token={token}" if token else url
         threading.Timer(0.5, webbrowser.open, (target,)).start()
-    config = uvicorn.Config(
-        app, log_level="warning", access_log=False, timeout_graceful_shutdown=1, lifespan="on"
-    )
     with _stop_quietly():
-        uvicorn.Server(config).run(sockets=[sock])  # type: ignore[list-item]
+        DashboardServer(app).run(sockets=[sock])  # type: ignore[list-item]
     return 0
 
 

@@ -250,7 +250,9 @@ def create_app(
 
     app = Starlette(routes=_routes(dash), lifespan=lifespan)
     app.state.dashboard = dash
-    return Guard(app, token=token, allowed_hosts=allowed_hosts)
+    guard = Guard(app, token=token, allowed_hosts=allowed_hosts)
+    guard.dashboard = dash  # type: ignore[attr-defined]  # the server ends its streams
+    return guard
 
 
 __all__ = ["LirunError", "create_app"]

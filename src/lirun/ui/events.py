@@ -149,6 +149,17 @@ class Hub:
         for queue in subscribers:
             self._deliver(queue, None)
 
+    def end_streams(self) -> None:
+        """End every browser's stream now (on the event loop's thread: server shutdown)."""
+        with self._lock:
+            subscribers = list(self._subscribers)
+            self._subscribers.clear()
+        for queue in subscribers:
+            with contextlib.suppress(asyncio.QueueEmpty):
+                while queue.qsize() >= QUEUE_LIMIT:
+                    queue.get_nowait()
+            queue.put_nowait(None)
+
     def subscribe(self) -> asyncio.Queue[Change | None]:
         queue: asyncio.Queue[Change | None] = asyncio.Queue(QUEUE_LIMIT)
         with self._lock:

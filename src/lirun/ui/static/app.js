@@ -1,6 +1,7 @@
 // lirun dashboard: live updates. One EventSource per page; when a change concerns what
 // the page shows (data-live on <main>: "*" for any, else ids), the page's own HTML is
-// fetched again and its <main> swapped in. No inline script anywhere (CSP: script-src
+// fetched again and its #live-region (else its <main>) swapped in: a filter form being
+// filled in is never replaced under the person's hands. No inline script anywhere (CSP: script-src
 // 'self'); fetched HTML is parsed by DOMParser, whose scripts never run.
 (function () {
   "use strict";
@@ -29,11 +30,18 @@
     fetch(window.location.href, { credentials: "same-origin", headers: { "X-Lirun-Refresh": "1" } })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
       .then(function (html) {
-        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("main");
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var fresh = doc.getElementById("main");
         if (!fresh) { return; }
+        var region = document.getElementById("live-region");
+        var freshRegion = doc.getElementById("live-region");
         var open = {};
         main.querySelectorAll("details[open][id]").forEach(function (d) { open[d.id] = true; });
-        main.innerHTML = fresh.innerHTML;
+        if (region && freshRegion) {
+          region.innerHTML = freshRegion.innerHTML;
+        } else {
+          main.innerHTML = fresh.innerHTML;
+        }
         main.setAttribute("data-live", fresh.getAttribute("data-live") || "");
         Object.keys(open).forEach(function (id) {
           var d = document.getElementById(id);
@@ -53,14 +61,36 @@
     timer = window.setTimeout(function () { timer = null; refresh(); }, ms);
   }
 
-  var source = new EventSource("/events");
-  source.addEventListener("open", function () { setLive(true, "live"); });
-  source.addEventListener("error", function () { setLive(false, "reconnecting…"); });
-  source.addEventListener("hello", function () { setLive(true, "live"); });
-  source.addEventListener("reset", function () { schedule(0); });
-  source.addEventListener("transition", function (event) {
-    var change;
-    try { change = JSON.parse(event.data); } catch (e) { return; }
-    if (wanted(change)) { schedule(30); }
+  var source = null;
+
+  function connect() {
+    if (source !== null) { return; }
+    source = new EventSource("/events");
+    source.addEventListener("open", function () { setLive(true, "live"); });
+    source.addEventListener("error", function () { setLive(false, "reconnecting…"); });
+    source.addEventListener("hello", function () { setLive(true, "live"); });
+    source.addEventListener("reset", function () { schedule(0); });
+    source.addEventListener("transition", function (event) {
+      var change;
+      try { change = JSON.parse(event.data); } catch (e) { return; }
+      if (wanted(change)) { schedule(30); }
+    });
+  }
+
+  // A page left for another (perhaps kept in the back-forward cache) lets its stream go:
+  // browsers allow six connections to one server, and kept streams would use them up.
+  window.addEventListener("pagehide", function () {
+    if (source !== null) { source.close(); source = null; }
+    setLive(false, "offline");
   });
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) { connect(); schedule(0); }
+  });
+
+  // After the load event: a stream opened while the page loads would keep it "loading".
+  if (document.readyState === "complete") {
+    connect();
+  } else {
+    window.addEventListener("load", function () { window.setTimeout(connect, 0); });
+  }
 })();
