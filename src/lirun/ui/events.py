@@ -29,6 +29,9 @@ IDLE_WAIT_SECONDS = 1.0
 GAP_RECHECK_SECONDS = 0.1
 BATCH = 500
 QUEUE_LIMIT = 1000
+# One watcher per server: it can look at SQLite's change token far more often than the
+# many waiters of `li wait` do (a look costs microseconds).
+SQLITE_CHECK_SECONDS = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +206,12 @@ class Hub:
             self.ready.set()
             return
         try:
-            waker = make_waker(store.connector, _Everything, terminal_only=False)
+            waker = make_waker(
+                store.connector,
+                _Everything,
+                terminal_only=False,
+                check_seconds=SQLITE_CHECK_SECONDS,
+            )
             tracker = SeqTracker(store.last_transition_seq())
             self.cursor = tracker.cursor
             self.ready.set()

@@ -270,15 +270,22 @@ def make_waker(
     interest: Callable[[], Collection[str]],
     *,
     terminal_only: bool = True,
+    check_seconds: float = SQLITE_CHECK_SECONDS,
 ) -> Waker:
     """The best waker for this backend; call it before the waiter's first read.
 
     ``terminal_only``: on PostgreSQL, wake for terminal transitions only (a waiter for
     endings); False wakes for every transition of an id in ``interest`` (the dashboard).
+    ``check_seconds``: on SQLite, the shortest gap between looks at the change token (one
+    watcher for a whole dashboard can afford a shorter one than many waiters can).
     """
     if connector.supports_notify and hasattr(connector, "listen"):
         return ListenWaker(connector, interest, terminal_only=terminal_only)
     if connector.change_token() is not None:
         # Only SQLite has a change token, and its url is the database file's path.
-        return ChangeTokenWaker(connector, watch_dir=os.path.dirname(connector.url) or ".")
+        return ChangeTokenWaker(
+            connector,
+            check_seconds=check_seconds,
+            watch_dir=os.path.dirname(connector.url) or ".",
+        )
     return SleepWaker()

@@ -5,13 +5,16 @@
 -- name: ui_runs_page
 -- One page of every kind of execution, newest first: each kind's newest rows before the
 -- cursor (:before_at, :before_id) that pass the filters (a NULL filter passes all; :q is
--- a lower-case LIKE pattern), then the newest :limit of them all. :want_<kind> is 1 or 0.
+-- an ILIKE pattern: case ignored), then the newest :limit of them all.
+-- :want_<kind> is 1 or 0.
 -- Only columns every version of these tables has are read (plays and schedule runs grow
 -- columns in later migrations).
 SELECT * FROM (
 SELECT * FROM (
   SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
-         status_reason_summary AS reason_summary, provider, model, prompt, flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens, output_tokens, cost_usd,
+         status_reason_summary AS reason_summary, provider, model, prompt,
+         flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
+         output_tokens, cost_usd,
          created_at, ended_at
     FROM sessions
    WHERE CAST(:want_session AS INTEGER) = 1
@@ -20,10 +23,10 @@ SELECT * FROM (
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR provider = CAST(:provider AS TEXT))
      AND (CAST(:q AS TEXT) IS NULL
-          OR lower(id) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(prompt, '')) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(status_reason_code, '')) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(status_reason_summary, '')) LIKE CAST(:q AS TEXT) ESCAPE '\')
+          OR id ILIKE CAST(:q AS TEXT) ESCAPE '\'
+          OR prompt ILIKE CAST(:q AS TEXT) ESCAPE '\'
+          OR status_reason_code ILIKE CAST(:q AS TEXT) ESCAPE '\'
+          OR status_reason_summary ILIKE CAST(:q AS TEXT) ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS session_page
@@ -39,10 +42,10 @@ SELECT * FROM (
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
      AND (CAST(:q AS TEXT) IS NULL
-          OR lower(id) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(prompt, '')) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(status_reason_code, '')) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(status_reason_summary, '')) LIKE CAST(:q AS TEXT) ESCAPE '\')
+          OR id ILIKE CAST(:q AS TEXT) ESCAPE '\'
+          OR prompt ILIKE CAST(:q AS TEXT) ESCAPE '\'
+          OR status_reason_code ILIKE CAST(:q AS TEXT) ESCAPE '\'
+          OR status_reason_summary ILIKE CAST(:q AS TEXT) ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS invocation_page
@@ -58,10 +61,10 @@ SELECT * FROM (
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
      AND (CAST(:q AS TEXT) IS NULL
-          OR lower(id) LIKE CAST(:q AS TEXT) ESCAPE '\'
+          OR id ILIKE CAST(:q AS TEXT) ESCAPE '\'
           OR lower(COALESCE(NULL, '')) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(status_reason_code, '')) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(status_reason_summary, '')) LIKE CAST(:q AS TEXT) ESCAPE '\')
+          OR status_reason_code ILIKE CAST(:q AS TEXT) ESCAPE '\'
+          OR status_reason_summary ILIKE CAST(:q AS TEXT) ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS play_page
@@ -77,10 +80,10 @@ SELECT * FROM (
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
      AND (CAST(:q AS TEXT) IS NULL
-          OR lower(id) LIKE CAST(:q AS TEXT) ESCAPE '\'
+          OR id ILIKE CAST(:q AS TEXT) ESCAPE '\'
           OR lower(COALESCE(NULL, '')) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(status_reason_code, '')) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(status_reason_summary, '')) LIKE CAST(:q AS TEXT) ESCAPE '\')
+          OR status_reason_code ILIKE CAST(:q AS TEXT) ESCAPE '\'
+          OR status_reason_summary ILIKE CAST(:q AS TEXT) ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS schedule_run_page

@@ -5,13 +5,16 @@
 -- name: ui_runs_page
 -- One page of every kind of execution, newest first: each kind's newest rows before the
 -- cursor (:before_at, :before_id) that pass the filters (a NULL filter passes all; :q is
--- a lower-case LIKE pattern), then the newest :limit of them all. :want_<kind> is 1 or 0.
+-- a LIKE pattern, which ignores ASCII case here), then the newest :limit of them all.
+-- :want_<kind> is 1 or 0.
 -- Only columns every version of these tables has are read (plays and schedule runs grow
 -- columns in later migrations).
 SELECT * FROM (
 SELECT * FROM (
   SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
-         status_reason_summary AS reason_summary, provider, model, prompt, flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens, output_tokens, cost_usd,
+         status_reason_summary AS reason_summary, provider, model, prompt,
+         flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
+         output_tokens, cost_usd,
          created_at, ended_at
     FROM sessions
    WHERE :want_session = 1
@@ -20,10 +23,10 @@ SELECT * FROM (
      AND (:status IS NULL OR status = :status)
      AND (:provider IS NULL OR provider = :provider)
      AND (:q IS NULL
-          OR lower(id) LIKE :q ESCAPE '\'
-          OR lower(COALESCE(prompt, '')) LIKE :q ESCAPE '\'
-          OR lower(COALESCE(status_reason_code, '')) LIKE :q ESCAPE '\'
-          OR lower(COALESCE(status_reason_summary, '')) LIKE :q ESCAPE '\')
+          OR id LIKE :q ESCAPE '\'
+          OR prompt LIKE :q ESCAPE '\'
+          OR status_reason_code LIKE :q ESCAPE '\'
+          OR status_reason_summary LIKE :q ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS session_page
@@ -39,10 +42,10 @@ SELECT * FROM (
      AND (:status IS NULL OR status = :status)
      AND (:provider IS NULL OR NULL = :provider)
      AND (:q IS NULL
-          OR lower(id) LIKE :q ESCAPE '\'
-          OR lower(COALESCE(prompt, '')) LIKE :q ESCAPE '\'
-          OR lower(COALESCE(status_reason_code, '')) LIKE :q ESCAPE '\'
-          OR lower(COALESCE(status_reason_summary, '')) LIKE :q ESCAPE '\')
+          OR id LIKE :q ESCAPE '\'
+          OR prompt LIKE :q ESCAPE '\'
+          OR status_reason_code LIKE :q ESCAPE '\'
+          OR status_reason_summary LIKE :q ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS invocation_page
@@ -58,10 +61,10 @@ SELECT * FROM (
      AND (:status IS NULL OR status = :status)
      AND (:provider IS NULL OR NULL = :provider)
      AND (:q IS NULL
-          OR lower(id) LIKE :q ESCAPE '\'
+          OR id LIKE :q ESCAPE '\'
           OR lower(COALESCE(NULL, '')) LIKE :q ESCAPE '\'
-          OR lower(COALESCE(status_reason_code, '')) LIKE :q ESCAPE '\'
-          OR lower(COALESCE(status_reason_summary, '')) LIKE :q ESCAPE '\')
+          OR status_reason_code LIKE :q ESCAPE '\'
+          OR status_reason_summary LIKE :q ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS play_page
@@ -77,10 +80,10 @@ SELECT * FROM (
      AND (:status IS NULL OR status = :status)
      AND (:provider IS NULL OR NULL = :provider)
      AND (:q IS NULL
-          OR lower(id) LIKE :q ESCAPE '\'
+          OR id LIKE :q ESCAPE '\'
           OR lower(COALESCE(NULL, '')) LIKE :q ESCAPE '\'
-          OR lower(COALESCE(status_reason_code, '')) LIKE :q ESCAPE '\'
-          OR lower(COALESCE(status_reason_summary, '')) LIKE :q ESCAPE '\')
+          OR status_reason_code LIKE :q ESCAPE '\'
+          OR status_reason_summary LIKE :q ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS schedule_run_page
