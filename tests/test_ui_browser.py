@@ -285,6 +285,20 @@ def test_flow_graph_renders_and_links_its_legs(site: Site, driver: object) -> No
     assert b.find_element(By.ID, "run-id")  # type: ignore[attr-defined]
 
 
+def test_a_running_flow_page_shows_a_leg_that_starts_later(site: Site, driver: object) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    b: object = driver
+    inv = site.store.create_invocation(skill="live-flow")
+    b.get(f"{site.base}/flows/{inv['id']}")  # type: ignore[attr-defined]
+    wait_live(b)
+    site.store.create_session(id="late-leg", owner_pid=None, invocation_id=inv["id"])
+    WebDriverWait(b, 1.0, poll_frequency=0.02).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#legs a[href='/runs/late-leg']")
+    )
+
+
 def test_show_board_schedules_and_workers_render(site: Site, driver: object) -> None:
     from selenium.webdriver.common.by import By
 

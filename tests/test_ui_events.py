@@ -101,6 +101,23 @@ def test_the_history_is_numbered_in_commit_order(store: Store) -> None:
     assert store.transitions_since(before + 1)[0]["status"] == "completed"
 
 
+def test_each_change_names_its_parent_record(store: Store) -> None:
+    """A leg's changes name its flow, a play's its show: a page drawn before the leg
+    started still hears about it."""
+    before = store.last_transition_seq()
+    inv = store.create_invocation(skill="flow")
+    store.create_session(id="leg-1", owner_pid=None, invocation_id=inv["id"])
+    show = store.create_show(topic="t")
+    play = store.create_play(show_id=show["id"], name="p")
+    parents = {r["entity_id"]: r["parent_id"] for r in store.transitions_since(before)}
+    assert parents == {
+        inv["id"]: None,
+        "leg-1": inv["id"],
+        show["id"]: None,
+        play["id"]: show["id"],
+    }
+
+
 def sse_events(
     base: str, last_event_id: str | None, count: int
 ) -> list[tuple[str, str, dict[str, Any]]]:

@@ -88,7 +88,8 @@ class UIReads:
 
     def transitions_since(self: _HasQueries, after: int, *, limit: int = 500) -> list[Row]:
         """History rows with a sequence number above ``after``, in order (``seq``,
-        entity type and id, previous and new status, reason code, created_at)."""
+        entity type and id, previous and new status, reason code, created_at, and
+        ``parent_id``: a session's invocation or a play's show)."""
         return self.connector.read(
             self.sql("ui_transitions_since"), {"after": int(after), "limit": int(limit)}
         )

@@ -46,6 +46,7 @@ class Change:
     previous_status: str | None
     reason_code: str | None
     at: float | None
+    parent_id: str | None = None
 
     def to_sse(self) -> str:
         data = {
@@ -56,6 +57,7 @@ class Change:
             "previous_status": self.previous_status,
             "reason_code": self.reason_code,
             "at": self.at,
+            "parent": self.parent_id,
         }
         return f"id: {self.cursor}\nevent: transition\ndata: {json.dumps(data)}\n\n"
 
@@ -107,6 +109,7 @@ def change_of(row: dict[str, Any], cursor: int) -> Change:
         previous_status=row.get("previous_status"),
         reason_code=row.get("reason_code"),
         at=row.get("created_at"),
+        parent_id=row.get("parent_id"),
     )
 
 

@@ -21,7 +21,8 @@
   function wanted(change) {
     var spec = main.getAttribute("data-live") || "";
     if (spec === "*") { return true; }
-    return spec.split(/\s+/).indexOf(change.id) >= 0;
+    var ids = spec.split(/\s+/);
+    return ids.indexOf(change.id) >= 0 || (!!change.parent && ids.indexOf(change.parent) >= 0);
   }
 
   function refresh() {

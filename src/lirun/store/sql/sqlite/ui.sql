@@ -92,11 +92,16 @@ ORDER BY created_at DESC, id DESC
 LIMIT :limit
 
 -- name: ui_transitions_since
--- The history after sequence number :after, in order (the dashboard's event stream).
-SELECT seq, entity_type, entity_id, previous_status, status, reason_code, created_at
-  FROM status_transitions
- WHERE seq > :after
- ORDER BY seq
+-- The history after sequence number :after, in order (the dashboard's event stream), each
+-- with the record it belongs to (parent_id: a session's invocation, a play's show), so a
+-- flow's page hears about a leg that started after it was drawn.
+SELECT t.seq, t.entity_type, t.entity_id, t.previous_status, t.status, t.reason_code,
+       t.created_at, COALESCE(s.invocation_id, p.show_id) AS parent_id
+  FROM status_transitions AS t
+  LEFT JOIN sessions AS s ON t.entity_type = 'session' AND s.id = t.entity_id
+  LEFT JOIN plays AS p ON t.entity_type = 'play' AND p.id = t.entity_id
+ WHERE t.seq > :after
+ ORDER BY t.seq
  LIMIT :limit
 
 -- name: ui_last_seq
