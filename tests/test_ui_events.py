@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from lirun.store import Store
+from lirun.store import Store, open_store
 from lirun.ui.events import Hub, SeqTracker
 from support.uikit import serve
 
@@ -195,3 +195,26 @@ def test_the_watcher_reports_a_database_it_cannot_open(tmp_path: Any) -> None:
         assert hub.error is not None and "missing-dir" in hub.error
     finally:
         loop.close()
+
+
+@pytest.mark.slow
+def test_browsers_hear_when_the_database_goes_away_and_comes_back(pg_cluster: Any) -> None:
+    """PostgreSQL restarts under a running dashboard: every browser is told its page may
+    be stale, then that it is current again, and changes flow as before."""
+    from lirun.ui.events import Notice
+
+    url = f"{pg_cluster.new_url()}&connect_timeout=2"
+    open_store(url).close()  # migrated, as the dashboard's own Store leaves it
+    with running_hub(url) as (hub, loop):
+        queue = hub.subscribe()
+        pg_cluster.stop()
+        assert next_change(loop, queue, timeout=20) == Notice("stale")
+        pg_cluster.start()
+        assert next_change(loop, queue, timeout=30) == Notice("recovered")
+        store = open_store(url)
+        try:
+            store.create_session(id="after-restart", owner_pid=None)
+            change = next_change(loop, queue, timeout=10)
+            assert (change.entity_id, change.status) == ("after-restart", "running")
+        finally:
+            store.close()

@@ -27,7 +27,7 @@ from starlette.staticfiles import StaticFiles
 from lirun.errors import LirunError
 from lirun.store import Store, open_store
 from lirun.ui import views
-from lirun.ui.events import Hub
+from lirun.ui.events import Hub, Notice
 from lirun.ui.jsonable import to_json
 from lirun.ui.openapi import API, openapi_document
 from lirun.ui.security import Guard
@@ -209,6 +209,8 @@ async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]
                     yield change_of(row, min(dash.hub.cursor, int(row["seq"]))).to_sse()
         else:
             yield f"id: {dash.hub.cursor}\nevent: hello\ndata: {{}}\n\n"
+        if dash.hub.error is not None:
+            yield Notice("stale").to_sse()
         while True:
             try:
                 change = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
@@ -217,7 +219,7 @@ async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]
                 continue
             if change is None:
                 return
-            if change.seq not in seen:
+            if isinstance(change, Notice) or change.seq not in seen:
                 yield change.to_sse()
     finally:
         dash.hub.unsubscribe(queue)

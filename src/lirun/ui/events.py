@@ -62,6 +62,20 @@ class Change:
         return f"id: {self.cursor}\nevent: transition\ndata: {json.dumps(data)}\n\n"
 
 
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """The watcher's own state for browsers: ``stale`` (it cannot read the database: the
+    page may be out of date) or ``recovered`` (it can again: look again)."""
+
+    kind: str
+
+    def to_sse(self) -> str:
+        return f"event: {self.kind}\ndata: {{}}\n\n"
+
+
+Item = Change | Notice | None
+
+
 class SeqTracker:
     """The low-water mark over sequence numbers seen (pure: fed rows and the time)."""
 
@@ -131,7 +145,7 @@ class Hub:
 
     def __init__(self, db_url: str | None) -> None:
         self._url = db_url
-        self._subscribers: set[asyncio.Queue[Change | None]] = set()
+        self._subscribers: set[asyncio.Queue[Item]] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -166,17 +180,17 @@ class Hub:
                     queue.get_nowait()
             queue.put_nowait(None)
 
-    def subscribe(self) -> asyncio.Queue[Change | None]:
-        queue: asyncio.Queue[Change | None] = asyncio.Queue(QUEUE_LIMIT)
+    def subscribe(self) -> asyncio.Queue[Item]:
+        queue: asyncio.Queue[Item] = asyncio.Queue(QUEUE_LIMIT)
         with self._lock:
             self._subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[Change | None]) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[Item]) -> None:
         with self._lock:
             self._subscribers.discard(queue)
 
-    def _deliver(self, queue: asyncio.Queue[Change | None], change: Change | None) -> None:
+    def _deliver(self, queue: asyncio.Queue[Item], change: Item) -> None:
         def put() -> None:
             try:
                 queue.put_nowait(change)
@@ -190,7 +204,7 @@ class Hub:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 self._loop.call_soon_threadsafe(put)
 
-    def publish(self, changes: list[Change]) -> None:
+    def publish(self, changes: list[Change] | list[Notice]) -> None:
         with self._lock:
             subscribers = list(self._subscribers)
         for change in changes:
@@ -203,7 +217,9 @@ class Hub:
         from lirun.wait.wake import make_waker
 
         try:
-            store = open_store(self._url)
+            # Read-only: a read fails at once when the server is away (a writer's reads
+            # wait out an outage), so browsers hear "stale" promptly.
+            store = open_store(self._url, readonly=True)
         except LirunError as exc:
             self.error = str(exc)
             self.ready.set()
@@ -233,9 +249,13 @@ class Hub:
             try:
                 rows = store.transitions_since(tracker.cursor, limit=BATCH)
             except LirunError as exc:
+                if self.error is None:
+                    self.publish([Notice("stale")])
                 self.error = str(exc)
                 rows = []
             else:
+                if self.error is not None:
+                    self.publish([Notice("recovered")])
                 self.error = None
             by_seq = {int(r["seq"]): r for r in rows}
             fresh = tracker.accept(by_seq, time.monotonic())

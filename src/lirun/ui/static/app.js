@@ -71,6 +71,8 @@
     source.addEventListener("error", function () { setLive(false, "reconnecting…"); });
     source.addEventListener("hello", function () { setLive(true, "live"); });
     source.addEventListener("reset", function () { schedule(0); });
+    source.addEventListener("stale", function () { setLive(false, "database unreachable"); });
+    source.addEventListener("recovered", function () { setLive(true, "live"); schedule(0); });
     source.addEventListener("transition", function (event) {
       var change;
       try { change = JSON.parse(event.data); } catch (e) { return; }
