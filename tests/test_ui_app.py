@@ -268,10 +268,19 @@ def test_flow_graph_without_graphviz_is_drawn_by_depth(
 
 def test_show_page_is_a_board_of_plays(store: Store, client: TestClient) -> None:
     show = store.create_show(topic="add-auth")
+    # The shows engine's migration adds its own columns: the board shows what it finds.
+    raw_write(store, "ALTER TABLE plays ADD COLUMN merge_sha TEXT")
+    raw_write(store, "ALTER TABLE plays ADD COLUMN attempt INTEGER")
     p1 = store.create_play(show_id=show["id"], name="models")
     p2 = store.create_play(show_id=show["id"], name="<api>")
     store.update_status("play", p1["id"], new_status="running", reason_code="play.running.started")
+    raw_write(
+        store,
+        "UPDATE plays SET merge_sha = 'abcdef0123456789', attempt = 2 WHERE id = :id",
+        {"id": p1["id"]},
+    )
     page = client.get(f"/shows/{show['id']}").text
+    assert "abcdef012345" in page and ">attempt</span> 2" in page
     assert f'id="play-{p1["id"]}"' in page and "&lt;api&gt;" in page
     assert page.index('data-status="pending"') < page.index('data-status="running"')
     data = client.get(f"/api/shows/{show['id']}").json()
@@ -290,14 +299,27 @@ def test_schedules_page_shows_recent_runs_and_success_rate(
         "VALUES ('s1', 'nightly', '0 3 * * *', 'run', 1, :now, :now)",
         {"now": now},
     )
-    for status, reason in (("completed", "run.completed.ok"), ("failed", "run.failed.exception")):
-        run = store.create_schedule_run(action_kind="run", schedule_id="s1")
+    for status, reason, cost in (
+        ("completed", "run.completed.ok", 0.25),
+        ("failed", "run.failed.exception", 0.5),
+    ):
+        inv = store.create_invocation(skill="scheduled")
+        raw_write(
+            store,
+            "UPDATE invocations SET cost_usd = :c WHERE id = :id",
+            {"c": cost, "id": inv["id"]},
+        )  # what sum_flow_usage sets when a scheduled flow ends
+        run = store.create_schedule_run(
+            action_kind="run", schedule_id="s1", invocation_id=inv["id"]
+        )
         store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
     page = client.get("/schedules").text
     assert 'id="schedule-s1"' in page and "nightly" in page and "50%" in page
     assert page.count('class="cell st-') == 2
+    assert page.count('<rect class="bar st-') == 2 and "$0.7500" in page
     data = client.get("/api/schedules").json()
     assert data["schedules"][0]["success_rate"] == 0.5
+    assert [b["height"] for b in data["schedules"][0]["chart"]] == [13.0, 24.0]
     assert "No live workers" in client.get("/workers").text
     assert client.get("/api/workers").json() == {"workers": []}
 

@@ -211,8 +211,23 @@ PLAY_ORDER = (
     "blocked",
     "aborted_after_finish",
 )
-# Columns a play row may have beyond 0001 (the shows engine adds them); read if present.
-PLAY_EXTRAS = ("attempt", "merge_sha", "gate_verdict", "gate_status", "branch", "worktree")
+# A play row's columns since 0001; the shows engine adds its own (attempt, merge commit,
+# gate verdict, worktree, ...), shown as they come.
+PLAY_BASE_COLUMNS = frozenset(
+    (
+        "id",
+        "show_id",
+        "name",
+        "session_id",
+        "ended_at",
+        "status",
+        "status_reason_code",
+        "status_reason_summary",
+        "status_evidence_refs",
+        "created_at",
+        "updated_at",
+    )
+)
 
 
 def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
@@ -223,7 +238,10 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     plays = store.show_plays(show_id)
     columns: dict[str, list[dict[str, Any]]] = {}
     for play in plays:
-        play = {**play, "extras": {k: play[k] for k in PLAY_EXTRAS if play.get(k) is not None}}
+        extras = {
+            k: v for k, v in play.items() if k not in PLAY_BASE_COLUMNS and v not in (None, "")
+        }
+        play = {**play, "extras": extras}
         columns.setdefault(str(play.get("status")), []).append(play)
     order = [s for s in PLAY_ORDER if s in columns]
     order += [s for s in columns if s not in order]
@@ -245,15 +263,38 @@ def schedules_view(store: Store) -> dict[str, Any]:
         runs = runs_by_schedule.get(str(schedule["id"]), [])
         ended = [r for r in runs if r.get("status") in policy_for("schedule_run").terminal]
         ok = [r for r in ended if r.get("status") == "completed"]
+        next_fire = next(
+            (schedule[k] for k in sorted(schedule) if k.startswith("next_") and k.endswith("_at")),
+            None,
+        )
+        strip = list(reversed(runs))
         out.append(
             {
                 **schedule,
                 "recent": runs,
-                "strip": list(reversed(runs)),
+                "strip": strip,
+                "next_fire": next_fire,
                 "success_rate": (len(ok) / len(ended)) if ended else None,
+                "cost_usd": sum(float(r.get("cost_usd") or 0) for r in runs),
+                "chart": cost_chart(strip),
             }
         )
     return {"schedules": out}
+
+
+def cost_chart(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Bars for the schedules page's small chart, oldest first: each run's cost as a
+    height from 2 to 24 px (the costliest run the tallest), coloured by its status."""
+    top = max((float(r.get("cost_usd") or 0) for r in runs), default=0.0)
+    return [
+        {
+            "x": 3 * i,
+            "height": 2 + (22 * float(r.get("cost_usd") or 0) / top if top else 0),
+            "status": r.get("status"),
+            "cost_usd": r.get("cost_usd"),
+        }
+        for i, r in enumerate(runs)
+    ]
 
 
 def workers_view() -> dict[str, Any]:

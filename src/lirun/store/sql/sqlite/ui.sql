@@ -115,12 +115,15 @@ SELECT * FROM plays WHERE show_id = :show_id ORDER BY created_at, id
 SELECT * FROM schedules ORDER BY name, id
 
 -- name: ui_recent_schedule_runs
--- The newest :per_schedule runs of every schedule, newest first within each.
+-- The newest :per_schedule runs of every schedule, newest first within each, with the
+-- cost its invocation recorded.
 SELECT * FROM (
-  SELECT schedule_runs.*,
-         ROW_NUMBER() OVER (PARTITION BY schedule_id ORDER BY created_at DESC, id DESC) AS rn
+  SELECT schedule_runs.*, invocations.cost_usd AS cost_usd,
+         ROW_NUMBER() OVER (PARTITION BY schedule_runs.schedule_id
+                            ORDER BY schedule_runs.created_at DESC, schedule_runs.id DESC) AS rn
     FROM schedule_runs
-   WHERE schedule_id IS NOT NULL
+    LEFT JOIN invocations ON invocations.id = schedule_runs.invocation_id
+   WHERE schedule_runs.schedule_id IS NOT NULL
 ) AS recent
 WHERE rn <= :per_schedule
 ORDER BY schedule_id, created_at DESC, id DESC
