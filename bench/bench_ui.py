@@ -11,8 +11,12 @@ Figures (N stored runs, default 100,000, imported in batches through the Store):
 - ``*.sse_latency_median_ms`` / ``_p95_ms``: from a status write's commit (its return) to
   the event arriving on an open ``/events`` stream of a real uvicorn server, over
   ``--events`` writes spaced apart.
+- ``*.browser_latency_median_ms`` / ``_p95_ms``: from the commit of a run's ending to its
+  row showing ``completed`` on the runs page open in headless Chromium (a
+  MutationObserver notes the moment; both clocks are this machine's), without a reload.
+  Skipped (said so) without Debian's chromium and chromium-driver.
 Targets: at most 150 ms for a filtered page of 50 over 100,000 runs; at most 250 ms
-median commit-to-event.
+median from commit to the browser.
 """
 
 from __future__ import annotations
@@ -181,6 +185,84 @@ def sse_latency(prefix: str, url: str, events: int) -> None:
     out(f"{prefix}.sse_latency_p95_ms", latencies[int(0.95 * (len(latencies) - 1))])
 
 
+SEEN_SCRIPT = """
+const id = arguments[0], done = arguments[arguments.length - 1];
+const seen = () => document.querySelector('#run-' + CSS.escape(id) + '[data-status="completed"]');
+if (seen()) { done(Date.now()); return; }
+const watch = new MutationObserver(() => { if (seen()) { watch.disconnect(); done(Date.now()); } });
+watch.observe(document.getElementById("main"), {subtree: true, childList: true, attributes: true});
+"""
+
+
+def chromium() -> Any:
+    """Headless Debian Chromium through its chromedriver, or None when missing."""
+    import os
+    import tempfile
+
+    if not (os.path.exists("/usr/bin/chromium") and os.path.exists("/usr/bin/chromedriver")):
+        return None
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        f"--user-data-dir={tempfile.mkdtemp(prefix='lirun-bench-chromium-')}",
+    ):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def browser_latency(prefix: str, url: str, events: int) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = chromium()
+    if driver is None:
+        out(f"{prefix}.browser_latency", "skipped: no chromium / chromium-driver")
+        return
+    latencies = []
+    try:
+        driver.set_script_timeout(10)
+        with serve(url) as base:
+            driver.get(base + "/")
+            WebDriverWait(driver, 10).until(lambda d: d.find_element("id", "live").text == "live")
+            for i in range(events):
+                run_id = f"browser-{i}"
+                committed: list[float] = []
+
+                def finish(run_id: str = run_id, committed: list[float] = committed) -> None:
+                    store = open_store(url)  # a Store per thread
+                    try:
+                        store.create_session(id=run_id, owner_pid=None)
+                        time.sleep(0.1)
+                        store.update_status(
+                            "session",
+                            run_id,
+                            new_status="completed",
+                            reason_code="run.completed.ok",
+                        )
+                        committed.append(time.time())
+                    finally:
+                        store.close()
+
+                writer = threading.Timer(0.1, finish)
+                writer.start()
+                seen_ms = driver.execute_async_script(SEEN_SCRIPT, run_id)
+                writer.join()
+                latencies.append(max(0.0, seen_ms - committed[0] * 1000))
+    finally:
+        driver.quit()
+    latencies.sort()
+    out(f"{prefix}.browser_latency_median_ms", statistics.median(latencies))
+    out(f"{prefix}.browser_latency_p95_ms", latencies[int(0.95 * (len(latencies) - 1))])
+
+
 def bench(prefix: str, url: str, runs: int, n: int, events: int) -> None:
     store = open_store(url)
     try:
@@ -194,6 +276,7 @@ def bench(prefix: str, url: str, runs: int, n: int, events: int) -> None:
     started = time.perf_counter()
     sse_latency(prefix, url, events)
     out(f"{prefix}.sse_bench_s", time.perf_counter() - started)
+    browser_latency(prefix, url, min(events, 20))
 
 
 def main() -> int:
