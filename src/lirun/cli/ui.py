@@ -9,6 +9,11 @@ from collections.abc import Iterator
 
 from lirun.cli.common import add_db_option, make_parser
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    import socket
+
 EXIT_CODES = """  0  stopped (Ctrl-C or SIGTERM)
   2  usage error; the `ui` extra is not installed; another address than this machine's
      without a token; the address cannot be listened on; the database cannot be opened"""
@@ -43,7 +48,7 @@ def _token_problem(token: str) -> str | None:
     return None
 
 
-def _listen(host: str, port: int) -> object:
+def _listen(host: str, port: int) -> socket.socket:
     import socket
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -96,12 +101,12 @@ def main(argv: list[str]) -> int:
     return _serve(args, token, None if not local else {*LOCAL_HOSTS, args.host})
 
 
-def _serve(args: object, token: str | None, allowed_hosts: set[str] | None) -> int:
+def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] | None) -> int:
     from lirun.paths import resolve_db_url
     from lirun.ui.app import create_app
     from lirun.ui.server import DashboardServer
 
-    host, port = args.host, args.port  # type: ignore[attr-defined]
+    host, port = args.host, args.port
     try:
         sock = _listen(host, port)
     except OSError as exc:
@@ -110,20 +115,20 @@ def _serve(args: object, token: str | None, allowed_hosts: set[str] | None) -> i
             "choose another --port (0 picks a free one)\n"
         )
         return 2
-    app = create_app(resolve_db_url(args.db), token=token, allowed_hosts=allowed_hosts)  # type: ignore[attr-defined]
-    bound = sock.getsockname()[1]  # type: ignore[attr-defined]
+    app = create_app(resolve_db_url(args.db), token=token, allowed_hosts=allowed_hosts)
+    bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/"
     print(url, flush=True)
     sys.stderr.write(f"li ui: serving {url} (Ctrl-C stops)\n")
-    if args.open:  # type: ignore[attr-defined]
+    if args.open:
         import threading
         import webbrowser
 
         target = f"{url}?token={token}" if token else url
         threading.Timer(0.5, webbrowser.open, (target,)).start()
     with _stop_quietly():
-        DashboardServer(app).run(sockets=[sock])  # type: ignore[list-item]
+        DashboardServer(app).run(sockets=[sock])
     return 0
 
 

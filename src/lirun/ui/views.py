@@ -68,13 +68,12 @@ def parse_cursor(text: str | None) -> tuple[float, str] | None:
         return None
     at, sep, ident = text.partition("~")
     try:
-        return float(at), ident if sep else _raise()
+        moment = float(at)
     except ValueError:
-        raise BadRequest(f"cursor={text!r} is not one this page made") from None
-
-
-def _raise() -> str:
-    raise ValueError
+        moment = None
+    if not sep or moment is None:
+        raise BadRequest(f"cursor={text!r} is not one this page made")
+    return moment, ident
 
 
 def run_href(row: Mapping[str, Any]) -> str:
