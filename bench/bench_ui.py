@@ -6,8 +6,10 @@ Figures (N stored runs, default 100,000, imported in batches through the Store):
 - ``*.runs_page_<case>_median_ms`` / ``_p95_ms``: server time of ``GET /`` (the HTML runs
   page, 50 rows) measured in-process through Starlette's TestClient (routing, the query,
   the template; no network); ``*.api_runs_<case>_*`` the same for ``GET /api/runs``.
-  Cases: ``first`` (no filter), ``filtered`` (status and provider), ``text`` (a free-text
-  search), ``deep`` (the page after 20 pages of keyset cursors).
+  Cases: ``first`` (no filter), ``filtered`` (status and provider: 1 run in 6 matches),
+  ``filtered_none`` (a status and provider no run has together: the worst case, every
+  run of that status is looked at), ``text`` (a free-text search matching 1 run in 97),
+  ``deep`` (the page after 20 pages of keyset cursors).
 - ``*.sse_latency_median_ms`` / ``_p95_ms``: from a status write's commit (its return) to
   the event arriving on an open ``/events`` stream of a real uvicorn server, over
   ``--events`` writes spaced apart.
@@ -100,7 +102,8 @@ def page_times(prefix: str, url: str, n: int) -> None:
             query = {"cursor": client.get("/api/runs", params=query).json()["next_cursor"]}
         cases = {
             "first": {},
-            "filtered": {"status": "failed", "provider": "codex"},
+            "filtered": {"status": "failed", "provider": "claude"},
+            "filtered_none": {"status": "failed", "provider": "codex"},
             "text": {"q": "module 42:"},
             "deep": query,
         }

@@ -5,7 +5,9 @@
 -- name: ui_runs_page
 -- One page of every kind of execution, newest first: each kind's newest rows before the
 -- cursor (:before_at, :before_id) that pass the filters (a NULL filter passes all; :q is
--- an ILIKE pattern: case ignored), then the newest :limit of them all.
+-- a lower-case LIKE pattern matched inside the searched columns joined by newlines: one
+-- lower() per row, not an ILIKE per column, which is twice as slow), then the newest
+-- :limit of them all.
 -- :want_<kind> is 1 or 0.
 -- Only columns every version of these tables has are read (plays and schedule runs grow
 -- columns in later migrations).
@@ -23,10 +25,8 @@ SELECT * FROM (
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR provider = CAST(:provider AS TEXT))
      AND (CAST(:q AS TEXT) IS NULL
-          OR id ILIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR prompt ILIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR status_reason_code ILIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR status_reason_summary ILIKE CAST(:q AS TEXT) ESCAPE '\')
+          OR lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary))
+             LIKE CAST(:q AS TEXT) ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS session_page
@@ -42,10 +42,8 @@ SELECT * FROM (
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
      AND (CAST(:q AS TEXT) IS NULL
-          OR id ILIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR prompt ILIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR status_reason_code ILIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR status_reason_summary ILIKE CAST(:q AS TEXT) ESCAPE '\')
+          OR lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary))
+             LIKE CAST(:q AS TEXT) ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS invocation_page
@@ -61,10 +59,8 @@ SELECT * FROM (
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
      AND (CAST(:q AS TEXT) IS NULL
-          OR id ILIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(NULL, '')) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR status_reason_code ILIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR status_reason_summary ILIKE CAST(:q AS TEXT) ESCAPE '\')
+          OR lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary))
+             LIKE CAST(:q AS TEXT) ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS play_page
@@ -80,10 +76,8 @@ SELECT * FROM (
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
      AND (CAST(:q AS TEXT) IS NULL
-          OR id ILIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR lower(COALESCE(NULL, '')) LIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR status_reason_code ILIKE CAST(:q AS TEXT) ESCAPE '\'
-          OR status_reason_summary ILIKE CAST(:q AS TEXT) ESCAPE '\')
+          OR lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary))
+             LIKE CAST(:q AS TEXT) ESCAPE '\')
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS schedule_run_page
