@@ -104,7 +104,7 @@ def page_times(prefix: str, url: str, n: int) -> None:
             "first": {},
             "filtered": {"status": "failed", "provider": "claude"},
             "filtered_none": {"status": "failed", "provider": "codex"},
-            "text": {"q": "module 42:"},
+            "text": {"q": "module 42"},
             "deep": query,
         }
         for case, params in cases.items():
