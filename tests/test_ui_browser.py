@@ -329,6 +329,7 @@ def test_a_token_server_refuses_then_accepts_the_browser(site: Site, driver: obj
         shot(site, b, "token")
 
 
+@pytest.mark.postgres
 def test_live_updates_on_postgresql(driver: object, tmp_path: Path) -> None:
     """The same live path over LISTEN/NOTIFY."""
     from selenium.webdriver.common.by import By
