@@ -342,3 +342,55 @@ def test_pages_are_read_only_and_carry_a_strict_csp(client: TestClient) -> None:
     assert page.headers["x-content-type-options"] == "nosniff"
     assert client.post("/").status_code == 405
     assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+
+
+def _li(env: dict[str, str], cwd: Path, command: str, *args: str) -> str:
+    """Run ``li run`` / ``li agent`` for real; the run id its ``--json`` line names."""
+    import json
+    import subprocess
+
+    from support.cli import li_command
+
+    proc = subprocess.run(
+        li_command(command, "--json", *args),
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return str(json.loads(proc.stdout.splitlines()[-1])["run_id"])
+
+
+def test_a_real_agent_run_reads_as_a_transcript(
+    client: TestClient, li_env: dict[str, str], repo: Path, fake_bin: Path
+) -> None:
+    from support.providerkit import env_with_fake_bin
+
+    env = env_with_fake_bin("claude/success.jsonl", base=li_env, fake_bin=fake_bin)
+    run_id = _li(env, repo, "agent", "claude", "fix the test")
+    page = client.get(f"/runs/{run_id}").text
+    for needle in (
+        "Fixing the test.",
+        "tool call: Bash",
+        "pytest -q",
+        "1 passed",
+        "Done: test fixed.",
+    ):
+        assert needle in page, needle
+    transcript = page[page.index('id="transcript"') :]
+    assert transcript.index("Fixing the test.") < transcript.index("Done: test fixed.")
+    assert "fix the test" in page  # the prompt
+    data = client.get(f"/api/runs/{run_id}").json()
+    assert data["run"]["status"] == "completed" and data["usage"]["output_tokens"] == 40
+
+
+def test_a_real_command_run_shows_its_output_and_why_it_failed(
+    client: TestClient, li_env: dict[str, str], tmp_path: Path
+) -> None:
+    run_id = _li(
+        li_env, tmp_path, "run", "--", "sh", "-c", "echo out-line; echo err-line >&2; exit 3"
+    )
+    page = client.get(f"/runs/{run_id}").text
+    assert "out-line" in page and "err-line" in page
+    assert "run.failed.exit_nonzero" in page and 'class="chip st-failed"' in page
