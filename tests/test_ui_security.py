@@ -122,6 +122,9 @@ def test_presenting_the_token_once_sets_a_strict_cookie(guarded: TestClient) -> 
     assert guarded.get("/api/runs?status=failed").status_code == 200  # the cookie rides along
     guarded.cookies.clear()
     assert guarded.get("/api/runs").status_code == 401
+    # The redirect never leaves the dashboard, whatever the path looks like.
+    away = guarded.get(f"http://testserver//evil.example/x?token={TOKEN}")
+    assert away.status_code == 303 and away.headers["location"] == "/evil.example/x"
 
 
 def test_a_local_bind_answers_local_host_names_only(store: Store, db_url: str) -> None:

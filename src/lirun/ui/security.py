@@ -91,7 +91,8 @@ class Guard:
             if not token_matches(presented, self.token):
                 return _plain(401, "wrong token")
             rest = urlencode([(k, v) for k, v in query if k != "token"])
-            location = scope["path"] + (f"?{rest}" if rest else "")
+            # "/" + the path without leading slashes: "//host" would leave the dashboard.
+            location = "/" + scope["path"].lstrip("/") + (f"?{rest}" if rest else "")
             return _set_cookie_and_redirect(location, self.token)
         auth = headers.get("authorization", "")
         if auth.startswith("Bearer ") and token_matches(auth[len("Bearer ") :], self.token):

@@ -57,9 +57,19 @@
       });
   }
 
+  // At most one refresh per MIN_GAP_MS: a busy fleet (hundreds of changes a second) costs
+  // each open page a few page reads a second, not one per change.
+  var MIN_GAP_MS = 250;
+  var lastRefresh = 0;
+
   function schedule(ms) {
     if (timer !== null) { return; }
-    timer = window.setTimeout(function () { timer = null; refresh(); }, ms);
+    var wait = Math.max(ms, lastRefresh + MIN_GAP_MS - Date.now());
+    timer = window.setTimeout(function () {
+      timer = null;
+      lastRefresh = Date.now();
+      refresh();
+    }, wait);
   }
 
   var source = null;
