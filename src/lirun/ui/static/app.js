@@ -58,8 +58,8 @@
   }
 
   // At most one refresh per MIN_GAP_MS: a busy fleet (hundreds of changes a second) costs
-  // each open page a few page reads a second, not one per change.
-  var MIN_GAP_MS = 250;
+  // each open page ten page reads a second at most, not one per change.
+  var MIN_GAP_MS = 100;
   var lastRefresh = 0;
 
   function schedule(ms) {
