@@ -8,6 +8,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,6 +68,28 @@ def test_a_port_in_use_is_a_clear_error(li_env: dict[str, str]) -> None:
     assert result.returncode == 2 and "(0 picks a free one)" in result.stderr
 
 
+def test_the_default_database_is_created_for_a_first_look(lirun_home: Path) -> None:
+    import os
+
+    env = {**os.environ, "LIRUN_HOME": str(lirun_home)}  # no LIRUN_DB_URL: the default
+    proc, url = serve_li_ui(env)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as page:
+            assert b'id="no-runs"' in page.read()
+    finally:
+        assert stop(proc) == 0
+    assert (lirun_home / "state.db").exists()
+
+
+def test_a_missing_database_is_an_error_not_a_new_one(
+    tmp_path: Path, li_env: dict[str, str]
+) -> None:
+    missing = tmp_path / "typo.db"
+    result = li_ui("--db", str(missing), "--port", "0", env=li_env)
+    assert result.returncode == 2 and "no lirun database" in result.stderr
+    assert result.stdout == "" and not missing.exists()
+
+
 def serve_li_ui(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         li_command("ui", "--port", "0", *args),
@@ -85,7 +108,7 @@ def stop(proc: subprocess.Popen[str]) -> int:
     return proc.wait(timeout=15)
 
 
-def test_it_prints_its_url_serves_and_stops_on_sigterm(li_env: dict[str, str]) -> None:
+def test_it_prints_its_url_serves_and_stops_on_sigterm(store: Any, li_env: dict[str, str]) -> None:
     proc, url = serve_li_ui(li_env)
     try:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/")
@@ -96,7 +119,7 @@ def test_it_prints_its_url_serves_and_stops_on_sigterm(li_env: dict[str, str]) -
     assert code == 0
 
 
-def test_a_token_bind_refuses_requests_without_it(li_env: dict[str, str]) -> None:
+def test_a_token_bind_refuses_requests_without_it(store: Any, li_env: dict[str, str]) -> None:
     env = {**li_env, "LIRUN_UI_TOKEN": TOKEN}
     proc, url = serve_li_ui(env, "--host", "0.0.0.0")
     try:

@@ -115,7 +115,15 @@ def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] 
             "choose another --port (0 picks a free one)\n"
         )
         return 2
-    app = create_app(resolve_db_url(args.db), token=token, allowed_hosts=allowed_hosts)
+    url = resolve_db_url(args.db)
+    if args.db is None and not os.environ.get("LIRUN_DB_URL"):
+        from lirun.store import open_store
+
+        # The default database, created (and migrated) as any li command would, so a
+        # dashboard opened before the first run shows runs as they come. A database
+        # named with --db or LIRUN_DB_URL must exist: a typo is not a new empty one.
+        open_store(None).close()
+    app = create_app(url, token=token, allowed_hosts=allowed_hosts)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/"

@@ -53,7 +53,9 @@ class Dashboard:
 
     def __init__(self, db_url: str | None) -> None:
         self.db_url = db_url
-        self.store: Store = open_store(db_url)
+        # Read-only, like `li status`: a mistyped path is an error, not a new empty
+        # database, and the dashboard never migrates or writes what it shows.
+        self.store: Store = open_store(db_url, readonly=True)
         self.env = _environment()
         self.hub = Hub(db_url)
 
