@@ -266,6 +266,20 @@ def test_flow_graph_without_graphviz_is_drawn_by_depth(
     assert 'fill="#ffa8a8"' in svg
 
 
+def test_graphviz_labels_stay_text() -> None:
+    import shutil
+
+    from lirun.flows.dag import DagNode
+    from lirun.ui.graph import dot_svg
+
+    assert shutil.which("dot"), "Graphviz dot is part of the test machine (.ci/run installs it)"
+    nodes = [DagNode("x", f"{XSS_SCRIPT}\n{XSS_IMG}", "failed", ())]
+    svg = dot_svg(nodes, {"x": "/runs/rx"})
+    assert svg is not None and svg.startswith("<svg")
+    assert "<script" not in svg and "<img" not in svg and "&lt;script&gt;" in svg
+    assert "/runs/rx" in svg
+
+
 def test_show_page_is_a_board_of_plays(store: Store, client: TestClient) -> None:
     show = store.create_show(topic="add-auth")
     # The shows engine's migration adds its own columns: the board shows what it finds.
