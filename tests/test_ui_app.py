@@ -408,3 +408,26 @@ def test_a_real_command_run_shows_its_output_and_why_it_failed(
     page = client.get(f"/runs/{run_id}").text
     assert "out-line" in page and "err-line" in page
     assert "run.failed.exit_nonzero" in page and 'class="chip st-failed"' in page
+
+
+def test_a_running_runs_transcript_is_followed_from_its_files(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    import json as jsonlib
+
+    make_run(store, lirun_home, "busy", status="running", reply="step one")
+    page = client.get("/runs/busy").text
+    assert 'data-follow="/runs/busy/transcript"' in page
+    first = client.get("/runs/busy/transcript")
+    assert first.status_code == 200 and "step one" in first.text
+    signature = first.headers["x-transcript-signature"]
+    assert client.get(f"/runs/busy/transcript?since={signature}").status_code == 204
+    line = {"type": "assistant", "message": {"content": [{"type": "text", "text": "step two"}]}}
+    with open(lirun_home / "runs" / "busy" / "stream" / "busy.jsonl", "a") as stream:
+        stream.write(jsonlib.dumps(line) + "\n")
+    grown = client.get(f"/runs/busy/transcript?since={signature}")
+    assert grown.status_code == 200 and "step two" in grown.text
+    assert grown.headers["x-transcript-signature"] != signature
+    assert client.get("/runs/nope/transcript").status_code == 404
+    store.update_status("session", "busy", new_status="completed", reason_code="run.completed.ok")
+    assert "data-follow" not in client.get("/runs/busy").text  # an ended run is not followed

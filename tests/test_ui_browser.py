@@ -268,6 +268,23 @@ def test_run_page_shows_history_evidence_and_transcript(site: Site, driver: obje
     shot(site, b, "artifact")
 
 
+def test_a_running_runs_transcript_grows_on_the_page(site: Site, driver: object) -> None:
+    import json
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    b: object = driver
+    make_run(site.store, site.home, "still-going", status="running", reply="thinking")
+    b.get(f"{site.base}/runs/still-going")  # type: ignore[attr-defined]
+    assert "thinking" in b.find_element(By.ID, "transcript").text  # type: ignore[attr-defined]
+    line = {"type": "assistant", "message": {"content": [{"type": "text", "text": "new words"}]}}
+    with open(site.home / "runs" / "still-going" / "stream" / "still-going.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
+    WebDriverWait(b, 5).until(lambda d: "new words" in d.find_element(By.ID, "transcript").text)
+    shot(site, b, "run-following")
+
+
 def test_flow_graph_renders_and_links_its_legs(site: Site, driver: object) -> None:
     from selenium.webdriver.common.by import By
 

@@ -35,6 +35,7 @@ from lirun.ui.security import Guard
 HERE = os.path.dirname(os.path.realpath(__file__))
 KEEPALIVE_SECONDS = 15.0
 BACKLOG_LIMIT = 1000
+RUN_FILES_KEPT = 1000  # where the stream files of the runs being followed are
 
 
 def _environment() -> Environment:
@@ -58,6 +59,7 @@ class Dashboard:
         self.store: Store = open_store(db_url, readonly=True)
         self.env = _environment()
         self.hub = Hub(db_url)
+        self.run_files: dict[str, dict[str, Any]] = {}
 
     def page(self, name: str, request: Request, status: int = 200, **context: Any) -> Response:
         html = self.env.get_template(name).render(request=request, path=request.url.path, **context)
@@ -155,6 +157,29 @@ def _routes(dash: Dashboard) -> list[Any]:
             headers["Content-Disposition"] = f'attachment; filename="{name.replace(chr(34), "_")}"'
         return Response(body, media_type=served.media_type, headers=headers)
 
+    async def transcript(request: Request) -> Response:
+        """A running run's transcript section, read from its stream files only (where they
+        are is remembered, so following a run never reads the database again); 204 while
+        the files have not changed since ``since``."""
+        from lirun.ui.transcript import read_transcript, stream_signature
+
+        run_id = request.path_params["run_id"]
+        files = dash.run_files.get(run_id)
+        if files is None:
+            row = await run_in_threadpool(dash.store.get_entity, "session", run_id)
+            if row is None:
+                return PlainTextResponse("no such run\n", status_code=404)
+            files = {k: row.get(k) for k in ("run_dir", "provider", "owner_host")}
+            if len(dash.run_files) >= RUN_FILES_KEPT:
+                dash.run_files.clear()
+            dash.run_files[run_id] = files
+        signature = stream_signature(files["run_dir"])
+        if signature and signature == request.query_params.get("since"):
+            return Response(status_code=204)
+        found = await run_in_threadpool(read_transcript, files)
+        html = dash.env.get_template("transcript.html").render(transcript=found)
+        return HTMLResponse(html, headers={"X-Transcript-Signature": found.signature})
+
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
@@ -178,6 +203,7 @@ def _routes(dash: Dashboard) -> list[Any]:
         Route("/runs", lambda r: RedirectResponse("/", status_code=308)),
         Route("/runs/{run_id}", run),
         Route("/runs/{run_id}/artifacts/{path:path}", artifact),
+        Route("/runs/{run_id}/transcript", transcript),
         Route("/flows/{flow_id}", flow),
         Route("/shows/{show_id}", show),
         Route("/schedules", schedules),

@@ -41,6 +41,25 @@ class Transcript:
     host: str | None = None
     truncated: bool = False
     files: list[str] = field(default_factory=list)
+    signature: str = ""  # changes when a stream file grows (a following page asks for it)
+
+
+def stream_signature(run_dir: str | None) -> str:
+    """Sizes and modification times of the run's stream files: cheap to compute, and it
+    changes whenever one is written (a page following a running run compares it)."""
+    stream = os.path.join(run_dir, "stream") if run_dir else None
+    if stream is None or not os.path.isdir(stream):
+        return ""
+    parts = []
+    for name in sorted(os.listdir(stream)):
+        try:
+            info = os.stat(os.path.join(stream, name))
+        except OSError:
+            continue
+        parts.append(f"{name}:{info.st_size}:{info.st_mtime_ns}")
+    import zlib
+
+    return format(zlib.crc32("|".join(parts).encode()), "08x")
 
 
 def _tail(path: str) -> tuple[str, bool]:
@@ -121,7 +140,7 @@ def read_transcript(row: dict[str, Any], *, this_host: str | None = None) -> Tra
         if host and host != here:
             return Transcript("remote", host=str(host))
         return Transcript("missing")
-    result = Transcript("ok")
+    result = Transcript("ok", signature=stream_signature(run_dir))
     names = sorted(os.listdir(stream), key=lambda n: (not n.endswith(".jsonl"), n))
     for name in names:
         path = os.path.join(stream, name)

@@ -90,6 +90,30 @@
     });
   }
 
+  // A running run's transcript grows without a status change: its section (data-follow)
+  // asks every 2 s for what the stream files hold now (204 while they are unchanged).
+  // Only files are read for it; the section stops following once the run has ended.
+  function follow() {
+    var section = document.querySelector("#transcript[data-follow]");
+    if (!section) { return; }
+    var url = section.getAttribute("data-follow") + "?since=" +
+      encodeURIComponent(section.getAttribute("data-sig") || "");
+    fetch(url, { credentials: "same-origin" })
+      .then(function (r) {
+        if (r.status !== 200) { return null; }
+        var signature = r.headers.get("X-Transcript-Signature") || "";
+        return r.text().then(function (html) {
+          var current = document.querySelector("#transcript[data-follow]");
+          if (current) {
+            current.innerHTML = html;
+            current.setAttribute("data-sig", signature);
+          }
+        });
+      })
+      .catch(function () { /* the next tick tries again */ });
+  }
+  window.setInterval(follow, 2000);
+
   // A page left for another (perhaps kept in the back-forward cache) lets its stream go:
   // browsers allow six connections to one server, and kept streams would use them up.
   window.addEventListener("pagehide", function () {
