@@ -170,9 +170,10 @@ def _routes(dash: Dashboard) -> list[Any]:
             if row is None:
                 return PlainTextResponse("no such run\n", status_code=404)
             files = {k: row.get(k) for k in ("run_dir", "provider", "owner_host")}
-            if len(dash.run_files) >= RUN_FILES_KEPT:
-                dash.run_files.clear()
-            dash.run_files[run_id] = files
+            if files["run_dir"]:  # known for good once set; until then, ask again
+                if len(dash.run_files) >= RUN_FILES_KEPT:
+                    dash.run_files.clear()
+                dash.run_files[run_id] = files
         signature = stream_signature(files["run_dir"])
         if signature and signature == request.query_params.get("since"):
             return Response(status_code=204)
