@@ -1,4 +1,5 @@
-"""PostgreSQL only: terminal transitions are announced with pg_notify, on commit only.
+"""PostgreSQL only: every transition (creation included) is announced with pg_notify, on
+commit only, saying whether it is terminal (`li wait` wakes for those alone).
 
 SQLite has no NOTIFY (waiters there watch ``PRAGMA data_version``), so these tests are
 backend-specific by nature and use a PostgreSQL database alone.
@@ -53,22 +54,28 @@ def received(listener: Any, entity_id: str, timeout: float = 0.5) -> list[dict[s
         listener.wait_readable(None, left)
 
 
+def note(entity_type: str, entity_id: str, status: str, terminal: bool) -> dict[str, Any]:
+    return {"type": entity_type, "id": entity_id, "status": status, "terminal": terminal}
+
+
 def test_terminal_transition_notifies(pg_store: Store, listener: Any) -> None:
     sid = create_entity(pg_store, "session")
+    assert received(listener, sid) == [note("session", sid, "running", False)]
     pg_store.update_status("session", sid, new_status="failed", reason_code="run.failed.exception")
-    assert received(listener, sid) == [{"type": "session", "id": sid}]
+    assert received(listener, sid) == [note("session", sid, "failed", True)]
 
 
-def test_non_terminal_transition_does_not_notify(pg_store: Store, listener: Any) -> None:
+def test_every_transition_notifies_creation_included(pg_store: Store, listener: Any) -> None:
     rid = create_entity(pg_store, "schedule_run")
+    assert received(listener, rid) == [note("schedule_run", rid, "queued", False)]
     pg_store.update_status(
         "schedule_run", rid, new_status="running", reason_code="schedule.running.started"
     )
-    assert received(listener, rid) == []
+    assert received(listener, rid) == [note("schedule_run", rid, "running", False)]
     pg_store.update_status(
         "schedule_run", rid, new_status="timed_out", reason_code="schedule.timed_out.deadline"
     )
-    assert received(listener, rid) == [{"type": "schedule_run", "id": rid}]
+    assert received(listener, rid) == [note("schedule_run", rid, "timed_out", True)]
 
 
 class WatchingTx:
@@ -106,6 +113,7 @@ def test_notification_arrives_only_after_commit(
 ) -> None:
     """While the status transaction is open after pg_notify, the listener hears nothing."""
     sid = create_entity(pg_store, "session")
+    assert received(listener, sid) == [note("session", sid, "running", False)]
     heard_before_commit: list[list[dict[str, Any]]] = []
     watch_notify(
         pg_store,
@@ -116,13 +124,14 @@ def test_notification_arrives_only_after_commit(
         "session", sid, new_status="completed", reason_code="run.completed.ok"
     )
     assert heard_before_commit == [[]]
-    assert received(listener, sid) == [{"type": "session", "id": sid}]
+    assert received(listener, sid) == [note("session", sid, "completed", True)]
 
 
 def test_rolled_back_transition_never_notifies(
     pg_store: Store, listener: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sid = create_entity(pg_store, "session")
+    assert received(listener, sid) == [note("session", sid, "running", False)]
     notified: list[bool] = []
 
     def fail() -> None:

@@ -18,6 +18,7 @@ from lirun.errors import (
 from lirun.hints import Any
 from lirun.lifecycle import canonical_entity_type, policy_for, validate_status
 from lirun.reasons import creation_reason, validate_reason
+from lirun.store.bulk_import import BulkImport
 from lirun.store.connector import Connector
 from lirun.store.flow_records import FlowRecords
 from lirun.store.queries import check_slots, load_queries
@@ -38,6 +39,7 @@ from lirun.store.status_write import StatusWrites
 from lirun.store.transitions import (
     next_version,
 )
+from lirun.store.ui_reads import UIReads
 from lirun.store.wait_reads import ID_CANDIDATES, WaitReads, id_fragment_params
 from lirun.store.worker_records import WorkerRecords
 
@@ -54,7 +56,16 @@ def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
     return defaults
 
 
-class Store(StatusWrites, WaitReads, FlowRecords, ShowRecords, ScheduleRecords, WorkerRecords):
+class Store(
+    StatusWrites,
+    WaitReads,
+    FlowRecords,
+    ShowRecords,
+    ScheduleRecords,
+    WorkerRecords,
+    UIReads,
+    BulkImport,
+):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.
 
     Every method may raise DatabaseError (DatabaseUnavailableError when the database

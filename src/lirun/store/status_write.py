@@ -73,6 +73,20 @@ class StatusWrites:
                 "metadata": metadata_json,
             },
         )
+        if self.connector.supports_notify:
+            # Every transition, creation included (the dashboard follows them all); `li
+            # wait` wakes for terminal ones only. Small: listeners re-read the row.
+            import json
+
+            payload = json.dumps(
+                {
+                    "type": policy.entity_type,
+                    "id": entity_id,
+                    "status": status,
+                    "terminal": status in policy.terminal,
+                }
+            )
+            tx.query(self.sql("notify_transition"), {"channel": NOTIFY_CHANNEL, "payload": payload})
 
     def _admin_event(
         self,
@@ -184,8 +198,8 @@ class StatusWrites:
         version: float,
         transition_id: str,
     ) -> None:
-        """Override audit, row (with ``terminal_columns``), history and notification: all in
-        the caller's transaction."""
+        """Override audit, row (with ``terminal_columns``), history and its notification: all
+        in the caller's transaction."""
         policy = write.policy
         if write.override:
             self._admin_event(
@@ -234,8 +248,3 @@ class StatusWrites:
             now,
             transition_id,
         )
-        if write.new_status in policy.terminal and self.connector.supports_notify:
-            import json
-
-            payload = json.dumps({"type": policy.entity_type, "id": entity_id})
-            tx.query(self.sql("notify_terminal"), {"channel": NOTIFY_CHANNEL, "payload": payload})

@@ -168,7 +168,7 @@ class ChangeTokenWaker:
 
 
 class ListenWaker:
-    """PostgreSQL: LISTEN on the terminal-transition channel, on its own connection.
+    """PostgreSQL: LISTEN on the transition channel, on its own connection.
 
     It sleeps in ``select`` on that connection and, when ``stop`` has a ``fileno()`` (the
     signal trap's wake-up pipe in `li wait`), on the stop pipe too: an idle waiter wakes
@@ -178,19 +178,30 @@ class ListenWaker:
     again before the waiter's next read, so no commit after it is missed.
     """
 
-    def __init__(self, connector: Any, interest: Callable[[], Collection[str]]) -> None:
+    def __init__(
+        self,
+        connector: Any,
+        interest: Callable[[], Collection[str]],
+        *,
+        terminal_only: bool = True,
+    ) -> None:
         self._connector = connector
         self._listener: Any = connector.listen(NOTIFY_CHANNEL)
         self._interest = interest
+        self._terminal_only = terminal_only
         self._delay: float | None = None
 
     def _relevant(self, payload: str) -> bool:
         try:
             import json
 
-            target = json.loads(payload).get("id")
+            note = json.loads(payload)
+            target = note.get("id")
         except (ValueError, AttributeError):
             return True  # unreadable payload: re-reading is always safe
+        # Every transition is announced; a waiter for endings skips the others.
+        if self._terminal_only and note.get("terminal") is False:
+            return False
         return target in self._interest()
 
     def wait(self, timeout: float, stop: Callable[[], bool]) -> bool:
@@ -222,7 +233,8 @@ class ListenWaker:
     def _listen(self, timeout: float, stop: Callable[[], bool]) -> bool:
         deadline = time.monotonic() + timeout
         stop_fd = _stop_fileno(stop)
-        while not stop():
+        look = True
+        while not (look and stop()):
             if any(self._relevant(payload) for payload in self._listener.take()):
                 return True
             left = deadline - time.monotonic()
@@ -230,7 +242,12 @@ class ListenWaker:
                 return False
             step = left if stop_fd is not None else min(left, STOP_CHECK_SECONDS)
             ready = self._listener.wait_readable(stop_fd, step)
-            if stop_fd is not None and stop_fd in ready and not stop():
+            # With a stop pipe, only a byte on it is worth a look at stop(): notifications
+            # about other ids (every transition is announced) do not make a waiter look.
+            look = stop_fd is None or stop_fd in ready
+            if stop_fd is not None and stop_fd in ready:
+                if stop():
+                    return False
                 stop_fd = None  # a byte that is not a stop request: look at stop() instead
         return False
 
@@ -248,11 +265,27 @@ def _stop_fileno(stop: Callable[[], bool]) -> int | None:
     return int(fileno()) if fileno is not None else None
 
 
-def make_waker(connector: Connector, interest: Callable[[], Collection[str]]) -> Waker:
-    """The best waker for this backend; call it before the waiter's first read."""
+def make_waker(
+    connector: Connector,
+    interest: Callable[[], Collection[str]],
+    *,
+    terminal_only: bool = True,
+    check_seconds: float = SQLITE_CHECK_SECONDS,
+) -> Waker:
+    """The best waker for this backend; call it before the waiter's first read.
+
+    ``terminal_only``: on PostgreSQL, wake for terminal transitions only (a waiter for
+    endings); False wakes for every transition of an id in ``interest`` (the dashboard).
+    ``check_seconds``: on SQLite, the shortest gap between looks at the change token (one
+    watcher for a whole dashboard can afford a shorter one than many waiters can).
+    """
     if connector.supports_notify and hasattr(connector, "listen"):
-        return ListenWaker(connector, interest)
+        return ListenWaker(connector, interest, terminal_only=terminal_only)
     if connector.change_token() is not None:
         # Only SQLite has a change token, and its url is the database file's path.
-        return ChangeTokenWaker(connector, watch_dir=os.path.dirname(connector.url) or ".")
+        return ChangeTokenWaker(
+            connector,
+            check_seconds=check_seconds,
+            watch_dir=os.path.dirname(connector.url) or ".",
+        )
     return SleepWaker()

@@ -122,6 +122,7 @@ ON CONFLICT (id) DO UPDATE
 SELECT * FROM sessions WHERE engine_session_uid = :uid AND id <> :exclude_id
  ORDER BY updated_at DESC LIMIT 1
 
--- name: notify_terminal
--- Sent inside the status transaction: delivered only if the write commits.
+-- name: notify_transition
+-- Sent inside the status transaction (every transition, creation included): delivered
+-- only if the write commits.
 SELECT pg_notify(:channel, :payload)

@@ -48,12 +48,15 @@ UPDATE sessions
  WHERE id = :id
 
 -- name: insert_transition
+-- seq: the next number of the history (0007); the write transaction holds the database
+-- write lock, so numbers are taken and committed in the same order.
 INSERT INTO status_transitions
     (id, entity_type, entity_id, previous_status, status, reason_code, reason_summary,
-     evidence_refs, source, actor, created_at, metadata)
+     evidence_refs, source, actor, created_at, metadata, seq)
 VALUES
     (:id, :entity_type, :entity_id, :previous_status, :status, :reason_code, :reason_summary,
-     :evidence_refs, :source, :actor, :created_at, :metadata)
+     :evidence_refs, :source, :actor, :created_at, :metadata,
+     (SELECT COALESCE(MAX(seq), 0) + 1 FROM status_transitions))
 
 -- name: find_transition
 -- A retried status write asks whether its earlier try committed after all.
@@ -123,6 +126,6 @@ ON CONFLICT (id) DO UPDATE
 SELECT * FROM sessions WHERE engine_session_uid = :uid AND id <> :exclude_id
  ORDER BY updated_at DESC LIMIT 1
 
--- name: notify_terminal
+-- name: notify_transition
 -- SQLite waiters see commits through PRAGMA data_version; there is nothing to send.
 SELECT :channel AS channel, :payload AS payload WHERE 0

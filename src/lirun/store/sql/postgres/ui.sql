@@ -1,0 +1,134 @@
+-- Named queries of the dashboard (store/ui_reads.py). Every name here exists in the
+-- other dialect's ui.sql too. Pages read by keyset (created_at, id), never by OFFSET and
+-- never with an exact COUNT over a large table.
+
+-- name: ui_runs_page
+-- One page of every kind of execution, newest first: each kind's newest rows before the
+-- cursor (:before_at, :before_id) that pass the filters (a NULL filter passes all; :q is
+-- a lower-case LIKE pattern matched inside the searched columns joined by newlines: one
+-- lower() per row, not an ILIKE per column, which is twice as slow), then the newest
+-- :limit of them all.
+-- :want_<kind> is 1 or 0.
+-- Only columns every version of these tables has are read (plays and schedule runs grow
+-- columns in later migrations).
+SELECT * FROM (
+SELECT * FROM (
+  SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
+         status_reason_summary AS reason_summary, provider, model, prompt,
+         flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
+         output_tokens, cost_usd,
+         created_at, ended_at
+    FROM sessions
+   WHERE CAST(:want_session AS INTEGER) = 1
+     AND (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
+     AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
+     AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
+     AND (CAST(:provider AS TEXT) IS NULL OR provider = CAST(:provider AS TEXT))
+     AND (CAST(:q AS TEXT) IS NULL
+          OR lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary))
+             LIKE CAST(:q AS TEXT) ESCAPE '\')
+   ORDER BY created_at DESC, id DESC
+   LIMIT :limit
+) AS session_page
+UNION ALL
+SELECT * FROM (
+  SELECT 'invocation' AS kind, id, status, status_reason_code AS reason_code,
+         status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, prompt, skill AS label, CAST(NULL AS TEXT) AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, input_tokens, output_tokens, cost_usd,
+         created_at, ended_at
+    FROM invocations
+   WHERE CAST(:want_invocation AS INTEGER) = 1
+     AND (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
+     AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
+     AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
+     AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
+     AND (CAST(:q AS TEXT) IS NULL
+          OR lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary))
+             LIKE CAST(:q AS TEXT) ESCAPE '\')
+   ORDER BY created_at DESC, id DESC
+   LIMIT :limit
+) AS invocation_page
+UNION ALL
+SELECT * FROM (
+  SELECT 'play' AS kind, id, status, status_reason_code AS reason_code,
+         status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, name AS label, show_id AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS DOUBLE PRECISION) AS cost_usd,
+         created_at, ended_at
+    FROM plays
+   WHERE CAST(:want_play AS INTEGER) = 1
+     AND (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
+     AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
+     AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
+     AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
+     AND (CAST(:q AS TEXT) IS NULL
+          OR lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary))
+             LIKE CAST(:q AS TEXT) ESCAPE '\')
+   ORDER BY created_at DESC, id DESC
+   LIMIT :limit
+) AS play_page
+UNION ALL
+SELECT * FROM (
+  SELECT 'schedule_run' AS kind, id, status, status_reason_code AS reason_code,
+         status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, action_kind AS label, schedule_id AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS DOUBLE PRECISION) AS cost_usd,
+         created_at, ended_at
+    FROM schedule_runs
+   WHERE CAST(:want_schedule_run AS INTEGER) = 1
+     AND (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
+     AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
+     AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
+     AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
+     AND (CAST(:q AS TEXT) IS NULL
+          OR lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary))
+             LIKE CAST(:q AS TEXT) ESCAPE '\')
+   ORDER BY created_at DESC, id DESC
+   LIMIT :limit
+) AS schedule_run_page
+) AS page
+ORDER BY created_at DESC, id DESC
+LIMIT :limit
+
+-- name: ui_transitions_since
+-- The history after sequence number :after, in order (the dashboard's event stream), each
+-- with the record it belongs to (parent_id: a session's invocation, a play's show), so a
+-- flow's page hears about a leg that started after it was drawn.
+SELECT t.seq, t.entity_type, t.entity_id, t.previous_status, t.status, t.reason_code,
+       t.created_at, COALESCE(s.invocation_id, p.show_id) AS parent_id
+  FROM status_transitions AS t
+  LEFT JOIN sessions AS s ON t.entity_type = 'session' AND s.id = t.entity_id
+  LEFT JOIN plays AS p ON t.entity_type = 'play' AND p.id = t.entity_id
+ WHERE t.seq > :after
+ ORDER BY t.seq
+ LIMIT :limit
+
+-- name: ui_last_seq
+SELECT COALESCE(MAX(seq), 0) AS seq FROM status_transitions
+
+-- name: ui_show_plays
+-- Every column: the shows engine adds its own (attempt, merge commit, gate verdict).
+SELECT * FROM plays WHERE show_id = :show_id ORDER BY created_at, id
+
+-- name: ui_list_schedules
+SELECT * FROM schedules ORDER BY name, id
+
+-- name: ui_recent_schedule_runs
+-- The newest :per_schedule runs of every schedule, newest first within each, with the
+-- cost its invocation recorded.
+SELECT * FROM (
+  SELECT schedule_runs.*, invocations.cost_usd AS cost_usd,
+         ROW_NUMBER() OVER (PARTITION BY schedule_runs.schedule_id
+                            ORDER BY schedule_runs.created_at DESC, schedule_runs.id DESC) AS rn
+    FROM schedule_runs
+    LEFT JOIN invocations ON invocations.id = schedule_runs.invocation_id
+   WHERE schedule_runs.schedule_id IS NOT NULL
+) AS recent
+WHERE rn <= :per_schedule
+ORDER BY schedule_id, created_at DESC, id DESC
+
+-- name: ui_resumed_as
+-- The executions that resumed this one.
+SELECT id, status, created_at FROM sessions WHERE resumed_from = :id ORDER BY created_at, id
+
+-- name: ui_plays_of_session
+SELECT id, show_id, name, status FROM plays WHERE session_id = :id ORDER BY created_at, id
+
+-- name: ui_schedule_runs_of_invocation
+SELECT id, schedule_id, status FROM schedule_runs
+ WHERE invocation_id = :invocation_id ORDER BY created_at, id

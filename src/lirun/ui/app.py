@@ -1,0 +1,289 @@
+"""The dashboard's Starlette application: pages, their JSON twins under ``/api``, the
+OpenAPI document, artifacts, and the event stream. ``create_app`` is the one entry."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Callable, Collection
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from lirun.errors import LirunError
+from lirun.store import Store, open_store
+from lirun.ui import views
+from lirun.ui.events import Hub, Notice
+from lirun.ui.jsonable import to_json
+from lirun.ui.openapi import API, openapi_document
+from lirun.ui.security import Guard
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+KEEPALIVE_SECONDS = 15.0
+BACKLOG_LIMIT = 1000
+RUN_FILES_KEPT = 1000  # where the stream files of the runs being followed are
+
+
+def _environment() -> Environment:
+    from lirun.ui.filters import FILTERS
+
+    env = Environment(
+        loader=FileSystemLoader(os.path.join(HERE, "templates")),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    env.filters.update(FILTERS)
+    return env
+
+
+class Dashboard:
+    """The state one server shares: a Store for reads, the templates, the watcher."""
+
+    def __init__(self, db_url: str | None) -> None:
+        self.db_url = db_url
+        # Read-only, like `li status`: a mistyped path is an error, not a new empty
+        # database, and the dashboard never migrates or writes what it shows.
+        self.store: Store = open_store(db_url, readonly=True)
+        self.env = _environment()
+        self.hub = Hub(db_url)
+        self.run_files: dict[str, dict[str, Any]] = {}
+
+    def page(self, name: str, request: Request, status: int = 200, **context: Any) -> Response:
+        html = self.env.get_template(name).render(request=request, path=request.url.path, **context)
+        return HTMLResponse(html, status_code=status)
+
+    async def read(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await run_in_threadpool(fn, self.store, *args)
+
+
+def _not_found(dash: Dashboard, request: Request, what: str) -> Response:
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": f"no {what}"}, status_code=404)
+    return dash.page("error.html", request, 404, title="Not found", message=f"No {what}.")
+
+
+def _bad_request(dash: Dashboard, request: Request, message: str) -> Response:
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": message}, status_code=400)
+    return dash.page("error.html", request, 400, title="Bad request", message=message)
+
+
+def _json(data: Any) -> Response:
+    return Response(to_json(data), media_type="application/json")
+
+
+def _routes(dash: Dashboard) -> list[Any]:
+    async def runs(request: Request) -> Response:
+        try:
+            data = await dash.read(views.runs_view, dict(request.query_params))
+        except views.BadRequest as exc:
+            return _bad_request(dash, request, str(exc))
+        if request.url.path.startswith("/api/"):
+            return _json(data)
+        return dash.page("runs.html", request, **data)
+
+    async def run(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        data = await dash.read(views.run_view, run_id)
+        if data is None:
+            return _not_found(dash, request, f"run {run_id!r}")
+        if request.url.path.startswith("/api/"):
+            return _json(data)
+        return dash.page("run.html", request, **data)
+
+    async def flow(request: Request) -> Response:
+        flow_id = request.path_params["flow_id"]
+        data = await dash.read(views.flow_view, flow_id)
+        if data is None:
+            return _not_found(dash, request, f"flow {flow_id!r}")
+        if request.url.path.startswith("/api/"):
+            return _json(data)
+        return dash.page("flow.html", request, **data)
+
+    async def show(request: Request) -> Response:
+        show_id = request.path_params["show_id"]
+        data = await dash.read(views.show_view, show_id)
+        if data is None:
+            return _not_found(dash, request, f"show {show_id!r}")
+        if request.url.path.startswith("/api/"):
+            return _json(data)
+        return dash.page("show.html", request, **data)
+
+    async def schedules(request: Request) -> Response:
+        data = await dash.read(views.schedules_view)
+        if request.url.path.startswith("/api/"):
+            return _json(data)
+        return dash.page("schedules.html", request, **data)
+
+    async def workers(request: Request) -> Response:
+        data = views.workers_view()
+        if request.url.path.startswith("/api/"):
+            return _json(data)
+        return dash.page("workers.html", request, **data)
+
+    async def artifact(request: Request) -> Response:
+        from lirun.ui.artifacts import (
+            ARTIFACT_HEADERS,
+            ArtifactRefused,
+            read_artifact,
+            resolve_artifact,
+        )
+
+        run_id, rel = request.path_params["run_id"], request.path_params["path"]
+        row = await run_in_threadpool(dash.store.get_entity, "session", run_id)
+        if row is None:
+            return PlainTextResponse("no such run\n", status_code=404)
+        try:
+            served = resolve_artifact(row.get("artifacts_path"), rel)
+            body = await run_in_threadpool(read_artifact, served)
+        except ArtifactRefused as exc:
+            return PlainTextResponse(f"{exc}\n", status_code=404, headers=ARTIFACT_HEADERS)
+        headers = dict(ARTIFACT_HEADERS)
+        if served.attachment:
+            name = os.path.basename(served.path).encode("ascii", "replace").decode()
+            headers["Content-Disposition"] = f'attachment; filename="{name.replace(chr(34), "_")}"'
+        return Response(body, media_type=served.media_type, headers=headers)
+
+    async def transcript(request: Request) -> Response:
+        """A running run's transcript section, read from its stream files only (where they
+        are is remembered, so following a run never reads the database again); 204 while
+        the files have not changed since ``since``."""
+        from lirun.ui.transcript import read_transcript, stream_signature
+
+        run_id = request.path_params["run_id"]
+        files = dash.run_files.get(run_id)
+        if files is None:
+            row = await run_in_threadpool(dash.store.get_entity, "session", run_id)
+            if row is None:
+                return PlainTextResponse("no such run\n", status_code=404)
+            files = {k: row.get(k) for k in ("run_dir", "provider", "owner_host")}
+            if files["run_dir"]:  # known for good once set; until then, ask again
+                if len(dash.run_files) >= RUN_FILES_KEPT:
+                    dash.run_files.clear()
+                dash.run_files[run_id] = files
+        signature = stream_signature(files["run_dir"])
+        if signature and signature == request.query_params.get("since"):
+            return Response(status_code=204)
+        found = await run_in_threadpool(read_transcript, files)
+        html = dash.env.get_template("transcript.html").render(transcript=found)
+        return HTMLResponse(html, headers={"X-Transcript-Signature": found.signature})
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    async def events(request: Request) -> Response:
+        return StreamingResponse(
+            _event_stream(dash, request),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    handlers = {
+        "runs": runs,
+        "run": run,
+        "flow": flow,
+        "show": show,
+        "schedules": schedules,
+        "workers": workers,
+    }
+    routes: list[Any] = [
+        Route("/", runs),
+        Route("/runs", lambda r: RedirectResponse("/", status_code=308)),
+        Route("/runs/{run_id}", run),
+        Route("/runs/{run_id}/artifacts/{path:path}", artifact),
+        Route("/runs/{run_id}/transcript", transcript),
+        Route("/flows/{flow_id}", flow),
+        Route("/shows/{show_id}", show),
+        Route("/schedules", schedules),
+        Route("/workers", workers),
+        Route("/events", events),
+        Route("/api/openapi.json", openapi),
+    ]
+    routes += [Route(spec.path, handlers[spec.handler]) for spec in API]
+    routes.append(Mount("/static", StaticFiles(directory=os.path.join(HERE, "static"))))
+    return routes
+
+
+async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]:
+    """The SSE stream of one browser: what it missed since ``Last-Event-ID``, then live."""
+    queue = dash.hub.subscribe()
+    try:
+        last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+        yield "retry: 1000\n\n"
+        seen: set[int] = set()
+        if last is not None and last.strip().isdigit():
+            backlog = await run_in_threadpool(
+                dash.store.transitions_since, int(last), limit=BACKLOG_LIMIT
+            )
+            if len(backlog) >= BACKLOG_LIMIT:
+                yield f"id: {dash.hub.cursor}\nevent: reset\ndata: {{}}\n\n"
+            else:
+                from lirun.ui.events import change_of
+
+                for row in backlog:
+                    seen.add(int(row["seq"]))
+                    yield change_of(row, min(dash.hub.cursor, int(row["seq"]))).to_sse()
+        else:
+            yield f"id: {dash.hub.cursor}\nevent: hello\ndata: {{}}\n\n"
+        if dash.hub.error is not None:
+            yield Notice("stale").to_sse()
+        while True:
+            try:
+                change = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            if change is None:
+                return
+            if isinstance(change, Notice) or change.seq not in seen:
+                yield change.to_sse()
+    finally:
+        dash.hub.unsubscribe(queue)
+
+
+def create_app(
+    db_url: str | None = None,
+    *,
+    token: str | None = None,
+    allowed_hosts: Collection[str] | None = None,
+    watch: bool = True,
+) -> Any:
+    """The dashboard over the database at ``db_url`` (the usual default when None).
+
+    ``token``: required on every request when set. ``allowed_hosts``: the Host names it
+    answers (None: any). ``watch``: run the live watcher (off for a test that needs no
+    events). Raises LirunError when the database cannot be opened.
+    """
+    dash = Dashboard(db_url)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if watch:
+            await run_in_threadpool(dash.hub.start, asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            await run_in_threadpool(dash.hub.stop)
+            dash.store.close()
+
+    app = Starlette(routes=_routes(dash), lifespan=lifespan)
+    app.state.dashboard = dash
+    guard = Guard(app, token=token, allowed_hosts=allowed_hosts)
+    guard.dashboard = dash  # type: ignore[attr-defined]  # the server ends its streams
+    return guard
+
+
+__all__ = ["LirunError", "create_app"]

@@ -1,0 +1,73 @@
+"""Jinja filters of the templates: times, durations, money, tokens, JSON."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from jinja2 import Undefined
+
+
+def _missing(value: Any) -> bool:
+    return value is None or isinstance(value, Undefined)
+
+
+def when(ts: Any) -> str:
+    if _missing(ts):
+        return ""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(ts))) + " UTC"
+    except (TypeError, ValueError, OverflowError, OSError):
+        return str(ts)
+
+
+def seconds(value: Any) -> str:
+    if _missing(value):
+        return ""
+    total = float(value)
+    if total < 60:
+        return f"{total:.1f} s"
+    minutes, secs = divmod(int(total), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def money(value: Any) -> str:
+    return "" if _missing(value) else f"${float(value):.4f}"
+
+
+def tokens(row: dict[str, Any]) -> str:
+    got = [row.get("input_tokens"), row.get("output_tokens")]
+    if all(v is None for v in got):
+        return ""
+    return f"{got[0] or 0:,} in / {got[1] or 0:,} out"
+
+
+def pretty(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+def short(text: Any, n: int = 80) -> str:
+    s = "" if text is None else str(text)
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def percent(value: Any) -> str:
+    return "" if _missing(value) else f"{100 * float(value):.0f}%"
+
+
+FILTERS = {
+    "when": when,
+    "seconds": seconds,
+    "money": money,
+    "tokens": tokens,
+    "pretty": pretty,
+    "short": short,
+    "percent": percent,
+}

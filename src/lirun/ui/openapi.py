@@ -1,0 +1,100 @@
+"""The JSON API's routes, described once: the app mounts them from this table and the
+OpenAPI document is generated from it, so the two cannot drift apart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lirun.store.ui_reads import RUN_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRoute:
+    path: str
+    handler: str  # the page whose data it returns (app._routes)
+    summary: str
+    params: tuple[tuple[str, str, str], ...] = ()  # (name, in, description)
+
+
+_FILTERS = (
+    ("status", "query", "only runs in this status"),
+    ("kind", "query", f"only this kind: {', '.join(RUN_KINDS)}"),
+    ("provider", "query", "only executions of this provider (claude, codex, command)"),
+    ("since", "query", "created at or after: epoch seconds or an ISO date (UTC unless given)"),
+    ("until", "query", "created before: epoch seconds or an ISO date"),
+    ("q", "query", "text inside the id, prompt, reason code or reason summary"),
+    ("cursor", "query", "the next_cursor of the previous page"),
+)
+
+API: tuple[ApiRoute, ...] = (
+    ApiRoute("/api/runs", "runs", "Executions of every kind, newest first, 50 a page", _FILTERS),
+    ApiRoute(
+        "/api/runs/{run_id}",
+        "run",
+        "One execution: row, history, evidence, artifacts, usage, lineage, transcript",
+        (("run_id", "path", "the execution's id"),),
+    ),
+    ApiRoute(
+        "/api/flows/{flow_id}",
+        "flow",
+        "A flow (invocation): its row, its legs and the leg graph",
+        (("flow_id", "path", "the invocation's id"),),
+    ),
+    ApiRoute(
+        "/api/shows/{show_id}",
+        "show",
+        "A show and its plays by status",
+        (("show_id", "path", "the show's id"),),
+    ),
+    ApiRoute("/api/schedules", "schedules", "Schedules with their recent runs"),
+    ApiRoute("/api/workers", "workers", "Live workers"),
+)
+
+
+def openapi_document() -> dict[str, Any]:
+    """OpenAPI 3.1 for ``API`` (and the document itself)."""
+    paths: dict[str, Any] = {}
+    for route in API:
+        paths[route.path] = {
+            "get": {
+                "summary": route.summary,
+                "operationId": route.handler,
+                "parameters": [
+                    {
+                        "name": name,
+                        "in": where,
+                        "required": where == "path",
+                        "description": text,
+                        "schema": {"type": "string"},
+                    }
+                    for name, where, text in route.params
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the page's data",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    },
+                    "400": {"description": "a query parameter the page cannot use"},
+                    "401": {"description": "the dashboard's token is needed"},
+                    "404": {"description": "no such record"},
+                },
+            }
+        }
+    paths["/api/openapi.json"] = {
+        "get": {
+            "summary": "This document",
+            "operationId": "openapi",
+            "responses": {"200": {"description": "OpenAPI 3.1"}},
+        }
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "lirun dashboard",
+            "version": "1",
+            "description": "Read-only JSON over the lirun record. Live changes: GET /events "
+            "(Server-Sent Events, event `transition`; reconnect with Last-Event-ID).",
+        },
+        "paths": paths,
+    }

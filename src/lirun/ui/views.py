@@ -1,0 +1,301 @@
+"""What each page and its JSON twin show, read from the Store. No HTML here: the
+templates render these dicts, and ``/api/...`` returns them as JSON."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from lirun.lifecycle import policy_for
+from lirun.store import Store
+from lirun.store.ui_reads import RUN_KINDS, RunFilter
+
+PAGE_SIZE = 50
+FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q")
+STATUS_CHOICES = sorted(
+    {s for kind in RUN_KINDS for s in policy_for(kind).statuses}  # every status a run can have
+)
+
+
+class BadRequest(ValueError):
+    """A query parameter the page cannot use (the message says which and why)."""
+
+
+def _number(params: Mapping[str, str], name: str) -> float | None:
+    text = (params.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        from datetime import UTC, datetime
+
+        moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.timestamp()
+    except ValueError:
+        raise BadRequest(
+            f"{name}={text!r} is neither epoch seconds nor an ISO date such as 2026-01-31T12:00"
+        ) from None
+
+
+def parse_filter(params: Mapping[str, str]) -> RunFilter:
+    """The runs page's filters from its query string; BadRequest for a bad value."""
+    kind = (params.get("kind") or "").strip()
+    if kind and kind not in RUN_KINDS:
+        raise BadRequest(f"kind={kind!r} is not one of {', '.join(RUN_KINDS)}")
+    status = (params.get("status") or "").strip() or None
+    if status is not None and status not in STATUS_CHOICES:
+        raise BadRequest(f"status={status!r} is not a status any run kind has")
+    return RunFilter(
+        status=status,
+        kinds=(kind,) if kind else (),
+        provider=(params.get("provider") or "").strip() or None,
+        since=_number(params, "since"),
+        until=_number(params, "until"),
+        text=(params.get("q") or "").strip() or None,
+    )
+
+
+def parse_cursor(text: str | None) -> tuple[float, str] | None:
+    """``<created_at>~<id>`` → the keyset cursor; BadRequest when malformed."""
+    if not text:
+        return None
+    at, sep, ident = text.partition("~")
+    try:
+        moment = float(at)
+    except ValueError:
+        moment = None
+    if not sep or moment is None:
+        raise BadRequest(f"cursor={text!r} is not one this page made")
+    return moment, ident
+
+
+def run_href(row: Mapping[str, Any]) -> str:
+    """Where a row of the runs page links: its own page, or its owner's."""
+    kind, ident = row.get("kind"), str(row.get("id"))
+    if kind == "invocation":
+        return f"/flows/{ident}"
+    if kind == "play":
+        return f"/shows/{row.get('parent_id')}#play-{ident}"
+    if kind == "schedule_run":
+        return f"/schedules#schedule-{row.get('parent_id')}"
+    return f"/runs/{ident}"
+
+
+def duration(row: Mapping[str, Any], now: float | None = None) -> float | None:
+    """The recorded duration, else ended - created, else (still running) the time so far."""
+    if row.get("duration_s") is not None:
+        return float(row["duration_s"])
+    start = row.get("created_at") or row.get("started_at")
+    if start is None:
+        return None
+    end = row.get("ended_at") or (now if now is not None else time.time())
+    return max(0.0, float(end) - float(start))
+
+
+def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
+    """One page of runs with the filters that chose it and the cursor of the next page."""
+    flt = parse_filter(params)
+    cursor = parse_cursor(params.get("cursor"))
+    rows = store.runs_page(flt, before=cursor, limit=PAGE_SIZE + 1)
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    now = time.time()
+    runs = [{**row, "href": run_href(row), "duration": duration(row, now)} for row in rows]
+    kept = {k: v for k, v in params.items() if k in FILTER_KEYS and v}
+    next_cursor = f"{rows[-1]['created_at']!r}~{rows[-1]['id']}" if more and rows else None
+    return {
+        "runs": runs,
+        "filters": kept,
+        "next_cursor": next_cursor,
+        "next_query": urlencode({**kept, "cursor": next_cursor}) if next_cursor else None,
+        "first_page": cursor is None,
+        "statuses": STATUS_CHOICES,
+        "kinds": RUN_KINDS,
+    }
+
+
+def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
+    """One execution: its row, history, evidence, artifacts, usage, lineage, transcript."""
+    from lirun.ui.artifacts import list_artifacts
+    from lirun.ui.transcript import read_transcript
+
+    row = store.get_entity("session", run_id)
+    if row is None:
+        return None
+    verification = row.get("artifact_verification_json") or {}
+    lineage = store.run_lineage(run_id, row.get("invocation_id"))
+    usage_keys = (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cost_usd",
+        "num_turns",
+        "provider_retries",
+    )
+    return {
+        "run": row,
+        "duration": duration(row),
+        "transitions": store.list_transitions("session", run_id),
+        "evidence": row.get("status_evidence_refs") or [],
+        "verification": verification if isinstance(verification, dict) else {},
+        "contract": row.get("artifact_contract_json") or {},
+        "artifacts": list_artifacts(row.get("artifacts_path")),
+        "usage": {k: row.get(k) for k in usage_keys if row.get(k) is not None},
+        "lineage": lineage,
+        "transcript": read_transcript(row),
+        "admin_events": store.list_admin_events(run_id),
+    }
+
+
+def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
+    """A flow (an invocation): its row, its legs as a report, and the leg graph."""
+    from lirun.flows.dag import dag_nodes
+    from lirun.flows.reports import report_from_store
+    from lirun.ui.graph import flow_svg
+
+    row = store.get_entity("invocation", invocation_id)
+    if row is None:
+        return None
+    sessions = store.list_invocation_sessions(invocation_id)
+    report = None
+    nodes: list[Any] = []
+    if row.get("flow_json"):
+        try:
+            report = report_from_store(store, invocation_id).to_dict()
+            nodes = dag_nodes(report)
+        except Exception:  # an older or foreign flow_json: the legs table still shows
+            report = None
+    links = {}
+    for leg in (report or {}).get("legs", ()):
+        if leg.get("session_id"):
+            links[str(leg["id"])] = f"/runs/{leg['session_id']}"
+    return {
+        "flow": row,
+        "duration": duration(row),
+        "report": report,
+        "sessions": sessions,
+        "svg": flow_svg(nodes, links) if nodes else None,
+        "nodes": [
+            {
+                "id": n.id,
+                "status": n.status,
+                "depends_on": list(n.depends_on),
+                "href": links.get(n.id),
+            }
+            for n in nodes
+        ],
+        "transitions": store.list_transitions("invocation", invocation_id),
+    }
+
+
+# The board's columns, in the order a play moves through them (lifecycle.py's statuses).
+PLAY_ORDER = (
+    "pending",
+    "prepared",
+    "running",
+    "running_complete",
+    "gated",
+    "redoing",
+    "merged",
+    "escalated",
+    "gate_failed",
+    "blocked",
+    "aborted_after_finish",
+)
+# A play row's columns since 0001; the shows engine adds its own (attempt, merge commit,
+# gate verdict, worktree, ...), shown as they come.
+PLAY_BASE_COLUMNS = frozenset(
+    (
+        "id",
+        "show_id",
+        "name",
+        "session_id",
+        "ended_at",
+        "status",
+        "status_reason_code",
+        "status_reason_summary",
+        "status_evidence_refs",
+        "created_at",
+        "updated_at",
+    )
+)
+
+
+def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
+    """A show and its plays, grouped by status for the board."""
+    row = store.get_entity("show", show_id)
+    if row is None:
+        return None
+    plays = store.show_plays(show_id)
+    columns: dict[str, list[dict[str, Any]]] = {}
+    for play in plays:
+        extras = {
+            k: v for k, v in play.items() if k not in PLAY_BASE_COLUMNS and v not in (None, "")
+        }
+        play = {**play, "extras": extras}
+        columns.setdefault(str(play.get("status")), []).append(play)
+    order = [s for s in PLAY_ORDER if s in columns]
+    order += [s for s in columns if s not in order]
+    return {
+        "show": row,
+        "plays": plays,
+        "board": [{"status": s, "plays": columns[s]} for s in order],
+        "transitions": store.list_transitions("show", show_id),
+    }
+
+
+def schedules_view(store: Store) -> dict[str, Any]:
+    """Every schedule with its last runs (a strip of cells) and their success rate."""
+    runs_by_schedule: dict[str, list[dict[str, Any]]] = {}
+    for run in store.recent_schedule_runs(per_schedule=30):
+        runs_by_schedule.setdefault(str(run["schedule_id"]), []).append(dict(run))
+    out = []
+    for schedule in store.list_schedules():
+        runs = runs_by_schedule.get(str(schedule["id"]), [])
+        ended = [r for r in runs if r.get("status") in policy_for("schedule_run").terminal]
+        ok = [r for r in ended if r.get("status") == "completed"]
+        next_fire = next(
+            (schedule[k] for k in sorted(schedule) if k.startswith("next_") and k.endswith("_at")),
+            None,
+        )
+        strip = list(reversed(runs))
+        out.append(
+            {
+                **schedule,
+                "recent": runs,
+                "strip": strip,
+                "next_fire": next_fire,
+                "success_rate": (len(ok) / len(ended)) if ended else None,
+                "cost_usd": sum(float(r.get("cost_usd") or 0) for r in runs),
+                "chart": cost_chart(strip),
+            }
+        )
+    return {"schedules": out}
+
+
+def cost_chart(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Bars for the schedules page's small chart, oldest first: each run's cost as a
+    height from 2 to 24 px (the costliest run the tallest), coloured by its status."""
+    top = max((float(r.get("cost_usd") or 0) for r in runs), default=0.0)
+    return [
+        {
+            "x": 3 * i,
+            "height": 2 + (22 * float(r.get("cost_usd") or 0) / top if top else 0),
+            "status": r.get("status"),
+            "cost_usd": r.get("cost_usd"),
+        }
+        for i, r in enumerate(runs)
+    ]
+
+
+def workers_view() -> dict[str, Any]:
+    """Live workers: none are recorded by this version (the queue transport is to come)."""
+    return {"workers": []}

@@ -1,0 +1,433 @@
+"""The dashboard's pages and JSON API through Starlette's TestClient, on both backends:
+what each page shows, filters and keyset pagination, flows, shows, schedules, lineage,
+the transcript (and a run whose files are on another host), escaping, the OpenAPI
+document."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from lirun.store import Store
+from lirun.ui.app import create_app
+from support.storekit import raw_write
+from support.uikit import PAYLOADS, XSS_IMG, XSS_SCRIPT, make_run, run_flow
+
+
+@pytest.fixture
+def client(store: Store, db_url: str) -> Iterator[TestClient]:
+    with TestClient(create_app(db_url, watch=False)) as c:
+        yield c
+
+
+def ids_on(page: str) -> list[str]:
+    return re.findall(r'<tr id="run-([^"]+)"', page)
+
+
+def test_runs_page_lists_every_kind_newest_first(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    make_run(store, lirun_home, "r-old", prompt="first")
+    inv = store.create_invocation(skill="review", prompt="a manual invocation")
+    make_run(
+        store,
+        lirun_home,
+        "r-new",
+        prompt="second",
+        status="failed",
+        reason="run.failed.exception",
+        summary="boom",
+    )
+    page = client.get("/")
+    assert page.status_code == 200
+    assert ids_on(page.text) == ["r-new", inv["id"], "r-old"]
+    assert "run.failed.exception" in page.text and "boom" in page.text
+    assert 'class="chip st-failed"' in page.text
+    assert "20 in / 40 out" in page.text and "$0.0123" in page.text
+    data = client.get("/api/runs").json()
+    assert [r["id"] for r in data["runs"]] == ["r-new", inv["id"], "r-old"]
+    assert data["runs"][1]["href"] == f"/flows/{inv['id']}"
+
+
+def test_filters_by_status_kind_provider_text_and_time(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    make_run(store, lirun_home, "a1", prompt="refactor the parser")
+    make_run(
+        store,
+        lirun_home,
+        "a2",
+        prompt="write docs",
+        status="timed_out",
+        reason="run.timed_out.deadline",
+    )
+    cut = time.time()
+    make_run(store, lirun_home, "a3", prompt="Parser tests", summary="flaky")
+    store.create_invocation(skill="x", prompt="parser invocation")
+
+    def ids(**query: str) -> list[str]:
+        return [r["id"] for r in client.get("/api/runs", params=query).json()["runs"]]
+
+    assert ids(status="timed_out") == ["a2"]
+    assert ids(kind="session") == ["a3", "a2", "a1"]
+    assert ids(provider="claude") == ["a3", "a2", "a1"]
+    assert ids(q="PARSER", kind="session") == ["a3", "a1"]
+    assert ids(q="flaky") == ["a3"]
+    assert ids(q="a2", kind="session") == ["a2"]
+    assert ids(since=str(cut), kind="session") == ["a3"]
+    assert ids(until=str(cut), kind="session") == ["a2", "a1"]
+    assert ids(q="100%_") == []  # LIKE wildcards are literal
+    page = client.get("/", params={"status": "timed_out"})
+    assert ids_on(page.text) == ["a2"]
+    assert '<option value="timed_out" selected>' in page.text
+
+
+@pytest.mark.parametrize(
+    "query",
+    [{"status": "nope"}, {"kind": "team"}, {"since": "yesterday"}, {"cursor": "x"}],
+)
+def test_a_bad_filter_is_a_clear_400(client: TestClient, query: dict[str, str]) -> None:
+    api = client.get("/api/runs", params=query)
+    assert api.status_code == 400
+    assert next(iter(query)) in api.json()["error"]
+    assert client.get("/", params=query).status_code == 400
+
+
+def test_keyset_pages_cover_every_run_once(store: Store, client: TestClient) -> None:
+    now = time.time()
+    rows = [
+        {
+            "id": f"k{i:03d}",
+            "status": "completed",
+            "reason_code": "run.completed.ok",
+            "created_at": now - 1000 + (i // 3),
+            "provider": "codex",
+            "prompt": f"task {i}",
+        }
+        for i in range(130)  # three rows share each created_at: the id breaks ties
+    ]
+    assert store.import_sessions(rows) == 130
+    seen: list[str] = []
+    query: dict[str, str] = {}
+    pages = 0
+    while True:
+        data = client.get("/api/runs", params=query).json()
+        seen += [r["id"] for r in data["runs"]]
+        pages += 1
+        if not data["next_cursor"]:
+            break
+        query = {"cursor": data["next_cursor"]}
+    assert pages == 3
+    assert seen == sorted((r["id"] for r in rows), reverse=True)
+    html = client.get("/").text
+    assert 'id="next-page"' in html
+
+
+def test_run_page_shows_outcome_history_evidence_usage_and_transcript(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    make_run(
+        store,
+        lirun_home,
+        "r1",
+        reply="All green.",
+        summary="done it",
+        artifacts={"report.md": b"# hi", "sub/data.json": b"{}"},
+    )
+    page = client.get("/runs/r1").text
+    for needle in (
+        "run.completed.ok",
+        "done it",
+        "run.running.started",
+        "assistant_output",
+        "All green.",
+        "tool call: Bash",
+        "tool result",
+        "$0.0123",
+        "/runs/r1/artifacts/report.md",
+        "/runs/r1/artifacts/sub/data.json",
+    ):
+        assert needle in page, needle
+    assert page.index("run.running.started") < page.index(
+        'chip st-completed">completed</span>\n    <code'
+    )
+    data = client.get("/api/runs/r1").json()
+    assert [t["status"] for t in data["transitions"]] == ["running", "completed"]
+    assert data["transcript"]["state"] == "ok"
+    assert {e["kind"] for e in data["transcript"]["entries"]} >= {"assistant", "tool_call"}
+    assert client.get("/runs/nope").status_code == 404
+    assert client.get("/api/runs/nope").status_code == 404
+
+
+def test_a_failed_tool_result_is_highlighted(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    from support.uikit import claude_stream
+
+    stream = claude_stream(text="trying", result="Permission denied", error=True)
+    make_run(store, lirun_home, "r-err", stream=stream)
+    page = client.get("/runs/r-err").text
+    assert 'class="entry tool_result is-error"' in page and "Permission denied" in page
+
+
+def test_a_run_on_another_host_says_so(store: Store, client: TestClient, lirun_home: Path) -> None:
+    make_run(store, lirun_home, "r-far", owner_host="build-box-7", with_files=False)
+    page = client.get("/runs/r-far").text
+    assert 'id="transcript-remote"' in page and "build-box-7" in page
+    make_run(store, lirun_home, "r-gone", with_files=False)
+    assert 'id="transcript-missing"' in client.get("/runs/r-gone").text
+
+
+def test_lineage_links_resumes_invocations_and_plays(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    inv = store.create_invocation(skill="flow")
+    make_run(store, lirun_home, "first", invocation_id=inv["id"])
+    make_run(store, lirun_home, "second", resumed_from="first")
+    show = store.create_show(topic="auth")
+    store.create_play(show_id=show["id"], name="models", session_id="first")
+    page = client.get("/runs/first").text
+    assert 'resumed as <a href="/runs/second">' in page
+    assert f'href="/flows/{inv["id"]}"' in page
+    assert f'href="/shows/{show["id"]}#play-' in page
+    assert 'resumed from <a href="/runs/first">' in client.get("/runs/second").text
+
+
+def test_stored_text_is_escaped_everywhere(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    from support.uikit import claude_stream
+
+    make_run(
+        store,
+        lirun_home,
+        "x1",
+        prompt=XSS_SCRIPT,
+        reply=XSS_IMG,
+        summary="javascript:alert(1) " + XSS_SCRIPT,
+        stream=claude_stream(text=XSS_SCRIPT, tool=XSS_IMG, result=XSS_IMG),
+        artifacts={"<b>bold</b>.html": XSS_SCRIPT.encode()},
+    )
+    for path in ("/", "/runs/x1", "/?q=script"):
+        html = client.get(path).text
+        for payload in PAYLOADS[:2]:
+            assert payload not in html, (path, payload)
+        assert "&lt;script&gt;" in html
+        # The only scripts are the dashboard's own file, and no attribute handler exists.
+        assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/app.js" defer>']
+        assert not re.search(r"<[^>]+\son\w+\s*=", html)
+        assert 'href="javascript:' not in html
+    assert client.get("/api/runs/x1").json()["run"]["prompt"] == XSS_SCRIPT
+
+
+def test_flow_page_draws_the_leg_graph_linked_to_runs(
+    store: Store, client: TestClient, tmp_path: Path, li_env: dict[str, str]
+) -> None:
+    flow_id = run_flow(
+        tmp_path,
+        li_env,
+        "legs:\n  - id: plan\n    run: [sh, -c, 'echo planned']\n"
+        "  - id: check\n    depends_on: [plan]\n    run: [sh, -c, 'exit 1']\n",
+    )
+    data = client.get(f"/api/flows/{flow_id}").json()
+    assert data["flow"]["status"] == "failed"
+    nodes = {n["id"]: n for n in data["nodes"]}
+    assert nodes["plan"]["status"] == "completed" and nodes["check"]["status"] == "failed"
+    assert nodes["check"]["depends_on"] == ["plan"]
+    page = client.get(f"/flows/{flow_id}").text
+    assert "<svg" in page and 'id="flow-graph"' in page
+    for node in nodes.values():
+        assert node["href"] and node["href"] in page
+    assert client.get("/flows/nope").status_code == 404
+
+
+def test_flow_graph_without_graphviz_is_drawn_by_depth(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import shutil
+
+    from lirun.flows.dag import DagNode
+    from lirun.ui.graph import flow_svg
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    nodes = [
+        DagNode("a", "a\ncompleted", "completed", ()),
+        DagNode("b", "<b>\nfailed", "failed", ("a",)),
+    ]
+    svg = str(flow_svg(nodes, {"a": "/runs/ra"}))
+    assert svg.startswith("<svg") and 'href="/runs/ra"' in svg
+    assert "&lt;b&gt;" in svg and "<b>" not in svg
+    assert 'fill="#ffa8a8"' in svg
+
+
+def test_graphviz_labels_stay_text() -> None:
+    import shutil
+
+    from lirun.flows.dag import DagNode
+    from lirun.ui.graph import dot_svg
+
+    assert shutil.which("dot"), "Graphviz dot is part of the test machine (.ci/run installs it)"
+    nodes = [DagNode("x", f"{XSS_SCRIPT}\n{XSS_IMG}", "failed", ())]
+    svg = dot_svg(nodes, {"x": "/runs/rx"})
+    assert svg is not None and svg.startswith("<svg")
+    assert "<script" not in svg and "<img" not in svg and "&lt;script&gt;" in svg
+    assert "/runs/rx" in svg
+
+
+def test_show_page_is_a_board_of_plays(store: Store, client: TestClient) -> None:
+    show = store.create_show(topic="add-auth")
+    # The shows engine's migration adds its own columns: the board shows what it finds.
+    raw_write(store, "ALTER TABLE plays ADD COLUMN merge_sha TEXT")
+    raw_write(store, "ALTER TABLE plays ADD COLUMN attempt INTEGER")
+    p1 = store.create_play(show_id=show["id"], name="models")
+    p2 = store.create_play(show_id=show["id"], name="<api>")
+    store.update_status("play", p1["id"], new_status="running", reason_code="play.running.started")
+    raw_write(
+        store,
+        "UPDATE plays SET merge_sha = 'abcdef0123456789', attempt = 2 WHERE id = :id",
+        {"id": p1["id"]},
+    )
+    page = client.get(f"/shows/{show['id']}").text
+    assert "abcdef012345" in page and ">attempt</span> 2" in page
+    assert f'id="play-{p1["id"]}"' in page and "&lt;api&gt;" in page
+    assert page.index('data-status="pending"') < page.index('data-status="running"')
+    data = client.get(f"/api/shows/{show['id']}").json()
+    assert [c["status"] for c in data["board"]] == ["pending", "running"]
+    assert p2["id"] in {p["id"] for p in data["plays"]}
+    assert client.get("/shows/nope").status_code == 404
+
+
+def test_schedules_page_shows_recent_runs_and_success_rate(
+    store: Store, client: TestClient
+) -> None:
+    now = time.time()
+    raw_write(
+        store,
+        "INSERT INTO schedules (id, name, spec, action_kind, enabled, created_at, updated_at) "
+        "VALUES ('s1', 'nightly', '0 3 * * *', 'run', 1, :now, :now)",
+        {"now": now},
+    )
+    for status, reason, cost in (
+        ("completed", "run.completed.ok", 0.25),
+        ("failed", "run.failed.exception", 0.5),
+    ):
+        inv = store.create_invocation(skill="scheduled")
+        raw_write(
+            store,
+            "UPDATE invocations SET cost_usd = :c WHERE id = :id",
+            {"c": cost, "id": inv["id"]},
+        )  # what sum_flow_usage sets when a scheduled flow ends
+        run = store.create_schedule_run(
+            action_kind="run", schedule_id="s1", invocation_id=inv["id"]
+        )
+        store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
+    page = client.get("/schedules").text
+    assert 'id="schedule-s1"' in page and "nightly" in page and "50%" in page
+    assert page.count('class="cell st-') == 2
+    assert page.count('<rect class="bar st-') == 2 and "$0.7500" in page
+    data = client.get("/api/schedules").json()
+    assert data["schedules"][0]["success_rate"] == 0.5
+    assert [b["height"] for b in data["schedules"][0]["chart"]] == [13.0, 24.0]
+    assert "No live workers" in client.get("/workers").text
+    assert client.get("/api/workers").json() == {"workers": []}
+
+
+def test_every_api_route_is_in_the_openapi_document(client: TestClient) -> None:
+    doc = client.get("/api/openapi.json").json()
+    assert doc["openapi"].startswith("3.")
+    app: Any = client.app
+    starlette_app = app.app  # inside the Guard
+    api_paths = {r.path for r in starlette_app.routes if getattr(r, "path", "").startswith("/api")}
+    assert api_paths and api_paths <= set(doc["paths"])
+    assert set(doc["paths"]) <= api_paths
+
+
+def test_pages_are_read_only_and_carry_a_strict_csp(client: TestClient) -> None:
+    page = client.get("/")
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "default-src 'none'" in csp
+    assert "unsafe-inline" not in csp
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert client.post("/").status_code == 405
+    assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+
+
+def _li(env: dict[str, str], cwd: Path, command: str, *args: str) -> str:
+    """Run ``li run`` / ``li agent`` for real; the run id its ``--json`` line names."""
+    import json
+    import subprocess
+
+    from support.cli import li_command
+
+    proc = subprocess.run(
+        li_command(command, "--json", *args),
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return str(json.loads(proc.stdout.splitlines()[-1])["run_id"])
+
+
+def test_a_real_agent_run_reads_as_a_transcript(
+    client: TestClient, li_env: dict[str, str], repo: Path, fake_bin: Path
+) -> None:
+    from support.providerkit import env_with_fake_bin
+
+    env = env_with_fake_bin("claude/success.jsonl", base=li_env, fake_bin=fake_bin)
+    run_id = _li(env, repo, "agent", "claude", "fix the test")
+    page = client.get(f"/runs/{run_id}").text
+    for needle in (
+        "Fixing the test.",
+        "tool call: Bash",
+        "pytest -q",
+        "1 passed",
+        "Done: test fixed.",
+    ):
+        assert needle in page, needle
+    transcript = page[page.index('id="transcript"') :]
+    assert transcript.index("Fixing the test.") < transcript.index("Done: test fixed.")
+    assert "fix the test" in page  # the prompt
+    data = client.get(f"/api/runs/{run_id}").json()
+    assert data["run"]["status"] == "completed" and data["usage"]["output_tokens"] == 40
+
+
+def test_a_real_command_run_shows_its_output_and_why_it_failed(
+    client: TestClient, li_env: dict[str, str], tmp_path: Path
+) -> None:
+    run_id = _li(
+        li_env, tmp_path, "run", "--", "sh", "-c", "echo out-line; echo err-line >&2; exit 3"
+    )
+    page = client.get(f"/runs/{run_id}").text
+    assert "out-line" in page and "err-line" in page
+    assert "run.failed.exit_nonzero" in page and 'class="chip st-failed"' in page
+
+
+def test_a_running_runs_transcript_is_followed_from_its_files(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    import json as jsonlib
+
+    make_run(store, lirun_home, "busy", status="running", reply="step one")
+    page = client.get("/runs/busy").text
+    assert 'data-follow="/runs/busy/transcript"' in page
+    first = client.get("/runs/busy/transcript")
+    assert first.status_code == 200 and "step one" in first.text
+    signature = first.headers["x-transcript-signature"]
+    assert client.get(f"/runs/busy/transcript?since={signature}").status_code == 204
+    line = {"type": "assistant", "message": {"content": [{"type": "text", "text": "step two"}]}}
+    with open(lirun_home / "runs" / "busy" / "stream" / "busy.jsonl", "a") as stream:
+        stream.write(jsonlib.dumps(line) + "\n")
+    grown = client.get(f"/runs/busy/transcript?since={signature}")
+    assert grown.status_code == 200 and "step two" in grown.text
+    assert grown.headers["x-transcript-signature"] != signature
+    assert client.get("/runs/nope/transcript").status_code == 404
+    store.update_status("session", "busy", new_status="completed", reason_code="run.completed.ok")
+    assert "data-follow" not in client.get("/runs/busy").text  # an ended run is not followed

@@ -1,0 +1,373 @@
+"""The dashboard in a real browser: Debian's Chromium, headless, driven by Selenium
+through Debian's matching chromedriver, against a real uvicorn server.
+
+One browser and one server for the module. Each page's screenshot is saved under the
+test output directory. Without Chromium these tests skip, unless
+LIRUN_TEST_REQUIRE_BROWSER=1 (CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from lirun.store import Store, open_store
+from support.cli import li_command
+from support.uikit import PAYLOADS, XSS_IMG, XSS_NAME, XSS_SCRIPT, claude_stream, make_run, serve
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+TOKEN = "browser-token-0123456789"
+
+
+def _browser_missing() -> str | None:
+    if not (shutil.which("chromium") or os.path.exists(CHROMIUM)):
+        return "Debian's chromium is not installed (apt-get install chromium chromium-driver)"
+    if not os.path.exists(CHROMEDRIVER):
+        return "Debian's chromium-driver is not installed (apt-get install chromium-driver)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (the dev group has it)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    missing = _browser_missing()
+    if missing:
+        if os.environ.get("LIRUN_TEST_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"LIRUN_TEST_REQUIRE_BROWSER=1 but {missing}")
+        pytest.skip(missing)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
+        options.add_argument(arg)
+    browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    browser.set_page_load_timeout(30)
+    try:
+        yield browser
+    finally:
+        browser.quit()
+
+
+@dataclass
+class Site:
+    base: str
+    store: Store
+    home: Path
+    shots: Path
+    env: dict[str, str]
+    flow_id: str
+    show_id: str
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    root = tmp_path_factory.mktemp("ui-site")
+    home = root / "home"
+    home.mkdir()
+    db = str(root / "state.db")
+    env = {**os.environ, "LIRUN_HOME": str(home), "LIRUN_DB_URL": db}
+    store = open_store(db)
+    make_run(
+        store,
+        home,
+        "xss-run",
+        prompt=XSS_SCRIPT,
+        reply=XSS_IMG,
+        summary="javascript:alert(9) " + XSS_IMG,
+        stream=claude_stream(text=XSS_SCRIPT, tool=XSS_IMG, result=XSS_IMG),
+        artifacts={XSS_NAME: b"<script>alert(5)</script>", "report.md": b"# report"},
+    )
+    now = time.time()
+    store.import_sessions(
+        {
+            "id": f"bulk-{i:03d}",
+            "status": "timed_out" if i % 4 == 0 else "completed",
+            "reason_code": "run.timed_out.deadline" if i % 4 == 0 else "run.completed.ok",
+            "created_at": now - 3600 + i,
+            "provider": "codex",
+            "prompt": f"bulk task {i}",
+        }
+        for i in range(120)
+    )
+    flow_file = root / "flow.yaml"
+    flow_file.write_text(
+        "legs:\n  - id: plan\n    run: [sh, -c, 'echo planned']\n"
+        "  - id: check\n    depends_on: [plan]\n    run: [sh, -c, 'exit 1']\n"
+    )
+    import subprocess
+
+    out = subprocess.run(
+        li_command("flow", "run", str(flow_file)),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    flow_id = out.stdout.split("\t", 1)[0].strip()
+    show = store.create_show(topic="add-auth")
+    for name in ("models", "api", XSS_SCRIPT):
+        store.create_play(show_id=show["id"], name=name)
+    shots = Path(os.environ.get("LIRUN_TEST_SCREENSHOTS") or root / "screenshots")
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+        with serve(db) as base:
+            yield Site(base, store, home, shots, env, flow_id, show["id"])
+    finally:
+        store.close()
+
+
+def shot(site: Site, browser: object, name: str) -> Path:
+    path = site.shots / f"{name}.png"
+    assert browser.save_screenshot(str(path))  # type: ignore[attr-defined]
+    assert path.stat().st_size > 1000
+    return path
+
+
+def assert_inert(browser: object, scripts: tuple[str, ...] = ("app.js",)) -> None:
+    """No payload ran (no alert, no flag) and none became an element; the only scripts
+    are ``scripts`` (the dashboard's own file on its pages, none in an artifact)."""
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    b: object = browser
+    with pytest.raises(NoAlertPresentException):
+        b.switch_to.alert.text  # type: ignore[attr-defined]  # noqa: B018
+    assert b.execute_script("return window.__pwned") is None  # type: ignore[attr-defined]
+    assert b.find_elements(By.CSS_SELECTOR, "img[src='x'], img[onerror]") == []  # type: ignore[attr-defined]
+    found = b.find_elements(By.TAG_NAME, "script")  # type: ignore[attr-defined]
+    assert tuple(s.get_attribute("src").rsplit("/", 1)[-1] for s in found) == scripts
+    hrefs = [a.get_attribute("href") or "" for a in b.find_elements(By.TAG_NAME, "a")]  # type: ignore[attr-defined]
+    assert not any(h.lower().startswith("javascript:") for h in hrefs)
+
+
+def wait_live(browser: object) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 10).until(
+        lambda b: b.find_element("id", "live").text == "live"  # type: ignore[attr-defined]
+    )
+
+
+def test_runs_page_lists_runs_and_escapes_payloads(site: Site, driver: object) -> None:
+    from selenium.webdriver.common.by import By
+
+    b: object = driver
+    b.get(site.base + "/")  # type: ignore[attr-defined]
+    rows = b.find_elements(By.CSS_SELECTOR, "#runs tbody tr")  # type: ignore[attr-defined]
+    assert len(rows) == 50
+    assert b.find_element(By.ID, "run-xss-run")  # type: ignore[attr-defined]
+    page = b.page_source  # type: ignore[attr-defined]
+    assert all(p not in page for p in PAYLOADS[:2])
+    assert_inert(b)
+    shot(site, b, "runs")
+
+
+def test_a_finished_run_appears_within_a_second_without_a_reload(
+    site: Site, driver: object
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    b: object = driver
+    b.get(site.base + "/")  # type: ignore[attr-defined]
+    wait_live(b)
+    b.execute_script("window.__same_page = 42")  # type: ignore[attr-defined]
+    started = time.monotonic()
+    make_run(site.store, site.home, "fresh-run", prompt="just finished", reply="ok")
+    WebDriverWait(b, 1.0, poll_frequency=0.02).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#run-fresh-run[data-status='completed']")
+    )
+    elapsed = time.monotonic() - started
+    assert elapsed <= 1.0
+    assert b.execute_script("return window.__same_page") == 42  # type: ignore[attr-defined]
+    first = b.find_elements(By.CSS_SELECTOR, "#runs tbody tr")[0]  # type: ignore[attr-defined]
+    assert first.get_attribute("id") == "run-fresh-run"
+    shot(site, b, "runs-live")
+
+
+def test_filters_and_pagination(site: Site, driver: object) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    b: object = driver
+    b.get(site.base + "/")  # type: ignore[attr-defined]
+    Select(b.find_element(By.ID, "f-status")).select_by_value("timed_out")  # type: ignore[attr-defined]
+    b.find_element(By.ID, "f-provider").send_keys("codex")  # type: ignore[attr-defined]
+    b.find_element(By.ID, "f-apply").click()  # type: ignore[attr-defined]
+    WebDriverWait(b, 10).until(lambda d: "status=timed_out" in d.current_url)
+    statuses = {
+        r.get_attribute("data-status")
+        for r in b.find_elements(By.CSS_SELECTOR, "#runs tbody tr")  # type: ignore[attr-defined]
+    }
+    assert statuses == {"timed_out"}
+    assert len(b.find_elements(By.CSS_SELECTOR, "#runs tbody tr")) == 30  # type: ignore[attr-defined]
+    shot(site, b, "runs-filtered")
+    b.get(site.base + "/?kind=session&provider=codex")  # type: ignore[attr-defined]
+    first = [r.get_attribute("id") for r in b.find_elements(By.CSS_SELECTOR, "#runs tbody tr")]  # type: ignore[attr-defined]
+    b.find_element(By.ID, "next-page").click()  # type: ignore[attr-defined]
+    WebDriverWait(b, 10).until(lambda d: "cursor=" in d.current_url)
+    second = [r.get_attribute("id") for r in b.find_elements(By.CSS_SELECTOR, "#runs tbody tr")]  # type: ignore[attr-defined]
+    assert len(first) == 50 and len(second) == 50 and not set(first) & set(second)
+    assert first[-1] > second[0]  # newest first, continuing where the first page ended
+    assert "provider=codex" in b.current_url  # type: ignore[attr-defined]
+    page2 = b.current_url  # type: ignore[attr-defined]
+    b.find_element(By.ID, "next-page").click()  # type: ignore[attr-defined]
+    WebDriverWait(b, 10).until(lambda d: d.current_url != page2)
+    third = b.find_elements(By.CSS_SELECTOR, "#runs tbody tr")  # type: ignore[attr-defined]
+    assert len(third) == 20 and not b.find_elements(By.ID, "next-page")  # type: ignore[attr-defined]
+    shot(site, b, "runs-page-3")
+
+
+def test_run_page_shows_history_evidence_and_transcript(site: Site, driver: object) -> None:
+    from selenium.webdriver.common.by import By
+
+    b: object = driver
+    b.get(site.base + "/runs/xss-run")  # type: ignore[attr-defined]
+    history = b.find_elements(By.CSS_SELECTOR, "#history .tl-item")  # type: ignore[attr-defined]
+    assert len(history) == 2 and "run.completed.ok" in history[1].text
+    assert "assistant_output" in b.find_element(By.ID, "evidence").text  # type: ignore[attr-defined]
+    transcript = b.find_element(By.ID, "transcript")  # type: ignore[attr-defined]
+    assert XSS_SCRIPT in transcript.text  # shown as text, not run
+    call = transcript.find_element(By.CSS_SELECTOR, "details.tool_call")
+    call.find_element(By.TAG_NAME, "summary").click()
+    assert call.get_attribute("open") is not None
+    links = [a.text for a in b.find_elements(By.CSS_SELECTOR, "#artifacts a.artifact")]  # type: ignore[attr-defined]
+    assert XSS_NAME in links and "report.md" in links
+    assert_inert(b)
+    shot(site, b, "run")
+    # Opened as a person would from the link (its href, not a click: chromedriver waits
+    # forever on a click that lands in a sandboxed document).
+    b.get(b.find_element(By.LINK_TEXT, XSS_NAME).get_attribute("href"))  # type: ignore[attr-defined]
+    assert "<script>alert(5)</script>" in b.find_element(By.TAG_NAME, "body").text  # type: ignore[attr-defined]
+    assert_inert(b, scripts=())
+    shot(site, b, "artifact")
+
+
+def test_a_running_runs_transcript_grows_on_the_page(site: Site, driver: object) -> None:
+    import json
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    b: object = driver
+    make_run(site.store, site.home, "still-going", status="running", reply="thinking")
+    b.get(f"{site.base}/runs/still-going")  # type: ignore[attr-defined]
+    assert "thinking" in b.find_element(By.ID, "transcript").text  # type: ignore[attr-defined]
+    line = {"type": "assistant", "message": {"content": [{"type": "text", "text": "new words"}]}}
+    with open(site.home / "runs" / "still-going" / "stream" / "still-going.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
+    WebDriverWait(b, 5).until(lambda d: "new words" in d.find_element(By.ID, "transcript").text)
+    shot(site, b, "run-following")
+
+
+def test_flow_graph_renders_and_links_its_legs(site: Site, driver: object) -> None:
+    from selenium.webdriver.common.by import By
+
+    b: object = driver
+    b.get(f"{site.base}/flows/{site.flow_id}")  # type: ignore[attr-defined]
+    graph = b.find_element(By.CSS_SELECTOR, "#flow-graph svg")  # type: ignore[attr-defined]
+    assert graph.size["width"] > 100
+    assert "plan" in graph.text and "check" in graph.text
+    links = b.find_elements(By.CSS_SELECTOR, "#flow-graph svg a")  # type: ignore[attr-defined]
+    assert len(links) == 2
+    shot(site, b, "flow")
+    target = links[0].get_attribute("href") or links[0].get_attribute("xlink:href")
+    b.get(target if target.startswith("http") else site.base + target)  # type: ignore[attr-defined]
+    assert "/runs/" in b.current_url  # type: ignore[attr-defined]
+    assert b.find_element(By.ID, "run-id")  # type: ignore[attr-defined]
+
+
+def test_a_running_flow_page_shows_a_leg_that_starts_later(site: Site, driver: object) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    b: object = driver
+    inv = site.store.create_invocation(skill="live-flow")
+    b.get(f"{site.base}/flows/{inv['id']}")  # type: ignore[attr-defined]
+    wait_live(b)
+    site.store.create_session(id="late-leg", owner_pid=None, invocation_id=inv["id"])
+    WebDriverWait(b, 1.0, poll_frequency=0.02).until(
+        lambda d: d.find_elements(By.CSS_SELECTOR, "#legs a[href='/runs/late-leg']")
+    )
+
+
+def test_show_board_schedules_and_workers_render(site: Site, driver: object) -> None:
+    from selenium.webdriver.common.by import By
+
+    b: object = driver
+    b.get(f"{site.base}/shows/{site.show_id}")  # type: ignore[attr-defined]
+    cards = b.find_elements(By.CSS_SELECTOR, ".board .card")  # type: ignore[attr-defined]
+    assert len(cards) == 3 and any(XSS_SCRIPT in c.text for c in cards)
+    assert_inert(b)
+    shot(site, b, "show")
+    for path, name in (("/schedules", "schedules"), ("/workers", "workers")):
+        b.get(site.base + path)  # type: ignore[attr-defined]
+        assert b.find_element(By.TAG_NAME, "h1").text.lower() == name  # type: ignore[attr-defined]
+        shot(site, b, name)
+
+
+def test_a_token_server_refuses_then_accepts_the_browser(site: Site, driver: object) -> None:
+    from selenium.webdriver.common.by import By
+
+    b: object = driver
+    with serve(site.env["LIRUN_DB_URL"], token=TOKEN) as base:
+        b.get(base + "/")  # type: ignore[attr-defined]
+        assert "needs its token" in b.find_element(By.TAG_NAME, "body").text  # type: ignore[attr-defined]
+        b.get(f"{base}/?token={TOKEN}")  # type: ignore[attr-defined]
+        assert "token=" not in b.current_url  # type: ignore[attr-defined]
+        assert b.find_elements(By.CSS_SELECTOR, "#runs tbody tr")  # type: ignore[attr-defined]
+        assert b.execute_script("return document.cookie") == ""  # type: ignore[attr-defined]  # HttpOnly
+        wait_live(b)  # the event stream got through with the cookie
+        shot(site, b, "token")
+
+
+@pytest.mark.postgres
+def test_live_updates_on_postgresql(driver: object, tmp_path: Path) -> None:
+    """The same live path over LISTEN/NOTIFY."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from support.pg import make_pg_url
+
+    b: object = driver
+    for url in make_pg_url():
+        store = open_store(url)
+        try:
+            with serve(url) as base:
+                b.get(base + "/")  # type: ignore[attr-defined]
+                wait_live(b)
+                started = time.monotonic()
+                make_run(store, tmp_path, "pg-fresh", reply="ok")
+                WebDriverWait(b, 1.0, poll_frequency=0.02).until(
+                    lambda d: d.find_elements(
+                        By.CSS_SELECTOR, "#run-pg-fresh[data-status='completed']"
+                    )
+                )
+                assert time.monotonic() - started <= 1.0
+        finally:
+            store.close()

@@ -1,0 +1,141 @@
+"""The dashboard is safe by default: artifacts stay inside their run's root and can never
+run script in the dashboard's origin; a token, when set, guards every request (header or
+the cookie a browser gets from ?token= once); a local bind answers local Host names only;
+everything is read-only."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from lirun.store import Store
+from lirun.ui.app import create_app
+from lirun.ui.security import LOCAL_HOSTS
+from support.uikit import XSS_NAME, XSS_SCRIPT, make_run
+
+TOKEN = "s3cret-token-0123456789"
+
+
+@pytest.fixture
+def client(store: Store, db_url: str) -> Iterator[TestClient]:
+    with TestClient(create_app(db_url, watch=False)) as c:
+        yield c
+
+
+@pytest.fixture
+def run_with_files(store: Store, lirun_home: Path, tmp_path: Path) -> Path:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside the run")
+    row = make_run(
+        store,
+        lirun_home,
+        "art",
+        artifacts={
+            "page.html": XSS_SCRIPT.encode(),
+            "pic.svg": b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>',
+            "img.png": b"\x89PNG\r\n\x1a\n",
+            "blob.bin": b"\x00\x01",
+            "notes/readme.md": b"# notes",
+            XSS_NAME: b"named",
+        },
+    )
+    root = Path(row["artifacts_path"])
+    os.symlink(secret, root / "escape.txt")
+    os.symlink(tmp_path, root / "outdir")
+    return root
+
+
+def test_artifacts_open_as_inert_content(client: TestClient, run_with_files: Path) -> None:
+    html = client.get("/runs/art/artifacts/page.html")
+    assert html.status_code == 200 and html.content == XSS_SCRIPT.encode()
+    assert html.headers["content-type"].startswith("text/plain")
+    assert html.headers["x-content-type-options"] == "nosniff"
+    assert "sandbox" in html.headers["content-security-policy"]
+    svg = client.get("/runs/art/artifacts/pic.svg")
+    assert svg.headers["content-type"].startswith("text/plain")
+    assert client.get("/runs/art/artifacts/img.png").headers["content-type"] == "image/png"
+    blob = client.get("/runs/art/artifacts/blob.bin")
+    assert blob.headers["content-type"] == "application/octet-stream"
+    assert blob.headers["content-disposition"].startswith("attachment")
+    assert client.get("/runs/art/artifacts/notes/readme.md").text == "# notes"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../run.json",
+        "..%2f..%2fstate.db",
+        "%2e%2e/%2e%2e/state.db",
+        "notes/../../run.json",
+        "escape.txt",
+        "outdir/secret.txt",
+        "%2Fetc%2Fpasswd",
+        "notes",
+        "missing.txt",
+    ],
+)
+def test_traversal_and_symlink_escapes_are_refused(
+    client: TestClient, run_with_files: Path, path: str
+) -> None:
+    answer = client.get(f"/runs/art/artifacts/{path}")
+    assert answer.status_code == 404, answer.text
+    assert "outside the run" not in answer.text and "root:" not in answer.text
+
+
+def test_the_run_page_links_each_artifact_and_escapes_file_names(
+    client: TestClient, run_with_files: Path
+) -> None:
+    page = client.get("/runs/art").text
+    assert 'href="/runs/art/artifacts/notes/readme.md"' in page
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(4)&gt;.html" in page
+    named = client.get("/runs/art/artifacts/%3Cimg%20src%3Dx%20onerror%3Dalert(4)%3E.html")
+    assert named.status_code == 200 and named.headers["content-type"].startswith("text/plain")
+
+
+@pytest.fixture
+def guarded(store: Store, db_url: str) -> Iterator[TestClient]:
+    app = create_app(db_url, token=TOKEN, allowed_hosts=None, watch=False)
+    with TestClient(app, follow_redirects=False) as c:
+        yield c
+
+
+def test_a_token_guards_every_request(guarded: TestClient) -> None:
+    for path in ("/", "/api/runs", "/events", "/static/app.js", "/api/openapi.json"):
+        refused = guarded.get(path)
+        assert refused.status_code == 401, path
+        assert "token" in refused.text
+    assert guarded.get("/?token=wrong").status_code == 401
+    assert guarded.get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    assert guarded.get("/", headers={"Authorization": "Bearer nope"}).status_code == 401
+
+
+def test_presenting_the_token_once_sets_a_strict_cookie(guarded: TestClient) -> None:
+    first = guarded.get(f"/api/runs?status=failed&token={TOKEN}")
+    assert first.status_code == 303
+    assert first.headers["location"] == "/api/runs?status=failed"  # the token leaves the URL
+    cookie = first.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert guarded.get("/api/runs?status=failed").status_code == 200  # the cookie rides along
+    guarded.cookies.clear()
+    assert guarded.get("/api/runs").status_code == 401
+    # The redirect never leaves the dashboard, whatever the path looks like.
+    away = guarded.get(f"http://testserver//evil.example/x?token={TOKEN}")
+    assert away.status_code == 303 and away.headers["location"] == "/evil.example/x"
+
+
+def test_a_local_bind_answers_local_host_names_only(store: Store, db_url: str) -> None:
+    app = create_app(db_url, allowed_hosts=LOCAL_HOSTS, watch=False)
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        assert c.get("/").status_code == 200
+        assert c.get("/", headers={"Host": "localhost:8765"}).status_code == 200
+        rebound = c.get("/", headers={"Host": "evil.example:8765"})
+        assert rebound.status_code == 400
+
+
+def test_everything_is_read_only(client: TestClient) -> None:
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        assert client.request(method, "/api/runs").status_code == 405

@@ -1,0 +1,93 @@
+"""The store's side of the dashboard on both backends: migration 0007 numbers an existing
+history in the order it was written, the runs page's reads, and the batched import."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from lirun.errors import ConflictError, ValidationError
+from lirun.store import Store, is_postgres_url, open_store
+from lirun.store.connector import split_statements
+from lirun.store.queries import load_migrations
+from lirun.store.ui_reads import RunFilter, page_params
+
+
+def test_migration_0007_numbers_an_existing_history_in_write_order(db_url: str) -> None:
+    from test_store_migrations import execute_without_lirun
+
+    dialect = "postgres" if is_postgres_url(db_url) else "sqlite"
+    statements = [
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+        "applied_at DOUBLE PRECISION NOT NULL)",
+    ]
+    for version, name, script in load_migrations(dialect):
+        if version < 7:
+            statements += [*split_statements(script)]
+            statements.append(f"INSERT INTO schema_migrations VALUES ({version}, '{name}', 0)")
+    # Written in this order; their clocks disagree (another host's clock ran behind).
+    for tid, created in (("t-b", 20.0), ("t-a", 10.0), ("t-c", 30.0)):
+        statements.append(
+            "INSERT INTO status_transitions (id, entity_type, entity_id, status, reason_code, "
+            f"source, created_at) VALUES ('{tid}', 'session', 'old', 'running', "
+            f"'run.running.started', 'system', {created})"
+        )
+    execute_without_lirun(db_url, statements)
+    store = open_store(db_url)
+    try:
+        rows = store.transitions_since(0)
+        assert [(r["seq"], r["created_at"]) for r in rows] == [(1, 20.0), (2, 10.0), (3, 30.0)]
+        store.create_session(id="new", owner_pid=None)
+        assert store.last_transition_seq() == 4
+    finally:
+        store.close()
+
+
+def test_import_checks_every_row_before_writing_any(store: Store) -> None:
+    good = {
+        "id": "i1",
+        "status": "completed",
+        "reason_code": "run.completed.ok",
+        "created_at": time.time(),
+    }
+    with pytest.raises(ValidationError):
+        store.import_sessions([good, {**good, "id": "i2", "reason_code": "show.completed.ok"}])
+    with pytest.raises(ValidationError, match="unknown field"):
+        store.import_sessions([{**good, "pid": 3}])
+    assert store.get_entity("session", "i1") is None
+    assert store.import_sessions([good]) == 1
+    row = store.get_entity("session", "i1")
+    assert row is not None and row["exit_code"] == 0
+    assert [t["status"] for t in store.list_transitions("session", "i1")] == ["completed"]
+    with pytest.raises(ConflictError):
+        store.import_sessions([good])
+
+
+def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
+    show = store.create_show(topic="t")
+    play = store.create_play(show_id=show["id"], name="models")
+    run = store.create_schedule_run(action_kind="agent")
+    inv = store.create_invocation(skill="review", prompt="look")
+    session = store.create_session(id="s", owner_pid=None, prompt="p", provider="codex")
+    rows = store.runs_page(limit=10)
+    assert [(r["kind"], r["id"]) for r in rows] == [
+        ("session", session["id"]),
+        ("invocation", inv["id"]),
+        ("schedule_run", run["id"]),
+        ("play", play["id"]),
+    ]
+    labels = {r["kind"]: (r["label"], r["parent_id"]) for r in rows}
+    assert labels["play"] == ("models", show["id"])
+    assert labels["invocation"] == ("review", None)
+    assert [r["id"] for r in store.runs_page(RunFilter(kinds=("play", "session")))] == [
+        session["id"],
+        play["id"],
+    ]
+    assert store.runs_page(RunFilter(provider="codex"))[0]["id"] == "s"
+
+
+def test_an_unknown_kind_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="not a run kind"):
+        page_params(RunFilter(kinds=("team",)), None, 10)
+    assert page_params(RunFilter(), None, 10_000)["limit"] == 200
