@@ -282,9 +282,6 @@ def test_graphviz_labels_stay_text() -> None:
 
 def test_show_page_is_a_board_of_plays(store: Store, client: TestClient) -> None:
     show = store.create_show(topic="add-auth")
-    # The shows engine's migration adds its own columns: the board shows what it finds.
-    raw_write(store, "ALTER TABLE plays ADD COLUMN merge_sha TEXT")
-    raw_write(store, "ALTER TABLE plays ADD COLUMN attempt INTEGER")
     p1 = store.create_play(show_id=show["id"], name="models")
     p2 = store.create_play(show_id=show["id"], name="<api>")
     store.update_status("play", p1["id"], new_status="running", reason_code="play.running.started")
