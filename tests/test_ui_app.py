@@ -5,6 +5,7 @@ document."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -333,6 +334,21 @@ def test_schedules_page_shows_recent_runs_and_success_rate(
     assert [b["height"] for b in data["schedules"][0]["chart"]] == [13.0, 24.0]
     assert "No live workers" in client.get("/workers").text
     assert client.get("/api/workers").json() == {"workers": []}
+
+
+def test_workers_page_lists_live_workers_and_what_they_run(
+    store: Store, client: TestClient
+) -> None:
+    from lirun.liveness import current_owner
+
+    worker = store.register_worker(
+        owner=current_owner(), concurrency=2, transport="local", lease_seconds=60
+    )
+    page = client.get("/workers").text
+    assert f'id="worker-{worker}"' in page and "local" in page
+    [shown] = client.get("/api/workers").json()["workers"]
+    assert (shown["id"], shown["pid"], shown["concurrency"]) == (worker, os.getpid(), 2)
+    assert shown["running"] == [] and shown["heartbeat_age"] < 60
 
 
 def test_every_api_route_is_in_the_openapi_document(client: TestClient) -> None:

@@ -105,12 +105,6 @@ class UIReads:
         rows = self.connector.read(self.sql("ui_show_plays"), {"show_id": show_id})
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
-    def list_schedules(self: _HasQueries) -> list[dict[str, Any]]:
-        """Every schedule with every column it has, by name."""
-        from lirun.store.records import decode_row
-
-        return [decode_row(r) for r in self.connector.read(self.sql("ui_list_schedules"))]  # type: ignore[misc]
-
     def recent_schedule_runs(self: _HasQueries, per_schedule: int = 20) -> list[Row]:
         """The newest ``per_schedule`` runs of every schedule (by schedule, newest first)."""
         return self.connector.read(

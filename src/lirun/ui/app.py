@@ -129,7 +129,7 @@ def _routes(dash: Dashboard) -> list[Any]:
         return dash.page("schedules.html", request, **data)
 
     async def workers(request: Request) -> Response:
-        data = views.workers_view()
+        data = await dash.read(views.workers_view)
         if request.url.path.startswith("/api/"):
             return _json(data)
         return dash.page("workers.html", request, **data)

@@ -296,6 +296,16 @@ def cost_chart(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def workers_view() -> dict[str, Any]:
-    """Live workers: none are recorded by this version (the queue transport is to come)."""
-    return {"workers": []}
+def workers_view(store: Store) -> dict[str, Any]:
+    """Live workers (heartbeat within their lease): host, pid, heartbeat age, what runs."""
+    import time
+
+    from lirun.schedules.worker import live_workers
+
+    fields = ("id", "host", "pid", "started_at", "heartbeat_age", "concurrency", "transport")
+    return {
+        "workers": [
+            {**{k: w.get(k) for k in fields}, "running": list(w.get("running") or ())}
+            for w in live_workers(store, time.time())
+        ]
+    }

@@ -111,9 +111,6 @@ SELECT COALESCE(MAX(seq), 0) AS seq FROM status_transitions
 -- Every column: the shows engine adds its own (attempt, merge commit, gate verdict).
 SELECT * FROM plays WHERE show_id = :show_id ORDER BY created_at, id
 
--- name: ui_list_schedules
-SELECT * FROM schedules ORDER BY name, id
-
 -- name: ui_recent_schedule_runs
 -- The newest :per_schedule runs of every schedule, newest first within each, with the
 -- cost its invocation recorded.
