@@ -96,3 +96,37 @@ def test_a_shared_leg_beside_others_cannot_prove_work_by_a_change_alone(
         store.close()
     assert {"kind": "shared_evidence", "legs": ["agent"]} in row["status_evidence_refs"]
     assert session["metadata_json"]["flow"]["evidence_shared"] is True
+
+
+def test_a_resume_reusing_a_shared_leg_that_proved_nothing_stays_completed_empty(
+    db_url: str, repo: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reusing a leg keeps what it counted for: a shared leg whose only proof was a change
+    in the shared tree made the flow completed_empty, and resuming (which runs nothing
+    new) must not turn that into a success."""
+    from lirun.flows.engine import resume_flow
+
+    _use(monkeypatch, "claude/success_silent.jsonl", fake_claude)
+    spec = FlowSpec(
+        legs=(
+            LegSpec("agent", Task(agent="claude", prompt="edit"), isolation="shared"),
+            LegSpec("beside", Task(run=("sh", "-c", "sleep 0.1; echo ok"))),
+        ),
+        cwd=str(repo),
+        parallel=2,
+    )
+    first = run_flow(spec, db_url=db_url)
+    assert first.status == "completed_empty", first.reason_summary
+    again = resume_flow(first.invocation_id, db_url=db_url)
+    assert all(leg.reused for leg in again.legs)
+    assert (again.status, again.reason_code, again.exit_code) == (
+        "completed_empty",
+        "run.completed_empty.leg",
+        1,
+    )
+    store = open_store(db_url)
+    try:
+        row = store.get_entity("invocation", again.invocation_id) or {}
+    finally:
+        store.close()
+    assert {"kind": "shared_evidence", "legs": ["agent"]} in row["status_evidence_refs"]

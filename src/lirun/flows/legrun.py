@@ -22,7 +22,7 @@ from lirun.errors import LirunError, StartInterruptedError
 from lirun.flows.spec import LegSpec
 from lirun.signals import SignalTrap
 
-__all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of"]
+__all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of", "proof_is_shared"]
 
 RETRYABLE = "run.failed.provider_retryable"
 _GIT_LOCK = threading.Lock()  # `git worktree add` takes repository-wide locks
@@ -93,6 +93,20 @@ def outputs_of(row: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -
 def _produced_any(row: Mapping[str, Any]) -> bool:
     produced = (row.get("artifact_verification_json") or {}).get("produced") or []
     return any(isinstance(p, Mapping) and p.get("present") for p in produced)
+
+
+def proof_is_shared(row: Mapping[str, Any]) -> bool:
+    """The leg ran in a tree shared with legs beside it (``evidence_shared`` in its
+    metadata) and ended ``completed`` with neither a reply nor an artifact file: its
+    only proof is a change that cannot be told from its neighbours'. Read from the row,
+    so a resume that reuses the leg counts it as the run that made it did."""
+    meta = (row.get("metadata_json") or {}).get("flow") or {}
+    return (
+        bool(meta.get("evidence_shared"))
+        and row.get("status") == "completed"
+        and not (row.get("reply_text") or "").strip()
+        and not _produced_any(row)
+    )
 
 
 def _worktree(job: LegJob) -> tuple[str, dict[str, str]]:
@@ -263,11 +277,5 @@ class LegWorkers:
         result.duration_s = row.get("duration_s")
         result.cost_usd = row.get("cost_usd")
         result.outputs = outputs_of(row, extra)
-        reply = (row.get("reply_text") or "").strip()
-        result.proof_shared = (
-            job.evidence_shared
-            and result.status == "completed"
-            and not reply
-            and not _produced_any(row)
-        )
+        result.proof_shared = proof_is_shared(row)
         return row

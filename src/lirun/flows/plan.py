@@ -35,6 +35,7 @@ class ReusedLeg:
     item: str | None
     duration_s: float | None
     outputs: Mapping[str, Any]
+    proof_shared: bool = False  # it counted completed_empty there (``proof_is_shared``)
 
 
 @dataclass(slots=True)
@@ -191,6 +192,7 @@ class FlowPlan:
             inst.status, inst.reason_code = before.status, before.reason_code
             inst.session_id, inst.duration_s = before.session_id, before.duration_s
             inst.outputs = dict(before.outputs)
+            inst.proof_shared = before.proof_shared
         return inst
 
     @staticmethod

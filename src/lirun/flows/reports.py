@@ -12,7 +12,7 @@ from typing import Any
 
 from lirun.errors import UsageError
 from lirun.flows.decision import NOT_RUN
-from lirun.flows.legrun import outputs_of
+from lirun.flows.legrun import outputs_of, proof_is_shared
 from lirun.flows.plan import ReusedLeg
 from lirun.flows.report import FlowReport, LegReport
 from lirun.store import Store, open_store
@@ -139,6 +139,7 @@ def _reused(session: Mapping[str, Any]) -> ReusedLeg:
         item=meta.get("item"),
         duration_s=session.get("duration_s"),
         outputs=outputs_of(session),
+        proof_shared=proof_is_shared(session),
     )
 
 
