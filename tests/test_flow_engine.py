@@ -337,3 +337,44 @@ def test_a_template_that_cannot_render_fails_its_leg_before_it_starts(
         None,
     )
     assert report.reason_summary and report.reason_summary.startswith("leg b ended failed")
+
+
+def test_why_a_leg_without_a_session_failed_is_in_the_record(
+    db_url: str, tmp_path: Path, li_env: dict[str, str]
+) -> None:
+    """A fan-out that cannot expand and a template that cannot render fail their leg
+    before any session exists; the reason's text must be in the database (the report,
+    the invocation's summary and evidence), not only in checkpoint.json and stderr."""
+    many = 'seq 1001 > "$LIRUN_ARTIFACT_DIR/l"'
+    spec = flow(
+        tmp_path,
+        LegSpec("list", sh(many, artifacts=({"id": "l", "path": "l"},))),
+        LegSpec(
+            "each", echo("{{ item }}"), depends_on=("list",), for_each=ForEach(artifact="list.l")
+        ),
+        LegSpec("a", echo("a")),
+        LegSpec("b", echo("{{ legs.a.artifacts.nothing }}"), depends_on=("a",)),
+    )
+    lines: list[str] = []
+    report = run_flow(spec, db_url=db_url, options=FlowOptions(on_progress=lines.append))
+    legs = by_id(report)
+    assert report.status == "failed"
+    assert "1001 items, at most 1000" in (legs["each"].error or "")
+    assert "nothing" in (legs["b"].error or "")
+    assert legs["list"].error is None and legs["a"].error is None
+    assert report.reason_summary and "1001 items, at most 1000" in report.reason_summary
+    assert any("leg each failed" in line and "1001 items" in line for line in lines)
+    row = invocation(db_url, report.invocation_id)
+    failed = next(e for e in row["status_evidence_refs"] if e["kind"] == "failed_legs")
+    errors = {leg["leg"]: leg.get("error") for leg in failed["legs"]}
+    assert "1001 items" in errors["each"] and "nothing" in errors["b"]
+    shown = subprocess.run(
+        li_command("status", report.invocation_id, "--json"),
+        env=li_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    flow_legs = {leg["id"]: leg for leg in json.loads(shown.stdout)["flow"]["legs"]}
+    assert "1001 items" in flow_legs["each"]["error"]

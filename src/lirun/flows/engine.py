@@ -172,7 +172,8 @@ class _FlowRun:
             elif inst.status == NOT_RUN:
                 self.log.line(f"leg {inst.id} not run: {inst.because} did not complete")
             elif inst.state == DONE:
-                self.log.line(f"leg {inst.id} {inst.status} ({inst.reason_code})")
+                detail = f": {inst.error}" if inst.error else ""
+                self.log.line(f"leg {inst.id} {inst.status} ({inst.reason_code}){detail}")
         if created:  # the stored graph grows with the instances
             self.store.set_flow_json(self.id, self.stored_flow())
             if any(i.state == DONE for i in created):

@@ -68,6 +68,7 @@ def _leg_report(
         duration_s=session.get("duration_s") if session else None,
         cost_usd=session.get("cost_usd") if session else None,
         depends_on=tuple(entry.get("depends_on") or ()),
+        error=None if session else entry.get("error"),
     )
 
 
