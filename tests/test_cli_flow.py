@@ -4,6 +4,7 @@ command legs run end to end on both backends."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import textwrap
 from pathlib import Path
@@ -261,3 +262,38 @@ def test_a_signal_stops_every_running_leg(
     assert (report["status"], report["interrupted"]) == (status, sig.name)
     legs = {leg["id"]: leg for leg in report["legs"]}
     assert legs["slow"]["status"] == status and legs["after"]["session_id"] is None
+
+
+def test_li_status_of_a_flow_shows_its_summed_tokens_and_cost_and_where_it_resumed_from(
+    tmp_path: Path, db_url: str, li_env: dict[str, str], fake_bin: Path
+) -> None:
+    """The invocation row holds the legs' summed tokens and cost, its run directory and
+    resumed_from; `li status ID` must show them, not only `--json`."""
+    from support.providerkit import fake_env
+
+    env = fake_env(
+        "claude/success.jsonl", base={**li_env, "LIRUN_CLAUDE_BIN": str(fake_bin / "claude")}
+    )
+    path = write(
+        tmp_path,
+        """
+        legs:
+          - {id: one, agent: claude, prompt: do one}
+          - {id: two, agent: claude, prompt: do two, depends_on: [one]}
+        """,
+    )
+    ran = run_li("flow", "run", str(path), "--json", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    first = json.loads(ran.stdout)
+    assert (first["input_tokens"], first["output_tokens"]) == (40, 80)
+    shown = run_li("status", first["invocation_id"], env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "in 40, out 80" in shown.stdout
+    assert "$0.0246" in shown.stdout
+    assert first["run_dir"] in shown.stdout
+    resumed = run_li("flow", "resume", first["invocation_id"], "--json", env=env, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    second = json.loads(resumed.stdout)["invocation_id"]
+    shown = run_li("status", second, env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(rf"\nresumed from +{first['invocation_id']}\n", shown.stdout), shown.stdout

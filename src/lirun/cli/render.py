@@ -180,8 +180,18 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("resumed from", row.get("resumed_from") or ""),
             ("invocation", row.get("invocation_id") or ""),
         ]
+    if kind == "invocation":  # a flow's holds its legs' summed usage, its owner, its origin
+        return [
+            ("skill", _opt(row.get("skill"))),
+            ("prompt", clip(row.get("prompt"))),
+            ("tokens", tokens_text(row)),
+            ("cost", "" if row.get("cost_usd") is None else format_cost(row["cost_usd"])),
+            ("run dir", row.get("run_dir") or ""),
+            ("artifact dir", row.get("artifact_dir") or ""),
+            ("owner", owner_text(row, now)),
+            ("resumed from", row.get("resumed_from") or ""),
+        ]
     keys = {
-        "invocation": ("skill", "prompt", "artifact_dir"),
         "play": ("show_id", "name", "session_id", "artifact_dir"),
         "show": ("topic",),
         "schedule_run": ("schedule_id", "invocation_id", "action_kind", "attempt", "artifact_dir"),
