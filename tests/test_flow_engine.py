@@ -378,3 +378,28 @@ def test_why_a_leg_without_a_session_failed_is_in_the_record(
     assert shown.returncode == 0, shown.stderr
     flow_legs = {leg["id"]: leg for leg in json.loads(shown.stdout)["flow"]["legs"]}
     assert "1001 items" in flow_legs["each"]["error"]
+
+
+def test_a_template_that_fails_while_rendering_fails_only_its_leg(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Any error a template raises while rendering (an unknown test, runaway recursion)
+    is that leg's setup failure: the flow goes on with the independent legs, it does
+    not end run.failed.exception with everything else not run."""
+    recursive = "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"
+    spec = flow(
+        tmp_path,
+        LegSpec("deep", echo(recursive)),
+        LegSpec("test", echo("{% if vars.x is nosuchtest %}y{% endif %}")),
+        LegSpec("fine", sh("sleep 0.3; echo fine")),
+        vars={"x": "1"},
+        parallel=1,
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = by_id(report)
+    assert (report.status, report.reason_code) == ("failed", "run.failed.leg")
+    for leg_id, fragment in (("deep", "RecursionError"), ("test", "nosuchtest")):
+        leg = legs[leg_id]
+        assert (leg.status, leg.reason_code, leg.session_id) == ("failed", "run.failed.setup", None)
+        assert fragment in (leg.error or ""), leg.error
+    assert legs["fine"].status == "completed"

@@ -128,6 +128,8 @@ def render(text: str, context: Mapping[str, Any]) -> str:
         raise _syntax_error(exc) from None
     except (jinja2.UndefinedError, jinja2.exceptions.SecurityError) as exc:
         raise TemplateError(str(exc)) from None
-    except (TypeError, ValueError, ArithmeticError, LookupError) as exc:
-        # A filter or operation on the wrong kind of value (``{{ vars.n + 'x' }}``).
+    except Exception as exc:
+        # A filter or operation on the wrong kind of value (``{{ vars.n + 'x' }}``), a
+        # test Jinja2 only looks up when it runs, runaway recursion: the template's own
+        # fault, so its leg fails, never the flow's engine.
         raise TemplateError(f"{type(exc).__name__}: {exc}") from None
