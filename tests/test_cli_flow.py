@@ -297,3 +297,15 @@ def test_li_status_of_a_flow_shows_its_summed_tokens_and_cost_and_where_it_resum
     shown = run_li("status", second, env=env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert re.search(rf"\nresumed from +{first['invocation_id']}\n", shown.stdout), shown.stdout
+
+
+def test_an_unknown_filter_is_a_file_line_problem_exit_2(
+    tmp_path: Path, lirun_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, 'legs:\n  - {id: a, run: [echo, "{{ item | nosuch }}"]}\n')
+    db = tmp_path / "state.db"
+    assert li(["flow", "run", str(path), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:2: leg 'a': run: template error on its line 1: no filter named 'nosuch'" in err
+    assert "Traceback" not in err
+    assert not db.exists() and list(lirun_home.iterdir()) == []
