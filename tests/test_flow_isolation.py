@@ -130,3 +130,45 @@ def test_a_resume_reusing_a_shared_leg_that_proved_nothing_stays_completed_empty
     finally:
         store.close()
     assert {"kind": "shared_evidence", "legs": ["agent"]} in row["status_evidence_refs"]
+
+
+def test_worktrees_are_decided_by_each_legs_cwd_and_need_a_commit(
+    db_url: str, repo: Path, tmp_path: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository without a commit has nothing to branch a worktree from, so its legs
+    share the tree (evidence marked shared) instead of all failing to set up; and a leg
+    whose own cwd is in a repository is isolated there even when the flow's cwd is not
+    (as --dry-run says)."""
+    import subprocess
+
+    from lirun.flows.preview import preview_flow
+
+    _use(monkeypatch, "claude/success.jsonl", fake_claude)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    subprocess.run(["git", "init", "-q", str(fresh)], check=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    spec = FlowSpec(
+        legs=(
+            LegSpec("a", Task(agent="claude", prompt="a"), cwd=str(fresh)),
+            LegSpec("b", Task(agent="claude", prompt="b"), cwd=str(fresh)),
+            LegSpec("c", Task(agent="claude", prompt="c"), cwd=str(repo)),
+        ),
+        cwd=str(outside),
+        parallel=3,
+    )
+    planned = {node.id: node.isolation for node in preview_flow(spec).nodes}
+    assert planned == {"a": "shared", "b": "shared", "c": "worktree"}
+    report = run_flow(spec, db_url=db_url)
+    assert report.status == "completed", report.reason_summary
+    store = open_store(db_url)
+    try:
+        meta = {
+            s["flow_leg"]: s["metadata_json"]["flow"]
+            for s in store.list_invocation_sessions(report.invocation_id)
+        }
+    finally:
+        store.close()
+    assert {leg: m["isolation"] for leg, m in meta.items()} == planned
+    assert meta["a"]["evidence_shared"] and meta["b"]["evidence_shared"]

@@ -80,7 +80,7 @@ class _FlowRun:
         self.running: dict[str, Instance] = {}
         self.halt: str | None = None  # "signal" | "timeout" | "fail_fast"
         self.signal_name: str | None = None
-        self._git: bool | None = None
+        self._git: dict[str, bool] = {}  # cwd -> can a leg there get a worktree
         self._stopped = False  # the workers were told to stop their legs
         self.log = FlowLog(self.run.flow_log_path, options.on_progress)
 
@@ -135,27 +135,30 @@ class _FlowRun:
 
     # -- the loop --
 
-    def in_git(self) -> bool:
-        if self._git is None:
-            from lirun.exec.worktrees import Repo
+    def can_branch(self, cwd: str) -> bool:
+        """The leg's cwd is in a repository with a commit (as --dry-run decides it)."""
+        if cwd not in self._git:
+            from lirun.flows.preview import can_branch
 
-            self._git = Repo(self.spec.cwd).is_repo()
-        return self._git
+            self._git[cwd] = can_branch(cwd)
+        return self._git[cwd]
 
     def job(self, inst: Instance, count: int) -> LegJob:
         import os
 
         leg = inst.leg
+        cwd = os.path.join(self.spec.cwd, leg.cwd) if leg.cwd else self.spec.cwd
         beside = self.plan.beside(leg.id, count)
         isolation = leg.isolation
         if isolation is None:
-            isolation = "worktree" if beside and leg.task.is_agent and self.in_git() else "shared"
+            worktree = beside and leg.task.is_agent and self.can_branch(cwd)
+            isolation = "worktree" if worktree else "shared"
         prompt, argv = self.plan.rendered(inst)
         return LegJob(
             id=inst.id,
             leg=leg,
             item=inst.item,
-            cwd=os.path.join(self.spec.cwd, leg.cwd) if leg.cwd else self.spec.cwd,
+            cwd=cwd,
             invocation_id=self.id,
             prompt=prompt,
             run_argv=argv,
