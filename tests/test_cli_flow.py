@@ -309,3 +309,26 @@ def test_an_unknown_filter_is_a_file_line_problem_exit_2(
     assert f"{path}:2: leg 'a': run: template error on its line 1: no filter named 'nosuch'" in err
     assert "Traceback" not in err
     assert not db.exists() and list(lirun_home.iterdir()) == []
+
+
+def test_legs_stopped_by_fail_fast_are_not_said_to_have_a_failed_dependency(
+    tmp_path: Path, db_url: str, li_env: dict[str, str]
+) -> None:
+    path = write(
+        tmp_path,
+        """
+        fail_fast: true
+        parallel: 1
+        legs:
+          - {id: bad, run: [sh, -c, "exit 3"]}
+          - {id: alone, run: [echo, never]}
+        """,
+    )
+    result = run_li("flow", "run", str(path), env=li_env, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "a dependency failed" not in result.stderr
+    assert "li flow: not run (fail_fast): alone" in result.stderr
+    invocation = result.stdout.split("\t")[0]
+    shown = run_li("status", invocation, env=li_env, cwd=tmp_path)
+    assert "not run (fail_fast): alone" in shown.stdout
+    assert "a dependency failed" not in shown.stdout
