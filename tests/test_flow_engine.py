@@ -403,3 +403,43 @@ def test_a_template_that_fails_while_rendering_fails_only_its_leg(
         assert (leg.status, leg.reason_code, leg.session_id) == ("failed", "run.failed.setup", None)
         assert fragment in (leg.error or ""), leg.error
     assert legs["fine"].status == "completed"
+
+
+def _overloaded_once_claude(tmp_path: Path) -> Path:
+    """A claude that is overloaded (529, retryable, but billed $0.50) on its first run
+    and succeeds after ($0.0123)."""
+    overloaded = tmp_path / "overloaded.jsonl"
+    overloaded.write_text(
+        '{"type":"system","subtype":"init","session_id":"s","model":"m"}\n'
+        '{"type":"result","subtype":"success","is_error":true,"api_error_status":529,'
+        '"result":"API Error: 529 overloaded","session_id":"s","total_cost_usd":0.5,'
+        '"usage":{"input_tokens":100,"output_tokens":0}}\n'
+    )
+    marker = tmp_path / "claude-called-once"
+    script = tmp_path / "claude"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then F=x;\n'
+        f'elif [ -e "{marker}" ]; then F="{fixture_path("claude/success.jsonl")}";\n'
+        f'else : > "{marker}"; F="{overloaded}"; fi\n'
+        f'LIRUN_FAKE_FIXTURE="$F" LIRUN_FAKE_EXIT=0 exec "{sys.executable}" '
+        f'"{FAKE_PROVIDER}" "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_a_retried_legs_cost_counts_every_attempt(
+    db_url: str, tmp_path: Path, monkeypatch: Any, li_env: dict[str, str]
+) -> None:
+    """Each attempt was paid for: the leg's cost in the report (the legs table of li flow
+    and li status) is the sum of its attempts, as the invocation's total is."""
+    monkeypatch.setenv("LIRUN_CLAUDE_BIN", str(_overloaded_once_claude(tmp_path)))
+    spec = flow(tmp_path, LegSpec("ask", Task(agent="claude", prompt="go"), retries=1))
+    report = run_flow(spec, db_url=db_url, options=QUICK)
+    assert report.status == "completed", report.reason_summary
+    (leg,) = report.legs
+    assert leg.attempts == 2
+    first, _ = sessions(db_url, report.invocation_id)
+    assert first["status_reason_code"] == "run.failed.provider_retryable"
+    assert report.cost_usd == leg.cost_usd == 0.5123

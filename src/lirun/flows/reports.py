@@ -31,13 +31,17 @@ def _flow_row(store: Store, invocation_id: str) -> dict[str, Any]:
 
 
 def _latest_by_leg(sessions: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], int]]:
-    """Leg instance id → (its last attempt's session, how many sessions it had)."""
+    """Leg instance id → (its last attempt's session, how many sessions it had); the
+    session's ``cost_usd`` is that of every attempt (each was paid for)."""
     found: dict[str, tuple[dict[str, Any], int]] = {}
     for session in sessions:  # oldest first: the last one seen is the latest attempt
         leg = session.get("flow_leg")
         if leg:
             count = found[leg][1] + 1 if leg in found else 1
-            found[leg] = (session, count)
+            cost = session.get("cost_usd")
+            if leg in found and found[leg][0].get("cost_usd") is not None:
+                cost = found[leg][0]["cost_usd"] + (cost or 0.0)
+            found[leg] = ({**session, "cost_usd": cost}, count)
     return found
 
 
