@@ -45,7 +45,8 @@ expanded graph (fan-out instances, waves, each leg's isolation) and exits."""
 RESUME_DESCRIPTION = """\
 Start a new invocation (resumed_from INVOCATION) from the flow stored with INVOCATION
 (no file needed): legs that completed are reused with their outputs, not run again;
-failed, stopped and unfinished legs run. INVOCATION may be a unique prefix or suffix."""
+failed, stopped and unfinished legs run, as many at once as before unless --parallel
+says otherwise. INVOCATION may be a unique prefix or suffix."""
 
 
 def _positive_int(text: str) -> int:

@@ -12,6 +12,7 @@ status written through the guarded ``update_status``.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import signal
 import time
@@ -407,6 +408,9 @@ def resume_flow(
                 "wait for it (`li wait`) or stop it before resuming"
             )
         spec = FlowSpec.from_dict(row["flow_json"]["spec"])
+        if options.parallel is None and row["flow_json"].get("parallel"):
+            # as many legs at once as it ran with (a --parallel given then is not in spec)
+            options = dataclasses.replace(options, parallel=int(row["flow_json"]["parallel"]))
         reuse = reusable_legs(store, previous_id)
         return _execute(
             spec,
