@@ -332,3 +332,35 @@ def test_legs_stopped_by_fail_fast_are_not_said_to_have_a_failed_dependency(
     shown = run_li("status", invocation, env=li_env, cwd=tmp_path)
     assert "not run (fail_fast): alone" in shown.stdout
     assert "a dependency failed" not in shown.stdout
+
+
+def test_li_status_of_a_flow_into_a_closed_pipe_is_not_a_traceback(
+    tmp_path: Path, db_url: str, li_env: dict[str, str]
+) -> None:
+    """`li status FLOW | head -3`: the reader leaves after the record, before the legs
+    table; li status stops writing quietly instead of printing a traceback."""
+    import os
+    import subprocess
+
+    from support.execkit import li_argv
+
+    path = write(tmp_path, "legs: [{id: only, run: [echo, hi]}]\n")
+    ran = run_li("flow", "run", str(path), env=li_env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    invocation = ran.stdout.split("\t")[0]
+    read, write_end = os.pipe()
+    os.close(read)  # the reader is gone before li writes
+    try:
+        shown = subprocess.run(
+            li_argv("status", invocation),
+            env=li_env,
+            cwd=tmp_path,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in shown.stderr and "BrokenPipe" not in shown.stderr, shown.stderr
+    assert shown.returncode == 0

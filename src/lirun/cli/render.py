@@ -264,8 +264,13 @@ def screen() -> Iterator[Console]:
     out = console()
     with out.capture() as captured:
         yield out
-    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
-    sys.stdout.flush()
+    try:
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left (`li status ID | head`): say no more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the flush at exit fails no more either
+        os.close(devnull)
 
 
 def _text(value: object, style: str = "") -> Text:
