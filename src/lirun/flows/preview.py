@@ -197,7 +197,7 @@ def preview_flow(
     width = parallel or spec.parallel or DEFAULT_PARALLEL
     waves = _waves(spec)
     concurrent = concurrent_legs(spec, width)
-    in_git: dict[str, bool] = {}
+    in_git: dict[str, bool] = {spec.cwd: is_git(spec.cwd)}  # the header says what it is
     expanded: dict[str, list[str]] = {}
     nodes: list[PreviewNode] = []
     for leg_id in sorted(waves, key=lambda leg_id: waves[leg_id]):
