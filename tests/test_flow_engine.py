@@ -443,3 +443,22 @@ def test_a_retried_legs_cost_counts_every_attempt(
     first, _ = sessions(db_url, report.invocation_id)
     assert first["status_reason_code"] == "run.failed.provider_retryable"
     assert report.cost_usd == leg.cost_usd == 0.5123
+
+
+def test_legs_get_their_own_run_ids_whatever_lirun_run_id_says(
+    db_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """$LIRUN_RUN_ID / $LIONAGI_RUN_ID name one run; set where `li flow run` runs (an
+    orchestrator's environment), every leg took it as its own id, and all but the first
+    failed to set up with a duplicate key."""
+    monkeypatch.setenv("LIRUN_RUN_ID", "outer-run-1")
+    monkeypatch.setenv("LIONAGI_RUN_ID", "outer-run-2")
+    spec = flow(
+        tmp_path,
+        LegSpec("each", echo("{{ item }}"), for_each=ForEach(items=("a", "b", "c"))),
+        parallel=3,
+    )
+    report = run_flow(spec, db_url=db_url)
+    assert report.status == "completed", report.reason_summary
+    ids = {leg.session_id for leg in report.legs}
+    assert len(ids) == 3 and not ids & {"outer-run-1", "outer-run-2"}

@@ -229,6 +229,7 @@ class LegWorkers:
         """One execution; fills ``result``; the session row, or None if none was made."""
         from lirun.exec.execution import execute
         from lirun.exec.task import build_request
+        from lirun.record.rundir import new_run_id
 
         meta = {
             "invocation": job.invocation_id,
@@ -247,6 +248,7 @@ class LegWorkers:
                 run_argv=job.run_argv,
                 invocation_id=job.invocation_id,
                 metadata={"flow": meta},
+                run_id=new_run_id(),  # its own: never $LIRUN_RUN_ID, which names one run
             )
         except LirunError as exc:
             result.reason_code, result.error = "run.failed.setup", str(exc)
