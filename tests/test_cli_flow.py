@@ -236,7 +236,11 @@ def test_resume_of_an_unknown_invocation_exits_2(
 
 @pytest.mark.parametrize(
     ("sig", "status", "code"),
-    [(signal.SIGINT, "aborted", 130), (signal.SIGTERM, "cancelled", 143)],
+    [
+        (signal.SIGINT, "aborted", 130),
+        (signal.SIGTERM, "cancelled", 143),
+        (signal.SIGHUP, "cancelled", 143),  # the terminal went away
+    ],
 )
 def test_a_signal_stops_every_running_leg(
     tmp_path: Path,

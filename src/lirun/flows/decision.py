@@ -123,6 +123,8 @@ def _evidence(facts: FlowFacts) -> list[dict[str, Any]]:
     shared = [leg.id for leg in legs if leg.proof_shared]
     if shared:
         evidence.append({"kind": "shared_evidence", "legs": shared})
+    if facts.signal is not None:  # its name: a reason code does not tell SIGHUP apart
+        evidence.append({"kind": "signal", "signal": facts.signal})
     return evidence
 
 

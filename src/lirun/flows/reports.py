@@ -76,6 +76,14 @@ def _leg_report(
     )
 
 
+def _interrupted(row: Mapping[str, Any]) -> str | None:
+    """The signal that stopped the flow: named in its evidence, else by its reason."""
+    for item in row.get("status_evidence_refs") or []:
+        if isinstance(item, Mapping) and item.get("kind") == "signal":
+            return str(item.get("signal"))
+    return _SIGNAL_BY_REASON.get(row.get("status_reason_code") or "")
+
+
 def _stopped(row: Mapping[str, Any]) -> tuple[str, ...]:
     for item in row.get("status_evidence_refs") or []:
         if isinstance(item, Mapping) and item.get("kind") == "stopped_legs":
@@ -116,7 +124,7 @@ def report_from_store(store: Store, invocation_id: str) -> FlowReport:
         resumed_from=row.get("resumed_from"),
         legs=tuple(legs),
         stopped=_stopped(row),
-        interrupted=_SIGNAL_BY_REASON.get(row.get("status_reason_code") or ""),
+        interrupted=_interrupted(row),
         input_tokens=row.get("input_tokens"),
         output_tokens=row.get("output_tokens"),
         cost_usd=row.get("cost_usd"),
