@@ -172,3 +172,22 @@ def test_worktrees_are_decided_by_each_legs_cwd_and_need_a_commit(
         store.close()
     assert {leg: m["isolation"] for leg, m in meta.items()} == planned
     assert meta["a"]["evidence_shared"] and meta["b"]["evidence_shared"]
+
+
+def test_a_leg_whose_cwd_is_not_committed_cannot_get_a_worktree_and_says_why(
+    db_url: str, repo: Path, lirun_home: Path
+) -> None:
+    """A worktree holds what HEAD holds: a leg whose cwd is an untracked directory has
+    no such place there. The leg fails to set up naming its cwd and the ways out, and no
+    worktree is left behind for it."""
+    (repo / "scratch").mkdir()
+    spec = FlowSpec(
+        legs=(LegSpec("a", Task(run=("true",)), cwd="scratch", isolation="worktree"),),
+        cwd=str(repo),
+    )
+    report = run_flow(spec, db_url=db_url)
+    (leg,) = report.legs
+    assert (leg.status, leg.reason_code, leg.session_id) == ("failed", "run.failed.setup", None)
+    assert "scratch" in (leg.error or "") and "isolation: shared" in (leg.error or ""), leg.error
+    assert "--cwd" not in (leg.error or "")
+    assert not (lirun_home / "worktrees" / report.invocation_id).exists()

@@ -122,6 +122,12 @@ def _worktree(job: LegJob) -> tuple[str, dict[str, str]]:
     head = repo.resolve("HEAD")
     if head is None:
         raise LirunError(f"{top} has no commit to start leg {job.id}'s worktree from")
+    spot = rel.replace(os.sep, "/")
+    if rel != "." and Repo(top).run("cat-file", "-e", f"{head}:{spot}", check=False).returncode:
+        raise LirunError(
+            f"leg {job.id}'s cwd {rel} is not in {top} at HEAD (not committed), so its "
+            "worktree has no such directory; commit it, or give the leg isolation: shared"
+        )
     with _GIT_LOCK:
         Repo(top).add_worktree(path, branch, head)
     cwd = str(path) if rel == "." else os.path.join(str(path), rel)
