@@ -4,6 +4,7 @@ command legs run end to end on both backends."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import textwrap
 from pathlib import Path
@@ -235,7 +236,11 @@ def test_resume_of_an_unknown_invocation_exits_2(
 
 @pytest.mark.parametrize(
     ("sig", "status", "code"),
-    [(signal.SIGINT, "aborted", 130), (signal.SIGTERM, "cancelled", 143)],
+    [
+        (signal.SIGINT, "aborted", 130),
+        (signal.SIGTERM, "cancelled", 143),
+        (signal.SIGHUP, "cancelled", 143),  # the terminal went away
+    ],
 )
 def test_a_signal_stops_every_running_leg(
     tmp_path: Path,
@@ -261,3 +266,105 @@ def test_a_signal_stops_every_running_leg(
     assert (report["status"], report["interrupted"]) == (status, sig.name)
     legs = {leg["id"]: leg for leg in report["legs"]}
     assert legs["slow"]["status"] == status and legs["after"]["session_id"] is None
+
+
+def test_li_status_of_a_flow_shows_its_summed_tokens_and_cost_and_where_it_resumed_from(
+    tmp_path: Path, db_url: str, li_env: dict[str, str], fake_bin: Path
+) -> None:
+    """The invocation row holds the legs' summed tokens and cost, its run directory and
+    resumed_from; `li status ID` must show them, not only `--json`."""
+    from support.providerkit import fake_env
+
+    env = fake_env(
+        "claude/success.jsonl", base={**li_env, "LIRUN_CLAUDE_BIN": str(fake_bin / "claude")}
+    )
+    path = write(
+        tmp_path,
+        """
+        legs:
+          - {id: one, agent: claude, prompt: do one}
+          - {id: two, agent: claude, prompt: do two, depends_on: [one]}
+        """,
+    )
+    ran = run_li("flow", "run", str(path), "--json", env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    first = json.loads(ran.stdout)
+    assert (first["input_tokens"], first["output_tokens"]) == (40, 80)
+    shown = run_li("status", first["invocation_id"], env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "in 40, out 80" in shown.stdout
+    assert "$0.0246" in shown.stdout
+    assert first["run_dir"] in shown.stdout
+    resumed = run_li("flow", "resume", first["invocation_id"], "--json", env=env, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    second = json.loads(resumed.stdout)["invocation_id"]
+    shown = run_li("status", second, env=env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(rf"\nresumed from +{first['invocation_id']}\n", shown.stdout), shown.stdout
+
+
+def test_an_unknown_filter_is_a_file_line_problem_exit_2(
+    tmp_path: Path, lirun_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, 'legs:\n  - {id: a, run: [echo, "{{ item | nosuch }}"]}\n')
+    db = tmp_path / "state.db"
+    assert li(["flow", "run", str(path), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:2: leg 'a': run: template error on its line 1: no filter named 'nosuch'" in err
+    assert "Traceback" not in err
+    assert not db.exists() and list(lirun_home.iterdir()) == []
+
+
+def test_legs_stopped_by_fail_fast_are_not_said_to_have_a_failed_dependency(
+    tmp_path: Path, db_url: str, li_env: dict[str, str]
+) -> None:
+    path = write(
+        tmp_path,
+        """
+        fail_fast: true
+        parallel: 1
+        legs:
+          - {id: bad, run: [sh, -c, "exit 3"]}
+          - {id: alone, run: [echo, never]}
+        """,
+    )
+    result = run_li("flow", "run", str(path), env=li_env, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "a dependency failed" not in result.stderr
+    assert "li flow: not run (fail_fast): alone" in result.stderr
+    invocation = result.stdout.split("\t")[0]
+    shown = run_li("status", invocation, env=li_env, cwd=tmp_path)
+    assert "not run (fail_fast): alone" in shown.stdout
+    assert "a dependency failed" not in shown.stdout
+
+
+def test_li_status_of_a_flow_into_a_closed_pipe_is_not_a_traceback(
+    tmp_path: Path, db_url: str, li_env: dict[str, str]
+) -> None:
+    """`li status FLOW | head -3`: the reader leaves after the record, before the legs
+    table; li status stops writing quietly instead of printing a traceback."""
+    import os
+    import subprocess
+
+    from support.execkit import li_argv
+
+    path = write(tmp_path, "legs: [{id: only, run: [echo, hi]}]\n")
+    ran = run_li("flow", "run", str(path), env=li_env, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    invocation = ran.stdout.split("\t")[0]
+    read, write_end = os.pipe()
+    os.close(read)  # the reader is gone before li writes
+    try:
+        shown = subprocess.run(
+            li_argv("status", invocation),
+            env=li_env,
+            cwd=tmp_path,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in shown.stderr and "BrokenPipe" not in shown.stderr, shown.stderr
+    assert shown.returncode == 0

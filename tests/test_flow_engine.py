@@ -337,3 +337,128 @@ def test_a_template_that_cannot_render_fails_its_leg_before_it_starts(
         None,
     )
     assert report.reason_summary and report.reason_summary.startswith("leg b ended failed")
+
+
+def test_why_a_leg_without_a_session_failed_is_in_the_record(
+    db_url: str, tmp_path: Path, li_env: dict[str, str]
+) -> None:
+    """A fan-out that cannot expand and a template that cannot render fail their leg
+    before any session exists; the reason's text must be in the database (the report,
+    the invocation's summary and evidence), not only in checkpoint.json and stderr."""
+    many = 'seq 1001 > "$LIRUN_ARTIFACT_DIR/l"'
+    spec = flow(
+        tmp_path,
+        LegSpec("list", sh(many, artifacts=({"id": "l", "path": "l"},))),
+        LegSpec(
+            "each", echo("{{ item }}"), depends_on=("list",), for_each=ForEach(artifact="list.l")
+        ),
+        LegSpec("a", echo("a")),
+        LegSpec("b", echo("{{ legs.a.artifacts.nothing }}"), depends_on=("a",)),
+    )
+    lines: list[str] = []
+    report = run_flow(spec, db_url=db_url, options=FlowOptions(on_progress=lines.append))
+    legs = by_id(report)
+    assert report.status == "failed"
+    assert "1001 items, at most 1000" in (legs["each"].error or "")
+    assert "nothing" in (legs["b"].error or "")
+    assert legs["list"].error is None and legs["a"].error is None
+    assert report.reason_summary and "1001 items, at most 1000" in report.reason_summary
+    assert any("leg each failed" in line and "1001 items" in line for line in lines)
+    row = invocation(db_url, report.invocation_id)
+    failed = next(e for e in row["status_evidence_refs"] if e["kind"] == "failed_legs")
+    errors = {leg["leg"]: leg.get("error") for leg in failed["legs"]}
+    assert "1001 items" in errors["each"] and "nothing" in errors["b"]
+    shown = subprocess.run(
+        li_command("status", report.invocation_id, "--json"),
+        env=li_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    flow_legs = {leg["id"]: leg for leg in json.loads(shown.stdout)["flow"]["legs"]}
+    assert "1001 items" in flow_legs["each"]["error"]
+
+
+def test_a_template_that_fails_while_rendering_fails_only_its_leg(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Any error a template raises while rendering (an unknown test, runaway recursion)
+    is that leg's setup failure: the flow goes on with the independent legs, it does
+    not end run.failed.exception with everything else not run."""
+    recursive = "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"
+    spec = flow(
+        tmp_path,
+        LegSpec("deep", echo(recursive)),
+        LegSpec("test", echo("{% if vars.x is nosuchtest %}y{% endif %}")),
+        LegSpec("fine", sh("sleep 0.3; echo fine")),
+        vars={"x": "1"},
+        parallel=1,
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = by_id(report)
+    assert (report.status, report.reason_code) == ("failed", "run.failed.leg")
+    for leg_id, fragment in (("deep", "RecursionError"), ("test", "nosuchtest")):
+        leg = legs[leg_id]
+        assert (leg.status, leg.reason_code, leg.session_id) == ("failed", "run.failed.setup", None)
+        assert fragment in (leg.error or ""), leg.error
+    assert legs["fine"].status == "completed"
+
+
+def _overloaded_once_claude(tmp_path: Path) -> Path:
+    """A claude that is overloaded (529, retryable, but billed $0.50) on its first run
+    and succeeds after ($0.0123)."""
+    overloaded = tmp_path / "overloaded.jsonl"
+    overloaded.write_text(
+        '{"type":"system","subtype":"init","session_id":"s","model":"m"}\n'
+        '{"type":"result","subtype":"success","is_error":true,"api_error_status":529,'
+        '"result":"API Error: 529 overloaded","session_id":"s","total_cost_usd":0.5,'
+        '"usage":{"input_tokens":100,"output_tokens":0}}\n'
+    )
+    marker = tmp_path / "claude-called-once"
+    script = tmp_path / "claude"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then F=x;\n'
+        f'elif [ -e "{marker}" ]; then F="{fixture_path("claude/success.jsonl")}";\n'
+        f'else : > "{marker}"; F="{overloaded}"; fi\n'
+        f'LIRUN_FAKE_FIXTURE="$F" LIRUN_FAKE_EXIT=0 exec "{sys.executable}" '
+        f'"{FAKE_PROVIDER}" "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_a_retried_legs_cost_counts_every_attempt(
+    db_url: str, tmp_path: Path, monkeypatch: Any, li_env: dict[str, str]
+) -> None:
+    """Each attempt was paid for: the leg's cost in the report (the legs table of li flow
+    and li status) is the sum of its attempts, as the invocation's total is."""
+    monkeypatch.setenv("LIRUN_CLAUDE_BIN", str(_overloaded_once_claude(tmp_path)))
+    spec = flow(tmp_path, LegSpec("ask", Task(agent="claude", prompt="go"), retries=1))
+    report = run_flow(spec, db_url=db_url, options=QUICK)
+    assert report.status == "completed", report.reason_summary
+    (leg,) = report.legs
+    assert leg.attempts == 2
+    first, _ = sessions(db_url, report.invocation_id)
+    assert first["status_reason_code"] == "run.failed.provider_retryable"
+    assert report.cost_usd == leg.cost_usd == 0.5123
+
+
+def test_legs_get_their_own_run_ids_whatever_lirun_run_id_says(
+    db_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """$LIRUN_RUN_ID / $LIONAGI_RUN_ID name one run; set where `li flow run` runs (an
+    orchestrator's environment), every leg took it as its own id, and all but the first
+    failed to set up with a duplicate key."""
+    monkeypatch.setenv("LIRUN_RUN_ID", "outer-run-1")
+    monkeypatch.setenv("LIONAGI_RUN_ID", "outer-run-2")
+    spec = flow(
+        tmp_path,
+        LegSpec("each", echo("{{ item }}"), for_each=ForEach(items=("a", "b", "c"))),
+        parallel=3,
+    )
+    report = run_flow(spec, db_url=db_url)
+    assert report.status == "completed", report.reason_summary
+    ids = {leg.session_id for leg in report.legs}
+    assert len(ids) == 3 and not ids & {"outer-run-1", "outer-run-2"}

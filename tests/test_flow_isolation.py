@@ -96,3 +96,98 @@ def test_a_shared_leg_beside_others_cannot_prove_work_by_a_change_alone(
         store.close()
     assert {"kind": "shared_evidence", "legs": ["agent"]} in row["status_evidence_refs"]
     assert session["metadata_json"]["flow"]["evidence_shared"] is True
+
+
+def test_a_resume_reusing_a_shared_leg_that_proved_nothing_stays_completed_empty(
+    db_url: str, repo: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reusing a leg keeps what it counted for: a shared leg whose only proof was a change
+    in the shared tree made the flow completed_empty, and resuming (which runs nothing
+    new) must not turn that into a success."""
+    from lirun.flows.engine import resume_flow
+
+    _use(monkeypatch, "claude/success_silent.jsonl", fake_claude)
+    spec = FlowSpec(
+        legs=(
+            LegSpec("agent", Task(agent="claude", prompt="edit"), isolation="shared"),
+            LegSpec("beside", Task(run=("sh", "-c", "sleep 0.1; echo ok"))),
+        ),
+        cwd=str(repo),
+        parallel=2,
+    )
+    first = run_flow(spec, db_url=db_url)
+    assert first.status == "completed_empty", first.reason_summary
+    again = resume_flow(first.invocation_id, db_url=db_url)
+    assert all(leg.reused for leg in again.legs)
+    assert (again.status, again.reason_code, again.exit_code) == (
+        "completed_empty",
+        "run.completed_empty.leg",
+        1,
+    )
+    store = open_store(db_url)
+    try:
+        row = store.get_entity("invocation", again.invocation_id) or {}
+    finally:
+        store.close()
+    assert {"kind": "shared_evidence", "legs": ["agent"]} in row["status_evidence_refs"]
+
+
+def test_worktrees_are_decided_by_each_legs_cwd_and_need_a_commit(
+    db_url: str, repo: Path, tmp_path: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository without a commit has nothing to branch a worktree from, so its legs
+    share the tree (evidence marked shared) instead of all failing to set up; and a leg
+    whose own cwd is in a repository is isolated there even when the flow's cwd is not
+    (as --dry-run says)."""
+    import subprocess
+
+    from lirun.flows.preview import preview_flow
+
+    _use(monkeypatch, "claude/success.jsonl", fake_claude)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    subprocess.run(["git", "init", "-q", str(fresh)], check=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    spec = FlowSpec(
+        legs=(
+            LegSpec("a", Task(agent="claude", prompt="a"), cwd=str(fresh)),
+            LegSpec("b", Task(agent="claude", prompt="b"), cwd=str(fresh)),
+            LegSpec("c", Task(agent="claude", prompt="c"), cwd=str(repo)),
+        ),
+        cwd=str(outside),
+        parallel=3,
+    )
+    planned = {node.id: node.isolation for node in preview_flow(spec).nodes}
+    assert planned == {"a": "shared", "b": "shared", "c": "worktree"}
+    report = run_flow(spec, db_url=db_url)
+    assert report.status == "completed", report.reason_summary
+    store = open_store(db_url)
+    try:
+        meta = {
+            s["flow_leg"]: s["metadata_json"]["flow"]
+            for s in store.list_invocation_sessions(report.invocation_id)
+        }
+    finally:
+        store.close()
+    assert {leg: m["isolation"] for leg, m in meta.items()} == planned
+    assert meta["a"]["evidence_shared"] and meta["b"]["evidence_shared"]
+
+
+def test_a_leg_whose_cwd_is_not_committed_cannot_get_a_worktree_and_says_why(
+    db_url: str, repo: Path, lirun_home: Path
+) -> None:
+    """A worktree holds what HEAD holds: a leg whose cwd is an untracked directory has
+    no such place there. The leg fails to set up naming its cwd and the ways out, and no
+    worktree is left behind for it."""
+    (repo / "scratch").mkdir()
+    spec = FlowSpec(
+        legs=(LegSpec("a", Task(run=("true",)), cwd="scratch", isolation="worktree"),),
+        cwd=str(repo),
+    )
+    report = run_flow(spec, db_url=db_url)
+    (leg,) = report.legs
+    assert (leg.status, leg.reason_code, leg.session_id) == ("failed", "run.failed.setup", None)
+    assert "scratch" in (leg.error or "") and "isolation: shared" in (leg.error or ""), leg.error
+    assert "--cwd" not in (leg.error or "")
+    assert not (lirun_home / "worktrees" / report.invocation_id).exists()

@@ -139,3 +139,10 @@ def test_each_leg_cwd_is_asked_once(tmp_path: Path) -> None:
     plan = preview_flow(spec, is_git=is_git)
     assert sorted(asked) == ["/else", "/repo"]
     assert [node.isolation for node in plan.nodes] == ["worktree", "worktree", "shared"]
+
+
+def test_the_header_judges_the_flows_own_cwd_even_when_every_leg_has_its_own() -> None:
+    spec = flow(agent("a", cwd="/elsewhere"), cwd="/repo")
+    plan = preview_flow(spec, is_git=lambda path: path == "/repo")
+    assert "(a git repository)" in plan.text_lines()[1]
+    assert plan.to_dict()["git"]["/repo"] is True

@@ -219,3 +219,31 @@ def test_li_wait_on_a_running_flow_returns_its_terminal_row(
     row = flow_report("flow-live", db_url=db_url)
     assert stdout.startswith("flow-live\tstatus=completed\treason=run.completed.ok")
     assert row.status == "completed" and [leg.status for leg in row.legs] == ["completed"] * 2
+
+
+def test_resume_runs_at_the_parallelism_the_flow_ran_at(db_url: str, tmp_path: Path) -> None:
+    """`li flow run --parallel 8` then `li flow resume` without it: the stored flow says
+    how many legs ran at once, and the resume keeps it (an explicit --parallel wins)."""
+    from lirun.flows.engine import FlowOptions
+
+    spec = FlowSpec(
+        legs=(
+            LegSpec("a", Task(run=("true",))),
+            LegSpec("b", Task(run=("sh", "-c", f'test -e "{tmp_path}/ok"'))),
+        ),
+        cwd=str(tmp_path),
+    )
+    first = run_flow(spec, db_url=db_url, options=FlowOptions(parallel=7))
+    assert first.status == "failed"
+    (tmp_path / "ok").touch()
+    kept = resume_flow(first.invocation_id, db_url=db_url)
+    chosen = resume_flow(kept.invocation_id, db_url=db_url, options=FlowOptions(parallel=2))
+    store = open_store(db_url)
+    try:
+        parallel = [
+            (store.get_entity("invocation", r.invocation_id) or {})["flow_json"]["parallel"]
+            for r in (first, kept, chosen)
+        ]
+    finally:
+        store.close()
+    assert parallel == [7, 7, 2]

@@ -103,3 +103,20 @@ def test_private_attributes_are_reported() -> None:
 
 def test_referenced_legs() -> None:
     assert referenced_legs("{{ legs.a.reply }} {{ legs['b'] }} {{ other.c }}") == {"a", "b"}
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("{{ vars.x | nosuchfilter }}", "no filter named 'nosuchfilter'"),
+        ("{% if vars.x is nosuchtest %}y{% endif %}", "no test named 'nosuchtest'"),
+        ("{% filter nosuchblock %}x{% endfilter %}", "no filter named 'nosuchblock'"),
+    ],
+)
+def test_an_unknown_filter_or_test_is_a_template_error_before_start(
+    text: str, fragment: str
+) -> None:
+    """Jinja2 finds these only when it compiles, which reading a template's names does:
+    it must come out as a TemplateError (a file:line problem), never a traceback."""
+    with pytest.raises(TemplateError, match=fragment):
+        references(text)

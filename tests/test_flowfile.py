@@ -363,3 +363,26 @@ def test_the_example_in_the_guide_is_a_valid_flow(tmp_path: Path) -> None:
         load_flow(path, cwd=str(tmp_path))
     spec = load_flow(path, {"ticket": "T-1"}, cwd=str(tmp_path))
     assert [leg.id for leg in spec.legs] == ["plan", "implement", "test", "review"]
+
+
+def test_a_declared_variable_without_a_value_is_one_problem_not_also_undeclared(
+    tmp_path: Path,
+) -> None:
+    """``ticket: null`` declares ticket; without --var the one problem is its missing
+    value. Saying the prompt reads an undeclared variable sends people to fix the wrong
+    line."""
+    path = write(
+        tmp_path,
+        """
+        vars: {ticket: null}
+        legs:
+          - {id: a, run: [echo, "{{ vars.ticket }} {{ vars.tikcet }}"]}
+        """,
+    )
+    with pytest.raises(FlowFileError) as caught:
+        load_flow(path, cwd=str(tmp_path))
+    assert caught.value.problems == [
+        f"{path}:1: vars.ticket has no default; give it with --var ticket=VALUE",
+        f"{path}:3: leg 'a': run: reads vars.tikcet, which is not declared; "
+        "add it under vars: (or fix the name)",
+    ]

@@ -45,7 +45,8 @@ expanded graph (fan-out instances, waves, each leg's isolation) and exits."""
 RESUME_DESCRIPTION = """\
 Start a new invocation (resumed_from INVOCATION) from the flow stored with INVOCATION
 (no file needed): legs that completed are reused with their outputs, not run again;
-failed, stopped and unfinished legs run. INVOCATION may be a unique prefix or suffix."""
+failed, stopped and unfinished legs run, as many at once as before unless --parallel
+says otherwise. INVOCATION may be a unique prefix or suffix."""
 
 
 def _positive_int(text: str) -> int:
@@ -161,7 +162,7 @@ def _options(args: argparse.Namespace) -> Any:
 
 
 def _finish(report: Any, *, as_json: bool) -> int:
-    from lirun.cli.flow_view import final_line, table_lines
+    from lirun.cli.flow_view import final_line, stopped_lines, table_lines
 
     code = int(report.exit_code)
     data = report.to_dict()
@@ -170,8 +171,8 @@ def _finish(report: Any, *, as_json: bool) -> int:
         return code
     for line in table_lines(data.get("legs") or []):
         sys.stderr.write(f"  {line}\n")
-    if data.get("stopped"):
-        sys.stderr.write(f"li flow: stopped (a dependency failed): {', '.join(data['stopped'])}\n")
+    for line in stopped_lines(data.get("legs") or []):
+        sys.stderr.write(f"li flow: {line}\n")
     sys.stdout.write(final_line(data, code) + "\n")
     sys.stdout.flush()
     return code

@@ -10,7 +10,7 @@ from typing import Any
 
 from lirun.cli.render import format_cost, format_span
 
-__all__ = ["LEG_HEADERS", "final_line", "leg_rows", "table_lines"]
+__all__ = ["LEG_HEADERS", "final_line", "leg_rows", "stopped_lines", "table_lines"]
 
 LEG_HEADERS = ("leg", "status", "reason", "duration", "cost", "session")
 
@@ -48,6 +48,27 @@ def table_lines(legs: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
+_STOPPED_BY = {
+    "run.cancelled.dependency": "not run (a dependency failed)",
+    "run.cancelled.fail_fast": "not run (fail_fast)",
+}
+
+
+def stopped_lines(legs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The legs a failure kept from running, one line per why (a failed dependency,
+    fail_fast)."""
+    lines = []
+    for reason, label in _STOPPED_BY.items():
+        ids = [
+            str(leg.get("id"))
+            for leg in legs
+            if leg.get("status") == "not_run" and leg.get("reason_code") == reason
+        ]
+        if ids:
+            lines.append(f"{label}: {', '.join(ids)}")
+    return lines
+
+
 def final_line(report: Mapping[str, Any], exit_code: int) -> str:
     """The one stable line on stdout: id, status, reason, run directory, exit code."""
     return (
@@ -72,9 +93,8 @@ def render_flow(flow: Mapping[str, Any]) -> None:
             style = status_style("session", leg.get("status"))
             rows.append([Text(row[0]), Text(row[1], style=style), *(Text(c) for c in row[2:])])
         render_rows_table(out, rows, [h.upper() for h in LEG_HEADERS])
-        stopped = flow.get("stopped") or []
-        if stopped:
-            out.print(Text(f"stopped (a dependency failed): {', '.join(stopped)}"))
+        for line in stopped_lines(legs):
+            out.print(Text(line))
         out.print(Text("\ngraph", style="bold"))
         for line in graph_lines(flow):
             out.print(Text(f"  {line}"))

@@ -180,8 +180,18 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("resumed from", row.get("resumed_from") or ""),
             ("invocation", row.get("invocation_id") or ""),
         ]
+    if kind == "invocation":  # a flow's holds its legs' summed usage, its owner, its origin
+        return [
+            ("skill", _opt(row.get("skill"))),
+            ("prompt", clip(row.get("prompt"))),
+            ("tokens", tokens_text(row)),
+            ("cost", "" if row.get("cost_usd") is None else format_cost(row["cost_usd"])),
+            ("run dir", row.get("run_dir") or ""),
+            ("artifact dir", row.get("artifact_dir") or ""),
+            ("owner", owner_text(row, now)),
+            ("resumed from", row.get("resumed_from") or ""),
+        ]
     keys = {
-        "invocation": ("skill", "prompt", "artifact_dir"),
         "play": ("show_id", "name", "session_id", "artifact_dir"),
         "show": ("topic",),
         "schedule_run": (
@@ -267,8 +277,13 @@ def screen() -> Iterator[Console]:
     out = console()
     with out.capture() as captured:
         yield out
-    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
-    sys.stdout.flush()
+    try:
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader left (`li status ID | head`): say no more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the flush at exit fails no more either
+        os.close(devnull)
 
 
 def _text(value: object, style: str = "") -> Text:

@@ -56,6 +56,7 @@ class LegFact:
     proof_shared: bool = False
     because: str | None = None  # for a leg not run: the leg whose failure stopped it
     interrupted: bool = False  # the flow stopped it (signal, deadline, fail_fast)
+    error: str | None = None  # why a leg without a session failed (items, template)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,7 @@ def _evidence(facts: FlowFacts) -> list[dict[str, Any]]:
                         "status": f.status,
                         "reason": f.reason_code,
                         "stopped_by_flow": f.interrupted,
+                        **({"error": f.error} if f.error else {}),
                     }
                     for f in failing
                 ],
@@ -121,6 +123,8 @@ def _evidence(facts: FlowFacts) -> list[dict[str, Any]]:
     shared = [leg.id for leg in legs if leg.proof_shared]
     if shared:
         evidence.append({"kind": "shared_evidence", "legs": shared})
+    if facts.signal is not None:  # its name: a reason code does not tell SIGHUP apart
+        evidence.append({"kind": "signal", "signal": facts.signal})
     return evidence
 
 
@@ -157,6 +161,8 @@ def decide_flow(facts: FlowFacts) -> FlowOutcome:
         summary = f"leg {failed.id} ended {failed.status}"
         if failed.reason_code:
             summary += f" ({failed.reason_code})"
+        if failed.error:
+            summary += f": {failed.error}"
         if stopped:
             summary += f"; not run: {', '.join(stopped)}"
         return out("failed", "run.failed.leg", summary)

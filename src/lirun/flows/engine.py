@@ -12,6 +12,7 @@ status written through the guarded ``update_status``.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import signal
 import time
@@ -80,7 +81,7 @@ class _FlowRun:
         self.running: dict[str, Instance] = {}
         self.halt: str | None = None  # "signal" | "timeout" | "fail_fast"
         self.signal_name: str | None = None
-        self._git: bool | None = None
+        self._git: dict[str, bool] = {}  # cwd -> can a leg there get a worktree
         self._stopped = False  # the workers were told to stop their legs
         self.log = FlowLog(self.run.flow_log_path, options.on_progress)
 
@@ -135,27 +136,30 @@ class _FlowRun:
 
     # -- the loop --
 
-    def in_git(self) -> bool:
-        if self._git is None:
-            from lirun.exec.worktrees import Repo
+    def can_branch(self, cwd: str) -> bool:
+        """The leg's cwd is in a repository with a commit (as --dry-run decides it)."""
+        if cwd not in self._git:
+            from lirun.flows.preview import can_branch
 
-            self._git = Repo(self.spec.cwd).is_repo()
-        return self._git
+            self._git[cwd] = can_branch(cwd)
+        return self._git[cwd]
 
     def job(self, inst: Instance, count: int) -> LegJob:
         import os
 
         leg = inst.leg
+        cwd = os.path.join(self.spec.cwd, leg.cwd) if leg.cwd else self.spec.cwd
         beside = self.plan.beside(leg.id, count)
         isolation = leg.isolation
         if isolation is None:
-            isolation = "worktree" if beside and leg.task.is_agent and self.in_git() else "shared"
+            worktree = beside and leg.task.is_agent and self.can_branch(cwd)
+            isolation = "worktree" if worktree else "shared"
         prompt, argv = self.plan.rendered(inst)
         return LegJob(
             id=inst.id,
             leg=leg,
             item=inst.item,
-            cwd=os.path.join(self.spec.cwd, leg.cwd) if leg.cwd else self.spec.cwd,
+            cwd=cwd,
             invocation_id=self.id,
             prompt=prompt,
             run_argv=argv,
@@ -172,7 +176,8 @@ class _FlowRun:
             elif inst.status == NOT_RUN:
                 self.log.line(f"leg {inst.id} not run: {inst.because} did not complete")
             elif inst.state == DONE:
-                self.log.line(f"leg {inst.id} {inst.status} ({inst.reason_code})")
+                detail = f": {inst.error}" if inst.error else ""
+                self.log.line(f"leg {inst.id} {inst.status} ({inst.reason_code}){detail}")
         if created:  # the stored graph grows with the instances
             self.store.set_flow_json(self.id, self.stored_flow())
             if any(i.state == DONE for i in created):
@@ -403,6 +408,9 @@ def resume_flow(
                 "wait for it (`li wait`) or stop it before resuming"
             )
         spec = FlowSpec.from_dict(row["flow_json"]["spec"])
+        if options.parallel is None and row["flow_json"].get("parallel"):
+            # as many legs at once as it ran with (a --parallel given then is not in spec)
+            options = dataclasses.replace(options, parallel=int(row["flow_json"]["parallel"]))
         reuse = reusable_legs(store, previous_id)
         return _execute(
             spec,

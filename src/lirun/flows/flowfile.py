@@ -148,7 +148,9 @@ def load_flow(
     parallel = _positive_int(problems, data, "parallel")
     fail_fast = _flag(problems, data, "fail_fast")
     legs = _legs(problems, data, base)
-    check_graph(problems, legs, variables, base)
+    declared = data.get("vars")
+    names = {str(name) for name in declared} if isinstance(declared, dict) else set()
+    check_graph(problems, legs, names, base)
     if problems:
         raise FlowFileError(str(file), problems.lines)
     return FlowSpec(

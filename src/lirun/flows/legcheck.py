@@ -6,7 +6,7 @@ and what only the machine can say (profiles, providers). Each problem is one
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lirun.errors import LirunError
@@ -26,9 +26,10 @@ LEG_ID_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 Legs = Sequence[tuple["LegSpec", Mapping[str, Any]]]
 
 
-def check_graph(p: Problems, legs: Legs, variables: Mapping[str, str], base: str) -> None:
-    """Add every graph, template, fan-out and task problem of ``legs`` to ``p``; ``base``
-    is the flow's cwd (a leg without its own runs there)."""
+def check_graph(p: Problems, legs: Legs, variables: Collection[str], base: str) -> None:
+    """Add every graph, template, fan-out and task problem of ``legs`` to ``p``;
+    ``variables``: the names ``vars:`` declares (with a value or not: a missing value is
+    its own problem); ``base`` is the flow's cwd (a leg without its own runs there)."""
     unique = _check_ids(p, legs)
     deps = {leg.id: leg.depends_on for leg, _ in unique}
     for leg, raw in unique:
@@ -96,7 +97,7 @@ def _check_templates(
     raw: Mapping[str, Any],
     above: set[str],
     by_id: Mapping[str, LegSpec],
-    variables: Mapping[str, str],
+    variables: Collection[str],
 ) -> None:
     for key, text in _texts(leg):
         label = f"leg {leg.id!r}: {key}"

@@ -22,7 +22,7 @@ from lirun.errors import LirunError, StartInterruptedError
 from lirun.flows.spec import LegSpec
 from lirun.signals import SignalTrap
 
-__all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of"]
+__all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of", "proof_is_shared"]
 
 RETRYABLE = "run.failed.provider_retryable"
 _GIT_LOCK = threading.Lock()  # `git worktree add` takes repository-wide locks
@@ -95,6 +95,20 @@ def _produced_any(row: Mapping[str, Any]) -> bool:
     return any(isinstance(p, Mapping) and p.get("present") for p in produced)
 
 
+def proof_is_shared(row: Mapping[str, Any]) -> bool:
+    """The leg ran in a tree shared with legs beside it (``evidence_shared`` in its
+    metadata) and ended ``completed`` with neither a reply nor an artifact file: its
+    only proof is a change that cannot be told from its neighbours'. Read from the row,
+    so a resume that reuses the leg counts it as the run that made it did."""
+    meta = (row.get("metadata_json") or {}).get("flow") or {}
+    return (
+        bool(meta.get("evidence_shared"))
+        and row.get("status") == "completed"
+        and not (row.get("reply_text") or "").strip()
+        and not _produced_any(row)
+    )
+
+
 def _worktree(job: LegJob) -> tuple[str, dict[str, str]]:
     """A worktree for the leg, on its own branch from HEAD; the leg's cwd inside it."""
     from lirun.exec.worktrees import Repo, worktrees_root
@@ -108,6 +122,12 @@ def _worktree(job: LegJob) -> tuple[str, dict[str, str]]:
     head = repo.resolve("HEAD")
     if head is None:
         raise LirunError(f"{top} has no commit to start leg {job.id}'s worktree from")
+    spot = rel.replace(os.sep, "/")
+    if rel != "." and Repo(top).run("cat-file", "-e", f"{head}:{spot}", check=False).returncode:
+        raise LirunError(
+            f"leg {job.id}'s cwd {rel} is not in {top} at HEAD (not committed), so its "
+            "worktree has no such directory; commit it, or give the leg isolation: shared"
+        )
     with _GIT_LOCK:
         Repo(top).add_worktree(path, branch, head)
     cwd = str(path) if rel == "." else os.path.join(str(path), rel)
@@ -215,6 +235,7 @@ class LegWorkers:
         """One execution; fills ``result``; the session row, or None if none was made."""
         from lirun.exec.execution import execute
         from lirun.exec.task import build_request
+        from lirun.record.rundir import new_run_id
 
         meta = {
             "invocation": job.invocation_id,
@@ -233,6 +254,7 @@ class LegWorkers:
                 run_argv=job.run_argv,
                 invocation_id=job.invocation_id,
                 metadata={"flow": meta},
+                run_id=new_run_id(),  # its own: never $LIRUN_RUN_ID, which names one run
             )
         except LirunError as exc:
             result.reason_code, result.error = "run.failed.setup", str(exc)
@@ -263,11 +285,5 @@ class LegWorkers:
         result.duration_s = row.get("duration_s")
         result.cost_usd = row.get("cost_usd")
         result.outputs = outputs_of(row, extra)
-        reply = (row.get("reply_text") or "").strip()
-        result.proof_shared = (
-            job.evidence_shared
-            and result.status == "completed"
-            and not reply
-            and not _produced_any(row)
-        )
+        result.proof_shared = proof_is_shared(row)
         return row

@@ -35,6 +35,7 @@ class ReusedLeg:
     item: str | None
     duration_s: float | None
     outputs: Mapping[str, Any]
+    proof_shared: bool = False  # it counted completed_empty there (``proof_is_shared``)
 
 
 @dataclass(slots=True)
@@ -66,7 +67,16 @@ class Instance:
             proof_shared=self.proof_shared,
             because=self.because,
             interrupted=self.interrupted,
+            error=self.error,
         )
+
+    @property
+    def error(self) -> str | None:
+        """Why a leg without a session failed (its items or its template), if it did."""
+        if self.session_id is not None or self.reused:
+            return None
+        error = self.outputs.get("error")
+        return str(error) if error else None
 
     def graph_entry(self) -> dict[str, Any]:
         entry: dict[str, Any] = {
@@ -82,6 +92,8 @@ class Instance:
         elif self.state == DONE and self.session_id is None and not self.reused:
             # no session: a fan-out with no items or unreadable ones, a leg not set up
             entry.update(status=self.status, reason_code=self.reason_code)
+            if self.error:
+                entry["error"] = self.error
         return entry
 
 
@@ -191,6 +203,7 @@ class FlowPlan:
             inst.status, inst.reason_code = before.status, before.reason_code
             inst.session_id, inst.duration_s = before.session_id, before.duration_s
             inst.outputs = dict(before.outputs)
+            inst.proof_shared = before.proof_shared
         return inst
 
     @staticmethod

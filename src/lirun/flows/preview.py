@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_PARALLEL",
     "FlowPreview",
     "PreviewNode",
+    "can_branch",
     "concurrent_legs",
     "decide_isolation",
     "preview_flow",
@@ -75,7 +76,7 @@ class FlowPreview:
     parallel: int
     nodes: tuple[PreviewNode, ...]
     waves: tuple[tuple[str, ...], ...]
-    in_git: Mapping[str, bool]  # cwd → is it inside a git work tree
+    in_git: Mapping[str, bool]  # cwd → is it in a git repository with a commit
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,7 +94,11 @@ class FlowPreview:
 
     def text_lines(self) -> list[str]:
         spec = self.spec
-        git = "a git repository" if self.in_git.get(spec.cwd) else "not a git repository"
+        git = (
+            "a git repository"
+            if self.in_git.get(spec.cwd)
+            else "not a git repository with a commit: no worktrees"
+        )
         lines = [
             f"flow {spec.path or '-'} (sha256 {(spec.digest or '-')[:12]})",
             f"cwd {spec.cwd} ({git}); parallel {self.parallel}; fail_fast "
@@ -173,23 +178,26 @@ def decide_isolation(leg: LegSpec, *, concurrent: bool, in_git: bool) -> str:
     return "worktree" if concurrent and in_git and leg.task.is_agent else "shared"
 
 
-def _is_git(path: str) -> bool:
+def can_branch(path: str) -> bool:
+    """Whether a leg running in ``path`` can get a worktree: ``path`` is in a git
+    repository with a commit to branch from (a fresh ``git init`` has none)."""
     from lirun.exec.worktrees import GitError, Repo
 
     try:
-        return Repo(path).is_repo()
+        repo = Repo(path)
+        return repo.is_repo() and repo.resolve("HEAD") is not None
     except GitError:
         return False
 
 
 def preview_flow(
-    spec: FlowSpec, *, parallel: int | None = None, is_git: Callable[[str], bool] = _is_git
+    spec: FlowSpec, *, parallel: int | None = None, is_git: Callable[[str], bool] = can_branch
 ) -> FlowPreview:
     """The plan of ``spec``; ``parallel`` overrides the file's (``--parallel``)."""
     width = parallel or spec.parallel or DEFAULT_PARALLEL
     waves = _waves(spec)
     concurrent = concurrent_legs(spec, width)
-    in_git: dict[str, bool] = {}
+    in_git: dict[str, bool] = {spec.cwd: is_git(spec.cwd)}  # the header says what it is
     expanded: dict[str, list[str]] = {}
     nodes: list[PreviewNode] = []
     for leg_id in sorted(waves, key=lambda leg_id: waves[leg_id]):

@@ -15,7 +15,8 @@ class LegReport:
     """One leg instance. ``id`` is ``review[2]`` for a fan-out instance, ``leg`` the
     flow file's id (``review``) and ``item`` its item; ``status`` is the session's, or
     ``not_run``; ``reused``: completed in the invocation this one resumed, not run again
-    (``session_id`` is that earlier session); ``attempts`` counts sessions (retries)."""
+    (``session_id`` is that earlier session); ``attempts`` counts sessions (retries);
+    ``error``: why a leg that has no session failed (its items, its template, its setup)."""
 
     id: str
     leg: str
@@ -28,6 +29,7 @@ class LegReport:
     duration_s: float | None
     cost_usd: float | None
     depends_on: tuple[str, ...]
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

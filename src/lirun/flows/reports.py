@@ -12,7 +12,7 @@ from typing import Any
 
 from lirun.errors import UsageError
 from lirun.flows.decision import NOT_RUN
-from lirun.flows.legrun import outputs_of
+from lirun.flows.legrun import outputs_of, proof_is_shared
 from lirun.flows.plan import ReusedLeg
 from lirun.flows.report import FlowReport, LegReport
 from lirun.store import Store, open_store
@@ -31,13 +31,17 @@ def _flow_row(store: Store, invocation_id: str) -> dict[str, Any]:
 
 
 def _latest_by_leg(sessions: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], int]]:
-    """Leg instance id → (its last attempt's session, how many sessions it had)."""
+    """Leg instance id → (its last attempt's session, how many sessions it had); the
+    session's ``cost_usd`` is that of every attempt (each was paid for)."""
     found: dict[str, tuple[dict[str, Any], int]] = {}
     for session in sessions:  # oldest first: the last one seen is the latest attempt
         leg = session.get("flow_leg")
         if leg:
             count = found[leg][1] + 1 if leg in found else 1
-            found[leg] = (session, count)
+            cost = session.get("cost_usd")
+            if leg in found and found[leg][0].get("cost_usd") is not None:
+                cost = found[leg][0]["cost_usd"] + (cost or 0.0)
+            found[leg] = ({**session, "cost_usd": cost}, count)
     return found
 
 
@@ -68,7 +72,16 @@ def _leg_report(
         duration_s=session.get("duration_s") if session else None,
         cost_usd=session.get("cost_usd") if session else None,
         depends_on=tuple(entry.get("depends_on") or ()),
+        error=None if session else entry.get("error"),
     )
+
+
+def _interrupted(row: Mapping[str, Any]) -> str | None:
+    """The signal that stopped the flow: named in its evidence, else by its reason."""
+    for item in row.get("status_evidence_refs") or []:
+        if isinstance(item, Mapping) and item.get("kind") == "signal":
+            return str(item.get("signal"))
+    return _SIGNAL_BY_REASON.get(row.get("status_reason_code") or "")
 
 
 def _stopped(row: Mapping[str, Any]) -> tuple[str, ...]:
@@ -111,7 +124,7 @@ def report_from_store(store: Store, invocation_id: str) -> FlowReport:
         resumed_from=row.get("resumed_from"),
         legs=tuple(legs),
         stopped=_stopped(row),
-        interrupted=_SIGNAL_BY_REASON.get(row.get("status_reason_code") or ""),
+        interrupted=_interrupted(row),
         input_tokens=row.get("input_tokens"),
         output_tokens=row.get("output_tokens"),
         cost_usd=row.get("cost_usd"),
@@ -139,6 +152,7 @@ def _reused(session: Mapping[str, Any]) -> ReusedLeg:
         item=meta.get("item"),
         duration_s=session.get("duration_s"),
         outputs=outputs_of(session),
+        proof_shared=proof_is_shared(session),
     )
 
 

@@ -85,6 +85,7 @@ def _constant_key(node: Any) -> str | None:
 
 def references(text: str) -> TemplateRefs:
     """What ``text`` reads; TemplateError for a syntax error."""
+    import jinja2
     from jinja2 import meta, nodes
 
     ast = _parse(text)
@@ -103,13 +104,34 @@ def references(text: str) -> TemplateRefs:
         n.name == "legs" and n.ctx == "load" and id(n) not in resolved
         for n in ast.find_all(nodes.Name)
     )
+    _check_filters_and_tests(ast)
+    try:
+        names = meta.find_undeclared_variables(ast)
+    except jinja2.TemplateSyntaxError as exc:  # what Jinja2 finds only as it compiles
+        raise _syntax_error(exc) from None
     return TemplateRefs(
         legs=frozenset(read["legs"]),
         vars=frozenset(read["vars"]),
-        names=frozenset(meta.find_undeclared_variables(ast)),
+        names=frozenset(names),
         dynamic_legs=dynamic,
         private=frozenset(private),
     )
+
+
+def _check_filters_and_tests(ast: Any) -> None:
+    """An unknown filter or test is a TemplateError now (Jinja2 would find a test only
+    when the template runs, after the legs before it)."""
+    from jinja2 import nodes
+
+    env = _environment()
+    for node in ast.find_all((nodes.Filter, nodes.Test)):
+        known, what = (
+            (env.filters, "filter") if isinstance(node, nodes.Filter) else (env.tests, "test")
+        )
+        if node.name not in known:
+            raise TemplateError(
+                f"template error on its line {node.lineno}: no {what} named {node.name!r}"
+            )
 
 
 def referenced_legs(text: str) -> set[str]:
@@ -128,6 +150,8 @@ def render(text: str, context: Mapping[str, Any]) -> str:
         raise _syntax_error(exc) from None
     except (jinja2.UndefinedError, jinja2.exceptions.SecurityError) as exc:
         raise TemplateError(str(exc)) from None
-    except (TypeError, ValueError, ArithmeticError, LookupError) as exc:
-        # A filter or operation on the wrong kind of value (``{{ vars.n + 'x' }}``).
+    except Exception as exc:
+        # A filter or operation on the wrong kind of value (``{{ vars.n + 'x' }}``), a
+        # test Jinja2 only looks up when it runs, runaway recursion: the template's own
+        # fault, so its leg fails, never the flow's engine.
         raise TemplateError(f"{type(exc).__name__}: {exc}") from None
