@@ -94,7 +94,13 @@ def test_bad_vars_exit_2(
 
 @pytest.mark.parametrize(
     "argv",
-    [["flow"], ["flow", "run"], ["flow", "run", "f.yaml", "--parallel", "0"], ["flow", "walk"]],
+    [
+        ["flow"],
+        ["flow", "run"],
+        ["flow", "run", "f.yaml", "--parallel", "0"],
+        ["flow", "run", "f.yaml", "--parallel", "33"],
+        ["flow", "walk"],
+    ],
 )
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as caught:

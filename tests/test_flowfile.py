@@ -104,6 +104,11 @@ PROBLEMS = [
     ("nope: 1\nlegs: [{id: a, run: [echo]}]\n", 1, "unknown flow key 'nope'"),
     ("legs: [{id: a, run: [echo], dependson: [b]}]\n", 1, "did you mean 'depends_on'"),
     ("parallel: 0\nlegs: [{id: a, run: [echo]}]\n", 1, "parallel must be a whole number"),
+    (
+        "parallel: 33\nlegs: [{id: a, run: [echo]}]\n",
+        1,
+        "parallel must be a whole number from 1 to 32",
+    ),
     ("fail_fast: yes please\nlegs: [{id: a, run: [echo]}]\n", 1, "fail_fast must be true or false"),
     ("vars: [a]\nlegs: [{id: a, run: [echo]}]\n", 1, "vars must be a mapping"),
     ("vars:\n  x: {a: 1}\nlegs: [{id: a, run: [echo]}]\n", 2, "vars.x must be text"),

@@ -137,6 +137,7 @@ PROBLEMS = [
         "final_gate_timeout needs final_gate",
     ),
     ("topic: t\nbase: main\ngate: x\nparallel: 0\nplays: [{name: a, run: x}]\n", 4, "parallel"),
+    ("topic: t\nbase: main\ngate: x\nparallel: 33\nplays: [{name: a, run: x}]\n", 4, "1 to 32"),
     ("topic: t\nbase: main\ngate: x\nparallel: yes\nplays: [{name: a, run: x}]\n", 4, "parallel"),
     ("topic: t\nbase: main\nplays:\n  - name: a\n    run: x\n", 1, "no gate for play(s) a"),
     ("topic: a b\nbase: main\ngate: x\nplays: [{name: a, run: x}]\n", 1, "show/a b must not"),

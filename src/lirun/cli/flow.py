@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from lirun.cli.common import add_db_option, print_json
+from lirun.cli.options import parallel_count, seconds
 from lirun.errors import StartInterruptedError, UsageError
 
 EXIT_CODES = """\
@@ -49,38 +50,18 @@ failed, stopped and unfinished legs run, as many at once as before unless --para
 says otherwise. INVOCATION may be a unique prefix or suffix."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
 def _common(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add(
         "--parallel",
         metavar="N",
-        type=_positive_int,
+        type=parallel_count,
         help="legs at once (default: the file's parallel:, else 4)",
     )
     add(
         "--timeout",
         metavar="S",
-        type=_seconds,
+        type=seconds,
         help="the whole flow's wall-clock limit: timed_out (124)",
     )
     add(

@@ -54,7 +54,23 @@ LIRUN_WRITE_RETRY_SECONDS (how long the final write retries, default 30; then th
 outcome is spooled and recorded by the next li command on this database)."""
 
 
-def _seconds(text: str) -> float:
+def parallel_count(text: str) -> int:
+    """``--parallel N``: 1 to MAX_PARALLEL executions at once."""
+    from lirun.exec.task import MAX_PARALLEL
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= MAX_PARALLEL:
+        raise argparse.ArgumentTypeError(
+            f"expected 1 to {MAX_PARALLEL} (each runs with its own database connections), "
+            f"got {text!r}"
+        )
+    return value
+
+
+def seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -84,11 +100,11 @@ def add_execution_options(parser: argparse.ArgumentParser) -> None:
         "there (default: the current directory)",
     )
     add("--save", metavar="DIR", help="artifact root (default: <home>/runs/<id>/artifacts)")
-    add("--timeout", metavar="S", type=_seconds, help="wall-clock limit: timed_out (exit 124)")
+    add("--timeout", metavar="S", type=seconds, help="wall-clock limit: timed_out (exit 124)")
     add(
         "--idle-timeout",
         metavar="S",
-        type=_seconds,
+        type=seconds,
         help="watchdog: no output for S seconds: timed_out with run.timed_out.idle",
     )
     add(
@@ -231,7 +247,7 @@ def _heartbeat_interval() -> float | None:
     if not raw:
         return None
     try:
-        return _seconds(raw)
+        return seconds(raw)
     except argparse.ArgumentTypeError as exc:
         raise UsageError(f"LIRUN_HEARTBEAT_INTERVAL: {exc}") from None
 

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from lirun.cli.common import add_db_option, print_json
+from lirun.cli.options import parallel_count
 from lirun.errors import StartInterruptedError, UsageError
 
 RUN_EXIT_CODES = """\
@@ -72,16 +73,6 @@ Progress lines go to stderr; the board (or --json) to stdout when the show stops
 {SHOW_NOTE}"""
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
-    return value
-
-
 def _sub(subs: Any, name: str, usage_help: str, description: str, exit_codes: str) -> Any:
     return subs.add_parser(
         name,
@@ -100,7 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = _sub(subs, "run", "run a show file", RUN_DESCRIPTION, RUN_EXIT_CODES)
     run.add_argument("file", metavar="SHOW.yaml", help="the show file")
     run.add_argument(
-        "--parallel", type=_count, metavar="N", help="at most N plays at once (default: the file's)"
+        "--parallel",
+        type=parallel_count,
+        metavar="N",
+        help="at most N plays at once (default: the file's)",
     )
     run.add_argument(
         "--continue-integration",
@@ -130,7 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
         RUN_EXIT_CODES,
     )
     resume.add_argument("show", metavar="SHOW")
-    resume.add_argument("--parallel", type=_count, metavar="N", help="at most N plays at once")
+    resume.add_argument(
+        "--parallel", type=parallel_count, metavar="N", help="at most N plays at once"
+    )
     resume.add_argument("--json", action="store_true", help="the final report as JSON")
     add_db_option(resume)
 

@@ -25,7 +25,19 @@ if TYPE_CHECKING:
     from lirun.exec.execution import ExecutionRequest
     from lirun.exec.legs import Echo, Program
 
-__all__ = ["Declared", "Task", "build_request", "check_task", "declarations"]
+__all__ = [
+    "MAX_PARALLEL",
+    "Declared",
+    "Task",
+    "build_request",
+    "check_task",
+    "declarations",
+]
+
+
+# Executions one orchestrator runs at once (flow legs, plays). Each holds its own database
+# connections (two on PostgreSQL), and a server's default max_connections is 100.
+MAX_PARALLEL = 32
 
 
 @dataclass(frozen=True, slots=True)

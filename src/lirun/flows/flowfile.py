@@ -25,7 +25,7 @@ from typing import Any
 from lirun.errors import UsageError
 from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml, where
 from lirun.exec.provider_options import OPTION_KEYS
-from lirun.exec.task import Task
+from lirun.exec.task import MAX_PARALLEL, Task
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
 
 __all__ = [
@@ -145,7 +145,7 @@ def load_flow(
     _check_repeated_keys(problems, data)
     _check_keys(problems, data, TOP_KEYS, "flow")
     variables = _variables(problems, data, vars)
-    parallel = _positive_int(problems, data, "parallel")
+    parallel = _positive_int(problems, data, "parallel", high=MAX_PARALLEL)
     fail_fast = _flag(problems, data, "fail_fast")
     legs = _legs(problems, data, base)
     declared = data.get("vars")

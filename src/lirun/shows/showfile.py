@@ -28,7 +28,7 @@ from lirun.errors import UsageError
 from lirun.exec.problems import ProblemReader
 from lirun.exec.profiles import LineMap, ProfileError, check_artifacts, read_yaml
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
-from lirun.exec.task import Task, check_task
+from lirun.exec.task import MAX_PARALLEL, Task, check_task
 from lirun.flows.graph import find_cycle, unknown_deps
 from lirun.shows.spec import DEFAULT_ATTEMPTS, Gate, PlaySpec, ShowSpec
 
@@ -409,8 +409,12 @@ def _parallel(r: ProblemReader, data: Mapping[str, Any]) -> int | None:
     value = data.get("parallel")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        r.problem(data, "parallel", f"parallel must be a whole number of at least 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARALLEL:
+        r.problem(
+            data,
+            "parallel",
+            f"parallel must be a whole number from 1 to {MAX_PARALLEL}, got {value!r}",
+        )
         return None
     return value
 
