@@ -390,6 +390,8 @@ class Conductor:
     def land(self, name: str, sha: str, base: str, gate: dict[str, Any] | None) -> None:
         """Record the candidate, then compare-and-swap the integration branch to it."""
         row = self.rows[name]
+        if not self._may_land(name):
+            return
         fields: dict[str, Any] = {"candidate_sha": sha, "candidate_base": base}
         if gate is not None:
             fields["gate_json"] = gate
@@ -400,6 +402,23 @@ class Conductor:
             self.gate_queue.appendleft(name)
             return
         self.merged(name, sha)
+
+    def _may_land(self, name: str) -> bool:
+        """The show is still ours and the play still gated, asked just before the ref
+        move: an abort (or a person) between heartbeats must not find a merge landed on
+        the branch of a play its record says did not merge."""
+        fresh = self.store.get_entity("play", self.rows[name]["id"])
+        if self.store.beat_show(self.show["id"], self.owner) and fresh is not None:
+            self._last_beat = time.monotonic()
+            if fresh["status"] == "gated":
+                return True
+            self.rows[name] = fresh
+            self.say(f"play {name}: {fresh['status']} meanwhile; not merged")
+            return False
+        self.say(f"show {self.show['id']} was ended or taken over meanwhile; nothing merged")
+        self.outcome = "lost"
+        self.workers.stop(15)
+        return False
 
     def merged(self, name: str, sha: str) -> None:
         row = self.rows[name]

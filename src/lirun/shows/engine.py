@@ -379,14 +379,17 @@ def _finish(store: Store, conductor: Any, outcome: str) -> None:
         "final_gate_failed": "the final gate failed on the integration head",
         "integration_unverified": "the integration head a person moved failed its gate",
     }.get(outcome, "")
-    store.update_status(
+    if not store.update_status(
         "show",
         show_id,
         new_status=status,
         reason_code=reason,
         reason_summary=summary,
         expected_statuses={"active"},
-    )
+    ):
+        now = _get(store, show_id)
+        conductor.say(f"show {conductor.spec.topic}: {now['status']} meanwhile")
+        return
     conductor.say(f"show {conductor.spec.topic}: {status} ({reason})")
     if status == "completed":
         conductor.git.remove_gate()
