@@ -6,6 +6,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
+from lirun.errors import ConflictError
 from lirun.shows.engine import abort_show, run_show
 from lirun.store import open_store
 from support.execkit import poll
@@ -47,3 +50,20 @@ def test_an_abort_during_a_gate_lands_nothing_on_the_integration_branch(
     finally:
         store.close()
     assert show is not None and show["integration_head"] == git(repo, "rev-parse", "main")
+
+
+def test_a_second_run_of_a_show_waiting_for_a_person_names_that_show(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Its kept worktree is the person's to look at: the refusal names the show to resume
+    or abort rather than telling them to remove the worktree."""
+    repo = show_repo(tmp_path)
+    s = spec(repo, [play("a", writes("a.txt", "A"), attempts=1, gate="false")])
+    first = run_show(s, db_url=db_url)
+    assert first.status == "active" and first.plays[0].status == "gate_failed"
+    with pytest.raises(ConflictError) as refused:
+        run_show(s, db_url=db_url)
+    message = str(refused.value)
+    assert f"show {first.show_id}" in message and f"li show status {first.show_id}" in message
+    assert message.index("li show status") < message.index("git worktree remove")
+    assert Path(str(first.plays[0].worktree)).is_dir()

@@ -150,11 +150,7 @@ def _check_repo(spec: ShowSpec, integration: str, *, continue_integration: bool)
     _check_not_checked_out(git)
     for branch, where in git.repo.checked_out_branches().items():
         if branch.startswith(f"{integration}--"):
-            raise ConflictError(
-                f"branch {branch} (a play's attempt branch of an earlier show on "
-                f"{integration}) is checked out in {where}; look at it, then remove that "
-                f"worktree (git worktree remove {where}) or name another integration branch"
-            )
+            raise ConflictError(_attempt_checked_out(branch, where, integration))
     head = git.head()
     if head is not None and not continue_integration:
         ahead = git.repo.out("rev-list", "--count", f"refs/heads/{spec.base}..{head}")
@@ -165,6 +161,31 @@ def _check_repo(spec: ShowSpec, integration: str, *, continue_integration: bool)
                 "them, or name another integration branch"
             )
     return git
+
+
+def _attempt_checked_out(branch: str, where: str, integration: str) -> str:
+    """A play's attempt branch of another show on ``integration`` is checked out: name
+    that show when the worktree is lirun's, so nobody removes the work of a live one."""
+    from pathlib import Path
+
+    from lirun.exec.worktrees import worktrees_root
+
+    try:
+        owner = Path(where).resolve().relative_to(worktrees_root().resolve()).parts[0]
+    except (ValueError, IndexError):
+        owner = None
+    if owner is None:
+        return (
+            f"branch {branch} (a play's attempt branch of an earlier show on {integration}) "
+            f"is checked out in {where}; look at it, then remove that worktree (git worktree "
+            f"remove {where}) or name another integration branch"
+        )
+    return (
+        f"branch {branch} is checked out in {where}, a play worktree of show {owner} on "
+        f"{integration}; `li show status {owner}` says whether it still runs or waits for "
+        f"a person (then resume or abort it); once it ended, remove that worktree (git "
+        f"worktree remove {where}), or name another integration branch"
+    )
 
 
 def _check_not_checked_out(git: ShowGit) -> None:
