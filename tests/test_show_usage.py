@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lirun.errors import ConflictError
-from lirun.shows.engine import abort_show, run_show
+from lirun.shows.engine import abort_show, resume_show, run_show
 from lirun.store import open_store
 from support.execkit import poll
 from support.gitkit import git
@@ -67,3 +67,74 @@ def test_a_second_run_of_a_show_waiting_for_a_person_names_that_show(
     assert f"show {first.show_id}" in message and f"li show status {first.show_id}" in message
     assert message.index("li show status") < message.index("git worktree remove")
     assert Path(str(first.plays[0].worktree)).is_dir()
+
+
+def _by_hand(tmp_path: Path, repo: Path, *commands: tuple[str, ...]) -> str:
+    """A person works on the integration branch in a worktree of their own."""
+    person = tmp_path / "person"
+    git(repo, "worktree", "add", "-q", str(person), INTEGRATION)
+    for command in commands:
+        git(person, *command)
+    git(repo, "worktree", "remove", str(person))
+    return git(repo, "rev-parse", INTEGRATION)
+
+
+def _merged_by_hand(db_url: str, play_id: str, was: str) -> None:
+    store = open_store(db_url)
+    try:
+        assert store.update_status(
+            "play",
+            play_id,
+            new_status="merged",
+            reason_code="play.merged.admin",
+            source="admin",
+            actor="p",
+            expected_statuses={was},
+            override=True,
+            override_actor="p",
+            override_justification="merged by hand",
+        )
+    finally:
+        store.close()
+
+
+def test_the_gate_on_a_head_a_person_moved_is_not_shown_as_the_final_gate(
+    tmp_path: Path, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lirun.cli.show_board import render_board
+
+    repo = show_repo(tmp_path)
+    plays = [
+        play("bad", writes("bad.txt", "B"), attempts=1),
+        play("two", writes("two.txt", "2"), "bad", attempts=1, gate="false"),
+    ]
+    s = spec(repo, plays, gate="test ! -e bad.txt", final_gate="true")
+    first = run_show(s, db_url=db_url)
+    [bad] = [p for p in first.plays if p.name == "bad"]
+    assert bad.status == "gate_failed"
+    fixed = (("merge", "--no-ff", "-q", "-m", "by hand", str(bad.branch)), ("rm", "-q", "bad.txt"))
+    _by_hand(tmp_path, repo, *fixed, ("commit", "-qm", "fix"))
+    _merged_by_hand(db_url, bad.id, "gate_failed")
+    second = resume_show(first.show_id, db_url=db_url)
+    [two] = [p for p in second.plays if p.name == "two"]
+    assert two.status == "gate_failed"
+    assert second.final_gate is not None and second.final_gate["role"] == "head_gate"
+    capsys.readouterr()
+    render_board(second.to_dict())
+    board = capsys.readouterr().out
+    assert "final gate   not run yet" in board and "moved head   passed" in board
+    # The person moves the head again, to a commit that fails the show's gate.
+    moved = _by_hand(
+        tmp_path,
+        repo,
+        ("checkout", "-q", str(two.branch), "--", "two.txt"),
+        ("commit", "-qm", "two by hand"),
+        ("revert", "--no-edit", "HEAD~1"),
+    )
+    _merged_by_hand(db_url, two.id, "gate_failed")
+    third = resume_show(first.show_id, db_url=db_url)
+    assert third.reason_code == "show.active.integration_unverified"
+    [sentence] = third.needs_person
+    assert moved in sentence and str(third.integration_head) not in sentence
+    render_board(third.to_dict())
+    assert "the moved head's gate's output" in capsys.readouterr().out

@@ -444,7 +444,8 @@ class Conductor:
             return
         if gate is None or gate.verdict == "interrupted":
             return
-        record = {**gate.to_dict(), "output": gate.output}
+        role = "head_gate" if done.kind == "head" else "final_gate"
+        record = {**gate.to_dict(), "output": gate.output, "role": role}
         self.store.update_fields("show", self.show["id"], {"final_gate_json": record})
         if done.kind == "head":
             self.head_check = False

@@ -160,12 +160,12 @@ def needs_person(show: Mapping[str, Any], plays: Sequence[PlayReport]) -> tuple[
             f"--reason play.merged.admin --actor YOU --justification WHY`, then "
             f"`li show resume {sid}` (or `li show abort {sid}`)."
         )
-    if show.get("status_reason_code") in (
-        "show.active.final_gate_failed",
-        "show.active.integration_unverified",
-    ):
+    code, gate = show.get("status_reason_code"), show.get("final_gate_json") or {}
+    if code in ("show.active.final_gate_failed", "show.active.integration_unverified"):
+        moved = code == "show.active.integration_unverified" and gate.get("role") == "head_gate"
+        at = gate.get("commit") if moved else show.get("integration_head")
         lines.append(
-            f"the integration branch {integration} at {show.get('integration_head')} failed "
+            f"the integration branch {integration} at {at} failed "
             f"its gate ({show.get('status_reason_summary') or 'see li show status'}); fix it "
             f"on {integration}, then `li show resume {sid}`."
         )
