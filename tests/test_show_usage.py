@@ -3,6 +3,8 @@ what the repository holds when a person steps in while a show runs."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 from lirun.errors import ConflictError
 from lirun.shows.engine import abort_show, resume_show, run_show
 from lirun.store import open_store
-from support.execkit import poll
+from support.execkit import poll, process_alive
 from support.gitkit import git
 from support.showkit import INTEGRATION, moves, play, show_repo, spec, writes
 
@@ -138,3 +140,47 @@ def test_the_gate_on_a_head_a_person_moved_is_not_shown_as_the_final_gate(
     assert moved in sentence and str(third.integration_head) not in sentence
     render_board(third.to_dict())
     assert "the moved head's gate's output" in capsys.readouterr().out
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie nobody reaped (the killed owner was its parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return process_alive(pid)
+    return state != "Z"
+
+
+def test_resume_after_kill_9_during_a_gate_stops_that_gate_before_gating_again(
+    tmp_path: Path, db_url: str
+) -> None:
+    """The killed owner's gate is an orphan still running in the gate worktree: resume
+    stops it and closes its record before another gate runs there."""
+    from test_show_crash import _drive
+
+    repo = show_repo(tmp_path)
+    pids, go = tmp_path / "gate-pids", tmp_path / "go"
+    gate = f"echo $$ >> {pids}; [ -f {go} ] || sleep 60"
+    driver = _drive(spec(repo, [play("a", writes("a.txt", "A"), gate=gate)]), db_url)
+    try:
+        poll(pids.exists, timeout=30, what="the gate to start")
+    finally:
+        driver.kill()
+        driver.wait()
+    orphan = int(pids.read_text().split()[0])
+    go.touch()
+    try:
+        report = resume_show("t", db_url=db_url)
+        assert report.status == "completed", report.to_dict()
+        assert not _alive(orphan)
+    finally:
+        if _alive(orphan):
+            os.killpg(orphan, signal.SIGKILL)  # the gate ran in a group of its own
+    [first_gate, *_] = report.plays[0].gates
+    store = open_store(db_url)
+    try:
+        row = store.get_entity("session", str(first_gate["session_id"]))
+    finally:
+        store.close()
+    assert row is not None and row["status"] != "running"
+    assert row["status_reason_code"] == "session.orphaned.no_process"

@@ -347,7 +347,7 @@ def _conduct(
     resumed: bool,
 ) -> ShowReport:
     from lirun.shows.conductor import Conductor
-    from lirun.shows.recovery import check_head, recover
+    from lirun.shows.recovery import check_head, reap_gates, recover
 
     show = _get(store, show_id)
     git = ShowGit(spec.repo, show_id, str(show["integration"]))
@@ -377,6 +377,7 @@ def _conduct(
                 reason_code="show.active.resumed",
                 expected_statuses={"active"},
             )
+            reap_gates(conductor)  # before any gate runs in the gate worktree again
             check_head(conductor)
             recover(conductor)
         outcome = conductor.run()

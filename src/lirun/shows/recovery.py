@@ -17,7 +17,7 @@ from lirun.record.reap import reap_sessions
 from lirun.shows.conductor import Conductor
 from lirun.shows.decisions import after_session
 
-__all__ = ["check_head", "recover"]
+__all__ = ["check_head", "reap_gates", "recover"]
 
 
 def check_head(conductor: Conductor) -> None:
@@ -99,6 +99,30 @@ def _recover_gated(conductor: Conductor, name: str, row: dict[str, Any]) -> None
         conductor.land(name, candidate, base, row.get("gate_json"))
     else:
         conductor.gate_queue.append(name)
+
+
+def reap_gates(conductor: Conductor) -> None:
+    """Gate runs the dead owner left running are stopped and closed before any gate
+    runs again: they share the one gate worktree."""
+    store = conductor.store
+    sessions = list(store.list_show_gate_sessions(str(conductor.show["id"])))
+    for row in conductor.rows.values():
+        sessions += store.list_play_sessions(str(row["id"]))
+    running = [
+        s
+        for s in sessions
+        if s["status"] == "running" and (s.get("metadata_json") or {}).get("role") != "agent"
+    ]
+    if not running:
+        return
+    reap_sessions(store, running)
+    for s in running:
+        fresh = store.get_entity("session", str(s["id"]))
+        if fresh is not None and fresh["status"] == "running":
+            raise ConflictError(
+                f"gate execution {s['id']} of show {conductor.show['id']} is still running "
+                f"under a live owner; wait for it (li wait {s['id']}) or stop it, then resume"
+            )
 
 
 def recover(conductor: Conductor) -> None:
