@@ -15,7 +15,7 @@ from lirun.shows.engine import abort_show, resume_show, run_show
 from lirun.store import open_store
 from support.execkit import poll, process_alive
 from support.gitkit import git
-from support.showkit import INTEGRATION, moves, play, show_repo, spec, writes
+from support.showkit import INTEGRATION, moves, play, script, show_repo, spec, writes
 
 
 def test_an_abort_during_a_gate_lands_nothing_on_the_integration_branch(
@@ -184,3 +184,35 @@ def test_resume_after_kill_9_during_a_gate_stops_that_gate_before_gating_again(
         store.close()
     assert row is not None and row["status"] != "running"
     assert row["status_reason_code"] == "session.orphaned.no_process"
+
+
+def test_abort_after_kill_9_stops_the_plays_the_dead_owner_left_running(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Nobody else would stop them: an agent left running keeps working (and spending)
+    on a show that ended."""
+    from test_show_crash import _drive
+
+    repo = show_repo(tmp_path)
+    pids = tmp_path / "agent-pids"
+    driver = _drive(spec(repo, [play("a", script(f"echo $$ >> {pids}; sleep 60"))]), db_url)
+    try:
+        poll(pids.exists, timeout=30, what="the play to start")
+    finally:
+        driver.kill()
+        driver.wait()
+    orphan = int(pids.read_text().split()[0])
+    try:
+        aborted = abort_show("t", db_url=db_url, actor="p", justification="wrong task")
+        assert not _alive(orphan)
+    finally:
+        if _alive(orphan):
+            os.killpg(orphan, signal.SIGKILL)
+    [p] = aborted.plays
+    assert p.status == "aborted_after_finish"
+    store = open_store(db_url)
+    try:
+        row = store.get_entity("session", str(p.session_ids[-1]))
+    finally:
+        store.close()
+    assert row is not None and row["status_reason_code"] == "session.orphaned.no_process"

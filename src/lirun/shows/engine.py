@@ -458,9 +458,14 @@ def abort_show(
                     metadata=meta,
                     expected_statuses={play["status"]},
                 )
-        # A live owner still uses the gate worktree until its next heartbeat stops it.
-        if row.get("repo") and not _owner_alive(row):
-            ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"])).remove_gate()
+        # A live owner stops its executions at its next heartbeat and still uses the gate
+        # worktree until then; a dead owner's executions are stopped here.
+        if not _owner_alive(row):
+            from lirun.shows.recovery import reap_orphans
+
+            reap_orphans(store, str(row["id"]), agents=True)
+            if row.get("repo"):
+                ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"])).remove_gate()
         return _report(store, str(row["id"]))
     finally:
         store.close()

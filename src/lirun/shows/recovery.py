@@ -16,8 +16,9 @@ from lirun.errors import ConflictError
 from lirun.record.reap import reap_sessions
 from lirun.shows.conductor import Conductor
 from lirun.shows.decisions import after_session
+from lirun.store import Store
 
-__all__ = ["check_head", "reap_gates", "recover"]
+__all__ = ["check_head", "reap_gates", "reap_orphans", "recover"]
 
 
 def check_head(conductor: Conductor) -> None:
@@ -101,28 +102,33 @@ def _recover_gated(conductor: Conductor, name: str, row: dict[str, Any]) -> None
         conductor.gate_queue.append(name)
 
 
-def reap_gates(conductor: Conductor) -> None:
-    """Gate runs the dead owner left running are stopped and closed before any gate
-    runs again: they share the one gate worktree."""
-    store = conductor.store
-    sessions = list(store.list_show_gate_sessions(str(conductor.show["id"])))
-    for row in conductor.rows.values():
-        sessions += store.list_play_sessions(str(row["id"]))
+def reap_orphans(store: Store, show_id: str, *, agents: bool) -> list[str]:
+    """Stop and close the show's executions still running under a dead owner (its gate
+    runs; with ``agents`` its plays' executions too). The ids still running (a live
+    owner's) are returned."""
+    sessions = list(store.list_show_gate_sessions(show_id))
+    for play in store.list_plays(show_id):
+        sessions += store.list_play_sessions(str(play["id"]))
     running = [
         s
         for s in sessions
-        if s["status"] == "running" and (s.get("metadata_json") or {}).get("role") != "agent"
+        if s["status"] == "running"
+        and (agents or (s.get("metadata_json") or {}).get("role") != "agent")
     ]
-    if not running:
-        return
-    reap_sessions(store, running)
-    for s in running:
-        fresh = store.get_entity("session", str(s["id"]))
-        if fresh is not None and fresh["status"] == "running":
-            raise ConflictError(
-                f"gate execution {s['id']} of show {conductor.show['id']} is still running "
-                f"under a live owner; wait for it (li wait {s['id']}) or stop it, then resume"
-            )
+    if running:
+        reap_sessions(store, running)
+    left = (store.get_entity("session", str(s["id"])) for s in running)
+    return [str(s["id"]) for s in left if s is not None and s["status"] == "running"]
+
+
+def reap_gates(conductor: Conductor) -> None:
+    """Gate runs the dead owner left running are stopped and closed before any gate
+    runs again: they share the one gate worktree."""
+    for sid in reap_orphans(conductor.store, str(conductor.show["id"]), agents=False):
+        raise ConflictError(
+            f"gate execution {sid} of show {conductor.show['id']} is still running "
+            f"under a live owner; wait for it (li wait {sid}) or stop it, then resume"
+        )
 
 
 def recover(conductor: Conductor) -> None:
