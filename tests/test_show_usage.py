@@ -216,3 +216,11 @@ def test_abort_after_kill_9_stops_the_plays_the_dead_owner_left_running(
     finally:
         store.close()
     assert row is not None and row["status_reason_code"] == "session.orphaned.no_process"
+
+
+def test_a_gate_that_fails_silently_says_so(tmp_path: Path) -> None:
+    repo = show_repo(tmp_path)
+    s = spec(repo, [play("a", writes("a.txt", "A"), attempts=1, gate="exit 1")])
+    [p] = run_show(s, db_url=str(tmp_path / "state.db")).plays
+    assert p.status == "gate_failed"
+    assert str(p.reason_summary).endswith("(run.failed.exit_nonzero); it printed nothing")

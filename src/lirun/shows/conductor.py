@@ -381,7 +381,8 @@ class Conductor:
                 name,
                 "gate",
                 f"the gate failed on the merge result {gate.commit[:12]} "
-                f"({gate.reason}); its output ends:\n{gate.output}",
+                f"({gate.reason}); "
+                + (f"its output ends:\n{gate.output}" if gate.output else "it printed nothing"),
                 gate_json=gate.to_dict(),
             )
         else:
