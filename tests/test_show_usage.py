@@ -13,9 +13,9 @@ import pytest
 from lirun.errors import ConflictError
 from lirun.shows.engine import abort_show, resume_show, run_show
 from lirun.store import open_store
-from support.execkit import poll, process_alive
+from support.execkit import poll, process_alive, run_li
 from support.gitkit import git
-from support.showkit import INTEGRATION, moves, play, script, show_repo, spec, writes
+from support.showkit import COMMIT, INTEGRATION, moves, play, script, show_repo, spec, writes
 
 
 def test_an_abort_during_a_gate_lands_nothing_on_the_integration_branch(
@@ -224,3 +224,22 @@ def test_a_gate_that_fails_silently_says_so(tmp_path: Path) -> None:
     [p] = run_show(s, db_url=str(tmp_path / "state.db")).plays
     assert p.status == "gate_failed"
     assert str(p.reason_summary).endswith("(run.failed.exit_nonzero); it printed nothing")
+
+
+def test_a_play_with_nothing_to_merge_is_offered_a_fresh_run(tmp_path: Path) -> None:
+    """Merging by hand is no advice when the play brought nothing: the board names the
+    override that runs it again, and that override does."""
+    db = str(tmp_path / "state.db")
+    repo = show_repo(tmp_path)
+    flag = tmp_path / "fixed"
+    task = script(f"[ -f {flag} ] && echo A > a.txt && git add a.txt && {COMMIT} a || true")
+    first = run_show(spec(repo, [play("a", task, attempts=1)]), db_url=db)
+    [p] = first.plays
+    [sentence] = first.needs_person
+    command = sentence.split("run it again from the start with `")[1].split("`")[0]
+    assert command.startswith(f"li override play {p.id} --to pending ")
+    args = command.split()[1:]
+    args[args.index("YOU")], args[args.index("WHY")] = "p", "the input is fixed"
+    flag.touch()
+    assert run_li(*args, env={**os.environ, "LIRUN_DB_URL": db}, cwd=tmp_path).returncode == 0
+    assert resume_show(first.show_id, db_url=db).status == "completed"

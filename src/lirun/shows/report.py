@@ -153,10 +153,16 @@ def needs_person(show: Mapping[str, Any], plays: Sequence[PlayReport]) -> tuple[
         waiting = _waiting_on(plays, p.name)
         held = f"; {', '.join(waiting)} wait(s) on it" if waiting else ""
         where = f" in {p.worktree} (branch {p.branch})" if p.worktree else ""
+        again = ""
+        if str(p.reason_code).endswith((".session_failed", ".no_changes")):
+            again = (  # nothing to merge: running it again is the likelier fix
+                f"run it again from the start with `li override play {p.id} --to pending "
+                f"--reason play.pending.created --actor YOU --justification WHY`, or "
+            )
         lines.append(
             f"play {p.name} ({p.id}) is {p.status} after attempt {p.attempt} of {p.attempts}: "
-            f"{p.reason_summary or p.reason_code}{held}. Look at its work{where}; merge it "
-            f"into {integration} yourself and run `li override play {p.id} --to merged "
+            f"{p.reason_summary or p.reason_code}{held}. Look at its work{where}; {again}merge "
+            f"it into {integration} yourself and run `li override play {p.id} --to merged "
             f"--reason play.merged.admin --actor YOU --justification WHY`, then "
             f"`li show resume {sid}` (or `li show abort {sid}`)."
         )
