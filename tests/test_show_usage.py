@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lirun.errors import ConflictError
-from lirun.shows.engine import abort_show, resume_show, run_show
+from lirun.shows.engine import abort_show, resume_show, run_show, show_report
 from lirun.store import open_store
 from support.execkit import poll, process_alive, run_li
 from support.gitkit import git
@@ -34,6 +34,7 @@ def test_an_abort_during_a_gate_lands_nothing_on_the_integration_branch(
     runner = threading.Thread(target=lambda: reports.append(run_show(s, db_url=db_url)))
     runner.start()
     poll(gating.exists, what="the gate to start")
+    assert show_report("t", db_url=db_url).needs_person == ()  # its owner runs it
     aborted = abort_show("t", db_url=db_url, actor="p", justification="not wanted")
     release.touch()  # the gate passes after the abort, long before the next heartbeat
     runner.join(timeout=30)
@@ -243,3 +244,25 @@ def test_a_play_with_nothing_to_merge_is_offered_a_fresh_run(tmp_path: Path) -> 
     flag.touch()
     assert run_li(*args, env={**os.environ, "LIRUN_DB_URL": db}, cwd=tmp_path).returncode == 0
     assert resume_show(first.show_id, db_url=db).status == "completed"
+
+
+def test_the_board_of_a_show_nobody_runs_says_to_resume_it(tmp_path: Path, db_url: str) -> None:
+    """After kill -9 the record still says running; the board must not leave the person
+    waiting for a process that is gone."""
+    from test_show_crash import _drive
+
+    repo = show_repo(tmp_path)
+    pids, go = tmp_path / "agent-pids", tmp_path / "go"
+    task = script(f"echo $$ >> {pids}; [ -f {go} ] || sleep 60; echo A > a.txt")
+    driver = _drive(spec(repo, [play("a", task)]), db_url)
+    try:
+        poll(pids.exists, timeout=30, what="the play to start")
+    finally:
+        driver.kill()
+        driver.wait()
+    board = show_report("t", db_url=db_url)
+    assert board.plays[0].status == "running"
+    [sentence] = board.needs_person
+    assert f"li show resume {board.show_id}" in sentence
+    go.touch()
+    assert resume_show("t", db_url=db_url).status == "completed"

@@ -93,7 +93,8 @@ def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowR
     show = _get(store, show_id)
     plays = store.list_plays(show_id)
     sessions = {str(p["id"]): store.list_play_sessions(str(p["id"])) for p in plays}
-    return build_report(show, plays, sessions, interrupted=interrupted)
+    unowned = show["status"] == "active" and not _owner_alive(show)
+    return build_report(show, plays, sessions, interrupted=interrupted, unowned=unowned)
 
 
 def show_report(show: str, *, db_url: str | None = None) -> ShowReport:

@@ -141,12 +141,28 @@ def _waiting_on(plays: Sequence[PlayReport], name: str) -> list[str]:
     return [p.name for p in plays if p.status == "pending" and name in p.depends_on]
 
 
-def needs_person(show: Mapping[str, Any], plays: Sequence[PlayReport]) -> tuple[str, ...]:
-    """One sentence per play a person must look at (and one for a failed final gate)."""
+_PERSON_REASONS = (
+    "show.blocked.no_ready_plays",
+    "show.active.final_gate_failed",
+    "show.active.integration_unverified",
+)
+
+
+def needs_person(
+    show: Mapping[str, Any], plays: Sequence[PlayReport], *, unowned: bool = False
+) -> tuple[str, ...]:
+    """One sentence per play a person must look at (and one for a failed final gate, and
+    one when no process runs a show that has work left: ``unowned``)."""
     if show.get("status") != "active":
         return ()
     sid, integration = show["id"], show.get("integration")
     lines = []
+    if unowned and show.get("status_reason_code") not in _PERSON_REASONS:
+        lines.append(
+            f"no process runs show {sid} (li show run was stopped or died); plays shown as "
+            f"running are not: `li show resume {sid}` continues it (what was left running "
+            "is stopped and run again)."
+        )
     for p in plays:
         if p.status not in _NEEDS_PERSON:
             continue
@@ -184,8 +200,10 @@ def build_report(
     sessions: Mapping[str, Sequence[Mapping[str, Any]]],
     *,
     interrupted: str | None = None,
+    unowned: bool = False,
 ) -> ShowReport:
-    """The board from the show row, its play rows and each play's linked sessions."""
+    """The board from the show row, its play rows and each play's linked sessions;
+    ``unowned``: no live process holds the show."""
     reports = tuple(_play_report(p, sessions.get(str(p["id"]), ())) for p in plays)
     return ShowReport(
         show_id=str(show["id"]),
@@ -197,7 +215,7 @@ def build_report(
         integration_head=show.get("integration_head"),
         base=show.get("base"),
         plays=reports,
-        needs_person=needs_person(show, reports),
+        needs_person=needs_person(show, reports, unowned=unowned and not interrupted),
         interrupted=interrupted,
         final_gate=show.get("final_gate_json"),
     )
