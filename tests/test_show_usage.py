@@ -266,3 +266,24 @@ def test_the_board_of_a_show_nobody_runs_says_to_resume_it(tmp_path: Path, db_ur
     assert f"li show resume {board.show_id}" in sentence
     go.touch()
     assert resume_show("t", db_url=db_url).status == "completed"
+
+
+def test_a_play_merged_by_hand_has_no_worktree_on_record_once_resume_removed_it(
+    tmp_path: Path, db_url: str
+) -> None:
+    repo = show_repo(tmp_path)
+    s = spec(repo, [play("a", writes("a.txt", "A"), attempts=1, gate="test ! -e a.txt")])
+    [p] = run_show(s, db_url=db_url).plays
+    assert p.status == "gate_failed" and Path(str(p.worktree)).is_dir()  # kept to look at
+    _by_hand(
+        tmp_path,
+        repo,
+        ("merge", "--no-ff", "-q", "-m", "by hand", str(p.branch)),
+        ("mv", "a.txt", "b.txt"),
+        ("commit", "-qm", "fix"),
+    )
+    _merged_by_hand(db_url, p.id, "gate_failed")
+    [after] = resume_show("t", db_url=db_url).plays
+    assert after.status == "merged"
+    assert not Path(str(p.worktree)).exists()
+    assert after.worktree is None  # the record says what is there

@@ -143,5 +143,6 @@ def recover(conductor: Conductor) -> None:
             conductor.gate_queue.append(name)
         elif status == "gated":
             _recover_gated(conductor, name, row)
-        elif status == "merged" and conductor.git.play_path(name).exists():
-            conductor.git.remove_play(name, [])
+        elif status == "merged" and (row.get("worktree") or conductor.git.play_path(name).exists()):
+            conductor.git.remove_play(name, [])  # merged by a person: its work is on the branch
+            conductor.store.update_fields("play", row["id"], {"worktree": None})
