@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lirun.errors import ConflictError
+from lirun.exec.worktrees import worktrees_root
 from lirun.shows.engine import abort_show, resume_show, run_show, show_report
 from lirun.store import open_store
 from support.execkit import poll, process_alive, run_li
@@ -53,6 +54,8 @@ def test_an_abort_during_a_gate_lands_nothing_on_the_integration_branch(
     finally:
         store.close()
     assert show is not None and show["integration_head"] == git(repo, "rev-parse", "main")
+    gate_worktree = worktrees_root() / report.show_id / ".gate"
+    assert not gate_worktree.exists() and str(gate_worktree) not in git(repo, "worktree", "list")
 
 
 def test_a_second_run_of_a_show_waiting_for_a_person_names_that_show(

@@ -392,8 +392,10 @@ def _conduct(
 
 
 def _finish(store: Store, conductor: Any, outcome: str) -> None:
-    if outcome not in _ENDINGS:
-        return  # lost: aborted or taken over meanwhile; its new owner writes the show
+    if outcome not in _ENDINGS:  # lost: aborted or taken over meanwhile
+        if _get(store, conductor.show["id"])["status"] == "aborted":
+            conductor.git.remove_gate()  # the abort left it to us: we were still using it
+        return  # taken over: its new owner writes the show
     status, reason = _ENDINGS[outcome]
     show_id = conductor.show["id"]
     stuck = [n for n, r in conductor.rows.items() if r["status"] in ("escalated", "gate_failed")]
