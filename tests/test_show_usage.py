@@ -290,3 +290,22 @@ def test_a_play_merged_by_hand_has_no_worktree_on_record_once_resume_removed_it(
     assert after.status == "merged"
     assert not Path(str(p.worktree)).exists()
     assert after.worktree is None  # the record says what is there
+
+
+@pytest.mark.parametrize(
+    "switch",
+    ["git checkout -q -b feature/x", "git checkout -q --detach"],
+    ids=["branch", "detached"],
+)
+def test_work_an_agent_committed_beside_its_attempt_branch_is_merged(
+    tmp_path: Path, switch: str
+) -> None:
+    """Agents create branches of their own (or detach HEAD) to commit: the play's work is
+    what its worktree's HEAD holds, not 'nothing to merge'."""
+    repo = show_repo(tmp_path)
+    task = script(f"{switch} && echo X > x.txt && {COMMIT} x && echo Y > y.txt")
+    report = run_show(spec(repo, [play("a", task)]), db_url=str(tmp_path / "state.db"))
+    [p] = report.plays
+    assert (p.status, p.attempt) == ("merged", 1), p.reason_summary
+    assert git(repo, "show", f"{INTEGRATION}:x.txt") == "X"
+    assert git(repo, "show", f"{INTEGRATION}:y.txt") == "Y"  # left uncommitted, committed for it

@@ -103,6 +103,20 @@ class ShowGit:
         wt.run(*self.identity(), "commit", "--quiet", "--no-verify", "-m", message)
         return True
 
+    def adopt_head(self, path: str | Path, branch: str) -> bool:
+        """Put ``branch`` back under the worktree's HEAD when the agent committed on a
+        branch of its own or a detached HEAD on top of it (agents do): its work is what
+        HEAD holds. True if ``branch`` moved; a HEAD that does not build on it is left."""
+        if not Path(path).is_dir():
+            return False
+        wt = Repo(str(path))
+        head, tip = wt.out("rev-parse", "HEAD"), self.repo.branch_head(branch)
+        if tip is None or not self.repo.is_ancestor(tip, head):
+            return False
+        if wt.out("rev-parse", "--abbrev-ref", "HEAD") != branch:
+            wt.run("checkout", "--quiet", "-B", branch, head)
+        return head != tip
+
     def remove_play(self, play: str, branches: list[str]) -> None:
         """Remove the play's worktree and its attempt branches (after it merged)."""
         with self.lock:
