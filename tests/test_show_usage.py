@@ -309,3 +309,13 @@ def test_work_an_agent_committed_beside_its_attempt_branch_is_merged(
     assert (p.status, p.attempt) == ("merged", 1), p.reason_summary
     assert git(repo, "show", f"{INTEGRATION}:x.txt") == "X"
     assert git(repo, "show", f"{INTEGRATION}:y.txt") == "Y"  # left uncommitted, committed for it
+
+
+def test_a_completed_show_leaves_nothing_under_the_worktrees_directory(tmp_path: Path) -> None:
+    repo = show_repo(tmp_path)
+    plays = [play("a", writes("a.txt", "A")), play("b", writes("b.txt", "B"), "a")]
+    report = run_show(spec(repo, plays), db_url=str(tmp_path / "state.db"))
+    assert report.status == "completed"
+    assert not (worktrees_root() / report.show_id).exists()
+    assert git(repo, "worktree", "list").count("\n") == 0  # the repository's own only
+    assert git(repo, "branch", "--list", f"{INTEGRATION}--*") == ""

@@ -10,6 +10,7 @@ refs) are serialized by one lock: plays prepare in parallel threads.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,8 +173,11 @@ class ShowGit:
         return Merge(base, sha=gate.out("rev-parse", "HEAD"))
 
     def remove_gate(self) -> None:
+        """Remove the gate worktree, and the show's directory once no play keeps one."""
         with self.lock:
             self.repo.remove_worktree(self.gate_path)
+            with contextlib.suppress(OSError):  # a play's worktree is kept there, or none is
+                self.root.rmdir()
 
     # -- the integration branch --
 
