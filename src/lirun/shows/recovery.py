@@ -10,6 +10,9 @@ candidate record and the ref move neither repeats nor loses the merge.
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 from lirun.errors import ConflictError
@@ -17,6 +20,8 @@ from lirun.record.reap import reap_sessions
 from lirun.shows.conductor import Conductor
 from lirun.shows.decisions import after_session
 from lirun.store import Store
+
+REAP_WAIT_SECONDS = 5.0  # how long resume and abort wait for a reaped group to exit
 
 __all__ = ["check_head", "reap_gates", "reap_orphans", "recover"]
 
@@ -117,8 +122,37 @@ def reap_orphans(store: Store, show_id: str, *, agents: bool) -> list[str]:
     ]
     if running:
         reap_sessions(store, running)
-    left = (store.get_entity("session", str(s["id"])) for s in running)
+    left = [store.get_entity("session", str(s["id"])) for s in running]
+    _wait_gone(
+        [int(s["child_pid"]) for s in left if s and s["status"] != "running" and s.get("child_pid")]
+    )
     return [str(s["id"]) for s in left if s is not None and s["status"] == "running"]
+
+
+def _wait_gone(pids: list[int], timeout: float = REAP_WAIT_SECONDS) -> None:
+    """Reaping sends SIGTERM and returns: give those processes a bounded moment to exit
+    before anything runs again where they ran (a zombie nobody waits for counts as gone)."""
+    deadline = time.monotonic() + timeout
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if _running(pid)]
+        if pids:
+            time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no readable /proc: ask the kernel (a zombie then counts as running)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def reap_gates(conductor: Conductor) -> None:
