@@ -4,6 +4,7 @@ what the repository holds when a person steps in while a show runs."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 from pathlib import Path
@@ -319,3 +320,17 @@ def test_a_completed_show_leaves_nothing_under_the_worktrees_directory(tmp_path:
     assert not (worktrees_root() / report.show_id).exists()
     assert git(repo, "worktree", "list").count("\n") == 0  # the repository's own only
     assert git(repo, "branch", "--list", f"{INTEGRATION}--*") == ""
+
+
+def test_abort_of_a_show_whose_repository_is_gone_ends_it_without_an_error(
+    tmp_path: Path, db_url: str
+) -> None:
+    """The database says aborted, so abort must say so too, not fail on git."""
+    repo = show_repo(tmp_path)
+    first = run_show(
+        spec(repo, [play("a", writes("a.txt", "A"), attempts=1, gate="false")]), db_url=db_url
+    )
+    assert first.status == "active"
+    shutil.rmtree(repo)
+    aborted = abort_show(first.show_id, db_url=db_url, actor="p", justification="repo deleted")
+    assert aborted.status == "aborted" and aborted.exit_code == 1

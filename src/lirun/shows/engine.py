@@ -12,6 +12,7 @@ finished but did not merge become ``aborted_after_finish``, plays that never sta
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
 from lirun.exec.task import check_task
+from lirun.exec.worktrees import GitError
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL, current_owner, judge_owner
 from lirun.paths import resolve_db_url
 from lirun.record.rundir import new_run_id, safe_component
@@ -468,7 +470,9 @@ def abort_show(
 
             reap_orphans(store, str(row["id"]), agents=True)
             if row.get("repo"):
-                ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"])).remove_gate()
+                git = ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"]))
+                with contextlib.suppress(GitError):  # housekeeping: the show is aborted
+                    git.remove_gate()
         return _report(store, str(row["id"]))
     finally:
         store.close()
