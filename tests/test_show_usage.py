@@ -334,3 +334,21 @@ def test_abort_of_a_show_whose_repository_is_gone_ends_it_without_an_error(
     shutil.rmtree(repo)
     aborted = abort_show(first.show_id, db_url=db_url, actor="p", justification="repo deleted")
     assert aborted.status == "aborted" and aborted.exit_code == 1
+
+
+def test_li_status_of_a_play_and_a_show_says_where_their_work_is(tmp_path: Path) -> None:
+    db = str(tmp_path / "state.db")
+    repo = show_repo(tmp_path)
+    plays = [
+        play("a", writes("a.txt", "A")),
+        play("b", writes("b.txt", "B"), attempts=1, gate="false"),
+    ]
+    report = run_show(spec(repo, plays), db_url=db)
+    a, b = sorted(report.plays, key=lambda p: p.name)
+    env = {**os.environ, "LIRUN_DB_URL": db}
+    kept = run_li("status", b.id, env=env, cwd=tmp_path).stdout
+    assert str(b.worktree) in kept and str(b.branch) in kept
+    merged = run_li("status", a.id, env=env, cwd=tmp_path).stdout
+    assert str(a.merge_sha) in merged
+    show = run_li("status", report.show_id, env=env, cwd=tmp_path).stdout
+    assert INTEGRATION in show and str(report.integration_head) in show

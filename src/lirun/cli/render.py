@@ -182,8 +182,11 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
         ]
     keys = {
         "invocation": ("skill", "prompt", "artifact_dir"),
-        "play": ("show_id", "name", "session_id", "artifact_dir"),
-        "show": ("topic",),
+        "play": (
+            *("show_id", "name", "attempt", "branch", "worktree", "merge_sha"),
+            *("session_id", "artifact_dir"),
+        ),
+        "show": ("topic", "repo", "integration", "integration_head"),
         "schedule_run": ("schedule_id", "invocation_id", "action_kind", "attempt", "artifact_dir"),
     }.get(kind, ())
     return [(k.replace("_", " "), "" if row.get(k) is None else str(row[k])) for k in keys]
