@@ -352,3 +352,20 @@ def test_li_status_of_a_play_and_a_show_says_where_their_work_is(tmp_path: Path)
     assert str(a.merge_sha) in merged
     show = run_li("status", report.show_id, env=env, cwd=tmp_path).stdout
     assert INTEGRATION in show and str(report.integration_head) in show
+
+
+@pytest.mark.parametrize("final_gate", [None, "true"])
+def test_the_board_says_a_show_has_no_final_gate_rather_than_not_run_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], final_gate: str | None
+) -> None:
+    from lirun.cli.show_board import render_board
+
+    repo = show_repo(tmp_path)
+    s = spec(repo, [play("a", writes("a.txt", "A"))], final_gate=final_gate)
+    report = run_show(s, db_url=str(tmp_path / "state.db"))
+    assert report.status == "completed" and report.has_final_gate is (final_gate is not None)
+    capsys.readouterr()
+    render_board(report.to_dict())
+    board = capsys.readouterr().out
+    assert ("final gate   none" in board) is (final_gate is None)
+    assert "not run yet" not in board

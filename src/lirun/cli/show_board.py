@@ -159,7 +159,7 @@ def _header_fields(report: Mapping[str, Any]) -> list[tuple[str, str]]:
             _verdict(final_gate.get("verdict"))
             + (f" (session {final_gate['session_id']})" if final_gate.get("session_id") else "")
             if final_gate
-            else "not run yet",
+            else ("not run yet" if report.get("has_final_gate", True) else "none"),
         ),
     ]
     if head_gate:

@@ -74,6 +74,7 @@ class ShowReport:
     needs_person: tuple[str, ...] = ()
     interrupted: str | None = None
     final_gate: dict[str, Any] | None = None
+    has_final_gate: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -99,6 +100,7 @@ class ShowReport:
             "needs_person": list(self.needs_person),
             "interrupted": self.interrupted,
             "final_gate": self.final_gate,
+            "has_final_gate": self.has_final_gate,
             "exit_code": self.exit_code,
         }
 
@@ -218,4 +220,5 @@ def build_report(
         needs_person=needs_person(show, reports, unowned=unowned and not interrupted),
         interrupted=interrupted,
         final_gate=show.get("final_gate_json"),
+        has_final_gate=(show.get("spec_json") or {}).get("final_gate") is not None,
     )
