@@ -156,6 +156,20 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _recorded_child(db_url: str, role: str) -> bool:
+    """The running execution of ``role`` has its process on record (a reaper finds it)."""
+    store = open_store(db_url)
+    try:
+        shows = store.active_shows_for_topic("t")
+        sessions = store.list_play_sessions(f"{shows[0]['id']}.a") if shows else []
+    finally:
+        store.close()
+    return any(
+        s["metadata_json"].get("role") == role and s["status"] == "running" and s.get("child_pid")
+        for s in sessions
+    )
+
+
 def test_resume_after_kill_9_during_a_gate_stops_that_gate_before_gating_again(
     tmp_path: Path, db_url: str
 ) -> None:
@@ -169,6 +183,7 @@ def test_resume_after_kill_9_during_a_gate_stops_that_gate_before_gating_again(
     driver = _drive(spec(repo, [play("a", writes("a.txt", "A"), gate=gate)]), db_url)
     try:
         poll(pids.exists, timeout=30, what="the gate to start")
+        poll(lambda: _recorded_child(db_url, "gate"), timeout=30, what="its process on record")
     finally:
         driver.kill()
         driver.wait()
@@ -203,6 +218,7 @@ def test_abort_after_kill_9_stops_the_plays_the_dead_owner_left_running(
     driver = _drive(spec(repo, [play("a", script(f"echo $$ >> {pids}; sleep 60"))]), db_url)
     try:
         poll(pids.exists, timeout=30, what="the play to start")
+        poll(lambda: _recorded_child(db_url, "agent"), timeout=30, what="its process on record")
     finally:
         driver.kill()
         driver.wait()
