@@ -192,8 +192,11 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("resumed from", row.get("resumed_from") or ""),
         ]
     keys = {
-        "play": ("show_id", "name", "session_id", "artifact_dir"),
-        "show": ("topic",),
+        "play": (
+            *("show_id", "name", "attempt", "branch", "worktree", "merge_sha"),
+            *("session_id", "artifact_dir"),
+        ),
+        "show": ("topic", "repo", "integration", "integration_head"),
         "schedule_run": (
             "schedule_id",
             "invocation_id",

@@ -118,7 +118,10 @@ def next_steps(report: Mapping[str, Any]) -> list[str]:
             lines.append(f"play {play.get('name')}: its last gate's output: li status {last}")
     final_gate = report.get("final_gate") or {}
     if final_gate.get("session_id") and final_gate.get("verdict") not in (None, "pass"):
-        lines.append(f"the final gate's output: li status {final_gate['session_id']}")
+        which = (
+            "the moved head's gate" if final_gate.get("role") == "head_gate" else "the final gate"
+        )
+        lines.append(f"{which}'s output: li status {final_gate['session_id']}")
     if report.get("interrupted"):
         lines.append(
             f"li was stopped by {report['interrupted']}; `li show resume {show}` continues "
@@ -141,6 +144,9 @@ def _header_fields(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     summary = report.get("reason_summary") or describe(reason)
     head = report.get("integration_head")
     final_gate = report.get("final_gate") or {}
+    head_gate = final_gate if final_gate.get("role") == "head_gate" else {}
+    if head_gate:
+        final_gate = {}  # the last gate on the head was a moved head's, not the final gate
     fields = [
         ("reason", f"{reason}: {summary}" if summary else reason),
         (
@@ -153,9 +159,17 @@ def _header_fields(report: Mapping[str, Any]) -> list[tuple[str, str]]:
             _verdict(final_gate.get("verdict"))
             + (f" (session {final_gate['session_id']})" if final_gate.get("session_id") else "")
             if final_gate
-            else "not run yet",
+            else ("not run yet" if report.get("has_final_gate", True) else "none"),
         ),
     ]
+    if head_gate:
+        fields.append(
+            (
+                "moved head",
+                f"{_verdict(head_gate.get('verdict'))} on {_short(head_gate.get('commit'))}"
+                f" (session {head_gate.get('session_id')})",
+            )
+        )
     if report.get("interrupted"):
         fields.append(("interrupted", str(report["interrupted"])))
     return fields

@@ -381,7 +381,8 @@ class Conductor:
                 name,
                 "gate",
                 f"the gate failed on the merge result {gate.commit[:12]} "
-                f"({gate.reason}); its output ends:\n{gate.output}",
+                f"({gate.reason}); "
+                + (f"its output ends:\n{gate.output}" if gate.output else "it printed nothing"),
                 gate_json=gate.to_dict(),
             )
         else:
@@ -390,6 +391,8 @@ class Conductor:
     def land(self, name: str, sha: str, base: str, gate: dict[str, Any] | None) -> None:
         """Record the candidate, then compare-and-swap the integration branch to it."""
         row = self.rows[name]
+        if not self._may_land(name):
+            return
         fields: dict[str, Any] = {"candidate_sha": sha, "candidate_base": base}
         if gate is not None:
             fields["gate_json"] = gate
@@ -400,6 +403,23 @@ class Conductor:
             self.gate_queue.appendleft(name)
             return
         self.merged(name, sha)
+
+    def _may_land(self, name: str) -> bool:
+        """The show is still ours and the play still gated, asked just before the ref
+        move: an abort (or a person) between heartbeats must not find a merge landed on
+        the branch of a play its record says did not merge."""
+        fresh = self.store.get_entity("play", self.rows[name]["id"])
+        if self.store.beat_show(self.show["id"], self.owner) and fresh is not None:
+            self._last_beat = time.monotonic()
+            if fresh["status"] == "gated":
+                return True
+            self.rows[name] = fresh
+            self.say(f"play {name}: {fresh['status']} meanwhile; not merged")
+            return False
+        self.say(f"show {self.show['id']} was ended or taken over meanwhile; nothing merged")
+        self.outcome = "lost"
+        self.workers.stop(15)
+        return False
 
     def merged(self, name: str, sha: str) -> None:
         row = self.rows[name]
@@ -425,7 +445,8 @@ class Conductor:
             return
         if gate is None or gate.verdict == "interrupted":
             return
-        record = {**gate.to_dict(), "output": gate.output}
+        role = "head_gate" if done.kind == "head" else "final_gate"
+        record = {**gate.to_dict(), "output": gate.output, "role": role}
         self.store.update_fields("show", self.show["id"], {"final_gate_json": record})
         if done.kind == "head":
             self.head_check = False

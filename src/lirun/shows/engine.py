@@ -12,6 +12,7 @@ finished but did not merge become ``aborted_after_finish``, plays that never sta
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
 from lirun.exec.task import check_task
+from lirun.exec.worktrees import GitError
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL, current_owner, judge_owner
 from lirun.paths import resolve_db_url
 from lirun.record.rundir import new_run_id, safe_component
@@ -93,7 +95,8 @@ def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowR
     show = _get(store, show_id)
     plays = store.list_plays(show_id)
     sessions = {str(p["id"]): store.list_play_sessions(str(p["id"])) for p in plays}
-    return build_report(show, plays, sessions, interrupted=interrupted)
+    unowned = show["status"] == "active" and not _owner_alive(show)
+    return build_report(show, plays, sessions, interrupted=interrupted, unowned=unowned)
 
 
 def show_report(show: str, *, db_url: str | None = None) -> ShowReport:
@@ -150,11 +153,7 @@ def _check_repo(spec: ShowSpec, integration: str, *, continue_integration: bool)
     _check_not_checked_out(git)
     for branch, where in git.repo.checked_out_branches().items():
         if branch.startswith(f"{integration}--"):
-            raise ConflictError(
-                f"branch {branch} (a play's attempt branch of an earlier show on "
-                f"{integration}) is checked out in {where}; look at it, then remove that "
-                f"worktree (git worktree remove {where}) or name another integration branch"
-            )
+            raise ConflictError(_attempt_checked_out(branch, where, integration))
     head = git.head()
     if head is not None and not continue_integration:
         ahead = git.repo.out("rev-list", "--count", f"refs/heads/{spec.base}..{head}")
@@ -165,6 +164,31 @@ def _check_repo(spec: ShowSpec, integration: str, *, continue_integration: bool)
                 "them, or name another integration branch"
             )
     return git
+
+
+def _attempt_checked_out(branch: str, where: str, integration: str) -> str:
+    """A play's attempt branch of another show on ``integration`` is checked out: name
+    that show when the worktree is lirun's, so nobody removes the work of a live one."""
+    from pathlib import Path
+
+    from lirun.exec.worktrees import worktrees_root
+
+    try:
+        owner = Path(where).resolve().relative_to(worktrees_root().resolve()).parts[0]
+    except (ValueError, IndexError):
+        owner = None
+    if owner is None:
+        return (
+            f"branch {branch} (a play's attempt branch of an earlier show on {integration}) "
+            f"is checked out in {where}; look at it, then remove that worktree (git worktree "
+            f"remove {where}) or name another integration branch"
+        )
+    return (
+        f"branch {branch} is checked out in {where}, a play worktree of show {owner} on "
+        f"{integration}; `li show status {owner}` says whether it still runs or waits for "
+        f"a person (then resume or abort it); once it ended, remove that worktree (git "
+        f"worktree remove {where}), or name another integration branch"
+    )
 
 
 def _check_not_checked_out(git: ShowGit) -> None:
@@ -326,7 +350,7 @@ def _conduct(
     resumed: bool,
 ) -> ShowReport:
     from lirun.shows.conductor import Conductor
-    from lirun.shows.recovery import check_head, recover
+    from lirun.shows.recovery import check_head, reap_gates, recover
 
     show = _get(store, show_id)
     git = ShowGit(spec.repo, show_id, str(show["integration"]))
@@ -356,6 +380,7 @@ def _conduct(
                 reason_code="show.active.resumed",
                 expected_statuses={"active"},
             )
+            reap_gates(conductor)  # before any gate runs in the gate worktree again
             check_head(conductor)
             recover(conductor)
         outcome = conductor.run()
@@ -369,8 +394,10 @@ def _conduct(
 
 
 def _finish(store: Store, conductor: Any, outcome: str) -> None:
-    if outcome not in _ENDINGS:
-        return  # lost: aborted or taken over meanwhile; its new owner writes the show
+    if outcome not in _ENDINGS:  # lost: aborted or taken over meanwhile
+        if _get(store, conductor.show["id"])["status"] == "aborted":
+            conductor.git.remove_gate()  # the abort left it to us: we were still using it
+        return  # taken over: its new owner writes the show
     status, reason = _ENDINGS[outcome]
     show_id = conductor.show["id"]
     stuck = [n for n, r in conductor.rows.items() if r["status"] in ("escalated", "gate_failed")]
@@ -379,14 +406,17 @@ def _finish(store: Store, conductor: Any, outcome: str) -> None:
         "final_gate_failed": "the final gate failed on the integration head",
         "integration_unverified": "the integration head a person moved failed its gate",
     }.get(outcome, "")
-    store.update_status(
+    if not store.update_status(
         "show",
         show_id,
         new_status=status,
         reason_code=reason,
         reason_summary=summary,
         expected_statuses={"active"},
-    )
+    ):
+        now = _get(store, show_id)
+        conductor.say(f"show {conductor.spec.topic}: {now['status']} meanwhile")
+        return
     conductor.say(f"show {conductor.spec.topic}: {status} ({reason})")
     if status == "completed":
         conductor.git.remove_gate()
@@ -433,9 +463,16 @@ def abort_show(
                     metadata=meta,
                     expected_statuses={play["status"]},
                 )
-        # A live owner still uses the gate worktree until its next heartbeat stops it.
-        if row.get("repo") and not _owner_alive(row):
-            ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"])).remove_gate()
+        # A live owner stops its executions at its next heartbeat and still uses the gate
+        # worktree until then; a dead owner's executions are stopped here.
+        if not _owner_alive(row):
+            from lirun.shows.recovery import reap_orphans
+
+            reap_orphans(store, str(row["id"]), agents=True)
+            if row.get("repo"):
+                git = ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"]))
+                with contextlib.suppress(GitError):  # housekeeping: the show is aborted
+                    git.remove_gate()
         return _report(store, str(row["id"]))
     finally:
         store.close()

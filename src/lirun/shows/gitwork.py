@@ -10,6 +10,7 @@ refs) are serialized by one lock: plays prepare in parallel threads.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +104,20 @@ class ShowGit:
         wt.run(*self.identity(), "commit", "--quiet", "--no-verify", "-m", message)
         return True
 
+    def adopt_head(self, path: str | Path, branch: str) -> bool:
+        """Put ``branch`` back under the worktree's HEAD when the agent committed on a
+        branch of its own or a detached HEAD on top of it (agents do): its work is what
+        HEAD holds. True if ``branch`` moved; a HEAD that does not build on it is left."""
+        if not Path(path).is_dir():
+            return False
+        wt = Repo(str(path))
+        head, tip = wt.out("rev-parse", "HEAD"), self.repo.branch_head(branch)
+        if tip is None or not self.repo.is_ancestor(tip, head):
+            return False
+        if wt.out("rev-parse", "--abbrev-ref", "HEAD") != branch:
+            wt.run("checkout", "--quiet", "-B", branch, head)
+        return head != tip
+
     def remove_play(self, play: str, branches: list[str]) -> None:
         """Remove the play's worktree and its attempt branches (after it merged)."""
         with self.lock:
@@ -158,8 +173,11 @@ class ShowGit:
         return Merge(base, sha=gate.out("rev-parse", "HEAD"))
 
     def remove_gate(self) -> None:
+        """Remove the gate worktree, and the show's directory once no play keeps one."""
         with self.lock:
             self.repo.remove_worktree(self.gate_path)
+            with contextlib.suppress(OSError):  # a play's worktree is kept there, or none is
+                self.root.rmdir()
 
     # -- the integration branch --
 

@@ -148,6 +148,7 @@ class Workers:
         def body(trap: SignalTrap) -> Done:
             if job.worktree:
                 self.git.commit_leftovers(job.worktree, f"{job.play}: work left uncommitted")
+                self.git.adopt_head(job.worktree, job.branch)
             base = self.git.head()
             if base is None:
                 raise RuntimeError(f"the integration branch {self.git.integration} is gone")

@@ -10,14 +10,20 @@ candidate record and the ref move neither repeats nor loses the merge.
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 from lirun.errors import ConflictError
 from lirun.record.reap import reap_sessions
 from lirun.shows.conductor import Conductor
 from lirun.shows.decisions import after_session
+from lirun.store import Store
 
-__all__ = ["check_head", "recover"]
+REAP_WAIT_SECONDS = 5.0  # how long resume and abort wait for a reaped group to exit
+
+__all__ = ["check_head", "reap_gates", "reap_orphans", "recover"]
 
 
 def check_head(conductor: Conductor) -> None:
@@ -101,6 +107,64 @@ def _recover_gated(conductor: Conductor, name: str, row: dict[str, Any]) -> None
         conductor.gate_queue.append(name)
 
 
+def reap_orphans(store: Store, show_id: str, *, agents: bool) -> list[str]:
+    """Stop and close the show's executions still running under a dead owner (its gate
+    runs; with ``agents`` its plays' executions too). The ids still running (a live
+    owner's) are returned."""
+    sessions = list(store.list_show_gate_sessions(show_id))
+    for play in store.list_plays(show_id):
+        sessions += store.list_play_sessions(str(play["id"]))
+    running = [
+        s
+        for s in sessions
+        if s["status"] == "running"
+        and (agents or (s.get("metadata_json") or {}).get("role") != "agent")
+    ]
+    if running:
+        reap_sessions(store, running)
+    left = [store.get_entity("session", str(s["id"])) for s in running]
+    _wait_gone(
+        [int(s["child_pid"]) for s in left if s and s["status"] != "running" and s.get("child_pid")]
+    )
+    return [str(s["id"]) for s in left if s is not None and s["status"] == "running"]
+
+
+def _wait_gone(pids: list[int], timeout: float = REAP_WAIT_SECONDS) -> None:
+    """Reaping sends SIGTERM and returns: give those processes a bounded moment to exit
+    before anything runs again where they ran (a zombie nobody waits for counts as gone)."""
+    deadline = time.monotonic() + timeout
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if _running(pid)]
+        if pids:
+            time.sleep(0.02)
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no readable /proc: ask the kernel (a zombie then counts as running)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def reap_gates(conductor: Conductor) -> None:
+    """Gate runs the dead owner left running are stopped and closed before any gate
+    runs again: they share the one gate worktree."""
+    for sid in reap_orphans(conductor.store, str(conductor.show["id"]), agents=False):
+        raise ConflictError(
+            f"gate execution {sid} of show {conductor.show['id']} is still running "
+            f"under a live owner; wait for it (li wait {sid}) or stop it, then resume"
+        )
+
+
 def recover(conductor: Conductor) -> None:
     """Queue every unfinished play where its record says it was."""
     for name, row in list(conductor.rows.items()):
@@ -113,5 +177,6 @@ def recover(conductor: Conductor) -> None:
             conductor.gate_queue.append(name)
         elif status == "gated":
             _recover_gated(conductor, name, row)
-        elif status == "merged" and conductor.git.play_path(name).exists():
-            conductor.git.remove_play(name, [])
+        elif status == "merged" and (row.get("worktree") or conductor.git.play_path(name).exists()):
+            conductor.git.remove_play(name, [])  # merged by a person: its work is on the branch
+            conductor.store.update_fields("play", row["id"], {"worktree": None})

@@ -74,6 +74,7 @@ class ShowReport:
     needs_person: tuple[str, ...] = ()
     interrupted: str | None = None
     final_gate: dict[str, Any] | None = None
+    has_final_gate: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -99,6 +100,7 @@ class ShowReport:
             "needs_person": list(self.needs_person),
             "interrupted": self.interrupted,
             "final_gate": self.final_gate,
+            "has_final_gate": self.has_final_gate,
             "exit_code": self.exit_code,
         }
 
@@ -141,31 +143,53 @@ def _waiting_on(plays: Sequence[PlayReport], name: str) -> list[str]:
     return [p.name for p in plays if p.status == "pending" and name in p.depends_on]
 
 
-def needs_person(show: Mapping[str, Any], plays: Sequence[PlayReport]) -> tuple[str, ...]:
-    """One sentence per play a person must look at (and one for a failed final gate)."""
+_PERSON_REASONS = (
+    "show.blocked.no_ready_plays",
+    "show.active.final_gate_failed",
+    "show.active.integration_unverified",
+)
+
+
+def needs_person(
+    show: Mapping[str, Any], plays: Sequence[PlayReport], *, unowned: bool = False
+) -> tuple[str, ...]:
+    """One sentence per play a person must look at (and one for a failed final gate, and
+    one when no process runs a show that has work left: ``unowned``)."""
     if show.get("status") != "active":
         return ()
     sid, integration = show["id"], show.get("integration")
     lines = []
+    if unowned and show.get("status_reason_code") not in _PERSON_REASONS:
+        lines.append(
+            f"no process runs show {sid} (li show run was stopped or died); plays shown as "
+            f"running are not: `li show resume {sid}` continues it (what was left running "
+            "is stopped and run again)."
+        )
     for p in plays:
         if p.status not in _NEEDS_PERSON:
             continue
         waiting = _waiting_on(plays, p.name)
         held = f"; {', '.join(waiting)} wait(s) on it" if waiting else ""
         where = f" in {p.worktree} (branch {p.branch})" if p.worktree else ""
+        again = ""
+        if str(p.reason_code).endswith((".session_failed", ".no_changes")):
+            again = (  # nothing to merge: running it again is the likelier fix
+                f"run it again from the start with `li override play {p.id} --to pending "
+                f"--reason play.pending.created --actor YOU --justification WHY`, or "
+            )
         lines.append(
             f"play {p.name} ({p.id}) is {p.status} after attempt {p.attempt} of {p.attempts}: "
-            f"{p.reason_summary or p.reason_code}{held}. Look at its work{where}; merge it "
-            f"into {integration} yourself and run `li override play {p.id} --to merged "
+            f"{p.reason_summary or p.reason_code}{held}. Look at its work{where}; {again}merge "
+            f"it into {integration} yourself and run `li override play {p.id} --to merged "
             f"--reason play.merged.admin --actor YOU --justification WHY`, then "
             f"`li show resume {sid}` (or `li show abort {sid}`)."
         )
-    if show.get("status_reason_code") in (
-        "show.active.final_gate_failed",
-        "show.active.integration_unverified",
-    ):
+    code, gate = show.get("status_reason_code"), show.get("final_gate_json") or {}
+    if code in ("show.active.final_gate_failed", "show.active.integration_unverified"):
+        moved = code == "show.active.integration_unverified" and gate.get("role") == "head_gate"
+        at = gate.get("commit") if moved else show.get("integration_head")
         lines.append(
-            f"the integration branch {integration} at {show.get('integration_head')} failed "
+            f"the integration branch {integration} at {at} failed "
             f"its gate ({show.get('status_reason_summary') or 'see li show status'}); fix it "
             f"on {integration}, then `li show resume {sid}`."
         )
@@ -178,8 +202,10 @@ def build_report(
     sessions: Mapping[str, Sequence[Mapping[str, Any]]],
     *,
     interrupted: str | None = None,
+    unowned: bool = False,
 ) -> ShowReport:
-    """The board from the show row, its play rows and each play's linked sessions."""
+    """The board from the show row, its play rows and each play's linked sessions;
+    ``unowned``: no live process holds the show."""
     reports = tuple(_play_report(p, sessions.get(str(p["id"]), ())) for p in plays)
     return ShowReport(
         show_id=str(show["id"]),
@@ -191,7 +217,8 @@ def build_report(
         integration_head=show.get("integration_head"),
         base=show.get("base"),
         plays=reports,
-        needs_person=needs_person(show, reports),
+        needs_person=needs_person(show, reports, unowned=unowned and not interrupted),
         interrupted=interrupted,
         final_gate=show.get("final_gate_json"),
+        has_final_gate=(show.get("spec_json") or {}).get("final_gate") is not None,
     )
