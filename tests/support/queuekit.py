@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -205,7 +206,7 @@ def serve_main(argv: list[str] | None = None) -> int:
         args.url, heartbeat_seconds=args.heartbeat, stalled_after=args.stalled,
         reconcile_seconds=args.sweep, poll_seconds=1.0,
     )  # fmt: skip
-    print(f"{args.name}: serving", flush=True)
+    print(f"{args.name}: serving on {socket.gethostname()} as pid {os.getpid()}", flush=True)
     try:
         transport.serve(make_handle(args.url, args.name), concurrency=args.concurrency, stop=stop)
     finally:

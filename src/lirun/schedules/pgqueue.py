@@ -148,7 +148,20 @@ def ensure_queue_schema(conninfo: str, queue_schema: str) -> None:
 
 class _Worker(Worker):
     """procrastinate's worker, whose failed heartbeat is logged instead of stopping it (a
-    short outage must not stop a worker that is running long jobs)."""
+    short outage must not stop a worker that is running long jobs), and whose job that
+    cannot be closed (taken over while this worker was cut off, or the database gone) is
+    one line on stderr: the job is stalled, put back and harmlessly delivered again."""
+
+    async def _persist_job_status(self, job: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            await super()._persist_job_status(job, *args, **kwargs)
+        except pexc.ConnectorException as exc:
+            run_id = job.task_kwargs.get("run_id")
+            _note(
+                f"queue job {job.id} (run {run_id}) could not be closed "
+                f"({_brief(exc.__cause__ or exc)}); another worker took it over, or the "
+                "database is gone and it will be offered again"
+            )
 
     async def _update_heartbeat(self) -> None:
         failing = False
