@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from support.queuekit import (
@@ -179,3 +180,38 @@ def test_serving_resumes_after_a_server_restart(pg_cluster, tmp_path: Path) -> N
         log = (tmp_path / "w.log").read_text()
         assert "lirun worker: queue:" in log  # it saw the outage, in one-line notes
         assert "Traceback" not in log
+
+
+def test_workers_starting_together_make_the_queue_schema_once(pg_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lirun.schedules.pgqueue import ensure_queue_schema, queue_conninfo
+
+    conninfo, schema = queue_conninfo(pg_url)
+    barrier = threading.Barrier(6)
+
+    def make() -> None:
+        barrier.wait()
+        ensure_queue_schema(conninfo, schema)
+
+    with ThreadPoolExecutor(6) as pool:
+        for future in [pool.submit(make) for _ in range(6)]:
+            future.result()  # none raised (no duplicate type, table or function)
+    assert count(pg_url, "SELECT count(*) FROM pg_tables WHERE schemaname = %s "
+                 "AND tablename = 'procrastinate_jobs'", [schema]) == 1  # fmt: skip
+    comment = query(pg_url, "SELECT obj_description(to_regnamespace(%s)::oid)", [schema])
+    assert str(comment[0][0]).startswith("procrastinate 3.")
+
+
+def test_a_queue_schema_of_another_procrastinate_version_is_refused(pg_url: str) -> None:
+    from lirun.errors import DatabaseError
+    from lirun.schedules.pgqueue import ensure_queue_schema, queue_conninfo
+
+    conninfo, schema = queue_conninfo(pg_url)
+    ensure_queue_schema(conninfo, schema)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f"COMMENT ON SCHEMA {schema} IS 'procrastinate 2.15.1'")
+    with pytest.raises(DatabaseError, match=r"procrastinate 2\.15\.1.*apply procrastinate's migr"):
+        ensure_queue_schema(conninfo, schema)
+    with pytest.raises(DatabaseError, match="migrations"):
+        transport(pg_url).enqueue("run-x")
