@@ -25,6 +25,7 @@ from lirun.store.pgshared import (
     first_line,
     session_options,
     split_schema,
+    tcp_settings,
     translate,
     wait_readable,
 )
@@ -101,6 +102,7 @@ class PostgresConnector(PgConnectorBase):
                 row_factory=dict_row,
                 connect_timeout=given.get("connect_timeout") or 10,
                 options=session_options(str(given.get("options") or ""), self.schema),
+                **tcp_settings(given, user_timeout=self._psycopg.pq.version() >= 120000),
                 **kwargs,
             )
         except self._psycopg.Error as exc:
