@@ -124,7 +124,7 @@ KEEPALIVES = {
 USER_TIMEOUT_MS = "20000"
 
 
-def tcp_settings(given: dict[str, str], *, user_timeout: bool) -> dict[str, str]:
+def tcp_settings(given: dict[str, Any], *, user_timeout: bool) -> dict[str, str]:
     """The TCP settings the URL (parsed into ``given``) does not set itself."""
     wanted = dict(KEEPALIVES)
     if user_timeout:
