@@ -165,13 +165,14 @@ def test_sigkill_mid_handle_the_stalled_job_is_retried_and_nothing_runs_twice(
 def test_serving_resumes_after_a_server_restart(pg_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     for url in new_queue_url(pg_cluster.url):
         add_runs(url, ["before", "after"])
-        server = start_server(url, "w", tmp_path / "w.log", concurrency=1)
+        # polling every 60 s: a run handled within seconds was woken by LISTEN/NOTIFY
+        server = start_server(url, "w", tmp_path / "w.log", concurrency=1, poll=60, sweep=60)
         try:
             enqueue(url, ["before"])
             assert wait_until(lambda: winners(url).get("before") == ["w"], 30)  # noqa: B023
             pg_cluster.restart(down_for=2.0, mode="immediate")
             enqueue(url, ["after"])
-            assert wait_until(lambda: winners(url).get("after") == ["w"], 40), (  # noqa: B023
+            assert wait_until(lambda: winners(url).get("after") == ["w"], 15), (  # noqa: B023
                 (tmp_path / "w.log").read_text()
             )
             assert server.poll() is None

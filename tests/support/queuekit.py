@@ -113,12 +113,20 @@ def wait_until(check, timeout: float, interval: float = 0.1) -> bool:  # type: i
     return bool(check())
 
 
-def server_argv(url: str, name: str, *, concurrency: int = 2, heartbeat: float = 1.0,
-                stalled: float = 3.0, sweep: float = 1.0) -> list[str]:  # fmt: skip
+def server_argv(
+    url: str,
+    name: str,
+    *,
+    concurrency: int = 2,
+    heartbeat: float = 1.0,
+    stalled: float = 3.0,
+    sweep: float = 1.0,
+    poll: float = 1.0,
+) -> list[str]:
     return [
         sys.executable, "-m", "support.queuekit", url, name,
         "--concurrency", str(concurrency), "--heartbeat", str(heartbeat),
-        "--stalled", str(stalled), "--sweep", str(sweep),
+        "--stalled", str(stalled), "--sweep", str(sweep), "--poll", str(poll),
     ]  # fmt: skip
 
 
@@ -199,12 +207,13 @@ def serve_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat", type=float, default=1.0)
     parser.add_argument("--stalled", type=float, default=3.0)
     parser.add_argument("--sweep", type=float, default=1.0)
+    parser.add_argument("--poll", type=float, default=1.0)
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     transport = ProcrastinateTransport(
         args.url, heartbeat_seconds=args.heartbeat, stalled_after=args.stalled,
-        reconcile_seconds=args.sweep, poll_seconds=1.0,
+        reconcile_seconds=args.sweep, poll_seconds=args.poll,
     )  # fmt: skip
     print(f"{args.name}: serving on {socket.gethostname()} as pid {os.getpid()}", flush=True)
     try:
