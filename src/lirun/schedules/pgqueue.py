@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata
+import json
 import logging
 import os
 import socket
@@ -53,6 +54,7 @@ from typing import Any
 import procrastinate
 import psycopg
 from procrastinate import exceptions as pexc
+from procrastinate.manager import get_channel_for_queues
 from procrastinate.schema import SchemaManager
 from procrastinate.worker import Worker
 from psycopg import sql
@@ -68,6 +70,10 @@ HEARTBEAT_SECONDS = 5.0
 STALLED_AFTER = 20.0
 # Fallback poll when a NOTIFY was missed (the listener reconnects after an outage).
 POLL_SECONDS = 2.0
+# How long the LISTEN connection waits before it reconnects after losing the server, and
+# how long it waits for a notification before it checks that its connection is alive.
+LISTEN_RETRY_SECONDS = 0.5
+LISTEN_CHECK_SECONDS = 5.0
 # How often a worker looks for stalled jobs and for queued runs that have no job.
 RECONCILE_SECONDS = 10.0
 # A handle that raised is tried again (it is harmless: the compare-and-set guards it).
@@ -151,6 +157,43 @@ class _Worker(Worker):
     short outage must not stop a worker that is running long jobs), and whose job that
     cannot be closed (taken over while this worker was cut off, or the database gone) is
     one line on stderr: the job is stalled, put back and harmlessly delivered again."""
+
+    def __init__(self, *args: Any, conninfo: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lirun_conninfo = conninfo
+
+    def _start_side_tasks(self) -> list[asyncio.Task[Any]]:
+        # procrastinate's own listener is off (listen_notify=False): with no periodic task
+        # its side-task monitor ends at once, and its listener does not come back from an
+        # outage, so wake-ups would fall back to polling for good. This one reconnects.
+        tasks = super()._start_side_tasks()
+        tasks.append(asyncio.create_task(self._listen_forever(), name="lirun listener"))
+        return tasks
+
+    async def _listen_forever(self) -> None:
+        channels = list(get_channel_for_queues(self.queues))
+        failing = False
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.lirun_conninfo, autocommit=True)
+                async with conn:
+                    for channel in channels:
+                        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    if failing:
+                        _note("queue listener reconnected")
+                        self._new_job_event.set()  # look for what was queued meanwhile
+                    failing = False
+                    while True:
+                        async for note in conn.notifies(timeout=LISTEN_CHECK_SECONDS):
+                            await self._handle_notification(
+                                channel=note.channel, notification=json.loads(note.payload)
+                            )
+                        await conn.execute("SELECT 1")  # a dead connection raises here
+            except (psycopg.Error, OSError, ValueError) as exc:
+                if not failing:
+                    _note(f"queue listener lost its connection ({_brief(exc)}); reconnecting")
+                failing = True
+            await asyncio.sleep(LISTEN_RETRY_SECONDS)
 
     async def _persist_job_status(self, job: Any, *args: Any, **kwargs: Any) -> None:
         try:
@@ -355,6 +398,8 @@ class ProcrastinateTransport:
             update_heartbeat_interval=self.heartbeat_seconds,
             stalled_worker_timeout=self.stalled_after,
             fetch_job_polling_interval=self.poll_seconds,
+            listen_notify=False,  # _Worker listens itself (and reconnects)
+            conninfo=self.conninfo,
             delete_jobs="successful",
         )
         app.perform_import_paths()
