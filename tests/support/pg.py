@@ -46,4 +46,7 @@ def make_pg_url() -> Iterator[str]:
     schema = f"t_{uuid.uuid4().hex[:16]}"
     sep = "&" if "?" in PG_URL else "?"
     yield f"{PG_URL}{sep}schema={schema}"
-    admin_execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    # and the PostgreSQL queue's schema, made by a worker or `li submit` on that URL
+    admin_execute(
+        f'DROP SCHEMA IF EXISTS "{schema}" CASCADE; DROP SCHEMA IF EXISTS "{schema}_queue" CASCADE'
+    )

@@ -61,6 +61,8 @@ class PgCluster:
         self.log = base / "server.log"
         self.port = port
         self.schemas: list[str] = []
+        # Addresses the server listens on (a test may add others, e.g. a veth's host side).
+        self.listen_addresses = "127.0.0.1"
 
     @property
     def url(self) -> str:
@@ -100,7 +102,7 @@ class PgCluster:
         # fsync off only risks an OS crash, which no test makes; synchronous_commit stays
         # on, because `pg_ctl stop -m immediate` must not lose a commit already acknowledged.
         options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.base} "
+            f"-p {self.port} -c listen_addresses={self.listen_addresses} -k {self.base} "
             "-c fsync=off -c full_page_writes=off -c max_connections=100"
         )
         done = self._as_postgres(

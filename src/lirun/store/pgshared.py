@@ -111,6 +111,27 @@ def is_schema_name(text: str) -> bool:
     return 0 < len(text) <= 63 and text[0] in _SCHEMA_FIRST and set(text) <= _SCHEMA_REST
 
 
+# TCP settings every connection gets unless the URL sets them: a peer gone silent (a cut
+# link, a frozen host) shows as a lost connection within about 20 s instead of after the
+# kernel's ~15 minutes of retransmits, so a worker learns well within its lease that it
+# cannot renew it. ``tcp_user_timeout`` (unacknowledged data) needs libpq 12 or newer.
+KEEPALIVES = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+}
+USER_TIMEOUT_MS = "20000"
+
+
+def tcp_settings(given: dict[str, Any], *, user_timeout: bool) -> dict[str, str]:
+    """The TCP settings the URL (parsed into ``given``) does not set itself."""
+    wanted = dict(KEEPALIVES)
+    if user_timeout:
+        wanted["tcp_user_timeout"] = USER_TIMEOUT_MS
+    return {key: value for key, value in wanted.items() if not given.get(key)}
+
+
 def session_options(given: str | None, schema: str | None) -> str:
     """The ``options`` of every session: the URL's own first, then lirun's (which win).
 

@@ -26,6 +26,7 @@ from lirun.store.pgshared import (
     first_line,
     session_options,
     split_schema,
+    tcp_settings,
     translate,
 )
 from lirun.store.queries import to_pyformat
@@ -108,6 +109,7 @@ class PostgresConnector(PgConnectorBase):
                 row_factory=dict_row,
                 connect_timeout=given.get("connect_timeout") or 10,
                 options=session_options(str(given.get("options") or ""), self.schema),
+                **tcp_settings(given, user_timeout=self._psycopg.pq.version() >= 120000),
                 **kwargs,
             )
         except self._psycopg.Error as exc:

@@ -34,6 +34,7 @@ from lirun.store.pgshared import (
     is_operational,
     session_options,
     split_schema,
+    tcp_settings,
     translate,
 )
 from lirun.store.queries import to_numbered
@@ -116,6 +117,8 @@ class LibpqConnector(PgConnectorBase):
             "dbname": self.conninfo,
             "options": session_options(given.get("options"), self.schema),
             "client_encoding": "UTF8",
+            # PQresultMemorySize came with libpq 12, as tcp_user_timeout did
+            **tcp_settings(given, user_timeout=hasattr(libpq.load(), "PQresultMemorySize")),
         }
         return params, (timeout if timeout > 0 else None)
 
