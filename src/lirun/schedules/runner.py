@@ -110,6 +110,13 @@ class Runner:
             for trap in self._traps.values():
                 trap.deliver(signum)
 
+    def stop_run(self, run_id: str, signum: int) -> None:
+        """Stop one running execution: its run is no longer this worker's."""
+        with self._guard:
+            trap = self._traps.get(run_id)
+        if trap is not None:
+            trap.deliver(signum)
+
     def resume(self) -> None:
         """Start runs again (the lease is renewed after it was lost)."""
         with self._guard:

@@ -291,6 +291,7 @@ class Worker:
                 if not store.beat_worker(self.worker_id, lease_seconds=opts.lease_seconds):
                     raise RuntimeError("the worker row is stopped or gone")
                 last_ok = time.monotonic()
+                self._stop_runs_taken_over(store, runner)
                 if stopped_runs:
                     self.log("lease renewed again: running work again")
                     runner.resume()
@@ -308,6 +309,17 @@ class Worker:
                     stopped_runs = True
         if store is not None:
             store.close()
+
+    def _stop_runs_taken_over(self, store: Store, runner: Runner) -> None:
+        """A run another worker failed by lease while this one could not renew (its link
+        was cut) is no longer this worker's: its execution stops instead of going on."""
+        for run_id in runner.running:
+            row = store.get_entity("schedule_run", run_id)
+            if row and row.get("status") == "running" and row.get("worker_id") == self.worker_id:
+                continue
+            held = f"{row.get('status')} ({row.get('status_reason_code')})" if row else "gone"
+            self.log(f"run {run_id} is no longer this worker's: {held}; stopping it")
+            runner.stop_run(run_id, signal.SIGTERM)
 
 
 def _wait(trap: SignalTrap, timeout: float) -> None:
