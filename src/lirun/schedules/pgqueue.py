@@ -364,11 +364,12 @@ class ProcrastinateTransport:
         pool: ThreadPoolExecutor,
     ) -> None:
         app = self._app(handle, concurrency, pool)
+        queue_db = app.connector  # procrastinate's connection pool, not a lirun connector
         backoff = 0.5
         while not stop.is_set():
             started = time.monotonic()
             try:
-                if not await _until(app.connector.open_async(), stop):
+                if not await _until(queue_db.open_async(), stop):
                     return
                 try:
                     await self._run_worker(app, concurrency, stop)

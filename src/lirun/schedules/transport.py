@@ -105,9 +105,9 @@ class LocalTransport:
 
 def transport_for(store: Store) -> Transport:
     """The transport for ``store``'s backend (see the module's docstring)."""
-    if store.dialect == "postgres":
+    if store.is_server:
         try:
-            from lirun.schedules.pgqueue import ProcrastinateTransport  # type: ignore[import-not-found,unused-ignore]
+            from lirun.schedules.pgqueue import ProcrastinateTransport
         except ImportError as exc:
             print(
                 f"li: procrastinate transport unavailable ({exc}); "
@@ -115,5 +115,5 @@ def transport_for(store: Store) -> Transport:
                 file=sys.stderr,
             )
         else:
-            return ProcrastinateTransport(store)  # type: ignore[no-any-return,unused-ignore]
+            return ProcrastinateTransport(store)
     return LocalTransport(store)

@@ -92,6 +92,12 @@ class Store(
     def readonly(self) -> bool:
         return self.connector.readonly
 
+    @property
+    def is_server(self) -> bool:
+        """True for a database server that processes on several machines share
+        (PostgreSQL), False for the embedded SQLite file of one machine."""
+        return self.dialect == "postgres"
+
     def sql(self, name: str, **slots: str) -> str:
         """The named statement of this dialect, its identifier slots filled (see
         ``check_slots``: only a table of ``lifecycle.POLICIES`` and column names of the
