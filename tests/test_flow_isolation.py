@@ -14,8 +14,8 @@ from lirun.exec.task import Task
 from lirun.exec.worktrees import Repo
 from lirun.flows.engine import run_flow
 from lirun.flows.spec import FlowSpec, LegSpec
-from lirun.store import open_store
 from support.providerkit import fake_env
+from support.storekit import opened
 
 
 @pytest.fixture
@@ -59,14 +59,11 @@ def test_parallel_agent_legs_each_get_a_worktree_and_leave_the_checkout_alone(
     assert str(repo) in cwds.values()
     branches = Repo(str(repo)).checked_out_branches()
     assert branches[f"lirun/flow/{report.invocation_id}/one"] == str(root / "one")
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         meta = {
             s["flow_leg"]: s["metadata_json"]["flow"]
             for s in store.list_invocation_sessions(report.invocation_id)
         }
-    finally:
-        store.close()
     assert meta["one"]["isolation"] == "worktree" and not meta["one"]["evidence_shared"]
     assert meta["one"]["branch"] == f"lirun/flow/{report.invocation_id}/one"
     assert meta["review"]["isolation"] == "shared" and not meta["review"]["evidence_shared"]
@@ -88,12 +85,9 @@ def test_a_shared_leg_beside_others_cannot_prove_work_by_a_change_alone(
     legs = {leg.id: leg for leg in report.legs}
     assert legs["agent"].status == "completed"  # its own row saw a change
     assert (report.status, report.reason_code) == ("completed_empty", "run.completed_empty.leg")
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         row = store.get_entity("invocation", report.invocation_id) or {}
         session = store.get_entity("session", legs["agent"].session_id or "") or {}
-    finally:
-        store.close()
     assert {"kind": "shared_evidence", "legs": ["agent"]} in row["status_evidence_refs"]
     assert session["metadata_json"]["flow"]["evidence_shared"] is True
 
@@ -124,11 +118,8 @@ def test_a_resume_reusing_a_shared_leg_that_proved_nothing_stays_completed_empty
         "run.completed_empty.leg",
         1,
     )
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         row = store.get_entity("invocation", again.invocation_id) or {}
-    finally:
-        store.close()
     assert {"kind": "shared_evidence", "legs": ["agent"]} in row["status_evidence_refs"]
 
 
@@ -162,14 +153,11 @@ def test_worktrees_are_decided_by_each_legs_cwd_and_need_a_commit(
     assert planned == {"a": "shared", "b": "shared", "c": "worktree"}
     report = run_flow(spec, db_url=db_url)
     assert report.status == "completed", report.reason_summary
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         meta = {
             s["flow_leg"]: s["metadata_json"]["flow"]
             for s in store.list_invocation_sessions(report.invocation_id)
         }
-    finally:
-        store.close()
     assert {leg: m["isolation"] for leg, m in meta.items()} == planned
     assert meta["a"]["evidence_shared"] and meta["b"]["evidence_shared"]
 
