@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from benchkit import complete, out, postgres_url, running_sessions, sqlite_url
+from benchkit import complete, completed_write, out, postgres_url, running_sessions, sqlite_url
 from lirun.store import StateDB, open_store
 
 PY = sys.executable
@@ -141,14 +141,7 @@ async def async_writes_per_s(url: str, ids: list[str]) -> float:
     async with StateDB(url) as db:
         start = time.perf_counter()
         for sid in ids:
-            await db.update_status(
-                "session",
-                sid,
-                new_status="completed",
-                reason_code="run.completed.ok",
-                expected_statuses={"running"},
-                extra_fields={"exit_code": 0},
-            )
+            await db.update_status("session", sid, **completed_write())
         return len(ids) / (time.perf_counter() - start)
 
 

@@ -49,13 +49,17 @@ def running_sessions(url: str, prefix: str, n: int) -> list[str]:
         store.close()
 
 
+def completed_write() -> dict[str, Any]:
+    """The ``update_status`` keywords that end a running session ``completed`` with exit
+    code 0, as a supervised run does (for ``Store`` and the awaited ``StateDB`` alike)."""
+    return {
+        "new_status": "completed",
+        "reason_code": "run.completed.ok",
+        "expected_statuses": {"running"},
+        "extra_fields": {"exit_code": 0},
+    }
+
+
 def complete(store: Any, sid: str) -> None:
-    """End a running session ``completed`` with exit code 0, as a supervised run does."""
-    store.update_status(
-        "session",
-        sid,
-        new_status="completed",
-        reason_code="run.completed.ok",
-        expected_statuses={"running"},
-        extra_fields={"exit_code": 0},
-    )
+    """End the running session ``sid`` ``completed`` (exit code 0)."""
+    store.update_status("session", sid, **completed_write())
