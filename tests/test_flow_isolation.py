@@ -36,6 +36,18 @@ def _calls(log: Path) -> list[dict[str, Any]]:
     return [c for c in map(json.loads, lines) if c["argv"] != ["--version"]]
 
 
+def _shared_agent_beside_a_command(repo: Path) -> FlowSpec:
+    """An agent leg in the shared checkout running at the same time as a command leg."""
+    return FlowSpec(
+        legs=(
+            LegSpec("agent", Task(agent="claude", prompt="edit"), isolation="shared"),
+            LegSpec("beside", Task(run=("sh", "-c", "sleep 0.1; echo ok"))),
+        ),
+        cwd=str(repo),
+        parallel=2,
+    )
+
+
 def test_parallel_agent_legs_each_get_a_worktree_and_leave_the_checkout_alone(
     db_url: str, repo: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch, lirun_home: Path
 ) -> None:
@@ -73,14 +85,7 @@ def test_a_shared_leg_beside_others_cannot_prove_work_by_a_change_alone(
     db_url: str, repo: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _use(monkeypatch, "claude/success_silent.jsonl", fake_claude)  # no reply, but a change
-    spec = FlowSpec(
-        legs=(
-            LegSpec("agent", Task(agent="claude", prompt="edit"), isolation="shared"),
-            LegSpec("beside", Task(run=("sh", "-c", "sleep 0.1; echo ok"))),
-        ),
-        cwd=str(repo),
-        parallel=2,
-    )
+    spec = _shared_agent_beside_a_command(repo)
     report = run_flow(spec, db_url=db_url)
     legs = {leg.id: leg for leg in report.legs}
     assert legs["agent"].status == "completed"  # its own row saw a change
@@ -101,14 +106,7 @@ def test_a_resume_reusing_a_shared_leg_that_proved_nothing_stays_completed_empty
     from lirun.flows.engine import resume_flow
 
     _use(monkeypatch, "claude/success_silent.jsonl", fake_claude)
-    spec = FlowSpec(
-        legs=(
-            LegSpec("agent", Task(agent="claude", prompt="edit"), isolation="shared"),
-            LegSpec("beside", Task(run=("sh", "-c", "sleep 0.1; echo ok"))),
-        ),
-        cwd=str(repo),
-        parallel=2,
-    )
+    spec = _shared_agent_beside_a_command(repo)
     first = run_flow(spec, db_url=db_url)
     assert first.status == "completed_empty", first.reason_summary
     again = resume_flow(first.invocation_id, db_url=db_url)
