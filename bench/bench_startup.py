@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-from benchkit import out, postgres_url, sqlite_url
+from benchkit import complete, completed_write, out, postgres_url, running_sessions, sqlite_url
 from lirun.store import StateDB, open_store
 
 PY = sys.executable
@@ -59,16 +59,9 @@ def compile_bytecode() -> None:
 def finished_id(url: str) -> str:
     store = open_store(url)
     try:
-        sid = store.create_session(id="bench-finished")["id"]
-        store.update_status(
-            "session",
-            sid,
-            new_status="completed",
-            reason_code="run.completed.ok",
-            expected_statuses={"running"},
-            extra_fields={"exit_code": 0},
-        )
-        return str(sid)
+        sid = str(store.create_session(id="bench-finished")["id"])
+        complete(store, sid)
+        return sid
     finally:
         store.close()
 
@@ -148,31 +141,18 @@ async def async_writes_per_s(url: str, ids: list[str]) -> float:
     async with StateDB(url) as db:
         start = time.perf_counter()
         for sid in ids:
-            await db.update_status(
-                "session",
-                sid,
-                new_status="completed",
-                reason_code="run.completed.ok",
-                expected_statuses={"running"},
-                extra_fields={"exit_code": 0},
-            )
+            await db.update_status("session", sid, **completed_write())
         return len(ids) / (time.perf_counter() - start)
-
-
-def make_running(url: str, prefix: str, n: int) -> list[str]:
-    store = open_store(url)
-    try:
-        return [store.create_session(id=f"{prefix}-{i}")["id"] for i in range(n)]
-    finally:
-        store.close()
 
 
 def bench_writes(rows: int, rounds: int = 5) -> None:
     raw, wrapped = [], []
     with sqlite_url() as url:
         for r in range(rounds):  # alternate, so both see the same background load
-            raw.append(raw_writes_per_s(url, make_running(url, f"raw{r}", rows)))
-            wrapped.append(asyncio.run(async_writes_per_s(url, make_running(url, f"as{r}", rows))))
+            raw.append(raw_writes_per_s(url, running_sessions(url, f"raw{r}", rows)))
+            wrapped.append(
+                asyncio.run(async_writes_per_s(url, running_sessions(url, f"as{r}", rows)))
+            )
     out("write.raw_per_s", statistics.median(raw))
     out("write.async_per_s", statistics.median(wrapped))
     out("write.async_to_raw_ratio", statistics.median(wrapped) / statistics.median(raw))
@@ -203,7 +183,7 @@ def cpu_seconds(pid: int) -> float:
 
 def idle_cpu_pct(url: str, seconds: float) -> float:
     with tempfile.TemporaryDirectory(prefix="lirun-bench-") as home:
-        (sid,) = make_running(url, "idle", 1)
+        (sid,) = running_sessions(url, "idle", 1)
         proc = subprocess.Popen(
             [LI, "wait", sid],
             env=env_for(url, home),

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from benchkit import postgres_url, sqlite_url
+from benchkit import postgres_url, running_sessions, sqlite_url
 from lirun.store import StateDB, open_store
 
 TERMINALS = ("completed", "failed", "timed_out", "cancelled")
@@ -42,17 +42,6 @@ REASONS = {
     "timed_out": "run.timed_out.deadline",
     "cancelled": "run.cancelled.system",
 }
-
-
-def make_rows(url: str, prefix: str, n: int) -> list[str]:
-    store = open_store(url)
-    try:
-        ids = [f"{prefix}-{i}" for i in range(n)]
-        for sid in ids:
-            store.create_session(id=sid)
-        return ids
-    finally:
-        store.close()
 
 
 def finalize(store: Any, sid: str, status: str) -> bool:
@@ -68,7 +57,7 @@ def finalize(store: Any, sid: str, status: str) -> bool:
 
 
 def bench_sequential(url: str, n: int) -> float:
-    ids = make_rows(url, "seq", n)
+    ids = running_sessions(url, "seq", n)
     store = open_store(url)
     try:
         start = time.perf_counter()
@@ -80,7 +69,7 @@ def bench_sequential(url: str, n: int) -> float:
 
 
 def bench_async(url: str, n: int) -> float:
-    ids = make_rows(url, "async", n)
+    ids = running_sessions(url, "async", n)
 
     async def run() -> float:
         async with StateDB(url) as db:
@@ -117,7 +106,7 @@ def _contender(url: str, ids: list[str], status: str, ready: Any, go: Any, out: 
 
 
 def bench_contention(url: str, n: int, procs: int) -> tuple[float, int, float, float]:
-    ids = make_rows(url, "race", n)
+    ids = running_sessions(url, "race", n)
     ctx = mp.get_context("spawn")
     ready, go, out = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     shares = [ids[i::procs] for i in range(procs)]
@@ -177,7 +166,7 @@ def write_lock_held(url: str) -> Iterator[None]:
 
 
 def bench_read_locked(url: str, n: int) -> tuple[float, float]:
-    [sid] = make_rows(url, "read", 1)
+    [sid] = running_sessions(url, "read", 1)
     store = open_store(url)
     try:
         with write_lock_held(url):

@@ -32,7 +32,7 @@ import tempfile
 import time
 from typing import Any
 
-from benchkit import out, postgres_url, sqlite_url
+from benchkit import complete, out, postgres_url, sqlite_url
 from lirun.store import open_store
 from lirun.store.core import Store
 from lirun.wait.watch import Watcher
@@ -44,17 +44,6 @@ def env_for(url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     env["LIRUN_DB_URL"] = url
     return env
-
-
-def finalize(store: Store, sid: str) -> None:
-    store.update_status(
-        "session",
-        sid,
-        new_status="completed",
-        reason_code="run.completed.ok",
-        expected_statuses={"running"},
-        extra_fields={"exit_code": 0},
-    )
 
 
 def make_running(store: Store, prefix: str, n: int) -> list[str]:
@@ -125,7 +114,7 @@ def median_process_ms(argv: list[str], env: dict[str, str], runs: int) -> float:
 def bench_startup(url: str, runs: int) -> None:
     store = open_store(url)
     sid = store.create_session(id="terminal-one")["id"]
-    finalize(store, sid)
+    complete(store, sid)
     store.close()
     env = env_for(url)
     out("startup.python_bare_median_ms", median_process_ms([PY, "-c", "pass"], env, runs))
@@ -143,7 +132,7 @@ def bench_latency(name: str, url: str, trials: int) -> None:
         waiter = start_waiter(url, sid)
         try:
             wait_ready(waiter, settle=0.15)
-            finalize(store, sid)
+            complete(store, sid)
             committed = time.perf_counter()
             read_line(waiter)
             latencies.append((time.perf_counter() - committed) * 1000)
@@ -181,7 +170,7 @@ def _write_1000(url: str, ids: list[str]) -> float:
     store = open_store(url)
     started = time.perf_counter()
     for sid in ids:
-        finalize(store, sid)
+        complete(store, sid)
     elapsed = time.perf_counter() - started
     store.close()
     return len(ids) / elapsed

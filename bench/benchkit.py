@@ -1,4 +1,5 @@
-"""What the bench scripts share: throwaway databases on each backend, and output lines."""
+"""What the bench scripts share: throwaway databases on each backend, session rows to
+work on, and output lines."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 PG_URL = os.environ.get("LIRUN_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -34,3 +36,30 @@ def postgres_url() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def running_sessions(url: str, prefix: str, n: int) -> list[str]:
+    """``n`` running session rows ``<prefix>-<i>``, created with a store of their own."""
+    from lirun.store import open_store
+
+    store = open_store(url)
+    try:
+        return [str(store.create_session(id=f"{prefix}-{i}")["id"]) for i in range(n)]
+    finally:
+        store.close()
+
+
+def completed_write() -> dict[str, Any]:
+    """The ``update_status`` keywords that end a running session ``completed`` with exit
+    code 0, as a supervised run does (for ``Store`` and the awaited ``StateDB`` alike)."""
+    return {
+        "new_status": "completed",
+        "reason_code": "run.completed.ok",
+        "expected_statuses": {"running"},
+        "extra_fields": {"exit_code": 0},
+    }
+
+
+def complete(store: Any, sid: str) -> None:
+    """End the running session ``sid`` ``completed`` (exit code 0)."""
+    store.update_status("session", sid, **completed_write())

@@ -105,6 +105,20 @@ def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
 
 @pytest.fixture
+def pg_store() -> Iterator[object]:
+    """An open Store on a fresh PostgreSQL schema, for the tests that are PostgreSQL's
+    alone (LISTEN/NOTIFY); they choose the driver with the ``pg_driver`` fixture."""
+    from lirun.store import open_store
+
+    for url in make_pg_url():
+        store = open_store(url)
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+@pytest.fixture
 def li_env(db_url: str, lirun_home: Path) -> dict[str, str]:
     """Environment for running ``li`` in a subprocess against this test's database."""
     env = dict(os.environ)

@@ -15,9 +15,9 @@ from lirun.exec.task import Task
 from lirun.flows.engine import FlowOptions, flow_report, run_flow
 from lirun.flows.spec import FlowSpec, ForEach, LegSpec
 from lirun.signals import SignalTrap
-from lirun.store import open_store
 from support.cli import li_command
 from support.providerkit import FAKE_PROVIDER, fixture_path
+from support.storekit import invocation_sessions, opened
 
 QUICK = FlowOptions(retry_delay=0.0)
 WRITE_P = 'echo planned; echo body > "$LIRUN_ARTIFACT_DIR/p.md"'
@@ -35,20 +35,9 @@ def flow(tmp_path: Path, *legs: LegSpec, **more: Any) -> FlowSpec:
     return FlowSpec(legs=legs, cwd=str(tmp_path), **more)
 
 
-def sessions(db_url: str, invocation_id: str) -> list[dict[str, Any]]:
-    store = open_store(db_url)
-    try:
-        return store.list_invocation_sessions(invocation_id)
-    finally:
-        store.close()
-
-
 def invocation(db_url: str, ident: str) -> dict[str, Any]:
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         row = store.get_entity("invocation", ident)
-    finally:
-        store.close()
     assert row is not None
     return row
 
@@ -86,7 +75,9 @@ def test_diamond_passes_outputs_along_and_checkpoints_every_leg(
     legs = by_id(report)
     assert list(legs) == ["plan", "left", "right", "join"]
     assert all(leg.status == "completed" and leg.attempts == 1 for leg in legs.values())
-    replies = {s["flow_leg"]: s["reply_text"] for s in sessions(db_url, report.invocation_id)}
+    replies = {
+        s["flow_leg"]: s["reply_text"] for s in invocation_sessions(db_url, report.invocation_id)
+    }
     artifact = Path(report.run_dir or "").parent / legs["plan"].session_id / "artifacts" / "p.md"
     assert replies["join"] == f"L:planned+R:src+{artifact}\n"
     assert artifact.read_text() == "body\n"
@@ -173,7 +164,9 @@ def test_fan_out_over_an_artifacts_lines_then_a_join(db_url: str, tmp_path: Path
         "run.completed_empty.no_items",
     )
     assert legs["nothing"].session_id is None
-    replies = {s["flow_leg"]: s["reply_text"] for s in sessions(db_url, report.invocation_id)}
+    replies = {
+        s["flow_leg"]: s["reply_text"] for s in invocation_sessions(db_url, report.invocation_id)
+    }
     assert replies["join"] == "got a,got b,got c;0\n"
 
 
@@ -252,7 +245,7 @@ def test_a_retryable_provider_failure_is_retried_as_a_new_linked_session(
     assert report.status == "completed", report.reason_summary
     (leg,) = report.legs
     assert leg.attempts == 2
-    first, second = sessions(db_url, report.invocation_id)
+    first, second = invocation_sessions(db_url, report.invocation_id)
     assert (first["status_reason_code"], first["attempt"], first["retry_of"]) == (
         "run.failed.provider_retryable",
         1,
@@ -440,7 +433,7 @@ def test_a_retried_legs_cost_counts_every_attempt(
     assert report.status == "completed", report.reason_summary
     (leg,) = report.legs
     assert leg.attempts == 2
-    first, _ = sessions(db_url, report.invocation_id)
+    first, _ = invocation_sessions(db_url, report.invocation_id)
     assert first["status_reason_code"] == "run.failed.provider_retryable"
     assert report.cost_usd == leg.cost_usd == 0.5123
 

@@ -14,8 +14,8 @@ from lirun.exec.task import Task
 from lirun.exec.worktrees import Repo
 from lirun.flows.engine import run_flow
 from lirun.flows.spec import FlowSpec, LegSpec
-from lirun.store import open_store
 from support.providerkit import fake_env
+from support.storekit import opened
 
 
 @pytest.fixture
@@ -34,6 +34,18 @@ def _use(monkeypatch: pytest.MonkeyPatch, fixture: str, log: Path) -> None:
 def _calls(log: Path) -> list[dict[str, Any]]:
     lines = log.read_text().splitlines()
     return [c for c in map(json.loads, lines) if c["argv"] != ["--version"]]
+
+
+def _shared_agent_beside_a_command(repo: Path) -> FlowSpec:
+    """An agent leg in the shared checkout running at the same time as a command leg."""
+    return FlowSpec(
+        legs=(
+            LegSpec("agent", Task(agent="claude", prompt="edit"), isolation="shared"),
+            LegSpec("beside", Task(run=("sh", "-c", "sleep 0.1; echo ok"))),
+        ),
+        cwd=str(repo),
+        parallel=2,
+    )
 
 
 def test_parallel_agent_legs_each_get_a_worktree_and_leave_the_checkout_alone(
@@ -59,14 +71,11 @@ def test_parallel_agent_legs_each_get_a_worktree_and_leave_the_checkout_alone(
     assert str(repo) in cwds.values()
     branches = Repo(str(repo)).checked_out_branches()
     assert branches[f"lirun/flow/{report.invocation_id}/one"] == str(root / "one")
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         meta = {
             s["flow_leg"]: s["metadata_json"]["flow"]
             for s in store.list_invocation_sessions(report.invocation_id)
         }
-    finally:
-        store.close()
     assert meta["one"]["isolation"] == "worktree" and not meta["one"]["evidence_shared"]
     assert meta["one"]["branch"] == f"lirun/flow/{report.invocation_id}/one"
     assert meta["review"]["isolation"] == "shared" and not meta["review"]["evidence_shared"]
@@ -76,24 +85,14 @@ def test_a_shared_leg_beside_others_cannot_prove_work_by_a_change_alone(
     db_url: str, repo: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _use(monkeypatch, "claude/success_silent.jsonl", fake_claude)  # no reply, but a change
-    spec = FlowSpec(
-        legs=(
-            LegSpec("agent", Task(agent="claude", prompt="edit"), isolation="shared"),
-            LegSpec("beside", Task(run=("sh", "-c", "sleep 0.1; echo ok"))),
-        ),
-        cwd=str(repo),
-        parallel=2,
-    )
+    spec = _shared_agent_beside_a_command(repo)
     report = run_flow(spec, db_url=db_url)
     legs = {leg.id: leg for leg in report.legs}
     assert legs["agent"].status == "completed"  # its own row saw a change
     assert (report.status, report.reason_code) == ("completed_empty", "run.completed_empty.leg")
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         row = store.get_entity("invocation", report.invocation_id) or {}
         session = store.get_entity("session", legs["agent"].session_id or "") or {}
-    finally:
-        store.close()
     assert {"kind": "shared_evidence", "legs": ["agent"]} in row["status_evidence_refs"]
     assert session["metadata_json"]["flow"]["evidence_shared"] is True
 
@@ -107,14 +106,7 @@ def test_a_resume_reusing_a_shared_leg_that_proved_nothing_stays_completed_empty
     from lirun.flows.engine import resume_flow
 
     _use(monkeypatch, "claude/success_silent.jsonl", fake_claude)
-    spec = FlowSpec(
-        legs=(
-            LegSpec("agent", Task(agent="claude", prompt="edit"), isolation="shared"),
-            LegSpec("beside", Task(run=("sh", "-c", "sleep 0.1; echo ok"))),
-        ),
-        cwd=str(repo),
-        parallel=2,
-    )
+    spec = _shared_agent_beside_a_command(repo)
     first = run_flow(spec, db_url=db_url)
     assert first.status == "completed_empty", first.reason_summary
     again = resume_flow(first.invocation_id, db_url=db_url)
@@ -124,11 +116,8 @@ def test_a_resume_reusing_a_shared_leg_that_proved_nothing_stays_completed_empty
         "run.completed_empty.leg",
         1,
     )
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         row = store.get_entity("invocation", again.invocation_id) or {}
-    finally:
-        store.close()
     assert {"kind": "shared_evidence", "legs": ["agent"]} in row["status_evidence_refs"]
 
 
@@ -162,14 +151,11 @@ def test_worktrees_are_decided_by_each_legs_cwd_and_need_a_commit(
     assert planned == {"a": "shared", "b": "shared", "c": "worktree"}
     report = run_flow(spec, db_url=db_url)
     assert report.status == "completed", report.reason_summary
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         meta = {
             s["flow_leg"]: s["metadata_json"]["flow"]
             for s in store.list_invocation_sessions(report.invocation_id)
         }
-    finally:
-        store.close()
     assert {leg: m["isolation"] for leg, m in meta.items()} == planned
     assert meta["a"]["evidence_shared"] and meta["b"]["evidence_shared"]
 

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,9 +16,9 @@ from lirun.errors import ConflictError
 from lirun.exec.task import Task
 from lirun.flows.engine import flow_report, resume_flow, run_flow
 from lirun.flows.spec import FlowSpec, ForEach, LegSpec
-from lirun.store import open_store
 from support.cli import li_command
 from support.execkit import poll
+from support.storekit import invocation_sessions, opened
 
 DRIVER = """
 import json, sys
@@ -53,14 +52,6 @@ def _spec(tmp_path: Path) -> FlowSpec:
     )
 
 
-def _sessions(db_url: str, invocation_id: str) -> list[dict[str, Any]]:
-    store = open_store(db_url)
-    try:
-        return store.list_invocation_sessions(invocation_id)
-    finally:
-        store.close()
-
-
 def _kill_mid_flow(db_url: str, tmp_path: Path, li_env: dict[str, str]) -> str:
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(json.dumps(_spec(tmp_path).to_dict()))
@@ -86,7 +77,7 @@ def test_sigkill_mid_flow_is_reaped_by_wait_and_resume_runs_only_the_rest(
     db_url: str, tmp_path: Path, li_env: dict[str, str]
 ) -> None:
     killed = _kill_mid_flow(db_url, tmp_path, li_env)
-    before = {s["flow_leg"]: s for s in _sessions(db_url, killed)}
+    before = {s["flow_leg"]: s for s in invocation_sessions(db_url, killed)}
     assert before["first"]["status"] == "completed"
     assert before["stuck"]["status"] == "running"
 
@@ -105,7 +96,7 @@ def test_sigkill_mid_flow_is_reaped_by_wait_and_resume_runs_only_the_rest(
     legs = {leg.id: leg for leg in resumed.legs}
     assert legs["first"].reused and legs["first"].session_id == before["first"]["id"]
     assert not legs["stuck"].reused and not legs["last"].reused
-    ran = {s["flow_leg"]: s for s in _sessions(db_url, resumed.invocation_id)}
+    ran = {s["flow_leg"]: s for s in invocation_sessions(db_url, resumed.invocation_id)}
     assert set(ran) == {"stuck", "last"}  # first was not run again
     assert ran["last"]["reply_text"] == "one then\n"  # the reused output reached it
     checkpoint = json.loads((Path(resumed.run_dir or "") / "checkpoint.json").read_text())
@@ -121,7 +112,7 @@ def test_li_reap_finalizes_a_dead_flow_and_a_live_one_cannot_be_resumed(
     )
     assert reaped.returncode == 0, reaped.stderr
     ids = [json.loads(line)["id"] for line in reaped.stdout.splitlines()]
-    stuck = next(s for s in _sessions(db_url, killed) if s["flow_leg"] == "stuck")
+    stuck = next(s for s in invocation_sessions(db_url, killed) if s["flow_leg"] == "stuck")
     assert ids == [stuck["id"], killed]  # the leg, then its flow
     assert flow_report(killed, db_url=db_url).status == "failed"
 
@@ -129,8 +120,7 @@ def test_li_reap_finalizes_a_dead_flow_and_a_live_one_cannot_be_resumed(
     done = run_flow(
         FlowSpec(legs=(LegSpec("a", Task(run=("true",))),), cwd=str(tmp_path)), db_url=db_url
     )
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         store.update_status(
             "invocation",
             done.invocation_id,
@@ -140,8 +130,6 @@ def test_li_reap_finalizes_a_dead_flow_and_a_live_one_cannot_be_resumed(
             override_actor="test",
             override_justification="simulate a live flow",
         )
-    finally:
-        store.close()
     with pytest.raises(ConflictError, match="still running"):
         resume_flow(done.invocation_id, db_url=db_url)
 
@@ -170,12 +158,14 @@ def test_resume_reruns_only_the_failed_instances_of_a_fan_out(db_url: str, tmp_p
     assert second.status == "completed"
     reused = {leg.id for leg in second.legs if leg.reused}
     assert reused == {"each[0]", "each[2]"}
-    ran = {s["flow_leg"]: s["reply_text"] for s in _sessions(db_url, second.invocation_id)}
+    ran = {
+        s["flow_leg"]: s["reply_text"] for s in invocation_sessions(db_url, second.invocation_id)
+    }
     assert ran == {"each[1]": "b\n", "join": "a,b,c\n"}
     # resuming the resumed one reuses everything, even what it had reused itself
     third = resume_flow(second.invocation_id, db_url=db_url)
     assert third.status == "completed" and all(leg.reused for leg in third.legs)
-    assert _sessions(db_url, third.invocation_id) == []
+    assert invocation_sessions(db_url, third.invocation_id) == []
 
 
 def test_li_wait_on_a_running_flow_returns_its_terminal_row(
@@ -238,12 +228,9 @@ def test_resume_runs_at_the_parallelism_the_flow_ran_at(db_url: str, tmp_path: P
     (tmp_path / "ok").touch()
     kept = resume_flow(first.invocation_id, db_url=db_url)
     chosen = resume_flow(kept.invocation_id, db_url=db_url, options=FlowOptions(parallel=2))
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         parallel = [
             (store.get_entity("invocation", r.invocation_id) or {})["flow_json"]["parallel"]
             for r in (first, kept, chosen)
         ]
-    finally:
-        store.close()
     assert parallel == [7, 7, 2]

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from lirun.shows.engine import resume_show, run_show
-from lirun.store import open_store
 from support.execkit import poll, process_alive
 from support.gitkit import git
 from support.showkit import (
@@ -28,6 +27,7 @@ from support.showkit import (
     spec,
     writes,
 )
+from support.storekit import opened
 
 DRIVER = """
 import json, sys
@@ -47,22 +47,16 @@ def _merges(repo: Path) -> list[str]:
 
 
 def _active_show(db: str) -> dict | None:
-    store = open_store(db)
-    try:
+    with opened(db) as store:
         shows = store.active_shows_for_topic("t")
         return shows[0] if shows else None
-    finally:
-        store.close()
 
 
 def _play(db: str, play_id: str) -> dict:
-    store = open_store(db)
-    try:
+    with opened(db) as store:
         row = store.get_entity("play", play_id)
         assert row is not None
         return row
-    finally:
-        store.close()
 
 
 @pytest.mark.slow
@@ -95,13 +89,10 @@ def test_kill_9_then_resume_finishes_without_losing_or_repeating_a_merge(
     report = resume_show("t", db_url=db)
     assert report.status == "completed", report.to_dict()
     assert sorted(_merges(repo)) == ["a", "b", "c"]  # each exactly once
-    store = open_store(db)
-    try:
+    with opened(db) as store:
         reaped = store.get_entity("session", orphan)
         assert reaped is not None and reaped["status_reason_code"] == "session.orphaned.no_process"
         assert_only_gated_moves(tmp_path, store, show["id"], git(repo, "rev-parse", "main"))
-    finally:
-        store.close()
     b = next(p for p in report.plays if p.name == "b")
     assert b.attempt == 1 and len(b.session_ids) == 2  # run again, no attempt used
 
@@ -178,16 +169,13 @@ def test_a_crash_around_the_ref_move_neither_repeats_nor_loses_the_merge(
     db = str(tmp_path / "state.db")
     repo, show_id, candidate = _gated_show(tmp_path, db)
     base = git(repo, "rev-parse", INTEGRATION)
-    store = open_store(db)
-    try:
+    with opened(db) as store:
         # The gate passed and the candidate was recorded; the process died before (or
         # right after) the compare-and-swap.
         store.update_fields(
             "play", f"{show_id}.p", {"candidate_sha": candidate, "candidate_base": base}
         )
         gates_before = len(store.list_play_sessions(f"{show_id}.p"))
-    finally:
-        store.close()
     if moved:
         git(repo, "update-ref", f"refs/heads/{INTEGRATION}", candidate, base)
     report = resume_show(show_id, db_url=db)
@@ -195,8 +183,5 @@ def test_a_crash_around_the_ref_move_neither_repeats_nor_loses_the_merge(
     [p] = report.plays
     assert p.merge_sha == candidate == git(repo, "rev-parse", INTEGRATION)
     assert _merges(repo) == ["p"]
-    store = open_store(db)
-    try:
+    with opened(db) as store:
         assert len(store.list_play_sessions(f"{show_id}.p")) == gates_before  # no new gate
-    finally:
-        store.close()

@@ -31,6 +31,7 @@ from support.showkit import (
     spec,
     writes,
 )
+from support.storekit import opened
 
 
 @pytest.fixture
@@ -45,19 +46,13 @@ def li_env(db: str) -> dict[str, str]:
 
 
 def _history(db: str, play_id: str) -> list[str]:
-    store = open_store(db)
-    try:
+    with opened(db) as store:
         return [t["reason_code"] for t in store.list_transitions("play", play_id)]
-    finally:
-        store.close()
 
 
 def _check_moves(tmp_path: Path, db: str, show_id: str, repo: Path) -> None:
-    store = open_store(db)
-    try:
+    with opened(db) as store:
         assert_only_gated_moves(tmp_path, store, show_id, git(repo, "rev-parse", "main"))
-    finally:
-        store.close()
 
 
 def _barrier(directory: Path, name: str, count: int) -> str:
@@ -466,8 +461,7 @@ def test_a_person_can_send_an_escalated_play_back_to_the_gate(tmp_path: Path, db
     [p] = report.plays
     assert p.status == "escalated" and p.worktree and Path(p.worktree).is_dir()
     ok.touch()  # the person fixed what the gate needs
-    store = open_store(db)
-    try:
+    with opened(db) as store:
         store.update_status(
             "play",
             p.id,
@@ -478,8 +472,6 @@ def test_a_person_can_send_an_escalated_play_back_to_the_gate(tmp_path: Path, db
             override_actor="p",
             override_justification="fixed",
         )
-    finally:
-        store.close()
     resumed = resume_show(report.show_id, db_url=db)
     assert resumed.status == "completed" and resumed.plays[0].merge_sha
     assert resumed.plays[0].attempt == 2  # no new attempt: its branch went to the gate
@@ -506,9 +498,6 @@ def test_abort_of_a_running_show_stops_its_owner_at_the_next_heartbeat(
     assert not runner.is_alive()
     [report] = reports
     assert report.status == "aborted" and report.exit_code == 1
-    store = open_store(db)
-    try:
+    with opened(db) as store:
         [agent] = store.list_play_sessions(report.plays[0].id)
-    finally:
-        store.close()
     assert agent["status"] == "cancelled"  # the owner stopped its execution

@@ -14,10 +14,10 @@ import pytest
 from lirun.errors import ConflictError
 from lirun.exec.worktrees import worktrees_root
 from lirun.shows.engine import abort_show, resume_show, run_show, show_report
-from lirun.store import open_store
 from support.execkit import poll, process_alive, run_li
 from support.gitkit import git
 from support.showkit import COMMIT, INTEGRATION, moves, play, script, show_repo, spec, writes
+from support.storekit import opened
 
 
 def test_an_abort_during_a_gate_lands_nothing_on_the_integration_branch(
@@ -49,11 +49,8 @@ def test_an_abort_during_a_gate_lands_nothing_on_the_integration_branch(
     [p] = report.plays
     assert (p.status, p.merge_sha) == ("aborted_after_finish", None)
     assert p.worktree is not None and Path(p.worktree).is_dir()  # kept for a person
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         show = store.get_entity("show", report.show_id)
-    finally:
-        store.close()
     assert show is not None and show["integration_head"] == git(repo, "rev-parse", "main")
     gate_worktree = worktrees_root() / report.show_id / ".gate"
     assert not gate_worktree.exists() and str(gate_worktree) not in git(repo, "worktree", "list")
@@ -87,8 +84,7 @@ def _by_hand(tmp_path: Path, repo: Path, *commands: tuple[str, ...]) -> str:
 
 
 def _merged_by_hand(db_url: str, play_id: str, was: str) -> None:
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         assert store.update_status(
             "play",
             play_id,
@@ -101,8 +97,6 @@ def _merged_by_hand(db_url: str, play_id: str, was: str) -> None:
             override_actor="p",
             override_justification="merged by hand",
         )
-    finally:
-        store.close()
 
 
 def test_the_gate_on_a_head_a_person_moved_is_not_shown_as_the_final_gate(
@@ -158,12 +152,9 @@ def _alive(pid: int) -> bool:
 
 def _recorded_child(db_url: str, role: str) -> bool:
     """The running execution of ``role`` has its process on record (a reaper finds it)."""
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         shows = store.active_shows_for_topic("t")
         sessions = store.list_play_sessions(f"{shows[0]['id']}.a") if shows else []
-    finally:
-        store.close()
     return any(
         s["metadata_json"].get("role") == role and s["status"] == "running" and s.get("child_pid")
         for s in sessions
@@ -197,11 +188,8 @@ def test_resume_after_kill_9_during_a_gate_stops_that_gate_before_gating_again(
         if _alive(orphan):
             os.killpg(orphan, signal.SIGKILL)  # the gate ran in a group of its own
     [first_gate, *_] = report.plays[0].gates
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         row = store.get_entity("session", str(first_gate["session_id"]))
-    finally:
-        store.close()
     assert row is not None and row["status"] != "running"
     assert row["status_reason_code"] == "session.orphaned.no_process"
 
@@ -231,11 +219,8 @@ def test_abort_after_kill_9_stops_the_plays_the_dead_owner_left_running(
             os.killpg(orphan, signal.SIGKILL)
     [p] = aborted.plays
     assert p.status == "aborted_after_finish"
-    store = open_store(db_url)
-    try:
+    with opened(db_url) as store:
         row = store.get_entity("session", str(p.session_ids[-1]))
-    finally:
-        store.close()
     assert row is not None and row["status_reason_code"] == "session.orphaned.no_process"
 
 

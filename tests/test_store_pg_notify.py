@@ -15,22 +15,11 @@ from typing import Any
 
 import pytest
 
-from lirun.store import Store, open_store
+from lirun.store import Store
 from lirun.store.connector import NOTIFY_CHANNEL
-from support.pg import make_pg_url
 from support.storekit import create_entity
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("pg_driver")]  # both drivers
-
-
-@pytest.fixture
-def pg_store() -> Iterator[Store]:
-    for url in make_pg_url():
-        store = open_store(url)
-        try:
-            yield store
-        finally:
-            store.close()
 
 
 @pytest.fixture

@@ -14,20 +14,9 @@ from lirun.errors import DatabaseConnectionLostError
 from lirun.store import Store, open_store
 from lirun.store.connector import NOTIFY_CHANNEL
 from lirun.wait.wake import ListenWaker
-from support.pg import make_pg_url
 from support.pgcluster import PgCluster
 
 pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("pg_driver")]  # both drivers
-
-
-@pytest.fixture
-def pg_store() -> Iterator[Store]:
-    for url in make_pg_url():
-        store = open_store(url)
-        try:
-            yield store
-        finally:
-            store.close()
 
 
 class Stop:

@@ -1,4 +1,5 @@
-"""Helpers for the store tests: lock holders, snapshots, history checks."""
+"""Helpers for the store tests: lock holders, snapshots, history checks, and a store
+opened for a few reads (``opened``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from lirun.lifecycle import POLICIES
-from lirun.store import Store, is_postgres_url
+from lirun.store import Store, is_postgres_url, open_store
 
 # One reason per (entity, status) that fits the entity's domains.
 REASON_FOR: dict[tuple[str, str], str] = {
@@ -40,6 +41,22 @@ REASON_FOR: dict[tuple[str, str], str] = {
     ("schedule", "disabled"): "schedule_definition.disabled.user",
     ("schedule", "deleted"): "schedule_definition.deleted.user",
 }
+
+
+@contextmanager
+def opened(url: str) -> Iterator[Store]:
+    """A store of the test's own for a few reads or writes, closed after the block."""
+    store = open_store(url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def invocation_sessions(url: str, invocation_id: str) -> list[dict[str, Any]]:
+    """A flow invocation's leg sessions, read with a store of their own."""
+    with opened(url) as store:
+        return store.list_invocation_sessions(invocation_id)
 
 
 def reason_for(entity_type: str, status: str) -> str:

@@ -60,6 +60,24 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def refuse_if_signalled(trap: Any) -> None:
+    """A signal that came while the command was starting (``trap``: the held
+    ``SignalTrap``, or None) means nothing starts: StartInterruptedError, exit 2."""
+    if trap is not None and trap.received is not None:
+        from lirun.errors import StartInterruptedError
+
+        raise StartInterruptedError(f"{trap.signal_name} received; nothing was started")
+
+
+def print_started(started: dict[str, Any], id_key: str, *, as_json: bool) -> None:
+    """A ``--detach`` start's answer on stdout: the id alone, or with --json the object."""
+    if as_json:
+        print_json(started)
+    else:
+        sys.stdout.write(f"{started[id_key]}\n")
+        sys.stdout.flush()
+
+
 def warn(prog: str, message: str) -> None:
     sys.stderr.write(f"{prog}: {message}\n")
 

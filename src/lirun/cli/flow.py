@@ -12,9 +12,9 @@ import argparse
 import sys
 from typing import Any
 
-from lirun.cli.common import add_db_option, print_json
+from lirun.cli.common import add_db_option, print_json, print_started, refuse_if_signalled
 from lirun.cli.options import parallel_count, seconds
-from lirun.errors import StartInterruptedError, UsageError
+from lirun.errors import UsageError
 
 EXIT_CODES = """\
   0    completed: every leg completed (a may_be_empty leg may be completed_empty);
@@ -185,13 +185,8 @@ def _detach(args: argparse.Namespace, argv: list[str]) -> int:
         wait_for_row(store, run, proc, entity_type="invocation")
     finally:
         store.close()
-    if args.json:
-        print_json(
-            {"invocation_id": run.run_id, "status": "running", "run_dir": str(run.state_root)}
-        )
-    else:
-        sys.stdout.write(f"{run.run_id}\n")
-        sys.stdout.flush()
+    started = {"invocation_id": run.run_id, "status": "running", "run_dir": str(run.state_root)}
+    print_started(started, "invocation_id", as_json=args.json)
     return 0
 
 
@@ -199,8 +194,7 @@ def _held() -> Any:
     from lirun.signals import hold_signals
 
     trap = hold_signals()
-    if trap.received is not None:
-        raise StartInterruptedError(f"{trap.signal_name} received; nothing was started")
+    refuse_if_signalled(trap)
     return trap
 
 

@@ -13,8 +13,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from lirun.cli.common import add_db_option, print_json
-from lirun.errors import StartInterruptedError, UsageError
+from lirun.cli.common import add_db_option, print_json, print_started, refuse_if_signalled
+from lirun.errors import UsageError
 from lirun.hints import Any
 from lirun.values import dataclass, field
 
@@ -385,26 +385,19 @@ def _detach(
     store = open_store(request.db_url)
     try:
         prepare(request, store)
-        trap = held_trap()
-        if trap is not None and trap.received is not None:
-            raise StartInterruptedError(f"{trap.signal_name} received; nothing was started")
+        refuse_if_signalled(held_trap())
         run = allocate_run(request.save_dir, request.run_id)
         proc = spawn_worker(command, argv, run, env=detached_env(), stdin_text=worker_stdin)
         wait_for_row(store, run, proc)
     finally:
         store.close()
-    if as_json:
-        print_json(
-            {
-                "run_id": run.run_id,
-                "status": "running",
-                "run_dir": str(run.state_root),
-                "artifact_dir": str(run.artifact_root),
-            }
-        )
-    else:
-        sys.stdout.write(f"{run.run_id}\n")
-        sys.stdout.flush()
+    started = {
+        "run_id": run.run_id,
+        "status": "running",
+        "run_dir": str(run.state_root),
+        "artifact_dir": str(run.artifact_root),
+    }
+    print_started(started, "run_id", as_json=as_json)
     return 0
 
 

@@ -12,9 +12,9 @@ import argparse
 import sys
 from typing import Any
 
-from lirun.cli.common import add_db_option, print_json
+from lirun.cli.common import add_db_option, print_json, refuse_if_signalled
 from lirun.cli.options import parallel_count
-from lirun.errors import StartInterruptedError, UsageError
+from lirun.errors import UsageError
 
 RUN_EXIT_CODES = """\
   0    the show completed: every play merged and the final gate passed on the integration
@@ -175,8 +175,7 @@ def _stop_trap() -> Any:
     from lirun.signals import held_trap
 
     trap = held_trap()
-    if trap is not None and trap.received is not None:
-        raise StartInterruptedError(f"{trap.signal_name} received; nothing was started")
+    refuse_if_signalled(trap)
     return trap
 
 

@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lirun.cli.common import print_json
-from lirun.errors import StartInterruptedError
+from lirun.cli.common import print_started, refuse_if_signalled
 
 __all__ = ["detach", "show_log_dir"]
 
@@ -46,9 +45,7 @@ def detach(args: argparse.Namespace, spec: Any) -> int:
 
     store = open_store(args.db)  # the database must open before anything starts
     try:
-        trap = held_trap()
-        if trap is not None and trap.received is not None:
-            raise StartInterruptedError(f"{trap.signal_name} received; nothing was started")
+        refuse_if_signalled(held_trap())
         show_id = args.show_id or new_run_id()
         logs = show_log_dir(show_id)
         logs.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -57,9 +54,6 @@ def detach(args: argparse.Namespace, spec: Any) -> int:
         wait_for_entity(store, "show", show_id, proc, err_log=err)
     finally:
         store.close()
-    if args.json:
-        print_json({"show_id": show_id, "status": "active", "log_dir": str(logs)})
-    else:
-        sys.stdout.write(f"{show_id}\n")
-        sys.stdout.flush()
+    started = {"show_id": show_id, "status": "active", "log_dir": str(logs)}
+    print_started(started, "show_id", as_json=args.json)
     return 0

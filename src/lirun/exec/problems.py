@@ -52,6 +52,14 @@ class ProblemReader:
     def problem(self, node: object, key: object, message: str) -> None:
         self.at_line(self.line_of(node, key), message)
 
+    def add(self, message: str) -> None:
+        """A message as written (another checker's); one that starts with
+        ``file:line:`` keeps its place in the order."""
+        prefix = f"{self.path}:"
+        head = message.removeprefix(prefix).partition(":")[0]
+        line = int(head) if message.startswith(prefix) and head.isdigit() else 0
+        self._found.append((line, message))
+
     # -- shape --
 
     def keys(self, node: Mapping[str, Any], allowed: frozenset[str], label: str) -> None:

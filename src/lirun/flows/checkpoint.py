@@ -12,15 +12,14 @@ is for people and tools on the machine that ran the flow.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from lirun.record.rundir import write_atomically
 
 __all__ = ["FlowLog", "read_checkpoint", "write_checkpoint"]
 
@@ -31,23 +30,7 @@ def write_checkpoint(path: Path, data: Mapping[str, Any]) -> None:
     """Atomically replace ``path`` with ``data`` as JSON (fsync'd, then renamed)."""
     payload = _encode({"version": CHECKPOINT_VERSION, **data})
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".checkpoint.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(payload + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # some filesystems refuse a directory fsync
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    write_atomically(path, (payload + "\n").encode("utf-8"))
 
 
 def _encode(data: Mapping[str, Any]) -> str:

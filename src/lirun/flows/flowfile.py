@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
-from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml, where
+from lirun.exec.problems import ProblemReader
+from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml
 from lirun.exec.provider_options import OPTION_KEYS
 from lirun.exec.task import MAX_PARALLEL, Task
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
@@ -78,31 +79,20 @@ class FlowFileError(UsageError):
         super().__init__("\n".join([head, *(f"  {p}" for p in self.problems)]))
 
 
-class Problems:
-    """Collects ``file:line: message`` lines; ``at`` places one by a YAML node and key.
-    ``lines`` are in file order (those without a line, such as ``--var``, first)."""
+class Problems(ProblemReader):
+    """The flow loader's ``ProblemReader``: messages name the file's absolute path;
+    ``at`` places one by a YAML node and key. ``lines`` are in file order (those
+    without a line, such as ``--var``, first)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._found: list[tuple[int, str]] = []
+        super().__init__(path, str(path))
 
     def at(self, node: object, key: object, message: str) -> None:
-        place = where(self.path, node, key)
-        line = place.rpartition(":")[2]
-        self._found.append((int(line) if line.isdigit() else 0, f"{place}: {message}"))
-
-    def add(self, message: str) -> None:
-        """A message without a node; one that starts with ``file:line:`` keeps its place."""
-        head = message.removeprefix(f"{self.path}:").partition(":")[0]
-        line = int(head) if message.startswith(f"{self.path}:") and head.isdigit() else 0
-        self._found.append((line, message))
+        self.problem(node, key, message)
 
     @property
     def lines(self) -> list[str]:
-        return [message for _, message in sorted(self._found, key=lambda found: found[0])]
-
-    def __bool__(self) -> bool:
-        return bool(self._found)
+        return self.problems
 
 
 def parse_var(text: str) -> tuple[str, str]:
@@ -264,26 +254,6 @@ def _flag(p: Problems, node: Mapping[str, Any], key: str) -> bool:
     return value
 
 
-def _seconds(p: Problems, node: Mapping[str, Any], key: str) -> float | None:
-    value = node.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        p.at(node, key, f"{key} must be a positive number of seconds, got {value!r}")
-        return None
-    return float(value)
-
-
-def _text(p: Problems, node: Mapping[str, Any], key: str) -> str | None:
-    value = node.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        p.at(node, key, f"{key} must be non-empty text, got {value!r}")
-        return None
-    return value
-
-
 def _text_list(p: Problems, node: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
     """A list of non-empty strings (a single string is a list of one)."""
     value = node.get(key)
@@ -339,7 +309,7 @@ def _leg(p: Problems, raw: dict[str, Any], index: int, base: str) -> LegSpec | N
 
 
 def _task(p: Problems, raw: dict[str, Any], ident: str) -> Task:
-    agent = _text(p, raw, "agent")
+    agent = p.text(raw, "agent", "")
     run = _run(p, raw)
     options = {k: raw[k] for k in sorted(OPTION_KEYS & set(raw))}
     if ("agent" in raw) == ("run" in raw):
@@ -357,14 +327,14 @@ def _task(p: Problems, raw: dict[str, Any], ident: str) -> Task:
         p.add(f"{exc} (leg {ident!r})")
     return Task(
         agent=agent,
-        prompt=_text(p, raw, "prompt"),
+        prompt=p.text(raw, "prompt", ""),
         run=run,
         options=options,
-        profile=_text(p, raw, "profile"),
-        playbook=_text(p, raw, "playbook"),
+        profile=p.text(raw, "profile", ""),
+        playbook=p.text(raw, "playbook", ""),
         artifacts=tuple(artifacts or ()),
-        timeout=_seconds(p, raw, "timeout"),
-        idle_timeout=_seconds(p, raw, "idle_timeout"),
+        timeout=p.seconds(raw, "timeout", ""),
+        idle_timeout=p.seconds(raw, "idle_timeout", ""),
     )
 
 
@@ -391,7 +361,7 @@ def _run(p: Problems, raw: dict[str, Any]) -> tuple[str, ...] | None:
 
 
 def _leg_cwd(p: Problems, raw: dict[str, Any], base: str) -> str | None:
-    value = _text(p, raw, "cwd")
+    value = p.text(raw, "cwd", "")
     if value is None:
         return None
     path = os.path.normpath(os.path.join(base, os.path.expanduser(value)))

@@ -68,15 +68,49 @@ def judge(row: Mapping[str, Any], facts: LocalFacts) -> OwnerVerdict | None:
     )
 
 
-def find_orphans(store: Store, *, now: float | None = None) -> list[Orphan]:
-    """Running sessions whose owner is dead or whose lease lapsed, oldest first."""
+def orphans_among(rows: Iterable[dict[str, Any]], now: float | None = None) -> list[Orphan]:
+    """Those of ``rows`` (running sessions or flow invocations) whose owner is dead or
+    whose lease lapsed, in the order given."""
     facts = local_facts(now)
     found = []
-    for row in store.list_running_sessions():
+    for row in rows:
         verdict = judge(row, facts)
         if verdict is not None:
             found.append(Orphan(row, verdict))
     return found
+
+
+def find_orphans(store: Store, *, now: float | None = None) -> list[Orphan]:
+    """Running sessions whose owner is dead or whose lease lapsed, oldest first."""
+    return orphans_among(store.list_running_sessions(), now)
+
+
+def finalize_orphan(
+    store: Store,
+    entity_type: str,
+    row: Mapping[str, Any],
+    verdict: OwnerVerdict,
+    *,
+    summary: str,
+    evidence: list[dict[str, Any]],
+) -> dict[str, Any] | None:
+    """Write the running ``row`` ``failed`` with the verdict's reason through the
+    CAS-guarded update; its report (``reaped`` False when another writer came first),
+    None when the row was deleted meanwhile (nothing left to finalize)."""
+    try:
+        won = store.update_status(
+            entity_type,
+            str(row["id"]),
+            new_status=REAPED_STATUS,
+            reason_code=verdict.reason_code,
+            reason_summary=summary,
+            evidence_refs=evidence,
+            source="system",
+            expected_statuses={"running"},
+        )
+    except LookupError:
+        return None
+    return report(row, verdict, reaped=won)
 
 
 def report(row: Mapping[str, Any], verdict: OwnerVerdict, *, reaped: bool) -> dict[str, Any]:
@@ -126,20 +160,9 @@ def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any
     if row is None or verdict is None:
         return None
     evidence = [*verdict.evidence, *_stop_orphaned_group(row, verdict, facts)]
-    try:
-        won = store.update_status(
-            "session",
-            session_id,
-            new_status=REAPED_STATUS,
-            reason_code=verdict.reason_code,
-            reason_summary=verdict.summary,
-            evidence_refs=evidence,
-            source="system",
-            expected_statuses={"running"},
-        )
-    except LookupError:
-        return None  # deleted meanwhile: nothing left to finalize
-    return report(row, verdict, reaped=won)
+    return finalize_orphan(
+        store, "session", row, verdict, summary=verdict.summary, evidence=evidence
+    )
 
 
 def reap_sessions(

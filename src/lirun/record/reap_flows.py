@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from lirun.hints import Any
-from lirun.record.reap import REAPED_STATUS, Orphan, judge, local_facts, reap_sessions, report
+from lirun.record.reap import (
+    Orphan,
+    finalize_orphan,
+    judge,
+    local_facts,
+    orphans_among,
+    reap_sessions,
+)
 from lirun.store.core import Store
 
 __all__ = ["find_orphan_flows", "reap_flow_if_orphaned", "reap_flows"]
@@ -20,13 +27,7 @@ __all__ = ["find_orphan_flows", "reap_flow_if_orphaned", "reap_flows"]
 
 def find_orphan_flows(store: Store, *, now: float | None = None) -> list[Orphan]:
     """Running flow invocations whose owner is dead or whose lease lapsed."""
-    facts = local_facts(now)
-    found = []
-    for row in store.list_running_flows():
-        verdict = judge(row, facts)
-        if verdict is not None:
-            found.append(Orphan(row, verdict))
-    return found
+    return orphans_among(store.list_running_flows(), now)
 
 
 def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, Any] | None:
@@ -40,20 +41,8 @@ def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, 
     if legs:
         evidence.append({"kind": "orphaned_legs", "sessions": [leg["id"] for leg in legs]})
     store.sum_flow_usage(invocation_id)
-    try:
-        won = store.update_status(
-            "invocation",
-            invocation_id,
-            new_status=REAPED_STATUS,
-            reason_code=verdict.reason_code,
-            reason_summary=f"flow owner gone: {verdict.summary}",
-            evidence_refs=evidence,
-            source="system",
-            expected_statuses={"running"},
-        )
-    except LookupError:
-        return None
-    return report(row, verdict, reaped=won)
+    summary = f"flow owner gone: {verdict.summary}"
+    return finalize_orphan(store, "invocation", row, verdict, summary=summary, evidence=evidence)
 
 
 def reap_flows(

@@ -24,6 +24,7 @@ __all__ = [
     "allocate_run",
     "new_run_id",
     "safe_component",
+    "write_atomically",
 ]
 
 SAFE_COMPONENT_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -158,7 +159,7 @@ class RunDir:
         payload = json.dumps(self.manifest_data(data), indent=2, sort_keys=False) + "\n"
         try:
             self.state_root.mkdir(parents=True, exist_ok=True)
-            _atomic_write(self.manifest_path, payload.encode("utf-8"))
+            write_atomically(self.manifest_path, payload.encode("utf-8"))
         except OSError as exc:
             raise _setup_error("write manifest", self.manifest_path, exc) from exc
 
@@ -191,7 +192,10 @@ def private_dir(path: Path) -> None:
             raise _setup_error("create directory", directory, exc) from exc
 
 
-def _atomic_write(path: Path, payload: bytes) -> None:
+def write_atomically(path: Path, payload: bytes) -> None:
+    """Replace ``path`` with ``payload`` (mode 0600) so a reader sees the old file or the
+    new one, never a part: a temp file beside it, fsync'd, renamed, the directory fsync'd.
+    On any failure the temp file is removed and the error raised."""
     tmp_name = str(path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o600)
     try:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from lirun.hints import Any, Literal
 from lirun.paths import nothing_pending, pending_root
+from lirun.record.rundir import write_atomically
 from lirun.values import asdict, dataclass, field, fields
 
 __all__ = [
@@ -117,29 +118,6 @@ def pending_files(url: str) -> list[Path]:
 # --- writing ----------------------------------------------------------------------------------
 
 
-def _write_durably(path: Path, payload: bytes) -> None:
-    """Write ``path`` atomically with mode 0600 and fsync the file and its directory."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        try:
-            os.write(fd, payload)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-
 def write_spool(url: str, state_root: Path, outcome: SpooledOutcome) -> Path:
     """Spool ``outcome``; return the pending entry. OSError when it cannot be written.
 
@@ -148,13 +126,13 @@ def write_spool(url: str, state_root: Path, outcome: SpooledOutcome) -> Path:
     """
     payload = outcome.to_json().encode("utf-8")
     with contextlib.suppress(OSError):
-        _write_durably(state_root / PENDING_FILE, payload)
+        write_atomically(state_root / PENDING_FILE, payload)
     from lirun.record.rundir import private_dir
 
     directory = pending_dir(url)
     private_dir(directory)
     entry = directory / f"{outcome.run_id}.json"
-    _write_durably(entry, payload)
+    write_atomically(entry, payload)
     return entry
 
 

@@ -19,7 +19,7 @@ from lirun.hints import Any
 from lirun.lifecycle import canonical_entity_type, policy_for, validate_status
 from lirun.reasons import creation_reason, validate_reason
 from lirun.store.bulk_import import BulkImport
-from lirun.store.connector import Connector
+from lirun.store.connector import Connector, Tx
 from lirun.store.flow_records import FlowRecords
 from lirun.store.queries import check_slots, load_queries
 from lirun.store.records import (
@@ -111,15 +111,21 @@ class Store(
 
     # -- creation -------------------------------------------------------------
 
-    def _insert(
-        self, entity_type: str, fields: dict[str, Any], *, status: str | None = None
-    ) -> dict[str, Any]:
+    def _insert_in(
+        self,
+        tx: Tx,
+        entity_type: str,
+        fields: Mapping[str, Any],
+        now: float,
+        *,
+        status: str | None = None,
+    ) -> None:
+        """Insert a row of ``entity_type`` (``status``: its initial one unless given) and
+        its creation history row, inside ``tx`` (so a caller can create several rows in
+        one transaction). The caller has validated the status."""
         policy = policy_for(entity_type)
         status = status or policy.initial
-        validate_status(policy.entity_type, status)
         reason = creation_reason(policy.entity_type, status)
-        validate_reason(reason, policy.entity_type, status)  # the first history row obeys too
-        now = time.time()
         row = {
             **fields,
             "status": status,
@@ -133,12 +139,23 @@ class Store(
             columns=", ".join(row),
             values=", ".join(f":{k}" for k in row),
         )
+        tx.execute(insert, row)
+        self._append_transition(
+            tx, policy, row["id"], None, status, reason, "", None, "system", None, None, now
+        )
+
+    def _insert(
+        self, entity_type: str, fields: dict[str, Any], *, status: str | None = None
+    ) -> dict[str, Any]:
+        policy = policy_for(entity_type)
+        status = status or policy.initial
+        validate_status(policy.entity_type, status)
+        reason = creation_reason(policy.entity_type, status)
+        validate_reason(reason, policy.entity_type, status)  # the first history row obeys too
+        now = time.time()
         with self.connector.write() as tx:
-            tx.execute(insert, row)
-            self._append_transition(
-                tx, policy, row["id"], None, status, reason, "", None, "system", None, None, now
-            )
-        created = self.get_entity(policy.entity_type, row["id"])
+            self._insert_in(tx, policy.entity_type, fields, now, status=status)
+        created = self.get_entity(policy.entity_type, fields["id"])
         assert created is not None
         return created
 

@@ -14,12 +14,9 @@ from collections.abc import Mapping, Sequence
 
 from lirun.errors import ConflictError
 from lirun.hints import TYPE_CHECKING, Any
-from lirun.lifecycle import policy_for
-from lirun.reasons import creation_reason
 from lirun.store.records import closed_fields, column_values, decode_row, require_text
 
 if TYPE_CHECKING:
-    from lirun.lifecycle import EntityPolicy
     from lirun.store.connector import Connector, Tx
 
 # Columns a show or play is created with (beyond id, status and the timestamps).
@@ -55,45 +52,15 @@ class ShowRecords:
 
         def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None: ...
 
-        def _append_transition(
+        def _insert_in(
             self,
             tx: Tx,
-            policy: EntityPolicy,
-            entity_id: str,
-            previous: str | None,
-            status: str,
-            reason_code: str,
-            reason_summary: str,
-            evidence_json: str | None,
-            source: str,
-            actor: str | None,
-            metadata_json: str | None,
+            entity_type: str,
+            fields: Mapping[str, Any],
             now: float,
-            transition_id: str | None = None,
+            *,
+            status: str | None = None,
         ) -> None: ...
-
-    def _insert_in(self, tx: Tx, entity_type: str, row: dict[str, Any], now: float) -> None:
-        policy = policy_for(entity_type)
-        reason = creation_reason(policy.entity_type, policy.initial)
-        full = {
-            **row,
-            "status": policy.initial,
-            "status_reason_code": reason,
-            "created_at": now,
-            "updated_at": now,
-        }
-        tx.execute(
-            self.sql(
-                "insert_row",
-                table=policy.table,
-                columns=", ".join(full),
-                values=", ".join(f":{k}" for k in full),
-            ),
-            full,
-        )
-        self._append_transition(
-            tx, policy, row["id"], None, policy.initial, reason, "", None, "system", None, None, now
-        )
 
     def create_show_with_plays(
         self,
