@@ -444,3 +444,31 @@ def test_a_running_runs_transcript_is_followed_from_its_files(
     assert client.get("/runs/nope/transcript").status_code == 404
     store.update_status("session", "busy", new_status="completed", reason_code="run.completed.ok")
     assert "data-follow" not in client.get("/runs/busy").text  # an ended run is not followed
+
+
+def test_a_scheduled_agent_or_commands_cost_is_its_sessions(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """`li schedule add -- agent ...` runs one session, no invocation: its cost is the
+    session's, not nothing."""
+    now = time.time()
+    raw_write(
+        store,
+        "INSERT INTO schedules (id, name, spec, action_kind, enabled, created_at, updated_at) "
+        "VALUES ('s2', 'hourly', 'every 1h', 'agent', 1, :now, :now)",
+        {"now": now},
+    )
+    session = make_run(store, lirun_home, "run-sched-agent")  # cost 0.0123
+    run = store.create_schedule_run(action_kind="agent", schedule_id="s2")
+    raw_write(
+        store,
+        "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
+        {"sid": session["id"], "id": run["id"]},
+    )
+    store.update_status(
+        "schedule_run", run["id"], new_status="completed", reason_code="schedule.completed.ok"
+    )
+    [shown] = client.get("/api/schedules").json()["schedules"]
+    assert shown["recent"][0]["cost_usd"] == pytest.approx(0.0123)
+    assert shown["cost_usd"] == pytest.approx(0.0123)
+    assert "$0.0123" in client.get("/schedules").text

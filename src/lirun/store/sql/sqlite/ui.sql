@@ -113,13 +113,14 @@ SELECT * FROM plays WHERE show_id = :show_id ORDER BY created_at, id
 
 -- name: ui_recent_schedule_runs
 -- The newest :per_schedule runs of every schedule, newest first within each, with the
--- cost its invocation recorded.
+-- cost it recorded: its invocation's (a flow) or its session's (an agent or a command).
 SELECT * FROM (
-  SELECT schedule_runs.*, invocations.cost_usd AS cost_usd,
+  SELECT schedule_runs.*, COALESCE(invocations.cost_usd, sessions.cost_usd) AS cost_usd,
          ROW_NUMBER() OVER (PARTITION BY schedule_runs.schedule_id
                             ORDER BY schedule_runs.created_at DESC, schedule_runs.id DESC) AS rn
     FROM schedule_runs
     LEFT JOIN invocations ON invocations.id = schedule_runs.invocation_id
+    LEFT JOIN sessions ON sessions.id = schedule_runs.session_id
    WHERE schedule_runs.schedule_id IS NOT NULL
 ) AS recent
 WHERE rn <= :per_schedule
