@@ -472,3 +472,32 @@ def test_a_scheduled_agent_or_commands_cost_is_its_sessions(
     assert shown["recent"][0]["cost_usd"] == pytest.approx(0.0123)
     assert shown["cost_usd"] == pytest.approx(0.0123)
     assert "$0.0123" in client.get("/schedules").text
+
+
+def test_a_schedule_run_links_to_what_it_ran(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """A `li submit` run has no schedule: its row linked to '/schedules#schedule-None'.
+    A schedule run that ran something links to that run; one that did not, to its
+    schedule."""
+    session = make_run(store, lirun_home, "run-submitted")
+    submitted = store.create_schedule_run(action_kind="agent")
+    raw_write(
+        store,
+        "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
+        {"sid": session["id"], "id": submitted["id"]},
+    )
+    flow = store.create_invocation(skill="flow")
+    fired = store.create_schedule_run(
+        action_kind="flow", schedule_id="s9", invocation_id=flow["id"]
+    )
+    queued = store.create_schedule_run(action_kind="run", schedule_id="s9")
+    queued_alone = store.create_schedule_run(action_kind="run")
+    hrefs = {r["id"]: r["href"] for r in client.get("/api/runs?kind=schedule_run").json()["runs"]}
+    assert hrefs == {
+        submitted["id"]: f"/runs/{session['id']}",
+        fired["id"]: f"/flows/{flow['id']}",
+        queued["id"]: "/schedules#schedule-s9",
+        queued_alone["id"]: "/schedules",
+    }
+    assert "None" not in client.get("/?kind=schedule_run").text

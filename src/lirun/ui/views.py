@@ -83,8 +83,13 @@ def run_href(row: Mapping[str, Any]) -> str:
         return f"/flows/{ident}"
     if kind == "play":
         return f"/shows/{row.get('parent_id')}#play-{ident}"
-    if kind == "schedule_run":
-        return f"/schedules#schedule-{row.get('parent_id')}"
+    if kind == "schedule_run":  # what it ran, else (queued, skipped) its schedule
+        made = {"session": "/runs/", "invocation": "/flows/", "show": "/shows/"}
+        if row.get("made_id") and row.get("made_kind") in made:
+            return f"{made[row['made_kind']]}{row['made_id']}"
+        if row.get("parent_id"):
+            return f"/schedules#schedule-{row['parent_id']}"
+        return "/schedules"
     return f"/runs/{ident}"
 
 
