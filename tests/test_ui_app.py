@@ -5,6 +5,7 @@ document."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -501,3 +502,49 @@ def test_a_schedule_run_links_to_what_it_ran(
         queued_alone["id"]: "/schedules",
     }
     assert "None" not in client.get("/?kind=schedule_run").text
+
+
+def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
+    store: Store, client: TestClient
+) -> None:
+    """The columns the shows engine writes, as `li show run` left them after a merged play
+    and a play escalated by its gate: a verdict is a chip linked to its gate run, not a
+    cut-off dict; attempts read 'n of m'; the integration branch and its head are shown."""
+    show = store.create_show(topic="qa")
+    good = store.create_play(show_id=show["id"], name="good")
+    bad = store.create_play(show_id=show["id"], name="bad")
+    head = "47de1bc7bfac33cb7dbe68db4c24c1498002c90b"
+    raw_write(
+        store,
+        "UPDATE shows SET integration = 'show/qa', integration_head = :h, base = 'main' "
+        "WHERE id = :id",
+        {"h": head, "id": show["id"]},
+    )
+    for play, verdict, reason, attempt, merge in (
+        (good, "pass", "run.completed_empty.no_evidence", 1, head),
+        (bad, "fail", "run.failed.exit_nonzero", 2, None),
+    ):
+        gate = {"commit": "8c22df37d8748bc1", "reason": reason, "session_id": f"gate-{attempt}"}
+        raw_write(
+            store,
+            "UPDATE plays SET attempt = :a, attempts = 2, merge_sha = :m, merged_at = :t, "
+            "gate_json = :g WHERE id = :id",
+            {
+                "a": attempt,
+                "m": merge,
+                "t": 1796050281.5 if merge else None,
+                "g": json.dumps({**gate, "verdict": verdict}),
+                "id": play["id"],
+            },
+        )
+    page = client.get(f"/shows/{show['id']}").text
+    assert 'show/qa</code> at <code class="sha">47de1bc7bfac' in page
+    assert ">attempt</span> 1 of 2" in page and ">attempt</span> 2 of 2" in page
+    assert '<span class="chip st-passed">passed</span> <code>run.completed_empty' in page
+    assert '<span class="chip st-failed">failed</span> <code>run.failed.exit_nonzero' in page
+    assert 'href="/runs/gate-2">gate run</a>' in page
+    assert "{&#39;commit" not in page and "1796050281" not in page
+    assert "2026-11-30 14:51:21 UTC" in page
+    data = client.get(f"/api/shows/{show['id']}").json()
+    assert data["final_gate"] is None
+    assert {p["gate"]["verdict"] for c in data["board"] for p in c["plays"]} == {"pass", "fail"}

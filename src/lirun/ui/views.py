@@ -232,6 +232,26 @@ PLAY_BASE_COLUMNS = frozenset(
         "updated_at",
     )
 )
+# The shows engine's columns the board reads as what they mean (the rest show as they come).
+PLAY_READ_COLUMNS = frozenset(
+    ("attempt", "attempts", "merge_sha", "merged_at", "gate_json", "candidate_sha", "branch")
+)
+GATE_CHIPS = {"pass": "passed", "fail": "failed", "interrupted": "aborted"}
+
+
+def gate_verdict(gate: Any) -> dict[str, Any] | None:
+    """A gate record (``plays.gate_json``, ``shows.final_gate_json``) as the board shows
+    it: the verdict, a chip status, the reason, the gate's run and the commit it judged."""
+    if not isinstance(gate, dict) or not gate.get("verdict"):
+        return None
+    verdict = str(gate["verdict"])
+    return {
+        "verdict": verdict,
+        "chip": GATE_CHIPS.get(verdict, verdict),
+        "reason": gate.get("reason"),
+        "session_id": gate.get("session_id"),
+        "commit": gate.get("commit"),
+    }
 
 
 def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
@@ -243,14 +263,17 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     columns: dict[str, list[dict[str, Any]]] = {}
     for play in plays:
         extras = {
-            k: v for k, v in play.items() if k not in PLAY_BASE_COLUMNS and v not in (None, "")
+            k: v
+            for k, v in play.items()
+            if k not in PLAY_BASE_COLUMNS | PLAY_READ_COLUMNS and v not in (None, "")
         }
-        play = {**play, "extras": extras}
+        play = {**play, "extras": extras, "gate": gate_verdict(play.get("gate_json"))}
         columns.setdefault(str(play.get("status")), []).append(play)
     order = [s for s in PLAY_ORDER if s in columns]
     order += [s for s in columns if s not in order]
     return {
         "show": row,
+        "final_gate": gate_verdict(row.get("final_gate_json")),
         "plays": plays,
         "board": [{"status": s, "plays": columns[s]} for s in order],
         "transitions": store.list_transitions("show", show_id),
