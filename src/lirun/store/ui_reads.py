@@ -64,7 +64,8 @@ def page_params(flt: RunFilter, before: tuple[float, str] | None, limit: int) ->
         since=flt.since,
         status=flt.status or None,
         provider=flt.provider or None,
-        q=_like(flt.text) if flt.text else None,
+        q=_like(flt.text) if flt.text else None,  # SQLite: a LIKE pattern
+        needle=flt.text.lower() if flt.text else None,  # PostgreSQL: strpos
         limit=max(1, min(int(limit), MAX_PAGE)),
     )
     return params

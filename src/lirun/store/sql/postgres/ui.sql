@@ -4,10 +4,14 @@
 
 -- name: ui_runs_page
 -- One page of every kind of execution, newest first: each kind's newest rows before the
--- cursor (:before_at, :before_id) that pass the filters (a NULL filter passes all; :q is
--- a lower-case LIKE pattern matched inside the searched columns joined by newlines: one
+-- cursor (:before_at, :before_id) that pass the filters (a NULL filter passes all;
+-- :needle is lower-case text found inside the searched columns joined by newlines: one
 -- lower() per row, not an ILIKE per column, which is twice as slow), then the newest
--- :limit of them all.
+-- :limit of them all. strpos, not LIKE: the planner takes a LIKE '%...%' over an
+-- expression to match about one row, so it read and sorted the whole table; strpos() > 0
+-- it takes to match many, so it walks the (created_at, id) index newest first and stops
+-- at :limit matches (3 ms instead of 135 over 100,000 runs when 1 run in 97 matches;
+-- when none matches it reads them all, as the scan did).
 -- :want_<kind> is 1 or 0.
 -- A schedule run names what it made (made_kind, made_id: its session, flow or show), so
 -- its row links there. Otherwise only columns every version of these tables has are read.
@@ -24,9 +28,8 @@ SELECT * FROM (
      AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR provider = CAST(:provider AS TEXT))
-     AND (CAST(:q AS TEXT) IS NULL
-          OR lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary))
-             LIKE CAST(:q AS TEXT) ESCAPE '\')
+     AND (CAST(:needle AS TEXT) IS NULL
+          OR strpos(lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary)), CAST(:needle AS TEXT)) > 0)
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS session_page
@@ -41,9 +44,8 @@ SELECT * FROM (
      AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
-     AND (CAST(:q AS TEXT) IS NULL
-          OR lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary))
-             LIKE CAST(:q AS TEXT) ESCAPE '\')
+     AND (CAST(:needle AS TEXT) IS NULL
+          OR strpos(lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary)), CAST(:needle AS TEXT)) > 0)
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS invocation_page
@@ -58,9 +60,8 @@ SELECT * FROM (
      AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
-     AND (CAST(:q AS TEXT) IS NULL
-          OR lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary))
-             LIKE CAST(:q AS TEXT) ESCAPE '\')
+     AND (CAST(:needle AS TEXT) IS NULL
+          OR strpos(lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary)), CAST(:needle AS TEXT)) > 0)
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS play_page
@@ -76,9 +77,8 @@ SELECT * FROM (
      AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
-     AND (CAST(:q AS TEXT) IS NULL
-          OR lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary))
-             LIKE CAST(:q AS TEXT) ESCAPE '\')
+     AND (CAST(:needle AS TEXT) IS NULL
+          OR strpos(lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary)), CAST(:needle AS TEXT)) > 0)
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS schedule_run_page
