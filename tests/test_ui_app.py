@@ -548,3 +548,37 @@ def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
     data = client.get(f"/api/shows/{show['id']}").json()
     assert data["final_gate"] is None
     assert {p["gate"]["verdict"] for c in data["board"] for p in c["plays"]} == {"pass", "fail"}
+
+
+def test_schedule_names_worker_hosts_and_transports_stay_text(
+    store: Store, client: TestClient
+) -> None:
+    """The engines refuse such names, but the dashboard shows whatever a row holds."""
+    from lirun.liveness import current_owner
+
+    raw_write(
+        store,
+        "INSERT INTO schedules (id, name, spec, action_kind, enabled, created_at, updated_at) "
+        "VALUES ('s-x', :name, :name, 'run', 1, 1.0, 1.0)",
+        {"name": XSS_SCRIPT},
+    )
+    run = store.create_schedule_run(action_kind=XSS_IMG, schedule_id="s-x")
+    store.update_status(
+        "schedule_run",
+        run["id"],
+        new_status="failed",
+        reason_code="schedule.failed.action",
+        reason_summary=XSS_IMG,
+    )
+    worker = store.register_worker(
+        owner={**current_owner(), "host": XSS_IMG},
+        concurrency=1,
+        transport=XSS_SCRIPT,
+        lease_seconds=60,
+    )
+    for path in ("/schedules", "/workers", "/?kind=schedule_run"):
+        html = client.get(path).text
+        assert XSS_SCRIPT not in html and XSS_IMG not in html, path
+        assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/app.js" defer>']
+        assert not re.search(r"<[^>]+\son\w+\s*=", html), path
+    assert f'id="worker-{worker}"' in client.get("/workers").text
