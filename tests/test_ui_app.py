@@ -472,7 +472,11 @@ def test_a_scheduled_agent_or_commands_cost_is_its_sessions(
     [shown] = client.get("/api/schedules").json()["schedules"]
     assert shown["recent"][0]["cost_usd"] == pytest.approx(0.0123)
     assert shown["cost_usd"] == pytest.approx(0.0123)
-    assert "$0.0123" in client.get("/schedules").text
+    page = client.get("/schedules").text
+    assert "$0.0123" in page
+    # A cell of the strip opens the run it made and says why it ended.
+    assert f'<a class="cell st-completed" href="/runs/{session["id"]}"' in page
+    assert "completed schedule.completed.ok 20" in page
 
 
 def test_a_schedule_run_links_to_what_it_ran(

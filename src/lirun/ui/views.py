@@ -288,6 +288,16 @@ def schedules_view(store: Store) -> dict[str, Any]:
     out = []
     for schedule in store.list_schedules():
         runs = runs_by_schedule.get(str(schedule["id"]), [])
+        for r in runs:  # each cell opens the run, flow or show it made
+            made = next((k for k in ("session", "invocation", "show") if r.get(f"{k}_id")), None)
+            r["href"] = run_href(
+                {
+                    "kind": "schedule_run",
+                    "parent_id": r.get("schedule_id"),
+                    "made_kind": made,
+                    "made_id": r.get(f"{made}_id") if made else None,
+                }
+            )
         ended = [r for r in runs if r.get("status") in policy_for("schedule_run").terminal]
         ok = [r for r in ended if r.get("status") == "completed"]
         next_fire = next(
