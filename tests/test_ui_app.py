@@ -586,3 +586,31 @@ def test_schedule_names_worker_hosts_and_transports_stay_text(
         assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/app.js" defer>']
         assert not re.search(r"<[^>]+\son\w+\s*=", html), path
     assert f'id="worker-{worker}"' in client.get("/workers").text
+
+
+def test_lineage_names_the_schedule_run_that_made_an_agent_run(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """A scheduled or submitted agent or command names its session, not an invocation:
+    its page said it had started on its own."""
+    raw_write(
+        store,
+        "INSERT INTO schedules (id, name, spec, action_kind, enabled, created_at, updated_at) "
+        "VALUES ('s3', 'nightly-review', 'every 1h', 'agent', 1, 1.0, 1.0)",
+        {},
+    )
+    for run_id, schedule in (("by-schedule", "s3"), ("by-submit", None)):
+        make_run(store, lirun_home, run_id)
+        made = store.create_schedule_run(action_kind="agent", schedule_id=schedule)
+        raw_write(
+            store,
+            "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
+            {"sid": run_id, "id": made["id"]},
+        )
+    page = client.get("/runs/by-schedule").text
+    assert 'of <a href="/schedules#schedule-s3">nightly-review</a>' in page
+    assert "Started on its own" not in page
+    page = client.get("/runs/by-submit").text
+    assert "queued by li submit" in page and "None" not in page
+    [made] = client.get("/api/runs/by-schedule").json()["lineage"]["schedule_runs"]
+    assert made["schedule_name"] == "nightly-review"

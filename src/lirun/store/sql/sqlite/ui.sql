@@ -134,6 +134,11 @@ SELECT id, status, created_at FROM sessions WHERE resumed_from = :id ORDER BY cr
 -- name: ui_plays_of_session
 SELECT id, show_id, name, status FROM plays WHERE session_id = :id ORDER BY created_at, id
 
--- name: ui_schedule_runs_of_invocation
-SELECT id, schedule_id, status FROM schedule_runs
- WHERE invocation_id = :invocation_id ORDER BY created_at, id
+-- name: ui_schedule_runs_of_run
+-- The schedule runs that made this execution: an agent or command action names its
+-- session, a flow action its invocation. With the schedule's name (none for li submit).
+SELECT r.id, r.schedule_id, r.status, d.name AS schedule_name
+  FROM schedule_runs AS r
+  LEFT JOIN schedules AS d ON d.id = r.schedule_id
+ WHERE r.session_id = CAST(:id AS TEXT) OR r.invocation_id = CAST(:invocation_id AS TEXT)
+ ORDER BY r.created_at, r.id
