@@ -614,3 +614,29 @@ def test_lineage_names_the_schedule_run_that_made_an_agent_run(
     assert "queued by li submit" in page and "None" not in page
     [made] = client.get("/api/runs/by-schedule").json()["lineage"]["schedule_runs"]
     assert made["schedule_name"] == "nightly-review"
+
+
+def test_a_workers_running_runs_link_to_what_they_made(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """A worker holds schedule runs; they have no page of their own: /runs/<schedule run>
+    was a 404. Each links to the run it made (or, not started yet, its schedule)."""
+    from lirun.liveness import current_owner
+
+    worker = store.register_worker(
+        owner=current_owner(), concurrency=2, transport="local", lease_seconds=60
+    )
+    make_run(store, lirun_home, "held-session", status="running")
+    held = store.create_schedule_run(action_kind="agent", schedule_id="s4")
+    assert store.claim_run(held["id"], worker_id=worker, lease_seconds=60)
+    raw_write(
+        store,
+        "UPDATE schedule_runs SET session_id = 'held-session' WHERE id = :id",
+        {"id": held["id"]},
+    )
+    page = client.get("/workers").text
+    assert '<a href="/runs/held-session">agent ' in page
+    assert f'href="/runs/{held["id"]}"' not in page
+    [shown] = client.get("/api/workers").json()["workers"]
+    assert shown["running"] == [held["id"]]
+    assert shown["runs"][0]["href"] == "/runs/held-session"

@@ -93,6 +93,20 @@ def run_href(row: Mapping[str, Any]) -> str:
     return f"/runs/{ident}"
 
 
+def schedule_run_href(row: Mapping[str, Any]) -> str:
+    """Where a ``schedule_runs`` row links: the run, flow or show it made, else its
+    schedule."""
+    made = next((k for k in ("session", "invocation", "show") if row.get(f"{k}_id")), None)
+    return run_href(
+        {
+            "kind": "schedule_run",
+            "parent_id": row.get("schedule_id"),
+            "made_kind": made,
+            "made_id": row.get(f"{made}_id") if made else None,
+        }
+    )
+
+
 def duration(row: Mapping[str, Any], now: float | None = None) -> float | None:
     """The recorded duration, else ended - created, else (still running) the time so far."""
     if row.get("duration_s") is not None:
@@ -289,15 +303,7 @@ def schedules_view(store: Store) -> dict[str, Any]:
     for schedule in store.list_schedules():
         runs = runs_by_schedule.get(str(schedule["id"]), [])
         for r in runs:  # each cell opens the run, flow or show it made
-            made = next((k for k in ("session", "invocation", "show") if r.get(f"{k}_id")), None)
-            r["href"] = run_href(
-                {
-                    "kind": "schedule_run",
-                    "parent_id": r.get("schedule_id"),
-                    "made_kind": made,
-                    "made_id": r.get(f"{made}_id") if made else None,
-                }
-            )
+            r["href"] = schedule_run_href(r)
         ended = [r for r in runs if r.get("status") in policy_for("schedule_run").terminal]
         ok = [r for r in ended if r.get("status") == "completed"]
         next_fire = next(
@@ -341,9 +347,27 @@ def workers_view(store: Store) -> dict[str, Any]:
     from lirun.schedules.worker import live_workers
 
     fields = ("id", "host", "pid", "started_at", "heartbeat_age", "concurrency", "transport")
-    return {
-        "workers": [
-            {**{k: w.get(k) for k in fields}, "running": list(w.get("running") or ())}
-            for w in live_workers(store, time.time())
-        ]
-    }
+    workers = []
+    for w in live_workers(store, time.time()):
+        running = [str(r) for r in w.get("running") or ()]  # schedule run ids
+        workers.append(
+            {**{k: w.get(k) for k in fields}, "running": running, "runs": _runs_of(store, running)}
+        )
+    return {"workers": workers}
+
+
+def _runs_of(store: Store, ids: list[str]) -> list[dict[str, Any]]:
+    """Schedule runs a worker runs, each linked to the run, flow or show it made (a
+    schedule run has no page of its own)."""
+    out = []
+    for run_id in ids:
+        row = store.get_entity("schedule_run", run_id) or {"id": run_id}
+        out.append(
+            {
+                "id": run_id,
+                "action_kind": row.get("action_kind"),
+                "status": row.get("status"),
+                "href": schedule_run_href(row),
+            }
+        )
+    return out
