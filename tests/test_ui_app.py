@@ -640,3 +640,26 @@ def test_a_workers_running_runs_link_to_what_they_made(
     [shown] = client.get("/api/workers").json()["workers"]
     assert shown["running"] == [held["id"]]
     assert shown["runs"][0]["href"] == "/runs/held-session"
+
+
+def test_skipped_fires_are_not_failures_in_the_success_rate(
+    store: Store, client: TestClient
+) -> None:
+    """A due time skipped because the last run was still going (overlap: skip, the
+    default) ran nothing: a schedule whose every run succeeded read 50%."""
+    raw_write(
+        store,
+        "INSERT INTO schedules (id, name, spec, action_kind, enabled, created_at, updated_at) "
+        "VALUES ('s5', 'often', 'every 1m', 'run', 1, 1.0, 1.0)",
+        {},
+    )
+    for status, reason in (
+        ("completed", "schedule.completed.ok"),
+        ("skipped", "schedule.skipped.overlap"),
+    ):
+        run = store.create_schedule_run(action_kind="run", schedule_id="s5")
+        store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
+    [shown] = client.get("/api/schedules").json()["schedules"]
+    assert shown["success_rate"] == 1.0
+    page = client.get("/schedules").text
+    assert "100%" in page and page.count('class="cell st-') == 2

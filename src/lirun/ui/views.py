@@ -294,6 +294,9 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     }
 
 
+RAN_AND_ENDED = policy_for("schedule_run").terminal - {"skipped"}
+
+
 def schedules_view(store: Store) -> dict[str, Any]:
     """Every schedule with its last runs (a strip of cells) and their success rate."""
     runs_by_schedule: dict[str, list[dict[str, Any]]] = {}
@@ -304,7 +307,9 @@ def schedules_view(store: Store) -> dict[str, Any]:
         runs = runs_by_schedule.get(str(schedule["id"]), [])
         for r in runs:  # each cell opens the run, flow or show it made
             r["href"] = schedule_run_href(r)
-        ended = [r for r in runs if r.get("status") in policy_for("schedule_run").terminal]
+        # Of the runs that ran and ended: a skipped due time ran nothing, so it is neither
+        # a success nor a failure (the strip still shows it).
+        ended = [r for r in runs if r.get("status") in RAN_AND_ENDED]
         ok = [r for r in ended if r.get("status") == "completed"]
         next_fire = next(
             (schedule[k] for k in sorted(schedule) if k.startswith("next_") and k.endswith("_at")),
