@@ -532,12 +532,13 @@ def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
         raw_write(
             store,
             "UPDATE plays SET attempt = :a, attempts = 2, merge_sha = :m, merged_at = :t, "
-            "gate_json = :g WHERE id = :id",
+            "gate_json = :g, worktree = :w, depends_on_json = '[]' WHERE id = :id",
             {
                 "a": attempt,
                 "m": merge,
                 "t": 1796050281.5 if merge else None,
                 "g": json.dumps({**gate, "verdict": verdict}),
+                "w": None if merge else "/home/me/.lirun/worktrees/20261130T145121-112f81/bad",
                 "id": play["id"],
             },
         )
@@ -549,6 +550,9 @@ def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
     assert 'href="/runs/gate-2">gate run</a>' in page
     assert "{&#39;commit" not in page and "1796050281" not in page
     assert "2026-11-30 14:51:21 UTC" in page
+    # Where an escalated play's work is, whole (a person goes there); no empty lists.
+    assert '<code class="path">/home/me/.lirun/worktrees/20261130T145121-112f81/bad</code>' in page
+    assert "depends on json" not in page
     data = client.get(f"/api/shows/{show['id']}").json()
     assert data["final_gate"] is None
     assert {p["gate"]["verdict"] for c in data["board"] for p in c["plays"]} == {"pass", "fail"}

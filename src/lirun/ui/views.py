@@ -248,7 +248,16 @@ PLAY_BASE_COLUMNS = frozenset(
 )
 # The shows engine's columns the board reads as what they mean (the rest show as they come).
 PLAY_READ_COLUMNS = frozenset(
-    ("attempt", "attempts", "merge_sha", "merged_at", "gate_json", "candidate_sha", "branch")
+    (
+        "attempt",
+        "attempts",
+        "merge_sha",
+        "merged_at",
+        "gate_json",
+        "candidate_sha",
+        "branch",
+        "worktree",
+    )
 )
 GATE_CHIPS = {"pass": "passed", "fail": "failed", "interrupted": "aborted"}
 
@@ -279,7 +288,7 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
         extras = {
             k: v
             for k, v in play.items()
-            if k not in PLAY_BASE_COLUMNS | PLAY_READ_COLUMNS and v not in (None, "")
+            if k not in PLAY_BASE_COLUMNS | PLAY_READ_COLUMNS and v not in (None, "", [], {})
         }
         play = {**play, "extras": extras, "gate": gate_verdict(play.get("gate_json"))}
         columns.setdefault(str(play.get("status")), []).append(play)
