@@ -508,6 +508,11 @@ def test_a_schedule_run_links_to_what_it_ran(
     assert "None" not in client.get("/?kind=schedule_run").text
 
 
+FEEDBACK = (
+    "the gate failed on the merge result 8c22df37d874 (run.failed.exit_nonzero); it printed nothing"
+)
+
+
 def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
     store: Store, client: TestClient
 ) -> None:
@@ -532,13 +537,14 @@ def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
         raw_write(
             store,
             "UPDATE plays SET attempt = :a, attempts = 2, merge_sha = :m, merged_at = :t, "
-            "gate_json = :g, worktree = :w, depends_on_json = '[]' WHERE id = :id",
+            "gate_json = :g, worktree = :w, depends_on_json = '[]', feedback = :f WHERE id = :id",
             {
                 "a": attempt,
                 "m": merge,
                 "t": 1796050281.5 if merge else None,
                 "g": json.dumps({**gate, "verdict": verdict}),
                 "w": None if merge else "/home/me/.lirun/worktrees/20261130T145121-112f81/bad",
+                "f": None if merge else FEEDBACK,
                 "id": play["id"],
             },
         )
@@ -553,6 +559,7 @@ def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
     # Where an escalated play's work is, whole (a person goes there); no empty lists.
     assert '<code class="path">/home/me/.lirun/worktrees/20261130T145121-112f81/bad</code>' in page
     assert "depends on json" not in page
+    assert FEEDBACK in page  # why it is escalated, not its first 40 characters
     data = client.get(f"/api/shows/{show['id']}").json()
     assert data["final_gate"] is None
     assert {p["gate"]["verdict"] for c in data["board"] for p in c["plays"]} == {"pass", "fail"}
