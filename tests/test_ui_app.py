@@ -674,3 +674,19 @@ def test_skipped_fires_are_not_failures_in_the_success_rate(
     assert shown["success_rate"] == 1.0
     page = client.get("/schedules").text
     assert "100%" in page and page.count('class="cell st-') == 2
+
+
+def test_a_gate_or_an_earlier_attempt_names_its_play(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """The shows engine notes play, show, role and attempt in a run's metadata; only the
+    play's latest work run was linked, so a gate run's page did not say whose gate it was."""
+    show = store.create_show(topic="qa")
+    play = store.create_play(show_id=show["id"], name="bad")
+    meta = {"play_id": play["id"], "show_id": show["id"], "play": "bad", "attempt": 2}
+    make_run(store, lirun_home, "gate-2", metadata_json={**meta, "role": "gate"})
+    make_run(store, lirun_home, "work-1", metadata_json={**meta, "attempt": 1, "role": "agent"})
+    link = f'<a href="/shows/{show["id"]}#play-{play["id"]}">bad</a>'
+    assert f"gate of play {link}, attempt 2" in client.get("/runs/gate-2").text
+    assert f"work of play {link}, attempt 1" in client.get("/runs/work-1").text
+    assert client.get("/api/runs/gate-2").json()["play_of"]["role"] == "gate"

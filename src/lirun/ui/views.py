@@ -169,9 +169,21 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "artifacts": list_artifacts(row.get("artifacts_path")),
         "usage": {k: row.get(k) for k in usage_keys if row.get(k) is not None},
         "lineage": lineage,
+        "play_of": _play_of(row),
         "transcript": read_transcript(row),
         "admin_events": store.list_admin_events(run_id),
     }
+
+
+def _play_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The play a show ran this execution for, from what the shows engine notes in its
+    metadata (every attempt's work and every gate, not only the play's latest run)."""
+    meta = row.get("metadata_json")
+    if not isinstance(meta, dict) or not (meta.get("play_id") and meta.get("show_id")):
+        return None
+    role = "gate" if meta.get("role") == "gate" else "work"
+    keys = ("play_id", "show_id", "play", "attempt")
+    return {**{k: meta.get(k) for k in keys}, "role": role}
 
 
 def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
