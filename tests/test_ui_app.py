@@ -5,6 +5,7 @@ document."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -444,3 +445,248 @@ def test_a_running_runs_transcript_is_followed_from_its_files(
     assert client.get("/runs/nope/transcript").status_code == 404
     store.update_status("session", "busy", new_status="completed", reason_code="run.completed.ok")
     assert "data-follow" not in client.get("/runs/busy").text  # an ended run is not followed
+
+
+def test_a_scheduled_agent_or_commands_cost_is_its_sessions(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """`li schedule add -- agent ...` runs one session, no invocation: its cost is the
+    session's, not nothing."""
+    now = time.time()
+    raw_write(
+        store,
+        "INSERT INTO schedules (id, name, spec, action_kind, enabled, created_at, updated_at) "
+        "VALUES ('s2', 'hourly', 'every 1h', 'agent', 1, :now, :now)",
+        {"now": now},
+    )
+    session = make_run(store, lirun_home, "run-sched-agent")  # cost 0.0123
+    run = store.create_schedule_run(action_kind="agent", schedule_id="s2")
+    raw_write(
+        store,
+        "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
+        {"sid": session["id"], "id": run["id"]},
+    )
+    store.update_status(
+        "schedule_run", run["id"], new_status="completed", reason_code="schedule.completed.ok"
+    )
+    [shown] = client.get("/api/schedules").json()["schedules"]
+    assert shown["recent"][0]["cost_usd"] == pytest.approx(0.0123)
+    assert shown["cost_usd"] == pytest.approx(0.0123)
+    page = client.get("/schedules").text
+    assert "$0.0123" in page
+    # A cell of the strip opens the run it made and says why it ended.
+    assert f'<a class="cell st-completed" href="/runs/{session["id"]}"' in page
+    assert "completed schedule.completed.ok 20" in page
+
+
+def test_a_schedule_run_links_to_what_it_ran(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """A `li submit` run has no schedule: its row linked to '/schedules#schedule-None'.
+    A schedule run that ran something links to that run; one that did not, to its
+    schedule."""
+    session = make_run(store, lirun_home, "run-submitted")
+    submitted = store.create_schedule_run(action_kind="agent")
+    raw_write(
+        store,
+        "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
+        {"sid": session["id"], "id": submitted["id"]},
+    )
+    flow = store.create_invocation(skill="flow")
+    fired = store.create_schedule_run(
+        action_kind="flow", schedule_id="s9", invocation_id=flow["id"]
+    )
+    queued = store.create_schedule_run(action_kind="run", schedule_id="s9")
+    queued_alone = store.create_schedule_run(action_kind="run")
+    hrefs = {r["id"]: r["href"] for r in client.get("/api/runs?kind=schedule_run").json()["runs"]}
+    assert hrefs == {
+        submitted["id"]: f"/runs/{session['id']}",
+        fired["id"]: f"/flows/{flow['id']}",
+        queued["id"]: "/schedules#schedule-s9",
+        queued_alone["id"]: "/schedules",
+    }
+    assert "None" not in client.get("/?kind=schedule_run").text
+
+
+FEEDBACK = (
+    "the gate failed on the merge result 8c22df37d874 (run.failed.exit_nonzero); it printed nothing"
+)
+
+
+def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
+    store: Store, client: TestClient
+) -> None:
+    """The columns the shows engine writes, as `li show run` left them after a merged play
+    and a play escalated by its gate: a verdict is a chip linked to its gate run, not a
+    cut-off dict; attempts read 'n of m'; the integration branch and its head are shown."""
+    show = store.create_show(topic="qa")
+    good = store.create_play(show_id=show["id"], name="good")
+    bad = store.create_play(show_id=show["id"], name="bad")
+    head = "47de1bc7bfac33cb7dbe68db4c24c1498002c90b"
+    raw_write(
+        store,
+        "UPDATE shows SET integration = 'show/qa', integration_head = :h, base = 'main' "
+        "WHERE id = :id",
+        {"h": head, "id": show["id"]},
+    )
+    for play, verdict, reason, attempt, merge in (
+        (good, "pass", "run.completed_empty.no_evidence", 1, head),
+        (bad, "fail", "run.failed.exit_nonzero", 2, None),
+    ):
+        gate = {"commit": "8c22df37d8748bc1", "reason": reason, "session_id": f"gate-{attempt}"}
+        raw_write(
+            store,
+            "UPDATE plays SET attempt = :a, attempts = 2, merge_sha = :m, merged_at = :t, "
+            "gate_json = :g, worktree = :w, depends_on_json = '[]', feedback = :f WHERE id = :id",
+            {
+                "a": attempt,
+                "m": merge,
+                "t": 1796050281.5 if merge else None,
+                "g": json.dumps({**gate, "verdict": verdict}),
+                "w": None if merge else "/home/me/.lirun/worktrees/20261130T145121-112f81/bad",
+                "f": None if merge else FEEDBACK,
+                "id": play["id"],
+            },
+        )
+    page = client.get(f"/shows/{show['id']}").text
+    assert 'show/qa</code> at <code class="sha">47de1bc7bfac' in page
+    assert ">attempt</span> 1 of 2" in page and ">attempt</span> 2 of 2" in page
+    assert '<span class="chip st-passed">passed</span> <code>run.completed_empty' in page
+    assert '<span class="chip st-failed">failed</span> <code>run.failed.exit_nonzero' in page
+    assert 'href="/runs/gate-2">gate run</a>' in page
+    assert "{&#39;commit" not in page and "1796050281" not in page
+    assert "2026-11-30 14:51:21 UTC" in page
+    # Where an escalated play's work is, whole (a person goes there); no empty lists.
+    assert '<code class="path">/home/me/.lirun/worktrees/20261130T145121-112f81/bad</code>' in page
+    assert "depends on json" not in page
+    assert FEEDBACK in page  # why it is escalated, not its first 40 characters
+    data = client.get(f"/api/shows/{show['id']}").json()
+    assert data["final_gate"] is None
+    assert {p["gate"]["verdict"] for c in data["board"] for p in c["plays"]} == {"pass", "fail"}
+
+
+def test_schedule_names_worker_hosts_and_transports_stay_text(
+    store: Store, client: TestClient
+) -> None:
+    """The engines refuse such names, but the dashboard shows whatever a row holds."""
+    from lirun.liveness import current_owner
+
+    raw_write(
+        store,
+        "INSERT INTO schedules (id, name, spec, action_kind, enabled, created_at, updated_at) "
+        "VALUES ('s-x', :name, :name, 'run', 1, 1.0, 1.0)",
+        {"name": XSS_SCRIPT},
+    )
+    run = store.create_schedule_run(action_kind=XSS_IMG, schedule_id="s-x")
+    store.update_status(
+        "schedule_run",
+        run["id"],
+        new_status="failed",
+        reason_code="schedule.failed.action",
+        reason_summary=XSS_IMG,
+    )
+    worker = store.register_worker(
+        owner={**current_owner(), "host": XSS_IMG},
+        concurrency=1,
+        transport=XSS_SCRIPT,
+        lease_seconds=60,
+    )
+    for path in ("/schedules", "/workers", "/?kind=schedule_run"):
+        html = client.get(path).text
+        assert XSS_SCRIPT not in html and XSS_IMG not in html, path
+        assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/app.js" defer>']
+        assert not re.search(r"<[^>]+\son\w+\s*=", html), path
+    assert f'id="worker-{worker}"' in client.get("/workers").text
+
+
+def test_lineage_names_the_schedule_run_that_made_an_agent_run(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """A scheduled or submitted agent or command names its session, not an invocation:
+    its page said it had started on its own."""
+    raw_write(
+        store,
+        "INSERT INTO schedules (id, name, spec, action_kind, enabled, created_at, updated_at) "
+        "VALUES ('s3', 'nightly-review', 'every 1h', 'agent', 1, 1.0, 1.0)",
+        {},
+    )
+    for run_id, schedule in (("by-schedule", "s3"), ("by-submit", None)):
+        make_run(store, lirun_home, run_id)
+        made = store.create_schedule_run(action_kind="agent", schedule_id=schedule)
+        raw_write(
+            store,
+            "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
+            {"sid": run_id, "id": made["id"]},
+        )
+    page = client.get("/runs/by-schedule").text
+    assert 'of <a href="/schedules#schedule-s3">nightly-review</a>' in page
+    assert "Started on its own" not in page
+    page = client.get("/runs/by-submit").text
+    assert "queued by li submit" in page and "None" not in page
+    [made] = client.get("/api/runs/by-schedule").json()["lineage"]["schedule_runs"]
+    assert made["schedule_name"] == "nightly-review"
+
+
+def test_a_workers_running_runs_link_to_what_they_made(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """A worker holds schedule runs; they have no page of their own: /runs/<schedule run>
+    was a 404. Each links to the run it made (or, not started yet, its schedule)."""
+    from lirun.liveness import current_owner
+
+    worker = store.register_worker(
+        owner=current_owner(), concurrency=2, transport="local", lease_seconds=60
+    )
+    make_run(store, lirun_home, "held-session", status="running")
+    held = store.create_schedule_run(action_kind="agent", schedule_id="s4")
+    assert store.claim_run(held["id"], worker_id=worker, lease_seconds=60)
+    raw_write(
+        store,
+        "UPDATE schedule_runs SET session_id = 'held-session' WHERE id = :id",
+        {"id": held["id"]},
+    )
+    page = client.get("/workers").text
+    assert '<a href="/runs/held-session">agent ' in page
+    assert f'href="/runs/{held["id"]}"' not in page
+    [shown] = client.get("/api/workers").json()["workers"]
+    assert shown["running"] == [held["id"]]
+    assert shown["runs"][0]["href"] == "/runs/held-session"
+
+
+def test_skipped_fires_are_not_failures_in_the_success_rate(
+    store: Store, client: TestClient
+) -> None:
+    """A due time skipped because the last run was still going (overlap: skip, the
+    default) ran nothing: a schedule whose every run succeeded read 50%."""
+    raw_write(
+        store,
+        "INSERT INTO schedules (id, name, spec, action_kind, enabled, created_at, updated_at) "
+        "VALUES ('s5', 'often', 'every 1m', 'run', 1, 1.0, 1.0)",
+        {},
+    )
+    for status, reason in (
+        ("completed", "schedule.completed.ok"),
+        ("skipped", "schedule.skipped.overlap"),
+    ):
+        run = store.create_schedule_run(action_kind="run", schedule_id="s5")
+        store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
+    [shown] = client.get("/api/schedules").json()["schedules"]
+    assert shown["success_rate"] == 1.0
+    page = client.get("/schedules").text
+    assert "100%" in page and page.count('class="cell st-') == 2
+
+
+def test_a_gate_or_an_earlier_attempt_names_its_play(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """The shows engine notes play, show, role and attempt in a run's metadata; only the
+    play's latest work run was linked, so a gate run's page did not say whose gate it was."""
+    show = store.create_show(topic="qa")
+    play = store.create_play(show_id=show["id"], name="bad")
+    meta = {"play_id": play["id"], "show_id": show["id"], "play": "bad", "attempt": 2}
+    make_run(store, lirun_home, "gate-2", metadata_json={**meta, "role": "gate"})
+    make_run(store, lirun_home, "work-1", metadata_json={**meta, "attempt": 1, "role": "agent"})
+    link = f'<a href="/shows/{show["id"]}#play-{play["id"]}">bad</a>'
+    assert f"gate of play {link}, attempt 2" in client.get("/runs/gate-2").text
+    assert f"work of play {link}, attempt 1" in client.get("/runs/work-1").text
+    assert client.get("/api/runs/gate-2").json()["play_of"]["role"] == "gate"

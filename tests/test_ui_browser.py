@@ -65,6 +65,7 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
     ):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # CSP refusals, 404s
     browser = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     browser.set_page_load_timeout(30)
     try:
@@ -329,6 +330,30 @@ def test_show_board_schedules_and_workers_render(site: Site, driver: object) -> 
         b.get(site.base + path)  # type: ignore[attr-defined]
         assert b.find_element(By.TAG_NAME, "h1").text.lower() == name  # type: ignore[attr-defined]
         shot(site, b, name)
+
+
+def test_no_page_logs_an_error_in_the_console(site: Site, driver: object) -> None:
+    """A style or script the CSP refuses, or a request that fails (the favicon every
+    page asked for was a 404), is an error in the console; a page has none."""
+    b: object = driver
+    b.get_log("browser")  # type: ignore[attr-defined]  # what earlier tests left
+    run_id = "xss-run"
+    for path in (
+        "/",
+        f"/runs/{run_id}",
+        f"/flows/{site.flow_id}",
+        f"/shows/{site.show_id}",
+        "/schedules",
+        "/workers",
+    ):
+        b.get(site.base + path)  # type: ignore[attr-defined]
+        wait_live(b)
+        errors = [
+            entry["message"]
+            for entry in b.get_log("browser")  # type: ignore[attr-defined]
+            if entry["level"] == "SEVERE"
+        ]
+        assert errors == [], (path, errors)
 
 
 def test_a_token_server_refuses_then_accepts_the_browser(site: Site, driver: object) -> None:

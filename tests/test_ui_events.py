@@ -218,3 +218,22 @@ def test_browsers_hear_when_the_database_goes_away_and_comes_back(pg_cluster: An
             assert (change.entity_id, change.status) == ("after-restart", "running")
         finally:
             store.close()
+
+
+def test_browsers_hear_when_a_worker_comes_or_goes(
+    store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker registers, stops, or dies (its heartbeat lapses) without a transition: the
+    workers page listed a dead worker as live until some run changed."""
+    from lirun.liveness import current_owner
+    from lirun.ui import events
+
+    monkeypatch.setattr(events, "WORKERS_CHECK_SECONDS", 0.05)
+    with running_hub(db_url) as (hub, loop):
+        queue = hub.subscribe()
+        worker = store.register_worker(
+            owner=current_owner(), concurrency=1, transport="local", lease_seconds=60
+        )
+        assert next_change(loop, queue, 3.0) == events.Notice("workers")
+        store.stop_worker(worker)
+        assert next_change(loop, queue, 3.0) == events.Notice("workers")

@@ -91,3 +91,57 @@ def test_an_unknown_kind_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="not a run kind"):
         page_params(RunFilter(kinds=("team",)), None, 10)
     assert page_params(RunFilter(), None, 10_000)["limit"] == 200
+
+
+def test_free_text_is_literal_and_case_insensitive(store: Store) -> None:
+    now = time.time()
+    texts = ("Fix 100% of it", "a_b under", "back\\slash", "plain fix")
+    store.import_sessions(
+        {
+            "id": f"t{i}",
+            "status": "completed",
+            "reason_code": "run.completed.ok",
+            "prompt": text,
+            "created_at": now + i,
+        }
+        for i, text in enumerate(texts)
+    )
+
+    def found(text: str) -> list[str]:
+        return [r["id"] for r in store.runs_page(RunFilter(text=text))]
+
+    assert found("100%") == ["t0"] and found("FIX") == ["t3", "t0"]
+    assert found("a_b") == ["t1"] and found("_") == ["t1"] and found("%") == ["t0"]
+    assert found("k\\s") == ["t2"] and found("T2") == ["t2"] and found("nothing") == []
+
+
+@pytest.mark.postgres
+def test_free_text_on_postgres_walks_the_newest_runs_first(db_url: str, store: Store) -> None:
+    """A LIKE '%...%' over an expression the planner takes to match about one row, so it
+    read and sorted every run for a page of 50; the search walks (created_at, id) newest
+    first and stops at the page."""
+    if not is_postgres_url(db_url):
+        pytest.skip("the PostgreSQL planner")
+    from support.storekit import raw_write
+
+    now = time.time()
+    for first in range(0, 20_000, 10_000):
+        store.import_sessions(
+            {
+                "id": f"b{i:06d}",
+                "status": "completed",
+                "reason_code": "run.completed.ok",
+                "prompt": f"task {i}: refactor module {i % 97}",
+                "created_at": now + i,
+            }
+            for i in range(first, first + 10_000)
+        )
+    raw_write(store, "ANALYZE sessions", {})
+    params = page_params(RunFilter(text="module 42"), None, 51)
+    plan = "\n".join(
+        str(next(iter(r.values())))
+        for r in store.connector.read("EXPLAIN " + store.sql("ui_runs_page"), params)
+    )
+    assert "Index Scan Backward using sessions_" in plan, plan
+    assert "Seq Scan on sessions" not in plan, plan
+    assert len(store.runs_page(RunFilter(text="module 42"), limit=51)) == 51

@@ -64,7 +64,8 @@ def page_params(flt: RunFilter, before: tuple[float, str] | None, limit: int) ->
         since=flt.since,
         status=flt.status or None,
         provider=flt.provider or None,
-        q=_like(flt.text) if flt.text else None,
+        q=_like(flt.text) if flt.text else None,  # SQLite: a LIKE pattern
+        needle=flt.text.lower() if flt.text else None,  # PostgreSQL: strpos
         limit=max(1, min(int(limit), MAX_PAGE)),
     )
     return params
@@ -113,12 +114,11 @@ class UIReads:
 
     def run_lineage(self: _HasQueries, session_id: str, invocation_id: str | None) -> Row:
         """What an execution is linked to besides its own columns: the executions that
-        resumed it, the plays it backs, the schedule runs of its invocation."""
+        resumed it, the plays it backs, the schedule runs that made it or its invocation."""
         resumed_as = self.connector.read(self.sql("ui_resumed_as"), {"id": session_id})
         plays = self.connector.read(self.sql("ui_plays_of_session"), {"id": session_id})
-        schedule_runs: list[Row] = []
-        if invocation_id:
-            schedule_runs = self.connector.read(
-                self.sql("ui_schedule_runs_of_invocation"), {"invocation_id": invocation_id}
-            )
+        schedule_runs = self.connector.read(
+            self.sql("ui_schedule_runs_of_run"),
+            {"id": session_id, "invocation_id": invocation_id},
+        )
         return {"resumed_as": resumed_as, "plays": plays, "schedule_runs": schedule_runs}

@@ -32,6 +32,9 @@ QUEUE_LIMIT = 1000
 # One watcher per server: it can look at SQLite's change token far more often than the
 # many waiters of `li wait` do (a look costs microseconds).
 SQLITE_CHECK_SECONDS = 0.005
+# Workers come and go without a transition (a worker killed -9 just stops its heartbeat):
+# the watcher looks at which are live this often and tells browsers when that changes.
+WORKERS_CHECK_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,8 @@ class Change:
 @dataclass(frozen=True, slots=True)
 class Notice:
     """The watcher's own state for browsers: ``stale`` (it cannot read the database: the
-    page may be out of date) or ``recovered`` (it can again: look again)."""
+    page may be out of date), ``recovered`` (it can again: look again) or ``workers``
+    (the set of live workers changed)."""
 
     kind: str
 
@@ -153,6 +157,7 @@ class Hub:
         self.cursor = 0
         self.ready = threading.Event()
         self.error: str | None = None
+        self._live_workers: frozenset[str] | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -233,6 +238,7 @@ class Hub:
             )
             tracker = SeqTracker(store.last_transition_seq())
             self.cursor = tracker.cursor
+            self._check_workers(store)  # before ready: a worker from now on is news
             self.ready.set()
             try:
                 self._watch(store, waker, tracker)
@@ -242,10 +248,27 @@ class Hub:
             self.ready.set()
             store.close()
 
+    def _check_workers(self, store: Any) -> None:
+        """Publish ``workers`` when the set of live workers is not the one seen last."""
+        from lirun.errors import LirunError
+        from lirun.schedules.worker import live_workers
+
+        try:
+            live = frozenset(str(w["id"]) for w in live_workers(store, time.time()))
+        except LirunError:
+            return  # the transitions' read says so
+        if self._live_workers is not None and live != self._live_workers:
+            self.publish([Notice("workers")])
+        self._live_workers = live
+
     def _watch(self, store: Any, waker: Any, tracker: SeqTracker) -> None:
         from lirun.errors import LirunError
 
+        next_workers = time.monotonic() + WORKERS_CHECK_SECONDS
         while not self._stop.is_set():
+            if time.monotonic() >= next_workers:
+                self._check_workers(store)
+                next_workers = time.monotonic() + WORKERS_CHECK_SECONDS
             try:
                 rows = store.transitions_since(tracker.cursor, limit=BATCH)
             except LirunError as exc:
@@ -264,5 +287,6 @@ class Hub:
             if len(rows) >= BATCH:
                 continue  # more are waiting
             wait = GAP_RECHECK_SECONDS if tracker.waiting else IDLE_WAIT_SECONDS
+            wait = max(0.0, min(wait, next_workers - time.monotonic()))
             waker.wait(wait, self._stop.is_set)
             waker.after_read(True)

@@ -83,9 +83,28 @@ def run_href(row: Mapping[str, Any]) -> str:
         return f"/flows/{ident}"
     if kind == "play":
         return f"/shows/{row.get('parent_id')}#play-{ident}"
-    if kind == "schedule_run":
-        return f"/schedules#schedule-{row.get('parent_id')}"
+    if kind == "schedule_run":  # what it ran, else (queued, skipped) its schedule
+        made = {"session": "/runs/", "invocation": "/flows/", "show": "/shows/"}
+        if row.get("made_id") and row.get("made_kind") in made:
+            return f"{made[row['made_kind']]}{row['made_id']}"
+        if row.get("parent_id"):
+            return f"/schedules#schedule-{row['parent_id']}"
+        return "/schedules"
     return f"/runs/{ident}"
+
+
+def schedule_run_href(row: Mapping[str, Any]) -> str:
+    """Where a ``schedule_runs`` row links: the run, flow or show it made, else its
+    schedule."""
+    made = next((k for k in ("session", "invocation", "show") if row.get(f"{k}_id")), None)
+    return run_href(
+        {
+            "kind": "schedule_run",
+            "parent_id": row.get("schedule_id"),
+            "made_kind": made,
+            "made_id": row.get(f"{made}_id") if made else None,
+        }
+    )
 
 
 def duration(row: Mapping[str, Any], now: float | None = None) -> float | None:
@@ -150,9 +169,21 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "artifacts": list_artifacts(row.get("artifacts_path")),
         "usage": {k: row.get(k) for k in usage_keys if row.get(k) is not None},
         "lineage": lineage,
+        "play_of": _play_of(row),
         "transcript": read_transcript(row),
         "admin_events": store.list_admin_events(run_id),
     }
+
+
+def _play_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The play a show ran this execution for, from what the shows engine notes in its
+    metadata (every attempt's work and every gate, not only the play's latest run)."""
+    meta = row.get("metadata_json")
+    if not isinstance(meta, dict) or not (meta.get("play_id") and meta.get("show_id")):
+        return None
+    role = "gate" if meta.get("role") == "gate" else "work"
+    keys = ("play_id", "show_id", "play", "attempt")
+    return {**{k: meta.get(k) for k in keys}, "role": role}
 
 
 def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
@@ -227,6 +258,35 @@ PLAY_BASE_COLUMNS = frozenset(
         "updated_at",
     )
 )
+# The shows engine's columns the board reads as what they mean (the rest show as they come).
+PLAY_READ_COLUMNS = frozenset(
+    (
+        "attempt",
+        "attempts",
+        "merge_sha",
+        "merged_at",
+        "gate_json",
+        "candidate_sha",
+        "branch",
+        "worktree",
+    )
+)
+GATE_CHIPS = {"pass": "passed", "fail": "failed", "interrupted": "aborted"}
+
+
+def gate_verdict(gate: Any) -> dict[str, Any] | None:
+    """A gate record (``plays.gate_json``, ``shows.final_gate_json``) as the board shows
+    it: the verdict, a chip status, the reason, the gate's run and the commit it judged."""
+    if not isinstance(gate, dict) or not gate.get("verdict"):
+        return None
+    verdict = str(gate["verdict"])
+    return {
+        "verdict": verdict,
+        "chip": GATE_CHIPS.get(verdict, verdict),
+        "reason": gate.get("reason"),
+        "session_id": gate.get("session_id"),
+        "commit": gate.get("commit"),
+    }
 
 
 def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
@@ -238,18 +298,24 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     columns: dict[str, list[dict[str, Any]]] = {}
     for play in plays:
         extras = {
-            k: v for k, v in play.items() if k not in PLAY_BASE_COLUMNS and v not in (None, "")
+            k: v
+            for k, v in play.items()
+            if k not in PLAY_BASE_COLUMNS | PLAY_READ_COLUMNS and v not in (None, "", [], {})
         }
-        play = {**play, "extras": extras}
+        play = {**play, "extras": extras, "gate": gate_verdict(play.get("gate_json"))}
         columns.setdefault(str(play.get("status")), []).append(play)
     order = [s for s in PLAY_ORDER if s in columns]
     order += [s for s in columns if s not in order]
     return {
         "show": row,
+        "final_gate": gate_verdict(row.get("final_gate_json")),
         "plays": plays,
         "board": [{"status": s, "plays": columns[s]} for s in order],
         "transitions": store.list_transitions("show", show_id),
     }
+
+
+RAN_AND_ENDED = policy_for("schedule_run").terminal - {"skipped"}
 
 
 def schedules_view(store: Store) -> dict[str, Any]:
@@ -260,7 +326,11 @@ def schedules_view(store: Store) -> dict[str, Any]:
     out = []
     for schedule in store.list_schedules():
         runs = runs_by_schedule.get(str(schedule["id"]), [])
-        ended = [r for r in runs if r.get("status") in policy_for("schedule_run").terminal]
+        for r in runs:  # each cell opens the run, flow or show it made
+            r["href"] = schedule_run_href(r)
+        # Of the runs that ran and ended: a skipped due time ran nothing, so it is neither
+        # a success nor a failure (the strip still shows it).
+        ended = [r for r in runs if r.get("status") in RAN_AND_ENDED]
         ok = [r for r in ended if r.get("status") == "completed"]
         next_fire = next(
             (schedule[k] for k in sorted(schedule) if k.startswith("next_") and k.endswith("_at")),
@@ -303,9 +373,27 @@ def workers_view(store: Store) -> dict[str, Any]:
     from lirun.schedules.worker import live_workers
 
     fields = ("id", "host", "pid", "started_at", "heartbeat_age", "concurrency", "transport")
-    return {
-        "workers": [
-            {**{k: w.get(k) for k in fields}, "running": list(w.get("running") or ())}
-            for w in live_workers(store, time.time())
-        ]
-    }
+    workers = []
+    for w in live_workers(store, time.time()):
+        running = [str(r) for r in w.get("running") or ()]  # schedule run ids
+        workers.append(
+            {**{k: w.get(k) for k in fields}, "running": running, "runs": _runs_of(store, running)}
+        )
+    return {"workers": workers}
+
+
+def _runs_of(store: Store, ids: list[str]) -> list[dict[str, Any]]:
+    """Schedule runs a worker runs, each linked to the run, flow or show it made (a
+    schedule run has no page of its own)."""
+    out = []
+    for run_id in ids:
+        row = store.get_entity("schedule_run", run_id) or {"id": run_id}
+        out.append(
+            {
+                "id": run_id,
+                "action_kind": row.get("action_kind"),
+                "status": row.get("status"),
+                "href": schedule_run_href(row),
+            }
+        )
+    return out

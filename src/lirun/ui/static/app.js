@@ -83,6 +83,10 @@
     source.addEventListener("reset", function () { schedule(0); });
     source.addEventListener("stale", function () { setLive(false, "database unreachable"); });
     source.addEventListener("recovered", function () { setLive(true, "live"); schedule(0); });
+    // A worker came or went (or stopped beating): the workers page looks again.
+    source.addEventListener("workers", function () {
+      if (document.getElementById("workers-page")) { schedule(0); }
+    });
     source.addEventListener("transition", function (event) {
       var change;
       try { change = JSON.parse(event.data); } catch (e) { return; }

@@ -4,29 +4,32 @@
 
 -- name: ui_runs_page
 -- One page of every kind of execution, newest first: each kind's newest rows before the
--- cursor (:before_at, :before_id) that pass the filters (a NULL filter passes all; :q is
--- a lower-case LIKE pattern matched inside the searched columns joined by newlines: one
+-- cursor (:before_at, :before_id) that pass the filters (a NULL filter passes all;
+-- :needle is lower-case text found inside the searched columns joined by newlines: one
 -- lower() per row, not an ILIKE per column, which is twice as slow), then the newest
--- :limit of them all.
+-- :limit of them all. strpos, not LIKE: the planner takes a LIKE '%...%' over an
+-- expression to match about one row, so it read and sorted the whole table; strpos() > 0
+-- it takes to match many, so it walks the (created_at, id) index newest first and stops
+-- at :limit matches (3 ms instead of 135 over 100,000 runs when 1 run in 97 matches;
+-- when none matches it reads them all, as the scan did).
 -- :want_<kind> is 1 or 0.
--- Only columns every version of these tables has are read (plays and schedule runs grow
--- columns in later migrations).
+-- A schedule run names what it made (made_kind, made_id: its session, flow or show), so
+-- its row links there. Otherwise only columns every version of these tables has are read.
 SELECT * FROM (
 SELECT * FROM (
   SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, provider, model, prompt,
          flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
          output_tokens, cost_usd,
-         created_at, ended_at
+         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id
     FROM sessions
    WHERE CAST(:want_session AS INTEGER) = 1
      AND (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
      AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR provider = CAST(:provider AS TEXT))
-     AND (CAST(:q AS TEXT) IS NULL
-          OR lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary))
-             LIKE CAST(:q AS TEXT) ESCAPE '\')
+     AND (CAST(:needle AS TEXT) IS NULL
+          OR strpos(lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary)), CAST(:needle AS TEXT)) > 0)
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS session_page
@@ -34,16 +37,15 @@ UNION ALL
 SELECT * FROM (
   SELECT 'invocation' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, prompt, skill AS label, CAST(NULL AS TEXT) AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, input_tokens, output_tokens, cost_usd,
-         created_at, ended_at
+         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id
     FROM invocations
    WHERE CAST(:want_invocation AS INTEGER) = 1
      AND (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
      AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
-     AND (CAST(:q AS TEXT) IS NULL
-          OR lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary))
-             LIKE CAST(:q AS TEXT) ESCAPE '\')
+     AND (CAST(:needle AS TEXT) IS NULL
+          OR strpos(lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary)), CAST(:needle AS TEXT)) > 0)
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS invocation_page
@@ -51,16 +53,15 @@ UNION ALL
 SELECT * FROM (
   SELECT 'play' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, name AS label, show_id AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS DOUBLE PRECISION) AS cost_usd,
-         created_at, ended_at
+         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id
     FROM plays
    WHERE CAST(:want_play AS INTEGER) = 1
      AND (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
      AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
-     AND (CAST(:q AS TEXT) IS NULL
-          OR lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary))
-             LIKE CAST(:q AS TEXT) ESCAPE '\')
+     AND (CAST(:needle AS TEXT) IS NULL
+          OR strpos(lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary)), CAST(:needle AS TEXT)) > 0)
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS play_page
@@ -68,16 +69,16 @@ UNION ALL
 SELECT * FROM (
   SELECT 'schedule_run' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, action_kind AS label, schedule_id AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS DOUBLE PRECISION) AS cost_usd,
-         created_at, ended_at
+         created_at, ended_at, CASE WHEN session_id IS NOT NULL THEN 'session' WHEN invocation_id IS NOT NULL THEN 'invocation' WHEN show_id IS NOT NULL THEN 'show' END AS made_kind,
+         COALESCE(session_id, invocation_id, show_id) AS made_id
     FROM schedule_runs
    WHERE CAST(:want_schedule_run AS INTEGER) = 1
      AND (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
      AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR NULL = CAST(:provider AS TEXT))
-     AND (CAST(:q AS TEXT) IS NULL
-          OR lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary))
-             LIKE CAST(:q AS TEXT) ESCAPE '\')
+     AND (CAST(:needle AS TEXT) IS NULL
+          OR strpos(lower(concat_ws(chr(10), id, status_reason_code, status_reason_summary)), CAST(:needle AS TEXT)) > 0)
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS schedule_run_page
@@ -107,13 +108,14 @@ SELECT * FROM plays WHERE show_id = :show_id ORDER BY created_at, id
 
 -- name: ui_recent_schedule_runs
 -- The newest :per_schedule runs of every schedule, newest first within each, with the
--- cost its invocation recorded.
+-- cost it recorded: its invocation's (a flow) or its session's (an agent or a command).
 SELECT * FROM (
-  SELECT schedule_runs.*, invocations.cost_usd AS cost_usd,
+  SELECT schedule_runs.*, COALESCE(invocations.cost_usd, sessions.cost_usd) AS cost_usd,
          ROW_NUMBER() OVER (PARTITION BY schedule_runs.schedule_id
                             ORDER BY schedule_runs.created_at DESC, schedule_runs.id DESC) AS rn
     FROM schedule_runs
     LEFT JOIN invocations ON invocations.id = schedule_runs.invocation_id
+    LEFT JOIN sessions ON sessions.id = schedule_runs.session_id
    WHERE schedule_runs.schedule_id IS NOT NULL
 ) AS recent
 WHERE rn <= :per_schedule
@@ -126,6 +128,11 @@ SELECT id, status, created_at FROM sessions WHERE resumed_from = :id ORDER BY cr
 -- name: ui_plays_of_session
 SELECT id, show_id, name, status FROM plays WHERE session_id = :id ORDER BY created_at, id
 
--- name: ui_schedule_runs_of_invocation
-SELECT id, schedule_id, status FROM schedule_runs
- WHERE invocation_id = :invocation_id ORDER BY created_at, id
+-- name: ui_schedule_runs_of_run
+-- The schedule runs that made this execution: an agent or command action names its
+-- session, a flow action its invocation. With the schedule's name (none for li submit).
+SELECT r.id, r.schedule_id, r.status, d.name AS schedule_name
+  FROM schedule_runs AS r
+  LEFT JOIN schedules AS d ON d.id = r.schedule_id
+ WHERE r.session_id = CAST(:id AS TEXT) OR r.invocation_id = CAST(:invocation_id AS TEXT)
+ ORDER BY r.created_at, r.id

@@ -7,15 +7,15 @@
 -- cursor (:before_at, :before_id) that pass the filters (a NULL filter passes all; :q is
 -- a LIKE pattern, which ignores ASCII case here), then the newest :limit of them all.
 -- :want_<kind> is 1 or 0.
--- Only columns every version of these tables has are read (plays and schedule runs grow
--- columns in later migrations).
+-- A schedule run names what it made (made_kind, made_id: its session, flow or show), so
+-- its row links there. Otherwise only columns every version of these tables has are read.
 SELECT * FROM (
 SELECT * FROM (
   SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, provider, model, prompt,
          flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
          output_tokens, cost_usd,
-         created_at, ended_at
+         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id
     FROM sessions
    WHERE :want_session = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -34,7 +34,7 @@ UNION ALL
 SELECT * FROM (
   SELECT 'invocation' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, prompt, skill AS label, CAST(NULL AS TEXT) AS parent_id, CAST(NULL AS REAL) AS duration_s, input_tokens, output_tokens, cost_usd,
-         created_at, ended_at
+         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id
     FROM invocations
    WHERE :want_invocation = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -53,7 +53,7 @@ UNION ALL
 SELECT * FROM (
   SELECT 'play' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, name AS label, show_id AS parent_id, CAST(NULL AS REAL) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS REAL) AS cost_usd,
-         created_at, ended_at
+         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id
     FROM plays
    WHERE :want_play = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -72,7 +72,8 @@ UNION ALL
 SELECT * FROM (
   SELECT 'schedule_run' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, action_kind AS label, schedule_id AS parent_id, CAST(NULL AS REAL) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS REAL) AS cost_usd,
-         created_at, ended_at
+         created_at, ended_at, CASE WHEN session_id IS NOT NULL THEN 'session' WHEN invocation_id IS NOT NULL THEN 'invocation' WHEN show_id IS NOT NULL THEN 'show' END AS made_kind,
+         COALESCE(session_id, invocation_id, show_id) AS made_id
     FROM schedule_runs
    WHERE :want_schedule_run = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -113,13 +114,14 @@ SELECT * FROM plays WHERE show_id = :show_id ORDER BY created_at, id
 
 -- name: ui_recent_schedule_runs
 -- The newest :per_schedule runs of every schedule, newest first within each, with the
--- cost its invocation recorded.
+-- cost it recorded: its invocation's (a flow) or its session's (an agent or a command).
 SELECT * FROM (
-  SELECT schedule_runs.*, invocations.cost_usd AS cost_usd,
+  SELECT schedule_runs.*, COALESCE(invocations.cost_usd, sessions.cost_usd) AS cost_usd,
          ROW_NUMBER() OVER (PARTITION BY schedule_runs.schedule_id
                             ORDER BY schedule_runs.created_at DESC, schedule_runs.id DESC) AS rn
     FROM schedule_runs
     LEFT JOIN invocations ON invocations.id = schedule_runs.invocation_id
+    LEFT JOIN sessions ON sessions.id = schedule_runs.session_id
    WHERE schedule_runs.schedule_id IS NOT NULL
 ) AS recent
 WHERE rn <= :per_schedule
@@ -132,6 +134,11 @@ SELECT id, status, created_at FROM sessions WHERE resumed_from = :id ORDER BY cr
 -- name: ui_plays_of_session
 SELECT id, show_id, name, status FROM plays WHERE session_id = :id ORDER BY created_at, id
 
--- name: ui_schedule_runs_of_invocation
-SELECT id, schedule_id, status FROM schedule_runs
- WHERE invocation_id = :invocation_id ORDER BY created_at, id
+-- name: ui_schedule_runs_of_run
+-- The schedule runs that made this execution: an agent or command action names its
+-- session, a flow action its invocation. With the schedule's name (none for li submit).
+SELECT r.id, r.schedule_id, r.status, d.name AS schedule_name
+  FROM schedule_runs AS r
+  LEFT JOIN schedules AS d ON d.id = r.schedule_id
+ WHERE r.session_id = CAST(:id AS TEXT) OR r.invocation_id = CAST(:invocation_id AS TEXT)
+ ORDER BY r.created_at, r.id
