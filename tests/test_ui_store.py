@@ -116,12 +116,11 @@ def test_free_text_is_literal_and_case_insensitive(store: Store) -> None:
 
 
 @pytest.mark.postgres
-def test_free_text_on_postgres_walks_the_newest_runs_first(db_url: str, store: Store) -> None:
+def test_free_text_on_postgres_walks_the_newest_runs_first(pg_store: Store) -> None:
     """A LIKE '%...%' over an expression the planner takes to match about one row, so it
     read and sorted every run for a page of 50; the search walks (created_at, id) newest
     first and stops at the page."""
-    if not is_postgres_url(db_url):
-        pytest.skip("the PostgreSQL planner")
+    store = pg_store
     from support.storekit import raw_write
 
     now = time.time()
