@@ -70,7 +70,9 @@ class RunContext:
         )
         source = run.get("action_json") or (self.schedule or {}).get("action_json")
         self.action = Action.from_dict(source) if isinstance(source, dict) else None
-        self.policies = Policies.from_dict((self.schedule or {}).get("policies_json") or {})
+        # An ad-hoc run (li submit) keeps its own run policies with its action.
+        own = source.get("policies") if self.schedule is None and isinstance(source, dict) else None
+        self.policies = Policies.from_dict((self.schedule or {}).get("policies_json") or own or {})
         self.name = (self.schedule or {}).get("name")
 
     def label(self) -> str:

@@ -29,7 +29,7 @@ from lirun.hints import Any
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import FireFacts, decide_fires
 from lirun.schedules.outcomes import LEASE_LOST, START_DEADLINE
-from lirun.schedules.runner import Log, Runner, RunnerConfig, log_stderr
+from lirun.schedules.runner import Log, RunContext, Runner, RunnerConfig, log_stderr
 from lirun.schedules.transport import Transport, transport_for
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
@@ -127,8 +127,7 @@ def reap(store: Store, runner: Runner, now: float) -> None:
         ):
             runner.finish(store, run["id"])
     for run in store.list_queued_runs(limit=500):
-        schedule = store.get_entity("schedule", run["schedule_id"]) if run["schedule_id"] else None
-        deadline = float(((schedule or {}).get("policies_json") or {}).get("start_deadline", 3600))
+        deadline = float(RunContext(store, run).policies.start_deadline)
         late = now - float(run["created_at"])
         if late > deadline and store.update_status(
             "schedule_run",
