@@ -302,25 +302,7 @@ class Runner:
             self._notify(store, ctx)
 
     def _retry(self, store: Store, ctx: RunContext, attempt: int) -> str | None:
-        run = ctx.run
-        kind = str(run["action_kind"])
-        if run.get("due_at") is not None and run.get("schedule_id"):
-            row = store.insert_due_run(
-                schedule_id=run["schedule_id"],
-                due_at=int(run["due_at"]),
-                action_kind=kind,
-                attempt=attempt + 1,
-                retry_of=run["id"],
-            )
-        else:
-            row = store.insert_queued_run(
-                action_kind=kind,
-                action=run.get("action_json"),
-                schedule_id=run.get("schedule_id"),
-                attempt=attempt + 1,
-                retry_of=run["id"],
-                source="system",
-            )
+        row = store.queue_retry(ctx.run)
         if row is None:
             return None  # another worker queued this attempt already
         self.enqueue(str(row["id"]))

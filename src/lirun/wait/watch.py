@@ -175,7 +175,10 @@ class Watcher:
         """Finalize waited-on sessions and flow invocations whose owner is dead (a flow's
         running legs with it); True if any write was tried."""
         kinds = ("session", "invocation")  # only a flow invocation has owner facts
-        if not any(r["kind"] in kinds and r["status"] == "running" for r in rows):
+        # A schedule run carries its worker's facts and its lease (a lone waiter on a
+        # run whose worker died would otherwise wait for another worker to reap it).
+        runs = [r for r in rows if r["kind"] == "schedule_run" and r["status"] == "running"]
+        if not runs and not any(r["kind"] in kinds and r["status"] == "running" for r in rows):
             return False
         from lirun.record.reap import (  # not needed on the fast path
             judge,
@@ -186,13 +189,19 @@ class Watcher:
 
         facts = local_facts()
         dead = [r for r in rows if r["kind"] in kinds and judge(r, facts) is not None]
-        store = self._store_for_reaping() if dead else None
+        dead_runs = [r for r in runs if _lease_lapsed(r, facts.now) and judge(r, facts)]
+        store = self._store_for_reaping() if dead or dead_runs else None
         if store is None:
             return False
         try:
             sessions = [r for r in dead if r["kind"] == "session"]
             flows = [r for r in dead if r["kind"] == "invocation"]
-            return bool(reap_sessions(store, sessions)) | bool(reap_flows(store, flows))
+            reaped = bool(reap_sessions(store, sessions)) | bool(reap_flows(store, flows))
+            if dead_runs:
+                from lirun.record.reap_runs import reap_dead_worker_runs
+
+                reaped |= bool(reap_dead_worker_runs(store, dead_runs))
+            return reaped
         except DatabaseUnavailableError as exc:
             if isinstance(exc, DatabaseConnectionLostError):
                 raise  # transient: the tick retries
@@ -227,3 +236,8 @@ class Watcher:
         self.waker.close()
         if self._writable is not None and self._writable is not self.store:
             self._writable.close()
+
+
+def _lease_lapsed(row: Mapping[str, Any], now: float) -> bool:
+    beat = row.get("heartbeat_at")
+    return beat is not None and now > float(beat) + float(row.get("lease_seconds") or 0)
