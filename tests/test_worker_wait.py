@@ -75,3 +75,25 @@ def _alive(pid: int) -> bool:
             return stat.read().split(") ")[1][0] != "Z"
     except OSError:
         return False
+
+
+def test_a_lone_waiter_ends_a_queued_run_past_its_start_deadline(
+    li_env: dict[str, str], store: Store, tmp_path: Path
+) -> None:
+    """No worker at all: the start deadline still ends the run, and the waiter says so."""
+    queued = subprocess.run(
+        li_command("submit", "--start-deadline", "1s", "--", "run", "true"),
+        env=li_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    run_id = queued.stdout.strip()
+    waited = subprocess.run(
+        li_command("wait", run_id, "--timeout", "20"),
+        env=li_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert waited.returncode == 1, (waited.stdout, waited.stderr)
+    assert waited.stdout.split("\t")[1:3] == [
+        "status=failed",
+        "reason=schedule.failed.start_deadline",
+    ]
+    row = run_row(store, run_id)
+    assert row["started_at"] is None and "queued" in row["status_reason_summary"]

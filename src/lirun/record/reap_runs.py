@@ -22,6 +22,8 @@ from lirun.record.reap import judge, local_facts, reap_sessions
 from lirun.store.core import Store
 
 LEASE_LAPSED = "schedule.failed.lease_lapsed"
+START_DEADLINE = "schedule.failed.start_deadline"
+DEFAULT_START_DEADLINE = 3600.0  # seconds, as schedules.definition's
 
 
 def fail_lapsed_run(store: Store, run: Mapping[str, Any], summary: str) -> bool:
@@ -93,11 +95,55 @@ def reap_dead_worker_runs(
     return ended
 
 
-def _retries(store: Store, run: Mapping[str, Any]) -> int:
-    """The run's ``--retries``: its schedule's, or an ad-hoc run's own."""
+def fail_past_start_deadline(store: Store, run: Mapping[str, Any], now: float) -> bool:
+    """Fail a ``queued`` run not started within its start deadline (its schedule's, or an
+    ad-hoc run's own ``--start-deadline``, default 1 h); True for the one writer that won
+    the compare-and-set. A worker's reaper and a waiter both call it, so a queued run
+    ends at its deadline even when no worker is left to claim it."""
+    if not _past_deadline(store, run, now):
+        return False
+    deadline = _deadline(store, run)
+    late = now - float(run["created_at"])
+    return store.update_status(
+        "schedule_run",
+        str(run["id"]),
+        new_status="failed",
+        reason_code=START_DEADLINE,
+        reason_summary=f"queued {late:.0f}s ago; its start deadline is {deadline:.0f}s",
+        source="system",
+        expected_statuses={"queued"},
+    )
+
+
+def expired_queued_runs(
+    store: Store, rows: Iterable[Mapping[str, Any]], *, now: float
+) -> list[dict[str, Any]]:
+    """For a waiter (reads only): the queued schedule runs of ``rows`` past their start
+    deadline, to end with ``fail_past_start_deadline``."""
+    found = []
+    for row in rows:
+        run = store.get_entity("schedule_run", str(row["id"]))
+        if run is not None and run.get("status") == "queued" and _past_deadline(store, run, now):
+            found.append(run)
+    return found
+
+
+def _deadline(store: Store, run: Mapping[str, Any]) -> float:
+    return float(_policies(store, run).get("start_deadline") or DEFAULT_START_DEADLINE)
+
+
+def _past_deadline(store: Store, run: Mapping[str, Any], now: float) -> bool:
+    return now - float(run["created_at"]) > _deadline(store, run)
+
+
+def _policies(store: Store, run: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's policies as stored: its schedule's, or an ad-hoc run's own."""
     if run.get("schedule_id"):
         schedule = store.get_entity("schedule", str(run["schedule_id"])) or {}
-        policies = schedule.get("policies_json") or {}
-    else:
-        policies = (run.get("action_json") or {}).get("policies") or {}
-    return int(policies.get("retries") or 0)
+        return dict(schedule.get("policies_json") or {})
+    return dict((run.get("action_json") or {}).get("policies") or {})
+
+
+def _retries(store: Store, run: Mapping[str, Any]) -> int:
+    """The run's ``--retries``."""
+    return int(_policies(store, run).get("retries") or 0)

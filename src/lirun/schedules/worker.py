@@ -26,11 +26,11 @@ import threading
 import time
 
 from lirun.hints import Any
-from lirun.record.reap_runs import fail_lapsed_run
+from lirun.record.reap_runs import fail_lapsed_run, fail_past_start_deadline
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import FireFacts, decide_fires
-from lirun.schedules.outcomes import LEASE_LOST, START_DEADLINE
-from lirun.schedules.runner import Log, RunContext, Runner, RunnerConfig, log_stderr
+from lirun.schedules.outcomes import LEASE_LOST
+from lirun.schedules.runner import Log, Runner, RunnerConfig, log_stderr
 from lirun.schedules.transport import Transport, transport_for
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
@@ -116,17 +116,7 @@ def reap(store: Store, runner: Runner, now: float) -> None:
         if fail_lapsed_run(store, run, summary):
             runner.finish(store, run["id"])
     for run in store.list_queued_runs(limit=500):
-        deadline = float(RunContext(store, run).policies.start_deadline)
-        late = now - float(run["created_at"])
-        if late > deadline and store.update_status(
-            "schedule_run",
-            run["id"],
-            new_status="failed",
-            reason_code=START_DEADLINE,
-            reason_summary=f"queued {late:.0f}s ago; its start deadline is {deadline:.0f}s",
-            source="system",
-            expected_statuses={"queued"},
-        ):
+        if fail_past_start_deadline(store, run, now):
             runner.finish(store, run["id"])
 
 

@@ -178,7 +178,12 @@ class Watcher:
         # A schedule run carries its worker's facts and its lease (a lone waiter on a
         # run whose worker died would otherwise wait for another worker to reap it).
         runs = [r for r in rows if r["kind"] == "schedule_run" and r["status"] == "running"]
-        if not runs and not any(r["kind"] in kinds and r["status"] == "running" for r in rows):
+        queued = [r for r in rows if r["kind"] == "schedule_run" and r["status"] == "queued"]
+        if (
+            not runs
+            and not queued
+            and not any(r["kind"] in kinds and r["status"] == "running" for r in rows)
+        ):
             return False
         from lirun.record.reap import (  # not needed on the fast path
             judge,
@@ -190,17 +195,24 @@ class Watcher:
         facts = local_facts()
         dead = [r for r in rows if r["kind"] in kinds and judge(r, facts) is not None]
         dead_runs = [r for r in runs if _lease_lapsed(r, facts.now) and judge(r, facts)]
-        store = self._store_for_reaping() if dead or dead_runs else None
+        expired = []
+        if queued:
+            from lirun.record.reap_runs import expired_queued_runs
+
+            expired = expired_queued_runs(self.store, queued, now=facts.now)
+        store = self._store_for_reaping() if dead or dead_runs or expired else None
         if store is None:
             return False
         try:
             sessions = [r for r in dead if r["kind"] == "session"]
             flows = [r for r in dead if r["kind"] == "invocation"]
             reaped = bool(reap_sessions(store, sessions)) | bool(reap_flows(store, flows))
-            if dead_runs:
-                from lirun.record.reap_runs import reap_dead_worker_runs
+            if dead_runs or expired:
+                from lirun.record.reap_runs import fail_past_start_deadline, reap_dead_worker_runs
 
                 reaped |= bool(reap_dead_worker_runs(store, dead_runs))
+                for run in expired:
+                    reaped |= fail_past_start_deadline(store, run, facts.now)
             return reaped
         except DatabaseUnavailableError as exc:
             if isinstance(exc, DatabaseConnectionLostError):
