@@ -185,6 +185,7 @@ class Watcher:
             and not any(r["kind"] in kinds and r["status"] == "running" for r in rows)
         ):
             return False
+        from lirun.liveness import ORPHANED
         from lirun.record.reap import (  # not needed on the fast path
             judge,
             local_facts,
@@ -194,7 +195,13 @@ class Watcher:
 
         facts = local_facts()
         dead = [r for r in rows if r["kind"] in kinds and judge(r, facts) is not None]
-        dead_runs = [r for r in runs if _lease_lapsed(r, facts.now) and judge(r, facts)]
+        # a run's worker elsewhere whose lease lapsed is not proof: the workers judge it
+        dead_runs = [
+            r
+            for r in runs
+            if _lease_lapsed(r, facts.now)
+            and getattr(judge(r, facts), "reason_code", None) == ORPHANED
+        ]
         expired = []
         if queued:
             from lirun.record.reap_runs import expired_queued_runs
