@@ -38,9 +38,8 @@ def test_a_lone_waiter_finalizes_a_run_whose_worker_was_killed(
     run = submit(store, parse_action(["run", *SLEEP, "60"], base=str(tmp_path)), policies=policies)
     with workers(li_env, tmp_path, "--lease", "1s") as (worker,):
         row = until(lambda: (r := status_is(store, run["id"], "running")) and r.get("session_id"))
-        session = store.get_entity("session", str(run_row(store, run["id"])["session_id"]))
-        assert session is not None
-        until(lambda: (store.get_entity("session", session["id"]) or {}).get("child_pid"))
+        session_id = str(run_row(store, run["id"])["session_id"])  # linked before it starts
+        until(lambda: (store.get_entity("session", session_id) or {}).get("child_pid"))
         worker.kill()
     assert row
     started = time.monotonic()
@@ -57,7 +56,7 @@ def test_a_lone_waiter_finalizes_a_run_whose_worker_was_killed(
     final = run_row(store, run["id"])
     assert final["status_reason_code"] == "schedule.failed.lease_lapsed"
     assert "li wait" in final["status_reason_summary"]
-    ended = store.get_entity("session", session["id"])
+    ended = store.get_entity("session", session_id)
     assert ended is not None and ended["status"] == "failed", ended
     child = int(ended["child_pid"])
     until(lambda: not _alive(child), what="the orphaned child to be stopped")
