@@ -23,6 +23,9 @@ Key = tuple[str, str]  # (kind, canonical id)
 # Liveness is judged at most this often: probing /proc for every running row on
 # every change-triggered re-read would cost more than it could ever find.
 LIVENESS_SECONDS = 1.0
+# How often a waiter reads its queued schedule runs whole to check their start deadline
+# (one read each: many queued targets must not cost many reads every second).
+DEADLINE_SECONDS = 5.0
 
 
 def log_warning(message: str) -> None:
@@ -68,6 +71,7 @@ class Watcher:
         self._warn = warn or log_warning
         self._clock = clock
         self._next_liveness = clock()
+        self._next_deadline_check = clock()
         self._pending: dict[Key, int] = {}  # unfinished record → its target's index
         self._last_rows: dict[Key, dict[str, Any]] = {}
         # Subscribe before the first read, so no terminal commit falls between the two.
@@ -179,6 +183,10 @@ class Watcher:
         # run whose worker died would otherwise wait for another worker to reap it).
         runs = [r for r in rows if r["kind"] == "schedule_run" and r["status"] == "running"]
         queued = [r for r in rows if r["kind"] == "schedule_run" and r["status"] == "queued"]
+        if queued and self._clock() < self._next_deadline_check:
+            queued = []
+        elif queued:
+            self._next_deadline_check = self._clock() + DEADLINE_SECONDS
         if (
             not runs
             and not queued
