@@ -118,6 +118,22 @@ def test_a_taken_name_exits_2(store: Store, capsys: pytest.CaptureFixture[str]) 
     assert store.list_schedules()[0]["spec"] == "every 1h"
 
 
+def test_a_usd_budget_says_it_cannot_see_codex_runs(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Codex reports no cost: add says so at once, and show says what has been spent."""
+    code, _, err = li(capsys, "add", "cx", "--every", "1h", "--budget-usd", "2", "--", "agent",
+                      "codex", "hi")  # fmt: skip
+    assert code == 0 and "Codex reports no cost" in err and "--budget-tokens" in err
+    code, _, err = li(capsys, "add", "cl", "--every", "1h", "--budget-usd", "2", "--", "agent",
+                      "claude", "hi")  # fmt: skip
+    assert code == 0 and err == ""
+    code, out, _ = li(capsys, "show", "cx")
+    spent = [line for line in out.splitlines() if line.startswith("spent")]
+    assert spent == ["spent      no cost recorded, 0 tokens (of --budget-usd 2.0; runs that "
+                     "record no cost, as Codex's, are invisible to it)"]  # fmt: skip
+
+
 SCHEDULES = """\
 missing: disable
 schedules:

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -382,3 +383,77 @@ def test_bad_input_exits_2_saying_what_was_wrong(
     done = subprocess.run(li_command(*args), env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert says in done.stderr and done.stdout == ""
+
+
+def _overloaded_once_claude(tmp_path: Path) -> Path:
+    """A claude that is overloaded (529: run.failed.provider_retryable) on its first run
+    and succeeds after."""
+    from support.providerkit import FAKE_PROVIDER, fixture_path
+
+    overloaded = tmp_path / "overloaded.jsonl"
+    overloaded.write_text(
+        '{"type":"system","subtype":"init","session_id":"s","model":"m"}\n'
+        '{"type":"result","subtype":"success","is_error":true,"api_error_status":529,'
+        '"result":"API Error: 529 overloaded","session_id":"s"}\n'
+    )
+    marker = tmp_path / "claude-called-once"
+    script = tmp_path / "claude"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --version ]; then F=x;\n'
+        f'elif [ -e "{marker}" ]; then F="{fixture_path("claude/success.jsonl")}";\n'
+        f'else : > "{marker}"; F="{overloaded}"; fi\n'
+        f'LIRUN_FAKE_FIXTURE="$F" LIRUN_FAKE_EXIT=0 exec "{sys.executable}" '
+        f'"{FAKE_PROVIDER}" "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_submit_takes_retries_notify_and_a_start_deadline(
+    env: dict[str, str], store: Store, tmp_path: Path
+) -> None:
+    """An ad-hoc run has the run policies a schedule has: a retryable provider failure is
+    tried again as attempt 2 linked to the first, --notify runs after each end, and
+    --start-deadline fails a run no worker started in time."""
+    told = tmp_path / "told"
+    env = {**env, "LIRUN_CLAUDE_BIN": str(_overloaded_once_claude(tmp_path))}
+    queued = subprocess.run(
+        li_command(
+            "submit", "--retries", "1", "--notify", f"echo $LIRUN_STATUS >> {told}",
+            "--", "agent", "claude", "go", "--cwd", str(tmp_path),
+        ),
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert queued.returncode == 0, queued.stderr
+    late = subprocess.run(
+        li_command("submit", "--start-deadline", "1s", "--", "run", "echo", "ok"),
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert late.returncode == 0, late.stderr
+    until(lambda: time.time() > float(run_row(store, late.stdout.strip())["created_at"]) + 1.5)
+    first = queued.stdout.strip()
+    with workers(env, tmp_path):
+        row = until(lambda: status_is(store, first, "failed", "completed"))
+        assert row["status_reason_code"] == "run.failed.provider_retryable"
+        retry = until(lambda: _retry_of(store, env["LIRUN_DB_URL"], first), what="attempt 2")
+        done = until(lambda: status_is(store, retry["id"], "failed", "completed"))
+        until(lambda: told.exists() and len(told.read_text().split()) == 2, what="notify twice")
+        expired = until(lambda: status_is(store, late.stdout.strip(), "failed", "completed"))
+    assert (done["status"], done["attempt"]) == ("completed", 2)
+    assert told.read_text().split() == ["failed", "completed"]
+    assert expired["status_reason_code"] == "schedule.failed.start_deadline"
+    bad = subprocess.run(
+        li_command("submit", "--retries", "x", "--", "run", "true"),
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--retries 'x'" in bad.stderr, bad.stderr
+
+
+def _retry_of(store: Store, db_path: str, run_id: str) -> dict[str, Any] | None:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(db_path)) as db:
+        found = db.execute("SELECT id FROM schedule_runs WHERE retry_of = ?", (run_id,))
+        row = found.fetchone()
+    return run_row(store, row[0]) if row else None

@@ -8,6 +8,7 @@ error (exit 2) writes nothing.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from lirun.cli.common import add_db_option, make_parser, print_json, warn
@@ -177,6 +178,13 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
         row = registry.add(store, definition, now=now, actor=registry.current_actor())
     finally:
         store.close()
+    task = definition.action.task
+    if definition.policies.budget_usd is not None and task and (task.agent or "")[:5] == "codex":
+        print(
+            "li schedule: note: Codex reports no cost, so --budget-usd cannot see this "
+            "schedule's runs; give --budget-tokens to bound them",
+            file=sys.stderr,
+        )
     if args.json:
         print_json(row)
     else:
@@ -225,8 +233,10 @@ def _action(row: dict[str, Any]) -> str:
 
 def _show(store: Any, args: Any, now: int) -> int:
     from lirun.schedules import registry
+    from lirun.schedules.definition import Policies
 
     row = registry.find(store, args.name)
+    policies = Policies.from_dict(row.get("policies_json") or {})
     history = store.list_transitions("schedule", row["id"])
     if args.json:
         print_json({"schedule": row, "history": history})
@@ -238,6 +248,8 @@ def _show(store: Any, args: Any, now: int) -> int:
         ("action", _action(row)), ("cwd", (row["action_json"] or {}).get("cwd")),
         ("policies", _policies(row)),
     ]  # fmt: skip
+    if policies.budget_usd is not None or policies.budget_tokens is not None:
+        fields.append(("spent", _spent(store, row, policies, now)))
     for key, value in fields:
         print(f"{key:<10} {value}")
     print("history:")
@@ -246,6 +258,17 @@ def _show(store: Any, args: Any, now: int) -> int:
         extra = _diff_text((item.get("metadata") or {}).get("diff"))
         print(f"  {when}  {item['status']:<9} {item['reason_code']}  {item['actor'] or ''}{extra}")
     return 0
+
+
+def _spent(store: Any, row: dict[str, Any], policies: Any, now: int) -> str:
+    """The recorded usage the budgets are checked against (over the window, if any)."""
+    since = now - policies.budget_window if policies.budget_window else 0
+    usd, tokens = store.schedule_usage(row["id"], since=since)
+    text = f"{'no cost recorded' if usd is None else f'${usd:.4f}'}, {tokens} tokens"
+    if policies.budget_usd is not None:
+        blind = "; runs that record no cost, as Codex's, are invisible to it"
+        text += f" (of --budget-usd {policies.budget_usd}{blind})"
+    return text
 
 
 def _policies(row: dict[str, Any]) -> str:

@@ -17,6 +17,8 @@ Queue one run of ACTION (a schedule run with no schedule) and print its id; a wo
   run [--cwd DIR] [--timeout S] [--] CMD ...
   flow FILE [--cwd DIR]      show FILE [--cwd DIR]
 
+--start-deadline, --retries and --notify are those of li schedule add, for this run.
+
   id=$(li submit -- run make nightly) && li wait "$id"
 """
 
@@ -26,21 +28,37 @@ def main(argv: list[str]) -> int:
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, None)
     )
     parser = make_parser("li submit", DESCRIPTION, EXIT_CODES)
-    parser.usage = "li submit [--db URL] [--json] -- ACTION ..."
+    parser.usage = (
+        "li submit [--start-deadline DUR] [--retries N] [--notify CMD] [--db URL] [--json] "
+        "-- ACTION ..."
+    )
     parser.add_argument("--json", action="store_true", help="the queued run as JSON")
+    parser.add_argument(
+        "--start-deadline", metavar="DURATION",
+        help="not started by then: failed, schedule.failed.start_deadline (default 1h)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--retries", metavar="N", help="new attempts when the record marks it retryable (0)"
+    )
+    parser.add_argument(
+        "--notify", metavar="CMD", help="a shell command run when it ends (li schedule add)"
+    )
     add_db_option(parser)
     args = parser.parse_args(mine)
     if words is None:
         raise UsageError("no action: give it after --, e.g. li submit -- run make nightly")
     from lirun.schedules.actions import parse_action
+    from lirun.schedules.definition import make_policies
     from lirun.schedules.registry import current_actor
     from lirun.schedules.submit import submit
     from lirun.store import open_store
 
+    raw = {"start_deadline": args.start_deadline, "retries": args.retries, "notify": args.notify}
+    policies = make_policies(raw, None)
     action = parse_action(words)
     store = open_store(args.db)
     try:
-        row = submit(store, action, actor=current_actor())
+        row = submit(store, action, actor=current_actor(), policies=policies)
     finally:
         store.close()
     print_json(row) if args.json else print(row["id"])

@@ -123,14 +123,17 @@ def _choice(value: Any, what: str, choices: tuple[str, ...]) -> str:
     return text
 
 
-def make_policies(raw: dict[str, Any], trigger: Trigger) -> Policies:
+def make_policies(raw: dict[str, Any], trigger: Trigger | None) -> Policies:
     """Policies from option values as typed (text or numbers; durations as DURATION text
     or whole seconds); unset keys get their defaults (``missed`` is ``run_once`` for an
-    ``at`` trigger: a one-off missed by an outage should still happen)."""
+    ``at`` trigger: a one-off missed by an outage should still happen). ``trigger`` is
+    None for an ad-hoc run (``li submit``), which has only the run policies."""
     unknown = sorted(set(raw) - set(POLICY_KEYS))
     if unknown:
         raise UsageError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICY_KEYS)}")
-    values: dict[str, Any] = {"missed": "run_once" if trigger.kind == "at" else "skip"}
+    values: dict[str, Any] = {
+        "missed": "run_once" if trigger is not None and trigger.kind == "at" else "skip"
+    }
     for key, value in raw.items():
         if value is None:
             continue

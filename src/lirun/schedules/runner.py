@@ -70,7 +70,9 @@ class RunContext:
         )
         source = run.get("action_json") or (self.schedule or {}).get("action_json")
         self.action = Action.from_dict(source) if isinstance(source, dict) else None
-        self.policies = Policies.from_dict((self.schedule or {}).get("policies_json") or {})
+        # An ad-hoc run (li submit) keeps its own run policies with its action.
+        own = source.get("policies") if self.schedule is None and isinstance(source, dict) else None
+        self.policies = Policies.from_dict((self.schedule or {}).get("policies_json") or own or {})
         self.name = (self.schedule or {}).get("name")
 
     def label(self) -> str:
@@ -300,25 +302,7 @@ class Runner:
             self._notify(store, ctx)
 
     def _retry(self, store: Store, ctx: RunContext, attempt: int) -> str | None:
-        run = ctx.run
-        kind = str(run["action_kind"])
-        if run.get("due_at") is not None and run.get("schedule_id"):
-            row = store.insert_due_run(
-                schedule_id=run["schedule_id"],
-                due_at=int(run["due_at"]),
-                action_kind=kind,
-                attempt=attempt + 1,
-                retry_of=run["id"],
-            )
-        else:
-            row = store.insert_queued_run(
-                action_kind=kind,
-                action=run.get("action_json"),
-                schedule_id=run.get("schedule_id"),
-                attempt=attempt + 1,
-                retry_of=run["id"],
-                source="system",
-            )
+        row = store.queue_retry(ctx.run)
         if row is None:
             return None  # another worker queued this attempt already
         self.enqueue(str(row["id"]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from lirun.hints import Any
 from lirun.schedules.actions import Action
+from lirun.schedules.definition import Policies
 from lirun.store import Store
 
 
@@ -21,10 +22,21 @@ def _offer(store: Store, run_id: str) -> None:
         transport.close()
 
 
-def submit(store: Store, action: Action, *, actor: str | None = None) -> dict[str, Any]:
-    """Queue ``action`` as an ad-hoc run (a schedule run with no schedule)."""
+def submit(
+    store: Store,
+    action: Action,
+    *,
+    actor: str | None = None,
+    policies: Policies | None = None,
+) -> dict[str, Any]:
+    """Queue ``action`` as an ad-hoc run (a schedule run with no schedule). ``policies``
+    (``--start-deadline``, ``--retries``, ``--notify``) are kept with the run's action,
+    so its retries carry them too."""
+    stored = action.to_dict()
+    if policies is not None and policies != Policies():
+        stored["policies"] = policies.to_dict()
     row = store.insert_queued_run(
-        action_kind=action.kind, action=action.to_dict(), source="user", actor=actor
+        action_kind=action.kind, action=stored, source="user", actor=actor
     )
     _offer(store, str(row["id"]))
     return row

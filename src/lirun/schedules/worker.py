@@ -26,9 +26,10 @@ import threading
 import time
 
 from lirun.hints import Any
+from lirun.record.reap_runs import fail_lapsed_run, fail_past_start_deadline
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import FireFacts, decide_fires
-from lirun.schedules.outcomes import LEASE_LOST, START_DEADLINE
+from lirun.schedules.outcomes import LEASE_LOST
 from lirun.schedules.runner import Log, Runner, RunnerConfig, log_stderr
 from lirun.schedules.transport import Transport, transport_for
 from lirun.signals import SignalTrap
@@ -112,64 +113,11 @@ def reap(store: Store, runner: Runner, now: float) -> None:
             f"worker {run.get('worker_id')} stopped renewing its lease "
             f"(expired {now - float(run['lease_expires_at']):.1f}s ago)"
         )
-        # Its executions first: once the run reads failed, nothing it made is running.
-        _fail_sessions(store, store.running_sessions_of_run(run), summary)
-        if run.get("invocation_id"):
-            _fail_execution(store, "invocation", run["invocation_id"], summary)
-        if store.update_status(
-            "schedule_run",
-            run["id"],
-            new_status="failed",
-            reason_code="schedule.failed.lease_lapsed",
-            reason_summary=summary,
-            source="system",
-            expected_statuses={"running"},
-        ):
+        if fail_lapsed_run(store, run, summary):
             runner.finish(store, run["id"])
     for run in store.list_queued_runs(limit=500):
-        schedule = store.get_entity("schedule", run["schedule_id"]) if run["schedule_id"] else None
-        deadline = float(((schedule or {}).get("policies_json") or {}).get("start_deadline", 3600))
-        late = now - float(run["created_at"])
-        if late > deadline and store.update_status(
-            "schedule_run",
-            run["id"],
-            new_status="failed",
-            reason_code=START_DEADLINE,
-            reason_summary=f"queued {late:.0f}s ago; its start deadline is {deadline:.0f}s",
-            source="system",
-            expected_statuses={"queued"},
-        ):
+        if fail_past_start_deadline(store, run, now):
             runner.finish(store, run["id"])
-
-
-def _fail_sessions(store: Store, session_ids: list[str], summary: str) -> None:
-    """The run's executions still running: those whose owner is provably dead (this
-    host, the process gone) are reaped as ``li reap`` does, which also stops the process
-    group they left behind; the others fail by the run's lapsed lease."""
-    from lirun.record.reap import reap_sessions
-
-    if not session_ids:
-        return
-    reap_sessions(store, [{"id": session_id} for session_id in session_ids])
-    for session_id in session_ids:
-        _fail_execution(store, "session", session_id, summary)
-
-
-def _fail_execution(store: Store, kind: str, entity_id: str, summary: str) -> None:
-    import contextlib
-
-    from lirun.errors import LirunError
-
-    with contextlib.suppress(LirunError):  # ended meanwhile by its own writer
-        store.update_status(
-            kind,
-            entity_id,
-            new_status="failed",
-            reason_code="session.failed.lease_lapsed",
-            reason_summary=summary,
-            source="system",
-            expected_statuses={"running"},
-        )
 
 
 class Worker:

@@ -135,6 +135,29 @@ class WorkerRecords:
         rows = self.connector.read(self.sql("get_row", table=policy.table), {"id": params["id"]})
         return decode_row(rows[0])  # type: ignore[return-value]
 
+    def queue_retry(self, run: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Attempt n+1 of ``run``, linked by ``retry_of``: a due-time run's through the
+        unique key (None: another writer queued it already), an ad-hoc run's with its
+        action (and so its own policies)."""
+        attempt = int(run.get("attempt") or 1) + 1
+        kind = str(run["action_kind"])
+        if run.get("due_at") is not None and run.get("schedule_id"):
+            return self.insert_due_run(  # type: ignore[attr-defined]
+                schedule_id=run["schedule_id"],
+                due_at=int(run["due_at"]),
+                action_kind=kind,
+                attempt=attempt,
+                retry_of=run["id"],
+            )
+        return self.insert_queued_run(
+            action_kind=kind,
+            action=run.get("action_json"),
+            schedule_id=run.get("schedule_id"),
+            attempt=attempt,
+            retry_of=run["id"],
+            source="system",
+        )
+
     def claim_run(self, run_id: str, *, worker_id: str, lease_seconds: float) -> bool:
         """``queued → running`` by compare-and-set, taking the lease: True for exactly
         one caller; the others (a job delivered twice, a second worker) get False."""

@@ -23,6 +23,9 @@ Key = tuple[str, str]  # (kind, canonical id)
 # Liveness is judged at most this often: probing /proc for every running row on
 # every change-triggered re-read would cost more than it could ever find.
 LIVENESS_SECONDS = 1.0
+# How often a waiter reads its queued schedule runs whole to check their start deadline
+# (one read each: many queued targets must not cost many reads every second).
+DEADLINE_SECONDS = 5.0
 
 
 def log_warning(message: str) -> None:
@@ -68,6 +71,7 @@ class Watcher:
         self._warn = warn or log_warning
         self._clock = clock
         self._next_liveness = clock()
+        self._next_deadline_check = clock()
         self._pending: dict[Key, int] = {}  # unfinished record → its target's index
         self._last_rows: dict[Key, dict[str, Any]] = {}
         # Subscribe before the first read, so no terminal commit falls between the two.
@@ -175,8 +179,21 @@ class Watcher:
         """Finalize waited-on sessions and flow invocations whose owner is dead (a flow's
         running legs with it); True if any write was tried."""
         kinds = ("session", "invocation")  # only a flow invocation has owner facts
-        if not any(r["kind"] in kinds and r["status"] == "running" for r in rows):
+        # A schedule run carries its worker's facts and its lease (a lone waiter on a
+        # run whose worker died would otherwise wait for another worker to reap it).
+        runs = [r for r in rows if r["kind"] == "schedule_run" and r["status"] == "running"]
+        queued = [r for r in rows if r["kind"] == "schedule_run" and r["status"] == "queued"]
+        if queued and self._clock() < self._next_deadline_check:
+            queued = []
+        elif queued:
+            self._next_deadline_check = self._clock() + DEADLINE_SECONDS
+        if (
+            not runs
+            and not queued
+            and not any(r["kind"] in kinds and r["status"] == "running" for r in rows)
+        ):
             return False
+        from lirun.liveness import ORPHANED
         from lirun.record.reap import (  # not needed on the fast path
             judge,
             local_facts,
@@ -186,13 +203,32 @@ class Watcher:
 
         facts = local_facts()
         dead = [r for r in rows if r["kind"] in kinds and judge(r, facts) is not None]
-        store = self._store_for_reaping() if dead else None
+        # a run's worker elsewhere whose lease lapsed is not proof: the workers judge it
+        dead_runs = [
+            r
+            for r in runs
+            if _lease_lapsed(r, facts.now)
+            and getattr(judge(r, facts), "reason_code", None) == ORPHANED
+        ]
+        expired = []
+        if queued:
+            from lirun.record.reap_runs import expired_queued_runs
+
+            expired = expired_queued_runs(self.store, queued, now=facts.now)
+        store = self._store_for_reaping() if dead or dead_runs or expired else None
         if store is None:
             return False
         try:
             sessions = [r for r in dead if r["kind"] == "session"]
             flows = [r for r in dead if r["kind"] == "invocation"]
-            return bool(reap_sessions(store, sessions)) | bool(reap_flows(store, flows))
+            reaped = bool(reap_sessions(store, sessions)) | bool(reap_flows(store, flows))
+            if dead_runs or expired:
+                from lirun.record.reap_runs import fail_past_start_deadline, reap_dead_worker_runs
+
+                reaped |= bool(reap_dead_worker_runs(store, dead_runs))
+                for run in expired:
+                    reaped |= fail_past_start_deadline(store, run, facts.now)
+            return reaped
         except DatabaseUnavailableError as exc:
             if isinstance(exc, DatabaseConnectionLostError):
                 raise  # transient: the tick retries
@@ -227,3 +263,8 @@ class Watcher:
         self.waker.close()
         if self._writable is not None and self._writable is not self.store:
             self._writable.close()
+
+
+def _lease_lapsed(row: Mapping[str, Any], now: float) -> bool:
+    beat = row.get("heartbeat_at")
+    return beat is not None and now > float(beat) + float(row.get("lease_seconds") or 0)

@@ -55,7 +55,9 @@ SELECT kind, id, COUNT(*) OVER () AS total FROM (
 -- name: wait_fetch
 -- One tick: every pending target with its backing session's run_dir (DESIGN §4.1) and,
 -- for sessions, the liveness facts the waiter judges. A flow invocation (kind 'flow') is
--- its own answer: its run directory and its owner's liveness facts, not a leg's.
+-- its own answer: its run directory and its owner's liveness facts, not a leg's. A
+-- running schedule run carries its worker's process facts and its lease (heartbeat_at +
+-- lease_seconds = lease_expires_at), so a lone waiter can tell its worker died.
 SELECT 'session' AS kind, s.id, s.status, s.status_reason_code AS reason_code,
        s.status_reason_summary AS reason_summary, s.run_dir, s.artifacts_path, s.exit_code,
        s.owner_pid, s.owner_start_time, s.owner_host, s.owner_boot_id, s.heartbeat_at,
@@ -81,8 +83,10 @@ SELECT 'play', p.id, p.status, p.status_reason_code, p.status_reason_summary,
  WHERE p.id IN (SELECT value FROM json_each(:play_ids))
 UNION ALL
 SELECT 'schedule_run', r.id, r.status, r.status_reason_code, r.status_reason_summary,
-       b.run_dir, b.artifacts_path, r.exit_code, NULL, NULL, NULL, NULL, NULL, NULL
+       b.run_dir, b.artifacts_path, r.exit_code, k.pid, k.process_start_time, k.host,
+       k.boot_id, r.heartbeat_at, r.lease_expires_at - r.heartbeat_at
   FROM schedule_runs r
+  LEFT JOIN workers k ON k.id = r.worker_id AND r.status = 'running'
   LEFT JOIN sessions b ON b.id = COALESCE(r.session_id,
                                           (SELECT x.id FROM sessions x
                                             WHERE x.invocation_id = r.invocation_id
