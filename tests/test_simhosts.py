@@ -20,28 +20,15 @@ from support.queuekit import (
     server_env,
     wait_until,
 )
-from support.simhosts import SimHost, namespaces_unavailable, sim_cluster, url_from
+from support.simhosts import SimHost, simulated_hosts, url_from
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.fixture
 def hosts() -> Iterator[tuple[list[SimHost], object]]:
-    reason = namespaces_unavailable()
-    if reason:
-        pytest.skip(reason)
-    made = [SimHost("alpha", 1), SimHost("beta", 2)]
-    cluster = None
-    try:
-        for host in made:
-            host.create()
-        cluster = sim_cluster(made)
-        yield made, cluster
-    finally:
-        for host in made:
-            host.destroy()
-        if cluster is not None:
-            cluster.destroy()
+    with simulated_hosts(("alpha", 1), ("beta", 2)) as made:
+        yield made
 
 
 def winners(url: str) -> dict[str, list[str]]:

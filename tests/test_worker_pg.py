@@ -15,20 +15,14 @@ from pathlib import Path
 import pytest
 
 from lirun.schedules.actions import parse_action
+from lirun.schedules.submit import fire_now, submit
 from lirun.schedules.triggers import every_trigger
 from lirun.store import Store, open_store
 from support.cli import li_command
 from support.pg import make_pg_url
 from support.queuekit import TESTS_DIR, wait_until
-from support.simhosts import SimHost, namespaces_unavailable, sim_cluster, url_from
-
-_why = "li worker is not in this tree"
-_submit = pytest.importorskip("lirun.schedules.submit", reason=_why)
-_kit = pytest.importorskip("support.workerkit", reason=_why)
-submit, fire_now = _submit.submit, _submit.fire_now
-add_schedule, run_row, status_is, until, workers = (
-    _kit.add_schedule, _kit.run_row, _kit.status_is, _kit.until, _kit.workers
-)  # fmt: skip
+from support.simhosts import SimHost, simulated_hosts, url_from
+from support.workerkit import add_schedule, run_row, status_is, until, workers
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -150,21 +144,8 @@ def _kill_child(store: Store, session_id: str) -> None:
 
 @pytest.fixture
 def hosts() -> Iterator[tuple[list[SimHost], object]]:
-    reason = namespaces_unavailable()
-    if reason:
-        pytest.skip(reason)
-    made = [SimHost("alpha", 3), SimHost("beta", 4)]
-    cluster = None
-    try:
-        for host in made:
-            host.create()
-        cluster = sim_cluster(made)
-        yield made, cluster
-    finally:
-        for host in made:
-            host.destroy()
-        if cluster is not None:
-            cluster.destroy()
+    with simulated_hosts(("alpha", 3), ("beta", 4)) as made:
+        yield made
 
 
 def test_a_cut_hosts_run_is_failed_by_lease_on_the_other_host_and_nothing_runs_twice(

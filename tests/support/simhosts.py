@@ -23,10 +23,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
+import pytest
 
 from support.pgcluster import PgCluster, free_port, server_bin_dir
 
@@ -164,3 +166,24 @@ def sim_cluster(hosts: Sequence[SimHost]) -> PgCluster:
 def url_from(host: SimHost, cluster: PgCluster, url: str) -> str:
     """``url`` (on 127.0.0.1) as ``host`` reaches it: the host side of its veth."""
     return url.replace(f"@127.0.0.1:{cluster.port}/", f"@{host.server_address}:{cluster.port}/")
+
+
+@contextmanager
+def simulated_hosts(*hosts: tuple[str, int]) -> Iterator[tuple[list[SimHost], PgCluster]]:
+    """``(name, index)`` hosts and a cluster they all reach; skips the test (with the
+    reason) where namespaces are not allowed. Everything is removed afterwards."""
+    reason = namespaces_unavailable()
+    if reason:
+        pytest.skip(reason)
+    made = [SimHost(name, index) for name, index in hosts]
+    cluster = None
+    try:
+        for host in made:
+            host.create()
+        cluster = sim_cluster(made)
+        yield made, cluster
+    finally:
+        for host in made:
+            host.destroy()
+        if cluster is not None:
+            cluster.destroy()

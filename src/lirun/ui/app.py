@@ -86,53 +86,44 @@ def _json(data: Any) -> Response:
 
 
 def _routes(dash: Dashboard) -> list[Any]:
+    def answer(request: Request, data: dict[str, Any], template: str) -> Response:
+        """The same data as JSON under /api/, else as the page."""
+        if request.url.path.startswith("/api/"):
+            return _json(data)
+        return dash.page(template, request, **data)
+
+    def one(view: Any, template: str, param: str, what: str) -> Any:
+        """A page (and its /api twin) of one record, 404 when there is none."""
+
+        async def handler(request: Request) -> Response:
+            key = request.path_params[param]
+            data = await dash.read(view, key)
+            if data is None:
+                return _not_found(dash, request, f"{what} {key!r}")
+            return answer(request, data, template)
+
+        return handler
+
+    def every(view: Any, template: str) -> Any:
+        """A page (and its /api twin) over every record of a kind."""
+
+        async def handler(request: Request) -> Response:
+            return answer(request, await dash.read(view), template)
+
+        return handler
+
     async def runs(request: Request) -> Response:
         try:
             data = await dash.read(views.runs_view, dict(request.query_params))
         except views.BadRequest as exc:
             return _bad_request(dash, request, str(exc))
-        if request.url.path.startswith("/api/"):
-            return _json(data)
-        return dash.page("runs.html", request, **data)
+        return answer(request, data, "runs.html")
 
-    async def run(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        data = await dash.read(views.run_view, run_id)
-        if data is None:
-            return _not_found(dash, request, f"run {run_id!r}")
-        if request.url.path.startswith("/api/"):
-            return _json(data)
-        return dash.page("run.html", request, **data)
-
-    async def flow(request: Request) -> Response:
-        flow_id = request.path_params["flow_id"]
-        data = await dash.read(views.flow_view, flow_id)
-        if data is None:
-            return _not_found(dash, request, f"flow {flow_id!r}")
-        if request.url.path.startswith("/api/"):
-            return _json(data)
-        return dash.page("flow.html", request, **data)
-
-    async def show(request: Request) -> Response:
-        show_id = request.path_params["show_id"]
-        data = await dash.read(views.show_view, show_id)
-        if data is None:
-            return _not_found(dash, request, f"show {show_id!r}")
-        if request.url.path.startswith("/api/"):
-            return _json(data)
-        return dash.page("show.html", request, **data)
-
-    async def schedules(request: Request) -> Response:
-        data = await dash.read(views.schedules_view)
-        if request.url.path.startswith("/api/"):
-            return _json(data)
-        return dash.page("schedules.html", request, **data)
-
-    async def workers(request: Request) -> Response:
-        data = await dash.read(views.workers_view)
-        if request.url.path.startswith("/api/"):
-            return _json(data)
-        return dash.page("workers.html", request, **data)
+    run = one(views.run_view, "run.html", "run_id", "run")
+    flow = one(views.flow_view, "flow.html", "flow_id", "flow")
+    show = one(views.show_view, "show.html", "show_id", "show")
+    schedules = every(views.schedules_view, "schedules.html")
+    workers = every(views.workers_view, "workers.html")
 
     async def artifact(request: Request) -> Response:
         from lirun.ui.artifacts import (
