@@ -208,7 +208,6 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             "due_at",
             "retry_of",
             "worker_id",
-            "exit_code",
             "produced",
         ),
     }.get(kind, ())
