@@ -219,4 +219,5 @@ def test_li_run_of_a_command_loads_nothing_it_does_not_need(tmp_path: Path) -> N
         ["run", "--cwd", str(work), "--", "true"], str(tmp_path / "state.db"), tmp_path / "home"
     )
     assert "lirun.exec.supervisor" in loaded  # the probe saw the run
+    assert "lirun.exec.task" not in loaded  # profiles and playbooks: only when named
     assert not top_level(loaded) & NOT_ON_THE_RUN_PATH, top_level(loaded) & NOT_ON_THE_RUN_PATH

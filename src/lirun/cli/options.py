@@ -268,7 +268,10 @@ def _limits(args: argparse.Namespace, defaults: dict[str, Any]) -> Any:
 
 
 def _declarations(args: argparse.Namespace) -> Any:
-    """What --profile, --playbook and --artifact declare (``exec.task.Declared``)."""
+    """What --profile, --playbook and --artifact declare (``exec.task.Declared``), or
+    None when nothing is declared (the common case stays off that import path)."""
+    if not (args.profile or args.playbook or args.artifact):
+        return None
     from lirun.exec.task import declarations
 
     entries = []
@@ -325,7 +328,7 @@ def resolve_options(args: argparse.Namespace) -> Resolved:
     created."""
     resolve_ids(args)
     declared = _declarations(args)
-    defaults = declared.defaults
+    defaults = declared.defaults if declared else {}
     cwd = os.path.abspath(os.path.expanduser(args.cwd or defaults.get("cwd") or os.getcwd()))
     if not os.path.isdir(cwd):
         raise UsageError(f"--cwd {cwd!r} is not a directory; create it or fix the path")
@@ -334,9 +337,9 @@ def resolve_options(args: argparse.Namespace) -> Resolved:
         cwd=cwd,
         save_dir=os.path.expanduser(save) if save else None,
         limits=_limits(args, defaults),
-        contract=declared.contract,
+        contract=declared.contract if declared else None,
         defaults=defaults,
-        playbook_prompt=declared.playbook_prompt,
+        playbook_prompt=declared.playbook_prompt if declared else None,
         heartbeat_interval=_heartbeat_interval(),
     )
 
