@@ -250,14 +250,12 @@ def test_flow_page_draws_the_leg_graph_linked_to_runs(
 
 
 def test_flow_graph_without_graphviz_is_drawn_by_depth(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import shutil
-
     from lirun.flows.dag import DagNode
     from lirun.ui.graph import flow_svg
 
-    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no dot on PATH
     nodes = [
         DagNode("a", "a\ncompleted", "completed", ()),
         DagNode("b", "<b>\nfailed", "failed", ("a",)),

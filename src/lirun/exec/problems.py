@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import difflib
 import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
 from lirun.exec.profiles import LineMap
 from lirun.hints import Any
+from lirun.paths import which
 
 __all__ = ["ProblemReader"]
 
@@ -110,7 +110,7 @@ class ProblemReader:
             and value
             and all(isinstance(item, str) and item for item in value)
         ):
-            if os.sep not in value[0] and shutil.which(value[0]) is None:
+            if os.sep not in value[0] and which(value[0]) is None:
                 self.problem(node, key, f"{label}{key}: command {value[0]!r} not found on PATH")
             return tuple(value)
         self.problem(

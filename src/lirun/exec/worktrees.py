@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from lirun.errors import UsageError
-from lirun.paths import lirun_home
+from lirun.paths import lirun_home, which
 from lirun.values import dataclass
 
 __all__ = [
@@ -56,7 +56,7 @@ class Repo:
     def run(
         self, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT_SECONDS
     ) -> subprocess.CompletedProcess[str]:
-        git = shutil.which("git")
+        git = which("git")
         if git is None:
             raise GitError("git is not on PATH; install git")
         argv = [git, *args]

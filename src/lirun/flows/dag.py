@@ -9,7 +9,6 @@ Without ``dot`` the picture is skipped and that is said once per process on stde
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -19,8 +18,17 @@ from typing import Any
 
 from lirun.flows.graph import topo_order
 from lirun.flows.spec import FlowSpec
+from lirun.paths import which
 
-__all__ = ["COLLAPSE_OVER", "DagNode", "dag_nodes", "dot_source", "draw_dag", "graph_lines"]
+__all__ = [
+    "COLLAPSE_OVER",
+    "DagNode",
+    "dag_nodes",
+    "dot_quote",
+    "dot_source",
+    "draw_dag",
+    "graph_lines",
+]
 
 COLLAPSE_OVER = 12  # instances of one fan-out leg drawn one by one up to this many
 DOT_TIMEOUT_SECONDS = 30.0
@@ -129,7 +137,8 @@ def dag_nodes(source: FlowSpec | Any) -> list[DagNode]:
     return _report_nodes(list(legs or ()))
 
 
-def _quote(text: str) -> str:
+def dot_quote(text: str) -> str:
+    """``text`` as a quoted Graphviz ID."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
@@ -142,17 +151,17 @@ def dot_source(nodes: Sequence[DagNode]) -> str:
     ]
     for node in nodes:
         attrs = [
-            f"label={_quote(node.label)}",
+            f"label={dot_quote(node.label)}",
             f'fillcolor="{_FILL.get(node.status or "", "#ffffff")}"',
         ]
         if node.reused:
             attrs.append('style="rounded,filled,dashed"')
         if node.count > 1:
             attrs.append("peripheries=2")
-        lines.append(f"  {_quote(node.id)} [{', '.join(attrs)}];")
+        lines.append(f"  {dot_quote(node.id)} [{', '.join(attrs)}];")
     for node in nodes:
         for dep in node.depends_on:
-            lines.append(f"  {_quote(dep)} -> {_quote(node.id)};")
+            lines.append(f"  {dot_quote(dep)} -> {dot_quote(node.id)};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -188,7 +197,7 @@ def draw_dag(
     """Draw ``flow_dag.png`` at ``path``; True when drawn. Without ``dot`` (said once per
     process through ``warn``) or when it fails (said each time), False; never raises."""
     global _warned
-    dot = shutil.which("dot")
+    dot = which("dot")
     if dot is None:
         if not _warned:
             _warned = True

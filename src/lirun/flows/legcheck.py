@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from lirun.errors import LirunError
 from lirun.flows.graph import ancestors, find_cycle
 from lirun.flows.templates import CONTEXT_NAMES, TemplateError, references
+from lirun.paths import which
 
 if TYPE_CHECKING:
     from lirun.flows.flowfile import Problems
@@ -229,7 +230,6 @@ def _missing_program(program: str, cwd: str) -> str | None:
     """Why a command leg's program cannot start, when that is known before the run (a
     templated program is only known then)."""
     import os
-    import shutil
 
     if "{{" in program or "{%" in program:
         return None
@@ -238,7 +238,7 @@ def _missing_program(program: str, cwd: str) -> str | None:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return None
         return f"command {program!r} is not an executable file"
-    if shutil.which(program) is None:
+    if which(program) is None:
         return f"command {program!r} not found on PATH; check the name or give its path"
     return None
 

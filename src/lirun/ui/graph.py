@@ -5,13 +5,13 @@ source); without it a simple picture is drawn here, legs layered by depth.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
 from markupsafe import Markup, escape
 
-from lirun.flows.dag import DagNode, dot_source
+from lirun.flows.dag import DagNode, dot_quote, dot_source
+from lirun.paths import which
 
 DOT_TIMEOUT_SECONDS = 10.0
 FILL = {
@@ -24,10 +24,6 @@ FILL = {
     "running": "#fff3a8",
 }
 _BOX_W, _BOX_H, _GAP_X, _GAP_Y = 170, 44, 50, 18
-
-
-def _dot_quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def _svg_body(svg: str) -> str | None:
@@ -45,12 +41,12 @@ def _svg_body(svg: str) -> str | None:
 
 def dot_svg(nodes: Sequence[DagNode], links: Mapping[str, str]) -> str | None:
     """The graph drawn by ``dot -Tsvg``, or None without dot (or when it fails)."""
-    dot = shutil.which("dot")
+    dot = which("dot")
     if dot is None or not nodes:
         return None
     source = dot_source(nodes).rstrip().removesuffix("}")
     extra = [
-        f'  {_dot_quote(node)} [URL={_dot_quote(href)}, target="_top"];'
+        f'  {dot_quote(node)} [URL={dot_quote(href)}, target="_top"];'
         for node, href in links.items()
     ]
     text = source + "\n".join(extra) + "\n}\n"
