@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 
@@ -48,3 +49,21 @@ def test_top_level_help_lists_every_command() -> None:
     assert result.returncode == 0
     for command, (_, helptext) in COMMANDS.items():
         assert f"  {command}" in result.stdout and helptext in result.stdout
+
+
+def test_a_sigint_while_li_is_still_importing_ends_it_with_130_and_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import types
+
+    import lirun.cli
+
+    class Interrupted(types.ModuleType):
+        def __getattr__(self, name: str) -> object:
+            if name == "main":
+                raise KeyboardInterrupt  # as a SIGINT during the dispatcher's import would
+            raise AttributeError(name)
+
+    monkeypatch.setitem(sys.modules, "lirun.cli.main", Interrupted("lirun.cli.main"))
+    assert lirun.cli.start() == 130
+    assert capsys.readouterr().err == "li: interrupted while starting; nothing was started\n"

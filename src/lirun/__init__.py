@@ -6,8 +6,6 @@ Names are loaded on first use (PEP 562) so that ``import lirun`` stays cheap on 
 
 from __future__ import annotations
 
-import importlib
-
 # Not `from typing import TYPE_CHECKING`: importing typing costs ~20 ms before `li run`
 # can trap signals (a SIGINT then is a KeyboardInterrupt traceback).
 TYPE_CHECKING = False
@@ -64,6 +62,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'lirun' has no attribute {name!r}")
+    import importlib  # on first use: `li` imports this package before it traps signals
+
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -1,5 +1,5 @@
 import sys
 
-from lirun.cli.main import main
+from lirun.cli import start
 
-sys.exit(main())
+sys.exit(start())

@@ -1,1 +1,21 @@
-"""The ``li`` command: a thin shell over the library (parse, one call, render)."""
+"""The ``li`` command: a thin shell over the library (parse, one call, render).
+
+``start`` is the console scripts' entry point: it imports the dispatcher itself, so a
+SIGINT that comes while the interpreter is still importing it (before ``li run`` holds its
+signals) ends ``li`` with 130 and one line, never a KeyboardInterrupt traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+STARTING_INTERRUPTED = "li: interrupted while starting; nothing was started\n"
+
+
+def start() -> int:
+    try:
+        from lirun.cli.main import main as dispatch
+    except KeyboardInterrupt:
+        sys.stderr.write(STARTING_INTERRUPTED)
+        return 130
+    return dispatch()
