@@ -49,6 +49,15 @@ _CODES: dict[str, str] = {
     "run.cancelled.system": "cancelled by the system",
     "run.failed.provider_retryable": "provider error that may succeed on retry",
     "run.failed.provider_nonretryable": "provider error that will not succeed on retry",
+    # provider failures by what a person does next (provider_errors.FAILURE_CLASSES)
+    "run.failed.provider_auth": "the provider refused the credentials",
+    "run.failed.provider_rejected": "the provider rejected the request",
+    "run.failed.provider_rate_limit": "the provider's rate limit was hit",
+    "run.failed.provider_overloaded": "the provider is overloaded",
+    "run.failed.provider_server_error": "the provider's API failed (server error)",
+    "run.failed.provider_network": "the provider's API could not be reached",
+    "run.failed.provider_stalled": "the agent made no progress for longer than the stall limit",
+    "run.timed_out.provider_retrying": "time limit reached while the provider was retrying",
     "run.failed.exception": "failed with an exception",
     "run.failed.exit_nonzero": "command exited with a non-zero code",
     "run.failed.missing_artifact": "a required artifact is missing",
@@ -158,6 +167,20 @@ _CODES: dict[str, str] = {
 
 VALID_REASON_CODES: frozenset[str] = frozenset(_CODES)
 
+# The run reasons that say "the same work may succeed if tried again": transient provider
+# failures. Flows (``retries:``), shows and schedules retry these and never any other.
+RETRYABLE_RUN_REASONS: frozenset[str] = frozenset(
+    {
+        "run.failed.provider_retryable",
+        "run.failed.provider_rate_limit",
+        "run.failed.provider_overloaded",
+        "run.failed.provider_server_error",
+        "run.failed.provider_network",
+        "run.failed.provider_stalled",
+        "run.timed_out.provider_retrying",
+    }
+)
+
 # The exceptions to the middle-segment rule: each list is complete (it replaces the rule).
 _STATUSES: dict[str, frozenset[str]] = {
     # SIGINT ends a run as aborted (130); a SIGINT seen as a cancellation keeps the code.
@@ -170,6 +193,11 @@ _STATUSES: dict[str, frozenset[str]] = {
     # A budget refusal: the run it refuses is recorded as skipped (its own domain word).
     "schedule.budget.exhausted": frozenset({"skipped"}),
 }
+
+
+def is_retryable_reason(code: str | None) -> bool:
+    """True when an execution that ended with ``code`` may succeed if run again."""
+    return code in RETRYABLE_RUN_REASONS
 
 
 def reason_domain(code: str) -> str:
@@ -258,6 +286,8 @@ def _check_registry() -> None:
                 f"reason code {code!r} fits no status of its entity types; name a status "
                 "in its middle segment or list its statuses in reasons._STATUSES"
             )
+    for code in RETRYABLE_RUN_REASONS - VALID_REASON_CODES:
+        raise AssertionError(f"reasons.RETRYABLE_RUN_REASONS names unregistered code {code!r}")
     for code in _STATUSES:
         if code not in VALID_REASON_CODES:
             raise AssertionError(f"reasons._STATUSES names unregistered code {code!r}")

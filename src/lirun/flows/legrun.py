@@ -4,9 +4,9 @@ A worker thread opens its own Store for its lifetime and runs one job at a time:
 prepares the leg's worktree when the leg is isolated, builds the request from the leg's
 task (prompt and arguments already rendered by the engine), and calls ``execute`` with a
 ``SignalTrap`` it created in its own thread (inert there), which the engine's thread
-stops with ``deliver``. A failure the record marks retryable
-(``run.failed.provider_retryable``) is retried up to ``retries`` times, each retry a new
-session with ``attempt`` = n and ``retry_of`` = the session it retries.
+stops with ``deliver``. A failure the record marks retryable (``is_retryable_reason``: a
+transient provider failure) is retried up to ``retries`` times, each retry a new session
+with ``attempt`` = n and ``retry_of`` = the session it retries.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any
 
 from lirun.errors import LirunError, StartInterruptedError
 from lirun.flows.spec import LegSpec
+from lirun.reasons import is_retryable_reason
 from lirun.signals import SignalTrap
 
 __all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of", "proof_is_shared"]
 
-RETRYABLE = "run.failed.provider_retryable"
 _GIT_LOCK = threading.Lock()  # `git worktree add` takes repository-wide locks
 
 
@@ -213,9 +213,10 @@ class LegWorkers:
             if row is None:
                 return result
             previous = row["id"]
-            if row["status_reason_code"] != RETRYABLE or attempt > job.leg.retries:
+            reason = row["status_reason_code"]
+            if not is_retryable_reason(reason) or attempt > job.leg.retries:
                 break
-            self._log(f"leg {job.id} attempt {attempt} ended {RETRYABLE}; retrying")
+            self._log(f"leg {job.id} attempt {attempt} ended {reason}; retrying")
             if self._stopping.wait(job.retry_delay * attempt):
                 break
         if result.status is None and result.reason_code is None:

@@ -18,11 +18,11 @@ its own evidence first and keeps the earlier evidence after it. Nothing here doe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from lirun.hints import Any
 from lirun.lifecycle import SESSION_TERMINAL_STATUSES
-from lirun.provider_errors import ProviderError
+from lirun.provider_errors import FAILURE_CLASSES, ProviderError, find_provider_error
 from lirun.reasons import describe, is_registered, reason_domain, resolve_run_reason
 from lirun.record.artifacts import describe_problem
 from lirun.values import dataclass, field, replace
@@ -92,27 +92,6 @@ class Outcome:
 # --- step 3: base reason ------------------------------------------------------------------
 
 
-def _exception_chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc``, then its causes, contexts and group members, breadth first, each once."""
-    queue, seen = [exc], set()
-    while queue:
-        current = queue.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        queue.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-        if isinstance(current, BaseExceptionGroup):
-            queue.extend(current.exceptions)
-
-
-def find_provider_error(exc: BaseException | None) -> ProviderError | None:
-    """The outermost ProviderError (or subclass) anywhere in ``exc``'s cause/context chain."""
-    if exc is None:
-        return None
-    return next((e for e in _exception_chain(exc) if isinstance(e, ProviderError)), None)
-
-
 def _type_name(exc: BaseException) -> str:
     cls = type(exc)
     return (
@@ -135,6 +114,13 @@ def _failed_base(facts: OutcomeFacts) -> Outcome:
             "type": _type_name(provider_error),
             "message": _message(provider_error),
         }
+        known = FAILURE_CLASSES.get(provider_error.failure_class or "")
+        if known is not None:
+            evidence["class"] = known.name
+            summary = f"{provider_error.provider}: {describe(known.reason_code)}: "
+            return Outcome(
+                "failed", known.reason_code, summary + _message(provider_error), [evidence]
+            )
         summary = f"{provider_error.provider} provider error ({kind}): {_message(provider_error)}"
         return Outcome("failed", f"run.failed.provider_{kind}", summary, [evidence])
     if facts.exit_code not in (None, 0):

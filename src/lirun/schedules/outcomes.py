@@ -13,10 +13,11 @@ import os
 from collections.abc import Mapping
 
 from lirun.hints import Any, NamedTuple
-from lirun.reasons import reason_fits_status
+from lirun.reasons import RETRYABLE_RUN_REASONS, reason_fits_status
 
-# Reasons that say "the same run may succeed if tried again".
-RETRYABLE = frozenset({"run.failed.provider_retryable", "schedule.failed.lease_lapsed"})
+# Reasons that say "the same run may succeed if tried again": transient provider failures
+# and a worker that lost its lease.
+RETRYABLE = RETRYABLE_RUN_REASONS | {"schedule.failed.lease_lapsed"}
 START_DEADLINE = "schedule.failed.start_deadline"
 CWD_REFUSED = "schedule.failed.cwd_not_allowed"
 FILE_CHANGED = "schedule.failed.file_changed"

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from lirun.reasons import is_retryable_reason
+
 __all__ = [
     "ABORT_UNSTARTED",
     "FailureKind",
@@ -117,7 +119,7 @@ def after_session(
         return "interrupted"
     if reason_code in _ORPHANED:
         return "rerun"
-    if reason_code == "run.failed.provider_retryable" and retries_used < MAX_PROVIDER_RETRIES:
+    if is_retryable_reason(reason_code) and retries_used < MAX_PROVIDER_RETRIES:
         return "retry"
     return "fail"
 
