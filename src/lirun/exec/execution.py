@@ -227,6 +227,15 @@ class _Execution:
                 )
             )
 
+    def on_progress(self, fields: dict[str, Any]) -> None:
+        """Retries so far, the last error, the model, the version: on the row while the
+        agent runs (the final record overwrites them when its legs end)."""
+        if self.recorded:
+            sid = self.run.run_id
+            self.recorder.submit(
+                lambda: self.store.update_fields("session", sid, fields, touch=False)
+            )
+
     def on_engine_uid(self, uid: str) -> None:
         self.engine_uid = uid
         if self.recorded:
@@ -252,6 +261,7 @@ class _Execution:
             record=self.record,
             on_engine_uid=self.on_engine_uid,
             on_event=self.request.on_event,
+            on_progress=self.on_progress,
             resume_uid=self.engine_uid,
             continuation=continuation,
         )
