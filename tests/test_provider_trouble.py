@@ -142,3 +142,38 @@ def test_li_status_of_a_running_detached_agent_shows_its_trouble(
     retries = [line for line in lines if "claude: retrying (" in line]
     assert len(retries) == 7, lines  # the detached log has one line per retry
     assert not [line for line in lines if "claude: session" in line]  # only the trouble
+
+
+@pytest.mark.slow
+def test_a_resumed_leg_counts_on_from_the_retries_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_bin: Path
+) -> None:
+    db_url = str(tmp_path / "state.db")
+    for key, value in fake_env_for("claude/api_retry_offline.jsonl", delay=0.05).items():
+        monkeypatch.setenv(key, value)
+    program = AgentProgram(provider="claude", executable=str(fake_bin / "claude"), prompt="go")
+    request = ExecutionRequest(
+        program=program,
+        cwd=str(tmp_path),
+        limits=Limits(timeout=2),
+        db_url=db_url,
+        run_id="resumed-run",
+        resume_on_timeout=True,
+    )
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(execute(request)))
+    worker.start()
+    try:
+
+        def second_leg() -> dict[str, Any] | None:
+            try:
+                row = get_row(db_url, "resumed-run")
+            except AssertionError:
+                return None
+            return row if (row.get("provider_retries") or 0) > 7 else None
+
+        row = poll(second_leg, timeout=20, what="the second leg's retries")
+        assert row["status"] == "running"
+    finally:
+        worker.join(timeout=30)
+    assert get_row(db_url, "resumed-run")["provider_retries"] == 14
