@@ -134,7 +134,7 @@ def test_li_status_of_a_running_detached_agent_shows_its_trouble(
     text = poll(shown, timeout=20, what="li status with retries so far")
     assert "running" in text
     assert "claude/claude-sonnet-4-5" in text and "2.1.197" in text
-    assert "provider error" in text and "unknown" in text
+    assert "last provider error" in text and "unknown" in text
     poll(lambda: get_row(db_url, run_id)["status"] != "running", timeout=30, what="the end")
     row = get_row(db_url, run_id)
     log = Path(row["run_dir"]) / "li.stderr.log"

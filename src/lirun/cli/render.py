@@ -165,7 +165,7 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("prompt", clip(row.get("prompt"))),
             ("reply", clip(row.get("reply_text"))),
             ("child exit code", _opt(row.get("child_exit_code"))),
-            ("provider error", clip(row.get("provider_error"))),
+            (_error_label(row), clip(row.get("provider_error"))),
             ("retries", _retries_text(row)),
             ("turns", _opt(row.get("num_turns"))),
             ("tokens", tokens_text(row)),
@@ -216,6 +216,11 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
 
 def _opt(value: object) -> str:
     return "" if value is None else str(value)
+
+
+def _error_label(row: Mapping[str, Any]) -> str:
+    """While the run runs, the provider's error is its latest, not how the run failed."""
+    return "last provider error" if row.get("status") == "running" else "provider error"
 
 
 def _retries_text(row: Mapping[str, Any]) -> str:
