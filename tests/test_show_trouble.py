@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lirun.exec.task import Task
-from lirun.shows.engine import ShowOptions, run_show
+from lirun.shows.engine import ShowOptions, resume_show, run_show
 from support.cli import li_command
 from support.gitkit import GIT_ENV
 from support.providerkit import FAKE_PROVIDER, classify_failures, fixture_path
@@ -29,6 +29,19 @@ def _refused_codex(tmp_path: Path) -> Path:
     script.write_text(
         "#!/bin/sh\n"
         f'LIRUN_FAKE_FIXTURE="{fixture_path("codex/error_401.jsonl")}" LIRUN_FAKE_EXIT=1 '
+        f'exec "{sys.executable}" "{FAKE_PROVIDER}" "$@"\n'
+    )
+    script.chmod(0o755)
+    return script
+
+
+def _working_codex(tmp_path: Path) -> Path:
+    """A codex that does the work: a file, committed, then a completed turn."""
+    script = tmp_path / "codex-ok"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'LIRUN_FAKE_FIXTURE="{fixture_path("codex/success.jsonl")}" LIRUN_FAKE_EXIT=0 '
+        "LIRUN_FAKE_TOUCH=fix.py LIRUN_FAKE_COMMIT='codex work' "
         f'exec "{sys.executable}" "{FAKE_PROVIDER}" "$@"\n'
     )
     script.chmod(0o755)
@@ -89,6 +102,22 @@ def test_a_refused_login_stops_the_play_for_a_person_without_a_redo(
     flat = " ".join(board.stdout.split())
     assert "play.escalated.provider" in flat
     assert "What to do: log in or fix the API key" in flat
+    # what the sentence says a person does once logged in: pending again, then resume
+    monkeypatch.setenv("LIRUN_CODEX_BIN", str(_working_codex(tmp_path)))
+    with opened(db) as store:
+        store.update_status(
+            "play",
+            p.id,
+            new_status="pending",
+            reason_code="play.pending.created",
+            source="admin",
+            override=True,
+            override_actor="me",
+            override_justification="logged in again",
+        )
+    resumed = resume_show(report.show_id, db_url=db)
+    assert resumed.status == "completed", resumed.to_dict()
+    assert resumed.plays[0].merge_sha and resumed.plays[0].provider_failure is None
 
 
 SHOW = """

@@ -233,9 +233,9 @@ def _provider_sentence(p: PlayReport, sid: str, held: str) -> str:
     advice = failure.get("advice") or p.reason_summary or "see its execution's record"
     return (
         f"play {p.name} ({p.id}) stopped on attempt {p.attempt}: its agent's provider refused "
-        f"the run{words}{held}. What to do: {advice}. Then run the play again from the start "
-        f"with `li override play {p.id} --to pending --reason play.pending.created --actor "
-        f"YOU --justification WHY` and `li show resume {sid}`."
+        f"the run{words}{held}. What to do: {advice}. To run it again from the start: "
+        f"`li override play {p.id} --to pending --reason play.pending.created --actor YOU "
+        f"--justification WHY`, then `li show resume {sid}`."
     )
 
 
