@@ -96,6 +96,18 @@ def test_start_refusals(tmp_path: Path) -> None:
         ("failed", "run.failed.exit_nonzero", 1, 3, False),
         ("failed", "schedule.failed.lease_lapsed", 1, 0, False),
         ("timed_out", "run.timed_out.deadline", 1, 3, False),
+        # by the failure's class: what a retry may fix, never a refused login or request
+        ("failed", "run.failed.provider_rate_limit", 1, 1, True),
+        ("failed", "run.failed.provider_overloaded", 1, 1, True),
+        ("failed", "run.failed.provider_server_error", 1, 1, True),
+        ("failed", "run.failed.provider_network", 1, 1, True),
+        ("failed", "run.failed.provider_stalled", 1, 1, True),
+        ("timed_out", "run.timed_out.provider_retrying", 1, 1, True),
+        ("timed_out", "run.timed_out.provider_retrying", 2, 1, False),
+        ("failed", "run.failed.provider_auth", 1, 3, False),
+        ("failed", "run.failed.provider_rejected", 1, 3, False),
+        ("failed", "run.failed.provider_nonretryable", 1, 3, False),
+        ("cancelled", "run.failed.provider_rate_limit", 1, 3, False),
     ],
 )
 def test_retries(status: str, reason: str, attempt: int, retries: int, expected: bool) -> None:
@@ -117,3 +129,14 @@ def test_notify_env_carries_the_wait_line() -> None:
         "0",
     )
     assert env["LIRUN_SCHEDULE"] == "nightly" and env["LIRUN_REASON_SUMMARY"] == "exit 3"
+
+
+def test_every_retryable_run_reason_is_retried_and_no_other_provider_class() -> None:
+    from lirun.provider_errors import FAILURE_CLASSES
+    from lirun.reasons import RETRYABLE_RUN_REASONS
+
+    for code in RETRYABLE_RUN_REASONS:
+        status = "timed_out" if code.startswith("run.timed_out.") else "failed"
+        assert should_retry(status, code, 1, 1), code
+    for failure in FAILURE_CLASSES.values():
+        assert should_retry("failed", failure.reason_code, 1, 1) is failure.retryable

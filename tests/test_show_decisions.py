@@ -70,9 +70,19 @@ def test_after_failure(kind: str, attempt: int, attempts: int, status: str, reas
         ("failed", "run.failed.provider_retryable", False, 1, "retry"),
         ("failed", "run.failed.provider_retryable", False, 2, "fail"),
         ("failed", "run.failed.provider_nonretryable", False, 0, "fail"),
+        # a provider class a person must fix stops the play; one a retry may fix is retried
+        ("failed", "run.failed.provider_auth", False, 0, "escalate"),
+        ("failed", "run.failed.provider_rejected", False, 0, "escalate"),
+        ("failed", "run.failed.provider_rate_limit", False, 0, "retry"),
+        ("failed", "run.failed.provider_overloaded", False, 1, "retry"),
+        ("failed", "run.failed.provider_server_error", False, 0, "retry"),
+        ("failed", "run.failed.provider_network", False, 0, "retry"),
+        ("failed", "run.failed.provider_stalled", False, 0, "retry"),
+        ("timed_out", "run.timed_out.provider_retrying", False, 0, "retry"),
+        ("timed_out", "run.timed_out.provider_retrying", False, 2, "fail"),
+        ("cancelled", "run.cancelled.sigterm", True, 0, "interrupted"),
         ("failed", "session.orphaned.no_process", False, 0, "rerun"),
         ("failed", "session.stale.no_heartbeat", False, 0, "rerun"),
-        ("cancelled", "run.cancelled.sigterm", True, 0, "interrupted"),
         ("aborted", "run.cancelled.sigint", True, 0, "interrupted"),
         ("cancelled", "run.cancelled.sigterm", False, 0, "fail"),
         ("completed", "run.completed.ok", True, 0, "gate"),
@@ -147,3 +157,20 @@ def test_every_decided_reason_is_registered_and_fits_its_status() -> None:
         assert target is not None
         validate_reason(target[1], "play", target[0])
     validate_reason("show.blocked.no_ready_plays", "show", "active")
+
+
+def test_a_provider_stop_says_the_providers_words_and_what_to_do() -> None:
+    from lirun.shows.decisions import provider_stop
+
+    stop = provider_stop("r1", "run.failed.provider_auth", "Invalid API key · Please run /login")
+    assert stop is not None
+    summary, feedback = stop
+    assert summary.startswith("Invalid API key · Please run /login (auth); what to do: log in")
+    assert len(summary) <= 300  # it fits the play's reason summary whole
+    assert "its execution r1 failed with run.failed.provider_auth" in feedback
+    assert "the provider said: Invalid API key · Please run /login" in feedback
+    long = provider_stop("r1", "run.failed.provider_rejected", "prompt is too long " * 40)
+    assert long is not None and len(long[0]) <= 300 and "shorten the prompt" in long[0]
+    assert ("prompt is too long " * 40).strip() in long[1]  # the feedback keeps it all
+    assert provider_stop("r1", "run.failed.provider_rate_limit", "slow down") is None
+    assert provider_stop("r1", "run.failed.exit_nonzero", None) is None

@@ -688,3 +688,60 @@ def test_a_gate_or_an_earlier_attempt_names_its_play(
     assert f"gate of play {link}, attempt 2" in client.get("/runs/gate-2").text
     assert f"work of play {link}, attempt 1" in client.get("/runs/work-1").text
     assert client.get("/api/runs/gate-2").json()["play_of"]["role"] == "gate"
+
+
+def test_a_running_runs_page_shows_its_provider_trouble_so_far(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """What a running agent's row holds while the provider retries (the execution writes
+    it as the events arrive): the retries so far, the last error, the model, the CLI
+    version; once it ended, the same facts without "so far"."""
+    trouble = {
+        "provider_retries": 3,
+        "provider_error": "API retry 3/10: overloaded_error (HTTP 529)",
+        "provider_version": "2.1.197",
+    }
+    make_run(store, lirun_home, "busy", status="running", **trouble)
+    page = client.get("/runs/busy").text
+    assert '<dd id="run-retries">3 so far</dd>' in page
+    assert "last provider error" in page and "overloaded_error (HTTP 529)" in page
+    assert "claude/sonnet" in page and "2.1.197" in page
+    make_run(
+        store,
+        lirun_home,
+        "done",
+        status="timed_out",
+        reason="run.timed_out.deadline",
+        **trouble,
+    )
+    ended = client.get("/runs/done").text
+    assert '<dd id="run-retries">3</dd>' in ended
+    assert "<dt>provider error</dt>" in ended
+
+
+def test_a_play_its_provider_stopped_shows_the_providers_words_and_what_to_do(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    show = store.create_show(topic="keys")
+    play = store.create_play(show_id=show["id"], name="login")
+    make_run(
+        store,
+        lirun_home,
+        "refused",
+        status="failed",
+        reason="run.failed.provider_auth",
+        provider_error="Invalid API key · Please run /login",
+    )
+    raw_write(
+        store,
+        "UPDATE plays SET status = 'escalated', status_reason_code = 'play.escalated.provider', "
+        "session_id = 'refused', attempt = 1, attempts = 2 WHERE id = :id",
+        {"id": play["id"]},
+    )
+    page = client.get(f"/shows/{show['id']}").text
+    assert "the provider said" in page
+    assert "Invalid API key · Please run /login" in page
+    assert "what to do</span> log in or fix the API key" in page
+    data = client.get(f"/api/shows/{show['id']}").json()
+    [shown] = [p for c in data["board"] for p in c["plays"]]
+    assert shown["provider"]["class"] == "auth"

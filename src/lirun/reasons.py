@@ -106,6 +106,9 @@ _CODES: dict[str, str] = {
     "play.escalated.merge_conflict": "merge conflict on the last attempt: a person decides",
     "play.escalated.session_failed": "its execution did not complete on the last attempt",
     "play.escalated.no_changes": "nothing to merge on the last attempt",
+    "play.escalated.provider": (
+        "its agent's provider refused the run (login, key or request): a person fixes that"
+    ),
     "play.gate_failed.merge_conflict": "merge conflict (no redo: attempts 1)",
     "play.gate_failed.session_failed": "its execution did not complete (no redo: attempts 1)",
     "play.gate_failed.no_changes": "nothing to merge (no redo: attempts 1)",

@@ -94,3 +94,23 @@ def env_with_fake_bin(
     for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN"):
         env.pop(var, None)
     return env
+
+
+def classify_failures(monkeypatch: Any, words: str, failure_class: str) -> None:
+    """Make the parsers classify an unclassified failure whose text holds ``words`` as
+    ``failure_class`` (``auth``, ``rejected``, ...), as a classifying parser would; a
+    failure already classified is left as it is."""
+    from lirun.exec.stream import StreamParser
+    from lirun.provider_errors import classified_error
+
+    original = StreamParser._finish_exception
+
+    def finish(self: Any, exit_code: int | None, killed_by: str | None) -> Any:
+        exc = original(self, exit_code, killed_by)
+        if exc is None or exc.failure_class is not None or words not in str(exc):
+            return exc
+        return classified_error(
+            str(exc), provider=exc.provider, failure_class=failure_class, detail=exc.detail
+        )
+
+    monkeypatch.setattr(StreamParser, "_finish_exception", finish)

@@ -25,6 +25,7 @@ from lirun.cli.options import (
     worker_argv,
 )
 from lirun.errors import UsageError
+from lirun.exec.trouble import TROUBLE_KINDS, trouble_line
 from lirun.hints import Any
 
 DESCRIPTION = f"""\
@@ -76,10 +77,8 @@ def render_event(provider: str, event: Any) -> str | None:
     if event.kind == "tool_call":
         detail = json.dumps(data.get("input"), sort_keys=True, default=str)
         return f"{provider}: -> {data.get('name')} {_clip(detail)}"
-    if event.kind == "error":
-        return f"{provider}: error: {_clip(str(data.get('message', '')))}"
-    if event.kind == "retry":
-        return f"{provider}: retrying ({data.get('count')}): {_clip(str(data.get('message', '')))}"
+    if event.kind in TROUBLE_KINDS:
+        return trouble_line(provider, event)
     if event.kind == "session" and data.get("engine_session_uid"):
         return f"{provider}: session {data['engine_session_uid']}"
     return None
@@ -89,6 +88,14 @@ def _progress(provider: str, event: Any) -> None:
     line = render_event(provider, event)
     if line is not None:
         sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def _trouble(provider: str, event: Any) -> None:
+    """A detached worker's log gets the provider's retries, warnings and errors only."""
+    line = trouble_line(provider, event)
+    if line is not None:
+        sys.stderr.write(f"li agent: {line}\n")
         sys.stderr.flush()
 
 
@@ -225,14 +232,8 @@ def main(argv: list[str]) -> int:
     args = parse_args(parser, argv)
     resolved = resolve_options(args)
     program = _program(args, resolved)
-    quiet = args.quiet or args.detached_worker
-    request = request_from(
-        args,
-        resolved,
-        program,
-        echo=echo_for(args),
-        on_event=None if quiet else _progress,
-    )
+    on_event = None if args.quiet else _trouble if args.detached_worker else _progress
+    request = request_from(args, resolved, program, echo=echo_for(args), on_event=on_event)
     return execute_or_detach(
         "li agent",
         "agent",

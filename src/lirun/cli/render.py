@@ -165,8 +165,8 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("prompt", clip(row.get("prompt"))),
             ("reply", clip(row.get("reply_text"))),
             ("child exit code", _opt(row.get("child_exit_code"))),
-            ("provider error", clip(row.get("provider_error"))),
-            ("retries", _opt(row.get("provider_retries"))),
+            (_error_label(row), clip(row.get("provider_error"))),
+            ("retries", _retries_text(row)),
             ("turns", _opt(row.get("num_turns"))),
             ("tokens", tokens_text(row)),
             ("cost", "" if row.get("cost_usd") is None else format_cost(row["cost_usd"])),
@@ -216,6 +216,19 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
 
 def _opt(value: object) -> str:
     return "" if value is None else str(value)
+
+
+def _error_label(row: Mapping[str, Any]) -> str:
+    """While the run runs, the provider's error is its latest, not how the run failed."""
+    return "last provider error" if row.get("status") == "running" else "provider error"
+
+
+def _retries_text(row: Mapping[str, Any]) -> str:
+    """The provider's own API retries: "3 so far" while the run runs."""
+    count = row.get("provider_retries")
+    if count is None:
+        return ""
+    return f"{count} so far" if row.get("status") == "running" else str(count)
 
 
 def owner_text(row: Mapping[str, Any], now: float) -> str:

@@ -193,6 +193,7 @@ class _Execution:
         self.recorder = Recorder()
         self.recorded = True
         self.saw_assistant_text = False
+        self.retries_before = 0  # the provider's retries in earlier legs (a resume)
 
     # -- database writes that go through the recorder thread --
 
@@ -227,6 +228,16 @@ class _Execution:
                 )
             )
 
+    def on_progress(self, fields: dict[str, Any]) -> None:
+        """Retries so far (every leg's), the last error, the model, the version: on the
+        row while the agent runs (the final record overwrites them when its legs end)."""
+        retries = fields.get("provider_retries")
+        if retries is not None:
+            fields = {**fields, "provider_retries": retries + self.retries_before}
+        sid, update = self.run.run_id, self.store.update_fields
+        if self.recorded:
+            self.recorder.submit(lambda: update("session", sid, fields, touch=False))
+
     def on_engine_uid(self, uid: str) -> None:
         self.engine_uid = uid
         if self.recorded:
@@ -252,6 +263,7 @@ class _Execution:
             record=self.record,
             on_engine_uid=self.on_engine_uid,
             on_event=self.request.on_event,
+            on_progress=self.on_progress,
             resume_uid=self.engine_uid,
             continuation=continuation,
         )
@@ -299,6 +311,7 @@ def _run_legs(ex: _Execution, trap: SignalTrap, ctx: Any) -> tuple[LegOutcome, l
             outcome = LegOutcome(status="failed", exception=exc)
             sys.stderr.write(f"li: error: {exc}\n")
         legs.append(outcome)
+        ex.retries_before += int(outcome.record.get("provider_retries") or 0)
         if len(legs) > 1 or not _should_resume(ex, outcome, trap):
             return outcome, legs
         # ADR D4: the first leg defers; the resumed leg owns finalization (one row, one id).

@@ -89,6 +89,9 @@ class LegContext:
     record: Callable[[Message], None] = lambda message: None
     on_engine_uid: Callable[[str], None] = lambda uid: None
     on_event: Callable[[str, Event], None] | None = None
+    # The row's progress columns changed (retries, last error, model, version): written
+    # while the agent runs, so ``li status`` shows them before it ends.
+    on_progress: Callable[[dict[str, Any]], None] = lambda fields: None
     resume_uid: str | None = None
     continuation: bool = False
 
@@ -376,6 +379,7 @@ class AgentLeg:
         self.ctx = ctx
         self.saw_assistant_text = False
         self._uid: str | None = None
+        self._progress: dict[str, Any] = {}
         stream = ctx.run.stream_dir
         self.stdout: ChunkSink = LineSink(
             open_buffer(ctx.run.stream_buffer_path(ctx.branch_id)), self._on_line
@@ -383,16 +387,31 @@ class AgentLeg:
         self.stderr = ChunkSink(open_buffer(stream / "stderr.log"), echo_fd=ctx.echo.stderr_fd)
 
     def _on_line(self, line: str) -> None:
+        from lirun.exec.trouble import PROGRESS_KINDS
+
+        progressed = False
         for event in self.parser.feed_line(line):
             if event.kind == "assistant_text":
                 self.saw_assistant_text = True
+            progressed = progressed or event.kind in PROGRESS_KINDS
             self.ctx.record(event.to_message())
             if self.ctx.on_event is not None:
                 self.ctx.on_event(self.parser.provider, event)
+        if progressed:
+            self._report_progress()
         uid = self.parser.engine_session_uid
         if uid is not None and uid != self._uid:
             self._uid = uid
             self.ctx.on_engine_uid(uid)
+
+    def _report_progress(self) -> None:
+        from lirun.exec.trouble import progress_fields
+
+        fields = progress_fields(self.parser)
+        changed = {k: v for k, v in fields.items() if self._progress.get(k) != v}
+        if changed:
+            self._progress.update(changed)
+            self.ctx.on_progress(changed)
 
     def terminal_seen(self) -> bool:
         return self.parser.saw_terminal

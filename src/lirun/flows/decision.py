@@ -7,7 +7,8 @@ The rule, in order:
 2. the flow's own deadline ends it ``timed_out``;
 3. a leg that failed, timed out or was stopped by something other than the flow (and a
    fan-out whose items could not be read) fails the flow with ``run.failed.leg``, the
-   reason naming the first such leg;
+   summary naming every such leg with its reason and the provider's own words (the
+   legs the flow itself stopped are named only when no leg failed on its own);
 4. every leg completed (a ``completed_empty`` leg marked ``may_be_empty`` counts as
    completed): ``completed``;
 5. otherwise ``completed_empty`` with ``run.completed_empty.leg`` naming the legs.
@@ -38,6 +39,10 @@ __all__ = [
 # reached because the flow was interrupted.
 NOT_RUN = "not_run"
 _FAILING = frozenset({"failed", "timed_out", "aborted", "cancelled"})
+# A summary names this many failed legs (the evidence lists them all), each with at most
+# this much of what went wrong.
+_NAMED_LEGS = 10
+_SAID_CHARS = 160
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,7 @@ class LegFact:
     because: str | None = None  # for a leg not run: the leg whose failure stopped it
     interrupted: bool = False  # the flow stopped it (signal, deadline, fail_fast)
     error: str | None = None  # why a leg without a session failed (items, template)
+    message: str | None = None  # what the provider said when the leg's agent failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +111,7 @@ def _evidence(facts: FlowFacts) -> list[dict[str, Any]]:
                         "reason": f.reason_code,
                         "stopped_by_flow": f.interrupted,
                         **({"error": f.error} if f.error else {}),
+                        **({"message": f.message} if f.message else {}),
                     }
                     for f in failing
                 ],
@@ -132,12 +139,36 @@ def _is_failure(leg: LegFact) -> bool:
     return leg.status in _FAILING or leg.reason_code == "run.failed.fan_out"
 
 
-def _first_failure(legs: Sequence[LegFact]) -> LegFact | None:
-    """The first leg that failed on its own; else the first the flow stopped."""
+def _failures(legs: Sequence[LegFact]) -> list[LegFact]:
+    """The legs that failed on their own; else those the flow stopped."""
     failing = [leg for leg in legs if _is_failure(leg)]
     own = [leg for leg in failing if not leg.interrupted]
-    chosen = own or failing
-    return chosen[0] if chosen else None
+    return own or failing
+
+
+def _clip(text: str, limit: int = _SAID_CHARS) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _failure_summary(failed: Sequence[LegFact]) -> str:
+    """``leg f ended failed (run.failed.exit_nonzero)`` for one leg; for more, ``2 legs
+    failed: review[1] (run.failed.provider_auth: Invalid API key), check (...)``."""
+    if len(failed) == 1:
+        leg = failed[0]
+        summary = f"leg {leg.id} ended {leg.status}"
+        if leg.reason_code:
+            summary += f" ({leg.reason_code})"
+        said = leg.error or leg.message
+        return summary + (f": {_clip(said)}" if said else "")
+    parts = []
+    for leg in failed[:_NAMED_LEGS]:
+        said = leg.error or leg.message
+        why = leg.reason_code or leg.status
+        parts.append(f"{leg.id} ({why}: {_clip(said)})" if said else f"{leg.id} ({why})")
+    more = len(failed) - _NAMED_LEGS
+    tail = f", and {more} more (see the evidence)" if more > 0 else ""
+    return f"{len(failed)} legs failed: {', '.join(parts)}{tail}"
 
 
 def decide_flow(facts: FlowFacts) -> FlowOutcome:
@@ -156,13 +187,9 @@ def decide_flow(facts: FlowFacts) -> FlowOutcome:
     if facts.timed_out:
         limit = f" of {facts.timeout_s:g}s" if facts.timeout_s is not None else ""
         return out("timed_out", "run.timed_out.deadline", f"the flow's deadline{limit} passed")
-    failed = _first_failure(facts.legs)
-    if failed is not None:
-        summary = f"leg {failed.id} ended {failed.status}"
-        if failed.reason_code:
-            summary += f" ({failed.reason_code})"
-        if failed.error:
-            summary += f": {failed.error}"
+    failed = _failures(facts.legs)
+    if failed:
+        summary = _failure_summary(failed)
         if stopped:
             summary += f"; not run: {', '.join(stopped)}"
         return out("failed", "run.failed.leg", summary)

@@ -213,6 +213,7 @@ class _FlowRun:
         inst.duration_s, inst.cost_usd = result.duration_s, result.cost_usd
         inst.outputs = result.outputs or ({"error": result.error} if result.error else {})
         inst.proof_shared = result.proof_shared
+        inst.message = result.message
         inst.interrupted = self.halt is not None and inst.status not in (
             "completed",
             "completed_empty",

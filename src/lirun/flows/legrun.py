@@ -23,7 +23,7 @@ from lirun.flows.spec import LegSpec
 from lirun.reasons import is_retryable_reason
 from lirun.signals import SignalTrap
 
-__all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of", "proof_is_shared"]
+__all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of", "proof_is_shared", "retry_leg"]
 
 _GIT_LOCK = threading.Lock()  # `git worktree add` takes repository-wide locks
 
@@ -64,6 +64,15 @@ class LegResult:
     outputs: dict[str, Any] = field(default_factory=dict)
     proof_shared: bool = False
     error: str | None = None
+    message: str | None = None  # the provider's own words when its last attempt failed
+
+
+def retry_leg(reason: str | None, attempt: int, retries: int) -> bool:
+    """Whether attempt ``attempt`` that ended ``reason`` gets another: only a reason a
+    retry may fix (``is_retryable_reason``: rate limit, overload, server or network
+    error, a stall, a timeout while the provider was retrying), never a refused login or
+    a rejected request, and at most ``retries`` times."""
+    return is_retryable_reason(reason) and attempt <= retries
 
 
 def outputs_of(row: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -214,7 +223,7 @@ class LegWorkers:
                 return result
             previous = row["id"]
             reason = row["status_reason_code"]
-            if not is_retryable_reason(reason) or attempt > job.leg.retries:
+            if not retry_leg(reason, attempt, job.leg.retries):
                 break
             self._log(f"leg {job.id} attempt {attempt} ended {reason}; retrying")
             if self._stopping.wait(job.retry_delay * attempt):
@@ -261,6 +270,7 @@ class LegWorkers:
             result.reason_code, result.error = "run.failed.setup", str(exc)
             return None
         request.row_fields = {"flow_leg": job.id, "attempt": attempt, "retry_of": previous}
+        request.on_event = self._trouble(job.id)
         with SignalTrap() as trap:
             with self._lock:
                 self._traps[job.id] = trap
@@ -287,4 +297,18 @@ class LegWorkers:
         result.cost_usd = row.get("cost_usd")
         result.outputs = outputs_of(row, extra)
         result.proof_shared = proof_is_shared(row)
+        failed = result.status not in ("completed", "completed_empty")
+        result.message = row.get("provider_error") if failed else None
         return row
+
+    def _trouble(self, leg: str) -> Callable[[str, Any], None]:
+        """The provider's retries, warnings and errors as the flow's lines (stderr and
+        flow.log), named by the leg."""
+        from lirun.exec.trouble import trouble_line
+
+        def on_event(provider: str, event: Any) -> None:
+            line = trouble_line(provider, event)
+            if line is not None:
+                self._log(f"leg {leg}: {line}")
+
+        return on_event

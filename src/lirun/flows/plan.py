@@ -57,6 +57,7 @@ class Instance:
     because: str | None = None
     proof_shared: bool = False
     interrupted: bool = False  # stopped by the flow (signal, deadline, fail_fast)
+    message: str | None = None  # the provider's own words when it failed
 
     def fact(self) -> LegFact:
         return LegFact(
@@ -68,6 +69,7 @@ class Instance:
             because=self.because,
             interrupted=self.interrupted,
             error=self.error,
+            message=self.message,
         )
 
     @property

@@ -108,9 +108,12 @@ def start_refusal(facts: StartFacts) -> tuple[str, str] | None:
 
 
 def should_retry(status: str, reason: str, attempt: int, retries: int) -> bool:
-    """A new attempt for a failed run whose reason is retryable, while attempts remain
-    (attempt 1 is the first run; ``retries`` new attempts follow at most)."""
-    return status == "failed" and reason in RETRYABLE and attempt <= retries
+    """A new attempt for a run that ended with a reason a retry may fix (a rate limit, an
+    overload, a server or network error, a stall, a timeout while the provider was
+    retrying, a lapsed lease), while attempts remain (attempt 1 is the first run;
+    ``retries`` new attempts follow at most). A refused login or a rejected request is
+    never retried: it would fail the same way."""
+    return status in ("failed", "timed_out") and reason in RETRYABLE and attempt <= retries
 
 
 def notify_env(

@@ -25,6 +25,7 @@ from lirun.shows.decisions import (
     PlayFacts,
     after_failure,
     after_session,
+    provider_stop,
     ready_plays,
     show_next,
     waiting_plays,
@@ -76,7 +77,7 @@ class Conductor:
         beat_every: float,
     ) -> None:
         self.store, self.show, self.spec, self.git = store, show, spec, git
-        self.workers = Workers(git, db_url)
+        self.workers = Workers(git, db_url, progress)
         self.parallel = max(1, parallel)
         self.owner, self.stop, self.say = owner, stop, progress
         self.rows: dict[str, dict[str, Any]] = {}
@@ -300,6 +301,8 @@ class Conductor:
                 self.rerun_reason[name] = "play.running.retry_provider"
             self.say(f"play {name}: execution {run_id} ended {status} ({reason}); running again")
             self.to_start.append(name)
+        elif nxt == "escalate":
+            self.stop_for_provider(name, run_id, reason)
         elif nxt == "fail":
             why = describe(reason or "") or "see its record"
             self.fail(
@@ -308,6 +311,15 @@ class Conductor:
                 f"its execution {run_id} ended {status} ({reason}: {why}), so there is "
                 "nothing to merge; make the change the task asks for and commit it",
             )
+
+    def stop_for_provider(self, name: str, run_id: str, reason: str | None) -> None:
+        """The provider refused the run in a way no redo fixes (login, key, request): the
+        play waits for a person, with the provider's words and what to do."""
+        row = self.store.get_entity("session", run_id) or {}
+        said = row.get("provider_error") or row.get("status_reason_summary")
+        summary, feedback = provider_stop(run_id, reason, said) or (str(reason), str(reason))
+        self.set_play(name, "escalated", "play.escalated.provider", summary, feedback=feedback)
+        self.say(f"play {name}: escalated: {summary}")
 
     def fail(self, name: str, kind: FailureKind, feedback: str, **fields: Any) -> None:
         """The play did not merge: redo it on a new attempt branch, or give up."""

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from lirun.provider_errors import failure_class_for_reason
 from lirun.reasons import is_retryable_reason
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "after_failure",
     "after_session",
     "gate_verdict",
+    "provider_stop",
     "ready_plays",
     "show_next",
     "waiting_plays",
@@ -33,7 +35,7 @@ __all__ = [
 # changed nothing: all four are "the play did not merge" and follow one rule.
 FailureKind = Literal["gate", "merge_conflict", "session_failed", "no_changes"]
 # What a finished agent execution leads to.
-Next = Literal["gate", "retry", "rerun", "fail", "interrupted"]
+Next = Literal["gate", "retry", "rerun", "fail", "escalate", "interrupted"]
 GateVerdict = Literal["pass", "fail", "interrupted"]
 
 MAX_PROVIDER_RETRIES = 2
@@ -110,8 +112,11 @@ def after_session(
     ``completed`` goes to the gate. An execution ended by a signal while the engine was
     stopping is left for resume (``interrupted``); one whose owner died is run again
     (``rerun``); a retryable provider failure is run again a bounded number of times
-    (``retry``); neither uses an attempt. Everything else (``completed_empty``, failed,
-    timed out, cancelled by someone else) is a failure of the attempt.
+    (``retry``); neither uses an attempt. A provider failure a retry cannot fix (a
+    refused login or key, a rejected request) stops the play for a person at once
+    (``escalate``): redoing it would fail the same way. Everything else
+    (``completed_empty``, failed, timed out, cancelled by someone else) is a failure of
+    the attempt.
     """
     if status == "completed":
         return "gate"
@@ -119,9 +124,34 @@ def after_session(
         return "interrupted"
     if reason_code in _ORPHANED:
         return "rerun"
+    failure = failure_class_for_reason(reason_code)
+    if failure is not None and not failure.retryable:
+        return "escalate"
     if is_retryable_reason(reason_code) and retries_used < MAX_PROVIDER_RETRIES:
         return "retry"
     return "fail"
+
+
+_SAID_CHARS = 120
+
+
+def provider_stop(
+    run_id: str, reason_code: str | None, message: str | None
+) -> tuple[str, str] | None:
+    """(summary, feedback) for a play whose execution ``run_id`` failed with a provider
+    class a person must fix: the provider's own words and what to do. The summary fits
+    the board; the feedback keeps the whole message. None for any other reason."""
+    failure = failure_class_for_reason(reason_code)
+    if failure is None or failure.retryable:
+        return None
+    said = " ".join((message or "").split()) or "no message"
+    short = said if len(said) <= _SAID_CHARS else said[: _SAID_CHARS - 1] + "…"
+    summary = f"{short} ({failure.name}); what to do: {failure.advice}"
+    feedback = (
+        f"its execution {run_id} failed with {reason_code}; the provider said: {said}. "
+        f"What to do: {failure.advice}."
+    )
+    return summary, feedback
 
 
 def gate_verdict(status: str, child_exit_code: int | None, *, stopping: bool) -> GateVerdict:

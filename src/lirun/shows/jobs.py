@@ -61,9 +61,10 @@ class GateJob:
 class Workers:
     """Threads that run jobs and report to ``events``; ``stop`` delivers a signal to all."""
 
-    def __init__(self, git: ShowGit, db_url: str) -> None:
+    def __init__(self, git: ShowGit, db_url: str, say: Callable[[str], None] | None = None) -> None:
         self.git = git
         self.db_url = db_url
+        self.say = say
         self.events: queue.Queue[Done] = queue.Queue()
         self._traps: dict[str, SignalTrap] = {}
         self._threads: dict[str, threading.Thread] = {}
@@ -140,9 +141,25 @@ class Workers:
                 resume_branch=job.resume_branch,
                 metadata={**job.metadata, "start": start},
             )
+            request.on_event = self._trouble(job.play)
             return Done("agent", job.play, result=execute(request, trap=trap))
 
         self._spawn(f"agent:{job.play}", job.play, "agent", body)
+
+    def _trouble(self, play: str) -> Callable[[str, Any], None] | None:
+        """The provider's retries, warnings and errors as progress lines, named by the
+        play (said from the job's thread: one write per line)."""
+        say = self.say
+        if say is None:
+            return None
+        from lirun.exec.trouble import trouble_line
+
+        def on_event(provider: str, event: Any) -> None:
+            line = trouble_line(provider, event)
+            if line is not None:
+                say(f"play {play}: {line}")
+
+        return on_event
 
     def start_gate(self, job: GateJob) -> None:
         def body(trap: SignalTrap) -> Done:

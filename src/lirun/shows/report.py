@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PlayReport", "ShowReport", "build_report"]
+__all__ = ["PlayReport", "ShowReport", "build_report", "provider_failure"]
 
 _NEEDS_PERSON = frozenset({"escalated", "gate_failed"})
 # A gate execution's status as a verdict (a gate passes when its command exits 0).
@@ -40,6 +40,9 @@ class PlayReport:
     gates: tuple[dict[str, Any], ...]
     merge_sha: str | None
     merged_at: float | None
+    # The last agent execution's provider failure, when the provider said which class
+    # (its words and what a person does about it); None otherwise.
+    provider_failure: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +60,7 @@ class PlayReport:
             "gates": [dict(g) for g in self.gates],
             "merge_sha": self.merge_sha,
             "merged_at": self.merged_at,
+            "provider_failure": self.provider_failure,
         }
 
 
@@ -105,8 +109,28 @@ class ShowReport:
         }
 
 
+def provider_failure(session: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the provider said when ``session`` (an agent execution) failed with a known
+    class, and what a person does about it; None for anything else."""
+    from lirun.provider_errors import failure_class_for_reason
+
+    code = session.get("status_reason_code") if session else None
+    failure = failure_class_for_reason(code)
+    if session is None or failure is None:
+        return None
+    return {
+        "session_id": session.get("id"),
+        "reason_code": code,
+        "class": failure.name,
+        "retryable": failure.retryable,
+        "message": session.get("provider_error") or session.get("status_reason_summary"),
+        "advice": failure.advice,
+    }
+
+
 def _play_report(row: Mapping[str, Any], sessions: Sequence[Mapping[str, Any]]) -> PlayReport:
     gates, agents = [], []
+    last_agent: Mapping[str, Any] | None = None
     for s in sessions:
         meta = s.get("metadata_json") or {}
         if meta.get("role") == "gate":
@@ -121,6 +145,7 @@ def _play_report(row: Mapping[str, Any], sessions: Sequence[Mapping[str, Any]]) 
             )
         else:
             agents.append(str(s["id"]))
+            last_agent = s
     return PlayReport(
         id=str(row["id"]),
         name=str(row["name"]),
@@ -136,6 +161,7 @@ def _play_report(row: Mapping[str, Any], sessions: Sequence[Mapping[str, Any]]) 
         gates=tuple(gates),
         merge_sha=row.get("merge_sha"),
         merged_at=row.get("merged_at"),
+        provider_failure=provider_failure(last_agent),
     )
 
 
@@ -170,6 +196,9 @@ def needs_person(
             continue
         waiting = _waiting_on(plays, p.name)
         held = f"; {', '.join(waiting)} wait(s) on it" if waiting else ""
+        if p.reason_code == "play.escalated.provider":
+            lines.append(_provider_sentence(p, sid, held))
+            continue
         where = f" in {p.worktree} (branch {p.branch})" if p.worktree else ""
         again = ""
         if str(p.reason_code).endswith((".session_failed", ".no_changes")):
@@ -194,6 +223,20 @@ def needs_person(
             f"on {integration}, then `li show resume {sid}`."
         )
     return tuple(lines)
+
+
+def _provider_sentence(p: PlayReport, sid: str, held: str) -> str:
+    """A play its provider refused: the provider's words, what to do, how to go on."""
+    failure = p.provider_failure or {}
+    said = " ".join(str(failure.get("message") or "").split())
+    words = f" ({failure.get('reason_code')}): {said}" if said else ""
+    advice = failure.get("advice") or p.reason_summary or "see its execution's record"
+    return (
+        f"play {p.name} ({p.id}) stopped on attempt {p.attempt}: its agent's provider refused "
+        f"the run{words}{held}. What to do: {advice}. To run it again from the start: "
+        f"`li override play {p.id} --to pending --reason play.pending.created --actor YOU "
+        f"--justification WHY`, then `li show resume {sid}`."
+    )
 
 
 def build_report(

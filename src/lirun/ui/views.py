@@ -289,6 +289,16 @@ def gate_verdict(gate: Any) -> dict[str, Any] | None:
     }
 
 
+def _provider_stop(store: Store, play: Mapping[str, Any]) -> dict[str, Any] | None:
+    """For a play its provider stopped (``play.escalated.provider``): what the provider
+    said on its last execution and what a person does about it."""
+    if play.get("status_reason_code") != "play.escalated.provider" or not play.get("session_id"):
+        return None
+    from lirun.shows.report import provider_failure
+
+    return provider_failure(store.get_entity("session", str(play["session_id"])))
+
+
 def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     """A show and its plays, grouped by status for the board."""
     row = store.get_entity("show", show_id)
@@ -302,7 +312,12 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
             for k, v in play.items()
             if k not in PLAY_BASE_COLUMNS | PLAY_READ_COLUMNS and v not in (None, "", [], {})
         }
-        play = {**play, "extras": extras, "gate": gate_verdict(play.get("gate_json"))}
+        play = {
+            **play,
+            "extras": extras,
+            "gate": gate_verdict(play.get("gate_json")),
+            "provider": _provider_stop(store, play),
+        }
         columns.setdefault(str(play.get("status")), []).append(play)
     order = [s for s in PLAY_ORDER if s in columns]
     order += [s for s in columns if s not in order]
