@@ -3,7 +3,8 @@
 ``scripts/install-clis`` installs them into ``$LIRUN_CLI_CACHE`` (default
 ``~/.cache/lirun/clis``), one npm prefix per CLI and version, outside the clone so that
 CI and later runs reuse them. :func:`real_clis` installs them once per test session when
-they are missing and this machine can (root, npm), and otherwise says what is missing.
+they are missing and this machine can (root or a writable cache, npm; not with
+``LIRUN_TEST_NO_INSTALL=1``), and otherwise says what is missing.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def real_clis() -> RealClis | str:
     if not _missing(paths):
         return paths
     wanted = f"@anthropic-ai/claude-code@{CLAUDE_VERSION} and @openai/codex@{CODEX_VERSION}"
+    if os.environ.get("LIRUN_TEST_NO_INSTALL") == "1":
+        return f"the real CLIs ({wanted}) are not in {cache_dir()} (LIRUN_TEST_NO_INSTALL=1)"
     if shutil.which("npm") is None:
         return f"the real CLIs ({wanted}) are not in {cache_dir()} and npm is not installed"
     if os.geteuid() != 0 and not os.access(cache_dir().parent, os.W_OK):
