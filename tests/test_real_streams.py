@@ -22,6 +22,9 @@ from support.providerkit import fake_env, fixture_path
 from support.realcases import CASES, VERSIONS, Case
 
 RECORDED = [case for case in CASES if fixture_path(case.fixture).exists()]
+# What the real executables print for --version.
+VERSION_LINES = {"claude": f"{VERSIONS['claude']} (Claude Code)",
+                 "codex": f"codex-cli {VERSIONS['codex']}"}  # fmt: skip
 
 
 def test_every_contract_case_has_its_recorded_stream() -> None:
@@ -44,7 +47,7 @@ def test_recorded_stream_ends_as_it_did_live(
         touch=case.touch,
         base=li_env,
     )
-    env["LIRUN_FAKE_VERSION"] = VERSIONS[case.provider]
+    env["LIRUN_FAKE_VERSION"] = VERSION_LINES[case.provider]
     env[f"LIRUN_{case.provider.upper()}_BIN"] = str(fake_bin / case.provider)
     args = ["agent", f"{case.provider}/{case.model}", "replay", "--json", *case.replay_args]
     proc = run_li(*args, env=env, cwd=repo)
@@ -53,3 +56,4 @@ def test_recorded_stream_ends_as_it_did_live(
     assert (summary["status"], summary["reason"]) == (case.status, case.reason)
     row = only_row(db)
     assert case.summary_matches(row["status_reason_summary"] or ""), row["status_reason_summary"]
+    assert (row["model"], row["provider_version"]) == (case.model, VERSIONS[case.provider])
