@@ -13,6 +13,7 @@ import pytest
 
 from lirun.cli.main import main as li
 from support.execkit import opened_store, run_li, send, start_li, wait_for_running_row
+from support.system import need_graphviz
 
 DIAMOND = """
 vars: {x: none}
@@ -148,6 +149,7 @@ def test_dry_run_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 # --- end to end: real legs, real records, both backends -----------------------------------------
 
 
+@pytest.mark.graphviz
 def test_a_diamond_passes_outputs_along(
     tmp_path: Path, db_url: str, li_env: dict[str, str]
 ) -> None:
@@ -170,6 +172,7 @@ def test_a_diamond_passes_outputs_along(
     assert status.returncode == 0, status.stderr
     assert "LEG" in status.stdout and "SESSION" in status.stdout
     assert "d  completed  <- b, c" in status.stdout
+    need_graphviz()  # last: everything above holds without Graphviz too
     picture = Path(report["run_dir"]) / "artifacts" / "flow_dag.png"
     assert picture.read_bytes().startswith(b"\x89PNG"), "flow_dag.png drawn with Graphviz"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from lirun.exec.task import Task
 from lirun.flows import dag
 from lirun.flows.dag import COLLAPSE_OVER, dag_nodes, dot_source, draw_dag, graph_lines
 from lirun.flows.spec import FlowSpec, ForEach, LegSpec
+from support.system import need_graphviz
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -113,8 +113,9 @@ def test_graph_lines() -> None:
     assert lines[3] == "join       cancelled  <- review[0], review[1]"
 
 
+@pytest.mark.graphviz
 def test_draw_dag_writes_a_png(tmp_path: Path) -> None:
-    assert shutil.which("dot"), "Graphviz dot must be installed (CI installs it)"
+    need_graphviz()
     target = tmp_path / "artifacts" / "flow_dag.png"
     assert draw_dag(report(), target) is True
     assert target.read_bytes().startswith(PNG_MAGIC)

@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 from lirun.store import Store
 from lirun.ui.app import create_app
 from support.storekit import raw_write
+from support.system import need_graphviz
 from support.uikit import PAYLOADS, XSS_IMG, XSS_SCRIPT, make_run, run_flow
 
 
@@ -266,13 +267,12 @@ def test_flow_graph_without_graphviz_is_drawn_by_depth(
     assert 'fill="#ffa8a8"' in svg
 
 
+@pytest.mark.graphviz
 def test_graphviz_labels_stay_text() -> None:
-    import shutil
-
     from lirun.flows.dag import DagNode
     from lirun.ui.graph import dot_svg
 
-    assert shutil.which("dot"), "Graphviz dot is part of the test machine (.ci/run installs it)"
+    need_graphviz()
     nodes = [DagNode("x", f"{XSS_SCRIPT}\n{XSS_IMG}", "failed", ())]
     svg = dot_svg(nodes, {"x": "/runs/rx"})
     assert svg is not None and svg.startswith("<svg")

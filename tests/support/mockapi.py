@@ -1,0 +1,319 @@
+"""A mock of the Anthropic Messages API and the OpenAI Responses API, for the real CLIs.
+
+One scenario per server (``MockApi(scenario)``), threaded, standard library only. It
+answers the way the CLIs were seen to need (PROVIDERS.md, "Pointing the real CLIs at a
+local mock API"):
+
+- Claude Code POSTs ``/v1/messages?beta=true`` with ``"stream": true`` (and sometimes
+  ``/v1/messages/count_tokens``): a turn is the Messages API's SSE events.
+- Codex POSTs ``/v1/responses`` (after a WebSocket attempt on the same path, refused
+  here with 404 so it falls back to HTTPS at once): a turn is the Responses API's SSE.
+
+Scenarios: ``text`` (a text reply), ``tool`` (first a tool call that writes
+``TOOL_FILE``, then, once the request carries its result, a text reply), ``401``,
+``429`` (with ``retry-after: 1``), ``500``, ``529``, ``400`` (prompt too long), and
+``hang`` (accepts, reads the request, never answers). Connection refused needs no
+server: :func:`free_port` gives a port nobody listens on.
+
+Every request is appended as one JSON line to ``log_path`` (method, path, headers, body)
+so a failing test shows what the CLI sent.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+SCENARIOS = ("text", "tool", "401", "429", "500", "529", "400", "hang")
+MODEL_CLAUDE = "claude-sonnet-4-5-20250929"
+MODEL_CODEX = "gpt-5-codex"
+REPLY_TEXT = "Hello from the mock API."
+TOOL_FILE = "mock_note.txt"
+TOOL_FILE_CONTENT = "written by the agent through the mock API\n"
+TOOL_REPLY_TEXT = f"I wrote {TOOL_FILE}."
+
+# The providers' own error bodies, per status (their documented shapes).
+ANTHROPIC_ERRORS: dict[str, tuple[int, str, str]] = {
+    "401": (401, "authentication_error", "invalid x-api-key"),
+    "429": (429, "rate_limit_error", "Number of request tokens has exceeded your rate limit"),
+    "500": (500, "api_error", "Internal server error"),
+    "529": (529, "overloaded_error", "Overloaded"),
+    "400": (400, "invalid_request_error", "prompt is too long: 212345 tokens > 200000 maximum"),
+}
+OPENAI_ERRORS: dict[str, tuple[int, str, str | None, str]] = {
+    "401": (401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided"),
+    "429": (429, "rate_limit_exceeded", "rate_limit_exceeded", "Rate limit reached for requests"),
+    "500": (500, "server_error", None, "The server had an error processing your request"),
+    "529": (529, "overloaded_error", None, "Overloaded"),
+    "400": (
+        400,
+        "invalid_request_error",
+        "context_length_exceeded",
+        "Your input exceeds the context window of this model.",
+    ),
+}
+
+
+def free_port() -> int:
+    """A loopback port that nothing listens on (the OS just handed it out and let it go)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def sse(events: list[tuple[str, dict[str, Any]]]) -> bytes:
+    return b"".join(
+        f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events
+    )
+
+
+def claude_turn(blocks: list[dict[str, Any]], stop_reason: str, model: str) -> bytes:
+    """The Messages API stream of one assistant message made of ``blocks``."""
+    message: dict[str, Any] = {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 1},
+    }
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": message})
+    ]
+    for index, block in enumerate(blocks):
+        start: dict[str, Any]
+        if block["type"] == "text":
+            start = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        else:
+            start = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        events += [
+            ("content_block_start", {"type": "content_block_start", "index": index,
+                                     "content_block": start}),
+            ("content_block_delta", {"type": "content_block_delta", "index": index,
+                                     "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]  # fmt: skip
+    events += [
+        ("message_delta", {"type": "message_delta",
+                           "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                           "usage": {"output_tokens": 9}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]  # fmt: skip
+    return sse(events)
+
+
+def claude_has_tool_result(body: dict[str, Any]) -> bool:
+    for message in body.get("messages", []):
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        ):
+            return True
+    return False
+
+
+def claude_answer(scenario: str, body: dict[str, Any]) -> bytes:
+    model = str(body.get("model") or MODEL_CLAUDE)  # the model asked for, as the API does
+    if scenario == "tool" and not claude_has_tool_result(body):
+        tool = {
+            "type": "tool_use",
+            "id": f"toolu_{uuid.uuid4().hex[:24]}",
+            "name": "Write",
+            "input": {"file_path": TOOL_FILE, "content": TOOL_FILE_CONTENT},
+        }
+        return claude_turn([tool], "tool_use", model)
+    text = TOOL_REPLY_TEXT if scenario == "tool" else REPLY_TEXT
+    return claude_turn([{"type": "text", "text": text}], "end_turn", model)
+
+
+def codex_has_tool_output(body: dict[str, Any]) -> bool:
+    return any(
+        isinstance(item, dict) and item.get("type") == "function_call_output"
+        for item in body.get("input", [])
+    )
+
+
+def codex_turn(items: list[dict[str, Any]], model: str) -> bytes:
+    """The Responses API stream of one response made of ``items``."""
+    response_id = f"resp_{uuid.uuid4().hex[:24]}"
+    base = {"id": response_id, "object": "response", "model": model, "output": []}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("response.created", {"type": "response.created", "response": {**base,
+                                                                        "status": "in_progress"}}),
+    ]  # fmt: skip
+    for index, item in enumerate(items):
+        events.append(
+            (
+                "response.output_item.added",
+                {"type": "response.output_item.added", "output_index": index, "item": item},
+            )
+        )
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            events.append(
+                (
+                    "response.output_text.delta",
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "delta": text,
+                    },
+                )
+            )
+        events.append(
+            (
+                "response.output_item.done",
+                {"type": "response.output_item.done", "output_index": index, "item": item},
+            )
+        )
+    usage = {
+        "input_tokens": 30,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 9,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 39,
+    }
+    events.append(
+        (
+            "response.completed",
+            {
+                "type": "response.completed",
+                "response": {**base, "status": "completed", "output": items, "usage": usage},
+            },
+        )
+    )
+    return sse(events)  # fmt: skip
+
+
+def codex_answer(scenario: str, body: dict[str, Any]) -> bytes:
+    model = str(body.get("model") or MODEL_CODEX)
+    if scenario == "tool" and not codex_has_tool_output(body):
+        command = f"printf '%s\\n' '{TOOL_FILE_CONTENT.strip()}' > {TOOL_FILE}"
+        call = {
+            "type": "function_call",
+            "id": f"fc_{uuid.uuid4().hex[:24]}",
+            "call_id": f"call_{uuid.uuid4().hex[:24]}",
+            "name": "exec_command",
+            "arguments": json.dumps({"cmd": command}),
+            "status": "completed",
+        }
+        return codex_turn([call], model)
+    text = TOOL_REPLY_TEXT if scenario == "tool" else REPLY_TEXT
+    message = {
+        "type": "message",
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    return codex_turn([message], model)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: MockServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the request log says it all
+
+    def do_GET(self) -> None:
+        self._handle(b"")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        self._handle(self.rfile.read(length) if length else b"")
+
+    def _handle(self, raw: bytes) -> None:
+        body: dict[str, Any] = {}
+        if raw:
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                body = {"_raw": raw[:2000].decode("utf-8", "replace")}
+        self.server.record(self.command, self.path, dict(self.headers), body)
+        scenario = self.server.scenario
+        if self.headers.get("upgrade", "").lower() == "websocket":
+            self._send(404, "application/json", b'{"error":"no websockets here"}')
+        elif scenario == "hang":
+            self.server.stopping.wait()
+            self.close_connection = True
+        elif "count_tokens" in self.path:
+            self._send(200, "application/json", b'{"input_tokens": 12}')
+        elif self.path.startswith("/v1/messages"):
+            self._answer_claude(scenario, body)
+        elif self.path.startswith("/v1/responses"):
+            self._answer_codex(scenario, body)
+        else:
+            self._send(404, "application/json", b'{"error":"not mocked"}')
+
+    def _answer_claude(self, scenario: str, body: dict[str, Any]) -> None:
+        if scenario in ANTHROPIC_ERRORS:
+            status, kind, message = ANTHROPIC_ERRORS[scenario]
+            error = {"type": "error", "error": {"type": kind, "message": message}}
+            self._send(status, "application/json", json.dumps(error).encode(), scenario)
+        else:
+            self._send(200, "text/event-stream", claude_answer(scenario, body))
+
+    def _answer_codex(self, scenario: str, body: dict[str, Any]) -> None:
+        if scenario in OPENAI_ERRORS:
+            status, kind, code, message = OPENAI_ERRORS[scenario]
+            error = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+            self._send(status, "application/json", json.dumps(error).encode(), scenario)
+        else:
+            self._send(200, "text/event-stream", codex_answer(scenario, body))
+
+    def _send(self, status: int, content_type: str, payload: bytes, scenario: str = "") -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(payload)))
+        self.send_header("request-id", f"req_mock_{uuid.uuid4().hex[:12]}")
+        if scenario == "429":
+            self.send_header("retry-after", "1")
+        if scenario == "529":
+            self.send_header("x-should-retry", "true")
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
+
+
+class MockServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, scenario: str, log_path: Path, port: int = 0) -> None:
+        if scenario not in SCENARIOS:
+            raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.scenario = scenario
+        self.log_path = log_path
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def record(self, method: str, path: str, headers: dict[str, str], body: Any) -> None:
+        entry = {"t": round(time.time(), 3), "method": method, "path": path,
+                 "headers": headers, "body": body}  # fmt: skip
+        with self._lock, self.log_path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+    def start(self) -> None:
+        threading.Thread(target=self.serve_forever, name="mockapi", daemon=True).start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.shutdown()
+        self.server_close()

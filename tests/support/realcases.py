@@ -1,0 +1,161 @@
+"""The contract cases: each real CLI against each mock API scenario, and what lirun records.
+
+One table, read twice: ``tests/test_real_clis.py`` runs each case live (the pinned CLI
+in a network namespace beside :mod:`support.mockapi`), and ``tests/test_real_streams.py``
+replays the stream each live case recorded (``tests/fixtures/<provider>/real-<version>-
+<case>.jsonl``) through the fake provider and expects the same status and reason.
+
+Retry budgets are cut down with the CLIs' own settings so the suite stays short:
+Claude Code's ``CLAUDE_CODE_MAX_RETRIES`` (default 10, ~3 minutes of backoff), and for
+Codex a model provider pointing at the mock with ``stream_max_retries`` /
+``request_max_retries`` and ``supports_websockets=false`` (the plain ``openai_base_url``
+setting, used by the text case, first tries WebSockets five times, ~9 s).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from support.mockapi import MODEL_CODEX
+from support.netns import PORT
+from support.realcli import CLAUDE_VERSION, CODEX_VERSION
+
+BASE_URL = f"http://127.0.0.1:{PORT}"
+CLAUDE_MODEL = "claude-sonnet-4-5"
+CODEX_MODEL = MODEL_CODEX
+VERSIONS = {"claude": CLAUDE_VERSION, "codex": CODEX_VERSION}
+STALL = "4"  # --stall-timeout for the cases where the CLI waits on a silent server
+
+
+def codex_provider(**retries: int) -> list[str]:
+    """Codex options for a model provider at the mock, HTTPS only, with these retries."""
+    settings = [
+        'name="mock"',
+        f'base_url="{BASE_URL}/v1"',
+        'env_key="OPENAI_API_KEY"',
+        'wire_api="responses"',
+        "supports_websockets=false",
+        *(f"{key}={value}" for key, value in sorted(retries.items())),
+    ]
+    return ["-c", "model_provider=mock", "-c", f"model_providers.mock={{{','.join(settings)}}}"]
+
+
+CODEX_FEW_RETRIES = codex_provider(stream_max_retries=2, request_max_retries=1)
+
+
+@dataclass(frozen=True)
+class Case:
+    provider: str
+    name: str  # the case's name in test ids and fixture names
+    scenario: str  # the mock's scenario (support.mockapi.SCENARIOS, or "refused")
+    status: str
+    reason: str
+    summary: str  # a regex the stored summary must match: the provider's own words
+    max_seconds: float  # li's whole run, start to exit
+    min_seconds: float = 0.0
+    min_attempts: int = 0  # provider retries lirun counted
+    max_attempts: int | None = None
+    li_args: tuple[str, ...] = ()
+    provider_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    # Replay: the CLI was still running when lirun ended it (a timer or a stop at the
+    # first auth signal), so the fake provider hangs after the stream instead of exiting.
+    replay_hang: bool = False
+    replay_args: tuple[str, ...] = ()
+    touch: str | None = None  # the file the live agent wrote (the replay writes it too)
+    provider_error: str | None = None  # a regex for the stored provider error (else summary)
+
+    @property
+    def id(self) -> str:
+        return f"{self.provider}-{self.name}"
+
+    @property
+    def fixture(self) -> str:
+        return f"{self.provider}/real-{VERSIONS[self.provider]}-{self.name}.jsonl"
+
+    @property
+    def model(self) -> str:
+        return CLAUDE_MODEL if self.provider == "claude" else CODEX_MODEL
+
+    def summary_matches(self, summary: str) -> bool:
+        return re.search(self.summary, summary, re.IGNORECASE | re.DOTALL) is not None
+
+    def provider_error_matches(self, text: str) -> bool:
+        pattern = self.provider_error or self.summary
+        return re.search(pattern, text, re.IGNORECASE | re.DOTALL) is not None
+
+
+CLAUDE_FEW = {"CLAUDE_CODE_MAX_RETRIES": "2"}
+STALL_ARGS = ("--stall-timeout", STALL, "--timeout", "60")
+AUTH_REPLAY = ("--timeout", "5", "--grace", "0.5")
+
+CLAUDE_CASES = (
+    Case("claude", "text", "text", "completed", "run.completed.ok",
+         r"completed", 60, max_attempts=0),
+    Case("claude", "tool-write", "tool", "completed", "run.completed.ok",
+         r"completed", 60, max_attempts=0,
+         provider_args=("--permission-mode", "acceptEdits"), touch="mock_note.txt"),
+    # Claude Code retries a 401 like a 5xx (10 times, ~3 minutes); lirun stops it at the
+    # first auth signal. --timeout bounds the run where it does not.
+    Case("claude", "401", "401", "failed", "run.failed.provider_auth",
+         r"invalid api key|authentication_failed|401", 30, max_attempts=1,
+         li_args=("--timeout", "40"), replay_hang=True, replay_args=AUTH_REPLAY),
+    Case("claude", "429", "429", "failed", "run.failed.provider_rate_limit",
+         r"Number of request tokens has exceeded your rate limit", 45, min_attempts=2,
+         env=CLAUDE_FEW),
+    Case("claude", "500", "500", "failed", "run.failed.provider_server_error",
+         r"500 Internal server error", 45, min_attempts=2, env=CLAUDE_FEW),
+    Case("claude", "529", "529", "failed", "run.failed.provider_overloaded",
+         r"529 Overloaded", 45, min_attempts=2, env=CLAUDE_FEW),
+    Case("claude", "400-prompt-too-long", "400", "failed", "run.failed.provider_rejected",
+         r"Prompt is too long", 30, max_attempts=0),
+    Case("claude", "refused", "refused", "failed", "run.failed.provider_network",
+         r"Unable to connect to API \(ConnectionRefused\)", 45, min_attempts=2,
+         env=CLAUDE_FEW),
+    Case("claude", "hang", "hang", "failed", "run.failed.provider_stalled",
+         r"stall|no progress", 40, min_seconds=float(STALL), li_args=STALL_ARGS,
+         replay_hang=True, replay_args=("--stall-timeout", "1", "--timeout", "5")),
+    # lirun's own clock while the CLI is still retrying (its default budget, 10 retries).
+    Case("claude", "529-timeout", "529", "timed_out", "run.timed_out.provider_retrying",
+         r"retr", 40, min_seconds=8, min_attempts=2, li_args=("--timeout", "8"),
+         replay_hang=True, replay_args=("--timeout", "1"), provider_error=r"529|overloaded"),
+)  # fmt: skip
+
+CODEX_CASES = (
+    # The plain setting: Codex tries WebSockets first (five times), then falls back to
+    # HTTPS; the fallback is a warning, never the run's provider error.
+    Case("codex", "text", "text", "completed", "run.completed.ok",
+         r"completed", 60, provider_args=("-c", f"openai_base_url={BASE_URL}/v1")),
+    Case("codex", "tool-write", "tool", "completed", "run.completed.ok",
+         r"completed", 60, max_attempts=0,
+         provider_args=(*codex_provider(), "--sandbox", "danger-full-access"),
+         touch="mock_note.txt"),
+    Case("codex", "401", "401", "failed", "run.failed.provider_auth",
+         r"401 Unauthorized", 30, max_attempts=1, provider_args=tuple(codex_provider()),
+         li_args=("--timeout", "40"), replay_hang=True, replay_args=AUTH_REPLAY),
+    Case("codex", "429", "429", "failed", "run.failed.provider_rate_limit",
+         r"429 Too Many Requests", 45, min_attempts=2, provider_args=tuple(CODEX_FEW_RETRIES)),
+    Case("codex", "500", "500", "failed", "run.failed.provider_server_error",
+         r"high demand", 45, min_attempts=2, provider_args=tuple(CODEX_FEW_RETRIES)),
+    Case("codex", "529", "529", "failed", "run.failed.provider_overloaded",
+         r"529 .*Overloaded", 45, min_attempts=2, provider_args=tuple(CODEX_FEW_RETRIES)),
+    Case("codex", "400-prompt-too-long", "400", "failed", "run.failed.provider_rejected",
+         r"context window", 30, max_attempts=0, provider_args=tuple(CODEX_FEW_RETRIES)),
+    # Codex waits for the network forever ("Reconnecting... waiting for network" every
+    # ~35 s): the stall limit ends it, and the class is the network's.
+    Case("codex", "refused", "refused", "failed", "run.failed.provider_network",
+         r"Connection failed|waiting for network", 40, min_seconds=float(STALL),
+         provider_args=tuple(CODEX_FEW_RETRIES), li_args=STALL_ARGS, replay_hang=True,
+         replay_args=("--stall-timeout", "1", "--timeout", "5")),
+    Case("codex", "hang", "hang", "failed", "run.failed.provider_stalled",
+         r"stall|no progress", 40, min_seconds=float(STALL),
+         provider_args=tuple(CODEX_FEW_RETRIES), li_args=STALL_ARGS, replay_hang=True,
+         replay_args=("--stall-timeout", "1", "--timeout", "5")),
+    Case("codex", "500-timeout", "500", "timed_out", "run.timed_out.provider_retrying",
+         r"retr", 40, min_seconds=8, min_attempts=1, provider_args=tuple(codex_provider()),
+         li_args=("--timeout", "8"), replay_hang=True, replay_args=("--timeout", "1"),
+         provider_error=r"high demand"),
+)  # fmt: skip
+
+CASES = CLAUDE_CASES + CODEX_CASES
