@@ -147,10 +147,11 @@ def test_claude_api_error_dressed_as_success_records_evidence() -> None:
     result = next(e for e in verdict.evidence if e["kind"] == "provider_result")
     assert result == result | {"subtype": "success", "is_error": True, "api_error_status": 400}
     assert result["terminal_reason"] == "api_error"
-    assert (
-        "invalid_request"
-        in next(e for e in verdict.evidence if e["kind"] == "provider_errors")["messages"]
-    )
+    messages = next(e for e in verdict.evidence if e["kind"] == "provider_errors")["messages"]
+    assert any("prompt is too long" in m for m in messages)
+    # The error text is the provider error, never the reply.
+    assert verdict.final_text == ""
+    assert "prompt is too long" in str(verdict.exception)
 
 
 def test_claude_truncated_line_is_an_unparsed_note() -> None:
@@ -160,19 +161,28 @@ def test_claude_truncated_line_is_an_unparsed_note() -> None:
 
 
 @pytest.mark.parametrize(
-    "fields",
+    ("fields", "reason"),
     [
-        {"api_error_status": 529, "is_error": True, "result": "API Error: 529 overloaded"},
-        {"api_error_status": 500, "is_error": True},
-        {"api_error_status": 429, "is_error": True},
-        {"subtype": "error_during_execution", "errors": ["Overloaded"]},
-        {"is_error": True, "result": "API Error: Rate limit reached"},
+        (
+            {"api_error_status": 529, "is_error": True, "result": "API Error: 529 overloaded"},
+            "run.failed.provider_overloaded",
+        ),
+        ({"api_error_status": 500, "is_error": True}, "run.failed.provider_server_error"),
+        ({"api_error_status": 429, "is_error": True}, "run.failed.provider_rate_limit"),
+        (
+            {"subtype": "error_during_execution", "errors": ["Overloaded"]},
+            "run.failed.provider_overloaded",
+        ),
+        (
+            {"is_error": True, "result": "API Error: Rate limit reached"},
+            "run.failed.provider_rate_limit",
+        ),
     ],
 )
-def test_claude_transient_failures_are_retryable(fields: dict[str, Any]) -> None:
+def test_claude_transient_failures_are_retryable(fields: dict[str, Any], reason: str) -> None:
     verdict = feed(ClaudeStreamParser(), claude_result(**fields)).finish(0)
     assert isinstance(verdict.exception, ProviderRetryableError)
-    assert reason_of(verdict) == "run.failed.provider_retryable"
+    assert reason_of(verdict) == reason
 
 
 def test_claude_assistant_rate_limit_error_makes_failure_retryable() -> None:
