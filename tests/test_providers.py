@@ -33,6 +33,7 @@ from lirun.exec.providers import (
     parse_provider_spec,
 )
 from lirun.exec.stream import KEPT_REPLY_CHARS
+from lirun.record.outcome import OutcomeFacts, base_outcome
 from support.providerkit import (
     FIXTURES_DIR,
     fake_env_for,
@@ -612,3 +613,135 @@ def test_later_terminal_events_are_kept_a_few_and_counted() -> None:
     omitted = [e for e in evidence if e["kind"] == "provider_extra_terminals_omitted"]
     assert len(kept) == 5 and omitted[0]["count"] == 49 - 5
     assert parser.final_text == "r0"  # the first result is the run's answer
+
+
+# --- failure classes, auth signals, warnings, attempts, stalls (issue 18) ---------------------
+
+
+def _retry_line(attempt: int, status: int | None, error: str) -> dict[str, Any]:
+    return {
+        "type": "system",
+        "subtype": "api_retry",
+        "attempt": attempt,
+        "max_retries": 10,
+        "retry_delay_ms": 500,
+        "error_status": status,
+        "error": error,
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(401, "authentication_failed"), (403, "unknown"), (None, "authentication_failed")],
+)
+def test_claude_first_auth_retry_flags_the_run_at_once(status: int | None, error: str) -> None:
+    parser = feed(ClaudeStreamParser(), _retry_line(1, status, error))
+    assert parser.fatal is not None and parser.fatal.failure_class == "auth"
+    verdict = parser.finish(-15, killed_by="provider")
+    assert reason_of(verdict) == "run.failed.provider_auth"
+    assert "on attempt 1 of 10" in str(verdict.exception)
+
+
+@pytest.mark.parametrize(("status", "error"), [(None, "unknown"), (529, "unknown"), (429, "x")])
+def test_claude_other_retries_never_stop_the_run(status: int | None, error: str) -> None:
+    assert feed(ClaudeStreamParser(), _retry_line(1, status, error)).fatal is None
+
+
+def test_claude_no_credentials_is_auth_in_its_own_words_with_no_model() -> None:
+    parser = replay("claude/not_logged_in.jsonl")
+    assert parser.fatal is not None  # the synthetic assistant error already says it
+    verdict = parser.finish(1)
+    outcome = base_outcome(OutcomeFacts(status=verdict.status, exception=verdict.exception))
+    assert outcome.reason_code == "run.failed.provider_auth"
+    assert outcome.summary == (
+        "claude: the provider refused the credentials: Not logged in · Please run /login"
+    )
+    assert "is_error" not in outcome.summary and verdict.final_text == ""
+    assert verdict.model is None  # every assistant event was <synthetic>: no model call
+    assert any(e["kind"] == "provider_no_model_call" for e in verdict.evidence)
+
+
+def test_claude_invalid_key_result_summary_is_the_providers_words() -> None:
+    verdict = replay("claude/auth_401_result.jsonl").finish(1)
+    outcome = base_outcome(OutcomeFacts(status=verdict.status, exception=verdict.exception))
+    assert outcome.summary == (
+        "claude: the provider refused the credentials: Invalid API key · Fix external API key"
+    )
+    assert verdict.final_text == "" and verdict.retries == 10
+
+
+def test_claude_model_fallback_updates_the_model() -> None:
+    verdict = replay("claude/model_fallback.jsonl").finish(0)
+    assert verdict.model == "claude-sonnet-4-5"
+    [fact] = [e for e in verdict.evidence if e["kind"] == "provider_model_fallback"]
+    assert (fact["from"], fact["to"]) == ("claude-opus-4-8[1m]", "claude-sonnet-4-5")
+
+
+def test_claude_real_model_call_keeps_the_model() -> None:
+    verdict = verdict_for("claude/success.jsonl")
+    assert verdict.model == "claude-sonnet-4-5"
+
+
+def test_codex_warnings_are_never_the_error() -> None:
+    parser, events = replay_events("codex/warnings_then_completed.jsonl")
+    assert [e.kind for e in events].count("warning") == 2
+    assert parser.errors == [] and parser.last_error is None
+    verdict = parser.finish(0)
+    [fact] = [e for e in verdict.evidence if e["kind"] == "provider_warnings"]
+    assert fact["count"] == 2 and "Model metadata" in fact["messages"][0]
+    assert not any(m.role == "error" for m in events_to_messages(events))
+
+
+def test_codex_attempts_are_counted_not_notices() -> None:
+    parser = replay("codex/offline_forever.jsonl")
+    assert parser.retries == 8  # 2/5 .. 5/5, then three "waiting for network"
+    assert parser.retrying and parser.retry_class == "network"
+
+
+def test_a_stall_while_reconnecting_is_a_network_failure_naming_what_codex_did() -> None:
+    clock = iter([0.0, *range(1, 100)]).__next__
+    parser = replay("codex/offline_forever.jsonl", CodexStreamParser(clock=lambda: float(clock())))
+    verdict = parser.finish(-15, killed_by="stall")
+    assert isinstance(verdict.exception, ProviderRetryableError)
+    assert reason_of(verdict) == "run.failed.provider_network"
+    text = str(verdict.exception)
+    assert text.startswith("no progress for ")
+    assert (
+        "codex was retrying the API (8 attempts; last: Reconnecting... waiting for network" in text
+    )
+
+
+def test_a_stall_with_nothing_known_is_provider_stalled() -> None:
+    parser = feed(CodexStreamParser(), {"type": "thread.started", "thread_id": "t"})
+    verdict = parser.finish(-15, killed_by="stall")
+    assert reason_of(verdict) == "run.failed.provider_stalled"
+    assert verdict.retryable
+
+
+def test_progress_is_model_output_not_retries_or_warnings() -> None:
+    now = [0.0]
+    parser = CodexStreamParser(clock=lambda: now[0])
+    now[0] = 5.0
+    feed(parser, {"type": "error", "message": "Reconnecting... 2/5 (stream disconnected)"})
+    feed(
+        parser,
+        {
+            "type": "item.completed",
+            "item": {"type": "error", "message": "Falling back from WebSockets"},
+        },
+    )
+    assert parser.last_progress_at is None and parser.retrying
+    now[0] = 7.0
+    feed(
+        parser,
+        {"type": "item.completed", "item": {"id": "i", "type": "agent_message", "text": "hi"}},
+    )
+    assert parser.last_progress_at == 7.0 and not parser.retrying
+
+
+def test_codex_401_error_event_flags_the_run() -> None:
+    parser = feed(
+        CodexStreamParser(), {"type": "error", "message": "unexpected status 401 Unauthorized: x"}
+    )
+    assert parser.fatal is not None and parser.fatal.failure_class == "auth"
+    assert parser.last_error_status == 401
