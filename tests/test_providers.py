@@ -745,3 +745,18 @@ def test_codex_401_error_event_flags_the_run() -> None:
     )
     assert parser.fatal is not None and parser.fatal.failure_class == "auth"
     assert parser.last_error_status == 401
+
+
+def test_a_running_tool_call_is_not_a_stall() -> None:
+    now = [0.0]
+    parser = ClaudeStreamParser(clock=lambda: now[0])
+    assert parser.progress_at() == 0.0  # the start, before any progress
+    now[0] = 3.0
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make"}}
+    feed(parser, {"type": "assistant", "message": {"model": "m", "content": [call]}})
+    now[0] = 900.0  # a long build: the stall clock does not run while the tool does
+    assert parser.progress_at() == 900.0
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": False}
+    feed(parser, {"type": "user", "message": {"content": [result]}})
+    now[0] = 950.0
+    assert parser.progress_at() == 900.0  # the result was the last progress

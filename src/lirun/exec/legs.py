@@ -360,9 +360,7 @@ class AgentLeg:
         return self
 
     def progress_at(self) -> float:
-        """The last progress event (the leg's start before the first one)."""
-        at = self.parser.last_progress_at
-        return at if at is not None else self.parser.started_at
+        return self.parser.progress_at()
 
     def must_stop(self) -> bool:
         return self.parser.fatal is not None

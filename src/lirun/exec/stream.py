@@ -408,6 +408,14 @@ class StreamParser(ABC):
         del self.warnings[:-_KEPT_WARNINGS]
         return Event("warning", {"provider": self.provider, "source": source, "message": message})
 
+    def progress_at(self) -> float:
+        """When the run last made progress, for the stall limit: the last progress event
+        (the start before one), or now while a tool call runs (called, no result yet: a
+        long build is work, not a stall; ``--timeout`` bounds it)."""
+        if self.tool_call_count > self.tool_result_count:
+            return self._clock()
+        return self.last_progress_at if self.last_progress_at is not None else self.started_at
+
     def _note_progress(self) -> None:
         self.last_progress_at = self._clock()
         self.retrying = False
