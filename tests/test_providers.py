@@ -760,3 +760,12 @@ def test_a_running_tool_call_is_not_a_stall() -> None:
     feed(parser, {"type": "user", "message": {"content": [result]}})
     now[0] = 950.0
     assert parser.progress_at() == 900.0  # the result was the last progress
+
+
+def test_attempts_add_up_over_calls_retried_one_after_another() -> None:
+    parser = feed(ClaudeStreamParser(), _retry_line(1, 529, "x"), _retry_line(2, 529, "x"))
+    assert parser.retries == 2
+    feed(parser, {"type": "assistant", "message": {"model": "m", "content": []}})  # it went through
+    feed(parser, _retry_line(1, 429, "rate_limit"), _retry_line(2, 429, "rate_limit"))
+    feed(parser, _retry_line(3, 429, "rate_limit"))
+    assert parser.retries == 5 and parser.last_error_status == 429

@@ -158,6 +158,7 @@ class StreamParser(ABC):
         # Attempts the provider made at an API call it retried itself (not notices), the
         # last one's HTTP status and class, and whether retrying is the last thing it did.
         self.retries = 0
+        self._episode = 0  # attempts at the call being retried now (its own numbering)
         self.last_error_status: int | None = None
         self.retry_class: str | None = None
         self.retrying = False
@@ -383,9 +384,12 @@ class StreamParser(ABC):
         """The provider retries on its own (an API error, a lost connection): evidence to
         keep and a line to show, never noise, never terminal, never progress.
 
-        ``attempt``: the provider's own attempt number (the count is the highest seen);
-        without one each notice is one more attempt."""
-        self.retries = max(self.retries, attempt) if attempt is not None else self.retries + 1
+        ``attempt``: the provider's own attempt number (the highest seen counts for the
+        call being retried); without one each notice is one more attempt."""
+        # Each retried call numbers its attempts from 1: the count adds up the calls.
+        base = self.retries - self._episode
+        self._episode = max(self._episode, attempt) if attempt is not None else self._episode + 1
+        self.retries = base + self._episode
         self.last_error_status = status
         self.retry_class = failure_class or class_for_text(message)
         self.retrying = True
@@ -419,6 +423,7 @@ class StreamParser(ABC):
     def _note_progress(self) -> None:
         self.last_progress_at = self._clock()
         self.retrying = False
+        self._episode = 0  # the retried call went through; a later one counts anew
 
     def _flag_fatal(self, message: str, failure_class: str, detail: dict[str, Any]) -> None:
         """The first unambiguous sign the run cannot succeed; later ones add nothing."""
