@@ -332,7 +332,7 @@ def test_no_credentials_records_no_model_and_no_reply(
     li_env: dict[str, str], db_url: str, repo: Path, fake_bin: Path
 ) -> None:
     env = _env(li_env, fake_bin, "claude/not_logged_in.jsonl")
-    proc = run_li("agent", "claude", "go", env=env, cwd=repo)
+    proc = run_li("agent", "claude/opus", "go", env=env, cwd=repo)
     assert proc.returncode == 1
     row = only_row(db_url)
     assert row["status_reason_summary"] == (

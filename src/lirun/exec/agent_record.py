@@ -64,6 +64,9 @@ def agent_record(
         "provider_retries": verdict.retries or None,
         **token_counts(verdict.usage),
     }
+    if verdict.no_model_call:
+        # No model answered: the column must not name the one asked for (--model, init).
+        return {**present(record), "model": None}
     return present(record)
 
 

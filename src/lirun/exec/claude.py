@@ -78,6 +78,7 @@ class ClaudeStreamParser(StreamParser):
         if self.assistant_events and self.synthetic_events == self.assistant_events:
             # Every answer was made up by the CLI: no model was called, so none is recorded.
             verdict.model = None
+            verdict.no_model_call = True
             verdict.evidence.append(
                 {"kind": "provider_no_model_call", "provider": self.provider, "model": self.model}
             )

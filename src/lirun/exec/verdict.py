@@ -36,6 +36,8 @@ class StreamVerdict:
     last_error_status: int | None = None
     retrying: bool = False
     retry_class: str | None = None
+    # The stream shows no model was called (every answer was made up by the CLI).
+    no_model_call: bool = False
     duration_ms: float | None = None
     # The agent's own activity, for the completion gate (an agent acts through tool calls).
     tool_calls: int = 0
