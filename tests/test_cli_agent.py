@@ -321,8 +321,8 @@ def test_an_auth_refusal_stops_the_agent_at_once(
     row = only_row(db_url)
     assert (row["status"], row["status_reason_code"]) == ("failed", "run.failed.provider_auth")
     assert row["status_reason_summary"].startswith(
-        "claude: the provider refused the credentials: the API refused the credentials: "
-        "authentication_failed (HTTP 401), on attempt 1 of 10"
+        "claude: the provider refused the credentials: authentication_failed (HTTP 401) on "
+        "API attempt 1 of 10; stopped at the first refusal"
     )
     [stop] = [e for e in row["status_evidence_refs"] if e.get("kind") == "supervisor_stop"]
     assert stop["killed_by"] == "provider"

@@ -639,7 +639,7 @@ def test_claude_first_auth_retry_flags_the_run_at_once(status: int | None, error
     assert parser.fatal is not None and parser.fatal.failure_class == "auth"
     verdict = parser.finish(-15, killed_by="provider")
     assert reason_of(verdict) == "run.failed.provider_auth"
-    assert "on attempt 1 of 10" in str(verdict.exception)
+    assert "on API attempt 1 of 10" in str(verdict.exception)
 
 
 @pytest.mark.parametrize(("status", "error"), [(None, "unknown"), (529, "unknown"), (429, "x")])

@@ -163,8 +163,8 @@ class ClaudeStreamParser(StreamParser):
         if is_auth_status(status) or failure_class == "auth":
             # Claude Code retries a refused key for minutes; the first refusal says enough.
             self._flag_fatal(
-                f"the API refused the credentials: {said}, on attempt {attempt or '?'} of "
-                f"{limit or '?'} (stopped instead of waiting out the retries)",
+                f"{said} on API attempt {attempt or '?'} of {limit or '?'}; stopped at the "
+                "first refusal instead of waiting out claude's retries",
                 "auth",
                 {"api_retry": data, "api_key_source": self.api_key_source},
             )
