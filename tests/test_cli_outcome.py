@@ -108,7 +108,7 @@ def test_a_crash_never_inherits_another_runs_provider_error(
     env = _env(li_env, fake_bin, "claude/success.jsonl")
     env.update(fake_env(str(overloaded), base={}))
     first = json.loads(run_li("agent", "claude", "one", "--json", env=env, cwd=repo).stdout)
-    assert _outcome(db_url, first["run_id"])[1] == "run.failed.provider_retryable"
+    assert _outcome(db_url, first["run_id"])[1] == "run.failed.provider_overloaded"
     crash_env = _env(li_env, fake_bin, "claude/crash_after_init.jsonl")
     proc = run_li("agent", "claude", "two", "--json", env=crash_env, cwd=repo)
     crashed = json.loads(proc.stdout)["run_id"]

@@ -247,7 +247,7 @@ def test_a_retryable_provider_failure_is_retried_as_a_new_linked_session(
     assert leg.attempts == 2
     first, second = invocation_sessions(db_url, report.invocation_id)
     assert (first["status_reason_code"], first["attempt"], first["retry_of"]) == (
-        "run.failed.provider_retryable",
+        "run.failed.provider_server_error",
         1,
         None,
     )
@@ -434,7 +434,7 @@ def test_a_retried_legs_cost_counts_every_attempt(
     (leg,) = report.legs
     assert leg.attempts == 2
     first, _ = invocation_sessions(db_url, report.invocation_id)
-    assert first["status_reason_code"] == "run.failed.provider_retryable"
+    assert first["status_reason_code"] == "run.failed.provider_overloaded"
     assert report.cost_usd == leg.cost_usd == 0.5123
 
 

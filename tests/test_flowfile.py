@@ -391,3 +391,28 @@ def test_a_declared_variable_without_a_value_is_one_problem_not_also_undeclared(
         f"{path}:3: leg 'a': run: reads vars.tikcet, which is not declared; "
         "add it under vars: (or fix the name)",
     ]
+
+
+def test_a_leg_sets_its_stall_limit_and_zero_turns_it_off(tmp_path: Path) -> None:
+    from lirun.exec.task import build_request
+
+    path = write(
+        tmp_path,
+        """
+        legs:
+          - {id: a, agent: codex, prompt: go, stall_timeout: 30}
+          - {id: b, agent: codex, prompt: go, stall_timeout: 0}
+          - {id: c, agent: codex, prompt: go}
+          - {id: d, run: [echo, hi]}
+        """,
+    )
+    spec = load_flow(path, {}, cwd=str(tmp_path))
+    limits = {
+        leg.id: build_request(leg.task, cwd=str(tmp_path)).limits.stall_timeout for leg in spec.legs
+    }
+    assert limits == {"a": 30.0, "b": None, "c": 600.0, "d": None}  # a command has none
+    bad = write(
+        tmp_path, "legs:\n  - {id: a, agent: codex, prompt: go, stall_timeout: -1}\n", "b.yaml"
+    )
+    with pytest.raises(FlowFileError, match="stall_timeout must be a number of seconds"):
+        load_flow(bad, {}, cwd=str(tmp_path))

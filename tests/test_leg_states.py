@@ -99,3 +99,48 @@ def test_no_grace_means_a_terminal_event_never_stops_the_child() -> None:
 )
 def test_next_wake(watch: Watch, seen: Seen, wake: float) -> None:
     assert next_wake(watch, LIM, seen, fallback=1.0) == wake
+
+
+STALL = Limits(timeout=60, idle_timeout=20, stall_timeout=10, grace=5, kill_grace=3, drain=1)
+
+
+@pytest.mark.parametrize(
+    ("watch", "seen", "state", "actions"),
+    [
+        # no progress for stall_timeout, while output goes on (retry notices): stopped
+        (at(R), Seen(now=9, last_output=9, last_progress=0), R, ()),
+        (at(R), Seen(now=10, last_output=9, last_progress=0), S, (Stop("stall"),)),
+        (at(R), Seen(now=15, last_output=14, last_progress=6), R, ()),  # progress restarts it
+        (at(R), Seen(now=16, last_output=15, last_progress=6), S, (Stop("stall"),)),
+        # progress is not measured (a command): no stall, however long
+        (at(R), Seen(now=59, last_output=58), R, ()),
+        # the wall clock and idle timers come first when both are due
+        (at(R), Seen(now=60, last_output=59, last_progress=0), S, (Stop("timeout"),)),
+        # a terminal event disarms it
+        (at(G, 1), Seen(now=3, last_output=0, last_progress=-20), G, ()),
+        # the stream says the run cannot succeed: stopped at once, whatever the timers
+        (at(R), Seen(now=1, last_output=1, last_progress=0, stop_now=True), S, (Stop("provider"),)),
+        (at(G, 1), Seen(now=2, last_output=1, stop_now=True), S, (Stop("provider"),)),
+        (at(S, 1), Seen(now=2, last_output=1, stop_now=True), S, ()),
+    ],
+)
+def test_stall_and_provider_stops(
+    watch: Watch, seen: Seen, state: LegState, actions: tuple[object, ...]
+) -> None:
+    after, done = advance(watch, STALL, seen)
+    assert (after.state, done) == (state, actions)
+
+
+def test_next_wake_includes_the_stall_deadline() -> None:
+    seen = Seen(now=12, last_output=11.9, last_progress=4)
+    assert next_wake(at(R), STALL, seen, fallback=5.0) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(("given", "limit"), [(None, 600.0), (0, None), (0.0, None), (30, 30.0)])
+def test_stall_limit_defaults_to_ten_minutes_and_zero_turns_it_off(
+    given: float | None, limit: float | None
+) -> None:
+    from lirun.exec.leg_states import DEFAULT_STALL_TIMEOUT, stall_limit
+
+    assert DEFAULT_STALL_TIMEOUT == 600.0
+    assert stall_limit(given) == limit

@@ -250,3 +250,11 @@ def test_importing_profiles_does_not_import_yaml() -> None:
     code = "import sys, lirun.exec.profiles; print('yaml' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_profile_may_set_the_stall_limit_zero_turning_it_off(lirun_home: Path) -> None:
+    write(lirun_home, "profile", "patient", "defaults:\n  stall_timeout: 0\n")
+    assert load_profile("patient").defaults == {"stall_timeout": 0}
+    write(lirun_home, "profile", "bad", "defaults:\n  stall_timeout: -5\n")
+    with pytest.raises(ProfileError, match="stall_timeout must be a number of seconds"):
+        load_profile("bad")

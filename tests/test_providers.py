@@ -33,6 +33,7 @@ from lirun.exec.providers import (
     parse_provider_spec,
 )
 from lirun.exec.stream import KEPT_REPLY_CHARS
+from lirun.record.outcome import OutcomeFacts, base_outcome
 from support.providerkit import (
     FIXTURES_DIR,
     fake_env_for,
@@ -147,10 +148,11 @@ def test_claude_api_error_dressed_as_success_records_evidence() -> None:
     result = next(e for e in verdict.evidence if e["kind"] == "provider_result")
     assert result == result | {"subtype": "success", "is_error": True, "api_error_status": 400}
     assert result["terminal_reason"] == "api_error"
-    assert (
-        "invalid_request"
-        in next(e for e in verdict.evidence if e["kind"] == "provider_errors")["messages"]
-    )
+    messages = next(e for e in verdict.evidence if e["kind"] == "provider_errors")["messages"]
+    assert any("prompt is too long" in m for m in messages)
+    # The error text is the provider error, never the reply.
+    assert verdict.final_text == ""
+    assert "prompt is too long" in str(verdict.exception)
 
 
 def test_claude_truncated_line_is_an_unparsed_note() -> None:
@@ -160,19 +162,28 @@ def test_claude_truncated_line_is_an_unparsed_note() -> None:
 
 
 @pytest.mark.parametrize(
-    "fields",
+    ("fields", "reason"),
     [
-        {"api_error_status": 529, "is_error": True, "result": "API Error: 529 overloaded"},
-        {"api_error_status": 500, "is_error": True},
-        {"api_error_status": 429, "is_error": True},
-        {"subtype": "error_during_execution", "errors": ["Overloaded"]},
-        {"is_error": True, "result": "API Error: Rate limit reached"},
+        (
+            {"api_error_status": 529, "is_error": True, "result": "API Error: 529 overloaded"},
+            "run.failed.provider_overloaded",
+        ),
+        ({"api_error_status": 500, "is_error": True}, "run.failed.provider_server_error"),
+        ({"api_error_status": 429, "is_error": True}, "run.failed.provider_rate_limit"),
+        (
+            {"subtype": "error_during_execution", "errors": ["Overloaded"]},
+            "run.failed.provider_overloaded",
+        ),
+        (
+            {"is_error": True, "result": "API Error: Rate limit reached"},
+            "run.failed.provider_rate_limit",
+        ),
     ],
 )
-def test_claude_transient_failures_are_retryable(fields: dict[str, Any]) -> None:
+def test_claude_transient_failures_are_retryable(fields: dict[str, Any], reason: str) -> None:
     verdict = feed(ClaudeStreamParser(), claude_result(**fields)).finish(0)
     assert isinstance(verdict.exception, ProviderRetryableError)
-    assert reason_of(verdict) == "run.failed.provider_retryable"
+    assert reason_of(verdict) == reason
 
 
 def test_claude_assistant_rate_limit_error_makes_failure_retryable() -> None:
@@ -602,3 +613,159 @@ def test_later_terminal_events_are_kept_a_few_and_counted() -> None:
     omitted = [e for e in evidence if e["kind"] == "provider_extra_terminals_omitted"]
     assert len(kept) == 5 and omitted[0]["count"] == 49 - 5
     assert parser.final_text == "r0"  # the first result is the run's answer
+
+
+# --- failure classes, auth signals, warnings, attempts, stalls (issue 18) ---------------------
+
+
+def _retry_line(attempt: int, status: int | None, error: str) -> dict[str, Any]:
+    return {
+        "type": "system",
+        "subtype": "api_retry",
+        "attempt": attempt,
+        "max_retries": 10,
+        "retry_delay_ms": 500,
+        "error_status": status,
+        "error": error,
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(401, "authentication_failed"), (403, "unknown"), (None, "authentication_failed")],
+)
+def test_claude_first_auth_retry_flags_the_run_at_once(status: int | None, error: str) -> None:
+    parser = feed(ClaudeStreamParser(), _retry_line(1, status, error))
+    assert parser.fatal is not None and parser.fatal.failure_class == "auth"
+    verdict = parser.finish(-15, killed_by="provider")
+    assert reason_of(verdict) == "run.failed.provider_auth"
+    assert "on API attempt 1 of 10" in str(verdict.exception)
+
+
+@pytest.mark.parametrize(("status", "error"), [(None, "unknown"), (529, "unknown"), (429, "x")])
+def test_claude_other_retries_never_stop_the_run(status: int | None, error: str) -> None:
+    assert feed(ClaudeStreamParser(), _retry_line(1, status, error)).fatal is None
+
+
+def test_claude_no_credentials_is_auth_in_its_own_words_with_no_model() -> None:
+    parser = replay("claude/not_logged_in.jsonl")
+    assert parser.fatal is not None  # the synthetic assistant error already says it
+    verdict = parser.finish(1)
+    outcome = base_outcome(OutcomeFacts(status=verdict.status, exception=verdict.exception))
+    assert outcome.reason_code == "run.failed.provider_auth"
+    assert outcome.summary == (
+        "claude: the provider refused the credentials: Not logged in · Please run /login"
+    )
+    assert "is_error" not in outcome.summary and verdict.final_text == ""
+    assert verdict.model is None  # every assistant event was <synthetic>: no model call
+    assert any(e["kind"] == "provider_no_model_call" for e in verdict.evidence)
+
+
+def test_claude_invalid_key_result_summary_is_the_providers_words() -> None:
+    verdict = replay("claude/auth_401_result.jsonl").finish(1)
+    outcome = base_outcome(OutcomeFacts(status=verdict.status, exception=verdict.exception))
+    assert outcome.summary == (
+        "claude: the provider refused the credentials: Invalid API key · Fix external API key"
+    )
+    assert verdict.final_text == "" and verdict.retries == 10
+
+
+def test_claude_model_fallback_updates_the_model() -> None:
+    verdict = replay("claude/model_fallback.jsonl").finish(0)
+    assert verdict.model == "claude-sonnet-4-5"
+    [fact] = [e for e in verdict.evidence if e["kind"] == "provider_model_fallback"]
+    assert (fact["from"], fact["to"]) == ("claude-opus-4-8[1m]", "claude-sonnet-4-5")
+
+
+def test_claude_real_model_call_keeps_the_model() -> None:
+    verdict = verdict_for("claude/success.jsonl")
+    assert verdict.model == "claude-sonnet-4-5"
+
+
+def test_codex_warnings_are_never_the_error() -> None:
+    parser, events = replay_events("codex/warnings_then_completed.jsonl")
+    assert [e.kind for e in events].count("warning") == 2
+    assert parser.errors == [] and parser.last_error is None
+    verdict = parser.finish(0)
+    [fact] = [e for e in verdict.evidence if e["kind"] == "provider_warnings"]
+    assert fact["count"] == 2 and "Model metadata" in fact["messages"][0]
+    assert not any(m.role == "error" for m in events_to_messages(events))
+
+
+def test_codex_attempts_are_counted_not_notices() -> None:
+    parser = replay("codex/offline_forever.jsonl")
+    assert parser.retries == 8  # 2/5 .. 5/5, then three "waiting for network"
+    assert parser.retrying and parser.retry_class == "network"
+
+
+def test_a_stall_while_reconnecting_is_a_network_failure_naming_what_codex_did() -> None:
+    clock = iter([0.0, *range(1, 100)]).__next__
+    parser = replay("codex/offline_forever.jsonl", CodexStreamParser(clock=lambda: float(clock())))
+    verdict = parser.finish(-15, killed_by="stall")
+    assert isinstance(verdict.exception, ProviderRetryableError)
+    assert reason_of(verdict) == "run.failed.provider_network"
+    text = str(verdict.exception)
+    assert text.startswith("no progress for ")
+    assert (
+        "codex was retrying the API (8 attempts; last: Reconnecting... waiting for network" in text
+    )
+
+
+def test_a_stall_with_nothing_known_is_provider_stalled() -> None:
+    parser = feed(CodexStreamParser(), {"type": "thread.started", "thread_id": "t"})
+    verdict = parser.finish(-15, killed_by="stall")
+    assert reason_of(verdict) == "run.failed.provider_stalled"
+    assert verdict.retryable
+
+
+def test_progress_is_model_output_not_retries_or_warnings() -> None:
+    now = [0.0]
+    parser = CodexStreamParser(clock=lambda: now[0])
+    now[0] = 5.0
+    feed(parser, {"type": "error", "message": "Reconnecting... 2/5 (stream disconnected)"})
+    feed(
+        parser,
+        {
+            "type": "item.completed",
+            "item": {"type": "error", "message": "Falling back from WebSockets"},
+        },
+    )
+    assert parser.last_progress_at is None and parser.retrying
+    now[0] = 7.0
+    feed(
+        parser,
+        {"type": "item.completed", "item": {"id": "i", "type": "agent_message", "text": "hi"}},
+    )
+    assert parser.last_progress_at == 7.0 and not parser.retrying
+
+
+def test_codex_401_error_event_flags_the_run() -> None:
+    parser = feed(
+        CodexStreamParser(), {"type": "error", "message": "unexpected status 401 Unauthorized: x"}
+    )
+    assert parser.fatal is not None and parser.fatal.failure_class == "auth"
+    assert parser.last_error_status == 401
+
+
+def test_a_running_tool_call_is_not_a_stall() -> None:
+    now = [0.0]
+    parser = ClaudeStreamParser(clock=lambda: now[0])
+    assert parser.progress_at() == 0.0  # the start, before any progress
+    now[0] = 3.0
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make"}}
+    feed(parser, {"type": "assistant", "message": {"model": "m", "content": [call]}})
+    now[0] = 900.0  # a long build: the stall clock does not run while the tool does
+    assert parser.progress_at() == 900.0
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": False}
+    feed(parser, {"type": "user", "message": {"content": [result]}})
+    now[0] = 950.0
+    assert parser.progress_at() == 900.0  # the result was the last progress
+
+
+def test_attempts_add_up_over_calls_retried_one_after_another() -> None:
+    parser = feed(ClaudeStreamParser(), _retry_line(1, 529, "x"), _retry_line(2, 529, "x"))
+    assert parser.retries == 2
+    feed(parser, {"type": "assistant", "message": {"model": "m", "content": []}})  # it went through
+    feed(parser, _retry_line(1, 429, "rate_limit"), _retry_line(2, 429, "rate_limit"))
+    feed(parser, _retry_line(3, 429, "rate_limit"))
+    assert parser.retries == 5 and parser.last_error_status == 429

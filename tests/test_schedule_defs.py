@@ -393,3 +393,13 @@ def test_apply_does_not_overwrite_a_change_made_after_its_plan(
     row = store.get_schedule("busy")
     assert row is not None and row["status"] == "disabled"
     assert row["policies_json"]["retries"] == 0
+
+
+def test_an_agent_action_takes_a_stall_limit_and_a_run_action_none(tmp_path: Path) -> None:
+    action = parse_action(["agent", "codex", "go", "--stall-timeout", "0", "--cwd", str(tmp_path)])
+    assert action.task is not None and action.task.stall_timeout == 0.0
+    assert Action.from_dict(action.to_dict()) == action
+    with pytest.raises(UsageError, match="unknown option '--stall-timeout'"):
+        parse_action(["run", "--stall-timeout", "5", "true"], base=str(tmp_path))
+    with pytest.raises(UsageError, match="seconds \\(0: off\\)"):
+        parse_action(["agent", "codex", "go", "--stall-timeout", "-3"], base=str(tmp_path))

@@ -394,3 +394,15 @@ def test_a_playbook_may_give_the_prompt(
     assert spec.plays[0].task.playbook == "review" and spec.plays[0].task.prompt is None
     problems = problems_of(write_show(tmp_path, text.format(playbook="silent")))
     assert len(problems) == 1 and "no prompt" in problems[0] and ":7: play a:" in problems[0]
+
+
+def test_a_play_sets_its_stall_limit(tmp_path: Path, fake_bin: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
+    text = "topic: t\nbase: main\nrepo: repo\ngate: 'true'\nplays:\n"
+    path = write_show(
+        tmp_path, text + "  - {name: a, agent: codex, prompt: go, stall_timeout: 0}\n"
+    )
+    [play] = load_show(path).plays
+    assert play.task.stall_timeout == 0.0
+    bad = write_show(tmp_path, text + "  - {name: a, agent: codex, prompt: go, stall_timeout: x}\n")
+    assert any("stall_timeout must be a number of seconds" in p for p in problems_of(bad))

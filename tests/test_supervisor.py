@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -384,3 +385,53 @@ def test_recorder_skips_a_failed_write_and_counts_it() -> None:
         rec.flush()
     assert written == ["a", "b"] and rec.failures == 1
     assert isinstance(errors[0], ZeroDivisionError)
+
+
+class _Progress:
+    """A stream's progress as the loop sees it: fixed at the start, or asking to stop."""
+
+    def __init__(self, started: float, *, stop_after: bytes | None = None, out: Any = None) -> None:
+        self.started = started
+        self.stop_after = stop_after
+        self.out = out
+
+    def progress_at(self) -> float:
+        return self.started
+
+    def must_stop(self) -> bool:
+        return self.stop_after is not None and self.stop_after in self.out.tail_text().encode()
+
+
+def test_a_stream_with_no_progress_is_stopped_at_the_stall_limit(tmp_path: Path) -> None:
+    out, err = _sinks(tmp_path)
+    # Output keeps coming (retry notices), so the idle timer never fires: only the stall one.
+    script = "while true; do echo 'Reconnecting...'; sleep 0.1; done"
+    limits = Limits(idle_timeout=0.5, stall_timeout=0.6)
+    started = time.monotonic()
+    result = supervise(
+        ["sh", "-c", script], stdout=out, stderr=err, limits=limits, progress=_Progress(started)
+    )
+    assert result.killed_by == "stall" and not result.timed_out
+    assert 0.6 <= result.timings["kill_stall"] < 5
+
+
+def test_without_progress_tracking_there_is_no_stall(tmp_path: Path) -> None:
+    out, err = _sinks(tmp_path)
+    result = supervise(
+        ["sh", "-c", "sleep 0.8; echo done"],
+        stdout=out,
+        stderr=err,
+        limits=Limits(stall_timeout=0.2),
+    )
+    assert result.killed_by is None and result.exit_code == 0
+
+
+def test_the_stream_asking_to_stop_stops_the_child_at_once(tmp_path: Path) -> None:
+    out, err = _sinks(tmp_path)
+    script = "echo init; sleep 0.2; echo 'status 401'; sleep 60"
+    started = time.monotonic()
+    progress = _Progress(started, stop_after=b"401", out=out)
+    result = supervise(["sh", "-c", script], stdout=out, stderr=err, progress=progress)
+    assert result.killed_by == "provider" and not result.timed_out
+    assert time.monotonic() - started < 5
+    assert result.exit_code == -signal.SIGTERM

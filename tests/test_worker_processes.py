@@ -386,7 +386,7 @@ def test_bad_input_exits_2_saying_what_was_wrong(
 
 
 def _overloaded_once_claude(tmp_path: Path) -> Path:
-    """A claude that is overloaded (529: run.failed.provider_retryable) on its first run
+    """A claude that is overloaded (529: run.failed.provider_overloaded) on its first run
     and succeeds after."""
     from support.providerkit import FAKE_PROVIDER, fixture_path
 
@@ -435,7 +435,7 @@ def test_submit_takes_retries_notify_and_a_start_deadline(
     first = queued.stdout.strip()
     with workers(env, tmp_path):
         row = until(lambda: status_is(store, first, "failed", "completed"))
-        assert row["status_reason_code"] == "run.failed.provider_retryable"
+        assert row["status_reason_code"] == "run.failed.provider_overloaded"
         retry = until(lambda: _retry_of(store, env["LIRUN_DB_URL"], first), what="attempt 2")
         done = until(lambda: status_is(store, retry["id"], "failed", "completed"))
         until(lambda: told.exists() and len(told.read_text().split()) == 2, what="notify twice")

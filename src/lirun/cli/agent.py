@@ -21,6 +21,7 @@ from lirun.cli.options import (
     execute_or_detach,
     request_from,
     resolve_options,
+    stall_seconds,
     unknown_option,
     worker_argv,
 )
@@ -157,6 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--bin", metavar="PATH", help="the provider executable to run")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--stall-timeout",
+        metavar="S",
+        type=stall_seconds,
+        help="no progress (assistant text, a tool call or result, a completed API call) for "
+        "S seconds: stop the agent, failed with the class of what it was doing (retry "
+        "notices and warnings are not progress; default 600, 0: off)",
+    )
     add_execution_options(parser)
     return parser
 

@@ -38,7 +38,8 @@ EXIT_CODES = """\
        provider or command not found, the record could not be created, a signal while
        starting); nothing was started and no row was written. Also: the run ended but
        neither the database nor the pending spool could take its outcome (said on stderr)
-  124  timed_out (--timeout, or --idle-timeout with no output)
+  124  timed_out (--timeout, or --idle-timeout with no output; li agent's --stall-timeout
+       ends a run failed, exit 1)
   130  aborted (SIGINT)
   143  cancelled (SIGTERM)"""
 
@@ -77,6 +78,17 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def stall_seconds(text: str) -> float:
+    """``--stall-timeout``: seconds, 0 turning the stall limit off."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value < 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected 0 (off) or more seconds, got {text!r}")
     return value
 
 
@@ -253,6 +265,7 @@ def _heartbeat_interval() -> float | None:
 
 
 def _limits(args: argparse.Namespace, defaults: dict[str, Any]) -> Any:
+    from lirun.exec.leg_states import stall_limit
     from lirun.exec.supervisor import Limits
 
     def pick(name: str) -> Any:
@@ -260,9 +273,12 @@ def _limits(args: argparse.Namespace, defaults: dict[str, Any]) -> Any:
         return value if value is not None else defaults.get(name)
 
     grace = pick("grace")
+    # Only li agent has --stall-timeout: a command's output says nothing about progress.
+    agent = hasattr(args, "stall_timeout")
     return Limits(
         timeout=pick("timeout"),
         idle_timeout=pick("idle_timeout"),
+        stall_timeout=stall_limit(pick("stall_timeout")) if agent else None,
         grace=10.0 if grace is None else float(grace),
     )
 

@@ -28,6 +28,7 @@ EXIT_CODES = """\
 ACTIONS = """\
 The ACTION follows `--`:
   agent PROVIDER[/MODEL] PROMPT [--cwd DIR] [--timeout S] [--idle-timeout S]
+        [--stall-timeout S]
         [--profile NAME] [--playbook NAME] [--artifact ID=PATH[?]] [-- PROVIDER_OPTIONS]
   run [--cwd DIR] [--timeout S] [--idle-timeout S] [--] CMD ...
   flow FILE [--cwd DIR]      show FILE [--cwd DIR]

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lirun.exec.failure_text import (
+    class_for_code,
+    class_for_status,
+    class_for_text,
+    is_auth_status,
+)
 from lirun.exec.stream import (
     Event,
     StreamParser,
@@ -13,11 +19,15 @@ from lirun.exec.stream import (
     as_str,
     reply_tail,
 )
+from lirun.exec.verdict import StreamVerdict
 from lirun.hints import Any
 from lirun.provider_errors import ProviderError, classified_error, is_retryable_cause
 
 # Hitting a configured limit fails the same way on every retry, whatever else went wrong.
 _LIMIT_SUBTYPES = frozenset({"error_max_turns", "error_max_budget_usd"})
+# An assistant event with this model was made up by the CLI: no model call happened.
+SYNTHETIC_MODEL = "<synthetic>"
+_TEXT_CHARS = 1000
 
 
 def build_claude_command(
@@ -48,12 +58,31 @@ class ClaudeStreamParser(StreamParser):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.result_text: str | None = None
+        self.api_key_source: str | None = None
+        self.assistant_events = 0
+        self.synthetic_events = 0
+        self.assistant_error_class: str | None = None
+        self.model_changes: list[dict[str, Any]] = []
 
     @property
     def final_text(self) -> str:
+        if self._failure is not None:
+            return ""  # an error result's text is the provider error, not the reply
         if self.result_text:
             return self.result_text
         return super().final_text
+
+    def finish(self, exit_code: int | None, *, killed_by: str | None = None) -> StreamVerdict:
+        verdict = super().finish(exit_code, killed_by=killed_by)
+        verdict.evidence.extend(self.model_changes)
+        if self.assistant_events and self.synthetic_events == self.assistant_events:
+            # Every answer was made up by the CLI: no model was called, so none is recorded.
+            verdict.model = None
+            verdict.no_model_call = True
+            verdict.evidence.append(
+                {"kind": "provider_no_model_call", "provider": self.provider, "model": self.model}
+            )
+        return verdict
 
     def _handle(self, obj: dict[str, Any]) -> list[Event]:
         kind = obj.get("type")
@@ -62,6 +91,8 @@ class ClaudeStreamParser(StreamParser):
             return self._on_init(obj)
         if kind == "system" and obj.get("subtype") == "api_retry":
             return self._on_api_retry(obj)
+        if kind == "system" and obj.get("subtype") == "model_fallback":
+            return self._on_model_fallback(obj)
         if kind == "assistant":
             return self._on_assistant(obj)
         if kind == "user":
@@ -79,6 +110,7 @@ class ClaudeStreamParser(StreamParser):
         version = as_str(obj.get("claude_code_version"))
         if version is not None:
             self.provider_version = version
+        self.api_key_source = as_str(obj.get("apiKeySource"))
         data = {
             "provider": self.provider,
             "event": "init",
@@ -86,8 +118,29 @@ class ClaudeStreamParser(StreamParser):
             "model": self.model,
             "cwd": obj.get("cwd"),
             "version": obj.get("claude_code_version"),
+            "api_key_source": self.api_key_source,
+            "permission_mode": obj.get("permissionMode"),
         }
         return [Event("session", data)]
+
+    def _on_model_fallback(self, obj: dict[str, Any]) -> list[Event]:
+        """``system/model_fallback``: the CLI switched models; the record names the new one."""
+        new = next(
+            (
+                m
+                for k in ("fallback_model", "to", "model", "new_model")
+                if (m := as_str(obj.get(k)))
+            ),
+            None,
+        )
+        old = next((m for k in ("original_model", "from") if (m := as_str(obj.get(k)))), None)
+        fact: dict[str, Any] = {"kind": "provider_model_fallback", "provider": self.provider}
+        fact.update({"from": old or self.model, "to": new, "reason": obj.get("reason")})
+        if new is not None:
+            self.model = new
+        if len(self.model_changes) < 5:
+            self.model_changes.append(fact)
+        return [Event("session", {**fact, "event": "model_fallback"})]
 
     def _on_api_retry(self, obj: dict[str, Any]) -> list[Event]:
         """``system/api_retry``: Claude Code retries a failed API call itself (PROVIDERS.md)."""
@@ -95,6 +148,10 @@ class ClaudeStreamParser(StreamParser):
         status = as_int(obj.get("error_status"))
         attempt, limit = as_int(obj.get("attempt")), as_int(obj.get("max_retries"))
         said = error if status is None else f"{error} (HTTP {status})"
+        # No status and no code: the API never answered (refused, unreachable).
+        failure_class = class_for_status(status) or class_for_code(error)
+        if failure_class is None and status is None:
+            failure_class = "network"
         data = {
             "attempt": attempt,
             "max_retries": limit,
@@ -103,11 +160,34 @@ class ClaudeStreamParser(StreamParser):
             "retry_delay_ms": obj.get("retry_delay_ms"),
             "message": f"API retry {attempt or '?'}/{limit or '?'}: {said}",
         }
-        return [self._retry(said, data)]
+        if is_auth_status(status) or failure_class == "auth":
+            # Claude Code retries a refused key for minutes; the first refusal says enough.
+            self._flag_fatal(
+                f"{said} on API attempt {attempt or '?'} of {limit or '?'}; stopped at the "
+                "first refusal instead of waiting out claude's retries",
+                "auth",
+                {"api_retry": data, "api_key_source": self.api_key_source},
+            )
+        return [
+            self._retry(said, data, attempt=attempt, status=status, failure_class=failure_class)
+        ]
 
     def _on_assistant(self, obj: dict[str, Any]) -> list[Event]:
+        message = as_dict(obj.get("message"))
+        model = as_str(message.get("model"))
+        error = as_str(obj.get("error"))
+        self.assistant_events += 1
+        if model == SYNTHETIC_MODEL:
+            self.synthetic_events += 1
+        elif error is None:
+            # A completed API call: progress even when it carries only thinking.
+            self._note_progress()
+            if model is not None:
+                self.model = model  # the model that answered (after any fallback)
+        if error is not None:
+            return self._on_assistant_error(error, message)
         events: list[Event] = []
-        for block in as_list(as_dict(obj.get("message")).get("content")):
+        for block in as_list(message.get("content")):
             block = as_dict(block)
             if block.get("type") == "text" and (text := as_str(block.get("text"))):
                 if text.strip():
@@ -119,9 +199,24 @@ class ClaudeStreamParser(StreamParser):
                     "input": block.get("input"),
                 }
                 events.append(self._note_tool_call(call))
-        if error := as_str(obj.get("error")):
-            events.append(self._error(error, "assistant"))
         return events
+
+    def _on_assistant_error(self, error: str, message: dict[str, Any]) -> list[Event]:
+        """An assistant event with ``error``: its text is the CLI's error message (made up
+        by the CLI, not the model's reply), so it is the error, never the answer."""
+        texts = [
+            text.strip()
+            for block in as_list(message.get("content"))
+            if as_dict(block).get("type") == "text" and (text := as_str(as_dict(block).get("text")))
+        ]
+        said = " ".join(t for t in texts if t)[:_TEXT_CHARS] or error
+        failure_class = class_for_code(error) or class_for_text(said)
+        self.assistant_error_class = failure_class
+        if failure_class == "auth":
+            self._flag_fatal(said, "auth", {"error": error, "api_key_source": self.api_key_source})
+        event = self._error(said, "assistant")
+        event.data.update({"error": error, "class": failure_class})
+        return [event]
 
     def _on_user(self, obj: dict[str, Any]) -> list[Event]:
         events: list[Event] = []
@@ -163,17 +258,44 @@ class ClaudeStreamParser(StreamParser):
         status = as_int(obj.get("api_error_status"))
         texts = [str(e) for e in as_list(obj.get("errors"))]
         texts += [obj["result"]] if isinstance(obj.get("result"), str) else []
-        retryable = subtype not in _LIMIT_SUBTYPES and is_retryable_cause(
+        texts = [t.strip() for t in texts if t.strip()]
+        # The provider's own words: the result text, else what the error subtype means.
+        message = texts[0][:_TEXT_CHARS] if texts else _subtype_words(subtype, status)
+        if subtype in _LIMIT_SUBTYPES:  # a configured limit, not the provider's failure
+            return classified_error(
+                message, provider=self.provider, retryable=False, detail=summary
+            )
+        failure_class = _result_class(obj, status, texts)
+        failure_class = failure_class or self.assistant_error_class or self.retry_class
+        if failure_class is not None:
+            return classified_error(
+                message, provider=self.provider, failure_class=failure_class, detail=summary
+            )
+        retryable = is_retryable_cause(
             api_error_status=status, error_codes=self.errors, messages=[*texts, *self.errors]
-        )
-        why = f"; {texts[0][:200]}" if texts else ""
-        status_note = f", api_error_status={status}" if status is not None else ""
-        message = (
-            f"claude result {subtype or '?'} (is_error={summary['is_error']}{status_note}){why}"
         )
         return classified_error(
             message, provider=self.provider, retryable=retryable, detail=summary
         )
+
+
+def _result_class(obj: dict[str, Any], status: int | None, texts: list[str]) -> str | None:
+    """The class a failed ``result`` names: its terminal reason, HTTP status, then words."""
+    if obj.get("terminal_reason") == "prompt_too_long":
+        return "rejected"
+    by_status = class_for_status(status)
+    if by_status is not None:
+        return by_status
+    return next((c for t in texts if (c := class_for_text(t)) is not None), None)
+
+
+def _subtype_words(subtype: str, status: int | None) -> str:
+    http = f" (HTTP {status})" if status is not None else ""
+    if subtype == "error_max_turns":
+        return f"claude stopped at its turn limit{http}"
+    if subtype == "error_max_budget_usd":
+        return f"claude stopped at its budget limit{http}"
+    return f"claude reported an error ({subtype or 'no subtype'}){http}"
 
 
 def _result_summary(obj: dict[str, Any]) -> dict[str, Any]:

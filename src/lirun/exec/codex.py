@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
+from lirun.exec.failure_text import (
+    class_for_code,
+    class_for_status,
+    class_for_text,
+    is_warning_text,
+    status_in_text,
+)
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_str
 from lirun.hints import Any
 from lirun.provider_errors import classified_error, is_retryable_cause
@@ -14,6 +22,8 @@ _TOOL_ITEM_TYPES = frozenset({"command_execution", "file_change", "mcp_tool_call
 _RESULT_KEYS = ("status", "exit_code", "aggregated_output", "result", "error")
 _NOT_INPUT_KEYS = frozenset({"id", "type", "item_type", *_RESULT_KEYS})
 _RECONNECTING = "Reconnecting..."
+# "Reconnecting... 2/5 (...)": the attempt number; "waiting for network" has none.
+_ATTEMPT = re.compile(r"^Reconnecting\.\.\.\s*(\d+)\s*/\s*\d+")
 # Tool items start and complete close together: remembering this many recent ids is
 # enough to announce each call once.
 _KEPT_ITEM_IDS = 256
@@ -83,8 +93,22 @@ class CodexStreamParser(StreamParser):
         waiting for network") is a retry; anything else ("unexpected status 401 Unauthorized")
         is the provider's own error text. Neither is terminal."""
         if message.startswith(_RECONNECTING):
-            return self._retry(message, {"message": message})
-        return self._error(message, "stream")
+            match = _ATTEMPT.match(message)
+            attempt = int(match.group(1)) if match else None
+            data = {"message": message, "attempt": attempt}
+            return self._retry(message, data, attempt=attempt, status=status_in_text(message))
+        if is_warning_text(message):
+            return self._warning(message, "stream")
+        failure_class = class_for_text(message)
+        if failure_class == "auth":
+            # "unexpected status 401 Unauthorized": Codex will not get further with this key.
+            self._flag_fatal(
+                message, "auth", {"source": "error", "message": message[:_MESSAGE_CHARS]}
+            )
+        event = self._error(message, "stream")
+        event.data["class"] = failure_class
+        self.last_error_status = status_in_text(message) or self.last_error_status
+        return event
 
     def _on_thread_started(self, obj: dict[str, Any]) -> list[Event]:
         self._set_session_uid(obj.get("thread_id"), replace=True)
@@ -100,9 +124,13 @@ class CodexStreamParser(StreamParser):
                 return []
             return [self._note_assistant_text(text)]
         if item_type == "error":
-            return (
-                [self._error(as_str(item.get("message")) or "error", "item")] if completed else []
-            )
+            if not completed:
+                return []
+            message = as_str(item.get("message")) or "error"
+            if is_warning_text(message):
+                return [self._warning(message, "item")]
+            return [self._error(message, "item")]
+        self._note_progress()  # the model produced an item (reasoning, a tool, a plan)
         if item_type in _TOOL_ITEM_TYPES:
             return self._on_tool_item(completed, item_type, item)
         return self._ignore(f"item/{item_type}") if completed else []
@@ -147,17 +175,33 @@ class CodexStreamParser(StreamParser):
             "type": "turn.failed",
             "message": message[:_MESSAGE_CHARS],  # kept to the end of the run: capped
         }
-        retryable = is_retryable_cause(
-            api_error_status=as_int(error.get("status")),
-            error_codes=[c for c in (as_str(error.get("code")),) if c],
-            messages=[message, *self.errors],
+        status = as_int(error.get("status")) or status_in_text(message)
+        code = as_str(error.get("code"))
+        failure_class = (
+            class_for_text(message)
+            or class_for_status(status)
+            or class_for_code(code)
+            or next((c for e in reversed(self.errors) if (c := class_for_text(e))), None)
         )
-        failure = classified_error(
-            f"codex turn failed: {message[:300]}",
-            provider=self.provider,
-            retryable=retryable,
-            detail=summary,
-        )
+        if failure_class is not None:
+            failure = classified_error(
+                message[:_MESSAGE_CHARS],
+                provider=self.provider,
+                failure_class=failure_class,
+                detail=summary,
+            )
+        else:
+            retryable = is_retryable_cause(
+                api_error_status=status,
+                error_codes=[c for c in (code,) if c],
+                messages=[message, *self.errors],
+            )
+            failure = classified_error(
+                f"codex turn failed: {message[:300]}",
+                provider=self.provider,
+                retryable=retryable,
+                detail=summary,
+            )
         first = self._record_terminal(summary, failure)
         if first:
             self.num_turns = self.turns_started or 1

@@ -287,6 +287,7 @@ class _Execution:
             trap=trap,
             terminal_seen=leg.terminal_seen,
             on_spawn=self.on_spawn,
+            progress=leg.stream_progress(),
         )
         return leg.judge(result, trap.signal_name)
 

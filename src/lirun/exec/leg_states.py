@@ -1,7 +1,8 @@
 """The supervisor loop's states, and its transitions as one pure function.
 
-A leg is RUNNING (wall-clock and idle timers armed) until a terminal stream event moves it
-to GRACE (only the grace timer runs), a timer or a signal to ``li`` moves it to STOPPING
+A leg is RUNNING (wall-clock, idle and stall timers armed) until a terminal stream event
+moves it to GRACE (only the grace timer runs), a timer, a signal to ``li`` or the stream's
+word that the run cannot succeed (a refused key) moves it to STOPPING
 (SIGTERM, or the signal ``li`` got, sent to the child's group), and ``kill_grace`` later
 or a second signal to KILLED (SIGKILL sent). Whatever the state, the child's exit moves
 it to DRAINING (output still read for ``drain`` seconds, a grandchild may hold the pipe),
@@ -16,9 +17,34 @@ import enum
 from lirun.hints import Literal
 from lirun.values import dataclass, replace
 
-__all__ = ["KILL", "Kill", "KillCause", "LegState", "Limits", "Seen", "Stop", "Watch", "advance"]
+__all__ = [
+    "DEFAULT_STALL_TIMEOUT",
+    "KILL",
+    "Kill",
+    "KillCause",
+    "LegState",
+    "Limits",
+    "Seen",
+    "Stop",
+    "Watch",
+    "advance",
+    "stall_limit",
+]
 
-KillCause = Literal["timeout", "idle", "grace", "signal"]
+# "stall": no progress event for stall_timeout; "provider": the stream said the run cannot
+# succeed (a refused key) while the CLI would go on retrying.
+KillCause = Literal["timeout", "idle", "grace", "signal", "stall", "provider"]
+
+# An agent run with no progress (assistant text, a tool call or result, a completed API
+# call) for this long is stopped: a CLI retrying an unreachable API never ends by itself.
+DEFAULT_STALL_TIMEOUT = 600.0
+
+
+def stall_limit(value: float | None) -> float | None:
+    """An agent run's stall limit: None (not set) is the default, 0 turns it off."""
+    if value is None:
+        return DEFAULT_STALL_TIMEOUT
+    return None if value <= 0 else float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,13 +53,16 @@ class Limits:
 
     ``grace`` starts at the first terminal stream event: a provider that has said its last
     word but does not exit is stopped then, and the event's verdict stands. A terminal
-    event disarms the wall-clock and idle timers. ``kill_grace`` is the wait between
+    event disarms the wall-clock, idle and stall timers. ``stall_timeout``: no progress
+    event for that long (an agent leg only; retry notices and warnings are not progress;
+    a command has no progress to measure). ``kill_grace`` is the wait between
     SIGTERM and SIGKILL; ``drain`` how long output is still read after the child exits
     (a background grandchild may hold the pipe open).
     """
 
     timeout: float | None = None
     idle_timeout: float | None = None
+    stall_timeout: float | None = None
     grace: float | None = 10.0
     kill_grace: float = 3.0
     drain: float = 1.0
@@ -75,6 +104,9 @@ class Seen:
     pipes_open: bool = True  # a stdout/stderr pipe still has a writer
     signal: bool = False  # li received SIGINT/SIGTERM/…
     signals: int = 0  # how many
+    # When the stream last showed progress (an agent leg; None: not measured, no stall).
+    last_progress: float | None = None
+    stop_now: bool = False  # the stream said the run cannot succeed: stop the child
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +136,16 @@ def _due(watch: Watch, limits: Limits, seen: Seen) -> KillCause | None:
         return "timeout"
     if limits.idle_timeout is not None and now >= seen.last_output + limits.idle_timeout:
         return "idle"
+    stall_at = _stall_deadline(watch, limits, seen)
+    if stall_at is not None and now >= stall_at:
+        return "stall"
     return None
+
+
+def _stall_deadline(watch: Watch, limits: Limits, seen: Seen) -> float | None:
+    if limits.stall_timeout is None or seen.last_progress is None:
+        return None
+    return max(watch.started, seen.last_progress) + limits.stall_timeout
 
 
 def advance(watch: Watch, limits: Limits, seen: Seen) -> tuple[Watch, tuple[Action, ...]]:
@@ -128,6 +169,9 @@ def advance(watch: Watch, limits: Limits, seen: Seen) -> tuple[Watch, tuple[Acti
         actions.append(KILL)
     if seen.terminal and watch.state is LegState.RUNNING:
         watch = replace(watch, state=LegState.GRACE, since=now)
+    if seen.stop_now and watch.state in _ALIVE:
+        watch = replace(watch, state=LegState.STOPPING, since=now)
+        actions.append(Stop("provider"))
     if watch.state in _ALIVE and (cause := _due(watch, limits, seen)) is not None:
         watch = replace(watch, state=LegState.STOPPING, since=now)
         actions.append(Stop(cause))
@@ -152,5 +196,7 @@ def next_wake(watch: Watch, limits: Limits, seen: Seen, fallback: float) -> floa
             deadlines.append(watch.started + limits.timeout)
         if limits.idle_timeout is not None:
             deadlines.append(seen.last_output + limits.idle_timeout)
+        if (stall_at := _stall_deadline(watch, limits, seen)) is not None:
+            deadlines.append(stall_at)
     # KILLED waits for the exit (the pidfd wakes the loop), DONE for nothing.
     return max(0.0, min(deadlines) - now)

@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lirun.exec.agent_record import (
+    MAX_REPLY_CHARS,
+    agent_record,
+    present,
+    retry_note,
+    retrying_fact,
+    token_counts,
+)
 from lirun.exec.capture import DEFAULT_TAIL_BYTES, ChunkSink, LineSink, open_buffer
 from lirun.exec.provider_options import ProviderOptions
 from lirun.hints import IO, Any, Protocol
@@ -19,7 +27,7 @@ from lirun.values import dataclass, field, replace
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the generic-command path never needs the stream parsers
     from lirun.exec.stream import Event, Message, StreamParser
-    from lirun.exec.supervisor import ProcessResult
+    from lirun.exec.supervisor import ProcessResult, StreamProgress
     from lirun.exec.verdict import StreamVerdict
     from lirun.record.rundir import RunDir
 
@@ -34,11 +42,11 @@ __all__ = [
     "Program",
     "judge_agent",
     "judge_command",
+    "retry_note",
     "stop_status",
+    "token_counts",
 ]
 
-# Replies longer than this are cut on the row (the tail is kept); the stream files hold all.
-MAX_REPLY_CHARS = 64 * 1024
 
 CONTINUATION_PROMPT = (
     "The previous attempt at this task was stopped by a timeout. Continue the task from "
@@ -104,6 +112,8 @@ class Leg(Protocol):
     stdin: IO[bytes] | None
 
     def terminal_seen(self) -> bool: ...
+
+    def stream_progress(self) -> StreamProgress | None: ...
 
     def judge(self, result: ProcessResult | None, signal_name: str | None) -> LegOutcome: ...
 
@@ -202,7 +212,7 @@ def judge_command(
         response_text=stdout_tail,
         exit_code=exit_code,
         killed_by=result.killed_by if result is not None else None,
-        record=_present(record),
+        record=present(record),
     )
 
 
@@ -225,6 +235,13 @@ def judge_agent(
         assistant_output=bool(verdict.final_text.strip()),
     )
     stopped = _stopped(result, signal_name)
+    if stopped == "timed_out" and verdict.retrying:
+        # Timed out while the provider was retrying: the record says so, and why.
+        extras = replace(
+            extras,
+            provider_retrying=True,
+            evidence=(*extras.evidence, retrying_fact(verdict)),
+        )
     return LegOutcome(
         status=stopped or verdict.status,
         exception=None if stopped else verdict.exception,
@@ -236,67 +253,6 @@ def judge_agent(
         record=agent_record(result, verdict, stopped=stopped is not None),
         summary_note=retry_note(result, verdict) if stopped else None,
     )
-
-
-def _present(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
-
-
-def token_counts(usage: dict[str, Any] | None) -> dict[str, int]:
-    """Token columns from a provider's usage (Claude ``result.usage``; Codex's running
-    total): only the counts the provider reported, never estimated."""
-    if not usage:
-        return {}
-    sources = {
-        "input_tokens": ("input_tokens",),
-        "output_tokens": ("output_tokens",),
-        "cache_read_tokens": ("cache_read_input_tokens", "cached_input_tokens"),
-        "cache_write_tokens": ("cache_creation_input_tokens",),
-    }
-    counts: dict[str, int] = {}
-    for column, keys in sources.items():
-        for key in keys:
-            value = usage.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                counts[column] = value
-                break
-    return counts
-
-
-def agent_record(
-    result: ProcessResult | None, verdict: StreamVerdict, *, stopped: bool = False
-) -> dict[str, Any]:
-    """What the stream and the process said, as row columns (RECORD_FIELDS).
-
-    ``stopped``: li's timer or signal ended the child, so the stream's own verdict is not
-    the failure; the provider's last error (if any) is still kept.
-    """
-    error = None if stopped else verdict.exception
-    record = {
-        "model": verdict.model,
-        "provider_version": verdict.provider_version,
-        "cost_usd": verdict.cost,
-        "num_turns": verdict.num_turns,
-        "reply_text": verdict.final_text[-MAX_REPLY_CHARS:] if verdict.final_text else None,
-        "child_exit_code": result.exit_code if result is not None else None,
-        "duration_s": round(result.duration, 3) if result is not None else None,
-        "provider_error": str(error)[:2000] if error is not None else verdict.last_error,
-        "provider_retries": verdict.retries or None,
-        **token_counts(verdict.usage),
-    }
-    return _present(record)
-
-
-def retry_note(result: ProcessResult | None, verdict: StreamVerdict) -> str | None:
-    """ "timed out after 60 s while claude retried the API 7 times (last: ...)": what the
-    provider was doing when li stopped it, for the summary; None with no retry seen."""
-    if not verdict.retries:
-        return None
-    took = f" after {result.duration:.0f} s" if result is not None else ""
-    what = "timed out" if result is not None and result.timed_out else "stopped"
-    times = "once" if verdict.retries == 1 else f"{verdict.retries} times"
-    last = f" (last: {verdict.last_error})" if verdict.last_error else ""
-    return f"{what}{took} while {verdict.provider} retried the API {times}{last}"
 
 
 def _verdict_metadata(verdict: StreamVerdict) -> dict[str, Any]:
@@ -330,6 +286,9 @@ class CommandLeg:
 
     def terminal_seen(self) -> bool:
         return False
+
+    def stream_progress(self) -> StreamProgress | None:
+        return None  # a command's output says nothing about progress: no stall limit
 
     def judge(self, result: ProcessResult | None, signal_name: str | None) -> LegOutcome:
         return judge_command(
@@ -416,6 +375,15 @@ class AgentLeg:
     def terminal_seen(self) -> bool:
         return self.parser.saw_terminal
 
+    def stream_progress(self) -> StreamProgress:
+        return self
+
+    def progress_at(self) -> float:
+        return self.parser.progress_at()
+
+    def must_stop(self) -> bool:
+        return self.parser.fatal is not None
+
     def judge(self, result: ProcessResult | None, signal_name: str | None) -> LegOutcome:
         exit_code = result.exit_code if result is not None else None
         killed_by = result.killed_by if result is not None else None
@@ -483,7 +451,7 @@ class AgentProgram:
             from lirun.exec.versions import cli_version
 
             fields["provider_version"] = cli_version(self.executable)
-        return _present(fields)
+        return present(fields)
 
     def new_leg(self, ctx: LegContext) -> AgentLeg:
         from lirun.exec.providers import get_provider

@@ -96,6 +96,18 @@ class ProblemReader:
             return None
         return float(value)
 
+    def stall_seconds(self, node: Mapping[str, Any], key: str, label: str) -> float | None:
+        """``stall_timeout``: seconds, or 0 to turn the stall limit off."""
+        value = node.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            self.problem(
+                node, key, f"{label}{key} must be a number of seconds (0: off), got {value!r}"
+            )
+            return None
+        return float(value)
+
     def command(
         self, node: Mapping[str, Any], key: str, label: str
     ) -> str | tuple[str, ...] | None:

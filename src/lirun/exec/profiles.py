@@ -63,6 +63,7 @@ DEFAULT_KEYS: dict[str, str] = {
     "save": "text",
     "timeout": "seconds",
     "idle_timeout": "seconds",
+    "stall_timeout": "seconds_or_off",
     "grace": "seconds",
     # The provider's own options (lirun.exec.provider_options): checked as one structure.
     **{key: "provider_option" for key in sorted(OPTION_KEYS)},
@@ -247,6 +248,10 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
         if kind == "seconds" and not _is_seconds(value):
             raise ProfileError(
                 f"{path}: defaults.{key} must be a positive number of seconds, got {value!r}"
+            )
+        if kind == "seconds_or_off" and not (value == 0 or _is_seconds(value)):
+            raise ProfileError(
+                f"{path}: defaults.{key} must be a number of seconds (0: off), got {value!r}"
             )
     return dict(raw)
 

@@ -17,9 +17,10 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+from lirun.exec.failure_text import class_for_text
 from lirun.exec.verdict import StreamVerdict
 from lirun.hints import Any, ClassVar, Literal
-from lirun.provider_errors import ProviderError, ProviderNonRetryableError
+from lirun.provider_errors import ProviderError, ProviderNonRetryableError, classified_error
 from lirun.values import dataclass
 
 EventKind = Literal[
@@ -31,6 +32,7 @@ EventKind = Literal[
     "terminal",
     "error",
     "retry",
+    "warning",
     "unparsed",
 ]
 MessageRole = Literal["assistant", "tool_call", "tool_result", "usage", "system", "error"]
@@ -44,8 +46,14 @@ _ROLE_BY_KIND: dict[str, MessageRole] = {
     "terminal": "system",
     "error": "error",
     "retry": "system",
+    "warning": "system",
     "unparsed": "system",
 }
+# What counts as the agent getting somewhere (the stall limit): the model answered or a
+# tool ran. Retry notices, warnings and unparsed lines do not.
+PROGRESS_KINDS = frozenset({"assistant_text", "tool_call", "tool_result", "usage", "terminal"})
+_KEPT_WARNINGS = 5
+_RETRYABLE_STALLS = frozenset({"network", "rate_limit", "overloaded", "server_error"})
 _SNIPPET_CHARS = 500
 # Bounded memory: only the latest errors are kept (they classify a failure), plus a count,
 # each cut to its start (what went wrong is said first).
@@ -147,7 +155,20 @@ class StreamParser(ABC):
         self.extra_terminal_count = 0
         self.errors: list[str] = []
         self.last_error: str | None = None
+        # Attempts the provider made at an API call it retried itself (not notices), the
+        # last one's HTTP status and class, and whether retrying is the last thing it did.
         self.retries = 0
+        self._episode = 0  # attempts at the call being retried now (its own numbering)
+        self.last_error_status: int | None = None
+        self.retry_class: str | None = None
+        self.retrying = False
+        self.warnings: list[str] = []  # the latest few
+        self.warning_count = 0
+        self.started_at = clock()
+        self.last_progress_at: float | None = None
+        # The first unambiguous signal that the run cannot succeed (a refused key): the
+        # supervisor stops the CLI at once instead of waiting out its retries.
+        self.fatal: ProviderError | None = None
         self.provider_version: str | None = None
         self.duration_ms: float | None = None
         self.saw_terminal = False
@@ -173,9 +194,12 @@ class StreamParser(ABC):
         kind = obj.get("type")
         self.last_event_type = kind if isinstance(kind, str) else None
         try:
-            return self._handle(obj)
+            events = self._handle(obj)
         except Exception as exc:  # a drifted event schema must not stop supervision
             return [self._unparsed(text, f"malformed {kind!r} event: {exc}")]
+        if any(event.kind in PROGRESS_KINDS for event in events):
+            self._note_progress()
+        return events
 
     @abstractmethod
     def _handle(self, obj: dict[str, Any]) -> list[Event]:
@@ -203,6 +227,9 @@ class StreamParser(ABC):
             provider_version=self.provider_version,
             retries=self.retries,
             last_error=self.last_error,
+            last_error_status=self.last_error_status,
+            retrying=self.retrying,
+            retry_class=self.retry_class,
             duration_ms=self.duration_ms,
             tool_calls=self.tool_call_count,
             permission_denials=self.permission_denials,
@@ -212,11 +239,15 @@ class StreamParser(ABC):
         self, exit_code: int | None, killed_by: str | None
     ) -> ProviderError | None:
         detail = {"exit_code": exit_code, "killed_by": killed_by}
+        if killed_by == "stall" and not self.saw_terminal:
+            return self._stall_failure(detail)
+        if self.fatal is not None and (not self.saw_terminal or self._failure is None):
+            return self.fatal
         if not self.saw_terminal:
             # The provider's own words first: "unexpected status 401 Unauthorized" says more
             # than the missing terminal event it caused.
             said = f"{self.provider} error: {self.last_error}; " if self.last_error else ""
-            retried = f", after {self.retries} retries" if self.retries else ""
+            retried = f", after {self.retries} attempts" if self.retries else ""
             return ProviderError(
                 f"{said}{self.provider} stream ended with no terminal event (exit code "
                 f"{exit_code}, last event {self.last_event_type!r}{retried})",
@@ -268,7 +299,20 @@ class StreamParser(ABC):
                     "kind": "provider_retries",
                     "provider": self.provider,
                     "count": self.retries,
+                    "attempts": self.retries,
                     "last_error": self.last_error,
+                    "last_error_status": self.last_error_status,
+                    "class": self.retry_class,
+                    "retrying_at_end": self.retrying,
+                }
+            )
+        if self.warning_count:
+            evidence.append(
+                {
+                    "kind": "provider_warnings",
+                    "provider": self.provider,
+                    "count": self.warning_count,
+                    "messages": list(self.warnings),
                 }
             )
         if self.unparsed_lines or self.ignored_types:
@@ -328,9 +372,82 @@ class StreamParser(ABC):
         self._note_error(message)
         return Event("error", {"provider": self.provider, "source": source, "message": message})
 
-    def _retry(self, message: str, data: dict[str, Any]) -> Event:
-        """The provider retries on its own (an API error, a lost connection): progress to
-        show and evidence to keep, never noise and never terminal."""
-        self.retries += 1
+    def _retry(
+        self,
+        message: str,
+        data: dict[str, Any],
+        *,
+        attempt: int | None = None,
+        status: int | None = None,
+        failure_class: str | None = None,
+    ) -> Event:
+        """The provider retries on its own (an API error, a lost connection): evidence to
+        keep and a line to show, never noise, never terminal, never progress.
+
+        ``attempt``: the provider's own attempt number (the highest seen counts for the
+        call being retried); without one each notice is one more attempt."""
+        # Each retried call numbers its attempts from 1: the count adds up the calls.
+        base = self.retries - self._episode
+        self._episode = max(self._episode, attempt) if attempt is not None else self._episode + 1
+        self.retries = base + self._episode
+        self.last_error_status = status
+        self.retry_class = failure_class or class_for_text(message)
+        self.retrying = True
         self._note_error(message)
-        return Event("retry", {"provider": self.provider, "count": self.retries, **data})
+        return Event(
+            "retry",
+            {
+                "provider": self.provider,
+                "count": self.retries,
+                "class": self.retry_class,
+                **data,
+            },
+        )
+
+    def _warning(self, message: str, source: str) -> Event:
+        """A notice the CLI goes on after (a transport fallback): shown and kept as
+        evidence, never the run's error."""
+        self.warning_count += 1
+        self.warnings.append(message[:_SNIPPET_CHARS])
+        del self.warnings[:-_KEPT_WARNINGS]
+        return Event("warning", {"provider": self.provider, "source": source, "message": message})
+
+    def progress_at(self) -> float:
+        """When the run last made progress, for the stall limit: the last progress event
+        (the start before one), or now while a tool call runs (called, no result yet: a
+        long build is work, not a stall; ``--timeout`` bounds it)."""
+        if self.tool_call_count > self.tool_result_count:
+            return self._clock()
+        return self.last_progress_at if self.last_progress_at is not None else self.started_at
+
+    def _note_progress(self) -> None:
+        self.last_progress_at = self._clock()
+        self.retrying = False
+        self._episode = 0  # the retried call went through; a later one counts anew
+
+    def _flag_fatal(self, message: str, failure_class: str, detail: dict[str, Any]) -> None:
+        """The first unambiguous sign the run cannot succeed; later ones add nothing."""
+        if self.fatal is None:
+            self.fatal = classified_error(
+                message, provider=self.provider, failure_class=failure_class, detail=detail
+            )
+
+    def activity(self) -> str:
+        """What the CLI was doing at the end, in a few words (for a stall or a timeout)."""
+        if not self.retrying:
+            return f"{self.provider} made no progress (last event {self.last_event_type!r})"
+        tries = "1 attempt" if self.retries == 1 else f"{self.retries} attempts"
+        status = f"HTTP {self.last_error_status}, " if self.last_error_status else ""
+        return f"{self.provider} was retrying the API ({tries}; last: {status}{self.last_error})"
+
+    def _stall_failure(self, detail: dict[str, Any]) -> ProviderError:
+        since = self.last_progress_at if self.last_progress_at is not None else self.started_at
+        quiet = max(0.0, self._clock() - since)
+        # A stall is retryable whatever it was: the class of the retries, else "stalled".
+        known = self.retry_class if self.retrying else None
+        return classified_error(
+            f"no progress for {quiet:.0f} s: {self.activity()}",
+            provider=self.provider,
+            failure_class=known if known in _RETRYABLE_STALLS else "stalled",
+            detail={**detail, "attempts": self.retries, "last_error": self.last_error},
+        )

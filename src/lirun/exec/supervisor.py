@@ -21,7 +21,7 @@ from lirun.errors import LirunError
 from lirun.exec.capture import ChunkSink
 from lirun.exec.descendants import end_leftovers, own_children, release_leader, spawning
 from lirun.exec.leg_states import KillCause, LegState, Limits, Seen, Stop, Watch, advance, next_wake
-from lirun.hints import IO, Any
+from lirun.hints import IO, Any, Protocol
 from lirun.signals import SignalTrap
 from lirun.values import dataclass, field
 
@@ -30,6 +30,7 @@ __all__ = [
     "Limits",
     "ProcessResult",
     "SpawnError",
+    "StreamProgress",
     "supervise",
 ]
 
@@ -48,6 +49,15 @@ class SpawnError(LirunError, OSError):
     """
 
     exit_code = 2
+
+
+class StreamProgress(Protocol):
+    """What an agent leg's stream says to the loop: when it last made progress (the stall
+    timer), and whether it must be stopped now (the provider refused the credentials)."""
+
+    def progress_at(self) -> float: ...
+
+    def must_stop(self) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -136,8 +146,10 @@ class _Loop:
         terminal_seen: Callable[[], bool],
         clock: Callable[[], float],
         exclude: frozenset[int] = frozenset(),
+        progress: StreamProgress | None = None,
     ) -> None:
         self.proc = proc
+        self.progress = progress
         self.exclude = exclude
         self.sinks = sinks
         self.trap = trap
@@ -148,6 +160,7 @@ class _Loop:
         self.watch = Watch.start(now)
         self.last_output = now
         self.terminal = False
+        self.stop_now = False
         self.exited = False
         self.result = ProcessResult(pid=proc.pid, exit_code=None)
         self.selector = selectors.DefaultSelector()
@@ -199,6 +212,8 @@ class _Loop:
         self.sinks[fd].feed(chunk)
         if not self.terminal and self.terminal_seen():
             self.terminal = True
+        if self.progress is not None and not self.stop_now:
+            self.stop_now = self.progress.must_stop()
 
     def _on_exit(self) -> None:
         self.exited = True
@@ -228,6 +243,8 @@ class _Loop:
             pipes_open=bool(self._open_fds()),
             signal=received,
             signals=trap.count if trap is not None and received else 0,
+            last_progress=self.progress.progress_at() if self.progress is not None else None,
+            stop_now=self.stop_now,
         )
 
     def _advance(self) -> None:
@@ -292,10 +309,13 @@ def supervise(
     terminal_seen: Callable[[], bool] = lambda: False,
     on_spawn: Callable[[int], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    progress: StreamProgress | None = None,
 ) -> ProcessResult:
     """Run ``argv`` until it exits (or is stopped), copying its output to the sinks.
 
-    A signal already recorded by ``trap`` stops the child as soon as it starts. Raises
+    A signal already recorded by ``trap`` stops the child as soon as it starts.
+    ``progress``: an agent stream's progress (arms ``limits.stall_timeout``, and stops the
+    child at once when the stream says the run cannot succeed). Raises
     :class:`SpawnError` when the command cannot be started.
     """
     exclude = frozenset(own_children())
@@ -308,6 +328,7 @@ def supervise(
         if on_spawn is not None:
             on_spawn(proc.pid)
         sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
-        return _Loop(proc, sinks, limits, trap, terminal_seen, clock, exclude).run()
+        loop = _Loop(proc, sinks, limits, trap, terminal_seen, clock, exclude, progress)
+        return loop.run()
     finally:
         release_leader(proc.pid)

@@ -47,7 +47,8 @@ class Task:
     ``agent`` is ``PROVIDER[/MODEL]``; ``options`` are provider options under the keys a
     profile's ``defaults:`` takes (``permission_mode``, ``allowed_tools``, …);
     ``artifacts`` are inline contract entries (``{id, path, required}``), overlaid on the
-    profile's and the playbook's by id. ``timeout`` / ``idle_timeout`` in seconds.
+    profile's and the playbook's by id. ``timeout`` / ``idle_timeout`` in seconds;
+    ``stall_timeout`` in seconds, 0 for none (an agent's default: ``DEFAULT_STALL_TIMEOUT``).
     """
 
     agent: str | None = None
@@ -59,6 +60,7 @@ class Task:
     artifacts: tuple[Mapping[str, Any], ...] = ()
     timeout: float | None = None
     idle_timeout: float | None = None
+    stall_timeout: float | None = None
 
     @property
     def is_agent(self) -> bool:
@@ -76,6 +78,7 @@ class Task:
             "artifacts": [dict(a) for a in self.artifacts],
             "timeout": self.timeout,
             "idle_timeout": self.idle_timeout,
+            "stall_timeout": self.stall_timeout,
         }
 
     @classmethod
@@ -91,6 +94,7 @@ class Task:
             artifacts=tuple(dict(a) for a in data.get("artifacts") or ()),
             timeout=data.get("timeout"),
             idle_timeout=data.get("idle_timeout"),
+            stall_timeout=data.get("stall_timeout"),
         )
 
 
@@ -192,6 +196,7 @@ def build_request(
     Raises UsageError for a task that cannot run (see ``check_task``).
     """
     from lirun.exec.execution import ExecutionRequest
+    from lirun.exec.leg_states import stall_limit
     from lirun.exec.legs import Echo
     from lirun.exec.supervisor import Limits
 
@@ -201,11 +206,14 @@ def build_request(
     program = _program(task, declared, prompt)
     defaults = declared.defaults
     grace = defaults.get("grace")
+    stall = task.stall_timeout if task.stall_timeout is not None else defaults.get("stall_timeout")
     limits = Limits(
         timeout=task.timeout if task.timeout is not None else defaults.get("timeout"),
         idle_timeout=(
             task.idle_timeout if task.idle_timeout is not None else defaults.get("idle_timeout")
         ),
+        # Commands have no progress to measure: only an agent gets a stall limit.
+        stall_timeout=stall_limit(stall) if program.provider != "command" else None,
         grace=10.0 if grace is None else float(grace),
     )
     return ExecutionRequest(

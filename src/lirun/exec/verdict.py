@@ -29,8 +29,15 @@ class StreamVerdict:
     exit_code: int | None = None
     evidence: list[dict[str, Any]] = field(default_factory=list)
     provider_version: str | None = None
+    # Attempts at an API call the provider retried itself, the last one's HTTP status and
+    # failure class, and whether it was still retrying when the stream ended.
     retries: int = 0
     last_error: str | None = None
+    last_error_status: int | None = None
+    retrying: bool = False
+    retry_class: str | None = None
+    # The stream shows no model was called (every answer was made up by the CLI).
+    no_model_call: bool = False
     duration_ms: float | None = None
     # The agent's own activity, for the completion gate (an agent acts through tool calls).
     tool_calls: int = 0

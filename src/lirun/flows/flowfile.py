@@ -54,6 +54,7 @@ LEG_KEYS = (
             "cwd",
             "timeout",
             "idle_timeout",
+            "stall_timeout",
             "retries",
             "isolation",
             "may_be_empty",
@@ -335,6 +336,7 @@ def _task(p: Problems, raw: dict[str, Any], ident: str) -> Task:
         artifacts=tuple(artifacts or ()),
         timeout=p.seconds(raw, "timeout", ""),
         idle_timeout=p.seconds(raw, "idle_timeout", ""),
+        stall_timeout=p.stall_seconds(raw, "stall_timeout", ""),
     )
 
 

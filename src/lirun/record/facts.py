@@ -42,6 +42,7 @@ EXTRAS_KEYS = frozenset(
         "metadata",
         "base_ref",
         "summary_note",
+        "provider_retrying",
         "tool_calls",
         "permission_denials",
         "require_change",
@@ -58,7 +59,9 @@ class TeardownExtras:
     ``assistant_output`` / ``assistant_text``: the reply seen in memory; ``idle_timeout``:
     the idle watchdog fired; ``evidence`` / ``metadata``: added to the outcome;
     ``base_ref``: the git base for completion evidence; ``summary_note``: what the
-    provider was doing when li stopped it (retries), added to the summary; ``tool_calls`` /
+    provider was doing when li stopped it (retries), added to the summary;
+    ``provider_retrying``: li's timer fired while the provider was retrying an API call
+    (``run.timed_out.provider_retrying``); ``tool_calls`` /
     ``permission_denials``: an agent's own counts from its stream; ``require_change``: a
     reply alone (a command's stdout) does not count as evidence of work.
     """
@@ -72,6 +75,7 @@ class TeardownExtras:
     metadata: dict[str, Any] = field(default_factory=dict)
     base_ref: str | None = None
     summary_note: str | None = None
+    provider_retrying: bool = False
     tool_calls: int | None = None
     permission_denials: int | None = None
     require_change: bool = False
@@ -97,6 +101,7 @@ class TeardownExtras:
             metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
             base_ref=_typed(raw, "base_ref", str),
             summary_note=_typed(raw, "summary_note", str),
+            provider_retrying=bool(raw.get("provider_retrying")),
             tool_calls=_typed(raw, "tool_calls", int),
             permission_denials=_typed(raw, "permission_denials", int),
             require_change=bool(raw.get("require_change")),
@@ -160,6 +165,7 @@ def gather_facts(
         extra_evidence=extras.evidence,
         extra_metadata=extras.metadata,
         summary_note=extras.summary_note,
+        provider_retrying=extras.provider_retrying,
         start_snapshot=ctx.start_snapshot,
         started_at=ctx.started_at,
         tool_calls=extras.tool_calls,

@@ -71,6 +71,8 @@ class OutcomeFacts:
     extra_metadata: Mapping[str, Any] = field(default_factory=dict)
     # What the provider was doing when li stopped it ("... retried the API 7 times").
     summary_note: str | None = None
+    # li's timer fired while the provider was retrying an API call.
+    provider_retrying: bool = False
     start_snapshot: Mapping[str, Any] | None = None
     started_at: float | None = None
     tool_calls: int | None = None
@@ -136,6 +138,8 @@ def _failed_base(facts: OutcomeFacts) -> Outcome:
 
 
 def _base_reason(status: str, facts: OutcomeFacts) -> str:
+    if status == "timed_out" and facts.provider_retrying:
+        return "run.timed_out.provider_retrying"
     if status == "timed_out" and facts.idle_timeout:
         return "run.timed_out.idle"
     if status == "cancelled" and facts.signal_name == "SIGINT":

@@ -9,9 +9,10 @@ checked here; a worker where it or the file is missing (or the file changed) fai
 run with a typed reason instead of running something else.
 
 The options are ``li agent``'s that describe the work itself (``--cwd``, ``--timeout``,
-``--idle-timeout``, ``--profile``, ``--playbook``, ``--artifact``, ``--prompt``), read the
-same way; those about one invocation from a terminal (``--detach``, ``--resume``,
-``--save``, ``--run-id``, ``--json``, ``--db``, ``--bin``) are refused with the reason.
+``--idle-timeout``, ``--stall-timeout``, ``--profile``, ``--playbook``, ``--artifact``,
+``--prompt``), read the same way; those about one invocation from a terminal
+(``--detach``, ``--resume``, ``--save``, ``--run-id``, ``--json``, ``--db``, ``--bin``)
+are refused with the reason.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ _OPTIONS: dict[str, tuple[bool, tuple[str, ...]]] = {
     "--cwd": (True, KINDS),
     "--timeout": (True, ("agent", "run")),
     "--idle-timeout": (True, ("agent", "run")),
+    "--stall-timeout": (True, ("agent",)),
     "--profile": (True, ("agent", "run")),
     "--playbook": (True, ("agent",)),
     "--artifact": (True, ("agent", "run")),
@@ -153,7 +155,9 @@ def _one(options: dict[str, list[str]], name: str) -> str | None:
     return values[-1] if values else None
 
 
-def _seconds(options: dict[str, list[str]], name: str) -> float | None:
+def _seconds(
+    options: dict[str, list[str]], name: str, *, zero_is_off: bool = False
+) -> float | None:
     text = _one(options, name)
     if text is None:
         return None
@@ -161,8 +165,11 @@ def _seconds(options: dict[str, list[str]], name: str) -> float | None:
         value = float(text)
     except ValueError:
         value = -1.0
+    if zero_is_off and value == 0:
+        return 0.0
     if not value > 0 or value != value or value == float("inf"):
-        raise UsageError(f"{name} {text!r}: expected a positive number of seconds, e.g. 600")
+        off = " (0: off)" if zero_is_off else ""
+        raise UsageError(f"{name} {text!r}: expected a positive number of seconds{off}, e.g. 600")
     return value
 
 
@@ -201,6 +208,7 @@ def _limits(options: dict[str, list[str]]) -> dict[str, Any]:
     return {
         "timeout": _seconds(options, "--timeout"),
         "idle_timeout": _seconds(options, "--idle-timeout"),
+        "stall_timeout": _seconds(options, "--stall-timeout", zero_is_off=True),
         "profile": _one(options, "--profile"),
         "artifacts": artifacts,
     }

@@ -68,6 +68,7 @@ PLAY_KEYS = frozenset(
         "gate_timeout",
         "timeout",
         "idle_timeout",
+        "stall_timeout",
         "attempts",
         *OPTION_KEYS,
     }
@@ -200,6 +201,7 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
     playbook = r.text(play, "playbook", label)
     timeout = r.seconds(play, "timeout", label)
     idle_timeout = r.seconds(play, "idle_timeout", label)
+    stall_timeout = r.stall_seconds(play, "stall_timeout", label)
     if len(r) > before:
         return None
     if isinstance(run, str):
@@ -214,6 +216,7 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
         artifacts=tuple(artifacts or ()),
         timeout=timeout,
         idle_timeout=idle_timeout,
+        stall_timeout=stall_timeout,
     )
 
 

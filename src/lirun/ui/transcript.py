@@ -97,7 +97,7 @@ def event_entry(kind: str, data: dict[str, Any]) -> Entry | None:
         return Entry("tool_result", title, _clip(_pretty(data.get("content"))), True, failed)
     if kind == "error":
         return Entry("error", "error", _clip(_pretty(data)), error=True)
-    if kind in ("usage", "terminal", "session", "retry"):
+    if kind in ("usage", "terminal", "session", "retry", "warning"):
         return Entry("system", kind, _clip(_pretty(data)), True)
     if kind == "unparsed":
         return Entry("system", "unparsed line", _clip(_pretty(data)), True)
