@@ -65,9 +65,11 @@ def test_each_legs_provider_trouble_is_a_line_and_every_failed_leg_is_named(
     assert legs["login"].reason_code == "run.failed.provider_auth"
     assert len(invocation_sessions(db_url, report.invocation_id)) == 2
     summary = report.reason_summary or ""
-    assert summary.startswith("2 legs failed: login (run.failed.provider_auth: codex error: ")
+    assert summary.startswith(
+        "2 legs failed: login (run.failed.provider_auth: unexpected status 401"
+    )
     assert "unexpected status 401 Unauthorized" in summary
-    assert "slow (run.timed_out.deadline: unknown)" in summary
+    assert "slow (run.timed_out.provider_retrying: unknown)" in summary
 
 
 def invocation(db_url: str, ident: str) -> dict[str, Any]:

@@ -165,7 +165,7 @@ def _problems(
             attempts <= case.max_attempts,
             f"{attempts} retries recorded, want <= {case.max_attempts}",
         )
-    check(row["model"] == case.model, f"model {row['model']!r}")
+    check(row["model"] == case.recorded_model, f"model {row['model']!r}")
     check(
         row["provider_version"] == VERSIONS[case.provider],
         f"CLI version {row['provider_version']!r}",

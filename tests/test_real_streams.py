@@ -56,4 +56,4 @@ def test_recorded_stream_ends_as_it_did_live(
     assert (summary["status"], summary["reason"]) == (case.status, case.reason)
     row = only_row(db)
     assert case.summary_matches(row["status_reason_summary"] or ""), row["status_reason_summary"]
-    assert (row["model"], row["provider_version"]) == (case.model, VERSIONS[case.provider])
+    assert (row["model"], row["provider_version"]) == (case.recorded_model, VERSIONS[case.provider])

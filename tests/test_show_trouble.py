@@ -69,27 +69,25 @@ def test_a_refused_login_stops_the_play_for_a_person_without_a_redo(
     assert (p.status, p.reason_code, p.attempt) == ("escalated", "play.escalated.provider", 1)
     assert len(p.session_ids) == 1  # not redone: a redo would be refused the same way
     assert p.reason_summary is not None
-    assert p.reason_summary.startswith("codex error: unexpected status 401 Unauthorized")
+    assert p.reason_summary.startswith("unexpected status 401 Unauthorized")
     assert "(auth); what to do: log in or fix the API key" in p.reason_summary
     with opened(db) as store:
         row = store.get_entity("play", p.id)
-    assert row is not None and "the provider said: codex error: unexpected status 401" in str(
-        row["feedback"]
-    )
+    assert row is not None and "the provider said: unexpected status 401" in str(row["feedback"])
     assert "make the change the task asks for" not in str(row["feedback"])
     failure = report.to_dict()["plays"][0]["provider_failure"]
     assert failure["reason_code"] == "run.failed.provider_auth"
     assert failure["class"] == "auth" and failure["retryable"] is False
     assert "unexpected status 401 Unauthorized" in failure["message"]
     [sentence] = report.needs_person
-    assert "its agent's provider refused the run (run.failed.provider_auth): codex error:" in (
+    assert "its agent's provider refused the run (run.failed.provider_auth): unexpected status" in (
         sentence
     )
     assert "What to do: log in or fix the API key" in sentence
     assert f"li override play {p.id} --to pending" in sentence
     said = "play p: codex: error: unexpected status 401 Unauthorized"
     assert any(line.startswith(said) for line in lines), lines
-    assert any(line.startswith("play p: escalated: codex error:") for line in lines), lines
+    assert any(line.startswith("play p: escalated: unexpected status 401") for line in lines), lines
     # the board says it too
     env = {**os.environ, "LIRUN_DB_URL": db}
     board = subprocess.run(
@@ -154,7 +152,8 @@ def test_li_show_run_says_the_trouble_on_stderr_and_in_a_detached_log(
 
     result = li("show", "run", str(path), "--json")
     assert result.returncode == 1, result.stderr
-    assert json.loads(result.stdout)["plays"][0]["status"] == "gate_failed"  # clean JSON
+    # clean JSON; a refused login stops the play for a person, with no redo
+    assert json.loads(result.stdout)["plays"][0]["status"] == "escalated"
     wanted = "li show: play p: codex: error: unexpected status 401 Unauthorized"
     assert wanted in result.stderr
     started = li("show", "run", str(later), "--detach", "--json")
@@ -164,6 +163,6 @@ def test_li_show_run_says_the_trouble_on_stderr_and_in_a_detached_log(
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # let the detached show settle before the test ends
         shown = json.loads(li("show", "status", "bg", "--json").stdout)
-        if shown["plays"][0]["status"] == "gate_failed":
+        if shown["plays"][0]["status"] == "escalated":
             break
         time.sleep(0.2)

@@ -65,6 +65,9 @@ class Case:
     replay_args: tuple[str, ...] = ()
     touch: str | None = None  # the file the live agent wrote (the replay writes it too)
     provider_error: str | None = None  # a regex for the stored provider error (else summary)
+    # Claude Code made up every answer (``"model":"<synthetic>"``): no model answered, so
+    # lirun records none (the model it announced stays in the evidence).
+    no_model_answered: bool = False
 
     @property
     def id(self) -> str:
@@ -77,6 +80,11 @@ class Case:
     @property
     def model(self) -> str:
         return CLAUDE_MODEL if self.provider == "claude" else CODEX_MODEL
+
+    @property
+    def recorded_model(self) -> str | None:
+        """The model column lirun must hold for this case."""
+        return None if self.no_model_answered else self.model
 
     def summary_matches(self, summary: str) -> bool:
         return re.search(self.summary, summary, re.IGNORECASE | re.DOTALL) is not None
@@ -103,16 +111,16 @@ CLAUDE_CASES = (
          li_args=("--timeout", "40"), replay_hang=True, replay_args=AUTH_REPLAY),
     Case("claude", "429", "429", "failed", "run.failed.provider_rate_limit",
          r"Number of request tokens has exceeded your rate limit", 45, min_attempts=2,
-         env=CLAUDE_FEW),
+         env=CLAUDE_FEW, no_model_answered=True),
     Case("claude", "500", "500", "failed", "run.failed.provider_server_error",
-         r"500 Internal server error", 45, min_attempts=2, env=CLAUDE_FEW),
+         r"500 Internal server error", 45, min_attempts=2, env=CLAUDE_FEW, no_model_answered=True),
     Case("claude", "529", "529", "failed", "run.failed.provider_overloaded",
-         r"529 Overloaded", 45, min_attempts=2, env=CLAUDE_FEW),
+         r"529 Overloaded", 45, min_attempts=2, env=CLAUDE_FEW, no_model_answered=True),
     Case("claude", "400-prompt-too-long", "400", "failed", "run.failed.provider_rejected",
-         r"Prompt is too long", 30, max_attempts=0),
+         r"Prompt is too long", 30, max_attempts=0, no_model_answered=True),
     Case("claude", "refused", "refused", "failed", "run.failed.provider_network",
          r"Unable to connect to API \(ConnectionRefused\)", 45, min_attempts=2,
-         env=CLAUDE_FEW),
+         env=CLAUDE_FEW, no_model_answered=True),
     Case("claude", "hang", "hang", "failed", "run.failed.provider_stalled",
          r"stall|no progress", 40, min_seconds=float(STALL), li_args=STALL_ARGS,
          replay_hang=True, replay_args=("--stall-timeout", "1", "--timeout", "5")),

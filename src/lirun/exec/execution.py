@@ -14,13 +14,13 @@ them until the process exits), so the exit code is that of the stored status.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
 
 from lirun.errors import DatabaseError, StartInterruptedError
+from lirun.exec.environment import child_env
 from lirun.exec.heartbeat import Heartbeat
 from lirun.exec.legs import Echo, Leg, LegContext, LegOutcome, Program
 from lirun.exec.preflight import Resume, preflight
@@ -28,7 +28,7 @@ from lirun.exec.recorder import Recorder
 from lirun.exec.supervisor import Limits, ProcessResult, supervise
 from lirun.hints import IO, Any
 from lirun.lifecycle import exit_code_for_status
-from lirun.record.rundir import RUN_ID_ENV_VARS, RunDir, allocate_run
+from lirun.record.rundir import RunDir, allocate_run
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 from lirun.values import dataclass, field, replace
@@ -104,31 +104,6 @@ class ExecutionResult:
             "branch_id": self.branch_id,
             "engine_session_uid": self.engine_session_uid,
         }
-
-
-def child_env(
-    run: RunDir, base: Mapping[str, str] | None = None, *, db_url: str | None = None
-) -> dict[str, str]:
-    """The child's environment: where to put deliverables, and which run is its parent.
-
-    A nested ``li`` must not inherit this run's id, so the run id variables are removed.
-    No credentials reach the child (an agent must not be able to rewrite its own record
-    with lirun's password): ``LIRUN_DB_URL`` is this run's database (``db_url``, else the
-    inherited value) with any password removed, or absent when it cannot be parsed.
-    """
-    env = dict(os.environ if base is None else base)
-    for var in RUN_ID_ENV_VARS:
-        env.pop(var, None)
-    source = db_url or env.get("LIRUN_DB_URL")
-    env.pop("LIRUN_DB_URL", None)
-    from lirun.store.urls import url_without_credentials
-
-    safe = url_without_credentials(source) if source else None
-    if safe:
-        env["LIRUN_DB_URL"] = safe
-    env["LIRUN_PARENT_RUN_ID"] = run.run_id
-    env["LIRUN_ARTIFACT_DIR"] = str(run.artifact_root)
-    return env
 
 
 def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
