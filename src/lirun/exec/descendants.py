@@ -1,11 +1,13 @@
-"""Every process a run started ends with it: its group, and descendants that left the group.
+"""Without a cgroup, what a run started is found here: its group, its session, and orphans.
 
-The child leads its own process group; ``li`` stops the group. A descendant that called
-``setsid`` (or whose parent died) has left the group; on Linux ``li`` becomes a *child
-subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``) so such orphans are re-parented to ``li``
-instead of init, and a scan of ``/proc`` finds them (``li`` enables it for its own process;
-a library caller's process is left as it is). What had to be ended is returned as evidence
-(pid and command line of each). Without ``/proc`` only the process group is stopped.
+The child leads its own process group and session; ``li`` stops the group. A descendant
+that called ``setsid`` (or whose parent died) has left the group; on Linux ``li`` becomes a
+*child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``) so such orphans are re-parented to
+``li`` instead of init, whatever their session or group, and a scan of ``/proc`` finds them
+(``li`` enables it for its own process; a library caller's process is left as it is). What
+had to be ended is returned as evidence (pid and command line of each). Without ``/proc``
+only the process group is stopped. A run in a cgroup (``exec.cgroup``) is ended through the
+cgroup first; this scan then finds nothing left.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from lirun.hints import Any
 
 __all__ = [
+    "add_helper",
     "enable_subreaper",
     "end_leftovers",
     "find_leftovers",
@@ -30,12 +33,15 @@ __all__ = [
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
+_RESCANS = 5
 _subreaper: bool | None = None
 # Children supervised right now in this process (flows run legs side by side): another
 # run's leader is never this run's leftover. Spawning and registering happen under the
 # lock a scan takes, so no scan sees a sibling's child before it is registered.
 _leaders: set[int] = set()
 _leaders_lock = threading.Lock()
+# Long-lived helpers of this process (its guard): never a run's leftover.
+_helpers: set[int] = set()
 
 
 @contextlib.contextmanager
@@ -43,6 +49,12 @@ def spawning() -> Iterator[Callable[[int], None]]:
     """``with spawning() as register: proc = Popen(...); register(proc.pid)``."""
     with _leaders_lock:
         yield _leaders.add
+
+
+def add_helper(pid: int) -> None:
+    """``pid`` is a helper this process started for itself (in a session of its own)."""
+    with _leaders_lock:
+        _helpers.add(pid)
 
 
 def release_leader(pid: int) -> None:
@@ -127,7 +139,7 @@ def _nothing_left(leader: int, exclude: Iterable[int]) -> bool:
         return False
     with _leaders_lock:
         listed = _listed_children()
-        others = set(_leaders)
+        others = _leaders | _helpers
     return listed is not None and not (listed - {leader} - others - set(exclude))
 
 
@@ -142,17 +154,25 @@ def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int],
     with _leaders_lock:
         table = _table()
         others = _leaders - {leader}
-    me, skip = os.getpid(), set(exclude) | {leader} | others
+        skip = set(exclude) | {leader} | others | _helpers
+    me, mine = os.getpid(), os.getsid(0)
     kids: dict[int, list[int]] = {}
     for pid, (_, ppid, _, _) in table.items():
         kids.setdefault(ppid, []).append(pid)
-    found = {pid for pid, (_, _, pgrp, _) in table.items() if pgrp == leader and pid != leader}
+    found = {
+        pid for pid, (_, _, pgrp, sid) in table.items() if leader in (pgrp, sid) and pid != leader
+    }
     # Without the subreaper no orphan is re-parented here: a new child of this process is
     # then something else it started (a sibling run, a git probe), never this run's. With
-    # it, an orphan that left the group kept the run's session (the leader's) or made its
-    # own (setsid); what this process starts itself stays in its session.
+    # it, every child outside this process's own session is an orphan some run left (what
+    # this process starts itself stays in its session; its runs' leaders and its guard
+    # are registered): this run's, unless its group or session is a sibling run's. One
+    # that left its run's session too (a double-forked daemon) cannot be told apart, and
+    # is ended with the first run to end (a run in a cgroup is exact).
     orphans = [
-        pid for pid in (kids.get(me, []) if _subreaper else []) if table[pid][3] in (leader, pid)
+        pid
+        for pid in (kids.get(me, []) if _subreaper else [])
+        if table[pid][3] != mine and not {table[pid][2], table[pid][3]} & others
     ]
     stack = [leader, *(pid for pid in orphans if pid not in skip)]
     while stack:
@@ -209,6 +229,14 @@ def end_leftovers(
         return None
     exclude = set(exclude)
     live, zombies = find_leftovers(leader, exclude)
+    for _ in range(_RESCANS):
+        # An orphan that exited meanwhile may have forked after the scan listed /proc
+        # (a double-forking daemon): reap it, and look again.
+        if not zombies:
+            break
+        _reap(zombies)
+        more, zombies = find_leftovers(leader, exclude)
+        live = sorted({*live, *more})
     _reap(zombies)
     if not live:
         return None

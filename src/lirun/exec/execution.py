@@ -275,6 +275,7 @@ class _Execution:
             trap=trap,
             terminal_seen=leg.terminal_seen,
             on_spawn=self.on_spawn,
+            note_dir=self.run.state_root,
         )
         return leg.judge(result, trap.signal_name)
 
