@@ -164,7 +164,6 @@ def _worker_argv(args: argparse.Namespace, head: list[str]) -> list[str]:
     for flag, value in (
         ("--parallel", args.parallel),
         ("--timeout", args.timeout),
-        ("--db", args.db),
     ):
         if value is not None:
             argv.append(f"{flag}={value}")
@@ -181,7 +180,8 @@ def _detach(args: argparse.Namespace, argv: list[str]) -> int:
     store = open_store(args.db)  # no database, no start: exit 2 before anything exists
     try:
         run = allocate_run(run_id=new_run_id())
-        proc = spawn_worker("flow", argv, run, env=detached_env())
+        # The database in the worker's environment: a URL in its argv shows in `ps`.
+        proc = spawn_worker("flow", argv, run, env=detached_env(args.db))
         wait_for_row(store, run, proc, entity_type="invocation")
     finally:
         store.close()
