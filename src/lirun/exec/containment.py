@@ -8,11 +8,16 @@ by the owner's guard process (``exec.guard``) with :func:`kill_run_tree`.
 
 :func:`kill_run_tree` takes plain values (a pid and a path), so a process other than the
 owner (the guard, a lease watchdog) can call it for a run it was told about.
+
+Without a cgroup, a process that left the run's group and session (a double-forked
+daemon) is still found after its owner died by the mark every process of the run
+inherits in its environment (``LIRUN_TREE``), unless it cleared its environment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import sys
@@ -26,15 +31,21 @@ from lirun.hints import Any
 from lirun.values import dataclass
 
 __all__ = [
+    "TREE_ENV",
     "RunTree",
     "child_setup",
     "end_cgroup",
     "kill_run_tree",
+    "marked",
+    "new_mark",
     "running_trees",
     "session_members",
 ]
 
+# Set in every supervised child's environment (inherited by what it starts): the run's mark.
+TREE_ENV = "LIRUN_TREE"
 _PR_SET_PDEATHSIG = 1
+_marks = itertools.count(1)
 _prctl: Any = None
 # The runs this process supervises right now, by the child's pid.
 _trees: dict[int, RunTree] = {}
@@ -43,15 +54,42 @@ _trees_lock = threading.Lock()
 
 @dataclass(slots=True)
 class RunTree:
-    """Where one run's processes are: the child's group (its pid) and its cgroup, if any."""
+    """Where one run's processes are: the child's group (its pid), its cgroup if any, and
+    the mark in their environment."""
 
     leader: int
     cgroup: RunCgroup | None = None
+    mark: str | None = None
 
 
-def track(leader: int, cgroup: RunCgroup | None) -> None:
+def new_mark() -> str:
+    """A mark for one run, unique on this machine while its owner lives."""
+    return f"{os.getpid()}.{next(_marks)}.{time.monotonic_ns()}"
+
+
+def marked(mark: str) -> list[int]:
+    """Live processes whose environment carries ``TREE_ENV=mark`` (those this process
+    may read: its own user's, or all for root)."""
+    needle = f"{TREE_ENV}={mark}".encode()
+    found = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    if needle not in handle.read().split(b"\0"):
+                        continue
+            except OSError:
+                continue
+            if _alive(int(name)):
+                found.append(int(name))
+    return sorted(found)
+
+
+def track(leader: int, cgroup: RunCgroup | None, mark: str | None = None) -> None:
     with _trees_lock:
-        _trees[leader] = RunTree(leader, cgroup)
+        _trees[leader] = RunTree(leader, cgroup, mark)
 
 
 def untrack(leader: int) -> None:
@@ -151,20 +189,24 @@ def kill_run_tree(
     cgroup: str | os.PathLike[str] | None = None,
     *,
     known: Iterable[int] = (),
+    mark: str | None = None,
     wait: float = 2.0,
 ) -> dict[str, Any] | None:
     """SIGKILL every process of one run now; the evidence entry, or None if none was alive.
 
     ``leader``: the supervised child's pid (its group and session id); ``cgroup``: the
     run's cgroup directory when it has one, which holds everything the run started;
-    ``known``: other pids known to be the run's (the subreaper's orphans). Without a
-    cgroup a process that left both the group and the session is only found through
-    ``known``. Waits up to ``wait`` seconds for them to be gone. Safe to call from any
-    process with the right to signal them (the owner, its guard, a watchdog).
+    ``known``: other pids known to be the run's (the subreaper's orphans); ``mark``: the
+    run's ``TREE_ENV`` mark. Without a cgroup a process that left both the group and the
+    session is found only through ``known`` or its mark. Waits up to ``wait`` seconds for
+    them to be gone. Safe to call from any process with the right to signal them (the
+    owner, its guard, a watchdog).
     """
     group = RunCgroup(Path(cgroup)) if cgroup is not None else None
     pids = set(group.pids() if group is not None else ())
     pids |= {p for p in (leader, *session_members(leader), *known) if _alive(p)}
+    if mark is not None and group is None:
+        pids |= set(marked(mark))
     processes = [{"pid": pid, "command": command_of(pid)} for pid in sorted(pids)]
     if group is not None:
         group.kill()

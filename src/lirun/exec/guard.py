@@ -105,12 +105,18 @@ def guard_pid() -> int | None:
     return guard.proc.pid if guard is not None and guard.owner == os.getpid() else None
 
 
-def watch(leader: int, cgroup: str | None, note_dir: str | os.PathLike[str] | None) -> None:
+def watch(
+    leader: int,
+    cgroup: str | None,
+    note_dir: str | os.PathLike[str] | None,
+    mark: str | None = None,
+) -> None:
     """The guard kills run ``leader``'s tree if this process dies before :func:`unwatch`."""
     guard = current()
     if guard is not None:
         note = str(note_dir) if note_dir is not None else None
-        guard.send({"op": "watch", "leader": leader, "cgroup": cgroup, "note_dir": note})
+        message = {"op": "watch", "leader": leader, "cgroup": cgroup, "mark": mark}
+        guard.send({**message, "note_dir": note})
 
 
 def unwatch(leader: int) -> None:
@@ -165,7 +171,7 @@ def main() -> None:
     from lirun.exec.containment import kill_run_tree
 
     for leader, message in runs.items():
-        entry = kill_run_tree(leader, message.get("cgroup"))
+        entry = kill_run_tree(leader, message.get("cgroup"), mark=message.get("mark"))
         if message.get("cgroup"):
             RunCgroup(Path(message["cgroup"])).remove()
         if message.get("note_dir"):

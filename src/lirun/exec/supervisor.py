@@ -323,6 +323,8 @@ def supervise(
     guard.current()  # before the scan of our children: it is ours, not the run's
     exclude = frozenset(own_children())
     group = cgroups.create()
+    mark = containment.new_mark()
+    env = {**(os.environ if env is None else env), containment.TREE_ENV: mark}
     try:
         with spawning() as register:
             proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin, cgroup=group)
@@ -332,8 +334,8 @@ def supervise(
             group.remove()
         raise
     group = _joined(group, proc.pid)
-    containment.track(proc.pid, group)
-    guard.watch(proc.pid, str(group.path) if group else None, note_dir)
+    containment.track(proc.pid, group, mark)
+    guard.watch(proc.pid, str(group.path) if group else None, note_dir, mark)
     try:
         assert proc.stdout is not None and proc.stderr is not None
         _grow_pipe(proc.stdout.fileno())
