@@ -166,10 +166,11 @@ def main() -> None:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     owner = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-    runs = _serve(sys.stdin.buffer)
+    # Imported before waiting: when the owner dies, the kill starts at once.
     from lirun.exec.cgroup import RunCgroup
     from lirun.exec.containment import kill_run_tree
 
+    runs = _serve(sys.stdin.buffer)
     for leader, message in runs.items():
         entry = kill_run_tree(leader, message.get("cgroup"), mark=message.get("mark"))
         if message.get("cgroup"):
