@@ -186,3 +186,43 @@ def test_no_run_leaves_a_cgroup_behind(li_env: dict[str, str], repo: Path) -> No
     assert done.returncode == 0, done.stderr
     # Another li on this machine may be running meanwhile: only the new ones count.
     assert not (runs_cgroups() - before)
+
+
+OWNER = """
+import os, subprocess, sys
+from lirun.exec import guard
+quiet = subprocess.DEVNULL
+sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=quiet, stderr=quiet)
+guard.watch(sleeper.pid, None, sys.argv[1], mark=None)
+if sys.argv[2] == "unwatch":
+    guard.unwatch(sleeper.pid)
+print(sleeper.pid, guard.guard_pid(), flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("unwatched", [False, True])
+def test_the_guard_kills_what_its_dead_owner_still_watched(tmp_path: Path, unwatched: bool) -> None:
+    owner = subprocess.run(
+        [sys.executable, "-c", OWNER, str(tmp_path), "unwatch" if unwatched else "keep"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, cgroups.CGROUP_ENV: "off"},
+    )
+    assert owner.returncode == 0, owner.stderr
+    sleeper, guard_pid = (int(x) for x in owner.stdout.split())
+    try:
+        poll(lambda: _gone(guard_pid), timeout=10, what="the guard to end with its owner")
+        note = tmp_path / "owner_died.json"
+        if unwatched:
+            assert not _gone(sleeper) and not note.exists()
+        else:
+            assert _gone(sleeper)
+            import json
+
+            killed = json.loads(note.read_text())["killed"]
+            assert [p["pid"] for p in killed] == [sleeper]
+    finally:
+        if not _gone(sleeper):
+            os.kill(sleeper, 9)
