@@ -226,3 +226,36 @@ def test_the_guard_kills_what_its_dead_owner_still_watched(tmp_path: Path, unwat
     finally:
         if not _gone(sleeper):
             os.kill(sleeper, 9)
+
+
+@pytest.mark.slow
+def test_a_legs_daemon_is_its_own_not_a_sibling_legs(
+    li_env: dict[str, str], tmp_path: Path, tag: str
+) -> None:
+    """Without a cgroup, legs side by side in one `li flow run`: a short leg's end does
+    not kill the long leg's daemon (it carries the long leg's mark); the long leg's end
+    does, and nothing is left after the flow."""
+    env = {**li_env, cgroups.CGROUP_ENV: "off", TAG_VAR: tag}
+    pidfile, alive = tmp_path / "daemon.pid", tmp_path / "alive"
+    daemon = (
+        "import os,sys,time; os.fork() and os._exit(0); os.setsid(); os.fork() and os._exit(0); "
+        f"open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    )
+    (tmp_path / "daemon.py").write_text(daemon, encoding="utf-8")
+    (tmp_path / "long.sh").write_text(
+        f"{sys.executable} {tmp_path / 'daemon.py'}; sleep 2.5; "
+        f"kill -0 $(cat {pidfile}) && touch {alive}; true\n",
+        encoding="utf-8",
+    )
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(
+        "legs:\n"
+        f"  - {{id: long, run: [sh, {tmp_path / 'long.sh'}]}}\n"
+        "  - {id: short, run: [sh, -c, 'sleep 1']}\n",
+        encoding="utf-8",
+    )
+    done = run_li("flow", "run", str(flow), "--parallel", "2", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert alive.exists(), "the short leg's end killed the long leg's daemon"
+    left = tagged_processes(tag)
+    assert not left, f"the daemon outlived its leg: {describe(left)}"

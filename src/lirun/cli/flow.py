@@ -12,7 +12,13 @@ import argparse
 import sys
 from typing import Any
 
-from lirun.cli.common import add_db_option, print_json, print_started, refuse_if_signalled
+from lirun.cli.common import (
+    add_db_option,
+    adopt_orphans,
+    print_json,
+    print_started,
+    refuse_if_signalled,
+)
 from lirun.cli.options import parallel_count, seconds
 from lirun.errors import UsageError
 
@@ -216,6 +222,7 @@ def run_command(args: argparse.Namespace) -> int:
         return _detach(args, _worker_argv(args, head))
     from lirun.flows.engine import run_flow
 
+    adopt_orphans()
     report = run_flow(
         spec, db_url=args.db, options=_options(args), invocation_id=args.run_id, stop=_held()
     )
@@ -238,6 +245,7 @@ def resume_command(args: argparse.Namespace) -> int:
         return _detach(args, _worker_argv(args, ["resume", invocation]))
     from lirun.flows.engine import resume_flow
 
+    adopt_orphans()
     report = resume_flow(
         invocation, db_url=args.db, options=_options(args), invocation_id=args.run_id, stop=_held()
     )

@@ -143,11 +143,37 @@ def _nothing_left(leader: int, exclude: Iterable[int]) -> bool:
     return listed is not None and not (listed - {leader} - others - set(exclude))
 
 
-def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int], list[int]]:
+def _mark_of(pid: int) -> str | None:
+    """The run mark (``containment.TREE_ENV``) in ``pid``'s environment: "" when it has
+    none, None when it cannot be read."""
+    from lirun.exec.containment import TREE_ENV
+
+    prefix = f"{TREE_ENV}=".encode()
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            entries = handle.read().split(b"\0")
+    except OSError:
+        return None
+    found = [e[len(prefix) :] for e in entries if e.startswith(prefix)]
+    return found[0].decode("utf-8", "replace") if found else ""
+
+
+def _another_runs(pid: int, mark: str | None) -> bool:
+    """True when ``pid`` carries another run's mark (a sibling's, or an outer run's)."""
+    if mark is None:
+        return False
+    theirs = _mark_of(pid)
+    return bool(theirs) and theirs != mark
+
+
+def find_leftovers(
+    leader: int, exclude: Iterable[int] = (), mark: str | None = None
+) -> tuple[list[int], list[int]]:
     """(live, zombie) processes the run started, other than ``leader`` itself.
 
-    Members of the leader's group, the leader's descendants, and this process's children
-    that appeared since the run started (orphans re-parented here), with theirs.
+    Members of the leader's group and session, the leader's descendants, and this
+    process's children that appeared since the run started (orphans re-parented here),
+    with theirs. ``mark``: the run's mark; an orphan carrying another is not this run's.
     """
     if _nothing_left(leader, exclude):
         return [], []
@@ -166,13 +192,16 @@ def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int],
     # then something else it started (a sibling run, a git probe), never this run's. With
     # it, every child outside this process's own session is an orphan some run left (what
     # this process starts itself stays in its session; its runs' leaders and its guard
-    # are registered): this run's, unless its group or session is a sibling run's. One
-    # that left its run's session too (a double-forked daemon) cannot be told apart, and
-    # is ended with the first run to end (a run in a cgroup is exact).
+    # are registered): this run's, unless its group or session is a sibling run's or it
+    # carries a sibling's mark. One that left its run's session and cleared its
+    # environment cannot be told apart: it is ended with the first run to end (a run in
+    # a cgroup is exact).
     orphans = [
         pid
         for pid in (kids.get(me, []) if _subreaper else [])
-        if table[pid][3] != mine and not {table[pid][2], table[pid][3]} & others
+        if table[pid][3] != mine
+        and not {table[pid][2], table[pid][3]} & others
+        and not _another_runs(pid, mark)
     ]
     stack = [leader, *(pid for pid in orphans if pid not in skip)]
     while stack:
@@ -218,6 +247,7 @@ def end_leftovers(
     exclude: Iterable[int] = (),
     first_signal: signal.Signals = signal.SIGTERM,
     grace: float = 2.0,
+    mark: str | None = None,
 ) -> dict[str, Any] | None:
     """End what the run left running; the evidence entry, or None when nothing was left.
 
@@ -228,14 +258,14 @@ def end_leftovers(
             os.killpg(leader, signal.SIGKILL)  # stragglers of the group, unlisted
         return None
     exclude = set(exclude)
-    live, zombies = find_leftovers(leader, exclude)
+    live, zombies = find_leftovers(leader, exclude, mark)
     for _ in range(_RESCANS):
         # An orphan that exited meanwhile may have forked after the scan listed /proc
         # (a double-forking daemon): reap it, and look again.
         if not zombies:
             break
         _reap(zombies)
-        more, zombies = find_leftovers(leader, exclude)
+        more, zombies = find_leftovers(leader, exclude, mark)
         live = sorted({*live, *more})
     _reap(zombies)
     if not live:
@@ -247,7 +277,7 @@ def end_leftovers(
     _wait_gone(live, grace)
     survivors = [pid for pid in live if _alive(pid)]
     # New forks while we were stopping them: one more sweep, at once with SIGKILL.
-    late = [pid for pid in find_leftovers(leader, exclude)[0] if pid not in live]
+    late = [pid for pid in find_leftovers(leader, exclude, mark)[0] if pid not in live]
     processes += [{"pid": pid, "command": _cmdline(pid)} for pid in late]
     forced = sorted({*survivors, *late})
     if forced:

@@ -145,9 +145,11 @@ class _Loop:
         clock: Callable[[], float],
         exclude: frozenset[int] = frozenset(),
         cgroup: RunCgroup | None = None,
+        mark: str | None = None,
     ) -> None:
         self.proc = proc
         self.cgroup = cgroup
+        self.mark = mark
         self.exclude = exclude
         self.sinks = sinks
         self.trap = trap
@@ -230,6 +232,7 @@ class _Loop:
             exclude=self.exclude,
             first_signal=first,
             grace=min(self.limits.kill_grace, 2.0),
+            mark=self.mark,
         )
         if entry is not None:
             self.result.killed_descendants.append(entry)
@@ -342,7 +345,8 @@ def supervise(
         if on_spawn is not None:
             on_spawn(proc.pid)
         sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
-        return _Loop(proc, sinks, limits, trap, terminal_seen, clock, exclude, group).run()
+        loop = _Loop(proc, sinks, limits, trap, terminal_seen, clock, exclude, group, mark)
+        return loop.run()
     finally:
         release_leader(proc.pid)
         if group is not None:
