@@ -7,7 +7,7 @@
   show run``, ``li worker``) is SIGKILLed at a random moment mid-leg. Within two seconds no
   process of the legs is left (a background ``setsid`` job included), none finishes its
   work afterwards, and once ``li reap`` ran each leg's record says its processes were
-  killed with their owner.
+  killed with their owner. Each round picks a cgroup or the fallback at random.
 
 Counters (``faultkit``): ``escaped`` for a process that outlived its run or owner (or work
 done after the owner died), ``lying`` for a record that does not say what was killed.
@@ -60,13 +60,9 @@ MODES = [pytest.param("cgroup", id="cgroup"), pytest.param("off", id="nocgroup")
 def _mode_env(mode: str) -> dict[str, str]:
     if mode == "off":
         return {"LIRUN_CGROUP": "off"}
-    from lirun.exec import cgroup as cgroups
-
-    made = cgroups.create("lirun-test")
-    if made is None:
+    if not _cgroups_here():
         pytest.skip("no cgroup v2 this process may create cgroups in")
-    made.remove()
-    return {cgroups.CGROUP_ENV: ""}
+    return {"LIRUN_CGROUP": ""}
 
 
 def _evidence(row: dict[str, Any] | None, kind: str) -> list[dict[str, Any]]:
@@ -175,22 +171,37 @@ def _check_legs_recorded(rnd: Round, url: str) -> None:
             )
 
 
+def _cgroups_here() -> bool:
+    from lirun.exec import cgroup as cgroups
+
+    made = cgroups.create("lirun-test")
+    if made is not None:
+        made.remove()
+    return made is not None
+
+
 def _owner_rounds(
     tmp_path: Path,
     kind: str,
-    start_owner: Callable[[Round], tuple[Any, list[str], str, dict[str, str]]],
+    start_owner: Callable[[Round, dict[str, str]], tuple[Any, list[str], str, dict[str, str]]],
 ) -> None:
+    modes = ["cgroup", "off"] if _cgroups_here() else ["off"]
+
     def body(rnd: Round) -> None:
-        proc, names, url, env = start_owner(rnd)
+        mode = rnd.rng.choice(modes)  # both paths, at no extra cost
+        rnd.note(f"LIRUN_CGROUP={mode if mode == 'off' else ''}")
+        proc, names, url, env = start_owner(rnd, {"LIRUN_CGROUP": "off" if mode == "off" else ""})
         _sigkill_owner(rnd, proc, names, url, env, f"li {kind}")
 
     run_rounds(f"owner_sigkill[{kind}]", body, tmp_path, parallel=2)
 
 
 def test_owner_sigkill_flow(tmp_path: Path) -> None:
-    def start_owner(rnd: Round) -> tuple[Any, list[str], str, dict[str, str]]:
+    def start_owner(
+        rnd: Round, extra: dict[str, str]
+    ) -> tuple[Any, list[str], str, dict[str, str]]:
         url = str(rnd.workdir / "state.db")
-        env = fault_env(rnd.workdir / "home", url)
+        env = fault_env(rnd.workdir / "home", url, **extra)
         names = ["a", "b"]
         legs = "".join(
             f"  - {{id: {n}, run: [sh, -c, {_leg_script(rnd.workdir, n)!r}]}}\n" for n in names
@@ -204,9 +215,11 @@ def test_owner_sigkill_flow(tmp_path: Path) -> None:
 
 
 def test_owner_sigkill_show(tmp_path: Path) -> None:
-    def start_owner(rnd: Round) -> tuple[Any, list[str], str, dict[str, str]]:
+    def start_owner(
+        rnd: Round, extra: dict[str, str]
+    ) -> tuple[Any, list[str], str, dict[str, str]]:
         url = str(rnd.workdir / "state.db")
-        env = fault_env(rnd.workdir / "home", url, **GIT_ENV)
+        env = fault_env(rnd.workdir / "home", url, **GIT_ENV, **extra)
         names = ["one", "two"]
         plays = "".join(f"  - name: {n}\n    run: {_leg_script(rnd.workdir, n)!r}\n" for n in names)
         text = (
@@ -221,9 +234,11 @@ def test_owner_sigkill_show(tmp_path: Path) -> None:
 
 
 def test_owner_sigkill_worker(tmp_path: Path) -> None:
-    def start_owner(rnd: Round) -> tuple[Any, list[str], str, dict[str, str]]:
+    def start_owner(
+        rnd: Round, extra: dict[str, str]
+    ) -> tuple[Any, list[str], str, dict[str, str]]:
         url = str(rnd.workdir / "state.db")
-        env = fault_env(rnd.workdir / "home", url)
+        env = fault_env(rnd.workdir / "home", url, **extra)
         names = ["w"]
         proc = start(rnd, "worker", "--lease", "5s", env=env, tagged=True)
         script = _leg_script(rnd.workdir, "w")
