@@ -259,3 +259,22 @@ def test_a_legs_daemon_is_its_own_not_a_sibling_legs(
     assert alive.exists(), "the short leg's end killed the long leg's daemon"
     left = tagged_processes(tag)
     assert not left, f"the daemon outlived its leg: {describe(left)}"
+
+
+def test_a_dead_owners_empty_cgroup_is_swept_a_live_owners_is_not() -> None:
+    parent = cgroups.parent_dir()
+    if parent is None or not _cgroups_here():
+        pytest.skip("no cgroup v2 this process may create cgroups in")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = parent / f"lirun-test.{dead.pid}.1"
+    live = parent / f"lirun-test.{os.getpid()}.99"
+    stale.mkdir()
+    live.mkdir()
+    try:
+        cgroups.sweep_stale(parent, "lirun-test")
+        assert not stale.exists() and live.exists()
+    finally:
+        for path in (stale, live):
+            if path.exists():
+                path.rmdir()

@@ -29,6 +29,7 @@ __all__ = [
     "create",
     "enabled",
     "own_path",
+    "sweep_stale",
     "v2_mount",
 ]
 
@@ -36,6 +37,7 @@ __all__ = [
 CGROUP_ENV = "LIRUN_CGROUP"
 _OFF = frozenset({"off", "0", "no", "false"})
 _counter = itertools.count(1)
+_sweeps = itertools.count()
 
 
 def enabled() -> bool:
@@ -145,6 +147,28 @@ class RunCgroup:
                 os.rmdir(root)
 
 
+def _owner_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def sweep_stale(parent: Path, prefix: str = "lirun") -> None:
+    """Remove the empty run cgroups of owners that are gone (an owner and its guard both
+    killed leave theirs behind; a cgroup holding processes is never removed)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            parts = entry.name.split(".")
+            ours = len(parts) == 3 and parts[0] == prefix and parts[1].isdigit()
+            group = RunCgroup(Path(entry.path))
+            if ours and _owner_gone(int(parts[1])) and not group.populated():
+                group.remove()
+
+
 def create(prefix: str = "lirun") -> RunCgroup | None:
     """A new, empty cgroup for one run under this process's own; None when that cannot be
     done here (then the caller contains the run without one)."""
@@ -153,6 +177,8 @@ def create(prefix: str = "lirun") -> RunCgroup | None:
     parent = parent_dir()
     if parent is None:
         return None
+    if next(_sweeps) == 0:  # once per process
+        sweep_stale(parent, prefix)
     path = parent / f"{prefix}.{os.getpid()}.{next(_counter)}"
     try:
         path.mkdir(mode=0o755)
