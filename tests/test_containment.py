@@ -11,6 +11,7 @@ the record says what was killed; a SIGKILLed owner takes its run's processes wit
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -278,3 +279,18 @@ def test_a_dead_owners_empty_cgroup_is_swept_a_live_owners_is_not() -> None:
         for path in (stale, live):
             if path.exists():
                 path.rmdir()
+
+
+def test_a_guard_that_stopped_reading_never_blocks_its_owner() -> None:
+    from lirun.exec import guard
+
+    stuck = guard.current()
+    assert stuck is not None
+    os.kill(stuck.proc.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    for leader in range(2_000):  # far more than a pipe holds
+        guard.watch(4_000_000 + leader, None, None)
+    assert time.monotonic() - started < 5
+    assert stuck.broken and stuck.proc.poll() is not None  # killed, not left stopped
+    fresh = guard.current()
+    assert fresh is not None and fresh is not stuck and fresh.proc.poll() is None

@@ -43,14 +43,27 @@ class Guard:
         self.proc = proc
         self.lock = threading.Lock()
         self.owner = os.getpid()
+        self.broken = False
+        assert proc.stdin is not None
+        self.fd = proc.stdin.fileno()
+        os.set_blocking(self.fd, False)
 
     def send(self, message: dict[str, Any]) -> None:
+        """One line, written whole or not at all (under PIPE_BUF: atomic). The owner never
+        blocks on its guard: a guard that stopped reading is killed and replaced."""
         line = (json.dumps(message) + "\n").encode()
-        stream = self.proc.stdin
-        with self.lock, contextlib.suppress(OSError, ValueError):
-            if stream is not None:
-                stream.write(line)
-                stream.flush()
+        with self.lock:
+            if self.broken:
+                return
+            try:
+                os.write(self.fd, line)
+            except BlockingIOError:
+                self.broken = True
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    self.proc.kill()
+                    self.proc.wait(timeout=5)
+            except OSError:
+                self.broken = True
 
 
 _guard: Guard | None = None
@@ -94,7 +107,13 @@ def current() -> Guard | None:
     if os.environ.get(GUARD_ENV, "").strip().lower() in ("off", "0", "no", "false"):
         return None
     with _guard_lock:
-        if _guard is None or _guard.owner != os.getpid() or _guard.proc.poll() is not None:
+        guard = _guard
+        if (
+            guard is None
+            or guard.owner != os.getpid()
+            or guard.broken
+            or guard.proc.poll() is not None
+        ):
             _guard = _start()
         return _guard
 
