@@ -18,6 +18,9 @@ DEFAULT_LEASE_SECONDS = 60.0
 HEARTBEAT_INTERVAL = DEFAULT_LEASE_SECONDS / 4
 # Start times come from clock ticks (Linux) or floats (psutil): allow rounding.
 START_TIME_TOLERANCE = 2.0
+# The note a dead owner's guard (exec.guard) leaves in the directory of each run whose
+# processes it killed; the reaper adds it to the record (record.reap).
+OWNER_DEATH_NOTE = "owner_died.json"
 
 ORPHANED = "session.orphaned.no_process"
 STALE = "session.stale.no_heartbeat"

@@ -53,6 +53,14 @@ def add_db_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="URL", default=None, help=DB_URL_HELP)
 
 
+def adopt_orphans() -> None:
+    """This ``li`` supervises runs: their orphans are re-parented to it (the child
+    subreaper), so that without a cgroup it still ends whatever they left running."""
+    from lirun.exec.descendants import enable_subreaper
+
+    enable_subreaper()
+
+
 def print_json(obj: Any) -> None:
     import json
 

@@ -12,7 +12,13 @@ import argparse
 import sys
 from typing import Any
 
-from lirun.cli.common import add_db_option, print_json, print_started, refuse_if_signalled
+from lirun.cli.common import (
+    add_db_option,
+    adopt_orphans,
+    print_json,
+    print_started,
+    refuse_if_signalled,
+)
 from lirun.cli.options import parallel_count, seconds
 from lirun.errors import UsageError
 
@@ -164,7 +170,6 @@ def _worker_argv(args: argparse.Namespace, head: list[str]) -> list[str]:
     for flag, value in (
         ("--parallel", args.parallel),
         ("--timeout", args.timeout),
-        ("--db", args.db),
     ):
         if value is not None:
             argv.append(f"{flag}={value}")
@@ -181,7 +186,8 @@ def _detach(args: argparse.Namespace, argv: list[str]) -> int:
     store = open_store(args.db)  # no database, no start: exit 2 before anything exists
     try:
         run = allocate_run(run_id=new_run_id())
-        proc = spawn_worker("flow", argv, run, env=detached_env())
+        # The database in the worker's environment: a URL in its argv shows in `ps`.
+        proc = spawn_worker("flow", argv, run, env=detached_env(args.db))
         wait_for_row(store, run, proc, entity_type="invocation")
     finally:
         store.close()
@@ -216,6 +222,7 @@ def run_command(args: argparse.Namespace) -> int:
         return _detach(args, _worker_argv(args, head))
     from lirun.flows.engine import run_flow
 
+    adopt_orphans()
     report = run_flow(
         spec, db_url=args.db, options=_options(args), invocation_id=args.run_id, stop=_held()
     )
@@ -238,6 +245,7 @@ def resume_command(args: argparse.Namespace) -> int:
         return _detach(args, _worker_argv(args, ["resume", invocation]))
     from lirun.flows.engine import resume_flow
 
+    adopt_orphans()
     report = resume_flow(
         invocation, db_url=args.db, options=_options(args), invocation_id=args.run_id, stop=_held()
     )

@@ -215,7 +215,8 @@ def unknown_option(prog: str, extras: list[str], hint: str) -> UsageError:
     return UsageError(f"unexpected argument {extras[0]!r}; {hint} (see {prog} --help)")
 
 
-_NOT_FORWARDED = frozenset({"help", "detach", "detached_worker", "run_id"})
+# ``db`` reaches the worker in its environment, never its arguments (``detached_env``).
+_NOT_FORWARDED = frozenset({"help", "detach", "detached_worker", "run_id", "db"})
 
 
 def worker_argv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
@@ -406,7 +407,8 @@ def _detach(
         prepare(request, store)
         refuse_if_signalled(held_trap())
         run = allocate_run(request.save_dir, request.run_id)
-        proc = spawn_worker(command, argv, run, env=detached_env(), stdin_text=worker_stdin)
+        env = detached_env(request.db_url)
+        proc = spawn_worker(command, argv, run, env=env, stdin_text=worker_stdin)
         wait_for_row(store, run, proc)
     finally:
         store.close()

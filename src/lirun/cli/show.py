@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from lirun.cli.common import add_db_option, print_json, refuse_if_signalled
+from lirun.cli.common import add_db_option, adopt_orphans, print_json, refuse_if_signalled
 from lirun.cli.options import parallel_count
 from lirun.errors import UsageError
 
@@ -225,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
         on_progress=_progress,
     )
     stop = _stop_trap()
+    adopt_orphans()
     report = run_show(spec, db_url=args.db, options=options, show_id=args.show_id, stop=stop)
     return _report(report, args.json)
 
@@ -233,6 +234,7 @@ def resume(args: argparse.Namespace) -> int:
     from lirun.shows.engine import ShowOptions, resume_show
 
     options = ShowOptions(parallel=args.parallel, on_progress=_progress)
+    adopt_orphans()
     report = resume_show(args.show, db_url=args.db, options=options, stop=_stop_trap())
     return _report(report, args.json)
 

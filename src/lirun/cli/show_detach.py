@@ -32,9 +32,7 @@ def _worker_argv(args: argparse.Namespace, spec: Any, show_id: str) -> list[str]
         argv.append(f"--parallel={args.parallel}")
     if args.continue_integration:
         argv.append("--continue-integration")
-    if args.db:
-        argv.append(f"--db={args.db}")
-    return argv
+    return argv  # the database goes in the environment: argv shows in `ps`
 
 
 def detach(args: argparse.Namespace, spec: Any) -> int:
@@ -50,7 +48,8 @@ def detach(args: argparse.Namespace, spec: Any) -> int:
         logs = show_log_dir(show_id)
         logs.mkdir(parents=True, exist_ok=True, mode=0o700)
         out, err = logs / "li.stdout.log", logs / "li.stderr.log"
-        proc = spawn_detached(_worker_argv(args, spec, show_id), out, err, env=detached_env())
+        argv = _worker_argv(args, spec, show_id)
+        proc = spawn_detached(argv, out, err, env=detached_env(args.db))
         wait_for_entity(store, "show", show_id, proc, err_log=err)
     finally:
         store.close()

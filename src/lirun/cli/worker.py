@@ -124,4 +124,7 @@ def main(argv: list[str]) -> int:
         allow_roots=tuple(roots),
         lease_seconds=lease,
     )
+    from lirun.cli.common import adopt_orphans
+
+    adopt_orphans()
     return Worker(options).run()

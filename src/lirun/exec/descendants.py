@@ -1,11 +1,13 @@
-"""Every process a run started ends with it: its group, and descendants that left the group.
+"""Without a cgroup, what a run started is found here: its group, its session, and orphans.
 
-The child leads its own process group; ``li`` stops the group. A descendant that called
-``setsid`` (or whose parent died) has left the group; on Linux ``li`` becomes a *child
-subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``) so such orphans are re-parented to ``li``
-instead of init, and a scan of ``/proc`` finds them (``li`` enables it for its own process;
-a library caller's process is left as it is). What had to be ended is returned as evidence
-(pid and command line of each). Without ``/proc`` only the process group is stopped.
+The child leads its own process group and session; ``li`` stops the group. A descendant
+that called ``setsid`` (or whose parent died) has left the group; on Linux ``li`` becomes a
+*child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``) so such orphans are re-parented to
+``li`` instead of init, whatever their session or group, and a scan of ``/proc`` finds them
+(``li`` enables it for its own process; a library caller's process is left as it is). What
+had to be ended is returned as evidence (pid and command line of each). Without ``/proc``
+only the process group is stopped. A run in a cgroup (``exec.cgroup``) is ended through the
+cgroup first; this scan then finds nothing left.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from lirun.hints import Any
 
 __all__ = [
+    "add_helper",
     "enable_subreaper",
     "end_leftovers",
     "find_leftovers",
@@ -30,12 +33,15 @@ __all__ = [
 ]
 
 _PR_SET_CHILD_SUBREAPER = 36
+_RESCANS = 5
 _subreaper: bool | None = None
 # Children supervised right now in this process (flows run legs side by side): another
 # run's leader is never this run's leftover. Spawning and registering happen under the
 # lock a scan takes, so no scan sees a sibling's child before it is registered.
 _leaders: set[int] = set()
 _leaders_lock = threading.Lock()
+# Long-lived helpers of this process (its guard): never a run's leftover.
+_helpers: set[int] = set()
 
 
 @contextlib.contextmanager
@@ -43,6 +49,12 @@ def spawning() -> Iterator[Callable[[int], None]]:
     """``with spawning() as register: proc = Popen(...); register(proc.pid)``."""
     with _leaders_lock:
         yield _leaders.add
+
+
+def add_helper(pid: int) -> None:
+    """``pid`` is a helper this process started for itself (in a session of its own)."""
+    with _leaders_lock:
+        _helpers.add(pid)
 
 
 def release_leader(pid: int) -> None:
@@ -127,32 +139,69 @@ def _nothing_left(leader: int, exclude: Iterable[int]) -> bool:
         return False
     with _leaders_lock:
         listed = _listed_children()
-        others = set(_leaders)
+        others = _leaders | _helpers
     return listed is not None and not (listed - {leader} - others - set(exclude))
 
 
-def find_leftovers(leader: int, exclude: Iterable[int] = ()) -> tuple[list[int], list[int]]:
+def _mark_of(pid: int) -> str | None:
+    """The run mark (``containment.TREE_ENV``) in ``pid``'s environment: "" when it has
+    none, None when it cannot be read."""
+    from lirun.exec.containment import TREE_ENV
+
+    prefix = f"{TREE_ENV}=".encode()
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            entries = handle.read().split(b"\0")
+    except OSError:
+        return None
+    found = [e[len(prefix) :] for e in entries if e.startswith(prefix)]
+    return found[0].decode("utf-8", "replace") if found else ""
+
+
+def _another_runs(pid: int, mark: str | None) -> bool:
+    """True when ``pid`` carries another run's mark (a sibling's, or an outer run's)."""
+    if mark is None:
+        return False
+    theirs = _mark_of(pid)
+    return bool(theirs) and theirs != mark
+
+
+def find_leftovers(
+    leader: int, exclude: Iterable[int] = (), mark: str | None = None
+) -> tuple[list[int], list[int]]:
     """(live, zombie) processes the run started, other than ``leader`` itself.
 
-    Members of the leader's group, the leader's descendants, and this process's children
-    that appeared since the run started (orphans re-parented here), with theirs.
+    Members of the leader's group and session, the leader's descendants, and this
+    process's children that appeared since the run started (orphans re-parented here),
+    with theirs. ``mark``: the run's mark; an orphan carrying another is not this run's.
     """
     if _nothing_left(leader, exclude):
         return [], []
     with _leaders_lock:
         table = _table()
         others = _leaders - {leader}
-    me, skip = os.getpid(), set(exclude) | {leader} | others
+        skip = set(exclude) | {leader} | others | _helpers
+    me, mine = os.getpid(), os.getsid(0)
     kids: dict[int, list[int]] = {}
     for pid, (_, ppid, _, _) in table.items():
         kids.setdefault(ppid, []).append(pid)
-    found = {pid for pid, (_, _, pgrp, _) in table.items() if pgrp == leader and pid != leader}
+    found = {
+        pid for pid, (_, _, pgrp, sid) in table.items() if leader in (pgrp, sid) and pid != leader
+    }
     # Without the subreaper no orphan is re-parented here: a new child of this process is
     # then something else it started (a sibling run, a git probe), never this run's. With
-    # it, an orphan that left the group kept the run's session (the leader's) or made its
-    # own (setsid); what this process starts itself stays in its session.
+    # it, every child outside this process's own session is an orphan some run left (what
+    # this process starts itself stays in its session; its runs' leaders and its guard
+    # are registered): this run's, unless its group or session is a sibling run's or it
+    # carries a sibling's mark. One that left its run's session and cleared its
+    # environment cannot be told apart: it is ended with the first run to end (a run in
+    # a cgroup is exact).
     orphans = [
-        pid for pid in (kids.get(me, []) if _subreaper else []) if table[pid][3] in (leader, pid)
+        pid
+        for pid in (kids.get(me, []) if _subreaper else [])
+        if table[pid][3] != mine
+        and not {table[pid][2], table[pid][3]} & others
+        and not _another_runs(pid, mark)
     ]
     stack = [leader, *(pid for pid in orphans if pid not in skip)]
     while stack:
@@ -198,6 +247,7 @@ def end_leftovers(
     exclude: Iterable[int] = (),
     first_signal: signal.Signals = signal.SIGTERM,
     grace: float = 2.0,
+    mark: str | None = None,
 ) -> dict[str, Any] | None:
     """End what the run left running; the evidence entry, or None when nothing was left.
 
@@ -208,7 +258,15 @@ def end_leftovers(
             os.killpg(leader, signal.SIGKILL)  # stragglers of the group, unlisted
         return None
     exclude = set(exclude)
-    live, zombies = find_leftovers(leader, exclude)
+    live, zombies = find_leftovers(leader, exclude, mark)
+    for _ in range(_RESCANS):
+        # An orphan that exited meanwhile may have forked after the scan listed /proc
+        # (a double-forking daemon): reap it, and look again.
+        if not zombies:
+            break
+        _reap(zombies)
+        more, zombies = find_leftovers(leader, exclude, mark)
+        live = sorted({*live, *more})
     _reap(zombies)
     if not live:
         return None
@@ -219,7 +277,7 @@ def end_leftovers(
     _wait_gone(live, grace)
     survivors = [pid for pid in live if _alive(pid)]
     # New forks while we were stopping them: one more sweep, at once with SIGKILL.
-    late = [pid for pid in find_leftovers(leader, exclude)[0] if pid not in live]
+    late = [pid for pid in find_leftovers(leader, exclude, mark)[0] if pid not in live]
     processes += [{"pid": pid, "command": _cmdline(pid)} for pid in late]
     forced = sorted({*survivors, *late})
     if forced:

@@ -163,8 +163,16 @@ def wait_for_entity(
         sleep(interval)
 
 
-def detached_env() -> dict[str, str]:
-    """The worker's environment: ours, unbuffered so its logs are current."""
+def detached_env(db_url: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """The worker's environment: ours, unbuffered so its logs are current.
+
+    The database (``db_url``, a ``--db`` given to the command) goes in ``LIRUN_DB_URL``,
+    never in the worker's arguments: those are readable by every user in ``ps`` for as
+    long as the worker runs, and a PostgreSQL URL may hold a password. A process's
+    environment is readable only by its own user and root.
+    """
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
+    if db_url is not None:
+        env["LIRUN_DB_URL"] = os.fspath(db_url)
     return env

@@ -263,6 +263,7 @@ class _Execution:
             terminal_seen=leg.terminal_seen,
             on_spawn=self.on_spawn,
             progress=leg.stream_progress(),
+            note_dir=self.run.state_root,
         )
         return leg.judge(result, trap.signal_name)
 

@@ -1,10 +1,13 @@
 """Run one child process under supervision: capture, timeouts, watchdog, grace, signals.
 
 The child gets its own session (and so its own process group): ``li`` stops the whole
-group, never a stray pid. One ``select`` loop in the calling thread copies output chunks
-to sinks and wakes for the first of: output, the child's exit (a pidfd), a signal to
-``li`` (the trap's wake-up pipe), or the nearest deadline. Nothing here touches the
-database; the caller judges the :class:`ProcessResult`.
+group, never a stray pid. On Linux it starts inside a cgroup of its own when one can be
+made, and dies with its owner (``containment``); when it exits, whatever it left running
+is ended (the cgroup, else ``descendants``), and the owner's guard is told it is done.
+One ``select`` loop in the calling thread copies output chunks to sinks and wakes for
+the first of: output, the child's exit (a pidfd), a signal to ``li`` (the trap's wake-up
+pipe), or the nearest deadline. Nothing here touches the database; the caller judges the
+:class:`ProcessResult`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from lirun.errors import LirunError
 from lirun.exec.capture import ChunkSink
+from lirun.exec.cgroup import RunCgroup
 from lirun.exec.descendants import end_leftovers, own_children, release_leader, spawning
 from lirun.exec.leg_states import KillCause, LegState, Limits, Seen, Stop, Watch, advance, next_wake
 from lirun.hints import IO, Any, Protocol
@@ -87,7 +91,10 @@ def _spawn(
     cwd: str | None,
     env: Mapping[str, str] | None,
     stdin: int | IO[Any] | None,
+    cgroup: RunCgroup | None = None,
 ) -> subprocess.Popen[bytes]:
+    from lirun.exec.containment import child_setup
+
     try:
         return subprocess.Popen(
             list(argv),
@@ -98,9 +105,10 @@ def _spawn(
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=child_setup(cgroup),
         )
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
+    except (OSError, subprocess.SubprocessError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
         raise SpawnError(f"cannot start {argv[0]!r}: {reason}") from exc
 
 
@@ -147,9 +155,13 @@ class _Loop:
         clock: Callable[[], float],
         exclude: frozenset[int] = frozenset(),
         progress: StreamProgress | None = None,
+        cgroup: RunCgroup | None = None,
+        mark: str | None = None,
     ) -> None:
         self.proc = proc
         self.progress = progress
+        self.cgroup = cgroup
+        self.mark = mark
         self.exclude = exclude
         self.sinks = sinks
         self.trap = trap
@@ -223,11 +235,19 @@ class _Loop:
         """The child is gone: end what it left running (the unreaped leader keeps its
         group id reserved). After li stopped the child, stragglers get SIGKILL at once."""
         stopped = self.result.killed_by is not None
+        first = signal.SIGKILL if stopped else signal.SIGTERM
+        if self.cgroup is not None:
+            from lirun.exec.containment import end_cgroup
+
+            entry = end_cgroup(self.cgroup, first, min(self.limits.kill_grace, 2.0))
+            if entry is not None:
+                self.result.killed_descendants.append(entry)
         entry = end_leftovers(
             self.proc.pid,
             exclude=self.exclude,
-            first_signal=signal.SIGKILL if stopped else signal.SIGTERM,
+            first_signal=first,
             grace=min(self.limits.kill_grace, 2.0),
+            mark=self.mark,
         )
         if entry is not None:
             self.result.killed_descendants.append(entry)
@@ -310,25 +330,61 @@ def supervise(
     on_spawn: Callable[[int], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     progress: StreamProgress | None = None,
+    note_dir: str | os.PathLike[str] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` until it exits (or is stopped), copying its output to the sinks.
 
     A signal already recorded by ``trap`` stops the child as soon as it starts.
     ``progress``: an agent stream's progress (arms ``limits.stall_timeout``, and stops the
-    child at once when the stream says the run cannot succeed). Raises
+    child at once when the stream says the run cannot succeed). ``note_dir``: where the
+    owner's guard leaves its note if this process dies while the child runs. Raises
     :class:`SpawnError` when the command cannot be started.
     """
+    from lirun.exec import cgroup as cgroups
+    from lirun.exec import containment, guard
+
+    guard.current()  # before the scan of our children: it is ours, not the run's
     exclude = frozenset(own_children())
-    with spawning() as register:
-        proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin)
-        register(proc.pid)
+    group = cgroups.create()
+    mark = containment.new_mark()
+    env = {**(os.environ if env is None else env), containment.TREE_ENV: mark}
+    try:
+        with spawning() as register:
+            proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin, cgroup=group)
+            register(proc.pid)
+    except BaseException:
+        if group is not None:
+            group.remove()
+        raise
+    group = _joined(group, proc.pid)
+    containment.track(proc.pid, group, mark)
+    guard.watch(proc.pid, str(group.path) if group else None, note_dir, mark)
     try:
         assert proc.stdout is not None and proc.stderr is not None
         _grow_pipe(proc.stdout.fileno())
         if on_spawn is not None:
             on_spawn(proc.pid)
         sinks = {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}
-        loop = _Loop(proc, sinks, limits, trap, terminal_seen, clock, exclude, progress)
+        loop = _Loop(
+            proc, sinks, limits, trap, terminal_seen, clock, exclude, progress, group, mark
+        )
         return loop.run()
     finally:
         release_leader(proc.pid)
+        if group is not None:
+            if group.populated():  # an error cut the loop short: nothing outlives the run
+                containment.kill_run_tree(proc.pid, group.path)
+            group.remove()
+        containment.untrack(proc.pid)
+        guard.unwatch(proc.pid)
+
+
+def _joined(group: RunCgroup | None, pid: int) -> RunCgroup | None:
+    """The cgroup, if the child is in it (or exited already); else None (the fallback)."""
+    if group is None:
+        return None
+    group.close_join()
+    if group.contains(pid) or _has_exited(pid):
+        return group
+    group.remove()
+    return None

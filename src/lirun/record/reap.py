@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from lirun.errors import LirunError
 from lirun.hints import Any, NamedTuple
 from lirun.liveness import (
+    OWNER_DEATH_NOTE,
     OwnerVerdict,
     boot_id,
     host_name,
@@ -147,6 +148,35 @@ def _stop_orphaned_group(
     return [{"kind": "orphaned_process_group", "pgid": pgid, "signal": "SIGTERM"}]
 
 
+def owner_death_note(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the dead owner's guard killed (its note in the run's directory), as evidence:
+    the record says the run's processes died with their owner, and which they were."""
+    import json
+
+    run_dir = row.get("run_dir")
+    if not run_dir:
+        return []
+    try:
+        with open(os.path.join(str(run_dir), OWNER_DEATH_NOTE), encoding="utf-8") as handle:
+            note = json.load(handle)
+    except (OSError, ValueError):
+        return []
+    if not isinstance(note, dict):
+        return []
+    killed = note.get("killed")
+    killed = killed if isinstance(killed, list) else []
+    entry = {
+        "kind": "killed_with_owner",
+        "owner_pid": note.get("owner_pid"),
+        "at": note.get("at"),
+        "processes": killed[:100],
+        "signal": "SIGKILL",
+    }
+    if note.get("cgroup"):
+        entry["cgroup"] = str(note["cgroup"])
+    return [entry]
+
+
 def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any] | None:
     from lirun.record.spool import apply_pending_run
 
@@ -160,6 +190,7 @@ def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any
     if row is None or verdict is None:
         return None
     evidence = [*verdict.evidence, *_stop_orphaned_group(row, verdict, facts)]
+    evidence += owner_death_note(row)
     return finalize_orphan(
         store, "session", row, verdict, summary=verdict.summary, evidence=evidence
     )

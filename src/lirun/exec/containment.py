@@ -1,0 +1,259 @@
+"""What contains one run's processes, and the one way to kill all of them.
+
+A run's child leads its own session and process group, and on Linux is started inside a
+cgroup of its own when ``li`` can create one (``exec.cgroup``): nothing it starts can leave
+that. The child also gets a parent-death signal (``prctl(PR_SET_PDEATHSIG, SIGKILL)``): when
+the thread of ``li`` that supervises it dies, so does the child. Its descendants are ended
+by the owner's guard process (``exec.guard``) with :func:`kill_run_tree`.
+
+:func:`kill_run_tree` takes plain values (a pid and a path), so a process other than the
+owner (the guard, a lease watchdog) can call it for a run it was told about.
+
+Without a cgroup, a process that left the run's group and session (a double-forked
+daemon) is still found after its owner died by the mark every process of the run
+inherits in its environment (``LIRUN_TREE``), unless it cleared its environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from lirun.exec.cgroup import RunCgroup
+from lirun.hints import Any
+from lirun.values import dataclass
+
+__all__ = [
+    "TREE_ENV",
+    "RunTree",
+    "child_setup",
+    "end_cgroup",
+    "kill_run_tree",
+    "marked",
+    "new_mark",
+    "running_trees",
+    "session_members",
+]
+
+# Set in every supervised child's environment (inherited by what it starts): the run's mark.
+TREE_ENV = "LIRUN_TREE"
+_PR_SET_PDEATHSIG = 1
+_marks = itertools.count(1)
+_prctl: Any = None
+# The runs this process supervises right now, by the child's pid.
+_trees: dict[int, RunTree] = {}
+_trees_lock = threading.Lock()
+
+
+@dataclass(slots=True)
+class RunTree:
+    """Where one run's processes are: the child's group (its pid), its cgroup if any, and
+    the mark in their environment."""
+
+    leader: int
+    cgroup: RunCgroup | None = None
+    mark: str | None = None
+
+
+def new_mark() -> str:
+    """A mark for one run, unique on this machine while its owner lives."""
+    return f"{os.getpid()}.{next(_marks)}.{time.monotonic_ns()}"
+
+
+def marked(mark: str) -> list[int]:
+    """Live processes whose environment carries ``TREE_ENV=mark`` (those this process
+    may read: its own user's, or all for root)."""
+    needle = f"{TREE_ENV}={mark}".encode()
+    found = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    if needle not in handle.read().split(b"\0"):
+                        continue
+            except OSError:
+                continue
+            if _alive(int(name)):
+                found.append(int(name))
+    return sorted(found)
+
+
+def track(leader: int, cgroup: RunCgroup | None, mark: str | None = None) -> None:
+    with _trees_lock:
+        _trees[leader] = RunTree(leader, cgroup, mark)
+
+
+def untrack(leader: int) -> None:
+    with _trees_lock:
+        _trees.pop(leader, None)
+
+
+def running_trees() -> list[RunTree]:
+    """The runs this process supervises now (for :func:`kill_run_tree` by a watchdog)."""
+    with _trees_lock:
+        return list(_trees.values())
+
+
+def _load_prctl() -> Any:
+    """libc's ``prctl``, loaded in the parent (never between fork and exec); None off Linux."""
+    global _prctl
+    if _prctl is None:
+        _prctl = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                _prctl = ctypes.CDLL(None, use_errno=True).prctl
+            except (OSError, AttributeError):
+                _prctl = False
+    return _prctl or None
+
+
+def child_setup(cgroup: RunCgroup | None) -> Callable[[], None] | None:
+    """The ``preexec_fn`` of a supervised child: join the run's cgroup, then die with the
+    thread that started it. Runs between fork and exec, so it only writes to descriptors
+    and calls libc functions resolved beforehand."""
+    prctl = _load_prctl()
+    join_fd = cgroup.join_fd if cgroup is not None else None
+    if prctl is None and join_fd is None:
+        return None
+    owner = os.getpid()
+
+    def setup() -> None:
+        if join_fd is not None:
+            # Not joined: the parent sees the child outside and falls back (no raise here).
+            with contextlib.suppress(OSError):
+                os.write(join_fd, b"0")
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            if os.getppid() != owner:  # the owner died before the signal was armed
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    return setup
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, pgrp, session) of ``pid``, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    return (fields[0], int(fields[2]), int(fields[3])) if len(fields) >= 4 else None
+
+
+def session_members(leader: int) -> list[int]:
+    """Live processes in the group or the session ``leader`` started (from ``/proc``)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) != leader:
+                info = _stat(int(name))
+                if info is not None and info[0] not in ("Z", "X") and leader in info[1:]:
+                    found.append(int(name))
+    return sorted(found)
+
+
+def command_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
+
+
+def _alive(pid: int) -> bool:
+    info = _stat(pid)
+    return info is not None and info[0] not in ("Z", "X")
+
+
+def _kill_all(pids: Iterable[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def kill_run_tree(
+    leader: int,
+    cgroup: str | os.PathLike[str] | None = None,
+    *,
+    known: Iterable[int] = (),
+    mark: str | None = None,
+    wait: float = 2.0,
+) -> dict[str, Any] | None:
+    """SIGKILL every process of one run now; the evidence entry, or None if none was alive.
+
+    ``leader``: the supervised child's pid (its group and session id); ``cgroup``: the
+    run's cgroup directory when it has one, which holds everything the run started;
+    ``known``: other pids known to be the run's (the subreaper's orphans); ``mark``: the
+    run's ``TREE_ENV`` mark. Without a cgroup a process that left both the group and the
+    session is found only through ``known`` or its mark. Waits up to ``wait`` seconds for
+    them to be gone. Safe to call from any process with the right to signal them (the
+    owner, its guard, a watchdog).
+    """
+    group = RunCgroup(Path(cgroup)) if cgroup is not None else None
+    pids = set(group.pids() if group is not None else ())
+    pids |= {p for p in (leader, *session_members(leader), *known) if _alive(p)}
+    if mark is not None and group is None:
+        pids |= set(marked(mark))
+    processes = [{"pid": pid, "command": command_of(pid)} for pid in sorted(pids)]
+    if group is not None:
+        group.kill()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader, signal.SIGKILL)
+    _kill_all(pids)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if group is not None:
+            group.kill()  # one forked meanwhile (before cgroup.kill existed)
+        left = [p for p in pids if _alive(p)]
+        if not left and (group is None or not group.populated()):
+            break
+        _kill_all(left)
+        time.sleep(0.01)
+    if not processes:
+        return None
+    entry: dict[str, Any] = {"kind": "killed_descendants", "processes": processes}
+    entry["signal"] = "SIGKILL"
+    if group is not None:
+        entry["cgroup"] = str(group.path)
+    return entry
+
+
+def end_cgroup(group: RunCgroup, first: signal.Signals, grace: float) -> dict[str, Any] | None:
+    """The child exited: end what is left in its cgroup (``first`` to each, then the
+    cgroup's SIGKILL after ``grace`` seconds); the evidence entry, or None if it was empty."""
+    pids = group.pids()
+    if not pids:
+        return None
+    processes = [{"pid": pid, "command": command_of(pid)} for pid in pids]
+    if first == signal.SIGKILL:
+        group.kill()
+    else:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, first)
+        group.wait_empty(grace)
+    forced = group.pids()
+    processes += [{"pid": p, "command": command_of(p)} for p in forced if p not in pids]
+    if forced or first == signal.SIGKILL:
+        group.kill()
+        group.wait_empty(2.0)
+    return {
+        "kind": "killed_descendants",
+        "processes": processes,
+        "signal": first.name,
+        "sigkill": sorted(forced),
+        "cgroup": str(group.path),
+    }
