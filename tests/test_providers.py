@@ -753,6 +753,24 @@ def test_codex_401_error_event_flags_the_run() -> None:
     assert parser.last_error_status == 401
 
 
+def test_codex_first_reconnect_on_a_401_flags_the_run() -> None:
+    # Codex 0.171.0 retries a refused key like a lost connection ("Reconnecting... 1/5
+    # (unexpected status 401 ...)", five times, then turn.failed): the first one is enough.
+    notice = (
+        "Reconnecting... 1/5 (unexpected status 401 Unauthorized: Incorrect API key "
+        "provided, url: http://127.0.0.1:18080/v1/responses)"
+    )
+    parser = feed(CodexStreamParser(), {"type": "error", "message": notice})
+    assert parser.fatal is not None and parser.fatal.failure_class == "auth"
+    assert parser.retries == 1
+
+
+def test_codex_reconnect_for_other_causes_is_only_a_retry() -> None:
+    notice = "Reconnecting... 2/5 (unexpected status 404 Not Found: no websockets here)"
+    parser = feed(CodexStreamParser(), {"type": "error", "message": notice})
+    assert parser.fatal is None and parser.retries >= 1
+
+
 def test_a_running_tool_call_is_not_a_stall() -> None:
     now = [0.0]
     parser = ClaudeStreamParser(clock=lambda: now[0])

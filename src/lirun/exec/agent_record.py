@@ -64,10 +64,15 @@ def agent_record(
         "provider_retries": verdict.retries or None,
         **token_counts(verdict.usage),
     }
+    kept = present(record)
     if verdict.no_model_call:
         # No model answered: the column must not name the one asked for (--model, init).
-        return {**present(record), "model": None}
-    return present(record)
+        kept["model"] = None
+    if verdict.exception is None and not stopped:
+        # The provider ended well: a retry it got past is evidence (provider_retries),
+        # not how the run ended; clear what the running row said.
+        kept["provider_error"] = None
+    return kept
 
 
 def retry_note(result: ProcessResult | None, verdict: StreamVerdict) -> str | None:

@@ -9,6 +9,7 @@ from lirun.exec.failure_text import (
     class_for_code,
     class_for_status,
     class_for_text,
+    is_auth_status,
     is_warning_text,
     status_in_text,
 )
@@ -96,7 +97,15 @@ class CodexStreamParser(StreamParser):
             match = _ATTEMPT.match(message)
             attempt = int(match.group(1)) if match else None
             data = {"message": message, "attempt": attempt}
-            return self._retry(message, data, attempt=attempt, status=status_in_text(message))
+            status = status_in_text(message)
+            event = self._retry(message, data, attempt=attempt, status=status)
+            if is_auth_status(status):
+                # "Reconnecting... 1/5 (unexpected status 401 Unauthorized ...)": Codex
+                # retries a refused key like a lost connection; no retry will get further.
+                self._flag_fatal(
+                    message, "auth", {"source": "retry", "message": message[:_MESSAGE_CHARS]}
+                )
+            return event
         if is_warning_text(message):
             return self._warning(message, "stream")
         failure_class = class_for_text(message)
