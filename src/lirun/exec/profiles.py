@@ -140,10 +140,12 @@ class LineMap(dict[Any, Any]):
 
 @functools.cache
 def _line_loader() -> Any:
-    """A SafeLoader whose mappings are LineMaps (built once, on first use)."""
+    """A SafeLoader whose mappings are LineMaps (built once, on first use). libyaml's
+    parser when PyYAML has it: the pure-Python scanner takes seconds over a flow file of
+    thousands of legs, and a file is read whole before anything is checked."""
     import yaml
 
-    class LineLoader(yaml.SafeLoader):
+    class LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
         pass
 
     def construct_mapping(loader: Any, node: Any) -> LineMap:
@@ -252,7 +254,9 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
 
 
 def _is_seconds(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    from lirun.exec.problems import is_seconds
+
+    return is_seconds(value)
 
 
 def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:
