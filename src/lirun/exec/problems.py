@@ -18,7 +18,19 @@ from lirun.exec.profiles import LineMap
 from lirun.hints import Any
 from lirun.paths import which
 
-__all__ = ["ProblemReader"]
+__all__ = ["MAX_SECONDS", "ProblemReader", "is_seconds"]
+
+# The longest timeout a file may give: about three years. More is a typo or a way to say
+# "never" (leave the key out for that), and past ~9e9 Python's waits overflow.
+MAX_SECONDS = 100_000_000.0
+
+
+def is_seconds(value: object) -> bool:
+    """A positive, finite number of seconds up to MAX_SECONDS (``.nan`` and ``.inf``, which
+    YAML reads as floats, are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 < value <= MAX_SECONDS  # False for nan; inf is over the bound
 
 
 class ProblemReader:
@@ -89,9 +101,12 @@ class ProblemReader:
         value = node.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if not is_seconds(value):
             self.problem(
-                node, key, f"{label}{key} must be a positive number of seconds, got {value!r}"
+                node,
+                key,
+                f"{label}{key} must be a positive number of seconds (finite, at most "
+                f"{MAX_SECONDS:,.0f}), got {value!r}",
             )
             return None
         return float(value)
