@@ -30,7 +30,7 @@ from lirun.shows.gitwork import ShowGit
 from lirun.shows.report import ShowReport, build_report
 from lirun.shows.spec import DEFAULT_PARALLEL, ShowSpec
 from lirun.signals import SignalTrap
-from lirun.store import Store, open_store
+from lirun.store import Store, open_existing, open_store
 
 __all__ = [
     "DEFAULT_PARALLEL",
@@ -325,7 +325,7 @@ def resume_show(
     ConflictError (exit 2) when it ended, when a live process runs it, or when its
     integration branch was rewritten or is checked out."""
     url = resolve_db_url(db_url)
-    store = open_store(url)
+    store = open_existing(url, f"show {show!r}")  # no database: nothing to resume, none made
     try:
         row = find_show(store, show)
         spec = ShowSpec.from_dict(row["spec_json"])
@@ -432,7 +432,7 @@ def abort_show(
     heartbeat and stops its executions. Worktrees stay for a person to look at."""
     if not actor.strip() or not justification.strip():
         raise UsageError("abort needs --actor and --justification (they are audited)")
-    store = open_store(db_url)
+    store = open_existing(db_url, f"show {show!r}")
     try:
         row = find_show(store, show)
         if row["status"] != "active":
