@@ -92,7 +92,15 @@ def _get(store: Store, show_id: str) -> dict[str, Any]:
 
 
 def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowReport:
+    from lirun.shows.gitwork import current_head
+
     show = _get(store, show_id)
+    # The head as git has it: a branch moved by hand shows where it really is.
+    show = {
+        **show,
+        "integration_head": current_head(show),
+        "recorded_head": show.get("integration_head"),
+    }
     plays = store.list_plays(show_id)
     sessions = {str(p["id"]): store.list_play_sessions(str(p["id"])) for p in plays}
     unowned = show["status"] == "active" and not _owner_alive(show)

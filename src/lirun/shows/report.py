@@ -187,7 +187,9 @@ def needs_person(
     code, gate = show.get("status_reason_code"), show.get("final_gate_json") or {}
     if code in ("show.active.final_gate_failed", "show.active.integration_unverified"):
         moved = code == "show.active.integration_unverified" and gate.get("role") == "head_gate"
-        at = gate.get("commit") if moved else show.get("integration_head")
+        at = (
+            gate.get("commit") if moved else show.get("recorded_head", show.get("integration_head"))
+        )
         lines.append(
             f"the integration branch {integration} at {at} failed "
             f"its gate ({show.get('status_reason_summary') or 'see li show status'}); fix it "
