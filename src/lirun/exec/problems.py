@@ -14,23 +14,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from lirun.exec.profiles import LineMap
+from lirun.exec.profiles import MAX_SECONDS, LineMap, is_seconds
 from lirun.hints import Any
 from lirun.paths import which
 
 __all__ = ["MAX_SECONDS", "ProblemReader", "is_seconds"]
-
-# The longest timeout a file may give: about three years. More is a typo or a way to say
-# "never" (leave the key out for that), and past ~9e9 Python's waits overflow.
-MAX_SECONDS = 100_000_000.0
-
-
-def is_seconds(value: object) -> bool:
-    """A positive, finite number of seconds up to MAX_SECONDS (``.nan`` and ``.inf``, which
-    YAML reads as floats, are not)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return 0 < value <= MAX_SECONDS  # False for nan; inf is over the bound
 
 
 class ProblemReader:

@@ -45,9 +45,11 @@ from lirun.values import dataclass, field
 
 __all__ = [
     "DEFAULT_KEYS",
+    "MAX_SECONDS",
     "Playbook",
     "Profile",
     "ProfileError",
+    "is_seconds",
     "load_playbook",
     "load_profile",
     "merged_defaults",
@@ -246,17 +248,24 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
         kind = DEFAULT_KEYS[key]
         if kind == "text" and not (isinstance(value, str) and value):
             raise ProfileError(f"{path}: defaults.{key} must be non-empty text, got {value!r}")
-        if kind == "seconds" and not _is_seconds(value):
+        if kind == "seconds" and not is_seconds(value):
             raise ProfileError(
                 f"{path}: defaults.{key} must be a positive number of seconds, got {value!r}"
             )
     return dict(raw)
 
 
-def _is_seconds(value: object) -> bool:
-    from lirun.exec.problems import is_seconds
+# The longest timeout a file may give: about three years. More is a typo or a way to say
+# "never" (leave the key out for that), and past ~9e9 Python's waits overflow.
+MAX_SECONDS = 100_000_000.0
 
-    return is_seconds(value)
+
+def is_seconds(value: object) -> bool:
+    """A positive, finite number of seconds up to MAX_SECONDS (``.nan`` and ``.inf``, which
+    YAML reads as floats, are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 < value <= MAX_SECONDS  # False for nan; inf is over the bound
 
 
 def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:
