@@ -273,8 +273,10 @@ def render(
         ) from None
     except ShapeError as exc:
         raise TemplateError(str(exc)) from None
-    except RecursionError:
-        raise TemplateError(_TOO_DEEP) from None
+    except RecursionError:  # a macro that calls itself, or nesting the shape check let by
+        raise TemplateError(
+            "template error: RecursionError: it recurses or nests too deeply"
+        ) from None
     except jinja2.TemplateSyntaxError as exc:
         raise _syntax_error(exc) from None
     except (jinja2.UndefinedError, jinja2.exceptions.SecurityError) as exc:
