@@ -206,6 +206,46 @@ def test_checking_a_chain_scales_linearly(tmp_path: Path) -> None:
     assert large / small < 24, (small, large)
 
 
+# --- YAML that stands for more than it says ------------------------------------------------------
+
+
+def _laughs() -> str:
+    lines = ["vars:", "  a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"  a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 10)}]" for n in range(1, 9)]
+    return "\n".join([*lines, "legs: [{id: a, run: [echo, hi]}]"]) + "\n"
+
+
+YAML = {
+    "lists 900 deep": (
+        "vars:\n  x: " + "[" * 900 + "]" * 900 + "\nlegs: [{id: a, run: [echo, hi]}]\n",
+        2,
+        "nested more than 64 levels deep",
+    ),
+    "mappings 900 deep": (
+        "vars:\n  x: " + "{a: " * 900 + "1" + "}" * 900 + "\nlegs: [{id: a, run: [echo, hi]}]\n",
+        2,
+        "nested more than 64 levels deep",
+    ),
+    "a billion values in nine lines of aliases": (_laughs(), 8, "its aliases stand for more than"),
+    "an alias inside itself": ("a: &a [1, *a]\n", 1, "an alias refers to the value that holds it"),
+}
+
+
+@pytest.mark.parametrize(("text", "line", "message"), YAML.values(), ids=YAML.keys())
+def test_yaml_too_deep_or_multiplied_by_aliases_is_one_line(
+    tmp_path: Path, lirun_home: Path, text: str, line: int, message: str
+) -> None:
+    """Before: a RecursionError traceback (PyYAML builds values recursively), or a check
+    that never ended walking a billion values."""
+    path = tmp_path / "flow.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = run_li("flow", "run", "--dry-run", str(path), env=_env(lirun_home), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    problems = result.stderr.strip().splitlines()[1:]
+    assert len(problems) == 1 and problems[0].strip().startswith(f"{path}:{line}: {message}")
+
+
 # --- numbers that are not numbers ---------------------------------------------------------------
 
 

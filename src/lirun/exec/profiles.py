@@ -148,7 +148,16 @@ def _line_loader() -> Any:
     import yaml
 
     class LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-        pass
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+            """The tag of a node, remembered per plain text: a long file says ``id``,
+            ``run`` and ``echo`` thousands of times, and the parser asks for each."""
+            if kind is not yaml.ScalarNode:
+                return super().resolve(kind, value, implicit)
+            known = self.__dict__.setdefault("_tags", {})
+            tag = known.get((value, implicit))
+            if tag is None:
+                tag = known[(value, implicit)] = super().resolve(kind, value, implicit)
+            return tag
 
     def construct_mapping(loader: Any, node: Any) -> LineMap:
         mapping = LineMap(loader.construct_mapping(node, deep=True))
@@ -165,6 +174,53 @@ def _line_loader() -> Any:
 
     LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
     return LineLoader
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MAP_TAG = "tag:yaml.org,2002:map"
+
+
+def _build(loader: Any, node: Any, made: dict[int, Any]) -> Any:
+    """The value of a checked node (``yamlshape``: at most 64 deep, so the recursion is
+    bounded): what ``construct_document`` makes, without its per-node bookkeeping for the
+    plain text, lists and mappings that are nearly all of a long flow file. An alias is
+    the same object as its anchor (``made``); any other tag goes to the loader."""
+    if node.tag == _STR_TAG and not isinstance(node.value, list):
+        return node.value
+    if id(node) in made:
+        return made[id(node)]
+    if node.tag == _SEQ_TAG:
+        items: list[Any] = []
+        made[id(node)] = items
+        items.extend(_build(loader, child, made) for child in node.value)
+        return items
+    if node.tag != _MAP_TAG:
+        return loader.construct_object(node, deep=True)  # numbers, null, dates, !!set...
+    loader.flatten_mapping(node)  # merge keys (<<) first, as SafeLoader does
+    mapping = LineMap()
+    made[id(node)] = mapping
+    mapping.line = node.start_mark.line + 1
+    mapping.key_lines = {}
+    mapping.duplicates = []
+    for key_node, value_node in node.value:
+        key = _build(loader, key_node, made)
+        line = key_node.start_mark.line + 1
+        try:
+            if key in mapping.key_lines:
+                mapping.duplicates.append((key, line))
+        except TypeError:
+            import yaml
+
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                "found unhashable key",
+                key_node.start_mark,
+            ) from None
+        mapping.key_lines.setdefault(key, line)
+        mapping[key] = _build(loader, value_node, made)
+    return mapping
 
 
 def where(path: Path, node: object, key: object = None) -> str:
@@ -186,11 +242,22 @@ def read_yaml(path: Path, *, expected: str = "artifacts:, defaults:, ...") -> di
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"cannot read {path}: {exc}") from exc
+    from lirun.exec.yamlshape import YamlShapeError, check_shape
+
+    # A SafeLoader subclass: plain data only, as yaml.safe_load; the nodes are checked
+    # for depth and alias expansion before they become values.
+    loader = _line_loader()(text)
     try:
-        # A SafeLoader subclass: plain data only, as yaml.safe_load.
-        data = yaml.load(text, Loader=_line_loader())
+        node = loader.get_single_node()
+        if node is not None:
+            check_shape(node)
+        data = None if node is None else _build(loader, node, {})
     except yaml.YAMLError as exc:
         raise ProfileError(_yaml_message(path, exc)) from None
+    except YamlShapeError as exc:
+        raise ProfileError(f"{path}:{exc.line}: {exc}") from None
+    finally:
+        loader.dispose()
     if data is None:
         return {}
     if not isinstance(data, dict):
