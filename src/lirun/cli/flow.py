@@ -225,7 +225,9 @@ def run_command(args: argparse.Namespace) -> int:
 def _full_invocation_id(text: str, db: str | None) -> str:
     from lirun.store import open_existing
 
-    store = open_existing(db, f"flow {text!r}")  # no database: nothing to resume, none made
+    store = open_existing(
+        db, f"invocation with id {text!r}"
+    )  # no database: nothing to resume, none made
     try:
         return str(store.resolve_id("invocation", text))
     finally:

@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
     entity = canonical_entity_type(args.entity)
     actor = _required_text(args.actor, "--actor")
     justification = _required_text(args.justification, "--justification")
-    store = open_existing(args.db, f"{entity} {args.id!r}")  # none: nothing created
+    store = open_existing(args.db, f"{entity} with id {args.id!r}")  # none: nothing created
     try:
         ident = store.resolve_id(entity, args.id)
         before = store.get_entity(entity, ident)

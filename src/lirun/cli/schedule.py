@@ -150,7 +150,7 @@ def main(argv: list[str]) -> int:
         store = open_store(args.db, create=False)  # these only read or change what exists
     except DatabaseMissingError as exc:
         if args.command != "list":
-            raise NotFoundError(f"no schedule {getattr(args, 'name', '')!r}: {exc}") from None
+            raise NotFoundError(f"no schedule named {getattr(args, 'name', '')!r}: {exc}") from None
         if args.json:
             print_json([])
         return 0

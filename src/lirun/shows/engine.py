@@ -333,7 +333,9 @@ def resume_show(
     ConflictError (exit 2) when it ended, when a live process runs it, or when its
     integration branch was rewritten or is checked out."""
     url = resolve_db_url(db_url)
-    store = open_existing(url, f"show {show!r}")  # no database: nothing to resume, none made
+    store = open_existing(
+        url, f"show with id {show!r}"
+    )  # no database: nothing to resume, none made
     try:
         row = find_show(store, show)
         spec = ShowSpec.from_dict(row["spec_json"])
@@ -440,7 +442,7 @@ def abort_show(
     heartbeat and stops its executions. Worktrees stay for a person to look at."""
     if not actor.strip() or not justification.strip():
         raise UsageError("abort needs --actor and --justification (they are audited)")
-    store = open_existing(db_url, f"show {show!r}")
+    store = open_existing(db_url, f"show with id {show!r}")
     try:
         row = find_show(store, show)
         if row["status"] != "active":
