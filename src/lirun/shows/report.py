@@ -75,6 +75,9 @@ class ShowReport:
     interrupted: str | None = None
     final_gate: dict[str, Any] | None = None
     has_final_gate: bool = False
+    # ``integration_head`` is where git has the branch now (a person may have moved it);
+    # ``recorded_head`` is the head lirun last recorded (merged, or verified by a gate).
+    recorded_head: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -95,6 +98,7 @@ class ShowReport:
             "reason_summary": self.reason_summary,
             "integration": self.integration,
             "integration_head": self.integration_head,
+            "recorded_head": self.recorded_head,
             "base": self.base,
             "plays": [p.to_dict() for p in self.plays],
             "needs_person": list(self.needs_person),
@@ -217,6 +221,7 @@ def build_report(
         reason_summary=show.get("status_reason_summary"),
         integration=show.get("integration"),
         integration_head=show.get("integration_head"),
+        recorded_head=show.get("recorded_head", show.get("integration_head")),
         base=show.get("base"),
         plays=reports,
         needs_person=needs_person(show, reports, unowned=unowned and not interrupted),
