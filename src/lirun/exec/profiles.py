@@ -149,15 +149,14 @@ def _line_loader() -> Any:
 
     class LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
         def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-            """The tag of a node, remembered per plain text: a long file says ``id``,
-            ``run`` and ``echo`` thousands of times, and the parser asks for each."""
-            if kind is not yaml.ScalarNode:
-                return super().resolve(kind, value, implicit)
-            known = self.__dict__.setdefault("_tags", {})
-            tag = known.get((value, implicit))
-            if tag is None:
-                tag = known[(value, implicit)] = super().resolve(kind, value, implicit)
-            return tag
+            """A scalar's tag: text at once when no implicit resolver could claim it
+            (quoted, or a first character no number, bool or null starts with); the
+            parser asks for every node, and a long file holds a hundred thousand."""
+            if kind is yaml.ScalarNode and (
+                not implicit[0] or (value and value[0] not in first_characters)
+            ):
+                return self.DEFAULT_SCALAR_TAG
+            return super().resolve(kind, value, implicit)
 
     def construct_mapping(loader: Any, node: Any) -> LineMap:
         mapping = LineMap(loader.construct_mapping(node, deep=True))
@@ -172,6 +171,9 @@ def _line_loader() -> Any:
             mapping.key_lines.setdefault(key, line)
         return mapping
 
+    resolvers = LineLoader.yaml_implicit_resolvers
+    assert None not in resolvers and not LineLoader.yaml_path_resolvers  # as in SafeLoader
+    first_characters = frozenset(resolvers)
     LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
     return LineLoader
 
