@@ -136,7 +136,8 @@ def test_the_gate_on_a_head_a_person_moved_is_not_shown_as_the_final_gate(
     third = resume_show(first.show_id, db_url=db_url)
     assert third.reason_code == "show.active.integration_unverified"
     [sentence] = third.needs_person
-    assert moved in sentence and str(third.integration_head) not in sentence
+    assert moved in sentence and str(third.recorded_head) not in sentence
+    assert third.integration_head == moved  # the board gives the head git has
     render_board(third.to_dict())
     assert "the moved head's gate's output" in capsys.readouterr().out
 

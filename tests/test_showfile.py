@@ -156,6 +156,21 @@ PROBLEMS = [
         3,
         "must not contain '..'",
     ),
+    (
+        "topic: t\nbase: main\nintegration: refs/heads/evil\ngate: x\nplays: [{name: a, run: x}]\n",
+        3,
+        "must not start with refs/",
+    ),
+    (
+        "topic: t\nbase: main\ngate: x\ngate_timeout: .nan\nplays: [{name: a, run: x}]\n",
+        4,
+        "finite",
+    ),
+    (
+        "topic: t\nbase: main\ngate: x\nplays:\n  - name: a\n    run: x\n    timeout: .inf\n",
+        7,
+        "finite",
+    ),
     ("topic: t\nbase: main\ngate: x\nplays:\n  - run: x\n", 5, "play 1: name is required"),
     ("topic: t\nbase: main\ngate: x\nplays:\n  - name: a b\n    run: x\n", 5, "name 'a b' must"),
     ("topic: t\nbase: main\ngate: x\nplays:\n  - name: a..b\n    run: x\n", 5, "no '..'"),
@@ -371,6 +386,22 @@ def test_branch_names(tmp_path: Path, name: str, ok: bool) -> None:
         ["git", "check-ref-format", "--branch", name], capture_output=True, cwd=tmp_path
     )
     assert (proc.returncode == 0) is ok
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["refs/heads/evil", "heads/x", "tags/v1", "remotes/origin/main", "FETCH_HEAD", "a" * 40],
+)
+def test_names_git_accepts_but_would_read_as_another_ref_are_refused(
+    tmp_path: Path, name: str
+) -> None:
+    """``git branch refs/heads/evil`` makes refs/heads/refs/heads/evil, and every later
+    ``git rev-parse refs/heads/evil`` means another ref: lirun refuses such a name."""
+    ok = subprocess.run(
+        ["git", "check-ref-format", "--branch", name], capture_output=True, cwd=tmp_path
+    )
+    assert ok.returncode == 0  # git alone would take it
+    assert check_branch_name(name) is not None
 
 
 def test_a_playbook_may_give_the_prompt(

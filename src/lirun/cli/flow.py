@@ -230,9 +230,11 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _full_invocation_id(text: str, db: str | None) -> str:
-    from lirun.store import open_store
+    from lirun.store import open_existing
 
-    store = open_store(db)
+    store = open_existing(
+        db, f"invocation with id {text!r}"
+    )  # no database: nothing to resume, none made
     try:
         return str(store.resolve_id("invocation", text))
     finally:

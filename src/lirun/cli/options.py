@@ -71,13 +71,19 @@ def parallel_count(text: str) -> int:
     return value
 
 
+MAX_SECONDS = 100_000_000.0  # as exec.problems.MAX_SECONDS (not imported: start-up path)
+
+
 def seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    if not 0 < value <= MAX_SECONDS:  # nan compares false; 1e400 is inf
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of seconds (finite, at most {MAX_SECONDS:,.0f}), "
+            f"got {text!r}"
+        )
     return value
 
 
@@ -97,8 +103,10 @@ def _grace_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more seconds, got {text!r}")
+    if not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"expected 0 or more seconds (finite, at most {MAX_SECONDS:,.0f}), got {text!r}"
+        )
     return value
 
 

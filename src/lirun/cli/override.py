@@ -14,7 +14,7 @@ from lirun.cli.common import add_db_option, make_parser, print_json, warn
 from lirun.errors import NotFoundError, UsageError
 from lirun.hints import Any
 from lirun.lifecycle import ENTITY_TYPES, canonical_entity_type
-from lirun.store import open_store
+from lirun.store import open_existing
 
 EXIT_CODES = """\
   0  the status was changed (and the repair audited)
@@ -64,7 +64,7 @@ def main(argv: list[str]) -> int:
     entity = canonical_entity_type(args.entity)
     actor = _required_text(args.actor, "--actor")
     justification = _required_text(args.justification, "--justification")
-    store = open_store(args.db)
+    store = open_existing(args.db, f"{entity} with id {args.id!r}")  # none: nothing created
     try:
         ident = store.resolve_id(entity, args.id)
         before = store.get_entity(entity, ident)

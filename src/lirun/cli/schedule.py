@@ -144,9 +144,17 @@ def main(argv: list[str]) -> int:
         return _add(args, action, now)
     if args.command == "apply":
         return _apply(args, now)
+    from lirun.errors import DatabaseMissingError, NotFoundError
     from lirun.store import open_store
 
-    store = open_store(args.db)
+    try:
+        store = open_store(args.db, create=False)  # these only read or change what exists
+    except DatabaseMissingError as exc:
+        if args.command != "list":
+            raise NotFoundError(f"no schedule named {getattr(args, 'name', '')!r}: {exc}") from None
+        if args.json:
+            print_json([])
+        return 0
     try:
         return HANDLERS[args.command](store, args, now)
     finally:

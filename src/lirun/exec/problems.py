@@ -14,11 +14,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from lirun.exec.profiles import LineMap
+from lirun.exec.profiles import MAX_SECONDS, LineMap, is_seconds
 from lirun.hints import Any
 from lirun.paths import which
 
-__all__ = ["ProblemReader"]
+__all__ = ["MAX_SECONDS", "ProblemReader", "is_seconds"]
 
 
 class ProblemReader:
@@ -89,9 +89,12 @@ class ProblemReader:
         value = node.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        if not is_seconds(value):
             self.problem(
-                node, key, f"{label}{key} must be a positive number of seconds, got {value!r}"
+                node,
+                key,
+                f"{label}{key} must be a positive number of seconds (finite, at most "
+                f"{MAX_SECONDS:,.0f}), got {value!r}",
             )
             return None
         return float(value)

@@ -45,9 +45,11 @@ from lirun.values import dataclass, field
 
 __all__ = [
     "DEFAULT_KEYS",
+    "MAX_SECONDS",
     "Playbook",
     "Profile",
     "ProfileError",
+    "is_seconds",
     "load_playbook",
     "load_profile",
     "merged_defaults",
@@ -141,11 +143,21 @@ class LineMap(dict[Any, Any]):
 
 @functools.cache
 def _line_loader() -> Any:
-    """A SafeLoader whose mappings are LineMaps (built once, on first use)."""
+    """A SafeLoader whose mappings are LineMaps (built once, on first use). libyaml's
+    parser when PyYAML has it: the pure-Python scanner takes seconds over a flow file of
+    thousands of legs, and a file is read whole before anything is checked."""
     import yaml
 
-    class LineLoader(yaml.SafeLoader):
-        pass
+    class LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+            """A scalar's tag: text at once when no implicit resolver could claim it
+            (quoted, or a first character no number, bool or null starts with); the
+            parser asks for every node, and a long file holds a hundred thousand."""
+            if kind is yaml.ScalarNode and (
+                not implicit[0] or (value and value[0] not in first_characters)
+            ):
+                return self.DEFAULT_SCALAR_TAG
+            return super().resolve(kind, value, implicit)
 
     def construct_mapping(loader: Any, node: Any) -> LineMap:
         mapping = LineMap(loader.construct_mapping(node, deep=True))
@@ -160,8 +172,58 @@ def _line_loader() -> Any:
             mapping.key_lines.setdefault(key, line)
         return mapping
 
+    resolvers = LineLoader.yaml_implicit_resolvers
+    assert None not in resolvers and not LineLoader.yaml_path_resolvers  # as in SafeLoader
+    first_characters = frozenset(resolvers)
     LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
     return LineLoader
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MAP_TAG = "tag:yaml.org,2002:map"
+
+
+def _build(loader: Any, node: Any, made: dict[int, Any]) -> Any:
+    """The value of a checked node (``yamlshape``: at most 64 deep, so the recursion is
+    bounded): what ``construct_document`` makes, without its per-node bookkeeping for the
+    plain text, lists and mappings that are nearly all of a long flow file. An alias is
+    the same object as its anchor (``made``); any other tag goes to the loader."""
+    if node.tag == _STR_TAG and not isinstance(node.value, list):
+        return node.value
+    if id(node) in made:
+        return made[id(node)]
+    if node.tag == _SEQ_TAG:
+        items: list[Any] = []
+        made[id(node)] = items
+        items.extend(_build(loader, child, made) for child in node.value)
+        return items
+    if node.tag != _MAP_TAG:
+        return loader.construct_object(node, deep=True)  # numbers, null, dates, !!set...
+    loader.flatten_mapping(node)  # merge keys (<<) first, as SafeLoader does
+    mapping = LineMap()
+    made[id(node)] = mapping
+    mapping.line = node.start_mark.line + 1
+    mapping.key_lines = {}
+    mapping.duplicates = []
+    for key_node, value_node in node.value:
+        key = _build(loader, key_node, made)
+        line = key_node.start_mark.line + 1
+        try:
+            if key in mapping.key_lines:
+                mapping.duplicates.append((key, line))
+        except TypeError:
+            import yaml
+
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                "found unhashable key",
+                key_node.start_mark,
+            ) from None
+        mapping.key_lines.setdefault(key, line)
+        mapping[key] = _build(loader, value_node, made)
+    return mapping
 
 
 def where(path: Path, node: object, key: object = None) -> str:
@@ -183,11 +245,22 @@ def read_yaml(path: Path, *, expected: str = "artifacts:, defaults:, ...") -> di
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"cannot read {path}: {exc}") from exc
+    from lirun.exec.yamlshape import YamlShapeError, check_shape
+
+    # A SafeLoader subclass: plain data only, as yaml.safe_load; the nodes are checked
+    # for depth and alias expansion before they become values.
+    loader = _line_loader()(text)
     try:
-        # A SafeLoader subclass: plain data only, as yaml.safe_load.
-        data = yaml.load(text, Loader=_line_loader())
+        node = loader.get_single_node()
+        if node is not None:
+            check_shape(node)
+        data = None if node is None else _build(loader, node, {})
     except yaml.YAMLError as exc:
         raise ProfileError(_yaml_message(path, exc)) from None
+    except YamlShapeError as exc:
+        raise ProfileError(f"{path}:{exc.line}: {exc}") from None
+    finally:
+        loader.dispose()
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -245,19 +318,28 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
         kind = DEFAULT_KEYS[key]
         if kind == "text" and not (isinstance(value, str) and value):
             raise ProfileError(f"{path}: defaults.{key} must be non-empty text, got {value!r}")
-        if kind == "seconds" and not _is_seconds(value):
+        if kind == "seconds" and not is_seconds(value):
             raise ProfileError(
                 f"{path}: defaults.{key} must be a positive number of seconds, got {value!r}"
             )
-        if kind == "seconds_or_off" and not (value == 0 or _is_seconds(value)):
+        if kind == "seconds_or_off" and not (value == 0 or is_seconds(value)):
             raise ProfileError(
                 f"{path}: defaults.{key} must be a number of seconds (0: off), got {value!r}"
             )
     return dict(raw)
 
 
-def _is_seconds(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+# The longest timeout a file may give: about three years. More is a typo or a way to say
+# "never" (leave the key out for that), and past ~9e9 Python's waits overflow.
+MAX_SECONDS = 100_000_000.0
+
+
+def is_seconds(value: object) -> bool:
+    """A positive, finite number of seconds up to MAX_SECONDS (``.nan`` and ``.inf``, which
+    YAML reads as floats, are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 < value <= MAX_SECONDS  # False for nan; inf is over the bound
 
 
 def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:

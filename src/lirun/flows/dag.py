@@ -69,8 +69,9 @@ class DagNode:
 def _spec_nodes(spec: FlowSpec) -> list[DagNode]:
     ids = {leg.id: (f"{leg.id}[*]" if leg.for_each is not None else leg.id) for leg in spec.legs}
     nodes = []
+    by_id = {leg.id: leg for leg in spec.legs}  # not spec.leg(): a scan per leg
     for leg_id in topo_order({leg.id: leg.depends_on for leg in spec.legs}):
-        leg = spec.leg(leg_id)
+        leg = by_id[leg_id]
         label = ids[leg.id]
         if leg.for_each is not None and leg.for_each.items is not None:
             label += f"\n{len(leg.for_each.items)} item(s)"

@@ -24,7 +24,15 @@ from lirun.errors import ConflictError, UsageError
 from lirun.flows.checkpoint import FlowLog, write_checkpoint
 from lirun.flows.decision import NOT_RUN, FlowFacts, decide_flow
 from lirun.flows.legrun import LegJob, LegResult, LegWorkers
-from lirun.flows.plan import DONE, RUNNING, FlowPlan, Instance, ReusedLeg, TemplateError
+from lirun.flows.plan import (
+    DONE,
+    RUNNING,
+    FlowPlan,
+    Instance,
+    RenderStopped,
+    ReusedLeg,
+    TemplateError,
+)
 from lirun.flows.report import FlowReport
 from lirun.flows.reports import flow_report, report_from_store, reusable_legs
 from lirun.flows.spec import FlowSpec
@@ -144,7 +152,9 @@ class _FlowRun:
             self._git[cwd] = can_branch(cwd)
         return self._git[cwd]
 
-    def job(self, inst: Instance, count: int) -> LegJob:
+    def job(
+        self, inst: Instance, count: int, should_stop: Callable[[], bool] | None = None
+    ) -> LegJob:
         import os
 
         leg = inst.leg
@@ -154,7 +164,7 @@ class _FlowRun:
         if isolation is None:
             worktree = beside and leg.task.is_agent and self.can_branch(cwd)
             isolation = "worktree" if worktree else "shared"
-        prompt, argv = self.plan.rendered(inst)
+        prompt, argv = self.plan.rendered(inst, should_stop=should_stop)
         return LegJob(
             id=inst.id,
             leg=leg,
@@ -185,16 +195,26 @@ class _FlowRun:
             if any(i.status == "failed" for i in created):  # a fan-out that cannot expand
                 self.on_failure()
 
-    def launch(self, workers: LegWorkers) -> None:
+    def launch(self, workers: LegWorkers, stop: SignalTrap | None = None) -> None:
+        """Start pending legs up to the parallel width. A signal seen on ``stop`` ends a
+        render in progress and starts nothing more: the next ``watch`` halts the flow."""
+
+        def stopped() -> bool:
+            return stop is not None and stop.received is not None
+
         for inst in self.plan.pending():
-            if len(self.running) >= self.plan.parallel or self.halt:
+            if len(self.running) >= self.plan.parallel or self.halt or stopped():
                 return
             count = len(self.plan.instances.get(inst.leg.id, ()))
             try:
-                job = self.job(inst, count)
+                job = self.job(inst, count, stopped)
+            except RenderStopped:
+                return
             except TemplateError as exc:
                 self.finish(inst, LegResult(inst.id, None, "run.failed.setup", error=str(exc)))
                 continue
+            if stopped():
+                return
             inst.state = RUNNING
             self.running[inst.id] = inst
             self.log.line(f"leg {inst.id} started ({job.isolation})")
@@ -251,7 +271,7 @@ class _FlowRun:
             self.watch(workers, stop, deadline)
             if self.halt is None:
                 self.grow()
-                self.launch(workers)
+                self.launch(workers, stop)
             if not self.running and (self.halt or not self.plan.pending()):
                 break  # what is left unmaterialized now can never start: stop_rest names it
             try:

@@ -2,14 +2,24 @@
 
 Nodes are names; ``deps`` maps each node to the nodes it depends on. Every function
 here is pure and table-tested; the loaders turn a cycle or an unknown name into a
-``file:line`` error.
+``file:line`` error. A flow file is input, so nothing here recurses (a 10,000-leg chain
+would pass Python's recursion limit) and nothing is quadratic in the number of legs:
+``find_cycle``, ``topo_order`` and ``comparable_to_all`` are linear in nodes and edges,
+``Reach`` answers "is A above B?" without building every leg's ancestor set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-__all__ = ["ancestors", "find_cycle", "topo_order", "unknown_deps"]
+__all__ = [
+    "Reach",
+    "ancestors",
+    "comparable_to_all",
+    "find_cycle",
+    "topo_order",
+    "unknown_deps",
+]
 
 
 def unknown_deps(deps: Mapping[str, Iterable[str]]) -> list[tuple[str, str]]:
@@ -17,28 +27,30 @@ def unknown_deps(deps: Mapping[str, Iterable[str]]) -> list[tuple[str, str]]:
     return [(node, dep) for node, ds in deps.items() for dep in ds if dep not in deps]
 
 
+def _known(deps: Mapping[str, Iterable[str]], node: str) -> list[str]:
+    return [d for d in deps.get(node, ()) if d in deps]
+
+
 def find_cycle(deps: Mapping[str, Iterable[str]]) -> list[str] | None:
     """One dependency cycle as a path ``[a, b, …, a]``, or None. Unknown names are ignored."""
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
-        for dep in deps.get(node, ()):
-            if dep not in deps:
-                continue
-            if state.get(dep) == 1:
+    for root in deps:
+        if root in state:
+            continue
+        state[root] = 1
+        path = [root]
+        stack = [iter(_known(deps, root))]  # the dependencies still to visit, per level
+        while stack:
+            dep = next(stack[-1], None)
+            if dep is None:
+                stack.pop()
+                state[path.pop()] = 2
+            elif state.get(dep) == 1:
                 return [*path[path.index(dep) :], dep]
-            if dep not in state and (found := visit(dep)) is not None:
-                return found
-        path.pop()
-        state[node] = 2
-        return None
-
-    for node in deps:
-        if node not in state and (found := visit(node)) is not None:
-            return found
+            elif dep not in state:
+                state[dep] = 1
+                path.append(dep)
+                stack.append(iter(_known(deps, dep)))
     return None
 
 
@@ -49,25 +61,98 @@ def topo_order(deps: Mapping[str, Iterable[str]]) -> list[str]:
     if cycle is not None:
         raise ValueError("dependency cycle: " + " -> ".join(cycle))
     done: dict[str, None] = {}
-
-    def visit(node: str) -> None:
-        for dep in deps.get(node, ()):
-            if dep in deps and dep not in done:
-                visit(dep)
-        done.setdefault(node, None)
-
-    for node in deps:
-        visit(node)
+    for root in deps:
+        if root in done:
+            continue
+        stack = [(root, iter(_known(deps, root)))]
+        while stack:
+            node, pending = stack[-1]
+            dep = next(pending, None)
+            if dep is None:
+                stack.pop()
+                done.setdefault(node, None)
+            elif dep not in done:
+                stack.append((dep, iter(_known(deps, dep))))
     return list(done)
 
 
 def ancestors(deps: Mapping[str, Iterable[str]], node: str) -> set[str]:
     """Every node ``node`` depends on, directly or transitively (not itself)."""
     seen: set[str] = set()
-    stack = [d for d in deps.get(node, ()) if d in deps]
+    stack = _known(deps, node)
     while stack:
         dep = stack.pop()
         if dep not in seen:
             seen.add(dep)
-            stack.extend(d for d in deps.get(dep, ()) if d in deps)
+            stack.extend(_known(deps, dep))
     return seen
+
+
+class Reach:
+    """``above(a, b)``: whether ``b`` depends on ``a``, directly or transitively. A direct
+    dependency is a set lookup; any other question walks down from ``a`` once and keeps
+    what it found, so checking every leg of a long chain that reads its parent stays
+    linear instead of building each leg's ancestor set."""
+
+    def __init__(self, deps: Mapping[str, Iterable[str]]) -> None:
+        self._direct = {node: set(_known(deps, node)) for node in deps}
+        self._users: dict[str, list[str]] = {node: [] for node in deps}
+        for node, direct in self._direct.items():
+            for dep in direct:
+                self._users[dep].append(node)
+        self._below: dict[str, set[str]] = {}
+
+    def above(self, a: str, b: str) -> bool:
+        if a not in self._direct or b not in self._direct:
+            return False
+        if a in self._direct[b]:
+            return True
+        below = self._below.get(a)
+        if below is None:
+            below = set()
+            stack = list(self._users[a])
+            while stack:
+                node = stack.pop()
+                if node not in below:
+                    below.add(node)
+                    stack.extend(self._users[node])
+            self._below[a] = below
+        return b in below
+
+
+def comparable_to_all(deps: Mapping[str, Iterable[str]]) -> set[str]:
+    """The nodes every other node depends on or is depended on by (so none can run beside
+    them), in linear time. In a topological order, a node is comparable to all when it is
+    the only node of the prefix it ends that nothing else in that prefix depends on (so
+    every node before it is an ancestor), and the only node of the suffix it starts that
+    depends on nothing else in that suffix (so every node after it is a descendant).
+    ValueError on a cycle."""
+    order = topo_order(deps)
+    direct = {node: set(_known(deps, node)) for node in order}
+    users: dict[str, set[str]] = {node: set() for node in order}
+    for node, ds in direct.items():
+        for dep in ds:
+            users[dep].add(node)
+    only_top: set[str] = set()
+    tops = 0
+    used: set[str] = set()  # prefix nodes some later prefix node depends on
+    for node in order:
+        tops += 1
+        for dep in direct[node]:
+            if dep not in used:
+                used.add(dep)
+                tops -= 1
+        if tops == 1:
+            only_top.add(node)
+    bottoms = 0
+    needing: set[str] = set()  # suffix nodes that depend on another suffix node
+    out: set[str] = set()
+    for node in reversed(order):
+        bottoms += 1
+        for user in users[node]:
+            if user not in needing:
+                needing.add(user)
+                bottoms -= 1
+        if bottoms == 1 and node in only_top:
+            out.add(node)
+    return out

@@ -5,12 +5,13 @@ and what only the machine can say (profiles, providers). Each problem is one
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lirun.errors import LirunError
-from lirun.flows.graph import ancestors, find_cycle
+from lirun.flows.graph import Reach, find_cycle
 from lirun.flows.templates import CONTEXT_NAMES, TemplateError, references
 from lirun.paths import which
 
@@ -31,6 +32,7 @@ def check_graph(p: Problems, legs: Legs, variables: Collection[str], base: str) 
     """Add every graph, template, fan-out and task problem of ``legs`` to ``p``;
     ``variables``: the names ``vars:`` declares (with a value or not: a missing value is
     its own problem); ``base`` is the flow's cwd (a leg without its own runs there)."""
+    _missing_program.cache_clear()  # a program may have appeared since the last check
     unique = _check_ids(p, legs)
     deps = {leg.id: leg.depends_on for leg, _ in unique}
     for leg, raw in unique:
@@ -48,8 +50,12 @@ def check_graph(p: Problems, legs: Legs, variables: Collection[str], base: str) 
         first = next(raw for leg, raw in unique if leg.id == cycle[0])
         p.at(first, "depends_on", "dependency cycle: " + " -> ".join(cycle))
     by_id = {leg.id: leg for leg, _ in unique}
+    reach = Reach(deps)  # never every leg's ancestor set: a long chain checks in linear time
     for leg, raw in unique:
-        above = ancestors(deps, leg.id) - {leg.id}
+
+        def above(other: str, leg_id: str = leg.id) -> bool:
+            return other != leg_id and reach.above(other, leg_id)
+
         _check_templates(p, leg, raw, above, by_id, variables)
         _check_fan_out(p, leg, raw, above, by_id)
         _check_task(p, leg, raw, base)
@@ -96,7 +102,7 @@ def _check_templates(
     p: Problems,
     leg: LegSpec,
     raw: Mapping[str, Any],
-    above: set[str],
+    above: Callable[[str], bool],
     by_id: Mapping[str, LegSpec],
     variables: Collection[str],
 ) -> None:
@@ -130,7 +136,7 @@ def _check_templates(
                 f"{label}: reads legs by a computed key or as a whole; name each leg: "
                 "legs.ID or legs['ID']",
             )
-        for ref in sorted(refs.legs - above):
+        for ref in sorted(r for r in refs.legs if not above(r)):
             if ref == leg.id:
                 why = "a leg cannot read its own outputs"
             elif ref in by_id:
@@ -169,7 +175,11 @@ def declared_artifacts(leg: LegSpec) -> set[str] | None:
 
 
 def _check_fan_out(
-    p: Problems, leg: LegSpec, raw: Mapping[str, Any], above: set[str], by_id: Mapping[str, LegSpec]
+    p: Problems,
+    leg: LegSpec,
+    raw: Mapping[str, Any],
+    above: Callable[[str], bool],
+    by_id: Mapping[str, LegSpec],
 ) -> None:
     if leg.for_each is None or leg.for_each.artifact is None:
         return
@@ -178,7 +188,7 @@ def _check_fan_out(
     label = f"leg {leg.id!r}: for_each.artifact {leg.for_each.artifact}"
     if source not in by_id:
         p.at(node, "artifact", f"{label}: there is no leg {source!r}")
-    elif source not in above:
+    elif not above(source):
         p.at(
             node,
             "artifact",
@@ -226,6 +236,7 @@ def _check_task(p: Problems, leg: LegSpec, raw: Mapping[str, Any], base: str) ->
             p.at(raw, "run", f"leg {leg.id!r}: {problem}")
 
 
+@functools.lru_cache(maxsize=4096)  # a 10,000-leg flow names a handful of programs
 def _missing_program(program: str, cwd: str) -> str | None:
     """Why a command leg's program cannot start, when that is known before the run (a
     templated program is only known then)."""

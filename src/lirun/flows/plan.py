@@ -9,17 +9,17 @@ resume, an instance that completed before is taken as it was (``reused``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lirun.flows.decision import NOT_RUN, LegFact
 from lirun.flows.fanout import FanOutError, expand_items, instance_id
-from lirun.flows.graph import ancestors, topo_order
+from lirun.flows.graph import ancestors, comparable_to_all, topo_order
 from lirun.flows.spec import FlowSpec, LegSpec
-from lirun.flows.templates import TemplateError, render
+from lirun.flows.templates import RenderStopped, TemplateError, render
 
-__all__ = ["SUCCESS", "FlowPlan", "Instance", "ReusedLeg", "TemplateError"]
+__all__ = ["SUCCESS", "FlowPlan", "Instance", "RenderStopped", "ReusedLeg", "TemplateError"]
 
 SUCCESS = frozenset({"completed", "completed_empty"})
 PENDING, RUNNING, DONE = "pending", "running", "done"
@@ -117,15 +117,9 @@ class FlowPlan:
         self.legs = {leg.id: leg for leg in spec.legs}
         self.instances: dict[str, list[Instance]] = {}
         self.fan_out_sizes: dict[str, int] = {}
-        self._ancestors = {leg_id: ancestors(self.deps, leg_id) for leg_id in self.order}
-        self._unrelated = {
-            a: any(
-                a not in self._ancestors[b] and b not in self._ancestors[a]
-                for b in self.order
-                if b != a
-            )
-            for a in self.order
-        }
+        self._ancestors: dict[str, set[str]] = {}  # filled as legs render
+        alone = comparable_to_all(self.deps)  # linear: a 10,000-leg chain plans at once
+        self._unrelated = {a: a not in alone for a in self.order}
 
     # -- state questions --
 
@@ -245,14 +239,20 @@ class FlowPlan:
         return expand_items(leg.for_each, path)
 
     def context(self, inst: Instance) -> dict[str, Any]:
-        legs = {a: self.outputs(a) for a in self._ancestors[inst.leg.id]}
+        above = self._ancestors.get(inst.leg.id)
+        if above is None:
+            above = self._ancestors[inst.leg.id] = ancestors(self.deps, inst.leg.id)
+        legs = {a: self.outputs(a) for a in above}
         context: dict[str, Any] = {"vars": dict(self.spec.vars), "legs": legs}
         if inst.item is not None:
             context["item"] = inst.item
         return context
 
-    def rendered(self, inst: Instance) -> tuple[str | None, list[str] | None]:
-        """The instance's prompt and a command's arguments, rendered (TemplateError)."""
+    def rendered(
+        self, inst: Instance, *, should_stop: Callable[[], bool] | None = None
+    ) -> tuple[str | None, list[str] | None]:
+        """The instance's prompt and a command's arguments, rendered (TemplateError;
+        RenderStopped when ``should_stop()`` turns true meanwhile)."""
         task = inst.leg.task
         context: dict[str, Any] | None = None
 
@@ -261,7 +261,7 @@ class FlowPlan:
             if "{" not in text:  # most arguments: no template, no render
                 return text
             context = context if context is not None else self.context(inst)
-            return render(text, context)
+            return render(text, context, should_stop=should_stop)
 
         prompt = one(task.prompt) if task.prompt is not None else None
         argv = [one(arg) for arg in task.run] if task.run is not None else None

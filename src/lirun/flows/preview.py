@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.flows.fanout import instance_id
-from lirun.flows.graph import ancestors, topo_order
+from lirun.flows.graph import comparable_to_all, topo_order
 from lirun.flows.spec import FlowSpec, LegSpec
 
 __all__ = [
@@ -154,18 +154,13 @@ def concurrent_legs(spec: FlowSpec, parallel: int) -> set[str]:
     """The legs that may run beside another leg (or another instance of themselves)."""
     if parallel < 2:
         return set()
-    deps = _deps(spec)
-    above = {leg_id: ancestors(deps, leg_id) for leg_id in deps}
+    alone = comparable_to_all(_deps(spec))
     out: set[str] = set()
     for leg in spec.legs:
         items = leg.for_each.items if leg.for_each is not None else None
-        if leg.for_each is not None and (items is None or len(items) > 1):
+        fans_out = leg.for_each is not None and (items is None or len(items) > 1)
+        if fans_out or leg.id not in alone:
             out.add(leg.id)
-            continue
-        for other in deps:
-            if other != leg.id and other not in above[leg.id] and leg.id not in above[other]:
-                out.add(leg.id)
-                break
     return out
 
 
@@ -200,8 +195,9 @@ def preview_flow(
     in_git: dict[str, bool] = {spec.cwd: is_git(spec.cwd)}  # the header says what it is
     expanded: dict[str, list[str]] = {}
     nodes: list[PreviewNode] = []
+    by_id = {leg.id: leg for leg in spec.legs}  # not spec.leg(): a scan per leg
     for leg_id in sorted(waves, key=lambda leg_id: waves[leg_id]):
-        leg = spec.leg(leg_id)
+        leg = by_id[leg_id]
         cwd = leg.cwd or spec.cwd
         if cwd not in in_git:
             in_git[cwd] = is_git(cwd)

@@ -8,18 +8,34 @@ Jinja2's ``SandboxedEnvironment`` keeps a template from reaching Python internal
 
 ``references`` reads what a template uses without rendering it, so a flow file is
 checked whole before anything starts: a leg that is not an ancestor, an undeclared
-variable, ``item`` outside a fan-out leg, a private attribute.
+variable, ``item`` outside a fan-out leg, a private attribute, a template nested or
+chained too deep to parse (``template_limits``). ``render`` is bounded in time and
+output and ends early, with ``RenderStopped``, when its ``should_stop`` says so.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lirun.flows.template_limits import (
+    MAX_CHAIN,
+    MAX_OUTPUT_CHARS,
+    RENDER_SECONDS,
+    Guard,
+    RenderInterrupted,
+    ShapeError,
+    Sink,
+    bounded_binop,
+    check_shape,
+)
+
 __all__ = [
     "CONTEXT_NAMES",
+    "RenderStopped",
     "TemplateError",
     "TemplateRefs",
     "referenced_legs",
@@ -33,6 +49,13 @@ CONTEXT_NAMES = frozenset({"vars", "legs", "item"})
 
 class TemplateError(ValueError):
     """A template that cannot be parsed or rendered; the message says where and why."""
+
+
+class RenderStopped(Exception):
+    """A render ended early because its ``should_stop`` said so (a signal came)."""
+
+
+_TOO_DEEP = "template error: nested too deeply for the template engine; flatten it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +77,22 @@ def _environment() -> Any:
     from jinja2 import StrictUndefined
     from jinja2.sandbox import SandboxedEnvironment
 
-    return SandboxedEnvironment(
+    class BoundedEnvironment(SandboxedEnvironment):
+        intercepted_binops = frozenset({"*", "**"})
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            return bounded_binop(operator, left, right)
+
+    return BoundedEnvironment(
         undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(text: str) -> Any:
+    """``text`` checked and compiled once: a fan-out renders one template per item."""
+    check_shape(_environment(), text)
+    return _environment().from_string(text)
 
 
 def _syntax_error(exc: Any) -> TemplateError:
@@ -67,9 +103,14 @@ def _parse(text: str) -> Any:
     import jinja2
 
     try:
+        check_shape(_environment(), text)
         return _environment().parse(text)
     except jinja2.TemplateSyntaxError as exc:
         raise _syntax_error(exc) from None
+    except ShapeError as exc:
+        raise TemplateError(str(exc)) from None
+    except RecursionError:
+        raise TemplateError(_TOO_DEEP) from None
 
 
 def _constant_key(node: Any) -> str | None:
@@ -83,12 +124,70 @@ def _constant_key(node: Any) -> str | None:
     return None
 
 
+_NO_REFS = TemplateRefs(frozenset(), frozenset(), frozenset(), False, frozenset())
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_STEP = rf"\.{_NAME}|\[\s*'[^'\\\n]*'\s*\]|\[\s*\"[^\"\\\n]*\"\s*\]"
+# ``{{ legs.plan.reply }}``, ``{{ vars['x'] }}``, ``{{ item }}``: most tags of most flow
+# files, read without Jinja2's parser and compiler (a thousandfold faster on a long flow).
+_SIMPLE_TAG = re.compile(rf"{{{{-?\s*({_NAME})((?:\s*(?:{_STEP}))*)\s*-?}}}}")
+_JINJA_WORDS = frozenset(
+    {"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is", "if"}
+    | {"else", "for", "endfor", "endif", "set", "block", "loop"}
+)
+_STEP_KEY = re.compile(rf"\.({_NAME})|\[\s*'([^']*)'\s*\]|\[\s*\"([^\"]*)\"\s*\]")
+
+
+def _simple_references(text: str) -> TemplateRefs | None:
+    """The references of a template whose every tag is a name with constant keys, or
+    None when it holds anything else (it is then parsed)."""
+    if "{" not in text:
+        return _NO_REFS
+    tags = list(_SIMPLE_TAG.finditer(text))
+    rest = _SIMPLE_TAG.sub("", text)
+    if "{{" in rest or "{%" in rest or "{#" in rest:
+        return None
+    read: dict[str, set[str]] = {"legs": set(), "vars": set()}
+    names: set[str] = set()
+    private: set[str] = set()
+    dynamic = False
+    for tag in tags:
+        name = tag.group(1)
+        keys = [next(k for k in m.groups() if k is not None) for m in _STEP_KEY.finditer(tag[2])]
+        if len(keys) > MAX_CHAIN:
+            return None  # the parser's path refuses it with its line
+        names.add(name)
+        private.update(k for k in keys if k.startswith("_"))
+        if name in read and keys:
+            read[name].add(keys[0])
+        dynamic = dynamic or (name == "legs" and not keys)
+    if names & (_JINJA_WORDS | set(_environment().globals)):
+        return None  # a constant (true), a keyword or a global (range): let Jinja2 decide
+    return TemplateRefs(
+        legs=frozenset(read["legs"]),
+        vars=frozenset(read["vars"]),
+        names=frozenset(names),
+        dynamic_legs=dynamic,
+        private=frozenset(private),
+    )
+
+
+@functools.lru_cache(maxsize=1024)
 def references(text: str) -> TemplateRefs:
-    """What ``text`` reads; TemplateError for a syntax error."""
+    """What ``text`` reads; TemplateError for a syntax error or a template too deep."""
+    simple = _simple_references(text)
+    if simple is not None:
+        return simple
+    ast = _parse(text)
+    try:
+        return _references(ast)
+    except RecursionError:  # find_all walks the tree recursively
+        raise TemplateError(_TOO_DEEP) from None
+
+
+def _references(ast: Any) -> TemplateRefs:
     import jinja2
     from jinja2 import meta, nodes
 
-    ast = _parse(text)
     read: dict[str, set[str]] = {"legs": set(), "vars": set()}
     resolved: set[int] = set()  # the ``legs`` Name nodes read through a constant key
     private: set[str] = set()
@@ -139,19 +238,51 @@ def referenced_legs(text: str) -> set[str]:
     return set(references(text).legs)
 
 
-def render(text: str, context: Mapping[str, Any]) -> str:
+def render(
+    text: str,
+    context: Mapping[str, Any],
+    *,
+    should_stop: Callable[[], bool] | None = None,
+    seconds: float = RENDER_SECONDS,
+    limit: int = MAX_OUTPUT_CHARS,
+) -> str:
     """``text`` rendered over ``context``; TemplateError for a syntax error, a missing
-    name or an operation the sandbox refuses."""
+    name, an operation the sandbox refuses, a template too deep, a render longer than
+    ``seconds`` or an output over ``limit`` characters; RenderStopped as soon as
+    ``should_stop()`` is true (looked at throughout the render)."""
     import jinja2
 
+    sink = Sink(limit)
     try:
-        return str(_environment().from_string(text).render(**context))
+        compiled = _compiled(text)
+        with Guard(should_stop, seconds):
+            for piece in compiled.generate(**context):
+                sink.add(piece)
+        return sink.text()
+    except RenderInterrupted as exc:
+        if exc.reason == "stopped":
+            raise RenderStopped("rendering stopped: a signal came") from None
+        if exc.reason == "time":
+            raise TemplateError(
+                f"template error: rendering took longer than {seconds:g}s; "
+                "a template must not loop that long"
+            ) from None
+        raise TemplateError(
+            f"template error: its output passed {limit:,} characters; "
+            "a template must not write that much"
+        ) from None
+    except ShapeError as exc:
+        raise TemplateError(str(exc)) from None
+    except RecursionError:  # a macro that calls itself, or nesting the shape check let by
+        raise TemplateError(
+            "template error: RecursionError: it recurses or nests too deeply"
+        ) from None
     except jinja2.TemplateSyntaxError as exc:
         raise _syntax_error(exc) from None
     except (jinja2.UndefinedError, jinja2.exceptions.SecurityError) as exc:
         raise TemplateError(str(exc)) from None
     except Exception as exc:
         # A filter or operation on the wrong kind of value (``{{ vars.n + 'x' }}``), a
-        # test Jinja2 only looks up when it runs, runaway recursion: the template's own
-        # fault, so its leg fails, never the flow's engine.
+        # test Jinja2 only looks up when it runs, a value too large to build: the
+        # template's own fault, so its leg fails, never the flow's engine.
         raise TemplateError(f"{type(exc).__name__}: {exc}") from None

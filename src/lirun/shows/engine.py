@@ -30,7 +30,7 @@ from lirun.shows.gitwork import ShowGit
 from lirun.shows.report import ShowReport, build_report
 from lirun.shows.spec import DEFAULT_PARALLEL, ShowSpec
 from lirun.signals import SignalTrap
-from lirun.store import Store, open_store
+from lirun.store import Store, open_existing, open_store
 
 __all__ = [
     "DEFAULT_PARALLEL",
@@ -92,7 +92,15 @@ def _get(store: Store, show_id: str) -> dict[str, Any]:
 
 
 def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowReport:
+    from lirun.shows.gitwork import current_head
+
     show = _get(store, show_id)
+    # The head as git has it: a branch moved by hand shows where it really is.
+    show = {
+        **show,
+        "integration_head": current_head(show),
+        "recorded_head": show.get("integration_head"),
+    }
     plays = store.list_plays(show_id)
     sessions = {str(p["id"]): store.list_play_sessions(str(p["id"])) for p in plays}
     unowned = show["status"] == "active" and not _owner_alive(show)
@@ -325,7 +333,9 @@ def resume_show(
     ConflictError (exit 2) when it ended, when a live process runs it, or when its
     integration branch was rewritten or is checked out."""
     url = resolve_db_url(db_url)
-    store = open_store(url)
+    store = open_existing(
+        url, f"show with id {show!r}"
+    )  # no database: nothing to resume, none made
     try:
         row = find_show(store, show)
         spec = ShowSpec.from_dict(row["spec_json"])
@@ -432,7 +442,7 @@ def abort_show(
     heartbeat and stops its executions. Worktrees stay for a person to look at."""
     if not actor.strip() or not justification.strip():
         raise UsageError("abort needs --actor and --justification (they are audited)")
-    store = open_store(db_url)
+    store = open_existing(db_url, f"show with id {show!r}")
     try:
         row = find_show(store, show)
         if row["status"] != "active":

@@ -12,15 +12,32 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lirun.exec.worktrees import GitError, Repo, worktrees_root
 
-__all__ = ["GATE_DIR", "Merge", "ShowGit", "attempt_branch"]
+__all__ = ["GATE_DIR", "Merge", "ShowGit", "attempt_branch", "current_head"]
 
 GATE_DIR = ".gate"  # play names never start with a dot: no play can own this path
 _FALLBACK_IDENTITY = ("-c", "user.name=lirun", "-c", "user.email=lirun@localhost")
+
+
+def current_head(show: Mapping[str, Any]) -> str | None:
+    """The commit the show's integration branch is at now, as git says (a person may
+    have moved it by hand since lirun recorded it; None when the branch is gone). The
+    recorded ``integration_head`` when the repository cannot be read."""
+    recorded = show.get("integration_head")
+    repo, branch = show.get("repo"), show.get("integration")
+    if not repo or not branch:
+        return recorded
+    try:
+        found = Repo(str(repo))
+        return found.branch_head(str(branch)) if found.is_repo() else recorded
+    except (GitError, OSError):
+        return recorded
 
 
 def attempt_branch(integration: str, play: str, attempt: int) -> str:

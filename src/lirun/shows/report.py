@@ -79,6 +79,9 @@ class ShowReport:
     interrupted: str | None = None
     final_gate: dict[str, Any] | None = None
     has_final_gate: bool = False
+    # ``integration_head`` is where git has the branch now (a person may have moved it);
+    # ``recorded_head`` is the head lirun last recorded (merged, or verified by a gate).
+    recorded_head: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -99,6 +102,7 @@ class ShowReport:
             "reason_summary": self.reason_summary,
             "integration": self.integration,
             "integration_head": self.integration_head,
+            "recorded_head": self.recorded_head,
             "base": self.base,
             "plays": [p.to_dict() for p in self.plays],
             "needs_person": list(self.needs_person),
@@ -216,7 +220,9 @@ def needs_person(
     code, gate = show.get("status_reason_code"), show.get("final_gate_json") or {}
     if code in ("show.active.final_gate_failed", "show.active.integration_unverified"):
         moved = code == "show.active.integration_unverified" and gate.get("role") == "head_gate"
-        at = gate.get("commit") if moved else show.get("integration_head")
+        at = (
+            gate.get("commit") if moved else show.get("recorded_head", show.get("integration_head"))
+        )
         lines.append(
             f"the integration branch {integration} at {at} failed "
             f"its gate ({show.get('status_reason_summary') or 'see li show status'}); fix it "
@@ -258,6 +264,7 @@ def build_report(
         reason_summary=show.get("status_reason_summary"),
         integration=show.get("integration"),
         integration_head=show.get("integration_head"),
+        recorded_head=show.get("recorded_head", show.get("integration_head")),
         base=show.get("base"),
         plays=reports,
         needs_person=needs_person(show, reports, unowned=unowned and not interrupted),

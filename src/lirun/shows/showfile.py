@@ -76,6 +76,8 @@ PLAY_KEYS = frozenset(
 # A play's name becomes part of a branch (<integration>--<name>-a1) and a directory.
 _PLAY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SAMPLE_ID = "20260101T000000-abc123"  # stands in for {id} when a branch name is checked
+# A branch whose name starts with one of these would be read by git as another ref.
+_AMBIGUOUS_PREFIXES = frozenset({"refs", "heads", "tags", "remotes"})
 
 
 class ShowFileError(UsageError):
@@ -102,6 +104,17 @@ def check_branch_name(name: str) -> str | None:
         return "must not contain '..', '@{' or '//'"
     if name == "HEAD":
         return "must not be HEAD"
+    first = name.split("/", 1)[0]
+    if first in _AMBIGUOUS_PREFIXES:
+        # git would make refs/heads/refs/heads/x, and "refs/heads/x" names another ref
+        return (
+            f"must not start with {first}/ (a short branch name is wanted, and "
+            f"{first}/... reads as another ref); write it without that prefix"
+        )
+    if name.endswith("HEAD") and name.upper() == name and "/" not in name:
+        return "must not look like a git special ref (HEAD, FETCH_HEAD, ORIG_HEAD, ...)"
+    if len(name) >= 40 and all(c in "0123456789abcdef" for c in name):
+        return "must not look like a commit id"
     if any(part.startswith(".") or part.endswith(".lock") for part in name.split("/")):
         return "no part between slashes may start with '.' or end with '.lock'"
     return None

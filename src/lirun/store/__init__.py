@@ -15,7 +15,14 @@ from lirun.paths import default_db_location, resolve_db_url
 from lirun.store.connector import Connector
 from lirun.store.core import Store
 
-__all__ = ["StateDB", "Store", "is_postgres_url", "open_connector", "open_store"]
+__all__ = [
+    "StateDB",
+    "Store",
+    "is_postgres_url",
+    "open_connector",
+    "open_existing",
+    "open_store",
+]
 
 
 def is_postgres_url(url: str) -> bool:
@@ -23,16 +30,25 @@ def is_postgres_url(url: str) -> bool:
 
 
 def open_connector(
-    url: str | os.PathLike[str] | None = None, *, readonly: bool = False
+    url: str | os.PathLike[str] | None = None, *, readonly: bool = False, create: bool = True
 ) -> Connector:
-    """Open (and on write, create and migrate) the database that ``url`` names."""
+    """Open (and on write, create and migrate) the database that ``url`` names.
+    ``create=False``: a SQLite file that does not exist is DatabaseMissingError, not
+    created (a command that may only find nothing must leave nothing behind)."""
     resolved = resolve_db_url(url)
     if is_postgres_url(resolved):
         return _open_postgres(resolved, readonly)
-    from lirun.store.dbfile import sqlite_path_from_url
+    from lirun.store.dbfile import file_kind, sqlite_path_from_url
     from lirun.store.sqlite import SQLiteConnector
 
     path = sqlite_path_from_url(resolved)
+    if not create and not readonly and file_kind(path) is None:
+        from lirun.errors import DatabaseMissingError
+
+        raise DatabaseMissingError(
+            f"no lirun database at {path}; run a job first, or pass --db / set "
+            "LIRUN_DB_URL to the database you mean"
+        )
     is_default = os.path.normpath(path) == os.path.normpath(default_db_location())
     return SQLiteConnector(path, readonly=readonly, create_parent=is_default)
 
@@ -59,8 +75,22 @@ def _open_postgres(url: str, readonly: bool) -> Connector:
     return PostgresConnector(url, readonly=readonly)
 
 
-def open_store(url: str | os.PathLike[str] | None = None, *, readonly: bool = False) -> Store:
-    return Store(open_connector(url, readonly=readonly))
+def open_store(
+    url: str | os.PathLike[str] | None = None, *, readonly: bool = False, create: bool = True
+) -> Store:
+    return Store(open_connector(url, readonly=readonly, create=create))
+
+
+def open_existing(url: str | os.PathLike[str] | None, looking_for: str) -> Store:
+    """The store for a command that changes a record it must first find (``li override``,
+    ``li flow resume``, ``li show resume``): with no SQLite file there is no such record,
+    so NotFoundError (exit 2) names ``looking_for`` and nothing is created."""
+    from lirun.errors import DatabaseMissingError, NotFoundError
+
+    try:
+        return open_store(url, create=False)
+    except DatabaseMissingError as exc:
+        raise NotFoundError(f"no {looking_for}: {exc}") from None
 
 
 class StateDB:

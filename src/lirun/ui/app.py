@@ -97,7 +97,7 @@ def _routes(dash: Dashboard) -> list[Any]:
 
         async def handler(request: Request) -> Response:
             key = request.path_params[param]
-            data = await dash.read(view, key)
+            data = await dash.read(view, key) if views.plausible_id(key) else None
             if data is None:
                 return _not_found(dash, request, f"{what} {key!r}")
             return answer(request, data, template)
@@ -134,6 +134,8 @@ def _routes(dash: Dashboard) -> list[Any]:
         )
 
         run_id, rel = request.path_params["run_id"], request.path_params["path"]
+        if not views.plausible_id(run_id) or "\x00" in rel:
+            return PlainTextResponse("no such run\n", status_code=404)
         row = await run_in_threadpool(dash.store.get_entity, "session", run_id)
         if row is None:
             return PlainTextResponse("no such run\n", status_code=404)
@@ -155,6 +157,8 @@ def _routes(dash: Dashboard) -> list[Any]:
         from lirun.ui.transcript import read_transcript, stream_signature
 
         run_id = request.path_params["run_id"]
+        if not views.plausible_id(run_id):
+            return PlainTextResponse("no such run\n", status_code=404)
         files = dash.run_files.get(run_id)
         if files is None:
             row = await run_in_threadpool(dash.store.get_entity, "session", run_id)
@@ -215,7 +219,8 @@ async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]
         last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
         yield "retry: 1000\n\n"
         seen: set[int] = set()
-        if last is not None and last.strip().isdigit():
+        last = last.strip() if last is not None else None
+        if last and last.isascii() and last.isdigit() and len(last) <= 18:  # an int64 seq
             backlog = await run_in_threadpool(
                 dash.store.transitions_since, int(last), limit=BACKLOG_LIMIT
             )

@@ -3,6 +3,7 @@ templates render these dicts, and ``/api/...`` returns them as JSON."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -19,18 +20,45 @@ STATUS_CHOICES = sorted(
 )
 
 
+# The longest query parameter read: a search, a provider, a date or a cursor a person or
+# this page writes is far shorter. A longer one is refused (400) before it reaches SQL,
+# where SQLite refuses a LIKE pattern over 50,000 bytes as "too complex" (a 500).
+MAX_PARAM = 200
+
+
 class BadRequest(ValueError):
     """A query parameter the page cannot use (the message says which and why)."""
 
 
-def _number(params: Mapping[str, str], name: str) -> float | None:
+def param(params: Mapping[str, str], name: str) -> str:
+    """The stripped text of query parameter ``name`` ("" when absent); BadRequest when it
+    is over MAX_PARAM characters or holds a NUL (which PostgreSQL text cannot hold)."""
     text = (params.get(name) or "").strip()
+    if len(text) > MAX_PARAM:
+        raise BadRequest(f"{name} is {len(text):,} characters long; at most {MAX_PARAM} are read")
+    if "\x00" in text:
+        raise BadRequest(f"{name} holds a NUL character")
+    return text
+
+
+def plausible_id(text: str) -> bool:
+    """Whether a path's id could name a record: ids are short and hold no NUL, so any
+    other is a 404 without a query (PostgreSQL refuses a NUL in text outright)."""
+    return 0 < len(text) <= MAX_PARAM and "\x00" not in text
+
+
+def _number(params: Mapping[str, str], name: str) -> float | None:
+    text = param(params, name)
     if not text:
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        pass
+        value = None
+    if value is not None:
+        if not math.isfinite(value):
+            raise BadRequest(f"{name}={text!r} is not a finite number of epoch seconds")
+        return value
     try:
         from datetime import UTC, datetime
 
@@ -38,7 +66,7 @@ def _number(params: Mapping[str, str], name: str) -> float | None:
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         return moment.timestamp()
-    except ValueError:
+    except (ValueError, OverflowError):
         raise BadRequest(
             f"{name}={text!r} is neither epoch seconds nor an ISO date such as 2026-01-31T12:00"
         ) from None
@@ -46,32 +74,33 @@ def _number(params: Mapping[str, str], name: str) -> float | None:
 
 def parse_filter(params: Mapping[str, str]) -> RunFilter:
     """The runs page's filters from its query string; BadRequest for a bad value."""
-    kind = (params.get("kind") or "").strip()
+    kind = param(params, "kind")
     if kind and kind not in RUN_KINDS:
         raise BadRequest(f"kind={kind!r} is not one of {', '.join(RUN_KINDS)}")
-    status = (params.get("status") or "").strip() or None
+    status = param(params, "status") or None
     if status is not None and status not in STATUS_CHOICES:
         raise BadRequest(f"status={status!r} is not a status any run kind has")
     return RunFilter(
         status=status,
         kinds=(kind,) if kind else (),
-        provider=(params.get("provider") or "").strip() or None,
+        provider=param(params, "provider") or None,
         since=_number(params, "since"),
         until=_number(params, "until"),
-        text=(params.get("q") or "").strip() or None,
+        text=param(params, "q") or None,
     )
 
 
 def parse_cursor(text: str | None) -> tuple[float, str] | None:
     """``<created_at>~<id>`` → the keyset cursor; BadRequest when malformed."""
+    text = param({"cursor": text or ""}, "cursor")
     if not text:
         return None
     at, sep, ident = text.partition("~")
     try:
-        moment = float(at)
+        moment: float | None = float(at)
     except ValueError:
         moment = None
-    if not sep or moment is None:
+    if not sep or moment is None or not math.isfinite(moment):
         raise BadRequest(f"cursor={text!r} is not one this page made")
     return moment, ident
 
@@ -304,6 +333,9 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     row = store.get_entity("show", show_id)
     if row is None:
         return None
+    from lirun.shows.gitwork import current_head
+
+    row = {**row, "integration_head": current_head(row)}  # git's, not the record's
     plays = store.show_plays(show_id)
     columns: dict[str, list[dict[str, Any]]] = {}
     for play in plays:
