@@ -64,6 +64,8 @@ DEFAULT_KEYS: dict[str, str] = {
     "timeout": "seconds",
     "idle_timeout": "seconds",
     "grace": "seconds",
+    # Completed needs a change or a produced artifact (a command's exit 0 is not enough).
+    "require_change": "flag",
     # The provider's own options (lirun.exec.provider_options): checked as one structure.
     **{key: "provider_option" for key in sorted(OPTION_KEYS)},
 }
@@ -244,6 +246,8 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
         kind = DEFAULT_KEYS[key]
         if kind == "text" and not (isinstance(value, str) and value):
             raise ProfileError(f"{path}: defaults.{key} must be non-empty text, got {value!r}")
+        if kind == "flag" and not isinstance(value, bool):
+            raise ProfileError(f"{path}: defaults.{key} must be true or false, got {value!r}")
         if kind == "seconds" and not _is_seconds(value):
             raise ProfileError(
                 f"{path}: defaults.{key} must be a positive number of seconds, got {value!r}"

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from lirun.errors import UsageError
 from lirun.hints import Any
-from lirun.values import dataclass, field
+from lirun.values import dataclass, field, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,6 +48,9 @@ class Task:
     profile's ``defaults:`` takes (``permission_mode``, ``allowed_tools``, …);
     ``artifacts`` are inline contract entries (``{id, path, required}``), overlaid on the
     profile's and the playbook's by id. ``timeout`` / ``idle_timeout`` in seconds.
+    ``require_change``: completed needs a change in the cwd or a produced artifact (a
+    command's exit 0, an agent's reply, is not enough); a profile's or playbook's
+    ``defaults: {require_change: true}`` asks the same.
     """
 
     agent: str | None = None
@@ -59,6 +62,7 @@ class Task:
     artifacts: tuple[Mapping[str, Any], ...] = ()
     timeout: float | None = None
     idle_timeout: float | None = None
+    require_change: bool = False
 
     @property
     def is_agent(self) -> bool:
@@ -76,6 +80,7 @@ class Task:
             "artifacts": [dict(a) for a in self.artifacts],
             "timeout": self.timeout,
             "idle_timeout": self.idle_timeout,
+            "require_change": self.require_change,
         }
 
     @classmethod
@@ -91,6 +96,7 @@ class Task:
             artifacts=tuple(dict(a) for a in data.get("artifacts") or ()),
             timeout=data.get("timeout"),
             idle_timeout=data.get("idle_timeout"),
+            require_change=bool(data.get("require_change")),
         )
 
 
@@ -136,10 +142,11 @@ def _declarations(task: Task) -> Declared:
 def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
     from lirun.exec.legs import AgentProgram, CommandProgram
 
+    require_change = task.require_change or bool(declared.defaults.get("require_change"))
     if task.run is not None:
         if not task.run:
             raise UsageError("run: the command is empty; give the program and its arguments")
-        return CommandProgram(argv=list(task.run))
+        return CommandProgram(argv=list(task.run), require_change=require_change)
     if task.agent is None:
         raise UsageError("a task needs an agent with a prompt, or a command (run)")
     from lirun.exec.provider_options import ProviderOptions
@@ -158,6 +165,7 @@ def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
         prompt=text,
         model=model or declared.defaults.get("model"),
         options=options,
+        require_change=require_change,
     )
 
 
@@ -197,7 +205,7 @@ def build_request(
 
     declared = _declarations(task)
     if run_argv is not None:
-        task = Task(run=tuple(run_argv), artifacts=task.artifacts, timeout=task.timeout)
+        task = replace(task, agent=None, prompt=None, run=tuple(run_argv))
     program = _program(task, declared, prompt)
     defaults = declared.defaults
     grace = defaults.get("grace")

@@ -9,9 +9,10 @@ checked here; a worker where it or the file is missing (or the file changed) fai
 run with a typed reason instead of running something else.
 
 The options are ``li agent``'s that describe the work itself (``--cwd``, ``--timeout``,
-``--idle-timeout``, ``--profile``, ``--playbook``, ``--artifact``, ``--prompt``), read the
-same way; those about one invocation from a terminal (``--detach``, ``--resume``,
-``--save``, ``--run-id``, ``--json``, ``--db``, ``--bin``) are refused with the reason.
+``--idle-timeout``, ``--profile``, ``--playbook``, ``--artifact``, ``--prompt``; and
+``li run``'s ``--require-change`` for ``run``), read the same way; those about one
+invocation from a terminal (``--detach``, ``--resume``, ``--save``, ``--run-id``,
+``--json``, ``--db``, ``--bin``) are refused with the reason.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ _OPTIONS: dict[str, tuple[bool, tuple[str, ...]]] = {
     "--playbook": (True, ("agent",)),
     "--artifact": (True, ("agent", "run")),
     "--prompt": (True, ("agent",)),
+    "--require-change": (False, ("run",)),
 }
 _REFUSED = {
     "--detach": "a schedule's runs always run in a worker",
@@ -94,7 +96,8 @@ class Action:
         if self.kind == "run" and self.task is not None:
             import shlex
 
-            return "run " + shlex.join(self.task.run or ())
+            flag = "--require-change " if self.task.require_change else ""
+            return "run " + flag + shlex.join(self.task.run or ())
         return f"{self.kind} {self.file}"
 
 
@@ -138,6 +141,11 @@ def _take_option(kind: str, words: list[str], index: int, options: dict[str, lis
             f"action {kind}: unknown option {name!r}; it takes {', '.join(allowed)}"
             + ("; the provider's own options go after a further --" if kind == "agent" else "")
         )
+    if not spec[0]:  # a flag
+        if eq:
+            raise UsageError(f"action {kind}: {name} takes no value; give {name} alone")
+        options.setdefault(name, []).append("")
+        return index + 1
     if not eq:
         if index + 1 >= len(words):
             raise UsageError(f"action {kind}: {name} needs a value")
@@ -210,7 +218,9 @@ def _run_task(options: dict[str, list[str]], positionals: list[str], tail: list[
     command = [*positionals, *tail]
     if not command:
         raise UsageError("action run: no command given; e.g. -- run make nightly")
-    task = Task(run=tuple(command), **_limits(options))
+    task = Task(
+        run=tuple(command), require_change="--require-change" in options, **_limits(options)
+    )
     _check(task)
     return task
 

@@ -69,6 +69,7 @@ PLAY_KEYS = frozenset(
         "timeout",
         "idle_timeout",
         "attempts",
+        "require_change",
         *OPTION_KEYS,
     }
 )
@@ -200,6 +201,7 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
     playbook = r.text(play, "playbook", label)
     timeout = r.seconds(play, "timeout", label)
     idle_timeout = r.seconds(play, "idle_timeout", label)
+    require_change = r.flag(play, "require_change", label)
     if len(r) > before:
         return None
     if isinstance(run, str):
@@ -214,6 +216,7 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
         artifacts=tuple(artifacts or ()),
         timeout=timeout,
         idle_timeout=idle_timeout,
+        require_change=require_change,
     )
 
 
