@@ -129,7 +129,9 @@ def test_work_from_before_the_run_does_not_make_it_completed(
     else:
         git(repo, "checkout", "-q", "-b", "feature")
         commit(repo, "earlier.txt")
-    proc = run_li("run", "--", "true", env=li_env, cwd=repo)
+    # A command asks for evidence of work with --require-change (its exit 0 is otherwise
+    # its verdict); then what was there before the run never counts.
+    proc = run_li("run", "--require-change", "--", "true", env=li_env, cwd=repo)
     assert proc.returncode == 1, proc.stderr
     row = only_row(db_url)
     assert (row["status"], row["status_reason_code"]) == (
@@ -158,20 +160,47 @@ def test_an_agent_committing_on_trunk_is_completed(
 
 
 @pytest.mark.parametrize(
-    ("command", "status", "reason"),
+    ("options", "command", "status", "reason"),
     [
-        (["true"], "completed_empty", "run.completed_empty.no_evidence"),
-        (["sh", "-c", "echo ok"], "completed", "run.completed.ok"),
-        (["sh", "-c", "echo out > output.txt"], "completed", "run.completed.ok"),
+        ([], ["true"], "completed", "run.completed.ok"),
+        ([], ["sh", "-c", "echo ok"], "completed", "run.completed.ok"),
+        ([], ["sh", "-c", "echo out > output.txt"], "completed", "run.completed.ok"),
+        (["--require-change"], ["true"], "completed_empty", "run.completed_empty.no_evidence"),
+        (
+            ["--require-change"],
+            ["sh", "-c", "echo ok"],
+            "completed_empty",
+            "run.completed_empty.no_evidence",
+        ),
+        (
+            ["--require-change"],
+            ["sh", "-c", "echo out > output.txt"],
+            "completed",
+            "run.completed.ok",
+        ),
     ],
-    ids=["silent", "a reply", "a new file"],
+    ids=[
+        "silent",
+        "output",
+        "a new file",
+        "require-change silent",
+        "require-change output",
+        "require-change a new file",
+    ],
 )
-def test_outside_git_a_run_needs_a_reply_or_a_change(
-    li_env: dict[str, str], db_url: str, plain: Path, command: list[str], status: str, reason: str
+def test_outside_git_a_command_is_judged_by_its_exit_code_unless_it_asks_for_a_change(
+    li_env: dict[str, str],
+    db_url: str,
+    plain: Path,
+    options: list[str],
+    command: list[str],
+    status: str,
+    reason: str,
 ) -> None:
-    proc = run_li("run", "--", *command, env=li_env, cwd=plain)
+    proc = run_li("run", *options, "--", *command, env=li_env, cwd=plain)
     row = only_row(db_url)
     assert (row["status"], row["status_reason_code"]) == (status, reason), proc.stderr
+    assert proc.returncode == (0 if status == "completed" else 1)
 
 
 def test_outside_git_a_silent_agent_is_completed_empty(
@@ -240,9 +269,10 @@ def test_require_change_survives_detach(li_env: dict[str, str], db_url: str, rep
     assert "status=completed_empty" in waited.stdout, waited.stderr
 
 
-def test_run_help_says_stdout_is_the_reply_and_offers_require_change(
+def test_run_help_says_the_exit_code_is_the_verdict_and_offers_require_change(
     li_env: dict[str, str], repo: Path
 ) -> None:
-    out = run_li("run", "--help", env=li_env, cwd=repo).stdout
-    assert "li run -- pytest -q` is completed" in " ".join(out.split())
+    out = " ".join(run_li("run", "--help", env=li_env, cwd=repo).stdout.split())
+    assert "A command's exit code is its verdict: exit 0 is completed" in out
     assert "--require-change" in out
+    assert "reply" not in out and "assistant" not in out

@@ -31,19 +31,69 @@ from support.execkit import (
 )
 
 
-def test_silent_command_in_a_clean_repo_is_completed_empty(
+def test_a_silent_command_that_exits_0_is_completed_by_its_exit_code(
     li_env: dict[str, str], db_url: str, repo: Path
 ) -> None:
+    """A command's exit code is its verdict (issue 18): `li run -- true` in a clean repo,
+    which prints nothing and changes nothing, is completed, exit 0."""
     proc = run_li("run", "--", "true", env=li_env, cwd=repo)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     row = only_row(db_url)
-    assert (row["status"], row["status_reason_code"]) == (
+    assert (row["status"], row["status_reason_code"], row["exit_code"]) == (
+        "completed",
+        "run.completed.ok",
+        0,
+    )
+    assert row["status_reason_summary"] == "completed: command exited 0"
+    assert row["status_evidence_refs"] == [
+        {"kind": "exit_code", "exit_code": 0, "label": "command exited 0"}
+    ]
+    assert "completed (run.completed.ok)" in proc.stderr
+
+
+def test_require_change_with_no_change_in_a_git_repo_is_completed_empty(
+    li_env: dict[str, str], db_url: str, repo: Path
+) -> None:
+    proc = run_li("run", "--require-change", "--", "true", env=li_env, cwd=repo)
+    assert proc.returncode == 1, proc.stderr
+    row = only_row(db_url)
+    assert (row["status"], row["status_reason_code"], row["exit_code"]) == (
         "completed_empty",
         "run.completed_empty.no_evidence",
+        1,
     )
-    assert row["exit_code"] == 1
     assert "completed_empty" in proc.stderr
+
+
+def test_a_profile_that_asks_for_a_change_makes_exit_0_need_one(
+    li_env: dict[str, str], db_url: str, repo: Path, lirun_home: Path
+) -> None:
+    (lirun_home / "profiles").mkdir(exist_ok=True)
+    (lirun_home / "profiles" / "strict.yaml").write_text("defaults:\n  require_change: true\n")
+    proc = run_li("run", "--profile", "strict", "--", "true", env=li_env, cwd=repo)
+    assert proc.returncode == 1, proc.stderr
+    assert only_row(db_url)["status_reason_code"] == "run.completed_empty.no_evidence"
+
+
+def test_a_commands_output_is_output_never_an_assistant_message(
+    li_env: dict[str, str], db_url: str, repo: Path
+) -> None:
+    """`li run -- git status` used to be "completed: non-empty assistant message"."""
+    proc = run_li("run", "--", "git", "status", env=li_env, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    row = only_row(db_url)
+    assert row["status_reason_summary"] == "completed: command exited 0"
+    assert "assistant" not in json.dumps(row["status_evidence_refs"])
+    shown = run_li("status", row["id"], env=li_env, cwd=repo)
+    assert shown.returncode == 0, shown.stderr
+    labels = [line.split()[0] for line in shown.stdout.splitlines() if line.strip()]
+    assert "output" in labels and "reply" not in labels
+    assert "assistant message" not in shown.stdout
+    detail = json.loads(run_li("status", "--json", row["id"], env=li_env, cwd=repo).stdout)
+    assert detail["output_text"] == proc.stdout != "" and "reply_text" not in detail
+    listed = json.loads(run_li("status", "--json", env=li_env, cwd=repo).stdout)
+    assert "output_text" in listed[0] and "reply_text" not in listed[0]
 
 
 def test_a_command_that_says_something_is_completed_and_fully_recorded(
@@ -74,7 +124,7 @@ def test_a_command_that_says_something_is_completed_and_fully_recorded(
     with opened_store(db_url) as store:
         messages = store.list_messages(run_id)
         branch = store.get_branch(run_id)
-    assert [(m["role"], m["content"]) for m in messages] == [("assistant", "hi\n")]
+    assert [(m["role"], m["content"]) for m in messages] == [("output", "hi\n")]
     assert branch is not None and branch["last_session_id"] == run_id
 
 
@@ -292,7 +342,7 @@ def test_heartbeat_renews_while_the_child_runs(
     poll(lambda: get_row(db_url, row["id"])["heartbeat_at"] > first, what="a heartbeat")
     proc.communicate(timeout=30)
     final = get_row(db_url, row["id"])
-    assert final["status"] == "completed_empty"
+    assert final["status"] == "completed"
     assert final["lease_seconds"] >= 4 * 0.1
 
 
@@ -367,17 +417,17 @@ def test_detach_prints_the_id_and_wait_prints_the_line_the_record_holds(
 
 def test_run_id_reuse_is_refused(li_env: dict[str, str], db_url: str, repo: Path) -> None:
     first = run_li("run", "--run-id", "fixed-1", "--", "true", env=li_env, cwd=repo)
-    assert first.returncode == 1
-    again = run_li("run", "--run-id", "fixed-1", "--", "sh", "-c", "echo x", env=li_env, cwd=repo)
+    assert first.returncode == 0
+    again = run_li("run", "--run-id", "fixed-1", "--", "sh", "-c", "exit 3", env=li_env, cwd=repo)
     assert again.returncode == 2 and "already used" in again.stderr
-    assert get_row(db_url, "fixed-1")["status"] == "completed_empty"
+    assert get_row(db_url, "fixed-1")["status"] == "completed"  # the first run's, untouched
 
 
 def test_invocation_is_linked(li_env: dict[str, str], db_url: str, repo: Path) -> None:
     with opened_store(db_url) as store:
         inv = store.create_invocation(skill="review")
     proc = run_li("run", "--invocation", inv["id"], "--", "true", env=li_env, cwd=repo)
-    assert proc.returncode == 1
+    assert proc.returncode == 0
     assert only_row(db_url)["invocation_id"] == inv["id"]
 
 

@@ -176,6 +176,31 @@ def test_apply_dry_run_then_apply_then_update(
     assert history(store, "poll")[-1] == "schedule_definition.disabled.updated"
 
 
+def test_apply_takes_require_change_for_a_run_action(
+    store: Store, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    file = tmp_path / "schedules.yaml"
+    file.write_text(
+        "schedules:\n"
+        "  - name: deploy\n    every: 1h\n    action: run make deploy\n    require_change: true\n"
+        "  - name: probe\n    every: 1h\n    action: run --require-change test -f ok\n"
+        "  - name: plain\n    every: 1h\n    action: run true\n"
+    )
+    assert li(capsys, "apply", str(file))[0] == 0
+    rows = {r["name"]: r for r in store.list_schedules()}
+    assert rows["deploy"]["action_json"]["task"]["require_change"] is True
+    assert rows["probe"]["action_json"]["task"]["require_change"] is True
+    assert rows["plain"]["action_json"]["task"]["require_change"] is False
+    flow = tmp_path / "f.yaml"
+    flow.write_text("legs:\n  - {id: a, run: [echo, hi]}\n")
+    file.write_text(
+        "schedules:\n  - name: f\n    every: 1h\n    action: flow f.yaml\n"
+        "    require_change: true\n"
+    )
+    code, _, err = li(capsys, "apply", str(file))
+    assert code == 2 and "schedules.yaml:5: schedule 'f': require_change: applies to run" in err
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [("schedules:\n  - name: a\n    every: 1h\n    action: run true\n    colour: red\n",
@@ -191,6 +216,8 @@ def test_apply_dry_run_then_apply_then_update(
      ("schedules:\n  - name: a\n    at: 2030-01-01T00:00:00Z\n    action: run true\n",
       "quote the time"),
      ("missing: purge\nschedules: []\n", "schedules.yaml:1: missing: 'purge'"),
+     ("schedules:\n  - name: a\n    every: 1h\n    action: run true\n    require_change: 1\n",
+      "schedules.yaml:5: schedule 'a': require_change: 1; expected true or false"),
      ("schedules: [\n", "invalid YAML")],
 )  # fmt: skip
 def test_apply_refuses_bad_files_with_file_and_line(

@@ -455,3 +455,71 @@ def test_legs_get_their_own_run_ids_whatever_lirun_run_id_says(
     assert report.status == "completed", report.reason_summary
     ids = {leg.session_id for leg in report.legs}
     assert len(ids) == 3 and not ids & {"outer-run-1", "outer-run-2"}
+
+
+def test_a_silent_command_leg_is_completed_by_its_exit_code(db_url: str, tmp_path: Path) -> None:
+    """A command leg's exit code is its verdict (issue 18): `run: [true]` prints nothing
+    and changes nothing, and it completes, and so does the flow; a command leg that ran
+    beside another in the shared tree still proves its work by its own exit code."""
+    spec = flow(
+        tmp_path,
+        LegSpec("quiet", Task(run=("true",))),
+        LegSpec("beside", Task(run=("true",))),
+        LegSpec("after", echo("{{ legs.quiet.output }}done"), depends_on=("quiet",)),
+        parallel=2,
+    )
+    report = run_flow(spec, db_url=db_url)
+    assert (report.status, report.reason_code, report.exit_code) == (
+        "completed",
+        "run.completed.ok",
+        0,
+    )
+    rows = {s["flow_leg"]: s for s in invocation_sessions(db_url, report.invocation_id)}
+    assert rows["quiet"]["status"] == "completed"
+    assert rows["quiet"]["status_reason_summary"] == "completed: command exited 0"
+    assert rows["after"]["reply_text"] == "done\n"  # a command leg's output, by that name
+
+
+def test_a_leg_that_requires_a_change_and_makes_none_is_completed_empty(
+    db_url: str, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"  # not the test's tmp_path, which holds the SQLite database
+    work.mkdir()
+    spec = flow(
+        work,
+        LegSpec("noop", Task(run=("sh", "-c", "echo nothing to do"), require_change=True)),
+        LegSpec("work", Task(run=("sh", "-c", "echo x > made.txt"), require_change=True)),
+        parallel=1,  # one at a time: each leg's change is its own
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = by_id(report)
+    assert legs["noop"].status == "completed_empty"  # its output is not work
+    assert legs["work"].status == "completed"
+    assert (report.status, report.reason_code, report.exit_code) == (
+        "completed_empty",
+        "run.completed_empty.leg",
+        1,
+    )
+    rows = {s["flow_leg"]: s for s in invocation_sessions(db_url, report.invocation_id)}
+    assert rows["noop"]["status_reason_code"] == "run.completed_empty.no_evidence"
+
+
+def test_legs_that_require_a_change_side_by_side_cannot_prove_it_in_a_shared_tree(
+    db_url: str, tmp_path: Path
+) -> None:
+    """A command leg with require_change beside others in a shared tree is an agent leg's
+    case: a change there cannot be told from its neighbours', so it proves nothing."""
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = flow(
+        work,
+        LegSpec("noop", Task(run=("sh", "-c", "sleep 0.5"), require_change=True)),
+        LegSpec("work", Task(run=("sh", "-c", "echo x > made.txt"), require_change=True)),
+        parallel=2,
+    )
+    report = run_flow(spec, db_url=db_url)
+    assert (report.status, report.reason_code) == ("completed_empty", "run.completed_empty.leg")
+    row = invocation(db_url, report.invocation_id)
+    (shared,) = [e for e in row["status_evidence_refs"] if e["kind"] == "shared_evidence"]
+    assert "work" in shared["legs"]  # its own row saw its change; the flow cannot credit it
+    assert by_id(report)["work"].status == "completed"

@@ -57,6 +57,7 @@ legs:
     depends_on: [review]
     run: "make test"
     cwd: sub
+    require_change: true
 """
 
 
@@ -82,6 +83,7 @@ def test_a_valid_flow_becomes_a_spec(tmp_path: Path) -> None:
     assert lint.for_each is not None and lint.for_each.items == ("a", "2", "true")
     assert review.may_be_empty and review.task.timeout == 60.0
     assert check.task.run == ("sh", "-c", "make test") and check.cwd == str(tmp_path / "sub")
+    assert check.task.require_change and not lint.task.require_change
     assert FlowSpec.from_dict(spec.to_dict()) == spec
 
 
@@ -145,6 +147,16 @@ PROBLEMS = [
     ("legs:\n  - id: a\n    run: [echo]\n    isolation: maybe\n", 4, "isolation must be"),
     ("legs:\n  - id: a\n    run: [echo]\n    isolation: worktree\n", 4, "needs its cwd"),
     ("legs:\n  - id: a\n    run: [echo]\n    may_be_empty: 1\n", 4, "may_be_empty must be true"),
+    (
+        "legs:\n  - id: a\n    run: [echo]\n    require_change: yes please\n",
+        4,
+        "require_change must be true or false",
+    ),
+    (
+        "legs:\n  - id: a\n    run: [echo]\n    require_chang: true\n",
+        4,
+        "did you mean 'require_change'",
+    ),
     ("legs:\n  - id: a\n    run: [echo]\n    cwd: nothere\n", 4, "is not a directory"),
     ("legs:\n  - id: a\n    run: [echo]\n    cwd: 5\n", 4, "cwd must be non-empty text"),
     ("legs:\n  - id: a\n    run: [echo]\n    for_each: 3\n", 4, "for_each must be a list"),

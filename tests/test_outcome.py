@@ -170,6 +170,11 @@ def F(**kw: Any) -> OutcomeFacts:
     return OutcomeFacts(**kw)
 
 
+def CMD(**kw: Any) -> OutcomeFacts:
+    """A command (``li run``, a command leg, a gate) that exited 0 unless ``kw`` says so."""
+    return OutcomeFacts(**{"command": True, "exit_code": 0, **kw})
+
+
 ROWS: list[Row] = [
     # step 3: base reason (DESIGN §5)
     Row("completed", F(), "completed", "run.completed.ok", ()),
@@ -884,6 +889,132 @@ ROWS: list[Row] = [
         "completed",
         "run.completed.ok",
     ),
+    # step 7: a command's exit code is its verdict (docs/outcome.md §3)
+    Row(
+        "command exit 0: completed by its exit code",
+        CMD(),
+        "completed",
+        "run.completed.ok",
+        ("exit_code",),
+    ),
+    Row(
+        "command exit 0, nothing changed: still completed",
+        CMD(completion_evidence=UNCHANGED),
+        "completed",
+        "run.completed.ok",
+        ("exit_code",),
+    ),
+    Row(
+        "command exit 0 outside git, nothing changed",
+        CMD(completion_evidence=DIR_UNCHANGED),
+        "completed",
+        "run.completed.ok",
+        ("exit_code",),
+    ),
+    Row(
+        "command output is no reply: no assistant_output evidence",
+        CMD(has_assistant_output=True, completion_evidence=UNCHANGED),
+        "completed",
+        "run.completed.ok",
+        ("exit_code",),
+    ),
+    Row(
+        "command non-zero exit fails whatever the mark",
+        CMD(status="failed", exit_code=2),
+        "failed",
+        "run.failed.exit_nonzero",
+        ("exit_code",),
+    ),
+    Row(
+        "command timed out stays timed out",
+        CMD(status="timed_out", exit_code=-15),
+        "timed_out",
+        "run.timed_out.deadline",
+    ),
+    Row(
+        "command missing required artifact fails",
+        CMD(verification=verification(failed=("r",))),
+        "failed",
+        "run.failed.missing_artifact",
+        ("artifact", "exit_code"),
+    ),
+    Row(
+        "command escalated is demoted",
+        CMD(escalated_evidence=ESCALATION),
+        "failed",
+        "run.failed.escalated",
+        ("escalation", "exit_code"),
+    ),
+    Row(
+        "command require_change, nothing changed: completed_empty",
+        CMD(require_change=True, completion_evidence=UNCHANGED),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git", "exit_code"),
+    ),
+    Row(
+        "command require_change: its output never counts",
+        CMD(require_change=True, has_assistant_output=True, completion_evidence=UNCHANGED),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git", "exit_code"),
+    ),
+    Row(
+        "command require_change: a change counts",
+        CMD(require_change=True, completion_evidence=TREE_CHANGED),
+        "completed",
+        "run.completed.ok",
+        ("exit_code", "git"),
+    ),
+    Row(
+        "command require_change: unknown change is no opinion",
+        CMD(require_change=True, completion_evidence=CAPPED),
+        "completed",
+        "run.completed.ok",
+        ("exit_code",),
+    ),
+    Row(
+        "command declared an artifact it produced",
+        CMD(verification=verification(produced=("r",))),
+        "completed",
+        "run.completed.ok",
+        ("exit_code",),
+    ),
+    Row(
+        "command declared an optional artifact, none produced, nothing changed",
+        CMD(verification=verification(optional=("o",)), completion_evidence=UNCHANGED),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git", "exit_code"),
+    ),
+    Row(
+        "command declared an optional artifact, none produced, a change",
+        CMD(verification=verification(optional=("o",)), completion_evidence=DIR_CHANGED),
+        "completed",
+        "run.completed.ok",
+        ("exit_code", "cwd"),
+    ),
+    Row(
+        "command with no exit code known gets the gate",
+        F(command=True, completion_evidence=UNCHANGED),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git",),
+    ),
+    Row(
+        "no command mark: a clean exit 0 with nothing is the ADR's completed_empty",
+        F(exit_code=0, completion_evidence=UNCHANGED),
+        "completed_empty",
+        "run.completed_empty.no_evidence",
+        ("git", "exit_code"),
+    ),
+    Row(
+        "no command mark: a reply still counts (the ADR's gate)",
+        F(exit_code=0, has_assistant_output=True, completion_evidence=UNCHANGED),
+        "completed",
+        "run.completed.ok",
+        ("exit_code", "assistant_output"),
+    ),
     # extras close the list; decision metadata wins over caller metadata
     Row(
         "extras",
@@ -1007,6 +1138,23 @@ def test_a_summary_names_the_evidence_it_saw() -> None:
     assert "commit(s) since start" in outcome.summary
 
 
+def test_a_command_that_exited_0_says_so_and_keeps_its_exit_code_as_evidence() -> None:
+    outcome = decide_outcome(CMD(has_assistant_output=True))
+    assert outcome.summary == "completed: command exited 0"
+    assert outcome.evidence == [{"kind": "exit_code", "exit_code": 0, "label": "command exited 0"}]
+    assert "assistant" not in outcome.summary and "reply" not in outcome.summary
+
+
+def test_a_command_that_asked_for_a_change_names_the_change_never_its_output() -> None:
+    outcome = decide_outcome(
+        CMD(require_change=True, has_assistant_output=True, completion_evidence=TREE_CHANGED)
+    )
+    assert outcome.status == "completed"
+    assert outcome.summary.startswith("completed: ")
+    assert "assistant" not in outcome.summary and "command exited 0" not in outcome.summary
+    assert all("label" not in e for e in outcome.evidence if e["kind"] == "exit_code")
+
+
 def test_denied_summary_counts_the_calls() -> None:
     outcome = decide_outcome(F(completion_evidence=UNCHANGED, tool_calls=3, permission_denials=3))
     assert "3 of 3 tool call(s) denied" in outcome.summary
@@ -1043,6 +1191,12 @@ def test_linked_row_refusal(
         (F(has_assistant_output=True, tool_calls=2, permission_denials=1), False),
         (F(verification=verification(produced=("r",))), False),
         (F(status="failed"), False),
+        (CMD(), False),  # its exit code decides: the cwd is never compared
+        (CMD(has_assistant_output=True), False),
+        (CMD(require_change=True), True),
+        (CMD(require_change=True, has_assistant_output=True), True),
+        (CMD(verification=verification(optional=("o",))), True),
+        (F(command=True), True),  # no exit code known: the gate
     ],
 )
 def test_needs_change_check(facts: OutcomeFacts, expected: bool) -> None:

@@ -70,6 +70,11 @@ def test_load_profile_reads_defaults_and_artifacts(lirun_home: Path) -> None:
     assert [a["id"] for a in profile.artifacts or []] == ["report", "notes"]
 
 
+def test_a_profile_may_ask_for_a_change(lirun_home: Path) -> None:
+    write(lirun_home, "profile", "strict", "defaults:\n  require_change: true\n")
+    assert load_profile("strict").defaults == {"require_change": True}
+
+
 def test_load_playbook_accepts_expected_mapping_and_yml(lirun_home: Path) -> None:
     write(lirun_home, "playbook", "review", PLAYBOOK, suffix=".yml")
     playbook = load_playbook("review")
@@ -133,6 +138,7 @@ def test_yaml_syntax_error_names_file_and_line(lirun_home: Path) -> None:
         ("defaults:\n  timeout: true\n", "defaults.timeout must be a positive number"),
         ("defaults:\n  grace: -1\n", "defaults.grace must be a positive number"),
         ("defaults:\n  provider: ''\n", "defaults.provider must be non-empty text"),
+        ("defaults:\n  require_change: 1\n", "defaults.require_change must be true or false"),
         ("artifacts: report.md\n", "artifacts must be a list"),
         ("description: [a]\n", "description must be text"),
     ],

@@ -64,6 +64,16 @@ def test_run_action_takes_the_command_after_its_options(tmp_path: Path) -> None:
     assert dashed.task is not None and dashed.task.run == ("--odd-program",)
 
 
+def test_run_action_takes_require_change_as_li_run_does(tmp_path: Path) -> None:
+    action = parse_action(["run", "--require-change", "make", "deploy"], base=str(tmp_path))
+    assert action.task is not None and action.task.require_change
+    assert action.task.run == ("make", "deploy")
+    assert action.describe() == "run --require-change make deploy"
+    assert Action.from_dict(action.to_dict()) == action
+    plain = parse_action(["run", "make", "deploy"], base=str(tmp_path))
+    assert plain.task is not None and not plain.task.require_change
+
+
 def test_flow_file_is_resolved_and_snapshotted(tmp_path: Path) -> None:
     flow = tmp_path / "nightly.yaml"
     flow.write_text("legs:\n  - {id: hello, run: [echo, hi]}\n")
@@ -97,6 +107,8 @@ def test_an_invalid_flow_or_show_file_is_refused_at_add_with_its_line(tmp_path: 
      (["run"], "no command"),
      (["run", "--timeout"], "needs a value"),
      (["run", "--playbook", "p", "x"], "unknown option '--playbook'"),
+     (["run", "--require-change=yes", "x"], "--require-change takes no value"),
+     (["agent", "claude", "hi", "--require-change"], "unknown option '--require-change'"),
      (["flow"], "exactly one FILE"),
      (["flow", "missing.yaml"], "does not exist"),
      (["show", "."], "is not a file"),

@@ -202,12 +202,40 @@ def test_a_failing_gate_is_redone_with_its_output_in_the_prompt(
 
 def test_a_play_that_ends_completed_empty_does_not_merge(tmp_path: Path, db: str) -> None:
     repo = show_repo(tmp_path)
-    report = run_show(spec(repo, [play("idle", script("true"), attempts=1)]), db_url=db)
+    idle_task = Task(run=("sh", "-c", "true"), require_change=True)  # asks for a change
+    report = run_show(spec(repo, [play("idle", idle_task, attempts=1)]), db_url=db)
     [idle] = report.plays
     assert (idle.status, idle.reason_code) == ("gate_failed", "play.gate_failed.session_failed")
     assert "completed_empty" in (idle.reason_summary or "")
     assert git(repo, "rev-parse", INTEGRATION) == git(repo, "rev-parse", "main")
     assert report.exit_code == 1
+
+
+def test_a_command_play_is_judged_by_its_exit_code_and_its_gate_too(
+    tmp_path: Path, db: str
+) -> None:
+    """A command play that exits 0 is completed (issue 18) and goes on to its gate; with
+    nothing committed it has nothing to merge. A gate is a command: `true` passes, its
+    record completed by its exit code."""
+    repo = show_repo(tmp_path)
+    plays = [play("idle", script("true"), attempts=1), play("work", writes("w.txt", "W"))]
+    report = run_show(spec(repo, plays, gate="true"), db_url=db)
+    by = {p.name: p for p in report.plays}
+    assert (by["idle"].status, by["idle"].reason_code) == (
+        "gate_failed",
+        "play.gate_failed.no_changes",
+    )
+    assert by["work"].status == "merged"
+    [gate] = by["work"].gates
+    assert (gate["verdict"], gate["reason"]) == ("pass", "run.completed.ok")
+    with opened(db) as store:
+        idle_session = store.get_entity("session", by["idle"].session_ids[0]) or {}
+        gate_session = store.get_entity("session", gate["session_id"]) or {}
+    assert idle_session["status_reason_summary"] == "completed: command exited 0"
+    assert (gate_session["status"], gate_session["status_reason_summary"]) == (
+        "completed",
+        "completed: command exited 0",
+    )
 
 
 def test_dependents_of_an_escalated_play_wait_until_a_person_merges_it(

@@ -34,6 +34,7 @@ plays:
   - name: docs
     run: [echo, docs]
     gate_timeout: 30
+    require_change: true
 """
 
 
@@ -62,6 +63,7 @@ def test_a_valid_file_becomes_a_spec(tmp_path: Path) -> None:
     assert api.gate == Gate("pytest tests/api -q", None)
     # gate_timeout alone: the show's gate with the play's own limit
     assert docs.gate == Gate("pytest -q", 30.0) and docs.task.run == ("echo", "docs")
+    assert docs.task.require_change and not api.task.require_change
     assert ShowSpec.from_dict(spec.to_dict()) == spec
 
 
@@ -245,6 +247,11 @@ PROBLEMS = [
         "topic: t\nbase: main\ngate: x\nplays:\n  - name: a\n    run: x\n    timeout: 0\n",
         7,
         "timeout must be a positive number",
+    ),
+    (
+        "topic: t\nbase: main\ngate: x\nplays:\n  - name: a\n    run: x\n    require_change: 1\n",
+        7,
+        "require_change must be true or false",
     ),
     (
         "topic: t\nbase: main\ngate: x\nplays:\n  - name: a\n    run: x\n    depends_on: a\n",

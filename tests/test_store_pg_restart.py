@@ -107,7 +107,6 @@ def test_li_run_keeps_its_outcome_across_a_restart(
     env = _env(cluster, lirun_home)
     ready = tmp_path / "ready"
     run = subprocess.Popen(
-        # It prints a reply: a silent `sleep` would rightly end completed_empty.
         li_command(
             "run", "--run-id", "r-1", "--", "sh", "-c", f"touch {ready}; sleep 2; echo done"
         ),

@@ -111,9 +111,13 @@ def test_judge_command(
         assert getattr(outcome.extras, key) == value
 
 
-def test_judge_command_counts_stdout_as_a_reply_only_when_not_blank() -> None:
-    assert judge_command(_result(), None, "hi\n").extras.assistant_output is True
-    assert judge_command(_result(), None, " \n").extras.assistant_output is False
+def test_judge_command_marks_a_command_whose_stdout_is_output_never_a_reply() -> None:
+    outcome = judge_command(_result(), None, "hi\n")
+    assert outcome.extras.command is True  # its exit code is its verdict at teardown
+    assert outcome.extras.assistant_output is False  # stdout is output, not a reply
+    assert outcome.response_text == "hi\n" and outcome.record["reply_text"] == "hi\n"
+    assert "reply_text" not in judge_command(_result(), None, " \n").record
+    assert judge_command(_result(), None, require_change=True).extras.require_change is True
 
 
 def test_judge_command_records_how_li_stopped_the_child() -> None:

@@ -783,6 +783,48 @@ def test_require_change_does_not_count_the_reply(
     assert outcome_of(store, run) == ("completed_empty", "run.completed_empty.no_evidence")
 
 
+def test_without_the_command_mark_a_clean_exit_0_keeps_the_adrs_gate(
+    db_url: str, store: Store, run: RunDir, repo: Path
+) -> None:
+    """The library contract: ``teardown_persist`` of an execution not marked as a command,
+    a clean exit with no reply, change or artifact, is completed_empty (ADR D4 step 7),
+    even with its exit code 0 given."""
+    ctx = start(run, db_url, cwd=str(repo))
+    assert teardown_persist_sync(ctx, extras={"exit_code": 0}) == "completed_empty"
+    assert outcome_of(store, run) == ("completed_empty", "run.completed_empty.no_evidence")
+
+
+def test_a_command_marked_as_one_that_exited_0_is_completed_by_its_exit_code(
+    db_url: str, store: Store, run: RunDir, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = start(run, db_url, cwd=str(repo))
+    forbid_git(monkeypatch)  # its exit code decides: the cwd is never compared
+    extras = {"command": True, "exit_code": 0}
+    assert teardown_persist_sync(ctx, extras=extras) == "completed"
+    row = store.get_entity("session", run.run_id)
+    assert row is not None
+    assert (row["status_reason_code"], row["exit_code"]) == ("run.completed.ok", 0)
+    assert row["status_reason_summary"] == "completed: command exited 0"
+    assert row["status_evidence_refs"] == [
+        {"kind": "exit_code", "exit_code": 0, "label": "command exited 0"}
+    ]
+
+
+def test_a_command_that_asks_for_a_change_and_made_none_is_completed_empty(
+    db_url: str, store: Store, run: RunDir, repo: Path
+) -> None:
+    ctx = start(run, db_url, cwd=str(repo))
+    store.append_message(run.run_id, role="assistant", content="3 passed")  # never evidence
+    extras = {"command": True, "exit_code": 0, "require_change": True}
+    assert teardown_persist_sync(ctx, extras=extras) == "completed_empty"
+    assert outcome_of(store, run) == ("completed_empty", "run.completed_empty.no_evidence")
+
+
+def test_the_command_mark_is_parsed_leniently() -> None:
+    assert TeardownExtras.parse({"command": True}).command is True
+    assert TeardownExtras.parse({}).command is False
+
+
 def test_unchecked_evidence_is_never_claimed_as_work(
     db_url: str, store: Store, run: RunDir, repo: Path
 ) -> None:

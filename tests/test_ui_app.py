@@ -168,6 +168,27 @@ def test_run_page_shows_outcome_history_evidence_usage_and_transcript(
     assert client.get("/api/runs/nope").status_code == 404
 
 
+def test_a_commands_stdout_is_shown_as_its_output_never_a_reply(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    store.create_session(id="c1", owner_pid=None, provider="command", command_json=["make"])
+    store.update_fields("session", "c1", {"reply_text": "built 3 targets"})
+    store.update_status(
+        "session",
+        "c1",
+        new_status="completed",
+        reason_code="run.completed.ok",
+        reason_summary="completed: command exited 0",
+        evidence_refs=[{"kind": "exit_code", "exit_code": 0, "label": "command exited 0"}],
+    )
+    page = client.get("/runs/c1").text
+    assert 'id="run-output">built 3 targets</pre>' in page
+    assert "<summary>output</summary>" in page
+    assert "reply" not in page and "assistant" not in page
+    run = client.get("/api/runs/c1").json()["run"]
+    assert run["output_text"] == "built 3 targets" and "reply_text" not in run
+
+
 def test_a_failed_tool_result_is_highlighted(
     store: Store, client: TestClient, lirun_home: Path
 ) -> None:

@@ -27,7 +27,7 @@ from support.workerkit import add_schedule, run_row, status_is, until, workers
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 SLEEP = [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1]))"]
-# a short run that shows work (a silent one is completed_empty)
+# a short run with some output
 NAP = [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1])); print('done')"]
 
 

@@ -249,6 +249,50 @@ def test_submit_then_wait(env: dict[str, str], tmp_path: Path) -> None:
     assert "produced" in status.stdout and "session " in status.stdout
 
 
+def test_a_command_schedule_that_exits_0_records_completed_runs(
+    env: dict[str, str], store: Store, tmp_path: Path
+) -> None:
+    """A command's exit code is its verdict (issue 18): a schedule running `run sh -c
+    'exit 0'` (silent, changes nothing) records schedule.completed.ok, not
+    schedule.failed.completed_empty, so the dashboard shows 100 % success; `run
+    --require-change` asks for a change and, with none, fails completed_empty."""
+    from lirun.ui.views import schedules_view
+
+    work = tmp_path / "work"  # not tmp_path itself, which holds the SQLite file
+    work.mkdir()
+    with workers(env, tmp_path):
+        schedule = add_schedule(store, work, "probe", ["run", "sh", "-c", "exit 0"])
+        strict = submit(
+            store, parse_action(["run", "--require-change", "sh", "-c", "exit 0"], base=str(work))
+        )
+        ended = until(
+            lambda: (
+                [
+                    r
+                    for r in store.list_schedule_runs(schedule["id"], limit=100)
+                    if r["status"] not in ("queued", "running")
+                ][:2]
+                or None
+            ),
+            what="a probe run to end",
+        )
+        strict_row = until(lambda: status_is(store, strict["id"], "completed", "failed"))
+    assert {(r["status"], r["status_reason_code"]) for r in ended} == {
+        ("completed", "schedule.completed.ok")
+    }
+    session = store.get_entity("session", ended[0]["session_id"]) or {}
+    assert (session["status"], session["status_reason_summary"]) == (
+        "completed",
+        "completed: command exited 0",
+    )
+    (probe,) = [s for s in schedules_view(store)["schedules"] if s["name"] == "probe"]
+    assert probe["success_rate"] == 1.0
+    assert (strict_row["status"], strict_row["status_reason_code"]) == (
+        "failed",
+        "schedule.failed.completed_empty",
+    )
+
+
 def test_sigterm_lets_work_finish_for_the_grace_then_cancels(
     env: dict[str, str], store: Store, tmp_path: Path
 ) -> None:

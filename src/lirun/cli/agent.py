@@ -135,7 +135,12 @@ def _program(args: Any, resolved: Any) -> Any:
     options.check_for(name)
     executable = find_provider_executable(name, args.bin)
     return AgentProgram(
-        provider=name, executable=executable, prompt=prompt, model=model, options=options
+        provider=name,
+        executable=executable,
+        prompt=prompt,
+        model=model,
+        options=options,
+        require_change=bool(resolved.defaults.get("require_change")),
     )
 
 

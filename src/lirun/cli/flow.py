@@ -38,9 +38,10 @@ DESCRIPTION = """\
 A flow is a YAML file of legs: agents (claude[/MODEL], codex[/MODEL] with a prompt) or
 commands (run:), with depends_on, artifacts, for_each fan-out, retries and isolation.
 The flow is one invocation (`li wait ID`, `li status ID`); every leg is a supervised
-execution with its own record. Prompts and command arguments are templates over vars,
-the outputs of ancestor legs (legs.ID.reply, legs.ID.artifacts.NAME) and, in a fan-out
-leg, item. See docs/flows.md."""
+execution with its own record (a command leg's exit code is its verdict unless it says
+require_change: true). Prompts and command arguments are templates over vars, the
+outputs of ancestor legs (legs.ID.reply, a command leg's legs.ID.output,
+legs.ID.artifacts.NAME) and, in a fan-out leg, item. See docs/flows.md."""
 
 RUN_DESCRIPTION = f"""{DESCRIPTION}
 

@@ -20,6 +20,7 @@ from lirun.values import dataclass, field
 
 __all__ = [
     "EXIT_CODES",
+    "RUN_EXIT_CODES",
     "Resolved",
     "add_execution_options",
     "execute_or_detach",
@@ -30,8 +31,7 @@ __all__ = [
     "worker_argv",
 ]
 
-EXIT_CODES = """\
-  0    completed (work shown since the start: a commit, a changed tree, an artifact, a reply);
+_COMMON_EXIT_CODES = """\
        with --detach: the run started and its id was printed
   1    completed_empty (nothing to show) or failed
   2    usage or setup error (bad option, missing --cwd, malformed artifact contract,
@@ -42,6 +42,14 @@ EXIT_CODES = """\
        ends a run failed, exit 1)
   130  aborted (SIGINT)
   143  cancelled (SIGTERM)"""
+EXIT_CODES = (  # li agent
+    "  0    completed (work shown since the start: a commit, a changed tree, an artifact, "
+    "a reply);\n" + _COMMON_EXIT_CODES
+)
+RUN_EXIT_CODES = (  # li run: a command's exit code is its verdict
+    "  0    completed (the command exited 0; with --require-change or declared artifacts:\n"
+    "       and changed something since the start or produced an artifact);\n" + _COMMON_EXIT_CODES
+)
 
 FILES_NOTE = """\
 files: <home>/runs/<id>/run.json (written before the child starts) and stream/ (the

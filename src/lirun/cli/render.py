@@ -163,6 +163,8 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("command", " ".join(map(str, command)) if isinstance(command, list) else ""),
             ("options", json.dumps(options, sort_keys=True) if options else ""),
             ("prompt", clip(row.get("prompt"))),
+            # a command's stdout is its output (present_session); an agent's is its reply
+            ("output", clip(row.get("output_text"))),
             ("reply", clip(row.get("reply_text"))),
             ("child exit code", _opt(row.get("child_exit_code"))),
             (_error_label(row), clip(row.get("provider_error"))),

@@ -11,8 +11,8 @@ import os
 
 from lirun.cli.common import make_parser
 from lirun.cli.options import (
-    EXIT_CODES,
     FILES_NOTE,
+    RUN_EXIT_CODES,
     add_execution_options,
     echo_for,
     execute_or_detach,
@@ -29,19 +29,19 @@ from lirun.hints import Any
 from lirun.paths import which
 
 DESCRIPTION = f"""\
-Run CMD under supervision and record how it ended. Exit 0 is only a candidate for
-completed: it needs evidence of work, that is a declared artifact produced, non-empty
-stdout (the command's reply: a passing `li run -- pytest -q` is completed), or a change
-in the cwd since the run started (in git: a new commit reachable from HEAD, or a working
-tree that changed; outside git: files added, removed or modified). Work done before the
-run never counts. With none of these the run is completed_empty. With --require-change
-stdout does not count: only a change or a produced artifact does. A non-zero exit is
-failed (run.failed.exit_nonzero, the code kept as evidence). Then the artifact contract
-applies.
+Run CMD under supervision and record how it ended. A command's exit code is its
+verdict: exit 0 is completed (run.completed.ok, the exit code kept as evidence), a
+non-zero exit is failed (run.failed.exit_nonzero, the code kept as evidence). Then the
+artifact contract applies: a required artifact missing fails the run. To ask for
+evidence of work, give --require-change (or declare artifacts, or a profile with
+defaults: require_change: true): then exit 0 is completed only with a produced artifact
+or a change in the cwd since the run started (in git: a new commit reachable from HEAD,
+or a working tree that changed; outside git: files added, removed or modified), else
+completed_empty. Work done before the run never counts, nor does the command's output.
 
 The child's stdout is the command's result: it is echoed to li's stdout (to stderr with
---json, which keeps stdout for the summary) and its last 64 KiB are recorded as the
-reply. The child's stderr goes to li's stderr. Both are saved under stream/ (stdout.log,
+--json, which keeps stdout for the summary) and its last 64 KiB are recorded as its
+output. The child's stderr goes to li's stderr. Both are saved under stream/ (stdout.log,
 stderr.log). stdin is passed through (closed with --detach). SIGINT to li stops the
 child's process group (aborted, 130); SIGTERM likewise (cancelled, 143).
 
@@ -70,14 +70,14 @@ def check_command(command: list[str], cwd: str) -> None:
 
 
 def build_parser() -> Any:
-    parser = make_parser("li run", DESCRIPTION, EXIT_CODES)
+    parser = make_parser("li run", DESCRIPTION, RUN_EXIT_CODES)
     parser.usage = USAGE
     add_execution_options(parser)
     parser.add_argument(
         "--require-change",
         action="store_true",
-        help="stdout is not evidence of work: exit 0 counts as completed only with a change "
-        "in the cwd since the start or a produced artifact (else completed_empty)",
+        help="ask for evidence of work: exit 0 counts as completed only with a change in "
+        "the cwd since the start or a produced artifact (else completed_empty)",
     )
     return parser
 
@@ -95,7 +95,10 @@ def main(argv: list[str]) -> int:
     request = request_from(
         args,
         resolved,
-        CommandProgram(command, require_change=args.require_change),
+        CommandProgram(
+            command,
+            require_change=args.require_change or bool(resolved.defaults.get("require_change")),
+        ),
         echo=echo_for(args),
         stdin=stdin_for(args),
     )

@@ -93,8 +93,11 @@ def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
 
 def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dict[str, Any]:
     """The record plus its history, admin events and (for an invocation) its executions."""
+    from lirun.store.records import present_session
+
     # An invocation's own ``kind`` column (flow / manual) must not hide the record's kind.
-    detail: dict[str, Any] = {**row, "kind": kind}
+    shown = present_session(row) if kind == "session" else row
+    detail: dict[str, Any] = {**shown, "kind": kind}
     if kind == "invocation":
         detail["invocation_kind"] = row.get("kind") or "manual"
     dirs = backing_dirs(store, kind, row["id"])
@@ -106,7 +109,7 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
     if kind == "session":
         detail["owner_verdict"] = owner_verdict(row, now)
     if kind == "invocation":
-        detail["sessions"] = store.list_invocation_sessions(row["id"])
+        detail["sessions"] = [present_session(s) for s in store.list_invocation_sessions(row["id"])]
     if kind == "schedule_run":
         detail.update(schedule_chain(store, row))
     return detail
@@ -172,7 +175,9 @@ def show_list(args: Any, url: str) -> int:
     finally:
         store.close()
     if args.json:
-        print_json(rows)
+        from lirun.store.records import present_session
+
+        print_json([present_session(row) for row in rows])
     elif not rows:
         filtered = filters["status"] or filters["since"]
         print("no runs match these filters" if filtered else "no runs yet")

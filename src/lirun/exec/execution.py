@@ -331,13 +331,15 @@ def _persist_record(ex: _Execution, legs: list[LegOutcome]) -> None:
 
 
 def _persist_response(ex: _Execution, outcome: LegOutcome) -> None:
-    """A reply the stream did not carry as a message (a command's stdout, a bare result)."""
+    """A reply the stream did not carry as a message (a bare result), or a command's
+    stdout: its ``output``, never an assistant message."""
     text = outcome.response_text
     if not text.strip() or ex.saw_assistant_text:
         return
     from lirun.exec.stream import Message
 
-    ex.record(Message("assistant", text[-_MAX_RESPONSE_CHARS:]))
+    text = text[-_MAX_RESPONSE_CHARS:]
+    ex.record(Message("output", text) if outcome.extras.command else Message("assistant", text))
 
 
 def _supervised(

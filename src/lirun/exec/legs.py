@@ -188,17 +188,15 @@ def judge_command(
     *,
     require_change: bool = False,
 ) -> LegOutcome:
-    """A generic command: exit 0 is a completed candidate; anything else fails.
+    """A generic command: its exit code is its verdict, exit 0 completed, else failed.
 
-    The child's own exit code goes to teardown as evidence (``run.failed.exit_nonzero``);
-    its stdout excerpt is the response text the evidence gate reads, unless
-    ``require_change`` (then only a change or a produced artifact counts).
+    The extras mark the execution as a command, so teardown completes an exit 0 by its
+    exit code (kept as evidence, as a non-zero one is for ``run.failed.exit_nonzero``)
+    unless ``require_change`` (or an artifact contract) asks for evidence of work: then
+    only a change or a produced artifact counts. The stdout excerpt is the command's
+    output (recorded, never evidence of work).
     """
-    extras = replace(
-        _base_extras(result, signal_name),
-        require_change=require_change,
-        assistant_output=bool(stdout_tail.strip()),
-    )
+    extras = replace(_base_extras(result, signal_name), require_change=require_change, command=True)
     exit_code = result.exit_code if result is not None else None
     status = _stopped(result, signal_name) or ("completed" if exit_code == 0 else "failed")
     record = {
@@ -217,13 +215,18 @@ def judge_command(
 
 
 def judge_agent(
-    result: ProcessResult | None, signal_name: str | None, verdict: StreamVerdict
+    result: ProcessResult | None,
+    signal_name: str | None,
+    verdict: StreamVerdict,
+    *,
+    require_change: bool = False,
 ) -> LegOutcome:
     """An agent CLI: the stream's verdict, unless ``li``'s signal or a timer stopped it.
 
     A kill after the post-terminal grace period leaves the verdict standing (the parser
     is told who killed it). The verdict's exception goes to teardown so the provider
-    reason and the linked-engine rule apply.
+    reason and the linked-engine rule apply. ``require_change``: the reply alone is not
+    evidence of work.
     """
     base = _base_extras(result, signal_name)
     extras = replace(
@@ -233,6 +236,7 @@ def judge_agent(
         tool_calls=verdict.tool_calls,
         permission_denials=verdict.permission_denials,
         assistant_output=bool(verdict.final_text.strip()),
+        require_change=require_change,
     )
     stopped = _stopped(result, signal_name)
     if stopped == "timed_out" and verdict.retrying:
@@ -302,7 +306,8 @@ class CommandLeg:
 
 @dataclass(frozen=True, slots=True)
 class CommandProgram:
-    """``require_change``: the command's stdout is not evidence of work (``--require-change``)."""
+    """A command: its exit code is its verdict. ``require_change`` (``--require-change``):
+    exit 0 counts as completed only with a change in the cwd or a produced artifact."""
 
     argv: list[str]
     provider: str = "command"
@@ -330,9 +335,16 @@ class AgentLeg:
     """
 
     def __init__(
-        self, argv: list[str], parser: StreamParser, ctx: LegContext, prompt: str = ""
+        self,
+        argv: list[str],
+        parser: StreamParser,
+        ctx: LegContext,
+        prompt: str = "",
+        *,
+        require_change: bool = False,
     ) -> None:
         self.argv = argv
+        self.require_change = require_change
         self.stdin: IO[bytes] | None = prompt_file(prompt)
         self.parser = parser
         self.ctx = ctx
@@ -388,7 +400,7 @@ class AgentLeg:
         exit_code = result.exit_code if result is not None else None
         killed_by = result.killed_by if result is not None else None
         verdict = self.parser.finish(exit_code, killed_by=killed_by)
-        return judge_agent(result, signal_name, verdict)
+        return judge_agent(result, signal_name, verdict, require_change=self.require_change)
 
     def close(self) -> None:
         self.stdout.close()
@@ -415,7 +427,8 @@ class AgentProgram:
     """An agent CLI found at ``executable``; ``prompt`` is this execution's message.
 
     ``options`` are the provider's own options (profiles, playbooks, ``-- ARGS``); they
-    are checked against the provider when the program is built.
+    are checked against the provider when the program is built. ``require_change``: the
+    reply alone is not evidence of work (a change or a produced artifact is needed).
     """
 
     provider: str
@@ -424,6 +437,7 @@ class AgentProgram:
     model: str | None = None
     extra_args: tuple[str, ...] = ()
     options: ProviderOptions = field(default_factory=ProviderOptions)
+    require_change: bool = False
 
     def __post_init__(self) -> None:
         self.options.check_for(self.provider)
@@ -458,4 +472,5 @@ class AgentProgram:
 
         prompt = CONTINUATION_PROMPT if ctx.continuation else self.prompt
         argv = self.command_line(ctx.resume_uid)
-        return AgentLeg(argv, get_provider(self.provider).new_parser(), ctx, prompt)
+        parser = get_provider(self.provider).new_parser()
+        return AgentLeg(argv, parser, ctx, prompt, require_change=self.require_change)

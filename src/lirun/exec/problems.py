@@ -85,6 +85,13 @@ class ProblemReader:
             return None
         return value
 
+    def flag(self, node: Mapping[str, Any], key: str, label: str) -> bool:
+        value = node.get(key, False)
+        if not isinstance(value, bool):
+            self.problem(node, key, f"{label}{key} must be true or false, got {value!r}")
+            return False
+        return value
+
     def seconds(self, node: Mapping[str, Any], key: str, label: str) -> float | None:
         value = node.get(key)
         if value is None:

@@ -67,6 +67,8 @@ DEFAULT_KEYS: dict[str, str] = {
     "idle_timeout": "seconds",
     "stall_timeout": "seconds_or_off",
     "grace": "seconds",
+    # Completed needs a change or a produced artifact (a command's exit 0 is not enough).
+    "require_change": "flag",
     # The provider's own options (lirun.exec.provider_options): checked as one structure.
     **{key: "provider_option" for key in sorted(OPTION_KEYS)},
 }
@@ -318,6 +320,8 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
         kind = DEFAULT_KEYS[key]
         if kind == "text" and not (isinstance(value, str) and value):
             raise ProfileError(f"{path}: defaults.{key} must be non-empty text, got {value!r}")
+        if kind == "flag" and not isinstance(value, bool):
+            raise ProfileError(f"{path}: defaults.{key} must be true or false, got {value!r}")
         if kind == "seconds" and not is_seconds(value):
             raise ProfileError(
                 f"{path}: defaults.{key} must be a positive number of seconds, got {value!r}"

@@ -35,7 +35,8 @@ EventKind = Literal[
     "warning",
     "unparsed",
 ]
-MessageRole = Literal["assistant", "tool_call", "tool_result", "usage", "system", "error"]
+# ``output``: a command's stdout (li run, command legs): output, never an assistant reply.
+MessageRole = Literal["assistant", "tool_call", "tool_result", "usage", "system", "error", "output"]
 
 _ROLE_BY_KIND: dict[str, MessageRole] = {
     "session": "system",

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from lirun.errors import UsageError
 from lirun.hints import Any
-from lirun.values import dataclass, field
+from lirun.values import dataclass, field, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,6 +49,9 @@ class Task:
     ``artifacts`` are inline contract entries (``{id, path, required}``), overlaid on the
     profile's and the playbook's by id. ``timeout`` / ``idle_timeout`` in seconds;
     ``stall_timeout`` in seconds, 0 for none (an agent's default: ``DEFAULT_STALL_TIMEOUT``).
+    ``require_change``: completed needs a change in the cwd or a produced artifact (a
+    command's exit 0, an agent's reply, is not enough); a profile's or playbook's
+    ``defaults: {require_change: true}`` asks the same.
     """
 
     agent: str | None = None
@@ -61,6 +64,7 @@ class Task:
     timeout: float | None = None
     idle_timeout: float | None = None
     stall_timeout: float | None = None
+    require_change: bool = False
 
     @property
     def is_agent(self) -> bool:
@@ -79,6 +83,7 @@ class Task:
             "timeout": self.timeout,
             "idle_timeout": self.idle_timeout,
             "stall_timeout": self.stall_timeout,
+            "require_change": self.require_change,
         }
 
     @classmethod
@@ -95,6 +100,7 @@ class Task:
             timeout=data.get("timeout"),
             idle_timeout=data.get("idle_timeout"),
             stall_timeout=data.get("stall_timeout"),
+            require_change=bool(data.get("require_change")),
         )
 
 
@@ -140,10 +146,11 @@ def _declarations(task: Task) -> Declared:
 def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
     from lirun.exec.legs import AgentProgram, CommandProgram
 
+    require_change = task.require_change or bool(declared.defaults.get("require_change"))
     if task.run is not None:
         if not task.run:
             raise UsageError("run: the command is empty; give the program and its arguments")
-        return CommandProgram(argv=list(task.run))
+        return CommandProgram(argv=list(task.run), require_change=require_change)
     if task.agent is None:
         raise UsageError("a task needs an agent with a prompt, or a command (run)")
     from lirun.exec.provider_options import ProviderOptions
@@ -162,6 +169,7 @@ def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
         prompt=text,
         model=model or declared.defaults.get("model"),
         options=options,
+        require_change=require_change,
     )
 
 
@@ -202,7 +210,7 @@ def build_request(
 
     declared = _declarations(task)
     if run_argv is not None:
-        task = Task(run=tuple(run_argv), artifacts=task.artifacts, timeout=task.timeout)
+        task = replace(task, agent=None, prompt=None, run=tuple(run_argv))
     program = _program(task, declared, prompt)
     defaults = declared.defaults
     grace = defaults.get("grace")

@@ -58,6 +58,7 @@ LEG_KEYS = (
             "retries",
             "isolation",
             "may_be_empty",
+            "require_change",
             "for_each",
         }
     )
@@ -248,11 +249,7 @@ def _positive_int(
 
 
 def _flag(p: Problems, node: Mapping[str, Any], key: str) -> bool:
-    value = node.get(key, False)
-    if not isinstance(value, bool):
-        p.at(node, key, f"{key} must be true or false, got {value!r}")
-        return False
-    return value
+    return p.flag(node, key, "")
 
 
 def _text_list(p: Problems, node: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
@@ -337,6 +334,7 @@ def _task(p: Problems, raw: dict[str, Any], ident: str) -> Task:
         timeout=p.seconds(raw, "timeout", ""),
         idle_timeout=p.seconds(raw, "idle_timeout", ""),
         stall_timeout=p.stall_seconds(raw, "stall_timeout", ""),
+        require_change=_flag(p, raw, "require_change"),
     )
 
 

@@ -45,8 +45,11 @@ class LegJob:
 
     @property
     def evidence_shared(self) -> bool:
-        """Its tree is shared with legs running beside it: changes there are not its own."""
-        return self.isolation == "shared" and self.beside and self.leg.task.is_agent
+        """Its tree is shared with legs running beside it, and a change there could be its
+        proof of work (an agent's, or a command's with ``require_change``): changes there
+        are not its own. A command's exit code is its own whatever the tree."""
+        task = self.leg.task
+        return self.isolation == "shared" and self.beside and (task.is_agent or task.require_change)
 
 
 @dataclass(slots=True)
@@ -77,7 +80,8 @@ def retry_leg(reason: str | None, attempt: int, retries: int) -> bool:
 
 def outputs_of(row: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a template sees of a finished leg: ``reply``, ``artifacts`` (id → path),
-    ``status``, ``session_id`` (and ``worktree`` / ``branch`` for an isolated leg)."""
+    ``status``, ``session_id`` (and ``worktree`` / ``branch`` for an isolated leg). A
+    command leg's stdout tail is its ``output`` (``reply`` holds it too, as it always has)."""
     root = row.get("artifacts_path") or ""
     contract = row.get("artifact_contract_json") or {}
     artifacts = {
@@ -92,6 +96,8 @@ def outputs_of(row: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -
         "status": row.get("status"),
         "session_id": row.get("id"),
     }
+    if row.get("provider") == "command":
+        outputs["output"] = outputs["reply"]
     for key in ("worktree", "branch"):
         if meta.get(key):
             outputs[key] = meta[key]
@@ -104,16 +110,32 @@ def _produced_any(row: Mapping[str, Any]) -> bool:
     return any(isinstance(p, Mapping) and p.get("present") for p in produced)
 
 
+def _own_proof(row: Mapping[str, Any]) -> bool:
+    """Its outcome rests on evidence of its own: a reply that counted (an agent's, not
+    with ``require_change``), or a command's exit code (``completion.COMMAND_EXITED_0``)."""
+    from lirun.record.completion import COMMAND_EXITED_0
+
+    for ref in row.get("status_evidence_refs") or ():
+        if not isinstance(ref, Mapping):
+            continue
+        if ref.get("kind") == "assistant_output":
+            return True
+        if ref.get("kind") == "exit_code" and ref.get("label") == COMMAND_EXITED_0:
+            return True
+    return False
+
+
 def proof_is_shared(row: Mapping[str, Any]) -> bool:
     """The leg ran in a tree shared with legs beside it (``evidence_shared`` in its
-    metadata) and ended ``completed`` with neither a reply nor an artifact file: its
-    only proof is a change that cannot be told from its neighbours'. Read from the row,
-    so a resume that reuses the leg counts it as the run that made it did."""
+    metadata) and ended ``completed`` with neither evidence of its own (a reply that
+    counted, a command's exit code) nor an artifact file: its only proof is a change that
+    cannot be told from its neighbours'. Read from the row, so a resume that reuses the
+    leg counts it as the run that made it did."""
     meta = (row.get("metadata_json") or {}).get("flow") or {}
     return (
         bool(meta.get("evidence_shared"))
         and row.get("status") == "completed"
-        and not (row.get("reply_text") or "").strip()
+        and not _own_proof(row)
         and not _produced_any(row)
     )
 

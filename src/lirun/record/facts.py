@@ -1,8 +1,9 @@
 """Gathering ``OutcomeFacts`` at teardown: the row, the artifact root, messages, the cwd.
 
 Only the facts the decision needs are fetched: the linked engine row only in the narrow
-ProviderError case, assistant output and the cwd's change since the start snapshot only
-while the candidate outcome is completed with no artifact file produced.
+ProviderError case, an agent's reply and the cwd's change since the start snapshot only
+while the candidate outcome is completed with no artifact file produced (and, for a
+command, only when it asked for evidence of work).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ EXTRAS_KEYS = frozenset(
         "tool_calls",
         "permission_denials",
         "require_change",
+        "command",
     }
 )
 
@@ -63,7 +65,12 @@ class TeardownExtras:
     ``provider_retrying``: li's timer fired while the provider was retrying an API call
     (``run.timed_out.provider_retrying``); ``tool_calls`` /
     ``permission_denials``: an agent's own counts from its stream; ``require_change``: a
-    reply alone (a command's stdout) does not count as evidence of work.
+    reply alone does not count as evidence of work; ``command``: the execution is a
+    command, not an agent (``li run``, command legs and plays, gates and schedule ``run``
+    actions say so; a library caller says so with ``extras={"command": True}``): exit 0
+    is completed by its exit code unless ``require_change`` or an artifact contract asks
+    for evidence of work, and its stdout is output, never evidence. Without the mark a
+    clean exit with no reply, change or artifact is ``completed_empty`` (the ADR's gate).
     """
 
     exit_code: int | None = None
@@ -79,6 +86,7 @@ class TeardownExtras:
     tool_calls: int | None = None
     permission_denials: int | None = None
     require_change: bool = False
+    command: bool = False
 
     @classmethod
     def parse(cls, extras: Mapping[str, Any] | None) -> TeardownExtras:
@@ -105,6 +113,7 @@ class TeardownExtras:
             tool_calls=_typed(raw, "tool_calls", int),
             permission_denials=_typed(raw, "permission_denials", int),
             require_change=bool(raw.get("require_change")),
+            command=bool(raw.get("command")),
         )
 
 
@@ -171,10 +180,12 @@ def gather_facts(
         tool_calls=extras.tool_calls,
         permission_denials=extras.permission_denials,
         require_change=extras.require_change,
+        command=extras.command,
     )
     if engine_session_uid and needs_linked_engine(facts) and not offline:
         facts = replace(facts, linked_row=find_linked_row(ctx, engine_session_uid))
-    if gate_applies(facts) and not facts.has_assistant_output and not offline:
+    # A command's stdout is output, never evidence: only an agent's reply is looked for.
+    if gate_applies(facts) and not facts.has_assistant_output and not facts.command and not offline:
         facts = replace(facts, has_assistant_output=ctx.store.has_assistant_text(ctx.session_id))
     if needs_change_check(facts):
         evidence = check_completion_evidence(

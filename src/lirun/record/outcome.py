@@ -7,8 +7,10 @@ The order of the steps is part of the contract (it decides which reason scripts 
    evidence of this execution only: another execution's row never lends its verdict;
 6. artifact verification: a missing required file fails an otherwise completed run and is
    only recorded in metadata when an earlier, more specific outcome already stands;
-7. completion-evidence gate (still completed, no artifact file produced): a reply, or a
-   change since the run's start snapshot (docs/outcome.md has the table of cases);
+7. completion-evidence gate (``completion.py``; still completed, no artifact file
+   produced): a reply, or a change since the run's start snapshot; a command that
+   exited 0 is completed by its exit code unless it asked for evidence of work
+   (``require_change``, declared artifacts), and its stdout never counts (docs/outcome.md);
 8. escalation (demotes only an otherwise completed outcome).
 
 Each step is ``(Outcome, OutcomeFacts) -> Outcome``. A step that changes the reason puts
@@ -25,13 +27,23 @@ from lirun.lifecycle import SESSION_TERMINAL_STATUSES
 from lirun.provider_errors import FAILURE_CLASSES, ProviderError, find_provider_error
 from lirun.reasons import describe, is_registered, reason_domain, resolve_run_reason
 from lirun.record.artifacts import describe_problem
-from lirun.values import dataclass, field, replace
+from lirun.record.completion import (
+    COMMAND_EXITED_0,
+    apply_completion_gate,
+    exit_code_decides,
+    produced_any,
+    wants_change_check,
+)
+from lirun.record.outcome_types import Outcome, OutcomeFacts
+from lirun.values import replace
 
 __all__ = [
+    "COMMAND_EXITED_0",
     "STEPS",
     "Outcome",
     "OutcomeFacts",
     "decide_outcome",
+    "exit_code_decides",
     "find_provider_error",
     "gate_applies",
     "linked_row_refusal",
@@ -41,54 +53,6 @@ __all__ = [
 ]
 
 _MAX_MESSAGE = 500
-
-
-@dataclass(frozen=True, slots=True)
-class OutcomeFacts:
-    """Everything teardown knows about one execution when it ends.
-
-    ``completion_evidence`` None means "not checked"; ``linked_row`` None means "no linked
-    engine row was found" (the caller fetched it only when ``needs_linked_engine``).
-    ``start_snapshot``: the cwd when the run started (``take_start_snapshot``), which the
-    completion evidence was measured against; ``started_at``: when this execution began.
-    ``tool_calls`` / ``permission_denials``: an agent's own counts from its stream (None
-    for a command); ``require_change``: a reply alone is not evidence of work.
-    """
-
-    status: str = "completed"
-    exception: BaseException | None = None
-    signal_name: str | None = None
-    cancel_cause: str | None = None
-    exit_code: int | None = None
-    idle_timeout: bool = False
-    verification: Mapping[str, Any] | None = None
-    completion_evidence: Mapping[str, Any] | None = None
-    has_assistant_output: bool = False
-    linked_row: Mapping[str, Any] | None = None
-    escalated_evidence: Sequence[Mapping[str, Any]] = ()
-    engine_session_uid: str | None = None
-    extra_evidence: Sequence[Mapping[str, Any]] = ()
-    extra_metadata: Mapping[str, Any] = field(default_factory=dict)
-    # What the provider was doing when li stopped it ("... retried the API 7 times").
-    summary_note: str | None = None
-    # li's timer fired while the provider was retrying an API call.
-    provider_retrying: bool = False
-    start_snapshot: Mapping[str, Any] | None = None
-    started_at: float | None = None
-    tool_calls: int | None = None
-    permission_denials: int | None = None
-    require_change: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What teardown writes: status, reason code, summary, evidence and transition metadata."""
-
-    status: str
-    reason_code: str
-    summary: str
-    evidence: list[dict[str, Any]] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 # --- step 3: base reason ------------------------------------------------------------------
@@ -292,145 +256,6 @@ def apply_artifact_verification(outcome: Outcome, facts: OutcomeFacts) -> Outcom
     )
 
 
-# --- step 7: completion evidence -----------------------------------------------------------
-
-
-def _produced_any(facts: OutcomeFacts) -> bool:
-    return bool(facts.verification and facts.verification.get("produced"))
-
-
-def _change_seen(evidence: Mapping[str, Any] | None) -> bool | None:
-    """True / False: a change was / was not seen in the cwd; None: no opinion."""
-    if evidence is None or not evidence.get("checked"):
-        return None
-    if evidence.get("since_start"):
-        changed = evidence.get("changed")
-        return None if changed is None else bool(changed)
-    # No start snapshot (a library caller without a cwd at setup): the ADR's rule.
-    return bool(evidence.get("ahead_of_base") or evidence.get("dirty"))
-
-
-def _work_evidence(evidence: Mapping[str, Any]) -> dict[str, Any]:
-    entry = {
-        "kind": "cwd" if evidence.get("scope") == "dir" else "git",
-        "dirty": evidence.get("dirty"),
-        "commits_ahead": evidence.get("commits_ahead"),
-        "base_ref": evidence.get("base_ref"),
-        "label": evidence.get("reason", ""),
-    }
-    if evidence.get("since_start"):
-        keys = (
-            "changed",
-            "commits_since_start",
-            "tree_changed",
-            "capped",
-            "head_at_start",
-            "head",
-            "branch_at_start",
-            "branch",
-        )
-        entry.update({k: evidence.get(k) for k in keys if k in evidence})
-    return entry
-
-
-def _reply_counts(facts: OutcomeFacts) -> bool:
-    return facts.has_assistant_output and not facts.require_change
-
-
-def _all_denied(facts: OutcomeFacts) -> bool:
-    denied = facts.permission_denials or 0
-    return facts.tool_calls is not None and denied > 0 and denied >= facts.tool_calls
-
-
-def _agent_did_nothing(facts: OutcomeFacts, change: bool | None) -> str | None:
-    """The reason when an agent's own stream shows it did nothing and no change was seen.
-
-    An agent acts through tool calls: with every call denied, or none and no reply, it
-    cannot have done the work, even when the cwd could not be compared.
-    """
-    if change or facts.tool_calls is None:
-        return None
-    if _all_denied(facts):
-        return "run.completed_empty.permission_denied"
-    if facts.tool_calls == 0 and not facts.has_assistant_output:
-        return "run.completed_empty.no_activity"
-    return None
-
-
-def needs_change_check(facts: OutcomeFacts) -> bool:
-    """Whether step 7 needs the cwd compared with the start snapshot (the caller's I/O)."""
-    return gate_applies(facts) and (not _reply_counts(facts) or _all_denied(facts))
-
-
-def _empty_detail(reason: str, facts: OutcomeFacts, evidence: Mapping[str, Any] | None) -> str:
-    cwd = str(evidence.get("reason", "")) if evidence else "cwd not checked"
-    if reason == "run.completed_empty.permission_denied":
-        return f"{facts.permission_denials} of {facts.tool_calls} tool call(s) denied; {cwd}"
-    if reason == "run.completed_empty.no_activity":
-        return f"no tool call, no reply; {cwd}"
-    return cwd
-
-
-def _completed_empty(
-    reason: str, outcome: Outcome, facts: OutcomeFacts, metadata: dict[str, Any]
-) -> Outcome:
-    checked = facts.completion_evidence
-    evidence: list[dict[str, Any]] = []
-    if checked is not None and checked.get("checked"):
-        evidence.append(_work_evidence(checked))
-    if facts.tool_calls is not None:
-        evidence.append(
-            {
-                "kind": "agent_activity",
-                "tool_calls": facts.tool_calls,
-                "permission_denials": facts.permission_denials or 0,
-                "reply": facts.has_assistant_output,
-            }
-        )
-    detail = _empty_detail(reason, facts, checked)
-    summary = f"{describe(reason)} ({detail})".replace(" ()", "")
-    return Outcome("completed_empty", reason, summary, [*evidence, *outcome.evidence], metadata)
-
-
-def apply_completion_gate(outcome: Outcome, facts: OutcomeFacts) -> Outcome:
-    """Step 7: a completed run without a produced file needs a reply or a change since start.
-
-    ``checked=False`` (no cwd, a failed probe, a capped fingerprint that cannot tell) is
-    "no opinion": the run stays completed, but its summary says no evidence was seen.
-    """
-    if outcome.status != "completed" or _produced_any(facts):
-        return outcome
-    checked = facts.completion_evidence
-    metadata = dict(outcome.metadata)
-    if checked is not None:
-        metadata["completion_evidence"] = dict(checked)
-    if facts.start_snapshot is not None:
-        metadata["start_snapshot"] = dict(facts.start_snapshot)
-    change = _change_seen(checked)
-    empty = _agent_did_nothing(facts, change)
-    if empty is not None:
-        return _completed_empty(empty, outcome, facts, metadata)
-    found: list[dict[str, Any]] = []
-    if _reply_counts(facts):
-        found.append({"kind": "assistant_output", "label": "non-empty assistant message"})
-    if change and checked is not None:
-        found.append(_work_evidence(checked))
-    if found:
-        seen = "; ".join(str(e["label"]) for e in found)
-        summary = f"completed: {seen}" if outcome.reason_code == "run.completed.ok" else None
-        return replace(
-            outcome,
-            summary=summary or outcome.summary,
-            evidence=[*outcome.evidence, *found],
-            metadata=metadata,
-        )
-    if change is None:
-        cause = str(checked.get("reason", "")) if checked is not None else "not checked"
-        summary = f"completed; no evidence of work was seen (cwd: {cause or 'not checked'})"
-        return replace(outcome, summary=summary, metadata=metadata)
-    return _completed_empty("run.completed_empty.no_evidence", outcome, facts, metadata)
-
-
 # --- step 8: escalation ---------------------------------------------------------------------
 
 
@@ -475,7 +300,12 @@ def outcome_before_gate(facts: OutcomeFacts) -> Outcome:
 
 def gate_applies(facts: OutcomeFacts) -> bool:
     """Whether step 7 will look at assistant output / git evidence for these facts."""
-    return outcome_before_gate(facts).status == "completed" and not _produced_any(facts)
+    return outcome_before_gate(facts).status == "completed" and not produced_any(facts)
+
+
+def needs_change_check(facts: OutcomeFacts) -> bool:
+    """Whether step 7 needs the cwd compared with the start snapshot (the caller's I/O)."""
+    return gate_applies(facts) and wants_change_check(facts)
 
 
 def decide_outcome(facts: OutcomeFacts) -> Outcome:

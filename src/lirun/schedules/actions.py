@@ -10,9 +10,9 @@ run with a typed reason instead of running something else.
 
 The options are ``li agent``'s that describe the work itself (``--cwd``, ``--timeout``,
 ``--idle-timeout``, ``--stall-timeout``, ``--profile``, ``--playbook``, ``--artifact``,
-``--prompt``), read the same way; those about one invocation from a terminal
-(``--detach``, ``--resume``, ``--save``, ``--run-id``, ``--json``, ``--db``, ``--bin``)
-are refused with the reason.
+``--prompt``; and ``li run``'s ``--require-change`` for ``run``), read the same way; those
+about one invocation from a terminal (``--detach``, ``--resume``, ``--save``, ``--run-id``,
+``--json``, ``--db``, ``--bin``) are refused with the reason.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ _OPTIONS: dict[str, tuple[bool, tuple[str, ...]]] = {
     "--playbook": (True, ("agent",)),
     "--artifact": (True, ("agent", "run")),
     "--prompt": (True, ("agent",)),
+    "--require-change": (False, ("run",)),
 }
 _REFUSED = {
     "--detach": "a schedule's runs always run in a worker",
@@ -96,7 +97,8 @@ class Action:
         if self.kind == "run" and self.task is not None:
             import shlex
 
-            return "run " + shlex.join(self.task.run or ())
+            flag = "--require-change " if self.task.require_change else ""
+            return "run " + flag + shlex.join(self.task.run or ())
         return f"{self.kind} {self.file}"
 
 
@@ -140,6 +142,11 @@ def _take_option(kind: str, words: list[str], index: int, options: dict[str, lis
             f"action {kind}: unknown option {name!r}; it takes {', '.join(allowed)}"
             + ("; the provider's own options go after a further --" if kind == "agent" else "")
         )
+    if not spec[0]:  # a flag
+        if eq:
+            raise UsageError(f"action {kind}: {name} takes no value; give {name} alone")
+        options.setdefault(name, []).append("")
+        return index + 1
     if not eq:
         if index + 1 >= len(words):
             raise UsageError(f"action {kind}: {name} needs a value")
@@ -218,7 +225,9 @@ def _run_task(options: dict[str, list[str]], positionals: list[str], tail: list[
     command = [*positionals, *tail]
     if not command:
         raise UsageError("action run: no command given; e.g. -- run make nightly")
-    task = Task(run=tuple(command), **_limits(options))
+    task = Task(
+        run=tuple(command), require_change="--require-change" in options, **_limits(options)
+    )
     _check(task)
     return task
 

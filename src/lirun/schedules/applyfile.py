@@ -10,6 +10,7 @@
         tz: Europe/Berlin     # cron: default this machine's zone (stored by name)
         action: agent claude "Review the open pull requests" --timeout 1800
         cwd: ../repo          # relative to this file; default: this file's directory
+        require_change: false # true: completed needs a change or an artifact (run, agent)
         overlap: skip         # the policies of `li schedule add`, by the same names
         retries: 1
         enabled: true
@@ -28,15 +29,26 @@ from pathlib import Path
 from lirun.errors import UsageError
 from lirun.exec.profiles import read_yaml, where
 from lirun.hints import Any
-from lirun.schedules.actions import parse_action
+from lirun.schedules.actions import Action, parse_action
 from lirun.schedules.definition import POLICY_KEYS, Definition, check_name, make_policies
 from lirun.schedules.registry import MISSING
 from lirun.schedules.triggers import parse_trigger
-from lirun.values import dataclass
+from lirun.values import dataclass, replace
 
 TOP_KEYS = frozenset({"schedules", "missing"})
 ENTRY_KEYS = frozenset(
-    {"name", "cron", "every", "at", "tz", "action", "cwd", "enabled", *POLICY_KEYS}
+    {
+        "name",
+        "cron",
+        "every",
+        "at",
+        "tz",
+        "action",
+        "cwd",
+        "enabled",
+        "require_change",
+        *POLICY_KEYS,
+    }
 )
 
 
@@ -113,6 +125,8 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
         )
         key = "action"
         action = parse_action(_words(entry.get("action")), base=_base(path, entry))
+        key = "require_change"
+        action = _require_change(action, entry.get("require_change", False))
         key = next((k for k in POLICY_KEYS if k in entry), "name")
         policies = make_policies({k: entry[k] for k in POLICY_KEYS if k in entry}, trigger)
         key = "enabled"
@@ -122,6 +136,21 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
     except UsageError as exc:
         raise UsageError(f"{where(path, entry, key)}: schedule {name!r}: {exc}") from None
     return Definition(name, trigger, action, policies, enabled)
+
+
+def _require_change(action: Action, value: Any) -> Action:
+    """``require_change: true``: a run (or agent) action completes only with a change in
+    its cwd or a produced artifact, as ``run --require-change`` says in the action."""
+    if not isinstance(value, bool):
+        raise UsageError(f"require_change: {value!r}; expected true or false")
+    if not value:
+        return action
+    if action.task is None:
+        raise UsageError(
+            f"require_change: applies to run and agent actions; for a {action.kind} "
+            f"action give require_change: true to the legs or plays in its file"
+        )
+    return replace(action, task=replace(action.task, require_change=True))
 
 
 def _text(entry: dict[str, Any], key: str) -> str | None:

@@ -154,15 +154,13 @@ def provider_stop(
     return summary, feedback
 
 
-def gate_verdict(status: str, child_exit_code: int | None, *, stopping: bool) -> GateVerdict:
-    """A gate passes when its command exited 0 (it need not change anything: a test run
-    that finds nothing to fix is ``completed_empty``); a gate cut short by the engine's
-    own stop is no verdict at all."""
+def gate_verdict(status: str, *, stopping: bool) -> GateVerdict:
+    """A gate is a command: its verdict is its exit code. Exit 0 is ``completed`` (it need
+    not change anything: a test run that finds nothing to fix passes); anything else
+    fails, except a gate cut short by the engine's own stop, which is no verdict at all."""
     if stopping and status in ("aborted", "cancelled"):
         return "interrupted"
-    if status in ("completed", "completed_empty") and child_exit_code in (0, None):
-        return "pass"
-    return "fail"
+    return "pass" if status == "completed" else "fail"
 
 
 def abort_target(status: str) -> tuple[str, str] | None:

@@ -1,9 +1,10 @@
 """A gate run: the gate command executed on a commit, recorded as an execution of its own.
 
-A gate is an ordinary supervised execution (``execute`` with a command program; a string
-gate runs through ``sh -c``) in the gate worktree, linked to its play (or, for the final
-gate, to its show) through the session's metadata. Its verdict is the decision
-``decisions.gate_verdict``; the tail of its output becomes the play's feedback.
+A gate is an ordinary supervised execution (``execute`` with a command program, so its
+exit code is its verdict; a string gate runs through ``sh -c``) in the gate worktree,
+linked to its play (or, for the final gate, to its show) through the session's metadata.
+Its verdict is the decision ``decisions.gate_verdict``; the tail of its output becomes the
+play's feedback.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def run_gate(
         task, cwd=str(cwd), db_url=db_url, metadata={**metadata, "commit": commit}
     )
     result = execute(request, trap=trap)
-    verdict = gate_verdict(result.status, None, stopping=stopping or trap.received is not None)
+    verdict = gate_verdict(result.status, stopping=stopping or trap.received is not None)
     return GateRun(
         verdict,
         commit,

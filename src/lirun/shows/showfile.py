@@ -70,6 +70,7 @@ PLAY_KEYS = frozenset(
         "idle_timeout",
         "stall_timeout",
         "attempts",
+        "require_change",
         *OPTION_KEYS,
     }
 )
@@ -215,6 +216,7 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
     timeout = r.seconds(play, "timeout", label)
     idle_timeout = r.seconds(play, "idle_timeout", label)
     stall_timeout = r.stall_seconds(play, "stall_timeout", label)
+    require_change = r.flag(play, "require_change", label)
     if len(r) > before:
         return None
     if isinstance(run, str):
@@ -230,6 +232,7 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
         timeout=timeout,
         idle_timeout=idle_timeout,
         stall_timeout=stall_timeout,
+        require_change=require_change,
     )
 
 

@@ -230,3 +230,21 @@ def require_text(**values: Any) -> None:
     for name, value in values.items():
         if not isinstance(value, str) or not value.strip():
             raise ValidationError(f"{name} must be a non-empty string, not {value!r}")
+
+
+def is_command(row: Mapping[str, Any]) -> bool:
+    """An execution row of a command (``li run``, a command leg or play, a gate, a
+    schedule's ``run`` action), not of an agent."""
+    return row.get("provider") == "command"
+
+
+def present_session(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A session row as ``li status --json`` and the dashboard show it.
+
+    The ``reply_text`` column keeps the tail of what the child printed: an agent's reply,
+    or a command's stdout, which is its output, never a reply: a command's row shows it
+    as ``output_text`` (and has no ``reply_text``)."""
+    shown = dict(row)
+    if is_command(shown) and "reply_text" in shown:
+        shown["output_text"] = shown.pop("reply_text")
+    return shown

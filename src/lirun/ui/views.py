@@ -188,8 +188,10 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "num_turns",
         "provider_retries",
     )
+    from lirun.store.records import present_session
+
     return {
-        "run": row,
+        "run": present_session(row),  # a command's stdout is its output_text, not a reply
         "duration": duration(row),
         "transitions": store.list_transitions("session", run_id),
         "evidence": row.get("status_evidence_refs") or [],
