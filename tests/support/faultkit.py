@@ -4,8 +4,9 @@
 fixes the random seed (else a fresh one, printed in the summary and in every failure).
 A round that breaks an invariant does not stop its kind: every round runs, then the test
 fails listing the bad rounds with the seed that reproduces them. The per-kind lines
-(``<kind>: rounds=N ok=N lost=N hung=N traceback=N``) are printed at the end of the
-session by ``pytest_terminal_summary``, so they show even with ``-q``.
+(``<kind>: rounds=N ok=N lost=N lying=N overlap=N escaped=N hung=N traceback=N``) are
+printed at the end of the session by ``pytest_terminal_summary``, so they show even with
+``-q``.
 
 Loaded as a plugin by ``conftest.py``.
 """
@@ -44,6 +45,8 @@ TAG_VAR = "LIRUN_FAULT_TAG"
 RUN_EXIT_CODES = frozenset(EXIT_CODE_BY_STATUS.values()) | {2}
 WAIT_EXIT_CODES = frozenset({0, 1, 2, 3})
 
+# The summary line's counters, in order: a round counts once in each category it broke.
+CATEGORIES = ("rounds", "ok", "lost", "lying", "overlap", "escaped", "hung", "traceback")
 _SUMMARY: dict[str, dict[str, int]] = {}
 _SUMMARY_LOCK = threading.Lock()
 
@@ -58,6 +61,19 @@ class Lost(AssertionError):
 
 class TracebackSeen(AssertionError):
     """A command printed a Python traceback."""
+
+
+class Lying(AssertionError):
+    """The record says something that did not happen (completed work it did not finish,
+    a failure for work that finished, an exit code not that of the stored outcome)."""
+
+
+class Overlap(AssertionError):
+    """Two copies of one piece of work ran at the same instant (the ledger proves it)."""
+
+
+class Escaped(AssertionError):
+    """A process the work started outlived its owner and its record."""
 
 
 @dataclass
@@ -118,6 +134,12 @@ def run_rounds(
             rnd.fail("hung", str(exc))
         except TracebackSeen as exc:
             rnd.fail("traceback", str(exc))
+        except Lying as exc:
+            rnd.fail("lying", str(exc))
+        except Overlap as exc:
+            rnd.fail("overlap", str(exc))
+        except Escaped as exc:
+            rnd.fail("escaped", str(exc))
         except Lost as exc:
             rnd.fail("lost", str(exc))
         except AssertionError as exc:
@@ -132,7 +154,8 @@ def run_rounds(
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         done = list(pool.map(one, range(rounds)))
-    counts = {"rounds": len(done), "ok": 0, "lost": 0, "hung": 0, "traceback": 0}
+    counts = dict.fromkeys(CATEGORIES, 0)
+    counts["rounds"] = len(done)
     for rnd in done:
         categories = {c for c, _ in rnd.problems}
         counts["ok"] += not categories
@@ -153,10 +176,7 @@ def run_rounds(
 
 
 def summary_line(kind: str, counts: Mapping[str, int]) -> str:
-    return (
-        f"{kind}: rounds={counts['rounds']} ok={counts['ok']} lost={counts['lost']} "
-        f"hung={counts['hung']} traceback={counts['traceback']}"
-    )
+    return f"{kind}: " + " ".join(f"{name}={counts.get(name, 0)}" for name in CATEGORIES)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

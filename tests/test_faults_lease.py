@@ -1,0 +1,249 @@
+"""The fault suite, leases: a worker that loses its lease has stopped its run before any
+other worker may take it over, whatever took the lease from it.
+
+- ``lease_freeze``: the worker running the work is SIGSTOPped for longer than its lease;
+- ``db_outage_workers``: the database (a throwaway PostgreSQL cluster) goes away for less
+  or more than the lease while workers run work.
+
+Every copy of the work appends to a ledger (``support.ledgerkit``): in every round no two
+copies ran at the same instant (``overlap``), no process of the work outlives the workers
+(``escaped``), every run's record is terminal and true to the ledger (``lying``), and the
+work was done once to its end (``lost``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from lirun.schedules.actions import parse_action
+from lirun.schedules.definition import make_policies
+from lirun.schedules.submit import submit
+from lirun.store import Store, open_store
+from support.faultkit import (
+    Escaped,
+    Lost,
+    Lying,
+    Round,
+    describe,
+    fault_env,
+    leftover_processes,
+    li_argv,
+    run_rounds,
+)
+from support.ledgerkit import check_no_overlap, work_argv, write_program
+from support.pgcluster import PgCluster
+
+pytestmark = [pytest.mark.faults, pytest.mark.slow]
+
+LEASE = 4.0
+TERMINAL = {"completed", "failed", "cancelled", "timed_out", "skipped"}
+STOPPED_BY_LEASE = {"schedule.failed.lease_lapsed", "schedule.cancelled.lease_lost"}
+
+
+@contextmanager
+def running_workers(rnd: Round, env: dict[str, str], count: int) -> Iterator[list[Any]]:
+    """``count`` tagged ``li worker --lease LEASE`` processes, started and ready, their
+    stderr in the round's directory; SIGTERM (then SIGKILL) at the end."""
+    procs: list[Any] = []
+    env = {**env, "LIRUN_FAULT_TAG": rnd.tag}
+    try:
+        for index in range(count):
+            log = rnd.workdir / f"worker-{index}.log"
+            with open(log, "wb") as sink:
+                proc = subprocess.Popen(
+                    li_argv("worker", "--lease", f"{LEASE:g}s", "--grace", "1s"),
+                    env=env, cwd=rnd.workdir, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=sink,
+                )  # fmt: skip
+            proc.log = log  # type: ignore[attr-defined]
+            procs.append(proc)
+        deadline = time.monotonic() + 60
+        for proc in procs:
+            while " started: " not in proc.log.read_text(errors="replace"):
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise Lost(f"a worker did not start: {proc.log.read_text()[-400:]}")
+                time.sleep(0.05)
+        yield procs
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def logs(procs: list[Any]) -> str:
+    return " || ".join(p.log.read_text(errors="replace")[-600:] for p in procs)
+
+
+def all_runs(store: Store) -> list[dict[str, Any]]:
+    rows = store.connector.read("SELECT * FROM schedule_runs ORDER BY created_at, id")
+    return [dict(r) for r in rows]
+
+
+def settled(store: Store, expected_firsts: int, timeout: float) -> list[dict[str, Any]]:
+    """The runs once all are terminal (retries included), or Lost after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            rows = all_runs(store)
+        except Exception:
+            rows = []  # the database may still be coming back
+        firsts = [r for r in rows if not r.get("retry_of")]
+        if len(firsts) >= expected_firsts and rows and all(r["status"] in TERMINAL for r in rows):
+            return rows
+        if time.monotonic() > deadline:
+            states = [(r["id"][:8], r["status"], r.get("status_reason_code")) for r in rows]
+            raise Lost(f"the runs did not settle in {timeout:.0f}s: {states}")
+        time.sleep(0.2)
+
+
+def check_runs(rows: list[dict[str, Any]], ledger_of: dict[str, Path], *, may_lapse: bool) -> None:
+    """Each piece of work (a first run and its retries) ran its copies one at a time, was
+    done to its end once, and each run's record is true to its ledger."""
+    by_id = {r["id"]: r for r in rows}
+    for first_id, ledger in ledger_of.items():
+        chain = [by_id[first_id]]
+        while True:
+            nxt = [r for r in rows if r.get("retry_of") == chain[-1]["id"]]
+            if not nxt:
+                break
+            chain.append(nxt[0])
+        found = check_no_overlap(ledger)
+        outcomes = [(r["status"], r.get("status_reason_code")) for r in chain]
+        completed = [r for r in chain if r["status"] == "completed"]
+        ended = [c for c in found if c.ended]
+        if len(completed) > len(ended):
+            raise Lying(f"{ledger.name}: {outcomes} but only {len(ended)} copies ended")
+        if not completed:
+            raise Lost(f"{ledger.name}: never completed: {outcomes} ({len(found)} copies)")
+        for run in chain[:-1]:
+            reason = run.get("status_reason_code")
+            if reason in STOPPED_BY_LEASE and not may_lapse:
+                raise Lying(f"{ledger.name}: {reason} though the lease never lapsed: {outcomes}")
+        if len(ended) > 1:
+            raise Lost(f"{ledger.name}: the work was done {len(ended)} times: {outcomes}")
+
+
+def check_escaped(rnd: Round) -> None:
+    left = [p for p in leftover_processes(rnd.tag) if "ledger_work" in " ".join(p.cmdline())]
+    if left:
+        raise Escaped(f"copies of the work outlived the workers: {describe(left)}")
+
+
+def owner_of(ledger: Path, timeout: float = 30.0) -> tuple[int, int]:
+    """(pid of the first copy, pid of the worker that runs it) once it started."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = ledger.read_text() if ledger.exists() else ""
+        if text.startswith("start "):
+            pid = int(text.split()[1])
+            try:
+                return pid, psutil.Process(pid).ppid()
+            except psutil.Error:
+                raise Lost(f"the first copy {pid} ended before it could be seen") from None
+        time.sleep(0.05)
+    raise Lost(f"the work never started ({ledger})")
+
+
+# --- a frozen worker -----------------------------------------------------------------------
+
+
+def test_lease_freeze(tmp_path: Path) -> None:
+    """Two workers (lease 4 s) on SQLite, a 7 s piece of work with one retry; the worker
+    running it is SIGSTOPped 0.3 to 1.5 s in, for lease + 1 to 4 s: the run is taken over
+    by the other worker only once its first copy is stopped, and done once to its end."""
+
+    def body(rnd: Round) -> None:
+        url = str(rnd.workdir / "state.db")
+        env = fault_env(rnd.workdir / "home", url)
+        program = write_program(rnd.workdir)
+        ledger = rnd.workdir / "ledger.txt"
+        store = open_store(url)
+        try:
+            with running_workers(rnd, env, 2) as procs:
+                action = parse_action(
+                    ["run", *work_argv(program, ledger, 7)], base=str(rnd.workdir)
+                )
+                run = submit(store, action, policies=make_policies({"retries": 1}, None))
+                _, owner = owner_of(ledger)
+                at, frozen = rnd.rng.uniform(0.3, 1.5), LEASE + rnd.rng.uniform(1.0, 4.0)
+                rnd.note(f"SIGSTOP the owner at {at:.2f}s for {frozen:.1f}s")
+                time.sleep(at)
+                os.kill(owner, signal.SIGSTOP)
+                time.sleep(frozen)
+                os.kill(owner, signal.SIGCONT)
+                rows = settled(store, 1, 40)
+                try:
+                    check_runs(rows, {run["id"]: ledger}, may_lapse=True)
+                except AssertionError as exc:
+                    raise type(exc)(f"{exc}; workers: {logs(procs)}") from None
+            check_escaped(rnd)
+        finally:
+            store.close()
+
+    run_rounds("lease_freeze[sqlite]", body, tmp_path, parallel=4)
+
+
+# --- the database goes away ---------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_db_outage_workers(pg_cluster: PgCluster, tmp_path: Path) -> None:
+    """Two workers (lease 4 s) on a throwaway PostgreSQL cluster run two pieces of work
+    (3 s each, one retry); the server stops 0.3 to 1 s in, for 1 to 2 s (shorter than
+    the lease: nothing may lapse) or lease + 1 to 3 s (longer: the runs may be retried,
+    never beside a copy still running)."""
+
+    def body(rnd: Round) -> None:
+        url = pg_cluster.new_url()
+        env = fault_env(rnd.workdir / "home", url)
+        program = write_program(rnd.workdir)
+        store = open_store(url)
+        try:
+            with running_workers(rnd, env, 2) as procs:
+                ledgers = {}
+                for index in range(2):
+                    ledger = rnd.workdir / f"ledger-{index}.txt"
+                    words = ["run", *work_argv(program, ledger, 3)]
+                    action = parse_action(words, base=str(rnd.workdir))
+                    run = submit(store, action, policies=make_policies({"retries": 1}, None))
+                    ledgers[run["id"]] = ledger
+                for ledger in ledgers.values():
+                    owner_of(ledger)
+                long = rnd.rng.random() < 0.5
+                down = LEASE + rnd.rng.uniform(1.0, 3.0) if long else rnd.rng.uniform(1.0, 2.0)
+                time.sleep(rnd.rng.uniform(0.3, 1.0))
+                rnd.note(
+                    f"server down {down:.1f}s ({'longer' if long else 'shorter'} than the lease)"
+                )
+                pg_cluster.stop(rnd.rng.choice(["fast", "immediate"]))
+                try:
+                    time.sleep(down)
+                finally:
+                    pg_cluster.ensure_up()
+                rows = settled(store, len(ledgers), 60)
+                try:
+                    check_runs(rows, ledgers, may_lapse=long)
+                except AssertionError as exc:
+                    raise type(exc)(f"{exc}; workers: {logs(procs)}") from None
+            check_escaped(rnd)
+        finally:
+            store.close()
+
+    run_rounds("db_outage_workers[postgres]", body, tmp_path)
