@@ -30,6 +30,7 @@ from lirun.schedules.definition import make_policies
 from lirun.schedules.submit import submit
 from lirun.store import Store, open_store
 from support.faultkit import (
+    TAG_VAR,
     Escaped,
     Lost,
     Lying,
@@ -47,22 +48,25 @@ pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
 LEASE = 4.0
 TERMINAL = {"completed", "failed", "cancelled", "timed_out", "skipped"}
-STOPPED_BY_LEASE = {"schedule.failed.lease_lapsed", "schedule.cancelled.lease_lost"}
+LAPSED = "schedule.failed.lease_lapsed"
+STOPPED_BY_LEASE = {LAPSED, "schedule.cancelled.lease_lost"}
 
 
 @contextmanager
-def running_workers(rnd: Round, env: dict[str, str], count: int) -> Iterator[list[Any]]:
-    """``count`` tagged ``li worker --lease LEASE`` processes, started and ready, their
-    stderr in the round's directory; SIGTERM (then SIGKILL) at the end."""
+def running_workers(
+    workdir: Path, tag: str, env: dict[str, str], count: int
+) -> Iterator[list[Any]]:
+    """``count`` ``li worker --lease LEASE`` processes tagged ``tag``, started and ready,
+    their stderr in ``workdir``; SIGTERM (then SIGKILL) at the end."""
     procs: list[Any] = []
-    env = {**env, "LIRUN_FAULT_TAG": rnd.tag}
+    env = {**env, TAG_VAR: tag}
     try:
         for index in range(count):
-            log = rnd.workdir / f"worker-{index}.log"
+            log = workdir / f"worker-{index}.log"
             with open(log, "wb") as sink:
                 proc = subprocess.Popen(
                     li_argv("worker", "--lease", f"{LEASE:g}s", "--grace", "1s"),
-                    env=env, cwd=rnd.workdir, stdin=subprocess.DEVNULL,
+                    env=env, cwd=workdir, stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=sink,
                 )  # fmt: skip
             proc.log = log  # type: ignore[attr-defined]
@@ -96,16 +100,23 @@ def all_runs(store: Store) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def settled(store: Store, expected_firsts: int, timeout: float) -> list[dict[str, Any]]:
-    """The runs once all are terminal (retries included), or Lost after ``timeout``."""
+def settled(store: Store, firsts: set[str], timeout: float) -> list[dict[str, Any]]:
+    """The runs of the work first queued as ``firsts``, once all are terminal (retries
+    included), or Lost after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             rows = all_runs(store)
         except Exception:
             rows = []  # the database may still be coming back
-        firsts = [r for r in rows if not r.get("retry_of")]
-        if len(firsts) >= expected_firsts and rows and all(r["status"] in TERMINAL for r in rows):
+        mine = {r["id"]: r for r in rows if r["id"] in firsts}
+        grew = True
+        while grew:
+            more = {r["id"]: r for r in rows if r.get("retry_of") in mine and r["id"] not in mine}
+            mine.update(more)
+            grew = bool(more)
+        rows = list(mine.values())
+        if len(rows) >= len(firsts) and all(r["status"] in TERMINAL for r in rows):
             return rows
         if time.monotonic() > deadline:
             states = [(r["id"][:8], r["status"], r.get("status_reason_code")) for r in rows]
@@ -132,9 +143,12 @@ def check_runs(rows: list[dict[str, Any]], ledger_of: dict[str, Path], *, may_la
             raise Lying(f"{ledger.name}: {outcomes} but only {len(ended)} copies ended")
         if not completed:
             raise Lost(f"{ledger.name}: never completed: {outcomes} ({len(found)} copies)")
-        for run in chain[:-1]:
+        started = [r for r in chain if r.get("started_at") is not None]
+        for run, copy in zip(started, found, strict=False):
             reason = run.get("status_reason_code")
-            if reason in STOPPED_BY_LEASE and not may_lapse:
+            if reason in STOPPED_BY_LEASE and copy.ended:
+                raise Lying(f"{ledger.name}: {reason} though its copy finished: {outcomes}")
+            if reason == LAPSED and not may_lapse:
                 raise Lying(f"{ledger.name}: {reason} though the lease never lapsed: {outcomes}")
         if len(ended) > 1:
             raise Lost(f"{ledger.name}: the work was done {len(ended)} times: {outcomes}")
@@ -176,7 +190,7 @@ def test_lease_freeze(tmp_path: Path) -> None:
         ledger = rnd.workdir / "ledger.txt"
         store = open_store(url)
         try:
-            with running_workers(rnd, env, 2) as procs:
+            with running_workers(rnd.workdir, rnd.tag, env, 2) as procs:
                 action = parse_action(
                     ["run", *work_argv(program, ledger, 7)], base=str(rnd.workdir)
                 )
@@ -188,7 +202,7 @@ def test_lease_freeze(tmp_path: Path) -> None:
                 os.kill(owner, signal.SIGSTOP)
                 time.sleep(frozen)
                 os.kill(owner, signal.SIGCONT)
-                rows = settled(store, 1, 40)
+                rows = settled(store, {run["id"]}, 40)
                 try:
                     check_runs(rows, {run["id"]: ledger}, may_lapse=True)
                 except AssertionError as exc:
@@ -205,45 +219,58 @@ def test_lease_freeze(tmp_path: Path) -> None:
 
 @pytest.mark.postgres
 def test_db_outage_workers(pg_cluster: PgCluster, tmp_path: Path) -> None:
-    """Two workers (lease 4 s) on a throwaway PostgreSQL cluster run two pieces of work
-    (3 s each, one retry); the server stops 0.3 to 1 s in, for 1 to 2 s (shorter than
-    the lease: nothing may lapse) or lease + 1 to 3 s (longer: the runs may be retried,
-    never beside a copy still running)."""
+    """Two workers (lease 4 s) on a throwaway PostgreSQL cluster; each round runs two
+    pieces of work (2 s each, one retry) and stops the server 0.3 to 1 s in, for 0.5 to
+    1.5 s (shorter than the lease: nothing may lapse; a worker may still stop a run to be
+    safe) or lease + 1 to 3 s (longer: the runs may be retried, never beside a copy still
+    running). Once a round's runs are all recorded ended, none of its copies runs on."""
+    url = pg_cluster.new_url()
+    shared = tmp_path / "workers"
+    shared.mkdir()
+    env = fault_env(shared / "home", url)
+    store = open_store(url)
+    program = write_program(shared)
 
     def body(rnd: Round) -> None:
-        url = pg_cluster.new_url()
-        env = fault_env(rnd.workdir / "home", url)
-        program = write_program(rnd.workdir)
-        store = open_store(url)
+        ledgers = {}
+        for index in range(2):
+            ledger = rnd.workdir / f"ledger-{index}.txt"
+            action = parse_action(["run", *work_argv(program, ledger, 2)], base=str(rnd.workdir))
+            run = submit(store, action, policies=make_policies({"retries": 1}, None))
+            ledgers[run["id"]] = ledger
+        for ledger in ledgers.values():
+            owner_of(ledger)
+        long = rnd.rng.random() < 0.5
+        down = LEASE + rnd.rng.uniform(1.0, 3.0) if long else rnd.rng.uniform(0.5, 1.5)
+        time.sleep(rnd.rng.uniform(0.3, 1.0))
+        rnd.note(f"server down {down:.1f}s ({'longer' if long else 'shorter'} than the lease)")
+        pg_cluster.stop(rnd.rng.choice(["fast", "immediate"]))
         try:
-            with running_workers(rnd, env, 2) as procs:
-                ledgers = {}
-                for index in range(2):
-                    ledger = rnd.workdir / f"ledger-{index}.txt"
-                    words = ["run", *work_argv(program, ledger, 3)]
-                    action = parse_action(words, base=str(rnd.workdir))
-                    run = submit(store, action, policies=make_policies({"retries": 1}, None))
-                    ledgers[run["id"]] = ledger
-                for ledger in ledgers.values():
-                    owner_of(ledger)
-                long = rnd.rng.random() < 0.5
-                down = LEASE + rnd.rng.uniform(1.0, 3.0) if long else rnd.rng.uniform(1.0, 2.0)
-                time.sleep(rnd.rng.uniform(0.3, 1.0))
-                rnd.note(
-                    f"server down {down:.1f}s ({'longer' if long else 'shorter'} than the lease)"
-                )
-                pg_cluster.stop(rnd.rng.choice(["fast", "immediate"]))
-                try:
-                    time.sleep(down)
-                finally:
-                    pg_cluster.ensure_up()
-                rows = settled(store, len(ledgers), 60)
-                try:
-                    check_runs(rows, ledgers, may_lapse=long)
-                except AssertionError as exc:
-                    raise type(exc)(f"{exc}; workers: {logs(procs)}") from None
-            check_escaped(rnd)
+            time.sleep(down)
         finally:
-            store.close()
+            pg_cluster.ensure_up()
+        rows = settled(store, set(ledgers), 60)
+        try:
+            check_runs(rows, ledgers, may_lapse=long)
+        except AssertionError as exc:
+            raise type(exc)(f"{exc}; workers: {logs(procs)}") from None
+        left = [
+            p for p in psutil.process_iter()
+            if any(str(rnd.workdir) in part for part in _cmdline(p))
+        ]  # fmt: skip
+        if left:
+            raise Escaped(f"copies ran on after their runs were recorded ended: {describe(left)}")
 
-    run_rounds("db_outage_workers[postgres]", body, tmp_path)
+    try:
+        with running_workers(shared, f"outage-{os.getpid()}", env, 2) as procs:
+            run_rounds("db_outage_workers[postgres]", body, tmp_path)
+    finally:
+        store.close()
+        pg_cluster.ensure_up()
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except psutil.Error:
+        return []
