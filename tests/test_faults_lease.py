@@ -13,6 +13,7 @@ work was done once to its end (``lost``).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,21 +26,28 @@ from typing import Any
 import psutil
 import pytest
 
+from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import make_policies
 from lirun.schedules.submit import submit
 from lirun.store import Store, open_store
+from support.diskkit import fill, free
 from support.faultkit import (
     TAG_VAR,
+    TRACEBACK,
     Escaped,
     Lost,
     Lying,
     Round,
+    TracebackSeen,
     describe,
     fault_env,
     leftover_processes,
     li_argv,
+    migrate,
+    read_row,
     run_rounds,
+    tail,
 )
 from support.ledgerkit import check_no_overlap, work_argv, write_program
 from support.pgcluster import PgCluster
@@ -274,3 +282,90 @@ def _cmdline(proc: psutil.Process) -> list[str]:
         return proc.cmdline()
     except psutil.Error:
         return []
+
+
+# --- a full disk mid-run -------------------------------------------------------------------
+
+# A child that prints a little, waits for ``go``, prints more and exits 0.
+CHATTY = (
+    "echo begin; i=0; while [ ! -e go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; "
+    "for i in $(seq 200); do echo line $i of the output after the disk filled up; done; exit 0"
+)
+
+
+def test_disk_full_midrun(tiny_disk: Any, tmp_path: Path) -> None:
+    """``LIRUN_HOME`` (the database, the run directories and the spool) on a 2 MB tmpfs
+    filled while the run runs; the child exits 0. `li run` exits with the code of the
+    outcome it reports (never 2 once the command started), and once space is freed the
+    record holds the true outcome: completed, exit code 0. When even the setup cannot
+    reserve what the ending needs, nothing starts (exit 2, no row)."""
+
+    def body(rnd: Round) -> None:
+        disk = tiny_disk("2m")
+        home = disk / "home"
+        url = str(home / "state.db")
+        env = fault_env(home, url, LIRUN_WRITE_RETRY_SECONDS="1")
+        run_id = f"d{rnd.index}-{os.urandom(4).hex()}"
+        when = rnd.rng.choice(["during_run", "during_run", "before_setup"])
+        rnd.note(f"disk full {when}")
+        script = f"touch {rnd.workdir / 'started'}; {CHATTY}"
+        argv = li_argv("run", "--run-id", run_id, "--json", "--", "sh", "-c", script)
+        if when == "before_setup":
+            home.mkdir()
+            migrate(url)
+            fill(disk)
+            (rnd.workdir / "go").touch()
+        proc = subprocess.Popen(
+            argv, env={**env, TAG_VAR: rnd.tag}, cwd=rnd.workdir, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            if when == "during_run":
+                deadline = time.monotonic() + 30
+                while not (rnd.workdir / "started").exists() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                time.sleep(rnd.rng.uniform(0.0, 0.3))
+                fill(disk)
+                (rnd.workdir / "go").touch()
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+            free(disk)
+        if TRACEBACK in err:
+            raise TracebackSeen(f"li run printed a traceback: {tail(err)}")
+        ran = (rnd.workdir / "started").exists()
+        if proc.returncode == 2:
+            if ran:
+                raise Lying(f"li run exited 2 after the command had started: {tail(err)}")
+            if read_row(url, run_id) is not None:
+                raise Lying("li run exited 2 (nothing started) but wrote a row")
+            return
+        if not ran:
+            raise Lost(f"li run exited {proc.returncode} but the command never started")
+        told = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        if not told:
+            raise Lost(f"li run exited {proc.returncode} without its summary: {tail(err)}")
+        if proc.returncode != EXIT_CODE_BY_STATUS.get(told[-1]["status"]):
+            raise Lying(f"li run exited {proc.returncode} but reported {told[-1]['status']}")
+        status = subprocess.run(
+            li_argv("status", run_id, "--json"), env=env, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+        if TRACEBACK in status.stderr:
+            raise TracebackSeen(f"li status printed a traceback: {tail(status.stderr)}")
+        row = read_row(url, run_id)
+        if row is None:
+            raise Lost(f"no row {run_id} after the space came back")
+        truth = ("completed", 0)
+        stored = (row["status"], row.get("exit_code"))
+        if stored != truth:
+            raise Lying(
+                f"the child exited 0 but the record holds {stored} "
+                f"({row.get('status_reason_code')}: {row.get('status_reason_summary')})"
+            )
+        if (told[-1]["status"], proc.returncode) != ("completed", 0):
+            raise Lying(f"li run said {told[-1]['status']} (exit {proc.returncode})")
+
+    run_rounds("disk_full_midrun[sqlite]", body, tmp_path, parallel=3)

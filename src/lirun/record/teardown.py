@@ -126,6 +126,7 @@ def setup_record_sync(
             | ({"start_snapshot": start_snapshot} if start_snapshot is not None else {})
         )
         store, owned = _open_db(db)
+        _reserve(store.url, run.run_id)
         store.create_session(
             id=run.run_id,
             run_id=run.run_id,
@@ -136,6 +137,8 @@ def setup_record_sync(
             **session_fields,
         )
     except Exception as exc:
+        if store is not None:
+            _release(store.url, run.run_id)
         if store is not None and owned:
             PersistContext(store, run.run_id, run, None, owned, started_at).close()
         raise RecordSetupError(
@@ -151,6 +154,26 @@ def setup_record_sync(
         cwd=session_fields.get("cwd"),
         start_snapshot=start_snapshot,
     )
+
+
+def _reserve(url: str, run_id: str) -> None:
+    """Reserve the space the run's ending needs (its spool), or refuse to start it."""
+    from lirun.record.spool import RESERVE_BYTES, reserve_spool
+
+    try:
+        reserve_spool(url, run_id)
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            f"no room to reserve {RESERVE_BYTES // 1024} KB for its outcome "
+            f"({exc.strerror or exc}); free space in the lirun home",
+        ) from exc
+
+
+def _release(url: str, run_id: str) -> None:
+    from lirun.record.spool import release_reservation
+
+    release_reservation(url, run_id)
 
 
 def _start_snapshot(run: RunDir, cwd: object) -> StartSnapshot | None:
@@ -407,6 +430,8 @@ def finalize_sync(
             engine_session_uid=engine_session_uid,
         )
     finally:
+        # Written (the space is not needed), spooled (it became the spool) or raising.
+        _release(ctx.store.url, ctx.session_id)
         ctx.close()
 
 
