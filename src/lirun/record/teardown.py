@@ -31,7 +31,7 @@ from lirun.errors import (
     ValidationError,
 )
 from lirun.hints import Any, TypeVar
-from lirun.lifecycle import is_terminal
+from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
 from lirun.logs import get_logger
 from lirun.paths import lirun_home
 from lirun.record.artifacts import contract_warnings, validate_artifact_contract
@@ -358,11 +358,14 @@ def _spool(
     try:
         path = write_spool(url, ctx.run.state_root, spooled)
     except OSError as exc:
-        raise OutcomeNotRecordedError(
+        error = OutcomeNotRecordedError(
             f"run {ctx.session_id} ended {outcome.status} ({outcome.reason_code}) but neither "
             f"the database ({cause}) nor the spool ({exc.strerror or exc}) could record it; "
             "free space or stop the process holding the database, then check `li status`"
-        ) from exc
+        )
+        # The run started: li exits with its outcome's code, never 2 ("nothing started").
+        error.exit_code = EXIT_CODE_BY_STATUS.get(outcome.status, 1)
+        raise error from exc
     return Finalized(outcome.status, outcome.reason_code, outcome, spool=path, cause=str(cause))
 
 
@@ -416,8 +419,10 @@ def finalize_sync(
     is written, or spooled, or this raises; returns the record's status and reason and the
     decided Outcome.
 
-    Raises OutcomeNotRecordedError (exit 2) when neither the database nor the spool could
-    take it, NotFoundError when the row is gone. Closes the context.
+    Raises OutcomeNotRecordedError (its exit code the outcome's: the run started) when
+    neither the database nor the spool could take it (the spool's space is reserved at
+    setup, so only when that was taken away), NotFoundError when the row is gone. Closes
+    the context.
     """
     try:
         return _finalize(
