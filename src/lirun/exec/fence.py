@@ -27,7 +27,12 @@ import sys
 import threading
 import time
 
-__all__ = ["Fence", "margin_for"]
+__all__ = ["Fence", "fence_for_owner", "margin_for"]
+
+# Fences whose watchdog runs in this process: an owner inside another (a flow run by
+# ``li worker``) is covered by the outer one, whose watchdog kills the same tree.
+_active: set[Fence] = set()
+_active_lock = threading.Lock()
 
 
 def margin_for(lease_seconds: float) -> float:
@@ -62,6 +67,8 @@ class Fence:
             start_new_session=True,  # a Ctrl-C of the owner's terminal leaves it running
         )
         self._send(f"renew {self.deadline!r}")
+        with _active_lock:
+            _active.add(self)
         return self
 
     def _send(self, line: str) -> None:
@@ -77,6 +84,8 @@ class Fence:
     def close(self) -> None:
         """The owner ended its work itself: the watchdog exits without killing."""
         proc, self._proc = self._proc, None
+        with _active_lock:
+            _active.discard(self)
         if proc is None:
             return
         try:
@@ -120,3 +129,12 @@ class Fence:
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
+
+
+def fence_for_owner(lease_seconds: float) -> Fence | None:
+    """A started fence for an owner (a flow, a show) of this process, or None when a
+    fence already guards this process's tree (``li worker`` running the flow)."""
+    with _active_lock:
+        if _active:
+            return None
+    return Fence(lease_seconds).start()

@@ -135,6 +135,17 @@ def reserve_spool(url: str, run_id: str) -> Path:
     """Reserve ``RESERVE_BYTES`` for the run's spooled outcome (``posix_fallocate``), so
     a run that started can always record how it ended, even on a full disk. OSError when
     it cannot: then nothing may start."""
+    try:
+        return _reserve(url, run_id)
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            f"no room to reserve {RESERVE_BYTES // 1024} KB for its outcome "
+            f"({exc.strerror or exc}); free space in the lirun home",
+        ) from exc
+
+
+def _reserve(url: str, run_id: str) -> Path:
     from lirun.record.rundir import private_dir
 
     private_dir(pending_dir(url))

@@ -158,16 +158,9 @@ def setup_record_sync(
 
 def _reserve(url: str, run_id: str) -> None:
     """Reserve the space the run's ending needs (its spool), or refuse to start it."""
-    from lirun.record.spool import RESERVE_BYTES, reserve_spool
+    from lirun.record.spool import reserve_spool
 
-    try:
-        reserve_spool(url, run_id)
-    except OSError as exc:
-        raise OSError(
-            exc.errno,
-            f"no room to reserve {RESERVE_BYTES // 1024} KB for its outcome "
-            f"({exc.strerror or exc}); free space in the lirun home",
-        ) from exc
+    reserve_spool(url, run_id)
 
 
 def _release(url: str, run_id: str) -> None:
