@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -192,3 +193,66 @@ def test_a_lapse_counts_once_seen_unchanged_for_half_the_lease() -> None:
     assert _confirmed([run], seen) == [run]
     renewed = {**run, "lease_expires_at": 108.0, "heartbeat_at": 104.0}
     assert _confirmed([renewed], seen) == [] and key not in seen
+
+
+FLOW_OWNER = """\
+import sys
+from pathlib import Path
+
+import lirun.liveness as liveness
+
+liveness.DEFAULT_LEASE_SECONDS, liveness.HEARTBEAT_INTERVAL = 4.0, 1.0  # a short lease
+from lirun.flows.engine import run_flow
+from lirun.flows.flowfile import load_flow
+
+spec = load_flow(Path(sys.argv[1]), cwd=sys.argv[2])
+report = run_flow(spec, db_url=sys.argv[3], invocation_id="frozen-flow")
+print(report.status, report.reason_code, report.reason_summary, flush=True)
+"""
+
+
+def test_a_frozen_flow_owner_has_its_legs_killed_before_its_lease_lapses(
+    tmp_path: Path,
+) -> None:
+    """`li flow run`'s owner (lease 4 s here) SIGSTOPped: its leg dies by lease - margin
+    after its last heartbeat, before anyone could judge the flow stale and resume it; the
+    owner, let go, ends the flow cancelled for its lost lease."""
+    from lirun.store import open_store
+    from support.ledgerkit import copies, write_program
+
+    program = write_program(tmp_path)
+    ledger = tmp_path / "ledger.txt"
+    flow = tmp_path / "long.yaml"
+    flow.write_text(
+        f"legs:\n  - id: long\n    run: [{sys.executable}, {program}, {ledger}, '30']\n"
+    )
+    url = str(tmp_path / "state.db")
+    env = {**os.environ, "LIRUN_HOME": str(tmp_path / "home"), "LIRUN_DB_URL": url}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", FLOW_OWNER, str(flow), str(tmp_path), url],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not copies(ledger) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert copies(ledger), owner.stderr.read() if owner.poll() is not None else "no leg"
+        time.sleep(0.5)
+        os.kill(owner.pid, signal.SIGSTOP)
+        stopped_at = time.time()
+        time.sleep(5.0)
+        (copy,) = copies(ledger)
+        # killed at most lease - margin (3 s) after the last beat, which was < 1 s before
+        assert copy.last - stopped_at < 3.2, copy.last - stopped_at
+        assert not copy.ended
+        row = open_store(url).get_entity("invocation", "frozen-flow")
+        assert row is not None and row["status"] == "running"  # nobody took it over yet
+        os.kill(owner.pid, signal.SIGCONT)
+        out, err = owner.communicate(timeout=60)
+    finally:
+        if owner.poll() is None:
+            os.kill(owner.pid, signal.SIGCONT)
+            owner.kill()
+            owner.communicate()
+    assert out.startswith("cancelled run.cancelled.system"), (out, err[-2000:])
+    assert "lease" in out
