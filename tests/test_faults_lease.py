@@ -33,6 +33,7 @@ from lirun.schedules.submit import submit
 from lirun.store import Store, open_store
 from support.diskkit import fill, free
 from support.faultkit import (
+    ROUNDS,
     TAG_VAR,
     TRACEBACK,
     Escaped,
@@ -174,7 +175,7 @@ def owner_of(ledger: Path, timeout: float = 30.0) -> tuple[int, int]:
     while time.monotonic() < deadline:
         text = ledger.read_text() if ledger.exists() else ""
         if text.startswith("start "):
-            pid = int(text.split()[1])
+            pid = int(text.split()[1].split(".")[0])
             try:
                 return pid, psutil.Process(pid).ppid()
             except psutil.Error:
@@ -369,3 +370,72 @@ def test_disk_full_midrun(tiny_disk: Any, tmp_path: Path) -> None:
             raise Lying(f"li run said {told[-1]['status']} (exit {proc.returncode})")
 
     run_rounds("disk_full_midrun[sqlite]", body, tmp_path, parallel=3)
+
+
+# --- a cut link between hosts --------------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_lease_cut_link(tmp_path: Path) -> None:
+    """Two simulated hosts (their own network, PID and UTS namespaces), a worker on each
+    (lease 4 s); each round runs a 6 s piece of work (one retry) and cuts the link of the
+    host running it for lease + 1 to 3 s: the other host retries it only once the first
+    copy is stopped. Fewer rounds than the other kinds (a quarter): each is slow."""
+    from support.queuekit import TESTS_DIR
+    from support.simhosts import simulated_hosts, url_from
+
+    with simulated_hosts(("alpha", 5), ("beta", 6)) as (hosts, cluster):
+        url = cluster.new_url()
+        store = open_store(url)
+        shared = tmp_path / "hosts"
+        shared.mkdir()
+        program = write_program(shared)
+        logs_of = {h.name: shared / f"{h.name}.log" for h in hosts}
+        ids: dict[str, str] = {}
+        for host in hosts:
+            env = fault_env(shared / f"home-{host.name}", url_from(host, cluster, url))
+            argv = li_argv("worker", "--lease", f"{LEASE:g}s", "--grace", "1s")
+            host.start(argv, log=logs_of[host.name], env=env, cwd=TESTS_DIR)
+            deadline = time.monotonic() + 60
+            while " started: " not in logs_of[host.name].read_text(errors="replace"):
+                assert time.monotonic() < deadline, logs_of[host.name].read_text()
+                time.sleep(0.1)
+            line = next(x for x in logs_of[host.name].read_text().splitlines() if " started: " in x)
+            ids[line.split("worker ", 1)[1].split(" ", 1)[0]] = host.name
+
+        def body(rnd: Round) -> None:
+            ledger = rnd.workdir / "ledger.txt"
+            action = parse_action(["run", *work_argv(program, ledger, 6)], base=str(rnd.workdir))
+            run = submit(store, action, policies=make_policies({"retries": 1}, None))
+            owner_of_run = ""
+            deadline = time.monotonic() + 30
+            while not owner_of_run and time.monotonic() < deadline:
+                row = store.get_entity("schedule_run", run["id"]) or {}
+                if row.get("status") == "running" and ledger.exists():
+                    owner_of_run = ids.get(str(row.get("worker_id")), "")
+                time.sleep(0.05)
+            if not owner_of_run:
+                raise Lost("the work never started on a known host")
+            host = next(h for h in hosts if h.name == owner_of_run)
+            cut = LEASE + rnd.rng.uniform(1.0, 3.0)
+            rnd.note(f"{host.name}'s link cut {cut:.1f}s")
+            time.sleep(rnd.rng.uniform(0.3, 1.5))
+            host.cut()
+            try:
+                time.sleep(cut)
+            finally:
+                host.restore()
+            rows = settled(store, {run["id"]}, 60)
+            try:
+                check_runs(rows, {run["id"]: ledger}, may_lapse=True)
+            except AssertionError as exc:
+                tails = " || ".join(p.read_text(errors="replace")[-600:] for p in logs_of.values())
+                raise type(exc)(f"{exc}; workers: {tails}") from None
+
+        try:
+            run_rounds("lease_cut_link[postgres]", body, tmp_path, rounds=max(1, ROUNDS // 4))
+        finally:
+            for host in hosts:
+                for proc in host.procs:
+                    host.stop(proc)
+            store.close()

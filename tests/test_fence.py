@@ -236,7 +236,9 @@ def test_a_frozen_flow_owner_has_its_legs_killed_before_its_lease_lapses(
         deadline = time.monotonic() + 30
         while not copies(ledger) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert copies(ledger), owner.stderr.read() if owner.poll() is not None else "no leg"
+        assert copies(ledger), (
+            "the leg never started" if owner.poll() is None else owner.communicate()
+        )
         time.sleep(0.5)
         os.kill(owner.pid, signal.SIGSTOP)
         stopped_at = time.time()

@@ -1,10 +1,11 @@
 """A ledger that proves no two copies of one piece of work ran at the same instant.
 
-The work is ``python3 LEDGER_PROGRAM LEDGER SECONDS``: it appends ``start <pid> <time>``,
-then ``tick <pid> <time>`` every ``TICK`` seconds, then ``end <pid> <time>`` (wall clock,
-one host). A copy killed midway has no ``end``; its last line bounds when it last ran
-(to within one tick). ``copies`` reads the ledger; ``check_no_overlap`` raises
-``Overlap`` when two copies' spans intersect.
+The work is ``python3 LEDGER_PROGRAM LEDGER SECONDS``: it appends ``start <copy> <time>``
+(``<copy>``: its pid and a random suffix), then ``tick <copy> <time>`` every ``TICK``
+seconds, then ``end <copy> <time>`` (wall clock: simulated hosts share this machine's). A
+copy killed midway has no ``end``; its last line bounds when it last ran (to within one
+tick). ``copies`` reads the ledger; ``check_no_overlap`` raises ``Overlap`` when two
+copies' spans intersect.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ TICK = 0.1
 PROGRAM = f"""\
 import os, sys, time
 path, seconds = sys.argv[1], float(sys.argv[2])
-pid = os.getpid()
+pid = f"{{os.getpid()}}.{{os.urandom(4).hex()}}"  # unique across PID namespaces too
 
 def line(word):
     with open(path, "a") as handle:
@@ -37,7 +38,7 @@ line("end")
 
 @dataclass
 class Copy:
-    pid: int
+    pid: str  # the copy's pid and a random suffix (two hosts may reuse a pid)
     first: float
     last: float
     ended: bool
@@ -56,14 +57,14 @@ def work_argv(program: Path, ledger: Path, seconds: float) -> list[str]:
 
 def copies(ledger: Path) -> list[Copy]:
     """Every copy that wrote to the ledger, in the order they started."""
-    found: dict[int, Copy] = {}
+    found: dict[str, Copy] = {}
     if not ledger.exists():
         return []
     for raw in ledger.read_text().splitlines():
         parts = raw.split()
         if len(parts) != 3:
             continue  # a line cut short by a kill
-        word, pid, at = parts[0], int(parts[1]), float(parts[2])
+        word, pid, at = parts[0], parts[1], float(parts[2])
         copy = found.setdefault(pid, Copy(pid, at, at, False))
         copy.first, copy.last = min(copy.first, at), max(copy.last, at)
         copy.ended = copy.ended or word == "end"
