@@ -148,9 +148,16 @@ def reserve_spool(url: str, run_id: str) -> Path:
 def _reserve(url: str, run_id: str) -> Path:
     from lirun.record.rundir import private_dir
 
-    private_dir(pending_dir(url))
     path = reservation_path(url, run_id)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    for attempt in range(3):
+        private_dir(path.parent)
+        try:
+            fd = os.open(path, flags, 0o600)
+            break
+        except FileNotFoundError:  # another run's release removed the directory just now
+            if attempt == 2:
+                raise
     try:
         try:
             os.posix_fallocate(fd, 0, RESERVE_BYTES)
@@ -158,7 +165,6 @@ def _reserve(url: str, run_id: str) -> Path:
             if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                 raise
             os.write(fd, bytes(RESERVE_BYTES))  # a filesystem without fallocate
-        os.fsync(fd)
     except OSError:
         os.close(fd)
         with contextlib.suppress(OSError):

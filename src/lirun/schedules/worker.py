@@ -276,7 +276,10 @@ class Worker:
         stopped_runs = False
         lapsed_seen: dict[tuple[str, float], float] = {}
         store: Store | None = None
-        while not stop.wait(min(interval, max(0.01, fence.remaining()))):
+        # Wake at the fence's deadline too (to stop the runs then), never spin after it.
+        while not stop.wait(
+            interval if fence.lost() else max(0.05, min(interval, fence.remaining()))
+        ):
             if fence.lost() and not stopped_runs:
                 # Past the fence's deadline this worker cannot prove the lease is still its
                 # own: its watchdog is killing the runs' processes; it records them as
