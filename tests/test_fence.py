@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lirun.exec.fence import Fence, margin_for
+from lirun.exec.fence import SETTLE_SECONDS, Fence, margin_for
 from lirun.schedules.outcomes import LEASE_LOST, Outcome, should_retry
 from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.worker import _confirmed
@@ -162,6 +162,11 @@ def test_the_fence_tells_its_owner_when_it_cannot_prove_the_lease() -> None:
     fence.deadline = time.monotonic() - 0.01
     assert fence.lost() and fence.lapsed_since(began)
     fence.renewed(time.monotonic())
+    # just back from a lapse: nothing starts until the watchdog has read the renewal
+    assert fence.lost() and 0 < fence.quiet_until - time.monotonic() <= SETTLE_SECONDS
+    fence.quiet_until = 0.0
+    assert not fence.lost()
+    fence.renewed(time.monotonic())  # an ordinary renewal: no settling
     assert not fence.lost()
     assert fence.lapsed_since(began), "the lapse is remembered for runs that spanned it"
     assert not fence.lapsed_since(time.monotonic() + 0.001)

@@ -29,6 +29,10 @@ import time
 
 __all__ = ["Fence", "fence_for_owner", "margin_for"]
 
+# After a lapse, how long a renewal waits before the owner starts work again: the
+# watchdog, killing at that moment, reads the renewal within a tick of its own.
+SETTLE_SECONDS = 0.5
+
 # Fences whose watchdog runs in this process: an owner inside another (a flow run by
 # ``li worker``) is covered by the outer one, whose watchdog kills the same tree.
 _active: set[Fence] = set()
@@ -50,6 +54,7 @@ class Fence:
         self.margin = margin_for(self.lease) if margin is None else float(margin)
         self.deadline = time.monotonic() + self.lease - self.margin
         self.lapses: list[float] = []  # deadlines that passed with no renewal
+        self.quiet_until = 0.0
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
@@ -114,18 +119,27 @@ class Fence:
             now = time.monotonic()
             if now >= self.deadline:
                 self.lapses.append(self.deadline)
+                # The watchdog may be killing right now: nothing new starts before it
+                # has read this renewal.
+                self.quiet_until = now + SETTLE_SECONDS
             self.deadline = max(self.deadline, started + self.lease - self.margin)
             deadline = self.deadline
         self._send(f"renew {deadline!r}")
 
     def lost(self) -> bool:
-        """Past the deadline: the owner cannot prove its lease is still its own."""
+        """Past the deadline (or just back from it): the owner cannot prove its lease is
+        still its own, and starts nothing."""
+        now = time.monotonic()
+        return now >= self.deadline or now < self.quiet_until
+
+    def expired(self) -> bool:
+        """Past the deadline: the watchdog is killing the owner's work."""
         return time.monotonic() >= self.deadline
 
     def lapsed_since(self, since: float) -> bool:
         """Whether the lease was lost at any moment from monotonic ``since`` on."""
         with self._lock:
-            return self.lost() or any(at >= since for at in self.lapses)
+            return self.expired() or any(at >= since for at in self.lapses)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()

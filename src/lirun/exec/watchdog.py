@@ -31,6 +31,8 @@ import sys
 import time
 
 SNAPSHOT_SECONDS = 0.5
+KILL_PASSES = 3
+KILL_TICK_SECONDS = 0.1
 
 Seen = dict[int, str]  # pid -> its start time field (pid reuse check)
 
@@ -84,19 +86,18 @@ def tree_of(root: int, table: dict[int, tuple[int, int, str]], groups: set[int])
 
 def kill_tree(root: int, remembered: Seen, groups: set[int]) -> int:
     """SIGKILL the owner's process tree: its descendants now, the members of the groups
-    they led, and the processes seen before that are still the same processes. Repeats
-    until nothing is left (a fork racing the kill), at most 2 s. Returns how many."""
+    they led, and the processes seen before that are still the same processes. A few
+    passes (a fork racing the kill); the watchdog's next tick kills again while the lease
+    stays lapsed, after reading the owner's pipe. Returns how many were signalled."""
     killed: set[int] = set()
-    deadline = time.monotonic() + 2.0
-    while True:
+    for _ in range(KILL_PASSES):
         table = process_table()
         targets = tree_of(root, table, groups)
         for pid, start in remembered.items():
             if pid in table and table[pid][2] == start and pid not in (root, os.getpid()):
                 targets[pid] = start
-        targets = {p: s for p, s in targets.items() if p not in killed or p in table}
-        if not targets or time.monotonic() > deadline:
-            return len(killed)
+        if not targets:
+            break
         for pid in targets:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -105,6 +106,7 @@ def kill_tree(root: int, remembered: Seen, groups: set[int]) -> int:
             with contextlib.suppress(OSError):
                 os.killpg(group, signal.SIGKILL)
         time.sleep(0.02)
+    return len(killed)
 
 
 def _say(text: str) -> None:
@@ -123,8 +125,10 @@ def watch(owner: int, source: int) -> int:
     while True:
         now = time.monotonic()
         wait = SNAPSHOT_SECONDS
-        if deadline is not None:
+        if deadline is not None and not fired:
             wait = max(0.0, min(wait, deadline - now))
+        elif fired:
+            wait = KILL_TICK_SECONDS  # the lease stays lapsed: kill again, without spinning
         ready, _, _ = select.select([source], [], [], wait)
         if ready:
             chunk = os.read(source, 4096)
@@ -141,6 +145,11 @@ def watch(owner: int, source: int) -> int:
                     return 0
                 if word == "renew":
                     deadline, fired = float(value), False
+        if deadline is not None and time.monotonic() >= deadline and not ready:
+            # About to kill: a renewal written meanwhile must win over a stale deadline.
+            pending, _, _ = select.select([source], [], [], 0)
+            if pending:
+                continue
         table = process_table()
         seen = tree_of(owner, table, groups)
         remembered = seen

@@ -238,7 +238,7 @@ class _FlowRun:
         if self.halt is None and stop is not None and stop.received is not None:
             self.halt, self.signal_name = "signal", stop.received.name
             self.log.line(f"{self.signal_name} received: stopping every running leg")
-        elif self.halt is None and self.fence is not None and self.fence.lost():
+        elif self.halt is None and self.fence is not None and self.fence.lapsed_since(0.0):
             self.halt, self.signal_name = "signal", LEASE_LOST_SIGNAL
             self.log.line("the flow's lease is lost (no heartbeat): stopping every running leg")
         elif self.halt is None and deadline is not None and time.monotonic() >= deadline:

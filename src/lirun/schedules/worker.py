@@ -278,9 +278,9 @@ class Worker:
         store: Store | None = None
         # Wake at the fence's deadline too (to stop the runs then), never spin after it.
         while not stop.wait(
-            interval if fence.lost() else max(0.05, min(interval, fence.remaining()))
+            interval if fence.expired() else max(0.05, min(interval, fence.remaining()))
         ):
-            if fence.lost() and not stopped_runs:
+            if fence.expired() and not stopped_runs:
                 # Past the fence's deadline this worker cannot prove the lease is still its
                 # own: its watchdog is killing the runs' processes; it records them as
                 # stopped and claims nothing until a renewal succeeds again.

@@ -173,9 +173,9 @@ class Conductor:
 
     def _beat(self) -> bool:
         now = time.monotonic()
-        if self.fence is not None and self.fence.lost():
-            # It cannot prove the show is still its own: its watchdog is killing the
-            # executions; it stops as an owner that was taken over does.
+        if self.fence is not None and self.fence.lapsed_since(0.0):
+            # Its lease lapsed (even if renewed since): its watchdog killed the executions
+            # and anyone may have taken the show over; it stops as a taken-over owner does.
             self.say(f"show {self.show['id']}: its lease is lost (no heartbeat); stopping")
             return False
         if now - self._last_beat < self.beat_every:
