@@ -231,7 +231,7 @@ def test_db_outage_workers(pg_cluster: PgCluster, tmp_path: Path) -> None:
     """Two workers (lease 4 s) on a throwaway PostgreSQL cluster; each round runs two
     pieces of work (2 s each, one retry) and stops the server 0.3 to 1 s in, for 0.5 to
     1.5 s (shorter than the lease: nothing may lapse; a worker may still stop a run to be
-    safe) or lease + 1 to 3 s (longer: the runs may be retried, never beside a copy still
+    safe) or lease + 0.5 to 2 s (longer: the runs may be retried, never beside a copy still
     running). Once a round's runs are all recorded ended, none of its copies runs on."""
     url = pg_cluster.new_url()
     shared = tmp_path / "workers"
@@ -250,7 +250,7 @@ def test_db_outage_workers(pg_cluster: PgCluster, tmp_path: Path) -> None:
         for ledger in ledgers.values():
             owner_of(ledger)
         long = rnd.rng.random() < 0.5
-        down = LEASE + rnd.rng.uniform(1.0, 3.0) if long else rnd.rng.uniform(0.5, 1.5)
+        down = LEASE + rnd.rng.uniform(0.5, 2.0) if long else rnd.rng.uniform(0.5, 1.5)
         time.sleep(rnd.rng.uniform(0.3, 1.0))
         rnd.note(f"server down {down:.1f}s ({'longer' if long else 'shorter'} than the lease)")
         pg_cluster.stop(rnd.rng.choice(["fast", "immediate"]))
