@@ -125,7 +125,15 @@ def settled(store: Store, firsts: set[str], timeout: float) -> list[dict[str, An
             mine.update(more)
             grew = bool(more)
         rows = list(mine.values())
-        if len(rows) >= len(firsts) and all(r["status"] in TERMINAL for r in rows):
+        # A run stopped by its lease is retried (retries 1) by a second write: wait for it.
+        retried = {r.get("retry_of") for r in rows}
+        awaited = [
+            r for r in rows
+            if r.get("status_reason_code") in STOPPED_BY_LEASE
+            and int(r.get("attempt") or 1) == 1 and r["id"] not in retried
+        ]  # fmt: skip
+        ended = all(r["status"] in TERMINAL for r in rows)
+        if len(rows) >= len(firsts) and ended and not awaited:
             return rows
         if time.monotonic() > deadline:
             states = [(r["id"][:8], r["status"], r.get("status_reason_code")) for r in rows]
