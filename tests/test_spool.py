@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -133,10 +135,12 @@ def test_when_even_the_spool_cannot_be_written_teardown_says_so(
     from lirun.errors import OutcomeNotRecordedError
     from lirun.record.teardown import finalize_sync
 
-    (lirun_home / "pending").write_text("not a directory")
     ctx = setup_persist_sync(run, db=db_url, provider="command")
     assert ctx is not None
     monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.2")  # after setup: it had no fault
+    # The space reserved at setup taken away, and the pending directory with it.
+    shutil.rmtree(lirun_home / "pending")
+    (lirun_home / "pending").write_text("not a directory")
     ctx.store.close()
     with (
         caplog.at_level(logging.WARNING),
@@ -150,4 +154,58 @@ def test_applying_the_last_spool_leaves_nothing_to_list(
 ) -> None:
     _spool_timed_out(db_url, run, monkeypatch)
     apply_pending(store)
+    assert list((lirun_home / "pending").iterdir()) == []
+
+
+def test_no_room_for_the_outcome_means_nothing_starts(
+    db_url: str, store: Store, run: RunDir, lirun_home: Path
+) -> None:
+    """The space the ending needs is reserved at setup: when it cannot be, the run is
+    refused before its row exists (``li run`` exits 2, nothing started)."""
+    from lirun.errors import RecordSetupError
+    from lirun.record.teardown import setup_record_sync
+
+    (lirun_home / "pending").write_text("not a directory")
+    with pytest.raises(RecordSetupError, match="no room to reserve"):
+        setup_record_sync(run, db=db_url, provider="command")
+    assert store.get_entity("session", run.run_id) is None
+
+
+def test_the_reserved_space_takes_the_spool_when_nothing_else_can(
+    db_url: str, store: Store, run: RunDir, lirun_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk at the end: the spool is written over the blocks reserved at setup (no
+    new file), renamed into place, and applied once the database answers."""
+    from lirun.record import spool
+    from lirun.record.teardown import finalize_sync
+
+    ctx = setup_persist_sync(run, db=db_url, provider="command")
+    assert ctx is not None
+    reserved = spool.reservation_path(db_url, run.run_id)
+    assert reserved.stat().st_blocks * 512 >= spool.RESERVE_BYTES
+    assert pending_files(db_url) == []  # hidden: nothing to apply
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(spool, "write_atomically", full)
+    monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.2")
+    ctx.store.close()  # the database cannot be written either
+    done = finalize_sync(ctx, status="completed")
+    assert done.spool == spool.pending_dir(db_url) / f"{run.run_id}.json"
+    assert not reserved.exists() and pending_files(db_url) == [done.spool]
+    assert apply_pending(store) == [(run.run_id, "write")]
+    row = store.get_entity("session", run.run_id)
+    assert row is not None and row["status"] == done.status
+
+
+def test_a_recorded_ending_gives_the_reserved_space_back(
+    db_url: str, store: Store, run: RunDir, lirun_home: Path
+) -> None:
+    from lirun.record import spool
+
+    ctx = setup_persist_sync(run, db=db_url, provider="command")
+    assert ctx is not None and spool.reservation_path(db_url, run.run_id).exists()
+    teardown_persist_sync(ctx, status="completed")
+    assert not spool.reservation_path(db_url, run.run_id).exists()
     assert list((lirun_home / "pending").iterdir()) == []

@@ -45,10 +45,8 @@ TAG_VAR = "LIRUN_FAULT_TAG"
 RUN_EXIT_CODES = frozenset(EXIT_CODE_BY_STATUS.values()) | {2}
 WAIT_EXIT_CODES = frozenset({0, 1, 2, 3})
 
-# A round's problems by category (``Round.fail``): lying, the record says what did not
-# happen; overlap, two copies of one piece of work ran at once; escaped, a process
-# outlived its run or its owner.
-COUNTERS = ("rounds", "ok", "lost", "lying", "overlap", "escaped", "hung", "traceback")
+# The summary line's counters, in order: a round counts once in each category it broke.
+CATEGORIES = ("rounds", "ok", "lost", "lying", "overlap", "escaped", "hung", "traceback")
 _SUMMARY: dict[str, dict[str, int]] = {}
 _SUMMARY_LOCK = threading.Lock()
 
@@ -65,8 +63,17 @@ class TracebackSeen(AssertionError):
     """A command printed a Python traceback."""
 
 
+class Lying(AssertionError):
+    """The record says something that did not happen (completed work it did not finish,
+    a failure for work that finished, an exit code not that of the stored outcome)."""
+
+
+class Overlap(AssertionError):
+    """Two copies of one piece of work ran at the same instant (the ledger proves it)."""
+
+
 class Escaped(AssertionError):
-    """A process the run started outlived its run or its owner."""
+    """A process the work started outlived its owner and its record."""
 
 
 @dataclass
@@ -127,6 +134,10 @@ def run_rounds(
             rnd.fail("hung", str(exc))
         except TracebackSeen as exc:
             rnd.fail("traceback", str(exc))
+        except Lying as exc:
+            rnd.fail("lying", str(exc))
+        except Overlap as exc:
+            rnd.fail("overlap", str(exc))
         except Escaped as exc:
             rnd.fail("escaped", str(exc))
         except Lost as exc:
@@ -143,7 +154,7 @@ def run_rounds(
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         done = list(pool.map(one, range(rounds)))
-    counts = dict.fromkeys(COUNTERS, 0)
+    counts = dict.fromkeys(CATEGORIES, 0)
     counts["rounds"] = len(done)
     for rnd in done:
         categories = {c for c, _ in rnd.problems}
@@ -165,7 +176,7 @@ def run_rounds(
 
 
 def summary_line(kind: str, counts: Mapping[str, int]) -> str:
-    return f"{kind}: " + " ".join(f"{name}={counts.get(name, 0)}" for name in COUNTERS)
+    return f"{kind}: " + " ".join(f"{name}={counts.get(name, 0)}" for name in CATEGORIES)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,11 +62,15 @@ class ChunkSink:
         self.tail = bytearray()
         self.total_bytes = 0
         self.echo_error: OSError | None = None
+        self.buffer_error: OSError | None = None
 
     def feed(self, chunk: bytes) -> None:
         self.total_bytes += len(chunk)
         if self.buffer_fd is not None:
-            write_all(self.buffer_fd, chunk)
+            try:
+                write_all(self.buffer_fd, chunk)
+            except OSError as exc:
+                self._buffer_failed(exc)
         if self.echo_fd is not None:
             self._echo(chunk)
         if self.tail_bytes:
@@ -73,6 +78,18 @@ class ChunkSink:
 
     def finish(self) -> None:
         """Called once at end of stream; subclasses flush what they hold."""
+
+    def _buffer_failed(self, exc: OSError) -> None:
+        """The buffer file cannot take more (a full disk, a quota): the capture goes on
+        without it (the tail, the echo, the lines), and the run is not failed for it."""
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            raise exc
+        self.buffer_error = exc
+        sys.stderr.write(
+            f"li: warning: the run's output file stopped at {self.total_bytes} bytes "
+            f"({exc.strerror}); the rest is not saved\n"
+        )
+        self.close()
 
     def _echo(self, chunk: bytes) -> None:
         try:

@@ -457,8 +457,8 @@ def execute(
     (UsageError, NotFoundError, ConflictError), StartInterruptedError when a signal came
     before the record existed, RecordSetupError when the record cannot be created (no run
     without a record: unlike ``setup_persist`` for library callers, this never runs
-    unrecorded), and OutcomeNotRecordedError (exit 2) after the run when neither the
-    database nor the spool could take the outcome.
+    unrecorded), and OutcomeNotRecordedError after the run when neither the database nor
+    the spool could take the outcome (its exit code is the outcome's: the run started).
     """
     own = store is None
     db = store if store is not None else open_store(request.db_url)

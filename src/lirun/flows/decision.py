@@ -26,6 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# What ``signal`` holds when the flow stopped because its owner lost its lease.
+LEASE_LOST_SIGNAL = "lease lost"
+
 __all__ = [
     "NOT_RUN",
     "FlowFacts",
@@ -181,6 +184,9 @@ def decide_flow(facts: FlowFacts) -> FlowOutcome:
 
     if facts.signal == "SIGINT":
         return out("aborted", "run.cancelled.sigint", "interrupted (SIGINT); running legs stopped")
+    if facts.signal == LEASE_LOST_SIGNAL:
+        summary = "the flow's owner could not renew its lease; running legs stopped"
+        return out("cancelled", "run.cancelled.system", summary)
     if facts.signal is not None:
         reason = "run.cancelled.sigterm" if facts.signal == "SIGTERM" else "run.cancelled.system"
         return out("cancelled", reason, f"{facts.signal} received; running legs stopped")

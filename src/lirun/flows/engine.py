@@ -12,6 +12,7 @@ status written through the guarded ``update_status``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import signal
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.errors import ConflictError, UsageError
+from lirun.exec.fence import Fence
 from lirun.flows.checkpoint import FlowLog, write_checkpoint
-from lirun.flows.decision import NOT_RUN, FlowFacts, decide_flow
+from lirun.flows.decision import LEASE_LOST_SIGNAL, NOT_RUN, FlowFacts, decide_flow
 from lirun.flows.legrun import LegJob, LegResult, LegWorkers
 from lirun.flows.plan import (
     DONE,
@@ -89,6 +91,7 @@ class _FlowRun:
         self.running: dict[str, Instance] = {}
         self.halt: str | None = None  # "signal" | "timeout" | "fail_fast"
         self.signal_name: str | None = None
+        self.fence: Fence | None = None  # this owner's lease watchdog, when it has one
         self._git: dict[str, bool] = {}  # cwd -> can a leg there get a worktree
         self._stopped = False  # the workers were told to stop their legs
         self.log = FlowLog(self.run.flow_log_path, options.on_progress)
@@ -256,6 +259,9 @@ class _FlowRun:
         if self.halt is None and stop is not None and stop.received is not None:
             self.halt, self.signal_name = "signal", stop.received.name
             self.log.line(f"{self.signal_name} received: stopping every running leg")
+        elif self.halt is None and self.fence is not None and self.fence.lapsed_since(0.0):
+            self.halt, self.signal_name = "signal", LEASE_LOST_SIGNAL
+            self.log.line("the flow's lease is lost (no heartbeat): stopping every running leg")
         elif self.halt is None and deadline is not None and time.monotonic() >= deadline:
             self.halt = "timeout"
             self.log.line(f"flow deadline of {self.options.timeout:g}s passed: stopping legs")
@@ -330,8 +336,9 @@ def _execute(
     reuse: Mapping[str, ReusedLeg] | None = None,
     store: Store | None = None,
 ) -> FlowReport:
+    from lirun.exec.fence import fence_for_owner
     from lirun.exec.heartbeat import Heartbeat
-    from lirun.liveness import HEARTBEAT_INTERVAL
+    from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL
     from lirun.record.rundir import new_run_id
 
     own = store is None
@@ -342,7 +349,17 @@ def _execute(
         workers = LegWorkers(flow.plan.parallel, db_url=db.url, log=flow.log.line)
         error: BaseException | None = None
         try:
-            with Heartbeat(lambda: db.flow_heartbeat(flow.id), HEARTBEAT_INTERVAL):
+            with contextlib.ExitStack() as held:
+                # A flow whose owner cannot renew its lease has its legs killed before
+                # anyone may resume it, and stops (``watch``).
+                flow.fence = fence_for_owner(DEFAULT_LEASE_SECONDS)
+                if flow.fence is not None:
+                    held.callback(flow.fence.close)
+                held.enter_context(
+                    Heartbeat(
+                        lambda: db.flow_heartbeat(flow.id), HEARTBEAT_INTERVAL, fence=flow.fence
+                    )
+                )
                 try:
                     flow.loop(workers, stop)
                 except BaseException as exc:  # stop the legs, record the flow, then re-raise

@@ -1,5 +1,7 @@
 """Pending outcomes: a teardown write that could not land is spooled, never dropped.
 
+At setup, before the run's row exists, ``reserve_spool`` pre-allocates the space its
+spool needs (a hidden file of the pending directory); when that fails nothing starts.
 When the database stays unwritable past the retry bound (a lock held too long, a full
 disk, a lost server), teardown writes the outcome it decided to a small fsync'd file:
 ``<run state dir>/outcome.pending.json`` for the person reading the run directory, and
@@ -16,6 +18,7 @@ override with source ``system``; a row that holds another real outcome is left a
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import time
@@ -25,7 +28,7 @@ from pathlib import Path
 from lirun.hints import Any, Literal
 from lirun.paths import nothing_pending, pending_root
 from lirun.record.rundir import write_atomically
-from lirun.values import asdict, dataclass, field, fields
+from lirun.values import asdict, dataclass, field, fields, replace
 
 __all__ = [
     "PENDING_FILE",
@@ -38,10 +41,14 @@ __all__ = [
     "deliver_pending",
     "pending_dir",
     "pending_files",
+    "release_reservation",
+    "reserve_spool",
     "write_spool",
 ]
 
 PENDING_FILE = "outcome.pending.json"
+# Reserved at setup for a run's spooled outcome (a typical one is a few KB).
+RESERVE_BYTES = 128 * 1024
 # The reaper's verdicts: it finalizes a row whose owner it saw gone, without the cause.
 _REAPER_REASONS = frozenset({"session.orphaned.no_process", "session.stale.no_heartbeat"})
 
@@ -118,20 +125,113 @@ def pending_files(url: str) -> list[Path]:
 # --- writing ----------------------------------------------------------------------------------
 
 
+def reservation_path(url: str, run_id: str) -> Path:
+    """The space reserved at setup for the run's spooled outcome: a hidden file of the
+    pending directory (``pending_files`` skips it), so using it is a rename in place."""
+    return pending_dir(url) / f".{run_id}.reserve"
+
+
+def reserve_spool(url: str, run_id: str) -> Path:
+    """Reserve ``RESERVE_BYTES`` for the run's spooled outcome (``posix_fallocate``), so
+    a run that started can always record how it ended, even on a full disk. OSError when
+    it cannot: then nothing may start."""
+    try:
+        return _reserve(url, run_id)
+    except OSError as exc:
+        raise OSError(
+            exc.errno,
+            f"no room to reserve {RESERVE_BYTES // 1024} KB for its outcome "
+            f"({exc.strerror or exc}); free space in the lirun home",
+        ) from exc
+
+
+def _reserve(url: str, run_id: str) -> Path:
+    from lirun.record.rundir import private_dir
+
+    path = reservation_path(url, run_id)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    for attempt in range(3):
+        private_dir(path.parent)
+        try:
+            fd = os.open(path, flags, 0o600)
+            break
+        except FileNotFoundError:  # another run's release removed the directory just now
+            if attempt == 2:
+                raise
+    try:
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except (AttributeError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.write(fd, bytes(RESERVE_BYTES))  # a filesystem without fallocate
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
+    os.close(fd)
+    return path
+
+
+def release_reservation(url: str, run_id: str) -> None:
+    """The run's outcome is in the database (or the reservation became its spool): give
+    the space back, and the pending directory too when nothing else is in it."""
+    path = reservation_path(url, run_id)
+    with contextlib.suppress(OSError):
+        path.unlink()
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
+
+
+def _fitted(outcome: SpooledOutcome) -> bytes:
+    """The spool's content within the reservation: evidence and metadata give way first,
+    never the status, reason and exit code."""
+    payload = outcome.to_json().encode("utf-8")
+    if len(payload) <= RESERVE_BYTES:
+        return payload
+    trimmed = replace(
+        outcome,
+        evidence=[{"kind": "trimmed", "note": "evidence left out: the spool had no room"}],
+        metadata={},
+        reason_summary=outcome.reason_summary[:2000],
+    )
+    return trimmed.to_json().encode("utf-8")
+
+
+def _use_reservation(reserved: Path, entry: Path, payload: bytes) -> None:
+    """Write ``payload`` over the reserved blocks (no new space), then rename it into
+    place: a reader sees the whole entry or none."""
+    fd = os.open(reserved, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.pwrite(fd, payload, 0)
+        os.ftruncate(fd, len(payload))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(reserved, entry)
+
+
 def write_spool(url: str, state_root: Path, outcome: SpooledOutcome) -> Path:
     """Spool ``outcome``; return the pending entry. OSError when it cannot be written.
 
-    The entry under ``<home>/pending`` is what later commands apply; the copy in the run
-    directory is for a reader of that directory (best effort).
+    The entry under ``<home>/pending`` is what later commands apply: written into the
+    space reserved at setup when there is one (a full disk cannot refuse it), else as a
+    new file. The copy in the run directory is for a reader of that directory (best
+    effort).
     """
-    payload = outcome.to_json().encode("utf-8")
+    payload = _fitted(outcome)
     with contextlib.suppress(OSError):
         write_atomically(state_root / PENDING_FILE, payload)
     from lirun.record.rundir import private_dir
 
     directory = pending_dir(url)
-    private_dir(directory)
     entry = directory / f"{outcome.run_id}.json"
+    reserved = reservation_path(url, outcome.run_id)
+    if reserved.is_file():
+        _use_reservation(reserved, entry, payload)
+        return entry
+    private_dir(directory)
     write_atomically(entry, payload)
     return entry
 

@@ -31,7 +31,7 @@ from lirun.errors import (
     ValidationError,
 )
 from lirun.hints import Any, TypeVar
-from lirun.lifecycle import is_terminal
+from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
 from lirun.logs import get_logger
 from lirun.paths import lirun_home
 from lirun.record.artifacts import contract_warnings, validate_artifact_contract
@@ -126,6 +126,7 @@ def setup_record_sync(
             | ({"start_snapshot": start_snapshot} if start_snapshot is not None else {})
         )
         store, owned = _open_db(db)
+        _reserve(store.url, run.run_id)
         store.create_session(
             id=run.run_id,
             run_id=run.run_id,
@@ -136,6 +137,8 @@ def setup_record_sync(
             **session_fields,
         )
     except Exception as exc:
+        if store is not None:
+            _release(store.url, run.run_id)
         if store is not None and owned:
             PersistContext(store, run.run_id, run, None, owned, started_at).close()
         raise RecordSetupError(
@@ -151,6 +154,19 @@ def setup_record_sync(
         cwd=session_fields.get("cwd"),
         start_snapshot=start_snapshot,
     )
+
+
+def _reserve(url: str, run_id: str) -> None:
+    """Reserve the space the run's ending needs (its spool), or refuse to start it."""
+    from lirun.record.spool import reserve_spool
+
+    reserve_spool(url, run_id)
+
+
+def _release(url: str, run_id: str) -> None:
+    from lirun.record.spool import release_reservation
+
+    release_reservation(url, run_id)
 
 
 def _start_snapshot(run: RunDir, cwd: object) -> StartSnapshot | None:
@@ -335,11 +351,14 @@ def _spool(
     try:
         path = write_spool(url, ctx.run.state_root, spooled)
     except OSError as exc:
-        raise OutcomeNotRecordedError(
+        error = OutcomeNotRecordedError(
             f"run {ctx.session_id} ended {outcome.status} ({outcome.reason_code}) but neither "
             f"the database ({cause}) nor the spool ({exc.strerror or exc}) could record it; "
             "free space or stop the process holding the database, then check `li status`"
-        ) from exc
+        )
+        # The run started: li exits with its outcome's code, never 2 ("nothing started").
+        error.exit_code = EXIT_CODE_BY_STATUS.get(outcome.status, 1)
+        raise error from exc
     return Finalized(outcome.status, outcome.reason_code, outcome, spool=path, cause=str(cause))
 
 
@@ -393,8 +412,10 @@ def finalize_sync(
     is written, or spooled, or this raises; returns the record's status and reason and the
     decided Outcome.
 
-    Raises OutcomeNotRecordedError (exit 2) when neither the database nor the spool could
-    take it, NotFoundError when the row is gone. Closes the context.
+    Raises OutcomeNotRecordedError (its exit code the outcome's: the run started) when
+    neither the database nor the spool could take it (the spool's space is reserved at
+    setup, so only when that was taken away), NotFoundError when the row is gone. Closes
+    the context.
     """
     try:
         return _finalize(
@@ -407,6 +428,8 @@ def finalize_sync(
             engine_session_uid=engine_session_uid,
         )
     finally:
+        # Written (the space is not needed), spooled (it became the spool) or raising.
+        _release(ctx.store.url, ctx.session_id)
         ctx.close()
 
 

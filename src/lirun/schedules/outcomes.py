@@ -16,8 +16,11 @@ from lirun.hints import Any, NamedTuple
 from lirun.reasons import RETRYABLE_RUN_REASONS, reason_fits_status
 
 # Reasons that say "the same run may succeed if tried again": transient provider failures
-# and a worker that lost its lease.
-RETRYABLE = RETRYABLE_RUN_REASONS | {"schedule.failed.lease_lapsed"}
+# and a worker that lost its lease (lapsed: failed by another; lost: stopped by its own).
+RETRYABLE = RETRYABLE_RUN_REASONS | {
+    "schedule.failed.lease_lapsed",
+    "schedule.cancelled.lease_lost",
+}
 START_DEADLINE = "schedule.failed.start_deadline"
 CWD_REFUSED = "schedule.failed.cwd_not_allowed"
 FILE_CHANGED = "schedule.failed.file_changed"
@@ -110,10 +113,12 @@ def start_refusal(facts: StartFacts) -> tuple[str, str] | None:
 def should_retry(status: str, reason: str, attempt: int, retries: int) -> bool:
     """A new attempt for a run that ended with a reason a retry may fix (a rate limit, an
     overload, a server or network error, a stall, a timeout while the provider was
-    retrying, a lapsed lease), while attempts remain (attempt 1 is the first run;
-    ``retries`` new attempts follow at most). A refused login or a rejected request is
-    never retried: it would fail the same way."""
-    return status in ("failed", "timed_out") and reason in RETRYABLE and attempt <= retries
+    retrying, a lapsed lease, or a run its worker stopped when it lost its lease), while
+    attempts remain (attempt 1 is the first run; ``retries`` new attempts follow at most).
+    A refused login or a rejected request is never retried: it would fail the same way."""
+    stopped = status == "cancelled" and reason == LEASE_LOST  # its work did not finish
+    ended = status in ("failed", "timed_out") or stopped
+    return ended and reason in RETRYABLE and attempt <= retries
 
 
 def notify_env(

@@ -29,10 +29,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lirun.errors import LirunError
+from lirun.exec.fence import Fence
 from lirun.hints import Any
 from lirun.schedules.actions import Action, sha256_of
 from lirun.schedules.definition import Policies
 from lirun.schedules.outcomes import (
+    LEASE_LOST,
     WORKER_STOPPED,
     Outcome,
     StartFacts,
@@ -46,6 +48,8 @@ from lirun.store import Store, open_store
 from lirun.values import dataclass
 
 Log = Callable[[str], None]
+# How often a run's end is written again while the database is away (seconds).
+END_RETRY_SECONDS = 0.5
 
 
 def log_stderr(line: str) -> None:
@@ -89,13 +93,16 @@ class Runner:
         *,
         enqueue: Callable[[str], None] = lambda run_id: None,
         log: Log = log_stderr,
+        fence: Fence | None = None,
     ) -> None:
         self.config = config
+        self.fence = fence
         self.enqueue = enqueue
         self.log = log
         self._traps: dict[str, SignalTrap] = {}
         self._guard = threading.Lock()
         self.stopping: int | None = None
+        self.closing = threading.Event()  # the worker is going away: stop retrying writes
         self.stop_reason = WORKER_STOPPED
 
     @property
@@ -147,6 +154,8 @@ class Runner:
         run = store.get_entity("schedule_run", run_id)
         if run is None or run.get("status") != "queued" or self.stopping is not None:
             return
+        if self.fence is not None and self.fence.lost():
+            return  # the worker cannot prove its lease: it starts nothing
         ctx = RunContext(store, run)
         facts = self._start_facts(ctx)
         refusal = start_refusal(facts) if facts is not None else None
@@ -164,8 +173,24 @@ class Runner:
             outcome = Outcome("failed", *refusal)
         else:
             outcome = self._execute(store, run_id, ctx.action)
-        if self._end(store, run_id, outcome, expected="running"):
+        if self._end_running(store, run_id, outcome):
             self.finish(store, run_id)
+
+    def _end_running(self, store: Store, run_id: str, outcome: Outcome) -> bool:
+        """Record the end of a run this worker ran, trying again while the database is
+        away (an outage must not leave it to the lease reaper, which cannot know how it
+        ended): the worker keeps renewing its lease meanwhile, so nobody else fails it.
+        Gives up when the worker stops."""
+        while True:
+            try:
+                return self._end(store, run_id, outcome, expected="running")
+            except Exception as exc:
+                if self.closing.is_set():
+                    raise
+                self.log(
+                    f"run {run_id}: its end is not recorded yet ({type(exc).__name__}); retrying"
+                )
+                self.closing.wait(END_RETRY_SECONDS)
 
     def _start_facts(self, ctx: RunContext) -> StartFacts | None:
         action = ctx.action
@@ -211,8 +236,10 @@ class Runner:
                 self._traps[run_id] = trap
                 if self.stopping is not None:
                     trap.deliver(self.stopping)
+            began = time.monotonic()
             try:
-                return self._dispatch(store, run_id, action, trap)
+                outcome = self._dispatch(store, run_id, action, trap)
+                return self._fenced(outcome, began)
             except LirunError as exc:
                 return Outcome("failed", "schedule.failed.setup", str(exc))
             except Exception as exc:
@@ -220,6 +247,20 @@ class Runner:
             finally:
                 with self._guard:
                     self._traps.pop(run_id, None)
+
+    def _fenced(self, outcome: Outcome, began: float) -> Outcome:
+        """A run that did not complete while the lease was lost was stopped by the
+        lease's watchdog (or by this worker for it): it ends ``lease_lost``."""
+        if outcome.status == "completed" or self.fence is None:
+            return outcome
+        if not self.fence.lapsed_since(began):
+            return outcome
+        fence = self.fence
+        summary = (
+            f"the worker could not renew its lease within {fence.lease - fence.margin:g}s "
+            f"(lease {fence.lease:g}s); its watchdog stopped the run ({outcome.reason_code})"
+        )
+        return Outcome("cancelled", LEASE_LOST, summary, outcome.exit_code)
 
     def _dispatch(self, store: Store, run_id: str, action: Action, trap: SignalTrap) -> Outcome:
         from lirun.record.rundir import new_run_id
@@ -328,5 +369,8 @@ class Runner:
 
 
 def _row_summary(store: Store, kind: str, entity_id: str) -> str:
-    row = store.get_entity(kind, entity_id)
+    try:
+        row = store.get_entity(kind, entity_id)
+    except Exception:  # the database is away: the status and reason are known already
+        return ""
     return str((row or {}).get("status_reason_summary") or "")

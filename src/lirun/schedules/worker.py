@@ -11,7 +11,10 @@ Threads of one worker process:
   at most ``concurrency`` at once;
 - the heartbeat thread renews the worker row and the leases of its runs, fails the runs
   whose lease lapsed (any worker's: a worker killed or cut off) and the queued runs past
-  their start deadline, and stops this worker's runs when it cannot renew for a lease.
+  their start deadline, and stops this worker's runs when it cannot prove its lease;
+- the lease's watchdog (``exec/fence.py``, a process of its own fed after each renewal)
+  kills the runs' processes at ``lease - margin`` after the last renewal when no other
+  came: a frozen worker or a dead database cannot keep a copy running past the lease.
 
 SIGTERM (or SIGINT, SIGHUP): claim nothing more, let running work finish for ``grace``
 seconds, then cancel it (``schedule.cancelled.worker_stopped``); a second signal cancels
@@ -25,6 +28,7 @@ import signal
 import threading
 import time
 
+from lirun.exec.fence import Fence
 from lirun.hints import Any
 from lirun.record.reap_runs import fail_lapsed_run, fail_past_start_deadline
 from lirun.schedules.definition import stored_definition
@@ -105,10 +109,23 @@ def fire_due(store: Store, now: int, enqueue: Any, log: Log) -> int:
     return made
 
 
-def reap(store: Store, runner: Runner, now: float) -> None:
+def reap(
+    store: Store,
+    runner: Runner,
+    now: float,
+    seen: dict[tuple[str, float], float] | None = None,
+) -> None:
     """Fail the runs whose lease lapsed (and their executions), and the queued runs past
-    their start deadline; each ended run is retried and notified through ``finish``."""
-    for run in store.list_lapsed_runs(now):
+    their start deadline; each ended run is retried and notified through ``finish``.
+
+    ``seen`` (the worker's memory, by run id and expiry: when this worker first saw it
+    lapsed) makes a lapse count only once it was seen for half its lease: after an outage
+    every worker finds every lease lapsed at once, and the owners, alive, renew theirs at
+    their next beat and record how their runs really ended. Without ``seen``: at once."""
+    lapsed = store.list_lapsed_runs(now)
+    if seen is not None:
+        lapsed = _confirmed(lapsed, seen)
+    for run in lapsed:
         summary = (
             f"worker {run.get('worker_id')} stopped renewing its lease "
             f"(expired {now - float(run['lease_expires_at']):.1f}s ago)"
@@ -118,6 +135,24 @@ def reap(store: Store, runner: Runner, now: float) -> None:
     for run in store.list_queued_runs(limit=500):
         if fail_past_start_deadline(store, run, now):
             runner.finish(store, run["id"])
+
+
+def _confirmed(
+    lapsed: list[dict[str, Any]], seen: dict[tuple[str, float], float]
+) -> list[dict[str, Any]]:
+    now = time.monotonic()
+    keys = {(str(r["id"]), float(r["lease_expires_at"])): r for r in lapsed}
+    for key in list(seen):
+        if key not in keys:
+            del seen[key]  # renewed or ended meanwhile
+    confirmed = []
+    for key, run in keys.items():
+        first = seen.setdefault(key, now)
+        beat = run.get("heartbeat_at")
+        lease = key[1] - float(beat) if beat is not None else 0.0
+        if now - first >= lease / 2:
+            confirmed.append(run)
+    return confirmed
 
 
 class Worker:
@@ -133,6 +168,7 @@ class Worker:
         opts = self.options
         store = open_store(opts.db_url)
         transport = transport_for(store)
+        registered = time.monotonic()
         self.worker_id = store.register_worker(
             owner=current_owner(),
             concurrency=opts.concurrency,
@@ -145,7 +181,9 @@ class Worker:
             lease_seconds=opts.lease_seconds,
             allow_roots=opts.allow_roots,
         )
-        runner = Runner(config, enqueue=transport.enqueue, log=self.log)
+        # The lease's watchdog: kills this worker's runs when it cannot renew in time.
+        fence = Fence(opts.lease_seconds).start(started=registered)
+        runner = Runner(config, enqueue=transport.enqueue, log=self.log, fence=fence)
         self.log(
             f"worker {self.worker_id} started: pid {current_owner()['owner_pid']}, "
             f"concurrency {opts.concurrency}, {type(transport).__name__}, "
@@ -172,9 +210,11 @@ class Worker:
             beat_stop.set()
             if serving.is_alive():
                 runner.stop_all(signal.SIGTERM)
+                runner.closing.set()
                 serving.join()
             if beating.is_alive():
                 beating.join()
+            fence.close()
             try:
                 store.stop_worker(self.worker_id)
             except Exception as exc:  # the database is gone: the row's heartbeat ages out
@@ -199,6 +239,7 @@ class Worker:
             if runner.running:
                 self.log(f"grace over: cancelling {', '.join(runner.running)}")
             runner.stop_all(signal.SIGTERM)
+            runner.closing.set()
             serving.join()
 
     def _fire_loop(self, store: Store, transport: Transport, trap: SignalTrap) -> None:
@@ -228,33 +269,44 @@ class Worker:
 
     def _heartbeat(self, runner: Runner, stop: threading.Event) -> None:
         opts = self.options
+        fence = runner.fence
+        assert fence is not None
         interval = max(0.05, opts.lease_seconds / 4)
         last_ok = time.monotonic()
         stopped_runs = False
+        lapsed_seen: dict[tuple[str, float], float] = {}
         store: Store | None = None
-        while not stop.wait(interval):
+        # Wake at the fence's deadline too (to stop the runs then), never spin after it.
+        while not stop.wait(
+            interval if fence.expired() else max(0.05, min(interval, fence.remaining()))
+        ):
+            if fence.expired() and not stopped_runs:
+                # Past the fence's deadline this worker cannot prove the lease is still its
+                # own: its watchdog is killing the runs' processes; it records them as
+                # stopped and claims nothing until a renewal succeeds again.
+                self.log("lease lost: stopping this worker's runs, claiming none")
+                runner.stop_all(signal.SIGTERM, LEASE_LOST)
+                stopped_runs = True
+            started = time.monotonic()
             try:
                 if store is None:
                     store = open_store(opts.db_url)
                 if not store.beat_worker(self.worker_id, lease_seconds=opts.lease_seconds):
                     raise RuntimeError("the worker row is stopped or gone")
+                fence.renewed(started)
                 last_ok = time.monotonic()
                 self._stop_runs_taken_over(store, runner)
                 if stopped_runs:
                     self.log("lease renewed again: running work again")
                     runner.resume()
                     stopped_runs = False
-                reap(store, runner, time.time())
+                reap(store, runner, time.time(), lapsed_seen)
             except Exception as exc:
                 lost = time.monotonic() - last_ok
                 self.log(f"heartbeat failed ({lost:.1f}s): {type(exc).__name__}: {exc}")
                 if store is not None:
                     store.close()
                     store = None
-                if lost >= opts.lease_seconds and not stopped_runs:
-                    self.log("lease lost: stopping this worker's runs, claiming none")
-                    runner.stop_all(signal.SIGTERM, LEASE_LOST)
-                    stopped_runs = True
         if store is not None:
             store.close()
 

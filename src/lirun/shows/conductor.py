@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from lirun.exec.fence import Fence
 from lirun.lifecycle import is_terminal
 from lirun.reasons import describe
 from lirun.record.rundir import new_run_id
@@ -90,6 +91,7 @@ class Conductor:
         self.head_check = False
         self.outcome = ""
         self.beat_every = beat_every
+        self.fence: Fence | None = None  # the owner's lease watchdog, when it has one
         self._last_beat = time.monotonic()
         self.refresh()
 
@@ -172,10 +174,21 @@ class Conductor:
 
     def _beat(self) -> bool:
         now = time.monotonic()
+        if self.fence is not None and self.fence.lapsed_since(0.0):
+            # Its lease lapsed (even if renewed since): its watchdog killed the executions
+            # and anyone may have taken the show over; it stops as a taken-over owner does.
+            self.say(f"show {self.show['id']}: its lease is lost (no heartbeat); stopping")
+            return False
         if now - self._last_beat < self.beat_every:
             return True
         self._last_beat = now
-        return self.store.beat_show(self.show["id"], self.owner)
+        return self._renew(now)
+
+    def _renew(self, started: float) -> bool:
+        ours = self.store.beat_show(self.show["id"], self.owner)
+        if ours and self.fence is not None:
+            self.fence.renewed(started)
+        return ours
 
     def _settle(self) -> str:
         """Nothing runs: start the final gate, or say how the show stands."""
@@ -421,8 +434,9 @@ class Conductor:
         move: an abort (or a person) between heartbeats must not find a merge landed on
         the branch of a play its record says did not merge."""
         fresh = self.store.get_entity("play", self.rows[name]["id"])
-        if self.store.beat_show(self.show["id"], self.owner) and fresh is not None:
-            self._last_beat = time.monotonic()
+        started = time.monotonic()
+        if self._renew(started) and fresh is not None:
+            self._last_beat = started
             if fresh["status"] == "gated":
                 return True
             self.rows[name] = fresh

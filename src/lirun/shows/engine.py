@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
+from lirun.exec.fence import fence_for_owner
 from lirun.exec.task import check_task
 from lirun.exec.worktrees import GitError
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL, current_owner, judge_owner
@@ -377,6 +378,8 @@ def _conduct(
         progress=say,
         beat_every=HEARTBEAT_INTERVAL,
     )
+    # Its executions are killed before the show's lease lapses when it cannot renew it.
+    conductor.fence = fence_for_owner(DEFAULT_LEASE_SECONDS)
     say(
         f"show {show_id} ({spec.topic}): {'resumed' if resumed else 'started'}; "
         f"{len(spec.plays)} play(s) merge into {show['integration']}"
@@ -398,6 +401,8 @@ def _conduct(
     finally:
         if conductor.workers.busy:
             conductor.workers.shutdown(15)
+        if conductor.fence is not None:
+            conductor.fence.close()
         store.release_show(show_id, owner)
     interrupted = stop.signal_name if outcome == "interrupted" and stop is not None else None
     return _report(store, show_id, interrupted)

@@ -1,0 +1,265 @@
+"""The lease's fence (``lirun.exec.fence`` and its watchdog process): an owner that stops
+renewing has its process tree killed at ``lease - margin``; an owner that dies has it
+killed at once; an owner that says ``bye`` leaves it alone. The owner is a real process
+(a script) so the watchdog never looks at the test runner's own children."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lirun.exec.fence import SETTLE_SECONDS, Fence, margin_for
+from lirun.schedules.outcomes import LEASE_LOST, Outcome, should_retry
+from lirun.schedules.runner import Runner, RunnerConfig
+from lirun.schedules.worker import _confirmed
+
+Owners = list[tuple[subprocess.Popen[str], str]]
+OWNER = """\
+import os, subprocess, sys, time
+from lirun.exec.descendants import enable_subreaper
+from lirun.exec.fence import Fence
+
+enable_subreaper()  # as li run does: a daemon that left the session stays a descendant
+lease, renew_for, then = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+token = os.environ["FENCE_TOKEN"]
+fence = Fence(lease).start()
+leader = subprocess.Popen(["sleep", token], start_new_session=True)
+# a daemon that left the group and the session: found as the owner's descendant
+daemon = subprocess.Popen(
+    [sys.executable, "-c",
+     "import os, sys, time\\nos.setsid()\\nif os.fork(): os._exit(0)\\ntime.sleep(60)",
+     token],
+)
+daemon.wait()
+time.sleep(0.3)
+print(leader.pid, flush=True)
+until = time.monotonic() + renew_for
+while time.monotonic() < until:
+    started = time.monotonic()
+    fence.renewed(started)
+    time.sleep(0.1)
+print("stopped renewing", flush=True)
+if then == "bye":
+    fence.close()
+    print("closed", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def owner() -> Iterator[Owners]:
+    started: Owners = []
+    yield started
+    for proc, token in started:
+        for work in _work(token):
+            work.kill()
+        proc.kill()
+        proc.wait()
+
+
+def _work(token: str) -> list[psutil.Process]:
+    """The live processes of the owner's work (their argv carries ``token``)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and token in (proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+def _start(
+    owner: Owners, lease: float, renew_for: float, then: str
+) -> tuple[subprocess.Popen[str], str]:
+    token = f"6{random.randrange(10**6)}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(lease), str(renew_for), then],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "FENCE_TOKEN": token},
+    )  # fmt: skip
+    owner.append((proc, token))
+    return proc, token
+
+
+def _read(proc: subprocess.Popen[str], want: str) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    assert want in line or want == "", line
+    return line
+
+
+def _wait_gone(token: str, timeout: float) -> float:
+    started = time.monotonic()
+    while _work(token):
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"still running: {_work(token)}")
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def test_the_tree_dies_at_lease_minus_margin_after_the_last_renewal(
+    owner: Owners,
+) -> None:
+    proc, token = _start(owner, 2.0, 1.0, "sleep")
+    _read(proc, "")
+    deadline = time.monotonic()
+    assert len(_work(token)) == 2  # the group's leader and the daemon that left it
+    _read(proc, "stopped renewing")
+    time.sleep(0.5)
+    assert len(_work(token)) == 2, "killed while the lease was renewed"
+    took = _wait_gone(token, 5.0) + 0.5
+    since_first = time.monotonic() - deadline
+    # last renewal ~1 s after the leader started; deadline = that + 2 - 0.5
+    assert 1.0 <= took <= 2.5, took
+    assert since_first < 4.0
+    assert proc.poll() is None, "the owner itself is not the watchdog's to kill"
+
+
+def test_a_frozen_owner_does_not_keep_its_work_running(
+    owner: Owners,
+) -> None:
+    proc, token = _start(owner, 2.0, 30.0, "sleep")
+    _read(proc, "")
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        took = _wait_gone(token, 5.0)
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    assert took <= 2.0, took
+
+
+def test_a_dead_owner_has_its_tree_killed_at_once(owner: Owners) -> None:
+    proc, token = _start(owner, 30.0, 30.0, "sleep")
+    _read(proc, "")
+    time.sleep(0.7)  # a snapshot (every 0.5 s) saw the daemon before it was re-parented
+    proc.kill()
+    proc.wait()
+    assert _wait_gone(token, 3.0) < 1.5
+
+
+def test_bye_leaves_the_tree_alone(owner: Owners) -> None:
+    proc, token = _start(owner, 1.0, 0.2, "bye")
+    _read(proc, "")
+    _read(proc, "stopped renewing")
+    _read(proc, "closed")
+    time.sleep(1.5)
+    assert len(_work(token)) == 2
+    for work in _work(token):
+        work.kill()
+
+
+def test_the_fence_tells_its_owner_when_it_cannot_prove_the_lease() -> None:
+    fence = Fence(4.0)  # not started: no watchdog, only the owner's side
+    assert margin_for(4.0) == 1.0 and fence.margin == 1.0
+    assert not fence.lost() and 2.9 < fence.remaining() <= 3.0
+    began = time.monotonic() - 1.0
+    fence.deadline = time.monotonic() - 0.01
+    assert fence.lost() and fence.lapsed_since(began)
+    fence.renewed(time.monotonic())
+    # just back from a lapse: nothing starts until the watchdog has read the renewal
+    assert fence.lost() and 0 < fence.quiet_until - time.monotonic() <= SETTLE_SECONDS
+    fence.quiet_until = 0.0
+    assert not fence.lost()
+    fence.renewed(time.monotonic())  # an ordinary renewal: no settling
+    assert not fence.lost()
+    assert fence.lapsed_since(began), "the lapse is remembered for runs that spanned it"
+    assert not fence.lapsed_since(time.monotonic() + 0.001)
+
+
+def test_a_run_that_did_not_complete_across_a_lost_lease_ends_lease_lost() -> None:
+    fence = Fence(4.0)
+    runner = Runner(RunnerConfig(db_url="unused", worker_id="w"), fence=fence, log=lambda _: None)
+    began = time.monotonic()
+    killed = Outcome("failed", "run.failed.signal", "killed by SIGKILL", -9)
+    assert runner._fenced(killed, began) == killed
+    fence.deadline = time.monotonic() - 0.01
+    done = Outcome("completed", "schedule.completed.ok", "")
+    assert runner._fenced(done, began) == done, "work that finished is recorded as it ended"
+    stopped = runner._fenced(killed, began)
+    assert (stopped.status, stopped.reason_code) == ("cancelled", LEASE_LOST)
+    assert should_retry(stopped.status, stopped.reason_code, 1, 1)
+    assert not should_retry("cancelled", "schedule.cancelled.user", 1, 1)
+
+
+def test_a_lapse_counts_once_seen_unchanged_for_half_the_lease() -> None:
+    seen: dict[tuple[str, float], float] = {}
+    run = {"id": "r1", "lease_expires_at": 104.0, "heartbeat_at": 100.0}
+    assert _confirmed([run], seen) == []
+    key = ("r1", 104.0)
+    seen[key] -= 1.9
+    assert _confirmed([run], seen) == []
+    seen[key] -= 0.2
+    assert _confirmed([run], seen) == [run]
+    renewed = {**run, "lease_expires_at": 108.0, "heartbeat_at": 104.0}
+    assert _confirmed([renewed], seen) == [] and key not in seen
+
+
+FLOW_OWNER = """\
+import sys
+from pathlib import Path
+
+import lirun.liveness as liveness
+
+liveness.DEFAULT_LEASE_SECONDS, liveness.HEARTBEAT_INTERVAL = 4.0, 1.0  # a short lease
+from lirun.flows.engine import run_flow
+from lirun.flows.flowfile import load_flow
+
+spec = load_flow(Path(sys.argv[1]), cwd=sys.argv[2])
+report = run_flow(spec, db_url=sys.argv[3], invocation_id="frozen-flow")
+print(report.status, report.reason_code, report.reason_summary, flush=True)
+"""
+
+
+def test_a_frozen_flow_owner_has_its_legs_killed_before_its_lease_lapses(
+    tmp_path: Path,
+) -> None:
+    """`li flow run`'s owner (lease 4 s here) SIGSTOPped: its leg dies by lease - margin
+    after its last heartbeat, before anyone could judge the flow stale and resume it; the
+    owner, let go, ends the flow cancelled for its lost lease."""
+    from lirun.store import open_store
+    from support.ledgerkit import copies, write_program
+
+    program = write_program(tmp_path)
+    ledger = tmp_path / "ledger.txt"
+    flow = tmp_path / "long.yaml"
+    flow.write_text(
+        f"legs:\n  - id: long\n    run: [{sys.executable}, {program}, {ledger}, '30']\n"
+    )
+    url = str(tmp_path / "state.db")
+    env = {**os.environ, "LIRUN_HOME": str(tmp_path / "home"), "LIRUN_DB_URL": url}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", FLOW_OWNER, str(flow), str(tmp_path), url],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not copies(ledger) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert copies(ledger), (
+            "the leg never started" if owner.poll() is None else owner.communicate()
+        )
+        time.sleep(0.5)
+        os.kill(owner.pid, signal.SIGSTOP)
+        stopped_at = time.time()
+        time.sleep(5.0)
+        (copy,) = copies(ledger)
+        # killed at most lease - margin (3 s) after the last beat, which was < 1 s before
+        assert copy.last - stopped_at < 3.2, copy.last - stopped_at
+        assert not copy.ended
+        row = open_store(url).get_entity("invocation", "frozen-flow")
+        assert row is not None and row["status"] == "running"  # nobody took it over yet
+        os.kill(owner.pid, signal.SIGCONT)
+        out, err = owner.communicate(timeout=60)
+    finally:
+        if owner.poll() is None:
+            os.kill(owner.pid, signal.SIGCONT)
+            owner.kill()
+            owner.communicate()
+    assert out.startswith("cancelled run.cancelled.system"), (out, err[-2000:])
+    assert "lease" in out
