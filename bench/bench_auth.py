@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_auth.py [--runs 10]
 
 A fake ``claude`` prints its ``init`` and one ``system/api_retry`` with ``error_status``
-401 (Claude Code 2.1.197 with a bad key, PROVIDERS.md), notes the wall-clock time it
+401 (Claude Code 2.1.197 with a bad key, docs/providers.md), notes the wall-clock time it
 flushed that line, then sleeps for ten minutes as the real CLI goes on retrying for about
 three. ``li agent claude`` (SQLite in a throwaway LIRUN_HOME, cwd a clean git repo, no
 ``--timeout``) must stop it and record ``failed`` / ``run.failed.provider_auth``.

@@ -1,4 +1,4 @@
-"""``li agent`` end to end with fake provider executables replaying PROVIDERS.md streams.
+"""``li agent`` end to end with fake provider executables replaying docs/providers.md streams.
 
 Every fixture shape must end with the status and reason its expectation row gives, on
 both backends, in a clean git repo.

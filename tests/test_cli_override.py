@@ -1,4 +1,4 @@
-"""``li override``: audited repair through update_status(override=True) (ADR D5)."""
+"""``li override``: audited repair through update_status(override=True) (design.md D5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The real CLIs' failure wording → failure class (PROVIDERS.md, "Failure shapes")."""
+"""The real CLIs' failure wording → failure class (docs/providers.md, "Failure shapes")."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def test_the_probe_sees_what_is_imported() -> None:
 
 
 def test_every_public_name_resolves_without_driver_cli_or_rich() -> None:
-    """DESIGN §6: the public contract, loaded name by name, stays a library."""
+    """design.md §6: the public contract, loaded name by name, stays a library."""
     code = "import lirun\nfor name in lirun.__all__:\n    getattr(lirun, name)"
     loaded = top_level(modules_after(code))
     assert not loaded & HEAVY, loaded & HEAVY

@@ -1,4 +1,4 @@
-"""The lifecycle policy registry against the tables of DESIGN §5."""
+"""The lifecycle policy registry against the tables of design.md §5."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from lirun.lifecycle import (
 )
 
 SESSION_TERMINAL = {"completed", "completed_empty", "failed", "timed_out", "aborted", "cancelled"}
-# DESIGN §5: statuses (terminal ones listed separately) and the success set.
+# design.md §5: statuses (terminal ones listed separately) and the success set.
 DESIGN: dict[str, tuple[set[str], set[str], set[str]]] = {
     "session": ({"running"}, SESSION_TERMINAL, {"completed"}),
     "invocation": ({"running"}, SESSION_TERMINAL, {"completed"}),

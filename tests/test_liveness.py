@@ -1,4 +1,4 @@
-"""The dead-owner decision (DESIGN §4.6) as a table, and the facts it is fed."""
+"""The dead-owner decision (design.md §4.6) as a table, and the facts it is fed."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ def CMD(**kw: Any) -> OutcomeFacts:
 
 
 ROWS: list[Row] = [
-    # step 3: base reason (DESIGN §5)
+    # step 3: base reason (design.md §5)
     Row("completed", F(), "completed", "run.completed.ok", ()),
     Row(
         "completed_empty",

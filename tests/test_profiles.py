@@ -1,4 +1,4 @@
-"""Profiles and playbooks: loading, shape errors, and contract resolution (ADR D3)."""
+"""Profiles and playbooks: loading, shape errors, and contract resolution (design.md D3)."""
 
 from __future__ import annotations
 

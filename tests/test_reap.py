@@ -1,4 +1,4 @@
-"""Reaping dead owners' runs (DESIGN §4.6): CAS-guarded, audited, safe to race."""
+"""Reaping dead owners' runs (design.md §4.6): CAS-guarded, audited, safe to race."""
 
 from __future__ import annotations
 

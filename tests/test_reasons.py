@@ -1,4 +1,4 @@
-"""The closed reason-code registry (DESIGN §5)."""
+"""The closed reason-code registry (design.md §5)."""
 
 from __future__ import annotations
 

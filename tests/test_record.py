@@ -448,7 +448,7 @@ def test_a_detached_runs_answer_is_on_the_row(
     assert get_row(db_url, run_id)["reply_text"] == "Done: test fixed."
 
 
-# --- artifact_dir is the artifact root (DESIGN §4.1) ------------------------------------------
+# --- artifact_dir is the artifact root (design.md §4.1) ------------------------------------------
 
 
 def test_wait_and_status_name_the_artifact_root_not_the_run_dir(

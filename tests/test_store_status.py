@@ -1,4 +1,4 @@
-"""update_status: every rule of ADR D5, on SQLite and PostgreSQL."""
+"""update_status: every rule of design.md D5, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

@@ -787,7 +787,7 @@ def test_without_the_command_mark_a_clean_exit_0_keeps_the_adrs_gate(
     db_url: str, store: Store, run: RunDir, repo: Path
 ) -> None:
     """The library contract: ``teardown_persist`` of an execution not marked as a command,
-    a clean exit with no reply, change or artifact, is completed_empty (ADR D4 step 7),
+    a clean exit with no reply, change or artifact, is completed_empty (design.md D4 step 7),
     even with its exit code 0 given."""
     ctx = start(run, db_url, cwd=str(repo))
     assert teardown_persist_sync(ctx, extras={"exit_code": 0}) == "completed_empty"

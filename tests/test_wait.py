@@ -1,4 +1,4 @@
-"""`li wait` as a process, on SQLite and PostgreSQL (ADR D6, DESIGN §4-6)."""
+"""`li wait` as a process, on SQLite and PostgreSQL (design.md D6, §4-6)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_already_terminal_session_prints_its_line(store: Any, li_env: dict[str, 
     assert (code, err) == (0, "")
     assert out == (
         "s-done\tstatus=completed\treason=run.completed.ok\tartifact_dir=/work/out\texit_code=0\n"
-    )  # artifact_dir is the stored artifact root, not the run directory (DESIGN §4.1)
+    )  # artifact_dir is the stored artifact root, not the run directory (design.md §4.1)
 
 
 def test_lines_reach_a_pipe_as_each_target_finishes(store: Any, li_env: dict[str, str]) -> None:

@@ -1,4 +1,4 @@
-"""Owner identity and the pure dead-owner decision (DESIGN §4.6).
+"""Owner identity and the pure dead-owner decision (design.md §4.6).
 
 A running execution records who owns it (pid, process start time, host, boot id)
 and heartbeats. ``judge_owner`` decides from those facts alone whether the owner

@@ -1,6 +1,6 @@
 """Provider failures, their classes and the rule that decides whether one is worth retrying.
 
-Teardown's linked-engine reconciliation (ADR D4 step 5) applies only to an exception of
+Teardown's linked-engine reconciliation (design.md D4 step 5) applies only to an exception of
 exactly type :class:`ProviderError`, so the base class is reserved for *unclassified*
 failures (the stream ended with no terminal event). A provider that told us how it failed
 yields one of the two subclasses.

@@ -33,7 +33,7 @@ def _is_code_shape(code: str) -> bool:
 
 
 _CODES: dict[str, str] = {
-    # execution teardown (ADR D4, DESIGN §5)
+    # execution teardown (design.md D4, §5)
     "run.running.started": "execution started",
     "run.running.resumed": "execution resumed from an earlier one",
     "run.running.linked_engine": "linked engine session is still running",
@@ -75,7 +75,7 @@ _CODES: dict[str, str] = {
     "run.cancelled.dependency": "not run: a leg it depends on did not complete",
     "run.cancelled.fail_fast": "not run: another leg failed and the flow fails fast",
     "run.cancelled.flow_stopped": "not run: the flow was interrupted or timed out",
-    # liveness (DESIGN §4.6)
+    # liveness (design.md §4.6)
     "session.orphaned.no_process": "owner process is gone",
     "session.stale.no_heartbeat": "no heartbeat within the lease",
     # plays
@@ -188,7 +188,7 @@ RETRYABLE_RUN_REASONS: frozenset[str] = frozenset(
 _STATUSES: dict[str, frozenset[str]] = {
     # SIGINT ends a run as aborted (130); a SIGINT seen as a cancellation keeps the code.
     "run.cancelled.sigint": frozenset({"aborted", "cancelled"}),
-    # Liveness finalizes a dead owner's row as failed (DESIGN §4.6).
+    # Liveness finalizes a dead owner's row as failed (design.md §4.6).
     "session.orphaned.no_process": frozenset({"failed"}),
     "session.stale.no_heartbeat": frozenset({"failed"}),
     # A show waiting on a person is still active (show statuses: active, completed, aborted).
@@ -327,7 +327,7 @@ def creation_reason(entity_type: str, status: str) -> str:
 
 
 def resolve_run_reason(status: str, *, signal_name: str | None = None) -> str:
-    """Base teardown reason for an in-memory execution status (DESIGN §5), no exception."""
+    """Base teardown reason for an in-memory execution status (design.md §5), no exception."""
     if status == "aborted":
         return "run.cancelled.sigint"
     if status == "cancelled":

@@ -103,7 +103,7 @@ def get_row(db_url: str, run_id: str) -> dict[str, Any]:
 
 
 def wait_line_for(row: Mapping[str, Any]) -> str:
-    """The ``li wait`` line the record holds (ADR D6 plus DESIGN §4.1 and §4.7)."""
+    """The ``li wait`` line the record holds (design.md D6 plus §4.1 and §4.7)."""
     return (
         f"{row['id']}\tstatus={row['status']}\treason={row['status_reason_code']}"
         f"\tartifact_dir={row['artifacts_path']}\texit_code={row['exit_code']}"

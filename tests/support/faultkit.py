@@ -330,7 +330,7 @@ def wait_fields(line: str) -> dict[str, str]:
 
 
 def row_fields(row: Mapping[str, Any]) -> dict[str, str]:
-    """The wait line's fields as the row says they must be (ADR D6)."""
+    """The wait line's fields as the row says they must be (design.md D6)."""
     code = row.get("exit_code")
     return {
         "id": str(row["id"]),

@@ -1,7 +1,7 @@
 """A mock of the Anthropic Messages API and the OpenAI Responses API, for the real CLIs.
 
 One scenario per server (``MockApi(scenario)``), threaded, standard library only. It
-answers the way the CLIs were seen to need (PROVIDERS.md, "Pointing the real CLIs at a
+answers the way the CLIs were seen to need (docs/providers.md, "Pointing the real CLIs at a
 local mock API"):
 
 - Claude Code POSTs ``/v1/messages?beta=true`` with ``"stream": true`` (and sometimes

@@ -75,7 +75,7 @@ def fake_env_for(fixture: str, **overrides: Any) -> dict[str, str]:
 
 
 def reason_of(verdict: Any) -> str:
-    """The DESIGN §5 reason a parser's verdict leads to when no later gate intervenes,
+    """The design.md §5 reason a parser's verdict leads to when no later gate intervenes,
     by the one reason mapping there is (``lirun.record.outcome``)."""
     from lirun.record.outcome import OutcomeFacts, base_outcome
 

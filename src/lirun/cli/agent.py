@@ -1,4 +1,4 @@
-"""``li agent PROVIDER[/MODEL] PROMPT``: an agent CLI under supervision (PROVIDERS.md).
+"""``li agent PROVIDER[/MODEL] PROMPT``: an agent CLI under supervision (docs/providers.md).
 
 lirun's options may come before, between or after PROVIDER and PROMPT. Everything after
 the first bare ``--`` is not lirun's: it is handed on as ``provider_args`` (the

@@ -1,4 +1,4 @@
-"""``li override ENTITY ID``: the audited repair of a record's status (ADR D5).
+"""``li override ENTITY ID``: the audited repair of a record's status (design.md D5).
 
 The write goes through ``update_status`` with ``override=True``: it may leave a terminal
 status, and it records a ``status_transition_override`` admin event naming the actor and

@@ -1,4 +1,4 @@
-"""``li reap``: finalize running executions whose owner is dead (DESIGN §4.6)."""
+"""``li reap``: finalize running executions whose owner is dead (design.md §4.6)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The database is opened read-only. An ID is resolved as ``li wait`` resolves it
 (``lirun.wait.resolve``): an exact session, invocation, play, branch, run or schedule-run
 id first, else a unique prefix or suffix; two or more matches are an error that lists
-up to ten of them and counts the rest (DESIGN §4.4).
+up to ten of them and counts the rest (design.md §4.4).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def owner_verdict(row: dict[str, Any], now: float) -> dict[str, Any] | None:
 
 
 def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
-    """``artifact_dir`` and ``run_dir`` as ``li wait`` reports them (DESIGN §4.1): the
+    """``artifact_dir`` and ``run_dir`` as ``li wait`` reports them (design.md §4.1): the
     stored roots of the record's backing session (the session itself for a session)."""
     rows = store.fetch_wait_rows({kind: [entity_id]})
     row = rows[0] if rows else {}

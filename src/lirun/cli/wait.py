@@ -255,7 +255,7 @@ def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
 
 
 def run_wait(argv: list[str]) -> int:
-    """`li wait ID...`: print one line per target as it finishes; exit per DESIGN §5."""
+    """`li wait ID...`: print one line per target as it finishes; exit per design.md §5."""
     try:
         args = parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)

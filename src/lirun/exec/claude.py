@@ -143,7 +143,7 @@ class ClaudeStreamParser(StreamParser):
         return [Event("session", {**fact, "event": "model_fallback"})]
 
     def _on_api_retry(self, obj: dict[str, Any]) -> list[Event]:
-        """``system/api_retry``: Claude Code retries a failed API call itself (PROVIDERS.md)."""
+        """``system/api_retry``: Claude Code retries a failed API call itself (providers.md)."""
         error = as_str(obj.get("error")) or "unknown"
         status = as_int(obj.get("error_status"))
         attempt, limit = as_int(obj.get("attempt")), as_int(obj.get("max_retries"))

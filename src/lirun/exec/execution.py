@@ -291,7 +291,7 @@ def _run_legs(ex: _Execution, trap: SignalTrap, ctx: Any) -> tuple[LegOutcome, l
         ex.retries_before += int(outcome.record.get("provider_retries") or 0)
         if len(legs) > 1 or not _should_resume(ex, outcome, trap):
             return outcome, legs
-        # ADR D4: the first leg defers; the resumed leg owns finalization (one row, one id).
+        # design.md D4: the first leg defers; the resumed leg owns finalization (one row, one id).
         teardown_persist_sync(ctx, status=outcome.status, defer_terminal=True)
         sys.stderr.write(f"li: run {ex.run.run_id} timed out; resuming once\n")
 
@@ -396,7 +396,7 @@ def _discard(run: RunDir) -> None:
 
 
 def _setup(ex: _Execution, trap: SignalTrap) -> PersistContext:
-    """Create the record, or refuse: nothing starts without one (exit 2, DESIGN §4.8)."""
+    """Create the record, or refuse: nothing starts without one (exit 2, design.md §4.8)."""
     from lirun.record.teardown import setup_record_sync
 
     if trap.received is not None:

@@ -1,7 +1,7 @@
 """What a provider's failure signals mean: HTTP statuses, error codes and texts → a class.
 
 The one place that knows the wording of the real CLIs (Claude Code 2.1.197, Codex
-0.171.0; PROVIDERS.md, "Failure shapes of the real CLIs"). Each function answers with a
+0.171.0; docs/providers.md, "Failure shapes of the real CLIs"). Each function answers with a
 name from :data:`lirun.provider_errors.FAILURE_CLASSES` or None when the signal says
 nothing a person acts on; the parsers decide what to do with it. Texts are matched in
 table order, the more specific first: "stream disconnected before completion: 503

@@ -1,4 +1,4 @@
-"""A background thread that proves an execution's owner is alive (DESIGN §4.6).
+"""A background thread that proves an execution's owner is alive (design.md §4.6).
 
 It sets ``heartbeat_at`` every interval while the child runs. A failed beat is reported
 once and retried at the next tick: a database hiccup must not stop supervision, and a

@@ -140,7 +140,7 @@ class Program(Protocol):
 
 
 def stop_status(signal_name: str) -> str:
-    """SIGINT to ``li`` aborts; SIGTERM (or SIGHUP) cancels (DESIGN §5)."""
+    """SIGINT to ``li`` aborts; SIGTERM (or SIGHUP) cancels (design.md §5)."""
     return "aborted" if signal_name == "SIGINT" else "cancelled"
 
 

@@ -5,7 +5,7 @@ agent usually produces (``artifacts:``) and how it usually runs (``defaults:``).
 playbook lives at ``<home>/playbooks/<name>.yaml`` and declares what one kind of job
 produces, optionally with its own ``defaults:`` and a ``prompt``.
 
-Contract resolution (ADR D3) overlays by artifact id, most specific last: profile
+Contract resolution (design.md D3) overlays by artifact id, most specific last: profile
 entries, then playbook entries, then ``--artifact`` entries from the command line.
 Command-line entries are resolved as playbook-level declarations (their ``source`` is
 ``playbook``): they specialize one job just as a playbook does. Within one file ids must

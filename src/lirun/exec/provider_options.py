@@ -35,7 +35,7 @@ CLAUDE_KEYS = frozenset(
 CODEX_KEYS = frozenset({"sandbox", "approval_policy", "config"})
 OPTION_KEYS = CLAUDE_KEYS | CODEX_KEYS | {"provider_args"}
 
-# Flags lirun sets itself: the stream it parses depends on them (PROVIDERS.md).
+# Flags lirun sets itself: the stream it parses depends on them (docs/providers.md).
 _FORBIDDEN: dict[str, dict[str, str]] = {
     "claude": {
         "-p": "lirun runs claude -p itself",

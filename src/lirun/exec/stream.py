@@ -123,7 +123,7 @@ def reply_tail(text: str) -> str:
 class StreamParser(ABC):
     """Shared state and the exit-code rules; subclasses map their provider's event types.
 
-    ``finish`` decides (PROVIDERS.md, "Provider-neutral verdict"):
+    ``finish`` decides (docs/providers.md, "Provider-neutral verdict"):
 
     * no terminal event, whatever the exit code: failed, plain :class:`ProviderError`
       (unclassified, so teardown may reconcile with a linked engine session);

@@ -1,4 +1,4 @@
-"""Artifact contracts: validate, resolve (profile + playbook) and verify (ADR D3).
+"""Artifact contracts: validate, resolve (profile + playbook) and verify (design.md D3).
 
 The artifact root is the trust boundary: declared paths are relative and safe, and
 verification never looks at anything outside the root, even through symlinks.

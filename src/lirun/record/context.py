@@ -25,7 +25,7 @@ class PersistContext:
     """One execution's durable record handle, from ``setup_persist`` to ``teardown_persist``.
 
     ``snapshot_status`` is the row's status as teardown last read it (the CAS guard).
-    ``start_snapshot`` is the cwd when the run started (DESIGN §4.9), the baseline of the
+    ``start_snapshot`` is the cwd when the run started (design.md §4.9), the baseline of the
     completion evidence. The linked-engine lookup knobs and ``sleep``/``clock`` are
     injectable for tests.
     """

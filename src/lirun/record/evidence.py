@@ -1,4 +1,4 @@
-"""Completion evidence (ADR D4, DESIGN §4.9): what changed in the cwd during the run.
+"""Completion evidence (design.md D4, §4.9): what changed in the cwd during the run.
 
 ``take_start_snapshot`` runs before the work starts: in git, HEAD, branch and a fingerprint
 of the working tree (tracked changes and untracked files by content, ignored files
@@ -36,7 +36,7 @@ __all__ = [
     "unchecked_snapshot",
 ]
 
-# Probes are local-only and must stay cheap (ADR D4); read at call time so tests can patch it.
+# Probes are local-only and must stay cheap (design.md D4); read at call time so tests can patch it.
 GIT_TIMEOUT_SECONDS = 5.0
 
 # (ref to verify, name to report), tried after an explicit ref and origin's HEAD.

@@ -1,4 +1,4 @@
-"""``decide_outcome``: the teardown decision as a pure function of facts (ADR D4, DESIGN §5).
+"""``decide_outcome``: the teardown decision as a pure function of facts (design.md D4, §5).
 
 The order of the steps is part of the contract (it decides which reason scripts see):
 
@@ -309,7 +309,7 @@ def needs_change_check(facts: OutcomeFacts) -> bool:
 
 
 def decide_outcome(facts: OutcomeFacts) -> Outcome:
-    """ADR D4 steps 3 and 5-8 in their fixed order; the extras close the evidence list."""
+    """design.md D4 steps 3 and 5-8 in their fixed order; the extras close the evidence list."""
     outcome = _run_steps(facts, STEPS)
     metadata = {**facts.extra_metadata, **outcome.metadata}
     if facts.engine_session_uid:

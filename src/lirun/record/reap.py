@@ -1,4 +1,4 @@
-"""Finalize running executions whose owner is provably dead (DESIGN §4.6).
+"""Finalize running executions whose owner is provably dead (design.md §4.6).
 
 The decision is ``liveness.judge_owner``; this module gathers this machine's facts,
 re-reads each row just before writing, and writes through the CAS-guarded

@@ -1,4 +1,4 @@
-"""Finalize flow invocations whose owner is provably dead (DESIGN §4.6, for flows).
+"""Finalize flow invocations whose owner is provably dead (design.md §4.6, for flows).
 
 A flow's invocation row carries its owner's identity and heartbeat as a running session
 does, so ``judge`` decides it the same way. Its running legs (sessions owned by the same

@@ -1,4 +1,4 @@
-"""RunDir: the files of one execution (ADR D1). The database holds the outcome, not this."""
+"""RunDir: the files of one execution (design.md D1). The database holds the outcome, not this."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``setup_persist`` / ``teardown_persist``: the I/O around ``decide_outcome`` (ADR D1, D4, D5).
+"""``setup_persist`` / ``teardown_persist``: the I/O around ``decide_outcome`` (design.md D1, D4-D5).
 
 Setup: a malformed artifact contract or an unknown session field is the caller's mistake
 and raises *before* anything is written. ``setup_record_sync`` (what ``li run`` uses)
@@ -61,7 +61,7 @@ log = get_logger(__name__)
 
 DbArg = StateDB | Store | str | os.PathLike[str] | None
 
-# Set from the RunDir (one execution, one id: DESIGN §4.1), never by the caller.
+# Set from the RunDir (one execution, one id: design.md §4.1), never by the caller.
 _RESERVED_FIELDS = frozenset(
     {"id", "status", "run_id", "run_dir", "artifacts_path", "artifact_contract_json"}
 )
@@ -102,7 +102,7 @@ def setup_record_sync(
 ) -> PersistContext:
     """Write ``run.json`` and create the execution row, or raise: no run without a record.
 
-    This is what ``li run`` / ``li agent`` use (DESIGN §4.8): a setup write that fails
+    This is what ``li run`` / ``li agent`` use (design.md §4.8): a setup write that fails
     (a lock held past the retry bound, a full disk, a damaged file) raises
     RecordSetupError (exit 2) and the caller starts nothing. Bad input raises as in
     ``setup_persist_sync``.
@@ -285,7 +285,7 @@ def _extra_fields(outcome: Outcome, facts: OutcomeFacts, ended_at: float) -> dic
 def _write_outcome(
     ctx: PersistContext, snapshot: str, outcome: Outcome, facts: OutcomeFacts, ended_at: float
 ) -> Finalized:
-    """ADR D5 for teardown: CAS on the snapshot; a lost race returns the persisted winner.
+    """design.md D5 for teardown: CAS on the snapshot; a lost race returns the persisted winner.
 
     Verification, engine uid, ``ended_at`` and exit code commit in the same transaction as
     the status, so a writer that loses the race leaves the winner's record untouched.
@@ -383,7 +383,7 @@ def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
         facts = gather_facts(ctx, row, offline=True, **request)
     outcome = decide_outcome(facts)
     if is_terminal("session", snapshot):
-        # Terminal records are immutable (ADR D5): the durable row is the answer.
+        # Terminal records are immutable (design.md D5): the durable row is the answer.
         if outcome.status != snapshot:
             log.warning(
                 "lirun: run %s is already %s; this invocation computed %s (not written)",
@@ -444,7 +444,7 @@ def teardown_persist_sync(
     engine_session_uid: str | None = None,
     defer_terminal: bool = False,
 ) -> str:
-    """Finalize the execution row (ADR D4 order, D5 race handling); return the final status.
+    """Finalize the execution row (design.md D4 order, D5 race handling); return the final status.
 
     ``ctx`` None: the in-memory ``status``. ``defer_terminal``: ``status`` with no database
     change and the handle left open for the resumed leg, which owns finalization. A write

@@ -8,7 +8,7 @@ other than 1 or 2, provider options that do not fit the agent. Reading the file 
 asking git about the repository and the base branch are the only things done; nothing
 is written.
 
-The format (DESIGN §7, docs/shows.md): top-level ``topic``, ``repo`` (relative to the
+The format (docs/shows.md): top-level ``topic``, ``repo`` (relative to the
 file), ``base``, ``integration`` (may hold ``{id}``), ``gate`` / ``final_gate`` (a
 ``sh -c`` string or an argv list), ``gate_timeout``, ``final_gate_timeout``,
 ``parallel`` and ``plays``. A play's ``run`` is an argv list, or a string run through

@@ -58,7 +58,7 @@ def to_json(value: Any, what: str) -> str | None:
 
 
 def check_evidence(evidence_refs: Any) -> list[dict[str, Any]] | None:
-    """Evidence is a list of dictionaries (ADR D2); anything else is a ValidationError."""
+    """Evidence is a list of dictionaries (design.md D2); anything else is a ValidationError."""
     if evidence_refs is None:
         return None
     if not isinstance(evidence_refs, list) or not all(
@@ -173,7 +173,7 @@ SESSION_FIELDS = RECORD_FIELDS | frozenset(
         "heartbeat_at",
         "lease_seconds",
         "metadata_json",
-        # a flow's leg (migration 0005): its instance id, and a retry's link (DESIGN §4.10)
+        # a flow's leg (migration 0005): its instance id, and a retry's link (design.md §4.10)
         "flow_leg",
         "attempt",
         "retry_of",

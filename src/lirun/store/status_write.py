@@ -1,4 +1,4 @@
-"""The guarded status write (ADR D5) as ``Store`` methods: lock the row, decide, then
+"""The guarded status write (design.md D5) as ``Store`` methods: lock the row, decide, then
 apply the status, its history row and the terminal columns in one transaction, or refuse
 and audit. The rules themselves are pure functions in ``transitions``."""
 
@@ -114,7 +114,7 @@ class StatusWrites:
 
     @takes_validated(validate_status_write)
     def update_status(self, write: StatusWrite) -> bool:
-        """The one guarded status write (ADR D5). False when a guard did not match.
+        """The one guarded status write (design.md D5). False when a guard did not match.
 
         Its parameters (``entity_type, entity_id, *, new_status, reason_code, …``) are
         declared once, on ``transitions.validate_status_write``, which checks them before

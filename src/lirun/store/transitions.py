@@ -1,4 +1,4 @@
-"""The rules of a status write (ADR D5) as pure functions: validate the request, then decide.
+"""The rules of a status write (design.md D5) as pure functions: validate the request, then decide.
 
 ``Store.update_status`` gathers the current row under a lock and does what ``decide`` says.
 """

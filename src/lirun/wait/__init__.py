@@ -1,4 +1,4 @@
-"""Waiting for runs to end (ADR D6): which record each id names (``resolve``), the
+"""Waiting for runs to end (design.md D6): which record each id names (``resolve``), the
 reads and reaps of one wait (``watch``), what wakes a waiter early (``wake``,
 ``fswatch``), the projection of a row onto the one stable line (``outcome``), and the
 CLI-free library call ``wait_for_terminal`` (``api``).

@@ -1,4 +1,4 @@
-"""Wait for executions to finish: the machine completion surface (ADR D6, DESIGN §4-6).
+"""Wait for executions to finish: the machine completion surface (design.md D6, §4-6).
 
 ``wait_for_terminal`` is the async library API; ``drive`` is the synchronous loop that
 `li wait` (``lirun.cli.wait``) runs over the same ``Watcher``, so the command starts

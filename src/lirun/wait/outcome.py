@@ -1,6 +1,6 @@
 """What `li wait` reports for one target: the outcome dict, its line, the exit code.
 
-Pure functions over rows that ``wait_fetch`` returns (DESIGN §5, ADR D6 projection).
+Pure functions over rows that ``wait_fetch`` returns (design.md §5, D6 projection).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _outcome(
     kind = target.kind
     success = bool(kind and terminal and status in policy_for(kind).success)
     run_dir = row.get("run_dir") or None
-    # DESIGN §4.1: artifact_dir is the stored artifact root (of the backing session for an
+    # design.md §4.1: artifact_dir is the stored artifact root (of the backing session for an
     # invocation, play or schedule run), never the run directory, never synthesized.
     artifact_dir = row.get("artifacts_path") or None
     outcome = {
@@ -94,7 +94,7 @@ def prints_line(outcome: Mapping[str, Any]) -> bool:
 
 
 def format_wait_line(outcome: Mapping[str, Any]) -> str:
-    """``<id>\\tstatus=<s>\\treason=<r>\\tartifact_dir=<p|->\\texit_code=<n|->`` (ADR D6)."""
+    """``<id>\\tstatus=<s>\\treason=<r>\\tartifact_dir=<p|->\\texit_code=<n|->`` (design.md D6)."""
     artifact_dir = outcome.get("artifact_dir") or "-"
     exit_code = outcome.get("exit_code")
     return (
@@ -122,7 +122,7 @@ def describe_problem(outcome: Mapping[str, Any]) -> str:
 
 
 def wait_exit_code(outcomes: Iterable[Mapping[str, Any]]) -> int:
-    """DESIGN §5: 2 (not found/unknown/ambiguous) > 3 (unfinished) > 1 (unsuccessful) > 0."""
+    """design.md §5: 2 (not found/unknown/ambiguous) > 3 (unfinished) > 1 (unsuccessful) > 0."""
     items = list(outcomes)
     if any(o["status"] in PROBLEM_STATUSES for o in items):
         return 2

@@ -1,7 +1,7 @@
-"""Which record does each `li wait` argument name? (ADR D6, DESIGN §4.4)
+"""Which record does each `li wait` argument name? (design.md D6, §4.4)
 
 Exact readings come first, in the ADR's order (session, invocation, play, a branch's
-latest execution, a run id's latest execution, schedule run), then a show (DESIGN §4.4:
+latest execution, a run id's latest execution, schedule run), then a show (design.md §4.4:
 success = completed), all in one query. An
 input no exact reading matches may be a prefix of an id or its end (a run id's random
 suffix, ``2b5dd3``): a unique match across the wait kinds resolves it, two or more make

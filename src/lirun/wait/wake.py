@@ -1,4 +1,4 @@
-"""Prompt wake-ups for a waiter (DESIGN §4.5, STYLE habit 8).
+"""Prompt wake-ups for a waiter (design.md §4.5, §7.8).
 
 A waker only makes a sleep shorter; the waiter always re-reads its rows afterwards,
 so a missed or spurious wake-up costs latency, never correctness.

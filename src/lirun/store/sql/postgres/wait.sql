@@ -1,4 +1,4 @@
--- Named queries for `li wait` (ADR D6). Every name here exists in sqlite/wait.sql too.
+-- Named queries for `li wait` (design.md D6). Every name here exists in sqlite/wait.sql too.
 -- Ids arrive as one text[] per parameter, so any number of ids costs one query.
 
 -- name: wait_resolve_exact
@@ -48,7 +48,7 @@ SELECT kind, id, COUNT(*) OVER () AS total FROM (
  LIMIT :limit
 
 -- name: wait_fetch
--- One tick: every pending target with its backing session's run_dir (DESIGN §4.1) and,
+-- One tick: every pending target with its backing session's run_dir (design.md §4.1) and,
 -- for sessions, the liveness facts the waiter judges. A flow invocation (kind 'flow') is
 -- its own answer: its run directory and its owner's liveness facts, not a leg's. A
 -- running schedule run carries its worker's process facts and its lease (heartbeat_at +

@@ -1,6 +1,6 @@
 -- 0001: the initial lirun schema. Status is TEXT: vocabularies live in lifecycle.py.
 -- An entity's status may be NULL only in rows imported from older stores; update_status
--- matches it with expected_statuses={None} (NULL-safe compare-and-set, ADR D5).
+-- matches it with expected_statuses={None} (NULL-safe compare-and-set, design.md D5).
 
 CREATE TABLE IF NOT EXISTS sessions (
     id                          TEXT PRIMARY KEY,

@@ -5,7 +5,7 @@
 -- read it from the database; token and cost sums of its legs land on it when it ends.
 -- Every leg is a session with invocation_id set; flow_leg names the leg instance
 -- (`review[2]`), and a retry is a new session with attempt = n and retry_of the row it
--- retries (DESIGN §4.10).
+-- retries (design.md §4.10).
 
 ALTER TABLE invocations ADD COLUMN kind TEXT;
 ALTER TABLE invocations ADD COLUMN owner_pid INTEGER;
