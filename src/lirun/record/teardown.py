@@ -1,4 +1,4 @@
-"""``setup_persist`` / ``teardown_persist``: the I/O around ``decide_outcome`` (design.md D1, D4-D5).
+"""``setup_persist`` / ``teardown_persist``: I/O around ``decide_outcome`` (design.md D1, D4-D5).
 
 Setup: a malformed artifact contract or an unknown session field is the caller's mistake
 and raises *before* anything is written. ``setup_record_sync`` (what ``li run`` uses)
