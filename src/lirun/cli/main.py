@@ -99,8 +99,10 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """``li``: one command; its output closed early (``| head``) ends it quietly, 141."""
     try:
-        code = _dispatch(argv)
-        sys.stdout.flush()  # inside: a closed pipe is met here, not at interpreter exit
+        try:
+            code = _dispatch(argv)
+        finally:  # argparse's --help ends in SystemExit with its text still buffered
+            sys.stdout.flush()  # here a closed pipe is met inside, not at interpreter exit
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE_EXIT

@@ -9,9 +9,9 @@ SELECT id, status, status_reason_code, status_reason_summary, skill, prompt,
        ended_at, heartbeat_at
   FROM invocations
  WHERE kind = 'flow'
-   AND (created_at, id) < (:before_at, :before_id)
-   AND (:status IS NULL OR status = :status)
-   AND (:since IS NULL OR created_at >= :since)
+   AND (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
+   AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
+   AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
  ORDER BY created_at DESC, id DESC
  LIMIT :limit
 
@@ -22,9 +22,9 @@ SELECT s.id, s.topic, s.status, s.status_reason_code, s.status_reason_summary,
        s.created_at, s.updated_at, s.ended_at, p.status AS play_status,
        COUNT(p.id) AS play_count
   FROM (SELECT * FROM shows
-         WHERE (created_at, id) < (:before_at, :before_id)
-           AND (:status IS NULL OR status = :status)
-           AND (:since IS NULL OR created_at >= :since)
+         WHERE (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
+           AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
+           AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
          ORDER BY created_at DESC, id DESC LIMIT :limit) AS s
   LEFT JOIN plays p ON p.show_id = s.id
  GROUP BY s.id, s.topic, s.status, s.status_reason_code, s.status_reason_summary,
@@ -48,7 +48,7 @@ SELECT i.id, i.status, i.status_reason_code, i.status_reason_summary, i.skill,
   FROM invocations AS i
  WHERE i.kind = 'flow'
    AND i.status IN ('failed', 'timed_out')
-   AND i.created_at >= :since
+   AND i.created_at >= CAST(:since AS DOUBLE PRECISION)
    AND NOT EXISTS (SELECT 1 FROM invocations AS r WHERE r.resumed_from = i.id)
  ORDER BY i.updated_at DESC, i.id
 
@@ -60,7 +60,7 @@ SELECT r.id, r.schedule_id, d.name AS schedule_name, r.status, r.status_reason_c
   FROM schedule_runs AS r
   LEFT JOIN schedules AS d ON d.id = r.schedule_id
  WHERE r.status IN ('failed', 'timed_out')
-   AND r.created_at >= :since
+   AND r.created_at >= CAST(:since AS DOUBLE PRECISION)
    AND NOT EXISTS (SELECT 1 FROM schedule_runs AS ok
                     WHERE ok.schedule_id = r.schedule_id AND ok.status = 'completed'
                       AND ok.created_at > r.created_at)
@@ -79,6 +79,6 @@ SELECT r.*, COALESCE(i.cost_usd, s.cost_usd) AS cost_usd,
   FROM schedule_runs AS r
   LEFT JOIN invocations AS i ON i.id = r.invocation_id
   LEFT JOIN sessions AS s ON s.id = r.session_id
- WHERE r.schedule_id = :schedule_id
+ WHERE r.schedule_id = CAST(:schedule_id AS TEXT)
  ORDER BY r.created_at DESC, r.id DESC
  LIMIT :limit
