@@ -219,7 +219,7 @@ def show_list(args: Any, url: str) -> int:
 
         render_list(rows, time.time())
     else:
-        from lirun.cli.lists import render_kind_list
+        from lirun.cli.list_render import render_kind_list
 
         render_kind_list(args.kind, rows, time.time())
     return 0
