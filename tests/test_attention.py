@@ -91,6 +91,7 @@ def test_what_blocks_work_comes_first_and_each_says_what_to_do() -> None:
         "li show status sh1", "li reap", "li status r2", "li worker", "li flow resume f1"
     ]  # fmt: skip
     assert items[1].href == "/flows/f2" and "nobody reaped it" in items[1].what
+    assert items[4].what.startswith("flow f1 timed_out")
     assert "no worker is live" in items[3].what
 
 
@@ -191,3 +192,9 @@ def test_an_outcome_pending_in_the_spool_is_listed(
     [item] = [i for i in items if i.kind == "pending_outcome"]
     assert item.id == "spooled" and "the database was unreachable" in item.what
     assert item.do == "li status spooled"
+
+
+def test_a_flow_is_named_by_its_files_name() -> None:
+    facts = Facts(flows=[{"id": "f1", "status": "failed", "skill": "/tmp/x/fan.yaml"}])
+    [item] = needs_you(facts, NOW)
+    assert item.what.startswith("flow fan.yaml failed") and "/tmp/x" not in item.what

@@ -115,7 +115,7 @@ def test_attention_lists_what_needs_you_with_what_to_do(
     play = store.create_play(show_id=show["id"], name="api")
     raw_write(
         store,
-        "UPDATE plays SET status = 'escalated', status_reason_code = 'play.escalated.attempts' "
+        "UPDATE plays SET status = 'escalated', status_reason_code = 'play.escalated.merge_conflict' "
         "WHERE id = :id",
         {"id": play["id"]},
     )
@@ -123,7 +123,7 @@ def test_attention_lists_what_needs_you_with_what_to_do(
     code, out, _ = li(capsys, "attention")
     lines = out.splitlines()
     assert code == 1 and lines[0] == "2 things need you:"
-    assert lines[1].startswith("- play api of show auth escalated (play.escalated.attempts")
+    assert lines[1].startswith("- play api of show auth escalated (play.escalated.merge_conflict")
     assert lines[2] == f"    li show status {show['id']}"
     assert lines[4] == f"    li flow resume {flow}"
     code, out, _ = li(capsys, "attention", "--json")

@@ -77,12 +77,17 @@ def _plays(facts: Facts) -> list[Item]:
     return out
 
 
+def _file_name(path: Any) -> str:
+    """A flow by its file's name (``fan.yaml``), not the path it was run from."""
+    return str(path or "").rstrip("/").rsplit("/", 1)[-1]
+
+
 def _flows(facts: Facts) -> list[Item]:
     return [
         Item(
             "flow",
             str(f["id"]),
-            f"flow {f.get('skill') or f['id']} {f.get('status')} ({_reason(f)})",
+            f"flow {_file_name(f.get('skill')) or f['id']} {f.get('status')} ({_reason(f)})",
             f.get("updated_at"),
             f"/flows/{f['id']}",
             f"li flow resume {f['id']}",
