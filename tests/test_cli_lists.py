@@ -115,8 +115,8 @@ def test_attention_lists_what_needs_you_with_what_to_do(
     play = store.create_play(show_id=show["id"], name="api")
     raw_write(
         store,
-        "UPDATE plays SET status = 'escalated', status_reason_code = 'play.escalated.merge_conflict' "
-        "WHERE id = :id",
+        "UPDATE plays SET status = 'escalated', "
+        "status_reason_code = 'play.escalated.merge_conflict' WHERE id = :id",
         {"id": play["id"]},
     )
     flow = _flow(store, "failed")
