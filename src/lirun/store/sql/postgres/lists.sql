@@ -49,21 +49,24 @@ SELECT i.id, i.status, i.status_reason_code, i.status_reason_summary, i.skill,
  WHERE i.kind = 'flow'
    AND i.status IN ('failed', 'timed_out')
    AND i.created_at >= CAST(:since AS DOUBLE PRECISION)
-   AND NOT EXISTS (SELECT 1 FROM invocations AS r WHERE r.resumed_from = i.id)
+   AND i.id NOT IN (SELECT r.resumed_from FROM invocations AS r
+                     WHERE r.resumed_from IS NOT NULL)
  ORDER BY i.updated_at DESC, i.id
 
 -- name: attention_schedule_runs
 -- Schedule runs that failed or timed out since :since with no completed run of their
--- schedule after them (a schedule that has run well again needs nobody).
+-- schedule after them (a schedule that has run well again needs nobody): one pass for
+-- each schedule's last success, not one look per failed run.
 SELECT r.id, r.schedule_id, d.name AS schedule_name, r.status, r.status_reason_code,
        r.status_reason_summary, r.updated_at, r.created_at
   FROM schedule_runs AS r
   LEFT JOIN schedules AS d ON d.id = r.schedule_id
+  LEFT JOIN (SELECT schedule_id, MAX(created_at) AS last_ok FROM schedule_runs
+              WHERE status = 'completed' GROUP BY schedule_id) AS ok
+         ON ok.schedule_id = r.schedule_id
  WHERE r.status IN ('failed', 'timed_out')
    AND r.created_at >= CAST(:since AS DOUBLE PRECISION)
-   AND NOT EXISTS (SELECT 1 FROM schedule_runs AS ok
-                    WHERE ok.schedule_id = r.schedule_id AND ok.status = 'completed'
-                      AND ok.created_at > r.created_at)
+   AND (ok.last_ok IS NULL OR r.created_at > ok.last_ok)
  ORDER BY r.updated_at DESC, r.id
 
 -- name: attention_running_shows
