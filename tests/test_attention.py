@@ -54,6 +54,10 @@ def _schedule(name: str, due: float | None, status: str = "enabled") -> dict[str
             [("dead_owner", "r1")],
         ),
         (
+            Facts(dead_owners=[{"kind": "show", "id": "sh9", "summary": "pid 9 is gone"}]),
+            [("dead_owner", "sh9")],
+        ),
+        (
             Facts(pending=[{"run_id": "r2", "status": "failed", "reason_code": "x"}]),
             [("pending_outcome", "r2")],
         ),
@@ -198,3 +202,10 @@ def test_a_flow_is_named_by_its_files_name() -> None:
     facts = Facts(flows=[{"id": "f1", "status": "failed", "skill": "/tmp/x/fan.yaml"}])
     [item] = needs_you(facts, NOW)
     assert item.what.startswith("flow fan.yaml failed") and "/tmp/x" not in item.what
+
+
+def test_a_show_whose_owner_died_is_resumed_not_reaped() -> None:
+    dead = [{"kind": "show", "id": "sh9", "summary": "owner pid 9 on h is gone"}]
+    [item] = needs_you(Facts(dead_owners=dead), NOW)
+    assert item.do == "li show resume sh9" and item.href == "/shows/sh9"
+    assert item.what.endswith("owner pid 9 on h is gone; no process runs it")

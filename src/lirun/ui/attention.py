@@ -145,20 +145,27 @@ def _overdue(facts: Facts, now: float) -> list[Item]:
 
 
 def _dead(facts: Facts) -> list[Item]:
+    """A running record whose owner is dead: ``li reap`` finalizes a run or a flow; a
+    show is continued (``li show resume``), its plays' runs reaped on the way."""
     pages = {"session": "/runs/", "invocation": "/flows/", "show": "/shows/"}
     names = {"session": "run", "invocation": "flow", "show": "show"}
-    return [
-        Item(
-            "dead_owner",
-            str(d["id"]),
-            f"{names.get(d['kind'], d['kind'])} {d['id']} is recorded running but "
-            f"{d.get('summary') or 'its owner is gone'}; nobody reaped it",
-            d.get("since"),
-            f"{pages.get(d['kind'], '/runs/')}{d['id']}",
-            "li reap",
+    out = []
+    for d in facts.dead_owners:
+        kind, ident = str(d["kind"]), str(d["id"])
+        show = kind == "show"
+        out.append(
+            Item(
+                "dead_owner",
+                ident,
+                f"{names.get(kind, kind)} {ident} is recorded running but "
+                f"{d.get('summary') or 'its owner is gone'}; "
+                + ("no process runs it" if show else "nobody reaped it"),
+                d.get("since"),
+                f"{pages.get(kind, '/runs/')}{ident}",
+                f"li show resume {ident}" if show else "li reap",
+            )
         )
-        for d in facts.dead_owners
-    ]
+    return out
 
 
 def _pending(facts: Facts) -> list[Item]:
