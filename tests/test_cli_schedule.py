@@ -157,10 +157,11 @@ def test_apply_dry_run_then_apply_then_update(
     file.write_text(SCHEDULES)
     code, out, err = li(capsys, "apply", str(file), "--dry-run")
     assert code == 0 and "dry run" in err
-    assert out.splitlines() == [
-        "create\tnightly",
-        "create\tpoll",
-        "disable\tlegacy\tnot in the file",
+    assert [line.split(None, 2) for line in out.splitlines()] == [
+        ["CHANGE", "SCHEDULE", "DETAIL"],
+        ["create", "nightly", "-"],
+        ["create", "poll", "-"],
+        ["disable", "legacy", "not in the file"],
     ]
     assert [r["name"] for r in store.list_schedules()] == ["legacy"]
     assert li(capsys, "apply", str(file))[0] == 0

@@ -367,9 +367,11 @@ def _apply(args: Any, now: int) -> int:
     if args.json:
         print_json({"dry_run": args.dry_run, "changes": [c.to_dict() for c in changes]})
         return 1 if lost else 0
-    for change in changes:
-        detail = ", ".join(change.changes) or change.why
-        print(f"{change.op}\t{change.name}" + (f"\t{detail}" if detail else ""))
+    rows = [(c.op, c.name, ", ".join(c.changes) or c.why or "-") for c in changes]
+    if rows:
+        print_table(("CHANGE", "SCHEDULE", "DETAIL"), rows)
+    else:
+        print("no schedules in the file and none stored: nothing to change")
     if args.dry_run:
         warn(PROG, "dry run: nothing was changed")
     return 1 if lost else 0
