@@ -128,7 +128,7 @@ def test_dry_run_prints_the_plan(
         "  a  command echo alpha  [shared]",
         "  c  command echo 'c-{{ vars.x }}'  [shared]",
         "wave 2:",
-        "  b  command sh -c 'echo b-{{ legs.a.reply | trim }}'  [shared]  <- a",
+        "  b  command echo b-{{ legs.a.reply | trim }}  [shared]  <- a",  # run: as typed
         "wave 3:",
         "  d  command echo '{{ legs.b.reply | trim }}+{{ legs.c.reply | trim }}'  [shared]"
         "  <- b, c",

@@ -40,7 +40,7 @@ def test_add_list_show_enable_disable_delete(
         capsys, "add", "nightly", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
         "--retries", "1", "--", "agent", "claude", "review it", "--cwd", str(tmp_path),
     )  # fmt: skip
-    assert code == 0 and out.startswith("nightly\t")
+    assert code == 0 and out.startswith("added schedule nightly; next run "), out
     code, out, _ = li(capsys, "add", "poll", "--every", "5m", "--json", "--", "run", "true")
     assert code == 0 and json.loads(out)["spec"] == "every 5m"
     code, out, _ = li(capsys, "list")
@@ -51,7 +51,7 @@ def test_add_list_show_enable_disable_delete(
     assert [r["name"] for r in json.loads(out)] == ["nightly", "poll"]
     code, out, _ = li(capsys, "show", "nightly")
     assert "--retries 1" in out and str(tmp_path) in out and "Europe/Berlin" in out
-    assert li(capsys, "disable", "nightly")[1] == "nightly\tdisabled\t-\n"
+    assert li(capsys, "disable", "nightly")[1] == "disabled schedule nightly\n"
     code, _, err = li(capsys, "disable", "nightly")
     assert code == 0 and "already disabled" in err
     assert li(capsys, "enable", "nightly")[0] == 0
@@ -63,7 +63,7 @@ def test_add_list_show_enable_disable_delete(
     code, out, _ = li(capsys, "show", "nightly", "--json")
     shown = json.loads(out)
     assert shown["schedule"]["status"] == "enabled" and len(shown["history"]) == 3
-    assert li(capsys, "delete", "poll")[1].startswith("poll\tdeleted")
+    assert li(capsys, "delete", "poll")[1] == "deleted schedule poll\n"
     assert [r["name"] for r in store.list_schedules()] == ["nightly"]
     assert li(capsys, "add", "poll", "--every", "1m", "--", "run", "true")[0] == 0
 
@@ -157,10 +157,11 @@ def test_apply_dry_run_then_apply_then_update(
     file.write_text(SCHEDULES)
     code, out, err = li(capsys, "apply", str(file), "--dry-run")
     assert code == 0 and "dry run" in err
-    assert out.splitlines() == [
-        "create\tnightly",
-        "create\tpoll",
-        "disable\tlegacy\tnot in the file",
+    assert [line.split(None, 2) for line in out.splitlines()] == [
+        ["CHANGE", "SCHEDULE", "DETAIL"],
+        ["create", "nightly", "-"],
+        ["create", "poll", "-"],
+        ["disable", "legacy", "not in the file"],
     ]
     assert [r["name"] for r in store.list_schedules()] == ["legacy"]
     assert li(capsys, "apply", str(file))[0] == 0
@@ -249,9 +250,20 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
     assert [(r["id"], r["status"], r["due_at"]) for r in json.loads(out)] == [
         (run["id"], "completed", row["next_due_at"])
     ]
-    assert li(capsys, "runs", "poll")[1].startswith(
-        f"{run['id']}\tcompleted\tschedule.completed.ok"
-    )
+    header, line = li(capsys, "runs", "poll")[1].splitlines()
+    assert header.split() == [
+        "RUN",
+        "STATUS",
+        "DUE",
+        "(UTC)",
+        "STARTED",
+        "(UTC)",
+        "ENDED",
+        "(UTC)",
+        "REASON",
+    ]
+    assert line.split()[:2] == [run["id"], "completed"]
+    assert line.split()[-1] == "schedule.completed.ok"
     waited = subprocess.run(
         li_command("wait", "--timeout", "10", run["id"]),
         env=li_env, capture_output=True, text=True, timeout=60,

@@ -638,7 +638,7 @@ def test_lineage_names_the_schedule_run_that_made_an_agent_run(
             {"sid": run_id, "id": made["id"]},
         )
     page = client.get("/runs/by-schedule").text
-    assert 'of <a href="/schedules#schedule-s3">nightly-review</a>' in page
+    assert 'of <a href="/schedules/nightly-review">nightly-review</a>' in page
     assert "Started on its own" not in page
     page = client.get("/runs/by-submit").text
     assert "queued by li submit" in page and "None" not in page

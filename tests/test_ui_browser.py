@@ -396,3 +396,74 @@ def test_live_updates_on_postgresql(driver: object, tmp_path: Path) -> None:
                 assert time.monotonic() - started <= 1.0
         finally:
             store.close()
+
+
+def _console_errors(browser: object) -> list[str]:
+    return [
+        entry["message"]
+        for entry in browser.get_log("browser")  # type: ignore[attr-defined]
+        if entry["level"] == "SEVERE"
+    ]
+
+
+def test_flows_shows_and_one_schedule_have_pages(site: Site, driver: object) -> None:
+    import subprocess
+
+    from selenium.webdriver.common.by import By
+
+    b: object = driver
+    added = subprocess.run(
+        li_command("schedule", "add", "browser-tick", "--every", "1h", "--", "run", "true"),
+        env=site.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    b.get_log("browser")  # type: ignore[attr-defined]  # what earlier tests left
+    for path, row, name in (
+        ("/flows", f"flow-{site.flow_id}", "flows"),
+        ("/shows", f"show-{site.show_id}", "shows"),
+        ("/schedules/browser-tick", "definition", "schedule"),
+    ):
+        b.get(site.base + path)  # type: ignore[attr-defined]
+        wait_live(b)
+        assert b.find_element(By.ID, row)  # type: ignore[attr-defined]
+        assert_inert(b)
+        assert _console_errors(b) == [], (path, _console_errors(b))
+        shot(site, b, name)
+    fires = b.find_element(By.ID, "next-fires").text  # type: ignore[attr-defined]
+    assert "No worker is live" in fires
+    b.find_element(By.LINK_TEXT, "Flows").click()  # type: ignore[attr-defined]
+    link = b.find_element(By.CSS_SELECTOR, f"#flow-{site.flow_id} a.flow-link")  # type: ignore[attr-defined]
+    link.click()
+    assert b.current_url.endswith(f"/flows/{site.flow_id}")  # type: ignore[attr-defined]
+
+
+def test_needs_you_is_counted_in_the_bar_and_grows_live(site: Site, driver: object) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    b: object = driver
+    b.get(site.base + "/attention")  # type: ignore[attr-defined]
+    wait_live(b)
+
+    def count(d: object) -> int | None:
+        text = d.find_element(By.ID, "attention-count").get_attribute("data-count")  # type: ignore[attr-defined]
+        return int(text) if text else None
+
+    WebDriverWait(b, 10).until(lambda d: count(d) is not None)
+    before = count(b)
+    rows = b.find_elements(By.CSS_SELECTOR, "#attention tbody tr")  # type: ignore[attr-defined]
+    assert before == len(rows) and before >= 1  # the site's failed flow at least
+    assert b.find_element(By.ID, f"attention-flow-{site.flow_id}")  # type: ignore[attr-defined]
+    play = site.store.create_play(show_id=site.show_id, name="needs-a-person")
+    site.store.update_status(
+        "play", play["id"], new_status="escalated", reason_code="play.escalated.merge_conflict"
+    )
+    WebDriverWait(b, 5, poll_frequency=0.05).until(
+        lambda d: d.find_elements(By.ID, f"attention-play-{play['id']}")
+    )
+    WebDriverWait(b, 5, poll_frequency=0.05).until(lambda d: count(d) == before + 1)
+    assert_inert(b)
+    assert _console_errors(b) == []
+    shot(site, b, "attention")
+    b.get(site.base + "/")  # type: ignore[attr-defined]
+    WebDriverWait(b, 10).until(lambda d: count(d) == before + 1)  # every page's bar

@@ -99,3 +99,26 @@ def deliver_pending(prog: str, url: str | None) -> None:
     from lirun.record.spool import deliver_pending as deliver
 
     deliver(url, warn=lambda message: warn(prog, f"warning: {message}"))
+
+
+def print_table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+    """A table on stdout: the header line, then one line per row, columns aligned (the
+    last one left ragged). Every table ``li`` prints has a header."""
+    lines = [tuple(str(c) for c in header)] + [tuple(str(c) for c in row) for row in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    for line in lines:
+        cells = [c.ljust(w) for c, w in zip(line, widths, strict=False)]
+        sys.stdout.write("  ".join([*cells, line[-1]]).rstrip() + "\n")
+
+
+def in_words(seconds: float) -> str:
+    """``3 s``, ``4 min``, ``2 h 5 min``, ``3 d``: a span as a person says it."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        hours, minutes = divmod(s // 60, 60)
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    return f"{s // 86400} d"

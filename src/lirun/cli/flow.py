@@ -87,14 +87,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="li flow",
-        usage="li flow {run,resume} ...",
+        usage="li flow {run,resume,list} ...",
         description=DESCRIPTION,
         epilog=f"exit codes:\n{EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--detached-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--run-id", help=argparse.SUPPRESS)
-    subs = parser.add_subparsers(dest="command", metavar="{run,resume}", required=True)
+    subs = parser.add_subparsers(dest="command", metavar="{run,resume,list}", required=True)
     sub: dict[str, Any] = {
         "formatter_class": argparse.RawDescriptionHelpFormatter,
         "epilog": f"exit codes:\n{EXIT_CODES}",
@@ -123,6 +123,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("invocation", metavar="INVOCATION", help="the flow invocation to resume")
     _common(resume)
+    from lirun.cli.lists import LIST_EXIT_CODES, add_list_options
+
+    listing = subs.add_parser(
+        "list",
+        prog="li flow list",
+        help="the flows of the record, newest first",
+        description="The flows of the record, newest first: id, flow file, status, age, "
+        "duration, tokens, cost and reason. `li status ID` shows one with its legs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"exit codes:\n{LIST_EXIT_CODES}",
+    )
+    add_list_options(listing, "invocation")
     return parser
 
 
@@ -260,6 +272,10 @@ def main(argv: list[str]) -> int:
     try:
         if args.command == "run":
             return run_command(args)
+        if args.command == "list":
+            from lirun.cli.lists import flow_list
+
+            return flow_list(args)
         return resume_command(args)
     finally:
         from lirun.signals import release_signals

@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("lirun.cli.agent", "run an agent CLI (claude, codex) under supervision"),
     "wait": ("lirun.cli.wait", "wait for runs to finish; one stable line per run"),
     "status": ("lirun.cli.status", "recent executions, or one record with its history"),
+    "attention": ("lirun.cli.attention", "what needs a person now: the dashboard's needs-you list"),
     "reap": ("lirun.cli.reap", "finalize executions whose owner process is gone"),
     "override": ("lirun.cli.override", "audited repair of a record's status"),
     "invoke": ("lirun.cli.invoke", "start and end invocations"),
@@ -79,7 +80,36 @@ def _starts_a_run(args: list[str]) -> bool:
 SUPERVISING_SUBCOMMANDS = (["show", "run"], ["show", "resume"])
 
 
+# The exit code of a command whose reader went away (as a shell reports a process that
+# SIGPIPE ended): ``li schedule runs NAME | head -1`` ends quietly.
+BROKEN_PIPE_EXIT = 141
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's last flush at exit must not meet the
+    closed pipe again (and print "Exception ignored ... BrokenPipeError")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``li``: one command; its output closed early (``| head``) ends it quietly, 141."""
+    try:
+        try:
+            code = _dispatch(argv)
+        finally:  # argparse's --help ends in SystemExit with its text still buffered
+            sys.stdout.flush()  # here a closed pipe is met inside, not at interpreter exit
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE_EXIT
+    return code
+
+
+def _dispatch(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--db"] or args[:1] == ["--db="]:
         sys.stderr.write("li: --db needs a value: a path, sqlite:///path or postgresql://...\n")

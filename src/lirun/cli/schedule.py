@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 
-from lirun.cli.common import add_db_option, make_parser, print_json, warn
+from lirun.cli.common import add_db_option, make_parser, print_json, print_table, warn
 from lirun.errors import UsageError
 from lirun.hints import Any
 
@@ -197,8 +197,22 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
     if args.json:
         print_json(row)
     else:
-        print(f"{row['name']}\t{row['id']}\t{_due(row)}")
+        print(added_sentence(row, now))
     return 0
+
+
+def added_sentence(row: dict[str, Any], now: float) -> str:
+    """``added schedule tick; next run 10:40:03 (in 3 s)``: the confirmation of an add."""
+    from lirun.cli.common import in_words
+
+    name, due = row["name"], row.get("next_due_at")
+    if row.get("status") == "disabled" or row.get("enabled") in (0, False):
+        return f"added schedule {name}, disabled: it runs once `li schedule enable {name}`"
+    if due is None:
+        return f"added schedule {name}; it has no next run"
+    same_day = time.localtime(due)[:3] == time.localtime(now)[:3]
+    at = time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S", time.localtime(due))
+    return f"added schedule {name}; next run {at} (in {in_words(due - now)})"
 
 
 def _due(row: dict[str, Any]) -> str:
@@ -302,12 +316,14 @@ def _runs(store: Any, args: Any, now: int) -> int:
         return 0
     if not runs:
         warn(PROG, f"{row['name']} has no runs yet (workers start them: li worker)")
+        return 0
+    table = []
     for run in runs:
-        stamps = [_due({"next_due_at": run.get("due_at")})]
-        for key in ("started_at", "ended_at"):
-            value = run.get(key)
-            stamps.append("-" if value is None else _due({"next_due_at": value}))
-        print("\t".join([run["id"], run["status"], run["status_reason_code"] or "", *stamps]))
+        stamps = [
+            _due({"next_due_at": run.get(key)}) for key in ("due_at", "started_at", "ended_at")
+        ]
+        table.append((run["id"], run["status"], *stamps, run["status_reason_code"] or "-"))
+    print_table(("RUN", "STATUS", "DUE (UTC)", "STARTED (UTC)", "ENDED (UTC)", "REASON"), table)
     return 0
 
 
@@ -322,8 +338,19 @@ def _toggle(store: Any, args: Any, now: int) -> int:
         row, changed = registry.set_enabled(store, args.name, enabled, now=now, actor=actor)
     if not changed:
         warn(PROG, f"{row['name']} is already {row['status']}; nothing changed")
-    print_json(row) if args.json else print(f"{row['name']}\t{row['status']}\t{_due(row)}")
+    if args.json:
+        print_json(row)
+    elif changed:
+        print(toggled_sentence(row, now))
     return 0
+
+
+def toggled_sentence(row: dict[str, Any], now: float) -> str:
+    """``disabled schedule tick``, ``enabled schedule tick; next run ...``."""
+    name, status = row["name"], row["status"]
+    if status == "enabled":
+        return added_sentence(row, now).replace("added", "enabled", 1)
+    return f"{status} schedule {name}"
 
 
 def _apply(args: Any, now: int) -> int:
@@ -349,9 +376,11 @@ def _apply(args: Any, now: int) -> int:
     if args.json:
         print_json({"dry_run": args.dry_run, "changes": [c.to_dict() for c in changes]})
         return 1 if lost else 0
-    for change in changes:
-        detail = ", ".join(change.changes) or change.why
-        print(f"{change.op}\t{change.name}" + (f"\t{detail}" if detail else ""))
+    rows = [(c.op, c.name, ", ".join(c.changes) or c.why or "-") for c in changes]
+    if rows:
+        print_table(("CHANGE", "SCHEDULE", "DETAIL"), rows)
+    else:
+        print("no schedules in the file and none stored: nothing to change")
     if args.dry_run:
         warn(PROG, "dry run: nothing was changed")
     return 1 if lost else 0

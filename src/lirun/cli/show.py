@@ -154,6 +154,17 @@ def build_parser() -> argparse.ArgumentParser:
         f"ID` shows one) and what needs a person, with what to do.\n\n{SHOW_NOTE}",
         STATUS_EXIT_CODES,
     )
+    from lirun.cli.lists import LIST_EXIT_CODES, add_list_options
+
+    listing = _sub(
+        subs,
+        "list",
+        "the shows of the record, newest first",
+        "The shows of the record, newest first: id, topic, status, plays merged of all, "
+        "plays that need a person, age and reason. `li show status SHOW` shows one's board.",
+        LIST_EXIT_CODES,
+    )
+    add_list_options(listing, "show")
     status.add_argument("show", metavar="SHOW", nargs="?")
     status.add_argument("--json", action="store_true", help="JSON on stdout")
     status.add_argument("--limit", type=int, default=20, metavar="N", help="at most N shows (20)")
@@ -314,7 +325,19 @@ def _problems(error: Any, prog: str) -> int:
     return 2
 
 
-COMMANDS = {"run": run, "resume": resume, "abort": abort, "status": status}
+def _list_shows(args: argparse.Namespace) -> int:
+    from lirun.cli.lists import show_list
+
+    return show_list(args)
+
+
+COMMANDS = {
+    "run": run,
+    "resume": resume,
+    "abort": abort,
+    "status": status,
+    "list": _list_shows,
+}
 
 
 def main(argv: list[str]) -> int:
@@ -322,7 +345,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.subcommand is None:
         parser.print_usage(sys.stderr)
-        sys.stderr.write("li show: error: name a subcommand: run, resume, abort or status\n")
+        sys.stderr.write("li show: error: name a subcommand: run, resume, abort, status or list\n")
         return 2
     from lirun.shows.showfile import ShowFileError
 

@@ -15,7 +15,7 @@ import time
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
 from lirun.errors import AmbiguousIdError, DatabaseMissingError, NotFoundError, UsageError
 from lirun.hints import Any
-from lirun.lifecycle import VALID_SESSION_STATUSES
+from lirun.lifecycle import policy_for
 from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
 from lirun.store.urls import redact_url
@@ -25,12 +25,14 @@ EXIT_CODES = """\
   2  usage error; ID not found or ambiguous; the database cannot be opened"""
 
 DESCRIPTION = """\
-Without ID: a table of recent executions, newest first.
+Without ID: a table of recent executions, newest first: sessions (every supervised
+execution), or with --kind the invocations (flows and manual ones), plays or schedule runs.
 With ID (exact, a unique prefix, or a run id's unique random suffix such as 2b5dd3):
 one record with its reason, evidence, artifact verification, transition history and
 admin events; an ambiguous ID lists up to ten candidates. Opens the database read-only,
 after recording any run outcome spooled for it (a teardown that could not write)."""
 
+LIST_KINDS = ("session", "invocation", "play", "schedule_run")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -143,10 +145,16 @@ def build_parser() -> Any:
     add_db_option(parser)
     parser.add_argument("--json", action="store_true", help="JSON on stdout (list or object)")
     parser.add_argument(
+        "--kind",
+        choices=LIST_KINDS,
+        default="session",
+        help="what to list: sessions (the default), invocations, plays or schedule runs",
+    )
+    parser.add_argument(
         "--status",
         metavar="S",
-        choices=sorted(VALID_SESSION_STATUSES),
-        help="only executions in this status (%(choices)s)",
+        choices=sorted({s for k in LIST_KINDS for s in policy_for(k).statuses}),
+        help="only those in this status (a status the --kind has)",
     )
     parser.add_argument("--running", action="store_true", help="only running executions")
     parser.add_argument("--since", metavar="DURATION", help="only those created within, e.g. 2h")
@@ -159,8 +167,38 @@ def _list_filters(args: Any) -> dict[str, Any]:
         raise UsageError(f"--running contradicts --status {args.status}; use one of them")
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    status = "running" if args.running else args.status
+    if status is not None and status not in policy_for(args.kind).statuses:
+        raise UsageError(
+            f"a {args.kind} is never {status}; its statuses: "
+            + ", ".join(sorted(policy_for(args.kind).statuses))
+        )
     since = None if args.since is None else time.time() - parse_duration(args.since)
-    return {"status": "running" if args.running else args.status, "since": since}
+    return {"status": status, "since": since}
+
+
+def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> list[Any]:
+    """The newest ``limit`` records of ``kind``: sessions with every column, the other
+    kinds as the dashboard's runs list has them (``label``: a flow's file, a play's name,
+    a schedule run's action; ``parent_id``: a play's show, a schedule run's schedule)."""
+    if kind == "session":
+        return list(store.list_sessions(**filters, limit=limit))
+    from lirun.store.ui_reads import RunFilter
+
+    flt = RunFilter(status=filters["status"], kinds=(kind,), since=filters["since"])
+    rows = store.runs_page(flt, limit=limit)
+    names: dict[str, str] = {}
+    if kind == "schedule_run":  # a schedule by its name, not its id
+        names = {str(s["id"]): s["name"] for s in store.list_schedules(include_deleted=True)}
+    return [
+        {
+            **row,
+            "status_reason_code": row.get("reason_code"),
+            "status_reason_summary": row.get("reason_summary"),
+            **({"schedule": names.get(str(row.get("parent_id")))} if names else {}),
+        }
+        for row in rows
+    ]
 
 
 def show_list(args: Any, url: str) -> int:
@@ -171,7 +209,7 @@ def show_list(args: Any, url: str) -> int:
         print_json([]) if args.json else print(f"no runs yet (no database at {redact_url(url)})")
         return 0
     try:
-        rows = store.list_sessions(**filters, limit=args.limit)
+        rows = list_rows(store, args.kind, filters, args.limit)
     finally:
         store.close()
     if args.json:
@@ -181,10 +219,14 @@ def show_list(args: Any, url: str) -> int:
     elif not rows:
         filtered = filters["status"] or filters["since"]
         print("no runs match these filters" if filtered else "no runs yet")
-    else:
+    elif args.kind == "session":
         from lirun.cli.render import render_list
 
         render_list(rows, time.time())
+    else:
+        from lirun.cli.list_render import render_kind_list
+
+        render_kind_list(args.kind, rows, time.time())
     return 0
 
 
@@ -233,6 +275,8 @@ def main(argv: list[str]) -> int:
     deliver_pending("li status", url)
     if args.id is None:
         return show_list(args, url)
-    if args.status or args.running or args.since:
-        raise UsageError("--status, --running and --since filter the list; drop them with an ID")
+    if args.status or args.running or args.since or args.kind != "session":
+        raise UsageError(
+            "--kind, --status, --running and --since filter the list; drop them with an ID"
+        )
     return show_one(args, url)

@@ -74,9 +74,22 @@ def _status(argv: list[str]) -> int:
             ]
         )  # fmt: skip
         return 0
-    for w in workers:
-        running = ",".join(w["running"]) or "-"
-        print(f"{w['id']}\t{w['host']}\t{w['pid']}\t{w['heartbeat_age']:.1f}s\t{running}")
+    if not workers:
+        print("no live worker (li worker starts one)")
+        return 0
+    from lirun.cli.common import print_table
+
+    rows = [
+        (
+            w["id"],
+            w["host"],
+            w["pid"],
+            f"{w['heartbeat_age']:.1f}s ago",
+            ",".join(w["running"]) or "-",
+        )
+        for w in workers
+    ]
+    print_table(("WORKER", "HOST", "PID", "HEARTBEAT", "RUNNING"), rows)
     return 0
 
 

@@ -135,7 +135,27 @@ def _node_line(node: PreviewNode, width: int) -> str:
 def _does(leg: LegSpec) -> tuple[str, str]:
     if leg.task.agent is not None:
         return "agent", leg.task.agent
-    return "command", shlex.join(leg.task.run or ())
+    return "command", typed_command(leg.task.run or ())
+
+
+def typed_command(argv: tuple[str, ...] | list[str]) -> str:
+    """A command as a person would type it, on one line: a ``run:`` string (which runs
+    through ``sh -c``) as written, a list as ``shlex.join`` quotes it; a word of several
+    lines in bash's ``$'...'`` quoting, so the plan keeps one line per leg."""
+    words = list(argv)
+    if len(words) == 3 and words[:2] == ["sh", "-c"]:
+        script = words[2].strip("\n")  # a YAML block's last newline changes nothing
+        if "\n" not in script:
+            return script
+        words = [*words[:2], script]
+    return " ".join(_one_line_word(word) for word in words)
+
+
+def _one_line_word(word: str) -> str:
+    if "\n" not in word:
+        return shlex.quote(word)
+    escaped = word.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
+    return f"$'{escaped}'"
 
 
 def _deps(spec: FlowSpec) -> dict[str, tuple[str, ...]]:

@@ -21,6 +21,7 @@ from lirun.reasons import creation_reason, validate_reason
 from lirun.store.bulk_import import BulkImport
 from lirun.store.connector import Connector, Tx
 from lirun.store.flow_records import FlowRecords
+from lirun.store.list_reads import ListReads
 from lirun.store.queries import check_slots, load_queries
 from lirun.store.records import (
     SESSION_FIELDS,
@@ -64,6 +65,7 @@ class Store(
     ScheduleRecords,
     WorkerRecords,
     UIReads,
+    ListReads,
     BulkImport,
 ):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.

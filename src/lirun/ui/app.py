@@ -26,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 
 from lirun.errors import LirunError
 from lirun.store import Store, open_store
-from lirun.ui import views
+from lirun.ui import list_views, views
 from lirun.ui.events import Hub, Notice
 from lirun.ui.jsonable import to_json
 from lirun.ui.openapi import API, openapi_document
@@ -112,12 +112,33 @@ def _routes(dash: Dashboard) -> list[Any]:
 
         return handler
 
+    def listing(view: Any, template: str) -> Any:
+        """A page (and its /api twin) of a list filtered by its query string."""
+
+        async def handler(request: Request) -> Response:
+            try:
+                data = await dash.read(view, dict(request.query_params))
+            except views.BadRequest as exc:
+                return _bad_request(dash, request, str(exc))
+            return answer(request, data, template)
+
+        return handler
+
+    every_run = listing(views.runs_view, "runs.html")
+    show_runs = listing(list_views.show_runs_view, "runs.html")
+
     async def runs(request: Request) -> Response:
-        try:
-            data = await dash.read(views.runs_view, dict(request.query_params))
-        except views.BadRequest as exc:
-            return _bad_request(dash, request, str(exc))
-        return answer(request, data, "runs.html")
+        if request.query_params.get("kind") == "show":
+            return await show_runs(request)
+        return await every_run(request)
+
+    flows = listing(list_views.flows_view, "flows.html")
+    shows = listing(list_views.shows_view, "shows.html")
+    schedule = one(list_views.schedule_view, "schedule.html", "name", "schedule")
+
+    async def attention(request: Request) -> Response:
+        data = await dash.read(list_views.attention_view, dash.db_url)
+        return answer(request, data, "attention.html")
 
     run = one(views.run_view, "run.html", "run_id", "run")
     flow = one(views.flow_view, "flow.html", "flow_id", "flow")
@@ -193,6 +214,10 @@ def _routes(dash: Dashboard) -> list[Any]:
         "show": show,
         "schedules": schedules,
         "workers": workers,
+        "flows": flows,
+        "shows": shows,
+        "schedule": schedule,
+        "attention": attention,
     }
     routes: list[Any] = [
         Route("/", runs),
@@ -200,9 +225,13 @@ def _routes(dash: Dashboard) -> list[Any]:
         Route("/runs/{run_id}", run),
         Route("/runs/{run_id}/artifacts/{path:path}", artifact),
         Route("/runs/{run_id}/transcript", transcript),
+        Route("/flows", flows),
         Route("/flows/{flow_id}", flow),
+        Route("/shows", shows),
         Route("/shows/{show_id}", show),
         Route("/schedules", schedules),
+        Route("/schedules/{name}", schedule),
+        Route("/attention", attention),
         Route("/workers", workers),
         Route("/events", events),
         Route("/api/openapi.json", openapi),

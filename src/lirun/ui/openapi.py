@@ -19,11 +19,17 @@ class ApiRoute:
 
 _FILTERS = (
     ("status", "query", "only runs in this status"),
-    ("kind", "query", f"only this kind: {', '.join(RUN_KINDS)}"),
+    ("kind", "query", f"only this kind: {', '.join(RUN_KINDS)}, or show (the shows)"),
     ("provider", "query", "only executions of this provider (claude, codex, command)"),
     ("since", "query", "created at or after: epoch seconds or an ISO date (UTC unless given)"),
     ("until", "query", "created before: epoch seconds or an ISO date"),
     ("q", "query", "text inside the id, prompt, reason code or reason summary"),
+    ("cursor", "query", "the next_cursor of the previous page"),
+)
+
+_LIST_FILTERS = (
+    ("status", "query", "only those in this status"),
+    ("since", "query", "created at or after: epoch seconds or an ISO date"),
     ("cursor", "query", "the next_cursor of the previous page"),
 )
 
@@ -47,7 +53,25 @@ API: tuple[ApiRoute, ...] = (
         "A show and its plays by status",
         (("show_id", "path", "the show's id"),),
     ),
+    ApiRoute(
+        "/api/flows",
+        "flows",
+        "Flows (flow invocations), newest first, 50 a page",
+        _LIST_FILTERS,
+    ),
+    ApiRoute("/api/shows", "shows", "Shows with their plays counted, newest first", _LIST_FILTERS),
     ApiRoute("/api/schedules", "schedules", "Schedules with their recent runs"),
+    ApiRoute(
+        "/api/schedules/{name}",
+        "schedule",
+        "One schedule: its definition, next fires, runs, success and cost over time",
+        (("name", "path", "the schedule's name"),),
+    ),
+    ApiRoute(
+        "/api/attention",
+        "attention",
+        "What needs a person now (the needs-you page; li attention --json)",
+    ),
     ApiRoute("/api/workers", "workers", "Live workers"),
 )
 

@@ -165,7 +165,7 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
         "next_query": urlencode({**kept, "cursor": next_cursor}) if next_cursor else None,
         "first_page": cursor is None,
         "statuses": STATUS_CHOICES,
-        "kinds": RUN_KINDS,
+        "kinds": (*RUN_KINDS, "show"),  # kind=show: the shows (ui.list_views)
     }
 
 

@@ -72,6 +72,32 @@
     }, wait);
   }
 
+  // The navigation bar's needs-you count: read again after every change the stream
+  // pushes (at most once per COUNT_GAP_MS), and every COUNT_EVERY_MS for what time alone
+  // makes true (a schedule falls overdue, an owner's heartbeat goes stale).
+  var countEl = document.getElementById("attention-count");
+  var countTimer = null;
+  var COUNT_GAP_MS = 500;
+  var COUNT_EVERY_MS = 30000;
+
+  function readCount() {
+    countTimer = null;
+    if (!countEl) { return; }
+    fetch("/api/attention", { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : Promise.reject(r.status); })
+      .then(function (data) {
+        var n = Number(data.count) || 0;
+        countEl.textContent = String(n);
+        countEl.setAttribute("data-count", String(n));
+        countEl.className = n ? "count some" : "count none";
+      })
+      .catch(function () { /* the next change tries again */ });
+  }
+
+  function countSoon() {
+    if (countTimer === null) { countTimer = window.setTimeout(readCount, COUNT_GAP_MS); }
+  }
+
   var source = null;
 
   function connect() {
@@ -80,17 +106,21 @@
     source.addEventListener("open", function () { setLive(true, "live"); });
     source.addEventListener("error", function () { setLive(false, "reconnecting…"); });
     source.addEventListener("hello", function () { setLive(true, "live"); });
-    source.addEventListener("reset", function () { schedule(0); });
+    source.addEventListener("reset", function () { schedule(0); countSoon(); });
     source.addEventListener("stale", function () { setLive(false, "database unreachable"); });
-    source.addEventListener("recovered", function () { setLive(true, "live"); schedule(0); });
+    source.addEventListener("recovered", function () { setLive(true, "live"); schedule(0); countSoon(); });
     // A worker came or went (or stopped beating): the workers page looks again.
     source.addEventListener("workers", function () {
-      if (document.getElementById("workers-page")) { schedule(0); }
+      if (document.getElementById("workers-page") || document.getElementById("attention-page")) {
+        schedule(0);
+      }
+      countSoon();
     });
     source.addEventListener("transition", function (event) {
       var change;
       try { change = JSON.parse(event.data); } catch (e) { return; }
       if (wanted(change)) { schedule(30); }
+      countSoon();
     });
   }
 
@@ -117,6 +147,11 @@
       .catch(function () { /* the next tick tries again */ });
   }
   window.setInterval(follow, 2000);
+  readCount();
+  window.setInterval(function () {
+    countSoon();
+    if (document.getElementById("attention-page")) { schedule(0); }
+  }, COUNT_EVERY_MS);
 
   // A page left for another (perhaps kept in the back-forward cache) lets its stream go:
   // browsers allow six connections to one server, and kept streams would use them up.

@@ -1,0 +1,91 @@
+"""Lists of flows and shows, and the facts of the needs-you page, as ``Store`` methods
+(``sql/<dialect>/lists.sql``). Read-only; callers name what they want, never a query."""
+
+from __future__ import annotations
+
+from lirun.hints import Any, Protocol
+from lirun.store.connector import Connector, Row
+
+# A year-5000 timestamp: later than any row (infinity is not bound alike by both drivers).
+_LATEST = 1e11
+
+
+class _HasQueries(Protocol):
+    connector: Connector
+
+    def sql(self, name: str, **slots: str) -> str: ...
+
+
+def _list_params(
+    status: str | None, since: float | None, before: tuple[float, str] | None, limit: int
+) -> dict[str, Any]:
+    at, ident = before if before is not None else (_LATEST, "")
+    return {
+        "status": status or None,
+        "since": since,
+        "before_at": float(at),
+        "before_id": str(ident),
+        "limit": max(1, int(limit)),
+    }
+
+
+class ListReads:
+    """Mixed into ``Store``."""
+
+    def list_flows(
+        self: _HasQueries,
+        *,
+        status: str | None = None,
+        since: float | None = None,
+        before: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> list[Row]:
+        """Flow invocations, newest first, strictly before the ``(created_at, id)`` cursor
+        ``before``; ``status`` and ``since`` (epoch seconds, inclusive) filter."""
+        params = _list_params(status, since, before, limit)
+        return self.connector.read(self.sql("list_flows"), params)
+
+    def list_shows(
+        self: _HasQueries,
+        *,
+        status: str | None = None,
+        since: float | None = None,
+        before: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        """Shows as ``list_flows`` lists flows, each with ``plays``: how many of its plays
+        are in each status (``{"merged": 2, "escalated": 1}``)."""
+        params = _list_params(status, since, before, limit)
+        shows: dict[str, dict[str, Any]] = {}
+        for row in self.connector.read(self.sql("list_shows"), params):
+            show = shows.get(row["id"])
+            if show is None:
+                show = {k: v for k, v in row.items() if k not in ("play_status", "play_count")}
+                show["plays"] = {}
+                shows[row["id"]] = show
+            if row["play_status"] is not None:
+                show["plays"][row["play_status"]] = int(row["play_count"])
+        return list(shows.values())
+
+    def attention_rows(self: _HasQueries, *, since: float) -> dict[str, list[Row]]:
+        """What the needs-you page judges: escalated or gate-failed plays of shows not
+        aborted (``plays``), flows failed since ``since`` and not resumed (``flows``),
+        schedule runs failed since ``since`` with no success after them
+        (``schedule_runs``), and active shows with their owner (``running_shows``)."""
+        read, at = self.connector.read, {"since": float(since)}
+        return {
+            "plays": read(self.sql("attention_plays")),
+            "flows": read(self.sql("attention_flows"), at),
+            "schedule_runs": read(self.sql("attention_schedule_runs"), at),
+            "running_shows": read(self.sql("attention_running_shows")),
+        }
+
+    def schedule_runs_with_usage(
+        self: _HasQueries, schedule_id: str, *, limit: int = 100
+    ) -> list[Row]:
+        """One schedule's newest ``limit`` runs, newest first, each with the cost and
+        tokens its session or flow recorded (``cost_usd``, ``input_tokens``, ...)."""
+        return self.connector.read(
+            self.sql("schedule_runs_with_usage"),
+            {"schedule_id": schedule_id, "limit": max(1, int(limit))},
+        )

@@ -1,0 +1,198 @@
+"""What needs a person (the needs-you page, ``li attention``): a pure decision over the
+facts ``attention_facts.gather`` reads, so every rule is table-tested without a database.
+
+An item is a state a person must act on, never a mere event: a play escalated or failing
+its gate in a show nobody aborted; a flow that failed and was not resumed; a schedule
+whose runs failed since it last ran well; a schedule overdue with no live worker to fire
+it; a running record whose owner died and that nobody reaped; an outcome still pending in
+a spool. Failures older than the window (``since``) age out; states do not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+# A due time this far in the past, with no live worker, is overdue (a worker fires within
+# a second or two of a due time; a minute is no jitter).
+OVERDUE_GRACE_SECONDS = 60.0
+DEFAULT_WINDOW_SECONDS = 7 * 86400.0
+# The order of the page: what blocks work first.
+KIND_ORDER = ("play", "dead_owner", "pending_outcome", "overdue_schedule", "schedule", "flow")
+
+
+class Item(NamedTuple):
+    """One thing that needs a person: what it is (``kind``, ``id``), a sentence saying
+    what is wrong, since when, where to look (``href``) and the command that acts on it."""
+
+    kind: str
+    id: str
+    what: str
+    since: float | None
+    href: str
+    do: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._asdict())
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the store and this machine say (rows as the store returns them)."""
+
+    plays: list[dict[str, Any]] = field(default_factory=list)
+    flows: list[dict[str, Any]] = field(default_factory=list)
+    schedule_runs: list[dict[str, Any]] = field(default_factory=list)
+    schedules: list[dict[str, Any]] = field(default_factory=list)
+    live_workers: int = 0
+    # {"kind": session|invocation|show, "id", "summary"}: running, owner judged dead
+    dead_owners: list[dict[str, Any]] = field(default_factory=list)
+    # {"run_id", "status", "reason_code", "spooled_at", "cause"}
+    pending: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _reason(row: dict[str, Any]) -> str:
+    code = row.get("status_reason_code")
+    summary = row.get("status_reason_summary")
+    if code and summary:
+        return f"{code}: {summary}"
+    return str(code or summary or "no reason recorded")
+
+
+def _plays(facts: Facts) -> list[Item]:
+    out = []
+    for p in facts.plays:
+        verb = "escalated" if p.get("status") == "escalated" else "failed its gate"
+        out.append(
+            Item(
+                "play",
+                str(p["id"]),
+                f"play {p.get('name')} of show {p.get('topic') or p.get('show_id')} {verb} "
+                f"({_reason(p)})",
+                p.get("updated_at"),
+                f"/shows/{p.get('show_id')}#play-{p['id']}",
+                f"li show status {p.get('show_id')}",
+            )
+        )
+    return out
+
+
+def _file_name(path: Any) -> str:
+    """A flow by its file's name (``fan.yaml``), not the path it was run from."""
+    return str(path or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def _flows(facts: Facts) -> list[Item]:
+    return [
+        Item(
+            "flow",
+            str(f["id"]),
+            f"flow {_file_name(f.get('skill')) or f['id']} {f.get('status')} ({_reason(f)})",
+            f.get("updated_at"),
+            f"/flows/{f['id']}",
+            f"li flow resume {f['id']}",
+        )
+        for f in facts.flows
+    ]
+
+
+def _schedule_failures(facts: Facts) -> list[Item]:
+    """One item per schedule: its failed runs since it last completed one."""
+    by_schedule: dict[str, list[dict[str, Any]]] = {}
+    for run in facts.schedule_runs:
+        by_schedule.setdefault(str(run.get("schedule_id")), []).append(run)
+    out = []
+    for runs in by_schedule.values():
+        runs.sort(key=lambda r: float(r.get("updated_at") or 0), reverse=True)
+        last, name = runs[0], runs[0].get("schedule_name") or runs[0].get("schedule_id")
+        count = f"{len(runs)} runs" if len(runs) > 1 else "a run"
+        out.append(
+            Item(
+                "schedule",
+                str(last["id"]),
+                f"schedule {name}: {count} failed since its last success; the last "
+                f"{last.get('status')} ({_reason(last)})",
+                last.get("updated_at"),
+                f"/schedules/{name}",
+                f"li schedule runs {name}",
+            )
+        )
+    return out
+
+
+def _overdue(facts: Facts, now: float) -> list[Item]:
+    if facts.live_workers > 0:
+        return []
+    out = []
+    for s in facts.schedules:
+        due = s.get("next_due_at")
+        if s.get("status") != "enabled" or due is None:
+            continue
+        late = now - float(due)
+        if late < OVERDUE_GRACE_SECONDS:
+            continue
+        out.append(
+            Item(
+                "overdue_schedule",
+                str(s["id"]),
+                f"schedule {s['name']} was due {late:.0f} s ago and no worker is live to fire it",
+                float(due),
+                f"/schedules/{s['name']}",
+                "li worker",
+            )
+        )
+    return out
+
+
+def _dead(facts: Facts) -> list[Item]:
+    """A running record whose owner is dead: ``li reap`` finalizes a run or a flow; a
+    show is continued (``li show resume``), its plays' runs reaped on the way."""
+    pages = {"session": "/runs/", "invocation": "/flows/", "show": "/shows/"}
+    names = {"session": "run", "invocation": "flow", "show": "show"}
+    out = []
+    for d in facts.dead_owners:
+        kind, ident = str(d["kind"]), str(d["id"])
+        show = kind == "show"
+        out.append(
+            Item(
+                "dead_owner",
+                ident,
+                f"{names.get(kind, kind)} {ident} is recorded running but "
+                f"{d.get('summary') or 'its owner is gone'}; "
+                + ("no process runs it" if show else "nobody reaped it"),
+                d.get("since"),
+                f"{pages.get(kind, '/runs/')}{ident}",
+                f"li show resume {ident}" if show else "li reap",
+            )
+        )
+    return out
+
+
+def _pending(facts: Facts) -> list[Item]:
+    return [
+        Item(
+            "pending_outcome",
+            str(p["run_id"]),
+            f"run {p['run_id']} ended {p.get('status')} ({p.get('reason_code')}) but its "
+            f"outcome is still in a spool, not in the record"
+            + (f": {p['cause']}" if p.get("cause") else ""),
+            p.get("spooled_at"),
+            f"/runs/{p['run_id']}",
+            f"li status {p['run_id']}",
+        )
+        for p in facts.pending
+    ]
+
+
+def needs_you(facts: Facts, now: float) -> list[Item]:
+    """Every item, in ``KIND_ORDER`` and newest first within a kind."""
+    items = [
+        *_plays(facts),
+        *_dead(facts),
+        *_pending(facts),
+        *_overdue(facts, now),
+        *_schedule_failures(facts),
+        *_flows(facts),
+    ]
+    rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
+    return sorted(items, key=lambda i: (rank[i.kind], -(i.since or 0.0), i.id))

@@ -1,0 +1,209 @@
+"""The pages that list flows and shows, the needs-you page, and one schedule's page:
+what each shows and its JSON twin returns, read from the Store (no HTML here)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from lirun.lifecycle import policy_for
+from lirun.store import Store
+from lirun.ui.views import (
+    PAGE_SIZE,
+    BadRequest,
+    _number,
+    cost_chart,
+    duration,
+    parse_cursor,
+    schedule_run_href,
+)
+
+LIST_KEYS = ("status", "since")
+
+
+def _list_query(
+    params: Mapping[str, str], kind: str
+) -> tuple[str | None, float | None, tuple[float, str] | None]:
+    status = (params.get("status") or "").strip() or None
+    if status is not None and status not in policy_for(kind).statuses:
+        raise BadRequest(
+            f"status={status!r} is not one of {', '.join(sorted(policy_for(kind).statuses))}"
+        )
+    return status, _number(params, "since"), parse_cursor(params.get("cursor"))
+
+
+def _paged(rows: list[Any], params: Mapping[str, str]) -> dict[str, Any]:
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    kept = {k: v for k, v in params.items() if k in LIST_KEYS and v}
+    cursor = f"{rows[-1]['created_at']!r}~{rows[-1]['id']}" if more and rows else None
+    return {
+        "filters": kept,
+        "next_cursor": cursor,
+        "next_query": urlencode({**kept, "cursor": cursor}) if cursor else None,
+        "first_page": not params.get("cursor"),
+    }
+
+
+def flows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
+    """Flow invocations, newest first, 50 a page, by status and since."""
+    status, since, cursor = _list_query(params, "invocation")
+    rows = [dict(r) for r in store.list_flows(status=status, since=since, before=cursor,
+                                                 limit=PAGE_SIZE + 1)]  # fmt: skip
+    now = time.time()
+    flows = [
+        {
+            **row,
+            "name": os.path.basename(str(row.get("skill") or "")) or "flow",
+            "duration": duration(row, now),
+            "href": f"/flows/{row['id']}",
+        }
+        for row in rows[:PAGE_SIZE]
+    ]
+    return {
+        "flows": flows,
+        **_paged(rows, params),
+        "statuses": sorted(policy_for("invocation").statuses),
+    }
+
+
+# A play in one of these needs a person (the shows engine stopped short of merging it).
+PERSON_STATUSES = ("escalated", "gate_failed")
+
+
+def shows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
+    """Shows, newest first, 50 a page, by status and since, each with its plays counted."""
+    status, since, cursor = _list_query(params, "show")
+    rows = store.list_shows(status=status, since=since, before=cursor, limit=PAGE_SIZE + 1)
+    now = time.time()
+    shows = []
+    for row in rows[:PAGE_SIZE]:
+        plays = row.get("plays") or {}
+        shows.append(
+            {
+                **row,
+                "plays_total": sum(plays.values()),
+                "plays_merged": plays.get("merged", 0),
+                "plays_need_you": sum(plays.get(s, 0) for s in PERSON_STATUSES),
+                "duration": duration(row, now),
+                "href": f"/shows/{row['id']}",
+            }
+        )
+    return {"shows": shows, **_paged(rows, params), "statuses": sorted(policy_for("show").statuses)}
+
+
+def attention_view(store: Store, db_url: str | None) -> dict[str, Any]:
+    """What needs a person now (the same list as ``li attention``)."""
+    from lirun.ui.attention_facts import attention_items
+
+    items = [item.to_dict() for item in attention_items(store, db_url, time.time())]
+    return {"items": items, "count": len(items)}
+
+
+NEXT_FIRES = 5
+RAN_AND_ENDED = policy_for("schedule_run").terminal - {"skipped"}
+
+
+def next_fires(row: Mapping[str, Any], count: int = NEXT_FIRES) -> list[int]:
+    """The schedule's next due times from its stored one (none for a disabled one)."""
+    from lirun.errors import LirunError
+    from lirun.schedules.triggers import Trigger, next_due
+
+    due = row.get("next_due_at")
+    if due is None or row.get("status") != "enabled":
+        return []
+    fires = [int(due)]
+    try:
+        trigger = Trigger.from_dict(row.get("trigger_json") or {})
+        while len(fires) < count:
+            after = next_due(trigger, fires[-1])
+            if after is None:
+                break
+            fires.append(after)
+    except (LirunError, ValueError, TypeError):
+        pass
+    return fires
+
+
+def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
+    """One schedule: its definition, next fires, its runs, success and cost over time."""
+    from lirun.schedules.worker import live_workers
+
+    row = store.get_schedule(name)
+    if row is None:
+        return None
+    runs = [dict(r) for r in store.schedule_runs_with_usage(str(row["id"]), limit=100)]
+    for r in runs:
+        r["href"] = schedule_run_href(r)
+        r["duration"] = duration(r) if r.get("ended_at") else None
+    ended = [r for r in runs if r.get("status") in RAN_AND_ENDED]
+    ok = [r for r in ended if r.get("status") == "completed"]
+    costs = [float(r["cost_usd"]) for r in runs if r.get("cost_usd") is not None]
+    oldest_first = list(reversed(runs))
+    return {
+        "schedule": row,
+        "action": _describe_action(row),
+        "next_fires": next_fires(row),
+        "live_workers": len(live_workers(store, time.time())),
+        "runs": runs,
+        "success_rate": (len(ok) / len(ended)) if ended else None,
+        "ended": len(ended),
+        "succeeded": len(ok),
+        "cost_total_usd": sum(costs) if costs else None,
+        "cost_per_run_usd": (sum(costs) / len(costs)) if costs else None,
+        "chart": cost_chart(oldest_first),
+        "strip": oldest_first,
+        "history": store.list_transitions("schedule", str(row["id"])),
+    }
+
+
+def _describe_action(row: Mapping[str, Any]) -> str:
+    from lirun.schedules.actions import Action
+
+    try:
+        return str(Action.from_dict(row["action_json"]).describe())
+    except (KeyError, TypeError, ValueError):
+        return str(row.get("action_kind") or "")
+
+
+def show_runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
+    """The runs page with ``kind=show``: shows as rows of the runs table (a show is not an
+    execution of its own, so the union of ``runs_page`` leaves it out; its plays are in)."""
+    from lirun.store.ui_reads import RUN_KINDS
+    from lirun.ui.views import STATUS_CHOICES
+
+    unknown = [k for k in ("provider", "until", "q") if params.get(k)]
+    if unknown:
+        raise BadRequest(f"kind=show cannot be filtered by {', '.join(unknown)}")
+    data = shows_view(store, params)
+    runs = [
+        {
+            "kind": "show",
+            "id": s["id"],
+            "status": s.get("status"),
+            "reason_code": s.get("status_reason_code"),
+            "reason_summary": s.get("status_reason_summary"),
+            "label": s.get("topic"),
+            "prompt": f"{s['plays_merged']}/{s['plays_total']} plays merged",
+            "created_at": s.get("created_at"),
+            "ended_at": s.get("ended_at"),
+            "duration": s.get("duration"),
+            "href": s["href"],
+        }
+        for s in data["shows"]
+    ]
+    kept = {"kind": "show", **data["filters"]}
+    return {
+        "runs": runs,
+        "filters": kept,
+        "next_cursor": data["next_cursor"],
+        "next_query": urlencode({**kept, "cursor": data["next_cursor"]})
+        if data["next_cursor"]
+        else None,
+        "first_page": data["first_page"],
+        "statuses": STATUS_CHOICES,
+        "kinds": (*RUN_KINDS, "show"),
+    }
