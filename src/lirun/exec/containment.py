@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from lirun.exec import procfs
 from lirun.exec.cgroup import RunCgroup
 from lirun.hints import Any
 from lirun.values import dataclass
@@ -82,7 +83,7 @@ def marked(mark: str) -> list[int]:
                         continue
             except OSError:
                 continue
-            if _alive(int(name)):
+            if procfs.alive(int(name)):
                 found.append(int(name))
     return sorted(found)
 
@@ -141,41 +142,16 @@ def child_setup(cgroup: RunCgroup | None) -> Callable[[], None] | None:
     return setup
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, pgrp, session) of ``pid``, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2 :].split()
-    return (fields[0], int(fields[2]), int(fields[3])) if len(fields) >= 4 else None
-
-
 def session_members(leader: int) -> list[int]:
     """Live processes in the group or the session ``leader`` started (from ``/proc``)."""
     found = []
     with contextlib.suppress(OSError):
         for name in os.listdir("/proc"):
             if name.isdigit() and int(name) != leader:
-                info = _stat(int(name))
-                if info is not None and info[0] not in ("Z", "X") and leader in info[1:]:
+                info = procfs.stat(int(name))
+                if info is not None and info[0] not in ("Z", "X") and leader in info[2:]:
                     found.append(int(name))
     return sorted(found)
-
-
-def command_of(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return ""
-    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
-
-
-def _alive(pid: int) -> bool:
-    info = _stat(pid)
-    return info is not None and info[0] not in ("Z", "X")
 
 
 def _kill_all(pids: Iterable[int]) -> None:
@@ -204,10 +180,10 @@ def kill_run_tree(
     """
     group = RunCgroup(Path(cgroup)) if cgroup is not None else None
     pids = set(group.pids() if group is not None else ())
-    pids |= {p for p in (leader, *session_members(leader), *known) if _alive(p)}
+    pids |= {p for p in (leader, *session_members(leader), *known) if procfs.alive(p)}
     if mark is not None and group is None:
         pids |= set(marked(mark))
-    processes = [{"pid": pid, "command": command_of(pid)} for pid in sorted(pids)]
+    processes = [{"pid": pid, "command": procfs.command_line(pid)} for pid in sorted(pids)]
     if group is not None:
         group.kill()
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -217,7 +193,7 @@ def kill_run_tree(
     while time.monotonic() < deadline:
         if group is not None:
             group.kill()  # one forked meanwhile (before cgroup.kill existed)
-        left = [p for p in pids if _alive(p)]
+        left = [p for p in pids if procfs.alive(p)]
         if not left and (group is None or not group.populated()):
             break
         _kill_all(left)
@@ -237,7 +213,7 @@ def end_cgroup(group: RunCgroup, first: signal.Signals, grace: float) -> dict[st
     pids = group.pids()
     if not pids:
         return None
-    processes = [{"pid": pid, "command": command_of(pid)} for pid in pids]
+    processes = [{"pid": pid, "command": procfs.command_line(pid)} for pid in pids]
     if first == signal.SIGKILL:
         group.kill()
     else:
@@ -246,7 +222,7 @@ def end_cgroup(group: RunCgroup, first: signal.Signals, grace: float) -> dict[st
                 os.kill(pid, first)
         group.wait_empty(grace)
     forced = group.pids()
-    processes += [{"pid": p, "command": command_of(p)} for p in forced if p not in pids]
+    processes += [{"pid": p, "command": procfs.command_line(p)} for p in forced if p not in pids]
     if forced or first == signal.SIGKILL:
         group.kill()
         group.wait_empty(2.0)

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 
+from lirun.exec import procfs
 from lirun.hints import Any
 
 __all__ = [
@@ -79,19 +80,6 @@ def enable_subreaper() -> bool:
     return _subreaper
 
 
-def _stat(pid: int) -> tuple[str, int, int, int] | None:
-    """(state, ppid, pgrp, session) of ``pid`` from /proc, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2 :].split()
-    if len(fields) < 4:
-        return None
-    return fields[0], int(fields[1]), int(fields[2]), int(fields[3])
-
-
 def _table() -> dict[int, tuple[str, int, int, int]]:
     table: dict[int, tuple[str, int, int, int]] = {}
     try:
@@ -99,7 +87,7 @@ def _table() -> dict[int, tuple[str, int, int, int]]:
     except OSError:
         return table
     for name in names:
-        if name.isdigit() and (info := _stat(int(name))) is not None:
+        if name.isdigit() and (info := procfs.stat(int(name))) is not None:
             table[int(name)] = info
     return table
 
@@ -214,20 +202,6 @@ def find_leftovers(
     return live, zombies
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return ""
-    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
-
-
-def _alive(pid: int) -> bool:
-    info = _stat(pid)
-    return info is not None and info[0] not in ("Z", "X")
-
-
 def _reap(pids: Iterable[int]) -> None:
     """Collect the exit status of those that are our children (others are not ours to wait)."""
     for pid in pids:
@@ -270,15 +244,15 @@ def end_leftovers(
     _reap(zombies)
     if not live:
         return None
-    processes = [{"pid": pid, "command": _cmdline(pid)} for pid in live]
+    processes = [{"pid": pid, "command": procfs.command_line(pid)} for pid in live]
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(leader, first_signal)
     _send(live, first_signal)
     _wait_gone(live, grace)
-    survivors = [pid for pid in live if _alive(pid)]
+    survivors = [pid for pid in live if procfs.alive(pid)]
     # New forks while we were stopping them: one more sweep, at once with SIGKILL.
     late = [pid for pid in find_leftovers(leader, exclude, mark)[0] if pid not in live]
-    processes += [{"pid": pid, "command": _cmdline(pid)} for pid in late]
+    processes += [{"pid": pid, "command": procfs.command_line(pid)} for pid in late]
     forced = sorted({*survivors, *late})
     if forced:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -296,5 +270,5 @@ def end_leftovers(
 
 def _wait_gone(pids: list[int], seconds: float) -> None:
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+    while time.monotonic() < deadline and any(procfs.alive(pid) for pid in pids):
         time.sleep(0.02)

@@ -1,0 +1,38 @@
+"""One process as Linux's ``/proc`` shows it: its state, parent, group and session, and its
+command line. Reads only, never raises for a process that is gone (it answers None)."""
+
+from __future__ import annotations
+
+__all__ = ["alive", "command_line", "stat"]
+
+_GONE = ("Z", "X")  # a zombie or a dead process: nothing runs any more
+
+
+def stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, ppid, pgrp, session) of ``pid``, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: the fields start after the last ")".
+    fields = text[text.rfind(")") + 2 :].split()
+    if len(fields) < 4:
+        return None
+    return fields[0], int(fields[1]), int(fields[2]), int(fields[3])
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is neither a zombie nor dead."""
+    info = stat(pid)
+    return info is not None and info[0] not in _GONE
+
+
+def command_line(pid: int) -> str:
+    """The first 200 characters of ``pid``'s command line, words joined by spaces."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
