@@ -15,10 +15,10 @@ that needs the machine (profiles and playbooks on disk, the provider's option se
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
 
 from lirun.errors import UsageError
 from lirun.hints import Any
+from lirun.values import dataclass, field, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
