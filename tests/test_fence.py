@@ -263,3 +263,21 @@ def test_a_frozen_flow_owner_has_its_legs_killed_before_its_lease_lapses(
             owner.communicate()
     assert out.startswith("cancelled run.cancelled.system"), (out, err[-2000:])
     assert "lease" in out
+
+
+def test_the_watchdog_spares_the_owners_guard() -> None:
+    # When an owner dies, its guard kills the runs and leaves the note that says so: the
+    # lease watchdog, which sees the guard as one more descendant, must not kill it first.
+    from lirun.exec.watchdog import process_table, tree_of
+
+    sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
+    work = subprocess.Popen(sleep)
+    guard = subprocess.Popen([*sleep, "lirun.exec.guard"])
+    try:
+        seen = tree_of(os.getpid(), process_table(), set())
+        assert work.pid in seen
+        assert guard.pid not in seen
+    finally:
+        for proc in (work, guard):
+            proc.kill()
+            proc.wait()

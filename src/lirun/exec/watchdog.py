@@ -63,8 +63,23 @@ def process_table() -> dict[int, tuple[int, int, str]]:
     return table
 
 
+# The owner's guard (lirun.exec.guard) is its descendant too, but not its work: when the
+# owner dies, the guard kills the runs itself and leaves the note that says so.
+_HELPER_MARK = b"lirun.exec.guard"
+
+
+def is_helper(pid: int) -> bool:
+    """True for one of lirun's own helper processes, which the watchdog never kills."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return _HELPER_MARK in handle.read()
+    except OSError:
+        return False
+
+
 def tree_of(root: int, table: dict[int, tuple[int, int, str]], groups: set[int]) -> Seen:
-    """Descendants of ``root`` and members of ``groups`` (never ``root`` or this process)."""
+    """Descendants of ``root`` and members of ``groups`` (never ``root``, this process or
+    one of lirun's helpers)."""
     children: dict[int, list[int]] = {}
     for pid, (ppid, _, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -81,7 +96,7 @@ def tree_of(root: int, table: dict[int, tuple[int, int, str]], groups: set[int])
             found[pid] = start
     found.pop(root, None)
     found.pop(os.getpid(), None)
-    return found
+    return {pid: start for pid, start in found.items() if not is_helper(pid)}
 
 
 def kill_tree(root: int, remembered: Seen, groups: set[int]) -> int:
