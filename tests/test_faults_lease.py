@@ -177,6 +177,17 @@ def check_escaped(rnd: Round) -> None:
         raise Escaped(f"copies of the work outlived the workers: {describe(left)}")
 
 
+def wait_started(ledger: Path, timeout: float = 30.0) -> None:
+    """Until the work's first copy has started (it may have ended already: the outage
+    test only needs the work under way before it stops the server)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ledger.exists() and ledger.read_text().startswith("start "):
+            return
+        time.sleep(0.05)
+    raise Lost(f"{ledger.name}: the work did not start within {timeout:.0f} s")
+
+
 def owner_of(ledger: Path, timeout: float = 30.0) -> tuple[int, int]:
     """(pid of the first copy, pid of the worker that runs it) once it started."""
     deadline = time.monotonic() + timeout
@@ -256,7 +267,7 @@ def test_db_outage_workers(pg_cluster: PgCluster, tmp_path: Path) -> None:
             run = submit(store, action, policies=make_policies({"retries": 1}, None))
             ledgers[run["id"]] = ledger
         for ledger in ledgers.values():
-            owner_of(ledger)
+            wait_started(ledger)
         long = rnd.rng.random() < 0.5
         down = LEASE + rnd.rng.uniform(0.5, 2.0) if long else rnd.rng.uniform(0.5, 1.5)
         time.sleep(rnd.rng.uniform(0.3, 1.0))

@@ -3,9 +3,12 @@ command line. Reads only, never raises for a process that is gone (it answers No
 
 from __future__ import annotations
 
+import time
+
 __all__ = ["alive", "command_line", "stat"]
 
 _GONE = ("Z", "X")  # a zombie or a dead process: nothing runs any more
+_CMDLINE_TRIES = 5
 
 
 def stat(pid: int) -> tuple[str, int, int, int] | None:
@@ -29,10 +32,25 @@ def alive(pid: int) -> bool:
 
 
 def command_line(pid: int) -> str:
-    """The first 200 characters of ``pid``'s command line, words joined by spaces."""
+    """The first 200 characters of ``pid``'s command line, words joined by spaces.
+
+    A process in the middle of ``execve`` shows an empty command line for a moment: it is
+    read again a few times; then (a zombie has none) its name in brackets, ``[sleep]``.
+    """
+    for attempt in range(_CMDLINE_TRIES):
+        if attempt:
+            time.sleep(0.01)
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                raw = handle.read()
+        except OSError:
+            return ""
+        if raw:
+            return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
+        if not alive(pid):
+            break
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            raw = handle.read()
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as handle:
+            return f"[{handle.read().strip()}]"
     except OSError:
         return ""
-    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()[:200]
