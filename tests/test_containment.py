@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from lirun.exec import cgroup as cgroups
@@ -101,6 +102,7 @@ def test_a_sigkilled_owner_takes_its_runs_processes_along(
     li = start_li("run", "--run-id", "k1", "--", "sh", "-c", script, env=env, cwd=repo)
     poll(marker.exists, what="the run to start")
     poll(lambda: len(tagged_processes(tag)) >= 5, what="the run's processes")
+    poll(lambda: _detached_daemon(tag), what="the daemon to finish forking")
     li.kill()
     li.communicate(timeout=30)
     killed_at = time.monotonic()
@@ -115,6 +117,22 @@ def test_a_sigkilled_owner_takes_its_runs_processes_along(
     [entry] = [e for e in row["status_evidence_refs"] if e["kind"] == "killed_with_owner"]
     assert any("time.sleep(300)" in p["command"] for p in entry["processes"]), entry
     assert ("cgroup" in entry) == (mode == "cgroup")
+
+
+def _detached_daemon(tag: str) -> bool:
+    """The DAEMON's last process is running: it left the run's session (its session is
+    neither the run's nor its own), so a kill now must find it by containment alone."""
+    procs = tagged_processes(tag)
+    try:
+        run_sid = next(os.getsid(p.pid) for p in procs if p.cmdline()[:2] == ["sleep", "30"])
+        return any(
+            "time.sleep(300)" in " ".join(p.cmdline())
+            and p.status() != psutil.STATUS_ZOMBIE
+            and os.getsid(p.pid) not in (p.pid, run_sid)
+            for p in procs
+        )
+    except (StopIteration, OSError, psutil.Error):
+        return False
 
 
 def test_without_its_guard_the_child_still_dies_with_its_owner(
