@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lirun.hints import Any, Protocol
 from lirun.store.connector import Connector, Row
+from lirun.store.wait_reads import fold_play_counts
 
 # A year-5000 timestamp: later than any row (infinity is not bound alike by both drivers).
 _LATEST = 1e11
@@ -56,16 +57,7 @@ class ListReads:
         """Shows as ``list_flows`` lists flows, each with ``plays``: how many of its plays
         are in each status (``{"merged": 2, "escalated": 1}``)."""
         params = _list_params(status, since, before, limit)
-        shows: dict[str, dict[str, Any]] = {}
-        for row in self.connector.read(self.sql("list_shows"), params):
-            show = shows.get(row["id"])
-            if show is None:
-                show = {k: v for k, v in row.items() if k not in ("play_status", "play_count")}
-                show["plays"] = {}
-                shows[row["id"]] = show
-            if row["play_status"] is not None:
-                show["plays"][row["play_status"]] = int(row["play_count"])
-        return list(shows.values())
+        return fold_play_counts(self.connector.read(self.sql("list_shows"), params))
 
     def attention_rows(self: _HasQueries, *, since: float) -> dict[str, list[Row]]:
         """What the needs-you page judges: escalated or gate-failed plays of shows not

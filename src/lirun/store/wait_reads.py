@@ -4,7 +4,7 @@ never a query or a dialect."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from lirun.hints import Any, Protocol
 from lirun.store.connector import Connector, Row
@@ -85,13 +85,19 @@ class WaitReads:
         """The newest ``limit`` shows, newest first, each with ``plays``: how many of its
         plays are in each status (``{"merged": 2, "escalated": 1}``)."""
         rows = self.connector.read(self.sql("list_recent_shows"), {"limit": int(limit)})
-        shows: dict[str, dict[str, Any]] = {}
-        for row in rows:
-            show = shows.get(row["id"])
-            if show is None:
-                show = {k: v for k, v in row.items() if k not in ("play_status", "play_count")}
-                show["plays"] = {}
-                shows[row["id"]] = show
-            if row["play_status"] is not None:
-                show["plays"][row["play_status"]] = int(row["play_count"])
-        return list(shows.values())
+        return fold_play_counts(rows)
+
+
+def fold_play_counts(rows: Iterable[Row]) -> list[dict[str, Any]]:
+    """One dict per show from rows of (show columns, ``play_status``, ``play_count``), in
+    the rows' order, each with ``plays``: how many of its plays are in each status."""
+    shows: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        show = shows.get(row["id"])
+        if show is None:
+            show = {k: v for k, v in row.items() if k not in ("play_status", "play_count")}
+            show["plays"] = {}
+            shows[row["id"]] = show
+        if row["play_status"] is not None:
+            show["plays"][row["play_status"]] = int(row["play_count"])
+    return list(shows.values())
