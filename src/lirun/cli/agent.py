@@ -26,7 +26,7 @@ from lirun.cli.options import (
     worker_argv,
 )
 from lirun.errors import UsageError
-from lirun.exec.trouble import TROUBLE_KINDS, trouble_line
+from lirun.exec.trouble import TROUBLE_KINDS, one_line, trouble_line
 from lirun.hints import Any
 
 DESCRIPTION = f"""\
@@ -62,22 +62,15 @@ The raw stream is saved as stream/<branch>.jsonl, the agent's stderr as stream/s
 
 {FILES_NOTE}"""
 
-_PROGRESS_CHARS = 160
-
-
-def _clip(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= _PROGRESS_CHARS else line[: _PROGRESS_CHARS - 1] + "…"
-
 
 def render_event(provider: str, event: Any) -> str | None:
     """One progress line for stderr, or None for events not worth showing."""
     data = event.data
     if event.kind == "assistant_text":
-        return f"{provider}: {_clip(str(data.get('text', '')))}"
+        return f"{provider}: {one_line(str(data.get('text', '')))}"
     if event.kind == "tool_call":
         detail = json.dumps(data.get("input"), sort_keys=True, default=str)
-        return f"{provider}: -> {data.get('name')} {_clip(detail)}"
+        return f"{provider}: -> {data.get('name')} {one_line(detail)}"
     if event.kind in TROUBLE_KINDS:
         return trouble_line(provider, event)
     if event.kind == "session" and data.get("engine_session_uid"):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from lirun.hints import Any
 
-__all__ = ["PROGRESS_KINDS", "TROUBLE_KINDS", "progress_fields", "trouble_line"]
+__all__ = ["PROGRESS_KINDS", "TROUBLE_KINDS", "one_line", "progress_fields", "trouble_line"]
 
 # The kinds a person must see as they happen.
 TROUBLE_KINDS = frozenset({"retry", "warning", "error"})
@@ -27,9 +27,10 @@ _LINE_CHARS = 160
 _ERROR_CHARS = 2000  # as agent_record keeps provider_error
 
 
-def _clip(text: str) -> str:
+def one_line(text: str, limit: int = _LINE_CHARS) -> str:
+    """``text`` on one line (white space folded), cut to ``limit`` characters with "…"."""
     line = " ".join(text.split())
-    return line if len(line) <= _LINE_CHARS else line[: _LINE_CHARS - 1] + "…"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _message(data: dict[str, Any]) -> str:
@@ -47,7 +48,7 @@ def trouble_line(provider: str, event: Any) -> str | None:
         return None
     data = getattr(event, "data", None)
     data = data if isinstance(data, dict) else {}
-    said = _clip(_message(data))
+    said = one_line(_message(data))
     if kind == "retry":
         count = f" ({data['count']})" if data.get("count") else ""
         return f"{provider}: retrying{count}: {said}"

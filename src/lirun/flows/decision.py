@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lirun.exec.trouble import one_line
+
 # What ``signal`` holds when the flow stopped because its owner lost its lease.
 LEASE_LOST_SIGNAL = "lease lost"
 
@@ -150,8 +152,7 @@ def _failures(legs: Sequence[LegFact]) -> list[LegFact]:
 
 
 def _clip(text: str, limit: int = _SAID_CHARS) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return one_line(text, limit)
 
 
 def _failure_summary(failed: Sequence[LegFact]) -> str:

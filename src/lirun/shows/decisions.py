@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from lirun.exec.trouble import one_line
 from lirun.provider_errors import failure_class_for_reason
 from lirun.reasons import is_retryable_reason
 
@@ -145,7 +146,7 @@ def provider_stop(
     if failure is None or failure.retryable:
         return None
     said = " ".join((message or "").split()) or "no message"
-    short = said if len(said) <= _SAID_CHARS else said[: _SAID_CHARS - 1] + "…"
+    short = one_line(said, _SAID_CHARS)
     summary = f"{short} ({failure.name}); what to do: {failure.advice}"
     feedback = (
         f"its execution {run_id} failed with {reason_code}; the provider said: {said}. "
