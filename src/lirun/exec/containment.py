@@ -20,7 +20,6 @@ import contextlib
 import itertools
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -47,7 +46,6 @@ __all__ = [
 TREE_ENV = "LIRUN_TREE"
 _PR_SET_PDEATHSIG = 1
 _marks = itertools.count(1)
-_prctl: Any = None
 # The runs this process supervises right now, by the child's pid.
 _trees: dict[int, RunTree] = {}
 _trees_lock = threading.Lock()
@@ -104,26 +102,11 @@ def running_trees() -> list[RunTree]:
         return list(_trees.values())
 
 
-def _load_prctl() -> Any:
-    """libc's ``prctl``, loaded in the parent (never between fork and exec); None off Linux."""
-    global _prctl
-    if _prctl is None:
-        _prctl = False
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
-
-                _prctl = ctypes.CDLL(None, use_errno=True).prctl
-            except (OSError, AttributeError):
-                _prctl = False
-    return _prctl or None
-
-
 def child_setup(cgroup: RunCgroup | None) -> Callable[[], None] | None:
     """The ``preexec_fn`` of a supervised child: join the run's cgroup, then die with the
     thread that started it. Runs between fork and exec, so it only writes to descriptors
     and calls libc functions resolved beforehand."""
-    prctl = _load_prctl()
+    prctl = procfs.libc_prctl()
     join_fd = cgroup.join_fd if cgroup is not None else None
     if prctl is None and join_fd is None:
         return None

@@ -1,11 +1,16 @@
-"""One process as Linux's ``/proc`` shows it: its state, parent, group and session, and its
-command line. Reads only, never raises for a process that is gone (it answers None)."""
+"""Linux's process interfaces: one process as ``/proc`` shows it (its state, parent,
+group and session, and its command line; never raising for a process that is gone), and
+libc's ``prctl``."""
 
 from __future__ import annotations
 
+import functools
+import sys
 import time
 
-__all__ = ["alive", "command_line", "stat"]
+from lirun.hints import Any
+
+__all__ = ["alive", "command_line", "libc_prctl", "stat"]
 
 _GONE = ("Z", "X")  # a zombie or a dead process: nothing runs any more
 _CMDLINE_TRIES = 5
@@ -54,3 +59,17 @@ def command_line(pid: int) -> str:
             return f"[{handle.read().strip()}]"
     except OSError:
         return ""
+
+
+@functools.cache
+def libc_prctl() -> Any:
+    """libc's ``prctl`` (load it in the parent, never between fork and exec); None off
+    Linux or where libc cannot be loaded."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
