@@ -1,5 +1,9 @@
 import sys
 
-from lirun.cli import start
+try:
+    from lirun.cli import start
+except KeyboardInterrupt:  # SIGINT while ``python -m lirun`` imports its entry point
+    sys.stderr.write("li: interrupted while starting; nothing was started\n")
+    sys.exit(130)
 
 sys.exit(start())
