@@ -177,3 +177,30 @@ def test_a_leg_whose_cwd_is_not_committed_cannot_get_a_worktree_and_says_why(
     assert "scratch" in (leg.error or "") and "isolation: shared" in (leg.error or ""), leg.error
     assert "--cwd" not in (leg.error or "")
     assert not (lirun_home / "worktrees" / report.invocation_id).exists()
+
+
+def test_an_agent_legs_leftover_work_is_committed_to_its_branch(
+    db_url: str, repo: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fake agent writes work.txt and commits nothing: at the end of the leg its work
+    is a commit on its leg branch (the docs say the work lives on the branches), and the
+    worktree is clean, so a clean can tell merged work from abandoned."""
+    _use(monkeypatch, "claude/success.jsonl", fake_claude)
+    spec = FlowSpec(
+        legs=(
+            LegSpec("one", Task(agent="claude", prompt="do one")),
+            LegSpec("two", Task(agent="claude", prompt="do two")),
+        ),
+        cwd=str(repo),
+        parallel=2,
+    )
+    report = run_flow(spec, db_url=db_url)
+    assert report.status == "completed", report.reason_summary
+    git = Repo(str(repo))
+    for leg in ("one", "two"):
+        branch = f"lirun/flow/{report.invocation_id}/{leg}"
+        assert git.out("log", "-1", "--format=%s", branch) == f"{leg}: work left uncommitted"
+        assert git.out("show", "--name-only", "--format=", branch) == "work.txt"
+        worktree = git.checked_out_branches()[branch]
+        assert not Repo(worktree).is_dirty()
+    assert git.out("status", "--porcelain") == ""  # the person's checkout is untouched
