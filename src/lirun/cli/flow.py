@@ -87,14 +87,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="li flow",
-        usage="li flow {run,resume,list} ...",
+        usage="li flow {run,resume,list,clean} ...",
         description=DESCRIPTION,
         epilog=f"exit codes:\n{EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--detached-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--run-id", help=argparse.SUPPRESS)
-    subs = parser.add_subparsers(dest="command", metavar="{run,resume,list}", required=True)
+    subs = parser.add_subparsers(dest="command", metavar="{run,resume,list,clean}", required=True)
     sub: dict[str, Any] = {
         "formatter_class": argparse.RawDescriptionHelpFormatter,
         "epilog": f"exit codes:\n{EXIT_CODES}",
@@ -135,6 +135,18 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"exit codes:\n{LIST_EXIT_CODES}",
     )
     add_list_options(listing, "invocation")
+    from lirun.cli.clean import CLEAN_EXIT_CODES, FLOW_CLEAN_DESCRIPTION, add_clean_options
+
+    clean = subs.add_parser(
+        "clean",
+        prog="li flow clean",
+        help="remove an ended flow's leg worktrees and merged branches",
+        description=FLOW_CLEAN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"exit codes:\n{CLEAN_EXIT_CODES}",
+    )
+    clean.add_argument("invocation", metavar="INVOCATION", help="the flow invocation")
+    add_clean_options(clean)
     return parser
 
 
@@ -276,6 +288,10 @@ def main(argv: list[str]) -> int:
             from lirun.cli.lists import flow_list
 
             return flow_list(args)
+        if args.command == "clean":
+            from lirun.cli.clean import clean_flow_command
+
+            return clean_flow_command(args)
         return resume_command(args)
     finally:
         from lirun.signals import release_signals
