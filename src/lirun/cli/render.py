@@ -354,6 +354,7 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
     title = _text(f"{kind} {detail.get('id')}  ", "bold")
     title.append(_text(status, status_style(kind, status)))
     out.print(title)
+    _liveness(out, detail.get("liveness"))
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
@@ -382,6 +383,21 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
             _admin_rows(detail["admin_events"], now),
             ("WHEN", "EVENT", "ACTOR", "JUSTIFICATION", "CHANGE"),
         )
+
+
+_LIVENESS = {"alive": ("owner alive", "green"), "dead": ("owner dead", "bold red")}
+
+
+def _liveness(out: Console, found: object) -> None:
+    """The running record's owner verdict, and the command that reaps it."""
+    if not isinstance(found, Mapping):
+        return
+    head, style = _LIVENESS.get(str(found.get("verdict")), ("no owner", "yellow"))
+    line = _text(head, style)
+    line.append(_text(f": {found.get('summary')}"))
+    if found.get("advice"):
+        line.append(_text(f"; {found['advice']}"))
+    out.print(line)
 
 
 def _section(out: Console, title: str, lines: Iterable[str]) -> None:
