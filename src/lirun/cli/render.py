@@ -178,7 +178,8 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("cwd", row.get("cwd") or ""),
             ("owner", owner_text(row, now)),
             ("engine uid", row.get("engine_session_uid") or ""),
-            ("branch", row.get("branch_id") or ""),
+            # a conversation `li agent --resume` continues, not a git branch
+            ("conversation", row.get("branch_id") or ""),
             ("resumed from", row.get("resumed_from") or ""),
             ("invocation", row.get("invocation_id") or ""),
         ]
@@ -193,11 +194,19 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("owner", owner_text(row, now)),
             ("resumed from", row.get("resumed_from") or ""),
         ]
+    if kind == "play":  # named by what each is in git and in the show
+        labels = (
+            ("show", "show_id"),
+            ("play", "name"),
+            ("attempt", "attempt"),
+            ("git branch", "branch"),
+            ("worktree", "worktree"),
+            ("merged as", "merge_sha"),
+            ("work session", "session_id"),
+            ("artifact dir", "artifact_dir"),
+        )
+        return [(label, _opt(row.get(key))) for label, key in labels]
     keys = {
-        "play": (
-            *("show_id", "name", "attempt", "branch", "worktree", "merge_sha"),
-            *("session_id", "artifact_dir"),
-        ),
         "show": ("topic", "repo", "integration", "integration_head"),
         "schedule_run": (
             "schedule_id",

@@ -4,17 +4,19 @@ templates render these dicts, and ``/api/...`` returns them as JSON."""
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from lirun.lifecycle import policy_for
 from lirun.store import Store
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
+from lirun.ui.run_rows import describe, fold_schedules
 
 PAGE_SIZE = 50
-FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q")
+FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q", "fold")
 STATUS_CHOICES = sorted(
     {s for kind in RUN_KINDS for s in policy_for(kind).statuses}  # every status a run can have
 )
@@ -155,7 +157,15 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     now = time.time()
-    runs = [{**row, "href": run_href(row), "duration": duration(row, now)} for row in rows]
+    runs = [
+        {**row, **describe(row), "href": run_href(row), "duration": duration(row, now)}
+        for row in rows
+    ]
+    if params.get("fold") == "schedule":
+        runs = fold_schedules(runs)
+        for run in runs:
+            if run.get("folded") and run.get("label"):
+                run["href"] = f"/schedules/{quote(str(run['label']), safe='')}"
     kept = {k: v for k, v in params.items() if k in FILTER_KEYS and v}
     next_cursor = f"{rows[-1]['created_at']!r}~{rows[-1]['id']}" if more and rows else None
     return {
@@ -239,8 +249,13 @@ def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
     for leg in (report or {}).get("legs", ()):
         if leg.get("session_id"):
             links[str(leg["id"])] = f"/runs/{leg['session_id']}"
+    for session in sessions:  # a fan-out instance shows its item
+        meta = session.get("metadata_json")
+        flow_meta = meta.get("flow") if isinstance(meta, dict) else None
+        session["item"] = flow_meta.get("item") if isinstance(flow_meta, dict) else None
     return {
         "flow": row,
+        "file_name": os.path.basename(str(row.get("skill") or "")),
         "duration": duration(row),
         "report": report,
         "sessions": sessions,
