@@ -13,7 +13,8 @@ from urllib.parse import quote, urlencode
 from lirun.lifecycle import policy_for
 from lirun.store import Store
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
-from lirun.ui.run_rows import describe, fold_schedules
+from lirun.ui.evidence_view import explain_all
+from lirun.ui.run_rows import command_text, describe, fold_schedules
 
 PAGE_SIZE = 50
 FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q", "fold")
@@ -205,6 +206,8 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "duration": duration(row),
         "transitions": store.list_transitions("session", run_id),
         "evidence": row.get("status_evidence_refs") or [],
+        "explained": explain_all(row.get("status_evidence_refs")),
+        "command_line": command_text(row.get("command_json")),
         "verification": verification if isinstance(verification, dict) else {},
         "contract": row.get("artifact_contract_json") or {},
         "artifacts": list_artifacts(row.get("artifacts_path")),
