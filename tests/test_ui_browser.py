@@ -557,3 +557,39 @@ def test_a_run_page_explains_its_evidence_with_raw_json_behind_a_toggle(
     b.get(site.base + "/?kind=session")  # type: ignore[attr-defined]
     what = b.find_element(By.CSS_SELECTOR, f"#run-{run_id} td.what").text  # type: ignore[attr-defined]
     assert what.startswith("sh -c ")  # the runs list says what ran
+
+
+def test_a_show_page_says_only_what_its_record_says(site: Site, driver: object) -> None:
+    """A moved head's passing gate is not shown as the final gate; a play merged by hand
+    says so, without the feedback of the attempt that failed; a play's place in the file
+    is said in words."""
+    from selenium.webdriver.common.by import By
+
+    store = site.store
+    store.create_show_with_plays(
+        id="browser-truth",
+        fields={"topic": "truth", "spec_json": {"final_gate": "pytest -q"}, "base": "main"},
+        plays=[{"id": "browser-truth.api", "name": "api", "position": 0, "attempts": 1}],
+    )
+    store.update_fields(
+        "show",
+        "browser-truth",
+        {"final_gate_json": {"verdict": "pass", "role": "head_gate", "commit": "a" * 40}},
+    )
+    store.update_status(
+        "play", "browser-truth.api", new_status="gate_failed", reason_code="play.gate_failed.check"
+    )
+    store.update_fields("play", "browser-truth.api", {"feedback": "the gate failed: fix it"})
+    store.update_status(
+        "play", "browser-truth.api", new_status="merged", reason_code="play.merged.admin",
+        source="admin", override=True, override_actor="me", override_justification="by hand",
+    )  # fmt: skip
+    b: object = driver
+    b.get(site.base + "/shows/browser-truth")  # type: ignore[attr-defined]
+    final = b.find_element(By.ID, "final-gate").text  # type: ignore[attr-defined]
+    assert final.startswith("not run yet") and "passed" not in final
+    assert "not the final gate" in b.find_element(By.ID, "head-gate").text  # type: ignore[attr-defined]
+    card = b.find_element(By.ID, "play-browser-truth.api").text  # type: ignore[attr-defined]
+    assert "merged by hand" in card and "fix it" not in card and "#1 in the file" in card
+    assert_inert(b)
+    shot(site, b, "show-truth")

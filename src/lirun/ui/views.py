@@ -320,6 +320,8 @@ PLAY_READ_COLUMNS = frozenset(
         "worktree",
     )
 )
+# Columns the board says in its own words (feedback, the order in the show file).
+PLAY_SAID_COLUMNS = frozenset(("feedback", "position"))
 GATE_CHIPS = {"pass": "passed", "fail": "failed", "interrupted": "aborted"}
 
 
@@ -348,6 +350,15 @@ def _provider_stop(store: Store, play: Mapping[str, Any]) -> dict[str, Any] | No
     return provider_failure(store.get_entity("session", str(play["session_id"])))
 
 
+def _merged_by(store: Store, play: Mapping[str, Any]) -> dict[str, Any]:
+    """Who recorded a merge lirun did not make, and why (the override's admin event)."""
+    for event in reversed(store.list_admin_events(str(play["id"]))):
+        payload = event.get("payload") or {}
+        if isinstance(payload, dict) and payload.get("new_status") == "merged":
+            return {"actor": event.get("actor"), "justification": event.get("justification")}
+    return {"actor": None, "justification": None}
+
+
 def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     """A show and its plays, grouped by status for the board."""
     row = store.get_entity("show", show_id)
@@ -362,20 +373,32 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
         extras = {
             k: v
             for k, v in play.items()
-            if k not in PLAY_BASE_COLUMNS | PLAY_READ_COLUMNS and v not in (None, "", [], {})
+            if k not in PLAY_BASE_COLUMNS | PLAY_READ_COLUMNS | PLAY_SAID_COLUMNS
+            and v not in (None, "", [], {})
         }
+        merged = play.get("status") == "merged"
         play = {
             **play,
             "extras": extras,
+            # a merged play's last feedback was for an attempt that is over: not shown
+            "feedback": None if merged else play.get("feedback"),
+            "by_hand": _merged_by(store, play) if merged and not play.get("merge_sha") else None,
+            "file_order": int(play["position"]) + 1 if play.get("position") is not None else None,
             "gate": gate_verdict(play.get("gate_json")),
             "provider": _provider_stop(store, play),
         }
         columns.setdefault(str(play.get("status")), []).append(play)
     order = [s for s in PLAY_ORDER if s in columns]
     order += [s for s in columns if s not in order]
+    recorded = row.get("final_gate_json")
+    head_gate = isinstance(recorded, dict) and recorded.get("role") == "head_gate"
+    spec = row.get("spec_json")
     return {
         "show": row,
-        "final_gate": gate_verdict(row.get("final_gate_json")),
+        # the last gate on the head may be a moved head's: that is not the final gate
+        "final_gate": None if head_gate else gate_verdict(recorded),
+        "head_gate": gate_verdict(recorded) if head_gate else None,
+        "has_final_gate": not isinstance(spec, dict) or spec.get("final_gate") is not None,
         "plays": plays,
         "board": [{"status": s, "plays": columns[s]} for s in order],
         "transitions": store.list_transitions("show", show_id),
