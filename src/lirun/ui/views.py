@@ -409,7 +409,12 @@ RAN_AND_ENDED = policy_for("schedule_run").terminal - {"skipped"}
 
 
 def schedules_view(store: Store) -> dict[str, Any]:
-    """Every schedule with its last runs (a strip of cells) and their success rate."""
+    """Every schedule with its last runs (a strip of cells), their success rate and cost
+    per run; a next fire time already past says whether a worker is live to fire it."""
+    from lirun.schedules.worker import live_workers
+
+    now = time.time()
+    workers = len(live_workers(store, now))
     runs_by_schedule: dict[str, list[dict[str, Any]]] = {}
     for run in store.recent_schedule_runs(per_schedule=30):
         runs_by_schedule.setdefault(str(run["schedule_id"]), []).append(dict(run))
@@ -427,18 +432,22 @@ def schedules_view(store: Store) -> dict[str, Any]:
             None,
         )
         strip = list(reversed(runs))
+        costs = [float(r["cost_usd"]) for r in runs if r.get("cost_usd") is not None]
         out.append(
             {
                 **schedule,
                 "recent": runs,
                 "strip": strip,
                 "next_fire": next_fire,
+                "overdue": next_fire is not None and float(next_fire) < now,
                 "success_rate": (len(ok) / len(ended)) if ended else None,
-                "cost_usd": sum(float(r.get("cost_usd") or 0) for r in runs),
+                "cost_usd": sum(costs) if costs else None,
+                "cost_per_run_usd": sum(costs) / len(costs) if costs else None,
+                "costed_runs": len(costs),
                 "chart": cost_chart(strip),
             }
         )
-    return {"schedules": out}
+    return {"schedules": out, "live_workers": workers}
 
 
 def cost_chart(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
