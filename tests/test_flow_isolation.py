@@ -235,6 +235,12 @@ def test_li_flow_clean_removes_worktrees_and_merged_leg_branches_keeps_the_rest(
     assert [i["name"] for i in report["kept"]] == [f"lirun/flow/{inv}/one", f"lirun/flow/{inv}/two"]
     assert "unmerged: 1 commit(s)" in report["kept"][0]["why"]
     assert not root.exists()
+    # a dry run in that repository notes the leftovers (they do not stop a new flow)
+    flow_file = repo / "check.yaml"
+    flow_file.write_text('legs:\n  - {id: a, run: ["true"]}\n')
+    dry = run_li("flow", "run", str(flow_file), "--dry-run", env=li_env, cwd=repo)
+    assert dry.returncode == 0, dry.stderr
+    assert f"1 earlier flow(s) left leg branches in this repository ({inv})" in dry.stderr
     # a person merges leg one's work; the next clean lets its branch go
     git.run("merge", "--quiet", "--no-edit", f"lirun/flow/{inv}/one")
     second = run_li("flow", "clean", inv, env=li_env, cwd=repo)
@@ -244,5 +250,7 @@ def test_li_flow_clean_removes_worktrees_and_merged_leg_branches_keeps_the_rest(
     forced = run_li("flow", "clean", inv, "--force", env=li_env, cwd=repo)
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert git.branches("lirun/flow/") == {}
+    dry = run_li("flow", "run", str(flow_file), "--dry-run", env=li_env, cwd=repo)
+    assert dry.returncode == 0 and "earlier flow" not in dry.stderr
     nothing = run_li("flow", "clean", inv, env=li_env, cwd=repo)
     assert nothing.returncode == 0 and "nothing to clean" in nothing.stdout

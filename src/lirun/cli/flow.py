@@ -241,6 +241,7 @@ def run_command(args: argparse.Namespace) -> int:
             print_json(plan.to_dict())
         else:
             sys.stdout.write("\n".join(plan.text_lines()) + "\n")
+        _note_leftovers(spec.cwd)
         return 0
     if args.detach and not args.detached_worker:
         head = ["run", str(spec.path), *(f"--var={k}={v}" for k, v in _vars(args.var).items())]
@@ -252,6 +253,21 @@ def run_command(args: argparse.Namespace) -> int:
         spec, db_url=args.db, options=_options(args), invocation_id=args.run_id, stop=_held()
     )
     return _finish(report, as_json=args.json)
+
+
+def _note_leftovers(cwd: str) -> None:
+    """Earlier flows' leg branches in this repository: they do not stop this run (its
+    worktrees and branches are named by its new id), so a note, not a problem."""
+    from lirun.flows.cleanup import leftover_flows
+
+    found = leftover_flows(cwd)
+    if found:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        sys.stderr.write(
+            f"li flow run: note: {len(found)} earlier flow(s) left leg branches in this "
+            f"repository ({shown}); they do not stop this run; `li flow clean ID` removes "
+            "their worktrees and merged branches\n"
+        )
 
 
 def _full_invocation_id(text: str, db: str | None) -> str:

@@ -20,7 +20,7 @@ from lirun.exec.worktrees import worktrees_root
 from lirun.record.reap_flows import reap_flow_if_orphaned
 from lirun.store import open_existing
 
-__all__ = ["clean_flow", "leg_branch_prefix"]
+__all__ = ["clean_flow", "leftover_flows", "leg_branch_prefix"]
 
 
 def leg_branch_prefix(invocation_id: str) -> str:
@@ -70,3 +70,14 @@ def clean_flow(invocation: str, *, db_url: str | None = None, force: bool = Fals
     items = sweep(repo, root, trees, facts, force=force)
     notes = () if items else ("it left no worktree and no branch",)
     return CleanReport("flow", inv_id, repo.path, tuple(items), notes)
+
+
+def leftover_flows(cwd: str) -> list[str]:
+    """The invocations whose leg branches are still in the repository at ``cwd`` (oldest
+    first): they never stop a new flow (its branches are named by its own new id), but a
+    dry run says they are there and what cleans them."""
+    repo = repo_of(cwd)
+    if repo is None:
+        return []
+    found = {name.split("/")[2] for name in repo.branches("lirun/flow/") if name.count("/") >= 3}
+    return sorted(found)
