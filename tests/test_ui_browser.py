@@ -532,7 +532,7 @@ def test_a_run_page_explains_its_evidence_with_raw_json_behind_a_toggle(
     from support.gitkit import GIT_ENV, make_repo
 
     repo = make_repo(tmp_path / "repo")
-    script = "echo x > f && git add f && git commit -qm x && (sleep 60 &) ; echo done"
+    script = "echo x > f && git add f && git commit -qm x && { sleep 60 & sleep 0.5; } ; echo done"
     ran = subprocess.run(
         li_command("run", "--require-change", "--", "sh", "-c", script),
         env={**site.env, **GIT_ENV}, cwd=repo, capture_output=True, text=True, timeout=60,

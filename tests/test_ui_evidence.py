@@ -99,7 +99,7 @@ def test_killed_processes_and_git_facts_are_small_tables() -> None:
 def test_a_real_runs_page_explains_its_evidence_and_keeps_the_raw_json(
     client: TestClient, li_env: dict[str, str], repo: Path
 ) -> None:
-    script = "echo x > f && git add f && git commit -qm x && (sleep 60 &) ; echo done"
+    script = "echo x > f && git add f && git commit -qm x && { sleep 60 & sleep 0.5; } ; echo done"
     ran = subprocess.run(
         li_command("run", "--require-change", "--", "sh", "-c", script),
         env={**li_env, **GIT_ENV},
