@@ -138,3 +138,16 @@ def test_a_schedule_name_in_the_runs_list_stays_text(store: Store, client: TestC
     for path in ("/", "/?fold=schedule"):
         page = client.get(path).text
         assert XSS_SCRIPT not in page and "&lt;script&gt;" in page
+
+
+def test_li_status_of_a_fan_out_flow_names_each_instances_item(
+    tmp_path: Path, li_env: dict[str, str]
+) -> None:
+    flow_file = tmp_path / "fan.yaml"
+    flow_file.write_text(
+        "legs:\n  - id: each\n    for_each: [alpha, beta]\n    run: [echo, '{{ item }}']\n"
+    )
+    flowed = li(li_env, "flow", "run", str(flow_file))
+    assert flowed.returncode == 0, flowed.stderr
+    shown = li(li_env, "status", flowed.stdout.split("\t", 1)[0].strip())
+    assert "each[0] (alpha)" in shown.stdout and "each[1] (beta)" in shown.stdout

@@ -75,9 +75,9 @@ def _unmerged_attempts(git: ShowGit, spec: ShowSpec, *, skip: set[str]) -> list[
         play = branch[len(git.integration) + 2 :].rpartition("-a")[0]
         if branch in skip or play not in names:
             continue
-        lost = git.repo.out(
-            "rev-list", "--count", tip, "--not", f"--exclude={branch}", "--branches"
-        )
+        # held by no branch but the attempt branches, which a run resets one by one
+        others = f"--exclude={git.integration}--*"
+        lost = git.repo.out("rev-list", "--count", tip, "--not", others, "--branches")
         if lost != "0":
             out.append(
                 f"branch {branch} (play {play}'s attempt in an earlier show) holds {lost} "
