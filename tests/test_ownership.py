@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,38 @@ def test_li_status_of_a_flow_whose_li_was_killed_says_its_owner_is_dead_and_what
     assert reaped.returncode == 0, reaped.stderr
     after = json.loads(run_li("status", flow, "--json", env=li_env, cwd=tmp_path).stdout)
     assert after["status"] == "failed" and after["liveness"] is None
+
+
+def test_the_run_and_show_pages_say_the_same_verdict(
+    store: Any, db_url: str, lirun_home: Path
+) -> None:
+    """A run whose owner is gone is 'running' in the record; its page says the owner is
+    dead and what reaps it, as li status does; an active show nobody runs says so."""
+    import subprocess
+
+    from starlette.testclient import TestClient
+
+    from lirun.liveness import boot_id, host_name
+    from lirun.ui.app import create_app
+    from lirun.ui.filters import ticks
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    store.create_session(
+        id="orphan-run",
+        owner_pid=gone.pid,
+        owner_host=host_name(),
+        owner_boot_id=boot_id(),
+        owner_start_time=time.time(),
+        heartbeat_at=time.time(),
+    )
+    store.create_show_with_plays(id="idle-show", fields={"topic": "idle"}, plays=[])
+    with TestClient(create_app(db_url, watch=False)) as client:
+        page = client.get("/runs/orphan-run").text
+        assert f"owner dead:</b> owner pid {gone.pid} on" in page
+        assert "<code>li reap</code> finalizes it" in page
+        show = client.get("/shows/idle-show").text
+        assert "no owner:</b> no process runs show idle-show" in show
+        assert "<code>li show resume idle-show</code> takes it over" in show
+        assert client.get("/api/runs/orphan-run").json()["liveness"]["verdict"] == "dead"
+    assert str(ticks("`<b>x</b>` & <i>")) == "<code>&lt;b&gt;x&lt;/b&gt;</code> &amp; &lt;i&gt;"
