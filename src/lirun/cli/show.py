@@ -36,7 +36,8 @@ STATUS_EXIT_CODES = """\
 
 ABORT_EXIT_CODES = """\
   0  the show is aborted: finished but unmerged plays are aborted_after_finish, plays not
-     started are blocked (play.blocked.show_aborted); the integration branch is left as is
+     started are blocked (play.blocked.show_aborted); the integration branch is left as
+     is, and the worktrees and attempt branches until `li show clean SHOW`
   2  usage error (--actor and --justification are required and audited); SHOW not found
      or ambiguous; the show already ended (completed or aborted), nothing was changed;
      the database cannot be opened"""
