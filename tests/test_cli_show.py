@@ -18,7 +18,7 @@ from support.cli import li_command
 from support.showfilekit import COMMAND_SHOW, refs, write_show
 from support.waitkit import finish, parse_line, read_line, run_wait, start_waiter, wait_until_ready
 
-SUBCOMMANDS = ("run", "resume", "abort", "status", "list")
+SUBCOMMANDS = ("run", "resume", "abort", "status", "list", "clean")
 
 
 def li(
