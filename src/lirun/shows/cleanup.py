@@ -15,7 +15,7 @@ from typing import Any
 from lirun.errors import ConflictError, UsageError
 from lirun.exec.leftovers import CleanReport, gather, repo_of, sweep
 from lirun.exec.worktrees import worktrees_root
-from lirun.shows.engine import _owner_alive, find_show
+from lirun.shows.engine import find_show, owner_alive
 from lirun.store import open_existing
 
 __all__ = ["clean_show"]
@@ -62,7 +62,7 @@ def clean_show(show: str, *, db_url: str | None = None, force: bool = False) -> 
             f"its worktrees); finish it with `li show resume {show_id}` or end it with "
             f"`li show abort {show_id}`, then clean it"
         )
-    if _owner_alive(row):
+    if owner_alive(row):
         raise ConflictError(
             f"show {show_id} is {row['status']} but pid {row.get('owner_pid')} still stops "
             "its plays; clean it once that process ended"

@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_PARALLEL",
     "ShowOptions",
     "abort_show",
+    "owner_alive",
     "recent_shows",
     "resume_show",
     "run_show",
@@ -105,7 +106,7 @@ def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowR
     }
     plays = store.list_plays(show_id)
     sessions = {str(p["id"]): store.list_play_sessions(str(p["id"])) for p in plays}
-    unowned = show["status"] == "active" and not _owner_alive(show)
+    unowned = show["status"] == "active" and not owner_alive(show)
     return build_report(show, plays, sessions, interrupted=interrupted, unowned=unowned)
 
 
@@ -161,7 +162,8 @@ def _check_topic_free(store: Store, topic: str) -> None:
 # -- the lock ---------------------------------------------------------------------------------
 
 
-def _owner_alive(row: dict[str, Any]) -> bool:
+def owner_alive(row: dict[str, Any]) -> bool:
+    """Whether a live process owns the show (its lock): what resume, abort and clean ask."""
     from lirun.record.reap import local_facts
 
     if not row.get("owner_pid") and row.get("heartbeat_at") is None:
@@ -180,7 +182,7 @@ def _owner_alive(row: dict[str, Any]) -> bool:
 def _claim(store: Store, row: dict[str, Any], owner: dict[str, Any]) -> None:
     if row["status"] != "active":
         raise ConflictError(f"show {row['id']} is {row['status']}; there is nothing to resume")
-    if _owner_alive(row):
+    if owner_alive(row):
         raise ConflictError(
             f"show {row['id']} is running in pid {row.get('owner_pid')} on "
             f"{row.get('owner_host')}; wait for it, or stop that process and resume"
@@ -442,7 +444,7 @@ def abort_show(
         )
         # A live owner stops its executions at its next heartbeat and still uses the gate
         # worktree until then; a dead owner's executions are stopped here.
-        if not _owner_alive(row):
+        if not owner_alive(row):
             from lirun.shows.recovery import reap_orphans
 
             reap_orphans(store, str(row["id"]), agents=True)
