@@ -5,6 +5,7 @@ rules as a table."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,3 +152,7 @@ def test_li_status_of_a_fan_out_flow_names_each_instances_item(
     assert flowed.returncode == 0, flowed.stderr
     shown = li(li_env, "status", flowed.stdout.split("\t", 1)[0].strip())
     assert "each[0] (alpha)" in shown.stdout and "each[1] (beta)" in shown.stdout
+    # a flow is called a flow, by its file's name, with the whole path beside it
+    assert re.search(r"\bflow\s+fan\.yaml\n", shown.stdout), shown.stdout
+    assert re.search(rf"flow file\s+{re.escape(str(flow_file))}", shown.stdout)
+    assert "skill" not in shown.stdout

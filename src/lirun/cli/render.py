@@ -184,8 +184,11 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("invocation", row.get("invocation_id") or ""),
         ]
     if kind == "invocation":  # a flow's holds its legs' summed usage, its owner, its origin
+        is_flow = row.get("invocation_kind") == "flow"
+        skill = _opt(row.get("skill"))
+        named = [("flow", os.path.basename(skill)), ("flow file", skill)] if is_flow else []
         return [
-            ("skill", _opt(row.get("skill"))),
+            *(named or [("skill", skill)]),
             ("prompt", clip(row.get("prompt"))),
             ("tokens", tokens_text(row)),
             ("cost", "" if row.get("cost_usd") is None else format_cost(row["cost_usd"])),
