@@ -107,6 +107,8 @@ def test_the_runs_list_shows_commands_flows_and_schedules_by_name(
     [command] = [r for r in runs if r["kind"] == "session" and not r.get("label")]
     assert command["command"] == ["sh", "-c", "echo 'a b'"]
     assert command["what"] == command["command_line"] == "sh -c 'echo '\"'\"'a b'\"'\"''"
+    found = client.get("/api/runs", params={"q": "echo 'a"}).json()["runs"]
+    assert [r["id"] for r in found] == [command["id"]]  # the text filter reads commands
     [flow] = [r for r in runs if r["id"] == flow_id]
     assert (flow["kind_label"], flow["label"]) == ("flow", "fan-out-review.yaml")
     assert flow["label_title"] == str(flow_file)
