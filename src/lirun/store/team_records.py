@@ -13,7 +13,6 @@ wakes at once; on SQLite followers see the commit through the change token.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -23,26 +22,23 @@ from lirun.hints import TYPE_CHECKING, Any
 from lirun.lifecycle import EntityPolicy, policy_for
 from lirun.store.connector import NOTIFY_CHANNEL
 from lirun.store.records import decode_row, new_id
-from lirun.teams.rules import (
-    TeamFacts,
-    check_member_name,
-    check_send,
-    check_team_name,
-    check_text,
-    new_members,
-)
 
 if TYPE_CHECKING:
     from lirun.store.connector import Connector, Tx
+    from lirun.teams.rules import TeamFacts
+
+# json and lirun.teams.rules (dataclasses) are imported where used: every command loads
+# the Store, and `li wait` must not pay for them (tests/test_imports.py).
 
 # Messages one read returns at most (a follower reads again for the rest).
 READ_LIMIT = 1000
 
 
-def new_message_id(now: float) -> str:
-    """``m`` + the creation time in milliseconds (12 hex digits) + 8 random hex digits:
-    ids sort by creation time across teams and databases."""
-    return f"m{int(now * 1000):012x}{os.urandom(4).hex()}"
+def new_message_id(now: float, seq: int) -> str:
+    """``m`` + the creation time in milliseconds (12 hex digits) + the team's seq (8) + 4
+    random hex digits: ids sort by creation time, a team's by its order too (``seq``
+    is the order itself; the id only sorts with it while the clock does not go back)."""
+    return f"m{int(now * 1000):012x}{seq & 0xFFFFFFFF:08x}{os.urandom(2).hex()}"
 
 
 class TeamRecords:
@@ -90,6 +86,8 @@ class TeamRecords:
         team the members join (what an owner's ``team: NAME`` does). UsageError for an
         invalid team or member name.
         """
+        from lirun.teams.rules import check_member_name, check_team_name
+
         check_team_name(name)
         for member in members:
             check_member_name(member)
@@ -126,6 +124,8 @@ class TeamRecords:
     def _add_members_in(
         self, tx: Tx, team_id: str, members: Sequence[str], now: float, run_id: str | None
     ) -> list[str]:
+        from lirun.teams.rules import new_members
+
         fresh = new_members(self._facts_in(tx, team_id), members)
         for member in fresh:
             params = {"team_id": team_id, "member": member, "now": now, "run_id": run_id}
@@ -134,6 +134,8 @@ class TeamRecords:
 
     def _facts_in(self, tx: Tx, team_id: str) -> TeamFacts:
         """Lock the team row and read what the rules decide on."""
+        from lirun.teams.rules import TeamFacts
+
         row = self._lock_row(tx, policy_for("team"), team_id)
         named = tx.query(self.sql("get_row", table="teams"), {"id": team_id})[0]
         members = tx.query(self.sql("team_members"), {"team_id": team_id})
@@ -158,6 +160,10 @@ class TeamRecords:
         """Record one message; returns it (with its ``id`` and ``seq``). UsageError for
         empty or oversized text, a sender or recipient not in the team;
         TeamArchivedError for an archived team; NotFoundError for no team."""
+        import json
+
+        from lirun.teams.rules import check_send, check_text
+
         check_text(text)
         with self.connector.write() as tx:
             check_send(self._facts_in(tx, team_id), sender, recipient)
@@ -167,7 +173,7 @@ class TeamRecords:
                 tx.query(self.sql("team_message_count"), {"team_id": team_id})[0]["message_count"]
             )
             message = {
-                "id": new_message_id(now),
+                "id": new_message_id(now, seq),
                 "team_id": team_id,
                 "seq": seq,
                 "sender": sender,
@@ -199,6 +205,8 @@ class TeamRecords:
         """What ``member`` received after ``since_seq`` (oldest first, each with the
         ``read_at`` it had before this read); with ``mark_read`` they are marked read for
         it (a read receipt, kept once). UsageError when ``member`` is not a member."""
+        import json
+
         members = {m["member"] for m in self.team_members(team_id)}
         if member not in members:
             raise UsageError(f"{member!r} is not a member of this team; members: "
@@ -243,6 +251,8 @@ class TeamRecords:
 
     def team_read_receipts(self, message_ids: Collection[str]) -> dict[str, dict[str, float]]:
         """``{message id: {member: read_at}}`` for the messages given."""
+        import json
+
         receipts: dict[str, dict[str, float]] = {}
         if not message_ids:
             return receipts
