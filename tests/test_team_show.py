@@ -5,12 +5,16 @@ gate runs."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
 from lirun.shows.engine import ShowOptions, run_show
 from lirun.teams.membership import TeamSetting
+from support.cli import li_command
 from support.showkit import play, script, show_repo, spec
 from support.storekit import opened
 
@@ -70,3 +74,27 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
         "play first merged into " + report.integration,
         "play second merged into " + report.integration,
     ]
+    # li status of the play, and of its execution, lists what it sent and received
+    env = {**os.environ, "LIRUN_DB_URL": db_url, "COLUMNS": "200"}
+    second_play = next(p for p in report.plays if p.name == "second")
+    shown = subprocess.run(
+        li_command("status", second_play.id), env=env, capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"team {team['name']} ({team['id']}) as second" in shown.stdout
+    assert "second -> all: hello from second" in shown.stdout
+    assert "first -> all: hello from first" in shown.stdout
+    assert "lirun -> all: play first merged" in shown.stdout
+    with opened(db_url) as store:
+        [run] = [
+            s
+            for s in store.list_play_sessions(second_play.id)
+            if s["metadata_json"]["role"] == "agent"
+        ]
+    as_json = subprocess.run(
+        li_command("status", run["id"], "--json"), env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    talk = json.loads(as_json.stdout)["team"]
+    assert (talk["member"], talk["id"]) == ("second", team["id"])
+    assert {m["sender"] for m in talk["messages"]} == {"first", "second", "lirun"}
