@@ -295,6 +295,11 @@ class TeamRecords:
         rows = self.connector.read(self.sql("team_list"), {"status": status, "limit": int(limit)})
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
+    def team_message_counts(self) -> dict[str, int]:
+        """``{team id: message count}`` for every team."""
+        rows = self.connector.read(self.sql("team_message_counts"))
+        return {str(r["id"]): int(r["message_count"]) for r in rows}
+
     def teams_of_owner(self, owner_type: str, owner_id: str) -> list[dict[str, Any]]:
         """The teams a show or flow invocation made or joined, newest first."""
         params = {"owner_type": owner_type, "owner_id": owner_id}

@@ -100,3 +100,7 @@ ON CONFLICT (message_id, member) DO NOTHING
 SELECT message_id, member, read_at FROM team_reads
  WHERE message_id IN (SELECT value FROM json_each(:ids))
  ORDER BY read_at, member
+
+-- name: team_message_counts
+-- What the dashboard's watcher compares to tell browsers which teams have new messages.
+SELECT id, message_count FROM teams ORDER BY id
