@@ -104,3 +104,30 @@ def test_flow_file_team_keys(tmp_path: Path) -> None:
         load_flow(bad)
     assert "bad.yaml:1: team must be true or a name" in str(caught.value)
     assert run_team_name("show", "Fix <b>auth</b>!", "0123456789") == "Fix--b-auth--b-01234567"
+
+
+def test_a_resumed_flow_with_team_true_goes_on_in_the_same_team(
+    db_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    from lirun.flows.engine import resume_flow
+
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    monkeypatch.setenv("LIRUN_CLAUDE_BIN", str(chatty_agent(seen, expect=0)))
+    flag = tmp_path / "failed-once"
+    spec = FlowSpec(
+        legs=(
+            LegSpec("talk", Task(agent="claude", prompt="say hello")),
+            LegSpec("check", Task(run=("sh", "-c", f"[ -e {flag} ] || {{ : > {flag}; exit 1; }}"))),
+        ),
+        cwd=str(tmp_path),
+        team=TeamSetting(None),
+    )
+    first = run_flow(spec, db_url=db_url, options=FlowOptions(retry_delay=0.0))
+    assert first.status == "failed"
+    second = resume_flow(first.invocation_id, db_url=db_url)
+    assert second.status == "completed"
+    with opened(db_url) as store:
+        [team] = store.list_teams()
+        assert team["owner_id"] == first.invocation_id
+        assert [m["body"] for m in store.team_conversation(team["id"])] == ["hello from talk"]

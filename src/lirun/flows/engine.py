@@ -133,7 +133,7 @@ class _FlowRun:
         agents = [leg.id for leg in self.spec.legs if leg.task.is_agent and not leg.for_each]
         self.team = membership.join(
             self.store, setting, owner_type="invocation", owner_id=self.id, label=label,
-            members=agents,
+            members=agents, resumed_from=self.resumed_from,
         )  # fmt: skip
         self.log.line(f"team {self.team['name']} ({self.team['id']}): {len(agents)} members")
 
