@@ -98,3 +98,17 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
     talk = json.loads(as_json.stdout)["team"]
     assert (talk["member"], talk["id"]) == ("second", team["id"])
     assert {m["sender"] for m in talk["messages"]} == {"first", "second", "lirun"}
+
+
+def test_a_play_that_needs_a_person_is_announced_to_the_team(tmp_path: Path, db_url: str) -> None:
+    repo = show_repo(tmp_path)
+    doomed = play("doomed", script(f"echo x > x.txt && {COMMIT} doomed"), attempts=1,
+                  gate="exit 1")  # fmt: skip
+    show_spec = dataclasses.replace(spec(repo, [doomed], topic="t"), team=TeamSetting("standing"))
+    report = run_show(show_spec, db_url=db_url, options=ShowOptions(parallel=1))
+    assert report.status == "active" and report.plays[0].status == "gate_failed"
+    with opened(db_url) as store:
+        [team] = store.list_teams()
+        [notice] = store.team_conversation(team["id"])
+    assert team["name"] == "standing" and notice["sender"] == "lirun"
+    assert notice["body"].startswith("play doomed failed its gate for the last time and waits")

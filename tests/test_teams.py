@@ -121,6 +121,7 @@ def test_names_membership_and_resolution(store: Store) -> None:
 
 def test_lines_escape_control_characters() -> None:
     assert escape_line("a\nb\x1b[31mc\\") == "a\\nb\\x1b[31mc\\\\"
+    assert escape_line("report\u202eexe.txt\x9b") == "report\\u202eexe.txt\\x9b"
     line = message_line(
         {"seq": 3, "created_at": 0, "sender": "a", "recipient": "all", "body": "x\r\ny"}
     )

@@ -113,8 +113,8 @@ class Conductor:
             expected_statuses={row["status"]},
             extra_fields=fields or None,
         )
-        if applied and status == "escalated":
-            self.team.escalated(name, summary)
+        if applied and status in ("escalated", "gate_failed"):
+            self.team.escalated(name, status, summary)
         fresh = self.store.get_entity("play", row["id"])
         if fresh is not None:
             self.rows[name] = fresh

@@ -67,8 +67,10 @@ class ShowTeam:
     def head_moved(self, integration: str, sha: str) -> None:
         self.notice(f"the integration branch {integration} moved to {sha} outside the show")
 
-    def escalated(self, play: str, summary: str) -> None:
-        self.notice(f"play {play} escalated and waits for a person: {summary}")
+    def escalated(self, play: str, status: str, summary: str) -> None:
+        """The play stopped without merging (``escalated``, ``gate_failed``)."""
+        said = "escalated" if status == "escalated" else "failed its gate for the last time"
+        self.notice(f"play {play} {said} and waits for a person: {summary}")
 
     def notice(self, text: str) -> None:
         if not self.team:

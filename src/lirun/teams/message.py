@@ -12,6 +12,10 @@ import time
 from lirun.hints import Any
 
 _SHOWN = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+# Line separators and the bidirectional controls that can make a line read other than
+# it is (RLO turns "txt.exe" around): shown as escapes too.
+_INVISIBLE = frozenset("\u2028\u2029\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                       "\u2066\u2067\u2068\u2069")  # fmt: skip
 
 
 def escape_line(text: str) -> str:
@@ -21,7 +25,7 @@ def escape_line(text: str) -> str:
         code = ord(ch)
         if ch in _SHOWN:
             out.append(_SHOWN[ch])
-        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in "\u2028\u2029":
+        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in _INVISIBLE:
             out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
         else:
             out.append(ch)
