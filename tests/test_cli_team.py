@@ -79,6 +79,9 @@ def test_create_send_inbox_show_archive(store: Store, capsys: pytest.CaptureFixt
         (("create", "crew"), "already exists and is active"),
         (("create", "bad name"), "invalid team name"),
         (("create", "other", "--member", "all"), "reserved"),
+        (("send", "\udcff", "--from", "api", "hi"), "is not UTF-8 text"),
+        (("inbox", "crew", "--as", "api", "--since", "m\udcff"), "is not UTF-8 text"),
+        (("send", "crew", "--from", "api", "bad \udcff"), "the message is not UTF-8 text"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(

@@ -75,6 +75,7 @@ def test_archive_goes_through_the_guarded_write_and_refuses_messages_and_members
         ("a", "a", "hi", "cannot send a message to itself"),
         ("a", "all", "  \n", "the message is empty"),
         ("a", "all", "nul\x00", "NUL character"),
+        ("a", "all", "bad \udcff byte", "not UTF-8 text"),
         ("a", "all", "é" * (MAX_MESSAGE_BYTES // 2 + 1), f"limit is {MAX_MESSAGE_BYTES} bytes"),
     ],
 )

@@ -107,6 +107,7 @@ def build_parser() -> Any:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    _refuse_undecodable(args)
     from lirun.store import open_existing, open_store
 
     if args.command == "create":
@@ -117,6 +118,19 @@ def main(argv: list[str]) -> int:
         return int(HANDLERS[args.command](store, args))
     finally:
         store.close()
+
+
+def _refuse_undecodable(args: Any) -> None:
+    """Bytes that are no UTF-8 reach argv as lone surrogates: one line, not a traceback
+    from the driver (a message's text is checked with the message)."""
+    for name, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if isinstance(item, str) and name != "text":
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise UsageError(f"the {name} {item!r} is not UTF-8 text") from None
 
 
 def _member(given: str | None, option: str) -> str:

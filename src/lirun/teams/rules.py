@@ -60,13 +60,19 @@ def check_member_name(name: str) -> str:
 
 
 def check_text(text: str) -> str:
-    """The message text, or UsageError: empty (or blank), holding a NUL character, or
-    over ``MAX_MESSAGE_BYTES`` bytes of UTF-8 (refused, never cut)."""
+    """The message text, or UsageError: empty (or blank), holding a NUL character, not
+    UTF-8 (bytes that are no text arrive as lone surrogates), or over
+    ``MAX_MESSAGE_BYTES`` bytes of UTF-8 (refused, never cut)."""
     if not text.strip():
         raise UsageError("the message is empty; give some text (or - to read it from stdin)")
     if "\x00" in text:
         raise UsageError("the message holds a NUL character; send text, not binary data")
-    size = len(text.encode("utf-8", "surrogatepass"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise UsageError(
+            f"the message is not UTF-8 text (at character {exc.start}); send text, not binary data"
+        ) from None
     if size > MAX_MESSAGE_BYTES:
         raise UsageError(
             f"the message is {size} bytes; the limit is {MAX_MESSAGE_BYTES} bytes of UTF-8 "
