@@ -295,6 +295,11 @@ class TeamRecords:
         rows = self.connector.read(self.sql("team_list"), {"status": status, "limit": int(limit)})
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
+    def team_member_counts(self) -> dict[str, int]:
+        """``{team id: members}`` for every team with a member."""
+        rows = self.connector.read(self.sql("team_member_counts"))
+        return {str(r["team_id"]): int(r["members"]) for r in rows}
+
     def team_message_counts(self) -> dict[str, int]:
         """``{team id: message count}`` for every team."""
         rows = self.connector.read(self.sql("team_message_counts"))

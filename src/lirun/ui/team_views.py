@@ -15,10 +15,11 @@ PAGE_MESSAGES = 500
 
 def teams_view(store: Store) -> dict[str, Any]:
     """Every team, active first, with its members counted."""
-    teams = []
-    for team in store.list_teams(limit=200):
-        members = store.team_members(str(team["id"]))
-        teams.append({**team, "members": len(members), "href": f"/teams/{team['id']}"})
+    members = store.team_member_counts()
+    teams = [
+        {**team, "members": members.get(str(team["id"]), 0), "href": f"/teams/{team['id']}"}
+        for team in store.list_teams(limit=200)
+    ]
     return {"teams": teams}
 
 

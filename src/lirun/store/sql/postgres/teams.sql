@@ -103,3 +103,6 @@ SELECT message_id, member, read_at FROM team_reads
 -- name: team_message_counts
 -- What the dashboard's watcher compares to tell browsers which teams have new messages.
 SELECT id, message_count FROM teams ORDER BY id
+
+-- name: team_member_counts
+SELECT team_id, COUNT(*) AS members FROM team_members GROUP BY team_id
