@@ -198,7 +198,10 @@ def _show(store: Any, args: Any) -> int:
 
 
 def _send(store: Any, args: Any) -> int:
-    text = sys.stdin.read() if args.text == "-" else args.text
+    try:
+        text = sys.stdin.read() if args.text == "-" else args.text
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the message from stdin: {exc}") from None
     team_id = store.resolve_team(args.team)
     message = store.send_team_message(
         team_id,
