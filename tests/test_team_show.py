@@ -112,3 +112,27 @@ def test_a_play_that_needs_a_person_is_announced_to_the_team(tmp_path: Path, db_
         [notice] = store.team_conversation(team["id"])
     assert team["name"] == "standing" and notice["sender"] == "lirun"
     assert notice["body"].startswith("play doomed failed its gate for the last time and waits")
+
+
+def test_a_head_moved_outside_the_show_is_announced(tmp_path: Path, db_url: str) -> None:
+    from support.showkit import INTEGRATION, writes
+
+    repo = show_repo(tmp_path)
+    once = tmp_path / "moved"
+    sneak = (  # the first gate run moves the integration branch, as a person would
+        f"test -f {once} && exit 0; touch {once}; "
+        f"tree=$(git -C {repo} rev-parse refs/heads/{INTEGRATION}^{{tree}}); "
+        f"new=$(git -C {repo} -c user.name=p -c user.email=p@x commit-tree $tree "
+        f"-p refs/heads/{INTEGRATION} -m sneaked); "
+        f"git -C {repo} update-ref refs/heads/{INTEGRATION} $new"
+    )
+    show_spec = dataclasses.replace(
+        spec(repo, [play("p", writes("p.txt", "P"))], gate=sneak), team=TeamSetting(None)
+    )
+    report = run_show(show_spec, db_url=db_url)
+    assert report.status == "completed", report.to_dict()
+    with opened(db_url) as store:
+        [team] = store.teams_of_owner("show", report.show_id)
+        said = [m["body"] for m in store.team_conversation(team["id"])]
+    assert said[0].startswith(f"the integration branch {INTEGRATION} moved to ")
+    assert said[0].endswith("outside the show") and said[1].startswith("play p merged into")

@@ -422,6 +422,7 @@ class Conductor:
         self.store.update_fields("play", row["id"], fields)
         if not self.git.move_integration(sha, base):
             self.say(f"play {name}: {self.git.integration} moved meanwhile; gating again")
+            self.team.head_moved(self.git.integration, self.git.head() or "(deleted)")
             self.set_play(name, "gated", "play.gated.regate", "the integration branch moved")
             self.gate_queue.appendleft(name)
             return
