@@ -32,11 +32,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.async_twin",
             "lirun.values",
             "lirun.logs",
+            "lirun.teams.rules",  # pure decisions the store applies under its lock
         ),
     ),
     ("store", ("lirun.store",)),
     ("record", ("lirun.record",)),
     ("wait", ("lirun.wait",)),
+    ("teams", ("lirun.teams",)),
     ("exec", ("lirun.exec",)),
     ("flows", ("lirun.flows", "lirun.shows")),
     ("schedules", ("lirun.schedules",)),

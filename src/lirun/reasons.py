@@ -164,6 +164,7 @@ _CODES: dict[str, str] = {
     # teams
     "team.active.created": "team created",
     "team.archived.user": "team archived",
+    "team.archived.operator": "team archived by a person (li team archive)",
     # imports from older stores
     LEGACY_IMPORTED: "imported from a legacy store",
 }

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("lirun.cli.show", "shows: plays in their own worktrees, merged through gates"),
     "schedule": ("lirun.cli.schedule", "define runs started by time: add, list, apply, ..."),
     "worker": ("lirun.cli.worker", "fire due schedules and run queued work; li worker status"),
+    "team": ("lirun.cli.team", "teams: a shared inbox for agents working side by side"),
     "submit": ("lirun.cli.submit", "queue one run for the workers: li submit -- ACTION ..."),
     "ui": ("lirun.cli.ui", "the live web dashboard (extra `ui`): runs, flows, shows, schedules"),
 }

@@ -382,6 +382,15 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
             _admin_rows(detail["admin_events"], now),
             ("WHEN", "EVENT", "ACTOR", "JUSTIFICATION", "CHANGE"),
         )
+    if detail.get("team"):
+        from lirun.teams.message import escape_line, message_line
+
+        team = detail["team"]
+        heading = (
+            f"team {team['name']} ({team['id']}) as {team['member']}: {team['total']} messages"
+        )
+        lines = [message_line(m) for m in team["messages"]] or ["(none)"]
+        _section(out, escape_line(heading), lines)
 
 
 def _section(out: Console, title: str, lines: Iterable[str]) -> None:

@@ -114,6 +114,12 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
         detail["sessions"] = [present_session(s) for s in store.list_invocation_sessions(row["id"])]
     if kind == "schedule_run":
         detail.update(schedule_chain(store, row))
+    if kind in ("session", "play"):
+        from lirun.teams.talk import record_talk
+
+        talk = record_talk(store, kind, row)
+        if talk is not None:
+            detail["team"] = talk
     return detail
 
 

@@ -73,6 +73,7 @@ class ExecutionRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
     heartbeat_interval: float | None = None
     row_fields: dict[str, Any] = field(default_factory=dict)  # more session columns (a flow leg)
+    env: dict[str, str] = field(default_factory=dict)  # more child environment (LIRUN_TEAM)
 
 
 @dataclass(slots=True)
@@ -257,7 +258,7 @@ class _Execution:
             stderr=leg.stderr,
             limits=self.request.limits,
             cwd=self.request.cwd,
-            env=child_env(self.run, db_url=self.store.url),
+            env={**child_env(self.run, db_url=self.store.url), **self.request.env},
             stdin=leg.stdin if leg.stdin is not None else self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,

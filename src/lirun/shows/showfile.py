@@ -31,6 +31,7 @@ from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.exec.task import MAX_PARALLEL, Task, check_task
 from lirun.flows.graph import find_cycle, unknown_deps
 from lirun.shows.spec import DEFAULT_ATTEMPTS, Gate, PlaySpec, ShowSpec
+from lirun.teams.membership import parse_setting
 
 __all__ = [
     "PLAY_KEYS",
@@ -52,6 +53,8 @@ SHOW_KEYS = frozenset(
         "final_gate_timeout",
         "parallel",
         "plays",
+        "team",
+        "team_preamble",
     }
 )
 PLAY_KEYS = frozenset(
@@ -465,6 +468,9 @@ def load_show(path: str | os.PathLike[str]) -> ShowSpec:
         if key in data and partner not in data:
             r.problem(data, key, f"{key} needs {partner}")
     parallel = _parallel(r, data)
+    team, team_problem = parse_setting(data.get("team"), data.get("team_preamble"))
+    if team_problem:
+        r.problem(data, "team" if "team" in data else "team_preamble", team_problem)
     plays = _plays(r, data, gate)
     if r.problems:
         raise ShowFileError(shown, r.problems)
@@ -480,4 +486,5 @@ def load_show(path: str | os.PathLike[str]) -> ShowSpec:
         parallel=parallel,
         path=str(file.resolve()),
         digest=hashlib.sha256(raw_bytes).hexdigest(),
+        team=team,
     )

@@ -164,6 +164,13 @@ class StateDB:
     create_play = async_method(Store.create_play)
     create_schedule_run = async_method(Store.create_schedule_run)
     create_team = async_method(Store.create_team)
+    create_team_with_members = async_method(Store.create_team_with_members)
+    add_team_members = async_method(Store.add_team_members)
+    send_team_message = async_method(Store.send_team_message)
+    read_team_inbox = async_method(Store.read_team_inbox)
+    team_conversation = async_method(Store.team_conversation)
+    list_teams = async_method(Store.list_teams)
+    resolve_team = async_method(Store.resolve_team)
 
     # -- reads --------------------------------------------------------------------
 

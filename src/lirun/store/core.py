@@ -37,6 +37,7 @@ from lirun.store.records import (
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
+from lirun.store.team_records import TeamRecords
 from lirun.store.transitions import (
     next_version,
 )
@@ -63,6 +64,7 @@ class Store(
     FlowRecords,
     ShowRecords,
     ScheduleRecords,
+    TeamRecords,
     WorkerRecords,
     UIReads,
     ListReads,

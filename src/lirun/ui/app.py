@@ -26,8 +26,8 @@ from starlette.staticfiles import StaticFiles
 
 from lirun.errors import LirunError
 from lirun.store import Store, open_store
-from lirun.ui import list_views, views
-from lirun.ui.events import Hub, Notice
+from lirun.ui import list_views, team_views, views
+from lirun.ui.events import Change, Hub, Notice
 from lirun.ui.jsonable import to_json
 from lirun.ui.openapi import API, openapi_document
 from lirun.ui.security import Guard
@@ -144,6 +144,8 @@ def _routes(dash: Dashboard) -> list[Any]:
     flow = one(views.flow_view, "flow.html", "flow_id", "flow")
     show = one(views.show_view, "show.html", "show_id", "show")
     schedules = every(views.schedules_view, "schedules.html")
+    teams = every(team_views.teams_view, "teams.html")
+    team = one(team_views.team_view, "team.html", "team_id", "team")
     workers = every(views.workers_view, "workers.html")
 
     async def artifact(request: Request) -> Response:
@@ -218,6 +220,8 @@ def _routes(dash: Dashboard) -> list[Any]:
         "shows": shows,
         "schedule": schedule,
         "attention": attention,
+        "teams": teams,
+        "team": team,
     }
     routes: list[Any] = [
         Route("/", runs),
@@ -231,6 +235,8 @@ def _routes(dash: Dashboard) -> list[Any]:
         Route("/shows/{show_id}", show),
         Route("/schedules", schedules),
         Route("/schedules/{name}", schedule),
+        Route("/teams", teams),
+        Route("/teams/{team_id}", team),
         Route("/attention", attention),
         Route("/workers", workers),
         Route("/events", events),
@@ -273,7 +279,7 @@ async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]
                 continue
             if change is None:
                 return
-            if isinstance(change, Notice) or change.seq not in seen:
+            if not isinstance(change, Change) or change.seq not in seen:
                 yield change.to_sse()
     finally:
         dash.hub.unsubscribe(queue)

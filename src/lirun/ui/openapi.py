@@ -73,6 +73,14 @@ API: tuple[ApiRoute, ...] = (
         "What needs a person now (the needs-you page; li attention --json)",
     ),
     ApiRoute("/api/workers", "workers", "Live workers"),
+    ApiRoute("/api/teams", "teams", "Teams, active first, with members and messages counted"),
+    ApiRoute(
+        "/api/teams/{team_id}",
+        "team",
+        "One team: its members (unread and sent counts), its newest 500 messages (oldest "
+        "first, with read receipts and the sending run) and its history",
+        (("team_id", "path", "the team's id"),),
+    ),
 )
 
 
@@ -118,7 +126,8 @@ def openapi_document() -> dict[str, Any]:
             "title": "lirun dashboard",
             "version": "1",
             "description": "Read-only JSON over the lirun record. Live changes: GET /events "
-            "(Server-Sent Events, event `transition`; reconnect with Last-Event-ID).",
+            "(Server-Sent Events, event `transition`, and `team` with the team's id when it "
+            "has new messages; reconnect with Last-Event-ID).",
         },
         "paths": paths,
     }

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from lirun.lifecycle import policy_for
 from lirun.store import Store
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
+from lirun.ui.team_views import show_team
 
 PAGE_SIZE = 50
 FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q")
@@ -361,6 +362,7 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
         "plays": plays,
         "board": [{"status": s, "plays": columns[s]} for s in order],
         "transitions": store.list_transitions("show", show_id),
+        "team": show_team(store, show_id),
     }
 
 
