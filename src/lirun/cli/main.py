@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("lirun.cli.worker", "fire due schedules and run queued work; li worker status"),
     "submit": ("lirun.cli.submit", "queue one run for the workers: li submit -- ACTION ..."),
     "ui": ("lirun.cli.ui", "the live web dashboard (extra `ui`): runs, flows, shows, schedules"),
+    "metrics": ("lirun.cli.metrics", "the record as Prometheus metrics, printed once"),
 }
 
 USAGE = """usage: li [--db URL] COMMAND [ARGS...]
