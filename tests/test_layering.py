@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.async_twin",
             "lirun.values",
             "lirun.logs",
+            "lirun.schemas",
         ),
     ),
     ("store", ("lirun.store",)),

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "submit": ("lirun.cli.submit", "queue one run for the workers: li submit -- ACTION ..."),
     "ui": ("lirun.cli.ui", "the live web dashboard (extra `ui`): runs, flows, shows, schedules"),
     "metrics": ("lirun.cli.metrics", "the record as Prometheus metrics, printed once"),
+    "schema": ("lirun.cli.schema", "the JSON Schemas of the --json outputs: li schema [NAME]"),
 }
 
 USAGE = """usage: li [--db URL] COMMAND [ARGS...]

@@ -452,7 +452,7 @@ def _detach(
 def report(prog: str, result: Any, *, as_json: bool) -> None:
     """The final word: JSON on stdout with --json, else one line on stderr."""
     if as_json:
-        print_json(result.summary())
+        print_json(result.summary(), schema="lirun.run_result/1")
         return
     reason = result.reason or "unknown"
     sys.stderr.write(f"{prog}: run {result.run_id} {result.status} ({reason})\n")

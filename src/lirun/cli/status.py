@@ -206,7 +206,9 @@ def show_list(args: Any, url: str) -> int:
     try:
         store = open_store(url, readonly=True)
     except DatabaseMissingError:
-        print_json([]) if args.json else print(f"no runs yet (no database at {redact_url(url)})")
+        print_json([], schema="lirun.status_row/1") if args.json else print(
+            f"no runs yet (no database at {redact_url(url)})"
+        )
         return 0
     try:
         rows = list_rows(store, args.kind, filters, args.limit)
@@ -215,7 +217,7 @@ def show_list(args: Any, url: str) -> int:
     if args.json:
         from lirun.store.records import present_session
 
-        print_json([present_session(row) for row in rows])
+        print_json([present_session(row) for row in rows], schema="lirun.status_row/1")
     elif not rows:
         filtered = filters["status"] or filters["since"]
         print("no runs match these filters" if filtered else "no runs yet")
@@ -244,7 +246,7 @@ def show_one(args: Any, url: str) -> int:
     if kind == "invocation" and row.get("kind") == "flow":
         detail["flow"] = flow_detail(row["id"], url)
     if args.json:
-        print_json(detail)
+        print_json(detail, schema="lirun.record/1")
     else:
         from lirun.cli.render import render_record
 
