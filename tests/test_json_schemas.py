@@ -23,6 +23,7 @@ from lirun.liveness import current_owner
 from lirun.schemas import load_schema, schema_names
 from lirun.store import open_store
 from support.execkit import run_li
+from support.providerkit import env_with_fake_bin, make_fake_bin_dir
 from support.showfilekit import COMMAND_SHOW, write_show
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "lirun"
@@ -202,7 +203,10 @@ def test_json_output_validates_against_its_schema(
 ) -> None:
     names = {**home.ids, "root": str(home.root)}
     args = [arg.format(**names) for arg in argv]
-    text = home.li(*args, ok=(0, 1))
+    _validate(label, home.li(*args, ok=(0, 1)), shape, lines)
+
+
+def _validate(label: str, text: str, shape: str, lines: bool = False) -> None:
     found = values(text, lines)
     assert found, f"{label} printed no JSON value to check: {text!r}"
     schema = load_schema(shape)
@@ -211,6 +215,15 @@ def test_json_output_validates_against_its_schema(
         assert isinstance(value, dict) and value.get("schema") == schema["title"], value
         errors = sorted(validator.iter_errors(value), key=lambda e: e.json_path)
         assert not errors, f"{label}: " + "; ".join(f"{e.json_path}: {e.message}" for e in errors)
+
+
+def test_li_agent_json_is_a_run_result(home: Home) -> None:
+    env = env_with_fake_bin(
+        "claude/success.jsonl", base=home.env, fake_bin=make_fake_bin_dir(home.root / "bin")
+    )
+    proc = run_li("agent", "claude", "fix it", "--json", env=env, cwd=home.root)
+    assert proc.returncode == 0, proc.stderr
+    _validate("agent", proc.stdout, "run_result")
 
 
 def test_every_shipped_schema_is_valid_and_checked_by_a_command() -> None:
