@@ -350,6 +350,9 @@ def test_a_failed_check_fails_the_run_as_artifact_invalid(
     }
     verification = row["artifact_verification_json"]
     assert verification["status"] == "failed" and verification["invalid"][0]["id"] == "report"
+    shown = run_li("status", row["id"], env=li_env, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "invalid required  report  report.json  json_schema: $: 'summary'" in shown.stdout
     with TestClient(create_app(db_url, watch=False)) as client:
         page = client.get(f"/runs/{row['id']}")
     assert page.status_code == 200
