@@ -388,3 +388,30 @@ def test_a_bad_check_on_the_command_line_starts_nothing(
 def test_the_reason_is_registered() -> None:
     assert is_registered("run.failed.artifact_invalid")
     assert "content check" in describe("run.failed.artifact_invalid")
+
+
+def test_a_flow_leg_whose_artifact_fails_a_check_fails_as_artifact_invalid(
+    li_env: dict[str, str], db_url: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "flows"
+    _schema(folder / "schemas")
+    (folder / "flow.yaml").write_text(
+        textwrap.dedent("""\
+        legs:
+          - id: report
+            run: [sh, -c, 'echo "{\\"score\\": 2}" > "$LIRUN_ARTIFACT_DIR/r.json"']
+            artifacts:
+              - id: r
+                path: r.json
+                checks: {json_schema: schemas/report.schema.json, lines: {max: 1}}
+        """)
+    )
+    # the file is named relative to where li runs: the schema is still read beside it
+    proc = run_li("flow", "run", "flows/flow.yaml", "--json", env=li_env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    [leg] = json.loads(proc.stdout)["legs"]
+    assert (leg["status"], leg["reason_code"]) == ("failed", "run.failed.artifact_invalid")
+    [row] = [r for r in session_rows(db_url) if r["id"] == leg["session_id"]]
+    [entry] = row["artifact_contract_json"]["expected"]
+    assert entry["checks"]["json_schema"] == str(folder / "schemas" / "report.schema.json")
+    assert row["status_evidence_refs"][0]["found"] == "$: 'summary' is a required property"

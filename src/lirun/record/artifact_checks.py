@@ -131,7 +131,7 @@ def check_problems(checks: object) -> list[tuple[str | None, str]]:
 def resolve_schema_path(value: str, base: str | os.PathLike[str]) -> str:
     """``value`` made absolute against ``base`` (the declaring file's directory, or the
     directory ``li`` was started in for ``--artifact-check``)."""
-    return os.path.normpath(os.path.join(os.fspath(base), os.path.expanduser(value)))
+    return os.path.abspath(os.path.join(os.fspath(base), os.path.expanduser(value)))
 
 
 def load_json_schema(path: str) -> dict[str, Any] | bool:
