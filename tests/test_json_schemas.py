@@ -79,6 +79,7 @@ def _build(home: Home) -> None:
     report = json.loads(home.li("show", "run", str(show), "--json"))
     home.ids["show"] = report["show_id"]
     home.ids["invocation"] = home.li("invoke", "start", "--skill", "s").strip()
+    home.li("submit", "--", "run", "true")  # a schedule run for li status --kind
     store = open_store(home.env["LIRUN_DB_URL"])
     try:
         owner = {**current_owner(), "owner_pid": _dead_pid()}
@@ -118,6 +119,14 @@ COMMANDS: list[tuple[str, tuple[str, ...], str, bool]] = [
     ("wait", ("wait", "{run}", "--json"), "wait", True),
     ("status", ("status", "--json"), "status_row", False),
     ("status ID", ("status", "{run}", "--json"), "record", False),
+    ("status --kind play", ("status", "--kind", "play", "--json"), "run_row", False),
+    ("status --kind invocation", ("status", "--kind", "invocation", "--json"), "run_row", False),
+    (
+        "status --kind schedule_run",
+        ("status", "--kind", "schedule_run", "--json"),
+        "run_row",
+        False,
+    ),
     ("attention", ("attention", "--json"), "attention_item", False),
     ("db path", ("db", "path", "--json"), "db_path", False),
     ("db migrate", ("db", "migrate", "--json"), "db_migrate", False),
