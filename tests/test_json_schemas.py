@@ -65,7 +65,8 @@ def _build(home: Home) -> None:
     home.ids["run"] = run["run_id"]
     (root / "flow.yaml").write_text("legs:\n  - {id: a, run: [echo, hi]}\n")
     (root / "broken.yaml").write_text("legs:\n  - {id: a, run: [sh, -c, 'exit 3']}\n")
-    home.li("flow", "run", str(root / "broken.yaml"), ok=(1,))  # a failed flow: attention
+    broken = home.li("flow", "run", str(root / "broken.yaml"), "--json", ok=(1,))
+    home.ids["flow"] = json.loads(broken)["invocation_id"]  # a failed flow: attention
     show = write_show(root / "show", COMMAND_SHOW.format(topic="t1"))
     (root / "show" / "repo" / "base.txt").write_text("x")
     subprocess.run(["git", "-C", str(root / "show" / "repo"), "add", "base.txt"], check=True)
@@ -119,6 +120,7 @@ COMMANDS: list[tuple[str, tuple[str, ...], str, bool]] = [
     ("wait", ("wait", "{run}", "--json"), "wait", True),
     ("status", ("status", "--json"), "status_row", False),
     ("status ID", ("status", "{run}", "--json"), "record", False),
+    ("status FLOW", ("status", "{flow}", "--json"), "record", False),
     ("status --kind play", ("status", "--kind", "play", "--json"), "run_row", False),
     ("status --kind invocation", ("status", "--kind", "invocation", "--json"), "run_row", False),
     (
