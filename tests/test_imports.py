@@ -88,7 +88,7 @@ def test_the_public_contract_names_of_design_section_6() -> None:
 NOT_ON_THE_WAIT_PATH = {
     "psycopg", "rich", "argparse", "asyncio", "typing", "re", "enum", "json", "pathlib",
     "dataclasses", "uuid", "random", "secrets", "subprocess", "threading", "signal",
-    "urllib", "inspect", "importlib_metadata",
+    "urllib", "inspect", "importlib_metadata", "jsonschema", "prometheus_client",
 }  # fmt: skip
 
 
@@ -209,6 +209,8 @@ NOT_ON_THE_RUN_PATH = {
     "rich",
     "yaml",
     "jinja2",
+    "jsonschema",
+    "prometheus_client",
 }
 
 

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.values",
             "lirun.logs",
             "lirun.teams.rules",  # pure decisions the store applies under its lock
+            "lirun.schemas",
         ),
     ),
     ("store", ("lirun.store",)),

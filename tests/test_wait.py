@@ -261,6 +261,7 @@ def test_json_lines(store: Any, li_env: dict[str, str]) -> None:
     assert code == 1
     record = json.loads(out)
     assert record == {
+        "schema": "lirun.wait/1",
         "run_id": "j",
         "kind": "session",
         "status": "completed_empty",

@@ -61,6 +61,7 @@ _CODES: dict[str, str] = {
     "run.failed.exception": "failed with an exception",
     "run.failed.exit_nonzero": "command exited with a non-zero code",
     "run.failed.missing_artifact": "a required artifact is missing",
+    "run.failed.artifact_invalid": "a required artifact failed a content check",
     "run.failed.escalated": "escalated",
     "run.failed.linked_engine": "linked engine session failed",
     "run.failed.setup": "could not start the execution",

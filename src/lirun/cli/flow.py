@@ -167,7 +167,7 @@ def _finish(report: Any, *, as_json: bool) -> int:
     code = int(report.exit_code)
     data = report.to_dict()
     if as_json:
-        print_json({**data, "exit_code": code})
+        print_json({**data, "exit_code": code}, schema="lirun.flow_result/1")
         return code
     for line in table_lines(data.get("legs") or []):
         sys.stderr.write(f"  {line}\n")
@@ -226,7 +226,7 @@ def run_command(args: argparse.Namespace) -> int:
 
         plan = preview_flow(spec, parallel=args.parallel)
         if args.json:
-            print_json(plan.to_dict())
+            print_json(plan.to_dict(), schema="lirun.flow_plan/1")
         else:
             sys.stdout.write("\n".join(plan.text_lines()) + "\n")
         return 0

@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "team": ("lirun.cli.team", "teams: a shared inbox for agents working side by side"),
     "submit": ("lirun.cli.submit", "queue one run for the workers: li submit -- ACTION ..."),
     "ui": ("lirun.cli.ui", "the live web dashboard (extra `ui`): runs, flows, shows, schedules"),
+    "metrics": ("lirun.cli.metrics", "the record as Prometheus metrics, printed once"),
+    "schema": ("lirun.cli.schema", "the JSON Schemas of the --json outputs: li schema [NAME]"),
 }
 
 USAGE = """usage: li [--db URL] COMMAND [ARGS...]

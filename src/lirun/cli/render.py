@@ -256,7 +256,8 @@ def evidence_lines(refs: object) -> list[str]:
 
 
 def verification_lines(result: object) -> list[str]:
-    """The artifact verification verdict, then each produced / missing entry."""
+    """The artifact verification verdict, then each produced / missing entry, then each
+    check a file there failed (what was found)."""
     if not isinstance(result, Mapping):
         return []
     lines = [f"verdict: {result.get('status', '?')}"]
@@ -275,6 +276,13 @@ def verification_lines(result: object) -> list[str]:
 
                 line += f"  ({describe_problem(item['problem'])})"
             lines.append(line)
+    for item in result.get("invalid") or []:
+        label = "invalid required" if item.get("required", True) else "invalid optional"
+        for failure in item.get("failures") or []:
+            lines.append(
+                f"{label:<17} {item.get('id')}  {item.get('path')}  "
+                f"{failure.get('check')}: {failure.get('found')}"
+            )
     return lines
 
 

@@ -201,7 +201,7 @@ def _dry_run(args: argparse.Namespace, spec: Any) -> int:
 
     plan = plan_show(spec, parallel=args.parallel)
     if args.json:
-        print_json(plan.to_dict())
+        print_json(plan.to_dict(), schema="lirun.show_plan/1")
     else:
         sys.stdout.write(plan.text())
     sys.stderr.write("li show run: dry run: the file is valid; nothing was started\n")
@@ -210,7 +210,7 @@ def _dry_run(args: argparse.Namespace, spec: Any) -> int:
 
 def _report(report: Any, as_json: bool) -> int:
     if as_json:
-        print_json(report.to_dict())
+        print_json(report.to_dict(), schema="lirun.show_report/1")
     else:
         from lirun.cli.show_board import render_board
 
@@ -304,7 +304,7 @@ def _list(args: argparse.Namespace) -> int:
         finally:
             store.close()
     if args.json:
-        print_json(rows)
+        print_json(rows, schema="lirun.show_row/1")
     elif not rows:
         print("no shows yet (li show run FILE starts one)")
     else:

@@ -209,10 +209,14 @@ def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> l
 
 def show_list(args: Any, url: str) -> int:
     filters = _list_filters(args)
+    # A session is its whole row; the other kinds are the dashboard's runs-list row.
+    schema = "lirun.status_row/1" if args.kind == "session" else "lirun.run_row/1"
     try:
         store = open_store(url, readonly=True)
     except DatabaseMissingError:
-        print_json([]) if args.json else print(f"no runs yet (no database at {redact_url(url)})")
+        print_json([], schema=schema) if args.json else print(
+            f"no runs yet (no database at {redact_url(url)})"
+        )
         return 0
     try:
         rows = list_rows(store, args.kind, filters, args.limit)
@@ -221,7 +225,7 @@ def show_list(args: Any, url: str) -> int:
     if args.json:
         from lirun.store.records import present_session
 
-        print_json([present_session(row) for row in rows])
+        print_json([present_session(row) for row in rows], schema=schema)
     elif not rows:
         filtered = filters["status"] or filters["since"]
         print("no runs match these filters" if filtered else "no runs yet")
@@ -250,7 +254,7 @@ def show_one(args: Any, url: str) -> int:
     if kind == "invocation" and row.get("kind") == "flow":
         detail["flow"] = flow_detail(row["id"], url)
     if args.json:
-        print_json(detail)
+        print_json(detail, schema="lirun.record/1")
     else:
         from lirun.cli.render import render_record
 

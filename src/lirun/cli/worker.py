@@ -71,7 +71,8 @@ def _status(argv: list[str]) -> int:
                 {k: w.get(k) for k in ("id", "host", "pid", "started_at", "heartbeat_age",
                                        "concurrency", "transport", "running")}
                 for w in workers
-            ]
+            ],
+            schema="lirun.worker/1",
         )  # fmt: skip
         return 0
     if not workers:

@@ -43,6 +43,7 @@ _OPTIONS: dict[str, tuple[bool, tuple[str, ...]]] = {
     "--profile": (True, ("agent", "run")),
     "--playbook": (True, ("agent",)),
     "--artifact": (True, ("agent", "run")),
+    "--artifact-check": (True, ("agent", "run")),
     "--prompt": (True, ("agent",)),
     "--require-change": (False, ("run",)),
 }
@@ -157,7 +158,7 @@ def _take_option(kind: str, words: list[str], index: int, options: dict[str, lis
 
 def _one(options: dict[str, list[str]], name: str) -> str | None:
     values = options.get(name)
-    if values and len(values) > 1 and name != "--artifact":
+    if values and len(values) > 1 and name not in ("--artifact", "--artifact-check"):
         raise UsageError(f"{name} is given {len(values)} times; give it once")
     return values[-1] if values else None
 
@@ -197,21 +198,25 @@ def parse_action(words: list[str], *, base: str | None = None) -> Action:
     if kind not in KINDS:
         raise UsageError(f"unknown action {kind!r}; give one of: {USAGE} (e.g. {EXAMPLE})")
     options, positionals, tail = _split(kind, rest)
-    cwd = resolve_cwd(_one(options, "--cwd"), base or os.getcwd())
+    here = base or os.getcwd()
+    cwd = resolve_cwd(_one(options, "--cwd"), here)
     if kind in ("flow", "show"):
         return _file_action(kind, positionals, tail, cwd)
     if kind == "run":
-        return Action(kind="run", cwd=cwd, task=_run_task(options, positionals, tail))
-    return Action(kind="agent", cwd=cwd, task=_agent_task(options, positionals, tail))
+        return Action(kind="run", cwd=cwd, task=_run_task(options, positionals, tail, here))
+    return Action(kind="agent", cwd=cwd, task=_agent_task(options, positionals, tail, here))
 
 
-def _limits(options: dict[str, list[str]]) -> dict[str, Any]:
+def _limits(options: dict[str, list[str]], base: str) -> dict[str, Any]:
+    from lirun.exec.artifact_check_option import attach_artifact_checks
     from lirun.exec.profiles import parse_artifact_option
 
-    artifacts = tuple(parse_artifact_option(text) for text in options.get("--artifact", []))
-    ids = [a["id"] for a in artifacts]
+    entries = [parse_artifact_option(text) for text in options.get("--artifact", [])]
+    ids = [a["id"] for a in entries]
     if len(ids) != len(set(ids)):
         raise UsageError("--artifact: an id is given twice; give each artifact id once")
+    checks = options.get("--artifact-check", [])
+    artifacts = tuple(attach_artifact_checks(entries, checks, base) if checks else entries)
     return {
         "timeout": _seconds(options, "--timeout"),
         "idle_timeout": _seconds(options, "--idle-timeout"),
@@ -221,18 +226,22 @@ def _limits(options: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
-def _run_task(options: dict[str, list[str]], positionals: list[str], tail: list[str]) -> Task:
+def _run_task(
+    options: dict[str, list[str]], positionals: list[str], tail: list[str], base: str
+) -> Task:
     command = [*positionals, *tail]
     if not command:
         raise UsageError("action run: no command given; e.g. -- run make nightly")
     task = Task(
-        run=tuple(command), require_change="--require-change" in options, **_limits(options)
+        run=tuple(command), require_change="--require-change" in options, **_limits(options, base)
     )
     _check(task)
     return task
 
 
-def _agent_task(options: dict[str, list[str]], positionals: list[str], tail: list[str]) -> Task:
+def _agent_task(
+    options: dict[str, list[str]], positionals: list[str], tail: list[str], base: str
+) -> Task:
     if not positionals:
         raise UsageError(f"action agent: no provider given; e.g. {EXAMPLE}")
     if len(positionals) > 2:
@@ -249,7 +258,7 @@ def _agent_task(options: dict[str, list[str]], positionals: list[str], tail: lis
         prompt=prompt if prompt is not None else option_prompt,
         options={"provider_args": list(tail)} if tail else {},
         playbook=_one(options, "--playbook"),
-        **_limits(options),
+        **_limits(options, base),
     )
     if task.prompt is None and task.playbook is None:
         raise UsageError(f"action agent: no prompt given; e.g. {EXAMPLE}")

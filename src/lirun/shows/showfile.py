@@ -213,7 +213,8 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
     try:
         artifacts = check_artifacts(r.path, play.get("artifacts"))
     except ProfileError as exc:
-        r.problem(play, "artifacts", f"{label}{_without_path(str(exc), r.path)}")
+        line, text = _without_path(str(exc), r.path)
+        r.at_line(line or r.line_of(play, "artifacts"), f"{label}{text}")
     profile = r.text(play, "profile", label)
     playbook = r.text(play, "playbook", label)
     timeout = r.seconds(play, "timeout", label)
@@ -239,12 +240,16 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
     )
 
 
-def _without_path(message: str, path: Path) -> str:
-    """``check_artifacts`` names the file itself; the problem line already does."""
+def _without_path(message: str, path: Path) -> tuple[int, str]:
+    """``check_artifacts`` names ``file:line`` itself; the problem line names the file as
+    the user gave it, so this returns the line (0: none) and the words after it."""
     text = str(path)
-    if message.startswith(text):
-        message = message[len(text) :].lstrip(":0123456789 ")
-    return message
+    if not message.startswith(text):
+        return 0, message
+    head, _, rest = message[len(text) :].lstrip(":").partition(":")
+    if head.isdigit():
+        return int(head), rest.lstrip()
+    return 0, message[len(text) :].lstrip(": ")
 
 
 def _play_gate(

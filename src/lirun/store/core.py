@@ -22,6 +22,7 @@ from lirun.store.bulk_import import BulkImport
 from lirun.store.connector import Connector, Tx
 from lirun.store.flow_records import FlowRecords
 from lirun.store.list_reads import ListReads
+from lirun.store.metric_reads import MetricReads
 from lirun.store.queries import check_slots, load_queries
 from lirun.store.records import (
     SESSION_FIELDS,
@@ -67,6 +68,7 @@ class Store(
     TeamRecords,
     WorkerRecords,
     UIReads,
+    MetricReads,
     ListReads,
     BulkImport,
 ):

@@ -199,6 +199,13 @@ def _routes(dash: Dashboard) -> list[Any]:
         html = dash.env.get_template("transcript.html").render(transcript=found)
         return HTMLResponse(html, headers={"X-Transcript-Signature": found.signature})
 
+    async def metrics(request: Request) -> Response:
+        from lirun.paths import resolve_db_url
+        from lirun.ui.metrics import CONTENT_TYPE, render
+
+        body = await dash.read(render, resolve_db_url(dash.db_url))
+        return Response(body, media_type=CONTENT_TYPE)
+
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
@@ -241,6 +248,7 @@ def _routes(dash: Dashboard) -> list[Any]:
         Route("/workers", workers),
         Route("/events", events),
         Route("/api/openapi.json", openapi),
+        Route("/metrics", metrics),
     ]
     routes += [Route(spec.path, handlers[spec.handler]) for spec in API]
     routes.append(Mount("/static", StaticFiles(directory=os.path.join(HERE, "static"))))

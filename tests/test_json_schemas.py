@@ -1,0 +1,262 @@
+"""Every ``--json`` output names its shape and validates against the schema shipped for it
+(issue 23, item 3; docs/json.md).
+
+One small home is built once, for real: runs, a flow, a show, schedules, a worker, an
+orphaned record to reap. Each command then runs in a subprocess and every JSON value it
+prints (an object, each element of an array, each line of a line stream) is validated
+with ``jsonschema`` against ``lirun.schemas``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from lirun.liveness import current_owner
+from lirun.schemas import load_schema, schema_names
+from lirun.store import open_store
+from support.execkit import run_li
+from support.providerkit import env_with_fake_bin, make_fake_bin_dir
+from support.showfilekit import COMMAND_SHOW, write_show
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "lirun"
+
+
+class Home:
+    """The home every command reads; ``ids`` are what the scenario created."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.env = dict(os.environ)
+        self.env.update(
+            {
+                "LIRUN_HOME": str(root / "home"),
+                "LIRUN_DB_URL": str(root / "home" / "state.db"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        for var in ("LIRUN_RUN_ID", "LIONAGI_RUN_ID"):
+            self.env.pop(var, None)
+        self.ids: dict[str, str] = {}
+
+    def li(self, *args: str, ok: tuple[int, ...] = (0,)) -> str:
+        proc = run_li(*args, env=self.env, cwd=self.root)
+        assert proc.returncode in ok, (args, proc.returncode, proc.stderr)
+        return proc.stdout
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def _build(home: Home) -> None:
+    root = home.root
+    (root / "home").mkdir()
+    run = json.loads(home.li("run", "--json", "--", "true"))
+    home.ids["run"] = run["run_id"]
+    (root / "flow.yaml").write_text("legs:\n  - {id: a, run: [echo, hi]}\n")
+    (root / "broken.yaml").write_text("legs:\n  - {id: a, run: [sh, -c, 'exit 3']}\n")
+    broken = home.li("flow", "run", str(root / "broken.yaml"), "--json", ok=(1,))
+    home.ids["flow"] = json.loads(broken)["invocation_id"]  # a failed flow: attention
+    show = write_show(root / "show", COMMAND_SHOW.format(topic="t1"))
+    (root / "show" / "repo" / "base.txt").write_text("x")
+    subprocess.run(["git", "-C", str(root / "show" / "repo"), "add", "base.txt"], check=True)
+    subprocess.run(
+        ["git", "-C", str(root / "show" / "repo"), "commit", "-q", "-m", "base"], check=True
+    )
+    home.ids["show_file"] = str(show)
+    second = root / "show" / "second.yaml"
+    second.write_text(show.read_text().replace("t1", "t2"))
+    home.ids["second_show"] = str(second)
+    report = json.loads(home.li("show", "run", str(show), "--json"))
+    home.ids["show"] = report["show_id"]
+    home.ids["invocation"] = home.li("invoke", "start", "--skill", "s").strip()
+    home.li("submit", "--", "run", "true")  # a schedule run for li status --kind
+    store = open_store(home.env["LIRUN_DB_URL"])
+    try:
+        owner = {**current_owner(), "owner_pid": _dead_pid()}
+        home.ids["orphan"] = store.create_session(**owner)["id"]
+        store.register_worker(owner=current_owner(), concurrency=1, transport="local",
+                              lease_seconds=600)  # fmt: skip
+    finally:
+        store.close()
+    (root / "schedules.yaml").write_text(
+        "schedules:\n  - name: hourly\n    every: 1h\n    action: run true\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
+    made = Home(tmp_path_factory.mktemp("json-home"))
+    _build(made)
+    yield made
+
+
+def values(text: str, lines: bool) -> list[object]:
+    """Every JSON value printed: one per line for a line stream, else the one document,
+    an array's elements each."""
+    docs = [json.loads(line) for line in text.splitlines() if line.strip()] if lines else [
+        json.loads(text)
+    ]  # fmt: skip
+    found: list[object] = []
+    for doc in docs:
+        found.extend(doc if isinstance(doc, list) else [doc])
+    return found
+
+
+# (label, argv; {name} is filled from home.ids, expected schema, a line stream?)
+COMMANDS: list[tuple[str, tuple[str, ...], str, bool]] = [
+    ("run", ("run", "--json", "--", "true"), "run_result", False),
+    ("run --detach", ("run", "--detach", "--json", "--", "true"), "started", False),
+    ("wait", ("wait", "{run}", "--json"), "wait", True),
+    ("status", ("status", "--json"), "status_row", False),
+    ("status ID", ("status", "{run}", "--json"), "record", False),
+    ("status FLOW", ("status", "{flow}", "--json"), "record", False),
+    ("status --kind play", ("status", "--kind", "play", "--json"), "run_row", False),
+    ("status --kind invocation", ("status", "--kind", "invocation", "--json"), "run_row", False),
+    (
+        "status --kind schedule_run",
+        ("status", "--kind", "schedule_run", "--json"),
+        "run_row",
+        False,
+    ),
+    ("attention", ("attention", "--json"), "attention_item", False),
+    ("db path", ("db", "path", "--json"), "db_path", False),
+    ("db migrate", ("db", "migrate", "--json"), "db_migrate", False),
+    ("invoke start", ("invoke", "start", "--skill", "s", "--json"), "invocation", False),
+    (
+        "invoke end",
+        ("invoke", "end", "{invocation}", "--status", "completed", "--json"),
+        "invocation_end",
+        False,
+    ),
+    ("reap", ("reap", "--json"), "reap", True),
+    (
+        "schedule add",
+        ("schedule", "add", "nightly", "--every", "1h", "--json", "--", "run", "true"),
+        "schedule",
+        False,
+    ),
+    ("schedule list", ("schedule", "list", "--json"), "schedule", False),
+    ("schedule show", ("schedule", "show", "nightly", "--json"), "schedule_detail", False),
+    ("schedule fire", ("schedule", "fire", "nightly", "--json"), "schedule_run", False),
+    ("schedule runs", ("schedule", "runs", "nightly", "--json"), "schedule_run", False),
+    ("schedule disable", ("schedule", "disable", "nightly", "--json"), "schedule", False),
+    (
+        "schedule apply",
+        ("schedule", "apply", "{root}/schedules.yaml", "--dry-run", "--json"),
+        "schedule_apply",
+        False,
+    ),
+    ("submit", ("submit", "--json", "--", "run", "true"), "schedule_run", False),
+    ("worker status", ("worker", "status", "--json"), "worker", False),
+    ("flow run", ("flow", "run", "{root}/flow.yaml", "--json"), "flow_result", False),
+    (
+        "flow run --dry-run",
+        ("flow", "run", "{root}/flow.yaml", "--dry-run", "--json"),
+        "flow_plan",
+        False,
+    ),
+    (
+        "flow run --detach",
+        ("flow", "run", "{root}/flow.yaml", "--detach", "--json"),
+        "started",
+        False,
+    ),
+    ("flow list", ("flow", "list", "--json"), "flow_row", False),
+    (
+        "show run --dry-run",
+        ("show", "run", "{show_file}", "--dry-run", "--json"),
+        "show_plan",
+        False,
+    ),
+    ("show run", ("show", "run", "{second_show}", "--json"), "show_report", False),
+    ("show status", ("show", "status", "--json"), "show_row", False),
+    ("show status ID", ("show", "status", "{show}", "--json"), "show_report", False),
+    ("show list", ("show", "list", "--json"), "show_row", False),
+    (
+        "override",
+        (
+            "override",
+            "session",
+            "{run}",
+            "--to",
+            "failed",
+            "--reason",
+            "run.failed.admin",
+            "--actor",
+            "a",
+            "--justification",
+            "j",
+            "--json",
+        ),
+        "override",
+        False,
+    ),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("label", "argv", "shape", "lines"), COMMANDS, ids=[c[0] for c in COMMANDS]
+)
+def test_json_output_validates_against_its_schema(
+    home: Home, label: str, argv: tuple[str, ...], shape: str, lines: bool
+) -> None:
+    names = {**home.ids, "root": str(home.root)}
+    args = [arg.format(**names) for arg in argv]
+    _validate(label, home.li(*args, ok=(0, 1)), shape, lines)
+
+
+def _validate(label: str, text: str, shape: str, lines: bool = False) -> None:
+    found = values(text, lines)
+    assert found, f"{label} printed no JSON value to check: {text!r}"
+    schema = load_schema(shape)
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in found:
+        assert isinstance(value, dict) and value.get("schema") == schema["title"], value
+        errors = sorted(validator.iter_errors(value), key=lambda e: e.json_path)
+        assert not errors, f"{label}: " + "; ".join(f"{e.json_path}: {e.message}" for e in errors)
+
+
+def test_li_agent_json_is_a_run_result(home: Home) -> None:
+    env = env_with_fake_bin(
+        "claude/success.jsonl", base=home.env, fake_bin=make_fake_bin_dir(home.root / "bin")
+    )
+    proc = run_li("agent", "claude", "fix it", "--json", env=env, cwd=home.root)
+    assert proc.returncode == 0, proc.stderr
+    _validate("agent", proc.stdout, "run_result")
+
+
+def test_every_shipped_schema_is_valid_and_checked_by_a_command() -> None:
+    checked = {f"lirun.{shape}/1" for _, _, shape, _ in COMMANDS}
+    for name in schema_names():
+        jsonschema.Draft202012Validator.check_schema(load_schema(name))
+    assert set(schema_names()) == checked
+
+
+def test_every_schema_named_in_the_source_ships() -> None:
+    named: set[str] = set()
+    for path in SRC.rglob("*.py"):
+        named.update(re.findall(r'"(lirun\.[a-z_]+/\d+)"', path.read_text()))
+    assert named and named <= set(schema_names()), named - set(schema_names())
+
+
+def test_li_schema_lists_and_prints(home: Home) -> None:
+    listing = home.li("schema")
+    assert len(listing.splitlines()) == len(schema_names())
+    assert "lirun.run_result/1" in listing
+    for given in ("wait", "lirun.wait", "lirun.wait/1"):
+        assert json.loads(home.li("schema", given))["title"] == "lirun.wait/1"
+    proc = run_li("schema", "lirun.wait/9", env=home.env, cwd=home.root)
+    assert proc.returncode == 2 and "no schema 'lirun.wait/9'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
