@@ -34,6 +34,7 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.retention_records import RetentionRecords
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
@@ -67,6 +68,7 @@ class Store(
     UIReads,
     ListReads,
     BulkImport,
+    RetentionRecords,
 ):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.
 
