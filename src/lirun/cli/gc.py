@@ -175,7 +175,7 @@ def _schedule(args: Any, policy: Any) -> int:
         print_json(row)
     else:
         sys.stdout.write(
-            f"schedule {row['name']}: li gc {' '.join(gc_words(policy))} every {row['spec']}\n"
+            f"schedule {row['name']}: li gc {' '.join(gc_words(policy))} {row['spec']}\n"
         )
     return 0
 
