@@ -4,6 +4,7 @@ outcome), the filters, dry runs, idempotence and the finishing of a stopped remo
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -222,3 +223,24 @@ def test_a_run_directory_gc_does_not_own_is_left(store: Store, lirun_home: Path)
     assert owned_run_dir({"id": "r-foreign", "run_dir": str(foreign)}) is None
     assert gc(store).pruned == {"session": 1}
     assert (foreign / "keep.txt").read_text() == "mine"
+
+
+def test_vacuum_gives_the_space_back_on_sqlite(store: Store, db_url: str) -> None:
+    rows = [
+        {
+            "id": f"r-{n:04}",
+            "status": "completed",
+            "reason_code": "run.completed.ok",
+            "prompt": os.urandom(2000).hex(),
+            "created_at": time.time() - 60,
+            "ended_at": time.time() - 60,
+        }
+        for n in range(300)
+    ]
+    store.import_sessions(rows)
+    size = lambda: sum(os.path.getsize(p) for p in (db_url, db_url + "-wal") if os.path.exists(p))  # noqa: E731
+    before = size() if store.dialect == "sqlite" else 0
+    tally = collect_garbage(store, POLICY, GcOptions(now=LATER, actor="t", vacuum=True))
+    assert tally.pruned == {"session": 300} and tally.bulk_bytes == 300 * 4000
+    if store.dialect == "sqlite":
+        assert size() < before / 4, (before, size())

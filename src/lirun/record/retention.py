@@ -13,10 +13,10 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from lirun.hints import Any
 from lirun.lifecycle import policy_for
@@ -107,7 +107,9 @@ def _choose(
 
 def _candidate(kind: str, row: dict[str, Any], pending: set[str]) -> Candidate:
     run_dir = row.get("run_dir")
-    spooled = row["id"] in pending or bool(run_dir and os.path.lexists(Path(run_dir, PENDING_FILE)))
+    spooled = row["id"] in pending or bool(
+        run_dir and os.path.lexists(os.path.join(run_dir, PENDING_FILE))
+    )
     return Candidate(
         kind=kind,
         id=str(row["id"]),
@@ -175,19 +177,19 @@ def finish_removals(store: Store, tally: Tally, *, now: float, batch: int) -> No
             return
 
 
-def owned_run_dir(row: dict[str, Any]) -> Path | None:
+def owned_run_dir(row: dict[str, Any]) -> str | None:
     """The record's state root when it is lirun's to remove: a real directory (not a
     symlink) named for the record's id. Anything else (none, a foreign path) is left."""
-    text = row.get("run_dir")
-    if not text:
+    path = row.get("run_dir")
+    if not path or os.path.basename(path) != row["id"]:
         return None
-    path = Path(text)
-    if path.name != row["id"] or path.is_symlink() or not path.is_dir():
+    try:
+        return path if stat.S_ISDIR(os.lstat(path).st_mode) else None
+    except OSError:
         return None
-    return path
 
 
-def tree_bytes(directory: Path | None) -> int:
+def tree_bytes(directory: str | None) -> int:
     """The bytes of the regular files under ``directory`` (0 for None or a vanished one)."""
     if directory is None:
         return 0

@@ -84,3 +84,4 @@ class RetentionRecords:
         """``VACUUM``: SQLite rewrites the file without the freed pages; PostgreSQL marks
         the dead tuples of the pruned tables reusable (``VACUUM FULL`` is for an operator)."""
         self.connector.read(self.sql("gc_vacuum"))
+        self.connector.read(self.sql("gc_wal_truncate"))

@@ -105,3 +105,7 @@ UPDATE invocations SET files_removed_at = :now
 -- Give the space of the cleared columns back (li gc --vacuum); it runs outside a
 -- transaction and takes the tables' locks while it copies them.
 VACUUM sessions, invocations, messages, status_transitions
+
+-- name: gc_wal_truncate
+-- Nothing to do: the server manages its own write-ahead log.
+SELECT 1 AS done

@@ -107,3 +107,8 @@ UPDATE invocations SET files_removed_at = :now
 -- Give the space of the cleared columns back (li gc --vacuum); it runs outside a
 -- transaction and takes the tables' locks while it copies them.
 VACUUM
+
+-- name: gc_wal_truncate
+-- After VACUUM the rewritten pages sit in the WAL: checkpoint them into the file and
+-- truncate the WAL, so the space is back on the file system.
+PRAGMA wal_checkpoint(TRUNCATE)
