@@ -69,7 +69,7 @@ def collect_garbage(
     report = progress or (lambda line: None)
     if not options.dry_run:
         finish_removals(store, tally, now=now, batch=policy.batch)
-    pending = {p.name.removesuffix(".json") for p in pending_files(store.url)}
+    verb = "to prune" if options.dry_run else "pruned"
     for kind in PRUNED_KINDS:
         after, examined = "", 0
         while True:
@@ -80,9 +80,11 @@ def collect_garbage(
                 break
             after = str(rows[-1]["id"])
             examined += len(rows)
+            # listed again per batch: a spool written meanwhile still holds its record
+            pending = {p.name.removesuffix(".json") for p in pending_files(store.url)}
             chosen = _choose(kind, rows, policy, pending, tally)
             _prune_batch(store, kind, chosen, options, tally, now=now)
-            report(f"{kind}s: {examined} examined, {tally.pruned.get(kind, 0)} pruned")
+            report(f"{kind}s: {examined} examined, {tally.pruned.get(kind, 0)} {verb}")
     if options.vacuum and not options.dry_run:
         report("reclaiming space (VACUUM)")
         store.reclaim_space()
