@@ -210,7 +210,8 @@ class Runner:
             start_deadline=float(ctx.policies.start_deadline),
             cwd=action.cwd,
             cwd_exists=os.path.isdir(action.cwd),
-            allow_roots=self.config.allow_roots,
+            # gc runs nothing in a directory: --allow-root (where code may run) is moot
+            allow_roots=() if action.kind == "gc" else self.config.allow_roots,
             file=action.file,
             file_sha256=digest,
             snapshot_sha256=action.sha256,
