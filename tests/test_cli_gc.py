@@ -81,6 +81,11 @@ def test_bad_input_is_one_line_and_exit_2(li_env: dict[str, str], tmp_path: Path
         (["gc", "--older-than", "1d", "--batch", "0"], "--batch 0"),
         (["gc", "--older-than", "1d", "--schedule", "1d", "--dry-run"], "--schedule"),
         (["--db", str(tmp_path / "none.db"), "gc", "--older-than", "1d"], "no lirun database"),
+        (["schedule", "add", "r", "--every", "1d", "--", "gc"], "--older-than DUR is required"),
+        (
+            ["schedule", "add", "r", "--every", "1d", "--", "gc", "--older-than", "1d", "x"],
+            "unexpected 'x'",
+        ),
     ]
     for args, text in cases:
         done = li(li_env, *args, check=False)
