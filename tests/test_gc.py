@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from lirun.liveness import host_name
 from lirun.record.retention import GcOptions, collect_garbage, owned_run_dir
 from lirun.record.retention_rules import (
     ACTIVE_SHOW,
@@ -211,7 +212,7 @@ def test_a_stopped_removal_is_finished_by_the_next_gc(store: Store, lirun_home: 
     assert Path(str(row["run_dir"])).is_dir()
     tally = gc(store)
     assert tally.files_removed == 1 and not Path(str(row["run_dir"])).exists()
-    assert store.unremoved_files(limit=10) == []
+    assert store.unremoved_files(host=host_name(), limit=10) == []
 
 
 def test_a_run_directory_gc_does_not_own_is_left(store: Store, lirun_home: Path) -> None:
@@ -244,3 +245,17 @@ def test_vacuum_gives_the_space_back_on_sqlite(store: Store, db_url: str) -> Non
     assert tally.pruned == {"session": 300} and tally.bulk_bytes == 300 * 4000
     if store.dialect == "sqlite":
         assert size() < before / 4, (before, size())
+
+
+def test_a_run_directory_on_another_host_is_left_to_a_gc_there(
+    store: Store, lirun_home: Path
+) -> None:
+    rows = [finished(store, lirun_home, f"r-far-{n}", owner_host="far-away") for n in range(5)]
+    tally = gc(store)  # batch 2: finishing would loop if it kept picking the far ones up
+    assert tally.pruned == {"session": 5} and tally.files_elsewhere == 5
+    assert all(Path(str(r["run_dir"])).is_dir() for r in rows)
+    far = store.get_entity("session", "r-far-0")
+    assert far is not None and far["pruned_at"] is not None and far["files_removed_at"] is None
+    assert store.unremoved_files(host=host_name(), limit=10) == []
+    assert len(store.unremoved_files(host="far-away", limit=10)) == 5
+    assert gc(store).files_elsewhere == 0  # not picked up again here

@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from lirun.liveness import host_name
 from lirun.store import Store
 from support.cli import li_command
 
@@ -99,5 +100,5 @@ def test_a_killed_gc_leaves_each_record_whole_or_tombstoned(
     )
     assert done.returncode == 0, done.stderr
     assert check_whole_or_tombstone(store, ids) == (0, RECORDS)
-    assert store.unremoved_files(limit=10) == []
+    assert store.unremoved_files(host=host_name(), limit=10) == []
     assert list((lirun_home / "runs").iterdir()) == []

@@ -138,6 +138,7 @@ def summary(tally: Any, policy: Any, *, dry_run: bool) -> dict[str, Any]:
         "refused": [{"kind": k, "id": i, "cause": c} for k, i, c in tally.refused],
         "bytes": {"columns": tally.bulk_bytes, "files": tally.file_bytes},
         "run_dirs_removed": tally.files_removed,
+        "run_dirs_elsewhere": tally.files_elsewhere,
         "problems": list(tally.problems),
     }
 
@@ -162,6 +163,8 @@ def sentence(tally: Any, *, dry_run: bool) -> str:
         text += f"; kept {kept} by --status/--keep-failed"
     if tally.refused:
         text += f"; refused {len(tally.refused)} still in use"
+    if tally.files_elsewhere:
+        text += f"; {tally.files_elsewhere} run directories are on other hosts (run li gc there)"
     return text
 
 

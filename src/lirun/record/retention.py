@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import stat
 import time
 from collections.abc import Callable, Iterable
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 
 from lirun.hints import Any
 from lirun.lifecycle import policy_for
+from lirun.liveness import host_name
 from lirun.record.retention_rules import (
     PRUNE,
     REFUSALS,
@@ -54,7 +54,7 @@ def default_actor(what: str = "li gc") -> str:
             login = pwd.getpwuid(os.getuid()).pw_name
         except KeyError:
             login = str(os.getuid())
-    return f"{login}@{socket.gethostname()} ({what})"
+    return f"{login}@{host_name()} ({what})"
 
 
 def collect_garbage(
@@ -150,7 +150,11 @@ def _remove_files(
     store: Store, kind: str, rows: Iterable[dict[str, Any]], tally: Tally, *, now: float
 ) -> None:
     removed = []
+    here = host_name()
     for row in rows:
+        if row.get("owner_host") not in (None, "", here):
+            tally.files_elsewhere += 1  # its directory is there: a gc on that host removes it
+            continue
         directory = owned_run_dir(row)
         size = tree_bytes(directory)
         try:
@@ -168,9 +172,10 @@ def _remove_files(
 
 
 def finish_removals(store: Store, tally: Tally, *, now: float, batch: int) -> None:
-    """Remove the run directories of tombstones that a stopped gc left behind."""
+    """Remove the run directories of this host's tombstones that a stopped gc (or a gc
+    on another host) left behind."""
     while True:
-        rows = store.unremoved_files(limit=batch)
+        rows = store.unremoved_files(host=host_name(), limit=batch)
         if not rows:
             return
         for kind in PRUNED_KINDS:

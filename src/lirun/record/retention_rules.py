@@ -83,6 +83,7 @@ class Tally:
     bulk_bytes: int = 0
     file_bytes: int = 0
     files_removed: int = 0
+    files_elsewhere: int = 0  # tombstones whose run directory is on another host
     problems: list[str] = field(default_factory=list)
 
     def count_pruned(self, kind: str, n: int = 1) -> None:

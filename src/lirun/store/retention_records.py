@@ -33,8 +33,8 @@ class RetentionRecords:
     ) -> list[Row]:
         """Up to ``limit`` unpruned ``kind`` rows last touched before ``cutoff``, in id
         order after ``after``: ``id``, ``status``, ``ended_at``, ``updated_at``,
-        ``run_dir``, ``artifacts_path``, ``flow_status`` (a leg's flow), ``in_active_show``
-        and ``bulk_bytes`` (what the tombstone clears)."""
+        ``run_dir``, ``artifacts_path``, ``owner_host``, ``flow_status`` (a leg's flow),
+        ``in_active_show`` and ``bulk_bytes`` (what the tombstone clears)."""
         params = {"cutoff": float(cutoff), "after": after, "limit": int(limit)}
         return self.connector.read(self.sql(_CANDIDATES[kind]), params)
 
@@ -65,10 +65,12 @@ class RetentionRecords:
                 tx.execute(self.sql("gc_clear_transition_evidence"), marked)
         return done
 
-    def unremoved_files(self: _HasQueries, *, limit: int) -> list[Row]:
-        """Tombstones whose run directory is not yet removed (``kind``, ``id``,
-        ``run_dir``, ``artifacts_path``), at most ``limit``."""
-        return self.connector.read(self.sql("gc_unremoved_files"), {"limit": int(limit)})
+    def unremoved_files(self: _HasQueries, *, host: str, limit: int) -> list[Row]:
+        """Tombstones of ``host`` (or of no recorded host) whose run directory is not yet
+        removed (``kind``, ``id``, ``run_dir``, ``artifacts_path``, ``owner_host``), at
+        most ``limit``."""
+        params = {"host": host, "limit": int(limit)}
+        return self.connector.read(self.sql("gc_unremoved_files"), params)
 
     def mark_files_removed(self: _HasQueries, kind: str, ids: Sequence[str], *, now: float) -> None:
         """Record that the run directories of these tombstones are gone."""

@@ -5,7 +5,7 @@
 -- Ended (or stale) runs last touched before :cutoff and not yet pruned, in id order after
 -- :after (one batch), with the facts the decision needs: the status of the flow the run
 -- is a leg of, whether a play of an active show holds it, and the bytes pruning clears.
-SELECT s.id, s.status, s.ended_at, s.updated_at, s.run_dir, s.artifacts_path,
+SELECT s.id, s.status, s.ended_at, s.updated_at, s.run_dir, s.artifacts_path, s.owner_host,
        i.status AS flow_status,
        (EXISTS (SELECT 1 FROM plays p JOIN shows w ON w.id = p.show_id
                 WHERE w.status = 'active'
@@ -32,7 +32,7 @@ SELECT s.id, s.status, s.ended_at, s.updated_at, s.run_dir, s.artifacts_path,
 
 -- name: gc_invocation_candidates
 -- Ended (or stale) invocations last touched before :cutoff, not yet pruned, one batch.
-SELECT i.id, i.status, i.ended_at, i.updated_at, i.run_dir, i.artifacts_path,
+SELECT i.id, i.status, i.ended_at, i.updated_at, i.run_dir, i.artifacts_path, i.owner_host,
        NULL AS flow_status, FALSE AS in_active_show,
        COALESCE(OCTET_LENGTH(i.prompt), 0)
          + COALESCE(OCTET_LENGTH(i.status_evidence_refs), 0) AS bulk_bytes
@@ -82,14 +82,16 @@ UPDATE status_transitions SET evidence_refs = NULL
    AND evidence_refs IS NOT NULL
 
 -- name: gc_unremoved_files
--- Tombstones whose run directory is not yet removed (a gc stopped between the two).
-SELECT kind, id, run_dir, artifacts_path FROM (
-  SELECT 'session' AS kind, id, run_dir, artifacts_path FROM sessions
+-- Tombstones whose run directory is not yet removed (a gc stopped between the two, or
+-- the directory is on another host): those of this :host, or of no recorded host.
+SELECT kind, id, run_dir, artifacts_path, owner_host FROM (
+  SELECT 'session' AS kind, id, run_dir, artifacts_path, owner_host FROM sessions
    WHERE pruned_at IS NOT NULL AND files_removed_at IS NULL
   UNION ALL
-  SELECT 'invocation' AS kind, id, run_dir, artifacts_path FROM invocations
+  SELECT 'invocation' AS kind, id, run_dir, artifacts_path, owner_host FROM invocations
    WHERE pruned_at IS NOT NULL AND files_removed_at IS NULL
 ) AS t
+ WHERE owner_host IS NULL OR owner_host = '' OR owner_host = :host
  ORDER BY kind, id
  LIMIT :limit
 
