@@ -9,8 +9,7 @@ ALTER TABLE sessions ADD COLUMN files_removed_at DOUBLE PRECISION;
 ALTER TABLE invocations ADD COLUMN pruned_at DOUBLE PRECISION;
 ALTER TABLE invocations ADD COLUMN pruned_by TEXT;
 ALTER TABLE invocations ADD COLUMN files_removed_at DOUBLE PRECISION;
-CREATE INDEX IF NOT EXISTS sessions_unpruned_files_idx
-    ON sessions (id) WHERE pruned_at IS NOT NULL AND files_removed_at IS NULL;
-CREATE INDEX IF NOT EXISTS invocations_unpruned_files_idx
-    ON invocations (id) WHERE pruned_at IS NOT NULL AND files_removed_at IS NULL;
+-- No index covers these columns: an index on them would make every tombstone write
+-- update every index of the row (no HOT update on PostgreSQL); the one query that looks
+-- for unremoved directories runs once per gc pass and may scan.
 CREATE INDEX IF NOT EXISTS plays_session_idx ON plays (session_id);
