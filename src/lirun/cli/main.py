@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "wait": ("lirun.cli.wait", "wait for runs to finish; one stable line per run"),
     "status": ("lirun.cli.status", "recent executions, or one record with its history"),
     "attention": ("lirun.cli.attention", "what needs a person now: the dashboard's needs-you list"),
+    "gc": ("lirun.cli.gc", "prune old records to tombstones and remove their run directories"),
     "reap": ("lirun.cli.reap", "finalize executions whose owner process is gone"),
     "override": ("lirun.cli.override", "audited repair of a record's status"),
     "invoke": ("lirun.cli.invoke", "start and end invocations"),

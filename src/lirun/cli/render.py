@@ -139,6 +139,7 @@ def _kind(row: Mapping[str, Any]) -> str:
 def record_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
     """The label/value lines at the top of one record's view, in display order."""
     fields: list[tuple[str, str]] = [
+        ("pruned", pruned_text(row, now)),
         ("reason", reason_text(row)),
         ("summary", row.get("status_reason_summary") or ""),
         ("created", format_time(row.get("created_at"), now)),
@@ -150,6 +151,14 @@ def record_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[s
     ]
     fields += _specific_fields(kind, row, now)
     return [(label, value) for label, value in fields if value]
+
+
+def pruned_text(row: Mapping[str, Any], now: float) -> str:
+    """When and by whom a record was pruned to its tombstone (docs/retention.md), or ""."""
+    if not row.get("pruned_at"):
+        return ""
+    by = f" by {row['pruned_by']}" if row.get("pruned_by") else ""
+    return f"{format_time(row['pruned_at'], now)}{by}: run directory and bulky columns removed"
 
 
 def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
@@ -361,6 +370,8 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
     status = detail.get("status")
     title = _text(f"{kind} {detail.get('id')}  ", "bold")
     title.append(_text(status, status_style(kind, status)))
+    if detail.get("pruned_at"):
+        title.append(_text("  (pruned)", "dim"))
     out.print(title)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)

@@ -32,6 +32,7 @@ The ACTION follows `--`:
         [--profile NAME] [--playbook NAME] [--artifact ID=PATH[?]] [-- PROVIDER_OPTIONS]
   run [--cwd DIR] [--timeout S] [--idle-timeout S] [--] CMD ...
   flow FILE [--cwd DIR]      show FILE [--cwd DIR]
+  gc --older-than DUR [--status S]... [--keep-failed]   (li gc's retention policy)
 The working directory and the flow or show file are resolved (and the file's sha256
 kept) now; a worker where they are missing or changed fails the run."""
 

@@ -31,6 +31,8 @@ from pathlib import Path
 from lirun.errors import LirunError
 from lirun.exec.fence import Fence
 from lirun.hints import Any
+from lirun.record.retention import GcOptions, collect_garbage, default_actor
+from lirun.record.retention_rules import RetentionPolicy
 from lirun.schedules.actions import Action, sha256_of
 from lirun.schedules.definition import Policies
 from lirun.schedules.outcomes import (
@@ -208,7 +210,8 @@ class Runner:
             start_deadline=float(ctx.policies.start_deadline),
             cwd=action.cwd,
             cwd_exists=os.path.isdir(action.cwd),
-            allow_roots=self.config.allow_roots,
+            # gc runs nothing in a directory: --allow-root (where code may run) is moot
+            allow_roots=() if action.kind == "gc" else self.config.allow_roots,
             file=action.file,
             file_sha256=digest,
             snapshot_sha256=action.sha256,
@@ -285,6 +288,8 @@ class Runner:
             summary = _row_summary(store, "session", session_id)
             outcome = run_outcome(result.status, result.reason, summary, stopped_by=stopping())
             return outcome._replace(exit_code=result.exit_code)
+        if action.kind == "gc":
+            return self._collect_garbage(store, run_id, action)
         assert action.file is not None
         if action.kind == "flow":
             from lirun.flows.engine import run_flow
@@ -318,6 +323,21 @@ class Runner:
             else ""
         )
         return run_outcome(status, show_report.reason_code, summary, stopped_by=stopping())
+
+    def _collect_garbage(self, store: Store, run_id: str, action: Action) -> Outcome:
+        """The retention policy of a ``gc`` action, applied to this worker's database."""
+        assert action.retention is not None
+        policy = RetentionPolicy.from_dict(action.retention)
+        options = GcOptions(actor=default_actor(f"schedule run {run_id}"))
+        tally = collect_garbage(store, policy, options)
+        summary = (
+            f"pruned {tally.pruned.get('session', 0)} run(s) and "
+            f"{tally.pruned.get('invocation', 0)} flow invocation(s); "
+            f"{len(tally.refused)} still in use"
+        )
+        if tally.problems:
+            return Outcome("failed", "schedule.failed.action", f"{summary}; {tally.problems[0]}")
+        return run_outcome("completed", None, summary)
 
     # -- after the end -----------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.retention_records import RetentionRecords
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
@@ -71,6 +72,7 @@ class Store(
     MetricReads,
     ListReads,
     BulkImport,
+    RetentionRecords,
 ):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.
 
