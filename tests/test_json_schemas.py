@@ -183,6 +183,13 @@ COMMANDS: list[tuple[str, tuple[str, ...], str, bool]] = [
     ("show status", ("show", "status", "--json"), "show_row", False),
     ("show status ID", ("show", "status", "{show}", "--json"), "show_report", False),
     ("show list", ("show", "list", "--json"), "show_row", False),
+    ("gc --dry-run", ("gc", "--older-than", "1d", "--dry-run", "--json"), "gc", False),
+    (
+        "gc --schedule",
+        ("gc", "--older-than", "90d", "--schedule", "1d", "--json"),
+        "schedule",
+        False,
+    ),
     (
         "override",
         (

@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
     for problem in tally.problems:
         warn(PROG, f"warning: {problem}")
     if args.json:
-        print_json(summary(tally, policy, dry_run=args.dry_run))
+        print_json(summary(tally, policy, dry_run=args.dry_run), schema="lirun.gc/1")
     else:
         print(sentence(tally, dry_run=args.dry_run))
     return 1 if tally.problems else 0
@@ -175,7 +175,7 @@ def _schedule(args: Any, policy: Any) -> int:
         raise UsageError("--schedule stores the policy; give --dry-run or --vacuum without it")
     row = store_gc_schedule(args.db, policy, every=args.schedule)
     if args.json:
-        print_json(row)
+        print_json(row, schema="lirun.schedule/1")
     else:
         sys.stdout.write(
             f"schedule {row['name']}: li gc {' '.join(gc_words(policy))} {row['spec']}\n"
