@@ -277,6 +277,30 @@ def test_team_follow_lines_are_team_messages(home: Home, command: str) -> None:
     ]
 
 
+def test_team_json_validates_on_both_backends(li_env: dict[str, str], tmp_path: Path) -> None:
+    """The team shapes hold on PostgreSQL too (its numbers and nulls come back through
+    another driver): each li team --json output, on this test's backend."""
+
+    def li(*args: str) -> str:
+        proc = run_li("team", *args, env=li_env, cwd=tmp_path)
+        assert proc.returncode == 0, (args, proc.stderr)
+        return proc.stdout
+
+    _validate("create", li("create", "crew", "--member", "a", "--member", "b", "--json"), "team")
+    _validate(
+        "send", li("send", "crew", "--from", "a", "--to", "b", "hi", "--json"), "team_message"
+    )
+    li("send", "crew", "--from", "b", "all of you")
+    li("inbox", "crew", "--as", "b")
+    _validate("inbox", li("inbox", "crew", "--as", "b", "--json"), "team_message", lines=True)
+    _validate("log", li("log", "crew", "--json"), "team_message", lines=True)
+    _validate("show", li("show", "crew", "--json"), "team_detail")
+    archived = li("archive", "crew", "--actor", "a", "--justification", "j", "--json")
+    _validate("archive", archived, "team")
+    _validate("list", li("list", "--json"), "team")
+    assert json.loads(archived)["archived_at"] is not None
+
+
 def test_li_agent_json_is_a_run_result(home: Home) -> None:
     env = env_with_fake_bin(
         "claude/success.jsonl", base=home.env, fake_bin=make_fake_bin_dir(home.root / "bin")
