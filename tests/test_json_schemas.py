@@ -22,7 +22,7 @@ import pytest
 from lirun.liveness import current_owner
 from lirun.schemas import load_schema, schema_names
 from lirun.store import open_store
-from support.execkit import run_li
+from support.execkit import run_li, start_li
 from support.providerkit import env_with_fake_bin, make_fake_bin_dir
 from support.showfilekit import COMMAND_SHOW, write_show
 
@@ -64,7 +64,8 @@ def _build(home: Home) -> None:
     run = json.loads(home.li("run", "--json", "--", "true"))
     home.ids["run"] = run["run_id"]
     (root / "flow.yaml").write_text("legs:\n  - {id: a, run: [echo, hi]}\n")
-    (root / "broken.yaml").write_text("legs:\n  - {id: a, run: [sh, -c, 'exit 3']}\n")
+    # team: true gives a team a flow made (owner_type invocation) to li team list
+    (root / "broken.yaml").write_text("team: true\nlegs:\n  - {id: a, run: [sh, -c, 'exit 3']}\n")
     broken = home.li("flow", "run", str(root / "broken.yaml"), "--json", ok=(1,))
     home.ids["flow"] = json.loads(broken)["invocation_id"]  # a failed flow: attention
     show = write_show(root / "show", COMMAND_SHOW.format(topic="t1"))
@@ -89,6 +90,11 @@ def _build(home: Home) -> None:
                               lease_seconds=600)  # fmt: skip
     finally:
         store.close()
+    home.li("team", "create", "crew", "--member", "a", "--member", "b")
+    home.li("team", "send", "crew", "--from", "a", "--to", "b", "hi b")
+    home.li("team", "send", "crew", "--from", "b", "hello all")
+    home.li("team", "inbox", "crew", "--as", "b")  # read: its next inbox has read_at set
+    home.li("team", "create", "done", "--member", "a")  # for li team archive
     (root / "schedules.yaml").write_text(
         "schedules:\n  - name: hourly\n    every: 1h\n    action: run true\n"
     )
@@ -209,6 +215,18 @@ COMMANDS: list[tuple[str, tuple[str, ...], str, bool]] = [
         "override",
         False,
     ),
+    ("team create", ("team", "create", "fresh", "--member", "x", "--json"), "team", False),
+    ("team list", ("team", "list", "--json"), "team", False),
+    ("team show", ("team", "show", "crew", "--json"), "team_detail", False),
+    ("team send", ("team", "send", "crew", "--from", "a", "ping", "--json"), "team_message", False),
+    ("team inbox", ("team", "inbox", "crew", "--as", "b", "--json"), "team_message", True),
+    ("team log", ("team", "log", "crew", "--json"), "team_message", True),
+    (
+        "team archive",
+        ("team", "archive", "done", "--actor", "a", "--justification", "j", "--json"),
+        "team",
+        False,
+    ),
 ]
 
 
@@ -233,6 +251,61 @@ def _validate(label: str, text: str, shape: str, lines: bool = False) -> None:
         assert isinstance(value, dict) and value.get("schema") == schema["title"], value
         errors = sorted(validator.iter_errors(value), key=lambda e: e.json_path)
         assert not errors, f"{label}: " + "; ".join(f"{e.json_path}: {e.message}" for e in errors)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["inbox", "log"])
+def test_team_follow_lines_are_team_messages(home: Home, command: str) -> None:
+    """A --follow line is a team message too: the one there was, one that came while it
+    followed, up to the archive that ends it."""
+    team = f"followed-{command}"
+    home.li("team", "create", team, "--member", "a", "--member", "b")
+    home.li("team", "send", team, "--from", "a", "--to", "b", "before")
+    extra = ("--as", "b") if command == "inbox" else ()
+    follower = start_li("team", command, team, *extra, "--follow", "--json",
+                        env=home.env, cwd=home.root)  # fmt: skip
+    try:
+        assert follower.stdout is not None
+        first = follower.stdout.readline()  # printed: it follows from here on
+        home.li("team", "send", team, "--from", "a", "--to", "b", "while following")
+        second = follower.stdout.readline()
+        home.li("team", "archive", team, "--actor", "a", "--justification", "done")
+        rest, err = follower.communicate(timeout=30)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode == 0, err
+    text = first + second + rest
+    _validate(f"team {command} --follow", text, "team_message", lines=True)
+    assert [json.loads(line)["text"] for line in text.splitlines()] == [
+        "before",
+        "while following",
+    ]
+
+
+def test_team_json_validates_on_both_backends(li_env: dict[str, str], tmp_path: Path) -> None:
+    """The team shapes hold on PostgreSQL too (its numbers and nulls come back through
+    another driver): each li team --json output, on this test's backend."""
+
+    def li(*args: str) -> str:
+        proc = run_li("team", *args, env=li_env, cwd=tmp_path)
+        assert proc.returncode == 0, (args, proc.stderr)
+        return proc.stdout
+
+    _validate("create", li("create", "crew", "--member", "a", "--member", "b", "--json"), "team")
+    _validate(
+        "send", li("send", "crew", "--from", "a", "--to", "b", "hi", "--json"), "team_message"
+    )
+    li("send", "crew", "--from", "b", "all of you")
+    li("inbox", "crew", "--as", "b")
+    _validate("inbox", li("inbox", "crew", "--as", "b", "--json"), "team_message", lines=True)
+    _validate("log", li("log", "crew", "--json"), "team_message", lines=True)
+    _validate("show", li("show", "crew", "--json"), "team_detail")
+    archived = li("archive", "crew", "--actor", "a", "--justification", "j", "--json")
+    _validate("archive", archived, "team")
+    _validate("list", li("list", "--json"), "team")
+    assert json.loads(archived)["archived_at"] is not None
 
 
 def test_li_agent_json_is_a_run_result(home: Home) -> None:

@@ -39,6 +39,9 @@ def test_teams_pages_and_api(store: Store, client: TestClient) -> None:
     assert data["messages"][0]["run_href"] == "/runs/run-abc"
     assert {m["member"]: m["unread"] for m in data["members"]} == {"api": 1, "web": 0}
     assert [t["reason_code"] for t in data["transitions"]] == ["team.active.created"]
+    # like every /api answer, no "schema" key: that is the --json outputs' (docs/json.md)
+    assert "schema" not in listing and "schema" not in data
+    assert "schema" not in client.get("/api/workers").json()
     html = client.get(f"/teams/{team['id']}").text
     assert XSS_SCRIPT not in html and XSS_IMG not in html
     assert "&lt;script&gt;window.__pwned = 1;" in html

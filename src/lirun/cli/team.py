@@ -143,7 +143,8 @@ def _member(given: str | None, option: str) -> str:
 def _create(store: Any, args: Any) -> int:
     team = store.create_team_with_members(args.name, args.member)
     if args.json:
-        print_json({**team, "members": [m["member"] for m in store.team_members(team["id"])]})
+        members = [m["member"] for m in store.team_members(team["id"])]
+        print_json({**team, "members": members}, schema="lirun.team/1")
     else:
         print(team["id"])
     return 0
@@ -161,7 +162,7 @@ def _join(store: Any, args: Any) -> int:
 def _list(store: Any, args: Any) -> int:
     teams = store.list_teams(status=args.status)
     if args.json:
-        print_json(teams)
+        print_json(teams, schema="lirun.team/1")
         return 0
     rows = [
         (t["id"][:8], t["status"], t["message_count"], _when(t["last_message_at"]), t["name"])
@@ -179,7 +180,7 @@ def _show(store: Any, args: Any) -> int:
     members = store.team_member_summary(team_id)
     history = store.list_transitions("team", team_id)
     if args.json:
-        print_json({**team, "members": members, "history": history})
+        print_json({**team, "members": members, "history": history}, schema="lirun.team_detail/1")
         return 0
     print(f"team {team['name']} ({team_id}): {team['status']}, {team['message_count']} "
           f"messages, last {_when(team['last_message_at'])}")  # fmt: skip
@@ -213,7 +214,7 @@ def _send(store: Any, args: Any) -> int:
     if args.json:
         from lirun.teams.message import message_json
 
-        print_json(message_json(message))
+        print_json(message_json(message), schema="lirun.team_message/1")
     else:
         print(message["id"])
     return 0
@@ -232,7 +233,7 @@ def _read(store: Any, args: Any) -> int:
     def emit(rows: list[dict[str, Any]]) -> None:
         for row in rows:
             if args.json:
-                print_json(message_json(row))
+                print_json(message_json(row), schema="lirun.team_message/1")
             else:
                 sys.stdout.write(message_line(row) + "\n")
         sys.stdout.flush()
@@ -278,7 +279,7 @@ def _archive(store: Any, args: Any) -> int:
     if not applied:
         raise UsageError(f"team {team['name']} ({team_id}) is already {team['status']}")
     if args.json:
-        print_json(team)
+        print_json(team, schema="lirun.team/1")
     else:
         print(f"team {team['name']} ({team_id}) archived")
     return 0
