@@ -18,9 +18,6 @@ from lirun.wait.resolve import Target, pick_exact, split_ids
 from lirun.wait.watch import Watcher
 from support.waitkit import complete
 
-# PostgreSQL on both drivers (libpq and psycopg)
-pytestmark = pytest.mark.pg_drivers
-
 # -- pure pieces ------------------------------------------------------------------
 
 

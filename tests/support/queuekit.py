@@ -46,7 +46,7 @@ CREATE TABLE {schema}.qevents (
 
 def conninfo(url: str) -> tuple[str, str]:
     """(plain conninfo, schema) of a lirun URL with ``?schema=``."""
-    from lirun.store.pgshared import split_schema
+    from lirun.store.pg_connect import split_schema
 
     rest, schema = split_schema(url)
     assert schema

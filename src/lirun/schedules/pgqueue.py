@@ -60,7 +60,7 @@ from procrastinate.worker import Worker
 from psycopg import sql
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseError
-from lirun.store.pgshared import split_schema
+from lirun.store.pg_connect import split_schema
 
 TASK_NAME = "lirun.run_schedule_run"
 DEFAULT_QUEUE_SCHEMA = "lirun_queue"
