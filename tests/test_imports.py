@@ -92,6 +92,10 @@ NOT_ON_THE_WAIT_PATH = {
 }  # fmt: skip
 
 
+# The handler of `li: …` lines: installed by every command, importing no logging until used.
+CLI_LOGS = "lirun.cli.diagnostics"
+
+
 def modules_loaded_by(code: str) -> set[str]:
     """Like ``modules_after``, but the probe itself imports nothing (no json)."""
     import ast
@@ -137,7 +141,7 @@ def test_li_wait_on_sqlite_loads_only_what_it_needs(tmp_path: Path) -> None:
     assert "lirun.wait.watch" in loaded and "sqlite3" in loaded  # the probe saw the wait
     assert not top_level(loaded) & NOT_ON_THE_WAIT_PATH, top_level(loaded) & NOT_ON_THE_WAIT_PATH
     other_commands = {m for m in loaded if m.startswith(("lirun.cli.", "lirun.exec"))}
-    assert other_commands <= {"lirun.cli.main", "lirun.cli.wait", "lirun.cli.common"}
+    assert other_commands <= {"lirun.cli.main", "lirun.cli.wait", "lirun.cli.common", CLI_LOGS}
 
 
 @pytest.fixture
@@ -154,7 +158,7 @@ def test_li_wait_on_postgres_imports_the_driver_and_no_other_command(
     loaded = cli_modules(["wait", "done-1"], url, tmp_path / "home")
     assert {"psycopg", "lirun.store.postgres", "lirun.wait.watch"} <= loaded
     other_commands = {m for m in loaded if m.startswith(("lirun.cli.", "lirun.exec"))}
-    assert other_commands <= {"lirun.cli.main", "lirun.cli.wait", "lirun.cli.common"}
+    assert other_commands <= {"lirun.cli.main", "lirun.cli.wait", "lirun.cli.common", CLI_LOGS}
     assert not top_level(loaded) & {"rich", "argparse"}
 
 

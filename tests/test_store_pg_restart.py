@@ -5,6 +5,7 @@ Each test starts its own throwaway cluster (tests/pgcluster.py) and restarts tha
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import threading
@@ -50,8 +51,9 @@ def _env(cluster: Cluster, home: Path) -> dict[str, str]:
 
 
 def test_a_status_write_waits_out_a_restart(
-    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="lirun.store.retry")
     store = open_store(cluster.url)
     try:
         store.create_session(id="s-1")
@@ -68,8 +70,8 @@ def test_a_status_write_waits_out_a_restart(
         ]
     finally:
         store.close()
-    err = capsys.readouterr().err
-    assert err.count("lost the database") == 1 and err.count("is back") == 1, err
+    said = caplog.text  # said once each, through logging
+    assert said.count("lost the database") == 1 and said.count("is back") == 1, said
 
 
 def test_a_status_write_gives_up_at_the_bound(
