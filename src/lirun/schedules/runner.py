@@ -332,7 +332,8 @@ class Runner:
         again = f"; retry {retry} (attempt {attempt + 1})" if retry else ""
         log.info(
             f"run {run_id} {status} reason={reason}{took} ({ctx.label()}, attempt {attempt})"
-            + again
+            + again,
+            extra={"event": "schedule_run.ended", "run_id": run_id, "status": status},
         )
         if ctx.policies.notify:
             self._notify(store, ctx)

@@ -92,7 +92,10 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
             made += 1
             late = time.time() - fire.due_at
             what = "queued" if queued else f"skipped reason={fire.reason_code}"
-            log.info(f"fire {row['name']} due={fire.due_at} (+{late:.2f}s) run {new['id']} {what}")
+            log.info(
+                f"fire {row['name']} due={fire.due_at} (+{late:.2f}s) run {new['id']} {what}",
+                extra={"event": "schedule.fired", "run_id": new["id"], "schedule": row["name"]},
+            )
             if queued:
                 enqueue(str(new["id"]))
         if plan.budget_blind:
