@@ -174,7 +174,7 @@ def test_the_fence_tells_its_owner_when_it_cannot_prove_the_lease() -> None:
 
 def test_a_run_that_did_not_complete_across_a_lost_lease_ends_lease_lost() -> None:
     fence = Fence(4.0)
-    runner = Runner(RunnerConfig(db_url="unused", worker_id="w"), fence=fence, log=lambda _: None)
+    runner = Runner(RunnerConfig(db_url="unused", worker_id="w"), fence=fence)
     began = time.monotonic()
     killed = Outcome("failed", "run.failed.signal", "killed by SIGKILL", -9)
     assert runner._fenced(killed, began) == killed

@@ -10,9 +10,6 @@ from lirun.store import Store
 from lirun.teams.message import escape_line, message_line
 from lirun.teams.rules import MAX_MESSAGE_BYTES, TeamArchivedError
 
-# The store's team queries on both PostgreSQL drivers (libpq through ctypes, psycopg).
-pytestmark = pytest.mark.pg_drivers
-
 
 def make(store: Store, name: str = "crew", members: tuple[str, ...] = ("a", "b", "c")) -> str:
     return str(store.create_team_with_members(name, members)["id"])

@@ -25,9 +25,6 @@ from support.waitkit import (
     wait_until_ready,
 )
 
-# PostgreSQL on both drivers (libpq and psycopg)
-pytestmark = pytest.mark.pg_drivers
-
 
 def test_already_terminal_session_prints_its_line(store: Any, li_env: dict[str, str]) -> None:
     store.create_session(id="s-done", run_dir="/runs/s-done", artifacts_path="/work/out")

@@ -104,7 +104,7 @@ def deliver_pending(prog: str, url: str | None) -> None:
         return
     from lirun.record.spool import deliver_pending as deliver
 
-    deliver(url, warn=lambda message: warn(prog, f"warning: {message}"))
+    deliver(url)  # a failure is logged: `li: warning: …`
 
 
 def print_table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:

@@ -231,9 +231,7 @@ def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
     _yield_cpu()
     stop = StopRequested(trap)
     try:
-        store, _, watcher = start_watching(
-            args.db, ids, timeout=args.timeout, stop=stop, warn=_warn
-        )
+        store, _, watcher = start_watching(args.db, ids, timeout=args.timeout, stop=stop)
     except DatabaseConnectionLostError as exc:  # still unreachable at --timeout or a signal
         _warn(f"{'interrupted' if trap.received else 'timed out'}: {exc}")
         return 3

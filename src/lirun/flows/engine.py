@@ -417,13 +417,10 @@ def _execute(
 
 def _draw(report: FlowReport, flow: _FlowRun) -> None:
     """``flow_dag.png`` in the invocation's RunDir, coloured by how each leg ended (a
-    missing ``dot`` is said once, through the progress line if there is one)."""
+    missing ``dot`` is logged once)."""
     from lirun.flows.dag import draw_dag
 
-    if flow.options.on_progress is not None:
-        draw_dag(report, flow.run.dag_image_path, warn=flow.options.on_progress)
-    else:
-        draw_dag(report, flow.run.dag_image_path)
+    draw_dag(report, flow.run.dag_image_path)
 
 
 def run_flow(

@@ -26,9 +26,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from lirun.hints import Any, Literal
+from lirun.logs import get_logger
 from lirun.paths import nothing_pending, pending_root
 from lirun.record.rundir import write_atomically
 from lirun.values import asdict, dataclass, field, fields, replace
+
+log = get_logger(__name__)
 
 __all__ = [
     "PENDING_FILE",
@@ -360,11 +363,11 @@ def apply_pending_run(store: Any, run_id: str) -> Delivery | None:
     return _apply_entry(store, entry)
 
 
-def deliver_pending(url: str | None, *, warn: Any = None) -> list[tuple[str, Delivery]]:
+def deliver_pending(url: str | None) -> list[tuple[str, Delivery]]:
     """For a command about to read ``url``: apply its pending outcomes, never raise.
 
     Opens the database for writing only when something is pending; a failure is said
-    once through ``warn`` and the spools stay for a later command.
+    once as a warning (``lirun.record.spool``) and the spools stay for a later command.
     """
     from lirun.paths import resolve_db_url
 
@@ -384,6 +387,8 @@ def deliver_pending(url: str | None, *, warn: Any = None) -> list[tuple[str, Del
         finally:
             store.close()
     except (LirunError, OSError) as exc:
-        if warn is not None:
-            warn(f"pending run outcomes could not be recorded yet ({exc}); they stay spooled")
+        log.warning(
+            "pending run outcomes could not be recorded yet (%s); they stay spooled", exc,
+            extra={"event": "spool.kept"},
+        )  # fmt: skip
         return []

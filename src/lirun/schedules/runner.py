@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from pathlib import Path
 from lirun.errors import LirunError
 from lirun.exec.fence import Fence
 from lirun.hints import Any
+from lirun.logs import get_logger
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
 from lirun.record.retention_rules import RetentionPolicy
 from lirun.schedules.actions import Action, sha256_of
@@ -49,13 +49,10 @@ from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 from lirun.values import dataclass
 
-Log = Callable[[str], None]
+log = get_logger(__name__)
+
 # How often a run's end is written again while the database is away (seconds).
 END_RETRY_SECONDS = 0.5
-
-
-def log_stderr(line: str) -> None:
-    print(f"li worker: {line}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +91,11 @@ class Runner:
         config: RunnerConfig,
         *,
         enqueue: Callable[[str], None] = lambda run_id: None,
-        log: Log = log_stderr,
         fence: Fence | None = None,
     ) -> None:
         self.config = config
         self.fence = fence
         self.enqueue = enqueue
-        self.log = log
         self._traps: dict[str, SignalTrap] = {}
         self._guard = threading.Lock()
         self.stopping: int | None = None
@@ -143,12 +138,12 @@ class Runner:
         try:
             store = open_store(self.config.db_url)
         except LirunError as exc:
-            self.log(f"run {run_id}: cannot open the database: {exc}")
+            log.warning(f"run {run_id}: cannot open the database: {exc}")
             return
         try:
             self._handle(store, run_id)
         except Exception as exc:  # a worker thread must never die silently
-            self.log(f"run {run_id}: {type(exc).__name__}: {exc}")
+            log.warning(f"run {run_id}: {type(exc).__name__}: {exc}")
         finally:
             store.close()
 
@@ -189,7 +184,7 @@ class Runner:
             except Exception as exc:
                 if self.closing.is_set():
                     raise
-                self.log(
+                log.warning(
                     f"run {run_id}: its end is not recorded yet ({type(exc).__name__}); retrying"
                 )
                 self.closing.wait(END_RETRY_SECONDS)
@@ -355,9 +350,10 @@ class Runner:
         started = run.get("started_at")
         took = f" in {float(run['ended_at']) - float(started):.1f}s" if started else ""
         again = f"; retry {retry} (attempt {attempt + 1})" if retry else ""
-        self.log(
+        log.info(
             f"run {run_id} {status} reason={reason}{took} ({ctx.label()}, attempt {attempt})"
-            + again
+            + again,
+            extra={"event": "schedule_run.ended", "run_id": run_id, "status": status},
         )
         if ctx.policies.notify:
             self._notify(store, ctx)
@@ -382,10 +378,10 @@ class Runner:
                 command, shell=True, env=env, stdin=subprocess.DEVNULL, timeout=300, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            self.log(f"run {run['id']}: --notify {command!r} failed: {exc}")
+            log.warning(f"run {run['id']}: --notify {command!r} failed: {exc}")
             return
         if done.returncode != 0:
-            self.log(f"run {run['id']}: --notify {command!r} exited {done.returncode}")
+            log.warning(f"run {run['id']}: --notify {command!r} exited {done.returncode}")
 
 
 def _row_summary(store: Store, kind: str, entity_id: str) -> str:

@@ -14,15 +14,17 @@ from collections.abc import Callable, Iterable
 
 from lirun.errors import DatabaseConnectionLostError
 from lirun.hints import Any
+from lirun.logs import get_logger
 from lirun.paths import resolve_db_url
 from lirun.store import StateDB, Store, open_store
 from lirun.wait.outcome import format_wait_line
 from lirun.wait.resolve import split_ids
-from lirun.wait.watch import Watcher, log_warning
+from lirun.wait.watch import Watcher
 
 __all__ = ["drive", "format_wait_line", "wait_for_terminal"]
 
 
+log = get_logger(__name__)
 WaitResult = dict[str, Any]
 WaitDb = StateDB | Store | str | os.PathLike[str] | None
 
@@ -59,7 +61,6 @@ def start_watching(
     *,
     timeout: float | None = None,
     stop: Callable[[], bool] = lambda: False,
-    warn: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[Store, bool, Watcher]:
@@ -69,11 +70,10 @@ def start_watching(
     A waiter opens the database read-only: it never creates or migrates it. A server
     that does not answer yet (DatabaseConnectionLostError, at connect or at the first
     read) is retried with capped backoff until ``timeout`` or ``stop()``, said once
-    through ``warn``; then the error is raised.
+    once on the ``lirun.wait.api`` logger; then the error is raised.
     """
     from lirun.store.retry import backoff
 
-    say = warn or log_warning
     deadline = None if timeout is None else clock() + timeout
     delay: float | None = None
     while True:
@@ -81,7 +81,7 @@ def start_watching(
         owned = False
         try:
             store, owned = _open(db)
-            watcher = Watcher(store, ids, writable=writable_opener(store), warn=warn)
+            watcher = Watcher(store, ids, writable=writable_opener(store))
         except DatabaseConnectionLostError as exc:
             if store is not None and owned:
                 store.close()
@@ -89,11 +89,13 @@ def start_watching(
             if stop() or (deadline is not None and clock() + delay > deadline):
                 raise
             if delay == backoff(None):
-                say(f"{exc}; retrying until the database answers")
+                log.warning(
+                    "%s; retrying until the database answers", exc, extra={"event": "db.lost"}
+                )
             sleep(delay)
             continue
         if delay is not None:
-            say("the database answers again")
+            log.info("the database answers again", extra={"event": "db.back"})
         return store, owned, watcher
 
 
@@ -141,16 +143,15 @@ async def wait_for_terminal(
     should_stop: Callable[[], bool] | None = None,
     timeout: float | None = None,
     db: WaitDb = None,
-    on_warning: Callable[[str], None] | None = None,
 ) -> list[WaitResult]:
     """Wait until every target is terminal (or gone); outcomes in input order.
 
     ``on_result`` is called once per target as it becomes final (terminal, deleted,
     not found or ambiguous); ``should_stop`` is checked between ticks; ``timeout``
     bounds the whole wait. Diagnostics (a lost database connection, a row it cannot
-    reap) go to ``on_warning`` when given, else to the ``lirun.wait.watch`` logger;
-    nothing is written to stderr. Targets still running at a stop or timeout are returned
-    with their last status and ``terminal=False``. Database reads run in a worker
+    reap) go to the ``lirun.wait`` loggers; nothing is written to stderr. Targets still
+    running at a stop or timeout are returned with their last status and
+    ``terminal=False``. Database reads run in a worker
     thread, so a busy database never blocks the event loop.
     """
     import asyncio
@@ -159,7 +160,7 @@ async def wait_for_terminal(
     period, limit = check_interval(interval), check_timeout(timeout)
     stop = should_stop or (lambda: False)
     store, owned, watcher = await asyncio.to_thread(
-        lambda: start_watching(db, split_ids(list(ids)), timeout=limit, stop=stop, warn=on_warning)
+        lambda: start_watching(db, split_ids(list(ids)), timeout=limit, stop=stop)
     )
     cancelled = threading.Event()
     try:
