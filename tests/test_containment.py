@@ -22,7 +22,7 @@ import pytest
 
 from lirun.exec import cgroup as cgroups
 from lirun.exec.containment import child_setup, kill_run_tree
-from support.execkit import get_row, poll, run_li, start_li
+from support.execkit import get_row, li_argv, poll, run_li, start_li
 from support.faultkit import TAG_VAR, describe, kill_tagged, tagged_processes
 
 DAEMON = (
@@ -200,11 +200,18 @@ def test_no_run_leaves_a_cgroup_behind(li_env: dict[str, str], repo: Path) -> No
     def runs_cgroups() -> set[str]:
         return {p.name for p in parent.iterdir() if p.name.startswith("lirun.") and p.is_dir()}
 
-    before = runs_cgroups()
-    done = run_li("run", "--", "sh", "-c", "sleep 0.2 & echo x", env=li_env, cwd=repo)
-    assert done.returncode == 0, done.stderr
-    # Another li on this machine may be running meanwhile: only the new ones count.
-    assert not (runs_cgroups() - before)
+    li = subprocess.Popen(
+        li_argv("run", "--", "sh", "-c", "sleep 0.2 & echo x"),
+        env=li_env,
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _, err = li.communicate(timeout=60)
+    assert li.returncode == 0, err
+    # Another li on this machine may be running meanwhile: only this one's count.
+    assert not {name for name in runs_cgroups() if name.startswith(f"lirun.{li.pid}.")}
 
 
 OWNER = """

@@ -40,7 +40,9 @@ from lirun.store.urls import check_url, redact_url
 
 __all__ = ["Listener", "PostgresConnector"]
 
-MIGRATION_LOCK_KEY = 0x6C6972756E  # "lirun": serializes concurrent migrators
+# Concurrent migrators of one schema take turns; migrators of different schemas (one
+# database shared by several lirun homes, or tests) do not wait for each other.
+MIGRATION_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext(:name))"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -156,7 +158,7 @@ class PostgresConnector:
                 f"than {latest}; run `li db migrate`"
             )
         with self.write() as tx:
-            tx.query("SELECT pg_advisory_xact_lock(:key)", {"key": MIGRATION_LOCK_KEY})
+            tx.query(MIGRATION_LOCK_SQL, {"name": f"lirun migrations {self.schema or ''}"})
             if self.schema:
                 tx.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             tx.execute(
