@@ -91,7 +91,7 @@ class Conductor:
         self.head_check = False
         self.outcome = ""
         self.beat_every = beat_every
-        self.fence: Fence | None = None  # the owner's lease watchdog, when it has one
+        self.fence: Fence | None = None  # the owner's lease, when it has one
         self._last_beat = time.monotonic()
         self.refresh()
 
