@@ -257,6 +257,7 @@ class _Watch:
         self.leases: dict[int, float] = {}
         self.fired = False
         self.remembered: owner_tree.Seen = {}
+        self.looked = 0.0
         self.groups: set[int] = set()
         try:
             self.own_groups = {os.getpgid(owner) if owner > 0 else -1, os.getpgid(0)}
@@ -293,6 +294,7 @@ class _Watch:
         """Remember the owner's tree now (pids with start times, the groups they lead)."""
         from lirun.exec import owner_tree
 
+        self.looked = time.monotonic()
         table = owner_tree.process_table()
         self.remembered = owner_tree.tree_of(self.owner, table, self.groups)
         # A group id is never reused while the group has a member: one with none is gone.
@@ -362,8 +364,10 @@ def serve(owner: int, source: int) -> None:
                 continue
         if deadline is None:
             continue
-        state.look()
-        if time.monotonic() >= deadline:
+        lapsed = time.monotonic() >= deadline
+        if lapsed or time.monotonic() - state.looked >= owner_tree.SNAPSHOT_SECONDS:
+            state.look()  # not at every message: a flow's legs come and go in bursts
+        if lapsed:
             state.kill_runs(note=False, wait=0.2)
             state.kill_tree()
             state.fired = True
