@@ -339,6 +339,10 @@ def supervise(
     child at once when the stream says the run cannot succeed). ``note_dir``: where the
     owner's guard leaves its note if this process dies while the child runs. Raises
     :class:`SpawnError` when the command cannot be started.
+
+    The calling thread starts the child and supervises it to its end: the child's
+    parent-death signal fires when the thread that started it ends, so a child must never
+    be started by a thread that ends before it.
     """
     from lirun.exec import cgroup as cgroups
     from lirun.exec import containment, guard
