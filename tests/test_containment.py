@@ -218,10 +218,11 @@ OWNER = """
 import os, subprocess, sys
 from lirun.exec import guard
 quiet = subprocess.DEVNULL
+guard.watch("m1", None, sys.argv[1])
 sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=quiet, stderr=quiet)
-guard.watch(sleeper.pid, None, sys.argv[1], mark=None)
+guard.started("m1", sleeper.pid, None)
 if sys.argv[2] == "unwatch":
-    guard.unwatch(sleeper.pid)
+    guard.unwatch("m1")
 print(sleeper.pid, guard.guard_pid(), flush=True)
 os._exit(0)
 """
@@ -313,8 +314,9 @@ def test_a_guard_that_stopped_reading_never_blocks_its_owner() -> None:
     assert stuck is not None
     os.kill(stuck.proc.pid, signal.SIGSTOP)
     started = time.monotonic()
-    for leader in range(2_000):  # far more than a pipe holds
-        guard.watch(4_000_000 + leader, None, None)
+    for n in range(20_000):  # runs start and end: far more than the pipe holds
+        guard.watch(f"m{n}", None, None)
+        guard.unwatch(f"m{n}")
     assert time.monotonic() - started < 5
     assert stuck.broken and stuck.proc.poll() is not None  # killed, not left stopped
     fresh = guard.current()

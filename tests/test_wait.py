@@ -152,6 +152,16 @@ def test_bad_interval_is_a_usage_error(store: Any, li_env: dict[str, str], value
     assert "--interval" in err
 
 
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "1e400", "99999999999999999999"])
+def test_a_non_finite_or_absurd_timeout_is_a_usage_error(
+    store: Any, li_env: dict[str, str], value: str
+) -> None:
+    code, out, err = run_wait(li_env, "x", f"--timeout={value}")
+    assert (code, out) == (2, "")
+    [said] = [line for line in err.splitlines() if "error" in line]
+    assert "--timeout" in said and "at most" in said, err
+
+
 def test_no_ids_is_a_usage_error(store: Any, li_env: dict[str, str]) -> None:
     assert run_wait(li_env, ",")[0] == 2
     assert run_wait(li_env)[0] == 2

@@ -222,13 +222,15 @@ def run_command(args: argparse.Namespace) -> int:
 
     spec = load_flow(args.file, _vars(args.var))
     if args.dry_run:
+        from lirun.exec import gcpause
         from lirun.flows.preview import preview_flow
 
-        plan = preview_flow(spec, parallel=args.parallel)
-        if args.json:
-            print_json(plan.to_dict(), schema="lirun.flow_plan/1")
-        else:
-            sys.stdout.write("\n".join(plan.text_lines()) + "\n")
+        with gcpause.paused():  # a plan of every leg: its values all live until printed
+            plan = preview_flow(spec, parallel=args.parallel)
+            if args.json:
+                print_json(plan.to_dict(), schema="lirun.flow_plan/1")
+            else:
+                sys.stdout.write("\n".join(plan.text_lines()) + "\n")
         return 0
     if args.detach and not args.detached_worker:
         head = ["run", str(spec.path), *(f"--var={k}={v}" for k, v in _vars(args.var).items())]

@@ -35,6 +35,7 @@ after recording any run outcome spooled for it (a teardown that could not write)
 LIST_KINDS = ("session", "invocation", "play", "schedule_run")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_MAX_SINCE = 100 * 366 * 86400.0
 
 
 def parse_duration(text: str) -> float:
@@ -42,7 +43,10 @@ def parse_duration(text: str) -> float:
     match = _DURATION.match(text.strip().lower())
     if not match or float(match.group(1)) <= 0:
         raise UsageError(f"--since {text!r}: expected a positive duration such as 30m, 2h or 1d")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if not seconds <= _MAX_SINCE:  # twenty digits, or four hundred (a float's inf)
+        raise UsageError(f"--since {text!r}: give at most 100 years (e.g. 5200w)")
+    return seconds
 
 
 def resolve_record(store: Store, ident: str) -> tuple[str, dict[str, Any]]:

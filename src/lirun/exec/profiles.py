@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from lirun.errors import UsageError, ValidationError
+from lirun.exec import gcpause
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.hints import Any
 from lirun.paths import lirun_home
@@ -259,10 +260,11 @@ def read_yaml(path: Path, *, expected: str = "artifacts:, defaults:, ...") -> di
     # for depth and alias expansion before they become values.
     loader = _line_loader()(text)
     try:
-        node = loader.get_single_node()
-        if node is not None:
-            check_shape(node)
-        data = None if node is None else _build(loader, node, {})
+        with gcpause.paused():
+            node = loader.get_single_node()
+            if node is not None:
+                check_shape(node)
+            data = None if node is None else _build(loader, node, {})
     except yaml.YAMLError as exc:
         raise ProfileError(_yaml_message(path, exc)) from None
     except YamlShapeError as exc:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
+from lirun.exec import gcpause
 from lirun.exec.problems import ProblemReader
 from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml
 from lirun.exec.provider_options import OPTION_KEYS
@@ -122,6 +123,11 @@ def load_flow(
     ``cwd``: where the legs run (default: the current directory), made absolute; a leg's
     own ``cwd`` is relative to it. FlowFileError (exit 2) lists every problem.
     """
+    with gcpause.paused():  # a long file's values all live until the end: nothing to collect
+        return _load_flow(path, vars, cwd)
+
+
+def _load_flow(path: str | os.PathLike[str], vars: Mapping[str, str], cwd: str | None) -> FlowSpec:
     from lirun.flows.legcheck import check_graph
 
     file = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))

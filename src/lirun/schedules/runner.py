@@ -248,7 +248,7 @@ class Runner:
 
     def _fenced(self, outcome: Outcome, began: float) -> Outcome:
         """A run that did not complete while the lease was lost was stopped by the
-        lease's watchdog (or by this worker for it): it ends ``lease_lost``."""
+        lease's guard (or by this worker for it): it ends ``lease_lost``."""
         if outcome.status == "completed" or self.fence is None:
             return outcome
         if not self.fence.lapsed_since(began):
@@ -256,7 +256,7 @@ class Runner:
         fence = self.fence
         summary = (
             f"the worker could not renew its lease within {fence.lease - fence.margin:g}s "
-            f"(lease {fence.lease:g}s); its watchdog stopped the run ({outcome.reason_code})"
+            f"(lease {fence.lease:g}s); its guard stopped the run ({outcome.reason_code})"
         )
         return Outcome("cancelled", LEASE_LOST, summary, outcome.exit_code)
 

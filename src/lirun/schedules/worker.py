@@ -12,9 +12,9 @@ Threads of one worker process:
 - the heartbeat thread renews the worker row and the leases of its runs, fails the runs
   whose lease lapsed (any worker's: a worker killed or cut off) and the queued runs past
   their start deadline, and stops this worker's runs when it cannot prove its lease;
-- the lease's watchdog (``exec/fence.py``, a process of its own fed after each renewal)
-  kills the runs' processes at ``lease - margin`` after the last renewal when no other
-  came: a frozen worker or a dead database cannot keep a copy running past the lease.
+- the lease's fence (``exec/fence.py``): the worker's guard process, fed after each
+  renewal, kills the runs' processes at ``lease - margin`` after the last renewal when no
+  other came: a frozen worker or a dead database cannot keep a copy running past the lease.
 
 SIGTERM (or SIGINT, SIGHUP): claim nothing more, let running work finish for ``grace``
 seconds, then cancel it (``schedule.cancelled.worker_stopped``); a second signal cancels
@@ -188,7 +188,7 @@ class Worker:
             lease_seconds=opts.lease_seconds,
             allow_roots=opts.allow_roots,
         )
-        # The lease's watchdog: kills this worker's runs when it cannot renew in time.
+        # The lease's fence: the guard kills this worker's runs when it cannot renew in time.
         fence = Fence(opts.lease_seconds).start(started=registered)
         runner = Runner(config, enqueue=transport.enqueue, fence=fence)
         log.info(
@@ -289,7 +289,7 @@ class Worker:
         ):
             if fence.expired() and not stopped_runs:
                 # Past the fence's deadline this worker cannot prove the lease is still its
-                # own: its watchdog is killing the runs' processes; it records them as
+                # own: its guard is killing the runs' processes; it records them as
                 # stopped and claims nothing until a renewal succeeds again.
                 log.warning("lease lost: stopping this worker's runs, claiming none")
                 runner.stop_all(signal.SIGTERM, LEASE_LOST)

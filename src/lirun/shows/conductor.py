@@ -81,7 +81,7 @@ class Conductor:
         self.head_check = False
         self.outcome = ""
         self.beat_every = beat_every
-        self.fence: Fence | None = None  # the owner's lease watchdog, when it has one
+        self.fence: Fence | None = None  # the owner's lease, when it has one
         self._last_beat = time.monotonic()
         self.team = ShowTeam(store, show, spec, progress)
         self.refresh()
@@ -169,7 +169,7 @@ class Conductor:
     def _beat(self) -> bool:
         now = time.monotonic()
         if self.fence is not None and self.fence.lapsed_since(0.0):
-            # Its lease lapsed (even if renewed since): its watchdog killed the executions
+            # Its lease lapsed (even if renewed since): its guard killed the executions
             # and anyone may have taken the show over; it stops as a taken-over owner does.
             self.say(f"show {self.show['id']}: its lease is lost (no heartbeat); stopping")
             return False

@@ -7,7 +7,6 @@ without asyncio; ``format_wait_line`` is the one stable line per finished target
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -29,20 +28,32 @@ WaitResult = dict[str, Any]
 WaitDb = StateDB | Store | str | os.PathLike[str] | None
 
 
+# The longest interval or timeout (about three years; as li run's --timeout): a longer
+# one is a typo, and past it a sleep overflows. No timeout at all is None.
+MAX_WAIT_SECONDS = 100_000_000.0
+
+
 def check_interval(interval: float) -> float:
     """A polling interval must be a positive, finite number of seconds."""
     value = float(interval)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"interval must be a positive number of seconds, not {interval!r}")
+    if not 0 < value <= MAX_WAIT_SECONDS:  # nan compares false
+        raise ValueError(
+            f"interval must be a positive number of seconds, at most "
+            f"{MAX_WAIT_SECONDS:,.0f}, not {interval!r}"
+        )
     return value
 
 
 def check_timeout(timeout: float | None) -> float | None:
+    """None (wait as long as it takes), or zero to MAX_WAIT_SECONDS seconds."""
     if timeout is None:
         return None
     value = float(timeout)
-    if math.isnan(value) or value < 0:
-        raise ValueError(f"timeout must be zero or a positive number of seconds, not {timeout!r}")
+    if not 0 <= value <= MAX_WAIT_SECONDS:  # nan compares false; 1e400 is inf
+        raise ValueError(
+            f"timeout must be zero or a positive number of seconds, at most "
+            f"{MAX_WAIT_SECONDS:,.0f} (none: wait as long as it takes), not {timeout!r}"
+        )
     return value
 
 
