@@ -60,6 +60,10 @@ def _home(db_url: str, tmp_path: Path) -> Home:
     build_home(home)
     home.li("schedule", "apply", str(home.root / "schedules.yaml"))
     home.li("schedule", "fire", "hourly", "--json")  # a queued run: a cell of its strip
+    home.li("override", "session", home.ids["run"], "--to", "failed", "--reason",
+            "run.failed.admin", "--actor", "t", "--justification", "j")  # fmt: skip
+    said = home.li("run", "--json", "--", "sh", "-c", "echo out; echo err >&2")
+    home.ids["said"] = json.loads(said)["run_id"]  # a transcript with entries
     return home
 
 
@@ -88,6 +92,15 @@ def test_every_route_answers_as_its_document_says(db_url: str, tmp_path: Path) -
             if any(p["name"] == "since" for p in params):
                 _check(doc, path, client.get(concrete, params={"since": "someday"}), 400)
         _check(doc, "/api/runs", client.get("/api/runs", params={"kind": "show"}), 200)
+        # Each execution a flow or a show made (lineage: the plays it backs, its flow).
+        made = [str(s["id"]) for s in seen["/api/flows/{flow_id}"]["sessions"]]
+        made += [str(p["session_id"]) for p in seen["/api/shows/{show_id}"]["plays"]]
+        lineages = [
+            _check(doc, "/api/runs/{run_id}", client.get(f"/api/runs/{ident}"), 200)["lineage"]
+            for ident in made
+        ]
+        said = client.get(f"/api/runs/{home.ids['said']}")
+        assert _check(doc, "/api/runs/{run_id}", said, 200)["transcript"]["entries"]
         _check(doc, "/api/runs", client.get("/api/runs", params={"kind": "nope"}), 400)
     # The home gave every list something to validate, so no schema passed on emptiness.
     assert seen["/api/runs"]["runs"] and seen["/api/flows"]["flows"]
@@ -95,7 +108,8 @@ def test_every_route_answers_as_its_document_says(db_url: str, tmp_path: Path) -
     assert seen["/api/workers"]["workers"] and seen["/api/schedules"]["schedules"][0]["recent"]
     assert seen["/api/schedules/{name}"]["runs"] and seen["/api/teams/{team_id}"]["messages"]
     assert seen["/api/runs/{run_id}"]["transitions"] and seen["/api/flows/{flow_id}"]["report"]
-    assert seen["/api/shows/{show_id}"]["board"]
+    assert seen["/api/shows/{show_id}"]["board"] and any(ln["plays"] for ln in lineages)
+    assert seen["/api/runs/{run_id}"]["admin_events"]
 
 
 def test_a_request_without_the_token_is_the_documented_401(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import copy
 from typing import Any
 
 from lirun.schemas import load_schema
+from lirun.store.ui_reads import RUN_KINDS
 
 Schema = dict[str, Any]
 
@@ -139,7 +140,7 @@ def components() -> dict[str, Schema]:
         # What the pages add.
         "RunsRow": _object(
             {
-                "kind": _STR,
+                "kind": {"enum": [*RUN_KINDS, "show"]},
                 "id": _STR,
                 "status": _STR_OR_NULL,
                 "reason_code": _STR_OR_NULL,
@@ -190,13 +191,7 @@ def components() -> dict[str, Schema]:
                     )
                 ),
                 "usage": {"type": "object", "additionalProperties": {"type": "number"}},
-                "lineage": _object(
-                    {
-                        "plays": _array(_OBJ),
-                        "resumed_as": _array(_OBJ),
-                        "schedule_runs": _array(_OBJ),
-                    }
-                ),
+                "lineage": ref("Lineage"),
                 "play_of": {
                     "oneOf": [
                         {"type": "null"},
@@ -210,19 +205,79 @@ def components() -> dict[str, Schema]:
                         ),
                     ]
                 },
-                "transcript": _object(
-                    {
-                        "entries": _array(_OBJ),
-                        "files": _array(_STR),
-                        "host": _STR_OR_NULL,
-                        "signature": _STR,
-                        "state": _STR,
-                        "truncated": _BOOL,
-                    }
-                ),
-                "admin_events": _array(_OBJ),
+                "transcript": ref("Transcript"),
+                "admin_events": _array(ref("AdminEvent")),
             }
         ),
+        "Lineage": _object(
+            {
+                "resumed_as": _array(
+                    _object({"id": _STR, "status": _STR_OR_NULL, "created_at": _NUM})
+                ),
+                "plays": _array(
+                    _object({"id": _STR, "show_id": _STR, "name": _STR, "status": _STR_OR_NULL})
+                ),
+                "schedule_runs": _array(
+                    _object(
+                        {
+                            "id": _STR,
+                            "schedule_id": _STR_OR_NULL,
+                            "status": _STR_OR_NULL,
+                            "schedule_name": {**_STR_OR_NULL, "description": "none for li submit"},
+                        }
+                    )
+                ),
+            }
+        )
+        | {
+            "description": "What an execution is linked to besides its own columns: the "
+            "executions that resumed it, the plays it backs, the schedule runs that made it"
+        },
+        "Transcript": _object(
+            {
+                "state": {"enum": ["ok", "empty", "missing", "remote"]},
+                "entries": _array(
+                    _object(
+                        {
+                            "kind": {
+                                "enum": [
+                                    "assistant",
+                                    "tool_call",
+                                    "tool_result",
+                                    "error",
+                                    "system",
+                                    "usage",
+                                    "stdout",
+                                    "stderr",
+                                ]
+                            },
+                            "title": _STR,
+                            "text": _STR,
+                            "folded": _BOOL,
+                            "error": _BOOL,
+                        }
+                    )
+                ),
+                "host": {**_STR_OR_NULL, "description": "the run's host, when it is not this"},
+                "truncated": {**_BOOL, "description": "only the latest 4 MB of a file shown"},
+                "files": _array(_STR),
+                "signature": {**_STR, "description": "since= of the page that follows it"},
+            }
+        )
+        | {"description": "A run's transcript, read from its stream files"},
+        "AdminEvent": _object(
+            {
+                "id": _STR,
+                "event_type": _STR,
+                "target_type": _STR_OR_NULL,
+                "target_id": _STR_OR_NULL,
+                "actor": _STR_OR_NULL,
+                "justification": _STR_OR_NULL,
+                "payload": {"description": "what the event changed (decoded JSON)"},
+                "created_at": _NUM,
+            }
+        )
+        | {"description": "An audited change an administrator made (li override)"},
         "FlowNode": _object(
             {
                 "id": _STR,
