@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from starlette.testclient import TestClient
 
+from lirun.shows.report import provider_failure
 from lirun.ui.app import create_app
 from lirun.ui.openapi import openapi_document
 from support.jsonhome import Home, build_home
@@ -51,6 +53,22 @@ def test_every_component_is_a_valid_json_schema() -> None:
     for path, item in doc["paths"].items():
         for status, answer in item["get"]["responses"].items():
             assert "content" in answer, (path, status)
+
+
+def test_a_provider_stop_is_its_component() -> None:
+    """A play its provider stopped is rare to build for real: the board's ``provider``
+    (shows.report.provider_failure) is checked against its component directly."""
+    doc = openapi_document()
+    resource = Resource.from_contents(doc, default_specification=DRAFT202012)
+    registry: Registry[Any] = Registry().with_resource(DOC_URI, resource)
+    schema = {"$ref": DOC_URI + "#/components/schemas/ProviderStop"}
+    validator = jsonschema.Draft202012Validator(schema, registry=registry)
+    stopped = provider_failure(
+        {"id": "s1", "status_reason_code": "run.failed.provider_rate_limit", "provider_error": None}
+    )
+    validator.validate(stopped)
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate({**(stopped or {}), "retryable": "yes"})
 
 
 def _home(db_url: str, tmp_path: Path) -> Home:

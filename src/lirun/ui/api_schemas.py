@@ -82,7 +82,9 @@ def _property(name: str, key: str) -> Schema:
     return found
 
 
-_EVIDENCE = _array(_OBJ)
+_EVIDENCE = _array(  # what the record cites for its status (docs/outcome.md)
+    {"type": "object", "properties": {"kind": _STR}, "additionalProperties": True}
+)
 _PAGE = {  # what every paginated list adds beside its rows
     "filters": {"type": "object", "additionalProperties": _STR},
     "next_cursor": {**_STR_OR_NULL, "description": "pass as cursor for the next page"},
@@ -182,8 +184,8 @@ def components() -> dict[str, Schema]:
                 "duration": _NUM_OR_NULL,
                 "transitions": _array(ref("Transition")),
                 "evidence": _EVIDENCE,
-                "verification": _OBJ,
-                "contract": _OBJ,
+                "verification": {**_OBJ, "description": "the artifact contract's verdict"},
+                "contract": {**_OBJ, "description": "the artifact contract it ran under"},
                 "artifacts": _array(
                     _object(
                         {"path": _STR, "size": _INT},
@@ -361,13 +363,24 @@ def components() -> dict[str, Schema]:
                     {
                         "extras": _OBJ,
                         "gate": {"oneOf": [{"type": "null"}, ref("GateVerdict")]},
-                        "provider": {
-                            **_OBJ_OR_NULL,
-                            "description": "what its provider said, for a play it stopped",
-                        },
+                        "provider": {"oneOf": [{"type": "null"}, ref("ProviderStop")]},
                     }
                 ),
             ]
+        },
+        "ProviderStop": _object(
+            {
+                "session_id": _STR,
+                "reason_code": _STR,
+                "class": _STR,
+                "retryable": _BOOL,
+                "message": _STR_OR_NULL,
+                "advice": _STR,
+            }
+        )
+        | {
+            "description": "What its provider said when it stopped a play "
+            "(play.escalated.provider), and what a person does about it"
         },
         "Conversation": _object(
             {
