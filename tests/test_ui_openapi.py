@@ -17,7 +17,9 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from starlette.testclient import TestClient
 
+from lirun.liveness import current_owner
 from lirun.shows.report import provider_failure
+from lirun.store import open_store
 from lirun.ui.app import create_app
 from lirun.ui.openapi import openapi_document
 from support.jsonhome import Home, build_home
@@ -77,7 +79,15 @@ def _home(db_url: str, tmp_path: Path) -> Home:
     home.env["LIRUN_DB_URL"] = db_url
     build_home(home)
     home.li("schedule", "apply", str(home.root / "schedules.yaml"))
-    home.li("schedule", "fire", "hourly", "--json")  # a queued run: a cell of its strip
+    fired = json.loads(home.li("schedule", "fire", "hourly", "--json"))["id"]
+    store = open_store(db_url)
+    try:  # a worker holding the fired run: a worker's runs, each linked
+        worker = store.register_worker(
+            owner=current_owner(), concurrency=1, transport="local", lease_seconds=600
+        )
+        assert store.claim_run(fired, worker_id=worker, lease_seconds=600)
+    finally:
+        store.close()
     home.li("override", "session", home.ids["run"], "--to", "failed", "--reason",
             "run.failed.admin", "--actor", "t", "--justification", "j")  # fmt: skip
     said = home.li("run", "--json", "--", "sh", "-c", "echo out; echo err >&2")
@@ -123,7 +133,10 @@ def test_every_route_answers_as_its_document_says(db_url: str, tmp_path: Path) -
     # The home gave every list something to validate, so no schema passed on emptiness.
     assert seen["/api/runs"]["runs"] and seen["/api/flows"]["flows"]
     assert seen["/api/shows"]["shows"] and seen["/api/attention"]["items"]
-    assert seen["/api/workers"]["workers"] and seen["/api/schedules"]["schedules"][0]["recent"]
+    assert (
+        any(w["runs"] for w in seen["/api/workers"]["workers"])
+        and seen["/api/schedules"]["schedules"][0]["recent"]
+    )
     assert seen["/api/schedules/{name}"]["runs"] and seen["/api/teams/{team_id}"]["messages"]
     assert seen["/api/runs/{run_id}"]["transitions"] and seen["/api/flows/{flow_id}"]["report"]
     assert seen["/api/shows/{show_id}"]["board"] and any(ln["plays"] for ln in lineages)
