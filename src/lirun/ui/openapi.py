@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.store.ui_reads import RUN_KINDS
+from lirun.ui.api_schemas import RESPONSES, components, ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,43 @@ API: tuple[ApiRoute, ...] = (
 )
 
 
+_UNAUTHORIZED = {
+    "description": "the dashboard's token is needed (or was wrong): one line of text",
+    "content": {"text/plain": {"schema": {"type": "string"}}},
+}
+_OPENAPI_DOCUMENT = {
+    "description": "An OpenAPI 3.1 document (this one)",
+    "type": "object",
+    "required": ["openapi", "info", "paths"],
+    "properties": {
+        "openapi": {"type": "string", "pattern": "^3\\.1\\."},
+        "info": {"type": "object", "required": ["title", "version"]},
+        "paths": {"type": "object"},
+        "components": {"type": "object"},
+    },
+}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": ref("Error")}}}
+
+
+def _responses(route: ApiRoute) -> dict[str, Any]:
+    """What ``route`` answers: its page's data, and the refusals it can make."""
+    found: dict[str, Any] = {
+        "200": {
+            "description": "the page's data",
+            "content": {"application/json": {"schema": ref(RESPONSES[route.handler])}},
+        },
+        "401": _UNAUTHORIZED,
+    }
+    if any(where == "query" for _, where, _ in route.params):
+        found["400"] = _error("a query parameter the page cannot use")
+    if any(where == "path" for _, where, _ in route.params):
+        found["404"] = _error("no such record")
+    return found
+
+
 def openapi_document() -> dict[str, Any]:
     """OpenAPI 3.1 for ``API`` (and the document itself)."""
     paths: dict[str, Any] = {}
@@ -102,22 +140,20 @@ def openapi_document() -> dict[str, Any]:
                     }
                     for name, where, text in route.params
                 ],
-                "responses": {
-                    "200": {
-                        "description": "the page's data",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    },
-                    "400": {"description": "a query parameter the page cannot use"},
-                    "401": {"description": "the dashboard's token is needed"},
-                    "404": {"description": "no such record"},
-                },
+                "responses": _responses(route),
             }
         }
     paths["/api/openapi.json"] = {
         "get": {
             "summary": "This document",
             "operationId": "openapi",
-            "responses": {"200": {"description": "OpenAPI 3.1"}},
+            "responses": {
+                "200": {
+                    "description": "OpenAPI 3.1",
+                    "content": {"application/json": {"schema": ref("OpenApiDocument")}},
+                },
+                "401": _UNAUTHORIZED,
+            },
         }
     }
     return {
@@ -130,4 +166,5 @@ def openapi_document() -> dict[str, Any]:
             "has new messages; reconnect with Last-Event-ID).",
         },
         "paths": paths,
+        "components": {"schemas": {**components(), "OpenApiDocument": _OPENAPI_DOCUMENT}},
     }
