@@ -42,6 +42,10 @@ said why, unless --force. A flow whose owner died is reaped first; a running one
 refused. INVOCATION may be a unique prefix or suffix."""
 
 
+# The --json report's shape (docs/json.md): it names the show or the flow by its own key.
+CLEAN_SCHEMAS = {"show": "lirun.show_clean/1", "flow": "lirun.flow_clean/1"}
+
+
 def add_clean_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
@@ -71,7 +75,7 @@ def render(report: Any) -> None:
 
 def _finish(report: Any, as_json: bool) -> int:
     if as_json:
-        print_json(report.to_dict())
+        print_json(report.to_dict(), schema=CLEAN_SCHEMAS[report.target])
     else:
         render(report)
     return int(report.exit_code)

@@ -179,7 +179,7 @@ def _finish(report: Any, *, as_json: bool) -> int:
     code = int(report.exit_code)
     data = report.to_dict()
     if as_json:
-        print_json({**data, "exit_code": code})
+        print_json({**data, "exit_code": code}, schema="lirun.flow_result/1")
         return code
     for line in table_lines(data.get("legs") or []):
         sys.stderr.write(f"  {line}\n")
@@ -234,13 +234,15 @@ def run_command(args: argparse.Namespace) -> int:
 
     spec = load_flow(args.file, _vars(args.var))
     if args.dry_run:
+        from lirun.exec import gcpause
         from lirun.flows.preview import preview_flow
 
-        plan = preview_flow(spec, parallel=args.parallel)
-        if args.json:
-            print_json(plan.to_dict())
-        else:
-            sys.stdout.write("\n".join(plan.text_lines()) + "\n")
+        with gcpause.paused():  # a plan of every leg: its values all live until printed
+            plan = preview_flow(spec, parallel=args.parallel)
+            if args.json:
+                print_json(plan.to_dict(), schema="lirun.flow_plan/1")
+            else:
+                sys.stdout.write("\n".join(plan.text_lines()) + "\n")
         _note_leftovers(spec.cwd)
         return 0
     if args.detach and not args.detached_worker:

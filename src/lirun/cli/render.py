@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 
+from lirun.cli.outcome_lines import evidence_lines, verification_lines
 from lirun.hints import Any
 from lirun.lifecycle import is_success, is_terminal
 from lirun.reasons import describe, display_reason
@@ -139,6 +140,7 @@ def _kind(row: Mapping[str, Any]) -> str:
 def record_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
     """The label/value lines at the top of one record's view, in display order."""
     fields: list[tuple[str, str]] = [
+        ("pruned", pruned_text(row, now)),
         ("reason", reason_text(row)),
         ("summary", row.get("status_reason_summary") or ""),
         ("created", format_time(row.get("created_at"), now)),
@@ -150,6 +152,14 @@ def record_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[s
     ]
     fields += _specific_fields(kind, row, now)
     return [(label, value) for label, value in fields if value]
+
+
+def pruned_text(row: Mapping[str, Any], now: float) -> str:
+    """When and by whom a record was pruned to its tombstone (docs/retention.md), or ""."""
+    if not row.get("pruned_at"):
+        return ""
+    by = f" by {row['pruned_by']}" if row.get("pruned_by") else ""
+    return f"{format_time(row['pruned_at'], now)}{by}: run directory and bulky columns removed"
 
 
 def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
@@ -257,39 +267,6 @@ def owner_text(row: Mapping[str, Any], now: float) -> str:
     return text
 
 
-def evidence_lines(refs: object) -> list[str]:
-    """One ``key=value ...`` line per evidence dictionary."""
-    if not isinstance(refs, list):
-        return []
-    return [
-        " ".join(f"{k}={v}" for k, v in ref.items()) if isinstance(ref, Mapping) else str(ref)
-        for ref in refs
-    ]
-
-
-def verification_lines(result: object) -> list[str]:
-    """The artifact verification verdict, then each produced / missing entry."""
-    if not isinstance(result, Mapping):
-        return []
-    lines = [f"verdict: {result.get('status', '?')}"]
-    for item in result.get("produced") or []:
-        lines.append(
-            f"produced          {item.get('id')}  {item.get('path')}  {item.get('size')} B"
-        )
-    for label, key in (
-        ("missing required", "missing_required"),
-        ("missing optional", "missing_optional"),
-    ):
-        for item in result.get(key) or []:
-            line = f"{label:<17} {item.get('id')}  {item.get('path')}"
-            if item.get("problem") and item.get("problem") != "missing":
-                from lirun.record.artifacts import describe_problem
-
-                line += f"  ({describe_problem(item['problem'])})"
-            lines.append(line)
-    return lines
-
-
 # --- drawing ----------------------------------------------------------------------------------
 
 
@@ -365,6 +342,8 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
     status = detail.get("status")
     title = _text(f"{kind} {detail.get('id')}  ", "bold")
     title.append(_text(status, status_style(kind, status)))
+    if detail.get("pruned_at"):
+        title.append(_text("  (pruned)", "dim"))
     out.print(title)
     _liveness(out, detail.get("liveness"))
     grid = Table.grid(padding=(0, 2))
@@ -395,6 +374,15 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
             _admin_rows(detail["admin_events"], now),
             ("WHEN", "EVENT", "ACTOR", "JUSTIFICATION", "CHANGE"),
         )
+    if detail.get("team"):
+        from lirun.teams.message import escape_line, message_line
+
+        team = detail["team"]
+        heading = (
+            f"team {team['name']} ({team['id']}) as {team['member']}: {team['total']} messages"
+        )
+        lines = [message_line(m) for m in team["messages"]] or ["(none)"]
+        _section(out, escape_line(heading), lines)
 
 
 _LIVENESS = {"alive": ("owner alive", "green"), "dead": ("owner dead", "bold red")}

@@ -218,7 +218,7 @@ def _dry_run(args: argparse.Namespace, spec: Any) -> int:
     plan = plan_show(spec, parallel=args.parallel)
     problems = dry_run_problems(spec, continue_integration=args.continue_integration)
     if args.json:
-        print_json({**plan.to_dict(), "problems": problems})
+        print_json({**plan.to_dict(), "problems": problems}, schema="lirun.show_plan/1")
     else:
         sys.stdout.write(plan.text())
     for problem in problems:
@@ -236,7 +236,7 @@ def _dry_run(args: argparse.Namespace, spec: Any) -> int:
 
 def _report(report: Any, as_json: bool) -> int:
     if as_json:
-        print_json(report.to_dict())
+        print_json(report.to_dict(), schema="lirun.show_report/1")
     else:
         from lirun.cli.show_board import render_board
 
@@ -330,7 +330,7 @@ def _list(args: argparse.Namespace) -> int:
         finally:
             store.close()
     if args.json:
-        print_json(rows)
+        print_json(rows, schema="lirun.show_row/1")
     elif not rows:
         print("no shows yet (li show run FILE starts one)")
     else:

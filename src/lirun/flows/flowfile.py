@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
+from lirun.exec import gcpause
 from lirun.exec.problems import ProblemReader
 from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml
 from lirun.exec.provider_options import OPTION_KEYS
 from lirun.exec.task import MAX_PARALLEL, Task
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
+from lirun.teams.membership import parse_setting
 
 __all__ = [
     "LEG_KEYS",
@@ -38,7 +40,9 @@ __all__ = [
     "parse_var",
 ]
 
-TOP_KEYS = frozenset({"description", "vars", "parallel", "fail_fast", "legs"})
+TOP_KEYS = frozenset(
+    {"description", "vars", "parallel", "fail_fast", "legs", "team", "team_preamble"}
+)
 LEG_KEYS = (
     frozenset(
         {
@@ -119,6 +123,11 @@ def load_flow(
     ``cwd``: where the legs run (default: the current directory), made absolute; a leg's
     own ``cwd`` is relative to it. FlowFileError (exit 2) lists every problem.
     """
+    with gcpause.paused():  # a long file's values all live until the end: nothing to collect
+        return _load_flow(path, vars, cwd)
+
+
+def _load_flow(path: str | os.PathLike[str], vars: Mapping[str, str], cwd: str | None) -> FlowSpec:
     from lirun.flows.legcheck import check_graph
 
     file = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
@@ -139,6 +148,9 @@ def load_flow(
     variables = _variables(problems, data, vars)
     parallel = _positive_int(problems, data, "parallel", high=MAX_PARALLEL)
     fail_fast = _flag(problems, data, "fail_fast")
+    team, team_problem = parse_setting(data.get("team"), data.get("team_preamble"))
+    if team_problem:
+        problems.at(data, "team" if "team" in data else "team_preamble", team_problem)
     legs = _legs(problems, data, base)
     declared = data.get("vars")
     names = {str(name) for name in declared} if isinstance(declared, dict) else set()
@@ -153,6 +165,7 @@ def load_flow(
         cwd=base,
         path=str(file),
         digest=digest,
+        team=team,
     )
 
 

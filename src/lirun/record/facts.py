@@ -94,7 +94,7 @@ class TeardownExtras:
         raw = dict(extras or {})
         unknown = sorted(set(raw) - EXTRAS_KEYS)
         if unknown:
-            log.warning("lirun: teardown ignores unknown extras %s", ", ".join(unknown))
+            log.warning("teardown ignores unknown extras %s", ", ".join(unknown))
         text = raw.get("assistant_text")
         evidence = raw.get("evidence") or ()
         metadata = raw.get("metadata")
@@ -121,7 +121,7 @@ def _typed(raw: Mapping[str, Any], key: str, kind: type) -> Any:
     value = raw.get(key)
     if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
         return value
-    log.warning("lirun: teardown ignores extras[%r]=%r (expected %s)", key, value, kind.__name__)
+    log.warning("teardown ignores extras[%r]=%r (expected %s)", key, value, kind.__name__)
     return None
 
 

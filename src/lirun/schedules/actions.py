@@ -4,6 +4,8 @@
 [--] CMD ...`` become a :class:`~lirun.exec.task.Task`, the value flows and shows use, so a
 worker builds its execution request with ``build_request`` exactly as they do. ``flow
 FILE`` and ``show FILE`` name a file, resolved to an absolute path whose sha256 is kept.
+``gc --older-than DUR [--status S]... [--keep-failed]`` is ``li gc``'s retention policy,
+applied by the worker to the database it serves (docs/retention.md).
 Every action has a working directory (``--cwd DIR``, else the caller's), resolved and
 checked here; a worker where it or the file is missing (or the file changed) fails the
 run with a typed reason instead of running something else.
@@ -27,10 +29,11 @@ from lirun.exec.task import Task
 from lirun.hints import Any
 from lirun.values import dataclass
 
-KINDS = ("agent", "run", "flow", "show")
+KINDS = ("agent", "run", "flow", "show", "gc")
 USAGE = (
     "agent PROVIDER[/MODEL] PROMPT [options] [-- PROVIDER_OPTIONS...] | run [options] [--] "
-    "CMD ... | flow FILE [--cwd DIR] | show FILE [--cwd DIR]"
+    "CMD ... | flow FILE [--cwd DIR] | show FILE [--cwd DIR] "
+    "| gc --older-than DUR [--status S]... [--keep-failed]"
 )
 EXAMPLE = "-- agent claude 'review the open pull requests' --timeout 1800"
 
@@ -43,8 +46,12 @@ _OPTIONS: dict[str, tuple[bool, tuple[str, ...]]] = {
     "--profile": (True, ("agent", "run")),
     "--playbook": (True, ("agent",)),
     "--artifact": (True, ("agent", "run")),
+    "--artifact-check": (True, ("agent", "run")),
     "--prompt": (True, ("agent",)),
     "--require-change": (False, ("run",)),
+    "--older-than": (True, ("gc",)),
+    "--status": (True, ("gc",)),
+    "--keep-failed": (False, ("gc",)),
 }
 _REFUSED = {
     "--detach": "a schedule's runs always run in a worker",
@@ -63,13 +70,14 @@ _REFUSED = {
 @dataclass(frozen=True, slots=True)
 class Action:
     """A checked action. ``task`` for agent/run; ``file`` and ``sha256`` for flow/show;
-    ``cwd`` (absolute) for all."""
+    ``retention`` (a ``RetentionPolicy`` as a dict) for gc; ``cwd`` (absolute) for all."""
 
     kind: str
     cwd: str
     task: Task | None = None
     file: str | None = None
     sha256: str | None = None
+    retention: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind, "cwd": self.cwd}
@@ -77,6 +85,8 @@ class Action:
             data["task"] = self.task.to_dict()
         if self.file is not None:
             data.update(file=self.file, sha256=self.sha256)
+        if self.retention is not None:
+            data["retention"] = dict(self.retention)
         return data
 
     @classmethod
@@ -88,6 +98,7 @@ class Action:
             task=Task.from_dict(task) if task is not None else None,
             file=data.get("file"),
             sha256=data.get("sha256"),
+            retention=data.get("retention"),
         )
 
     def describe(self) -> str:
@@ -99,6 +110,10 @@ class Action:
 
             flag = "--require-change " if self.task.require_change else ""
             return "run " + flag + shlex.join(self.task.run or ())
+        if self.kind == "gc" and self.retention is not None:
+            from lirun.record.retention_rules import RetentionPolicy
+
+            return "gc " + " ".join(gc_action_words(RetentionPolicy.from_dict(self.retention)))
         return f"{self.kind} {self.file}"
 
 
@@ -157,7 +172,7 @@ def _take_option(kind: str, words: list[str], index: int, options: dict[str, lis
 
 def _one(options: dict[str, list[str]], name: str) -> str | None:
     values = options.get(name)
-    if values and len(values) > 1 and name != "--artifact":
+    if values and len(values) > 1 and name not in ("--artifact", "--artifact-check", "--status"):
         raise UsageError(f"{name} is given {len(values)} times; give it once")
     return values[-1] if values else None
 
@@ -197,21 +212,27 @@ def parse_action(words: list[str], *, base: str | None = None) -> Action:
     if kind not in KINDS:
         raise UsageError(f"unknown action {kind!r}; give one of: {USAGE} (e.g. {EXAMPLE})")
     options, positionals, tail = _split(kind, rest)
-    cwd = resolve_cwd(_one(options, "--cwd"), base or os.getcwd())
+    here = base or os.getcwd()
+    cwd = resolve_cwd(_one(options, "--cwd"), here)
     if kind in ("flow", "show"):
         return _file_action(kind, positionals, tail, cwd)
+    if kind == "gc":
+        return Action(kind="gc", cwd=cwd, retention=_gc_policy(options, positionals + tail))
     if kind == "run":
-        return Action(kind="run", cwd=cwd, task=_run_task(options, positionals, tail))
-    return Action(kind="agent", cwd=cwd, task=_agent_task(options, positionals, tail))
+        return Action(kind="run", cwd=cwd, task=_run_task(options, positionals, tail, here))
+    return Action(kind="agent", cwd=cwd, task=_agent_task(options, positionals, tail, here))
 
 
-def _limits(options: dict[str, list[str]]) -> dict[str, Any]:
+def _limits(options: dict[str, list[str]], base: str) -> dict[str, Any]:
+    from lirun.exec.artifact_check_option import attach_artifact_checks
     from lirun.exec.profiles import parse_artifact_option
 
-    artifacts = tuple(parse_artifact_option(text) for text in options.get("--artifact", []))
-    ids = [a["id"] for a in artifacts]
+    entries = [parse_artifact_option(text) for text in options.get("--artifact", [])]
+    ids = [a["id"] for a in entries]
     if len(ids) != len(set(ids)):
         raise UsageError("--artifact: an id is given twice; give each artifact id once")
+    checks = options.get("--artifact-check", [])
+    artifacts = tuple(attach_artifact_checks(entries, checks, base) if checks else entries)
     return {
         "timeout": _seconds(options, "--timeout"),
         "idle_timeout": _seconds(options, "--idle-timeout"),
@@ -221,18 +242,22 @@ def _limits(options: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
-def _run_task(options: dict[str, list[str]], positionals: list[str], tail: list[str]) -> Task:
+def _run_task(
+    options: dict[str, list[str]], positionals: list[str], tail: list[str], base: str
+) -> Task:
     command = [*positionals, *tail]
     if not command:
         raise UsageError("action run: no command given; e.g. -- run make nightly")
     task = Task(
-        run=tuple(command), require_change="--require-change" in options, **_limits(options)
+        run=tuple(command), require_change="--require-change" in options, **_limits(options, base)
     )
     _check(task)
     return task
 
 
-def _agent_task(options: dict[str, list[str]], positionals: list[str], tail: list[str]) -> Task:
+def _agent_task(
+    options: dict[str, list[str]], positionals: list[str], tail: list[str], base: str
+) -> Task:
     if not positionals:
         raise UsageError(f"action agent: no provider given; e.g. {EXAMPLE}")
     if len(positionals) > 2:
@@ -249,7 +274,7 @@ def _agent_task(options: dict[str, list[str]], positionals: list[str], tail: lis
         prompt=prompt if prompt is not None else option_prompt,
         options={"provider_args": list(tail)} if tail else {},
         playbook=_one(options, "--playbook"),
-        **_limits(options),
+        **_limits(options, base),
     )
     if task.prompt is None and task.playbook is None:
         raise UsageError(f"action agent: no prompt given; e.g. {EXAMPLE}")
@@ -297,3 +322,42 @@ def _validate_file(kind: str, path: str) -> None:
         from lirun.shows.showfile import load_show
 
         load_show(Path(path))
+
+
+def _gc_policy(options: dict[str, list[str]], extra: list[str]) -> dict[str, Any]:
+    """The retention policy of a ``gc`` action, checked as ``li gc`` checks it."""
+    from lirun.lifecycle import policy_for
+    from lirun.record.retention_rules import RetentionPolicy
+    from lirun.schedules.durations import parse_duration
+
+    if extra:
+        raise UsageError(f"action gc: unexpected {extra[0]!r}; e.g. -- gc --older-than 90d")
+    older = _one(options, "--older-than")
+    if older is None:
+        raise UsageError("action gc: --older-than DUR is required; e.g. -- gc --older-than 90d")
+    terminal = policy_for("session").terminal
+    statuses = tuple(dict.fromkeys(options.get("--status", [])))
+    for status in statuses:
+        if status not in terminal:
+            raise UsageError(
+                f"action gc: --status {status!r} is not a final status; "
+                f"give one of {', '.join(sorted(terminal))}"
+            )
+    policy = RetentionPolicy(
+        older_than=parse_duration(older, "--older-than"),
+        statuses=statuses,
+        keep_failed="--keep-failed" in options,
+    )
+    return policy.to_dict()
+
+
+def gc_action_words(policy: Any) -> tuple[str, ...]:
+    """The words of the ``gc`` action (and ``li gc`` options) that state ``policy``."""
+    from lirun.schedules.durations import format_duration
+
+    words = ["--older-than", format_duration(policy.older_than)]
+    for status in policy.statuses:
+        words += ["--status", status]
+    if policy.keep_failed:
+        words.append("--keep-failed")
+    return tuple(words)

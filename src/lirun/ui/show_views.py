@@ -9,6 +9,7 @@ from typing import Any
 
 from lirun.store import Store
 from lirun.ui.liveness_view import liveness
+from lirun.ui.team_views import show_team
 
 __all__ = ["gate_verdict", "show_view"]
 
@@ -140,4 +141,5 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
         "plays": plays,
         "board": [{"status": s, "plays": columns[s]} for s in order],
         "transitions": store.list_transitions("show", show_id),
+        "team": show_team(store, show_id),
     }

@@ -10,7 +10,8 @@
 -- A schedule run names what it made (made_kind, made_id: its session, flow or show), so
 -- its row links there, and is named by its schedule (label) and its action (origin); a
 -- session brings its command (command: a command run's argv as JSON), an invocation its
--- origin (flow or manual), so the list can say what each is. Otherwise only columns every version of these tables has are read.
+-- origin (flow or manual), so the list can say what each is. A pruned run or flow says when
+-- (pruned_at, migration 0010). Otherwise only columns every version of these tables has are read.
 SELECT * FROM (
 SELECT * FROM (
   SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
@@ -18,7 +19,8 @@ SELECT * FROM (
          flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
          output_tokens, cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
-         command_json AS command, CAST(NULL AS TEXT) AS origin
+         command_json AS command, CAST(NULL AS TEXT) AS origin,
+         pruned_at
     FROM sessions
    WHERE :want_session = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -39,7 +41,8 @@ SELECT * FROM (
   SELECT 'invocation' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, prompt, skill AS label, CAST(NULL AS TEXT) AS parent_id, CAST(NULL AS REAL) AS duration_s, input_tokens, output_tokens, cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
-         CAST(NULL AS TEXT) AS command, kind AS origin
+         CAST(NULL AS TEXT) AS command, kind AS origin,
+         pruned_at
     FROM invocations
    WHERE :want_invocation = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -59,7 +62,8 @@ SELECT * FROM (
   SELECT 'play' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, name AS label, show_id AS parent_id, CAST(NULL AS REAL) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS REAL) AS cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
-         CAST(NULL AS TEXT) AS command, CAST(NULL AS TEXT) AS origin
+         CAST(NULL AS TEXT) AS command, CAST(NULL AS TEXT) AS origin,
+         CAST(NULL AS REAL) AS pruned_at
     FROM plays
    WHERE :want_play = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -80,7 +84,8 @@ SELECT * FROM (
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, (SELECT schedules.name FROM schedules WHERE schedules.id = schedule_runs.schedule_id) AS label, schedule_id AS parent_id, CAST(NULL AS REAL) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS REAL) AS cost_usd,
          created_at, ended_at, CASE WHEN session_id IS NOT NULL THEN 'session' WHEN invocation_id IS NOT NULL THEN 'invocation' WHEN show_id IS NOT NULL THEN 'show' END AS made_kind,
          COALESCE(session_id, invocation_id, show_id) AS made_id,
-         CAST(NULL AS TEXT) AS command, action_kind AS origin
+         CAST(NULL AS TEXT) AS command, action_kind AS origin,
+         CAST(NULL AS REAL) AS pruned_at
     FROM schedule_runs
    WHERE :want_schedule_run = 1
      AND (created_at, id) < (:before_at, :before_id)
