@@ -14,8 +14,8 @@ from support.cli import li_command
 SUBCOMMANDS = {
     "invoke": ("start", "end"),
     "db": ("path", "migrate"),
-    "flow": ("run", "resume", "list"),
-    "show": ("run", "resume", "abort", "status", "list"),
+    "flow": ("run", "resume", "list", "clean"),
+    "show": ("run", "resume", "abort", "status", "list", "clean"),
     "schedule": ("add", "list", "show", "enable", "disable", "delete", "apply", "runs", "fire"),
     "worker": ("status",),
     "team": ("create", "join", "list", "show", "send", "inbox", "log", "archive"),

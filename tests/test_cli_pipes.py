@@ -57,16 +57,17 @@ def test_every_help_ends_quietly(env: dict[str, str], args: tuple[str, ...]) -> 
 
 
 def test_every_listing_and_plan_ends_quietly(env: dict[str, str], tmp_path: Path) -> None:
-    def ok(*args: str) -> None:
+    def ok(*args: str) -> str:
         done = subprocess.run(li_command(*args), env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
+        return done.stdout
 
     ok("run", "--", "echo", "done")
     ok("schedule", "add", "tick", "--every", "1h", "--", "run", "true")
     ok("schedule", "fire", "tick")
     flow = tmp_path / "flow.yaml"
     flow.write_text("legs:\n  - id: a\n    run: echo 'hi there'\n")
-    ok("flow", "run", str(flow))
+    flow_id = ok("flow", "run", str(flow)).split("\t", 1)[0].strip()
     show = write_show(tmp_path, COMMAND_SHOW.format(topic="pipes"))
     for args in (
         ("--version",),
@@ -82,6 +83,7 @@ def test_every_listing_and_plan_ends_quietly(env: dict[str, str], tmp_path: Path
         ("flow", "run", "--dry-run", str(flow)),
         ("flow", "list"),
         ("flow", "list", "--json"),
+        ("flow", "clean", flow_id),
         ("show", "run", "--dry-run", str(show)),
         ("show", "list"),
         ("show", "status"),

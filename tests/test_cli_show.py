@@ -18,7 +18,7 @@ from support.cli import li_command
 from support.showfilekit import COMMAND_SHOW, refs, write_show
 from support.waitkit import finish, parse_line, read_line, run_wait, start_waiter, wait_until_ready
 
-SUBCOMMANDS = ("run", "resume", "abort", "status", "list")
+SUBCOMMANDS = ("run", "resume", "abort", "status", "list", "clean")
 
 
 def li(
@@ -356,3 +356,17 @@ def test_status_lists_recent_shows(store: Any, li_env: dict[str, str]) -> None:
     result = li(li_env, "show", "status", "--json", "--limit", "1")
     [row] = json.loads(result.stdout)
     assert (row["id"], row["plays"]) == ("show-2", {"merged": 1, "escalated": 1, "pending": 1})
+
+
+def test_a_play_merged_by_hand_reads_so_on_the_board() -> None:
+    """A person merged it and recorded it (play.merged.admin): lirun made no merge commit,
+    and the board says by hand instead of leaving MERGED AS blank."""
+    from lirun.cli.show_board import play_rows
+
+    report = sample_report()
+    report["plays"] = [
+        {**report["plays"][0], "status": "merged", "merge_sha": None,
+         "reason_code": "play.merged.admin", "reason_summary": "fixed the test by hand"},
+    ]  # fmt: skip
+    [row] = play_rows(report)
+    assert row[1] == "merged" and row[4] == "by hand"

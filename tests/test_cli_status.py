@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -350,3 +351,21 @@ def test_branch_id_names_its_latest_execution(
     assert li_main(["status", "--json", "conv-1"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert (record["id"], record["resumed_from"]) == ("second", "first")
+
+
+def test_things_are_named_by_what_they_are(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A session's ``branch_id`` is the conversation `li agent --resume` continues, not a
+    git branch; a play's branch is its git branch, its merge commit what it merged as."""
+    store.create_session(id="conv-1", branch_id="20260101T000000-aaaaaa", owner_pid=None)
+    show = store.create_show(topic="t")
+    play = store.create_play(show_id=show["id"], name="api")
+    store.update_fields("play", play["id"], {"branch": "show/t--api-a1", "merge_sha": "abc123"})
+    assert li_main(["status", "conv-1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"conversation\s+20260101T000000-aaaaaa", out) and "branch" not in out
+    assert li_main(["status", play["id"]]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"git branch\s+show/t--api-a1", out)
+    assert re.search(r"merged as\s+abc123", out)

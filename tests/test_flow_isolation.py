@@ -177,3 +177,80 @@ def test_a_leg_whose_cwd_is_not_committed_cannot_get_a_worktree_and_says_why(
     assert "scratch" in (leg.error or "") and "isolation: shared" in (leg.error or ""), leg.error
     assert "--cwd" not in (leg.error or "")
     assert not (lirun_home / "worktrees" / report.invocation_id).exists()
+
+
+def test_an_agent_legs_leftover_work_is_committed_to_its_branch(
+    db_url: str, repo: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fake agent writes work.txt and commits nothing: at the end of the leg its work
+    is a commit on its leg branch (the docs say the work lives on the branches), and the
+    worktree is clean, so a clean can tell merged work from abandoned."""
+    _use(monkeypatch, "claude/success.jsonl", fake_claude)
+    spec = FlowSpec(
+        legs=(
+            LegSpec("one", Task(agent="claude", prompt="do one")),
+            LegSpec("two", Task(agent="claude", prompt="do two")),
+        ),
+        cwd=str(repo),
+        parallel=2,
+    )
+    report = run_flow(spec, db_url=db_url)
+    assert report.status == "completed", report.reason_summary
+    git = Repo(str(repo))
+    for leg in ("one", "two"):
+        branch = f"lirun/flow/{report.invocation_id}/{leg}"
+        assert git.out("log", "-1", "--format=%s", branch) == f"{leg}: work left uncommitted"
+        assert git.out("show", "--name-only", "--format=", branch) == "work.txt"
+        worktree = git.checked_out_branches()[branch]
+        assert not Repo(worktree).is_dirty()
+    assert git.out("status", "--porcelain") == ""  # the person's checkout is untouched
+
+
+def test_li_flow_clean_removes_worktrees_and_merged_leg_branches_keeps_the_rest(
+    db_url: str,
+    repo: Path,
+    fake_claude: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    lirun_home: Path,
+    li_env: dict[str, str],
+) -> None:
+    from support.execkit import run_li
+
+    _use(monkeypatch, "claude/success.jsonl", fake_claude)
+    spec = FlowSpec(
+        legs=(
+            LegSpec("one", Task(agent="claude", prompt="do one")),
+            LegSpec("two", Task(agent="claude", prompt="do two")),
+        ),
+        cwd=str(repo),
+        parallel=2,
+    )
+    inv = run_flow(spec, db_url=db_url).invocation_id
+    root = lirun_home / "worktrees" / inv
+    git = Repo(str(repo))
+    first = run_li("flow", "clean", inv, "--json", env=li_env, cwd=repo)
+    assert first.returncode == 1, first.stderr
+    report = json.loads(first.stdout)
+    assert {i["name"] for i in report["removed"]} == {str(root / "one"), str(root / "two")}
+    assert [i["name"] for i in report["kept"]] == [f"lirun/flow/{inv}/one", f"lirun/flow/{inv}/two"]
+    assert "unmerged: 1 commit(s)" in report["kept"][0]["why"]
+    assert not root.exists()
+    # a dry run in that repository notes the leftovers (they do not stop a new flow)
+    flow_file = repo / "check.yaml"
+    flow_file.write_text('legs:\n  - {id: a, run: ["true"]}\n')
+    dry = run_li("flow", "run", str(flow_file), "--dry-run", env=li_env, cwd=repo)
+    assert dry.returncode == 0, dry.stderr
+    assert f"1 earlier flow(s) left leg branches in this repository ({inv})" in dry.stderr
+    # a person merges leg one's work; the next clean lets its branch go
+    git.run("merge", "--quiet", "--no-edit", f"lirun/flow/{inv}/one")
+    second = run_li("flow", "clean", inv, env=li_env, cwd=repo)
+    assert second.returncode == 1
+    assert f"removed  branch   lirun/flow/{inv}/one: merged" in second.stdout
+    assert f"kept     branch   lirun/flow/{inv}/two: unmerged" in second.stdout
+    forced = run_li("flow", "clean", inv, "--force", env=li_env, cwd=repo)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert git.branches("lirun/flow/") == {}
+    dry = run_li("flow", "run", str(flow_file), "--dry-run", env=li_env, cwd=repo)
+    assert dry.returncode == 0 and "earlier flow" not in dry.stderr
+    nothing = run_li("flow", "clean", inv, env=li_env, cwd=repo)
+    assert nothing.returncode == 0 and "nothing to clean" in nothing.stdout

@@ -529,3 +529,41 @@ def test_abort_of_a_running_show_stops_its_owner_at_the_next_heartbeat(
     with opened(db) as store:
         [agent] = store.list_play_sessions(report.plays[0].id)
     assert agent["status"] == "cancelled"  # the owner stopped its execution
+
+
+def test_an_abort_that_raced_the_owner_still_leaves_every_play_terminal(
+    tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The show is aborted while its owner runs a play and another waits on it, and the
+    abort wrote no play (as when the owner moved them between its read and its write):
+    the owner, seeing the abort, leaves each play in a terminal status, as docs/shows.md
+    says an abort does."""
+    import lirun.shows.engine as engine
+
+    monkeypatch.setattr(engine, "HEARTBEAT_INTERVAL", 0.1)
+    repo = show_repo(tmp_path)
+    started = tmp_path / "started"
+    s = spec(
+        repo,
+        [
+            play("long", script(f"touch {started}; sleep 30")),
+            play("after", writes("a", "A"), "long"),
+        ],
+    )
+    reports: list = []
+    runner = threading.Thread(target=lambda: reports.append(run_show(s, db_url=db)))
+    runner.start()
+    poll(started.exists, what="the play to start")
+    with opened(db) as store:
+        [show] = store.recent_shows(limit=1)
+        store.update_status(
+            "show", show["id"], new_status="aborted", reason_code="show.aborted.user"
+        )
+    runner.join(timeout=20)
+    assert not runner.is_alive()
+    [report] = reports
+    assert report.status == "aborted"
+    assert [(p.name, p.status) for p in report.plays] == [
+        ("long", "aborted_after_finish"),
+        ("after", "blocked"),
+    ]

@@ -251,7 +251,9 @@ def test_run_page_shows_history_evidence_and_transcript(site: Site, driver: obje
     b.get(site.base + "/runs/xss-run")  # type: ignore[attr-defined]
     history = b.find_elements(By.CSS_SELECTOR, "#history .tl-item")  # type: ignore[attr-defined]
     assert len(history) == 2 and "run.completed.ok" in history[1].text
-    assert "assistant_output" in b.find_element(By.ID, "evidence").text  # type: ignore[attr-defined]
+    evidence = b.find_element(By.ID, "evidence")  # type: ignore[attr-defined]
+    assert "final reply counted as evidence" in evidence.text  # a sentence, not JSON
+    assert "assistant_output" not in evidence.text  # the raw JSON waits behind its toggle
     transcript = b.find_element(By.ID, "transcript")  # type: ignore[attr-defined]
     assert XSS_SCRIPT in transcript.text  # shown as text, not run
     call = transcript.find_element(By.CSS_SELECTOR, "details.tool_call")
@@ -471,6 +473,126 @@ def test_needs_you_is_counted_in_the_bar_and_grows_live(site: Site, driver: obje
     shot(site, b, "attention")
     b.get(site.base + "/")  # type: ignore[attr-defined]
     WebDriverWait(b, 10).until(lambda d: count(d) == before + 1)  # every page's bar
+
+
+def _overflowing_cells(browser: object) -> list[str]:
+    """Cells of the runs table whose content is cut (wider than the cell), but the id,
+    which is cut on purpose (its whole text on hover)."""
+    return browser.execute_script(  # type: ignore[attr-defined, no-any-return]
+        """
+        const cut = [];
+        for (const td of document.querySelectorAll('#runs td:not(.id)')) {
+          if (td.scrollWidth > td.clientWidth + 1) cut.push(td.className + ': ' + td.innerText);
+        }
+        return cut;
+        """
+    )
+
+
+def test_the_runs_table_fits_1280_pixels(site: Site, driver: object) -> None:
+    """Cost was off-screen and tokens cut at 1,400 px: at 1,280 the whole table shows."""
+    from selenium.webdriver.common.by import By
+
+    b: object = driver
+    make_run(
+        site.store,
+        site.home,
+        "wide-run-" + "x" * 40,
+        prompt="a long prompt " * 20,
+        summary="a long summary that goes on " * 6,
+        reason="run.completed_empty.no_evidence",
+        status="completed_empty",
+    )
+    site.store.update_fields(
+        "session",
+        "wide-run-" + "x" * 40,
+        {"input_tokens": 123_456_789, "output_tokens": 98_765_432, "cost_usd": 1234.5678},
+    )
+    b.set_window_size(1280, 1000)  # type: ignore[attr-defined]
+    b.get(site.base + "/")  # type: ignore[attr-defined]
+    width = b.execute_script("return document.documentElement.clientWidth")  # type: ignore[attr-defined]
+    page = b.execute_script("return document.documentElement.scrollWidth")  # type: ignore[attr-defined]
+    assert page <= width, f"the page scrolls sideways: {page} > {width}"
+    last = b.find_elements(By.CSS_SELECTOR, "#runs thead th")[-1]  # type: ignore[attr-defined]
+    assert last.text == "cost" and last.rect["x"] + last.rect["width"] <= width
+    assert _overflowing_cells(b) == []
+    row = b.find_element(By.ID, "run-wide-run-" + "x" * 40)  # type: ignore[attr-defined]
+    assert "$1234.5678" in row.text and "123,456,789 in" in row.text.replace("\n", " ")
+    shot(site, b, "runs-1280")
+
+
+def test_a_run_page_explains_its_evidence_with_raw_json_behind_a_toggle(
+    site: Site, driver: object, tmp_path: Path
+) -> None:
+    import re
+    import subprocess
+
+    from selenium.webdriver.common.by import By
+
+    from support.gitkit import GIT_ENV, make_repo
+
+    repo = make_repo(tmp_path / "repo")
+    script = "echo x > f && git add f && git commit -qm x && { sleep 60 & sleep 0.5; } ; echo done"
+    ran = subprocess.run(
+        li_command("run", "--require-change", "--", "sh", "-c", script),
+        env={**site.env, **GIT_ENV}, cwd=repo, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    run_id = re.search(r"run (\S+) completed", ran.stderr).group(1)  # type: ignore[union-attr]
+    b: object = driver
+    b.get(f"{site.base}/runs/{run_id}")  # type: ignore[attr-defined]
+    evidence = b.find_element(By.ID, "evidence")  # type: ignore[attr-defined]
+    assert "1 commit since it started" in evidence.text
+    assert "1 process the run left behind was ended with SIGTERM" in evidence.text
+    killed = evidence.find_element(By.CSS_SELECTOR, "li.ev-killed_descendants table.ev-table")
+    assert "sleep 60" in killed.text
+    raw = b.find_element(By.CSS_SELECTOR, "#evidence-raw pre")  # type: ignore[attr-defined]
+    assert not raw.is_displayed()
+    b.find_element(By.CSS_SELECTOR, "#evidence-raw summary").click()  # type: ignore[attr-defined]
+    assert raw.is_displayed() and '"kind": "killed_descendants"' in raw.text
+    command = b.find_element(By.ID, "run-command").text  # type: ignore[attr-defined]
+    assert command.startswith("sh -c ")
+    assert_inert(b)
+    shot(site, b, "run-evidence")
+    b.get(site.base + "/?kind=session")  # type: ignore[attr-defined]
+    what = b.find_element(By.CSS_SELECTOR, f"#run-{run_id} td.what").text  # type: ignore[attr-defined]
+    assert what.startswith("sh -c ")  # the runs list says what ran
+
+
+def test_a_show_page_says_only_what_its_record_says(site: Site, driver: object) -> None:
+    """A moved head's passing gate is not shown as the final gate; a play merged by hand
+    says so, without the feedback of the attempt that failed; a play's place in the file
+    is said in words."""
+    from selenium.webdriver.common.by import By
+
+    store = site.store
+    store.create_show_with_plays(
+        id="browser-truth",
+        fields={"topic": "truth", "spec_json": {"final_gate": "pytest -q"}, "base": "main"},
+        plays=[{"id": "browser-truth.api", "name": "api", "position": 0, "attempts": 1}],
+    )
+    store.update_fields(
+        "show",
+        "browser-truth",
+        {"final_gate_json": {"verdict": "pass", "role": "head_gate", "commit": "a" * 40}},
+    )
+    store.update_status(
+        "play", "browser-truth.api", new_status="gate_failed", reason_code="play.gate_failed.check"
+    )
+    store.update_fields("play", "browser-truth.api", {"feedback": "the gate failed: fix it"})
+    store.update_status(
+        "play", "browser-truth.api", new_status="merged", reason_code="play.merged.admin",
+        source="admin", override=True, override_actor="me", override_justification="by hand",
+    )  # fmt: skip
+    b: object = driver
+    b.get(site.base + "/shows/browser-truth")  # type: ignore[attr-defined]
+    final = b.find_element(By.ID, "final-gate").text  # type: ignore[attr-defined]
+    assert final.startswith("not run yet") and "passed" not in final
+    assert "not the final gate" in b.find_element(By.ID, "head-gate").text  # type: ignore[attr-defined]
+    card = b.find_element(By.ID, "play-browser-truth.api").text  # type: ignore[attr-defined]
+    assert "merged by hand" in card and "fix it" not in card and "#1 in the file" in card
+    assert_inert(b)
+    shot(site, b, "show-truth")
 
 
 def test_a_teams_conversation_escapes_payloads_and_grows_live(site: Site, driver: object) -> None:

@@ -87,14 +87,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="li flow",
-        usage="li flow {run,resume,list} ...",
+        usage="li flow {run,resume,list,clean} ...",
         description=DESCRIPTION,
         epilog=f"exit codes:\n{EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--detached-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--run-id", help=argparse.SUPPRESS)
-    subs = parser.add_subparsers(dest="command", metavar="{run,resume,list}", required=True)
+    subs = parser.add_subparsers(dest="command", metavar="{run,resume,list,clean}", required=True)
     sub: dict[str, Any] = {
         "formatter_class": argparse.RawDescriptionHelpFormatter,
         "epilog": f"exit codes:\n{EXIT_CODES}",
@@ -135,6 +135,18 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"exit codes:\n{LIST_EXIT_CODES}",
     )
     add_list_options(listing, "invocation")
+    from lirun.cli.clean import CLEAN_EXIT_CODES, FLOW_CLEAN_DESCRIPTION, add_clean_options
+
+    clean = subs.add_parser(
+        "clean",
+        prog="li flow clean",
+        help="remove an ended flow's leg worktrees and merged branches",
+        description=FLOW_CLEAN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"exit codes:\n{CLEAN_EXIT_CODES}",
+    )
+    clean.add_argument("invocation", metavar="INVOCATION", help="the flow invocation")
+    add_clean_options(clean)
     return parser
 
 
@@ -231,6 +243,7 @@ def run_command(args: argparse.Namespace) -> int:
                 print_json(plan.to_dict(), schema="lirun.flow_plan/1")
             else:
                 sys.stdout.write("\n".join(plan.text_lines()) + "\n")
+        _note_leftovers(spec.cwd)
         return 0
     if args.detach and not args.detached_worker:
         head = ["run", str(spec.path), *(f"--var={k}={v}" for k, v in _vars(args.var).items())]
@@ -242,6 +255,21 @@ def run_command(args: argparse.Namespace) -> int:
         spec, db_url=args.db, options=_options(args), invocation_id=args.run_id, stop=_held()
     )
     return _finish(report, as_json=args.json)
+
+
+def _note_leftovers(cwd: str) -> None:
+    """Earlier flows' leg branches in this repository: they do not stop this run (its
+    worktrees and branches are named by its new id), so a note, not a problem."""
+    from lirun.flows.cleanup import leftover_flows
+
+    found = leftover_flows(cwd)
+    if found:
+        shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        sys.stderr.write(
+            f"li flow run: note: {len(found)} earlier flow(s) left leg branches in this "
+            f"repository ({shown}); they do not stop this run; `li flow clean ID` removes "
+            "their worktrees and merged branches\n"
+        )
 
 
 def _full_invocation_id(text: str, db: str | None) -> str:
@@ -278,6 +306,10 @@ def main(argv: list[str]) -> int:
             from lirun.cli.lists import flow_list
 
             return flow_list(args)
+        if args.command == "clean":
+            from lirun.cli.clean import clean_flow_command
+
+            return clean_flow_command(args)
         return resume_command(args)
     finally:
         from lirun.signals import release_signals

@@ -25,9 +25,13 @@ def leg_rows(legs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         attempts = leg.get("attempts") or 1
         if attempts > 1:
             status += f" ({attempts} attempts)"
+        name = str(leg.get("id") or "-")
+        if leg.get("item") is not None:  # a fan-out instance: which item it ran for
+            item = " ".join(str(leg["item"]).split())
+            name += f" ({item if len(item) <= 40 else item[:39] + '…'})"
         rows.append(
             [
-                str(leg.get("id") or "-"),
+                name,
                 status,
                 str(leg.get("reason_code") or "-"),
                 format_span(leg.get("duration_s")),

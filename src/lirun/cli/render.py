@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 
+from lirun.cli.outcome_lines import evidence_lines, verification_lines
 from lirun.hints import Any
 from lirun.lifecycle import is_success, is_terminal
 from lirun.reasons import describe, display_reason
@@ -187,13 +188,17 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("cwd", row.get("cwd") or ""),
             ("owner", owner_text(row, now)),
             ("engine uid", row.get("engine_session_uid") or ""),
-            ("branch", row.get("branch_id") or ""),
+            # a conversation `li agent --resume` continues, not a git branch
+            ("conversation", row.get("branch_id") or ""),
             ("resumed from", row.get("resumed_from") or ""),
             ("invocation", row.get("invocation_id") or ""),
         ]
     if kind == "invocation":  # a flow's holds its legs' summed usage, its owner, its origin
+        is_flow = row.get("invocation_kind") == "flow"
+        skill = _opt(row.get("skill"))
+        named = [("flow", os.path.basename(skill)), ("flow file", skill)] if is_flow else []
         return [
-            ("skill", _opt(row.get("skill"))),
+            *(named or [("skill", skill)]),
             ("prompt", clip(row.get("prompt"))),
             ("tokens", tokens_text(row)),
             ("cost", "" if row.get("cost_usd") is None else format_cost(row["cost_usd"])),
@@ -202,11 +207,19 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("owner", owner_text(row, now)),
             ("resumed from", row.get("resumed_from") or ""),
         ]
+    if kind == "play":  # named by what each is in git and in the show
+        labels = (
+            ("show", "show_id"),
+            ("play", "name"),
+            ("attempt", "attempt"),
+            ("git branch", "branch"),
+            ("worktree", "worktree"),
+            ("merged as", "merge_sha"),
+            ("work session", "session_id"),
+            ("artifact dir", "artifact_dir"),
+        )
+        return [(label, _opt(row.get(key))) for label, key in labels]
     keys = {
-        "play": (
-            *("show_id", "name", "attempt", "branch", "worktree", "merge_sha"),
-            *("session_id", "artifact_dir"),
-        ),
         "show": ("topic", "repo", "integration", "integration_head"),
         "schedule_run": (
             "schedule_id",
@@ -252,47 +265,6 @@ def owner_text(row: Mapping[str, Any], now: float) -> str:
     if isinstance(verdict, Mapping):
         text += f" — looks dead: {verdict.get('summary')} (`li reap` finalizes it)"
     return text
-
-
-def evidence_lines(refs: object) -> list[str]:
-    """One ``key=value ...`` line per evidence dictionary."""
-    if not isinstance(refs, list):
-        return []
-    return [
-        " ".join(f"{k}={v}" for k, v in ref.items()) if isinstance(ref, Mapping) else str(ref)
-        for ref in refs
-    ]
-
-
-def verification_lines(result: object) -> list[str]:
-    """The artifact verification verdict, then each produced / missing entry, then each
-    check a file there failed (what was found)."""
-    if not isinstance(result, Mapping):
-        return []
-    lines = [f"verdict: {result.get('status', '?')}"]
-    for item in result.get("produced") or []:
-        lines.append(
-            f"produced          {item.get('id')}  {item.get('path')}  {item.get('size')} B"
-        )
-    for label, key in (
-        ("missing required", "missing_required"),
-        ("missing optional", "missing_optional"),
-    ):
-        for item in result.get(key) or []:
-            line = f"{label:<17} {item.get('id')}  {item.get('path')}"
-            if item.get("problem") and item.get("problem") != "missing":
-                from lirun.record.artifacts import describe_problem
-
-                line += f"  ({describe_problem(item['problem'])})"
-            lines.append(line)
-    for item in result.get("invalid") or []:
-        label = "invalid required" if item.get("required", True) else "invalid optional"
-        for failure in item.get("failures") or []:
-            lines.append(
-                f"{label:<17} {item.get('id')}  {item.get('path')}  "
-                f"{failure.get('check')}: {failure.get('found')}"
-            )
-    return lines
 
 
 # --- drawing ----------------------------------------------------------------------------------
@@ -373,6 +345,7 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
     if detail.get("pruned_at"):
         title.append(_text("  (pruned)", "dim"))
     out.print(title)
+    _liveness(out, detail.get("liveness"))
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column()
@@ -410,6 +383,21 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
         )
         lines = [message_line(m) for m in team["messages"]] or ["(none)"]
         _section(out, escape_line(heading), lines)
+
+
+_LIVENESS = {"alive": ("owner alive", "green"), "dead": ("owner dead", "bold red")}
+
+
+def _liveness(out: Console, found: object) -> None:
+    """The running record's owner verdict, and the command that reaps it."""
+    if not isinstance(found, Mapping):
+        return
+    head, style = _LIVENESS.get(str(found.get("verdict")), ("no owner", "yellow"))
+    line = _text(head, style)
+    line.append(_text(f": {found.get('summary')}"))
+    if found.get("advice"):
+        line.append(_text(f"; {found['advice']}"))
+    out.print(line)
 
 
 def _section(out: Console, title: str, lines: Iterable[str]) -> None:

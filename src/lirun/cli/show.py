@@ -1,4 +1,4 @@
-"""``li show run | resume | abort | status``: plays in their own worktrees, merged through gates.
+"""``li show run | resume | abort | clean | status``: plays in worktrees, merged through gates.
 
 Each subcommand parses, makes one library call (``lirun.shows``) and renders. A show file
 is checked whole before anything starts (``shows/showfile.py``): its problems go to
@@ -18,13 +18,15 @@ from lirun.errors import UsageError
 
 RUN_EXIT_CODES = """\
   0    the show completed: every play merged and the final gate passed on the integration
-       head; with --dry-run: the plan was printed; with --detach: the show started and its
-       id was printed
+       head; with --dry-run: the plan was printed and the repository is ready for it;
+       with --detach: the show started and its id was printed
   1    the show needs a person: a play escalated or failed its gate (the board says which
        and what to do), the final gate failed, or the show was aborted
   2    usage or setup error: a bad option, a show file with problems (each printed as
-       file:line), a repository or branch that cannot be used, another li owns the show,
-       the database cannot be opened; nothing was merged
+       file:line), a repository or branch that cannot be used (with --dry-run too: an
+       earlier show's worktree or unmerged attempt branch left behind, integration
+       commits base lacks), another li owns the show, the database cannot be opened;
+       nothing was merged
   130  interrupted by SIGINT: running plays were stopped; `li show resume SHOW` continues
   143  terminated by SIGTERM: likewise"""
 
@@ -34,7 +36,8 @@ STATUS_EXIT_CODES = """\
 
 ABORT_EXIT_CODES = """\
   0  the show is aborted: finished but unmerged plays are aborted_after_finish, plays not
-     started are blocked (play.blocked.show_aborted); the integration branch is left as is
+     started are blocked (play.blocked.show_aborted); the integration branch is left as
+     is, and the worktrees and attempt branches until `li show clean SHOW`
   2  usage error (--actor and --justification are required and audited); SHOW not found
      or ambiguous; the show already ended (completed or aborted), nothing was changed;
      the database cannot be opened"""
@@ -51,6 +54,7 @@ subcommands:
   run FILE        validate FILE whole, then run the show (--dry-run: print the plan)
   resume SHOW     continue a show after a person fixed things or li was stopped
   abort SHOW      end a show as aborted (--actor and --justification, audited)
+  clean SHOW      remove an ended show's worktrees and merged or abandoned branches
   status [SHOW]   recent shows, or one show's board: what merged, what needs a person
 
 {SHOW_NOTE}"""
@@ -154,6 +158,17 @@ def build_parser() -> argparse.ArgumentParser:
         f"ID` shows one) and what needs a person, with what to do.\n\n{SHOW_NOTE}",
         STATUS_EXIT_CODES,
     )
+    from lirun.cli.clean import CLEAN_EXIT_CODES, SHOW_CLEAN_DESCRIPTION, add_clean_options
+
+    clean = _sub(
+        subs,
+        "clean",
+        "remove an ended show's worktrees and merged or abandoned branches",
+        SHOW_CLEAN_DESCRIPTION,
+        CLEAN_EXIT_CODES,
+    )
+    clean.add_argument("show", metavar="SHOW")
+    add_clean_options(clean)
     from lirun.cli.lists import LIST_EXIT_CODES, add_list_options
 
     listing = _sub(
@@ -198,12 +213,23 @@ def _load(args: argparse.Namespace) -> Any:
 
 def _dry_run(args: argparse.Namespace, spec: Any) -> int:
     from lirun.shows.plan import plan_show
+    from lirun.shows.preflight import dry_run_problems
 
     plan = plan_show(spec, parallel=args.parallel)
+    problems = dry_run_problems(spec, continue_integration=args.continue_integration)
     if args.json:
-        print_json(plan.to_dict(), schema="lirun.show_plan/1")
+        print_json({**plan.to_dict(), "problems": problems}, schema="lirun.show_plan/1")
     else:
         sys.stdout.write(plan.text())
+    for problem in problems:
+        sys.stderr.write(f"li show run: {problem}\n")
+    if problems:
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        sys.stderr.write(
+            f"li show run: dry run: the file is valid, but a real run would stop on {count} "
+            "in the repository; nothing was started\n"
+        )
+        return 2
     sys.stderr.write("li show run: dry run: the file is valid; nothing was started\n")
     return 0
 
@@ -331,12 +357,19 @@ def _list_shows(args: argparse.Namespace) -> int:
     return show_list(args)
 
 
+def _clean(args: argparse.Namespace) -> int:
+    from lirun.cli.clean import clean_show_command
+
+    return clean_show_command(args)
+
+
 COMMANDS = {
     "run": run,
     "resume": resume,
     "abort": abort,
     "status": status,
     "list": _list_shows,
+    "clean": _clean,
 }
 
 
@@ -345,7 +378,9 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.subcommand is None:
         parser.print_usage(sys.stderr)
-        sys.stderr.write("li show: error: name a subcommand: run, resume, abort, status or list\n")
+        sys.stderr.write(
+            "li show: error: name a subcommand: run, resume, abort, clean, status or list\n"
+        )
         return 2
     from lirun.shows.showfile import ShowFileError
 

@@ -52,6 +52,13 @@ def _short(sha: object) -> str:
     return str(sha)[:10] if sha else "-"
 
 
+def _merged_as(play: Mapping[str, Any]) -> str:
+    """The merge commit; "by hand" for a play a person merged (lirun made no commit)."""
+    if play.get("merge_sha"):
+        return _short(play["merge_sha"])
+    return "by hand" if play.get("status") == "merged" else "-"
+
+
 def _rank(status: object) -> int:
     return STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER)
 
@@ -87,7 +94,7 @@ def play_rows(report: Mapping[str, Any]) -> list[list[str]]:
                 str(play.get("status")),
                 attempt,
                 _gates_text(play),
-                _short(play.get("merge_sha")),
+                _merged_as(play),
                 f"{reason}: {clip(summary, 80)}" if summary else reason,
             ]
         )

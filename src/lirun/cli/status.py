@@ -29,7 +29,9 @@ Without ID: a table of recent executions, newest first: sessions (every supervis
 execution), or with --kind the invocations (flows and manual ones), plays or schedule runs.
 With ID (exact, a unique prefix, or a run id's unique random suffix such as 2b5dd3):
 one record with its reason, evidence, artifact verification, transition history and
-admin events; an ambiguous ID lists up to ten candidates. Opens the database read-only,
+admin events; a running session or flow, or an active show, also says whether its owner
+still runs it (alive, dead, or none recorded) and the command that reaps or takes it
+over; an ambiguous ID lists up to ten candidates. Opens the database read-only,
 after recording any run outcome spooled for it (a teardown that could not write)."""
 
 LIST_KINDS = ("session", "invocation", "play", "schedule_run")
@@ -86,6 +88,25 @@ def owner_verdict(row: dict[str, Any], now: float) -> dict[str, Any] | None:
     return None if verdict is None else verdict._asdict()
 
 
+def liveness(kind: str, row: dict[str, Any], now: float) -> dict[str, Any] | None:
+    """For a running session or flow, or an active show: is its owner alive, and if not,
+    the command that reaps it (``record.ownership``); None for any other record."""
+    if kind not in ("session", "invocation", "show"):
+        return None
+    from lirun.liveness import boot_id, host_name, process_start_time
+    from lirun.record.ownership import judge
+
+    found = judge(
+        kind,
+        row,
+        now=now,
+        host=host_name(),
+        boot_id=boot_id(),
+        process_start_time_of=process_start_time,
+    )
+    return None if found is None else found.to_dict()
+
+
 def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
     """``artifact_dir`` and ``run_dir`` as ``li wait`` reports them (design.md §4.1): the
     stored roots of the record's backing session (the session itself for a session)."""
@@ -114,6 +135,7 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
     detail["admin_events"] = store.list_admin_events(row["id"])
     if kind == "session":
         detail["owner_verdict"] = owner_verdict(row, now)
+    detail["liveness"] = liveness(kind, row, now)
     if kind == "invocation":
         detail["sessions"] = [present_session(s) for s in store.list_invocation_sessions(row["id"])]
     if kind == "schedule_run":

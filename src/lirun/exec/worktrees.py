@@ -21,10 +21,12 @@ from lirun.values import dataclass
 __all__ = [
     "GitError",
     "Repo",
+    "commit_leftovers",
     "worktrees_root",
 ]
 
 GIT_TIMEOUT_SECONDS = 120.0
+_FALLBACK_IDENTITY = ("-c", "user.name=lirun", "-c", "user.email=lirun@localhost")
 
 
 class GitError(UsageError):
@@ -112,6 +114,26 @@ class Repo:
         proc = self.run("merge-base", "--is-ancestor", ancestor, descendant, check=False)
         return proc.returncode == 0
 
+    def identity(self) -> tuple[str, ...]:
+        """``-c user.*`` for lirun's own commits when the repository names nobody."""
+        proc = self.run("config", "user.email", check=False)
+        return () if proc.stdout.strip() else _FALLBACK_IDENTITY
+
+    def is_dirty(self) -> bool:
+        """Whether the worktree holds changes or untracked files git does not ignore."""
+        return bool(self.out("status", "--porcelain"))
+
+    def branches(self, prefix: str) -> dict[str, str]:
+        """Local branch name → commit, for every branch whose name starts with ``prefix``."""
+        found: dict[str, str] = {}
+        listing = self.out("for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/")
+        for line in listing.splitlines():
+            sha, _, ref = line.partition(" ")
+            name = ref[len("refs/heads/") :]
+            if name.startswith(prefix):
+                found[name] = sha
+        return found
+
     def checked_out_branches(self) -> dict[str, str]:
         """Branch name → worktree path, for every worktree that has a branch checked out."""
         found: dict[str, str] = {}
@@ -144,9 +166,26 @@ class Repo:
             shutil.rmtree(path, ignore_errors=True)
         self.run("worktree", "prune", check=False)
 
+    def delete_branch(self, branch: str) -> bool:
+        """``git branch -D``; False when git refused (checked out somewhere) or it is gone."""
+        return self.run("branch", "-D", "--quiet", branch, check=False).returncode == 0
+
     def update_ref(self, branch: str, new: str, old: str | None) -> bool:
         """Compare-and-swap ``refs/heads/<branch>`` from ``old`` (None: must not exist) to
         ``new``; False when the branch no longer points at ``old``."""
         expected = old if old is not None else "0" * 40
         proc = self.run("update-ref", f"refs/heads/{branch}", new, expected, check=False)
         return proc.returncode == 0
+
+
+def commit_leftovers(path: str | Path, message: str) -> bool:
+    """Commit what an agent left uncommitted in its worktree at ``path`` to the branch
+    checked out there; True if it left any. Its work then lives on its branch."""
+    if not Path(path).is_dir():
+        return False
+    wt = Repo(str(path))
+    if not wt.is_dirty():
+        return False
+    wt.run("add", "-A")
+    wt.run(*wt.identity(), "commit", "--quiet", "--no-verify", "-m", message)
+    return True

@@ -238,6 +238,26 @@ class LegWorkers:
         except LirunError as exc:
             return LegResult(job.id, None, "run.failed.setup", error=str(exc))
         result = LegResult(job.id, None, None)
+        try:
+            return self._attempts(job, store, cwd, extra, result)
+        finally:
+            if extra.get("worktree"):
+                self._keep_leftovers(job, extra["worktree"])
+
+    def _keep_leftovers(self, job: LegJob, worktree: str) -> None:
+        """What the leg left uncommitted in its worktree is committed to its branch, as a
+        show does for a play: its work lives on its branch, and a clean can tell it."""
+        from lirun.exec.worktrees import GitError, commit_leftovers
+
+        try:
+            if commit_leftovers(worktree, f"{job.id}: work left uncommitted"):
+                self._log(f"leg {job.id}: committed its uncommitted work to its branch")
+        except GitError as exc:
+            self._log(f"leg {job.id}: could not commit its uncommitted work: {exc}")
+
+    def _attempts(
+        self, job: LegJob, store: Any, cwd: str, extra: Mapping[str, str], result: LegResult
+    ) -> LegResult:
         previous: str | None = None
         for attempt in range(1, job.leg.retries + 2):
             if self._stopping.is_set():

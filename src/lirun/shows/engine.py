@@ -28,6 +28,7 @@ from lirun.paths import resolve_db_url
 from lirun.record.rundir import new_run_id, safe_component
 from lirun.shows.decisions import abort_target
 from lirun.shows.gitwork import ShowGit
+from lirun.shows.preflight import check_not_checked_out, check_repo
 from lirun.shows.report import ShowReport, build_report
 from lirun.shows.spec import DEFAULT_PARALLEL, ShowSpec
 from lirun.signals import SignalTrap
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_PARALLEL",
     "ShowOptions",
     "abort_show",
+    "owner_alive",
     "recent_shows",
     "resume_show",
     "run_show",
@@ -104,7 +106,7 @@ def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowR
     }
     plays = store.list_plays(show_id)
     sessions = {str(p["id"]): store.list_play_sessions(str(p["id"])) for p in plays}
-    unowned = show["status"] == "active" and not _owner_alive(show)
+    unowned = show["status"] == "active" and not owner_alive(show)
     return build_report(show, plays, sessions, interrupted=interrupted, unowned=unowned)
 
 
@@ -149,66 +151,6 @@ def _check_plays(spec: ShowSpec) -> None:
         raise UsageError("plays depend on each other in a cycle: " + " -> ".join(cycle))
 
 
-def _check_repo(spec: ShowSpec, integration: str, *, continue_integration: bool) -> ShowGit:
-    git = ShowGit(spec.repo, "", integration)
-    if not git.repo.is_repo():
-        raise UsageError(f"repo {spec.repo}: not a git repository")
-    if git.repo.branch_head(spec.base) is None:
-        raise UsageError(f"base branch {spec.base!r} does not exist in {spec.repo}")
-    if git.repo.run("check-ref-format", "--branch", integration, check=False).returncode:
-        raise UsageError(f"integration branch {integration!r} is not a valid branch name")
-    if integration == spec.base:
-        raise UsageError(f"the integration branch must not be the base branch {spec.base!r}")
-    _check_not_checked_out(git)
-    for branch, where in git.repo.checked_out_branches().items():
-        if branch.startswith(f"{integration}--"):
-            raise ConflictError(_attempt_checked_out(branch, where, integration))
-    head = git.head()
-    if head is not None and not continue_integration:
-        ahead = git.repo.out("rev-list", "--count", f"refs/heads/{spec.base}..{head}")
-        if ahead != "0":
-            raise ConflictError(
-                f"integration branch {integration} has {ahead} commit(s) that {spec.base} "
-                "does not have (an earlier show?); pass --continue-integration to build on "
-                "them, or name another integration branch"
-            )
-    return git
-
-
-def _attempt_checked_out(branch: str, where: str, integration: str) -> str:
-    """A play's attempt branch of another show on ``integration`` is checked out: name
-    that show when the worktree is lirun's, so nobody removes the work of a live one."""
-    from pathlib import Path
-
-    from lirun.exec.worktrees import worktrees_root
-
-    try:
-        owner = Path(where).resolve().relative_to(worktrees_root().resolve()).parts[0]
-    except (ValueError, IndexError):
-        owner = None
-    if owner is None:
-        return (
-            f"branch {branch} (a play's attempt branch of an earlier show on {integration}) "
-            f"is checked out in {where}; look at it, then remove that worktree (git worktree "
-            f"remove {where}) or name another integration branch"
-        )
-    return (
-        f"branch {branch} is checked out in {where}, a play worktree of show {owner} on "
-        f"{integration}; `li show status {owner}` says whether it still runs or waits for "
-        f"a person (then resume or abort it); once it ended, remove that worktree (git "
-        f"worktree remove {where}), or name another integration branch"
-    )
-
-
-def _check_not_checked_out(git: ShowGit) -> None:
-    where = git.repo.checked_out_branches().get(git.integration)
-    if where is not None:
-        raise ConflictError(
-            f"integration branch {git.integration} is checked out in {where}; lirun moves "
-            "it while the show runs: switch that worktree to another branch first"
-        )
-
-
 def _check_topic_free(store: Store, topic: str) -> None:
     for row in store.active_shows_for_topic(topic):
         raise ConflictError(
@@ -220,7 +162,8 @@ def _check_topic_free(store: Store, topic: str) -> None:
 # -- the lock ---------------------------------------------------------------------------------
 
 
-def _owner_alive(row: dict[str, Any]) -> bool:
+def owner_alive(row: dict[str, Any]) -> bool:
+    """Whether a live process owns the show (its lock): what resume, abort and clean ask."""
     from lirun.record.reap import local_facts
 
     if not row.get("owner_pid") and row.get("heartbeat_at") is None:
@@ -239,7 +182,7 @@ def _owner_alive(row: dict[str, Any]) -> bool:
 def _claim(store: Store, row: dict[str, Any], owner: dict[str, Any]) -> None:
     if row["status"] != "active":
         raise ConflictError(f"show {row['id']} is {row['status']}; there is nothing to resume")
-    if _owner_alive(row):
+    if owner_alive(row):
         raise ConflictError(
             f"show {row['id']} is running in pid {row.get('owner_pid')} on "
             f"{row.get('owner_host')}; wait for it, or stop that process and resume"
@@ -287,7 +230,7 @@ def run_show(
     url = resolve_db_url(db_url)
     show_id = safe_component(show_id, "show id") if show_id else new_run_id()
     integration = spec.integration_branch(show_id)
-    git = _check_repo(spec, integration, continue_integration=options.continue_integration)
+    git = check_repo(spec, integration, continue_integration=options.continue_integration)
     base_sha = git.repo.branch_head(spec.base)
     store = open_store(url)
     try:
@@ -341,7 +284,7 @@ def resume_show(
         row = find_show(store, show)
         spec = ShowSpec.from_dict(row["spec_json"])
         git = ShowGit(spec.repo, row["id"], row["integration"])
-        _check_not_checked_out(git)
+        check_not_checked_out(git)
         owner = current_owner()
         _claim(store, row, owner)
         return _conduct(store, row["id"], spec, url, options, stop, owner, resumed=True)
@@ -411,6 +354,8 @@ def _conduct(
 def _finish(store: Store, conductor: Any, outcome: str) -> None:
     if outcome not in _ENDINGS:  # lost: aborted or taken over meanwhile
         if _get(store, conductor.show["id"])["status"] == "aborted":
+            # a play this process moved while the abort wrote may have slipped past it
+            settle_aborted_plays(store, conductor.show["id"], reason_summary="the show was aborted")
             conductor.git.remove_gate()  # the abort left it to us: we were still using it
         return  # taken over: its new owner writes the show
     status, reason = _ENDINGS[outcome]
@@ -439,6 +384,31 @@ def _finish(store: Store, conductor: Any, outcome: str) -> None:
 
 # -- aborting ---------------------------------------------------------------------------------
 
+_SETTLE_ROUNDS = 20
+
+
+def settle_aborted_plays(store: Store, show_id: str, **fields: Any) -> None:
+    """Put every play of the aborted show in a terminal status (``abort_target``). A live
+    owner may move a play between the read and the guarded write (pending → prepared):
+    the play is read again and written from where it is now, until none is left."""
+    for _ in range(_SETTLE_ROUNDS):
+        left = False
+        for play in store.list_plays(show_id):
+            target = abort_target(str(play["status"]))
+            if target is None:
+                continue
+            moved = store.update_status(
+                "play",
+                play["id"],
+                new_status=target[0],
+                reason_code=target[1],
+                expected_statuses={play["status"]},
+                **fields,
+            )
+            left = left or not moved
+        if not left:
+            return
+
 
 def abort_show(
     show: str, *, db_url: str | None = None, actor: str, justification: str
@@ -464,23 +434,17 @@ def abort_show(
             metadata=meta,
             expected_statuses={"active"},
         )
-        for play in store.list_plays(row["id"]):
-            target = abort_target(str(play["status"]))
-            if target is not None:
-                store.update_status(
-                    "play",
-                    play["id"],
-                    new_status=target[0],
-                    reason_code=target[1],
-                    reason_summary=justification,
-                    source="admin",
-                    actor=actor,
-                    metadata=meta,
-                    expected_statuses={play["status"]},
-                )
+        settle_aborted_plays(
+            store,
+            str(row["id"]),
+            reason_summary=justification,
+            source="admin",
+            actor=actor,
+            metadata=meta,
+        )
         # A live owner stops its executions at its next heartbeat and still uses the gate
         # worktree until then; a dead owner's executions are stopped here.
-        if not _owner_alive(row):
+        if not owner_alive(row):
             from lirun.shows.recovery import reap_orphans
 
             reap_orphans(store, str(row["id"]), agents=True)

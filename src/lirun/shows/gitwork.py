@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lirun.exec.worktrees import GitError, Repo, worktrees_root
+from lirun.exec.worktrees import GitError, Repo, commit_leftovers, worktrees_root
 
 __all__ = ["GATE_DIR", "Merge", "ShowGit", "attempt_branch", "current_head"]
 
 GATE_DIR = ".gate"  # play names never start with a dot: no play can own this path
-_FALLBACK_IDENTITY = ("-c", "user.name=lirun", "-c", "user.email=lirun@localhost")
 
 
 def current_head(show: Mapping[str, Any]) -> str | None:
@@ -84,8 +83,7 @@ class ShowGit:
     def identity(self) -> tuple[str, ...]:
         """``-c user.*`` for lirun's own commits when the repository names nobody."""
         if self._identity is None:
-            proc = self.repo.run("config", "user.email", check=False)
-            self._identity = () if proc.stdout.strip() else _FALLBACK_IDENTITY
+            self._identity = self.repo.identity()
         return self._identity
 
     # -- play worktrees --
@@ -114,12 +112,7 @@ class ShowGit:
 
     def commit_leftovers(self, path: str | Path, message: str) -> bool:
         """Commit what the agent left uncommitted in its worktree; True if it left any."""
-        wt = Repo(str(path))
-        if not Path(path).is_dir() or not wt.out("status", "--porcelain"):
-            return False
-        wt.run("add", "-A")
-        wt.run(*self.identity(), "commit", "--quiet", "--no-verify", "-m", message)
-        return True
+        return commit_leftovers(path, message)
 
     def adopt_head(self, path: str | Path, branch: str) -> bool:
         """Put ``branch`` back under the worktree's HEAD when the agent committed on a

@@ -26,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 
 from lirun.errors import LirunError
 from lirun.store import Store, open_store
-from lirun.ui import list_views, team_views, views
+from lirun.ui import list_views, show_views, team_views, views
 from lirun.ui.events import Change, Hub, Notice
 from lirun.ui.jsonable import to_json
 from lirun.ui.openapi import API, openapi_document
@@ -142,7 +142,7 @@ def _routes(dash: Dashboard) -> list[Any]:
 
     run = one(views.run_view, "run.html", "run_id", "run")
     flow = one(views.flow_view, "flow.html", "flow_id", "flow")
-    show = one(views.show_view, "show.html", "show_id", "show")
+    show = one(show_views.show_view, "show.html", "show_id", "show")
     schedules = every(views.schedules_view, "schedules.html")
     teams = every(team_views.teams_view, "teams.html")
     team = one(team_views.team_view, "team.html", "team_id", "team")

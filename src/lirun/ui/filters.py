@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
 from jinja2 import Undefined
+from markupsafe import Markup, escape
 
 
 def _missing(value: Any) -> bool:
@@ -62,6 +64,13 @@ def percent(value: Any) -> str:
     return "" if _missing(value) else f"{100 * float(value):.0f}%"
 
 
+def ticks(text: Any) -> Markup:
+    """Text whose `backticked` commands become <code>: the text is escaped first, so
+    nothing from the record becomes markup."""
+    escaped = str(escape("" if _missing(text) else str(text)))
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped))
+
+
 FILTERS = {
     "when": when,
     "seconds": seconds,
@@ -70,4 +79,5 @@ FILTERS = {
     "pretty": pretty,
     "short": short,
     "percent": percent,
+    "ticks": ticks,
 }

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from lirun.lifecycle import policy_for
 from lirun.store import Store
+from lirun.ui.run_rows import describe
 from lirun.ui.views import (
     PAGE_SIZE,
     BadRequest,
@@ -179,7 +180,7 @@ def show_runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     if unknown:
         raise BadRequest(f"kind=show cannot be filtered by {', '.join(unknown)}")
     data = shows_view(store, params)
-    runs = [
+    rows = [
         {
             "kind": "show",
             "id": s["id"],
@@ -195,6 +196,7 @@ def show_runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
         }
         for s in data["shows"]
     ]
+    runs = [{**row, **describe(row)} for row in rows]  # read as every row of the list
     kept = {"kind": "show", **data["filters"]}
     return {
         "runs": runs,

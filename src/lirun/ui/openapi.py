@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.store.ui_reads import RUN_KINDS
-from lirun.ui.api_schemas import RESPONSES, components, ref
+from lirun.ui.api_schema_kit import ref
+from lirun.ui.api_schemas import RESPONSES, components
 
 
 @dataclass(frozen=True, slots=True)

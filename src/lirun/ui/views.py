@@ -4,18 +4,21 @@ templates render these dicts, and ``/api/...`` returns them as JSON."""
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from lirun.lifecycle import policy_for
 from lirun.store import Store
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
-from lirun.ui.team_views import show_team
+from lirun.ui.evidence_view import explain_all
+from lirun.ui.liveness_view import liveness
+from lirun.ui.run_rows import command_text, describe, fold_schedules
 
 PAGE_SIZE = 50
-FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q")
+FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q", "fold")
 STATUS_CHOICES = sorted(
     {s for kind in RUN_KINDS for s in policy_for(kind).statuses}  # every status a run can have
 )
@@ -156,7 +159,15 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     now = time.time()
-    runs = [{**row, "href": run_href(row), "duration": duration(row, now)} for row in rows]
+    runs = [
+        {**row, **describe(row), "href": run_href(row), "duration": duration(row, now)}
+        for row in rows
+    ]
+    if params.get("fold") == "schedule":
+        runs = fold_schedules(runs)
+        for run in runs:
+            if run.get("folded") and run.get("label"):
+                run["href"] = f"/schedules/{quote(str(run['label']), safe='')}"
     kept = {k: v for k, v in params.items() if k in FILTER_KEYS and v}
     next_cursor = f"{rows[-1]['created_at']!r}~{rows[-1]['id']}" if more and rows else None
     return {
@@ -193,9 +204,12 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
 
     return {
         "run": present_session(row),  # a command's stdout is its output_text, not a reply
+        "liveness": liveness("session", row),
         "duration": duration(row),
         "transitions": store.list_transitions("session", run_id),
         "evidence": row.get("status_evidence_refs") or [],
+        "explained": explain_all(row.get("status_evidence_refs")),
+        "command_line": command_text(row.get("command_json")),
         "verification": verification if isinstance(verification, dict) else {},
         "contract": row.get("artifact_contract_json") or {},
         "artifacts": list_artifacts(row.get("artifacts_path")),
@@ -240,8 +254,14 @@ def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
     for leg in (report or {}).get("legs", ()):
         if leg.get("session_id"):
             links[str(leg["id"])] = f"/runs/{leg['session_id']}"
+    for session in sessions:  # a fan-out instance shows its item
+        meta = session.get("metadata_json")
+        flow_meta = meta.get("flow") if isinstance(meta, dict) else None
+        session["item"] = flow_meta.get("item") if isinstance(flow_meta, dict) else None
     return {
         "flow": row,
+        "liveness": liveness("invocation", row),
+        "file_name": os.path.basename(str(row.get("skill") or "")),
         "duration": duration(row),
         "report": report,
         "sessions": sessions,
@@ -259,118 +279,16 @@ def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
     }
 
 
-# The board's columns, in the order a play moves through them (lifecycle.py's statuses).
-PLAY_ORDER = (
-    "pending",
-    "prepared",
-    "running",
-    "running_complete",
-    "gated",
-    "redoing",
-    "merged",
-    "escalated",
-    "gate_failed",
-    "blocked",
-    "aborted_after_finish",
-)
-# A play row's columns since 0001; the shows engine adds its own (attempt, merge commit,
-# gate verdict, worktree, ...), shown as they come.
-PLAY_BASE_COLUMNS = frozenset(
-    (
-        "id",
-        "show_id",
-        "name",
-        "session_id",
-        "ended_at",
-        "status",
-        "status_reason_code",
-        "status_reason_summary",
-        "status_evidence_refs",
-        "created_at",
-        "updated_at",
-    )
-)
-# The shows engine's columns the board reads as what they mean (the rest show as they come).
-PLAY_READ_COLUMNS = frozenset(
-    (
-        "attempt",
-        "attempts",
-        "merge_sha",
-        "merged_at",
-        "gate_json",
-        "candidate_sha",
-        "branch",
-        "worktree",
-    )
-)
-GATE_CHIPS = {"pass": "passed", "fail": "failed", "interrupted": "aborted"}
-
-
-def gate_verdict(gate: Any) -> dict[str, Any] | None:
-    """A gate record (``plays.gate_json``, ``shows.final_gate_json``) as the board shows
-    it: the verdict, a chip status, the reason, the gate's run and the commit it judged."""
-    if not isinstance(gate, dict) or not gate.get("verdict"):
-        return None
-    verdict = str(gate["verdict"])
-    return {
-        "verdict": verdict,
-        "chip": GATE_CHIPS.get(verdict, verdict),
-        "reason": gate.get("reason"),
-        "session_id": gate.get("session_id"),
-        "commit": gate.get("commit"),
-    }
-
-
-def _provider_stop(store: Store, play: Mapping[str, Any]) -> dict[str, Any] | None:
-    """For a play its provider stopped (``play.escalated.provider``): what the provider
-    said on its last execution and what a person does about it."""
-    if play.get("status_reason_code") != "play.escalated.provider" or not play.get("session_id"):
-        return None
-    from lirun.shows.report import provider_failure
-
-    return provider_failure(store.get_entity("session", str(play["session_id"])))
-
-
-def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
-    """A show and its plays, grouped by status for the board."""
-    row = store.get_entity("show", show_id)
-    if row is None:
-        return None
-    from lirun.shows.gitwork import current_head
-
-    row = {**row, "integration_head": current_head(row)}  # git's, not the record's
-    plays = store.show_plays(show_id)
-    columns: dict[str, list[dict[str, Any]]] = {}
-    for play in plays:
-        extras = {
-            k: v
-            for k, v in play.items()
-            if k not in PLAY_BASE_COLUMNS | PLAY_READ_COLUMNS and v not in (None, "", [], {})
-        }
-        play = {
-            **play,
-            "extras": extras,
-            "gate": gate_verdict(play.get("gate_json")),
-            "provider": _provider_stop(store, play),
-        }
-        columns.setdefault(str(play.get("status")), []).append(play)
-    order = [s for s in PLAY_ORDER if s in columns]
-    order += [s for s in columns if s not in order]
-    return {
-        "show": row,
-        "final_gate": gate_verdict(row.get("final_gate_json")),
-        "plays": plays,
-        "board": [{"status": s, "plays": columns[s]} for s in order],
-        "transitions": store.list_transitions("show", show_id),
-        "team": show_team(store, show_id),
-    }
-
-
 RAN_AND_ENDED = policy_for("schedule_run").terminal - {"skipped"}
 
 
 def schedules_view(store: Store) -> dict[str, Any]:
-    """Every schedule with its last runs (a strip of cells) and their success rate."""
+    """Every schedule with its last runs (a strip of cells), their success rate and cost
+    per run; a next fire time already past says whether a worker is live to fire it."""
+    from lirun.schedules.worker import live_workers
+
+    now = time.time()
+    workers = len(live_workers(store, now))
     runs_by_schedule: dict[str, list[dict[str, Any]]] = {}
     for run in store.recent_schedule_runs(per_schedule=30):
         runs_by_schedule.setdefault(str(run["schedule_id"]), []).append(dict(run))
@@ -388,18 +306,22 @@ def schedules_view(store: Store) -> dict[str, Any]:
             None,
         )
         strip = list(reversed(runs))
+        costs = [float(r["cost_usd"]) for r in runs if r.get("cost_usd") is not None]
         out.append(
             {
                 **schedule,
                 "recent": runs,
                 "strip": strip,
                 "next_fire": next_fire,
+                "overdue": next_fire is not None and float(next_fire) < now,
                 "success_rate": (len(ok) / len(ended)) if ended else None,
-                "cost_usd": sum(float(r.get("cost_usd") or 0) for r in runs),
+                "cost_usd": sum(costs) if costs else None,
+                "cost_per_run_usd": sum(costs) / len(costs) if costs else None,
+                "costed_runs": len(costs),
                 "chart": cost_chart(strip),
             }
         )
-    return {"schedules": out}
+    return {"schedules": out, "live_workers": workers}
 
 
 def cost_chart(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,7 +14,10 @@
 -- when none matches it reads them all, as the scan did).
 -- :want_<kind> is 1 or 0.
 -- A schedule run names what it made (made_kind, made_id: its session, flow or show), so
--- its row links there; a pruned run or flow says when (pruned_at, migration 0010).
+-- its row links there, and is named by its schedule (label) and its action (origin); a
+-- session brings its command (command: a command run's argv as JSON), an invocation its
+-- origin (flow or manual), so the list can say what each is. A pruned run or flow says when
+-- (pruned_at, migration 0010). Otherwise only columns every version of these tables has are read.
 SELECT * FROM (
 SELECT * FROM (
   SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
@@ -22,6 +25,7 @@ SELECT * FROM (
          flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
          output_tokens, cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
+         command_json AS command, CAST(NULL AS TEXT) AS origin,
          pruned_at
     FROM sessions
    WHERE CAST(:want_session AS INTEGER) = 1
@@ -30,7 +34,7 @@ SELECT * FROM (
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
      AND (CAST(:provider AS TEXT) IS NULL OR provider = CAST(:provider AS TEXT))
      AND (CAST(:needle AS TEXT) IS NULL
-          OR strpos(lower(concat_ws(chr(10), id, prompt, status_reason_code, status_reason_summary)), CAST(:needle AS TEXT)) > 0)
+          OR strpos(lower(concat_ws(chr(10), id, prompt, command_json, status_reason_code, status_reason_summary)), CAST(:needle AS TEXT)) > 0)
    ORDER BY created_at DESC, id DESC
    LIMIT :limit
 ) AS session_page
@@ -39,6 +43,7 @@ SELECT * FROM (
   SELECT 'invocation' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, prompt, skill AS label, CAST(NULL AS TEXT) AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, input_tokens, output_tokens, cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
+         CAST(NULL AS TEXT) AS command, kind AS origin,
          pruned_at
     FROM invocations
    WHERE CAST(:want_invocation AS INTEGER) = 1
@@ -56,6 +61,7 @@ SELECT * FROM (
   SELECT 'play' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, name AS label, show_id AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS DOUBLE PRECISION) AS cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
+         CAST(NULL AS TEXT) AS command, CAST(NULL AS TEXT) AS origin,
          CAST(NULL AS DOUBLE PRECISION) AS pruned_at
     FROM plays
    WHERE CAST(:want_play AS INTEGER) = 1
@@ -71,9 +77,10 @@ SELECT * FROM (
 UNION ALL
 SELECT * FROM (
   SELECT 'schedule_run' AS kind, id, status, status_reason_code AS reason_code,
-         status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, action_kind AS label, schedule_id AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS DOUBLE PRECISION) AS cost_usd,
+         status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, (SELECT schedules.name FROM schedules WHERE schedules.id = schedule_runs.schedule_id) AS label, schedule_id AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS DOUBLE PRECISION) AS cost_usd,
          created_at, ended_at, CASE WHEN session_id IS NOT NULL THEN 'session' WHEN invocation_id IS NOT NULL THEN 'invocation' WHEN show_id IS NOT NULL THEN 'show' END AS made_kind,
          COALESCE(session_id, invocation_id, show_id) AS made_id,
+         CAST(NULL AS TEXT) AS command, action_kind AS origin,
          CAST(NULL AS DOUBLE PRECISION) AS pruned_at
     FROM schedule_runs
    WHERE CAST(:want_schedule_run AS INTEGER) = 1

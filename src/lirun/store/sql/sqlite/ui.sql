@@ -8,7 +8,10 @@
 -- a LIKE pattern, which ignores ASCII case here), then the newest :limit of them all.
 -- :want_<kind> is 1 or 0.
 -- A schedule run names what it made (made_kind, made_id: its session, flow or show), so
--- its row links there; a pruned run or flow says when (pruned_at, migration 0010).
+-- its row links there, and is named by its schedule (label) and its action (origin); a
+-- session brings its command (command: a command run's argv as JSON), an invocation its
+-- origin (flow or manual), so the list can say what each is. A pruned run or flow says when
+-- (pruned_at, migration 0010). Otherwise only columns every version of these tables has are read.
 SELECT * FROM (
 SELECT * FROM (
   SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
@@ -16,6 +19,7 @@ SELECT * FROM (
          flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
          output_tokens, cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
+         command_json AS command, CAST(NULL AS TEXT) AS origin,
          pruned_at
     FROM sessions
    WHERE :want_session = 1
@@ -26,6 +30,7 @@ SELECT * FROM (
      AND (:q IS NULL
           OR id LIKE :q ESCAPE '\'
           OR prompt LIKE :q ESCAPE '\'
+          OR command_json LIKE :q ESCAPE '\'
           OR status_reason_code LIKE :q ESCAPE '\'
           OR status_reason_summary LIKE :q ESCAPE '\')
    ORDER BY created_at DESC, id DESC
@@ -36,6 +41,7 @@ SELECT * FROM (
   SELECT 'invocation' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, prompt, skill AS label, CAST(NULL AS TEXT) AS parent_id, CAST(NULL AS REAL) AS duration_s, input_tokens, output_tokens, cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
+         CAST(NULL AS TEXT) AS command, kind AS origin,
          pruned_at
     FROM invocations
    WHERE :want_invocation = 1
@@ -56,6 +62,7 @@ SELECT * FROM (
   SELECT 'play' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, name AS label, show_id AS parent_id, CAST(NULL AS REAL) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS REAL) AS cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
+         CAST(NULL AS TEXT) AS command, CAST(NULL AS TEXT) AS origin,
          CAST(NULL AS REAL) AS pruned_at
     FROM plays
    WHERE :want_play = 1
@@ -74,9 +81,10 @@ SELECT * FROM (
 UNION ALL
 SELECT * FROM (
   SELECT 'schedule_run' AS kind, id, status, status_reason_code AS reason_code,
-         status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, action_kind AS label, schedule_id AS parent_id, CAST(NULL AS REAL) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS REAL) AS cost_usd,
+         status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, (SELECT schedules.name FROM schedules WHERE schedules.id = schedule_runs.schedule_id) AS label, schedule_id AS parent_id, CAST(NULL AS REAL) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS REAL) AS cost_usd,
          created_at, ended_at, CASE WHEN session_id IS NOT NULL THEN 'session' WHEN invocation_id IS NOT NULL THEN 'invocation' WHEN show_id IS NOT NULL THEN 'show' END AS made_kind,
          COALESCE(session_id, invocation_id, show_id) AS made_id,
+         CAST(NULL AS TEXT) AS command, action_kind AS origin,
          CAST(NULL AS REAL) AS pruned_at
     FROM schedule_runs
    WHERE :want_schedule_run = 1

@@ -1,0 +1,87 @@
+"""How a row of the runs list reads: what kind of thing it is, its name, what it ran.
+
+A row names things by what they are: an invocation a flow ran is a **flow** named by
+its file's name (the path on hover); a schedule run is named by its **schedule**, with
+its action beside it; a command run shows its **command** as a person would type it;
+an agent run its prompt; a fan-out leg instance its item. ``fold_schedules`` turns a
+page's schedule runs into one row per schedule on request. Pure: rows in, rows out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["command_text", "describe", "fold_schedules"]
+
+
+def _argv(command: object) -> list[str] | None:
+    """An argv from a list or its JSON text as stored; None for anything else."""
+    if isinstance(command, str):
+        try:
+            command = json.loads(command)
+        except ValueError:
+            return None
+    if isinstance(command, list) and command:
+        return [str(part) for part in command]
+    return None
+
+
+def command_text(command: object) -> str | None:
+    """An argv (a list, or its JSON text as stored) as a person would type it."""
+    argv = _argv(command)
+    return shlex.join(argv) if argv else None
+
+
+def describe(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``kind_label``, ``label`` (its name), ``label_title`` (the name in full), ``what``
+    (the prompt or the command) and, for a session, ``command`` (its argv) and
+    ``command_line`` (as typed), for one row of ``ui_runs_page``."""
+    kind, label = row.get("kind"), row.get("label")
+    out: dict[str, Any] = {
+        "kind_label": str(kind or "").replace("_", " "),
+        "label": label,
+        "label_title": label,
+        "what": row.get("prompt"),
+        "command": None,
+        "command_line": None,
+    }
+    if kind == "session":
+        argv = _argv(row.get("command"))
+        line = shlex.join(argv) if argv else None
+        out["command"], out["command_line"] = argv, line
+        if row.get("provider") == "command" or not row.get("prompt"):
+            out["what"] = line or row.get("prompt")
+    elif kind == "invocation" and row.get("origin") == "flow":
+        out["kind_label"] = "flow"
+        out["label"] = os.path.basename(str(label)) if label else None
+    elif kind == "schedule_run":
+        action = row.get("origin") or "run"
+        if not row.get("parent_id"):
+            out["label"] = out["label_title"] = "submitted"
+            out["what"] = f"{action} submitted by li submit (no schedule)"
+        else:
+            out["label"] = out["label_title"] = label or "(deleted schedule)"
+            out["what"] = f"{action} fired by its schedule"
+    return out
+
+
+def fold_schedules(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with each schedule's runs folded into its newest one, which counts them
+    (``folded``: how many runs of that schedule this page had)."""
+    out: list[dict[str, Any]] = []
+    seen: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.get("kind") != "schedule_run" or not row.get("parent_id"):
+            out.append(dict(row))
+            continue
+        key = str(row["parent_id"])
+        if key in seen:
+            seen[key]["folded"] += 1
+            continue
+        seen[key] = {**row, "folded": 1}
+        out.append(seen[key])
+    return out

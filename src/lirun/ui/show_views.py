@@ -1,0 +1,145 @@
+"""The show page and its JSON twin: a show's facts and its plays as a board by status,
+saying only what the record says (a moved head's gate is not the final gate; a play
+merged by hand says who recorded it, without the feedback of its failed attempt)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lirun.store import Store
+from lirun.ui.liveness_view import liveness
+from lirun.ui.team_views import show_team
+
+__all__ = ["gate_verdict", "show_view"]
+
+
+# The board's columns, in the order a play moves through them (lifecycle.py's statuses).
+PLAY_ORDER = (
+    "pending",
+    "prepared",
+    "running",
+    "running_complete",
+    "gated",
+    "redoing",
+    "merged",
+    "escalated",
+    "gate_failed",
+    "blocked",
+    "aborted_after_finish",
+)
+# A play row's columns since 0001; the shows engine adds its own (attempt, merge commit,
+# gate verdict, worktree, ...), shown as they come.
+PLAY_BASE_COLUMNS = frozenset(
+    (
+        "id",
+        "show_id",
+        "name",
+        "session_id",
+        "ended_at",
+        "status",
+        "status_reason_code",
+        "status_reason_summary",
+        "status_evidence_refs",
+        "created_at",
+        "updated_at",
+    )
+)
+# The shows engine's columns the board reads as what they mean (the rest show as they come).
+PLAY_READ_COLUMNS = frozenset(
+    (
+        "attempt",
+        "attempts",
+        "merge_sha",
+        "merged_at",
+        "gate_json",
+        "candidate_sha",
+        "branch",
+        "worktree",
+    )
+)
+# Columns the board says in its own words (feedback, the order in the show file).
+PLAY_SAID_COLUMNS = frozenset(("feedback", "position"))
+GATE_CHIPS = {"pass": "passed", "fail": "failed", "interrupted": "aborted"}
+
+
+def gate_verdict(gate: Any) -> dict[str, Any] | None:
+    """A gate record (``plays.gate_json``, ``shows.final_gate_json``) as the board shows
+    it: the verdict, a chip status, the reason, the gate's run and the commit it judged."""
+    if not isinstance(gate, dict) or not gate.get("verdict"):
+        return None
+    verdict = str(gate["verdict"])
+    return {
+        "verdict": verdict,
+        "chip": GATE_CHIPS.get(verdict, verdict),
+        "reason": gate.get("reason"),
+        "session_id": gate.get("session_id"),
+        "commit": gate.get("commit"),
+    }
+
+
+def _provider_stop(store: Store, play: Mapping[str, Any]) -> dict[str, Any] | None:
+    """For a play its provider stopped (``play.escalated.provider``): what the provider
+    said on its last execution and what a person does about it."""
+    if play.get("status_reason_code") != "play.escalated.provider" or not play.get("session_id"):
+        return None
+    from lirun.shows.report import provider_failure
+
+    return provider_failure(store.get_entity("session", str(play["session_id"])))
+
+
+def _merged_by(store: Store, play: Mapping[str, Any]) -> dict[str, Any]:
+    """Who recorded a merge lirun did not make, and why (the override's admin event)."""
+    for event in reversed(store.list_admin_events(str(play["id"]))):
+        payload = event.get("payload") or {}
+        if isinstance(payload, dict) and payload.get("new_status") == "merged":
+            return {"actor": event.get("actor"), "justification": event.get("justification")}
+    return {"actor": None, "justification": None}
+
+
+def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
+    """A show and its plays, grouped by status for the board."""
+    row = store.get_entity("show", show_id)
+    if row is None:
+        return None
+    from lirun.shows.gitwork import current_head
+
+    row = {**row, "integration_head": current_head(row)}  # git's, not the record's
+    plays = store.show_plays(show_id)
+    columns: dict[str, list[dict[str, Any]]] = {}
+    for play in plays:
+        extras = {
+            k: v
+            for k, v in play.items()
+            if k not in PLAY_BASE_COLUMNS | PLAY_READ_COLUMNS | PLAY_SAID_COLUMNS
+            and v not in (None, "", [], {})
+        }
+        merged = play.get("status") == "merged"
+        play = {
+            **play,
+            "extras": extras,
+            # a merged play's last feedback was for an attempt that is over: not shown
+            "feedback": None if merged else play.get("feedback"),
+            "by_hand": _merged_by(store, play) if merged and not play.get("merge_sha") else None,
+            "file_order": int(play["position"]) + 1 if play.get("position") is not None else None,
+            "gate": gate_verdict(play.get("gate_json")),
+            "provider": _provider_stop(store, play),
+        }
+        columns.setdefault(str(play.get("status")), []).append(play)
+    order = [s for s in PLAY_ORDER if s in columns]
+    order += [s for s in columns if s not in order]
+    recorded = row.get("final_gate_json")
+    head_gate = isinstance(recorded, dict) and recorded.get("role") == "head_gate"
+    spec = row.get("spec_json")
+    return {
+        "show": row,
+        "liveness": liveness("show", row),
+        # the last gate on the head may be a moved head's: that is not the final gate
+        "final_gate": None if head_gate else gate_verdict(recorded),
+        "head_gate": gate_verdict(recorded) if head_gate else None,
+        "has_final_gate": not isinstance(spec, dict) or spec.get("final_gate") is not None,
+        "plays": plays,
+        "board": [{"status": s, "plays": columns[s]} for s in order],
+        "transitions": store.list_transitions("show", show_id),
+        "team": show_team(store, show_id),
+    }

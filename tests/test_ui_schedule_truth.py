@@ -1,0 +1,58 @@
+"""The schedules page says what is true: the cost per run is per run (not the total),
+and a next fire time already past says no worker is live to fire it (both backends)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+from starlette.testclient import TestClient
+
+from lirun.store import Store
+from lirun.ui.app import create_app
+from support.cli import li_command
+from support.storekit import raw_write
+
+
+@pytest.fixture
+def client(store: Store, db_url: str) -> Iterator[TestClient]:
+    with TestClient(create_app(db_url, watch=False)) as c:
+        yield c
+
+
+def test_cost_per_run_is_per_run_and_a_past_due_fire_says_no_worker_runs(
+    store: Store, client: TestClient, li_env: dict[str, str]
+) -> None:
+    added = subprocess.run(
+        li_command("schedule", "add", "tick", "--every", "1h", "--", "run", "true"),
+        env=li_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    [schedule] = store.list_schedules()
+    for cost in (0.25, 0.5, 0.75):
+        inv = store.create_invocation(skill="scheduled")
+        raw_write(
+            store,
+            "UPDATE invocations SET cost_usd = :c WHERE id = :id",
+            {"c": cost, "id": inv["id"]},
+        )
+        run = store.create_schedule_run(
+            action_kind="run", schedule_id=schedule["id"], invocation_id=inv["id"]
+        )
+        store.update_status(
+            "schedule_run", run["id"], new_status="completed", reason_code="schedule.completed.ok"
+        )
+    page = client.get("/schedules").text
+    assert '<span class="per-run">$0.5000</span>' in page and "$1.5000 over 3 runs" in page
+    assert "past due" not in page  # due in an hour
+    assert 'id="no-worker"' in page  # but nothing will fire it
+    # an hour later, still no worker: the due time is in the past
+    raw_write(store, "UPDATE schedules SET next_due_at = :t", {"t": time.time() - 600})
+    page = client.get("/schedules").text
+    assert "past due: no worker is live to fire it" in page
+    data = client.get("/api/schedules").json()
+    assert data["live_workers"] == 0
+    [shown] = data["schedules"]
+    assert shown["overdue"] is True and shown["cost_per_run_usd"] == pytest.approx(0.5)
