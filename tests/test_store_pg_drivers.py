@@ -73,7 +73,8 @@ def test_rows_are_equal_value_for_value_and_type_for_type(
     libpq, psycopg = both
     assert typed(libpq.read(_EVERY_TYPE)) == typed(psycopg.read(_EVERY_TYPE))
     [row] = libpq.read(_EVERY_TYPE)
-    assert row["num"] == Decimal("1.250") and row["js"] == {"a": [1, 2.5, None, "s"]}
+    assert row["num"] == Decimal("1.250")
+    assert row["js"] == {"a": [1, 2.5, None, "s"]}
 
 
 @pytest.mark.parametrize(
@@ -251,7 +252,8 @@ def test_a_writer_killed_mid_transaction_leaves_nothing_and_holds_nothing(
         )
         assert time.monotonic() - start < 5
         row = store.get_entity("session", "k-1")
-        assert row is not None and row["status_reason_summary"] == ""
+        assert row is not None
+        assert row["status_reason_summary"] == ""
         assert [t["status"] for t in store.list_transitions("session", "k-1")] == [
             "running",
             "completed",
@@ -338,7 +340,8 @@ def test_a_read_cut_off_by_a_server_stop_is_a_lost_connection_then_reconnects(
         stopper.join()
         pg_cluster.start()
         row = reader.get_entity("session", "s-1")
-        assert row is not None and row["status"] == "running"
+        assert row is not None
+        assert row["status"] == "running"
     finally:
         stopper.cancel()
         reader.close()

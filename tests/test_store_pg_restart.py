@@ -73,7 +73,8 @@ def test_a_status_write_waits_out_a_restart(
     finally:
         store.close()
     err = capsys.readouterr().err
-    assert err.count("lost the database") == 1 and err.count("is back") == 1, err
+    assert err.count("lost the database") == 1, err
+    assert err.count("is back") == 1, err
 
 
 @BOTH_DRIVERS
@@ -131,7 +132,8 @@ def test_li_run_keeps_its_outcome_across_a_restart(
         row = store.get_entity("session", "r-1")
     finally:
         store.close()
-    assert row is not None and row["status"] == "completed", err
+    assert row is not None, err
+    assert row["status"] == "completed", err
 
 
 @BOTH_DRIVERS
@@ -207,4 +209,5 @@ def test_li_wait_on_a_server_that_stays_down_ends_at_its_timeout(
     )
     assert done.returncode == 3, done.stderr
     assert time.monotonic() - started < 10
-    assert "timed out" in done.stderr and "Traceback" not in done.stderr
+    assert "timed out" in done.stderr
+    assert "Traceback" not in done.stderr

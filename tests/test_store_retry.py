@@ -61,7 +61,8 @@ def test_a_retry_after_an_ambiguous_commit_writes_history_once(
     history = assert_linear(store, "session", "s-1")
     assert [t["status"] for t in history] == ["running", "completed"]
     err = capsys.readouterr().err
-    assert err.count("lost the database") == 1 and err.count("is back") == 1
+    assert err.count("lost the database") == 1
+    assert err.count("is back") == 1
 
 
 def test_a_held_lock_past_the_bound_raises_busy(
@@ -161,4 +162,6 @@ def test_retry_write_gives_up_with_the_last_error_at_the_bound(
     with pytest.raises(DatabaseConnectionLostError, match="try 5"):
         retry_write(attempt, where="db", notice=notes.append, sleep=sleep, clock=lambda: now[0])
     assert sleeps == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.5])
-    assert len(notes) == 2 and "lost the database" in notes[0] and "gave up" in notes[1]
+    assert len(notes) == 2
+    assert "lost the database" in notes[0]
+    assert "gave up" in notes[1]
