@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -253,12 +251,6 @@ def test_merged_defaults_playbook_wins(lirun_home: Path) -> None:
     assert merged["timeout"] == 120
     assert merged["provider"] == "claude"
     assert merged_defaults(None, None) == {}
-
-
-def test_importing_profiles_does_not_import_yaml() -> None:
-    code = "import sys, lirun.exec.profiles; print('yaml' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
 
 
 def test_a_profile_may_set_the_stall_limit_zero_turning_it_off(lirun_home: Path) -> None:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import socket
 import sys
+import threading
+import webbrowser
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from lirun.cli.common import add_db_option, make_parser
+from lirun.paths import resolve_db_url
+from lirun.store import open_store
+from lirun.ui.security import LOCAL_HOSTS, is_local_host
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     import socket
@@ -49,8 +56,6 @@ def _token_problem(token: str) -> str | None:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -82,7 +87,6 @@ def main(argv: list[str]) -> int:
     if not _has_extra():
         sys.stderr.write(INSTALL_HINT)
         return 2
-    from lirun.ui.security import LOCAL_HOSTS, is_local_host
 
     token = args.token or os.environ.get("LIRUN_UI_TOKEN") or None
     local = is_local_host(args.host)
@@ -102,7 +106,6 @@ def main(argv: list[str]) -> int:
 
 
 def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] | None) -> int:
-    from lirun.paths import resolve_db_url
     from lirun.ui.app import create_app
     from lirun.ui.server import DashboardServer
 
@@ -117,8 +120,6 @@ def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] 
         return 2
     url = resolve_db_url(args.db)
     if args.db is None and not os.environ.get("LIRUN_DB_URL"):
-        from lirun.store import open_store
-
         # The default database, created (and migrated) as any li command would, so a
         # dashboard opened before the first run shows runs as they come. A database
         # named with --db or LIRUN_DB_URL must exist: a typo is not a new empty one.
@@ -130,9 +131,6 @@ def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] 
     print(url, flush=True)
     sys.stderr.write(f"li ui: serving {url} (Ctrl-C stops)\n")
     if args.open:
-        import threading
-        import webbrowser
-
         target = f"{url}?token={token}" if token else url
         threading.Timer(0.5, webbrowser.open, (target,)).start()
     with _stop_quietly():
@@ -148,7 +146,6 @@ class _Stopped(Exception):
 def _stop_quietly() -> Iterator[None]:
     """Ctrl-C and SIGTERM stop the server and ``li ui`` returns 0: uvicorn handles them
     while it runs and raises them again once it has shut down; this catches that."""
-    import signal
 
     def stopped(signum: int, frame: object) -> None:
         raise _Stopped

@@ -5,9 +5,8 @@ Pure functions of the stream's verdict and the process result, used by ``legs.ju
 
 from __future__ import annotations
 
-from lirun.hints import Any
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from lirun.exec.supervisor import ProcessResult
     from lirun.exec.verdict import StreamVerdict

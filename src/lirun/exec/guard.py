@@ -19,13 +19,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO, Any
 
-from lirun.hints import IO, Any
+from lirun.exec.cgroup import RunCgroup
+from lirun.exec.containment import kill_run_tree
+from lirun.exec.descendants import add_helper
 from lirun.liveness import OWNER_DEATH_NOTE
 
 __all__ = ["NOTE_NAME", "Guard", "guard_pid", "main", "unwatch", "watch"]
@@ -95,7 +99,6 @@ def _start() -> Guard | None:
         )
     except OSError:
         return None
-    from lirun.exec.descendants import add_helper
 
     add_helper(proc.pid)
     return Guard(proc)
@@ -180,14 +183,9 @@ def _write_note(note_dir: str, owner: int, entry: dict[str, Any] | None) -> None
 
 def main() -> None:
     """The guard process: ``python -I -S -c ... OWNER_PID``, the owner's pipe on stdin."""
-    import signal
-
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     owner = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-    # Imported before waiting: when the owner dies, the kill starts at once.
-    from lirun.exec.cgroup import RunCgroup
-    from lirun.exec.containment import kill_run_tree
 
     runs = _serve(sys.stdin.buffer)
     for leader, message in runs.items():

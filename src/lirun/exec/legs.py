@@ -8,7 +8,10 @@ command line, its stream sinks, and the pure judgement of how it ended
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from lirun.exec.agent_record import (
     MAX_REPLY_CHARS,
@@ -20,11 +23,11 @@ from lirun.exec.agent_record import (
 )
 from lirun.exec.capture import DEFAULT_TAIL_BYTES, ChunkSink, LineSink, open_buffer
 from lirun.exec.provider_options import ProviderOptions
-from lirun.hints import IO, Any, Protocol
+from lirun.exec.providers import get_provider
+from lirun.exec.trouble import PROGRESS_KINDS, progress_fields
+from lirun.exec.versions import cli_version
 from lirun.record.facts import TeardownExtras
-from lirun.values import dataclass, field, replace
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # the generic-command path never needs the stream parsers
     from lirun.exec.stream import Event, Message, StreamParser
     from lirun.exec.supervisor import ProcessResult, StreamProgress
@@ -358,8 +361,6 @@ class AgentLeg:
         self.stderr = ChunkSink(open_buffer(stream / "stderr.log"), echo_fd=ctx.echo.stderr_fd)
 
     def _on_line(self, line: str) -> None:
-        from lirun.exec.trouble import PROGRESS_KINDS
-
         progressed = False
         for event in self.parser.feed_line(line):
             if event.kind == "assistant_text":
@@ -376,8 +377,6 @@ class AgentLeg:
             self.ctx.on_engine_uid(uid)
 
     def _report_progress(self) -> None:
-        from lirun.exec.trouble import progress_fields
-
         fields = progress_fields(self.parser)
         changed = {k: v for k, v in fields.items() if self._progress.get(k) != v}
         if changed:
@@ -413,7 +412,6 @@ def prompt_file(prompt: str) -> IO[bytes]:
     """The prompt as the child's stdin: an anonymous file (no name on disk, no pipe to
     keep fed), so it stays out of ``ps`` and the child sees end-of-file after it, never
     the caller's stdin (Claude Code waits on an open one)."""
-    import tempfile  # agents only: `li run` never needs it
 
     handle = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the leg)
     handle.write(prompt.encode("utf-8"))
@@ -443,8 +441,6 @@ class AgentProgram:
         self.options.check_for(self.provider)
 
     def command_line(self, resume_uid: str | None = None) -> list[str]:
-        from lirun.exec.providers import get_provider
-
         spec = get_provider(self.provider)
         return spec.build_command(
             self.executable,
@@ -455,21 +451,16 @@ class AgentProgram:
 
     def record_fields(self) -> dict[str, Any]:
         """Columns known before the child starts: the prompt, the options, the version."""
-        from lirun.exec.providers import get_provider
 
         fields: dict[str, Any] = {
             "prompt": self.prompt,
             "provider_options_json": self.options.to_record(),
         }
         if not get_provider(self.provider).version_in_stream:
-            from lirun.exec.versions import cli_version
-
             fields["provider_version"] = cli_version(self.executable)
         return present(fields)
 
     def new_leg(self, ctx: LegContext) -> AgentLeg:
-        from lirun.exec.providers import get_provider
-
         prompt = CONTINUATION_PROMPT if ctx.continuation else self.prompt
         argv = self.command_line(ctx.resume_uid)
         parser = get_provider(self.provider).new_parser()

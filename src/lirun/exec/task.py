@@ -15,12 +15,18 @@ that needs the machine (profiles and playbooks on disk, the provider's option se
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from lirun.errors import UsageError
-from lirun.hints import Any
-from lirun.values import dataclass, field, replace
+from lirun.exec.execution import ExecutionRequest
+from lirun.exec.leg_states import stall_limit
+from lirun.exec.legs import AgentProgram, CommandProgram, Echo
+from lirun.exec.profiles import load_playbook, load_profile, merged_defaults, resolve_contract_for
+from lirun.exec.provider_options import ProviderOptions
+from lirun.exec.providers import find_provider_executable, parse_provider_spec
+from lirun.exec.supervisor import Limits
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from lirun.exec.execution import ExecutionRequest
     from lirun.exec.legs import Echo, Program
@@ -121,13 +127,7 @@ def declarations(
     and shows share. ProfileError (exit 2) for a missing or invalid file or contract."""
     entries = list(artifacts)
     if not (profile or playbook or entries):
-        return Declared(None, {}, None)  # the common case stays off the YAML import path
-    from lirun.exec.profiles import (
-        load_playbook,
-        load_profile,
-        merged_defaults,
-        resolve_contract_for,
-    )
+        return Declared(None, {}, None)
 
     loaded_profile = load_profile(profile) if profile else None
     loaded_playbook = load_playbook(playbook) if playbook else None
@@ -144,8 +144,6 @@ def _declarations(task: Task) -> Declared:
 
 
 def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
-    from lirun.exec.legs import AgentProgram, CommandProgram
-
     require_change = task.require_change or bool(declared.defaults.get("require_change"))
     if task.run is not None:
         if not task.run:
@@ -153,8 +151,6 @@ def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
         return CommandProgram(argv=list(task.run), require_change=require_change)
     if task.agent is None:
         raise UsageError("a task needs an agent with a prompt, or a command (run)")
-    from lirun.exec.provider_options import ProviderOptions
-    from lirun.exec.providers import find_provider_executable, parse_provider_spec
 
     name, model = parse_provider_spec(task.agent)
     text = prompt if prompt is not None else task.prompt or declared.playbook_prompt
@@ -203,10 +199,6 @@ def build_request(
     executions run side by side and never write to ``li``'s stdout.
     Raises UsageError for a task that cannot run (see ``check_task``).
     """
-    from lirun.exec.execution import ExecutionRequest
-    from lirun.exec.leg_states import stall_limit
-    from lirun.exec.legs import Echo
-    from lirun.exec.supervisor import Limits
 
     declared = _declarations(task)
     if run_argv is not None:

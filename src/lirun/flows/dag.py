@@ -14,11 +14,11 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from shutil import which
 from typing import Any
 
 from lirun.flows.graph import topo_order
 from lirun.flows.spec import FlowSpec
-from lirun.paths import which
 
 __all__ = [
     "COLLAPSE_OVER",

@@ -15,6 +15,7 @@ file does not declare is an error (a typo would otherwise be silently ignored).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -27,6 +28,7 @@ from lirun.exec.problems import ProblemReader
 from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml
 from lirun.exec.provider_options import OPTION_KEYS
 from lirun.exec.task import MAX_PARALLEL, Task
+from lirun.flows.legcheck import check_graph
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
 
 __all__ = [
@@ -119,7 +121,6 @@ def load_flow(
     ``cwd``: where the legs run (default: the current directory), made absolute; a leg's
     own ``cwd`` is relative to it. FlowFileError (exit 2) lists every problem.
     """
-    from lirun.flows.legcheck import check_graph
 
     file = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
     try:
@@ -160,8 +161,6 @@ def load_flow(
 
 
 def _check_keys(p: Problems, data: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
-    import difflib
-
     for key in data:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), sorted(allowed), n=1)

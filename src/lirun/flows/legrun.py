@@ -19,9 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lirun.errors import LirunError, StartInterruptedError
+from lirun.exec.execution import execute
+from lirun.exec.task import build_request
+from lirun.exec.trouble import trouble_line
+from lirun.exec.worktrees import Repo, worktrees_root
 from lirun.flows.spec import LegSpec
 from lirun.reasons import is_retryable_reason
+from lirun.record.completion import COMMAND_EXITED_0
+from lirun.record.rundir import new_run_id
 from lirun.signals import SignalTrap
+from lirun.store import open_store
 
 __all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of", "proof_is_shared", "retry_leg"]
 
@@ -113,7 +120,6 @@ def _produced_any(row: Mapping[str, Any]) -> bool:
 def _own_proof(row: Mapping[str, Any]) -> bool:
     """Its outcome rests on evidence of its own: a reply that counted (an agent's, not
     with ``require_change``), or a command's exit code (``completion.COMMAND_EXITED_0``)."""
-    from lirun.record.completion import COMMAND_EXITED_0
 
     for ref in row.get("status_evidence_refs") or ():
         if not isinstance(ref, Mapping):
@@ -142,7 +148,6 @@ def proof_is_shared(row: Mapping[str, Any]) -> bool:
 
 def _worktree(job: LegJob) -> tuple[str, dict[str, str]]:
     """A worktree for the leg, on its own branch from HEAD; the leg's cwd inside it."""
-    from lirun.exec.worktrees import Repo, worktrees_root
 
     repo = Repo(job.cwd)
     top = repo.toplevel()
@@ -209,8 +214,6 @@ class LegWorkers:
     # -- in a worker thread --
 
     def _work(self) -> None:
-        from lirun.store import open_store
-
         store = None
         try:
             while (job := self._jobs.get()) is not None:
@@ -265,9 +268,6 @@ class LegWorkers:
         result: LegResult,
     ) -> Mapping[str, Any] | None:
         """One execution; fills ``result``; the session row, or None if none was made."""
-        from lirun.exec.execution import execute
-        from lirun.exec.task import build_request
-        from lirun.record.rundir import new_run_id
 
         meta = {
             "invocation": job.invocation_id,
@@ -326,7 +326,6 @@ class LegWorkers:
     def _trouble(self, leg: str) -> Callable[[str, Any], None]:
         """The provider's retries, warnings and errors as the flow's lines (stderr and
         flow.log), named by the leg."""
-        from lirun.exec.trouble import trouble_line
 
         def on_event(provider: str, event: Any) -> None:
             line = trouble_line(provider, event)

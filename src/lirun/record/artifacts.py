@@ -6,6 +6,7 @@ verification never looks at anything outside the root, even through symlinks.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import stat
@@ -13,9 +14,9 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Literal, TypedDict
 
 from lirun.errors import ValidationError
-from lirun.hints import Any, Literal, TypedDict
 
 __all__ = [
     "ARTIFACT_PROBLEMS",
@@ -194,7 +195,6 @@ def unknown_entry_fields(entry: Mapping[str, Any]) -> list[str]:
 
 def unknown_field_message(label: str, field: str) -> str:
     """``<label>: unknown field 'requird' (did you mean 'required'?); allowed: ...``."""
-    import difflib
 
     close = difflib.get_close_matches(field, sorted(KNOWN_ENTRY_FIELDS), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""

@@ -8,10 +8,11 @@ command, only when it asked for evidence of work).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from lirun.hints import Any
-from lirun.logs import get_logger
 from lirun.record.artifacts import verify_artifact_contract
 from lirun.record.evidence import check_completion_evidence
 from lirun.record.outcome import (
@@ -21,15 +22,13 @@ from lirun.record.outcome import (
     needs_change_check,
     needs_linked_engine,
 )
-from lirun.values import dataclass, field, replace
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from lirun.record.context import PersistContext
 
 __all__ = ["EXTRAS_KEYS", "TeardownExtras", "find_linked_row", "gather_facts"]
 
-log = get_logger(__name__)
+log = logging.getLogger(__name__)
 
 EXTRAS_KEYS = frozenset(
     {

@@ -19,16 +19,22 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any, Literal
 
-from lirun.hints import Any, Literal
-from lirun.paths import nothing_pending, pending_root
-from lirun.record.rundir import write_atomically
-from lirun.values import asdict, dataclass, field, fields, replace
+from lirun.errors import LirunError
+from lirun.lifecycle import is_terminal
+from lirun.paths import nothing_pending, pending_root, resolve_db_url
+from lirun.record.rundir import private_dir, write_atomically
+from lirun.store import is_postgres_url, open_store
+from lirun.store.dbfile import sqlite_path_from_url
+from lirun.store.urls import redact_url
 
 __all__ = [
     "PENDING_FILE",
@@ -85,20 +91,15 @@ class SpooledOutcome:
 
 def database_identity(url: str) -> str:
     """One string per database: the absolute SQLite path, or the URL without its password."""
-    from lirun.store import is_postgres_url
 
     if is_postgres_url(url):
-        from lirun.store.urls import redact_url
-
         return redact_url(url)
-    from lirun.store.dbfile import sqlite_path_from_url
 
     return os.path.abspath(sqlite_path_from_url(url))
 
 
 def database_key(url: str) -> str:
     """A short hash of the identity: a directory name that holds no secret."""
-    import hashlib
 
     return hashlib.sha256(database_identity(url).encode("utf-8")).hexdigest()[:16]
 
@@ -146,8 +147,6 @@ def reserve_spool(url: str, run_id: str) -> Path:
 
 
 def _reserve(url: str, run_id: str) -> Path:
-    from lirun.record.rundir import private_dir
-
     path = reservation_path(url, run_id)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     for attempt in range(3):
@@ -223,7 +222,6 @@ def write_spool(url: str, state_root: Path, outcome: SpooledOutcome) -> Path:
     payload = _fitted(outcome)
     with contextlib.suppress(OSError):
         write_atomically(state_root / PENDING_FILE, payload)
-    from lirun.record.rundir import private_dir
 
     directory = pending_dir(url)
     entry = directory / f"{outcome.run_id}.json"
@@ -255,7 +253,6 @@ def decide_delivery(row: Mapping[str, Any] | None, spooled: SpooledOutcome) -> D
     already holds this outcome; ``leave``: it holds another real outcome, which stands;
     ``keep``: no such row here, keep the spool.
     """
-    from lirun.lifecycle import is_terminal
 
     if row is None:
         return "keep"
@@ -366,7 +363,6 @@ def deliver_pending(url: str | None, *, warn: Any = None) -> list[tuple[str, Del
     Opens the database for writing only when something is pending; a failure is said
     once through ``warn`` and the spools stay for a later command.
     """
-    from lirun.paths import resolve_db_url
 
     resolved = resolve_db_url(url)
     try:
@@ -374,8 +370,6 @@ def deliver_pending(url: str | None, *, warn: Any = None) -> list[tuple[str, Del
             return []
     except Exception:  # an unusable URL: the command itself will say what is wrong
         return []
-    from lirun.errors import LirunError
-    from lirun.store import open_store
 
     try:
         store = open_store(resolved)

@@ -20,12 +20,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shlex
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lirun.errors import UsageError
-from lirun.exec.task import Task
-from lirun.hints import Any
-from lirun.values import dataclass
+from lirun.exec.profiles import parse_artifact_option
+from lirun.exec.provider_options import ProviderOptions
+from lirun.exec.providers import ProviderNotFoundError, parse_provider_spec
+from lirun.exec.task import Task, check_task
+from lirun.flows.flowfile import load_flow
+from lirun.shows.showfile import load_show
 
 KINDS = ("agent", "run", "flow", "show")
 USAGE = (
@@ -95,8 +101,6 @@ class Action:
             prompt = " ".join(str(self.task.prompt or "(playbook prompt)").split())
             return f"agent {self.task.agent} {prompt[:60]!r}"
         if self.kind == "run" and self.task is not None:
-            import shlex
-
             flag = "--require-change " if self.task.require_change else ""
             return "run " + flag + shlex.join(self.task.run or ())
         return f"{self.kind} {self.file}"
@@ -206,8 +210,6 @@ def parse_action(words: list[str], *, base: str | None = None) -> Action:
 
 
 def _limits(options: dict[str, list[str]]) -> dict[str, Any]:
-    from lirun.exec.profiles import parse_artifact_option
-
     artifacts = tuple(parse_artifact_option(text) for text in options.get("--artifact", []))
     ids = [a["id"] for a in artifacts]
     if len(ids) != len(set(ids)):
@@ -260,9 +262,6 @@ def _agent_task(options: dict[str, list[str]], positionals: list[str], tail: lis
 def _check(task: Task) -> None:
     """``check_task``, except that the provider's executable need not be on this machine:
     the worker that runs it looks for it on its own (and fails the run if it is missing)."""
-    from lirun.exec.provider_options import ProviderOptions
-    from lirun.exec.providers import ProviderNotFoundError, parse_provider_spec
-    from lirun.exec.task import check_task
 
     if task.agent is not None:
         name, _model = parse_provider_spec(task.agent)
@@ -290,10 +289,6 @@ def _validate_file(kind: str, path: str) -> None:
     """The whole check of the flow or show file at ``add`` (its loader's errors, each with
     file:line); the worker checks the file again, against this digest, before it runs."""
     if kind == "flow":
-        from lirun.flows.flowfile import load_flow
-
         load_flow(Path(path))
     else:
-        from lirun.shows.showfile import load_show
-
         load_show(Path(path))

@@ -26,11 +26,17 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lirun.errors import LirunError
+from lirun.exec.execution import execute
 from lirun.exec.fence import Fence
-from lirun.hints import Any
+from lirun.exec.task import build_request
+from lirun.flows.engine import run_flow
+from lirun.flows.flowfile import load_flow
+from lirun.record.rundir import new_run_id
 from lirun.schedules.actions import Action, sha256_of
 from lirun.schedules.definition import Policies
 from lirun.schedules.outcomes import (
@@ -43,9 +49,10 @@ from lirun.schedules.outcomes import (
     should_retry,
     start_refusal,
 )
+from lirun.shows.engine import run_show
+from lirun.shows.showfile import load_show
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
-from lirun.values import dataclass
 
 Log = Callable[[str], None]
 # How often a run's end is written again while the database is away (seconds).
@@ -263,14 +270,9 @@ class Runner:
         return Outcome("cancelled", LEASE_LOST, summary, outcome.exit_code)
 
     def _dispatch(self, store: Store, run_id: str, action: Action, trap: SignalTrap) -> Outcome:
-        from lirun.record.rundir import new_run_id
-
         url = self.config.db_url
         stopping = lambda: self.stop_reason if self.stopping is not None else None  # noqa: E731
         if action.kind in ("agent", "run"):
-            from lirun.exec.execution import execute
-            from lirun.exec.task import build_request
-
             assert action.task is not None
             session_id = new_run_id()
             store.link_run(run_id, session_id=session_id)
@@ -287,9 +289,6 @@ class Runner:
             return outcome._replace(exit_code=result.exit_code)
         assert action.file is not None
         if action.kind == "flow":
-            from lirun.flows.engine import run_flow
-            from lirun.flows.flowfile import load_flow
-
             spec = load_flow(Path(action.file), cwd=action.cwd)
             invocation_id = new_run_id()
             store.link_run(run_id, invocation_id=invocation_id)
@@ -300,8 +299,6 @@ class Runner:
                 report.reason_summary or "",
                 stopped_by=stopping(),
             )
-        from lirun.shows.engine import run_show
-        from lirun.shows.showfile import load_show
 
         show = load_show(Path(action.file))
         show_id = new_run_id()

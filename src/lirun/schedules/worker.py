@@ -27,9 +27,11 @@ import select
 import signal
 import threading
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from lirun.exec.fence import Fence
-from lirun.hints import Any
+from lirun.liveness import current_owner
 from lirun.record.reap_runs import fail_lapsed_run, fail_past_start_deadline
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import FireFacts, decide_fires
@@ -38,7 +40,6 @@ from lirun.schedules.runner import Log, Runner, RunnerConfig, log_stderr
 from lirun.schedules.transport import Transport, transport_for
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
-from lirun.values import dataclass
 
 # How often the firing loop looks for changed definitions while it sleeps (seconds).
 DEFINITION_POLL = 0.25
@@ -163,7 +164,6 @@ class Worker:
 
     def run(self) -> int:
         """Run until a signal; returns the exit code (0)."""
-        from lirun.liveness import current_owner
 
         opts = self.options
         store = open_store(opts.db_url)

@@ -17,17 +17,22 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
 from lirun.exec.fence import fence_for_owner
 from lirun.exec.task import check_task
-from lirun.exec.worktrees import GitError
+from lirun.exec.worktrees import GitError, worktrees_root
+from lirun.flows.graph import find_cycle, unknown_deps
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL, current_owner, judge_owner
 from lirun.paths import resolve_db_url
+from lirun.record.reap import local_facts
 from lirun.record.rundir import new_run_id, safe_component
+from lirun.shows.conductor import Conductor
 from lirun.shows.decisions import abort_target
-from lirun.shows.gitwork import ShowGit
+from lirun.shows.gitwork import ShowGit, current_head
+from lirun.shows.recovery import check_head, reap_gates, reap_orphans, recover
 from lirun.shows.report import ShowReport, build_report
 from lirun.shows.spec import DEFAULT_PARALLEL, ShowSpec
 from lirun.signals import SignalTrap
@@ -93,8 +98,6 @@ def _get(store: Store, show_id: str) -> dict[str, Any]:
 
 
 def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowReport:
-    from lirun.shows.gitwork import current_head
-
     show = _get(store, show_id)
     # The head as git has it: a branch moved by hand shows where it really is.
     show = {
@@ -132,7 +135,6 @@ def recent_shows(*, db_url: str | None = None, limit: int = 20) -> tuple[ShowRep
 def _check_plays(spec: ShowSpec) -> None:
     """What the show file loader checks, again for library callers: names, the graph,
     and that every task can run here (a missing provider, profile or playbook)."""
-    from lirun.flows.graph import find_cycle, unknown_deps
 
     deps = {p.name: p.depends_on for p in spec.plays}
     if len(deps) != len(spec.plays):
@@ -178,9 +180,6 @@ def _check_repo(spec: ShowSpec, integration: str, *, continue_integration: bool)
 def _attempt_checked_out(branch: str, where: str, integration: str) -> str:
     """A play's attempt branch of another show on ``integration`` is checked out: name
     that show when the worktree is lirun's, so nobody removes the work of a live one."""
-    from pathlib import Path
-
-    from lirun.exec.worktrees import worktrees_root
 
     try:
         owner = Path(where).resolve().relative_to(worktrees_root().resolve()).parts[0]
@@ -221,8 +220,6 @@ def _check_topic_free(store: Store, topic: str) -> None:
 
 
 def _owner_alive(row: dict[str, Any]) -> bool:
-    from lirun.record.reap import local_facts
-
     if not row.get("owner_pid") and row.get("heartbeat_at") is None:
         return False
     facts = local_facts()
@@ -360,9 +357,6 @@ def _conduct(
     *,
     resumed: bool,
 ) -> ShowReport:
-    from lirun.shows.conductor import Conductor
-    from lirun.shows.recovery import check_head, reap_gates, recover
-
     show = _get(store, show_id)
     git = ShowGit(spec.repo, show_id, str(show["integration"]))
     say = options.on_progress or (lambda line: None)
@@ -481,8 +475,6 @@ def abort_show(
         # A live owner stops its executions at its next heartbeat and still uses the gate
         # worktree until then; a dead owner's executions are stopped here.
         if not _owner_alive(row):
-            from lirun.shows.recovery import reap_orphans
-
             reap_orphans(store, str(row["id"]), agents=True)
             if row.get("repo"):
                 git = ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"]))

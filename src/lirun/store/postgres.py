@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
+from typing import Any
 
 from lirun.errors import (
     DatabaseUnavailableError,
@@ -17,7 +18,6 @@ from lirun.errors import (
     MissingDriverError,
     UsageError,
 )
-from lirun.hints import Any
 from lirun.store.connector import Params, Row
 from lirun.store.pgshared import (
     UNDEFINED_TABLE,

@@ -6,12 +6,22 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from lirun.flows.dag import dag_nodes
+from lirun.flows.reports import report_from_store
 from lirun.lifecycle import policy_for
+from lirun.schedules.worker import live_workers
+from lirun.shows.gitwork import current_head
+from lirun.shows.report import provider_failure
 from lirun.store import Store
+from lirun.store.records import present_session
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
+from lirun.ui.artifacts import list_artifacts
+from lirun.ui.graph import flow_svg
+from lirun.ui.transcript import read_transcript
 
 PAGE_SIZE = 50
 FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q")
@@ -60,8 +70,6 @@ def _number(params: Mapping[str, str], name: str) -> float | None:
             raise BadRequest(f"{name}={text!r} is not a finite number of epoch seconds")
         return value
     try:
-        from datetime import UTC, datetime
-
         moment = datetime.fromisoformat(text)
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
@@ -171,8 +179,6 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
 
 def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
     """One execution: its row, history, evidence, artifacts, usage, lineage, transcript."""
-    from lirun.ui.artifacts import list_artifacts
-    from lirun.ui.transcript import read_transcript
 
     row = store.get_entity("session", run_id)
     if row is None:
@@ -188,7 +194,6 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "num_turns",
         "provider_retries",
     )
-    from lirun.store.records import present_session
 
     return {
         "run": present_session(row),  # a command's stdout is its output_text, not a reply
@@ -219,9 +224,6 @@ def _play_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
     """A flow (an invocation): its row, its legs as a report, and the leg graph."""
-    from lirun.flows.dag import dag_nodes
-    from lirun.flows.reports import report_from_store
-    from lirun.ui.graph import flow_svg
 
     row = store.get_entity("invocation", invocation_id)
     if row is None:
@@ -325,7 +327,6 @@ def _provider_stop(store: Store, play: Mapping[str, Any]) -> dict[str, Any] | No
     said on its last execution and what a person does about it."""
     if play.get("status_reason_code") != "play.escalated.provider" or not play.get("session_id"):
         return None
-    from lirun.shows.report import provider_failure
 
     return provider_failure(store.get_entity("session", str(play["session_id"])))
 
@@ -335,7 +336,6 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     row = store.get_entity("show", show_id)
     if row is None:
         return None
-    from lirun.shows.gitwork import current_head
 
     row = {**row, "integration_head": current_head(row)}  # git's, not the record's
     plays = store.show_plays(show_id)
@@ -417,9 +417,6 @@ def cost_chart(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def workers_view(store: Store) -> dict[str, Any]:
     """Live workers (heartbeat within their lease): host, pid, heartbeat age, what runs."""
-    import time
-
-    from lirun.schedules.worker import live_workers
 
     fields = ("id", "host", "pid", "started_at", "heartbeat_age", "concurrency", "transport")
     workers = []
