@@ -217,3 +217,13 @@ def test_resume_and_invocation_take_a_suffix(
     assert ambiguous.returncode == 2
     assert "--resume '2' is ambiguous" in ambiguous.stderr
     assert len(session_rows(db_url)) == 2
+
+
+def test_the_parser_knows_every_option_it_was_given() -> None:
+    arity = option_arity(run_cli.build_parser())
+    assert arity["-h"] is False
+    assert arity["--help"] is False
+    assert arity["--timeout"] is True
+    assert arity["--db"] is True
+    assert arity["--json"] is False
+    assert arity["--require-change"] is False  # added after the shared options
