@@ -39,7 +39,7 @@ MIN_TOKEN = 16
 
 
 def _has_extra() -> bool:
-    try:
+    try:  # the `ui` extra, probed before anything needs it
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
@@ -106,7 +106,7 @@ def main(argv: list[str]) -> int:
 
 
 def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] | None) -> int:
-    from lirun.ui.app import create_app
+    from lirun.ui.app import create_app  # these need the `ui` extra (starlette, uvicorn)
     from lirun.ui.server import DashboardServer
 
     host, port = args.host, args.port
