@@ -21,7 +21,6 @@ from lirun.reasons import describe, display_reason
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.text import Text
 
 __all__ = ["needs_person", "next_steps", "play_rows", "render_board", "render_show_list"]
 

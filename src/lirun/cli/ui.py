@@ -19,7 +19,6 @@ from lirun.ui.security import LOCAL_HOSTS, is_local_host
 
 if TYPE_CHECKING:
     import argparse
-    import socket
 
 EXIT_CODES = """  0  stopped (Ctrl-C or SIGTERM)
   2  usage error; the `ui` extra is not installed; another address than this machine's

@@ -44,7 +44,7 @@ from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 
 if TYPE_CHECKING:
-    from lirun.exec.stream import Event, Message
+    from lirun.exec.stream import Event
     from lirun.record.facts import TeardownExtras
     from lirun.record.teardown import Finalized, PersistContext
 

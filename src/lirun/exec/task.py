@@ -28,8 +28,7 @@ from lirun.exec.providers import find_provider_executable, parse_provider_spec
 from lirun.exec.supervisor import Limits
 
 if TYPE_CHECKING:
-    from lirun.exec.execution import ExecutionRequest
-    from lirun.exec.legs import Echo, Program
+    from lirun.exec.legs import Program
 
 __all__ = [
     "MAX_PARALLEL",
