@@ -11,7 +11,8 @@ process, the cwd an empty directory:
 - ``legcheck.<N>_legs.load_s``: wall time of ``load_flow`` (read the YAML, check every
   leg, the graph and every template); ``legcheck.<N>_legs.load_cpu_s`` its CPU time.
 - ``legcheck.<N>_legs.dry_run_s``: wall time of the whole ``li flow run --dry-run FILE``
-  (interpreter start, the check, the printed plan of every leg).
+  (interpreter start, the check, the printed plan of every leg); ``..._cpu_s`` its CPU
+  time, the figure to compare on a busy machine.
 - ``legcheck.cpu_per_leg_ms.<N>``: load CPU time per leg; about flat in N means linear.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -35,6 +37,11 @@ c, t = cpu(), time.perf_counter()
 spec = load_flow(sys.argv[1], cwd=sys.argv[2])
 print(json.dumps({"wall": time.perf_counter() - t, "cpu": cpu() - c, "legs": len(spec.legs)}))
 """
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def chain_file(path: str, legs: int) -> None:
@@ -70,6 +77,7 @@ def main() -> None:
             out(f"legcheck.{size}_legs.load_cpu_s", got["cpu"])
             out(f"legcheck.cpu_per_leg_ms.{size}", 1000 * got["cpu"] / size)
             started = time.perf_counter()
+            children = _children_cpu()
             subprocess.run(
                 [sys.executable, "-m", "lirun", "flow", "run", "--dry-run", flow],
                 capture_output=True,
@@ -78,6 +86,7 @@ def main() -> None:
                 env=env,
             )
             out(f"legcheck.{size}_legs.dry_run_s", time.perf_counter() - started)
+            out(f"legcheck.{size}_legs.dry_run_cpu_s", _children_cpu() - children)
 
 
 if __name__ == "__main__":

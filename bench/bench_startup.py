@@ -13,9 +13,8 @@ both alike (budgets in brackets; ARCHITECTURE.md, "The fast path"):
   terminal writes on SQLite through ``StateDB`` against a raw ``sqlite3`` loop doing the
   same statements (BEGIN IMMEDIATE, read, guarded UPDATE, history INSERT, COMMIT; WAL,
   synchronous=NORMAL) [>= 0.5].
-- ``pg.wait_median_ms`` / ``pg.wait_ratio``: ``li wait ID`` on PostgreSQL [<= 20x], on the
-  driver ``open_store`` picks (``LIRUN_PG_DRIVER=psycopg`` in the environment measures the
-  fallback).
+- ``pg.wait_median_ms`` / ``pg.wait_ratio``: ``li wait ID`` on PostgreSQL, psycopg
+  imported when the URL is opened [<= 20x].
 - ``idle.<backend>_cpu_pct``: CPU share of one ``li wait`` on one running id while
   nothing changes [<= 0.5 %].
 

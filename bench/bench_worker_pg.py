@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def plain(url: str) -> tuple[str, str]:
-    from lirun.store.pgshared import split_schema
+    from lirun.store.pg_connect import split_schema
 
     rest, schema = split_schema(url)
     assert schema

@@ -2,9 +2,7 @@
 
 PostgreSQL tests use ``$LIRUN_TEST_PG_URL`` (default: the local server's ``test``
 database) with a fresh schema per test (``support.pg``), and carry the ``postgres``
-marker, so ``-m "not postgres"`` runs without a server. A module marked ``pg_drivers``
-runs its PostgreSQL half on both drivers (libpq, psycopg); the ``pg_driver`` fixture
-does the same for a test that has no ``db_url``. When ``LIRUN_TEST_REQUIRE_PG=1``
+marker, so ``-m "not postgres"`` runs without a server. When ``LIRUN_TEST_REQUIRE_PG=1``
 (CI sets it), an unreachable server fails the run instead of skipping the PostgreSQL half.
 """
 
@@ -27,18 +25,9 @@ BACKENDS = (
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 )
-# In a module marked ``pg_drivers``, PostgreSQL runs twice: on the driver open_store picks
-# (libpq when it loads) and on psycopg, forced through $LIRUN_PG_DRIVER.
-BACKENDS_BOTH_DRIVERS = (
-    *BACKENDS,
-    pytest.param("postgres-psycopg", id="postgres-psycopg", marks=pytest.mark.postgres),
-)
-PG_DRIVER_ENV = "LIRUN_PG_DRIVER"
 # Fixtures (defined in test modules) that reach a PostgreSQL server: a test using one
 # is a postgres test, so `-m "not postgres"` leaves it out.
-POSTGRES_FIXTURES = frozenset(
-    {"pg_url", "pg_only_url", "password_server", "pg_cluster", "pg_driver"}
-)
+POSTGRES_FIXTURES = frozenset({"pg_url", "pg_only_url", "password_server", "pg_cluster"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -49,15 +38,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "db_url" in metafunc.fixturenames:
-        both = metafunc.definition.get_closest_marker("pg_drivers") is not None
-        metafunc.parametrize("db_url", BACKENDS_BOTH_DRIVERS if both else BACKENDS, indirect=True)
-
-
-@pytest.fixture(params=["libpq", "psycopg"])
-def pg_driver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each PostgreSQL driver in turn, through $LIRUN_PG_DRIVER (``li`` children inherit it)."""
-    monkeypatch.setenv(PG_DRIVER_ENV, request.param)
-    return str(request.param)
+        metafunc.parametrize("db_url", BACKENDS, indirect=True)
 
 
 @pytest.fixture(autouse=True)
@@ -81,15 +62,11 @@ def shared_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
-def db_url(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[str]:
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database URL on each backend (see ``pytest_generate_tests``)."""
     if request.param == "sqlite":
         yield str(tmp_path / "state.db")
         return
-    if request.param == "postgres-psycopg":
-        monkeypatch.setenv(PG_DRIVER_ENV, "psycopg")
     yield from make_pg_url()
 
 
@@ -107,7 +84,7 @@ def store(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 @pytest.fixture
 def pg_store() -> Iterator[object]:
     """An open Store on a fresh PostgreSQL schema, for the tests that are PostgreSQL's
-    alone (LISTEN/NOTIFY); they choose the driver with the ``pg_driver`` fixture."""
+    alone (LISTEN/NOTIFY)."""
     from lirun.store import open_store
 
     for url in make_pg_url():

@@ -41,6 +41,7 @@ ALLOWED: dict[str, frozenset[int]] = {
     "reap": frozenset({0, 2}),
     "db": frozenset({0, 2}),
     "override": frozenset({0, 1, 2}),
+    "team": frozenset({0, 2}),
 }
 TOP_LEVEL = frozenset({0, 2})
 # Commands that start a child run in a process of their own: supervision changes process
@@ -152,7 +153,7 @@ RUN_OPTIONS = options(
 def command_argv(draw: st.DrawFn) -> list[str]:
     kind = draw(
         st.sampled_from(
-            ["run", "agent", "wait", "status", "reap", "db", "override", "invoke", "junk"]
+            ["run", "agent", "wait", "status", "reap", "db", "override", "invoke", "team", "junk"]
         )
     )
     if kind == "run":
@@ -199,6 +200,27 @@ def command_argv(draw: st.DrawFn) -> list[str]:
             )
         )
         return ["override", entity, draw(IDS), *extra]
+    if kind == "team":  # never --follow: it would wait for messages
+        sub = draw(st.sampled_from(
+            ["create", "join", "list", "show", "send", "inbox", "log", "archive", "nope"]
+        ))  # fmt: skip
+        extra = draw(
+            options(
+                [
+                    ("--member", SAFE_TEXT),
+                    ("--from", SAFE_TEXT),
+                    ("--to", SAFE_TEXT),
+                    ("--as", SAFE_TEXT),
+                    ("--since", IDS),
+                    ("--unread", None),
+                    ("--json", None),
+                    ("--status", st.sampled_from(["active", "archived", "nope"])),
+                    ("--actor", SAFE_TEXT),
+                    ("--justification", SAFE_TEXT),
+                ]
+            )
+        )
+        return ["team", sub, *draw(st.lists(SAFE_TEXT, max_size=3)), *extra]
     if kind == "invoke":
         sub = draw(st.sampled_from(["start", "end", "nope"]))
         return ["invoke", sub, *draw(st.lists(SAFE_TEXT, max_size=3))]

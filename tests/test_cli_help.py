@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "show": ("run", "resume", "abort", "status", "list"),
     "schedule": ("add", "list", "show", "enable", "disable", "delete", "apply", "runs", "fire"),
     "worker": ("status",),
+    "team": ("create", "join", "list", "show", "send", "inbox", "log", "archive"),
 }
 
 

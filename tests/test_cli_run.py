@@ -144,6 +144,7 @@ def test_nonzero_exit_is_failed_with_the_exit_code_as_evidence(
     assert "partial" in proc.stderr
     row = only_row(db_url)
     assert summary == {
+        "schema": "lirun.run_result/1",
         "run_id": row["id"],
         "status": "failed",
         "reason": "run.failed.exit_nonzero",

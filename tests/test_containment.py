@@ -22,7 +22,7 @@ import pytest
 
 from lirun.exec import cgroup as cgroups
 from lirun.exec.containment import child_setup, kill_run_tree
-from support.execkit import get_row, poll, run_li, start_li
+from support.execkit import get_row, li_argv, poll, run_li, start_li
 from support.faultkit import TAG_VAR, describe, kill_tagged, tagged_processes
 
 DAEMON = (
@@ -202,21 +202,29 @@ def test_no_run_leaves_a_cgroup_behind(li_env: dict[str, str], repo: Path) -> No
     def runs_cgroups() -> set[str]:
         return {p.name for p in parent.iterdir() if p.name.startswith("lirun.") and p.is_dir()}
 
-    before = runs_cgroups()
-    done = run_li("run", "--", "sh", "-c", "sleep 0.2 & echo x", env=li_env, cwd=repo)
-    assert done.returncode == 0, done.stderr
-    # Another li on this machine may be running meanwhile: only the new ones count.
-    assert not (runs_cgroups() - before)
+    li = subprocess.Popen(
+        li_argv("run", "--", "sh", "-c", "sleep 0.2 & echo x"),
+        env=li_env,
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _, err = li.communicate(timeout=60)
+    assert li.returncode == 0, err
+    # Another li on this machine may be running meanwhile: only this one's count.
+    assert not {name for name in runs_cgroups() if name.startswith(f"lirun.{li.pid}.")}
 
 
 OWNER = """
 import os, subprocess, sys
 from lirun.exec import guard
 quiet = subprocess.DEVNULL
+guard.watch("m1", None, sys.argv[1])
 sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=quiet, stderr=quiet)
-guard.watch(sleeper.pid, None, sys.argv[1], mark=None)
+guard.started("m1", sleeper.pid, None)
 if sys.argv[2] == "unwatch":
-    guard.unwatch(sleeper.pid)
+    guard.unwatch("m1")
 print(sleeper.pid, guard.guard_pid(), flush=True)
 os._exit(0)
 """
@@ -310,8 +318,9 @@ def test_a_guard_that_stopped_reading_never_blocks_its_owner() -> None:
     assert stuck is not None
     os.kill(stuck.proc.pid, signal.SIGSTOP)
     started = time.monotonic()
-    for leader in range(2_000):  # far more than a pipe holds
-        guard.watch(4_000_000 + leader, None, None)
+    for n in range(20_000):  # runs start and end: far more than the pipe holds
+        guard.watch(f"m{n}", None, None)
+        guard.unwatch(f"m{n}")
     assert time.monotonic() - started < 5
     assert stuck.broken
     assert stuck.proc.poll() is not None

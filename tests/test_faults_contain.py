@@ -126,7 +126,9 @@ def _sigkill_owner(
             done = finish(proc, label, timeout=5)
             raise Lost(f"{label} ended (exit {done.rc}) before its legs started: {tail(done.err)}")
         time.sleep(0.02)
-    pause = rnd.rng.uniform(0, 0.8)
+    # Half the rounds kill at once: nearest to the moment the legs were spawned, when the
+    # owner may not have told its guard about them yet.
+    pause = rnd.rng.choice([0.0, rnd.rng.uniform(0, 0.8)])
     rnd.note(f"SIGKILL {label} {pause:.2f}s after its legs started")
     time.sleep(pause)
     proc.kill()

@@ -56,6 +56,9 @@ from support.pgcluster import PgCluster
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
 LEASE = 4.0
+# How long a piece of work runs in an outage round: the server stops 0.3 to 1 s in, so
+# the work is under way at the stop; its retry (after a longer outage) takes as long.
+OUTAGE_WORK = 1.5
 TERMINAL = {"completed", "failed", "cancelled", "timed_out", "skipped"}
 LAPSED = "schedule.failed.lease_lapsed"
 STOPPED_BY_LEASE = {LAPSED, "schedule.cancelled.lease_lost"}
@@ -248,10 +251,11 @@ def test_lease_freeze(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_db_outage_workers(pg_cluster: PgCluster, tmp_path: Path) -> None:
     """Two workers (lease 4 s) on a throwaway PostgreSQL cluster; each round runs two
-    pieces of work (2 s each, one retry) and stops the server 0.3 to 1 s in, for 0.5 to
+    pieces of work (1.5 s each, one retry) and stops the server 0.3 to 1 s in, for 0.5 to
     1.5 s (shorter than the lease: nothing may lapse; a worker may still stop a run to be
-    safe) or lease + 0.5 to 2 s (longer: the runs may be retried, never beside a copy still
-    running). Once a round's runs are all recorded ended, none of its copies runs on."""
+    safe) or lease + 0.3 to 1.2 s (longer: the runs may be retried, never beside a copy
+    still running). Once a round's runs are all recorded ended, none of its copies runs
+    on."""
     url = pg_cluster.new_url()
     shared = tmp_path / "workers"
     shared.mkdir()
@@ -263,13 +267,14 @@ def test_db_outage_workers(pg_cluster: PgCluster, tmp_path: Path) -> None:
         ledgers = {}
         for index in range(2):
             ledger = rnd.workdir / f"ledger-{index}.txt"
-            action = parse_action(["run", *work_argv(program, ledger, 2)], base=str(rnd.workdir))
+            work = work_argv(program, ledger, OUTAGE_WORK)
+            action = parse_action(["run", *work], base=str(rnd.workdir))
             run = submit(store, action, policies=make_policies({"retries": 1}, None))
             ledgers[run["id"]] = ledger
         for ledger in ledgers.values():
             wait_started(ledger)
         long = rnd.rng.random() < 0.5
-        down = LEASE + rnd.rng.uniform(0.5, 2.0) if long else rnd.rng.uniform(0.5, 1.5)
+        down = LEASE + rnd.rng.uniform(0.3, 1.2) if long else rnd.rng.uniform(0.5, 1.5)
         time.sleep(rnd.rng.uniform(0.3, 1.0))
         rnd.note(f"server down {down:.1f}s ({'longer' if long else 'shorter'} than the lease)")
         pg_cluster.stop(rnd.rng.choice(["fast", "immediate"]))

@@ -178,7 +178,7 @@ def test_the_fence_tells_its_owner_when_it_cannot_prove_the_lease() -> None:
 
 def test_a_run_that_did_not_complete_across_a_lost_lease_ends_lease_lost() -> None:
     fence = Fence(4.0)
-    runner = Runner(RunnerConfig(db_url="unused", worker_id="w"), fence=fence, log=lambda _: None)
+    runner = Runner(RunnerConfig(db_url="unused", worker_id="w"), fence=fence)
     began = time.monotonic()
     killed = Outcome("failed", "run.failed.signal", "killed by SIGKILL", -9)
     assert runner._fenced(killed, began) == killed
@@ -271,19 +271,59 @@ def test_a_frozen_flow_owner_has_its_legs_killed_before_its_lease_lapses(
     assert "lease" in out
 
 
-def test_the_watchdog_spares_the_owners_guard() -> None:
-    # When an owner dies, its guard kills the runs and leaves the note that says so: the
-    # lease watchdog, which sees the guard as one more descendant, must not kill it first.
-    from lirun.exec.watchdog import process_table, tree_of
-
-    sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
-    work = subprocess.Popen(sleep)
-    guard = subprocess.Popen([*sleep, "lirun.exec.guard"])
+def test_one_helper_keeps_the_lease_and_guards_the_runs(tmp_path: Path) -> None:
+    """An owner with a lease and a run in progress has one helper process (its guard), and
+    when the owner is SIGKILLed that helper both kills the owner's leftover work and kills
+    the run's tree, leaving the note that says so (it does not kill itself first)."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", ONE_HELPER, str(tmp_path)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "LIRUN_CGROUP": "off"},
+    )  # fmt: skip
     try:
-        seen = tree_of(os.getpid(), process_table(), set())
-        assert work.pid in seen
-        assert guard.pid not in seen
+        assert owner.stdout is not None
+        run_pid, loose_pid, guard_pid = (int(x) for x in owner.stdout.readline().split())
+        helpers = [
+            p for p in psutil.Process(owner.pid).children()
+            if p.pid not in (run_pid, loose_pid) and p.status() != psutil.STATUS_ZOMBIE
+        ]  # fmt: skip
+        assert [p.pid for p in helpers] == [guard_pid]
+        time.sleep(0.7)  # the guard looked at the owner's tree (every 0.5 s) and saw `loose`
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and (
+            psutil.pid_exists(guard_pid) or not (tmp_path / "owner_died.json").exists()
+        ):
+            time.sleep(0.02)
+        for pid in (run_pid, loose_pid):
+            assert not _alive(pid), f"{pid} outlived its owner"
+        import json
+
+        note = json.loads((tmp_path / "owner_died.json").read_text())
+        assert [p["pid"] for p in note["killed"]] == [run_pid]
     finally:
-        for proc in (work, guard):
-            proc.kill()
-            proc.wait()
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
+ONE_HELPER = """\
+import subprocess, sys, time
+from lirun.exec import guard
+from lirun.exec.fence import Fence
+
+fence = Fence(30.0).start()
+guard.watch("mark-1", None, sys.argv[1])
+run = subprocess.Popen(["sleep", "60"], start_new_session=True)
+guard.started("mark-1", run.pid, None)
+loose = subprocess.Popen(["sleep", "61"])  # the owner's, but no run's: the lease's to kill
+print(run.pid, loose.pid, guard.guard_pid(), flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,20 +129,21 @@ def test_draw_dag_writes_a_png(tmp_path: Path) -> None:
 
 
 def test_without_dot_the_picture_is_skipped_and_said_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setattr(dag, "_warned", False)
-    said: list[str] = []
     target = tmp_path / "flow_dag.png"
-    assert draw_dag(spec(), target, warn=said.append) is False
-    assert draw_dag(report(), target, warn=said.append) is False
+    with caplog.at_level(logging.WARNING, logger="lirun.flows.dag"):
+        assert draw_dag(spec(), target) is False
+        assert draw_dag(report(), target) is False
+    said = [r.getMessage() for r in caplog.records]
     assert said == ["flow_dag.png skipped: Graphviz dot is not installed (install graphviz)"]
     assert not target.exists()
 
 
 def test_a_failing_dot_is_reported_not_raised(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -149,8 +151,9 @@ def test_a_failing_dot_is_reported_not_raised(
     fake.write_text("#!/bin/sh\necho 'syntax error in line 1' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
-    said: list[str] = []
-    assert draw_dag(spec(), tmp_path / "flow_dag.png", warn=said.append) is False
+    with caplog.at_level(logging.WARNING, logger="lirun.flows.dag"):
+        assert draw_dag(spec(), tmp_path / "flow_dag.png") is False
+    said = [r.getMessage() for r in caplog.records]
     assert said == ["flow_dag.png not drawn: dot failed: syntax error in line 1"]
     assert list(tmp_path.glob("*.png")) == []
     assert list(tmp_path.glob(".*partial")) == []

@@ -441,3 +441,27 @@ def test_a_leg_sets_its_stall_limit_and_zero_turns_it_off(tmp_path: Path) -> Non
     )
     with pytest.raises(FlowFileError, match="stall_timeout must be a number of seconds"):
         load_flow(bad, {}, cwd=str(tmp_path))
+
+
+def test_the_check_leaves_the_collector_as_it_found_it(tmp_path: Path) -> None:
+    """The collector is paused while a flow file is read and checked (every value lives to
+    the end) and on again afterwards, also after a file that fails its check; a caller
+    that had turned it off finds it off."""
+    import gc
+
+    good = tmp_path / "good.yaml"
+    good.write_text("legs:\n  - {id: a, run: [echo, hi]}\n", encoding="utf-8")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("legs:\n  - {id: a, run: [echo, hi], bogus: 1}\n", encoding="utf-8")
+    assert gc.isenabled()
+    load_flow(good, cwd=str(tmp_path))
+    assert gc.isenabled()
+    with pytest.raises(FlowFileError):
+        load_flow(bad, cwd=str(tmp_path))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_flow(good, cwd=str(tmp_path))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -28,16 +28,36 @@ from lirun.record.outcome import (
 
 
 def verification(
-    *, failed: tuple[str, ...] = (), optional: tuple[str, ...] = (), produced: tuple[str, ...] = ()
+    *,
+    failed: tuple[str, ...] = (),
+    optional: tuple[str, ...] = (),
+    produced: tuple[str, ...] = (),
+    invalid: tuple[str, ...] = (),
+    invalid_optional: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    status = "failed" if failed else "warning" if optional else "passed"
-    return {
+    status = (
+        "failed" if failed or invalid else "warning" if optional or invalid_optional else "passed"
+    )
+    result = {
         "status": status,
         "checked_at": 1.0,
         "missing_required": [{"id": i, "path": f"{i}.md", "required": True} for i in failed],
         "missing_optional": [{"id": i, "path": f"{i}.md", "required": False} for i in optional],
         "produced": [{"id": i, "path": f"{i}.md", "size": 3, "present": True} for i in produced],
     }
+    bad = [(i, True) for i in invalid] + [(i, False) for i in invalid_optional]
+    if bad:
+        result["invalid"] = [
+            {
+                "id": i,
+                "path": f"{i}.md",
+                "size": 3,
+                "required": required,
+                "failures": [{"check": "min_bytes", "found": "3 bytes, fewer than min_bytes 9"}],
+            }
+            for i, required in bad
+        ]
+    return result
 
 
 def git_evidence(*, dirty: bool = False, ahead: int = 0, checked: bool = True) -> dict[str, Any]:
@@ -309,6 +329,41 @@ ROWS: list[Row] = [
         "run.failed.missing_artifact",
         ("artifact",),
         {"artifact_verification_status": "failed", "missing_required_artifact_ids": ["report"]},
+    ),
+    Row(
+        "completed + required fails a check",
+        F(verification=verification(invalid=("report",))),
+        "failed",
+        "run.failed.artifact_invalid",
+        ("artifact",),
+        {"artifact_verification_status": "failed", "invalid_artifact_ids": ["report"]},
+    ),
+    Row(
+        "completed + one missing, one fails a check: missing wins, both are evidence",
+        F(verification=verification(failed=("a",), invalid=("b",))),
+        "failed",
+        "run.failed.missing_artifact",
+        ("artifact", "artifact"),
+        {"missing_required_artifact_ids": ["a"], "invalid_artifact_ids": ["b"]},
+    ),
+    Row(
+        "timed_out + required fails a check",
+        F(status="timed_out", verification=verification(invalid=("a",))),
+        "timed_out",
+        "run.timed_out.deadline",
+        (),
+        {"invalid_artifact_ids": ["a"]},
+    ),
+    Row(
+        "optional fails a check + produced",
+        F(
+            verification=verification(invalid_optional=("notes",), produced=("report",)),
+            completion_evidence=CLEAN,
+        ),
+        "completed",
+        "run.completed.ok",
+        (),
+        {"artifact_verification_status": "warning", "invalid_artifact_ids": ["notes"]},
     ),
     Row(
         "failed + missing required",

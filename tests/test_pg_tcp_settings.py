@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lirun.store.pgshared import tcp_settings
+from lirun.store.pg_connect import tcp_settings
 from support.pg import make_pg_url
 
 
@@ -48,20 +48,3 @@ def test_psycopg_connections_carry_them(pg_only_url: str, monkeypatch: pytest.Mo
     assert params["keepalives_count"] == "3"
     assert params["keepalives_idle"] == "30"  # the URL's own wins
     assert params["tcp_user_timeout"] == "20000"
-
-
-@pytest.mark.postgres
-def test_libpq_connections_carry_them(pg_only_url: str) -> None:
-    from lirun.store import libpq
-    from lirun.store.postgres_libpq import LibpqConnector
-
-    if libpq.load() is None:
-        pytest.skip("libpq cannot be loaded")
-    connector = LibpqConnector(pg_only_url)
-    try:
-        assert connector._params["keepalives_idle"] == "10"
-        assert connector._params["tcp_user_timeout"] == "20000"
-        conn = connector.connect()  # libpq accepts them
-        conn.close()
-    finally:
-        connector.close()

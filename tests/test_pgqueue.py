@@ -180,7 +180,7 @@ def test_serving_resumes_after_a_server_restart(pg_cluster, tmp_path: Path) -> N
         finally:
             assert stop_server(server) == 0, (tmp_path / "w.log").read_text()
         log = (tmp_path / "w.log").read_text()
-        assert "lirun worker: queue:" in log  # it saw the outage, in one-line notes
+        assert "li: warning: queue " in log  # it saw the outage, in one-line notes
         assert "Traceback" not in log
 
 

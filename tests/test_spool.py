@@ -20,6 +20,7 @@ from lirun.record.spool import (
 )
 from lirun.record.teardown import setup_persist_sync, teardown_persist_sync
 from lirun.store import Store
+from support.execkit import get_row, poll, run_li, start_li
 
 SPOOLED = SpooledOutcome(
     run_id="r1",
@@ -214,3 +215,42 @@ def test_a_recorded_ending_gives_the_reserved_space_back(
     teardown_persist_sync(ctx, status="completed")
     assert not spool.reservation_path(db_url, run.run_id).exists()
     assert list((lirun_home / "pending").iterdir()) == []
+
+
+def test_a_reservation_is_stale_only_when_its_owner_is_known_gone() -> None:
+    from lirun.record.spool import stale_reservation
+
+    def judge(owner: dict[str, Any]) -> object:
+        return "gone" if owner["owner_pid"] == 7 else None
+
+    header = b'{"owner_pid": 7, "owner_host": "h"}\n' + bytes(100)
+    assert stale_reservation(header, judge=judge)
+    assert not stale_reservation(b'{"owner_pid": 8}\n', judge=judge)  # alive, or elsewhere
+    assert not stale_reservation(bytes(4096), judge=judge)  # its header not written yet
+    assert not stale_reservation(b'{"owner_pid": null}\n', judge=judge)
+
+
+def test_a_sigkilled_run_leaves_a_reservation_that_li_reap_gives_back(
+    li_env: dict[str, str], db_url: str, repo: Path
+) -> None:
+    """`li run` SIGKILLed mid-run never releases the space it reserved for its outcome;
+    `li reap` removes it once the owner is gone (and leaves a live run's alone)."""
+    import signal
+
+    from lirun.record import spool
+
+    li = start_li("run", "--run-id", "kept", "--", "sleep", "30", env=li_env, cwd=repo)
+    reserved = spool.reservation_path(db_url, "kept")
+    try:
+        poll(reserved.exists, what="the run's reservation")
+        done = run_li("reap", env=li_env, cwd=repo)
+        assert done.returncode == 0, done.stderr
+        assert reserved.exists(), "a live run's reservation was taken away"
+    finally:
+        li.send_signal(signal.SIGKILL)
+        li.communicate(timeout=30)
+    done = run_li("reap", env=li_env, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    assert not reserved.exists()
+    assert not reserved.parent.exists(), "the emptied pending directory stays behind"
+    assert get_row(db_url, "kept")["status"] == "failed"

@@ -10,7 +10,6 @@ import pytest
 
 from lirun.lifecycle import POLICIES
 from lirun.store import queries
-from lirun.store.connector import split_statements
 from lirun.store.core import SESSION_FIELDS, UPDATABLE_FIELDS
 from lirun.store.queries import (
     DIALECTS,
@@ -21,6 +20,7 @@ from lirun.store.queries import (
     parse_queries,
     to_pyformat,
 )
+from lirun.store.sql_script import split_statements
 
 # The only ``{slot}``s a query may have: identifiers from the closed registries in
 # lifecycle.py / store/core.py, never values (Store.sql checks them: check_slots).

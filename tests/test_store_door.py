@@ -16,9 +16,6 @@ from lirun.errors import LirunError
 from lirun.store import Store, open_store
 from lirun.store.queries import check_slots
 
-# PostgreSQL on both drivers (libpq and psycopg)
-pytestmark = pytest.mark.pg_drivers
-
 SRC = Path(lirun.__file__).resolve().parent
 
 

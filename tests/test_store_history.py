@@ -13,9 +13,6 @@ from lirun.reasons import VALID_REASON_CODES, validate_reason
 from lirun.store import Store
 from support.storekit import assert_linear, create_entity, entity_types, reason_for
 
-# PostgreSQL on both drivers (libpq and psycopg)
-pytestmark = pytest.mark.pg_drivers
-
 # A walk through each entity's statuses that ends terminal and then tries to leave.
 WALKS: dict[str, list[str]] = {
     "session": ["completed", "completed"],

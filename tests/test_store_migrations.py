@@ -13,9 +13,9 @@ import pytest
 
 from lirun.errors import DatabaseUnavailableError, SchemaTooNewError
 from lirun.store import Store, is_postgres_url, open_store
-from lirun.store.connector import split_statements
 from lirun.store.postgres import split_schema
 from lirun.store.queries import latest_version, load_migrations
+from lirun.store.sql_script import split_statements
 from support.pg import make_pg_url
 from support.storekit import raw_write
 

@@ -19,7 +19,7 @@ from lirun.store import Store
 from lirun.store.connector import NOTIFY_CHANNEL
 from support.storekit import create_entity
 
-pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("pg_driver")]  # both drivers
+pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture

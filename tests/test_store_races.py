@@ -16,9 +16,6 @@ from lirun.errors import DatabaseBusyError
 from lirun.store import Store, open_store
 from support.storekit import write_lock_held
 
-# PostgreSQL on both drivers (libpq and psycopg)
-pytestmark = pytest.mark.pg_drivers
-
 PROCESSES = 8
 ROWS = 200
 TERMINALS = ("completed", "failed", "timed_out", "cancelled", "aborted", "completed_empty")

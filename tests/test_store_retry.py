@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -52,17 +53,19 @@ def _commit_then_lose_the_answer(store: Store) -> Iterator[list[int]]:
 
 
 def test_a_retry_after_an_ambiguous_commit_writes_history_once(
-    store: Store, capsys: pytest.CaptureFixture[str]
+    store: Store, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    caplog.set_level(logging.INFO, logger="lirun.store.retry")
     store.create_session(id="s-1")
     with _commit_then_lose_the_answer(store) as calls:
         assert _finish(store, "s-1") is True
     assert calls[0] == 2  # it did retry, and the retry found the landed transition
     history = assert_linear(store, "session", "s-1")
     assert [t["status"] for t in history] == ["running", "completed"]
-    err = capsys.readouterr().err
-    assert err.count("lost the database") == 1
-    assert err.count("is back") == 1
+    said = caplog.text  # the library logs; it writes nothing to stderr itself
+    assert said.count("lost the database") == 1
+    assert said.count("is back") == 1
+    assert capsys.readouterr().err == ""
 
 
 def test_a_held_lock_past_the_bound_raises_busy(
@@ -145,12 +148,12 @@ def test_backoff_doubles_from_a_tenth_to_two_seconds() -> None:
 
 
 def test_retry_write_gives_up_with_the_last_error_at_the_bound(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "3")
+    caplog.set_level(logging.INFO, logger="lirun.store.retry")
     now = [0.0]
     sleeps: list[float] = []
-    notes: list[str] = []
 
     def sleep(seconds: float) -> None:
         sleeps.append(seconds)
@@ -160,8 +163,12 @@ def test_retry_write_gives_up_with_the_last_error_at_the_bound(
         raise DatabaseConnectionLostError(f"down (try {tries})")
 
     with pytest.raises(DatabaseConnectionLostError, match="try 5"):
-        retry_write(attempt, where="db", notice=notes.append, sleep=sleep, clock=lambda: now[0])
+        retry_write(attempt, where="db", sleep=sleep, clock=lambda: now[0])
     assert sleeps == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.5])
-    assert len(notes) == 2
-    assert "lost the database" in notes[0]
-    assert "gave up" in notes[1]
+    notes = [(r.levelname, r.event, r.getMessage()) for r in caplog.records]  # type: ignore[attr-defined]
+    assert [(level, event) for level, event, _ in notes] == [
+        ("INFO", "db.lost"),
+        ("WARNING", "db.gave_up"),
+    ]
+    assert "lost the database" in notes[0][2]
+    assert "gave up" in notes[1][2]

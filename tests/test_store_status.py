@@ -11,9 +11,6 @@ from lirun.lifecycle import POLICIES
 from lirun.store import Store, open_store
 from support.storekit import create_entity, entity_types, raw_write, reason_for, snapshot
 
-# PostgreSQL on both drivers (libpq and psycopg)
-pytestmark = pytest.mark.pg_drivers
-
 
 def finish(store: Store, sid: str, status: str = "completed", **kwargs: Any) -> bool:
     return store.update_status(

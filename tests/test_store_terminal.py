@@ -18,9 +18,6 @@ from lirun.wait.resolve import resolve_targets
 from support.cli import li_command
 from support.storekit import create_entity, reason_for
 
-# PostgreSQL on both drivers (libpq and psycopg)
-pytestmark = pytest.mark.pg_drivers
-
 ADMIN = {"override": True, "override_actor": "alice", "override_justification": "checked"}
 
 

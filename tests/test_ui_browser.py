@@ -479,3 +479,35 @@ def test_needs_you_is_counted_in_the_bar_and_grows_live(site: Site, driver: obje
     shot(site, b, "attention")
     b.get(site.base + "/")  # type: ignore[attr-defined]
     WebDriverWait(b, 10).until(lambda d: count(d) == before + 1)  # every page's bar
+
+
+def test_a_teams_conversation_escapes_payloads_and_grows_live(site: Site, driver: object) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    team = site.store.create_team_with_members(
+        "browser-crew", ["api", "web"], owner_type="show", owner_id=site.show_id
+    )
+    for text in (XSS_SCRIPT, XSS_IMG):
+        site.store.send_team_message(team["id"], sender="api", recipient="all", text=text)
+    b: object = driver
+    b.get(f"{site.base}/teams/{team['id']}")  # type: ignore[attr-defined]
+    texts = [e.text for e in b.find_elements(By.CSS_SELECTOR, "#messages .message-text")]  # type: ignore[attr-defined]
+    assert texts == [XSS_SCRIPT, XSS_IMG]  # shown as text, whole
+    assert_inert(b)
+    wait_live(b)
+    b.execute_script("window.__same_page = 42")  # type: ignore[attr-defined]
+    site.store.send_team_message(team["id"], sender="web", recipient="api", text="live one")
+    WebDriverWait(b, 5, poll_frequency=0.05).until(
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#messages .message")) == 3
+    )
+    assert b.execute_script("return window.__same_page") == 42  # type: ignore[attr-defined]
+    assert_inert(b)
+    shot(site, b, "team")
+    b.get(f"{site.base}/shows/{site.show_id}")  # type: ignore[attr-defined]
+    assert "live one" in b.find_element(By.ID, "team-talk").text  # type: ignore[attr-defined]
+    assert_inert(b)
+    shot(site, b, "show-team")
+    b.get(f"{site.base}/teams")  # type: ignore[attr-defined]
+    assert b.find_element(By.ID, f"team-{team['id']}")  # type: ignore[attr-defined]
+    shot(site, b, "teams")

@@ -9,8 +9,8 @@ import pytest
 
 from lirun.errors import ConflictError, ValidationError
 from lirun.store import Store, is_postgres_url, open_store
-from lirun.store.connector import split_statements
 from lirun.store.queries import load_migrations
+from lirun.store.sql_script import split_statements
 from lirun.store.ui_reads import RunFilter, page_params
 
 

@@ -25,9 +25,6 @@ from support.waitkit import (
     wait_until_ready,
 )
 
-# PostgreSQL on both drivers (libpq and psycopg)
-pytestmark = pytest.mark.pg_drivers
-
 
 def test_already_terminal_session_prints_its_line(store: Any, li_env: dict[str, str]) -> None:
     store.create_session(id="s-done", run_dir="/runs/s-done", artifacts_path="/work/out")
@@ -161,6 +158,17 @@ def test_bad_interval_is_a_usage_error(store: Any, li_env: dict[str, str], value
     assert "--interval" in err
 
 
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "1e400", "99999999999999999999"])
+def test_a_non_finite_or_absurd_timeout_is_a_usage_error(
+    store: Any, li_env: dict[str, str], value: str
+) -> None:
+    code, out, err = run_wait(li_env, "x", f"--timeout={value}")
+    assert (code, out) == (2, "")
+    [said] = [line for line in err.splitlines() if "error" in line]
+    assert "--timeout" in said, err
+    assert "at most" in said, err
+
+
 def test_no_ids_is_a_usage_error(store: Any, li_env: dict[str, str]) -> None:
     assert run_wait(li_env, ",")[0] == 2
     assert run_wait(li_env)[0] == 2
@@ -271,6 +279,7 @@ def test_json_lines(store: Any, li_env: dict[str, str]) -> None:
     assert code == 1
     record = json.loads(out)
     assert record == {
+        "schema": "lirun.wait/1",
         "run_id": "j",
         "kind": "session",
         "status": "completed_empty",

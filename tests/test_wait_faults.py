@@ -5,14 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
-
 from lirun.store import open_store
 from support.storekit import write_lock_held
 from support.waitkit import finish, killed_owner, parse_line, start_waiter
-
-# PostgreSQL on both drivers (libpq and psycopg)
-pytestmark = pytest.mark.pg_drivers
 
 
 def test_printed_reap_is_the_committed_row_while_another_process_holds_the_lock(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from pathlib import Path
@@ -17,9 +18,6 @@ from lirun.wait.outcome import project, wait_exit_code
 from lirun.wait.resolve import Target, pick_exact, split_ids
 from lirun.wait.watch import Watcher
 from support.waitkit import complete
-
-# PostgreSQL on both drivers (libpq and psycopg)
-pytestmark = pytest.mark.pg_drivers
 
 # -- pure pieces ------------------------------------------------------------------
 
@@ -280,9 +278,7 @@ def test_sqlite_waker_backs_off_on_useless_wakes_and_recovers() -> None:
 def test_a_library_waiter_reports_through_logging_not_stderr(
     store: Any, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Only `li wait` writes `li wait: ...` lines; the library logs (or calls on_warning)."""
-    import logging
-
+    """The library logs (``lirun.wait.watch``); only `li`'s handler writes `li: …` lines."""
     from lirun.errors import DatabaseConnectionLostError
 
     store.create_session(id="w")
@@ -302,7 +298,7 @@ def test_a_library_waiter_reports_through_logging_not_stderr(
 
 
 def test_start_watching_retries_a_server_lost_at_its_first_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A server that accepts the connection but goes away before the ids are resolved
     (PostgreSQL "the database system is shutting down") is waited for, not exit 2."""
@@ -312,7 +308,7 @@ def test_start_watching_retries_a_server_lost_at_its_first_read(
 
     url = str(tmp_path / "state.db")
     open_store(url).close()
-    real, calls, said = api.Watcher, [], []
+    real, calls = api.Watcher, []
 
     def flaky(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
@@ -321,11 +317,12 @@ def test_start_watching_retries_a_server_lost_at_its_first_read(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(api, "Watcher", flaky)
-    store, owned, watcher = api.start_watching(url, ["x"], warn=said.append, sleep=lambda s: None)
+    with caplog.at_level(logging.INFO, logger="lirun.wait.api"):
+        store, owned, watcher = api.start_watching(url, ["x"], sleep=lambda s: None)
     try:
         assert owned
         assert len(calls) == 2
-        assert said == [
+        assert caplog.messages == [
             "the database system is shutting down; retrying until the database answers",
             "the database answers again",
         ]

@@ -16,7 +16,7 @@ from lirun.store.connector import NOTIFY_CHANNEL
 from lirun.wait.wake import ListenWaker
 from support.pgcluster import PgCluster
 
-pytestmark = [pytest.mark.postgres, pytest.mark.usefixtures("pg_driver")]  # both drivers
+pytestmark = pytest.mark.postgres
 
 
 class Stop:
@@ -106,11 +106,8 @@ def test_a_terminal_commit_wakes_the_waker(pg_store: Store, stop: Stop) -> None:
         waker.close()
 
 
-def test_a_lost_listening_connection_raises_a_typed_error(pg_store: Store, pg_driver: str) -> None:
-    if pg_driver == "psycopg":
-        from psycopg import Error as DriverError
-    else:
-        from lirun.store.libpq import PqError as DriverError
+def test_a_lost_listening_connection_raises_a_typed_error(pg_store: Store) -> None:
+    from psycopg import Error as DriverError
 
     listener = pg_store.connector.listen(NOTIFY_CHANNEL)  # type: ignore[attr-defined]
     listener._conn.close()  # what a server restart leaves behind

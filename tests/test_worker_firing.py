@@ -24,8 +24,8 @@ def test_two_workers_firing_the_same_moment_make_one_row_per_due_time(
     other = open_store(store.url)
     queued: list[str] = []
     try:
-        made = fire_due(store, now, queued.append, lambda line: None)
-        made += fire_due(other, now, queued.append, lambda line: None)
+        made = fire_due(store, now, queued.append)
+        made += fire_due(other, now, queued.append)
     finally:
         other.close()
     runs = store.list_schedule_runs(schedule["id"])
@@ -49,18 +49,18 @@ def test_overlap_and_max_runs_are_recorded_skips(store: Store, tmp_path: Path) -
         now=now - 10, max_runs=1,
     )  # fmt: skip
     queued: list[str] = []
-    fire_due(store, now, queued.append, lambda line: None)
+    fire_due(store, now, queued.append)
     (first,) = store.list_schedule_runs(schedule["id"])
     assert first["status"] == "queued"
     assert queued == [first["id"]]
-    fire_due(store, now + 10, queued.append, lambda line: None)  # still queued: overlap
+    fire_due(store, now + 10, queued.append)  # still queued: overlap
     skipped = [r for r in store.list_schedule_runs(schedule["id"]) if r["status"] == "skipped"]
     assert [r["status_reason_code"] for r in skipped] == ["schedule.skipped.overlap"]
     assert store.claim_run(first["id"], worker_id="w", lease_seconds=60)
     store.update_status(
         "schedule_run", first["id"], new_status="completed", reason_code="schedule.completed.ok"
     )
-    fire_due(store, now + 20, queued.append, lambda line: None)  # one run started: max reached
+    fire_due(store, now + 20, queued.append)  # one run started: max reached
     codes = [r["status_reason_code"] for r in store.list_schedule_runs(schedule["id"])]
     assert codes.count("schedule.skipped.max_runs") == 1
     row = store.get_schedule("once")

@@ -41,7 +41,7 @@ def queue_state(url: str, store: Store, run_ids: list[str]) -> str:
     """The runs' rows and the queue's jobs, for a failure message."""
     import psycopg
 
-    from lirun.store.pgshared import split_schema
+    from lirun.store.pg_connect import split_schema
 
     rest, schema = split_schema(url)
     with psycopg.connect(rest, autocommit=True) as conn:

@@ -4,8 +4,11 @@ schedule allows; a queued run past its start deadline fails."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
+
+import pytest
 
 from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.triggers import every_trigger
@@ -14,13 +17,14 @@ from lirun.store import Store
 from support.workerkit import add_schedule, run_row
 
 
-def runner(store: Store, lines: list[str]) -> Runner:
-    return Runner(RunnerConfig(db_url=store.url, worker_id="reaper"), log=lines.append)
+def runner(store: Store) -> Runner:
+    return Runner(RunnerConfig(db_url=store.url, worker_id="reaper"))
 
 
 def test_a_lapsed_lease_fails_the_run_and_its_remote_session_then_retries(
-    store: Store, tmp_path: Path
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="lirun.schedules.runner")
     now = int(time.time())
     schedule = add_schedule(
         store, tmp_path, "nightly", ["run", "echo", "ok"], trigger=every_trigger("1d", now),
@@ -36,10 +40,9 @@ def test_a_lapsed_lease_fails_the_run_and_its_remote_session_then_retries(
         owner_start_time=1.0, heartbeat_at=time.time(), lease_seconds=600,
     )  # fmt: skip
     store.link_run(run["id"], session_id="s-remote")
-    lines: list[str] = []
-    reap(store, runner(store, lines), time.time())  # lease still valid: nothing happens
+    reap(store, runner(store), time.time())  # lease still valid: nothing happens
     assert run_row(store, run["id"])["status"] == "running"
-    reap(store, runner(store, lines), time.time() + 5)
+    reap(store, runner(store), time.time() + 5)
     failed = run_row(store, run["id"])
     assert (failed["status"], failed["status_reason_code"]) == (
         "failed",
@@ -54,8 +57,9 @@ def test_a_lapsed_lease_fails_the_run_and_its_remote_session_then_retries(
     (retry,) = [r for r in store.list_schedule_runs(schedule["id"]) if r["retry_of"]]
     assert (retry["status"], retry["attempt"], retry["due_at"]) == ("queued", 2, now + 86400)
     assert retry["retry_of"] == run["id"]
+    lines = caplog.messages  # the runner logs each end (lirun.schedules.runner)
     assert any("lease_lapsed" in line and "retry" in line for line in lines), lines
-    reap(store, runner(store, lines), time.time() + 10)  # a second reaper: no second retry
+    reap(store, runner(store), time.time() + 10)  # a second reaper: no second retry
     assert len(store.list_schedule_runs(schedule["id"])) == 2
 
 
@@ -66,10 +70,9 @@ def test_a_queued_run_past_its_deadline_fails_without_a_retry(store: Store, tmp_
         start_deadline="1s", retries=2,
     )  # fmt: skip
     run = store.insert_queued_run(action_kind="run", schedule_id=schedule["id"])
-    lines: list[str] = []
-    reap(store, runner(store, lines), time.time())
+    reap(store, runner(store), time.time())
     assert run_row(store, run["id"])["status"] == "queued"
-    reap(store, runner(store, lines), time.time() + 5)
+    reap(store, runner(store), time.time() + 5)
     row = run_row(store, run["id"])
     assert (row["status"], row["status_reason_code"]) == (
         "failed",

@@ -104,8 +104,8 @@ class SchemaTooNewError(DatabaseError):
 
 
 class MissingDriverError(DatabaseError):
-    """A PostgreSQL URL was given but no driver loads (neither libpq nor psycopg), or the
-    one ``LIRUN_PG_DRIVER`` names is missing; the message says what to install."""
+    """A PostgreSQL URL was given but psycopg cannot be imported; the message says what
+    to install."""
 
 
 class TransitionRejectedError(LirunError, RuntimeError):

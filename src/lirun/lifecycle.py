@@ -179,6 +179,7 @@ POLICIES: dict[str, EntityPolicy] = {
             initial="active",
             reason_domains=frozenset({"team"}),
             extra_fields=frozenset({"archived_at"}),
+            ended_column="archived_at",
         ),
     )
 }

@@ -61,6 +61,7 @@ _CODES: dict[str, str] = {
     "run.failed.exception": "failed with an exception",
     "run.failed.exit_nonzero": "command exited with a non-zero code",
     "run.failed.missing_artifact": "a required artifact is missing",
+    "run.failed.artifact_invalid": "a required artifact failed a content check",
     "run.failed.escalated": "escalated",
     "run.failed.linked_engine": "linked engine session failed",
     "run.failed.setup": "could not start the execution",
@@ -164,6 +165,7 @@ _CODES: dict[str, str] = {
     # teams
     "team.active.created": "team created",
     "team.archived.user": "team archived",
+    "team.archived.operator": "team archived by a person (li team archive)",
     # imports from older stores
     LEGACY_IMPORTED: "imported from a legacy store",
 }

@@ -46,7 +46,7 @@ CREATE TABLE {schema}.qevents (
 
 def conninfo(url: str) -> tuple[str, str]:
     """(plain conninfo, schema) of a lirun URL with ``?schema=``."""
-    from lirun.store.pgshared import split_schema
+    from lirun.store.pg_connect import split_schema
 
     rest, schema = split_schema(url)
     assert schema
@@ -198,6 +198,7 @@ def make_handle(url: str, name: str):  # type: ignore[no-untyped-def]
 
 
 def serve_main(argv: list[str] | None = None) -> int:
+    from lirun.cli.diagnostics import li_lines
     from lirun.schedules.pgqueue import ProcrastinateTransport
 
     parser = argparse.ArgumentParser()
@@ -217,7 +218,10 @@ def serve_main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     print(f"{args.name}: serving on {socket.gethostname()} as pid {os.getpid()}", flush=True)
     try:
-        transport.serve(make_handle(args.url, args.name), concurrency=args.concurrency, stop=stop)
+        with li_lines(0):  # as `li worker` shows the queue's notes: one `li:` line each
+            transport.serve(
+                make_handle(args.url, args.name), concurrency=args.concurrency, stop=stop
+            )
     finally:
         transport.close()
     print(f"{args.name}: stopped", flush=True)

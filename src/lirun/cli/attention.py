@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
         finally:
             store.close()
     if args.json:
-        print_json([item.to_dict() for item in items])
+        print_json([item.to_dict() for item in items], schema="lirun.attention_item/1")
         return 1 if items else 0
     if not items:
         print("nothing needs you")

@@ -65,9 +65,15 @@ def adopt_orphans() -> None:
     enable_subreaper()
 
 
-def print_json(obj: Any) -> None:
+def print_json(obj: Any, *, schema: str) -> None:
+    """``obj`` as one JSON line naming its shape (docs/json.md): an object gains
+    ``"schema": schema``; a list (which cannot carry a key) gets it on each element."""
     import json
 
+    if isinstance(obj, dict):
+        obj = {"schema": schema, **obj}
+    elif isinstance(obj, list):
+        obj = [{"schema": schema, **item} if isinstance(item, dict) else item for item in obj]
     sys.stdout.write(json.dumps(obj, default=str, sort_keys=True) + "\n")
     sys.stdout.flush()
 
@@ -84,7 +90,7 @@ def refuse_if_signalled(trap: Any) -> None:
 def print_started(started: dict[str, Any], id_key: str, *, as_json: bool) -> None:
     """A ``--detach`` start's answer on stdout: the id alone, or with --json the object."""
     if as_json:
-        print_json(started)
+        print_json(started, schema="lirun.started/1")
     else:
         sys.stdout.write(f"{started[id_key]}\n")
         sys.stdout.flush()
@@ -102,7 +108,7 @@ def deliver_pending(prog: str, url: str | None) -> None:
         return
     from lirun.record.spool import deliver_pending as deliver
 
-    deliver(url, warn=lambda message: warn(prog, f"warning: {message}"))
+    deliver(url)  # a failure is logged: `li: warning: …`
 
 
 def print_table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:

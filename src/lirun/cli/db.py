@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
         if is_postgres_url(resolved):
             check_url(resolved)
         url = redact_url(resolved)
-        print_json({"url": url}) if args.json else print(url)
+        print_json({"url": url}, schema="lirun.db_path/1") if args.json else print(url)
         return 0
     store = open_store(args.db)
     try:
@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     finally:
         store.close()
     if args.json:
-        print_json(result)
+        print_json(result, schema="lirun.db_migrate/1")
     else:
         print(f"{result['url']}: schema version {result['schema_version']}")
     return 0

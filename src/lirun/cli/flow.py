@@ -23,6 +23,7 @@ from lirun.cli.flow_view import final_line, stopped_lines, table_lines
 from lirun.cli.lists import LIST_EXIT_CODES, add_list_options, flow_list
 from lirun.cli.options import parallel_count, seconds
 from lirun.errors import UsageError
+from lirun.exec import gcpause
 from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
 from lirun.flows.engine import FlowOptions, resume_flow, run_flow
 from lirun.flows.flowfile import load_flow, parse_var
@@ -169,7 +170,7 @@ def _finish(report: Any, *, as_json: bool) -> int:
     code = int(report.exit_code)
     data = report.to_dict()
     if as_json:
-        print_json({**data, "exit_code": code})
+        print_json({**data, "exit_code": code}, schema="lirun.flow_result/1")
         return code
     for line in table_lines(data.get("legs") or []):
         sys.stderr.write(f"  {line}\n")
@@ -217,11 +218,12 @@ def _held() -> Any:
 def run_command(args: argparse.Namespace) -> int:
     spec = load_flow(args.file, _vars(args.var))
     if args.dry_run:
-        plan = preview_flow(spec, parallel=args.parallel)
-        if args.json:
-            print_json(plan.to_dict())
-        else:
-            sys.stdout.write("\n".join(plan.text_lines()) + "\n")
+        with gcpause.paused():  # a plan of every leg: its values all live until printed
+            plan = preview_flow(spec, parallel=args.parallel)
+            if args.json:
+                print_json(plan.to_dict(), schema="lirun.flow_plan/1")
+            else:
+                sys.stdout.write("\n".join(plan.text_lines()) + "\n")
         return 0
     if args.detach and not args.detached_worker:
         head = ["run", str(spec.path), *(f"--var={k}={v}" for k, v in _vars(args.var).items())]

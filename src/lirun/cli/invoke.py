@@ -74,7 +74,7 @@ def start(args: Any) -> int:
         row = store.create_invocation(skill=args.skill, prompt=args.prompt, id=ident)
     finally:
         store.close()
-    print_json(row) if args.json else print(row["id"])
+    print_json(row, schema="lirun.invocation/1") if args.json else print(row["id"])
     return 0
 
 
@@ -97,7 +97,7 @@ def end(args: Any) -> int:
         store.close()
     assert row is not None  # update_status raised NotFoundError otherwise
     if args.json:
-        print_json({**row, "applied": applied})
+        print_json({**row, "applied": applied}, schema="lirun.invocation_end/1")
     elif applied:
         print(f"{row['id']}\t{row['status']}\t{row['status_reason_code']}")
     return code if applied else _not_applied(args, row, code)

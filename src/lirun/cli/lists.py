@@ -62,7 +62,7 @@ def _empty(args: Any, noun: str, how: str) -> str:
 def flow_list(args: Any) -> int:
     rows = _rows(args, "li flow list", "list_flows")
     if args.json:
-        print_json(rows)
+        print_json(rows, schema="lirun.flow_row/1")
     elif not rows:
         print(_empty(args, "flows", "li flow run FILE starts one"))
     else:
@@ -73,7 +73,7 @@ def flow_list(args: Any) -> int:
 def show_list(args: Any) -> int:
     rows = _rows(args, "li show list", "list_shows")
     if args.json:
-        print_json(rows)
+        print_json(rows, schema="lirun.show_row/1")
     elif not rows:
         print(_empty(args, "shows", "li show run FILE starts one"))
     else:

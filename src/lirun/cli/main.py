@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "wait": ("lirun.cli.wait", "wait for runs to finish; one stable line per run"),
     "status": ("lirun.cli.status", "recent executions, or one record with its history"),
     "attention": ("lirun.cli.attention", "what needs a person now: the dashboard's needs-you list"),
+    "gc": ("lirun.cli.gc", "prune old records to tombstones and remove their run directories"),
     "reap": ("lirun.cli.reap", "finalize executions whose owner process is gone"),
     "override": ("lirun.cli.override", "audited repair of a record's status"),
     "invoke": ("lirun.cli.invoke", "start and end invocations"),
@@ -23,11 +24,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("lirun.cli.show", "shows: plays in their own worktrees, merged through gates"),
     "schedule": ("lirun.cli.schedule", "define runs started by time: add, list, apply, ..."),
     "worker": ("lirun.cli.worker", "fire due schedules and run queued work; li worker status"),
+    "team": ("lirun.cli.team", "teams: a shared inbox for agents working side by side"),
     "submit": ("lirun.cli.submit", "queue one run for the workers: li submit -- ACTION ..."),
     "ui": ("lirun.cli.ui", "the live web dashboard (extra `ui`): runs, flows, shows, schedules"),
+    "metrics": ("lirun.cli.metrics", "the record as Prometheus metrics, printed once"),
+    "schema": ("lirun.cli.schema", "the JSON Schemas of the --json outputs: li schema [NAME]"),
 }
 
-USAGE = """usage: li [--db URL] COMMAND [ARGS...]
+USAGE = """usage: li [--db URL] [-v | -q] COMMAND [ARGS...]
 
 Run headless AI-agent CLIs under supervision and keep a durable, typed record of how
 each execution ended.
@@ -38,6 +42,8 @@ commands:
 options:
   --db URL     state database: a path, sqlite:///path or postgresql://...
                (default: $LIRUN_DB_URL, else $LIRUN_HOME/state.db)
+  -v, --verbose  also print debug notes on stderr (-vv: the same)
+  -q, --quiet  print only warnings and errors on stderr, not notices
   -h, --help   show this help
   --version    print the version
 
@@ -68,11 +74,35 @@ def _record_signals_early() -> None:
         _signal.signal(signum, _record_early)
 
 
+class GlobalOptions:
+    """What comes before the command: ``--db URL``, ``-v``/``-q``; the rest is the command."""
+
+    __slots__ = ("db", "rest", "verbosity")
+
+    def __init__(self, args: list[str]) -> None:
+        self.db: str | None = None
+        self.verbosity = 0  # -q: -1; -v, -vv: 1, 2
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--db" and i + 1 < len(args):
+                self.db, i = args[i + 1], i + 2
+                continue
+            if arg.startswith("--db=") and len(arg) > len("--db="):
+                self.db = arg.split("=", 1)[1]
+            elif arg in ("-q", "--quiet"):
+                self.verbosity = -1
+            elif arg == "--verbose" or (arg.startswith("-v") and arg.strip("v") == "-"):
+                more = 1 if arg == "--verbose" else len(arg) - 1  # -vv: 2
+                self.verbosity = max(0, self.verbosity) + more
+            else:
+                break
+            i += 1
+        self.rest = args[i:]
+
+
 def _starts_a_run(args: list[str]) -> bool:
-    if args[:1] == ["--db"]:
-        args = args[2:]
-    elif args[:1] and args[0].startswith("--db="):
-        args = args[1:]
+    args = GlobalOptions(args).rest
     return bool(args) and (args[0] in ("run", "agent") or args[:2] in SUPERVISING_SUBCOMMANDS)
 
 
@@ -111,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args == ["--db"] or args[:1] == ["--db="]:
+    if GlobalOptions(args).rest[:1] in (["--db"], ["--db="]):
         sys.stderr.write("li: --db needs a value: a path, sqlite:///path or postgresql://...\n")
         return 2
     if argv is None and _starts_a_run(args):
@@ -129,12 +159,10 @@ def _dispatch(argv: list[str] | None) -> int:
 
 
 def _main(args: list[str]) -> int:
-    if args[:1] == ["--db"] and len(args) >= 2:
-        os.environ["LIRUN_DB_URL"] = args[1]
-        args = args[2:]
-    elif args[:1] and args[0].startswith("--db="):
-        os.environ["LIRUN_DB_URL"] = args[0].split("=", 1)[1]
-        args = args[1:]
+    options = GlobalOptions(args)
+    if options.db is not None:
+        os.environ["LIRUN_DB_URL"] = options.db
+    args = options.rest
     if not args or args[0] in ("-h", "--help", "help"):
         sys.stdout.write(_usage())
         return 0 if args else 2
@@ -147,6 +175,13 @@ def _main(args: list[str]) -> int:
     if name not in COMMANDS:
         sys.stderr.write(f"li: unknown command {name!r}; run `li --help` for the list\n")
         return 2
+    from lirun.cli.diagnostics import li_lines
+
+    with li_lines(options.verbosity):  # the library's log records, as `li: …` lines
+        return _command(name, rest)
+
+
+def _command(name: str, rest: list[str]) -> int:
     module = importlib.import_module(COMMANDS[name][0])
     try:
         return int(module.main(rest))

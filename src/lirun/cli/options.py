@@ -18,6 +18,7 @@ from typing import Any
 from lirun.cli.common import add_db_option, print_json, print_started, refuse_if_signalled
 from lirun.cli.parser import CommandParser
 from lirun.errors import AmbiguousIdError, NotFoundError, UsageError
+from lirun.exec.artifact_check_option import attach_artifact_checks
 from lirun.exec.descendants import enable_subreaper
 from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
 from lirun.exec.execution import ExecutionRequest, execute, prepare
@@ -157,6 +158,15 @@ def add_execution_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="a required artifact under the artifact root; a trailing ? makes it optional "
         "(repeatable)",
+    )
+    add(
+        "--artifact-check",
+        metavar="ID.CHECK=VALUE",
+        action="append",
+        default=[],
+        help="a content check on an --artifact: min_bytes, max_bytes, sha256, matches=REGEX, "
+        "json (no value), json_schema=PATH, lines=MIN..MAX; a failure is "
+        "run.failed.artifact_invalid (repeatable)",
     )
     add("--profile", metavar="NAME", help="agent profile <home>/profiles/NAME.yaml")
     add("--playbook", metavar="NAME", help="playbook <home>/playbooks/NAME.yaml")
@@ -306,13 +316,14 @@ def _limits(args: argparse.Namespace, defaults: dict[str, Any]) -> Any:
 def _declarations(args: argparse.Namespace) -> Any:
     """What --profile, --playbook and --artifact declare (``exec.task.Declared``), or
     None when nothing is declared."""
-    if not (args.profile or args.playbook or args.artifact):
+    if not (args.profile or args.playbook or args.artifact or args.artifact_check):
         return None
 
-    entries = []
-    if args.artifact:
+    entries: list[Any] = []
+    if args.artifact or args.artifact_check:
         entries = [parse_artifact_option(text) for text in args.artifact]
         _refuse_repeated_ids(entries)
+        entries = attach_artifact_checks(entries, args.artifact_check, os.getcwd())
     return declarations(args.profile, args.playbook, entries)
 
 
@@ -429,7 +440,7 @@ def _detach(
 def report(prog: str, result: Any, *, as_json: bool) -> None:
     """The final word: JSON on stdout with --json, else one line on stderr."""
     if as_json:
-        print_json(result.summary())
+        print_json(result.summary(), schema="lirun.run_result/1")
         return
     reason = result.reason or "unknown"
     sys.stderr.write(f"{prog}: run {result.run_id} {result.status} ({reason})\n")

@@ -100,7 +100,9 @@ def main(argv: list[str]) -> int:
 
 def _report(as_json: bool, entity: str, previous: str | None, row: dict[str, Any]) -> None:
     if as_json:
-        print_json({"entity_type": entity, "previous_status": previous, **row})
+        print_json(
+            {"entity_type": entity, "previous_status": previous, **row}, schema="lirun.override/1"
+        )
         return
     print(
         f"{entity} {row['id']}: {previous} -> {row['status']} "

@@ -14,7 +14,7 @@ EXIT_CODES = "  0  done (also when nothing needed reaping)\n  2  usage error, or
 
 def _print(item: dict[str, Any], *, as_json: bool, dry_run: bool) -> None:
     if as_json:
-        print_json(item)
+        print_json(item, schema="lirun.reap/1")
         return
     state = "would reap" if dry_run else "reaped" if item["reaped"] else "already finalized"
     print(f"{item['id']}\t{state}\t{item['reason_code']}\t{item['reason_summary']}")

@@ -139,6 +139,7 @@ def _kind(row: Mapping[str, Any]) -> str:
 def record_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
     """The label/value lines at the top of one record's view, in display order."""
     fields: list[tuple[str, str]] = [
+        ("pruned", pruned_text(row, now)),
         ("reason", reason_text(row)),
         ("summary", row.get("status_reason_summary") or ""),
         ("created", format_time(row.get("created_at"), now)),
@@ -150,6 +151,14 @@ def record_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[s
     ]
     fields += _specific_fields(kind, row, now)
     return [(label, value) for label, value in fields if value]
+
+
+def pruned_text(row: Mapping[str, Any], now: float) -> str:
+    """When and by whom a record was pruned to its tombstone (docs/retention.md), or ""."""
+    if not row.get("pruned_at"):
+        return ""
+    by = f" by {row['pruned_by']}" if row.get("pruned_by") else ""
+    return f"{format_time(row['pruned_at'], now)}{by}: run directory and bulky columns removed"
 
 
 def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
@@ -256,7 +265,8 @@ def evidence_lines(refs: object) -> list[str]:
 
 
 def verification_lines(result: object) -> list[str]:
-    """The artifact verification verdict, then each produced / missing entry."""
+    """The artifact verification verdict, then each produced / missing entry, then each
+    check a file there failed (what was found)."""
     if not isinstance(result, Mapping):
         return []
     lines = [f"verdict: {result.get('status', '?')}"]
@@ -275,6 +285,13 @@ def verification_lines(result: object) -> list[str]:
 
                 line += f"  ({describe_problem(item['problem'])})"
             lines.append(line)
+    for item in result.get("invalid") or []:
+        label = "invalid required" if item.get("required", True) else "invalid optional"
+        for failure in item.get("failures") or []:
+            lines.append(
+                f"{label:<17} {item.get('id')}  {item.get('path')}  "
+                f"{failure.get('check')}: {failure.get('found')}"
+            )
     return lines
 
 
@@ -353,6 +370,8 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
     status = detail.get("status")
     title = _text(f"{kind} {detail.get('id')}  ", "bold")
     title.append(_text(status, status_style(kind, status)))
+    if detail.get("pruned_at"):
+        title.append(_text("  (pruned)", "dim"))
     out.print(title)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
@@ -382,6 +401,15 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
             _admin_rows(detail["admin_events"], now),
             ("WHEN", "EVENT", "ACTOR", "JUSTIFICATION", "CHANGE"),
         )
+    if detail.get("team"):
+        from lirun.teams.message import escape_line, message_line
+
+        team = detail["team"]
+        heading = (
+            f"team {team['name']} ({team['id']}) as {team['member']}: {team['total']} messages"
+        )
+        lines = [message_line(m) for m in team["messages"]] or ["(none)"]
+        _section(out, escape_line(heading), lines)
 
 
 def _section(out: Console, title: str, lines: Iterable[str]) -> None:

@@ -47,6 +47,7 @@ The ACTION follows `--`:
         [--profile NAME] [--playbook NAME] [--artifact ID=PATH[?]] [-- PROVIDER_OPTIONS]
   run [--cwd DIR] [--timeout S] [--idle-timeout S] [--] CMD ...
   flow FILE [--cwd DIR]      show FILE [--cwd DIR]
+  gc --older-than DUR [--status S]... [--keep-failed]   (li gc's retention policy)
 The working directory and the flow or show file are resolved (and the file's sha256
 kept) now; a worker where they are missing or changed fails the run."""
 
@@ -166,7 +167,7 @@ def main(argv: list[str]) -> int:
         if args.command != "list":
             raise NotFoundError(f"no schedule named {getattr(args, 'name', '')!r}: {exc}") from None
         if args.json:
-            print_json([])
+            print_json([], schema="lirun.schedule/1")
         return 0
     try:
         return HANDLERS[args.command](store, args, now)
@@ -202,7 +203,7 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
             file=sys.stderr,
         )
     if args.json:
-        print_json(row)
+        print_json(row, schema="lirun.schedule/1")
     else:
         print(added_sentence(row, now))
     return 0
@@ -235,7 +236,7 @@ def _local(due: Any) -> str:
 def _list(store: Any, args: Any, now: int) -> int:
     rows = store.list_schedules(include_deleted=args.all)
     if args.json:
-        print_json(rows)
+        print_json(rows, schema="lirun.schedule/1")
         return 0
     header = ("NAME", "STATUS", "TRIGGER", "NEXT DUE (LOCAL)", "NEXT DUE (UTC)", "ACTION")
     lines = [header] + [
@@ -261,7 +262,7 @@ def _show(store: Any, args: Any, now: int) -> int:
     policies = Policies.from_dict(row.get("policies_json") or {})
     history = store.list_transitions("schedule", row["id"])
     if args.json:
-        print_json({"schedule": row, "history": history})
+        print_json({"schedule": row, "history": history}, schema="lirun.schedule_detail/1")
         return 0
     fields = [
         ("name", row["name"]), ("id", row["id"]), ("status", row["status"]),
@@ -307,7 +308,7 @@ def _runs(store: Any, args: Any, now: int) -> int:
     row = registry.find(store, args.name)
     runs = store.list_schedule_runs(row["id"], limit=args.limit)
     if args.json:
-        print_json(runs)
+        print_json(runs, schema="lirun.schedule_run/1")
         return 0
     if not runs:
         warn(PROG, f"{row['name']} has no runs yet (workers start them: li worker)")
@@ -332,7 +333,7 @@ def _toggle(store: Any, args: Any, now: int) -> int:
     if not changed:
         warn(PROG, f"{row['name']} is already {row['status']}; nothing changed")
     if args.json:
-        print_json(row)
+        print_json(row, schema="lirun.schedule/1")
     elif changed:
         print(toggled_sentence(row, now))
     return 0
@@ -363,7 +364,10 @@ def _apply(args: Any, now: int) -> int:
     for change in lost:
         warn(PROG, f"{change.name} changed while apply ran; not {change.op}d: run apply again")
     if args.json:
-        print_json({"dry_run": args.dry_run, "changes": [c.to_dict() for c in changes]})
+        print_json(
+            {"dry_run": args.dry_run, "changes": [c.to_dict() for c in changes]},
+            schema="lirun.schedule_apply/1",
+        )
         return 1 if lost else 0
     rows = [(c.op, c.name, ", ".join(c.changes) or c.why or "-") for c in changes]
     if rows:
@@ -377,7 +381,7 @@ def _apply(args: Any, now: int) -> int:
 
 def _fire(store: Any, args: Any, now: int) -> int:
     run = fire_now(store, args.name, actor=current_actor())
-    print_json(run) if args.json else print(run["id"])
+    print_json(run, schema="lirun.schedule_run/1") if args.json else print(run["id"])
     return 0
 
 

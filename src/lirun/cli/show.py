@@ -210,7 +210,7 @@ def _load(args: argparse.Namespace) -> Any:
 def _dry_run(args: argparse.Namespace, spec: Any) -> int:
     plan = plan_show(spec, parallel=args.parallel)
     if args.json:
-        print_json(plan.to_dict())
+        print_json(plan.to_dict(), schema="lirun.show_plan/1")
     else:
         sys.stdout.write(plan.text())
     sys.stderr.write("li show run: dry run: the file is valid; nothing was started\n")
@@ -219,7 +219,7 @@ def _dry_run(args: argparse.Namespace, spec: Any) -> int:
 
 def _report(report: Any, as_json: bool) -> int:
     if as_json:
-        print_json(report.to_dict())
+        print_json(report.to_dict(), schema="lirun.show_report/1")
     else:
         render_board(report.to_dict())
     return int(report.exit_code)
@@ -296,7 +296,7 @@ def _list(args: argparse.Namespace) -> int:
         finally:
             store.close()
     if args.json:
-        print_json(rows)
+        print_json(rows, schema="lirun.show_row/1")
     elif not rows:
         print("no shows yet (li show run FILE starts one)")
     else:

@@ -35,6 +35,7 @@ after recording any run outcome spooled for it (a teardown that could not write)
 LIST_KINDS = ("session", "invocation", "play", "schedule_run")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_MAX_SINCE = 100 * 366 * 86400.0
 
 
 def parse_duration(text: str) -> float:
@@ -42,7 +43,10 @@ def parse_duration(text: str) -> float:
     match = _DURATION.match(text.strip().lower())
     if not match or float(match.group(1)) <= 0:
         raise UsageError(f"--since {text!r}: expected a positive duration such as 30m, 2h or 1d")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if not seconds <= _MAX_SINCE:  # twenty digits, or four hundred (a float's inf)
+        raise UsageError(f"--since {text!r}: give at most 100 years (e.g. 5200w)")
+    return seconds
 
 
 def resolve_record(store: Store, ident: str) -> tuple[str, dict[str, Any]]:
@@ -114,6 +118,12 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
         detail["sessions"] = [present_session(s) for s in store.list_invocation_sessions(row["id"])]
     if kind == "schedule_run":
         detail.update(schedule_chain(store, row))
+    if kind in ("session", "play"):
+        from lirun.teams.talk import record_talk
+
+        talk = record_talk(store, kind, row)
+        if talk is not None:
+            detail["team"] = talk
     return detail
 
 
@@ -203,10 +213,14 @@ def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> l
 
 def show_list(args: Any, url: str) -> int:
     filters = _list_filters(args)
+    # A session is its whole row; the other kinds are the dashboard's runs-list row.
+    schema = "lirun.status_row/1" if args.kind == "session" else "lirun.run_row/1"
     try:
         store = open_store(url, readonly=True)
     except DatabaseMissingError:
-        print_json([]) if args.json else print(f"no runs yet (no database at {redact_url(url)})")
+        print_json([], schema=schema) if args.json else print(
+            f"no runs yet (no database at {redact_url(url)})"
+        )
         return 0
     try:
         rows = list_rows(store, args.kind, filters, args.limit)
@@ -215,7 +229,7 @@ def show_list(args: Any, url: str) -> int:
     if args.json:
         from lirun.store.records import present_session
 
-        print_json([present_session(row) for row in rows])
+        print_json([present_session(row) for row in rows], schema=schema)
     elif not rows:
         filtered = filters["status"] or filters["since"]
         print("no runs match these filters" if filtered else "no runs yet")
@@ -244,7 +258,7 @@ def show_one(args: Any, url: str) -> int:
     if kind == "invocation" and row.get("kind") == "flow":
         detail["flow"] = flow_detail(row["id"], url)
     if args.json:
-        print_json(detail)
+        print_json(detail, schema="lirun.record/1")
     else:
         from lirun.cli.render import render_record
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from lirun.cli.common import add_db_option, make_parser
+from lirun.errors import LirunError
 from lirun.paths import resolve_db_url
 from lirun.store import open_store
 from lirun.ui.security import LOCAL_HOSTS, is_local_host
@@ -123,6 +124,8 @@ def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] 
         # dashboard opened before the first run shows runs as they come. A database
         # named with --db or LIRUN_DB_URL must exist: a typo is not a new empty one.
         open_store(None).close()
+    else:
+        _migrate_if_writable(url)
     app = create_app(url, token=token, allowed_hosts=allowed_hosts)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -157,3 +160,10 @@ def _stop_quietly() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _migrate_if_writable(url: str) -> None:
+    """Bring a named database to this lirun's schema (the dashboard reads it read-only),
+    when it exists and can be written; a read-only one is shown as it is."""
+    with contextlib.suppress(LirunError):
+        open_store(url, create=False).close()

@@ -34,6 +34,8 @@ from lirun.wait.resolve import split_ids
 from lirun.wait.watch import Watcher
 
 PROG = "li wait"
+# The shape of a --json line (src/lirun/schemas/wait.json); the tab-separated line has none.
+WAIT_SCHEMA = "lirun.wait/1"
 EXIT_CODES = """\
   0  every target is terminal and successful
   1  every target is terminal, some unsuccessful
@@ -167,7 +169,7 @@ class Output:
         if self.as_json:
             import json  # only for --json: the default line needs no json on start-up
 
-            line = json.dumps(json_record(outcome))
+            line = json.dumps({"schema": WAIT_SCHEMA, **json_record(outcome)})
         else:
             line = format_wait_line(outcome)
         if self._stdout_ok:
@@ -229,9 +231,7 @@ def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
     _yield_cpu()
     stop = StopRequested(trap)
     try:
-        store, _, watcher = start_watching(
-            args.db, ids, timeout=args.timeout, stop=stop, warn=_warn
-        )
+        store, _, watcher = start_watching(args.db, ids, timeout=args.timeout, stop=stop)
     except DatabaseConnectionLostError as exc:  # still unreachable at --timeout or a signal
         _warn(f"{'interrupted' if trap.received else 'timed out'}: {exc}")
         return 3

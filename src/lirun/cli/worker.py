@@ -8,7 +8,7 @@ import time
 from lirun.cli.common import add_db_option, adopt_orphans, make_parser, print_json, print_table
 from lirun.errors import UsageError
 from lirun.paths import resolve_db_url
-from lirun.schedules.durations import parse_duration
+from lirun.schedules.durations import MAX_SECONDS, seconds_or_duration
 from lirun.schedules.worker import Worker, WorkerOptions, live_workers
 from lirun.store import open_store
 
@@ -41,13 +41,12 @@ DIR (repeatable) to refuse actions whose cwd is outside those directories
   li worker status --json"""
 
 
-def _duration(text: str, what: str) -> float:
-    try:
-        return float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text, what)
-    except UsageError:
-        raise
-    except ValueError:
-        raise UsageError(f"{what} {text!r}: give seconds or a duration like 30s, 5m") from None
+# A lease longer than a day would leave a killed worker's runs unclaimed for as long.
+MAX_LEASE_SECONDS = 86400
+
+
+def _duration(text: str, what: str, *, low: float = 0.0, high: float | None = None) -> float:
+    return seconds_or_duration(text, what, low=low, high=MAX_SECONDS if high is None else high)
 
 
 def _status(argv: list[str]) -> int:
@@ -72,7 +71,8 @@ def _status(argv: list[str]) -> int:
                 {k: w.get(k) for k in ("id", "host", "pid", "started_at", "heartbeat_age",
                                        "concurrency", "transport", "running")}
                 for w in workers
-            ]
+            ],
+            schema="lirun.worker/1",
         )  # fmt: skip
         return 0
     if not workers:
@@ -122,9 +122,7 @@ def main(argv: list[str]) -> int:
         if not os.path.isdir(path):
             raise UsageError(f"--allow-root {root!r}: {path} is not a directory")
         roots.append(path)
-    lease = _duration(args.lease, "--lease")
-    if lease < 1:
-        raise UsageError(f"--lease {args.lease!r}: give at least 1s (default 60s)")
+    lease = _duration(args.lease, "--lease", low=1, high=MAX_LEASE_SECONDS)
 
     options = WorkerOptions(
         db_url=resolve_db_url(args.db),

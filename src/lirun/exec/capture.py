@@ -11,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from lirun.logs import get_logger
 
 __all__ = [
     "DEFAULT_TAIL_BYTES",
@@ -24,6 +25,7 @@ __all__ = [
     "write_all",
 ]
 
+log = get_logger(__name__)
 DEFAULT_TAIL_BYTES = 64 * 1024
 # A provider line longer than this is handed to the parser in pieces rather than
 # buffered without bound; the parser reports the pieces as unparsed.
@@ -85,10 +87,10 @@ class ChunkSink:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
             raise exc
         self.buffer_error = exc
-        sys.stderr.write(
-            f"li: warning: the run's output file stopped at {self.total_bytes} bytes "
-            f"({exc.strerror}); the rest is not saved\n"
-        )
+        log.warning(
+            "the run's output file stopped at %d bytes (%s); the rest is not saved",
+            self.total_bytes, exc.strerror, extra={"event": "capture.buffer_full"},
+        )  # fmt: skip
         self.close()
 
     def _echo(self, chunk: bytes) -> None:

@@ -119,12 +119,27 @@ class RunCgroup:
         if kill_file.exists():
             with contextlib.suppress(OSError):
                 kill_file.write_text("1")
+                self._freeze(False)  # a frozen process dies of SIGKILL all the same
                 return
         self._freeze(True)
         for pid in self.pids():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         self._freeze(False)
+
+    def frozen_pids(self, seconds: float = 0.5) -> list[int]:
+        """Freeze the cgroup (nothing in it forks any more) and list its processes: the
+        exact set a following :meth:`kill` ends. Unfrozen by the kill."""
+        self._freeze(True)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                if "frozen 1" in _read(str(self.path / "cgroup.events")):
+                    break
+            except OSError:
+                break
+            time.sleep(0.005)
+        return self.pids()
 
     def _freeze(self, on: bool) -> None:
         with contextlib.suppress(OSError):

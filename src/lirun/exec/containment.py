@@ -7,7 +7,7 @@ the thread of ``li`` that supervises it dies, so does the child. Its descendants
 by the owner's guard process (``exec.guard``) with :func:`kill_run_tree`.
 
 :func:`kill_run_tree` takes plain values (a pid and a path), so a process other than the
-owner (the guard, a lease watchdog) can call it for a run it was told about.
+owner (its guard) can call it for a run it was told about.
 
 Without a cgroup, a process that left the run's group and session (a double-forked
 daemon) is still found after its owner died by the mark every process of the run
@@ -97,7 +97,7 @@ def untrack(leader: int) -> None:
 
 
 def running_trees() -> list[RunTree]:
-    """The runs this process supervises now (for :func:`kill_run_tree` by a watchdog)."""
+    """The runs this process supervises now (for :func:`kill_run_tree`)."""
     with _trees_lock:
         return list(_trees.values())
 
@@ -144,7 +144,7 @@ def _kill_all(pids: Iterable[int]) -> None:
 
 
 def kill_run_tree(
-    leader: int,
+    leader: int | None,
     cgroup: str | os.PathLike[str] | None = None,
     *,
     known: Iterable[int] = (),
@@ -153,36 +153,49 @@ def kill_run_tree(
 ) -> dict[str, Any] | None:
     """SIGKILL every process of one run now; the evidence entry, or None if none was alive.
 
-    ``leader``: the supervised child's pid (its group and session id); ``cgroup``: the
-    run's cgroup directory when it has one, which holds everything the run started;
-    ``known``: other pids known to be the run's (the subreaper's orphans); ``mark``: the
-    run's ``TREE_ENV`` mark. Without a cgroup a process that left both the group and the
-    session is found only through ``known`` or its mark. Waits up to ``wait`` seconds for
-    them to be gone. Safe to call from any process with the right to signal them (the
-    owner, its guard, a watchdog).
+    ``leader``: the supervised child's pid (its group and session id), None when the
+    owner died before it knew it; ``cgroup``: the run's cgroup directory when it has one,
+    which holds everything the run started; ``known``: other pids known to be the run's
+    (the subreaper's orphans); ``mark``: the run's ``TREE_ENV`` mark. Without a cgroup a
+    process that left both the group and the session is found only through ``known`` or
+    its mark. The cgroup is frozen before its processes are listed, and the group, the
+    session and the mark are looked at again after each kill until none is left (or
+    ``wait`` seconds passed), so the entry names every process killed, also one forked
+    while the kill was under way. Safe to call from any process with the right to signal
+    them (the owner, its guard).
     """
     group = RunCgroup(Path(cgroup)) if cgroup is not None else None
-    pids = set(group.pids() if group is not None else ())
-    pids |= {p for p in (leader, *session_members(leader), *known) if procfs.alive(p)}
-    if mark is not None and group is None:
-        pids |= set(marked(mark))
-    processes = [{"pid": pid, "command": procfs.command_line(pid)} for pid in sorted(pids)]
-    if group is not None:
-        group.kill()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(leader, signal.SIGKILL)
-    _kill_all(pids)
+    if group is not None and not group.path.is_dir():
+        group = None
+    seen: dict[int, str] = {}
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
+    first = True
+    while True:
+        found: set[int] = set()
+        if group is not None:  # frozen at first; its kill then also ends what forks later
+            found = {p for p in (group.frozen_pids() if first else group.pids()) if procfs.alive(p)}
+        first = False
+        if leader is not None:
+            found |= {p for p in (leader, *session_members(leader)) if procfs.alive(p)}
+        found |= {p for p in known if procfs.alive(p)}
+        if mark is not None:
+            found |= set(marked(mark))
+        for pid in sorted(found - seen.keys()):
+            seen[pid] = procfs.command_line(pid)
         if group is not None:
-            group.kill()  # one forked meanwhile (before cgroup.kill existed)
-        left = [p for p in pids if procfs.alive(p)]
-        if not left and (group is None or not group.populated()):
+            group.kill()
+        if leader is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(leader, signal.SIGKILL)
+        _kill_all(found)
+        if not found and (group is None or not group.populated()):
             break
-        _kill_all(left)
+        if time.monotonic() >= deadline:
+            break
         time.sleep(0.01)
-    if not processes:
+    if not seen:
         return None
+    processes = [{"pid": pid, "command": command} for pid, command in sorted(seen.items())]
     entry: dict[str, Any] = {"kind": "killed_descendants", "processes": processes}
     entry["signal"] = "SIGKILL"
     if group is not None:

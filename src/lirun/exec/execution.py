@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -37,11 +36,14 @@ from lirun.liveness import (
     current_owner,
     process_start_time,
 )
+from lirun.logs import get_logger
 from lirun.record.rundir import RunDir, allocate_run
 from lirun.record.spool import apply_pending
 from lirun.record.teardown import finalize_sync, setup_record_sync, teardown_persist_sync
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
+
+log = get_logger(__name__)
 
 if TYPE_CHECKING:
     from lirun.exec.stream import Event
@@ -82,6 +84,7 @@ class ExecutionRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
     heartbeat_interval: float | None = None
     row_fields: dict[str, Any] = field(default_factory=dict)  # more session columns (a flow leg)
+    env: dict[str, str] = field(default_factory=dict)  # more child environment (LIRUN_TEAM)
 
 
 @dataclass(slots=True)
@@ -262,7 +265,7 @@ class _Execution:
             stderr=leg.stderr,
             limits=self.request.limits,
             cwd=self.request.cwd,
-            env=child_env(self.run, db_url=self.store.url),
+            env={**child_env(self.run, db_url=self.store.url), **self.request.env},
             stdin=leg.stdin if leg.stdin is not None else self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,
@@ -289,14 +292,17 @@ def _run_legs(ex: _Execution, trap: SignalTrap, ctx: Any) -> tuple[LegOutcome, l
         except Exception as exc:  # SpawnError, or a buffer that cannot be written
             # The row exists: it must still be finalized, with the cause as evidence.
             outcome = LegOutcome(status="failed", exception=exc)
-            sys.stderr.write(f"li: error: {exc}\n")
+            log.error("%s", exc, extra={"event": "run.leg_failed", "run_id": ex.run.run_id})
         legs.append(outcome)
         ex.retries_before += int(outcome.record.get("provider_retries") or 0)
         if len(legs) > 1 or not _should_resume(ex, outcome, trap):
             return outcome, legs
         # design.md D4: the first leg defers; the resumed leg owns finalization (one row, one id).
         teardown_persist_sync(ctx, status=outcome.status, defer_terminal=True)
-        sys.stderr.write(f"li: run {ex.run.run_id} timed out; resuming once\n")
+        log.info(
+            "run %s timed out; resuming once", ex.run.run_id,
+            extra={"event": "run.resumed", "run_id": ex.run.run_id},
+        )  # fmt: skip
 
 
 def _final_extras(outcome: LegOutcome, legs: list[LegOutcome]) -> TeardownExtras:
@@ -416,18 +422,19 @@ def _setup(ex: _Execution, trap: SignalTrap) -> PersistContext:
 
 
 def _warn_pending(result: ExecutionResult, finalized: Finalized) -> None:
-    sys.stderr.write(
-        f"li: warning: run {result.run_id} ended {result.status} but the database could not "
-        f"be written ({finalized.cause}); the outcome is pending in {finalized.spool} and the "
-        "next li wait, status, reap or run on this database records it\n"
-    )
+    log.warning(
+        "run %s ended %s but the database could not be written (%s); the outcome is pending "
+        "in %s and the next li wait, status, reap or run on this database records it",
+        result.run_id, result.status, finalized.cause, finalized.spool,
+        extra={"event": "run.outcome_pending", "run_id": result.run_id},
+    )  # fmt: skip
 
 
 def _apply_pending(db: Store) -> None:
     try:
         apply_pending(db)
     except (DatabaseError, OSError) as exc:
-        sys.stderr.write(f"li: warning: pending run outcomes stay spooled ({exc})\n")
+        log.warning("pending run outcomes stay spooled (%s)", exc, extra={"event": "spool.kept"})
 
 
 def execute(

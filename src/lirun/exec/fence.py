@@ -1,4 +1,4 @@
-"""A lease that fences: the owner's side of the lease watchdog (``exec/watchdog.py``).
+"""A lease that fences: the owner's side of a lease its guard keeps (``exec/guard.py``).
 
 An owner renews its lease in the database every so often; another owner may take over
 its work once the lease *lapsed* (the database's expiry is older than the taker's clock).
@@ -9,8 +9,9 @@ the owner (frozen, stopped, cut off, its database gone). ``Fence`` guarantees it
   time ``started``: the fence's deadline becomes ``started + lease - margin`` (the write
   set the expiry from a wall clock read after ``started``, so the deadline is always at
   least ``margin`` before the expiry any other owner sees, up to clock skew);
-- the watchdog process kills the owner's process tree at the deadline when no renewal
-  came, without the owner's threads or the database;
+- the owner's guard process kills the owner's work (its runs' trees and its process
+  tree) at the deadline when no renewal came, without the owner's threads or the
+  database;
 - ``lost()`` tells the owner itself: past the deadline it cannot prove the lease is its
   own, so it stops its work and claims nothing until a renewal succeeds again.
 
@@ -21,22 +22,23 @@ covers the kill and a late wake-up). See docs/queue.md.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import itertools
 import threading
 import time
+
+from lirun.exec import guard
 
 __all__ = ["Fence", "fence_for_owner", "margin_for"]
 
 # After a lapse, how long a renewal waits before the owner starts work again: the
-# watchdog, killing at that moment, reads the renewal within a tick of its own.
+# guard, killing at that moment, reads the renewal within a tick of its own.
 SETTLE_SECONDS = 0.5
 
-# Fences whose watchdog runs in this process: an owner inside another (a flow run by
-# ``li worker``) is covered by the outer one, whose watchdog kills the same tree.
+# Fences held in this process: an owner inside another (a flow run by ``li worker``) is
+# covered by the outer one, whose deadline kills the same work.
 _active: set[Fence] = set()
 _active_lock = threading.Lock()
+_ids = itertools.count(1)
 
 
 def margin_for(lease_seconds: float) -> float:
@@ -55,58 +57,33 @@ class Fence:
         self.deadline = time.monotonic() + self.lease - self.margin
         self.lapses: list[float] = []  # deadlines that passed with no renewal
         self.quiet_until = 0.0
-        self._proc: subprocess.Popen[bytes] | None = None
+        self.id = next(_ids)
+        self.armed = False
         self._lock = threading.Lock()
 
-    # -- the watchdog ------------------------------------------------------------------
+    # -- the guard ---------------------------------------------------------------------
 
     def start(self, *, started: float | None = None) -> Fence:
-        """Start the watchdog, armed from ``started`` (the lease's first write; now)."""
+        """Arm the guard's deadline from ``started`` (the lease's first write; now)."""
         self.deadline = (time.monotonic() if started is None else started) + (
             self.lease - self.margin
         )
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "lirun.exec.watchdog", str(os.getpid())],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,  # a Ctrl-C of the owner's terminal leaves it running
-        )
-        self._send(f"renew {self.deadline!r}")
+        self.armed = True
+        guard.renew(self.id, self.deadline)  # a guard that cannot start: lost() still stops
         with _active_lock:
             _active.add(self)
         return self
 
-    def _send(self, line: str) -> None:
-        proc = self._proc
-        if proc is None or proc.stdin is None:
-            return
-        try:
-            proc.stdin.write(line.encode("ascii") + b"\n")
-            proc.stdin.flush()
-        except (OSError, ValueError):
-            pass  # the watchdog is gone: lost() still stops the owner's own work
-
     def close(self) -> None:
-        """The owner ended its work itself: the watchdog exits without killing."""
-        proc, self._proc = self._proc, None
+        """The owner ended its work itself: the guard forgets the deadline, kills nothing."""
         with _active_lock:
             _active.discard(self)
-        if proc is None:
-            return
-        try:
-            if proc.stdin is not None:
-                proc.stdin.write(b"bye\n")
-                proc.stdin.close()
-        except (OSError, ValueError):
-            pass
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if self.armed:
+            self.armed = False
+            guard.release(self.id)
 
     def __enter__(self) -> Fence:
-        return self.start() if self._proc is None else self
+        return self if self.armed else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -119,12 +96,13 @@ class Fence:
             now = time.monotonic()
             if now >= self.deadline:
                 self.lapses.append(self.deadline)
-                # The watchdog may be killing right now: nothing new starts before it
-                # has read this renewal.
+                # The guard may be killing right now: nothing new starts before it has
+                # read this renewal.
                 self.quiet_until = now + SETTLE_SECONDS
             self.deadline = max(self.deadline, started + self.lease - self.margin)
             deadline = self.deadline
-        self._send(f"renew {deadline!r}")
+        if self.armed:
+            guard.renew(self.id, deadline)
 
     def lost(self) -> bool:
         """Past the deadline (or just back from it): the owner cannot prove its lease is
@@ -133,7 +111,7 @@ class Fence:
         return now >= self.deadline or now < self.quiet_until
 
     def expired(self) -> bool:
-        """Past the deadline: the watchdog is killing the owner's work."""
+        """Past the deadline: the guard is killing the owner's work."""
         return time.monotonic() >= self.deadline
 
     def lapsed_since(self, since: float) -> bool:

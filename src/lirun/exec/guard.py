@@ -1,43 +1,75 @@
-"""The owner's guard: when the process that supervises runs dies, their trees die with it.
+"""The owner's guard: one helper process per owner, which stops the owner's work when the
+owner dies or its lease lapses, without the owner's threads or the database.
 
-``li run``, ``li flow run``, ``li show run`` and ``li worker`` each start one small guard
-process (lazily, at their first supervised child) in a session of its own. The owner
-holds the write end of a pipe to the guard's stdin and tells it, one JSON line each,
-which runs are in progress (the child's pid, its cgroup, where to leave a note) and which
-ended. The kernel closes the pipe when the owner dies, however it dies (SIGKILL, OOM):
-on end of file the guard kills every run still listed (``containment.kill_run_tree``:
-the cgroup, else the group, the session and the pids it was told of) and writes the note
-into the run's directory, which ``li reap`` adds to the record as evidence. The guard
-needs neither the owner's threads nor the database.
+``li run``, ``li flow run``, ``li show run`` and ``li worker`` (and a library caller)
+each start one guard (lazily, at their first supervised child or lease) in a session of
+its own, with no environment but ``PATH``. The owner holds the write end of a pipe to the
+guard's stdin and sends it one JSON line per message:
+
+- ``watch`` *before* it starts a run's child: the run's mark (``containment.TREE_ENV``,
+  in the environment of everything the run starts), its cgroup and where to leave a note;
+  ``leader`` once the child's pid is known; ``unwatch`` when the run ended. So there is no
+  moment at which a run's processes exist and its guard does not know them.
+- ``renew`` after each renewal of a lease the owner holds: the ``CLOCK_MONOTONIC`` time
+  (system-wide on Linux, the owner's ``time.monotonic()``) by which the next must come;
+  ``release`` when the owner gave the lease up itself.
+
+The guard acts on two events:
+
+- **The owner died** (end of file: the kernel closes the pipe however the owner died):
+  it kills every watched run's tree (``containment.kill_run_tree``: the cgroup, else the
+  group, the session and every process carrying the run's mark) and writes the note
+  ``owner_died.json`` into the run's directory, which ``li reap`` adds to the record as
+  ``killed_with_owner``; an owner that held a lease has the rest of its process tree
+  killed too (``owner_tree``).
+- **A lease's deadline passed with no renewal**: it kills the watched runs' trees and the
+  owner's process tree, and again on every tick until a renewal arrives (nothing runs
+  under a lapsed lease). While a lease is held it looks at the owner's tree every
+  ``SNAPSHOT_SECONDS``, so descendants re-parented away are still found.
 
 A guard that cannot start leaves the parent-death signal of the child as the only
-safeguard (and the reaper's SIGTERM of the group); nothing else changes.
+safeguard (and the reaper's SIGTERM of the group) and the owner's own ``Fence.lost()``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from lirun.exec import owner_tree
 from lirun.exec.cgroup import RunCgroup
 from lirun.exec.containment import kill_run_tree
 from lirun.exec.descendants import add_helper
 from lirun.liveness import OWNER_DEATH_NOTE
 
-__all__ = ["NOTE_NAME", "Guard", "guard_pid", "main", "unwatch", "watch"]
+__all__ = [
+    "NOTE_NAME",
+    "Guard",
+    "current",
+    "guard_pid",
+    "main",
+    "release",
+    "renew",
+    "started",
+    "unwatch",
+    "watch",
+]
 
 # The note the guard leaves in a run's state directory (record.reap reads it).
 NOTE_NAME = OWNER_DEATH_NOTE
 # ``LIRUN_GUARD=off``: no guard process (tests of the fallback; not for production).
 GUARD_ENV = "LIRUN_GUARD"
+_F_SETPIPE_SZ = 1031  # Linux's fcntl to size a pipe (not in every Python's fcntl module)
 
 
 class Guard:
@@ -51,10 +83,13 @@ class Guard:
         assert proc.stdin is not None
         self.fd = proc.stdin.fileno()
         os.set_blocking(self.fd, False)
+        with contextlib.suppress(OSError):  # room for a burst while the guard is busy killing
+            fcntl.fcntl(self.fd, _F_SETPIPE_SZ, 1 << 20)
 
     def send(self, message: dict[str, Any]) -> None:
         """One line, written whole or not at all (under PIPE_BUF: atomic). The owner never
-        blocks on its guard: a guard that stopped reading is killed and replaced."""
+        blocks on its guard: a guard that stopped reading is killed and replaced (the new
+        one is told what the old one knew)."""
         line = (json.dumps(message) + "\n").encode()
         with self.lock:
             if self.broken:
@@ -70,8 +105,12 @@ class Guard:
                 self.broken = True
 
 
+# What this process's guard must know, kept here too so a replaced guard is told again.
 _guard: Guard | None = None
-_guard_lock = threading.Lock()
+_lock = threading.RLock()
+_state_pid = os.getpid()
+_runs: dict[str, dict[str, Any]] = {}  # mark -> the run's watch message
+_leases: dict[int, float] = {}  # lease id -> its deadline (monotonic)
 
 
 def _src_root() -> str:
@@ -92,7 +131,7 @@ def _start() -> Guard | None:
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True,  # a Ctrl-C of the owner's terminal leaves it running
             close_fds=True,
             cwd="/",
             env=env,
@@ -101,22 +140,31 @@ def _start() -> Guard | None:
         return None
 
     add_helper(proc.pid)
-    return Guard(proc)
+    guard = Guard(proc)
+    for message in _runs.values():
+        guard.send(message)
+    for lease, deadline in _leases.items():
+        guard.send({"op": "renew", "lease": lease, "deadline": deadline})
+    return guard
+
+
+def _off() -> bool:
+    return os.environ.get(GUARD_ENV, "").strip().lower() in ("off", "0", "no", "false")
 
 
 def current() -> Guard | None:
     """This process's guard, started on first use (again after a fork); None if off."""
-    global _guard
-    if os.environ.get(GUARD_ENV, "").strip().lower() in ("off", "0", "no", "false"):
+    global _guard, _state_pid
+    if _off():
         return None
-    with _guard_lock:
+    with _lock:
+        if _state_pid != os.getpid():  # a forked child: its parent's runs are not its own
+            _state_pid = os.getpid()
+            _runs.clear()
+            _leases.clear()
+            _guard = None
         guard = _guard
-        if (
-            guard is None
-            or guard.owner != os.getpid()
-            or guard.broken
-            or guard.proc.poll() is not None
-        ):
+        if guard is None or guard.broken or guard.proc.poll() is not None:
             _guard = _start()
         return _guard
 
@@ -127,43 +175,64 @@ def guard_pid() -> int | None:
     return guard.proc.pid if guard is not None and guard.owner == os.getpid() else None
 
 
+def _tell(message: dict[str, Any]) -> None:
+    with _lock:
+        guard = current()
+        if guard is not None:
+            guard.send(message)
+
+
 def watch(
-    leader: int,
+    mark: str,
     cgroup: str | None,
     note_dir: str | os.PathLike[str] | None,
-    mark: str | None = None,
 ) -> None:
-    """The guard kills run ``leader``'s tree if this process dies before :func:`unwatch`."""
-    guard = current()
-    if guard is not None:
-        note = str(note_dir) if note_dir is not None else None
-        message = {"op": "watch", "leader": leader, "cgroup": cgroup, "mark": mark}
-        guard.send({**message, "note_dir": note})
+    """Before a run's child starts: the guard kills every process carrying ``mark`` (and
+    the ``cgroup``'s) if this process dies before :func:`unwatch`."""
+    if _off():
+        return
+    note = str(note_dir) if note_dir is not None else None
+    message = {"op": "watch", "mark": mark, "cgroup": cgroup, "note_dir": note, "leader": None}
+    with _lock:
+        current()
+        _runs[mark] = message
+        _tell(message)
 
 
-def unwatch(leader: int) -> None:
-    guard = _guard
-    if guard is not None and guard.owner == os.getpid():
-        guard.send({"op": "unwatch", "leader": leader})
+def started(mark: str, leader: int, cgroup: str | None) -> None:
+    """The run's child is ``leader`` (its group and session), in ``cgroup`` or not."""
+    with _lock:
+        message = _runs.get(mark)
+        if message is None:
+            return
+        message.update(leader=leader, cgroup=cgroup)
+        _tell({"op": "leader", "mark": mark, "leader": leader, "cgroup": cgroup})
+
+
+def unwatch(mark: str) -> None:
+    with _lock:
+        if _runs.pop(mark, None) is not None:
+            _tell({"op": "unwatch", "mark": mark})
+
+
+def renew(lease: int, deadline: float) -> None:
+    """Lease ``lease`` is the owner's until monotonic ``deadline``: past it with no renewal,
+    the guard kills the owner's work."""
+    if _off():
+        return
+    with _lock:
+        _leases[lease] = deadline
+        _tell({"op": "renew", "lease": lease, "deadline": deadline})
+
+
+def release(lease: int) -> None:
+    """The owner gave lease ``lease`` up itself: no deadline any more."""
+    with _lock:
+        if _leases.pop(lease, None) is not None:
+            _tell({"op": "release", "lease": lease})
 
 
 # --- the guard process ----------------------------------------------------------------------
-
-
-def _serve(stdin: IO[bytes]) -> dict[int, dict[str, Any]]:
-    """Follow the owner's messages until end of file; the runs still in progress then."""
-    runs: dict[int, dict[str, Any]] = {}
-    for raw in stdin:
-        try:
-            message = json.loads(raw)
-            leader = int(message["leader"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        if message.get("op") == "watch":
-            runs[leader] = message
-        else:
-            runs.pop(leader, None)
-    return runs
 
 
 def _write_note(note_dir: str, owner: int, entry: dict[str, Any] | None) -> None:
@@ -181,16 +250,125 @@ def _write_note(note_dir: str, owner: int, entry: dict[str, Any] | None) -> None
             json.dump(note, handle)
 
 
+class _Watch:
+    """The guard's side: what the owner told it, and what it saw of the owner's tree."""
+
+    def __init__(self, owner: int) -> None:
+        self.owner = owner
+        self.runs: dict[str, dict[str, Any]] = {}
+        self.leases: dict[int, float] = {}
+        self.fired = False
+        self.remembered: owner_tree.Seen = {}
+        self.looked = 0.0
+        self.groups: set[int] = set()
+        try:
+            self.own_groups = {os.getpgid(owner) if owner > 0 else -1, os.getpgid(0)}
+        except OSError:
+            self.own_groups = {os.getpgid(0)}
+
+    def apply(self, raw: bytes) -> None:
+        try:
+            message = json.loads(raw)
+            op = message["op"]
+        except (ValueError, KeyError, TypeError):
+            return
+        if op == "watch":
+            self.runs[str(message["mark"])] = message
+        elif op == "leader" and str(message.get("mark")) in self.runs:
+            self.runs[str(message["mark"])].update(
+                leader=message.get("leader"), cgroup=message.get("cgroup")
+            )
+        elif op == "unwatch":
+            self.runs.pop(str(message.get("mark")), None)
+        elif op == "renew":
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                lease, deadline = int(message["lease"]), float(message["deadline"])
+                # Renewals only move a deadline later (two threads may send out of order).
+                self.leases[lease] = max(deadline, self.leases.get(lease, deadline))
+        elif op == "release":
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                self.leases.pop(int(message["lease"]), None)
+
+    def deadline(self) -> float | None:
+        return min(self.leases.values()) if self.leases else None
+
+    def look(self) -> None:
+        """Remember the owner's tree now (pids with start times, the groups they lead)."""
+        self.looked = time.monotonic()
+        table = owner_tree.process_table()
+        self.remembered = owner_tree.tree_of(self.owner, table, self.groups)
+        # A group id is never reused while the group has a member: one with none is gone.
+        alive = {pgrp for _, pgrp, _ in table.values()}
+        self.groups = (self.groups | {table[p][1] for p in self.remembered}) & alive
+        self.groups -= self.own_groups
+
+    def kill_runs(self, *, note: bool, wait: float) -> None:
+        for mark, run in list(self.runs.items()):
+            leader = run.get("leader")
+            entry = kill_run_tree(
+                int(leader) if leader else None, run.get("cgroup"), mark=mark, wait=wait
+            )
+            if note:
+                if run.get("cgroup"):
+                    RunCgroup(Path(run["cgroup"])).remove()
+                if run.get("note_dir"):
+                    _write_note(str(run["note_dir"]), self.owner, entry)
+
+    def kill_tree(self) -> None:
+        owner_tree.kill_tree(self.owner, self.remembered, self.groups)
+
+
+def serve(owner: int, source: int) -> None:
+    """The guard's loop over the owner's pipe ``source`` (see the module)."""
+    state = _Watch(owner)
+    buffer = b""
+    while True:
+        deadline = state.deadline()
+        wait: float | None = None  # no lease: nothing to do but wait for the owner
+        if deadline is not None:
+            wait = (
+                owner_tree.KILL_TICK_SECONDS  # lapsed: kill again, without spinning
+                if state.fired
+                else max(0.0, min(owner_tree.SNAPSHOT_SECONDS, deadline - time.monotonic()))
+            )
+        ready, _, _ = select.select([source], [], [], wait)
+        if ready:
+            chunk = os.read(source, 65536)
+            if not chunk:
+                # The owner is gone: nothing supervises its work any more.
+                state.kill_runs(note=True, wait=2.0)
+                if state.leases:
+                    state.kill_tree()
+                return
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                state.apply(line)
+            deadline = state.deadline()
+            if deadline is None:
+                state.fired = False
+                continue
+            if deadline > time.monotonic():
+                state.fired = False
+        elif deadline is not None and time.monotonic() >= deadline:
+            # About to kill: a renewal written meanwhile must win over a stale deadline.
+            pending, _, _ = select.select([source], [], [], 0)
+            if pending:
+                continue
+        if deadline is None:
+            continue
+        lapsed = time.monotonic() >= deadline
+        if lapsed or time.monotonic() - state.looked >= owner_tree.SNAPSHOT_SECONDS:
+            state.look()  # not at every message: a flow's legs come and go in bursts
+        if lapsed:
+            state.kill_runs(note=False, wait=0.2)
+            state.kill_tree()
+            state.fired = True
+
+
 def main() -> None:
     """The guard process: ``python -I -S -c ... OWNER_PID``, the owner's pipe on stdin."""
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     owner = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-
-    runs = _serve(sys.stdin.buffer)
-    for leader, message in runs.items():
-        entry = kill_run_tree(leader, message.get("cgroup"), mark=message.get("mark"))
-        if message.get("cgroup"):
-            RunCgroup(Path(message["cgroup"])).remove()
-        if message.get("note_dir"):
-            _write_note(str(message["note_dir"]), owner, entry)
+    serve(owner, sys.stdin.fileno())

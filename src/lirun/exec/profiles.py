@@ -29,9 +29,16 @@ from typing import Any
 import yaml
 
 from lirun.errors import UsageError, ValidationError
+from lirun.exec import gcpause
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.exec.yamlshape import YamlShapeError, check_shape
 from lirun.paths import lirun_home
+from lirun.record.artifact_checks import (
+    SchemaFileError,
+    check_problems,
+    load_json_schema,
+    resolve_schema_path,
+)
 from lirun.record.artifacts import (
     ArtifactContract,
     ArtifactContractError,
@@ -250,10 +257,11 @@ def read_yaml(path: Path, *, expected: str = "artifacts:, defaults:, ...") -> di
     # for depth and alias expansion before they become values.
     loader = _line_loader()(text)
     try:
-        node = loader.get_single_node()
-        if node is not None:
-            check_shape(node)
-        data = None if node is None else _build(loader, node, {})
+        with gcpause.paused():
+            node = loader.get_single_node()
+            if node is not None:
+                check_shape(node)
+            data = None if node is None else _build(loader, node, {})
     except yaml.YAMLError as exc:
         raise ProfileError(_yaml_message(path, exc)) from None
     except YamlShapeError as exc:
@@ -355,6 +363,7 @@ def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:
             f"{path}: artifacts must be a list of entries or a mapping with an 'expected' "
             f"list, got {raw!r}"
         )
+    raw = list(raw)  # checks are resolved in place of the file's own entries
     for index, entry in enumerate(raw):
         unknown = unknown_entry_fields(entry) if isinstance(entry, Mapping) else []
         if unknown:
@@ -363,12 +372,36 @@ def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:
                 label += f" (id={entry['id']!r})"
             message = unknown_field_message(label, unknown[0])
             raise ProfileError(f"{where(path, entry, unknown[0])}: artifacts: {message}")
+        if isinstance(entry, Mapping) and "checks" in entry:
+            raw[index] = {**entry, "checks": file_checks(path, entry)}
         try:
             # A growing prefix: the first failure is this entry's (a duplicate id included).
             validate_artifact_contract({"expected": raw[: index + 1]}, strict=True)
         except ArtifactContractError as exc:
             raise ProfileError(f"{where(path, entry)}: artifacts: {exc}") from exc
     return [dict(entry) for entry in raw]
+
+
+def file_checks(path: Path, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry's ``checks:`` checked where it is written: each problem, an unknown check
+    name first among them, names its ``file:line``; ``json_schema`` is read relative to
+    the file's directory, checked now, and kept as an absolute path."""
+    checks = entry["checks"]
+    label = f"artifact {entry.get('id')!r}" if isinstance(entry.get("id"), str) else "artifact"
+    problems = check_problems(checks)
+    if problems:
+        key, message = problems[0]
+        node, at = (checks, key) if key is not None else (entry, "checks")
+        raise ProfileError(f"{where(path, node, at)}: artifacts: {label}: {message}")
+    resolved = dict(checks)
+    if "json_schema" in resolved:
+        resolved["json_schema"] = resolve_schema_path(resolved["json_schema"], path.parent)
+        try:
+            load_json_schema(resolved["json_schema"])
+        except SchemaFileError as exc:
+            at = where(path, checks, "json_schema")
+            raise ProfileError(f"{at}: artifacts: {label}: checks.json_schema: {exc}") from None
+    return resolved
 
 
 # --- loading ----------------------------------------------------------------------------------

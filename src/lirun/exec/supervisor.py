@@ -338,6 +338,10 @@ def supervise(
     child at once when the stream says the run cannot succeed). ``note_dir``: where the
     owner's guard leaves its note if this process dies while the child runs. Raises
     :class:`SpawnError` when the command cannot be started.
+
+    The calling thread starts the child and supervises it to its end: the child's
+    parent-death signal fires when the thread that started it ends, so a child must never
+    be started by a thread that ends before it.
     """
 
     guard.current()  # before the scan of our children: it is ours, not the run's
@@ -345,17 +349,21 @@ def supervise(
     group = cgroups.create()
     mark = containment.new_mark()
     env = {**(os.environ if env is None else env), containment.TREE_ENV: mark}
+    # The guard knows the run before its child exists: should this process die at any
+    # moment from here on, the guard finds the run's processes by its cgroup and mark.
+    guard.watch(mark, str(group.path) if group else None, note_dir)
     try:
         with spawning() as register:
             proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin, cgroup=group)
             register(proc.pid)
     except BaseException:
+        guard.unwatch(mark)
         if group is not None:
             group.remove()
         raise
     group = _joined(group, proc.pid)
     containment.track(proc.pid, group, mark)
-    guard.watch(proc.pid, str(group.path) if group else None, note_dir, mark)
+    guard.started(mark, proc.pid, str(group.path) if group else None)
     try:
         assert proc.stdout is not None
         assert proc.stderr is not None
@@ -374,7 +382,7 @@ def supervise(
                 containment.kill_run_tree(proc.pid, group.path)
             group.remove()
         containment.untrack(proc.pid)
-        guard.unwatch(proc.pid)
+        guard.unwatch(mark)
 
 
 def _joined(group: RunCgroup | None, pid: int) -> RunCgroup | None:

@@ -189,6 +189,7 @@ def build_request(
     save_dir: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     echo: Echo | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ExecutionRequest:
     """The request ``execute`` runs for ``task`` in ``cwd``.
 
@@ -227,4 +228,5 @@ def build_request(
         resume_branch=resume_branch,
         echo=echo or Echo(),
         metadata=dict(metadata or {}),
+        env=dict(env or {}),
     )

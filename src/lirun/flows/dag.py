@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from shutil import which
@@ -19,6 +18,7 @@ from typing import Any
 
 from lirun.flows.graph import topo_order
 from lirun.flows.spec import FlowSpec
+from lirun.logs import get_logger
 
 __all__ = [
     "COLLAPSE_OVER",
@@ -45,6 +45,7 @@ _FILL = {
     "stopped": "#eeeeee",
 }
 _warned = False
+log = get_logger(__name__)
 
 
 def _field(leg: object, name: str) -> Any:
@@ -185,24 +186,22 @@ def graph_lines(source: FlowSpec | Any) -> list[str]:
     return out
 
 
-def _stderr(message: str) -> None:
-    sys.stderr.write(f"lirun: {message}\n")
-
-
 def draw_dag(
     source: FlowSpec | Any,
     path: str | os.PathLike[str],
-    *,
-    warn: Callable[[str], None] = _stderr,
 ) -> bool:
     """Draw ``flow_dag.png`` at ``path``; True when drawn. Without ``dot`` (said once per
-    process through ``warn``) or when it fails (said each time), False; never raises."""
+    process, as a warning on ``lirun.flows.dag``) or when it fails (each time), False;
+    never raises."""
     global _warned
     dot = which("dot")
     if dot is None:
         if not _warned:
             _warned = True
-            warn(f"{Path(path).name} skipped: Graphviz dot is not installed (install graphviz)")
+            log.warning(
+                "%s skipped: Graphviz dot is not installed (install graphviz)", Path(path).name,
+                extra={"event": "flow.dag_skipped"},
+            )  # fmt: skip
         return False
     target = Path(path)
     partial = target.with_name(f".{target.name}.partial")
@@ -217,11 +216,14 @@ def draw_dag(
         )
         if proc.returncode != 0:
             detail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0]
-            warn(f"{target.name} not drawn: dot failed: {detail}")
+            log.warning(
+                "%s not drawn: dot failed: %s", target.name, detail,
+                extra={"event": "flow.dag_failed"},
+            )  # fmt: skip
             return False
         os.replace(partial, target)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        warn(f"{target.name} not drawn: {exc}")
+        log.warning("%s not drawn: %s", target.name, exc, extra={"event": "flow.dag_failed"})
         return False
     finally:
         if partial.exists():

@@ -47,6 +47,8 @@ from lirun.record.reap_flows import reap_flow_if_orphaned
 from lirun.record.rundir import allocate_run, new_run_id
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
+from lirun.teams import membership
+from lirun.teams.membership import TeamSetting
 
 __all__ = ["DEFAULT_PARALLEL", "FlowOptions", "flow_report", "resume_flow", "run_flow"]
 
@@ -96,10 +98,11 @@ class _FlowRun:
         self.running: dict[str, Instance] = {}
         self.halt: str | None = None  # "signal" | "timeout" | "fail_fast"
         self.signal_name: str | None = None
-        self.fence: Fence | None = None  # this owner's lease watchdog, when it has one
+        self.fence: Fence | None = None  # this owner's lease, when it has one
         self._git: dict[str, bool] = {}  # cwd -> can a leg there get a worktree
         self._stopped = False  # the workers were told to stop their legs
         self.log = FlowLog(self.run.flow_log_path, options.on_progress)
+        self.team: dict[str, Any] | None = None  # the team its agents share, if any
 
     # -- records --
 
@@ -123,6 +126,19 @@ class _FlowRun:
         )
         origin = f" (resuming {self.resumed_from})" if self.resumed_from else ""
         self.log.line(f"flow {self.id} started{origin}: {len(self.spec.legs)} legs")
+        if self.spec.team is not None:
+            self.join_team(self.spec.team)
+
+    def join_team(self, setting: TeamSetting) -> None:
+        """Make or join the team; the agent legs without fan-out join now, each fan-out
+        instance when it starts (``job``)."""
+        label = os.path.splitext(os.path.basename(self.spec.path or "flow"))[0]
+        agents = [leg.id for leg in self.spec.legs if leg.task.is_agent and not leg.for_each]
+        self.team = membership.join(
+            self.store, setting, owner_type="invocation", owner_id=self.id, label=label,
+            members=agents, resumed_from=self.resumed_from,
+        )  # fmt: skip
+        self.log.line(f"team {self.team['name']} ({self.team['id']}): {len(agents)} members")
 
     def checkpoint(self) -> None:
         legs = {
@@ -169,6 +185,16 @@ class _FlowRun:
             worktree = beside and leg.task.is_agent and self.can_branch(cwd)
             isolation = "worktree" if worktree else "shared"
         prompt, argv = self.plan.rendered(inst, should_stop=should_stop)
+        env: dict[str, str] = {}
+        team: dict[str, str] | None = None
+        if self.team is not None and leg.task.is_agent:
+            member = membership.member_name(inst.id)
+            self.store.add_team_members(self.team["id"], [member])  # a fan-out instance
+            team = {"id": self.team["id"], "name": self.team["name"], "member": member}
+            env = membership.child_env(team["id"], member)
+            setting = self.spec.team
+            on = setting is not None and setting.preamble
+            prompt = membership.with_preamble(prompt, team["name"], member, on)
         return LegJob(
             id=inst.id,
             leg=leg,
@@ -180,6 +206,8 @@ class _FlowRun:
             isolation=isolation,
             beside=beside,
             retry_delay=self.options.retry_delay,
+            env=env,
+            team=team,
         )
 
     def grow(self) -> None:
@@ -383,12 +411,8 @@ def _execute(
 
 def _draw(report: FlowReport, flow: _FlowRun) -> None:
     """``flow_dag.png`` in the invocation's RunDir, coloured by how each leg ended (a
-    missing ``dot`` is said once, through the progress line if there is one)."""
-
-    if flow.options.on_progress is not None:
-        draw_dag(report, flow.run.dag_image_path, warn=flow.options.on_progress)
-    else:
-        draw_dag(report, flow.run.dag_image_path)
+    missing ``dot`` is logged once)."""
+    draw_dag(report, flow.run.dag_image_path)
 
 
 def run_flow(

@@ -24,12 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
+from lirun.exec import gcpause
 from lirun.exec.problems import ProblemReader
 from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml
 from lirun.exec.provider_options import OPTION_KEYS
 from lirun.exec.task import MAX_PARALLEL, Task
 from lirun.flows.legcheck import check_graph
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
+from lirun.teams.membership import parse_setting
 
 __all__ = [
     "LEG_KEYS",
@@ -40,7 +42,9 @@ __all__ = [
     "parse_var",
 ]
 
-TOP_KEYS = frozenset({"description", "vars", "parallel", "fail_fast", "legs"})
+TOP_KEYS = frozenset(
+    {"description", "vars", "parallel", "fail_fast", "legs", "team", "team_preamble"}
+)
 LEG_KEYS = (
     frozenset(
         {
@@ -121,6 +125,11 @@ def load_flow(
     ``cwd``: where the legs run (default: the current directory), made absolute; a leg's
     own ``cwd`` is relative to it. FlowFileError (exit 2) lists every problem.
     """
+    with gcpause.paused():  # a long file's values all live until the end: nothing to collect
+        return _load_flow(path, vars, cwd)
+
+
+def _load_flow(path: str | os.PathLike[str], vars: Mapping[str, str], cwd: str | None) -> FlowSpec:
 
     file = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
     try:
@@ -140,6 +149,9 @@ def load_flow(
     variables = _variables(problems, data, vars)
     parallel = _positive_int(problems, data, "parallel", high=MAX_PARALLEL)
     fail_fast = _flag(problems, data, "fail_fast")
+    team, team_problem = parse_setting(data.get("team"), data.get("team_preamble"))
+    if team_problem:
+        problems.at(data, "team" if "team" in data else "team_preamble", team_problem)
     legs = _legs(problems, data, base)
     declared = data.get("vars")
     names = {str(name) for name in declared} if isinstance(declared, dict) else set()
@@ -154,6 +166,7 @@ def load_flow(
         cwd=base,
         path=str(file),
         digest=digest,
+        team=team,
     )
 
 

@@ -49,6 +49,8 @@ class LegJob:
     isolation: str = "shared"  # "worktree" | "shared"
     beside: bool = False  # other legs may run at the same time
     retry_delay: float = 1.0
+    env: Mapping[str, str] = field(default_factory=dict)  # LIRUN_TEAM, LIRUN_MEMBER
+    team: Mapping[str, str] | None = None  # {"id", "name", "member"} when in a team
 
     @property
     def evidence_shared(self) -> bool:
@@ -269,7 +271,7 @@ class LegWorkers:
     ) -> Mapping[str, Any] | None:
         """One execution; fills ``result``; the session row, or None if none was made."""
 
-        meta = {
+        meta: dict[str, Any] = {
             "invocation": job.invocation_id,
             "leg": job.leg.id,
             "item": job.item,
@@ -277,6 +279,8 @@ class LegWorkers:
             "evidence_shared": job.evidence_shared,
             **extra,
         }
+        if job.team:
+            meta["team"] = dict(job.team)
         try:
             request = build_request(
                 job.leg.task,
@@ -287,6 +291,7 @@ class LegWorkers:
                 invocation_id=job.invocation_id,
                 metadata={"flow": meta},
                 run_id=new_run_id(),  # its own: never $LIRUN_RUN_ID, which names one run
+                env=job.env,
             )
         except LirunError as exc:
             result.reason_code, result.error = "run.failed.setup", str(exc)

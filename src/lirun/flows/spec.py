@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lirun.exec.task import Task
+from lirun.teams.membership import TeamSetting
 
 __all__ = ["MAX_FAN_OUT", "FlowSpec", "ForEach", "LegSpec"]
 
@@ -99,6 +100,7 @@ class FlowSpec:
     cwd: str = "."
     path: str | None = None
     digest: str | None = None  # sha256 of the flow file's bytes
+    team: TeamSetting | None = None  # the file's team: (docs/teams.md)
 
     def leg(self, leg_id: str) -> LegSpec:
         for leg in self.legs:
@@ -115,6 +117,7 @@ class FlowSpec:
             "cwd": self.cwd,
             "path": self.path,
             "digest": self.digest,
+            "team": self.team.to_dict() if self.team else None,
         }
 
     @classmethod
@@ -127,4 +130,5 @@ class FlowSpec:
             cwd=data.get("cwd") or ".",
             path=data.get("path"),
             digest=data.get("digest"),
+            team=TeamSetting.from_dict(data.get("team")),
         )

@@ -11,12 +11,19 @@ import os
 import re
 import stat
 import time
-from collections import deque
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from lirun.errors import ValidationError
+from lirun.record.artifact_checks import (
+    CheckFailure,
+    SchemaFileError,
+    check_problems,
+    load_json_schema,
+    run_checks,
+)
+from lirun.record.artifact_root import Unresolvable, lstat_or_none, root_aliases, walk_inside
 
 __all__ = [
     "ARTIFACT_PROBLEMS",
@@ -25,6 +32,7 @@ __all__ = [
     "ArtifactContractError",
     "ArtifactPathError",
     "ExpectedArtifact",
+    "InvalidArtifact",
     "MissingArtifact",
     "ProducedArtifact",
     "VerificationResult",
@@ -45,6 +53,7 @@ class ExpectedArtifact(TypedDict, total=False):
     required: bool
     description: str
     source: str
+    checks: dict[str, Any]
 
 
 class MissingArtifact(ExpectedArtifact, total=False):
@@ -64,6 +73,17 @@ class ProducedArtifact(TypedDict):
     present: bool
 
 
+class InvalidArtifact(TypedDict):
+    """A produced file that failed a content check (artifact_checks): each failed
+    ``check`` with what was ``found``."""
+
+    id: str
+    path: str
+    size: int
+    required: bool
+    failures: list[dict[str, str]]
+
+
 class ArtifactContract(TypedDict):
     expected: list[ExpectedArtifact]
 
@@ -74,6 +94,7 @@ class VerificationResult(TypedDict):
     missing_required: list[MissingArtifact]
     missing_optional: list[MissingArtifact]
     produced: list[ProducedArtifact]
+    invalid: NotRequired[list[InvalidArtifact]]
 
 
 class ArtifactContractError(ValidationError):
@@ -87,7 +108,7 @@ class ArtifactPathError(ArtifactContractError):
     """
 
 
-KNOWN_ENTRY_FIELDS = frozenset({"id", "path", "required", "description", "source"})
+KNOWN_ENTRY_FIELDS = frozenset({"id", "path", "required", "description", "source", "checks"})
 _ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 _GLOB_CHARS = frozenset("*?[]{}")
 _OPTIONAL_TYPES: tuple[tuple[str, type], ...] = (
@@ -95,7 +116,6 @@ _OPTIONAL_TYPES: tuple[tuple[str, type], ...] = (
     ("description", str),
     ("source", str),
 )
-_MAX_SYMLINK_HOPS = 40
 
 # Why a declared artifact did not count as produced (a MissingArtifact's ``problem``).
 ARTIFACT_PROBLEMS: dict[str, str] = {
@@ -174,6 +194,14 @@ def _check_entry(index: int, entry: object, seen: set[str]) -> None:
     check_artifact_path(entry.get("path"), label)
 
 
+def _check_checks(index: int, entry: Mapping[str, Any]) -> None:
+    """Strict only: a check that is misspelt or malformed would otherwise never run."""
+    if "checks" in entry:
+        problems = check_problems(entry["checks"])
+        if problems:
+            raise ArtifactContractError(f"{_label(index, entry)}: {problems[0][1]}")
+
+
 def _expected_list(contract: object) -> list[Any]:
     if not isinstance(contract, Mapping):
         raise ArtifactContractError(
@@ -222,6 +250,7 @@ def validate_artifact_contract(contract: Mapping[str, Any] | None, *, strict: bo
             unknown = unknown_entry_fields(entry)
             if unknown:
                 raise ArtifactContractError(unknown_field_message(_label(index, entry), unknown[0]))
+            _check_checks(index, entry)
 
 
 def contract_warnings(contract: Mapping[str, Any] | None) -> list[str]:
@@ -286,7 +315,26 @@ def resolve_artifact_contract(
             merged[raw["id"]] = _materialize(raw, source)
     contract: ArtifactContract = {"expected": list(merged.values())}
     validate_artifact_contract(contract, strict=strict)
+    for entry in contract["expected"]:
+        _load_schema_of(entry)
     return contract
+
+
+def _load_schema_of(entry: ExpectedArtifact) -> None:
+    """The ``json_schema`` file is read and checked now, before any work starts; a
+    relative path is made absolute (against the current directory) so teardown finds it."""
+    checks = entry.get("checks")
+    path = checks.get("json_schema") if isinstance(checks, Mapping) else None
+    if not isinstance(path, str):
+        return
+    absolute = os.path.abspath(os.path.expanduser(path))
+    try:
+        load_json_schema(absolute)
+    except SchemaFileError as exc:
+        raise ArtifactContractError(
+            f"artifact {entry.get('id')!r}: checks.json_schema: {exc}"
+        ) from None
+    entry["checks"] = {**checks, "json_schema": absolute}  # type: ignore[dict-item]
 
 
 def _materialize(raw: Mapping[str, Any], source: str) -> ExpectedArtifact:
@@ -299,73 +347,6 @@ def _materialize(raw: Mapping[str, Any], source: str) -> ExpectedArtifact:
     return entry  # type: ignore[return-value]
 
 
-# --- containment ------------------------------------------------------------------------------
-
-
-class _Unresolvable(Exception):
-    """Internal: a path escapes the root or loops; the message says which."""
-
-
-def _aliases(given: str | os.PathLike[str], real: Path) -> tuple[tuple[str, ...], ...]:
-    absolute = Path(os.path.abspath(Path(given).expanduser()))
-    return tuple(dict.fromkeys([real.parts, absolute.parts]))
-
-
-def _walk(
-    root: Path, rel: str, aliases: tuple[tuple[str, ...], ...] = ()
-) -> tuple[Path, os.stat_result | None]:
-    """Resolve ``rel`` under the real directory ``root`` one component at a time.
-
-    Symlinks are followed only while they stay inside ``root`` (absolute targets must
-    start with ``root`` or one of ``aliases``); nothing outside is ever stat'ed.
-    Returns the physical path and its lstat (None if it does not exist).
-    """
-    prefixes = (root.parts, *aliases)
-    pending: deque[str] = deque(Path(rel).parts)
-    done: list[str] = []
-    exists, hops = True, 0
-    while pending:
-        part = pending.popleft()
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not done:
-                raise _Unresolvable("escapes the artifact root")
-            done.pop()
-            continue
-        link = root.joinpath(*done, part)
-        st = _lstat(link) if exists else None
-        if st is not None and stat.S_ISLNK(st.st_mode):
-            hops += 1
-            if hops > _MAX_SYMLINK_HOPS:
-                raise _Unresolvable("has too many levels of symbolic links")
-            target = Path(os.readlink(link))
-            if target.is_absolute():
-                done = []
-                target = Path(*_strip_root(target, prefixes))
-            pending.extendleft(reversed(target.parts))
-            continue
-        exists = st is not None
-        done.append(part)
-    path = root.joinpath(*done)
-    return path, (_lstat(path) if exists and done else None)
-
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except (OSError, ValueError):
-        return None
-
-
-def _strip_root(target: Path, prefixes: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
-    parts = target.parts
-    for prefix in prefixes:
-        if parts[: len(prefix)] == prefix:
-            return parts[len(prefix) :]
-    raise _Unresolvable("is a symlink to a location outside the artifact root")
-
-
 def resolve_inside(root: str | os.PathLike[str], rel: str) -> Path:
     """The physical path of ``rel`` under ``root``; ArtifactPathError if it would escape.
 
@@ -374,8 +355,8 @@ def resolve_inside(root: str | os.PathLike[str], rel: str) -> Path:
     check_artifact_path(rel)
     real_root = Path(root).expanduser().resolve()
     try:
-        return _walk(real_root, rel, _aliases(root, real_root))[0]
-    except _Unresolvable as exc:
+        return walk_inside(real_root, rel, root_aliases(root, real_root))[0]
+    except Unresolvable as exc:
         raise ArtifactPathError(f"artifact path {rel!r} {exc}") from None
 
 
@@ -389,15 +370,15 @@ def _inspect(
     if root is None:
         return None, "missing"  # no artifact root: nothing was produced in it
     try:
-        _, st = _walk(root, rel, aliases)
-    except _Unresolvable as exc:
+        _, st = walk_inside(root, rel, aliases)
+    except Unresolvable as exc:
         return None, "symlink_loop" if "levels" in str(exc) else "outside_root"
     except OSError:
         return None, "missing"
     if st is None:
         # Nothing there; a symlink whose target is absent is reported as such (every
         # component on the way was resolved inside the root by _walk).
-        link = _lstat(root / rel)
+        link = lstat_or_none(root / rel)
         return None, "broken_symlink" if link and stat.S_ISLNK(link.st_mode) else "missing"
     if stat.S_ISDIR(st.st_mode):
         return None, "directory"
@@ -435,34 +416,77 @@ def verify_artifact_contract(
     saying what is there instead: ``missing``, ``empty``, ``directory``, ``not_a_file``,
     ``broken_symlink``, ``outside_root`` or ``symlink_loop`` (``ARTIFACT_PROBLEMS``); with
     no usable artifact root every entry is ``missing``. Nothing outside the root is ever stat'ed.
+    A file that is there but fails one of its entry's ``checks`` (artifact_checks) lands
+    in ``invalid`` instead, with each failed check and what was found.
     """
     if contract is None:
         return None
     validate_artifact_contract(contract)
     root = _usable_root(artifacts_root)
-    aliases = _aliases(artifacts_root, root) if root is not None and artifacts_root else ()
+    aliases = root_aliases(artifacts_root, root) if root is not None and artifacts_root else ()
     missing_required: list[MissingArtifact] = []
     missing_optional: list[MissingArtifact] = []
     produced: list[ProducedArtifact] = []
+    invalid: list[InvalidArtifact] = []
     for entry in contract["expected"]:
         size, problem = _inspect(root, entry["path"], aliases)
-        if size is not None:
-            produced.append(
-                {"id": entry["id"], "path": entry["path"], "size": size, "present": True}
-            )
+        if size is not None and root is not None:
+            failures = _content_failures(root, entry, size, aliases)
+            if failures:
+                invalid.append(_invalid(entry, size, failures))
+            else:
+                produced.append(
+                    {"id": entry["id"], "path": entry["path"], "size": size, "present": True}
+                )
             continue
         missing: MissingArtifact = {**entry, "problem": problem or "missing"}
         if entry.get("required", True):
             missing_required.append(missing)
         else:
             missing_optional.append(missing)
+    invalid_required = any(item["required"] for item in invalid)
     status: Literal["passed", "failed", "warning"] = (
-        "failed" if missing_required else "warning" if missing_optional else "passed"
+        "failed"
+        if missing_required or invalid_required
+        else "warning"
+        if missing_optional or invalid
+        else "passed"
     )
-    return {
+    result: VerificationResult = {
         "status": status,
         "checked_at": time.time(),
         "missing_required": missing_required,
         "missing_optional": missing_optional,
         "produced": produced,
+    }
+    if invalid:
+        result["invalid"] = invalid
+    return result
+
+
+def _content_failures(
+    root: Path, entry: ExpectedArtifact, size: int, aliases: tuple[tuple[str, ...], ...]
+) -> list[CheckFailure]:
+    """The entry's ``checks`` the file fails. A snapshot is verified leniently, so a
+    malformed check fails as ``checks`` instead of stopping the teardown."""
+    checks = entry.get("checks")
+    if not checks:
+        return []
+    problems = check_problems(checks)
+    if problems:
+        return [CheckFailure("checks", message) for _, message in problems]
+    try:
+        path = walk_inside(root, entry["path"], aliases)[0]
+    except Unresolvable as exc:  # changed since _inspect looked
+        return [CheckFailure("checks", f"the file {exc}")]
+    return run_checks(path, size, checks)
+
+
+def _invalid(entry: ExpectedArtifact, size: int, failures: list[CheckFailure]) -> InvalidArtifact:
+    return {
+        "id": entry["id"],
+        "path": entry["path"],
+        "size": size,
+        "required": bool(entry.get("required", True)),
+        "failures": [{"check": f.check, "found": f.found} for f in failures],
     }

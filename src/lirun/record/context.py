@@ -5,19 +5,19 @@ each other).
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from lirun.logs import get_logger
 from lirun.record.evidence import StartSnapshot
 from lirun.record.rundir import RunDir
 from lirun.store import Store
 
 __all__ = ["PersistContext"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(slots=True)

@@ -8,11 +8,11 @@ command, only when it asked for evidence of work).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from lirun.logs import get_logger
 from lirun.record.artifacts import verify_artifact_contract
 from lirun.record.evidence import check_completion_evidence
 from lirun.record.outcome import (
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EXTRAS_KEYS", "TeardownExtras", "find_linked_row", "gather_facts"]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 EXTRAS_KEYS = frozenset(
     {
@@ -93,7 +93,7 @@ class TeardownExtras:
         raw = dict(extras or {})
         unknown = sorted(set(raw) - EXTRAS_KEYS)
         if unknown:
-            log.warning("lirun: teardown ignores unknown extras %s", ", ".join(unknown))
+            log.warning("teardown ignores unknown extras %s", ", ".join(unknown))
         text = raw.get("assistant_text")
         evidence = raw.get("evidence") or ()
         metadata = raw.get("metadata")
@@ -120,7 +120,7 @@ def _typed(raw: Mapping[str, Any], key: str, kind: type) -> Any:
     value = raw.get(key)
     if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
         return value
-    log.warning("lirun: teardown ignores extras[%r]=%r (expected %s)", key, value, kind.__name__)
+    log.warning("teardown ignores extras[%r]=%r (expected %s)", key, value, kind.__name__)
     return None
 
 

@@ -232,8 +232,13 @@ def apply_artifact_verification(outcome: Outcome, facts: OutcomeFacts) -> Outcom
         metadata["missing_required_artifact_ids"] = _ids(missing)
     if result.get("missing_optional"):
         metadata["missing_optional_artifact_ids"] = _ids(result.get("missing_optional"))
+    invalid = [e for e in result.get("invalid") or () if isinstance(e, Mapping)]
+    if invalid:
+        metadata["invalid_artifact_ids"] = _ids(invalid)
     if result.get("status") != "failed" or outcome.status != "completed":
         return replace(outcome, metadata=metadata)
+    if not missing:
+        return _invalid_outcome(outcome, invalid, metadata)
     # The label says what is there instead (artifacts.ARTIFACT_PROBLEMS): an empty file or
     # a directory is not reported as absent.
     evidence = [
@@ -251,8 +256,49 @@ def apply_artifact_verification(outcome: Outcome, facts: OutcomeFacts) -> Outcom
         summary = "required artifact(s) not produced: " + ", ".join(
             f"{e.get('id')} ({describe_problem(e.get('problem'))})" for e in missing
         )
+    # A required file that is there but fails a check is evidence too, after the misses.
+    checked = _invalid_evidence([e for e in invalid if e.get("required", True)])
     return Outcome(
-        "failed", "run.failed.missing_artifact", summary, [*evidence, *outcome.evidence], metadata
+        "failed",
+        "run.failed.missing_artifact",
+        summary,
+        [*evidence, *checked, *outcome.evidence],
+        metadata,
+    )
+
+
+def _invalid_evidence(invalid: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One evidence entry per failed check: which artifact, which check, what was found."""
+    return [
+        {
+            "kind": "artifact",
+            "id": e.get("id"),
+            "path": e.get("path"),
+            "check": f.get("check"),
+            "found": f.get("found"),
+            "label": f"{e.get('path')}: {f.get('found')}",
+        }
+        for e in invalid
+        for f in e.get("failures") or ()
+        if isinstance(f, Mapping)
+    ]
+
+
+def _invalid_outcome(
+    outcome: Outcome, invalid: list[Mapping[str, Any]], metadata: dict[str, Any]
+) -> Outcome:
+    """Every required artifact is there, but one fails a content check."""
+    required = [e for e in invalid if e.get("required", True)]
+    evidence = _invalid_evidence(required)
+    summary = "required artifact(s) failed a check: " + "; ".join(
+        f"{e['id']} {e['check']} ({e['found']})" for e in evidence
+    )
+    return Outcome(
+        "failed",
+        "run.failed.artifact_invalid",
+        summary,
+        [*evidence, *outcome.evidence],
+        metadata,
     )
 
 

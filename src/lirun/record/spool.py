@@ -30,11 +30,15 @@ from typing import Any, Literal
 
 from lirun.errors import LirunError
 from lirun.lifecycle import is_terminal
+from lirun.liveness import boot_id, current_owner, host_name, judge_owner, process_start_time
+from lirun.logs import get_logger
 from lirun.paths import nothing_pending, pending_root, resolve_db_url
 from lirun.record.rundir import private_dir, write_atomically
 from lirun.store import is_postgres_url, open_store
 from lirun.store.dbfile import sqlite_path_from_url
 from lirun.store.urls import redact_url
+
+log = get_logger(__name__)
 
 __all__ = [
     "PENDING_FILE",
@@ -49,6 +53,8 @@ __all__ = [
     "pending_files",
     "release_reservation",
     "reserve_spool",
+    "stale_reservation",
+    "sweep_reservations",
     "write_spool",
 ]
 
@@ -169,8 +175,18 @@ def _reserve(url: str, run_id: str) -> Path:
         with contextlib.suppress(OSError):
             path.unlink()
         raise
-    os.close(fd)
+    try:
+        # Whose it is, over the first reserved blocks (no new space): a reservation whose
+        # owner died without ending its run is given back by the next sweep.
+        with contextlib.suppress(OSError):
+            os.pwrite(fd, _owner_header(), 0)
+    finally:
+        os.close(fd)
     return path
+
+
+def _owner_header() -> bytes:
+    return (json.dumps(current_owner(), sort_keys=True) + "\n").encode("utf-8")
 
 
 def release_reservation(url: str, run_id: str) -> None:
@@ -181,6 +197,54 @@ def release_reservation(url: str, run_id: str) -> None:
         path.unlink()
     with contextlib.suppress(OSError):
         path.parent.rmdir()
+
+
+def stale_reservation(header: bytes, *, judge: Any) -> bool:
+    """Whether a reservation is left over by an owner that died before it ended its run
+    (pure: ``judge`` is ``liveness.judge_owner`` bound to this host). A reservation whose
+    header cannot be read (being written now) or whose owner is on another host is kept."""
+    try:
+        owner = json.loads(header.split(b"\n", 1)[0])
+    except ValueError:
+        return False
+    if not isinstance(owner, dict) or not owner.get("owner_pid"):
+        return False
+    return judge(owner) is not None
+
+
+def sweep_reservations(url: str) -> list[str]:
+    """Remove the reservations of runs whose owner is gone (a SIGKILLed ``li run`` never
+    gave its space back); the ids of their runs. Never raises; one listing when none."""
+    if nothing_pending():
+        return []
+    host, boot, now = host_name(), boot_id(), time.time()
+
+    def judge(owner: Mapping[str, Any]) -> Any:
+        return judge_owner(
+            owner, now=now, host=host, boot_id=boot, process_start_time_of=process_start_time
+        )
+
+    removed = []
+    directory = pending_dir(url)
+    try:
+        with os.scandir(directory) as entries:
+            reserved = [e.path for e in entries if e.name.endswith(".reserve")]
+    except OSError:
+        return []
+    for path in reserved:
+        try:
+            with open(path, "rb") as handle:
+                header = handle.read(4096)
+        except OSError:
+            continue
+        if stale_reservation(header, judge=judge):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                removed.append(os.path.basename(path)[1 : -len(".reserve")])
+    if removed:
+        with contextlib.suppress(OSError):  # empty now: keep the next listing trivial
+            directory.rmdir()
+    return removed
 
 
 def _fitted(outcome: SpooledOutcome) -> bytes:
@@ -336,6 +400,7 @@ def apply_pending(store: Any) -> list[tuple[str, Delivery]]:
     leave the spool for the next command.
     """
     done: list[tuple[str, Delivery]] = []
+    sweep_reservations(store.url)
     entries = pending_files(store.url)
     for entry in entries:
         how = _apply_entry(store, entry)
@@ -357,15 +422,16 @@ def apply_pending_run(store: Any, run_id: str) -> Delivery | None:
     return _apply_entry(store, entry)
 
 
-def deliver_pending(url: str | None, *, warn: Any = None) -> list[tuple[str, Delivery]]:
+def deliver_pending(url: str | None) -> list[tuple[str, Delivery]]:
     """For a command about to read ``url``: apply its pending outcomes, never raise.
 
     Opens the database for writing only when something is pending; a failure is said
-    once through ``warn`` and the spools stay for a later command.
+    once as a warning (``lirun.record.spool``) and the spools stay for a later command.
     """
 
     resolved = resolve_db_url(url)
     try:
+        sweep_reservations(resolved)
         if not pending_files(resolved):
             return []
     except Exception:  # an unusable URL: the command itself will say what is wrong
@@ -378,6 +444,8 @@ def deliver_pending(url: str | None, *, warn: Any = None) -> list[tuple[str, Del
         finally:
             store.close()
     except (LirunError, OSError) as exc:
-        if warn is not None:
-            warn(f"pending run outcomes could not be recorded yet ({exc}); they stay spooled")
+        log.warning(
+            "pending run outcomes could not be recorded yet (%s); they stay spooled", exc,
+            extra={"event": "spool.kept"},
+        )  # fmt: skip
         return []

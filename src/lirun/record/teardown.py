@@ -15,7 +15,6 @@ returns the status. The async functions run the sync twins in a worker thread.
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +33,7 @@ from lirun.errors import (
     ValidationError,
 )
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
+from lirun.logs import get_logger
 from lirun.paths import lirun_home, runs_root
 from lirun.record.artifacts import contract_warnings, validate_artifact_contract
 from lirun.record.context import PersistContext
@@ -65,7 +65,7 @@ __all__ = [
     "teardown_persist_sync",
 ]
 
-log = logging.getLogger(__name__)
+log = get_logger(__name__)
 
 DbArg = StateDB | Store | str | os.PathLike[str] | None
 
@@ -121,7 +121,7 @@ def setup_record_sync(
     }
     validate_artifact_contract(artifact_contract)
     for note in contract_warnings(artifact_contract):
-        log.warning("lirun: %s", note)
+        log.warning("%s", note)
     contract = copy.deepcopy(dict(artifact_contract)) if artifact_contract is not None else None
     started_at = float(session_fields.pop("started_at", None) or time.time())
     start_snapshot = _start_snapshot(run, session_fields.get("cwd"))
@@ -191,7 +191,7 @@ def _start_snapshot(run: RunDir, cwd: object) -> StartSnapshot | None:
     try:
         return take_start_snapshot(cwd, exclude=(run.state_root, own))
     except Exception as exc:  # the run must not fail for want of a baseline
-        log.warning("lirun: no start snapshot of %s (%s: %s)", cwd, type(exc).__name__, exc)
+        log.warning("no start snapshot of %s (%s: %s)", cwd, type(exc).__name__, exc)
         return unchecked_snapshot(f"start snapshot failed: {type(exc).__name__}: {exc}")
 
 
@@ -215,8 +215,7 @@ def setup_persist_sync(
     except RecordSetupError as exc:
         cause = exc.__cause__ or exc
         log.warning(
-            "lirun: could not set up the durable record for run %s (%s: %s); the run goes on "
-            "without one",
+            "could not set up the durable record for run %s (%s: %s); the run goes on without one",
             run.run_id,
             type(cause).__name__,
             cause,
@@ -269,7 +268,7 @@ def _with_retry(ctx: PersistContext, call: Callable[[], T]) -> T:
         except _STORE_ERRORS as exc:
             if time.monotonic() + delay > deadline:
                 raise
-            log.warning("lirun: run %s: database write failed (%s); retrying", ctx.session_id, exc)
+            log.warning("run %s: database write failed (%s); retrying", ctx.session_id, exc)
         ctx.sleep(delay)
         delay = min(delay * 2, 2.0)
 
@@ -310,19 +309,21 @@ def _write_outcome(
             ),
         )
     except TransitionRejectedError as exc:
-        log.info("lirun: run %s became terminal before teardown wrote it (%s)", ctx.session_id, exc)
+        log.debug(
+            "run %s became terminal before teardown wrote it (%s)", ctx.session_id, exc,
+            extra={"event": "run.lost_race", "run_id": ctx.session_id},
+        )  # fmt: skip
         applied = False
     if applied:
         return Finalized(outcome.status, outcome.reason_code, outcome)
     winner = ctx.store.get_entity("session", ctx.session_id)
     if winner is None:
         raise NotFoundError(f"execution {ctx.session_id} vanished during teardown")
-    log.info(
-        "lirun: run %s was finalized by another writer as %s; teardown computed %s",
-        ctx.session_id,
-        winner["status"],
-        outcome.status,
-    )
+    log.debug(
+        "run %s was finalized by another writer as %s; teardown computed %s",
+        ctx.session_id, winner["status"], outcome.status,
+        extra={"event": "run.lost_race", "run_id": ctx.session_id},
+    )  # fmt: skip
     return Finalized(str(winner["status"]), winner.get("status_reason_code"), outcome)
 
 
@@ -388,7 +389,7 @@ def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
         # Terminal records are immutable (design.md D5): the durable row is the answer.
         if outcome.status != snapshot:
             log.warning(
-                "lirun: run %s is already %s; this invocation computed %s (not written)",
+                "run %s is already %s; this invocation computed %s (not written)",
                 ctx.session_id,
                 snapshot,
                 outcome.status,
@@ -459,7 +460,7 @@ def teardown_persist_sync(
     if defer_terminal:
         return status
     if ctx.closed:
-        log.warning("lirun: run %s was already finalized; nothing to do", ctx.session_id)
+        log.warning("run %s was already finalized; nothing to do", ctx.session_id)
         return status
     try:
         done = finalize_sync(
@@ -473,7 +474,7 @@ def teardown_persist_sync(
         )
         if done.spool is not None:  # li run says it itself; a library caller is told here
             log.warning(
-                "lirun: run %s ended %s but the database could not be written (%s); the "
+                "run %s ended %s but the database could not be written (%s); the "
                 "outcome is spooled in %s",
                 ctx.session_id,
                 done.status,
@@ -484,7 +485,7 @@ def teardown_persist_sync(
         return done.decided.status if done.already_terminal else done.status
     except Exception:
         log.warning(
-            "lirun: finalizing run %s failed; returning the in-memory status %s",
+            "finalizing run %s failed; returning the in-memory status %s",
             ctx.session_id,
             status,
             exc_info=True,

@@ -4,6 +4,8 @@
 [--] CMD ...`` become a :class:`~lirun.exec.task.Task`, the value flows and shows use, so a
 worker builds its execution request with ``build_request`` exactly as they do. ``flow
 FILE`` and ``show FILE`` name a file, resolved to an absolute path whose sha256 is kept.
+``gc --older-than DUR [--status S]... [--keep-failed]`` is ``li gc``'s retention policy,
+applied by the worker to the database it serves (docs/retention.md).
 Every action has a working directory (``--cwd DIR``, else the caller's), resolved and
 checked here; a worker where it or the file is missing (or the file changed) fails the
 run with a typed reason instead of running something else.
@@ -26,17 +28,22 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
+from lirun.exec.artifact_check_option import attach_artifact_checks
 from lirun.exec.profiles import parse_artifact_option
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import ProviderNotFoundError, parse_provider_spec
 from lirun.exec.task import Task, check_task
 from lirun.flows.flowfile import load_flow
+from lirun.lifecycle import policy_for
+from lirun.record.retention_rules import RetentionPolicy
+from lirun.schedules.durations import format_duration, parse_duration
 from lirun.shows.showfile import load_show
 
-KINDS = ("agent", "run", "flow", "show")
+KINDS = ("agent", "run", "flow", "show", "gc")
 USAGE = (
     "agent PROVIDER[/MODEL] PROMPT [options] [-- PROVIDER_OPTIONS...] | run [options] [--] "
-    "CMD ... | flow FILE [--cwd DIR] | show FILE [--cwd DIR]"
+    "CMD ... | flow FILE [--cwd DIR] | show FILE [--cwd DIR] "
+    "| gc --older-than DUR [--status S]... [--keep-failed]"
 )
 EXAMPLE = "-- agent claude 'review the open pull requests' --timeout 1800"
 
@@ -49,8 +56,12 @@ _OPTIONS: dict[str, tuple[bool, tuple[str, ...]]] = {
     "--profile": (True, ("agent", "run")),
     "--playbook": (True, ("agent",)),
     "--artifact": (True, ("agent", "run")),
+    "--artifact-check": (True, ("agent", "run")),
     "--prompt": (True, ("agent",)),
     "--require-change": (False, ("run",)),
+    "--older-than": (True, ("gc",)),
+    "--status": (True, ("gc",)),
+    "--keep-failed": (False, ("gc",)),
 }
 _REFUSED = {
     "--detach": "a schedule's runs always run in a worker",
@@ -69,13 +80,14 @@ _REFUSED = {
 @dataclass(frozen=True, slots=True)
 class Action:
     """A checked action. ``task`` for agent/run; ``file`` and ``sha256`` for flow/show;
-    ``cwd`` (absolute) for all."""
+    ``retention`` (a ``RetentionPolicy`` as a dict) for gc; ``cwd`` (absolute) for all."""
 
     kind: str
     cwd: str
     task: Task | None = None
     file: str | None = None
     sha256: str | None = None
+    retention: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind, "cwd": self.cwd}
@@ -83,6 +95,8 @@ class Action:
             data["task"] = self.task.to_dict()
         if self.file is not None:
             data.update(file=self.file, sha256=self.sha256)
+        if self.retention is not None:
+            data["retention"] = dict(self.retention)
         return data
 
     @classmethod
@@ -94,6 +108,7 @@ class Action:
             task=Task.from_dict(task) if task is not None else None,
             file=data.get("file"),
             sha256=data.get("sha256"),
+            retention=data.get("retention"),
         )
 
     def describe(self) -> str:
@@ -103,6 +118,8 @@ class Action:
         if self.kind == "run" and self.task is not None:
             flag = "--require-change " if self.task.require_change else ""
             return "run " + flag + shlex.join(self.task.run or ())
+        if self.kind == "gc" and self.retention is not None:
+            return "gc " + " ".join(gc_action_words(RetentionPolicy.from_dict(self.retention)))
         return f"{self.kind} {self.file}"
 
 
@@ -161,7 +178,7 @@ def _take_option(kind: str, words: list[str], index: int, options: dict[str, lis
 
 def _one(options: dict[str, list[str]], name: str) -> str | None:
     values = options.get(name)
-    if values and len(values) > 1 and name != "--artifact":
+    if values and len(values) > 1 and name not in ("--artifact", "--artifact-check", "--status"):
         raise UsageError(f"{name} is given {len(values)} times; give it once")
     return values[-1] if values else None
 
@@ -201,19 +218,24 @@ def parse_action(words: list[str], *, base: str | None = None) -> Action:
     if kind not in KINDS:
         raise UsageError(f"unknown action {kind!r}; give one of: {USAGE} (e.g. {EXAMPLE})")
     options, positionals, tail = _split(kind, rest)
-    cwd = resolve_cwd(_one(options, "--cwd"), base or os.getcwd())
+    here = base or os.getcwd()
+    cwd = resolve_cwd(_one(options, "--cwd"), here)
     if kind in ("flow", "show"):
         return _file_action(kind, positionals, tail, cwd)
+    if kind == "gc":
+        return Action(kind="gc", cwd=cwd, retention=_gc_policy(options, positionals + tail))
     if kind == "run":
-        return Action(kind="run", cwd=cwd, task=_run_task(options, positionals, tail))
-    return Action(kind="agent", cwd=cwd, task=_agent_task(options, positionals, tail))
+        return Action(kind="run", cwd=cwd, task=_run_task(options, positionals, tail, here))
+    return Action(kind="agent", cwd=cwd, task=_agent_task(options, positionals, tail, here))
 
 
-def _limits(options: dict[str, list[str]]) -> dict[str, Any]:
-    artifacts = tuple(parse_artifact_option(text) for text in options.get("--artifact", []))
-    ids = [a["id"] for a in artifacts]
+def _limits(options: dict[str, list[str]], base: str) -> dict[str, Any]:
+    entries = [parse_artifact_option(text) for text in options.get("--artifact", [])]
+    ids = [a["id"] for a in entries]
     if len(ids) != len(set(ids)):
         raise UsageError("--artifact: an id is given twice; give each artifact id once")
+    checks = options.get("--artifact-check", [])
+    artifacts = tuple(attach_artifact_checks(entries, checks, base) if checks else entries)
     return {
         "timeout": _seconds(options, "--timeout"),
         "idle_timeout": _seconds(options, "--idle-timeout"),
@@ -223,18 +245,22 @@ def _limits(options: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
-def _run_task(options: dict[str, list[str]], positionals: list[str], tail: list[str]) -> Task:
+def _run_task(
+    options: dict[str, list[str]], positionals: list[str], tail: list[str], base: str
+) -> Task:
     command = [*positionals, *tail]
     if not command:
         raise UsageError("action run: no command given; e.g. -- run make nightly")
     task = Task(
-        run=tuple(command), require_change="--require-change" in options, **_limits(options)
+        run=tuple(command), require_change="--require-change" in options, **_limits(options, base)
     )
     _check(task)
     return task
 
 
-def _agent_task(options: dict[str, list[str]], positionals: list[str], tail: list[str]) -> Task:
+def _agent_task(
+    options: dict[str, list[str]], positionals: list[str], tail: list[str], base: str
+) -> Task:
     if not positionals:
         raise UsageError(f"action agent: no provider given; e.g. {EXAMPLE}")
     if len(positionals) > 2:
@@ -251,7 +277,7 @@ def _agent_task(options: dict[str, list[str]], positionals: list[str], tail: lis
         prompt=prompt if prompt is not None else option_prompt,
         options={"provider_args": list(tail)} if tail else {},
         playbook=_one(options, "--playbook"),
-        **_limits(options),
+        **_limits(options, base),
     )
     if task.prompt is None and task.playbook is None:
         raise UsageError(f"action agent: no prompt given; e.g. {EXAMPLE}")
@@ -292,3 +318,36 @@ def _validate_file(kind: str, path: str) -> None:
         load_flow(Path(path))
     else:
         load_show(Path(path))
+
+
+def _gc_policy(options: dict[str, list[str]], extra: list[str]) -> dict[str, Any]:
+    """The retention policy of a ``gc`` action, checked as ``li gc`` checks it."""
+    if extra:
+        raise UsageError(f"action gc: unexpected {extra[0]!r}; e.g. -- gc --older-than 90d")
+    older = _one(options, "--older-than")
+    if older is None:
+        raise UsageError("action gc: --older-than DUR is required; e.g. -- gc --older-than 90d")
+    terminal = policy_for("session").terminal
+    statuses = tuple(dict.fromkeys(options.get("--status", [])))
+    for status in statuses:
+        if status not in terminal:
+            raise UsageError(
+                f"action gc: --status {status!r} is not a final status; "
+                f"give one of {', '.join(sorted(terminal))}"
+            )
+    policy = RetentionPolicy(
+        older_than=parse_duration(older, "--older-than"),
+        statuses=statuses,
+        keep_failed="--keep-failed" in options,
+    )
+    return policy.to_dict()
+
+
+def gc_action_words(policy: Any) -> tuple[str, ...]:
+    """The words of the ``gc`` action (and ``li gc`` options) that state ``policy``."""
+    words = ["--older-than", format_duration(policy.older_than)]
+    for status in policy.statuses:
+        words += ["--status", status]
+    if policy.keep_failed:
+        words.append("--keep-failed")
+    return tuple(words)

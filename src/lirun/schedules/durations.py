@@ -49,3 +49,20 @@ def format_duration(seconds: int) -> str:
         if count:
             parts.append(f"{count}{unit}")
     return "".join(parts) or "0s"
+
+
+def seconds_or_duration(
+    text: str, what: str, *, low: float = 0.0, high: float = MAX_SECONDS
+) -> float:
+    """Seconds in ``text``: a plain number (``90``, ``2.5``) or a DURATION (``1h30m``),
+    from ``low`` to ``high``; a UsageError of one line otherwise (also for ``nan``,
+    ``inf``, ``1e400`` or a number of twenty digits, which a float would take as given).
+    The one parser of every ``li worker`` duration option."""
+    raw = text.strip()
+    plain = raw.replace(".", "", 1).isdigit()
+    value = float(raw) if plain else float(parse_duration(raw, what))
+    shown = format_duration(int(high)) if high >= 1 and high == int(high) else f"{high:g}s"
+    if not low <= value <= high:  # nan compares false
+        least = f"at least {format_duration(int(low))}, " if low >= 1 else ""
+        raise UsageError(f"{what} {text!r}: give {least}at most {shown}")
+    return value

@@ -41,10 +41,8 @@ import asyncio
 import contextlib
 import importlib.metadata
 import json
-import logging
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -60,7 +58,10 @@ from procrastinate.worker import Worker
 from psycopg import sql
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseError
-from lirun.store.pgshared import split_schema
+from lirun.logs import get_logger
+from lirun.store.pg_connect import split_schema
+
+log = get_logger(__name__)
 
 TASK_NAME = "lirun.run_schedule_run"
 DEFAULT_QUEUE_SCHEMA = "lirun_queue"
@@ -180,7 +181,7 @@ class _Worker(Worker):
                     for channel in channels:
                         await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                     if failing:
-                        _note("queue listener reconnected")
+                        log.info("queue listener reconnected", extra={"event": "queue.note"})
                         self._new_job_event.set()  # look for what was queued meanwhile
                     failing = False
                     while True:
@@ -191,7 +192,10 @@ class _Worker(Worker):
                         await conn.execute("SELECT 1")  # a dead connection raises here
             except (psycopg.Error, OSError, ValueError) as exc:
                 if not failing:
-                    _note(f"queue listener lost its connection ({_brief(exc)}); reconnecting")
+                    log.warning(
+                        f"queue listener lost its connection ({_brief(exc)}); reconnecting",
+                        extra={"event": "queue.note"},
+                    )
                 failing = True
             await asyncio.sleep(LISTEN_RETRY_SECONDS)
 
@@ -200,10 +204,11 @@ class _Worker(Worker):
             await super()._persist_job_status(job, *args, **kwargs)
         except pexc.ConnectorException as exc:
             run_id = job.task_kwargs.get("run_id")
-            _note(
+            log.warning(
                 f"queue job {job.id} (run {run_id}) could not be closed "
                 f"({_brief(exc.__cause__ or exc)}); another worker took it over, or the "
-                "database is gone and it will be offered again"
+                "database is gone and it will be offered again",
+                extra={"event": "queue.note"},
             )
 
     async def _update_heartbeat(self) -> None:
@@ -215,38 +220,13 @@ class _Worker(Worker):
                 await self.app.job_manager.update_heartbeat(self.worker_id)
             except Exception as exc:
                 if not failing:
-                    _note(f"queue heartbeat failed ({_brief(exc)}); retrying")
+                    log.warning(
+                        f"queue heartbeat failed ({_brief(exc)}); retrying",
+                        extra={"event": "queue.note"},
+                    )
                 failing = True
             else:
                 failing = False
-
-
-class _OneLine(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        lines = record.getMessage().strip().splitlines()
-        text = lines[0] if lines else record.levelname
-        if record.exc_info and record.exc_info[1] is not None:
-            text += f" ({_brief(record.exc_info[1])})"
-        return f"lirun worker: queue: {text}"
-
-
-def _one_line_logs() -> None:
-    """procrastinate's and the pool's warnings as one stderr line each, no traceback
-    (unless the program configured logging itself)."""
-    if logging.getLogger().handlers:
-        return
-    for name in ("procrastinate", "psycopg.pool"):
-        logger = logging.getLogger(name)
-        if not logger.handlers:
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setLevel(logging.WARNING)
-            handler.setFormatter(_OneLine())
-            logger.addHandler(handler)
-            logger.propagate = False
-
-
-def _note(text: str) -> None:
-    print(f"lirun worker: {text}", file=sys.stderr, flush=True)
 
 
 def _brief(exc: BaseException) -> str:
@@ -328,13 +308,12 @@ class ProcrastinateTransport:
                 break
             except DatabaseError as exc:
                 if isinstance(exc, DatabaseConnectionLostError):
-                    _note(f"{exc}; retrying")
+                    log.warning(f"{exc}; retrying", extra={"event": "queue.note"})
                     stop.wait(1.0)
                     continue
                 raise
         if stop.is_set():
             return
-        _one_line_logs()
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lirun-run") as pool:
             asyncio.run(self._serve(handle, concurrency, stop, pool))
 
@@ -376,14 +355,20 @@ class ProcrastinateTransport:
                 finally:
                     await app.close_async()
                 if not stop.is_set():  # a side task (the listener) lost the database
-                    _note("queue worker stopped on its own; restarting it")
+                    log.info(
+                        "queue worker stopped on its own; restarting it",
+                        extra={"event": "queue.note"},
+                    )
                     await _sleep_unless(stop, backoff)
             except Exception as exc:
                 if stop.is_set():
                     return
                 if time.monotonic() - started > 30:
                     backoff = 0.5
-                _note(f"queue worker lost its database ({_brief(exc)}); reconnecting")
+                log.warning(
+                    f"queue worker lost its database ({_brief(exc)}); reconnecting",
+                    extra={"event": "queue.note"},
+                )
                 await _sleep_unless(stop, backoff)
                 backoff = min(backoff * 2, 5.0)
 
@@ -431,7 +416,7 @@ class ProcrastinateTransport:
                 for run_id in ids:
                     await asyncio.to_thread(self.enqueue, run_id)
         except Exception as exc:
-            _note(f"queue sweep skipped ({_brief(exc)})")
+            log.warning(f"queue sweep skipped ({_brief(exc)})", extra={"event": "queue.note"})
 
     def close(self) -> None:
         with self._lock:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +35,9 @@ from lirun.exec.fence import Fence
 from lirun.exec.task import build_request
 from lirun.flows.engine import run_flow
 from lirun.flows.flowfile import load_flow
+from lirun.logs import get_logger
+from lirun.record.retention import GcOptions, collect_garbage, default_actor
+from lirun.record.retention_rules import RetentionPolicy
 from lirun.record.rundir import new_run_id
 from lirun.schedules.actions import Action, sha256_of
 from lirun.schedules.definition import Policies
@@ -54,13 +56,10 @@ from lirun.shows.showfile import load_show
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 
-Log = Callable[[str], None]
+log = get_logger(__name__)
+
 # How often a run's end is written again while the database is away (seconds).
 END_RETRY_SECONDS = 0.5
-
-
-def log_stderr(line: str) -> None:
-    print(f"li worker: {line}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,13 +98,11 @@ class Runner:
         config: RunnerConfig,
         *,
         enqueue: Callable[[str], None] = lambda run_id: None,
-        log: Log = log_stderr,
         fence: Fence | None = None,
     ) -> None:
         self.config = config
         self.fence = fence
         self.enqueue = enqueue
-        self.log = log
         self._traps: dict[str, SignalTrap] = {}
         self._guard = threading.Lock()
         self.stopping: int | None = None
@@ -148,12 +145,12 @@ class Runner:
         try:
             store = open_store(self.config.db_url)
         except LirunError as exc:
-            self.log(f"run {run_id}: cannot open the database: {exc}")
+            log.warning(f"run {run_id}: cannot open the database: {exc}")
             return
         try:
             self._handle(store, run_id)
         except Exception as exc:  # a worker thread must never die silently
-            self.log(f"run {run_id}: {type(exc).__name__}: {exc}")
+            log.warning(f"run {run_id}: {type(exc).__name__}: {exc}")
         finally:
             store.close()
 
@@ -194,7 +191,7 @@ class Runner:
             except Exception as exc:
                 if self.closing.is_set():
                     raise
-                self.log(
+                log.warning(
                     f"run {run_id}: its end is not recorded yet ({type(exc).__name__}); retrying"
                 )
                 self.closing.wait(END_RETRY_SECONDS)
@@ -215,7 +212,8 @@ class Runner:
             start_deadline=float(ctx.policies.start_deadline),
             cwd=action.cwd,
             cwd_exists=os.path.isdir(action.cwd),
-            allow_roots=self.config.allow_roots,
+            # gc runs nothing in a directory: --allow-root (where code may run) is moot
+            allow_roots=() if action.kind == "gc" else self.config.allow_roots,
             file=action.file,
             file_sha256=digest,
             snapshot_sha256=action.sha256,
@@ -257,7 +255,7 @@ class Runner:
 
     def _fenced(self, outcome: Outcome, began: float) -> Outcome:
         """A run that did not complete while the lease was lost was stopped by the
-        lease's watchdog (or by this worker for it): it ends ``lease_lost``."""
+        lease's guard (or by this worker for it): it ends ``lease_lost``."""
         if outcome.status == "completed" or self.fence is None:
             return outcome
         if not self.fence.lapsed_since(began):
@@ -265,7 +263,7 @@ class Runner:
         fence = self.fence
         summary = (
             f"the worker could not renew its lease within {fence.lease - fence.margin:g}s "
-            f"(lease {fence.lease:g}s); its watchdog stopped the run ({outcome.reason_code})"
+            f"(lease {fence.lease:g}s); its guard stopped the run ({outcome.reason_code})"
         )
         return Outcome("cancelled", LEASE_LOST, summary, outcome.exit_code)
 
@@ -287,6 +285,8 @@ class Runner:
             summary = _row_summary(store, "session", session_id)
             outcome = run_outcome(result.status, result.reason, summary, stopped_by=stopping())
             return outcome._replace(exit_code=result.exit_code)
+        if action.kind == "gc":
+            return self._collect_garbage(store, run_id, action)
         assert action.file is not None
         if action.kind == "flow":
             spec = load_flow(Path(action.file), cwd=action.cwd)
@@ -316,6 +316,21 @@ class Runner:
         )
         return run_outcome(status, show_report.reason_code, summary, stopped_by=stopping())
 
+    def _collect_garbage(self, store: Store, run_id: str, action: Action) -> Outcome:
+        """The retention policy of a ``gc`` action, applied to this worker's database."""
+        assert action.retention is not None
+        policy = RetentionPolicy.from_dict(action.retention)
+        options = GcOptions(actor=default_actor(f"schedule run {run_id}"))
+        tally = collect_garbage(store, policy, options)
+        summary = (
+            f"pruned {tally.pruned.get('session', 0)} run(s) and "
+            f"{tally.pruned.get('invocation', 0)} flow invocation(s); "
+            f"{len(tally.refused)} still in use"
+        )
+        if tally.problems:
+            return Outcome("failed", "schedule.failed.action", f"{summary}; {tally.problems[0]}")
+        return run_outcome("completed", None, summary)
+
     # -- after the end -----------------------------------------------------------------
 
     def finish(self, store: Store, run_id: str) -> None:
@@ -332,9 +347,10 @@ class Runner:
         started = run.get("started_at")
         took = f" in {float(run['ended_at']) - float(started):.1f}s" if started else ""
         again = f"; retry {retry} (attempt {attempt + 1})" if retry else ""
-        self.log(
+        log.info(
             f"run {run_id} {status} reason={reason}{took} ({ctx.label()}, attempt {attempt})"
-            + again
+            + again,
+            extra={"event": "schedule_run.ended", "run_id": run_id, "status": status},
         )
         if ctx.policies.notify:
             self._notify(store, ctx)
@@ -359,10 +375,10 @@ class Runner:
                 command, shell=True, env=env, stdin=subprocess.DEVNULL, timeout=300, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            self.log(f"run {run['id']}: --notify {command!r} failed: {exc}")
+            log.warning(f"run {run['id']}: --notify {command!r} failed: {exc}")
             return
         if done.returncode != 0:
-            self.log(f"run {run['id']}: --notify {command!r} exited {done.returncode}")
+            log.warning(f"run {run['id']}: --notify {command!r} exited {done.returncode}")
 
 
 def _row_summary(store: Store, kind: str, entity_id: str) -> str:

@@ -16,11 +16,12 @@ does nothing.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Protocol
+
+from lirun.logs import get_logger
 
 if TYPE_CHECKING:
     from lirun.store.core import Store
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 # How often LocalTransport looks at the table when nothing woke it (seconds). An idle
 # worker in the same process as the submitter is woken at once; another process's submit
 # is seen within this time.
+log = get_logger(__name__)
 POLL_SECONDS = 0.05
 
 
@@ -109,11 +111,10 @@ def transport_for(store: Store) -> Transport:
         try:
             from lirun.schedules.pgqueue import ProcrastinateTransport  # the postgres extra
         except ImportError as exc:
-            print(
-                f"li: procrastinate transport unavailable ({exc}); "
-                "polling the schedule_runs table instead",
-                file=sys.stderr,
-            )
+            log.warning(
+                "procrastinate transport unavailable (%s); polling the schedule_runs table "
+                "instead", exc, extra={"event": "queue.unavailable"},
+            )  # fmt: skip
         else:
             return ProcrastinateTransport(store)
     return LocalTransport(store)

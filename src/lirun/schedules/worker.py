@@ -12,9 +12,9 @@ Threads of one worker process:
 - the heartbeat thread renews the worker row and the leases of its runs, fails the runs
   whose lease lapsed (any worker's: a worker killed or cut off) and the queued runs past
   their start deadline, and stops this worker's runs when it cannot prove its lease;
-- the lease's watchdog (``exec/fence.py``, a process of its own fed after each renewal)
-  kills the runs' processes at ``lease - margin`` after the last renewal when no other
-  came: a frozen worker or a dead database cannot keep a copy running past the lease.
+- the lease's fence (``exec/fence.py``): the worker's guard process, fed after each
+  renewal, kills the runs' processes at ``lease - margin`` after the last renewal when no
+  other came: a frozen worker or a dead database cannot keep a copy running past the lease.
 
 SIGTERM (or SIGINT, SIGHUP): claim nothing more, let running work finish for ``grace``
 seconds, then cancel it (``schedule.cancelled.worker_stopped``); a second signal cancels
@@ -32,14 +32,17 @@ from typing import Any
 
 from lirun.exec.fence import Fence
 from lirun.liveness import current_owner
+from lirun.logs import get_logger
 from lirun.record.reap_runs import fail_lapsed_run, fail_past_start_deadline
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import FireFacts, decide_fires
 from lirun.schedules.outcomes import LEASE_LOST
-from lirun.schedules.runner import Log, Runner, RunnerConfig, log_stderr
+from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.transport import Transport, transport_for
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
+
+log = get_logger(__name__)
 
 # How often the firing loop looks for changed definitions while it sleeps (seconds).
 DEFINITION_POLL = 0.25
@@ -54,7 +57,7 @@ class WorkerOptions:
     lease_seconds: float = 60.0
 
 
-def fire_due(store: Store, now: int, enqueue: Any, log: Log) -> int:
+def fire_due(store: Store, now: int, enqueue: Any) -> int:
     """Insert the rows of every due schedule (``decide_fires``) and move it on; returns
     the number of rows this worker inserted."""
     made = 0
@@ -90,11 +93,16 @@ def fire_due(store: Store, now: int, enqueue: Any, log: Log) -> int:
             made += 1
             late = time.time() - fire.due_at
             what = "queued" if queued else f"skipped reason={fire.reason_code}"
-            log(f"fire {row['name']} due={fire.due_at} (+{late:.2f}s) run {new['id']} {what}")
+            log.info(
+                f"fire {row['name']} due={fire.due_at} (+{late:.2f}s) run {new['id']} {what}",
+                extra={"event": "schedule.fired", "run_id": new["id"], "schedule": row["name"]},
+            )
             if queued:
                 enqueue(str(new["id"]))
         if plan.budget_blind:
-            log(f"schedule {row['name']}: no run recorded a cost; --budget-usd cannot see them")
+            log.warning(
+                f"schedule {row['name']}: no run recorded a cost; --budget-usd cannot see them"
+            )
         if plan.disable_reason is not None:
             store.change_schedule(
                 row["id"],
@@ -157,9 +165,8 @@ def _confirmed(
 
 
 class Worker:
-    def __init__(self, options: WorkerOptions, *, log: Log = log_stderr) -> None:
+    def __init__(self, options: WorkerOptions) -> None:
         self.options = options
-        self.log = log
         self.worker_id = ""
 
     def run(self) -> int:
@@ -181,10 +188,10 @@ class Worker:
             lease_seconds=opts.lease_seconds,
             allow_roots=opts.allow_roots,
         )
-        # The lease's watchdog: kills this worker's runs when it cannot renew in time.
+        # The lease's fence: the guard kills this worker's runs when it cannot renew in time.
         fence = Fence(opts.lease_seconds).start(started=registered)
-        runner = Runner(config, enqueue=transport.enqueue, log=self.log, fence=fence)
-        self.log(
+        runner = Runner(config, enqueue=transport.enqueue, fence=fence)
+        log.info(
             f"worker {self.worker_id} started: pid {current_owner()['owner_pid']}, "
             f"concurrency {opts.concurrency}, {type(transport).__name__}, "
             f"lease {opts.lease_seconds:g}s, db {store.display_url}"
@@ -201,7 +208,7 @@ class Worker:
                 serving.start()
                 beating.start()
                 self._fire_loop(store, transport, trap)
-                self.log(f"worker {self.worker_id}: {trap.signal_name}: claiming nothing more")
+                log.info(f"worker {self.worker_id}: {trap.signal_name}: claiming nothing more")
                 serve_stop.set()
                 transport.close()
                 self._drain(serving, runner, trap)
@@ -218,16 +225,16 @@ class Worker:
             try:
                 store.stop_worker(self.worker_id)
             except Exception as exc:  # the database is gone: the row's heartbeat ages out
-                self.log(f"cannot mark worker {self.worker_id} stopped: {exc}")
+                log.warning(f"cannot mark worker {self.worker_id} stopped: {exc}")
             store.close()
-            self.log(f"worker {self.worker_id} stopped")
+            log.info(f"worker {self.worker_id} stopped")
         return 0
 
     def _serve(self, transport: Transport, runner: Runner, stop: threading.Event) -> None:
         try:
             transport.serve(runner.handle, concurrency=self.options.concurrency, stop=stop)
         except Exception as exc:
-            self.log(f"transport stopped: {type(exc).__name__}: {exc}")
+            log.warning(f"transport stopped: {type(exc).__name__}: {exc}")
 
     def _drain(self, serving: threading.Thread, runner: Runner, trap: SignalTrap) -> None:
         """Let running work finish for ``grace`` (a second signal ends it), then cancel."""
@@ -237,7 +244,7 @@ class Worker:
             _wait(trap, min(0.1, max(0.0, deadline - time.monotonic())))
         if serving.is_alive():
             if runner.running:
-                self.log(f"grace over: cancelling {', '.join(runner.running)}")
+                log.warning(f"grace over: cancelling {', '.join(runner.running)}")
             runner.stop_all(signal.SIGTERM)
             runner.closing.set()
             serving.join()
@@ -247,11 +254,11 @@ class Worker:
         while trap.received is None:
             now = time.time()
             try:
-                fire_due(store, int(now), transport.enqueue, self.log)
+                fire_due(store, int(now), transport.enqueue)
                 due = store.earliest_due()
                 signature = store.schedule_signature()
             except Exception as exc:  # the database may be gone for a while: keep trying
-                self.log(f"firing: {type(exc).__name__}: {exc}")
+                log.warning(f"firing: {type(exc).__name__}: {exc}")
                 _wait(trap, 1.0)
                 continue
             wake = float(due) if due is not None else now + 3600.0
@@ -282,9 +289,9 @@ class Worker:
         ):
             if fence.expired() and not stopped_runs:
                 # Past the fence's deadline this worker cannot prove the lease is still its
-                # own: its watchdog is killing the runs' processes; it records them as
+                # own: its guard is killing the runs' processes; it records them as
                 # stopped and claims nothing until a renewal succeeds again.
-                self.log("lease lost: stopping this worker's runs, claiming none")
+                log.warning("lease lost: stopping this worker's runs, claiming none")
                 runner.stop_all(signal.SIGTERM, LEASE_LOST)
                 stopped_runs = True
             started = time.monotonic()
@@ -297,13 +304,13 @@ class Worker:
                 last_ok = time.monotonic()
                 self._stop_runs_taken_over(store, runner)
                 if stopped_runs:
-                    self.log("lease renewed again: running work again")
+                    log.info("lease renewed again: running work again")
                     runner.resume()
                     stopped_runs = False
                 reap(store, runner, time.time(), lapsed_seen)
             except Exception as exc:
                 lost = time.monotonic() - last_ok
-                self.log(f"heartbeat failed ({lost:.1f}s): {type(exc).__name__}: {exc}")
+                log.warning(f"heartbeat failed ({lost:.1f}s): {type(exc).__name__}: {exc}")
                 if store is not None:
                     store.close()
                     store = None
@@ -318,7 +325,7 @@ class Worker:
             if row and row.get("status") == "running" and row.get("worker_id") == self.worker_id:
                 continue
             held = f"{row.get('status')} ({row.get('status_reason_code')})" if row else "gone"
-            self.log(f"run {run_id} is no longer this worker's: {held}; stopping it")
+            log.warning(f"run {run_id} is no longer this worker's: {held}; stopping it")
             runner.stop_run(run_id, signal.SIGTERM)
 
 

@@ -28,12 +28,14 @@ from lirun.shows.decisions import (
     after_session,
     provider_stop,
     ready_plays,
+    redo_prompt,
     show_next,
     waiting_plays,
 )
 from lirun.shows.gitwork import ShowGit, attempt_branch
 from lirun.shows.jobs import AgentJob, Done, GateJob, Workers
 from lirun.shows.spec import ShowSpec
+from lirun.shows.teamtalk import ShowTeam
 from lirun.signals import SignalTrap
 from lirun.store import Store
 
@@ -46,18 +48,6 @@ SUMMARY_CHARS = 300
 def _short(text: str) -> str:
     line = " ".join(text.split())
     return line if len(line) <= SUMMARY_CHARS else line[: SUMMARY_CHARS - 1] + "…"
-
-
-def redo_prompt(original: str | None, feedback: str, branch: str, *, resumed: bool) -> str:
-    """The prompt of a redo: the feedback, and the task again unless the agent resumes
-    the conversation that already holds it."""
-    note = (
-        "Your previous attempt at this task could not be merged.\n"
-        f"{feedback}\n"
-        f"The worktree was reset to the current integration head on a new branch {branch}. "
-        "Do the task again there, taking this into account, and commit your work."
-    )
-    return note if resumed or not original else f"{original}\n\n---\n{note}"
 
 
 class Conductor:
@@ -91,8 +81,9 @@ class Conductor:
         self.head_check = False
         self.outcome = ""
         self.beat_every = beat_every
-        self.fence: Fence | None = None  # the owner's lease watchdog, when it has one
+        self.fence: Fence | None = None  # the owner's lease, when it has one
         self._last_beat = time.monotonic()
+        self.team = ShowTeam(store, show, spec, progress)
         self.refresh()
 
     # -- records --
@@ -122,6 +113,8 @@ class Conductor:
             expected_statuses={row["status"]},
             extra_fields=fields or None,
         )
+        if applied and status in ("escalated", "gate_failed"):
+            self.team.escalated(name, status, summary)
         fresh = self.store.get_entity("play", row["id"])
         if fresh is not None:
             self.rows[name] = fresh
@@ -135,6 +128,7 @@ class Conductor:
             "play": name,
             "role": role,
             "attempt": int(row["attempt"] or 0),
+            **self.team.meta(name),
         }
 
     # -- the loop --
@@ -175,7 +169,7 @@ class Conductor:
     def _beat(self) -> bool:
         now = time.monotonic()
         if self.fence is not None and self.fence.lapsed_since(0.0):
-            # Its lease lapsed (even if renewed since): its watchdog killed the executions
+            # Its lease lapsed (even if renewed since): its guard killed the executions
             # and anyone may have taken the show over; it stops as a taken-over owner does.
             self.say(f"show {self.show['id']}: its lease is lost (no heartbeat); stopping")
             return False
@@ -268,6 +262,7 @@ class Conductor:
                 prompt=prompt,
                 resume_branch=resume,
                 metadata=self._meta(name, "agent"),
+                env=self.team.env(name),
             )
         )
 
@@ -276,7 +271,9 @@ class Conductor:
         task = self.spec.play(name).task
         feedback = row.get("feedback")
         if not task.is_agent or not feedback or int(row["attempt"] or 0) < 2:
-            return None, None
+            return self.team.prompt(
+                name, task.prompt if task.is_agent else None, resumed=False
+            ), None
         previous = [
             s
             for s in self.store.list_play_sessions(str(row["id"]))
@@ -285,7 +282,8 @@ class Conductor:
         ]
         last = previous[-1] if previous else None
         resume = str(last["branch_id"]) if last and last.get("engine_session_uid") else None
-        return redo_prompt(task.prompt, feedback, str(row["branch"]), resumed=bool(resume)), resume
+        redo = redo_prompt(task.prompt, feedback, str(row["branch"]), resumed=bool(resume))
+        return self.team.prompt(name, redo, resumed=bool(resume)), resume
 
     def _on_agent(self, done: Done) -> None:
         name = str(done.play)
@@ -424,6 +422,7 @@ class Conductor:
         self.store.update_fields("play", row["id"], fields)
         if not self.git.move_integration(sha, base):
             self.say(f"play {name}: {self.git.integration} moved meanwhile; gating again")
+            self.team.head_moved(self.git.integration, self.git.head() or "(deleted)")
             self.set_play(name, "gated", "play.gated.regate", "the integration branch moved")
             self.gate_queue.appendleft(name)
             return
@@ -449,6 +448,7 @@ class Conductor:
 
     def merged(self, name: str, sha: str) -> None:
         row = self.rows[name]
+        old = (self.store.get_entity("show", self.show["id"]) or {}).get("integration_head")
         self.store.update_fields("show", self.show["id"], {"integration_head": sha})
         self.set_play(
             name,
@@ -464,6 +464,8 @@ class Conductor:
             name, [attempt_branch(self.git.integration, name, n) for n in range(1, attempts + 1)]
         )
         self.say(f"play {name}: merged into {self.git.integration} as {sha[:12]}")
+        if self.team.team:
+            self.team.merged(name, sha, self.git.integration, self.git.changed_paths(old, sha))
 
     def _on_final(self, done: Done) -> None:
         gate = done.gate

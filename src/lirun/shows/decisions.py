@@ -28,6 +28,7 @@ __all__ = [
     "gate_verdict",
     "provider_stop",
     "ready_plays",
+    "redo_prompt",
     "show_next",
     "waiting_plays",
 ]
@@ -201,3 +202,15 @@ def show_next(plays: Sequence[PlayFacts], *, busy: bool, final_gate: FinalGate) 
             return ShowNext("final_gate_failed", "show.active.final_gate_failed")
         return ShowNext("final_gate")
     return ShowNext("blocked", "show.blocked.no_ready_plays")
+
+
+def redo_prompt(original: str | None, feedback: str, branch: str, *, resumed: bool) -> str:
+    """The prompt of a redo: the feedback, and the task again unless the agent resumes
+    the conversation that already holds it."""
+    note = (
+        "Your previous attempt at this task could not be merged.\n"
+        f"{feedback}\n"
+        f"The worktree was reset to the current integration head on a new branch {branch}. "
+        "Do the task again there, taking this into account, and commit your work."
+    )
+    return note if resumed or not original else f"{original}\n\n---\n{note}"

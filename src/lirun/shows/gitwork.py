@@ -202,3 +202,10 @@ class ShowGit:
         """Compare-and-swap the integration branch from ``old`` to ``new``."""
         with self.lock:
             return self.repo.update_ref(self.integration, new, old)
+
+    def changed_paths(self, old: str | None, new: str) -> list[str]:
+        """The paths that differ between ``old`` and ``new`` (all of ``new``'s when
+        ``old`` is None); [] when git cannot tell."""
+        args = ("diff", "--name-only", old, new) if old else ("ls-tree", "-r", "--name-only", new)
+        proc = self.repo.run(*args, check=False)
+        return proc.stdout.splitlines() if proc.returncode == 0 else []

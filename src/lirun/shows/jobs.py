@@ -47,6 +47,7 @@ class AgentJob:
     prompt: str | None
     resume_branch: str | None
     metadata: Mapping[str, Any]
+    env: Mapping[str, str] = field(default_factory=dict)  # LIRUN_TEAM, LIRUN_MEMBER
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,7 @@ class Workers:
                 run_id=job.run_id,
                 resume_branch=job.resume_branch,
                 metadata={**job.metadata, "start": start},
+                env=job.env,
             )
             request.on_event = self._trouble(job.play)
             return Done("agent", job.play, result=execute(request, trap=trap))

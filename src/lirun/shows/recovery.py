@@ -51,6 +51,7 @@ def check_head(conductor: Conductor) -> None:
         conductor.store.update_fields("show", show["id"], {"integration_head": head})
         return
     conductor.say(f"{git.integration} moved to {head[:12]}: gating it before going on")
+    conductor.team.head_moved(git.integration, head)
     conductor.head_check = True
     conductor.workers.start_final(gate, conductor._show_meta("head_gate"), kind="head")
 

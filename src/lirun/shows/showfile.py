@@ -33,6 +33,7 @@ from lirun.exec.task import MAX_PARALLEL, Task, check_task
 from lirun.exec.worktrees import GitError, Repo
 from lirun.flows.graph import find_cycle, unknown_deps
 from lirun.shows.spec import DEFAULT_ATTEMPTS, Gate, PlaySpec, ShowSpec
+from lirun.teams.membership import parse_setting
 
 __all__ = [
     "PLAY_KEYS",
@@ -54,6 +55,8 @@ SHOW_KEYS = frozenset(
         "final_gate_timeout",
         "parallel",
         "plays",
+        "team",
+        "team_preamble",
     }
 )
 PLAY_KEYS = frozenset(
@@ -210,7 +213,8 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
     try:
         artifacts = check_artifacts(r.path, play.get("artifacts"))
     except ProfileError as exc:
-        r.problem(play, "artifacts", f"{label}{_without_path(str(exc), r.path)}")
+        line, text = _without_path(str(exc), r.path)
+        r.at_line(line or r.line_of(play, "artifacts"), f"{label}{text}")
     profile = r.text(play, "profile", label)
     playbook = r.text(play, "playbook", label)
     timeout = r.seconds(play, "timeout", label)
@@ -236,12 +240,16 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
     )
 
 
-def _without_path(message: str, path: Path) -> str:
-    """``check_artifacts`` names the file itself; the problem line already does."""
+def _without_path(message: str, path: Path) -> tuple[int, str]:
+    """``check_artifacts`` names ``file:line`` itself; the problem line names the file as
+    the user gave it, so this returns the line (0: none) and the words after it."""
     text = str(path)
-    if message.startswith(text):
-        message = message[len(text) :].lstrip(":0123456789 ")
-    return message
+    if not message.startswith(text):
+        return 0, message
+    head, _, rest = message[len(text) :].lstrip(":").partition(":")
+    if head.isdigit():
+        return int(head), rest.lstrip()
+    return 0, message[len(text) :].lstrip(": ")
 
 
 def _play_gate(
@@ -461,6 +469,9 @@ def load_show(path: str | os.PathLike[str]) -> ShowSpec:
         if key in data and partner not in data:
             r.problem(data, key, f"{key} needs {partner}")
     parallel = _parallel(r, data)
+    team, team_problem = parse_setting(data.get("team"), data.get("team_preamble"))
+    if team_problem:
+        r.problem(data, "team" if "team" in data else "team_preamble", team_problem)
     plays = _plays(r, data, gate)
     if r.problems:
         raise ShowFileError(shown, r.problems)
@@ -476,4 +487,5 @@ def load_show(path: str | os.PathLike[str]) -> ShowSpec:
         parallel=parallel,
         path=str(file.resolve()),
         digest=hashlib.sha256(raw_bytes).hexdigest(),
+        team=team,
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lirun.exec.task import Task
+from lirun.teams.membership import TeamSetting
 
 __all__ = ["DEFAULT_ATTEMPTS", "DEFAULT_PARALLEL", "Gate", "PlaySpec", "ShowSpec"]
 
@@ -95,6 +96,7 @@ class ShowSpec:
     path: str | None = None  # the show file, if it came from one
     digest: str | None = None  # sha256 of the file's bytes
     extra: Mapping[str, Any] = field(default_factory=dict)
+    team: TeamSetting | None = None  # the file's team: (docs/teams.md)
 
     def play(self, name: str) -> PlaySpec:
         for play in self.plays:
@@ -121,6 +123,7 @@ class ShowSpec:
             "path": self.path,
             "digest": self.digest,
             "extra": dict(self.extra),
+            "team": self.team.to_dict() if self.team else None,
         }
 
     @classmethod
@@ -137,4 +140,5 @@ class ShowSpec:
             path=data.get("path"),
             digest=data.get("digest"),
             extra=dict(data.get("extra") or {}),
+            team=TeamSetting.from_dict(data.get("team")),
         )

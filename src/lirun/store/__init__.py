@@ -1,8 +1,8 @@
 """StateDB: the durable run store over SQLite (default) or PostgreSQL.
 
-The public API is async (ADR); a synchronous core (``Store``) does the work and is what
-the CLI uses directly. Blocking calls run in a worker thread, so a busy SQLite lock never
-blocks the event loop.
+The public API is async; a synchronous core (``Store``) does the work and is what the CLI
+uses directly. ``StateDB`` runs every call in a worker thread (``asyncio.to_thread``), so
+a busy lock or a slow server never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -53,23 +53,18 @@ def open_connector(
     return SQLiteConnector(path, readonly=readonly, create_parent=is_default)
 
 
-PG_DRIVER_ENV = "LIRUN_PG_DRIVER"
-
-
 def _open_postgres(url: str, readonly: bool) -> Connector:
-    """libpq through ctypes when it loads (no psycopg import: ``li`` starts fast), else
-    psycopg; ``$LIRUN_PG_DRIVER`` (``libpq`` or ``psycopg``) forces one."""
-    from lirun.store import libpq
+    """The psycopg connector, imported here: only a PostgreSQL URL pays for the driver."""
+    try:
+        import psycopg  # noqa: F401 (said once, here, when it is missing)
+    except ImportError as exc:
+        from lirun.errors import MissingDriverError
 
-    driver = os.environ.get(PG_DRIVER_ENV, "").strip().lower()
-    if driver not in ("", "libpq", "psycopg"):
-        from lirun.errors import UsageError
-
-        raise UsageError(f"{PG_DRIVER_ENV}={driver!r} is not a driver; use libpq or psycopg")
-    if driver == "libpq" or (not driver and libpq.load() is not None):
-        from lirun.store.postgres_libpq import LibpqConnector
-
-        return LibpqConnector(url, readonly=readonly)  # MissingDriverError if none loads
+        why = (str(exc).strip().splitlines() or ["not installed"])[0]
+        raise MissingDriverError(
+            f"a PostgreSQL URL needs the psycopg driver, which cannot be imported ({why}); "
+            "run: pip install 'lirun[postgres]'"
+        ) from None
     from lirun.store.postgres import PostgresConnector
 
     return PostgresConnector(url, readonly=readonly)
@@ -121,12 +116,6 @@ class StateDB:
             self._store = open_store(self.url, readonly=self.readonly)
         return self._store
 
-    def inline_core(self) -> Store | None:
-        """The open core, when its backend runs calls on the event loop's thread without
-        ever waiting there (SQLite: a held lock sends the call to a worker thread)."""
-        store = self._store
-        return store if store is not None and store.connector.runs_inline else None
-
     @property
     def dialect(self) -> str:
         """``sqlite`` or ``postgresql`` (opens the database if needed)."""
@@ -164,6 +153,13 @@ class StateDB:
     create_play = async_method(Store.create_play)
     create_schedule_run = async_method(Store.create_schedule_run)
     create_team = async_method(Store.create_team)
+    create_team_with_members = async_method(Store.create_team_with_members)
+    add_team_members = async_method(Store.add_team_members)
+    send_team_message = async_method(Store.send_team_message)
+    read_team_inbox = async_method(Store.read_team_inbox)
+    team_conversation = async_method(Store.team_conversation)
+    list_teams = async_method(Store.list_teams)
+    resolve_team = async_method(Store.resolve_team)
 
     # -- reads --------------------------------------------------------------------
 

@@ -24,6 +24,8 @@ IMPORT_FIELDS = (
     "input_tokens",
     "output_tokens",
     "cost_usd",
+    "run_dir",
+    "artifacts_path",
 )
 
 

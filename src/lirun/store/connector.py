@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 
 from lirun.hints import Any, Protocol
+from lirun.store.sql_script import split_statements
 
 NOTIFY_CHANNEL = "lirun_terminal"
 Row = dict[str, Any]
@@ -25,7 +26,6 @@ class Connector(Protocol):
     url: str  # what open_store needs to open it again (may hold a password)
     readonly: bool
     supports_notify: bool
-    runs_inline: bool  # honours async_twin.without_waiting (no network round trip to wait on)
 
     @property
     def display_url(self) -> str:
@@ -51,23 +51,6 @@ class Connector(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def split_statements(script: str) -> Iterator[str]:
-    """Statements of a migration file, split at a ``;`` that ends a line."""
-    buf: list[str] = []
-    for line in script.splitlines():
-        if line.lstrip().startswith("--"):
-            continue
-        buf.append(line)
-        if line.rstrip().endswith(";"):
-            stmt = "\n".join(buf).strip().rstrip(";").strip()
-            if stmt:
-                yield stmt
-            buf = []
-    tail = "\n".join(buf).strip()
-    if tail:
-        yield tail
 
 
 def apply_migrations(tx: Tx, dialect: str, current: int) -> None:

@@ -22,6 +22,7 @@ from lirun.store.bulk_import import BulkImport
 from lirun.store.connector import Connector, Tx
 from lirun.store.flow_records import FlowRecords
 from lirun.store.list_reads import ListReads
+from lirun.store.metric_reads import MetricReads
 from lirun.store.queries import check_slots, load_queries
 from lirun.store.records import (
     SESSION_FIELDS,
@@ -34,9 +35,11 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.retention_records import RetentionRecords
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
+from lirun.store.team_records import TeamRecords
 from lirun.store.transitions import (
     next_version,
 )
@@ -63,10 +66,13 @@ class Store(
     FlowRecords,
     ShowRecords,
     ScheduleRecords,
+    TeamRecords,
     WorkerRecords,
     UIReads,
+    MetricReads,
     ListReads,
     BulkImport,
+    RetentionRecords,
 ):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.
 

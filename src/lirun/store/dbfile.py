@@ -13,15 +13,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-import sys
 import time
 from contextlib import suppress
 
 from lirun.errors import DatabaseUnavailableError, UsageError
+from lirun.logs import get_logger
 
 # Paths are strings here (os.path), not pathlib: opening the database is on the start-up
 # path of every `li` command, and pathlib brings re and urllib.parse with it.
 SIDE_FILES = ("-wal", "-shm")
+log = get_logger(__name__)
 _URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 
 
@@ -122,7 +123,7 @@ def _set_aside_empty(path: str) -> None:
     for suffix in SIDE_FILES:
         with suppress(FileNotFoundError):
             os.rename(f"{path}{suffix}", f"{aside}{suffix}")
-    sys.stderr.write(
-        f"lirun: warning: {path} was empty (0 bytes, not a database); kept it as {aside} "
-        "and created a new database\n"
-    )
+    log.warning(
+        "%s was empty (0 bytes, not a database); kept it as %s and created a new database",
+        path, aside, extra={"event": "db.empty_set_aside", "db": path},
+    )  # fmt: skip

@@ -67,33 +67,6 @@ def to_pyformat(sql: str) -> str:
     return re.sub(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)", r"%(\1)s", sql.replace("%", "%%"))
 
 
-@lru_cache(maxsize=512)
-def to_numbered(sql: str) -> tuple[str, tuple[str, ...]]:
-    """``:name`` → ``$n`` for libpq, and the names in ``$n`` order (a name used twice is
-    one parameter). The same placeholders as ``to_pyformat``, found without ``re``."""
-    out: list[str] = []
-    names: list[str] = []
-    i, n = 0, len(sql)
-    while i < n:
-        start = i + 1
-        after_word = i > 0 and (sql[i - 1] in ":_" or sql[i - 1].isalnum())
-        if sql[i] == ":" and start < n and sql[start] in _PARAM_FIRST and not after_word:
-            end = start
-            while end < n and sql[end] in _PARAM_REST:
-                end += 1
-            name = sql[start:end]
-            if name not in names:
-                names.append(name)
-            out.append(f"${names.index(name) + 1}")
-            i = end
-            continue
-        out.append(sql[i])
-        i += 1
-    return "".join(out), tuple(names)
-
-
-_PARAM_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
-_PARAM_REST = _PARAM_FIRST | frozenset("0123456789")
 _TABLES = frozenset(p.table for p in POLICIES.values())
 
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 
 from lirun.errors import DatabaseBusyError, DatabaseConnectionLostError
 from lirun.hints import TypeVar
+from lirun.logs import get_logger
 
 T = TypeVar("T")
+log = get_logger(__name__)
 
 RETRY_ENV = "LIRUN_WRITE_RETRY_SECONDS"
 DEFAULT_RETRY_SECONDS = 30.0
@@ -40,23 +41,18 @@ def backoff(previous: float | None) -> float:
     return FIRST_DELAY_SECONDS if previous is None else min(previous * 2, MAX_DELAY_SECONDS)
 
 
-def stderr_notice(message: str) -> None:
-    sys.stderr.write(f"lirun: {message}\n")
-    sys.stderr.flush()
-
-
 def retry_write(
     attempt: Callable[[float, int], T],
     *,
     where: str,
-    notice: Callable[[str], None] = stderr_notice,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
     """``attempt(wait_seconds, tries_so_far)`` until it succeeds or the bound is spent.
 
-    A lost connection is said once on stderr, and its return once; the last error is
-    raised (DatabaseConnectionLostError or DatabaseBusyError) when the bound is spent.
+    A lost connection is logged once (INFO, ``event`` ``db.lost``), and its return once
+    (``db.back``); the last error is raised (DatabaseConnectionLostError or
+    DatabaseBusyError) when the bound is spent, after a WARNING (``db.gave_up``).
     """
     bound = write_retry_seconds()
     deadline = clock() + bound
@@ -70,15 +66,21 @@ def retry_write(
             left = deadline - clock()
             if left <= 0:
                 if lost:
-                    notice(f"gave up on the database at {where} after {bound:g}s: {exc}")
+                    log.warning(
+                        "gave up on the database at %s after %gs: %s", where, bound, exc,
+                        extra={"event": "db.gave_up", "db": where},
+                    )  # fmt: skip
                 raise
             if isinstance(exc, DatabaseConnectionLostError) and not lost:
                 lost = True
-                notice(f"lost the database ({exc}); retrying for up to {bound:g}s")
+                log.info(
+                    "lost the database (%s); retrying for up to %gs", exc, bound,
+                    extra={"event": "db.lost", "db": where},
+                )  # fmt: skip
             delay = backoff(delay)
             sleep(min(delay, left))
             tries += 1
             continue
         if lost:
-            notice(f"the database at {where} is back")
+            log.info("the database at %s is back", where, extra={"event": "db.back", "db": where})
         return result

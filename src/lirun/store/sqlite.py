@@ -16,7 +16,6 @@ from _json import encode_basestring_ascii
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
-from lirun.async_twin import WouldWait, waiting_allowed
 from lirun.errors import (
     ConflictError,
     DatabaseBusyError,
@@ -27,7 +26,6 @@ from lirun.errors import (
     LirunError,
     SchemaTooNewError,
 )
-from lirun.hints import Any
 from lirun.store.connector import Params, Row, apply_migrations
 from lirun.store.dbfile import ensure_database_file, file_kind, readonly_uri
 from lirun.store.queries import latest_version
@@ -40,17 +38,6 @@ BUSY_TIMEOUT_S = 30.0
 # single writes wait 700 ms; with this loop, under 300 ms at the same throughput).
 _RETRY_BASE_S = 0.001
 _RETRY_CAP_S = 0.02
-
-
-@contextmanager
-def _held(lock: Any) -> Iterator[None]:
-    """``with lock:``, or WouldWait instead of waiting for it (``without_waiting``)."""
-    if not lock.acquire(waiting_allowed()):
-        raise WouldWait
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -109,7 +96,6 @@ class SQLiteConnector:
 
     dialect = "sqlite"
     supports_notify = False
-    runs_inline = True
 
     def __init__(
         self, path: str | os.PathLike[str], *, readonly: bool = False, create_parent: bool = False
@@ -304,7 +290,7 @@ class SQLiteConnector:
     # -- running -------------------------------------------------------------
 
     def read(self, sql: str, params: Params | None = None) -> list[Row]:
-        with _held(self._read_lock):
+        with self._read_lock:
             try:
                 self._refresh_immutable()
                 return _SQLiteTx(self._read_conn).query(sql, params)
@@ -334,15 +320,10 @@ class SQLiteConnector:
         conn = self._write_conn
         if conn is None:
             raise DatabaseUnavailableError(f"{self.path} was opened read-only")
-        inline = not waiting_allowed()
-        with _held(self._write_lock):
-            if inline:
-                wait_seconds = 0.0
+        with self._write_lock:
             try:
                 self._begin(conn, write_retry_seconds() if wait_seconds is None else wait_seconds)
             except sqlite3.Error as exc:
-                if inline and _is_busy(exc):
-                    raise WouldWait from None
                 raise _translate(exc, self.path) from exc
             try:
                 yield _SQLiteTx(conn)
@@ -367,7 +348,7 @@ class SQLiteConnector:
         return "[" + ", ".join(encode_basestring_ascii(v) for v in values) + "]"
 
     def change_token(self) -> object:
-        with _held(self._read_lock):
+        with self._read_lock:
             if self._immutable_seen is not None:
                 return self._file_signature()
             try:

@@ -25,12 +25,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from lirun.errors import LirunError
+from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
-from lirun.ui import list_views, views
+from lirun.ui import list_views, team_views, views
 from lirun.ui.artifacts import ARTIFACT_HEADERS, ArtifactRefused, read_artifact, resolve_artifact
-from lirun.ui.events import Hub, Notice, change_of
+from lirun.ui.events import Change, Hub, Notice, change_of
 from lirun.ui.filters import FILTERS
 from lirun.ui.jsonable import to_json
+from lirun.ui.metrics import CONTENT_TYPE, render
 from lirun.ui.openapi import API, openapi_document
 from lirun.ui.security import Guard
 from lirun.ui.transcript import read_transcript, stream_signature
@@ -145,6 +147,8 @@ def _routes(dash: Dashboard) -> list[Any]:
     flow = one(views.flow_view, "flow.html", "flow_id", "flow")
     show = one(views.show_view, "show.html", "show_id", "show")
     schedules = every(views.schedules_view, "schedules.html")
+    teams = every(team_views.teams_view, "teams.html")
+    team = one(team_views.team_view, "team.html", "team_id", "team")
     workers = every(views.workers_view, "workers.html")
 
     async def artifact(request: Request) -> Response:
@@ -190,6 +194,10 @@ def _routes(dash: Dashboard) -> list[Any]:
         html = dash.env.get_template("transcript.html").render(transcript=found)
         return HTMLResponse(html, headers={"X-Transcript-Signature": found.signature})
 
+    async def metrics(request: Request) -> Response:
+        body = await dash.read(render, resolve_db_url(dash.db_url))
+        return Response(body, media_type=CONTENT_TYPE)
+
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
@@ -211,6 +219,8 @@ def _routes(dash: Dashboard) -> list[Any]:
         "shows": shows,
         "schedule": schedule,
         "attention": attention,
+        "teams": teams,
+        "team": team,
     }
     routes: list[Any] = [
         Route("/", runs),
@@ -224,10 +234,13 @@ def _routes(dash: Dashboard) -> list[Any]:
         Route("/shows/{show_id}", show),
         Route("/schedules", schedules),
         Route("/schedules/{name}", schedule),
+        Route("/teams", teams),
+        Route("/teams/{team_id}", team),
         Route("/attention", attention),
         Route("/workers", workers),
         Route("/events", events),
         Route("/api/openapi.json", openapi),
+        Route("/metrics", metrics),
     ]
     routes += [Route(spec.path, handlers[spec.handler]) for spec in API]
     routes.append(Mount("/static", StaticFiles(directory=os.path.join(HERE, "static"))))
@@ -264,7 +277,7 @@ async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]
                 continue
             if change is None:
                 return
-            if isinstance(change, Notice) or change.seq not in seen:
+            if not isinstance(change, Change) or change.seq not in seen:
                 yield change.to_sse()
     finally:
         dash.hub.unsubscribe(queue)

@@ -82,7 +82,17 @@ class Notice:
         return f"event: {self.kind}\ndata: {{}}\n\n"
 
 
-Item = Change | Notice | None
+@dataclass(frozen=True, slots=True)
+class TeamNotice:
+    """A team has new messages (they make no history row): pages showing it look again."""
+
+    team_id: str
+
+    def to_sse(self) -> str:
+        return f"event: team\ndata: {json.dumps({'id': self.team_id})}\n\n"
+
+
+Item = Change | Notice | TeamNotice | None
 
 
 class SeqTracker:
@@ -163,6 +173,7 @@ class Hub:
         self.ready = threading.Event()
         self.error: str | None = None
         self._live_workers: frozenset[str] | None = None
+        self._team_counts: dict[str, int] | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -214,7 +225,7 @@ class Hub:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 self._loop.call_soon_threadsafe(put)
 
-    def publish(self, changes: list[Change] | list[Notice]) -> None:
+    def publish(self, changes: list[Change] | list[Notice] | list[TeamNotice]) -> None:
         with self._lock:
             subscribers = list(self._subscribers)
         for change in changes:
@@ -260,6 +271,18 @@ class Hub:
             self.publish([Notice("workers")])
         self._live_workers = live
 
+    def _check_teams(self, store: Any) -> None:
+        """Publish ``team`` for each team whose message count moved since the last look."""
+        try:
+            counts = store.team_message_counts()
+        except LirunError:
+            return  # the transitions' read says so
+        if self._team_counts is not None:
+            moved = [t for t, n in counts.items() if self._team_counts.get(t, 0) != n]
+            if moved:
+                self.publish([TeamNotice(t) for t in moved])
+        self._team_counts = counts
+
     def _watch(self, store: Any, waker: Any, tracker: SeqTracker) -> None:
         next_workers = time.monotonic() + WORKERS_CHECK_SECONDS
         while not self._stop.is_set():
@@ -281,6 +304,7 @@ class Hub:
             fresh = tracker.accept(by_seq, time.monotonic())
             self.cursor = tracker.cursor
             self.publish([change_of(by_seq[s], tracker.cursor) for s in fresh])
+            self._check_teams(store)
             if len(rows) >= BATCH:
                 continue  # more are waiting
             wait = GAP_RECHECK_SECONDS if tracker.waiting else IDLE_WAIT_SECONDS

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.store.ui_reads import RUN_KINDS
+from lirun.ui.api_schemas import components, ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +17,22 @@ class ApiRoute:
     summary: str
     params: tuple[tuple[str, str, str], ...] = ()  # (name, in, description)
 
+
+# The component each page's /api twin answers with (app._routes' handler names).
+RESPONSES = {
+    "runs": "RunsPage",
+    "run": "RunPage",
+    "flow": "FlowPage",
+    "show": "ShowPage",
+    "flows": "FlowsPage",
+    "shows": "ShowsPage",
+    "schedules": "SchedulesPage",
+    "schedule": "SchedulePage",
+    "attention": "AttentionPage",
+    "workers": "WorkersPage",
+    "teams": "TeamsPage",
+    "team": "TeamPage",
+}
 
 _FILTERS = (
     ("status", "query", "only runs in this status"),
@@ -73,7 +90,52 @@ API: tuple[ApiRoute, ...] = (
         "What needs a person now (the needs-you page; li attention --json)",
     ),
     ApiRoute("/api/workers", "workers", "Live workers"),
+    ApiRoute("/api/teams", "teams", "Teams, active first, with members and messages counted"),
+    ApiRoute(
+        "/api/teams/{team_id}",
+        "team",
+        "One team: its members (unread and sent counts), its newest 500 messages (oldest "
+        "first, with read receipts and the sending run) and its history",
+        (("team_id", "path", "the team's id"),),
+    ),
 )
+
+
+_UNAUTHORIZED = {
+    "description": "the dashboard's token is needed (or was wrong): one line of text",
+    "content": {"text/plain": {"schema": {"type": "string"}}},
+}
+_OPENAPI_DOCUMENT = {
+    "description": "An OpenAPI 3.1 document (this one)",
+    "type": "object",
+    "required": ["openapi", "info", "paths"],
+    "properties": {
+        "openapi": {"type": "string", "pattern": "^3\\.1\\."},
+        "info": {"type": "object", "required": ["title", "version"]},
+        "paths": {"type": "object"},
+        "components": {"type": "object"},
+    },
+}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": ref("Error")}}}
+
+
+def _responses(route: ApiRoute) -> dict[str, Any]:
+    """What ``route`` answers: its page's data, and the refusals it can make."""
+    found: dict[str, Any] = {
+        "200": {
+            "description": "the page's data",
+            "content": {"application/json": {"schema": ref(RESPONSES[route.handler])}},
+        },
+        "401": _UNAUTHORIZED,
+    }
+    if any(where == "query" for _, where, _ in route.params):
+        found["400"] = _error("a query parameter the page cannot use")
+    if any(where == "path" for _, where, _ in route.params):
+        found["404"] = _error("no such record")
+    return found
 
 
 def openapi_document() -> dict[str, Any]:
@@ -94,22 +156,20 @@ def openapi_document() -> dict[str, Any]:
                     }
                     for name, where, text in route.params
                 ],
-                "responses": {
-                    "200": {
-                        "description": "the page's data",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    },
-                    "400": {"description": "a query parameter the page cannot use"},
-                    "401": {"description": "the dashboard's token is needed"},
-                    "404": {"description": "no such record"},
-                },
+                "responses": _responses(route),
             }
         }
     paths["/api/openapi.json"] = {
         "get": {
             "summary": "This document",
             "operationId": "openapi",
-            "responses": {"200": {"description": "OpenAPI 3.1"}},
+            "responses": {
+                "200": {
+                    "description": "OpenAPI 3.1",
+                    "content": {"application/json": {"schema": ref("OpenApiDocument")}},
+                },
+                "401": _UNAUTHORIZED,
+            },
         }
     }
     return {
@@ -118,7 +178,9 @@ def openapi_document() -> dict[str, Any]:
             "title": "lirun dashboard",
             "version": "1",
             "description": "Read-only JSON over the lirun record. Live changes: GET /events "
-            "(Server-Sent Events, event `transition`; reconnect with Last-Event-ID).",
+            "(Server-Sent Events, event `transition`, and `team` with the team's id when it "
+            "has new messages; reconnect with Last-Event-ID).",
         },
         "paths": paths,
+        "components": {"schemas": {**components(), "OpenApiDocument": _OPENAPI_DOCUMENT}},
     }

@@ -21,6 +21,7 @@ from lirun.store.records import present_session
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
 from lirun.ui.artifacts import list_artifacts
 from lirun.ui.graph import flow_svg
+from lirun.ui.team_views import show_team
 from lirun.ui.transcript import read_transcript
 
 PAGE_SIZE = 50
@@ -361,6 +362,7 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
         "plays": plays,
         "board": [{"status": s, "plays": columns[s]} for s in order],
         "transitions": store.list_transitions("show", show_id),
+        "team": show_team(store, show_id),
     }
 
 

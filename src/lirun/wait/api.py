@@ -7,40 +7,53 @@ without asyncio; ``format_wait_line`` is the one stable line per finished target
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable, Iterable
 
 from lirun.errors import DatabaseConnectionLostError
 from lirun.hints import Any
+from lirun.logs import get_logger
 from lirun.paths import resolve_db_url
 from lirun.store import StateDB, Store, open_store
 from lirun.wait.outcome import format_wait_line
 from lirun.wait.resolve import split_ids
-from lirun.wait.watch import Watcher, log_warning
+from lirun.wait.watch import Watcher
 
 __all__ = ["drive", "format_wait_line", "wait_for_terminal"]
 
 
+log = get_logger(__name__)
 WaitResult = dict[str, Any]
 WaitDb = StateDB | Store | str | os.PathLike[str] | None
+
+
+# The longest interval or timeout (about three years; as li run's --timeout): a longer
+# one is a typo, and past it a sleep overflows. No timeout at all is None.
+MAX_WAIT_SECONDS = 100_000_000.0
 
 
 def check_interval(interval: float) -> float:
     """A polling interval must be a positive, finite number of seconds."""
     value = float(interval)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"interval must be a positive number of seconds, not {interval!r}")
+    if not 0 < value <= MAX_WAIT_SECONDS:  # nan compares false
+        raise ValueError(
+            f"interval must be a positive number of seconds, at most "
+            f"{MAX_WAIT_SECONDS:,.0f}, not {interval!r}"
+        )
     return value
 
 
 def check_timeout(timeout: float | None) -> float | None:
+    """None (wait as long as it takes), or zero to MAX_WAIT_SECONDS seconds."""
     if timeout is None:
         return None
     value = float(timeout)
-    if math.isnan(value) or value < 0:
-        raise ValueError(f"timeout must be zero or a positive number of seconds, not {timeout!r}")
+    if not 0 <= value <= MAX_WAIT_SECONDS:  # nan compares false; 1e400 is inf
+        raise ValueError(
+            f"timeout must be zero or a positive number of seconds, at most "
+            f"{MAX_WAIT_SECONDS:,.0f} (none: wait as long as it takes), not {timeout!r}"
+        )
     return value
 
 
@@ -59,7 +72,6 @@ def start_watching(
     *,
     timeout: float | None = None,
     stop: Callable[[], bool] = lambda: False,
-    warn: Callable[[str], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[Store, bool, Watcher]:
@@ -69,11 +81,10 @@ def start_watching(
     A waiter opens the database read-only: it never creates or migrates it. A server
     that does not answer yet (DatabaseConnectionLostError, at connect or at the first
     read) is retried with capped backoff until ``timeout`` or ``stop()``, said once
-    through ``warn``; then the error is raised.
+    once on the ``lirun.wait.api`` logger; then the error is raised.
     """
     from lirun.store.retry import backoff
 
-    say = warn or log_warning
     deadline = None if timeout is None else clock() + timeout
     delay: float | None = None
     while True:
@@ -81,7 +92,7 @@ def start_watching(
         owned = False
         try:
             store, owned = _open(db)
-            watcher = Watcher(store, ids, writable=writable_opener(store), warn=warn)
+            watcher = Watcher(store, ids, writable=writable_opener(store))
         except DatabaseConnectionLostError as exc:
             if store is not None and owned:
                 store.close()
@@ -89,11 +100,13 @@ def start_watching(
             if stop() or (deadline is not None and clock() + delay > deadline):
                 raise
             if delay == backoff(None):
-                say(f"{exc}; retrying until the database answers")
+                log.warning(
+                    "%s; retrying until the database answers", exc, extra={"event": "db.lost"}
+                )
             sleep(delay)
             continue
         if delay is not None:
-            say("the database answers again")
+            log.info("the database answers again", extra={"event": "db.back"})
         return store, owned, watcher
 
 
@@ -141,16 +154,15 @@ async def wait_for_terminal(
     should_stop: Callable[[], bool] | None = None,
     timeout: float | None = None,
     db: WaitDb = None,
-    on_warning: Callable[[str], None] | None = None,
 ) -> list[WaitResult]:
     """Wait until every target is terminal (or gone); outcomes in input order.
 
     ``on_result`` is called once per target as it becomes final (terminal, deleted,
     not found or ambiguous); ``should_stop`` is checked between ticks; ``timeout``
     bounds the whole wait. Diagnostics (a lost database connection, a row it cannot
-    reap) go to ``on_warning`` when given, else to the ``lirun.wait.watch`` logger;
-    nothing is written to stderr. Targets still running at a stop or timeout are returned
-    with their last status and ``terminal=False``. Database reads run in a worker
+    reap) go to the ``lirun.wait`` loggers; nothing is written to stderr. Targets still
+    running at a stop or timeout are returned with their last status and
+    ``terminal=False``. Database reads run in a worker
     thread, so a busy database never blocks the event loop.
     """
     import asyncio
@@ -159,7 +171,7 @@ async def wait_for_terminal(
     period, limit = check_interval(interval), check_timeout(timeout)
     stop = should_stop or (lambda: False)
     store, owned, watcher = await asyncio.to_thread(
-        lambda: start_watching(db, split_ids(list(ids)), timeout=limit, stop=stop, warn=on_warning)
+        lambda: start_watching(db, split_ids(list(ids)), timeout=limit, stop=stop)
     )
     cancelled = threading.Event()
     try:

@@ -28,11 +28,6 @@ LIVENESS_SECONDS = 1.0
 DEADLINE_SECONDS = 5.0
 
 
-def log_warning(message: str) -> None:
-    """The library's default: a logging warning (`li wait` passes its own stderr writer)."""
-    _log.warning("%s", message)
-
-
 def _one_per_record(targets: Iterable[Target]) -> list[Target]:
     """Two inputs naming one record (an id and its branch, say) print one line."""
     seen: set[Key] = set()
@@ -50,8 +45,8 @@ class Watcher:
     """Resolve ``ids`` (already split), then report each target once it is final.
 
     ``writable`` opens a store the waiter may reap through; it is called at most once,
-    and only when a waited-on session's owner is judged dead. ``warn`` receives the
-    diagnostics (default: a warning on this module's logger).
+    and only when a waited-on session's owner is judged dead. Diagnostics go to this
+    module's logger (``lirun.wait.watch``).
     """
 
     def __init__(
@@ -60,7 +55,6 @@ class Watcher:
         ids: Sequence[str],
         *,
         writable: Callable[[], Store] | None = None,
-        warn: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -68,7 +62,6 @@ class Watcher:
         self._writable: Store | None = None
         self._reaping = True  # False once this waiter found it cannot write
         self._lost = False  # the last tick could not read the database
-        self._warn = warn or log_warning
         self._clock = clock
         self._next_liveness = clock()
         self._next_deadline_check = clock()
@@ -137,12 +130,14 @@ class Watcher:
                 rows = self.fetch(self._pending)  # rare: report the persisted winner
         except LirunError as exc:
             if not self._lost:  # said once per outage; the next ticks retry quietly
-                self._warn(f"{exc}; retrying until the database answers")
+                _log.warning(
+                    "%s; retrying until the database answers", exc, extra={"event": "db.lost"}
+                )
             self._lost = True
             rows = None
         else:
             if self._lost:
-                self._warn("the database answers again")
+                _log.info("the database answers again", extra={"event": "db.back"})
             self._lost = False
         finished = self._settle(rows) if rows is not None else []
         self.waker.after_read(bool(finished))
@@ -239,10 +234,11 @@ class Watcher:
     def _give_up_reaping(self, exc: LirunError) -> None:
         """Say once that this waiter cannot write, and keep waiting without reaping."""
         self._reaping = False
-        self._warn(
-            f"cannot finalize runs whose owner is gone ({exc}); waiting without reaping "
-            "(a `li reap` by a user who can write the database will finalize them)"
-        )
+        _log.warning(
+            "cannot finalize runs whose owner is gone (%s); waiting without reaping "
+            "(a `li reap` by a user who can write the database will finalize them)", exc,
+            extra={"event": "wait.no_reaping"},
+        )  # fmt: skip
 
     def _store_for_reaping(self) -> Store | None:
         if not self._reaping:

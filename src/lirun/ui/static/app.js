@@ -116,6 +116,12 @@
       }
       countSoon();
     });
+    // A team has new messages (no history row): its page, and its show's, look again.
+    source.addEventListener("team", function (event) {
+      var change;
+      try { change = JSON.parse(event.data); } catch (e) { return; }
+      if (wanted(change)) { schedule(30); }
+    });
     source.addEventListener("transition", function (event) {
       var change;
       try { change = JSON.parse(event.data); } catch (e) { return; }

@@ -6,15 +6,15 @@
 INSERT INTO sessions
     (id, status, status_reason_code, status_reason_summary, provider, model, prompt,
      started_at, ended_at, duration_s, input_tokens, output_tokens, cost_usd, exit_code,
-     created_at, updated_at)
+     run_dir, artifacts_path, created_at, updated_at)
 SELECT r.id, r.status, r.reason_code, r.reason_summary, r.provider, r.model, r.prompt,
        r.created_at, r.ended_at, r.duration_s, r.input_tokens, r.output_tokens, r.cost_usd,
-       r.exit_code, r.created_at, r.created_at
+       r.exit_code, r.run_dir, r.artifacts_path, r.created_at, r.created_at
   FROM jsonb_to_recordset(CAST(:rows AS JSONB)) AS r(
        id TEXT, status TEXT, reason_code TEXT, reason_summary TEXT, provider TEXT,
        model TEXT, prompt TEXT, created_at DOUBLE PRECISION, ended_at DOUBLE PRECISION,
        duration_s DOUBLE PRECISION, input_tokens INTEGER, output_tokens INTEGER,
-       cost_usd DOUBLE PRECISION, exit_code INTEGER)
+       cost_usd DOUBLE PRECISION, exit_code INTEGER, run_dir TEXT, artifacts_path TEXT)
 
 -- name: bulk_insert_session_transitions
 -- :base is unused here: the identity numbers the rows.

@@ -6,7 +6,7 @@
 INSERT INTO sessions
     (id, status, status_reason_code, status_reason_summary, provider, model, prompt,
      started_at, ended_at, duration_s, input_tokens, output_tokens, cost_usd, exit_code,
-     created_at, updated_at)
+     run_dir, artifacts_path, created_at, updated_at)
 SELECT json_extract(value, '$.id'), json_extract(value, '$.status'),
        json_extract(value, '$.reason_code'), json_extract(value, '$.reason_summary'),
        json_extract(value, '$.provider'), json_extract(value, '$.model'),
@@ -14,6 +14,7 @@ SELECT json_extract(value, '$.id'), json_extract(value, '$.status'),
        json_extract(value, '$.ended_at'), json_extract(value, '$.duration_s'),
        json_extract(value, '$.input_tokens'), json_extract(value, '$.output_tokens'),
        json_extract(value, '$.cost_usd'), json_extract(value, '$.exit_code'),
+       json_extract(value, '$.run_dir'), json_extract(value, '$.artifacts_path'),
        json_extract(value, '$.created_at'), json_extract(value, '$.created_at')
   FROM json_each(:rows)
 

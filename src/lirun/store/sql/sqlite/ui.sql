@@ -8,14 +8,15 @@
 -- a LIKE pattern, which ignores ASCII case here), then the newest :limit of them all.
 -- :want_<kind> is 1 or 0.
 -- A schedule run names what it made (made_kind, made_id: its session, flow or show), so
--- its row links there. Otherwise only columns every version of these tables has are read.
+-- its row links there; a pruned run or flow says when (pruned_at, migration 0010).
 SELECT * FROM (
 SELECT * FROM (
   SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, provider, model, prompt,
          flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
          output_tokens, cost_usd,
-         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id
+         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
+         pruned_at
     FROM sessions
    WHERE :want_session = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -34,7 +35,8 @@ UNION ALL
 SELECT * FROM (
   SELECT 'invocation' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, prompt, skill AS label, CAST(NULL AS TEXT) AS parent_id, CAST(NULL AS REAL) AS duration_s, input_tokens, output_tokens, cost_usd,
-         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id
+         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
+         pruned_at
     FROM invocations
    WHERE :want_invocation = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -53,7 +55,8 @@ UNION ALL
 SELECT * FROM (
   SELECT 'play' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, name AS label, show_id AS parent_id, CAST(NULL AS REAL) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS REAL) AS cost_usd,
-         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id
+         created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
+         CAST(NULL AS REAL) AS pruned_at
     FROM plays
    WHERE :want_play = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -73,7 +76,8 @@ SELECT * FROM (
   SELECT 'schedule_run' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, action_kind AS label, schedule_id AS parent_id, CAST(NULL AS REAL) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS REAL) AS cost_usd,
          created_at, ended_at, CASE WHEN session_id IS NOT NULL THEN 'session' WHEN invocation_id IS NOT NULL THEN 'invocation' WHEN show_id IS NOT NULL THEN 'show' END AS made_kind,
-         COALESCE(session_id, invocation_id, show_id) AS made_id
+         COALESCE(session_id, invocation_id, show_id) AS made_id,
+         CAST(NULL AS REAL) AS pruned_at
     FROM schedule_runs
    WHERE :want_schedule_run = 1
      AND (created_at, id) < (:before_at, :before_id)

@@ -1,9 +1,8 @@
-"""The two PostgreSQL drivers behind one connector: libpq through ctypes and psycopg.
+"""The PostgreSQL connector's own edges (psycopg): rows with Python types, lists and
+odd values bound as written, the URL's schema read as urllib reads it, a writer killed or
+interrupted in the middle of a transaction, a silent server, a read cut off by a stop.
 
-The behaviour tests of the store and of `li wait` run on both (``pg_drivers`` marker,
-``pg_driver`` fixture); here is what only a comparison or a driver's own edge shows: rows
-equal value for value and type for type, placeholders and lists bound alike, the URL's
-schema read without urllib, a writer killed or interrupted in the middle of a transaction.
+The behaviour tests of the store and of `li wait` run on both backends elsewhere.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import threading
 import time
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import pytest
@@ -27,11 +25,9 @@ from lirun.errors import (
     DatabaseError,
     DatabaseUnavailableError,
 )
-from lirun.store import Store, open_store
-from lirun.store.pgshared import split_schema
+from lirun.store import open_store
+from lirun.store.pg_connect import split_schema
 from lirun.store.postgres import PostgresConnector
-from lirun.store.postgres_libpq import LibpqConnector
-from lirun.store.queries import load_queries, to_numbered, to_pyformat
 from support.pg import make_pg_url
 from support.pgcluster import PgCluster
 from support.storekit import write_lock_held
@@ -43,73 +39,34 @@ def pg_only_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def both(pg_only_url: str) -> Iterator[tuple[LibpqConnector, PostgresConnector]]:
-    """The two connectors on one database."""
-    first = LibpqConnector(pg_only_url)
-    second = PostgresConnector(pg_only_url)
-    yield first, second
-    first.close()
-    second.close()
-
-
-def typed(rows: list[dict[str, Any]]) -> list[dict[str, tuple[type, Any]]]:
-    return [{k: (type(v), v) for k, v in row.items()} for row in rows]
+def connector(pg_only_url: str) -> Iterator[PostgresConnector]:
+    opened = PostgresConnector(pg_only_url)
+    yield opened
+    opened.close()
 
 
 _EVERY_TYPE = """
-SELECT 1::int2 AS i2, 70000::int4 AS i4, 5000000000::int8 AS i8, 42::oid AS o,
-       0.1::float4 AS f4, 0.1::float8 AS f8, 'Infinity'::float8 AS inf,
-       1.250::numeric AS num, true AS yes, false AS no,
-       'x'::varchar AS vc, 'n'::name AS nm, 'c'::char(3) AS ch, 'é ✓'::text AS uni,
-       ''::text AS empty, NULL::text AS nothing, NULL::int AS no_int, NULL::json AS no_json,
-       '{"a": [1, 2.5, null, "s"]}'::json AS js, '{"b": true}'::jsonb AS jb, '[]'::jsonb AS ja,
-       to_regclass('nowhere') IS NULL AS computed, COUNT(*) OVER () AS total
+SELECT 1::int2 AS i2, 5000000000::int8 AS i8, 0.1::float8 AS f8, 1.250::numeric AS num,
+       true AS yes, 'c'::char(3) AS ch, 'é ✓'::text AS uni, NULL::text AS nothing,
+       '{"a": [1, 2.5, null, "s"]}'::json AS js, '{"b": true}'::jsonb AS jb
 """
 
 
-def test_rows_are_equal_value_for_value_and_type_for_type(
-    both: tuple[LibpqConnector, PostgresConnector],
-) -> None:
-    libpq, psycopg = both
-    assert typed(libpq.read(_EVERY_TYPE)) == typed(psycopg.read(_EVERY_TYPE))
-    [row] = libpq.read(_EVERY_TYPE)
-    assert row["num"] == Decimal("1.250")
-    assert row["js"] == {"a": [1, 2.5, None, "s"]}
+def test_rows_carry_python_values(connector: PostgresConnector) -> None:
+    assert connector.read(_EVERY_TYPE) == [
+        {
+            "i2": 1, "i8": 5000000000, "f8": 0.1, "num": Decimal("1.250"), "yes": True,
+            "ch": "c  ", "uni": "é ✓", "nothing": None, "js": {"a": [1, 2.5, None, "s"]},
+            "jb": {"b": True},
+        }
+    ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "value", [None, True, False, 0, -7, 40000, 2**40, 2**70, 0.5, -1e300, "", "text", "é ✓"]
-)
-def test_parameters_are_bound_alike(
-    both: tuple[LibpqConnector, PostgresConnector], value: object
-) -> None:
-    sql = "SELECT :v AS v, CAST(:v AS TEXT) AS t"
-    libpq, psycopg = both
-    assert typed(libpq.read(sql, {"v": value})) == typed(psycopg.read(sql, {"v": value}))
-
-
-def test_store_rows_are_equal_on_both_drivers(pg_only_url: str) -> None:
-    first = Store(LibpqConnector(pg_only_url))
-    second = Store(PostgresConnector(pg_only_url))
-    try:
-        first.create_session(id="s-1", run_dir="/runs/s-1", cwd="/w")
-        first.update_status(
-            "session", "s-1", new_status="completed", reason_code="run.completed.ok",
-            evidence_refs=[{"kind": "file", "path": "a.md"}], metadata={"n": 1},
-        )  # fmt: skip
-        first.append_message("s-1", role="assistant", content={"text": "done"})
-        for store in (first, second):
-            assert store.get_entity("session", "s-1") == second.get_entity("session", "s-1")
-        for read in (
-            lambda s: s.list_transitions("session", "s-1"),
-            lambda s: s.list_messages("s-1"),
-            lambda s: s.fetch_wait_rows({"session": ["s-1"]}),
-            lambda s: s.resolve_wait_exact(["s-1", "nope"]),
-        ):
-            assert typed(read(first)) == typed(read(second))
-    finally:
-        first.close()
-        second.close()
+@pytest.mark.parametrize("value", [None, True, 0, -7, 2**40, 0.5, "", "text", "é ✓"])
+def test_parameters_come_back_as_bound(connector: PostgresConnector, value: object) -> None:
+    [row] = connector.read("SELECT :v AS v", {"v": value})
+    assert type(row["v"]) is type(value)
+    assert row["v"] == value
 
 
 @pytest.mark.parametrize(
@@ -120,42 +77,34 @@ def test_store_rows_are_equal_on_both_drivers(pg_only_url: str) -> None:
     ],
 )
 def test_a_list_binds_every_element_as_written(
-    both: tuple[LibpqConnector, PostgresConnector], ids: list[str]
+    connector: PostgresConnector, ids: list[str]
 ) -> None:
     sql = "SELECT unnest(CAST(:ids AS TEXT[])) AS v"
-    for connector in both:
-        assert [r["v"] for r in connector.read(sql, {"ids": connector.bind_list(ids)})] == ids
+    assert [r["v"] for r in connector.read(sql, {"ids": connector.bind_list(ids)})] == ids
 
 
-def test_a_nul_character_is_a_database_error_on_both(
-    both: tuple[LibpqConnector, PostgresConnector],
-) -> None:
-    for connector in both:
-        with pytest.raises(DatabaseError, match="NUL"):
-            connector.read("SELECT CAST(:v AS TEXT) AS v", {"v": "a\x00b"})
-        assert connector.read("SELECT 1 AS one") == [{"one": 1}]  # the connection lives on
+def test_a_nul_character_is_a_database_error(connector: PostgresConnector) -> None:
+    with pytest.raises(DatabaseError, match="NUL"):
+        connector.read("SELECT CAST(:v AS TEXT) AS v", {"v": "a\x00b"})
+    assert connector.read("SELECT 1 AS one") == [{"one": 1}]  # the connection lives on
 
 
 def test_a_server_error_is_typed_and_leaves_the_connection_usable(
-    both: tuple[LibpqConnector, PostgresConnector],
+    connector: PostgresConnector,
 ) -> None:
-    for connector in both:
-        with pytest.raises(DatabaseError, match="no_such_table") as caught:
-            connector.read("SELECT * FROM no_such_table")
-        assert type(caught.value) is DatabaseError
-        with pytest.raises(DatabaseError, match="missing"), connector.write() as tx:
-            tx.execute("SELECT :absent AS a")
-        assert connector.read("SELECT 2 AS two") == [{"two": 2}]
+    with pytest.raises(DatabaseError, match="no_such_table") as caught:
+        connector.read("SELECT * FROM no_such_table")
+    assert type(caught.value) is DatabaseError
+    with pytest.raises(DatabaseError), connector.write() as tx:
+        tx.execute("SELECT :absent AS a")
+    assert connector.read("SELECT 2 AS two") == [{"two": 2}]
 
 
-def test_open_store_picks_libpq_and_the_environment_forces_psycopg(
-    pg_only_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("LIRUN_PG_DRIVER", raising=False)
-    for forced, kind in (("", LibpqConnector), ("psycopg", PostgresConnector)):
-        monkeypatch.setenv("LIRUN_PG_DRIVER", forced)
-        store = open_store(pg_only_url)
-        assert type(store.connector) is kind
+def test_open_store_opens_the_psycopg_connector(pg_only_url: str) -> None:
+    store = open_store(pg_only_url)
+    try:
+        assert type(store.connector) is PostgresConnector
+    finally:
         store.close()
 
 
@@ -163,7 +112,7 @@ def test_open_store_picks_libpq_and_the_environment_forces_psycopg(
 
 
 def _split_schema_with_urllib(url: str) -> tuple[str, str | None]:
-    """What split_schema did before it had to work without urllib (its reference)."""
+    """The reference split_schema must agree with (it keeps the URL as written instead)."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((v for k, v in query if k == "schema"), None)
@@ -198,18 +147,6 @@ def test_split_schema_refuses_what_is_not_a_plain_identifier(bad: str) -> None:
         split_schema(f"postgresql://u@h/db?schema={bad}")
 
 
-def test_numbered_placeholders_name_what_pyformat_names() -> None:
-    assert to_numbered("SELECT :a, :b::text, x:c, ':d', :a, a::int") == (
-        "SELECT $1, $2::text, x:c, '$3', $1, a::int",
-        ("a", "b", "d"),
-    )
-    for name, sql in load_queries("postgres").items():
-        _, names = to_numbered(sql)
-        assert sorted(names) == sorted(
-            set(part.split(")s")[0] for part in to_pyformat(sql).split("%(")[1:])
-        ), name
-
-
 # -- a writer killed or interrupted mid-transaction ------------------------------------
 
 _HALF_WRITER = """
@@ -225,7 +162,7 @@ with store.connector.write() as tx:
 
 
 def test_a_writer_killed_mid_transaction_leaves_nothing_and_holds_nothing(
-    pg_only_url: str, pg_driver: str, monkeypatch: pytest.MonkeyPatch
+    pg_only_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = open_store(pg_only_url)
     try:
@@ -236,7 +173,7 @@ def test_a_writer_killed_mid_transaction_leaves_nothing_and_holds_nothing(
         try:
             assert writer.stdout is not None
             name = writer.stdout.readline().strip()
-            assert name == {"libpq": "LibpqConnector", "psycopg": "PostgresConnector"}[pg_driver]
+            assert name == "PostgresConnector"
             monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.3")
             with pytest.raises(DatabaseBusyError):  # the killed writer really held the row
                 store.update_status(
@@ -270,7 +207,7 @@ def _interrupt(signum: int, frame: object) -> None:
     raise Interrupted
 
 
-def test_a_signal_stops_a_write_that_waits_for_a_lock(pg_only_url: str, pg_driver: str) -> None:
+def test_a_signal_stops_a_write_that_waits_for_a_lock(pg_only_url: str) -> None:
     """A write waiting for another process's lock ends at once when a signal handler
     raises; the statement is cancelled on the server, and the store works on."""
     store = open_store(pg_only_url)
@@ -308,9 +245,9 @@ def test_a_signal_stops_a_write_that_waits_for_a_lock(pg_only_url: str, pg_drive
         store.close()
 
 
-def test_a_server_that_never_answers_times_out_at_connect_timeout(pg_driver: str) -> None:
+def test_a_server_that_never_answers_times_out_at_connect_timeout() -> None:
     """A socket that accepts and then says nothing: the connect gives up at the URL's
-    connect_timeout with a typed error, on both drivers."""
+    connect_timeout with a typed error."""
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
@@ -323,7 +260,7 @@ def test_a_server_that_never_answers_times_out_at_connect_timeout(pg_driver: str
 
 @pytest.mark.slow
 def test_a_read_cut_off_by_a_server_stop_is_a_lost_connection_then_reconnects(
-    pg_cluster: PgCluster, pg_driver: str
+    pg_cluster: PgCluster,
 ) -> None:
     url = pg_cluster.new_url()
     writer = open_store(url)

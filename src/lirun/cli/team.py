@@ -1,0 +1,297 @@
+"""``li team``: teams, the persistent inbox agents working side by side share (docs/teams.md).
+
+Each subcommand parses, makes one store call and renders. Messages are arbitrary agent
+output: on a terminal each is one escaped line (``teams/message.py``); ``--json`` gives
+them as they are, one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from lirun.cli.common import add_db_option, make_parser, print_json, print_table
+from lirun.errors import UsageError
+from lirun.signals import SignalTrap
+from lirun.store import open_existing, open_store
+from lirun.teams.follow import InboxQuery, follow, read_once
+from lirun.teams.message import escape_line, message_json, message_line
+
+PROG = "li team"
+EXIT_CODES = """\
+  0    done (inbox/log: the messages were printed, none too; --follow: stopped by
+       SIGINT/SIGTERM, or the team was archived)
+  2    usage error: an invalid team or member name; an active team of that name already
+       exists; TEAM not found or ambiguous; a sender or recipient that is not a member;
+       an empty message or one over 16384 bytes of UTF-8 (refused, not cut); the team is
+       archived (it takes no new messages or members); the database cannot be opened"""
+
+DESCRIPTION = """\
+A team is a persistent inbox that agents working in parallel use to tell each other what
+they are doing; a person can read it afterwards and join while it happens. Every message
+is a record: sender, recipient (a member or all), text, time, read receipts, and the run
+that sent it when sent from inside a supervised execution.
+
+subcommands:
+  create NAME [--member M]...            make a team (prints its id)
+  join TEAM M...                         add members
+  list [--status S]                      the teams, active first
+  show TEAM                              members, unread and sent counts, last activity
+  send TEAM [--from M] [--to M|all] TEXT send a message (TEXT - reads stdin)
+  inbox TEAM [--as M] [--unread] [--since ID] [--follow]
+                                         what M received; reading marks it read
+  log TEAM [--since ID] [--follow]       the whole conversation (marks nothing read)
+  archive TEAM --actor A --justification J
+                                         end the team: it takes no new messages
+
+TEAM is a team id (or a unique prefix of one) or an active team's name. --from and --as
+default to $LIRUN_MEMBER, which agents of a flow or show with `team:` have, as they
+have $LIRUN_TEAM."""
+
+SUBCOMMANDS = ("create", "join", "list", "show", "send", "inbox", "log", "archive")
+
+
+def _sub(sub: Any, parser: Any, name: str, helptext: str) -> Any:
+    child = sub.add_parser(
+        name, help=helptext, description=helptext, epilog=parser.epilog,
+        formatter_class=parser.formatter_class,
+    )  # fmt: skip
+    add_db_option(child)
+    return child
+
+
+def build_parser() -> Any:
+    parser = make_parser(PROG, DESCRIPTION, EXIT_CODES)
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}"
+    )
+    create = _sub(sub, parser, "create", "make a team; prints its id")
+    create.add_argument("name", metavar="NAME", help="1-64 of A-Z a-z 0-9 . _ -")
+    create.add_argument("--member", action="append", default=[], metavar="M",
+                        help="a member (repeat for more)")  # fmt: skip
+    create.add_argument("--json", action="store_true", help="the team as JSON")
+    join = _sub(sub, parser, "join", "add members to an active team")
+    join.add_argument("team", metavar="TEAM")
+    join.add_argument("members", metavar="M", nargs="+")
+    listing = _sub(sub, parser, "list", "the teams, active first, then the newest")
+    listing.add_argument("--status", choices=("active", "archived"), help="only this status")
+    listing.add_argument("--json", action="store_true", help="one JSON array")
+    show = _sub(sub, parser, "show", "one team: members, message counts, last activity")
+    show.add_argument("team", metavar="TEAM")
+    show.add_argument("--json", action="store_true", help="JSON on stdout")
+    send = _sub(sub, parser, "send", "send a message")
+    send.add_argument("team", metavar="TEAM")
+    send.add_argument("text", metavar="TEXT", help="the message; - reads it from stdin")
+    send.add_argument("--from", dest="sender", metavar="M", help="default: $LIRUN_MEMBER")
+    send.add_argument("--to", dest="recipient", default="all", metavar="M|all",
+                      help="a member, or all (default)")  # fmt: skip
+    send.add_argument("--json", action="store_true", help="the message as JSON")
+    for name, helptext in (
+        ("inbox", "what a member received, oldest first; reading marks it read"),
+        ("log", "the whole conversation, oldest first; marks nothing read"),
+    ):
+        child = _sub(sub, parser, name, helptext)
+        child.add_argument("team", metavar="TEAM")
+        if name == "inbox":
+            child.add_argument("--as", dest="member", metavar="M", help="default: $LIRUN_MEMBER")
+            child.add_argument("--unread", action="store_true", help="only messages not read yet")
+        child.add_argument("--since", metavar="ID", help="only messages after this one")
+        child.add_argument("--follow", action="store_true",
+                           help="keep printing messages as they arrive (until SIGINT/SIGTERM "
+                           "or the team is archived)")  # fmt: skip
+        child.add_argument("--json", action="store_true", help="one JSON object per message")
+    archive = _sub(sub, parser, "archive", "archive a team (audited; no new messages after)")
+    archive.add_argument("team", metavar="TEAM")
+    archive.add_argument("--actor", required=True, metavar="A", help="who archives it")
+    archive.add_argument("--justification", required=True, metavar="J", help="why")
+    archive.add_argument("--json", action="store_true", help="the team as JSON")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    _refuse_undecodable(args)
+    if args.command == "create":
+        store = open_store(args.db)
+    else:
+        store = open_existing(args.db, "team (the database does not exist yet)")
+    try:
+        return int(HANDLERS[args.command](store, args))
+    finally:
+        store.close()
+
+
+def _refuse_undecodable(args: Any) -> None:
+    """Bytes that are no UTF-8 reach argv as lone surrogates: one line, not a traceback
+    from the driver (a message's text is checked with the message)."""
+    for name, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if isinstance(item, str) and name != "text":
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise UsageError(f"the {name} {item!r} is not UTF-8 text") from None
+
+
+def _member(given: str | None, option: str) -> str:
+    member = given or os.environ.get("LIRUN_MEMBER", "")
+    if not member:
+        raise UsageError(f"give {option} M (or set LIRUN_MEMBER)")
+    return member
+
+
+def _create(store: Any, args: Any) -> int:
+    team = store.create_team_with_members(args.name, args.member)
+    if args.json:
+        members = [m["member"] for m in store.team_members(team["id"])]
+        print_json({**team, "members": members}, schema="lirun.team/1")
+    else:
+        print(team["id"])
+    return 0
+
+
+def _join(store: Any, args: Any) -> int:
+    team_id = store.resolve_team(args.team)
+    added = store.add_team_members(team_id, args.members)
+    for name in args.members:
+        state = "joined" if name in added else "already a member"
+        print(f"{name}: {state}")
+    return 0
+
+
+def _list(store: Any, args: Any) -> int:
+    teams = store.list_teams(status=args.status)
+    if args.json:
+        print_json(teams, schema="lirun.team/1")
+        return 0
+    rows = [
+        (t["id"][:8], t["status"], t["message_count"], _when(t["last_message_at"]), t["name"])
+        for t in teams
+    ]
+    print_table(("ID", "STATUS", "MESSAGES", "LAST", "NAME"), rows)
+    return 0
+
+
+def _show(store: Any, args: Any) -> int:
+    team_id = store.resolve_team(args.team)
+    team = store.get_entity("team", team_id)
+    members = store.team_member_summary(team_id)
+    history = store.list_transitions("team", team_id)
+    if args.json:
+        print_json({**team, "members": members, "history": history}, schema="lirun.team_detail/1")
+        return 0
+    print(f"team {team['name']} ({team_id}): {team['status']}, {team['message_count']} "
+          f"messages, last {_when(team['last_message_at'])}")  # fmt: skip
+    if team.get("owner_type"):
+        print(f"owner: {team['owner_type']} {team['owner_id']}")
+    rows = [
+        (escape_line(m["member"]), m["unread"], m["sent"], _when(m["last_sent_at"]),
+         m.get("run_id") or "")
+        for m in members
+    ]  # fmt: skip
+    print_table(("MEMBER", "UNREAD", "SENT", "LAST SENT", "RUN"), rows)
+    for row in history:
+        actor = f" by {escape_line(row['actor'])}" if row.get("actor") else ""
+        print(f"history: {_when(row['created_at'])} {row['status']} {row['reason_code']}{actor}")
+    return 0
+
+
+def _send(store: Any, args: Any) -> int:
+    try:
+        text = sys.stdin.read() if args.text == "-" else args.text
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the message from stdin: {exc}") from None
+    team_id = store.resolve_team(args.team)
+    message = store.send_team_message(
+        team_id,
+        sender=_member(args.sender, "--from"),
+        recipient=args.recipient,
+        text=text,
+        run_id=os.environ.get("LIRUN_PARENT_RUN_ID") or None,
+    )
+    if args.json:
+        print_json(message_json(message), schema="lirun.team_message/1")
+    else:
+        print(message["id"])
+    return 0
+
+
+def _read(store: Any, args: Any) -> int:
+    team_id = store.resolve_team(args.team)
+    member = _member(args.member, "--as") if args.command == "inbox" else ""
+    since = store.team_message_seq(team_id, args.since) if args.since else 0
+    query = InboxQuery(team_id, member, since, getattr(args, "unread", False))
+
+    def emit(rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            if args.json:
+                print_json(message_json(row), schema="lirun.team_message/1")
+            else:
+                sys.stdout.write(message_line(row) + "\n")
+        sys.stdout.flush()
+
+    if not args.follow:
+        emit(read_once(store, query, since))
+        return 0
+    with SignalTrap((signal.SIGINT, signal.SIGTERM)) as trap:
+        stop = _Stop(trap)
+        for rows in follow(store, query, stop):
+            emit(rows)
+    return 0
+
+
+class _Stop:
+    """True once a signal came; ``fileno()`` lets the PostgreSQL waker sleep on it."""
+
+    def __init__(self, trap: Any) -> None:
+        self._trap = trap
+
+    def __call__(self) -> bool:
+        return self._trap.received is not None
+
+    def fileno(self) -> int:
+        return int(self._trap.fileno())
+
+
+def _archive(store: Any, args: Any) -> int:
+    team_id = store.resolve_team(args.team)
+    applied = store.update_status(
+        "team",
+        team_id,
+        new_status="archived",
+        reason_code="team.archived.operator",
+        reason_summary=args.justification,
+        source="admin",
+        actor=args.actor,
+        expected_statuses=["active"],
+    )
+    team = store.get_entity("team", team_id)
+    if not applied:
+        raise UsageError(f"team {team['name']} ({team_id}) is already {team['status']}")
+    if args.json:
+        print_json(team, schema="lirun.team/1")
+    else:
+        print(f"team {team['name']} ({team_id}) archived")
+    return 0
+
+
+def _when(stamp: Any) -> str:
+    if stamp is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(stamp)))
+
+
+HANDLERS = {
+    "create": _create,
+    "join": _join,
+    "list": _list,
+    "show": _show,
+    "send": _send,
+    "inbox": _read,
+    "log": _read,
+    "archive": _archive,
+}

@@ -1,0 +1,70 @@
+"""What the metrics count, as ``Store`` methods (SQL in ``sql/*/metrics.sql``).
+
+Each read is one aggregate query; the counting of a year of runs happens in the
+database, and the caller (``ui.metrics``) only names and labels the numbers.
+"""
+
+from __future__ import annotations
+
+from lirun.hints import Any, NamedTuple, Protocol
+from lirun.store.connector import Connector, Row
+
+__all__ = ["DURATION_BUCKETS", "MetricFacts", "MetricReads"]
+
+# Upper bounds (seconds) of the run-duration histogram: a second to a day. The query
+# binds one parameter per bound (:b0 .. :b11), so the two change together.
+DURATION_BUCKETS: tuple[float, ...] = (
+    1.0,
+    5.0,
+    15.0,
+    30.0,
+    60.0,
+    300.0,
+    900.0,
+    1800.0,
+    3600.0,
+    7200.0,
+    21600.0,
+    86400.0,
+)
+
+
+class MetricFacts(NamedTuple):
+    """One scrape's numbers: rows per (kind, status, reason), duration buckets per
+    kind, usage per (provider, model), the live workers and the schedule backlog.
+    (A NamedTuple: the Store module is on ``li wait``'s start-up path, dataclasses not.)"""
+
+    status_counts: tuple[Row, ...]
+    durations: tuple[Row, ...]
+    usage: tuple[Row, ...]
+    workers: tuple[dict[str, Any], ...]
+    backlog: Row
+
+
+class _HasQueries(Protocol):
+    connector: Connector
+
+    def sql(self, name: str, **slots: str) -> str: ...
+
+    def list_live_workers(self, *, since: float) -> list[dict[str, Any]]: ...
+
+
+class MetricReads:
+    """Mixed into ``Store``."""
+
+    def metric_facts(self: _HasQueries, *, now: float, overdue_after: float) -> MetricFacts:
+        """The numbers of one scrape at ``now``; a queued run or a schedule is overdue
+        ``overdue_after`` seconds past its due time. Workers: those not stopped that beat
+        in the last hour (as ``li worker status`` lists them)."""
+        read = self.connector.read
+        buckets = {f"b{i}": bound for i, bound in enumerate(DURATION_BUCKETS)}
+        backlog = read(
+            self.sql("metrics_schedule_backlog"), {"overdue_before": now - overdue_after}
+        )
+        return MetricFacts(
+            status_counts=tuple(read(self.sql("metrics_status_counts"))),
+            durations=tuple(read(self.sql("metrics_durations"), buckets)),
+            usage=tuple(read(self.sql("metrics_usage"))),
+            workers=tuple(self.list_live_workers(since=now - 3600)),
+            backlog=backlog[0],
+        )

@@ -1,0 +1,90 @@
+"""What every PostgreSQL connection is opened with: the URL's own ``schema=`` parameter
+taken out, lirun's session options, and TCP settings that notice a silent peer.
+
+Pure functions of the URL and the settings (no driver here); ``postgres.py`` hands
+their results to psycopg, and the schedule queue opens its connections with them too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lirun.errors import DatabaseUnavailableError
+from lirun.store.retry import write_retry_seconds
+
+_SCHEMA_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz_")
+_SCHEMA_REST = _SCHEMA_FIRST | frozenset("0123456789")
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _unquote(text: str) -> str:
+    """``%XX`` and ``+`` decoded as ``urllib.parse.parse_qsl`` does."""
+    text = text.replace("+", " ")
+    if "%" not in text:
+        return text
+    head, *rest = text.split("%")
+    out = bytearray(head.encode())
+    for part in rest:
+        if len(part) >= 2 and part[0] in _HEX and part[1] in _HEX:
+            out += bytes.fromhex(part[:2]) + part[2:].encode()
+        else:  # not an escape: kept as written
+            out += b"%" + part.encode()
+    return out.decode("utf-8", "replace")
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """Remove lirun's own ``schema=`` query parameter; return (conninfo URL, schema).
+
+    The other parameters are kept exactly as written (psycopg hands them to libpq, which
+    decodes them); ``urllib`` would re-encode them and drop an empty host's ``//``.
+    """
+    base, hashmark, fragment = url.partition("#")
+    base, question, query = base.partition("?")
+    items = query.split("&") if question else []
+    kept = [item for item in items if item and _unquote(item.split("=", 1)[0]) != "schema"]
+    given = [i.partition("=")[2] for i in items if i and i not in kept]
+    schema = _unquote(given[0]) if given else None
+    if schema is not None and not is_schema_name(schema):
+        raise DatabaseUnavailableError(
+            f"schema {schema!r} in the database URL is not a plain lower-case identifier"
+        )
+    rest = base + (f"?{'&'.join(kept)}" if kept else "")
+    return rest + (hashmark + fragment), schema
+
+
+def is_schema_name(text: str) -> bool:
+    """``[a-z_][a-z0-9_]{0,62}``: safe to quote into ``search_path`` and DDL."""
+    return 0 < len(text) <= 63 and text[0] in _SCHEMA_FIRST and set(text) <= _SCHEMA_REST
+
+
+# TCP settings every connection gets unless the URL sets them: a peer gone silent (a cut
+# link, a frozen host) shows as a lost connection within about 20 s instead of after the
+# kernel's ~15 minutes of retransmits, so a worker learns well within its lease that it
+# cannot renew it. ``tcp_user_timeout`` (unacknowledged data) needs libpq 12 or newer.
+KEEPALIVES = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+}
+USER_TIMEOUT_MS = "20000"
+
+
+def tcp_settings(given: dict[str, Any], *, user_timeout: bool) -> dict[str, str]:
+    """The TCP settings the URL (parsed into ``given``) does not set itself."""
+    wanted = dict(KEEPALIVES)
+    if user_timeout:
+        wanted["tcp_user_timeout"] = USER_TIMEOUT_MS
+    return {key: value for key, value in wanted.items() if not given.get(key)}
+
+
+def session_options(given: str | None, schema: str | None) -> str:
+    """The ``options`` of every session: the URL's own first, then lirun's (which win).
+
+    A writer waits for a row lock as long as a SQLite writer waits for the file lock.
+    """
+    settings = [given or ""]
+    settings.append(f"-c lock_timeout={max(1, int(write_retry_seconds() * 1000))}")
+    if schema:
+        settings.append(f"-c search_path={schema}")
+    return " ".join(s for s in settings if s)

@@ -1,0 +1,89 @@
+"""Retention as ``Store`` methods (``sql/<dialect>/retention.sql``, migration 0010): the
+candidates of one gc batch, the tombstone write, and the bookkeeping of removed run
+directories. What to prune is decided above the store (``record.retention_rules``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lirun.hints import Protocol
+from lirun.store.connector import Connector, Row
+
+# The kinds gc prunes, each with its candidates query and its tombstone statement.
+PRUNED_KINDS = ("session", "invocation")
+_CANDIDATES = {"session": "gc_session_candidates", "invocation": "gc_invocation_candidates"}
+_TOMBSTONE = {"session": "gc_tombstone_sessions", "invocation": "gc_tombstone_invocations"}
+_FILES_REMOVED = {
+    "session": "gc_files_removed_sessions",
+    "invocation": "gc_files_removed_invocations",
+}
+
+
+class _HasQueries(Protocol):
+    connector: Connector
+
+    def sql(self, name: str, **slots: str) -> str: ...
+
+
+class RetentionRecords:
+    """Mixed into ``Store``."""
+
+    def gc_candidates(
+        self: _HasQueries, kind: str, *, cutoff: float, after: str, limit: int
+    ) -> list[Row]:
+        """Up to ``limit`` unpruned ``kind`` rows last touched before ``cutoff``, in id
+        order after ``after``: ``id``, ``status``, ``ended_at``, ``updated_at``,
+        ``run_dir``, ``artifacts_path``, ``owner_host``, ``flow_status`` (a leg's flow),
+        ``in_active_show`` and ``bulk_bytes`` (what the tombstone clears)."""
+        params = {"cutoff": float(cutoff), "after": after, "limit": int(limit)}
+        return self.connector.read(self.sql(_CANDIDATES[kind]), params)
+
+    def write_tombstones(
+        self: _HasQueries,
+        kind: str,
+        ids: Sequence[str],
+        *,
+        terminal: Sequence[str],
+        now: float,
+        actor: str,
+    ) -> list[str]:
+        """Tombstone the ``kind`` rows of ``ids`` in one transaction: bulky columns,
+        transcript and history evidence cleared; ``pruned_at`` / ``pruned_by`` set. A row
+        no longer ``terminal``, already pruned, or (a run) held again by a running flow or
+        an active show is left whole. Returns the ids tombstoned."""
+        if not ids:
+            return []
+        bound = self.connector.bind_list
+        params = {"ids": bound(list(ids)), "terminal": bound(list(terminal))}
+        with self.connector.write() as tx:
+            rows = tx.query(self.sql(_TOMBSTONE[kind]), {**params, "now": now, "actor": actor})
+            done = [str(r["id"]) for r in rows]
+            if done:
+                marked = {"ids": bound(done), "entity_type": kind}
+                if kind == "session":
+                    tx.execute(self.sql("gc_delete_messages"), {"ids": marked["ids"]})
+                tx.execute(self.sql("gc_clear_transition_evidence"), marked)
+        return done
+
+    def unremoved_files(self: _HasQueries, *, host: str, limit: int) -> list[Row]:
+        """Tombstones of ``host`` (or of no recorded host) whose run directory is not yet
+        removed (``kind``, ``id``, ``run_dir``, ``artifacts_path``, ``owner_host``), at
+        most ``limit``."""
+        params = {"host": host, "limit": int(limit)}
+        return self.connector.read(self.sql("gc_unremoved_files"), params)
+
+    def mark_files_removed(self: _HasQueries, kind: str, ids: Sequence[str], *, now: float) -> None:
+        """Record that the run directories of these tombstones are gone."""
+        if not ids:
+            return
+        with self.connector.write() as tx:
+            tx.execute(
+                self.sql(_FILES_REMOVED[kind]),
+                {"ids": self.connector.bind_list(list(ids)), "now": now},
+            )
+
+    def reclaim_space(self: _HasQueries) -> None:
+        """``VACUUM``: SQLite rewrites the file without the freed pages; PostgreSQL marks
+        the dead tuples of the pruned tables reusable (``VACUUM FULL`` is for an operator)."""
+        self.connector.read(self.sql("gc_vacuum"))
+        self.connector.read(self.sql("gc_wal_truncate"))

@@ -1,0 +1,339 @@
+"""Teams' records as ``Store`` methods (``sql/<dialect>/teams.sql``, docs/teams.md).
+
+The team row is the team's lock: adding members and sending a message lock it, decide
+with the pure rules of ``lirun.teams.rules`` on what they read, then write. So a message
+is never taken by an archived team (archiving goes through the guarded ``update_status``,
+which takes the same lock), and each message's ``seq`` is its team's message count at
+its commit: readers see one order, with no gap and no repeat.
+
+On PostgreSQL a message commits with a notification on the channel ``li wait`` listens
+on (``{"type": "team_message", "id": TEAM_ID, "terminal": false}``), so a follower
+wakes at once; on SQLite followers see the commit through the change token.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Collection, Mapping, Sequence
+
+from lirun.errors import AmbiguousIdError, ConflictError, NotFoundError, UsageError
+from lirun.hints import TYPE_CHECKING, Any
+from lirun.lifecycle import EntityPolicy, policy_for
+from lirun.store.connector import NOTIFY_CHANNEL
+from lirun.store.records import decode_row, new_id
+
+if TYPE_CHECKING:
+    from lirun.store.connector import Connector, Tx
+    from lirun.teams.rules import TeamFacts
+
+# json and lirun.teams.rules (dataclasses) are imported where used: every command loads
+# the Store, and `li wait` must not pay for them (tests/test_imports.py).
+
+# Messages one read returns at most (a follower reads again for the rest).
+READ_LIMIT = 1000
+
+
+def new_message_id(now: float, seq: int) -> str:
+    """``m`` + the creation time in milliseconds (12 hex digits) + the team's seq (8) + 4
+    random hex digits: ids sort by creation time, a team's by its order too (``seq``
+    is the order itself; the id only sorts with it while the clock does not go back)."""
+    return f"m{int(now * 1000):012x}{seq & 0xFFFFFFFF:08x}{os.urandom(2).hex()}"
+
+
+class TeamRecords:
+    """Teams, members, messages and read receipts; ``Store`` provides the rest."""
+
+    connector: Connector
+
+    if TYPE_CHECKING:
+
+        def sql(self, name: str, **slots: str) -> str: ...
+
+        def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None: ...
+
+        def match_ids(
+            self, entity_type: str, fragment: str, *, limit: int = ...
+        ) -> tuple[list[str], int]: ...
+
+        def _lock_row(self, tx: Tx, policy: EntityPolicy, entity_id: str) -> dict[str, Any]: ...
+
+        def _insert_in(
+            self,
+            tx: Tx,
+            entity_type: str,
+            fields: Mapping[str, Any],
+            now: float,
+            *,
+            status: str | None = None,
+        ) -> None: ...
+
+    # -- creation and members --
+
+    def create_team_with_members(
+        self,
+        name: str,
+        members: Sequence[str] = (),
+        *,
+        owner_type: str | None = None,
+        owner_id: str | None = None,
+        join_existing: bool = False,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Create an ``active`` team with its members in one transaction; returns its row.
+
+        An active team of the same name is a ConflictError, or with ``join_existing`` the
+        team the members join (what an owner's ``team: NAME`` does). UsageError for an
+        invalid team or member name.
+        """
+        from lirun.teams.rules import check_member_name, check_team_name
+
+        check_team_name(name)
+        for member in members:
+            check_member_name(member)
+        now = time.time()
+        with self.connector.write() as tx:
+            tx.query(self.sql("team_lock_name"), {"name": name})
+            active = tx.query(self.sql("team_active_by_name"), {"name": name})
+            if active and not join_existing:
+                raise ConflictError(
+                    f"team {name!r} already exists and is active ({active[0]['id']}); "
+                    "choose another name or archive it first"
+                )
+            if active:
+                team_id = str(active[0]["id"])
+            else:
+                team_id = new_id()
+                fields: dict[str, Any] = {"id": team_id, "name": name}
+                if owner_type:
+                    fields.update(owner_type=owner_type, owner_id=owner_id)
+                self._insert_in(tx, "team", fields, now)
+            self._add_members_in(tx, team_id, members, now, run_id)
+        team = self.get_entity("team", team_id)
+        assert team is not None
+        return team
+
+    def add_team_members(
+        self, team_id: str, members: Sequence[str], *, run_id: str | None = None
+    ) -> list[str]:
+        """Add members (those already in are left as they are); returns the new ones.
+        TeamArchivedError for an archived team, UsageError for an invalid name."""
+        with self.connector.write() as tx:
+            return self._add_members_in(tx, team_id, members, time.time(), run_id)
+
+    def _add_members_in(
+        self, tx: Tx, team_id: str, members: Sequence[str], now: float, run_id: str | None
+    ) -> list[str]:
+        from lirun.teams.rules import new_members
+
+        fresh = new_members(self._facts_in(tx, team_id), members)
+        for member in fresh:
+            params = {"team_id": team_id, "member": member, "now": now, "run_id": run_id}
+            tx.execute(self.sql("team_insert_member"), params)
+        return fresh
+
+    def _facts_in(self, tx: Tx, team_id: str) -> TeamFacts:
+        """Lock the team row and read what the rules decide on."""
+        from lirun.teams.rules import TeamFacts
+
+        row = self._lock_row(tx, policy_for("team"), team_id)
+        named = tx.query(self.sql("get_row", table="teams"), {"id": team_id})[0]
+        members = tx.query(self.sql("team_members"), {"team_id": team_id})
+        return TeamFacts(
+            team_id=team_id,
+            name=str(named["name"]),
+            status=str(row["status"]),
+            members=frozenset(str(m["member"]) for m in members),
+        )
+
+    # -- messages --
+
+    def send_team_message(
+        self,
+        team_id: str,
+        *,
+        sender: str,
+        recipient: str,
+        text: str,
+        run_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Record one message; returns it (with its ``id`` and ``seq``). UsageError for
+        empty or oversized text, a sender or recipient not in the team;
+        TeamArchivedError for an archived team; NotFoundError for no team."""
+        import json
+
+        from lirun.teams.rules import check_send, check_text
+
+        check_text(text)
+        with self.connector.write() as tx:
+            check_send(self._facts_in(tx, team_id), sender, recipient)
+            now = time.time()
+            tx.execute(self.sql("team_count_message"), {"team_id": team_id, "now": now})
+            seq = int(
+                tx.query(self.sql("team_message_count"), {"team_id": team_id})[0]["message_count"]
+            )
+            message = {
+                "id": new_message_id(now, seq),
+                "team_id": team_id,
+                "seq": seq,
+                "sender": sender,
+                "recipient": recipient,
+                "body": text,
+                "run_id": run_id,
+                "created_at": now,
+            }
+            tx.execute(self.sql("team_insert_message"), message)
+            if self.connector.supports_notify:
+                payload = json.dumps(
+                    {"type": "team_message", "id": team_id, "seq": seq, "terminal": False}
+                )
+                tx.query(
+                    self.sql("notify_transition"), {"channel": NOTIFY_CHANNEL, "payload": payload}
+                )
+        return message
+
+    def read_team_inbox(
+        self,
+        team_id: str,
+        member: str,
+        *,
+        since_seq: int = 0,
+        unread_only: bool = False,
+        mark_read: bool = True,
+        limit: int = READ_LIMIT,
+    ) -> list[dict[str, Any]]:
+        """What ``member`` received after ``since_seq`` (oldest first, each with the
+        ``read_at`` it had before this read); with ``mark_read`` they are marked read for
+        it (a read receipt, kept once). UsageError when ``member`` is not a member."""
+        import json
+
+        members = {m["member"] for m in self.team_members(team_id)}
+        if member not in members:
+            raise UsageError(f"{member!r} is not a member of this team; members: "
+                             f"{', '.join(sorted(members)) or '(none yet)'}")  # fmt: skip
+        params = {
+            "team_id": team_id,
+            "member": member,
+            "since": int(since_seq),
+            "unread_only": 1 if unread_only else 0,
+            "limit": int(limit),
+        }
+        rows = [dict(r) for r in self.connector.read(self.sql("team_inbox"), params)]
+        unread = [str(r["id"]) for r in rows if r.get("read_at") is None]
+        if mark_read and unread:
+            with self.connector.write() as tx:
+                tx.execute(
+                    self.sql("team_mark_read"),
+                    {"ids": json.dumps(unread), "member": member, "now": time.time()},
+                )
+        return rows
+
+    def team_conversation(
+        self, team_id: str, *, since_seq: int = 0, member: str = "", limit: int = READ_LIMIT
+    ) -> list[dict[str, Any]]:
+        """Messages after ``since_seq``, oldest first: all, or ``member``'s part (sent by
+        it, or to it, or to all). Reading marks nothing."""
+        params = {"team_id": team_id, "since": int(since_seq), "member": member,
+                  "limit": int(limit)}  # fmt: skip
+        return [decode_row(r) for r in self.connector.read(self.sql("team_conversation"), params)]  # type: ignore[misc]
+
+    def team_recent_messages(self, team_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """The newest ``limit`` messages, oldest first."""
+        rows = self.connector.read(self.sql("team_recent"), {"team_id": team_id, "limit": limit})
+        return [decode_row(r) for r in reversed(rows)]  # type: ignore[misc]
+
+    def team_message_seq(self, team_id: str, message_id: str) -> int:
+        """The ``seq`` of one of the team's messages; NotFoundError when it has none."""
+        rows = self.connector.read(self.sql("team_message"), {"team_id": team_id, "id": message_id})
+        if not rows:
+            raise NotFoundError(f"no message {message_id!r} in this team")
+        return int(rows[0]["seq"])
+
+    def team_read_receipts(self, message_ids: Collection[str]) -> dict[str, dict[str, float]]:
+        """``{message id: {member: read_at}}`` for the messages given."""
+        import json
+
+        receipts: dict[str, dict[str, float]] = {}
+        if not message_ids:
+            return receipts
+        rows = self.connector.read(self.sql("team_reads"), {"ids": json.dumps(list(message_ids))})
+        for row in rows:
+            receipts.setdefault(str(row["message_id"]), {})[str(row["member"])] = float(
+                row["read_at"]
+            )
+        return receipts
+
+    # -- reads about teams --
+
+    def team_members(self, team_id: str) -> list[dict[str, Any]]:
+        """The members, in the order they joined."""
+        return [
+            dict(r) for r in self.connector.read(self.sql("team_members"), {"team_id": team_id})
+        ]
+
+    def team_member_summary(self, team_id: str) -> list[dict[str, Any]]:
+        """Each member with ``unread``, ``sent`` and ``last_sent_at`` (``lirun`` too once
+        it has spoken), in the order they joined."""
+        params = {"team_id": team_id}
+        unread = {r["member"]: int(r["unread"])
+                  for r in self.connector.read(self.sql("team_unread_counts"), params)}  # fmt: skip
+        sent = {r["sender"]: r for r in self.connector.read(self.sql("team_sent_counts"), params)}
+        out = []
+        for member in self.team_members(team_id):
+            name = member["member"]
+            s = sent.pop(name, None)
+            out.append({**member, "unread": unread.get(name, 0),
+                        "sent": int(s["sent"]) if s else 0,
+                        "last_sent_at": s["last_at"] if s else None})  # fmt: skip
+        for name, s in sent.items():  # senders that are no members: lirun
+            out.append({"member": name, "joined_at": None, "run_id": None, "unread": 0,
+                        "sent": int(s["sent"]), "last_sent_at": s["last_at"]})  # fmt: skip
+        return out
+
+    def list_teams(self, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Teams, active first then newest, optionally of one status."""
+        rows = self.connector.read(self.sql("team_list"), {"status": status, "limit": int(limit)})
+        return [decode_row(r) for r in rows]  # type: ignore[misc]
+
+    def team_member_counts(self) -> dict[str, int]:
+        """``{team id: members}`` for every team with a member."""
+        rows = self.connector.read(self.sql("team_member_counts"))
+        return {str(r["team_id"]): int(r["members"]) for r in rows}
+
+    def team_message_counts(self) -> dict[str, int]:
+        """``{team id: message count}`` for every team."""
+        rows = self.connector.read(self.sql("team_message_counts"))
+        return {str(r["id"]): int(r["message_count"]) for r in rows}
+
+    def teams_of_owner(self, owner_type: str, owner_id: str) -> list[dict[str, Any]]:
+        """The teams a show or flow invocation made or joined, newest first."""
+        params = {"owner_type": owner_type, "owner_id": owner_id}
+        return [decode_row(r) for r in self.connector.read(self.sql("team_by_owner"), params)]  # type: ignore[misc]
+
+    def team_memberships_of_run(self, run_id: str) -> list[dict[str, Any]]:
+        """``team_id`` and ``member`` of each team the run joined."""
+        return [dict(r) for r in self.connector.read(self.sql("team_memberships_of_run"),
+                                                     {"run_id": run_id})]  # fmt: skip
+
+    def resolve_team(self, text: str) -> str:
+        """The team id ``text`` names: an id, a unique id prefix (or suffix), or an
+        active team's name. NotFoundError / AmbiguousIdError (exit 2)."""
+        if not text.strip():
+            raise UsageError("the team must not be empty: give its id or its name")
+        if self.get_entity("team", text) is not None:
+            return text
+        named = self.connector.read(self.sql("team_active_by_name"), {"name": text})
+        if len(named) == 1:
+            return str(named[0]["id"])
+        ids, total = self.match_ids("team", text)
+        if total == 1:
+            return ids[0]
+        if total > 1:
+            raise AmbiguousIdError(text, tuple(ids), total)
+        # No active team has that name: the newest archived one, so that a message to it
+        # is refused for being archived, not for a name that is not found.
+        newest = self.connector.read(self.sql("team_newest_by_name"), {"name": text})
+        if newest:
+            return str(newest[0]["id"])
+        raise NotFoundError(f"no team {text!r} (by id, id prefix or active name); "
+                            "`li team list` lists them")  # fmt: skip

@@ -1,0 +1,168 @@
+"""The record as Prometheus metrics: ``/metrics`` on the dashboard and ``li metrics``.
+
+Nothing is counted in memory: every scrape reads the aggregates of the database
+(``Store.metric_facts``) and the spool directory, so the numbers are the same from any
+process on any machine, survive restarts, and a run's end moves them as soon as its row
+is written. ``families`` is the pure part (facts in, metric families out); ``render``
+gathers the facts and writes the text format with ``prometheus_client`` (the ``ui`` or
+``metrics`` extra). docs/ui.md lists the families.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from lirun.lifecycle import is_terminal
+from lirun.record.spool import pending_files
+from lirun.store import Store
+from lirun.store.metric_reads import DURATION_BUCKETS, MetricFacts
+
+__all__ = ["CONTENT_TYPE", "OVERDUE_AFTER", "families", "render"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# A queued run or an enabled schedule this long past its due time counts as overdue: a
+# worker polls every few seconds, so a minute means none is taking it.
+OVERDUE_AFTER = 60.0
+_TOKEN_COLUMNS = ("input", "output", "cache_read", "cache_write")
+
+
+def _runs(facts: MetricFacts) -> Iterator[Metric]:
+    started = CounterMetricFamily(
+        "lirun_runs_started", "Runs recorded, by kind (every row started once)", labels=["kind"]
+    )
+    ended = CounterMetricFamily(
+        "lirun_runs_ended",
+        "Runs that reached a terminal status, by kind, status and reason code",
+        labels=["kind", "status", "reason"],
+    )
+    active = GaugeMetricFamily(
+        "lirun_runs_active", "Runs not yet in a terminal status", labels=["kind", "status"]
+    )
+    per_kind: dict[str, int] = defaultdict(int)
+    open_: dict[tuple[str, str], int] = defaultdict(int)
+    for row in facts.status_counts:
+        kind, status, n = str(row["kind"]), row["status"], int(row["n"])
+        per_kind[kind] += n
+        if is_terminal(kind, status):
+            ended.add_metric([kind, str(status), str(row["reason"] or "")], n)
+        else:
+            open_[(kind, str(status or ""))] += n
+    for kind, n in sorted(per_kind.items()):
+        started.add_metric([kind], n)
+    for (kind, status), n in sorted(open_.items()):
+        active.add_metric([kind, status], n)
+    yield from (started, ended, active)
+
+
+def _durations(facts: MetricFacts) -> Metric:
+    histogram = HistogramMetricFamily(
+        "lirun_run_duration_seconds",
+        "Wall-clock seconds of ended runs, from start (or creation) to end, by kind",
+        labels=["kind"],
+    )
+    for row in facts.durations:
+        buckets = [
+            (floatToGoString(b), float(row[f"le{i}"] or 0)) for i, b in enumerate(DURATION_BUCKETS)
+        ]
+        buckets.append(("+Inf", float(row["n"])))
+        histogram.add_metric([str(row["kind"])], buckets, float(row["total"] or 0.0))
+    return histogram
+
+
+def _usage(facts: MetricFacts) -> Iterator[Metric]:
+    cost = CounterMetricFamily(
+        "lirun_cost_usd", "Provider cost in US dollars, by provider and model",
+        labels=["provider", "model"],
+    )  # fmt: skip
+    tokens = CounterMetricFamily(
+        "lirun_tokens", "Tokens by provider, model and type (input, output, cache_read, "
+        "cache_write)", labels=["provider", "model", "type"],
+    )  # fmt: skip
+    for row in facts.usage:
+        labels = [str(row["provider"]), str(row["model"])]
+        cost.add_metric(labels, float(row["cost_usd"] or 0.0))
+        for kind in _TOKEN_COLUMNS:
+            tokens.add_metric([*labels, kind], float(row[f"{kind}_tokens"] or 0))
+    yield from (cost, tokens)
+
+
+def _workers(facts: MetricFacts, now: float) -> Iterator[Metric]:
+    live = GaugeMetricFamily(
+        "lirun_workers_live", "Workers not stopped whose heartbeat is within their lease"
+    )
+    age = GaugeMetricFamily(
+        "lirun_worker_heartbeat_age_seconds",
+        "Seconds since each worker's last heartbeat (workers not stopped, beat in the last hour)",
+        labels=["worker", "host"],
+    )
+    count = 0
+    for worker in facts.workers:
+        seconds = max(0.0, now - float(worker["heartbeat_at"]))
+        age.add_metric([str(worker["id"]), str(worker["host"])], seconds)
+        count += seconds <= float(worker["lease_seconds"])
+    live.add_metric([], count)
+    yield from (live, age)
+
+
+def _backlog(facts: MetricFacts, spooled: int) -> Iterator[Metric]:
+    gauges = (
+        ("lirun_schedule_runs_queued", "Schedule runs waiting for a worker", "queued"),
+        (
+            "lirun_schedule_runs_overdue",
+            f"Schedule runs still queued {OVERDUE_AFTER:g} s past their due time",
+            "overdue_runs",
+        ),
+        (
+            "lirun_schedules_overdue",
+            f"Enabled schedules {OVERDUE_AFTER:g} s past their next due time, not fired",
+            "overdue_schedules",
+        ),
+    )
+    for name, text, column in gauges:
+        yield GaugeMetricFamily(name, text, value=int(facts.backlog[column] or 0))
+    yield GaugeMetricFamily(
+        "lirun_spooled_outcomes_pending",
+        "Outcomes the database refused, spooled on this machine until a command delivers them",
+        value=spooled,
+    )
+
+
+def families(facts: MetricFacts, *, spooled: int, now: float) -> list[Metric]:
+    """Every metric family of one scrape, from its facts (pure)."""
+    return [
+        *_runs(facts),
+        _durations(facts),
+        *_usage(facts),
+        *_workers(facts, now),
+        *_backlog(facts, spooled),
+    ]
+
+
+class _Scrape(Collector):
+    def __init__(self, found: list[Metric]) -> None:
+        self.found = found
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.found)
+
+
+def render(store: Store, db_url: str, *, now: float | None = None) -> bytes:
+    """The Prometheus text format of the record in ``store`` (whose URL is ``db_url``:
+    the spool is kept per database)."""
+    at = time.time() if now is None else now
+    facts = store.metric_facts(now=at, overdue_after=OVERDUE_AFTER)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Scrape(families(facts, spooled=len(pending_files(db_url)), now=at)))
+    return generate_latest(registry)

@@ -1,0 +1,134 @@
+"""Teams in the store, on both backends: members, messages, read receipts, archive
+through the guarded status write, and the rules that refuse what a team cannot take."""
+
+from __future__ import annotations
+
+import pytest
+
+from lirun.errors import ConflictError, NotFoundError, UsageError
+from lirun.store import Store
+from lirun.teams.message import escape_line, message_line
+from lirun.teams.rules import MAX_MESSAGE_BYTES, TeamArchivedError
+
+
+def make(store: Store, name: str = "crew", members: tuple[str, ...] = ("a", "b", "c")) -> str:
+    return str(store.create_team_with_members(name, members)["id"])
+
+
+def test_create_send_read_with_receipts_and_history(store: Store) -> None:
+    team_id = make(store)
+    assert [m["member"] for m in store.team_members(team_id)] == ["a", "b", "c"]
+    first = store.send_team_message(team_id, sender="a", recipient="all", text="hello all")
+    second = store.send_team_message(team_id, sender="b", recipient="a", text="hi a")
+    third = store.send_team_message(team_id, sender="a", recipient="b", text="for b only")
+    assert (first["seq"], second["seq"], third["seq"]) == (1, 2, 3)
+    assert first["id"] < second["id"] < third["id"]  # sortable ids
+    # c receives what went to all, nothing of a's and b's private talk, not its own
+    inbox_c = store.read_team_inbox(team_id, "c")
+    assert [m["body"] for m in inbox_c] == ["hello all"]
+    assert inbox_c[0]["read_at"] is None  # as it was before this read
+    assert store.read_team_inbox(team_id, "c", unread_only=True) == []
+    assert [m["body"] for m in store.read_team_inbox(team_id, "c")] == ["hello all"]
+    receipts = store.team_read_receipts([first["id"], second["id"]])
+    assert set(receipts[first["id"]]) == {"c"}
+    assert second["id"] not in receipts
+    # b: sees the all-message and its own private one; --since skips what came before
+    assert [m["seq"] for m in store.read_team_inbox(team_id, "b", since_seq=1)] == [3]
+    summary = {m["member"]: m for m in store.team_member_summary(team_id)}
+    assert (summary["a"]["sent"], summary["a"]["unread"]) == (2, 1)
+    assert (summary["b"]["unread"], summary["c"]["unread"]) == (1, 0)
+    team = store.get_entity("team", team_id)
+    assert team is not None
+    assert team["message_count"] == 3
+    assert store.team_message_seq(team_id, second["id"]) == 2
+
+
+def test_archive_goes_through_the_guarded_write_and_refuses_messages_and_members(
+    store: Store,
+) -> None:
+    team_id = make(store)
+    assert store.update_status(
+        "team", team_id, new_status="archived", reason_code="team.archived.operator",
+        source="admin", actor="ops", reason_summary="done", expected_statuses=["active"],
+    )  # fmt: skip
+    history = store.list_transitions("team", team_id)
+    assert [(h["status"], h["reason_code"], h["actor"]) for h in history] == [
+        ("active", "team.active.created", None),
+        ("archived", "team.archived.operator", "ops"),
+    ]
+    team = store.get_entity("team", team_id)
+    assert team is not None
+    assert team["archived_at"] is not None
+    with pytest.raises(TeamArchivedError, match="archived: it takes no new messages"):
+        store.send_team_message(team_id, sender="a", recipient="all", text="late")
+    with pytest.raises(TeamArchivedError):
+        store.add_team_members(team_id, ["d"])
+    assert store.team_conversation(team_id) == []
+    assert [m["member"] for m in store.team_members(team_id)] == ["a", "b", "c"]
+    # the name is free again, and resolves to the new active team
+    new_id = make(store)
+    assert store.resolve_team("crew") == new_id
+
+
+@pytest.mark.parametrize(
+    ("sender", "recipient", "text", "message"),
+    [
+        ("x", "all", "hi", "'x' is not a member of team crew"),
+        ("a", "x", "hi", "no member 'x' in team crew"),
+        ("a", "a", "hi", "cannot send a message to itself"),
+        ("a", "all", "  \n", "the message is empty"),
+        ("a", "all", "nul\x00", "NUL character"),
+        ("a", "all", "bad \udcff byte", "not UTF-8 text"),
+        ("a", "all", "é" * (MAX_MESSAGE_BYTES // 2 + 1), f"limit is {MAX_MESSAGE_BYTES} bytes"),
+    ],
+)
+def test_refused_messages_leave_nothing(
+    store: Store, sender: str, recipient: str, text: str, message: str
+) -> None:
+    team_id = make(store)
+    with pytest.raises(UsageError, match=message):
+        store.send_team_message(team_id, sender=sender, recipient=recipient, text=text)
+    assert store.team_conversation(team_id) == []
+    team = store.get_entity("team", team_id)
+    assert team is not None
+    assert team["message_count"] == 0
+
+
+def test_a_message_of_exactly_the_bound_is_kept_whole(store: Store) -> None:
+    team_id = make(store)
+    text = "x" * MAX_MESSAGE_BYTES
+    store.send_team_message(team_id, sender="a", recipient="all", text=text)
+    assert store.team_conversation(team_id)[0]["body"] == text
+
+
+def test_names_membership_and_resolution(store: Store) -> None:
+    team_id = make(store, "crew", ("a",))
+    with pytest.raises(ConflictError, match="already exists and is active"):
+        make(store, "crew", ("z",))
+    joined = store.create_team_with_members("crew", ["b"], join_existing=True)
+    assert joined["id"] == team_id
+    assert store.add_team_members(team_id, ["a", "c", "c"]) == ["c"]
+    for bad in ("all", "lirun", "", "-x", "a b", "x" * 65, "<script>"):
+        with pytest.raises(UsageError):
+            store.add_team_members(team_id, [bad])
+    with pytest.raises(UsageError, match="invalid team name"):
+        store.create_team_with_members("bad name")
+    assert store.resolve_team(team_id[:8]) == team_id
+    assert store.resolve_team("crew") == team_id
+    with pytest.raises(NotFoundError):
+        store.resolve_team("nobody")
+    with pytest.raises(UsageError, match="'zed' is not a member"):
+        store.read_team_inbox(team_id, "zed")
+    # lirun speaks in every team without being a member
+    store.send_team_message(team_id, sender="lirun", recipient="all", text="play a merged")
+    assert [m["sender"] for m in store.read_team_inbox(team_id, "b")] == ["lirun"]
+
+
+def test_lines_escape_control_characters() -> None:
+    assert escape_line("a\nb\x1b[31mc\\") == "a\\nb\\x1b[31mc\\\\"
+    assert escape_line("report\u202eexe.txt\x9b") == "report\\u202eexe.txt\\x9b"
+    line = message_line(
+        {"seq": 3, "created_at": 0, "sender": "a", "recipient": "all", "body": "x\r\ny"}
+    )
+    assert line.endswith("a -> all: x\\r\\ny")
+    assert "\n" not in line
