@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lirun.exec.legs import CONTINUATION_PROMPT
+from lirun.exec.agent_legs import CONTINUATION_PROMPT
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from support.execkit import (
     get_row,

@@ -233,3 +233,12 @@ def test_architecture_md_lists_the_fast_path() -> None:
         "lirun." + name if name != "lirun" else name for name in re.findall(r"`([\w.]+)`", section)
     }
     assert listed == FAST_PATH
+
+
+def test_li_run_of_a_command_loads_no_agent_side(tmp_path: Path) -> None:
+    """`li run -- true` (bench_startup.py holds it to 15x) runs a command: the providers,
+    their stream parsers' table and the agent legs are `li agent`'s."""
+    loaded = cli_modules(["run", "--", "true"], str(tmp_path / "state.db"), tmp_path / "home")
+    assert "lirun.exec.legs" in loaded  # the probe ran the command
+    agent_side = {"lirun.exec.agent_legs", "lirun.exec.providers", "lirun.exec.task"}
+    assert not loaded & agent_side, loaded & agent_side

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.execution import ExecutionRequest, execute
-from lirun.exec.legs import AgentProgram, LegContext
+from lirun.exec.legs import LegContext
 from lirun.exec.supervisor import Limits
 from lirun.exec.trouble import progress_fields, trouble_line
 from lirun.record.rundir import allocate_run
@@ -61,8 +62,8 @@ def test_progress_fields_say_only_what_the_stream_said() -> None:
 
 
 def test_the_agent_leg_reports_progress_only_when_it_changes(tmp_path: Path) -> None:
+    from lirun.exec.agent_legs import AgentLeg
     from lirun.exec.claude import ClaudeStreamParser
-    from lirun.exec.legs import AgentLeg
 
     seen: list[dict[str, Any]] = []
     run = allocate_run(str(tmp_path / "runs"), "r1")

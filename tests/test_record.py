@@ -19,9 +19,10 @@ from lirun.cli.agent import render_event
 from lirun.cli.render import format_cost, format_tokens
 from lirun.errors import UsageError
 from lirun.exec import versions
+from lirun.exec.agent_legs import AgentProgram
+from lirun.exec.agent_record import retry_note, token_counts
 from lirun.exec.claude import ClaudeStreamParser
 from lirun.exec.codex import CodexStreamParser
-from lirun.exec.legs import AgentProgram, retry_note, token_counts
 from lirun.exec.profiles import ProfileError, load_playbook, load_profile
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import PROVIDERS

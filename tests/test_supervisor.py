@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from lirun.exec.agent_legs import judge_agent
 from lirun.exec.capture import ChunkSink, LineSink, open_buffer
 from lirun.exec.heartbeat import Heartbeat
-from lirun.exec.legs import judge_agent, judge_command, stop_status
+from lirun.exec.legs import judge_command, stop_status
 from lirun.exec.recorder import Recorder
 from lirun.exec.supervisor import Limits, ProcessResult, SpawnError, supervise
 from lirun.exec.verdict import StreamVerdict

@@ -28,7 +28,7 @@ from lirun.cli.options import (
 )
 from lirun.cli.parser import CommandParser
 from lirun.errors import UsageError
-from lirun.exec.legs import AgentProgram
+from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import find_provider_executable, parse_provider_spec
 from lirun.exec.trouble import TROUBLE_KINDS, one_line, trouble_line

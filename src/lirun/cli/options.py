@@ -19,6 +19,7 @@ from lirun.cli.common import add_db_option, print_json, print_started, refuse_if
 from lirun.cli.parser import CommandParser
 from lirun.errors import AmbiguousIdError, NotFoundError, UsageError
 from lirun.exec.artifact_check_option import attach_artifact_checks
+from lirun.exec.declarations import MAX_PARALLEL, declarations
 from lirun.exec.descendants import enable_subreaper
 from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
 from lirun.exec.execution import ExecutionRequest, execute, prepare
@@ -26,7 +27,6 @@ from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import Echo
 from lirun.exec.profiles import MAX_SECONDS, parse_artifact_option
 from lirun.exec.supervisor import Limits
-from lirun.exec.task import MAX_PARALLEL, declarations
 from lirun.record.rundir import allocate_run
 from lirun.signals import held_trap
 from lirun.store import open_store

@@ -1,6 +1,6 @@
 """What an agent leg did, as row columns and summary words: tokens, the reply, retries.
 
-Pure functions of the stream's verdict and the process result, used by ``legs.judge_agent``.
+Pure functions of the stream's verdict and the process result, used by ``agent_legs.judge_agent``.
 """
 
 from __future__ import annotations
