@@ -1,13 +1,14 @@
-"""Start-up budgets (issue 10, item 8). Prints ``name: value`` lines.
+"""Start-up budgets (issue 20: one named fast path). Prints ``name: value`` lines.
 
     .venv/bin/python bench/bench_startup.py [--runs N] [--only startup,write,pg,idle]
 
 Every figure is measured beside its reference in the same run, so a busy machine moves
-both alike (targets in brackets):
+both alike (budgets in brackets; ARCHITECTURE.md, "The fast path"):
 - ``startup.<cmd>_median_ms`` and ``startup.<cmd>_ratio``: whole-process wall time of
-  ``li wait ID`` (a finished id) [<= 3.5x], ``li --help`` [<= 2.5x] and ``li run -- true``
-  [<= 6x], each against ``startup.python_bare_median_ms`` (``python -c pass``); the
-  commands alternate run by run, ``--runs`` (>= 20) each, after the bytecode is compiled.
+  ``li wait ID`` on SQLite (a finished id) [<= 4x], ``li --help`` [<= 2.5x],
+  ``li status`` (the recent list) and ``li run -- true`` [<= 15x], each against
+  ``startup.python_bare_median_ms`` (``python -c pass``); the commands alternate run by
+  run, ``--runs`` (>= 20) each, after the bytecode is compiled.
 - ``write.raw_per_s`` / ``write.async_per_s`` / ``write.async_to_raw_ratio``: guarded
   terminal writes on SQLite through ``StateDB`` against a raw ``sqlite3`` loop doing the
   same statements (BEGIN IMMEDIATE, read, guarded UPDATE, history INSERT, COMMIT; WAL,
@@ -18,7 +19,7 @@ both alike (targets in brackets):
   nothing changes [<= 0.5 %].
 
 PostgreSQL uses ``$LIRUN_BENCH_PG_URL`` (default the local ``test`` database) with a
-throwaway schema.
+throwaway schema. Unset PYTHONDONTWRITEBYTECODE before measuring.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def bench_startup(runs: int) -> None:
                 "python_bare": [PY, "-c", "pass"],
                 "wait": [LI, "wait", sid],
                 "help": [LI, "--help"],
+                "status": [LI, "status"],
                 "run_true": [LI, "run", "--", "true"],
             },
             env_for(url, home),
@@ -96,7 +98,7 @@ def bench_startup(runs: int) -> None:
         )
     bare = medians["python_bare"]
     out("startup.python_bare_median_ms", bare)
-    for name in ("wait", "help", "run_true"):
+    for name in ("wait", "help", "status", "run_true"):
         out(f"startup.{name}_median_ms", medians[name])
         out(f"startup.{name}_ratio", medians[name] / bare)
 

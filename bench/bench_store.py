@@ -157,7 +157,8 @@ def write_lock_held(url: str) -> Iterator[None]:
         [sys.executable, "-c", code, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "locked"
         yield
     finally:
         assert proc.stdin is not None

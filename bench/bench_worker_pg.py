@@ -89,7 +89,8 @@ def servers(url: str, count: int, concurrency: int) -> list[subprocess.Popen[str
         subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=HERE) for _ in range(count)
     ]
     for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
     return procs
 
 

@@ -85,13 +85,16 @@ def test_each_check_passes_or_says_what_it_found(
 ) -> None:
     result = _verify(tmp_path / "root", REPORT.encode(), checks)
     if failure is None:
-        assert result["status"] == "passed" and "invalid" not in result
+        assert result["status"] == "passed"
+        assert "invalid" not in result
         assert [p["id"] for p in result["produced"]] == ["out"]  # type: ignore[attr-defined]
         return
-    assert result["status"] == "failed" and result["produced"] == []
+    assert result["status"] == "failed"
+    assert result["produced"] == []
     [invalid] = result["invalid"]  # type: ignore[misc]
     [found] = invalid["failures"]
-    assert found["check"] == failure[0] and failure[1] in found["found"]
+    assert found["check"] == failure[0]
+    assert failure[1] in found["found"]
 
 
 def test_json_and_schema_failures_name_the_place_in_the_document(tmp_path: Path) -> None:
@@ -121,7 +124,8 @@ def test_an_invalid_optional_artifact_is_a_warning_not_a_failure(tmp_path: Path)
     (root / "notes.md").write_text("short")
     entry = {"id": "notes", "path": "notes.md", "required": False, "checks": {"min_bytes": 99}}
     result = verify_artifact_contract({"expected": [entry]}, artifacts_root=root)
-    assert result is not None and result["status"] == "warning"
+    assert result is not None
+    assert result["status"] == "warning"
     assert result["invalid"][0]["required"] is False
 
 
@@ -225,7 +229,9 @@ def test_an_unknown_check_in_a_flow_leg_names_its_line(tmp_path: Path) -> None:
     with pytest.raises(FlowFileError) as caught:
         load_flow(path, cwd=str(tmp_path))
     [problem] = [p for p in caught.value.problems if "unknown check" in p]
-    assert problem.startswith(f"{path}:7: ") and "'match'" in problem and "(leg 'build')" in problem
+    assert problem.startswith(f"{path}:7: ")
+    assert "'match'" in problem
+    assert "(leg 'build')" in problem
 
 
 def test_an_unknown_check_in_a_show_play_names_its_line(tmp_path: Path) -> None:
@@ -238,7 +244,8 @@ def test_an_unknown_check_in_a_show_play_names_its_line(tmp_path: Path) -> None:
     with pytest.raises(ShowFileError) as info:
         load_show(path)
     problems = [p for p in str(info.value).splitlines() if "unknown check" in p]
-    assert problems and problems[0].startswith(f"{path}:12: "), str(info.value)
+    assert problems, str(info.value)
+    assert problems[0].startswith(f"{path}:12: "), str(info.value)
     assert "did you mean 'sha256'?" in problems[0]
 
 
@@ -349,7 +356,8 @@ def test_a_failed_check_fails_the_run_as_artifact_invalid(
         "label": "report.json: $: 'summary' is a required property",
     }
     verification = row["artifact_verification_json"]
-    assert verification["status"] == "failed" and verification["invalid"][0]["id"] == "report"
+    assert verification["status"] == "failed"
+    assert verification["invalid"][0]["id"] == "report"
     shown = run_li("status", row["id"], env=li_env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "invalid required  report  report.json  json_schema: $: 'summary'" in shown.stdout
@@ -380,7 +388,8 @@ def test_a_bad_check_on_the_command_line_starts_nothing(
 ) -> None:
     proc = _run(li_env, tmp_path, "{}", "report.json_schema=missing.json")
     assert proc.returncode == 2
-    assert "cannot read the schema" in proc.stderr and "Traceback" not in proc.stderr
+    assert "cannot read the schema" in proc.stderr
+    assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert session_rows(db_url) == []
 

@@ -174,7 +174,8 @@ def test_resolve_source_is_always_overwritten() -> None:
     result = resolve_artifact_contract(
         playbook_artifacts=None, agent_defaults=[entry("a", "a.md", source="me")]
     )
-    assert result is not None and result["expected"][0]["source"] == "agent_profile"
+    assert result is not None
+    assert result["expected"][0]["source"] == "agent_profile"
 
 
 def test_resolve_validates_merged_contract() -> None:
@@ -223,19 +224,23 @@ def test_verify_passed_warning_failed(tmp_path: Path) -> None:
 
     write(tmp_path, "opt.md")
     result = verify_artifact_contract(c, artifacts_root=str(tmp_path))
-    assert result is not None and result["status"] == "passed"
+    assert result is not None
+    assert result["status"] == "passed"
 
     c["expected"].append(entry("need", "need.md"))
     result = verify_artifact_contract(c, artifacts_root=str(tmp_path))
-    assert result is not None and result["status"] == "failed"
+    assert result is not None
+    assert result["status"] == "failed"
     assert result["missing_required"] == [{**entry("need", "need.md"), "problem": "missing"}]
 
 
 def test_verify_empty_expected_passes(tmp_path: Path) -> None:
     result = verify_artifact_contract({"expected": []}, artifacts_root=str(tmp_path))
-    assert result is not None and result["status"] == "passed"
+    assert result is not None
+    assert result["status"] == "passed"
     result = verify_artifact_contract({"expected": []}, artifacts_root=None)
-    assert result is not None and result["status"] == "passed"
+    assert result is not None
+    assert result["status"] == "passed"
 
 
 def test_verify_only_nonempty_regular_files_count(tmp_path: Path) -> None:
@@ -250,7 +255,8 @@ def test_verify_only_nonempty_regular_files_count(tmp_path: Path) -> None:
         entry("link", "link.md"),
     )
     result = verify_artifact_contract(c, artifacts_root=tmp_path)
-    assert result is not None and result["status"] == "failed"
+    assert result is not None
+    assert result["status"] == "failed"
     assert [e["id"] for e in result["missing_required"]] == [
         "dir",
         "empty",
@@ -292,7 +298,8 @@ def test_verify_symlinks_inside_root_are_followed(tmp_path: Path) -> None:
     (root / "real" / "back.md").symlink_to("../real/data.md")
     c = contract(entry("a", "alias/data.md"), entry("b", "abs/data.md"), entry("c", "real/back.md"))
     result = verify_artifact_contract(c, artifacts_root=str(root))
-    assert result is not None and result["status"] == "passed"
+    assert result is not None
+    assert result["status"] == "passed"
     assert [p["size"] for p in result["produced"]] == [4, 4, 4]
 
 
@@ -303,7 +310,8 @@ def test_verify_through_symlinked_root(tmp_path: Path) -> None:
     (real / "abs.md").symlink_to(tmp_path / "alias" / "a.md")
     c = contract(entry("a", "a.md"), entry("abs", "abs.md"))
     result = verify_artifact_contract(c, artifacts_root=str(tmp_path / "alias"))
-    assert result is not None and result["status"] == "passed"
+    assert result is not None
+    assert result["status"] == "passed"
 
 
 @pytest.mark.parametrize("kind", ["missing", "file", "none", "empty-string"])
@@ -316,15 +324,18 @@ def test_verify_unusable_root_marks_everything_missing(tmp_path: Path, kind: str
     }
     c = contract(entry("r", "r.md"), entry("o", "o.md", required=False))
     result = verify_artifact_contract(c, artifacts_root=roots[kind])
-    assert result is not None and result["status"] == "failed"
+    assert result is not None
+    assert result["status"] == "failed"
     assert result["produced"] == []
-    assert len(result["missing_required"]) == 1 and len(result["missing_optional"]) == 1
+    assert len(result["missing_required"]) == 1
+    assert len(result["missing_optional"]) == 1
 
 
 def test_verify_optional_only_missing_is_warning_without_root() -> None:
     c = contract(entry("o", "o.md", required=False))
     result = verify_artifact_contract(c, artifacts_root=None)
-    assert result is not None and result["status"] == "warning"
+    assert result is not None
+    assert result["status"] == "warning"
 
 
 def test_verify_rejects_malformed_contract(tmp_path: Path) -> None:
@@ -378,7 +389,8 @@ def test_accepted_paths_stay_lexically_inside(path: str) -> None:
         return
     root = Path("/srv/artifacts")
     joined = Path(os.path.normpath(root / path))
-    assert joined.is_relative_to(root) and joined != root
+    assert joined.is_relative_to(root)
+    assert joined != root
 
 
 @pytest.fixture(scope="module")

@@ -74,9 +74,12 @@ def test_a_schedules_failures_are_one_item_naming_the_last_and_how_many() -> Non
         for i in range(3)
     ]  # fmt: skip
     [item] = needs_you(Facts(schedule_runs=runs), NOW)
-    assert item.kind == "schedule" and item.id == "r2" and item.since == NOW - 8
+    assert item.kind == "schedule"
+    assert item.id == "r2"
+    assert item.since == NOW - 8
     assert "3 runs failed since its last success" in item.what
-    assert item.href == "/schedules/tick" and item.do == "li schedule runs tick"
+    assert item.href == "/schedules/tick"
+    assert item.do == "li schedule runs tick"
 
 
 def test_what_blocks_work_comes_first_and_each_says_what_to_do() -> None:
@@ -94,7 +97,8 @@ def test_what_blocks_work_comes_first_and_each_says_what_to_do() -> None:
     assert [i.do for i in items] == [
         "li show status sh1", "li reap", "li status r2", "li worker", "li flow resume f1"
     ]  # fmt: skip
-    assert items[1].href == "/flows/f2" and "nobody reaped it" in items[1].what
+    assert items[1].href == "/flows/f2"
+    assert "nobody reaped it" in items[1].what
     assert items[4].what.startswith("flow f1 timed_out")
     assert "no worker is live" in items[3].what
 
@@ -158,7 +162,8 @@ def test_the_store_gathers_what_a_person_must_act_on(store: Store, db_url: str) 
     assert [r["id"] for r in rows["flows"]] == [failed]
     assert [(r["id"], r["schedule_name"]) for r in rows["schedule_runs"]] == [(late, "tick")]
     kinds = [(i.kind, i.id) for i in attention_items(store, db_url, now)]
-    assert ("flow", failed) in kinds and ("schedule", late) in kinds
+    assert ("flow", failed) in kinds
+    assert ("schedule", late) in kinds
     assert {("play", plays["api"]), ("play", plays["gate"])} <= set(kinds)
 
 
@@ -194,18 +199,21 @@ def test_an_outcome_pending_in_the_spool_is_listed(
     write_spool(db_url, tmp_path, outcome)
     items = attention_items(store, db_url, time.time())
     [item] = [i for i in items if i.kind == "pending_outcome"]
-    assert item.id == "spooled" and "the database was unreachable" in item.what
+    assert item.id == "spooled"
+    assert "the database was unreachable" in item.what
     assert item.do == "li status spooled"
 
 
 def test_a_flow_is_named_by_its_files_name() -> None:
     facts = Facts(flows=[{"id": "f1", "status": "failed", "skill": "/tmp/x/fan.yaml"}])
     [item] = needs_you(facts, NOW)
-    assert item.what.startswith("flow fan.yaml failed") and "/tmp/x" not in item.what
+    assert item.what.startswith("flow fan.yaml failed")
+    assert "/tmp/x" not in item.what
 
 
 def test_a_show_whose_owner_died_is_resumed_not_reaped() -> None:
     dead = [{"kind": "show", "id": "sh9", "summary": "owner pid 9 on h is gone"}]
     [item] = needs_you(Facts(dead_owners=dead), NOW)
-    assert item.do == "li show resume sh9" and item.href == "/shows/sh9"
+    assert item.do == "li show resume sh9"
+    assert item.href == "/shows/sh9"
     assert item.what.endswith("owner pid 9 on h is gone; no process runs it")

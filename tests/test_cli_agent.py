@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lirun.exec.legs import CONTINUATION_PROMPT
+from lirun.exec.agent_legs import CONTINUATION_PROMPT
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from support.execkit import (
     get_row,
@@ -72,12 +72,14 @@ def test_each_fixture_shape_ends_as_expected(
     assert (row["status"], row["status_reason_code"]) == (status, reason)
     uid = row_expected["engine_session_uid"]
     assert row["engine_session_uid"] == uid == summary["engine_session_uid"]
-    assert row["provider"] == provider and "fix the test" not in row["command_json"]
+    assert row["provider"] == provider
+    assert "fix the test" not in row["command_json"]
     assert row["prompt"] == "fix the test"
     with opened_store(db_url) as store:
         branch = store.get_branch(row["id"])
         messages = store.list_messages(row["id"])
-    assert branch is not None and branch["engine_session_uid"] == uid
+    assert branch is not None
+    assert branch["engine_session_uid"] == uid
     assert branch["provider"] == provider
     final_text = row_expected["final_text"]
     if final_text.strip():
@@ -97,7 +99,8 @@ def test_answer_goes_to_stdout_and_progress_to_stderr(
     proc = run_li("agent", "claude", "fix it", env=env, cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Done: test fixed.\n"
-    assert "claude: -> Bash" in proc.stderr and "completed (run.completed.ok)" in proc.stderr
+    assert "claude: -> Bash" in proc.stderr
+    assert "completed (run.completed.ok)" in proc.stderr
     quiet = run_li("agent", "claude", "fix it", "--quiet", env=env, cwd=repo)
     assert "-> Bash" not in quiet.stderr
 
@@ -175,7 +178,8 @@ def test_bin_env_var_is_used(
 
 def test_unknown_provider_is_a_usage_error(li_env: dict[str, str], db_url: str, repo: Path) -> None:
     proc = run_li("agent", "gemini", "hi", env=li_env, cwd=repo)
-    assert proc.returncode == 2 and "known providers" in proc.stderr
+    assert proc.returncode == 2
+    assert "known providers" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -202,14 +206,16 @@ def test_resume_continues_the_branch_with_the_engine_session(
                   cwd=repo)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     second = json.loads(proc.stdout)
-    assert second["run_id"] != first["run_id"] and second["branch_id"] == first["run_id"]
+    assert second["run_id"] != first["run_id"]
+    assert second["branch_id"] == first["run_id"]
     row = get_row(db_url, second["run_id"])
     assert (row["branch_id"], row["resumed_from"]) == (first["run_id"], first["run_id"])
     logged = [json.loads(line) for line in log.read_text().splitlines()]
     calls = [entry["argv"] for entry in logged]
     assert len(calls) == 2
     joined = " ".join(calls[1])
-    assert " ".join(resume_args) in joined and not any(a in calls[0] for a in resume_args[1:])
+    assert " ".join(resume_args) in joined
+    assert not any(a in calls[0] for a in resume_args[1:])
     assert [entry["stdin"] for entry in logged] == ["one", "two"]
     assert not any("two" in arg for arg in calls[1])
 
@@ -220,7 +226,8 @@ def test_resume_with_another_provider_is_refused(
     env = _env(li_env, fake_bin, "claude/success.jsonl")
     first = json.loads(run_li("agent", "claude", "one", "--json", env=env, cwd=repo).stdout)
     proc = run_li("agent", "codex", "two", "--resume", first["run_id"], env=env, cwd=repo)
-    assert proc.returncode == 2 and "belongs to claude" in proc.stderr
+    assert proc.returncode == 2
+    assert "belongs to claude" in proc.stderr
     assert len(session_rows(db_url)) == 1
 
 
@@ -379,10 +386,8 @@ def test_a_stalled_agent_ends_by_itself_with_what_it_was_doing(
     row = only_row(db_url)
     assert (row["status"], row["status_reason_code"]) == ("failed", "run.failed.provider_network")
     summary = row["status_reason_summary"]
-    assert (
-        summary.startswith("codex: ")
-        and "no progress for 1 s: codex was retrying the API" in summary
-    )
+    assert summary.startswith("codex: ")
+    assert "no progress for 1 s: codex was retrying the API" in summary
     assert "8 attempts; last: Reconnecting... waiting for network" in summary
     assert row["provider_retries"] == 8
 

@@ -74,7 +74,8 @@ def test_a_flow_file_with_problems_exits_2_and_writes_nothing(
     assert lines[0] == f"li flow: error: {path}: 2 problems; nothing was started"
     assert lines[1].startswith(f"  {path}:3: leg 'plan': run: reads legs.review, but it is not")
     assert lines[2].startswith(f"  {path}:7: isolation must be worktree or shared")
-    assert not db.exists() and list(lirun_home.iterdir()) == []
+    assert not db.exists()
+    assert list(lirun_home.iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -122,7 +123,8 @@ def test_dry_run_prints_the_plan(
     assert li(["flow", "run", str(path), "--dry-run", "--var", "x=7", "--detach"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"flow {path} (sha256 ")
-    assert "parallel 2" in out[1] and out[2] == "vars: x=7"
+    assert "parallel 2" in out[1]
+    assert out[2] == "vars: x=7"
     assert out[3:] == [
         "wave 1:",
         "  a  command echo alpha  [shared]",
@@ -141,8 +143,10 @@ def test_dry_run_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     path = write(tmp_path, DIAMOND)
     assert li(["flow", "run", str(path), "--dry-run", "--json", "--parallel", "3"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["waves"] == [["a", "c"], ["b"], ["d"]] and data["parallel"] == 3
-    assert data["vars"] == {"x": "none"} and data["path"] == str(path)
+    assert data["waves"] == [["a", "c"], ["b"], ["d"]]
+    assert data["parallel"] == 3
+    assert data["vars"] == {"x": "none"}
+    assert data["path"] == str(path)
     assert [n["id"] for n in data["nodes"]] == ["a", "c", "b", "d"]
 
 
@@ -167,10 +171,12 @@ def test_a_diamond_passes_outputs_along(
     assert row["reply_text"].strip() == "b-alpha+c-1"
     invocation = report["invocation_id"]
     waited = run_li("wait", invocation, env=li_env, cwd=tmp_path)
-    assert waited.returncode == 0 and "status=completed" in waited.stdout, waited.stderr
+    assert waited.returncode == 0, waited.stderr
+    assert "status=completed" in waited.stdout, waited.stderr
     status = run_li("status", invocation, env=li_env, cwd=tmp_path)
     assert status.returncode == 0, status.stderr
-    assert "LEG" in status.stdout and "SESSION" in status.stdout
+    assert "LEG" in status.stdout
+    assert "SESSION" in status.stdout
     assert "d  completed  <- b, c" in status.stdout
     need_graphviz()  # last: everything above holds without Graphviz too
     picture = Path(report["run_dir"]) / "artifacts" / "flow_dag.png"
@@ -193,11 +199,14 @@ def test_a_failed_leg_stops_its_dependents_and_fails_the_flow(
     assert result.returncode == 1, result.stderr
     [line] = result.stdout.splitlines()
     invocation, status, reason, run_dir, code = line.split("\t")
-    assert run_dir.startswith("run_dir=") and run_dir.endswith(invocation)
+    assert run_dir.startswith("run_dir=")
+    assert run_dir.endswith(invocation)
     assert (status, reason, code) == ("status=failed", "reason=run.failed.leg", "exit_code=1")
-    assert "after" in result.stderr and "broken" in result.stderr
+    assert "after" in result.stderr
+    assert "broken" in result.stderr
     waited = run_li("wait", invocation, env=li_env, cwd=tmp_path)
-    assert waited.returncode == 1 and "status=failed" in waited.stdout
+    assert waited.returncode == 1
+    assert "status=failed" in waited.stdout
 
 
 def test_detach_returns_the_invocation_id(
@@ -208,7 +217,8 @@ def test_detach_returns_the_invocation_id(
     assert result.returncode == 0, result.stderr
     invocation = result.stdout.strip()
     waited = run_li("wait", invocation, "--timeout", "60", env=li_env, cwd=tmp_path)
-    assert waited.returncode == 0 and waited.stdout.startswith(f"{invocation}\tstatus=completed")
+    assert waited.returncode == 0
+    assert waited.stdout.startswith(f"{invocation}\tstatus=completed")
 
 
 def test_resume_reruns_only_what_did_not_complete(
@@ -232,8 +242,10 @@ def test_resume_reruns_only_what_did_not_complete(
     after = json.loads(again.stdout)
     assert after["resumed_from"] == before["invocation_id"]
     legs = {leg["id"]: leg for leg in after["legs"]}
-    assert legs["a"]["reused"] and legs["a"]["session_id"] == before["legs"][0]["session_id"]
-    assert not legs["b"]["reused"] and legs["b"]["status"] == "completed"
+    assert legs["a"]["reused"]
+    assert legs["a"]["session_id"] == before["legs"][0]["session_id"]
+    assert not legs["b"]["reused"]
+    assert legs["b"]["status"] == "completed"
 
 
 def test_resume_of_an_unknown_invocation_exits_2(
@@ -274,7 +286,8 @@ def test_a_signal_stops_every_running_leg(
     report = json.loads(out)
     assert (report["status"], report["interrupted"]) == (status, sig.name)
     legs = {leg["id"]: leg for leg in report["legs"]}
-    assert legs["slow"]["status"] == status and legs["after"]["session_id"] is None
+    assert legs["slow"]["status"] == status
+    assert legs["after"]["session_id"] is None
 
 
 def test_li_status_of_a_flow_shows_its_summed_tokens_and_cost_and_where_it_resumed_from(
@@ -321,7 +334,8 @@ def test_an_unknown_filter_is_a_file_line_problem_exit_2(
     err = capsys.readouterr().err
     assert f"{path}:2: leg 'a': run: template error on its line 1: no filter named 'nosuch'" in err
     assert "Traceback" not in err
-    assert not db.exists() and list(lirun_home.iterdir()) == []
+    assert not db.exists()
+    assert list(lirun_home.iterdir()) == []
 
 
 def test_legs_stopped_by_fail_fast_are_not_said_to_have_a_failed_dependency(
@@ -375,5 +389,6 @@ def test_li_status_of_a_flow_into_a_closed_pipe_is_not_a_traceback(
         )
     finally:
         os.close(write_end)
-    assert "Traceback" not in shown.stderr and "BrokenPipe" not in shown.stderr, shown.stderr
+    assert "Traceback" not in shown.stderr, shown.stderr
+    assert "BrokenPipe" not in shown.stderr, shown.stderr
     assert shown.returncode == 0

@@ -35,19 +35,26 @@ def test_wait_prints_the_same_line_for_a_pruned_id(li_env: dict[str, str], db_ur
     time.sleep(1.1)
     gc = li(li_env, "gc", "--older-than", "1s", "--json")
     summary = json.loads(gc.stdout)
-    assert summary["pruned"] == {"session": 2} and summary["refused"] == []
-    assert summary["bytes"]["files"] > 0 and summary["run_dirs_removed"] == 2
+    assert summary["pruned"] == {"session": 2}
+    assert summary["refused"] == []
+    assert summary["bytes"]["files"] > 0
+    assert summary["run_dirs_removed"] == 2
     assert "sessions: 2 examined, 2 pruned" in gc.stderr  # progress on stderr
     after = li(li_env, "wait", ok, bad, check=False)
     assert (after.returncode, after.stdout) == (before.returncode, before.stdout)
     artifact_dir = before.stdout.split("artifact_dir=")[1].split("\t")[0]
-    assert artifact_dir != "-" and not Path(artifact_dir).exists()
+    assert artifact_dir != "-"
+    assert not Path(artifact_dir).exists()
     status = li(li_env, "status", ok)
-    assert "(pruned)" in status.stdout and "pruned " in status.stdout
+    assert "(pruned)" in status.stdout
+    assert "pruned " in status.stdout
     data = json.loads(li(li_env, "status", ok, "--json").stdout)
-    assert data["pruned_at"] and data["status"] == "completed" and data["exit_code"] == 0
+    assert data["pruned_at"]
+    assert data["status"] == "completed"
+    assert data["exit_code"] == 0
     again = json.loads(li(li_env, "gc", "--older-than", "1s", "--json").stdout)
-    assert again["pruned"] == {} and again["run_dirs_removed"] == 0
+    assert again["pruned"] == {}
+    assert again["run_dirs_removed"] == 0
 
 
 def test_dry_run_and_keep_failed_from_the_command_line(li_env: dict[str, str]) -> None:
@@ -57,9 +64,11 @@ def test_dry_run_and_keep_failed_from_the_command_line(li_env: dict[str, str]) -
     dry = li(li_env, "gc", "--older-than", "1s", "--dry-run")
     assert dry.stdout.startswith("would prune 2 run(s)")
     kept = li(li_env, "gc", "--older-than", "1s", "--keep-failed")
-    assert kept.stdout.startswith("pruned 1 run(s)") and "kept 1" in kept.stdout
+    assert kept.stdout.startswith("pruned 1 run(s)")
+    assert "kept 1" in kept.stdout
     rows = {r: json.loads(li(li_env, "status", r, "--json").stdout) for r in (ok, bad)}
-    assert rows[ok]["pruned_at"] and rows[bad]["pruned_at"] is None
+    assert rows[ok]["pruned_at"]
+    assert rows[bad]["pruned_at"] is None
 
 
 def test_refusals_are_named_on_stderr(li_env: dict[str, str], db_url: str) -> None:
@@ -90,15 +99,20 @@ def test_bad_input_is_one_line_and_exit_2(li_env: dict[str, str], tmp_path: Path
     for args, text in cases:
         done = li(li_env, *args, check=False)
         assert done.returncode == 2, (args, done.stderr)
-        assert done.stdout == "" and text in done.stderr and len(done.stderr.splitlines()) == 1
+        assert done.stdout == ""
+        assert text in done.stderr
+        assert len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "none.db").exists()
     missing = li(li_env, "gc", check=False)
-    assert missing.returncode == 2 and "--older-than" in missing.stderr
+    assert missing.returncode == 2
+    assert "--older-than" in missing.stderr
 
 
 def test_help_lists_the_exit_codes(li_env: dict[str, str]) -> None:
     text = li(li_env, "gc", "--help").stdout
-    assert "exit codes:" in text and "130" in text and "--schedule EVERY" in text
+    assert "exit codes:" in text
+    assert "130" in text
+    assert "--schedule EVERY" in text
 
 
 def test_a_stored_policy_is_applied_by_a_worker(
@@ -118,6 +132,8 @@ def test_a_stored_policy_is_applied_by_a_worker(
         assert done["status"] == "completed", done["status_reason_summary"]
         assert "pruned 1 run(s)" in done["status_reason_summary"]
         row = store.get_entity("session", old)
-        assert row is not None and row["pruned_at"] and "schedule run" in row["pruned_by"]
+        assert row is not None
+        assert row["pruned_at"]
+        assert "schedule run" in row["pruned_by"]
     finally:
         store.close()

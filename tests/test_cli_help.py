@@ -49,7 +49,8 @@ def test_top_level_help_lists_every_command() -> None:
     result = subprocess.run(li_command("--help"), capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
     for command, (_, helptext) in COMMANDS.items():
-        assert f"  {command}" in result.stdout and helptext in result.stdout
+        assert f"  {command}" in result.stdout
+        assert helptext in result.stdout
 
 
 def test_a_sigint_while_li_is_still_importing_ends_it_with_130_and_one_line(

@@ -36,7 +36,8 @@ def test_start_then_end_through_the_cli(store: Store, li_env: dict[str, str]) ->
         "run.completed.ok",
         "done",
     )
-    assert row["exit_code"] == 0 and row["ended_at"] is not None
+    assert row["exit_code"] == 0
+    assert row["ended_at"] is not None
     history = store.list_transitions("invocation", ident)
     assert [(t["previous_status"], t["status"], t["source"]) for t in history] == [
         (None, "running", "system"),
@@ -102,10 +103,12 @@ def test_second_end_never_rewrites_the_first(
     # a different status: refused, exit 1, nothing written, no rejection audited
     other = li(li_env, "invoke", "end", "inv", "--status", "completed", "--json")
     assert other.returncode == 1
-    assert "already ended as timed_out" in other.stderr and "li override" in other.stderr
+    assert "already ended as timed_out" in other.stderr
+    assert "li override" in other.stderr
     assert json.loads(other.stdout)["applied"] is False
     row = store.get_entity("invocation", "inv")
-    assert row is not None and row["status"] == "timed_out"
+    assert row is not None
+    assert row["status"] == "timed_out"
     assert len(store.list_transitions("invocation", "inv")) == 2
     assert store.list_admin_events("inv") == []
 
@@ -132,5 +135,6 @@ def test_usage_errors_exit_2_and_leave_the_row_running(
     assert code == 2
     assert fragment in capsys.readouterr().err
     row = store.get_entity("invocation", "inv")
-    assert row is not None and row["status"] == "running"
+    assert row is not None
+    assert row["status"] == "running"
     assert len(store.list_transitions("invocation", "inv")) == 1

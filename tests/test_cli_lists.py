@@ -40,15 +40,18 @@ def test_flow_list_filters_by_status_and_since(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = li(capsys, "flow", "list")
-    assert code == 0 and out == "no flows yet (li flow run FILE starts one)\n"
+    assert code == 0
+    assert out == "no flows yet (li flow run FILE starts one)\n"
     old = _flow(store, "failed", age=3 * 3600)
     new = _flow(store, "completed")
     store.create_invocation(skill="manual")  # not a flow
     code, out, _ = li(capsys, "flow", "list")
     lines = out.splitlines()
-    assert code == 0 and lines[0].split()[:3] == ["ID", "FLOW", "STATUS"]
+    assert code == 0
+    assert lines[0].split()[:3] == ["ID", "FLOW", "STATUS"]
     assert [line.split()[0] for line in lines[1:]] == [new, old]
-    assert "fan.yaml" in lines[1] and "/tmp/some" not in out  # the file's name, not its path
+    assert "fan.yaml" in lines[1]
+    assert "/tmp/some" not in out
     code, out, _ = li(capsys, "flow", "list", "--status", "failed", "--json")
     assert [r["id"] for r in json.loads(out)] == [old]
     code, out, _ = li(capsys, "flow", "list", "--since", "1h", "--json")
@@ -56,7 +59,8 @@ def test_flow_list_filters_by_status_and_since(
     code, out, _ = li(capsys, "flow", "list", "--status", "merged")
     assert code == 2
     code, out, _ = li(capsys, "flow", "list", "--status", "aborted")
-    assert code == 0 and out == "no flows match these filters\n"
+    assert code == 0
+    assert out == "no flows match these filters\n"
 
 
 def test_show_list_counts_plays_and_filters(
@@ -72,12 +76,14 @@ def test_show_list_counts_plays_and_filters(
         )
     code, out, _ = li(capsys, "show", "list")
     lines = out.splitlines()
-    assert code == 0 and lines[0].split()[:3] == ["ID", "TOPIC", "STATUS"]
+    assert code == 0
+    assert lines[0].split()[:3] == ["ID", "TOPIC", "STATUS"]
     assert [line.split()[0] for line in lines[1:]] == [live["id"], done["id"]]
     assert "1/2" in lines[2]
     code, out, _ = li(capsys, "show", "list", "--status", "completed", "--json")
     [row] = json.loads(out)
-    assert row["id"] == done["id"] and row["plays"] == {"merged": 1, "escalated": 1}
+    assert row["id"] == done["id"]
+    assert row["plays"] == {"merged": 1, "escalated": 1}
     assert li(capsys, "show", "list", "--status", "failed")[0] == 2
 
 
@@ -92,17 +98,24 @@ def test_status_lists_each_kind(store: Store, capsys: pytest.CaptureFixture[str]
     )
     srun = store.create_schedule_run(action_kind="run", schedule_id="s1")
     code, out, _ = li(capsys, "status", "--kind", "play")
-    assert code == 0 and out.splitlines()[0].split()[:3] == ["ID", "PLAY", "SHOW"]
-    assert play["id"] in out and "models" in out and show["id"] in out
+    assert code == 0
+    assert out.splitlines()[0].split()[:3] == ["ID", "PLAY", "SHOW"]
+    assert play["id"] in out
+    assert "models" in out
+    assert show["id"] in out
     code, out, _ = li(capsys, "status", "--kind", "schedule_run", "--json")
     [row] = json.loads(out)
-    assert row["id"] == srun["id"] and row["schedule"] == "nightly"
+    assert row["id"] == srun["id"]
+    assert row["schedule"] == "nightly"
     code, out, _ = li(capsys, "status", "--kind", "schedule_run")
-    assert "nightly" in out and "ACTION" in out.splitlines()[0]
+    assert "nightly" in out
+    assert "ACTION" in out.splitlines()[0]
     code, out, _ = li(capsys, "status", "--kind", "invocation", "--status", "running")
-    assert flow in out and "fan.yaml" in out
+    assert flow in out
+    assert "fan.yaml" in out
     code, _, err = li(capsys, "status", "--kind", "play", "--status", "failed")
-    assert code == 2 and "a play is never failed" in err
+    assert code == 2
+    assert "a play is never failed" in err
     assert li(capsys, "status", "--kind", "play", play["id"])[0] == 2
 
 
@@ -110,7 +123,8 @@ def test_attention_lists_what_needs_you_with_what_to_do(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = li(capsys, "attention")
-    assert code == 0 and out == "nothing needs you\n"
+    assert code == 0
+    assert out == "nothing needs you\n"
     show = store.create_show(topic="auth")
     play = store.create_play(show_id=show["id"], name="api")
     raw_write(
@@ -122,12 +136,14 @@ def test_attention_lists_what_needs_you_with_what_to_do(
     flow = _flow(store, "failed")
     code, out, _ = li(capsys, "attention")
     lines = out.splitlines()
-    assert code == 1 and lines[0] == "2 things need you:"
+    assert code == 1
+    assert lines[0] == "2 things need you:"
     assert lines[1].startswith("- play api of show auth escalated (play.escalated.merge_conflict")
     assert lines[2] == f"    li show status {show['id']}"
     assert lines[4] == f"    li flow resume {flow}"
     code, out, _ = li(capsys, "attention", "--json")
-    assert code == 1 and [i["kind"] for i in json.loads(out)] == ["play", "flow"]
+    assert code == 1
+    assert [i["kind"] for i in json.loads(out)] == ["play", "flow"]
 
 
 def test_a_schedule_add_confirms_in_a_sentence() -> None:
@@ -155,4 +171,5 @@ def test_a_schedule_add_confirms_in_a_sentence() -> None:
     ],
 )
 def test_a_dry_runs_commands_are_one_line_as_typed(argv: tuple[str, ...], typed: str) -> None:
-    assert typed_command(argv) == typed and "\n" not in typed_command(argv)
+    assert typed_command(argv) == typed
+    assert "\n" not in typed_command(argv)

@@ -95,7 +95,8 @@ def test_agent_usage_errors_exit_2(
     monkeypatch.chdir(repo)
     assert li_main(["agent", *argv]) == 2
     err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    assert message in err
+    assert "Traceback" not in err
 
 
 # --- li agent: end to end ---------------------------------------------------------------------
@@ -142,7 +143,8 @@ def test_agent_prompt_from_stdin_also_detached(
     waited = run_li("wait", "--timeout", "30", run_id, env=env, cwd=repo)
     assert waited.returncode == 0, waited.stderr
     calls = _calls(log)
-    assert len(calls) == 2 and all(prompt in call for call in calls)
+    assert len(calls) == 2
+    assert all(prompt in call for call in calls)
 
 
 def _li() -> list[str]:
@@ -185,7 +187,8 @@ def test_run_unknown_option_before_cmd_exits_2(
 ) -> None:
     proc = run_li("run", "--frobnicate", "true", env=li_env, cwd=repo)
     assert proc.returncode == 2
-    assert "unknown option '--frobnicate'" in proc.stderr and "Traceback" not in proc.stderr
+    assert "unknown option '--frobnicate'" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 # --- short ids for --resume and --invocation (item 7) --------------------------------------------
@@ -211,5 +214,16 @@ def test_resume_and_invocation_take_a_suffix(
     assert (row["branch_id"], row["resumed_from"]) == (first["run_id"], first["run_id"])
     assert row["invocation_id"] == invocation
     ambiguous = run_li("agent", "claude", "x", "--resume", "2", env=env, cwd=repo)
-    assert ambiguous.returncode == 2 and "--resume '2' is ambiguous" in ambiguous.stderr
+    assert ambiguous.returncode == 2
+    assert "--resume '2' is ambiguous" in ambiguous.stderr
     assert len(session_rows(db_url)) == 2
+
+
+def test_the_parser_knows_every_option_it_was_given() -> None:
+    arity = option_arity(run_cli.build_parser())
+    assert arity["-h"] is False
+    assert arity["--help"] is False
+    assert arity["--timeout"] is True
+    assert arity["--db"] is True
+    assert arity["--json"] is False
+    assert arity["--require-change"] is False  # added after the shared options

@@ -67,7 +67,8 @@ def test_a_crashed_resumed_run_is_failed_not_the_earlier_verdict(
     assert row["engine_session_uid"] == get_row(db_url, r1)["engine_session_uid"]
     assert "no terminal event" in row["status_reason_summary"]
     waited = run_li("wait", "--timeout", "10", r2, env=env, cwd=repo)
-    assert waited.returncode == 1 and "status=failed" in waited.stdout
+    assert waited.returncode == 1
+    assert "status=failed" in waited.stdout
     assert _outcome(db_url, r1) == ("completed", "run.completed.ok")  # never touched
 
 
@@ -156,7 +157,8 @@ def test_an_agent_committing_on_trunk_is_completed(
     row = only_row(db_url)
     assert (row["status"], row["status_reason_code"]) == ("completed", "run.completed.ok")
     (git_ev,) = [e for e in row["status_evidence_refs"] if e["kind"] == "git"]
-    assert git_ev["commits_since_start"] == 1 and git_ev["base_ref"] is None
+    assert git_ev["commits_since_start"] == 1
+    assert git_ev["base_ref"] is None
 
 
 @pytest.mark.parametrize(
@@ -240,7 +242,8 @@ def test_an_agent_that_changes_the_tree_is_completed_even_if_silent(
     row = only_row(db_url)
     assert (row["status"], row["status_reason_code"]) == ("completed", "run.completed.ok")
     (git_ev,) = [e for e in row["status_evidence_refs"] if e["kind"] == "git"]
-    assert git_ev["tree_changed"] is True and git_ev["commits_since_start"] == 0
+    assert git_ev["tree_changed"] is True
+    assert git_ev["commits_since_start"] == 0
 
 
 # --- li run --require-change --------------------------------------------------------------------
@@ -275,4 +278,5 @@ def test_run_help_says_the_exit_code_is_the_verdict_and_offers_require_change(
     out = " ".join(run_li("run", "--help", env=li_env, cwd=repo).stdout.split())
     assert "A command's exit code is its verdict: exit 0 is completed" in out
     assert "--require-change" in out
-    assert "reply" not in out and "assistant" not in out
+    assert "reply" not in out
+    assert "assistant" not in out

@@ -143,7 +143,8 @@ def test_override_other_entities(store: Store, capsys: pytest.CaptureFixture[str
     argv = ["override", "play", "play-1", "--to", "blocked", "--reason", "play.blocked.dependency"]
     assert li_main([*argv, "--actor", "bob", "--justification", "upstream gone"]) == 0
     row = store.get_entity("play", "play-1")
-    assert row is not None and row["status"] == "blocked"
+    assert row is not None
+    assert row["status"] == "blocked"
 
 
 def test_lost_race_exits_1_and_writes_nothing(
@@ -163,5 +164,6 @@ def test_lost_race_exits_1_and_writes_nothing(
     assert "changed while overriding" in capsys.readouterr().err
     monkeypatch.undo()
     row = failed_run.get_entity("session", "run-1")
-    assert row is not None and row["status_reason_code"] == "run.failed.escalated"
+    assert row is not None
+    assert row["status_reason_code"] == "run.failed.escalated"
     assert failed_run.list_admin_events("run-1") == []

@@ -34,7 +34,8 @@ def closed_stdout(env: dict[str, str], *args: str, cwd: Path | None = None) -> t
 
 
 def assert_quiet(code: int, err: str) -> None:
-    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert "Traceback" not in err, err
+    assert "BrokenPipe" not in err, err
     assert "Exception ignored" not in err, err
     assert code in (0, QUIET_EXIT), (code, err)
 
@@ -91,5 +92,6 @@ def test_every_listing_and_plan_ends_quietly(env: dict[str, str], tmp_path: Path
         ("db", "path"),
     ):
         code, err = closed_stdout(env, *args)
-        assert "Traceback" not in err and "Exception ignored" not in err, (args, err)
+        assert "Traceback" not in err, (args, err)
+        assert "Exception ignored" not in err, (args, err)
         assert code in (0, QUIET_EXIT), (args, code, err)

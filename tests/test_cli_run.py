@@ -88,12 +88,15 @@ def test_a_commands_output_is_output_never_an_assistant_message(
     shown = run_li("status", row["id"], env=li_env, cwd=repo)
     assert shown.returncode == 0, shown.stderr
     labels = [line.split()[0] for line in shown.stdout.splitlines() if line.strip()]
-    assert "output" in labels and "reply" not in labels
+    assert "output" in labels
+    assert "reply" not in labels
     assert "assistant message" not in shown.stdout
     detail = json.loads(run_li("status", "--json", row["id"], env=li_env, cwd=repo).stdout)
-    assert detail["output_text"] == proc.stdout != "" and "reply_text" not in detail
+    assert detail["output_text"] == proc.stdout != ""
+    assert "reply_text" not in detail
     listed = json.loads(run_li("status", "--json", env=li_env, cwd=repo).stdout)
-    assert "output_text" in listed[0] and "reply_text" not in listed[0]
+    assert "output_text" in listed[0]
+    assert "reply_text" not in listed[0]
 
 
 def test_a_command_that_says_something_is_completed_and_fully_recorded(
@@ -114,9 +117,12 @@ def test_a_command_that_says_something_is_completed_and_fully_recorded(
     assert row["command_json"] == ["sh", "-c", "echo hi; echo oops >&2"]
     assert row["cwd"] == str(repo)
     assert row["run_dir"] == str(lirun_home / "runs" / run_id)
-    assert row["owner_pid"] and row["owner_host"] and row["heartbeat_at"]
+    assert row["owner_pid"]
+    assert row["owner_host"]
+    assert row["heartbeat_at"]
     assert row["lease_seconds"] >= 60
-    assert row["branch_id"] == run_id and row["resumed_from"] is None
+    assert row["branch_id"] == run_id
+    assert row["resumed_from"] is None
     run_dir = Path(row["run_dir"])
     assert json.loads((run_dir / "run.json").read_text())["run_id"] == run_id
     assert (run_dir / "stream" / "stdout.log").read_text() == "hi\n"
@@ -125,7 +131,8 @@ def test_a_command_that_says_something_is_completed_and_fully_recorded(
         messages = store.list_messages(run_id)
         branch = store.get_branch(run_id)
     assert [(m["role"], m["content"]) for m in messages] == [("output", "hi\n")]
-    assert branch is not None and branch["last_session_id"] == run_id
+    assert branch is not None
+    assert branch["last_session_id"] == run_id
 
 
 def test_nonzero_exit_is_failed_with_the_exit_code_as_evidence(
@@ -232,7 +239,8 @@ def test_malformed_profile_contract_exits_2_naming_the_entry(
     )
     proc = run_li("run", "--profile", "writer", "--", "true", env=li_env, cwd=repo)
     assert proc.returncode == 2
-    assert "summary" in proc.stderr and "writer.yaml" in proc.stderr
+    assert "summary" in proc.stderr
+    assert "writer.yaml" in proc.stderr
     assert session_rows(db_url) == [] if _db_exists(db_url) else True
 
 
@@ -321,8 +329,11 @@ def test_sigkill_to_li_leaves_a_running_row_that_reap_finalizes(
     proc.kill()  # li cannot clean up after SIGKILL: its child group runs on, unsupervised
     proc.communicate(timeout=30)
     row = get_row(db_url, row["id"])
-    assert row["status"] == "running" and process_alive(sleeper)
-    assert row["owner_pid"] == proc.pid and row["owner_start_time"] and row["heartbeat_at"]
+    assert row["status"] == "running"
+    assert process_alive(sleeper)
+    assert row["owner_pid"] == proc.pid
+    assert row["owner_start_time"]
+    assert row["heartbeat_at"]
     reap = run_li("reap", env=li_env, cwd=repo)
     assert reap.returncode == 0, reap.stderr
     row = get_row(db_url, row["id"])
@@ -374,7 +385,8 @@ def test_resume_refuses_a_branch_whose_last_execution_is_running(
     row = wait_for_running_row(db_url)
     try:
         again = run_li("run", "--resume", row["id"], "--", "true", env=li_env, cwd=repo)
-        assert again.returncode == 2 and "still running" in again.stderr
+        assert again.returncode == 2
+        assert "still running" in again.stderr
     finally:
         send(proc, signal.SIGTERM)
     assert len(session_rows(db_url)) == 1
@@ -411,7 +423,8 @@ def test_detach_prints_the_id_and_wait_prints_the_line_the_record_holds(
     waited = run_li("wait", "--timeout", "30", run_id, env=li_env, cwd=repo)
     assert waited.returncode == 0, waited.stderr
     row = get_row(db_url, run_id)
-    assert row["status"] == "completed" and row["owner_pid"] != os.getpid()
+    assert row["status"] == "completed"
+    assert row["owner_pid"] != os.getpid()
     assert waited.stdout == wait_line_for(row) + "\n"
     assert (Path(row["run_dir"]) / "stream" / "stdout.log").read_text() == "hi\n"
 
@@ -420,7 +433,8 @@ def test_run_id_reuse_is_refused(li_env: dict[str, str], db_url: str, repo: Path
     first = run_li("run", "--run-id", "fixed-1", "--", "true", env=li_env, cwd=repo)
     assert first.returncode == 0
     again = run_li("run", "--run-id", "fixed-1", "--", "sh", "-c", "exit 3", env=li_env, cwd=repo)
-    assert again.returncode == 2 and "already used" in again.stderr
+    assert again.returncode == 2
+    assert "already used" in again.stderr
     assert get_row(db_url, "fixed-1")["status"] == "completed"  # the first run's, untouched
 
 
@@ -454,7 +468,8 @@ def test_nested_li_does_not_inherit_the_run_id(
     proc = run_li("run", "--", "sh", "-c", inner, env=env, cwd=repo)
     assert proc.returncode == 0, proc.stderr
     rows = {r["id"]: r for r in session_rows(db_url)}
-    assert "outer-1" in rows and len(rows) == 2
+    assert "outer-1" in rows
+    assert len(rows) == 2
     (inner_row,) = [r for r in rows.values() if r["id"] != "outer-1"]
     assert inner_row["status"] == "completed"
 
@@ -489,4 +504,5 @@ def test_a_command_that_cannot_start_after_setup_is_finalized_failed(
     row = store.get_entity("session", result.run_id)
     assert row["status"] == "failed"
     (cause,) = [e for e in row["status_evidence_refs"] if e["kind"] == "exception"]
-    assert cause["type"].endswith("SpawnError") and "/nonexistent/tool" in cause["message"]
+    assert cause["type"].endswith("SpawnError")
+    assert "/nonexistent/tool" in cause["message"]

@@ -40,20 +40,26 @@ def test_add_list_show_enable_disable_delete(
         capsys, "add", "nightly", "--cron", "30 2 * * *", "--tz", "Europe/Berlin",
         "--retries", "1", "--", "agent", "claude", "review it", "--cwd", str(tmp_path),
     )  # fmt: skip
-    assert code == 0 and out.startswith("added schedule nightly; next run "), out
+    assert code == 0, out
+    assert out.startswith("added schedule nightly; next run "), out
     code, out, _ = li(capsys, "add", "poll", "--every", "5m", "--json", "--", "run", "true")
-    assert code == 0 and json.loads(out)["spec"] == "every 5m"
+    assert code == 0
+    assert json.loads(out)["spec"] == "every 5m"
     code, out, _ = li(capsys, "list")
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["NAME", "STATUS", "TRIGGER"]
-    assert "cron '30 2 * * *' Europe/Berlin" in lines[1] and "Z" in lines[1]
+    assert "cron '30 2 * * *' Europe/Berlin" in lines[1]
+    assert "Z" in lines[1]
     code, out, _ = li(capsys, "list", "--json")
     assert [r["name"] for r in json.loads(out)] == ["nightly", "poll"]
     code, out, _ = li(capsys, "show", "nightly")
-    assert "--retries 1" in out and str(tmp_path) in out and "Europe/Berlin" in out
+    assert "--retries 1" in out
+    assert str(tmp_path) in out
+    assert "Europe/Berlin" in out
     assert li(capsys, "disable", "nightly")[1] == "disabled schedule nightly\n"
     code, _, err = li(capsys, "disable", "nightly")
-    assert code == 0 and "already disabled" in err
+    assert code == 0
+    assert "already disabled" in err
     assert li(capsys, "enable", "nightly")[0] == 0
     assert history(store, "nightly") == [
         "schedule_definition.enabled.created",
@@ -62,7 +68,8 @@ def test_add_list_show_enable_disable_delete(
     ]
     code, out, _ = li(capsys, "show", "nightly", "--json")
     shown = json.loads(out)
-    assert shown["schedule"]["status"] == "enabled" and len(shown["history"]) == 3
+    assert shown["schedule"]["status"] == "enabled"
+    assert len(shown["history"]) == 3
     assert li(capsys, "delete", "poll")[1] == "deleted schedule poll\n"
     assert [r["name"] for r in store.list_schedules()] == ["nightly"]
     assert li(capsys, "add", "poll", "--every", "1m", "--", "run", "true")[0] == 0
@@ -98,7 +105,9 @@ def test_bad_input_exits_2_and_writes_nothing(
     store: Store, capsys: pytest.CaptureFixture[str], args: list[str], says: str
 ) -> None:
     code, out, err = li(capsys, *args)
-    assert code == 2 and says in err and out == ""
+    assert code == 2
+    assert says in err
+    assert out == ""
     assert store.list_schedules(include_deleted=True) == []
 
 
@@ -114,7 +123,8 @@ def test_a_usage_error_does_not_create_the_database(
 def test_a_taken_name_exits_2(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     assert li(capsys, "add", "x", "--every", "1h", "--", "run", "true")[0] == 0
     code, _, err = li(capsys, "add", "x", "--every", "2h", "--", "run", "true")
-    assert code == 2 and "already exists" in err
+    assert code == 2
+    assert "already exists" in err
     assert store.list_schedules()[0]["spec"] == "every 1h"
 
 
@@ -124,10 +134,13 @@ def test_a_usd_budget_says_it_cannot_see_codex_runs(
     """Codex reports no cost: add says so at once, and show says what has been spent."""
     code, _, err = li(capsys, "add", "cx", "--every", "1h", "--budget-usd", "2", "--", "agent",
                       "codex", "hi")  # fmt: skip
-    assert code == 0 and "Codex reports no cost" in err and "--budget-tokens" in err
+    assert code == 0
+    assert "Codex reports no cost" in err
+    assert "--budget-tokens" in err
     code, _, err = li(capsys, "add", "cl", "--every", "1h", "--budget-usd", "2", "--", "agent",
                       "claude", "hi")  # fmt: skip
-    assert code == 0 and err == ""
+    assert code == 0
+    assert err == ""
     code, out, _ = li(capsys, "show", "cx")
     spent = [line for line in out.splitlines() if line.startswith("spent")]
     assert spent == ["spent      no cost recorded, 0 tokens (of --budget-usd 2.0; runs that "
@@ -156,7 +169,8 @@ def test_apply_dry_run_then_apply_then_update(
     file = tmp_path / "schedules.yaml"
     file.write_text(SCHEDULES)
     code, out, err = li(capsys, "apply", str(file), "--dry-run")
-    assert code == 0 and "dry run" in err
+    assert code == 0
+    assert "dry run" in err
     assert [line.split(None, 2) for line in out.splitlines()] == [
         ["CHANGE", "SCHEDULE", "DETAIL"],
         ["create", "nightly", "-"],
@@ -172,7 +186,8 @@ def test_apply_dry_run_then_apply_then_update(
     file.write_text(SCHEDULES.replace("retries: 2", "retries: 3\n    enabled: false"))
     code, out, _ = li(capsys, "apply", str(file), "--json")
     ops = {c["name"]: c for c in json.loads(out)["changes"]}
-    assert ops["poll"]["op"] == "update" and ops["nightly"]["op"] == "unchanged"
+    assert ops["poll"]["op"] == "update"
+    assert ops["nightly"]["op"] == "unchanged"
     assert ops["poll"]["changes"] == {"policies.retries": [2, 3], "enabled": [True, False]}
     assert history(store, "poll")[-1] == "schedule_definition.disabled.updated"
 
@@ -199,7 +214,8 @@ def test_apply_takes_require_change_for_a_run_action(
         "    require_change: true\n"
     )
     code, _, err = li(capsys, "apply", str(file))
-    assert code == 2 and "schedules.yaml:5: schedule 'f': require_change: applies to run" in err
+    assert code == 2
+    assert "schedules.yaml:5: schedule 'f': require_change: applies to run" in err
 
 
 @pytest.mark.parametrize(
@@ -227,7 +243,8 @@ def test_apply_refuses_bad_files_with_file_and_line(
     file = tmp_path / "schedules.yaml"
     file.write_text(text)
     code, _, err = li(capsys, "apply", str(file))
-    assert code == 2 and says in err, err
+    assert code == 2, err
+    assert says in err, err
     assert store.list_schedules(include_deleted=True) == []
 
 
@@ -236,7 +253,9 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
 ) -> None:
     assert li(capsys, "add", "poll", "--every", "1m", "--", "run", "true")[0] == 0
     code, out, err = li(capsys, "runs", "poll")
-    assert code == 0 and out == "" and "no runs yet" in err
+    assert code == 0
+    assert out == ""
+    assert "no runs yet" in err
     row = store.get_schedule("poll")
     assert row is not None
     run = store.insert_due_run(schedule_id=row["id"], due_at=row["next_due_at"], action_kind="run")
@@ -269,12 +288,15 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
         env=li_env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert waited.returncode == 0, waited.stderr
-    assert run["id"] in waited.stdout and "completed" in waited.stdout
+    assert run["id"] in waited.stdout
+    assert "completed" in waited.stdout
 
 
 def test_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = li(capsys, "add", "--help")
-    assert code == 0 and "exit codes" in out and "-- ACTION" in out
+    assert code == 0
+    assert "exit codes" in out
+    assert "-- ACTION" in out
 
 
 WORDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)

@@ -61,7 +61,8 @@ def test_show_help_lists_the_subcommands(env: dict[str, str]) -> None:
     assert result.returncode == 0
     for sub in SUBCOMMANDS:
         assert f"  {sub} " in result.stdout
-    assert "130" in result.stdout and "143" in result.stdout
+    assert "130" in result.stdout
+    assert "143" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -85,7 +86,8 @@ def test_usage_errors_exit_2_and_write_nothing(
 ) -> None:
     result = li(env, *args, cwd=tmp_path)
     assert result.returncode == 2, (result.stdout, result.stderr)
-    assert result.stderr.strip() and result.stdout == ""
+    assert result.stderr.strip()
+    assert result.stdout == ""
     assert not (tmp_path / "state.db").exists()
 
 
@@ -106,14 +108,16 @@ def test_a_bad_show_file_lists_every_problem_and_starts_nothing(
     )
     before = refs(tmp_path / "repo")
     result = li(env, "show", "run", str(path))
-    assert result.returncode == 2 and result.stdout == ""
+    assert result.returncode == 2
+    assert result.stdout == ""
     lines = result.stderr.splitlines()
     assert any(line.startswith(f"{path}:3: base branch 'nope'") for line in lines), lines
     assert any(line.startswith(f"{path}:7: play a: attempts must be 1") for line in lines)
     assert any(line.startswith(f"{path}:1: no gate for play(s) a") for line in lines)
     assert f"li show run: 3 problems in {path}; nothing was started" in result.stderr
     assert refs(tmp_path / "repo") == before
-    assert list(lirun_home.iterdir()) == [] and not (tmp_path / "state.db").exists()
+    assert list(lirun_home.iterdir()) == []
+    assert not (tmp_path / "state.db").exists()
 
 
 # --- the dry run ------------------------------------------------------------------------------
@@ -128,12 +132,14 @@ def test_dry_run_prints_the_plan_and_touches_nothing(
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.startswith("show plan: 3 plays in 2 waves, at most 1 at a time\n"), out
-    assert "wave 1\n  one\n" in out and "wave 2\n  three (after one, two)\n" in out
+    assert "wave 1\n  one\n" in out
+    assert "wave 2\n  three (after one, two)\n" in out
     assert "    branch    show/plan--three-a1\n" in out
     assert "    gate      test -f base.txt (the show's)\n" in out
     assert "nothing was started" in result.stderr
     assert refs(tmp_path / "repo") == before
-    assert list(lirun_home.iterdir()) == [] and not (tmp_path / "state.db").exists()
+    assert list(lirun_home.iterdir()) == []
+    assert not (tmp_path / "state.db").exists()
 
 
 def test_dry_run_json(env: dict[str, str], tmp_path: Path) -> None:
@@ -141,8 +147,10 @@ def test_dry_run_json(env: dict[str, str], tmp_path: Path) -> None:
     result = li(env, "show", "run", str(path), "--dry-run", "--json")
     assert result.returncode == 0, result.stderr
     plan = json.loads(result.stdout)
-    assert plan["waves"] == [["one", "two"], ["three"]] and plan["parallel"] == 2
-    assert plan["integration"] == "show/plan" and plan["base"] == "main"
+    assert plan["waves"] == [["one", "two"], ["three"]]
+    assert plan["parallel"] == 2
+    assert plan["integration"] == "show/plan"
+    assert plan["base"] == "main"
     assert plan["repo"] == str((tmp_path / "repo").resolve())
     assert [p["branch"] for p in plan["plays"]] == [
         "show/plan--one-a1",
@@ -175,7 +183,8 @@ def test_wait_accepts_show_ids(store: Any, li_env: dict[str, str]) -> None:
     )
     code, out, _ = run_wait(li_env, "show-gone", "--json")
     record = json.loads(out)
-    assert code == 1 and (record["kind"], record["status"], record["success"]) == (
+    assert code == 1
+    assert (record["kind"], record["status"], record["success"]) == (
         "show",
         "aborted",
         False,
@@ -184,7 +193,8 @@ def test_wait_accepts_show_ids(store: Any, li_env: dict[str, str]) -> None:
     code, out, _ = run_wait(li_env, "show-live", "--timeout", "0.3")
     assert (code, out) == (3, "")
     code, out, _ = run_wait(li_env, "show-d")
-    assert code == 0 and parse_line(out.strip())["id"] == "show-done"
+    assert code == 0
+    assert parse_line(out.strip())["id"] == "show-done"
 
 
 def test_a_waiter_wakes_when_the_show_completes(store: Any, li_env: dict[str, str]) -> None:
@@ -210,7 +220,8 @@ def test_wait_on_play_ids_succeeds_only_when_merged(store: Any, li_env: dict[str
     )
     code, out, _ = run_wait(li_env, "play-merged", "play-escalated")
     lines = {parse_line(x)["id"]: parse_line(x)["status"] for x in out.splitlines()}
-    assert code == 1 and lines == {"play-merged": "merged", "play-escalated": "escalated"}
+    assert code == 1
+    assert lines == {"play-merged": "merged", "play-escalated": "escalated"}
 
 
 # --- the board and the list (rendered from a report's JSON form and from store rows) ----------
@@ -335,7 +346,8 @@ def test_the_board_shows_plays_sessions_and_what_needs_a_person(capsys) -> None:
 
 def test_status_lists_recent_shows(store: Any, li_env: dict[str, str]) -> None:
     result = li(li_env, "show", "status")
-    assert result.returncode == 0 and "no shows yet" in result.stdout
+    assert result.returncode == 0
+    assert "no shows yet" in result.stdout
     store.create_show(topic="older", id="show-1")
     store.create_show(topic="newer", id="show-2")
     for name, status, reason in (
@@ -369,4 +381,5 @@ def test_a_play_merged_by_hand_reads_so_on_the_board() -> None:
          "reason_code": "play.merged.admin", "reason_summary": "fixed the test by hand"},
     ]  # fmt: skip
     [row] = play_rows(report)
-    assert row[1] == "merged" and row[4] == "by hand"
+    assert row[1] == "merged"
+    assert row[4] == "by hand"

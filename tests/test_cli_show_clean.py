@@ -76,7 +76,8 @@ def test_clean_keeps_unmerged_work_until_forced_and_a_new_run_then_starts(
     assert git(repo, "rev-parse", "--verify", "show/clean--bad-a1")  # still there
     # the dry run now names the unmerged attempts a new run would reset
     dry = li(env, "show", "run", str(path), "--dry-run", "--continue-integration")
-    assert dry.returncode == 2 and "show/clean--bad-a1 (play bad's attempt" in dry.stderr
+    assert dry.returncode == 2
+    assert "show/clean--bad-a1 (play bad's attempt" in dry.stderr
     # --force drops them; the integration branch (the show's result) stays
     forced = li(env, "show", "clean", show_id)
     assert forced.returncode == 1  # nothing was forced yet: same answer, said in words
@@ -143,9 +144,13 @@ def test_clean_refuses_an_active_show_and_unknown_ids(
     show_id = json.loads(first.stdout)["show_id"]
     refused = li(env, "show", "clean", show_id)
     assert refused.returncode == 2
-    assert "is still active" in refused.stderr and f"li show abort {show_id}" in refused.stderr
+    assert "is still active" in refused.stderr
+    assert f"li show abort {show_id}" in refused.stderr
     assert (Path(li_env["LIRUN_HOME"]) / "worktrees" / show_id / "bad").is_dir()
     unknown = li(env, "show", "clean", "nosuchshow")
-    assert unknown.returncode == 2 and len(unknown.stderr.strip().splitlines()) == 1
+    assert unknown.returncode == 2
+    assert len(unknown.stderr.strip().splitlines()) == 1
     helped = li(env, "show", "clean", "--help")
-    assert helped.returncode == 0 and "exit codes:" in helped.stdout and "--force" in helped.stdout
+    assert helped.returncode == 0
+    assert "exit codes:" in helped.stdout
+    assert "--force" in helped.stdout

@@ -66,7 +66,8 @@ def test_a_show_of_command_plays_completes(
     result = li(show_env, "show", "run", str(path), "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["status"] == "completed" and report["exit_code"] == 0
+    assert report["status"] == "completed"
+    assert report["exit_code"] == 0
     assert {p["name"]: p["status"] for p in report["plays"]} == {
         "one": "merged",
         "two": "merged",
@@ -85,11 +86,13 @@ def test_a_show_of_command_plays_completes(
     assert merge_shas == set(merges)
     # li wait: the show and its plays succeeded
     code, out, _ = run_wait(show_env, report["show_id"], *(p["id"] for p in report["plays"]))
-    assert code == 0 and len(out.splitlines()) == 4
+    assert code == 0
+    assert len(out.splitlines()) == 4
     assert parse_line(out.splitlines()[0])["status"] == "completed"
     # the board names every session, and li status opens one
     board = li(show_env, "show", "status", report["show_id"])
-    assert board.returncode == 0 and "show " + report["show_id"] in board.stdout
+    assert board.returncode == 0
+    assert "show " + report["show_id"] in board.stdout
     session = report["plays"][0]["session_ids"][0]
     assert session in board.stdout
     assert li(show_env, "status", session).returncode == 0
@@ -125,11 +128,13 @@ def test_a_play_that_needs_a_person_then_resume(tmp_path: Path, sqlite_env: dict
     repo = tmp_path / "repo"
     result = li(sqlite_env, "show", "run", str(path))
     assert result.returncode == 1, result.stderr
-    assert "needs a person" in result.stdout and "li override play" in result.stdout
+    assert "needs a person" in result.stdout
+    assert "li override play" in result.stdout
     report = json.loads(li(sqlite_env, "show", "status", "fix", "--json").stdout)
     plays = {p["name"]: p for p in report["plays"]}
     assert (plays["bad"]["status"], plays["after"]["status"]) == ("gate_failed", "pending")
-    assert report["status"] == "active" and report["needs_person"]
+    assert report["status"] == "active"
+    assert report["needs_person"]
     # what a person does: merge the play by hand with a fix, record it, resume
     branch = plays["bad"]["branch"]
     git(repo, "checkout", "-q", "show/fix")
@@ -169,7 +174,8 @@ def test_abort_ends_the_show(tmp_path: Path, sqlite_env: dict[str, str]) -> None
     report = json.loads(li(sqlite_env, "show", "status", "--json").stdout)[0]
     assert report["status"] == "aborted"
     code, out, _ = run_wait(sqlite_env, report["id"])
-    assert code == 1 and parse_line(out.strip())["status"] == "aborted"
+    assert code == 1
+    assert parse_line(out.strip())["status"] == "aborted"
     again = li(sqlite_env, "show", "abort", report["id"], "--actor", "t", "--justification", "j")
     assert again.returncode == 2  # already ended: nothing to abort
     assert li(sqlite_env, "show", "status", "no-such-show").returncode == 2
@@ -182,7 +188,8 @@ def test_detach_prints_the_id_and_a_waiter_follows(
     result = li(sqlite_env, "show", "run", str(path), "--detach")
     assert result.returncode == 0, result.stderr
     show_id = result.stdout.strip()
-    assert show_id and "\n" not in show_id
+    assert show_id
+    assert "\n" not in show_id
     code, out, _ = run_wait(sqlite_env, show_id, "--timeout", str(TIMEOUT))
     assert code == 0, out
     assert parse_line(out.strip())["status"] == "completed"
@@ -250,8 +257,11 @@ def test_setup_errors_exit_2_attached_and_detached(
     git(repo, "checkout", "-q", "show/busy")  # the integration branch is checked out here
     before = git(repo, "for-each-ref")
     attached = li(sqlite_env, "show", "run", str(path))
-    assert attached.returncode == 2 and "checked out" in attached.stderr, attached.stderr
+    assert attached.returncode == 2, attached.stderr
+    assert "checked out" in attached.stderr, attached.stderr
     detached = li(sqlite_env, "show", "run", str(path), "--detach")
-    assert detached.returncode == 2 and detached.stdout == ""
-    assert "the background li for show" in detached.stderr and "checked out" in detached.stderr
+    assert detached.returncode == 2
+    assert detached.stdout == ""
+    assert "the background li for show" in detached.stderr
+    assert "checked out" in detached.stderr
     assert git(repo, "for-each-ref") == before

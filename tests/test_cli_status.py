@@ -198,7 +198,9 @@ def test_one_record_json_by_prefix(populated: Store, li_env: dict[str, str]) -> 
     assert event["event_type"] == "status_transition_override"
     assert event["justification"] == "checked by hand"
     human = li(li_env, "status", "20260101T000001").stdout
-    assert "admin events" in human and "checked by hand" in human and "failed → completed" in human
+    assert "admin events" in human
+    assert "checked by hand" in human
+    assert "failed → completed" in human
 
 
 def test_ambiguous_and_unknown_ids_exit_2(populated: Store, li_env: dict[str, str]) -> None:
@@ -229,11 +231,14 @@ def test_invocation_record_lists_its_executions(
     store.create_session(id="s-3")
     assert li_main(["status", "--json", "inv-1"]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["kind"] == "invocation" and record["skill"] == "review"
+    assert record["kind"] == "invocation"
+    assert record["skill"] == "review"
     assert [s["id"] for s in record["sessions"]] == ["s-1", "s-2"]
     assert li_main(["status", "inv-1"]) == 0
     out = capsys.readouterr().out
-    assert "executions" in out and "s-2" in out and "s-3" not in out
+    assert "executions" in out
+    assert "s-2" in out
+    assert "s-3" not in out
 
 
 def test_dead_owner_is_flagged_but_not_written(
@@ -255,7 +260,8 @@ def test_dead_owner_is_flagged_but_not_written(
     assert li_main(["status", "orphan"]) == 0
     assert "looks dead" in capsys.readouterr().out
     row = store.get_entity("session", "orphan")
-    assert row is not None and row["status"] == "running"  # status never writes
+    assert row is not None
+    assert row["status"] == "running"
 
 
 def test_colour_only_when_forced_and_not_with_no_color(
@@ -264,7 +270,8 @@ def test_colour_only_when_forced_and_not_with_no_color(
     forced = li({**li_env, "FORCE_COLOR": "1"}, "status")
     assert "\x1b[1;32mcompleted" in forced.stdout  # bold green
     plain = li({**li_env, "FORCE_COLOR": "1", "NO_COLOR": "1"}, "status")
-    assert "\x1b[1;32m" not in plain.stdout and "\x1b[31m" not in plain.stdout
+    assert "\x1b[1;32m" not in plain.stdout
+    assert "\x1b[31m" not in plain.stdout
 
 
 def test_no_database_yet(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -283,7 +290,8 @@ def test_no_database_yet_creates_nothing(
     assert status_cli.main(["--db", str(db)]) == 0
     assert li_main(["status", "--db", str(db), "some-id"]) == 2
     assert "no lirun database" in capsys.readouterr().err
-    assert not db.exists() and not db.parent.exists()  # read-only: nothing created
+    assert not db.exists()
+    assert not db.parent.exists()
 
 
 def test_status_never_migrates_or_writes(
@@ -340,7 +348,8 @@ def test_record_fields_skip_empty_values() -> None:
     labels = dict(record_fields("session", row, now=10.0))
     assert labels["reason"] == "unknown"
     assert labels["duration"] == "10s"
-    assert "exit code" not in labels and "run dir" not in labels
+    assert "exit code" not in labels
+    assert "run dir" not in labels
 
 
 def test_branch_id_names_its_latest_execution(
@@ -364,7 +373,8 @@ def test_things_are_named_by_what_they_are(
     store.update_fields("play", play["id"], {"branch": "show/t--api-a1", "merge_sha": "abc123"})
     assert li_main(["status", "conv-1"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"conversation\s+20260101T000000-aaaaaa", out) and "branch" not in out
+    assert re.search(r"conversation\s+20260101T000000-aaaaaa", out)
+    assert "branch" not in out
     assert li_main(["status", play["id"]]) == 0
     out = capsys.readouterr().out
     assert re.search(r"git branch\s+show/t--api-a1", out)

@@ -29,11 +29,13 @@ def li(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def test_create_send_inbox_show_archive(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = li(capsys, "create", "crew", "--member", "api", "--member", "web")
     team_id = out.strip()
-    assert code == 0 and store.get_entity("team", team_id) is not None
+    assert code == 0
+    assert store.get_entity("team", team_id) is not None
     assert li(capsys, "send", "crew", "--from", "api", "--to", "web", "schema changed")[0] == 0
     assert li(capsys, "send", team_id[:8], "--from", "web", "ack")[0] == 0
     code, out, _ = li(capsys, "inbox", "crew", "--as", "web")
-    assert code == 0 and out.endswith("api -> web: schema changed\n"), out
+    assert code == 0, out
+    assert out.endswith("api -> web: schema changed\n"), out
     code, out, _ = li(capsys, "inbox", "crew", "--as", "web", "--unread")
     assert (code, out) == (0, "")
     code, out, _ = li(capsys, "log", "crew", "--json")
@@ -53,17 +55,23 @@ def test_create_send_inbox_show_archive(store: Store, capsys: pytest.CaptureFixt
     code, out, _ = li(capsys, "list", "--json")
     assert [(t["name"], t["message_count"]) for t in json.loads(out)] == [("crew", 2)]
     code, out, err = li(capsys, "archive", "crew", "--actor", "ops", "--justification", "shipped")
-    assert code == 0 and "archived" in out
+    assert code == 0
+    assert "archived" in out
     code, out, err = li(capsys, "send", "crew", "--from", "api", "one more")
-    assert code == 2 and out == "" and err.count("\n") == 1 and "is archived" in err
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "is archived" in err
     code, _, err = li(capsys, "join", "crew", "late")
-    assert code == 2 and "is archived" in err
+    assert code == 2
+    assert "is archived" in err
     history = store.list_transitions("team", team_id)
     assert [(h["reason_code"], h["actor"], h["reason_summary"]) for h in history][1:] == [
         ("team.archived.operator", "ops", "shipped")
     ]
     team = store.get_entity("team", team_id)
-    assert team is not None and team["message_count"] == 2
+    assert team is not None
+    assert team["message_count"] == 2
 
 
 @pytest.mark.parametrize(
@@ -90,7 +98,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     li(capsys, "create", "crew", "--member", "api", "--member", "web")
     code, out, err = li(capsys, *args)
     assert (code, out) == (2, ""), err
-    assert err.count("\n") == 1 and said in err, err
+    assert err.count("\n") == 1, err
+    assert said in err, err
     assert [t["name"] for t in store.list_teams()] == ["crew"]
     assert store.list_teams()[0]["message_count"] == 0
 
@@ -112,8 +121,10 @@ def test_send_from_stdin_in_a_supervised_child_records_its_run(
         li_command("team", "inbox", "crew", "--as", "web"), env=li_env,
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert shown.stdout.count("\n") == 1 and "\x1b" not in shown.stdout
-    assert "line one\\nline two <script>" in shown.stdout and "\\x1b[2J" in shown.stdout
+    assert shown.stdout.count("\n") == 1
+    assert "\x1b" not in shown.stdout
+    assert "line one\\nline two <script>" in shown.stdout
+    assert "\\x1b[2J" in shown.stdout
 
 
 def _follower(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
@@ -172,7 +183,8 @@ def test_follow_stops_on_sigterm(store: Store, li_env: dict[str, str]) -> None:
         if follower.poll() is None:
             follower.kill()
             follower.wait()
-    assert follower.returncode == 0 and err == ""
+    assert follower.returncode == 0
+    assert err == ""
 
 
 SENDERS = 8
@@ -211,7 +223,8 @@ def test_concurrent_senders_lose_nothing_and_duplicate_nothing(
         for name in names
     ]
     for p in procs:
-        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+        assert p.stdout is not None
+        assert p.stdout.readline() == "ready\n"
     for p in procs:  # all start at once
         assert p.stdin is not None
         p.stdin.write("go\n")
@@ -235,5 +248,6 @@ def test_inbox_without_a_database_is_one_line_and_creates_none(tmp_path: Path) -
         li_command("--db", str(tmp_path / "none.db"), "team", "inbox", "crew", "--as", "a"),
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "none.db").exists()

@@ -175,7 +175,8 @@ def test_kill_run_tree_kills_what_its_cgroup_holds(tmp_path: Path) -> None:
         leader, pids = _spawn_tree(tmp_path, group)
         group.close_join()
         entry = kill_run_tree(leader, group.path)
-        assert entry is not None and entry["cgroup"] == str(group.path)
+        assert entry is not None
+        assert entry["cgroup"] == str(group.path)
         assert {p["pid"] for p in entry["processes"]} >= {leader, *pids}
         assert all(_gone(pid) for pid in (leader, *pids))
     finally:
@@ -186,7 +187,8 @@ def test_kill_run_tree_kills_what_its_cgroup_holds(tmp_path: Path) -> None:
 def test_kill_run_tree_without_a_cgroup_kills_group_session_and_known(tmp_path: Path) -> None:
     leader, (in_group, in_own_session) = _spawn_tree(tmp_path, None)
     entry = kill_run_tree(leader, None, known=[in_own_session])
-    assert entry is not None and "cgroup" not in entry
+    assert entry is not None
+    assert "cgroup" not in entry
     assert all(_gone(pid) for pid in (leader, in_group, in_own_session))
     os.waitpid(leader, 0)
 
@@ -243,7 +245,8 @@ def test_the_guard_kills_what_its_dead_owner_still_watched(tmp_path: Path, unwat
         poll(lambda: _gone(guard_pid), timeout=10, what="the guard to end with its owner")
         note = tmp_path / "owner_died.json"
         if unwatched:
-            assert not _gone(sleeper) and not note.exists()
+            assert not _gone(sleeper)
+            assert not note.exists()
         else:
             assert _gone(sleeper)
             import json
@@ -300,7 +303,8 @@ def test_a_dead_owners_empty_cgroup_is_swept_a_live_owners_is_not() -> None:
     live.mkdir()
     try:
         cgroups.sweep_stale(parent, "lirun-test")
-        assert not stale.exists() and live.exists()
+        assert not stale.exists()
+        assert live.exists()
     finally:
         for path in (stale, live):
             if path.exists():
@@ -318,6 +322,9 @@ def test_a_guard_that_stopped_reading_never_blocks_its_owner() -> None:
         guard.watch(f"m{n}", None, None)
         guard.unwatch(f"m{n}")
     assert time.monotonic() - started < 5
-    assert stuck.broken and stuck.proc.poll() is not None  # killed, not left stopped
+    assert stuck.broken
+    assert stuck.proc.poll() is not None
     fresh = guard.current()
-    assert fresh is not None and fresh is not stuck and fresh.proc.poll() is None
+    assert fresh is not None
+    assert fresh is not stuck
+    assert fresh.proc.poll() is None

@@ -55,7 +55,8 @@ def test_unknown_entry_field_is_refused_with_file_and_line(lirun_home: Path, kin
         load("writer")
     message = str(info.value)
     assert message.startswith(f"{path}:7: ")
-    assert "'requird'" in message and "did you mean 'required'" in message
+    assert "'requird'" in message
+    assert "did you mean 'required'" in message
     assert "id='notes'" in message
 
 
@@ -82,7 +83,8 @@ def test_li_run_refuses_the_typo_before_start(
     path = _write(lirun_home, "profile", "writer", TYPO)
     proc = run_li("run", "--profile", "writer", "--", "true", env=li_env, cwd=repo)
     assert proc.returncode == 2
-    assert f"{path}:7:" in proc.stderr and "requird" in proc.stderr
+    assert f"{path}:7:" in proc.stderr
+    assert "requird" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (lirun_home / "runs").exists() or not any((lirun_home / "runs").iterdir())
     if db_url.startswith("postgres") or os.path.exists(db_url):
@@ -105,7 +107,8 @@ def test_verification_says_what_is_there_instead(tmp_path: Path) -> None:
     contract = {"expected": [{"id": n, "path": f"{n}.md"} for n in names]}
     contract["expected"].append({"id": "loop", "path": "loop/x.md", "required": False})
     result = verify_artifact_contract(contract, artifacts_root=root)
-    assert result is not None and result["status"] == "failed"
+    assert result is not None
+    assert result["status"] == "failed"
     problems = {e["id"]: e["problem"] for e in result["missing_required"]}
     assert problems == {
         "empty": "empty",

@@ -34,13 +34,16 @@ def test_clean_at_base(repo: Path) -> None:
         "base_ref": "main",
         "reason": ev["reason"],
     }
-    assert "clean" in ev["reason"] and "0 commit(s) ahead of main" in ev["reason"]
+    assert "clean" in ev["reason"]
+    assert "0 commit(s) ahead of main" in ev["reason"]
 
 
 def test_untracked_file_is_dirty(repo: Path) -> None:
     (repo / "new.txt").write_text("x", encoding="utf-8")
     ev = check_completion_evidence(str(repo))
-    assert ev["checked"] and ev["dirty"] is True and ev["commits_ahead"] == 0
+    assert ev["checked"]
+    assert ev["dirty"] is True
+    assert ev["commits_ahead"] == 0
 
 
 def test_modified_file_is_dirty(repo: Path) -> None:
@@ -53,8 +56,11 @@ def test_commits_ahead_of_main(repo: Path) -> None:
     commit(repo, "a.txt")
     commit(repo, "b.txt")
     ev = check_completion_evidence(str(repo))
-    assert ev["checked"] and ev["base_ref"] == "main"
-    assert ev["commits_ahead"] == 2 and ev["ahead_of_base"] is True and ev["dirty"] is False
+    assert ev["checked"]
+    assert ev["base_ref"] == "main"
+    assert ev["commits_ahead"] == 2
+    assert ev["ahead_of_base"] is True
+    assert ev["dirty"] is False
 
 
 def test_master_fallback(tmp_path: Path) -> None:
@@ -65,7 +71,8 @@ def test_master_fallback(tmp_path: Path) -> None:
     git(path, "checkout", "-q", "-b", "work")
     commit(path, "b.txt")
     ev = check_completion_evidence(str(path))
-    assert ev["base_ref"] == "master" and ev["commits_ahead"] == 1
+    assert ev["base_ref"] == "master"
+    assert ev["commits_ahead"] == 1
 
 
 def test_remote_head_wins_over_local_main(repo: Path, tmp_path: Path) -> None:
@@ -74,7 +81,8 @@ def test_remote_head_wins_over_local_main(repo: Path, tmp_path: Path) -> None:
     git(clone, "checkout", "-q", "-b", "feature")
     commit(clone, "c.txt")
     ev = check_completion_evidence(str(clone))
-    assert ev["base_ref"] == "origin/main" and ev["commits_ahead"] == 1
+    assert ev["base_ref"] == "origin/main"
+    assert ev["commits_ahead"] == 1
 
 
 def test_origin_main_without_remote_head(repo: Path, tmp_path: Path) -> None:
@@ -84,7 +92,8 @@ def test_origin_main_without_remote_head(repo: Path, tmp_path: Path) -> None:
     git(clone, "branch", "-q", "-m", "main", "trunk")
     commit(clone, "c.txt")
     ev = check_completion_evidence(str(clone))
-    assert ev["base_ref"] == "origin/main" and ev["commits_ahead"] == 1
+    assert ev["base_ref"] == "origin/main"
+    assert ev["commits_ahead"] == 1
 
 
 def test_explicit_base_ref(repo: Path) -> None:
@@ -92,7 +101,9 @@ def test_explicit_base_ref(repo: Path) -> None:
     commit(repo, "a.txt")
     commit(repo, "b.txt")
     ev = check_completion_evidence(str(repo), base_ref=first)
-    assert ev["base_ref"] == first and ev["commits_ahead"] == 2 and ev["ahead_of_base"] is True
+    assert ev["base_ref"] == first
+    assert ev["commits_ahead"] == 2
+    assert ev["ahead_of_base"] is True
     git(repo, "tag", "v1", first)
     assert check_completion_evidence(str(repo), base_ref="v1")["commits_ahead"] == 2
 
@@ -100,7 +111,8 @@ def test_explicit_base_ref(repo: Path) -> None:
 @pytest.mark.parametrize("bad", ["no-such-ref", "--output=/tmp/x", "HEAD~99"])
 def test_invalid_explicit_base_falls_back(repo: Path, bad: str) -> None:
     ev = check_completion_evidence(str(repo), base_ref=bad)
-    assert ev["checked"] and ev["base_ref"] == "main"
+    assert ev["checked"]
+    assert ev["base_ref"] == "main"
     assert "not found" in ev["reason"]
 
 
@@ -110,7 +122,9 @@ def test_detached_head(repo: Path) -> None:
     git(repo, "branch", "-q", "-f", "main", "HEAD~1")
     commit(repo, "b.txt")
     ev = check_completion_evidence(str(repo))
-    assert ev["checked"] and ev["base_ref"] == "main" and ev["commits_ahead"] == 2
+    assert ev["checked"]
+    assert ev["base_ref"] == "main"
+    assert ev["commits_ahead"] == 2
 
 
 def test_no_commits_yet(tmp_path: Path) -> None:
@@ -137,8 +151,11 @@ def test_no_base_found_still_checks_dirty(tmp_path: Path) -> None:
     git(path, "init", "-q", "-b", "trunk")
     commit(path, "a.txt")
     ev = check_completion_evidence(str(path))
-    assert ev["checked"] is True and ev["dirty"] is False
-    assert ev["base_ref"] is None and ev["commits_ahead"] is None and ev["ahead_of_base"] is None
+    assert ev["checked"] is True
+    assert ev["dirty"] is False
+    assert ev["base_ref"] is None
+    assert ev["commits_ahead"] is None
+    assert ev["ahead_of_base"] is None
     assert "no base ref" in ev["reason"]
 
 
@@ -151,7 +168,9 @@ def test_subdirectory_of_repo(repo: Path) -> None:
 
 def _assert_no_opinion(ev: evidence.CompletionEvidence, reason: str) -> None:
     assert ev["checked"] is False
-    assert ev["dirty"] is None and ev["ahead_of_base"] is None and ev["commits_ahead"] is None
+    assert ev["dirty"] is None
+    assert ev["ahead_of_base"] is None
+    assert ev["commits_ahead"] is None
     assert ev["base_ref"] is None
     assert reason in ev["reason"]
 
@@ -211,14 +230,17 @@ def test_inherited_git_dir_is_ignored(
     git(other, "init", "-q", "-b", "main")
     monkeypatch.setenv("GIT_DIR", str(other / ".git"))
     ev = check_completion_evidence(str(repo))
-    assert ev["checked"] and ev["commits_ahead"] == 0 and ev["dirty"] is False
+    assert ev["checked"]
+    assert ev["commits_ahead"] == 0
+    assert ev["dirty"] is False
 
 
 def test_probe_takes_no_index_lock(repo: Path) -> None:
     (repo / "base.txt").write_text("changed", encoding="utf-8")
     (repo / ".git" / "index.lock").write_text("", encoding="utf-8")
     ev = check_completion_evidence(str(repo))
-    assert ev["checked"] and ev["dirty"] is True
+    assert ev["checked"]
+    assert ev["dirty"] is True
 
 
 def test_default_timeout_is_five_seconds() -> None:

@@ -13,7 +13,8 @@ def test_execute_is_the_top_level_library_call() -> None:
     from lirun.exec import execution
 
     assert lirun.execute is execution.execute
-    assert "Raises" in (execute.__doc__ or "") and "Returns" in (execute.__doc__ or "")
+    assert "Raises" in (execute.__doc__ or "")
+    assert "Returns" in (execute.__doc__ or "")
 
 
 def test_execute_runs_a_command_and_records_it(db_url: str, store: Store, tmp_path: Path) -> None:
@@ -30,7 +31,8 @@ def test_execute_runs_a_command_and_records_it(db_url: str, store: Store, tmp_pa
         "run.failed.exit_nonzero",
         1,
     )
-    assert result.recorded and result.pending is None
+    assert result.recorded
+    assert result.pending is None
     row = store.get_entity("session", result.run_id)
     assert row is not None
     assert (row["status"], row["status_reason_code"]) == (result.status, result.reason)

@@ -156,14 +156,18 @@ def test_bye_leaves_the_tree_alone(owner: Owners) -> None:
 
 def test_the_fence_tells_its_owner_when_it_cannot_prove_the_lease() -> None:
     fence = Fence(4.0)  # not started: no watchdog, only the owner's side
-    assert margin_for(4.0) == 1.0 and fence.margin == 1.0
-    assert not fence.lost() and 2.9 < fence.remaining() <= 3.0
+    assert margin_for(4.0) == 1.0
+    assert fence.margin == 1.0
+    assert not fence.lost()
+    assert 2.9 < fence.remaining() <= 3.0
     began = time.monotonic() - 1.0
     fence.deadline = time.monotonic() - 0.01
-    assert fence.lost() and fence.lapsed_since(began)
+    assert fence.lost()
+    assert fence.lapsed_since(began)
     fence.renewed(time.monotonic())
     # just back from a lapse: nothing starts until the watchdog has read the renewal
-    assert fence.lost() and 0 < fence.quiet_until - time.monotonic() <= SETTLE_SECONDS
+    assert fence.lost()
+    assert 0 < fence.quiet_until - time.monotonic() <= SETTLE_SECONDS
     fence.quiet_until = 0.0
     assert not fence.lost()
     fence.renewed(time.monotonic())  # an ordinary renewal: no settling
@@ -197,7 +201,8 @@ def test_a_lapse_counts_once_seen_unchanged_for_half_the_lease() -> None:
     seen[key] -= 0.2
     assert _confirmed([run], seen) == [run]
     renewed = {**run, "lease_expires_at": 108.0, "heartbeat_at": 104.0}
-    assert _confirmed([renewed], seen) == [] and key not in seen
+    assert _confirmed([renewed], seen) == []
+    assert key not in seen
 
 
 FLOW_OWNER = """\
@@ -253,7 +258,8 @@ def test_a_frozen_flow_owner_has_its_legs_killed_before_its_lease_lapses(
         assert copy.last - stopped_at < 3.2, copy.last - stopped_at
         assert not copy.ended
         row = open_store(url).get_entity("invocation", "frozen-flow")
-        assert row is not None and row["status"] == "running"  # nobody took it over yet
+        assert row is not None
+        assert row["status"] == "running"
         os.kill(owner.pid, signal.SIGCONT)
         out, err = owner.communicate(timeout=60)
     finally:

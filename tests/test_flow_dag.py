@@ -62,7 +62,8 @@ def test_nodes_of_a_spec_in_dependency_order() -> None:
     nodes = dag_nodes(spec())
     assert [n.id for n in nodes] == ["plan", "review[*]", "lint[*]", "join"]
     assert nodes[3].depends_on == ("review[*]", "lint[*]")
-    assert "items from plan.files" in nodes[1].label and "2 item(s)" in nodes[2].label
+    assert "items from plan.files" in nodes[1].label
+    assert "2 item(s)" in nodes[2].label
     assert {n.status for n in nodes} == {None}
 
 
@@ -88,16 +89,19 @@ def test_a_large_fan_out_is_one_node_counting_statuses() -> None:
         Report(legs=(Leg("a", "a", "completed"), *many, Leg("z", "z", "completed", ("r",))))
     )
     assert [n.id for n in nodes] == ["a", "r[*]", "z"]
-    assert nodes[1].status == "failed" and nodes[1].count == COLLAPSE_OVER + 1
+    assert nodes[1].status == "failed"
+    assert nodes[1].count == COLLAPSE_OVER + 1
     assert f"{COLLAPSE_OVER} completed, 1 failed" in nodes[1].label
     assert nodes[2].depends_on == ("r[*]",)
 
 
 def test_dot_source_colours_by_status_and_escapes_labels() -> None:
     source = dot_source(dag_nodes(report()))
-    assert source.startswith("digraph flow {") and source.rstrip().endswith("}")
+    assert source.startswith("digraph flow {")
+    assert source.rstrip().endswith("}")
     assert '"review[1]" [label="review[1]\\nfailed", fillcolor="#ffa8a8"]' in source
-    assert '"plan" -> "review[0]";' in source and "dashed" in source
+    assert '"plan" -> "review[0]";' in source
+    assert "dashed" in source
     quoted = dot_source(dag_nodes(Report(legs=(Leg('say"hi', 'say"hi', "completed"),))))
     assert '"say\\"hi"' in quoted
 
@@ -151,4 +155,5 @@ def test_a_failing_dot_is_reported_not_raised(
         assert draw_dag(spec(), tmp_path / "flow_dag.png") is False
     said = [r.getMessage() for r in caplog.records]
     assert said == ["flow_dag.png not drawn: dot failed: syntax error in line 1"]
-    assert list(tmp_path.glob("*.png")) == [] and list(tmp_path.glob(".*partial")) == []
+    assert list(tmp_path.glob("*.png")) == []
+    assert list(tmp_path.glob(".*partial")) == []

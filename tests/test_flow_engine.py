@@ -89,7 +89,8 @@ def test_diamond_passes_outputs_along_and_checkpoints_every_leg(
     assert [g["id"] for g in row["flow_json"]["graph"]] == list(legs)
 
     checkpoint = json.loads((Path(row["run_dir"]) / "checkpoint.json").read_text())
-    assert checkpoint["flow_digest"] == "sha256:feed" and checkpoint["vars"] == {"target": "src"}
+    assert checkpoint["flow_digest"] == "sha256:feed"
+    assert checkpoint["vars"] == {"target": "src"}
     for leg in legs.values():
         entry = checkpoint["legs"][leg.id]
         assert (entry["session_id"], entry["status"]) == (leg.session_id, "completed")
@@ -183,9 +184,11 @@ def test_a_failed_leg_stops_only_its_dependents(db_url: str, tmp_path: Path) -> 
     report = run_flow(spec, db_url=db_url)
     legs = by_id(report)
     assert (report.status, report.reason_code, report.exit_code) == ("failed", "run.failed.leg", 1)
-    assert report.reason_summary and report.reason_summary.startswith("leg bad ended failed")
+    assert report.reason_summary
+    assert report.reason_summary.startswith("leg bad ended failed")
     assert report.stopped == ("after_bad", "later")
-    assert legs["after_bad"].status == "not_run" and legs["after_bad"].session_id is None
+    assert legs["after_bad"].status == "not_run"
+    assert legs["after_bad"].session_id is None
     assert legs["good"].status == legs["after_good"].status == "completed"
     evidence = invocation(db_url, report.invocation_id)["status_evidence_refs"]
     stopped = next(e for e in evidence if e["kind"] == "stopped_legs")
@@ -210,7 +213,8 @@ def test_fail_fast_stops_the_running_legs_and_starts_no_more(db_url: str, tmp_pa
     assert time.monotonic() - started < 20
     legs = by_id(report)
     assert (report.status, report.reason_code) == ("failed", "run.failed.leg")
-    assert report.reason_summary and report.reason_summary.startswith("leg bad")
+    assert report.reason_summary
+    assert report.reason_summary.startswith("leg bad")
     assert legs["slow"].status == "cancelled"
     assert (legs["queued"].status, legs["queued"].reason_code) == (
         "not_run",
@@ -257,7 +261,8 @@ def test_a_retryable_provider_failure_is_retried_as_a_new_linked_session(
         first["id"],
     )
     assert leg.session_id == second["id"]
-    assert report.input_tokens == 24763 and report.output_tokens == 122  # summed on the row
+    assert report.input_tokens == 24763
+    assert report.output_tokens == 122
 
 
 def test_a_signal_stops_every_running_leg(db_url: str, tmp_path: Path) -> None:
@@ -329,7 +334,8 @@ def test_a_template_that_cannot_render_fails_its_leg_before_it_starts(
         "run.failed.setup",
         None,
     )
-    assert report.reason_summary and report.reason_summary.startswith("leg b ended failed")
+    assert report.reason_summary
+    assert report.reason_summary.startswith("leg b ended failed")
 
 
 def test_why_a_leg_without_a_session_failed_is_in_the_record(
@@ -354,13 +360,16 @@ def test_why_a_leg_without_a_session_failed_is_in_the_record(
     assert report.status == "failed"
     assert "1001 items, at most 1000" in (legs["each"].error or "")
     assert "nothing" in (legs["b"].error or "")
-    assert legs["list"].error is None and legs["a"].error is None
-    assert report.reason_summary and "1001 items, at most 1000" in report.reason_summary
+    assert legs["list"].error is None
+    assert legs["a"].error is None
+    assert report.reason_summary
+    assert "1001 items, at most 1000" in report.reason_summary
     assert any("leg each failed" in line and "1001 items" in line for line in lines)
     row = invocation(db_url, report.invocation_id)
     failed = next(e for e in row["status_evidence_refs"] if e["kind"] == "failed_legs")
     errors = {leg["leg"]: leg.get("error") for leg in failed["legs"]}
-    assert "1001 items" in errors["each"] and "nothing" in errors["b"]
+    assert "1001 items" in errors["each"]
+    assert "nothing" in errors["b"]
     shown = subprocess.run(
         li_command("status", report.invocation_id, "--json"),
         env=li_env,
@@ -454,7 +463,8 @@ def test_legs_get_their_own_run_ids_whatever_lirun_run_id_says(
     report = run_flow(spec, db_url=db_url)
     assert report.status == "completed", report.reason_summary
     ids = {leg.session_id for leg in report.legs}
-    assert len(ids) == 3 and not ids & {"outer-run-1", "outer-run-2"}
+    assert len(ids) == 3
+    assert not ids & {"outer-run-1", "outer-run-2"}
 
 
 def test_a_silent_command_leg_is_completed_by_its_exit_code(db_url: str, tmp_path: Path) -> None:

@@ -50,7 +50,8 @@ def test_a_template_too_deep_is_one_line_not_a_recursion_traceback(
     for dry in (["--dry-run"], []):
         result = run_li("flow", "run", *dry, str(path), env=_env(lirun_home), cwd=tmp_path)
         assert result.returncode == 2, result.stderr[-2000:]
-        assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
+        assert "Traceback" not in result.stderr
+        assert "RecursionError" not in result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 2, lines[:5]
         assert lines[1].strip().startswith(f"{path}:3: leg 'a': run: template error"), lines
@@ -154,10 +155,13 @@ def test_a_10000_leg_chain_is_ordered_without_recursion() -> None:
     assert topo_order(deps) == list(deps)
     assert comparable_to_all(deps) == set(deps)
     reach = Reach(deps)
-    assert reach.above("l0", "l9999") and not reach.above("l9999", "l0")
+    assert reach.above("l0", "l9999")
+    assert not reach.above("l9999", "l0")
     looped = {**deps, "l0": ["l9999"]}
     cycle = find_cycle(looped)
-    assert cycle is not None and cycle[0] == cycle[-1] and len(cycle) == 10_001
+    assert cycle is not None
+    assert cycle[0] == cycle[-1]
+    assert len(cycle) == 10_001
 
 
 def test_comparable_to_all_and_reach_agree_with_the_ancestor_sets() -> None:
@@ -243,7 +247,8 @@ def test_yaml_too_deep_or_multiplied_by_aliases_is_one_line(
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     problems = result.stderr.strip().splitlines()[1:]
-    assert len(problems) == 1 and problems[0].strip().startswith(f"{path}:{line}: {message}")
+    assert len(problems) == 1
+    assert problems[0].strip().startswith(f"{path}:{line}: {message}")
 
 
 # --- numbers that are not numbers ---------------------------------------------------------------
@@ -268,7 +273,8 @@ def test_li_run_refuses_a_non_finite_timeout(tmp_path: Path, lirun_home: Path, v
     for argv in ([f"--timeout={value}", "--", "true"], [f"--grace={value}", "true"]):
         result = run_li("run", *argv, env=_env(lirun_home), cwd=tmp_path)
         assert result.returncode == 2, result.stderr
-        assert "finite" in result.stderr and "Traceback" not in result.stderr
+        assert "finite" in result.stderr
+        assert "Traceback" not in result.stderr
     assert not (lirun_home / "state.db").exists()
 
 
@@ -304,7 +310,8 @@ def test_an_unknown_id_on_a_fresh_home_creates_no_database(
 ) -> None:
     result = run_li(*argv, env=_env(lirun_home), cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    assert "'nope'" in result.stderr and "Traceback" not in result.stderr
+    assert "'nope'" in result.stderr
+    assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert list(lirun_home.iterdir()) == []
 
@@ -313,5 +320,6 @@ def test_listing_schedules_on_a_fresh_home_creates_no_database(
     tmp_path: Path, lirun_home: Path
 ) -> None:
     result = run_li("schedule", "list", "--json", env=_env(lirun_home), cwd=tmp_path)
-    assert result.returncode == 0 and json.loads(result.stdout) == []
+    assert result.returncode == 0
+    assert json.loads(result.stdout) == []
     assert list(lirun_home.iterdir()) == []

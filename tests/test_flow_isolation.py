@@ -65,8 +65,10 @@ def test_parallel_agent_legs_each_get_a_worktree_and_leave_the_checkout_alone(
     assert report.status == "completed", report.reason_summary
     cwds = {Path(c["cwd"]).name: c["cwd"] for c in _calls(fake_claude)}
     root = lirun_home / "worktrees" / report.invocation_id
-    assert cwds["one"] == str(root / "one") and cwds["two"] == str(root / "two")
-    assert Path(cwds["one"], "work.txt").exists() and Path(cwds["two"], "work.txt").exists()
+    assert cwds["one"] == str(root / "one")
+    assert cwds["two"] == str(root / "two")
+    assert Path(cwds["one"], "work.txt").exists()
+    assert Path(cwds["two"], "work.txt").exists()
     # the join runs alone: in the flow's own tree, not a worktree
     assert str(repo) in cwds.values()
     branches = Repo(str(repo)).checked_out_branches()
@@ -76,9 +78,11 @@ def test_parallel_agent_legs_each_get_a_worktree_and_leave_the_checkout_alone(
             s["flow_leg"]: s["metadata_json"]["flow"]
             for s in store.list_invocation_sessions(report.invocation_id)
         }
-    assert meta["one"]["isolation"] == "worktree" and not meta["one"]["evidence_shared"]
+    assert meta["one"]["isolation"] == "worktree"
+    assert not meta["one"]["evidence_shared"]
     assert meta["one"]["branch"] == f"lirun/flow/{report.invocation_id}/one"
-    assert meta["review"]["isolation"] == "shared" and not meta["review"]["evidence_shared"]
+    assert meta["review"]["isolation"] == "shared"
+    assert not meta["review"]["evidence_shared"]
 
 
 def test_a_shared_leg_beside_others_cannot_prove_work_by_a_change_alone(
@@ -157,7 +161,8 @@ def test_worktrees_are_decided_by_each_legs_cwd_and_need_a_commit(
             for s in store.list_invocation_sessions(report.invocation_id)
         }
     assert {leg: m["isolation"] for leg, m in meta.items()} == planned
-    assert meta["a"]["evidence_shared"] and meta["b"]["evidence_shared"]
+    assert meta["a"]["evidence_shared"]
+    assert meta["b"]["evidence_shared"]
 
 
 def test_a_leg_whose_cwd_is_not_committed_cannot_get_a_worktree_and_says_why(
@@ -174,7 +179,8 @@ def test_a_leg_whose_cwd_is_not_committed_cannot_get_a_worktree_and_says_why(
     report = run_flow(spec, db_url=db_url)
     (leg,) = report.legs
     assert (leg.status, leg.reason_code, leg.session_id) == ("failed", "run.failed.setup", None)
-    assert "scratch" in (leg.error or "") and "isolation: shared" in (leg.error or ""), leg.error
+    assert "scratch" in (leg.error or ""), leg.error
+    assert "isolation: shared" in (leg.error or ""), leg.error
     assert "--cwd" not in (leg.error or "")
     assert not (lirun_home / "worktrees" / report.invocation_id).exists()
 
@@ -251,6 +257,8 @@ def test_li_flow_clean_removes_worktrees_and_merged_leg_branches_keeps_the_rest(
     assert forced.returncode == 0, forced.stdout + forced.stderr
     assert git.branches("lirun/flow/") == {}
     dry = run_li("flow", "run", str(flow_file), "--dry-run", env=li_env, cwd=repo)
-    assert dry.returncode == 0 and "earlier flow" not in dry.stderr
+    assert dry.returncode == 0
+    assert "earlier flow" not in dry.stderr
     nothing = run_li("flow", "clean", inv, env=li_env, cwd=repo)
-    assert nothing.returncode == 0 and "nothing to clean" in nothing.stdout
+    assert nothing.returncode == 0
+    assert "nothing to clean" in nothing.stdout

@@ -46,7 +46,9 @@ def test_a_diamond_has_three_waves() -> None:
     assert plan.waves == (("a",), ("b", "c"), ("d",))
     assert plan.parallel == DEFAULT_PARALLEL
     d = next(node for node in plan.nodes if node.id == "d")
-    assert d.depends_on == ("b", "c") and d.wave == 3 and d.kind == "command"
+    assert d.depends_on == ("b", "c")
+    assert d.wave == 3
+    assert d.kind == "command"
     assert d.does == "echo d"
 
 
@@ -62,18 +64,22 @@ def test_fan_out_literal_items_are_expanded_and_artifact_items_resolve_at_run_ti
     ids = [node.id for node in plan.nodes]
     assert ids == ["plan", "lint[0]", "lint[1]", "impl[*]", "none[*]", "join"]
     by_id = {node.id: node for node in plan.nodes}
-    assert by_id["lint[1]"].item == "y" and by_id["lint[0]"].depends_on == ("plan",)
+    assert by_id["lint[1]"].item == "y"
+    assert by_id["lint[0]"].depends_on == ("plan",)
     assert by_id["impl[*]"].items_from == "the json of plan.list, read at run time"
     assert by_id["none[*]"].items_from == "none (an empty list)"
     assert by_id["join"].depends_on == ("lint[0]", "lint[1]", "impl[*]", "none[*]")
     assert plan.waves == (("plan",), ("lint[0]", "lint[1]", "impl[*]", "none[*]"), ("join",))
     text = "\n".join(plan.text_lines())
-    assert "impl[*]" in text and "read at run time" in text and "item='x'" in text
+    assert "impl[*]" in text
+    assert "read at run time" in text
+    assert "item='x'" in text
     assert text.endswith("6 node(s) from 5 leg(s); nothing was run")
     data = json.loads(json.dumps(plan.to_dict()))
     assert data["waves"][1] == ["lint[0]", "lint[1]", "impl[*]", "none[*]"]
     assert data["nodes"][3]["items_from"].startswith("the json of")
-    assert data["digest"] == "ab" * 32 and data["parallel"] == 2
+    assert data["digest"] == "ab" * 32
+    assert data["parallel"] == 2
 
 
 @pytest.mark.parametrize(

@@ -94,13 +94,16 @@ def test_sigkill_mid_flow_is_reaped_by_wait_and_resume_runs_only_the_rest(
     resumed = resume_flow(killed[:8], db_url=db_url)
     assert (resumed.status, resumed.resumed_from) == ("completed", killed)
     legs = {leg.id: leg for leg in resumed.legs}
-    assert legs["first"].reused and legs["first"].session_id == before["first"]["id"]
-    assert not legs["stuck"].reused and not legs["last"].reused
+    assert legs["first"].reused
+    assert legs["first"].session_id == before["first"]["id"]
+    assert not legs["stuck"].reused
+    assert not legs["last"].reused
     ran = {s["flow_leg"]: s for s in invocation_sessions(db_url, resumed.invocation_id)}
     assert set(ran) == {"stuck", "last"}  # first was not run again
     assert ran["last"]["reply_text"] == "one then\n"  # the reused output reached it
     checkpoint = json.loads((Path(resumed.run_dir or "") / "checkpoint.json").read_text())
-    assert checkpoint["resumed_from"] == killed and checkpoint["legs"]["first"]["reused"]
+    assert checkpoint["resumed_from"] == killed
+    assert checkpoint["legs"]["first"]["reused"]
 
 
 def test_li_reap_finalizes_a_dead_flow_and_a_live_one_cannot_be_resumed(
@@ -153,7 +156,8 @@ def test_resume_reruns_only_the_failed_instances_of_a_fan_out(db_url: str, tmp_p
         cwd=str(tmp_path),
     )
     first = run_flow(spec, db_url=db_url)
-    assert first.status == "failed" and first.stopped == ("join",)
+    assert first.status == "failed"
+    assert first.stopped == ("join",)
     second = resume_flow(first.invocation_id, db_url=db_url)
     assert second.status == "completed"
     reused = {leg.id for leg in second.legs if leg.reused}
@@ -164,7 +168,8 @@ def test_resume_reruns_only_the_failed_instances_of_a_fan_out(db_url: str, tmp_p
     assert ran == {"each[1]": "b\n", "join": "a,b,c\n"}
     # resuming the resumed one reuses everything, even what it had reused itself
     third = resume_flow(second.invocation_id, db_url=db_url)
-    assert third.status == "completed" and all(leg.reused for leg in third.legs)
+    assert third.status == "completed"
+    assert all(leg.reused for leg in third.legs)
     assert invocation_sessions(db_url, third.invocation_id) == []
 
 
@@ -208,7 +213,8 @@ def test_li_wait_on_a_running_flow_returns_its_terminal_row(
     assert waiter.returncode == 0
     row = flow_report("flow-live", db_url=db_url)
     assert stdout.startswith("flow-live\tstatus=completed\treason=run.completed.ok")
-    assert row.status == "completed" and [leg.status for leg in row.legs] == ["completed"] * 2
+    assert row.status == "completed"
+    assert [leg.status for leg in row.legs] == ["completed"] * 2
 
 
 def test_resume_runs_at_the_parallelism_the_flow_ran_at(db_url: str, tmp_path: Path) -> None:

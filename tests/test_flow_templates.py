@@ -74,9 +74,11 @@ def test_references_read_what_a_template_uses() -> None:
         "{{ legs.plan.reply }} {{ legs['review'] }} {{ vars.target }} {{ vars['n'] }} {{ item }}"
         "{% for r in legs.review %}{{ r.reply }}{% endfor %}"
     )
-    assert refs.legs == {"plan", "review"} and refs.vars == {"target", "n"}
+    assert refs.legs == {"plan", "review"}
+    assert refs.vars == {"target", "n"}
     assert refs.names == {"legs", "vars", "item"}
-    assert not refs.dynamic_legs and not refs.private
+    assert not refs.dynamic_legs
+    assert not refs.private
 
 
 @pytest.mark.parametrize(

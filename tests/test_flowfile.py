@@ -71,19 +71,26 @@ def test_a_valid_flow_becomes_a_spec(tmp_path: Path) -> None:
     assert spec.digest == hashlib.sha256(path.read_bytes()).hexdigest()
     assert [leg.id for leg in spec.legs] == ["plan", "implement", "lint", "review", "check"]
     plan, implement, lint, review, check = spec.legs
-    assert plan.task.agent == "claude/sonnet" and plan.task.options == {"permission_mode": "plan"}
-    assert plan.task.artifacts == ({"id": "plan", "path": "plan.md"},) and plan.line == 5
-    assert implement.for_each is not None and implement.for_each.artifact == "plan.plan"
+    assert plan.task.agent == "claude/sonnet"
+    assert plan.task.options == {"permission_mode": "plan"}
+    assert plan.task.artifacts == ({"id": "plan", "path": "plan.md"},)
+    assert plan.line == 5
+    assert implement.for_each is not None
+    assert implement.for_each.artifact == "plan.plan"
     assert (implement.for_each.split, implement.retries, implement.isolation) == (
         "json",
         2,
         "shared",
     )
     assert lint.depends_on == ("plan",)
-    assert lint.for_each is not None and lint.for_each.items == ("a", "2", "true")
-    assert review.may_be_empty and review.task.timeout == 60.0
-    assert check.task.run == ("sh", "-c", "make test") and check.cwd == str(tmp_path / "sub")
-    assert check.task.require_change and not lint.task.require_change
+    assert lint.for_each is not None
+    assert lint.for_each.items == ("a", "2", "true")
+    assert review.may_be_empty
+    assert review.task.timeout == 60.0
+    assert check.task.run == ("sh", "-c", "make test")
+    assert check.cwd == str(tmp_path / "sub")
+    assert check.task.require_change
+    assert not lint.task.require_change
     assert FlowSpec.from_dict(spec.to_dict()) == spec
 
 
@@ -98,7 +105,8 @@ def test_the_default_cwd_is_the_current_directory_made_absolute(
     path = write(tmp_path, "legs: [{id: a, run: [echo, hi]}]\n")
     monkeypatch.chdir(tmp_path)
     spec = load_flow("flow.yaml")
-    assert spec.cwd == str(tmp_path) and spec.path == str(path)
+    assert spec.cwd == str(tmp_path)
+    assert spec.path == str(path)
 
 
 # (file text, the line the problem is on, a fragment of its message)
@@ -264,7 +272,8 @@ def test_each_problem_is_reported_at_its_line(
     path = write(tmp_path, text)
     with pytest.raises(FlowFileError) as caught:
         load_flow(path, cwd=str(tmp_path))
-    assert caught.value.exit_code == 2 and isinstance(caught.value, UsageError)
+    assert caught.value.exit_code == 2
+    assert isinstance(caught.value, UsageError)
     matching = [p for p in caught.value.problems if fragment in p]
     assert matching, caught.value.problems
     if line is not None:
@@ -286,7 +295,9 @@ def test_a_non_ancestor_reached_through_a_sibling_is_refused_but_transitive_is_f
     with pytest.raises(FlowFileError) as caught:
         load_flow(write(tmp_path, text), cwd=str(tmp_path))
     [problem] = caught.value.problems
-    assert ":7: " in problem and "legs.c" in problem and "not an ancestor of 'd'" in problem
+    assert ":7: " in problem
+    assert "legs.c" in problem
+    assert "not an ancestor of 'd'" in problem
 
 
 def test_many_problems_are_reported_together_in_file_order(tmp_path: Path) -> None:
@@ -312,7 +323,8 @@ def test_many_problems_are_reported_together_in_file_order(tmp_path: Path) -> No
     assert problems[0].startswith("--var taget: the flow declares no variable 'taget'")
     located = [p for p in problems[1:]]
     lines = [int(p.removeprefix(f"{path}:").split(":", 1)[0]) for p in located]
-    assert lines == sorted(lines) and len(problems) >= 7, problems
+    assert lines == sorted(lines), problems
+    assert len(problems) >= 7, problems
     for fragment in (
         "unknown flow key 'paralel'",
         "vars.tagret",
@@ -342,7 +354,8 @@ def test_at_most_1000_literal_items(tmp_path: Path) -> None:
         load_flow(path, cwd=str(tmp_path))
     path = write(tmp_path, f"legs:\n  - id: a\n    run: [echo]\n    for_each: [{items[:-6]}]\n")
     spec = load_flow(path, cwd=str(tmp_path))
-    assert spec.legs[0].for_each is not None and len(spec.legs[0].for_each.items or ()) == 1000
+    assert spec.legs[0].for_each is not None
+    assert len(spec.legs[0].for_each.items or ()) == 1000
 
 
 def test_a_missing_file_is_one_problem(tmp_path: Path) -> None:

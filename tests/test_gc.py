@@ -73,7 +73,8 @@ def test_a_pruned_run_keeps_its_tombstone_and_loses_its_bulk(
     assert after is not None
     assert {k: after[k] for k in KEPT_COLUMNS} == {k: before[k] for k in KEPT_COLUMNS}
     assert all(after[k] is None for k in CLEARED_COLUMNS)
-    assert after["pruned_at"] == pytest.approx(LATER) and after["pruned_by"] == "tester"
+    assert after["pruned_at"] == pytest.approx(LATER)
+    assert after["pruned_by"] == "tester"
     assert after["files_removed_at"] is not None
     assert not Path(str(before["run_dir"])).exists()
     assert store.list_messages("r-old") == []
@@ -81,15 +82,19 @@ def test_a_pruned_run_keeps_its_tombstone_and_loses_its_bulk(
     assert [h["status"] for h in history] == ["running", "completed"]
     assert all(h["evidence_refs"] is None for h in history)
     assert tally.pruned == {"session": 1}
-    assert tally.file_bytes > 0 and tally.bulk_bytes > 0
+    assert tally.file_bytes > 0
+    assert tally.bulk_bytes > 0
 
 
 def test_recent_records_are_not_touched(store: Store, lirun_home: Path) -> None:
     finished(store, lirun_home, "r-new")
     tally = collect_garbage(store, POLICY, GcOptions(actor="tester"))  # the real clock
     row = store.get_entity("session", "r-new")
-    assert row is not None and row["pruned_at"] is None and row["prompt"] == "fix the test"
-    assert tally.pruned == {} and (lirun_home / "runs" / "r-new").is_dir()
+    assert row is not None
+    assert row["pruned_at"] is None
+    assert row["prompt"] == "fix the test"
+    assert tally.pruned == {}
+    assert (lirun_home / "runs" / "r-new").is_dir()
 
 
 def test_gc_refuses_a_running_record(store: Store, lirun_home: Path) -> None:
@@ -97,7 +102,9 @@ def test_gc_refuses_a_running_record(store: Store, lirun_home: Path) -> None:
     tally = gc(store)
     assert tally.refused == [("session", "r-running", RUNNING)]
     row = store.get_entity("session", "r-running")
-    assert row is not None and row["pruned_at"] is None and row["prompt"] == "fix the test"
+    assert row is not None
+    assert row["pruned_at"] is None
+    assert row["prompt"] == "fix the test"
     assert (lirun_home / "runs" / "r-running").is_dir()
 
 
@@ -108,7 +115,8 @@ def test_gc_refuses_a_leg_of_a_running_flow(store: Store, lirun_home: Path) -> N
     assert ("session", "r-leg", RUNNING_FLOW) in tally.refused
     assert ("invocation", "inv-running", RUNNING) in tally.refused
     row = store.get_entity("session", "r-leg")
-    assert row is not None and row["pruned_at"] is None
+    assert row is not None
+    assert row["pruned_at"] is None
     # the write itself checks again: a batch read before the flow was running is refused
     done = store.write_tombstones(
         "session", ["r-leg"], terminal=["completed"], now=LATER, actor="tester"
@@ -150,7 +158,8 @@ def test_gc_refuses_a_record_whose_outcome_is_spooled(store: Store, lirun_home: 
     tally = gc(store)
     assert tally.refused == [("session", "r-spooled", SPOOL_PENDING)]
     kept = store.get_entity("session", "r-spooled")
-    assert kept is not None and kept["pruned_at"] is None
+    assert kept is not None
+    assert kept["pruned_at"] is None
     assert Path(str(row["run_dir"]), "outcome.pending.json").is_file()
 
 
@@ -162,7 +171,8 @@ def test_filters_keep_what_the_policy_names(store: Store, lirun_home: Path) -> N
     assert gc(store, only_late).pruned == {"session": 1}
     keep_failed = RetentionPolicy(older_than=7 * DAY, keep_failed=True)
     tally = gc(store, keep_failed)
-    assert tally.pruned == {"session": 1} and tally.kept == {"kept_failed": 1}
+    assert tally.pruned == {"session": 1}
+    assert tally.kept == {"kept_failed": 1}
     pruned = {i: pruned_at(store, i) is not None for i in ("r-ok", "r-bad", "r-late")}
     assert pruned == {"r-ok": True, "r-bad": False, "r-late": True}
 
@@ -171,13 +181,17 @@ def test_dry_run_changes_nothing_and_gc_is_idempotent(store: Store, lirun_home: 
     for n in range(5):
         finished(store, lirun_home, f"r-{n}")
     dry = gc(store, dry_run=True)
-    assert dry.pruned == {"session": 5} and dry.file_bytes > 0
+    assert dry.pruned == {"session": 5}
+    assert dry.file_bytes > 0
     assert all(pruned_at(store, f"r-{n}") is None for n in range(5))
     assert len(list((lirun_home / "runs").iterdir())) == 5
     first = gc(store)
-    assert first.pruned == {"session": 5} and first.file_bytes == dry.file_bytes
+    assert first.pruned == {"session": 5}
+    assert first.file_bytes == dry.file_bytes
     again = gc(store)
-    assert again.pruned == {} and again.refused == [] and again.files_removed == 0
+    assert again.pruned == {}
+    assert again.refused == []
+    assert again.files_removed == 0
     assert list((lirun_home / "runs").iterdir()) == []
 
 
@@ -199,7 +213,9 @@ def test_a_flow_invocation_is_pruned_with_its_run_directory(store: Store, lirun_
     )
     assert gc(store).pruned == {"invocation": 1}
     row = store.get_entity("invocation", "inv-done")
-    assert row is not None and row["pruned_at"] is not None and row["status"] == "completed"
+    assert row is not None
+    assert row["pruned_at"] is not None
+    assert row["status"] == "completed"
     assert not run_dir.exists()
 
 
@@ -211,7 +227,8 @@ def test_a_stopped_removal_is_finished_by_the_next_gc(store: Store, lirun_home: 
     ) == ["r-half"]
     assert Path(str(row["run_dir"])).is_dir()
     tally = gc(store)
-    assert tally.files_removed == 1 and not Path(str(row["run_dir"])).exists()
+    assert tally.files_removed == 1
+    assert not Path(str(row["run_dir"])).exists()
     assert store.unremoved_files(host=host_name(), limit=10) == []
 
 
@@ -242,7 +259,8 @@ def test_vacuum_gives_the_space_back_on_sqlite(store: Store, db_url: str) -> Non
     size = lambda: sum(os.path.getsize(p) for p in (db_url, db_url + "-wal") if os.path.exists(p))  # noqa: E731
     before = size() if store.dialect == "sqlite" else 0
     tally = collect_garbage(store, POLICY, GcOptions(now=LATER, actor="t", vacuum=True))
-    assert tally.pruned == {"session": 300} and tally.bulk_bytes == 300 * 4000
+    assert tally.pruned == {"session": 300}
+    assert tally.bulk_bytes == 300 * 4000
     if store.dialect == "sqlite":
         assert size() < before / 4, (before, size())
 
@@ -252,10 +270,13 @@ def test_a_run_directory_on_another_host_is_left_to_a_gc_there(
 ) -> None:
     rows = [finished(store, lirun_home, f"r-far-{n}", owner_host="far-away") for n in range(5)]
     tally = gc(store)  # batch 2: finishing would loop if it kept picking the far ones up
-    assert tally.pruned == {"session": 5} and tally.files_elsewhere == 5
+    assert tally.pruned == {"session": 5}
+    assert tally.files_elsewhere == 5
     assert all(Path(str(r["run_dir"])).is_dir() for r in rows)
     far = store.get_entity("session", "r-far-0")
-    assert far is not None and far["pruned_at"] is not None and far["files_removed_at"] is None
+    assert far is not None
+    assert far["pruned_at"] is not None
+    assert far["files_removed_at"] is None
     assert store.unremoved_files(host=host_name(), limit=10) == []
     assert len(store.unremoved_files(host="far-away", limit=10)) == 5
     assert gc(store).files_elsewhere == 0  # not picked up again here

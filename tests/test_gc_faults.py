@@ -72,11 +72,14 @@ def check_whole_or_tombstone(store: Store, ids: list[str]) -> tuple[int, int]:
         run_dir = Path(str(row["run_dir"]))
         if row["pruned_at"] is None:
             whole += 1
-            assert row["prompt"] and row["status"] == "completed", run_id
-            assert (run_dir / "stream" / "out.jsonl").is_file() and (run_dir / "run.json").is_file()
+            assert row["prompt"], run_id
+            assert row["status"] == "completed", run_id
+            assert (run_dir / "stream" / "out.jsonl").is_file()
+            assert (run_dir / "run.json").is_file()
         else:
             tombstones += 1
-            assert row["prompt"] is None and row["status"] == "completed", run_id
+            assert row["prompt"] is None, run_id
+            assert row["status"] == "completed", run_id
             if row["files_removed_at"] is not None:
                 assert not run_dir.exists(), run_id
     return whole, tombstones

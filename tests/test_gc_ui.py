@@ -41,13 +41,18 @@ def test_a_pruned_run_is_greyed_on_the_dashboard(
     assert row_classes(page.text) == {"r-kept": "run", "r-gone": "run pruned"}
     assert page.text.count('class="pruned-tag"') == 1
     css = client.get("/static/app.css").text
-    assert "tr.pruned" in css and "opacity" in css
+    assert "tr.pruned" in css
+    assert "opacity" in css
     detail = client.get("/runs/r-gone")
-    assert detail.status_code == 200 and 'id="run-pruned"' in detail.text
-    assert "ops@host (li gc)" in detail.text and 'id="run-prompt"' not in detail.text
+    assert detail.status_code == 200
+    assert 'id="run-pruned"' in detail.text
+    assert "ops@host (li gc)" in detail.text
+    assert 'id="run-prompt"' not in detail.text
     kept = client.get("/runs/r-kept")
-    assert 'id="run-pruned"' not in kept.text and 'id="run-prompt"' in kept.text
+    assert 'id="run-pruned"' not in kept.text
+    assert 'id="run-prompt"' in kept.text
     assert client.get("/runs/r-gone/transcript").status_code == 200  # no files: no 500
     assert client.get("/runs/r-gone/artifacts/x.txt").status_code == 404
     runs = {r["id"]: r for r in client.get("/api/runs").json()["runs"]}
-    assert runs["r-gone"]["pruned_at"] and runs["r-kept"]["pruned_at"] is None
+    assert runs["r-gone"]["pruned_at"]
+    assert runs["r-kept"]["pruned_at"] is None

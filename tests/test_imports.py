@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -82,7 +83,27 @@ def test_the_public_contract_names_of_design_section_6() -> None:
     assert contract <= set(lirun.__all__)
 
 
-# -- start-up budgets (bench/bench_startup.py measures them; these keep them) ----------
+# -- the fast path: `li wait`, `li --help`, `li status` (bench/bench_startup.py) ----------
+
+# Every lirun module those commands load, as ARCHITECTURE.md lists it ("The fast path").
+# A module joining the path must be added here and there, on purpose.
+FAST_PATH = {
+    "lirun", "lirun.async_twin", "lirun.errors", "lirun.hints", "lirun.lifecycle",
+    "lirun.logs", "lirun.paths", "lirun.reasons", "lirun.signals",
+    "lirun.cli", "lirun.cli.common", "lirun.cli.diagnostics", "lirun.cli.main", "lirun.cli.parser",
+    "lirun.cli.outcome_lines", "lirun.cli.render", "lirun.cli.status", "lirun.cli.wait",
+    "lirun.store", "lirun.store.bulk_import", "lirun.store.connector", "lirun.store.core",
+    "lirun.store.dbfile", "lirun.store.flow_records", "lirun.store.list_reads",
+    "lirun.store.metric_reads", "lirun.store.queries", "lirun.store.records",
+    "lirun.store.retention_records", "lirun.store.retry", "lirun.store.schedule_records",
+    "lirun.store.show_records", "lirun.store.sql_script", "lirun.store.sqlite",
+    "lirun.store.status_write", "lirun.store.team_records", "lirun.store.transitions",
+    "lirun.store.ui_reads", "lirun.store.urls", "lirun.store.wait_reads",
+    "lirun.store.worker_records",
+    "lirun.teams", "lirun.teams.talk",
+    "lirun.wait", "lirun.wait.api", "lirun.wait.fswatch", "lirun.wait.outcome",
+    "lirun.wait.resolve", "lirun.wait.wake", "lirun.wait.watch",
+}  # fmt: skip
 
 # What no `li wait` may load: each costs start-up time the command does not need.
 NOT_ON_THE_WAIT_PATH = {
@@ -138,7 +159,8 @@ def cli_modules(argv: list[str], env_db: str, home: Path) -> set[str]:
 def test_li_wait_on_sqlite_loads_only_what_it_needs(tmp_path: Path) -> None:
     url = finished_sqlite_db(tmp_path)
     loaded = cli_modules(["wait", "done-1"], url, tmp_path / "home")
-    assert "lirun.wait.watch" in loaded and "sqlite3" in loaded  # the probe saw the wait
+    assert "lirun.wait.watch" in loaded
+    assert "sqlite3" in loaded
     assert not top_level(loaded) & NOT_ON_THE_WAIT_PATH, top_level(loaded) & NOT_ON_THE_WAIT_PATH
     other_commands = {m for m in loaded if m.startswith(("lirun.cli.", "lirun.exec"))}
     assert other_commands <= {"lirun.cli.main", "lirun.cli.wait", "lirun.cli.common", CLI_LOGS}
@@ -193,35 +215,30 @@ def test_hints_namedtuple_is_a_namedtuple_at_run_time() -> None:
     assert "typing" not in loaded
 
 
-# Each of these costs a millisecond or more on every start of `li run` (bench_startup.py
-# holds the budget): value classes, loggers, ids, PATH lookups and host names have
-# start-up-free stand-ins (lirun.values, lirun.logs, store.records.new_id, paths.which).
-# (datetime is not listed: sqlite3 imports it.)
-NOT_ON_THE_RUN_PATH = {
-    "dataclasses",
-    "inspect",
-    "typing",
-    "logging",
-    "uuid",
-    "platform",
-    "shutil",
-    "socket",
-    "tempfile",
-    "psycopg",
-    "rich",
-    "yaml",
-    "jinja2",
-    "jsonschema",
-    "prometheus_client",
-}
+@pytest.mark.parametrize(
+    "argv", [["wait", "done-1"], ["--help"], ["status"], ["status", "done-1"]], ids=" ".join
+)
+def test_the_fast_path_commands_load_only_the_fast_path(tmp_path: Path, argv: list[str]) -> None:
+    url = finished_sqlite_db(tmp_path)
+    loaded = cli_modules(argv, url, tmp_path / "home")
+    assert "lirun.cli.main" in loaded  # the probe saw the command
+    assert {m for m in loaded if m.startswith("lirun")} - FAST_PATH == set()
+    assert not top_level(loaded) & {"psycopg", "yaml", "jinja2"}
 
 
-def test_li_run_of_a_command_loads_nothing_it_does_not_need(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    loaded = cli_modules(
-        ["run", "--cwd", str(work), "--", "true"], str(tmp_path / "state.db"), tmp_path / "home"
-    )
-    assert "lirun.exec.supervisor" in loaded  # the probe saw the run
-    assert "lirun.exec.task" not in loaded  # profiles and playbooks: only when named
-    assert not top_level(loaded) & NOT_ON_THE_RUN_PATH, top_level(loaded) & NOT_ON_THE_RUN_PATH
+def test_architecture_md_lists_the_fast_path() -> None:
+    text = (Path(__file__).parent.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("## The fast path", 1)[1].split("\n## ", 1)[0]
+    listed = {
+        "lirun." + name if name != "lirun" else name for name in re.findall(r"`([\w.]+)`", section)
+    }
+    assert listed == FAST_PATH
+
+
+def test_li_run_of_a_command_loads_no_agent_side(tmp_path: Path) -> None:
+    """`li run -- true` (bench_startup.py holds it to 15x) runs a command: the providers,
+    their stream parsers' table and the agent legs are `li agent`'s."""
+    loaded = cli_modules(["run", "--", "true"], str(tmp_path / "state.db"), tmp_path / "home")
+    assert "lirun.exec.legs" in loaded  # the probe ran the command
+    agent_side = {"lirun.exec.agent_legs", "lirun.exec.providers", "lirun.exec.task"}
+    assert not loaded & agent_side, loaded & agent_side

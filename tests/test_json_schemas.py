@@ -179,7 +179,8 @@ def _validate(label: str, text: str, shape: str, lines: bool = False) -> None:
     schema = load_schema(shape)
     validator = jsonschema.Draft202012Validator(schema)
     for value in found:
-        assert isinstance(value, dict) and value.get("schema") == schema["title"], value
+        assert isinstance(value, dict), value
+        assert value.get("schema") == schema["title"], value
         errors = sorted(validator.iter_errors(value), key=lambda e: e.json_path)
         assert not errors, f"{label}: " + "; ".join(f"{e.json_path}: {e.message}" for e in errors)
 
@@ -259,7 +260,8 @@ def test_every_schema_named_in_the_source_ships() -> None:
     named: set[str] = set()
     for path in SRC.rglob("*.py"):
         named.update(re.findall(r'"(lirun\.[a-z_]+/\d+)"', path.read_text()))
-    assert named and named <= set(schema_names()), named - set(schema_names())
+    assert named
+    assert named <= set(schema_names()), named - set(schema_names())
 
 
 def test_li_schema_lists_and_prints(home: Home) -> None:
@@ -269,5 +271,6 @@ def test_li_schema_lists_and_prints(home: Home) -> None:
     for given in ("wait", "lirun.wait", "lirun.wait/1"):
         assert json.loads(home.li("schema", given))["title"] == "lirun.wait/1"
     proc = run_li("schema", "lirun.wait/9", env=home.env, cwd=home.root)
-    assert proc.returncode == 2 and "no schema 'lirun.wait/9'" in proc.stderr
+    assert proc.returncode == 2
+    assert "no schema 'lirun.wait/9'" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -30,7 +30,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.liveness",
             "lirun.hints",
             "lirun.async_twin",
-            "lirun.values",
             "lirun.logs",
             "lirun.teams.rules",  # pure decisions the store applies under its lock
             "lirun.schemas",

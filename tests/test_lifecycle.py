@@ -131,9 +131,11 @@ def test_status_and_source_validation() -> None:
 def test_terminal_and_success_predicates() -> None:
     assert is_terminal("session", "completed_empty")
     assert not is_success("session", "completed_empty")
-    assert not is_terminal("session", None) and not is_success("session", None)
+    assert not is_terminal("session", None)
+    assert not is_success("session", None)
     assert is_terminal("schedule_runs", "timed_out")
-    assert is_success("play", "merged") and not is_success("team", "archived")
+    assert is_success("play", "merged")
+    assert not is_success("team", "archived")
     assert not is_terminal("play", "running_complete")
 
 

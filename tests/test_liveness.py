@@ -81,13 +81,15 @@ def test_verdict_carries_summary_and_evidence() -> None:
     )
     assert verdict is not None
     assert "101" in verdict.summary
-    assert verdict.evidence[0]["pid"] == 101 and verdict.evidence[0]["kind"] == "owner"
+    assert verdict.evidence[0]["pid"] == 101
+    assert verdict.evidence[0]["kind"] == "owner"
 
 
 def test_current_owner_describes_this_process() -> None:
     owner = current_owner()
     assert owner["owner_pid"] == os.getpid()
-    assert owner["owner_host"] and isinstance(owner["owner_boot_id"], str)
+    assert owner["owner_host"]
+    assert isinstance(owner["owner_boot_id"], str)
     assert 0 < time.time() - owner["owner_start_time"] < 24 * 3600
     assert owner["owner_boot_id"] == boot_id()
     assert HEARTBEAT_INTERVAL < DEFAULT_LEASE_SECONDS
@@ -98,7 +100,8 @@ def test_process_start_time_of_a_child_and_of_a_dead_or_zombie_process() -> None
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         started = process_start_time(child.pid)
-        assert started is not None and before - 1 <= started <= time.time() + 1
+        assert started is not None
+        assert before - 1 <= started <= time.time() + 1
         assert process_start_time(child.pid) == started  # stable: it identifies the process
         child.kill()
         deadline = time.monotonic() + 10
@@ -109,7 +112,8 @@ def test_process_start_time_of_a_child_and_of_a_dead_or_zombie_process() -> None
         child.kill()
         child.wait()
     assert process_start_time(child.pid) is None
-    assert process_start_time(0) is None and process_start_time(-5) is None
+    assert process_start_time(0) is None
+    assert process_start_time(-5) is None
 
 
 DEAD_OWNER = {**OWNER, "owner_pid": 101}  # owner gone; its child 100 still runs
@@ -140,7 +144,8 @@ def test_orphaned_group_is_stopped_only_when_provably_ours(
 def test_a_stale_heartbeat_never_stops_the_child() -> None:
     row = {**OWNER, **CHILD, "heartbeat_at": NOW - DEFAULT_LEASE_SECONDS - 1}
     verdict = judge_owner(row, now=NOW, host=HOST, boot_id=BOOT, process_start_time_of=ALIVE.get)
-    assert verdict is not None and verdict.reason_code == STALE
+    assert verdict is not None
+    assert verdict.reason_code == STALE
     assert (
         orphaned_group(row, verdict, host=HOST, boot_id=BOOT, process_start_time_of=ALIVE.get)
         is None

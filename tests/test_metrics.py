@@ -127,6 +127,8 @@ def test_metrics_on_a_missing_database_is_one_line_and_exit_2(
     li_env: dict[str, str], tmp_path: Path
 ) -> None:
     proc = run_li("--db", str(tmp_path / "nope.db"), "metrics", env=li_env, cwd=tmp_path)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert len(proc.stderr.strip().splitlines()) == 1 and "no lirun database" in proc.stderr
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "no lirun database" in proc.stderr
     assert not (tmp_path / "nope.db").exists()

@@ -1118,7 +1118,8 @@ def test_exit_code_is_the_evidence() -> None:
 def test_linked_terminal_summary_carries_its_summary() -> None:
     row = linked("failed", "run.failed.provider_retryable", summary="overloaded")
     outcome = decide_outcome(F(status="failed", linked_row=row, **LINKED))
-    assert "engine-row" in outcome.summary and "overloaded" in outcome.summary
+    assert "engine-row" in outcome.summary
+    assert "overloaded" in outcome.summary
     assert outcome.evidence[0] == {
         "kind": "linked_session",
         "id": "engine-row",
@@ -1197,7 +1198,8 @@ def test_a_command_that_exited_0_says_so_and_keeps_its_exit_code_as_evidence() -
     outcome = decide_outcome(CMD(has_assistant_output=True))
     assert outcome.summary == "completed: command exited 0"
     assert outcome.evidence == [{"kind": "exit_code", "exit_code": 0, "label": "command exited 0"}]
-    assert "assistant" not in outcome.summary and "reply" not in outcome.summary
+    assert "assistant" not in outcome.summary
+    assert "reply" not in outcome.summary
 
 
 def test_a_command_that_asked_for_a_change_names_the_change_never_its_output() -> None:
@@ -1206,7 +1208,8 @@ def test_a_command_that_asked_for_a_change_names_the_change_never_its_output() -
     )
     assert outcome.status == "completed"
     assert outcome.summary.startswith("completed: ")
-    assert "assistant" not in outcome.summary and "command exited 0" not in outcome.summary
+    assert "assistant" not in outcome.summary
+    assert "command exited 0" not in outcome.summary
     assert all("label" not in e for e in outcome.evidence if e["kind"] == "exit_code")
 
 

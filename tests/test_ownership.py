@@ -111,14 +111,17 @@ def test_li_status_of_a_flow_whose_li_was_killed_says_its_owner_is_dead_and_what
         return found if found and found["verdict"] == "dead" else None
 
     found = poll(dead, timeout=20, what="the dead owner")
-    assert found["reap"] == "li reap" and f"li flow resume {flow}" in found["advice"]
+    assert found["reap"] == "li reap"
+    assert f"li flow resume {flow}" in found["advice"]
     text = run_li("status", flow, env=li_env, cwd=tmp_path).stdout
-    assert f"owner dead: owner pid {proc.pid}" in text and "`li reap` marks it failed" in text
+    assert f"owner dead: owner pid {proc.pid}" in text
+    assert "`li reap` marks it failed" in text
     assert "running" in text
     reaped = run_li("reap", env=li_env, cwd=tmp_path)  # the command it named does reap it
     assert reaped.returncode == 0, reaped.stderr
     after = json.loads(run_li("status", flow, "--json", env=li_env, cwd=tmp_path).stdout)
-    assert after["status"] == "failed" and after["liveness"] is None
+    assert after["status"] == "failed"
+    assert after["liveness"] is None
 
 
 def test_the_run_and_show_pages_say_the_same_verdict(

@@ -21,7 +21,8 @@ def test_tcp_settings_fill_in_only_what_the_url_leaves_out() -> None:
         "tcp_user_timeout": "20000",
     }
     kept = tcp_settings({"keepalives_idle": "60", "tcp_user_timeout": "0"}, user_timeout=True)
-    assert "keepalives_idle" not in kept and "tcp_user_timeout" not in kept  # the URL's stand
+    assert "keepalives_idle" not in kept
+    assert "tcp_user_timeout" not in kept
     assert "tcp_user_timeout" not in tcp_settings({}, user_timeout=False)  # libpq < 12
 
 
@@ -43,6 +44,7 @@ def test_psycopg_connections_carry_them(pg_only_url: str, monkeypatch: pytest.Mo
             conn.close()
     finally:
         connector.close()
-    assert params["keepalives"] == "1" and params["keepalives_count"] == "3"
+    assert params["keepalives"] == "1"
+    assert params["keepalives_count"] == "3"
     assert params["keepalives_idle"] == "30"  # the URL's own wins
     assert params["tcp_user_timeout"] == "20000"

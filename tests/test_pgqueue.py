@@ -72,7 +72,8 @@ def test_queue_schema_names() -> None:
     assert len(queue_schema_for("x" * 63)) == 63
     conninfo, schema = queue_conninfo("postgresql://u@h:5/db?schema=abc&sslmode=disable")
     assert schema == "abc_queue"
-    assert "search_path=abc_queue" in conninfo and "sslmode=disable" in conninfo
+    assert "search_path=abc_queue" in conninfo
+    assert "sslmode=disable" in conninfo
     assert "keepalives_idle" in conninfo
 
 

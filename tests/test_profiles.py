@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -86,7 +84,8 @@ def test_load_playbook_accepts_expected_mapping_and_yml(lirun_home: Path) -> Non
 def test_empty_profile_declares_nothing(lirun_home: Path) -> None:
     write(lirun_home, "profile", "bare", "")
     profile = load_profile("bare")
-    assert profile.artifacts is None and profile.defaults == {}
+    assert profile.artifacts is None
+    assert profile.defaults == {}
     assert resolve_contract_for(profile, None) is None
 
 
@@ -96,7 +95,8 @@ def test_missing_profile_says_where_it_looked(lirun_home: Path) -> None:
     message = str(info.value)
     assert str(lirun_home / "profiles" / "nobody.yaml") in message
     assert str(lirun_home / "profiles" / "nobody.yml") in message
-    assert isinstance(info.value, UsageError) and info.value.exit_code == 2
+    assert isinstance(info.value, UsageError)
+    assert info.value.exit_code == 2
 
 
 def test_both_suffixes_is_an_error(lirun_home: Path) -> None:
@@ -248,14 +248,9 @@ def test_merged_defaults_playbook_wins(lirun_home: Path) -> None:
     write(lirun_home, "profile", "writer", PROFILE)
     write(lirun_home, "playbook", "review", PLAYBOOK)
     merged = merged_defaults(load_profile("writer"), load_playbook("review"))
-    assert merged["timeout"] == 120 and merged["provider"] == "claude"
+    assert merged["timeout"] == 120
+    assert merged["provider"] == "claude"
     assert merged_defaults(None, None) == {}
-
-
-def test_importing_profiles_does_not_import_yaml() -> None:
-    code = "import sys, lirun.exec.profiles; print('yaml' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
 
 
 def test_a_profile_may_set_the_stall_limit_zero_turning_it_off(lirun_home: Path) -> None:

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.execution import ExecutionRequest, execute
-from lirun.exec.legs import AgentProgram, LegContext
+from lirun.exec.legs import LegContext
 from lirun.exec.supervisor import Limits
 from lirun.exec.trouble import progress_fields, trouble_line
 from lirun.record.rundir import allocate_run
@@ -61,8 +62,8 @@ def test_progress_fields_say_only_what_the_stream_said() -> None:
 
 
 def test_the_agent_leg_reports_progress_only_when_it_changes(tmp_path: Path) -> None:
+    from lirun.exec.agent_legs import AgentLeg
     from lirun.exec.claude import ClaudeStreamParser
-    from lirun.exec.legs import AgentLeg
 
     seen: list[dict[str, Any]] = []
     run = allocate_run(str(tmp_path / "runs"), "r1")
@@ -109,7 +110,8 @@ def test_the_row_holds_retries_and_the_last_error_while_the_run_runs(
         assert (row["model"], row["provider_version"]) == ("claude-sonnet-4-5", "2.1.197")
     finally:
         worker.join(timeout=30)
-    assert results and results[0].status == "timed_out"
+    assert results
+    assert results[0].status == "timed_out"
     final = get_row(db_url, "trouble-run")
     assert final["provider_retries"] == 7  # the end's record still counts them all
 
@@ -133,8 +135,10 @@ def test_li_status_of_a_running_detached_agent_shows_its_trouble(
 
     text = poll(shown, timeout=20, what="li status with retries so far")
     assert "running" in text
-    assert "claude/claude-sonnet-4-5" in text and "2.1.197" in text
-    assert "last provider error" in text and "unknown" in text
+    assert "claude/claude-sonnet-4-5" in text
+    assert "2.1.197" in text
+    assert "last provider error" in text
+    assert "unknown" in text
     poll(lambda: get_row(db_url, run_id)["status"] != "running", timeout=30, what="the end")
     row = get_row(db_url, run_id)
     log = Path(row["run_dir"]) / "li.stderr.log"

@@ -366,12 +366,14 @@ def test_unparsed_note_becomes_a_system_message() -> None:
 
 
 def test_provider_error_hierarchy() -> None:
-    assert issubclass(ProviderError, LirunError) and issubclass(ProviderError, RuntimeError)
+    assert issubclass(ProviderError, LirunError)
+    assert issubclass(ProviderError, RuntimeError)
     assert ProviderRetryableError("x", provider="claude").retryable is True
     err = ProviderNonRetryableError("x", provider="codex", detail={"a": 1})
     assert (err.retryable, err.provider, err.detail) == (False, "codex", {"a": 1})
     assert ProviderError("x", provider="claude").exit_code == 1
-    assert issubclass(ProviderNotFoundError, UsageError) and ProviderNotFoundError.exit_code == 2
+    assert issubclass(ProviderNotFoundError, UsageError)
+    assert ProviderNotFoundError.exit_code == 2
 
 
 # --- command lines -------------------------------------------------------------------------
@@ -592,18 +594,21 @@ def test_the_parser_keeps_no_per_event_state(
     small = _retained_bytes(PROVIDERS[provider].new_parser(), stream(200, payload))
     parser = PROVIDERS[provider].new_parser()
     large = _retained_bytes(parser, stream(rounds, payload))
-    assert parser.tool_call_count == rounds and parser.lines_seen > 20_000 - 6
+    assert parser.tool_call_count == rounds
+    assert parser.lines_seen > 20_000 - 6
     assert large < _RETAINED_LIMIT, f"the parser kept {large} bytes"
     assert large - small < 32 * 1024, f"{small} bytes after 200 rounds, {large} after {rounds}"
     verdict = parser.finish(0)
-    assert verdict.tool_calls == rounds and verdict.final_text.endswith(payload)
+    assert verdict.tool_calls == rounds
+    assert verdict.final_text.endswith(payload)
 
 
 def test_the_kept_reply_is_capped_to_its_tail() -> None:
     long_text = "a" * KEPT_REPLY_CHARS + "the end"
     text = {"type": "text", "text": long_text}
     parser = feed(ClaudeStreamParser(), {"type": "assistant", "message": {"content": [text]}})
-    assert len(parser.final_text) == KEPT_REPLY_CHARS and parser.final_text.endswith("the end")
+    assert len(parser.final_text) == KEPT_REPLY_CHARS
+    assert parser.final_text.endswith("the end")
     feed(parser, claude_result(result="b" * KEPT_REPLY_CHARS + "result end"))
     assert len(parser.final_text) == KEPT_REPLY_CHARS
     assert parser.final_text.endswith("result end")
@@ -617,7 +622,8 @@ def test_later_terminal_events_are_kept_a_few_and_counted() -> None:
     evidence = parser.finish(0).evidence
     kept = [e for e in evidence if e["kind"] == "provider_extra_terminal"]
     omitted = [e for e in evidence if e["kind"] == "provider_extra_terminals_omitted"]
-    assert len(kept) == 5 and omitted[0]["count"] == 49 - 5
+    assert len(kept) == 5
+    assert omitted[0]["count"] == 49 - 5
     assert parser.final_text == "r0"  # the first result is the run's answer
 
 
@@ -642,7 +648,8 @@ def _retry_line(attempt: int, status: int | None, error: str) -> dict[str, Any]:
 )
 def test_claude_first_auth_retry_flags_the_run_at_once(status: int | None, error: str) -> None:
     parser = feed(ClaudeStreamParser(), _retry_line(1, status, error))
-    assert parser.fatal is not None and parser.fatal.failure_class == "auth"
+    assert parser.fatal is not None
+    assert parser.fatal.failure_class == "auth"
     verdict = parser.finish(-15, killed_by="provider")
     assert reason_of(verdict) == "run.failed.provider_auth"
     assert "on API attempt 1 of 10" in str(verdict.exception)
@@ -662,7 +669,8 @@ def test_claude_no_credentials_is_auth_in_its_own_words_with_no_model() -> None:
     assert outcome.summary == (
         "claude: the provider refused the credentials: Not logged in · Please run /login"
     )
-    assert "is_error" not in outcome.summary and verdict.final_text == ""
+    assert "is_error" not in outcome.summary
+    assert verdict.final_text == ""
     assert verdict.model is None  # every assistant event was <synthetic>: no model call
     assert any(e["kind"] == "provider_no_model_call" for e in verdict.evidence)
 
@@ -673,7 +681,8 @@ def test_claude_invalid_key_result_summary_is_the_providers_words() -> None:
     assert outcome.summary == (
         "claude: the provider refused the credentials: Invalid API key · Fix external API key"
     )
-    assert verdict.final_text == "" and verdict.retries == 10
+    assert verdict.final_text == ""
+    assert verdict.retries == 10
 
 
 def test_claude_model_fallback_updates_the_model() -> None:
@@ -691,17 +700,20 @@ def test_claude_real_model_call_keeps_the_model() -> None:
 def test_codex_warnings_are_never_the_error() -> None:
     parser, events = replay_events("codex/warnings_then_completed.jsonl")
     assert [e.kind for e in events].count("warning") == 2
-    assert parser.errors == [] and parser.last_error is None
+    assert parser.errors == []
+    assert parser.last_error is None
     verdict = parser.finish(0)
     [fact] = [e for e in verdict.evidence if e["kind"] == "provider_warnings"]
-    assert fact["count"] == 2 and "Model metadata" in fact["messages"][0]
+    assert fact["count"] == 2
+    assert "Model metadata" in fact["messages"][0]
     assert not any(m.role == "error" for m in events_to_messages(events))
 
 
 def test_codex_attempts_are_counted_not_notices() -> None:
     parser = replay("codex/offline_forever.jsonl")
     assert parser.retries == 8  # 2/5 .. 5/5, then three "waiting for network"
-    assert parser.retrying and parser.retry_class == "network"
+    assert parser.retrying
+    assert parser.retry_class == "network"
 
 
 def test_a_stall_while_reconnecting_is_a_network_failure_naming_what_codex_did() -> None:
@@ -736,20 +748,23 @@ def test_progress_is_model_output_not_retries_or_warnings() -> None:
             "item": {"type": "error", "message": "Falling back from WebSockets"},
         },
     )
-    assert parser.last_progress_at is None and parser.retrying
+    assert parser.last_progress_at is None
+    assert parser.retrying
     now[0] = 7.0
     feed(
         parser,
         {"type": "item.completed", "item": {"id": "i", "type": "agent_message", "text": "hi"}},
     )
-    assert parser.last_progress_at == 7.0 and not parser.retrying
+    assert parser.last_progress_at == 7.0
+    assert not parser.retrying
 
 
 def test_codex_401_error_event_flags_the_run() -> None:
     parser = feed(
         CodexStreamParser(), {"type": "error", "message": "unexpected status 401 Unauthorized: x"}
     )
-    assert parser.fatal is not None and parser.fatal.failure_class == "auth"
+    assert parser.fatal is not None
+    assert parser.fatal.failure_class == "auth"
     assert parser.last_error_status == 401
 
 
@@ -761,14 +776,16 @@ def test_codex_first_reconnect_on_a_401_flags_the_run() -> None:
         "provided, url: http://127.0.0.1:18080/v1/responses)"
     )
     parser = feed(CodexStreamParser(), {"type": "error", "message": notice})
-    assert parser.fatal is not None and parser.fatal.failure_class == "auth"
+    assert parser.fatal is not None
+    assert parser.fatal.failure_class == "auth"
     assert parser.retries == 1
 
 
 def test_codex_reconnect_for_other_causes_is_only_a_retry() -> None:
     notice = "Reconnecting... 2/5 (unexpected status 404 Not Found: no websockets here)"
     parser = feed(CodexStreamParser(), {"type": "error", "message": notice})
-    assert parser.fatal is None and parser.retries >= 1
+    assert parser.fatal is None
+    assert parser.retries >= 1
 
 
 def test_a_running_tool_call_is_not_a_stall() -> None:
@@ -792,4 +809,5 @@ def test_attempts_add_up_over_calls_retried_one_after_another() -> None:
     feed(parser, {"type": "assistant", "message": {"model": "m", "content": []}})  # it went through
     feed(parser, _retry_line(1, 429, "rate_limit"), _retry_line(2, 429, "rate_limit"))
     feed(parser, _retry_line(3, 429, "rate_limit"))
-    assert parser.retries == 5 and parser.last_error_status == 429
+    assert parser.retries == 5
+    assert parser.last_error_status == 429

@@ -30,7 +30,8 @@ def test_find_orphans_and_reap(store: Any) -> None:
     assert [(r["id"], r["reaped"]) for r in reports] == [("dead", True), ("stale", True)]
     row = store.get_entity("session", "dead")
     assert (row["status"], row["status_reason_code"], row["exit_code"]) == ("failed", ORPHANED, 1)
-    assert row["ended_at"] is not None and row["status_evidence_refs"][0]["kind"] == "owner"
+    assert row["ended_at"] is not None
+    assert row["status_evidence_refs"][0]["kind"] == "owner"
     last = store.list_transitions("session", "dead")[-1]
     assert (last["previous_status"], last["status"], last["source"]) == (
         "running",

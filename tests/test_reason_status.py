@@ -130,7 +130,8 @@ def test_li_override_refuses_a_reason_for_another_status(
         timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
-    assert "does not fit status 'failed'" in proc.stderr and "run.failed.admin" in proc.stderr
+    assert "does not fit status 'failed'" in proc.stderr
+    assert "run.failed.admin" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert (store.get_entity("session", "run-1"), store.list_admin_events("run-1")) == before
     ok = subprocess.run(

@@ -19,9 +19,10 @@ from lirun.cli.agent import render_event
 from lirun.cli.render import format_cost, format_tokens
 from lirun.errors import UsageError
 from lirun.exec import versions
+from lirun.exec.agent_legs import AgentProgram
+from lirun.exec.agent_record import retry_note, token_counts
 from lirun.exec.claude import ClaudeStreamParser
 from lirun.exec.codex import CodexStreamParser
-from lirun.exec.legs import AgentProgram, retry_note, token_counts
 from lirun.exec.profiles import ProfileError, load_playbook, load_profile
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import PROVIDERS
@@ -45,7 +46,8 @@ def replay(name: str) -> tuple[StreamParser, list[Any]]:
 
 def test_claude_api_retries_are_counted_with_the_last_error() -> None:
     parser, events = replay("claude/api_retry_offline.jsonl")
-    assert parser.retries == 7 and parser.last_error == "unknown"
+    assert parser.retries == 7
+    assert parser.last_error == "unknown"
     assert "system/api_retry" not in parser.ignored_types
     assert [e.kind for e in events].count("retry") == 7
     assert parser.provider_version == "2.1.197"
@@ -67,7 +69,8 @@ def test_claude_retry_with_an_http_status_names_it() -> None:
 def test_codex_reconnects_are_retries_and_other_errors_are_kept() -> None:
     parser, _ = replay("codex/reconnecting_offline.jsonl")
     assert parser.retries == 3
-    assert parser.last_error is not None and "waiting for network" in parser.last_error
+    assert parser.last_error is not None
+    assert "waiting for network" in parser.last_error
     # The transport fallback is a warning: kept, never an error.
     assert any("Falling back" in message for message in parser.warnings)
     assert not any("Falling back" in message for message in parser.errors)
@@ -87,7 +90,8 @@ def test_kept_errors_are_bounded() -> None:
     for n in range(1000):
         parser.feed_line(json.dumps({"type": "error", "message": f"Reconnecting... {n}/5"}))
         parser.feed_line(json.dumps({"type": "error", "message": f"boom {n}"}))
-    assert parser.retries == 999 and len(parser.errors) <= 20  # the attempt, not notices
+    assert parser.retries == 999
+    assert len(parser.errors) <= 20
     assert parser.last_error == "boom 999"
 
 
@@ -117,7 +121,8 @@ def test_token_counts_take_only_what_the_provider_reported() -> None:
     assert token_counts(claude) == {"input_tokens": 3, "output_tokens": 9, "cache_read_tokens": 100}
     codex = {"input_tokens": 24763, "cached_input_tokens": 24448, "output_tokens": 122}
     assert token_counts(codex)["cache_read_tokens"] == 24448
-    assert token_counts(None) == {} and token_counts({"input_tokens": "many"}) == {}
+    assert token_counts(None) == {}
+    assert token_counts({"input_tokens": "many"}) == {}
 
 
 def test_list_formatting() -> None:
@@ -273,8 +278,10 @@ def test_an_agent_row_records_what_happened(
     assert (row["cost_usd"], row["num_turns"]) == (0.0123, 2)
     assert row["reply_text"] == "Done: test fixed."
     assert (row["child_exit_code"], row["exit_code"]) == (0, 0)
-    assert row["duration_s"] is not None and row["duration_s"] >= 0
-    assert row["provider_error"] is None and row["provider_retries"] is None
+    assert row["duration_s"] is not None
+    assert row["duration_s"] >= 0
+    assert row["provider_error"] is None
+    assert row["provider_retries"] is None
     assert row["provider_options_json"] == {
         "permission_mode": "acceptEdits",
         "max_turns": 30,
@@ -287,8 +294,10 @@ def test_an_agent_row_records_what_happened(
                  "acceptEdits"):  # fmt: skip
         assert text in shown.stdout, shown.stdout
     listed = run_li("status", env=env, cwd=repo).stdout.splitlines()
-    assert "TOKENS" in listed[0] and "COST" in listed[0]
-    assert "60" in listed[1].split() and "$0.0123" in listed[1].split()
+    assert "TOKENS" in listed[0]
+    assert "COST" in listed[0]
+    assert "60" in listed[1].split()
+    assert "$0.0123" in listed[1].split()
 
 
 def test_a_refused_provider_option_starts_nothing(
@@ -296,7 +305,8 @@ def test_a_refused_provider_option_starts_nothing(
 ) -> None:
     env = _env(li_env, fake_bin, "claude/success.jsonl")
     proc = run_li("agent", "claude", "x", "--", "--output-format", "json", env=env, cwd=repo)
-    assert proc.returncode == 2 and "--output-format" in proc.stderr
+    assert proc.returncode == 2
+    assert "--output-format" in proc.stderr
     assert "Traceback" not in proc.stderr
     with opened_store(db_url) as store:
         assert store.list_sessions() == []
@@ -343,7 +353,8 @@ def test_a_timeout_while_claude_retries_says_so(
     summary = row["status_reason_summary"]
     assert "claude was retrying the API (7 attempts; last error: unknown)" in summary
     assert summary.startswith("time limit reached while the provider was retrying: after ")
-    assert row["provider_retries"] == 7 and row["provider_error"] == "unknown"
+    assert row["provider_retries"] == 7
+    assert row["provider_error"] == "unknown"
     kinds = [e.get("kind") for e in row["status_evidence_refs"]]
     assert "provider_retries" in kinds
     [fact] = [e for e in row["status_evidence_refs"] if e.get("kind") == "provider_retrying"]
@@ -357,7 +368,8 @@ def test_a_command_keeps_its_own_exit_code(
     assert proc.returncode == 1
     row = only_row(db_url)
     assert (row["exit_code"], row["child_exit_code"]) == (1, 3)
-    assert row["reply_text"] == "hi\n" and row["prompt"] is None
+    assert row["reply_text"] == "hi\n"
+    assert row["prompt"] is None
     shown = run_li("status", row["id"], env=li_env, cwd=tmp_path).stdout
     assert "child exit code  3" in shown
 
@@ -414,7 +426,8 @@ def test_the_prompt_is_not_on_the_command_line(
             if pid:
                 seen = Path(f"/proc/{pid}/cmdline").read_bytes()
             time.sleep(0.05)
-        assert seen is not None and b"s3cret-prompt" not in seen
+        assert seen is not None
+        assert b"s3cret-prompt" not in seen
     finally:
         li.wait(timeout=30)
 
@@ -432,7 +445,8 @@ def test_a_detached_runs_prompt_is_not_on_any_command_line(
     seen = [p.read_bytes() for p in cmdlines if p.exists()]
     waited = run_li("wait", run_id, "--timeout", "30", env=env, cwd=repo)
     assert waited.returncode == 0, waited.stderr
-    assert seen and all(b"s3cret-detached" not in line for line in seen)
+    assert seen
+    assert all(b"s3cret-detached" not in line for line in seen)
     assert get_row(db_url, run_id)["prompt"] == "s3cret-detached"
 
 
@@ -459,7 +473,8 @@ def test_wait_and_status_name_the_artifact_root_not_the_run_dir(
                   env=li_env, cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
-    assert summary["artifact_dir"] == str(save) and summary["run_dir"] != str(save)
+    assert summary["artifact_dir"] == str(save)
+    assert summary["run_dir"] != str(save)
     waited = run_li("wait", summary["run_id"], env=li_env, cwd=tmp_path).stdout
     assert f"\tartifact_dir={save}\t" in waited
     as_json = json.loads(
@@ -516,7 +531,8 @@ def test_record_columns_round_trip(store: Any) -> None:
         touch=False,
     )
     row = store.get_entity("session", "r")
-    assert row["prompt"] == "do it" and row["provider_options_json"] == {"max_turns": 3}
+    assert row["prompt"] == "do it"
+    assert row["provider_options_json"] == {"max_turns": 3}
     assert (row["input_tokens"], row["cost_usd"], row["child_exit_code"]) == (
         5_000_000_000,
         1.25,

@@ -78,7 +78,8 @@ def test_a_teardown_write_that_cannot_land_is_spooled_and_applied_later(
         assert get_row(db_url, "r1")["status"] == "running"
     assert li.returncode == EXIT_CODE_BY_STATUS["completed"], err
     assert "Traceback" not in err
-    assert "pending" in err and "r1" in err
+    assert "pending" in err
+    assert "r1" in err
     assert (lirun_home / "runs" / "r1" / "outcome.pending.json").is_file()
     # The next reader records the true outcome before it answers.
     status = run_li("status", "r1", env=env, cwd=repo)
@@ -217,7 +218,8 @@ def test_the_child_gets_the_database_without_its_password(
     assert "s3cret" not in proc.stdout
     [line] = [x for x in proc.stdout.splitlines() if x.startswith("LIRUN_DB_URL=")]
     if db_url.startswith("postgresql://"):
-        assert "schema=" in line and "password" not in line
+        assert "schema=" in line
+        assert "password" not in line
     else:
         assert line == f"LIRUN_DB_URL={db_url}"
     assert "nested-ok" in proc.stdout  # a nested li reads the same database
@@ -250,7 +252,8 @@ def test_a_run_dir_with_output_but_no_row_is_refused_with_what_to_do(
     (left / "run.json").write_text(json.dumps({"run_id": "r1", "owner_pid": _dead_pid()}))
     proc = run_li("run", "--run-id", "r1", "--", "echo", "hi", env=li_env, cwd=repo)
     assert proc.returncode == 2
-    assert "move that directory away" in proc.stderr and str(left) in proc.stderr
+    assert "move that directory away" in proc.stderr
+    assert str(left) in proc.stderr
 
 
 def _writable_by_others(path: Path) -> bool:
@@ -313,11 +316,13 @@ def test_a_full_disk_at_teardown_spools_the_outcome(
     go.touch()
     _, err = li.communicate(timeout=60)
     assert li.returncode == 0, err
-    assert "Traceback" not in err and "pending" in err
+    assert "Traceback" not in err
+    assert "pending" in err
     assert get_row(db, "r1")["status"] == "running"
     # A full disk also refuses the next run before anything starts.
     refused = run_li("run", "--", "echo", "hi", env=env, cwd=repo)
-    assert refused.returncode == 2 and "nothing was started" in refused.stderr, refused
+    assert refused.returncode == 2, refused
+    assert "nothing was started" in refused.stderr, refused
     free(disk)
     status = run_li("status", "r1", env=env, cwd=repo)
     assert status.returncode == 0, status.stderr

@@ -28,7 +28,8 @@ def test_generated_id_format_and_layout(home: Path) -> None:
     assert run.state_root == runs_root() / run.run_id
     assert run.state_root == home / "runs" / run.run_id
     assert run.artifact_root == run.state_root / "artifacts"
-    assert run.branches_dir.is_dir() and run.stream_dir.is_dir()
+    assert run.branches_dir.is_dir()
+    assert run.stream_dir.is_dir()
     assert not run.artifact_root.exists()
 
 
@@ -171,8 +172,10 @@ def test_unwritable_runs_root_is_typed(home: Path) -> None:
     with pytest.raises(RunDirError) as info:
         allocate_run(run_id="r1")
     err = info.value
-    assert isinstance(err, LirunError) and isinstance(err, OSError)
-    assert str(home / "runs") in str(err) and "LIRUN_HOME" in str(err)
+    assert isinstance(err, LirunError)
+    assert isinstance(err, OSError)
+    assert str(home / "runs") in str(err)
+    assert "LIRUN_HOME" in str(err)
 
 
 _ALLOCATE_AS_USER = """
@@ -194,7 +197,8 @@ def test_read_only_runs_root_is_typed(shared_dir: Path) -> None:
     readonly = shared_dir / "ro"
     (readonly / "runs").mkdir(parents=True, mode=0o755)
     result = run_as_nobody(_ALLOCATE_AS_USER, home=readonly)
-    assert result.startswith("RunDirError:") and "LIRUN_HOME" in result, result
+    assert result.startswith("RunDirError:"), result
+    assert "LIRUN_HOME" in result, result
     assert list((readonly / "runs").iterdir()) == []
 
 

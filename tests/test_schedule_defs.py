@@ -5,6 +5,8 @@ exactly-once key on due-time runs."""
 from __future__ import annotations
 
 import hashlib
+import os
+import pwd
 import threading
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,8 @@ def test_agent_action_becomes_a_task(tmp_path: Path) -> None:
         ["agent", "claude/sonnet", "review it", "--timeout", "600", "--cwd", str(tmp_path),
          "--artifact", "report=out/r.md?", "--", "--max-turns", "3"]
     )  # fmt: skip
-    assert action.kind == "agent" and action.cwd == str(tmp_path)
+    assert action.kind == "agent"
+    assert action.cwd == str(tmp_path)
     assert action.task is not None
     assert (action.task.agent, action.task.prompt, action.task.timeout) == (
         "claude/sonnet",
@@ -58,20 +61,24 @@ def test_agent_action_becomes_a_task(tmp_path: Path) -> None:
 
 def test_run_action_takes_the_command_after_its_options(tmp_path: Path) -> None:
     action = parse_action(["run", "--timeout=5", "sh", "-c", "echo --cwd"], base=str(tmp_path))
-    assert action.task is not None and action.task.run == ("sh", "-c", "echo --cwd")
+    assert action.task is not None
+    assert action.task.run == ("sh", "-c", "echo --cwd")
     assert action.cwd == str(tmp_path)
     dashed = parse_action(["run", "--", "--odd-program"], base=str(tmp_path))
-    assert dashed.task is not None and dashed.task.run == ("--odd-program",)
+    assert dashed.task is not None
+    assert dashed.task.run == ("--odd-program",)
 
 
 def test_run_action_takes_require_change_as_li_run_does(tmp_path: Path) -> None:
     action = parse_action(["run", "--require-change", "make", "deploy"], base=str(tmp_path))
-    assert action.task is not None and action.task.require_change
+    assert action.task is not None
+    assert action.task.require_change
     assert action.task.run == ("make", "deploy")
     assert action.describe() == "run --require-change make deploy"
     assert Action.from_dict(action.to_dict()) == action
     plain = parse_action(["run", "make", "deploy"], base=str(tmp_path))
-    assert plain.task is not None and not plain.task.require_change
+    assert plain.task is not None
+    assert not plain.task.require_change
 
 
 def test_flow_file_is_resolved_and_snapshotted(tmp_path: Path) -> None:
@@ -178,17 +185,23 @@ def test_diff_names_each_changed_field(tmp_path: Path) -> None:
 
 def test_history_of_every_change_has_its_reason(store: Store, tmp_path: Path) -> None:
     row = registry.add(store, definition(tmp_path), now=NOW, actor="ann")
-    assert row["status"] == "enabled" and row["enabled"] == 1
-    assert row["next_due_at"] == NOW + 3600 and isinstance(row["next_due_at"], int)
-    assert row["trigger_json"]["kind"] == "every" and row["tz"] == "UTC"
+    assert row["status"] == "enabled"
+    assert row["enabled"] == 1
+    assert row["next_due_at"] == NOW + 3600
+    assert isinstance(row["next_due_at"], int)
+    assert row["trigger_json"]["kind"] == "every"
+    assert row["tz"] == "UTC"
     row, changed = registry.set_enabled(store, "nightly", False, now=NOW + 10, actor="bob")
-    assert changed and row["status"] == "disabled" and row["next_due_at"] is None
+    assert changed
+    assert row["status"] == "disabled"
+    assert row["next_due_at"] is None
     assert row["enabled"] == 0
     assert registry.set_enabled(store, "nightly", False, now=NOW + 20)[1] is False
     row, _ = registry.set_enabled(store, "nightly", True, now=NOW + 7300)
     assert row["next_due_at"] == NOW + 3 * 3600  # due from the moment it is enabled again
     deleted = registry.delete(store, "nightly", actor="cy")
-    assert deleted["status"] == "deleted" and deleted["deleted_at"] is not None
+    assert deleted["status"] == "deleted"
+    assert deleted["deleted_at"] is not None
     assert reasons(store, row) == [
         ("enabled", "schedule_definition.enabled.created"),
         ("disabled", "schedule_definition.disabled.user"),
@@ -231,17 +244,21 @@ def test_a_due_run_exists_once_per_schedule_due_time_and_attempt(
     sid = registry.add(store, definition(tmp_path), now=NOW)["id"]
     due = NOW + 3600
     first = store.insert_due_run(schedule_id=sid, due_at=due, action_kind="run")
-    assert first is not None and first["due_at"] == due and first["status"] == "queued"
+    assert first is not None
+    assert first["due_at"] == due
+    assert first["status"] == "queued"
     assert store.insert_due_run(schedule_id=sid, due_at=due, action_kind="run") is None
     retry = store.insert_due_run(
         schedule_id=sid, due_at=due, action_kind="run", attempt=2, retry_of=first["id"]
     )
-    assert retry is not None and retry["retry_of"] == first["id"]
+    assert retry is not None
+    assert retry["retry_of"] == first["id"]
     skipped = store.insert_due_run(
         schedule_id=sid, due_at=due + 3600, action_kind="run", status="skipped",
         reason_code="schedule.skipped.overlap",
     )  # fmt: skip
-    assert skipped is not None and skipped["ended_at"] is not None  # terminal: it ended
+    assert skipped is not None
+    assert skipped["ended_at"] is not None
     # fire / submit runs have no due time: NULLs are distinct in the unique key.
     for _ in range(2):
         store.create_schedule_run(action_kind="run", schedule_id=sid)
@@ -278,7 +295,8 @@ def test_racing_writers_make_one_row_per_due_time(db_url: str, tmp_path: Path) -
     check = open_store(db_url)
     runs = check.list_schedule_runs(sid)
     check.close()
-    assert len(won) == 20 and sorted(r["due_at"] for r in runs) == list(range(NOW, NOW + 20))
+    assert len(won) == 20
+    assert sorted(r["due_at"] for r in runs) == list(range(NOW, NOW + 20))
 
 
 def test_due_at_must_be_integer_seconds(store: Store, tmp_path: Path) -> None:
@@ -357,7 +375,8 @@ def test_what_a_worker_reads_and_moves(store: Store, tmp_path: Path) -> None:
     assert store.earliest_due() == NOW + 3660
     assert store.count_active_runs(sid) == 0
     run = store.insert_due_run(schedule_id=sid, due_at=NOW + 3600, action_kind="run")
-    assert run is not None and store.count_active_runs(sid) == 1
+    assert run is not None
+    assert store.count_active_runs(sid) == 1
     store.update_status(
         "schedule_run", run["id"], new_status="skipped", reason_code="schedule.skipped.overlap"
     )
@@ -372,7 +391,8 @@ def test_apply_does_not_undo_what_a_worker_disabled(store: Store, tmp_path: Path
     )  # fmt: skip
     wanted = [definition(tmp_path, "capped", max_runs="1")]
     (change,) = registry.plan(store.list_schedules(), wanted, now=NOW)
-    assert change.op == "unchanged" and "li schedule enable capped" in change.why
+    assert change.op == "unchanged"
+    assert "li schedule enable capped" in change.why
     raised = [definition(tmp_path, "capped", max_runs="5")]
     (change,) = registry.plan(store.list_schedules(), raised, now=NOW)
     assert change.op == "update"  # a changed definition is applied, and enabled again
@@ -386,10 +406,13 @@ def test_a_row_without_a_definition_is_replaced_by_apply(store: Store, tmp_path:
     with pytest.raises(UsageError, match="holds no definition"):
         registry.set_enabled(store, "old", True, now=NOW)
     (change,) = registry.plan(store.list_schedules(), [definition(tmp_path, "old")], now=NOW)
-    assert change.op == "update" and "definition" in change.changes
+    assert change.op == "update"
+    assert "definition" in change.changes
     registry.apply(store, [change], now=NOW, source="f")
     row = store.get_schedule("old")
-    assert row is not None and row["id"] == legacy["id"] and row["status"] == "enabled"
+    assert row is not None
+    assert row["id"] == legacy["id"]
+    assert row["status"] == "enabled"
     assert row["trigger_json"]["kind"] == "every"
 
 
@@ -403,15 +426,33 @@ def test_apply_does_not_overwrite_a_change_made_after_its_plan(
     lost = registry.apply(store, changes, now=NOW, source="f")
     assert [(c.op, c.name) for c in lost] == [("update", "busy")]
     row = store.get_schedule("busy")
-    assert row is not None and row["status"] == "disabled"
+    assert row is not None
+    assert row["status"] == "disabled"
     assert row["policies_json"]["retries"] == 0
 
 
 def test_an_agent_action_takes_a_stall_limit_and_a_run_action_none(tmp_path: Path) -> None:
     action = parse_action(["agent", "codex", "go", "--stall-timeout", "0", "--cwd", str(tmp_path)])
-    assert action.task is not None and action.task.stall_timeout == 0.0
+    assert action.task is not None
+    assert action.task.stall_timeout == 0.0
     assert Action.from_dict(action.to_dict()) == action
     with pytest.raises(UsageError, match="unknown option '--stall-timeout'"):
         parse_action(["run", "--stall-timeout", "5", "true"], base=str(tmp_path))
     with pytest.raises(UsageError, match="seconds \\(0: off\\)"):
         parse_action(["agent", "codex", "go", "--stall-timeout", "-3"], base=str(tmp_path))
+
+
+# --- who changed it ---------------------------------------------------------------------------
+
+
+def test_the_actor_is_the_login_name_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOGNAME", "alice")
+    assert registry.current_actor() == "alice"
+
+
+def test_without_login_variables_the_actor_is_the_account_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for key in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.delenv(key, raising=False)
+    assert registry.current_actor() == pwd.getpwuid(os.getuid()).pw_name

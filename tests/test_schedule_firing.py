@@ -77,7 +77,8 @@ def test_what_disables_a_schedule(more: dict[str, object], disable: str | None) 
 
 def test_a_usd_budget_cannot_see_runs_without_a_recorded_cost() -> None:
     result = plan(MINUTELY, 60, budget_usd=1.0)  # usd_spent None: Codex reports no cost
-    assert rows(result) == [(60, "run", RUN)] and result.budget_blind
+    assert rows(result) == [(60, "run", RUN)]
+    assert result.budget_blind
     assert not plan(MINUTELY, 60).budget_blind
 
 
@@ -87,7 +88,8 @@ def test_a_long_outage_records_100_rows_then_one_summary() -> None:
     summary = [f for f in result.fires if f.reason_code == MISSED_MORE]
     assert [f.due_at for f in missed] == [60 * k for k in range(1, 101)]
     assert [(f.due_at, f.count) for f in summary] == [(149 * 60, 49)]
-    assert result.fires[-1].action == "run" and result.fires[-1].due_at == 150 * 60
+    assert result.fires[-1].action == "run"
+    assert result.fires[-1].due_at == 150 * 60
 
 
 def test_run_once_after_an_outage_runs_the_latest_missed_time() -> None:
@@ -99,7 +101,8 @@ def test_run_once_after_an_outage_runs_the_latest_missed_time() -> None:
 def test_an_at_schedule_fires_once_then_is_spent() -> None:
     once = at_trigger("1970-01-01T00:05:00Z", None)
     on_time = plan(once, 300, next_due_at=300)
-    assert rows(on_time) == [(300, "run", RUN)] and on_time.next_due_at is None
+    assert rows(on_time) == [(300, "run", RUN)]
+    assert on_time.next_due_at is None
     assert on_time.disable_reason == "schedule_definition.disabled.spent"
     late = plan(once, 9999, next_due_at=300, missed="run_once")  # its default missed policy
     assert rows(late) == [(300, "run", RUN)]

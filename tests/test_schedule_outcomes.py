@@ -67,7 +67,8 @@ def facts(tmp_path: Path, **changes: object) -> StartFacts:
 def test_start_refusals(tmp_path: Path) -> None:
     assert start_refusal(facts(tmp_path)) is None
     code, summary = start_refusal(facts(tmp_path, queued_at=900.0)) or ("", "")
-    assert code == "schedule.failed.start_deadline" and "100s ago" in summary
+    assert code == "schedule.failed.start_deadline"
+    assert "100s ago" in summary
     other = tmp_path / "other"
     other.mkdir()
     assert start_refusal(facts(tmp_path, allow_roots=(str(tmp_path),))) is None
@@ -128,7 +129,8 @@ def test_notify_env_carries_the_wait_line() -> None:
         "3",
         "0",
     )
-    assert env["LIRUN_SCHEDULE"] == "nightly" and env["LIRUN_REASON_SUMMARY"] == "exit 3"
+    assert env["LIRUN_SCHEDULE"] == "nightly"
+    assert env["LIRUN_REASON_SUMMARY"] == "exit 3"
 
 
 def test_every_retryable_run_reason_is_retried_and_no_other_provider_class() -> None:

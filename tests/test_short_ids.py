@@ -55,7 +55,8 @@ def test_store_resolves_exact_prefix_and_suffix(store: Store) -> None:
 def test_ambiguous_lists_ten_and_counts_the_rest(store: Store) -> None:
     ids = _runs(store, 13)
     found, total = store.match_ids("session", "20260709T")
-    assert total == 13 and found == ids[::-1][:10]
+    assert total == 13
+    assert found == ids[::-1][:10]
     with pytest.raises(AmbiguousIdError, match="and 3 more") as info:
         store.resolve_id("session", "20260709T")
     assert len(info.value.candidates) == 10
@@ -72,7 +73,8 @@ def test_li_wait_takes_the_suffix_and_lists_ambiguous_candidates(
     _runs(store, 12, stamp="20260710T1200")
     code, out, err = run_wait(li_env, "20260710T")
     assert (code, out) == (2, "")
-    assert "ambiguous" in err and "and 2 more" in err
+    assert "ambiguous" in err
+    assert "and 2 more" in err
     assert err.count("20260710T") == 1 + 10  # the input, then ten candidates
 
 
@@ -84,7 +86,8 @@ def test_li_status_takes_the_suffix(store: Store, li_env: dict[str, str]) -> Non
     assert json.loads(proc.stdout)["id"] == RUN
     _runs(store, 11, stamp="20260711T1200")
     proc = li(li_env, "status", "20260711T")
-    assert proc.returncode == 2 and "and 1 more" in proc.stderr
+    assert proc.returncode == 2
+    assert "and 1 more" in proc.stderr
 
 
 def test_li_override_takes_a_unique_suffix_and_refuses_an_ambiguous_one(
@@ -96,7 +99,8 @@ def test_li_override_takes_a_unique_suffix_and_refuses_an_ambiguous_one(
     repair = ["--to", "completed", "--reason", "run.completed.admin", "--actor", "a"]
     repair += ["--justification", "checked"]
     proc = li(li_env, "override", "session", "20260709T12000", *repair)
-    assert proc.returncode == 2 and "ambiguous" in proc.stderr
+    assert proc.returncode == 2
+    assert "ambiguous" in proc.stderr
     assert store.list_admin_events(RUN) == []
     proc = li(li_env, "override", "session", "2b5dd3", *repair)
     assert proc.returncode == 0, proc.stderr
@@ -112,4 +116,5 @@ def test_li_invoke_end_takes_a_prefix_or_suffix(store: Store, li_env: dict[str, 
     assert proc.stdout.startswith(ident)
     assert store.get_entity("invocation", ident)["status"] == "completed"  # type: ignore[index]
     proc = li(li_env, "invoke", "end", "nope", "--status", "completed")
-    assert proc.returncode == 2 and "no invocation" in proc.stderr
+    assert proc.returncode == 2
+    assert "no invocation" in proc.stderr

@@ -169,7 +169,9 @@ def test_a_provider_stop_says_the_providers_words_and_what_to_do() -> None:
     assert "its execution r1 failed with run.failed.provider_auth" in feedback
     assert "the provider said: Invalid API key · Please run /login" in feedback
     long = provider_stop("r1", "run.failed.provider_rejected", "prompt is too long " * 40)
-    assert long is not None and len(long[0]) <= 300 and "shorten the prompt" in long[0]
+    assert long is not None
+    assert len(long[0]) <= 300
+    assert "shorten the prompt" in long[0]
     assert ("prompt is too long " * 40).strip() in long[1]  # the feedback keeps it all
     assert provider_stop("r1", "run.failed.provider_rate_limit", "slow down") is None
     assert provider_stop("r1", "run.failed.exit_nonzero", None) is None

@@ -83,7 +83,9 @@ def test_independent_plays_run_in_parallel_and_all_merge(
         options=ShowOptions(parallel=3, on_progress=lines.append),
     )
     assert report.status == "completed", report.to_dict()
-    assert report.exit_code == 0 and report.final_gate and report.final_gate["verdict"] == "pass"
+    assert report.exit_code == 0
+    assert report.final_gate
+    assert report.final_gate["verdict"] == "pass"
     assert all(p.status == "merged" and p.attempt == 1 for p in report.plays)
     log = git(repo, "log", "--first-parent", "--format=%s", INTEGRATION).splitlines()
     assert sorted(s.split()[2] for s in log[:3]) == ["x", "y", "z"]  # one merge per play
@@ -100,7 +102,8 @@ def test_independent_plays_run_in_parallel_and_all_merge(
     proc = run_li("wait", "--json", play_id, env=li_env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     line = json.loads(proc.stdout)
-    assert line["status"] == "merged" and line["artifact_dir"].endswith("artifacts")
+    assert line["status"] == "merged"
+    assert line["artifact_dir"].endswith("artifacts")
 
 
 COMMIT = "git add -A && git -c user.name=t -c user.email=t@example.invalid commit -qm"
@@ -145,11 +148,13 @@ def test_two_plays_editing_the_same_lines_conflict_and_the_second_is_redone(
     first, second = sorted(report.plays, key=lambda p: p.attempt)
     assert (first.attempt, second.attempt) == (1, 2)
     history = _history(db, second.id)
-    assert "play.redoing.merge_conflict" in history and history[-1] == "play.merged.ok"
+    assert "play.redoing.merge_conflict" in history
+    assert history[-1] == "play.merged.ok"
     store = open_store(db)
     row = store.get_entity("play", second.id)
     store.close()
-    assert row is not None and "shared.txt" in row["feedback"]
+    assert row is not None
+    assert "shared.txt" in row["feedback"]
     assert git(repo, "show", f"{INTEGRATION}:shared.txt").splitlines()[0] == second.name
     _check_moves(tmp_path, db, report.show_id, repo)
 
@@ -159,12 +164,15 @@ def test_a_conflict_with_one_attempt_ends_gate_failed_and_needs_a_person(
 ) -> None:
     repo, plays = _same_lines(tmp_path, attempts=1)
     report = run_show(spec(repo, plays, parallel=2), db_url=db)
-    assert report.status == "active" and report.reason_code == "show.blocked.no_ready_plays"
+    assert report.status == "active"
+    assert report.reason_code == "show.blocked.no_ready_plays"
     assert report.exit_code == 1
     failed = [p for p in report.plays if p.status == "gate_failed"]
     assert [p.reason_code for p in failed] == ["play.gate_failed.merge_conflict"]
-    assert failed[0].worktree and Path(failed[0].worktree).is_dir()  # kept for a person
-    assert len(report.needs_person) == 1 and failed[0].id in report.needs_person[0]
+    assert failed[0].worktree
+    assert Path(failed[0].worktree).is_dir()
+    assert len(report.needs_person) == 1
+    assert failed[0].id in report.needs_person[0]
     assert "li override play" in report.needs_person[0]
 
 
@@ -190,10 +198,12 @@ def test_a_failing_gate_is_redone_with_its_output_in_the_prompt(
     report = run_show(spec(repo, [play("w", agent)], gate=gate), db_url=db)
     assert report.status == "completed", report.to_dict()
     [w] = report.plays
-    assert w.attempt == 2 and len(w.session_ids) == 2
+    assert w.attempt == 2
+    assert len(w.session_ids) == 2
     assert [g["verdict"] for g in w.gates] == ["fail", "pass"]
     calls = [json.loads(line) for line in argv_log.read_text().splitlines()]
-    assert len(calls) == 2 and calls[0]["cwd"] == calls[1]["cwd"]  # same worktree path
+    assert len(calls) == 2
+    assert calls[0]["cwd"] == calls[1]["cwd"]
     assert "FAILED test_widget: 3 != 4" in calls[1]["stdin"]
     assert "--resume" in calls[1]["argv"]  # the conversation goes on
     assert "play.redoing.gate_failed" in _history(db, w.id)
@@ -252,7 +262,8 @@ def test_dependents_of_an_escalated_play_wait_until_a_person_merges_it(
     assert (by["base"].status, by["base"].attempt) == ("escalated", 2)
     assert (by["top"].status, by["top"].reason_code) == ("pending", "play.pending.waiting_on_deps")
     assert by["free"].status == "merged"
-    assert report.status == "active" and report.exit_code == 1
+    assert report.status == "active"
+    assert report.exit_code == 1
     assert "top wait(s) on it" in report.needs_person[0]
     # A person merges the play's work by hand, outside the user's checkout, and says so.
     person = tmp_path / "person"
@@ -293,13 +304,16 @@ def test_a_stopped_show_stays_active_and_abort_ends_it(tmp_path: Path, db: str) 
         target=lambda: (poll(gate_started.exists, what="the gate"), stop.fire()), daemon=True
     ).start()
     report = run_show(spec(repo, plays), db_url=db, stop=stop)  # type: ignore[arg-type]
-    assert report.interrupted == "SIGTERM" and report.exit_code == 143
-    assert report.status == "active" and report.reason_code == "show.active.interrupted"
+    assert report.interrupted == "SIGTERM"
+    assert report.exit_code == 143
+    assert report.status == "active"
+    assert report.reason_code == "show.active.interrupted"
     assert [p.status for p in report.plays] == ["gated", "pending"]
     with pytest.raises(ConflictError):
         run_show(spec(repo, plays), db_url=db)  # the topic's show is still active
     aborted = abort_show("t", db_url=db, actor="p", justification="not needed")
-    assert aborted.status == "aborted" and aborted.exit_code == 1
+    assert aborted.status == "aborted"
+    assert aborted.exit_code == 1
     assert [(p.status, p.reason_code) for p in aborted.plays] == [
         ("aborted_after_finish", "play.aborted_after_finish.show_aborted"),
         ("blocked", "play.blocked.show_aborted"),
@@ -366,7 +380,8 @@ def test_a_head_that_moved_during_the_gate_is_gated_again_before_it_lands(
     report = run_show(spec(repo, [play("p", writes("p.txt", "P"))], gate=sneak), db_url=db)
     assert report.status == "completed", report.to_dict()
     [p] = report.plays
-    assert [g["verdict"] for g in p.gates] == ["pass", "pass"] and p.attempt == 1
+    assert [g["verdict"] for g in p.gates] == ["pass", "pass"]
+    assert p.attempt == 1
     assert "play.gated.regate" in _history(db, p.id)
     assert git(repo, "log", "-1", "--format=%s", f"{INTEGRATION}^1") == "sneaked"
     assert git(repo, "rev-parse", INTEGRATION) == p.merge_sha == p.gates[1]["commit"]
@@ -399,7 +414,8 @@ def test_a_retryable_provider_failure_is_run_again_without_using_an_attempt(
     report = run_show(spec(repo, [play("c", agent, attempts=1)]), db_url=db)
     assert report.status == "completed", report.to_dict()
     [c] = report.plays
-    assert c.attempt == 1 and len(c.session_ids) == 2
+    assert c.attempt == 1
+    assert len(c.session_ids) == 2
     assert "play.running.retry_provider" in _history(db, c.id)
 
 
@@ -411,12 +427,15 @@ def test_a_failing_final_gate_keeps_the_show_active_until_resume_passes_it(
     s = spec(repo, [play("a", writes("a.txt", "A"))], final_gate=f"echo checking; test -f {ok}")
     report = run_show(s, db_url=db)
     assert (report.status, report.reason_code) == ("active", "show.active.final_gate_failed")
-    assert report.exit_code == 1 and report.final_gate and report.final_gate["verdict"] == "fail"
+    assert report.exit_code == 1
+    assert report.final_gate
+    assert report.final_gate["verdict"] == "fail"
     assert report.plays[0].status == "merged"
     assert "failed its gate" in report.needs_person[0]
     ok.touch()
     resumed = resume_show(report.show_id, db_url=db)
-    assert resumed.status == "completed" and resumed.final_gate["verdict"] == "pass"  # type: ignore[index]
+    assert resumed.status == "completed"
+    assert resumed.final_gate["verdict"] == "pass"
 
 
 def test_work_an_agent_left_uncommitted_is_committed_for_it_and_merged(
@@ -477,7 +496,8 @@ def test_a_spec_the_loader_would_refuse_is_refused_here_too(
     s = spec(repo, [play(n, writes("x", "x"), *deps) for n, deps in plays])
     with pytest.raises(LirunError, match=message) as caught:
         run_show(s, db_url=db)
-    assert caught.value.exit_code == 2 and not Path(db).exists()
+    assert caught.value.exit_code == 2
+    assert not Path(db).exists()
 
 
 def test_a_person_can_send_an_escalated_play_back_to_the_gate(tmp_path: Path, db: str) -> None:
@@ -487,7 +507,9 @@ def test_a_person_can_send_an_escalated_play_back_to_the_gate(tmp_path: Path, db
         spec(repo, [play("p", writes("p.txt", "P"), gate=f"test -f {ok}")]), db_url=db
     )
     [p] = report.plays
-    assert p.status == "escalated" and p.worktree and Path(p.worktree).is_dir()
+    assert p.status == "escalated"
+    assert p.worktree
+    assert Path(p.worktree).is_dir()
     ok.touch()  # the person fixed what the gate needs
     with opened(db) as store:
         store.update_status(
@@ -501,7 +523,8 @@ def test_a_person_can_send_an_escalated_play_back_to_the_gate(tmp_path: Path, db
             override_justification="fixed",
         )
     resumed = resume_show(report.show_id, db_url=db)
-    assert resumed.status == "completed" and resumed.plays[0].merge_sha
+    assert resumed.status == "completed"
+    assert resumed.plays[0].merge_sha
     assert resumed.plays[0].attempt == 2  # no new attempt: its branch went to the gate
     _check_moves(tmp_path, db, report.show_id, repo)
 
@@ -525,7 +548,8 @@ def test_abort_of_a_running_show_stops_its_owner_at_the_next_heartbeat(
     runner.join(timeout=20)
     assert not runner.is_alive()
     [report] = reports
-    assert report.status == "aborted" and report.exit_code == 1
+    assert report.status == "aborted"
+    assert report.exit_code == 1
     with opened(db) as store:
         [agent] = store.list_play_sessions(report.plays[0].id)
     assert agent["status"] == "cancelled"  # the owner stopped its execution

@@ -14,7 +14,8 @@ def _show(tmp_path: Path) -> tuple[Path, ShowGit, str]:
     repo = make_repo(tmp_path / "repo")
     base = git(repo, "rev-parse", "main")
     sg = ShowGit(str(repo), "s1", "show/x")
-    assert sg.move_integration(base, None) and sg.head() == base
+    assert sg.move_integration(base, None)
+    assert sg.head() == base
     return repo, sg, base
 
 
@@ -27,11 +28,13 @@ def _edit(path: Path, text: str) -> str:
 def test_a_redo_resets_the_same_worktree_path_on_a_new_branch(tmp_path: Path) -> None:
     repo, sg, base = _show(tmp_path)
     first = sg.prepare("p", attempt_branch("show/x", "p", 1), base)
-    assert first == sg.play_path("p") and not first.is_relative_to(repo)
+    assert first == sg.play_path("p")
+    assert not first.is_relative_to(repo)
     _edit(first, "attempt one")
     (first / "junk.txt").write_text("left behind")
     again = sg.prepare("p", attempt_branch("show/x", "p", 2), base)
-    assert again == first and not (again / "junk.txt").exists()
+    assert again == first
+    assert not (again / "junk.txt").exists()
     assert git(again, "rev-parse", "--abbrev-ref", "HEAD") == "show/x--p-a2"
     assert git(again, "rev-parse", "HEAD") == base
     # The user's checkout is where it was.
@@ -45,7 +48,8 @@ def test_a_half_made_worktree_directory_is_made_anew(tmp_path: Path) -> None:
     (path / "stray").write_text("x")
     (path / ".git").write_text("gitdir: /nowhere\n")
     made = sg.prepare("p", "show/x--p-a1", base)
-    assert git(made, "rev-parse", "HEAD") == base and not (made / "stray").exists()
+    assert git(made, "rev-parse", "HEAD") == base
+    assert not (made / "stray").exists()
 
 
 def test_merge_results_conflicts_and_nothing_to_merge(tmp_path: Path) -> None:
@@ -55,10 +59,13 @@ def test_merge_results_conflicts_and_nothing_to_merge(tmp_path: Path) -> None:
     _edit(left, "left")
     _edit(right, "right")
     merged = sg.merge_candidate("show/x--l-a1", base, "Merge l")
-    assert merged.sha and merged.base == base and not merged.conflicts
+    assert merged.sha
+    assert merged.base == base
+    assert not merged.conflicts
     assert sg.move_integration(merged.sha, base)
     clash = sg.merge_candidate("show/x--r-a1", merged.sha, "Merge r")
-    assert clash.sha is None and clash.conflicts == ("base.txt",)
+    assert clash.sha is None
+    assert clash.conflicts == ("base.txt",)
     assert git(sg.gate_path, "status", "--porcelain") == ""  # the merge was aborted
     assert sg.merge_candidate("show/x--l-a1", merged.sha, "again").up_to_date
     # A compare-and-swap from a head that is no longer there fails and moves nothing.

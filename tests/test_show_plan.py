@@ -65,12 +65,18 @@ def test_branches_gates_and_attempts() -> None:
     )
     plan = plan_show(spec)
     models, api = plan.plays
-    assert models.branch == "nightly/{id}--models-a1" and models.gate == Gate("pytest -q")
-    assert models.gate_is_default and models.work == "agent claude/sonnet: Add the model ..."
+    assert models.branch == "nightly/{id}--models-a1"
+    assert models.gate == Gate("pytest -q")
+    assert models.gate_is_default
+    assert models.work == "agent claude/sonnet: Add the model ..."
     assert api.branch == play_branch("nightly/{id}", "api") == "nightly/{id}--api-a1"
-    assert api.gate == Gate(("pytest", "tests/api"), 30.0) and not api.gate_is_default
-    assert api.work == "run: ./gen --all" and api.attempts == 1 and api.timeout == 60.0
-    assert plan.parallel == 3 and plan_show(spec, parallel=1).parallel == 1
+    assert api.gate == Gate(("pytest", "tests/api"), 30.0)
+    assert not api.gate_is_default
+    assert api.work == "run: ./gen --all"
+    assert api.attempts == 1
+    assert api.timeout == 60.0
+    assert plan.parallel == 3
+    assert plan_show(spec, parallel=1).parallel == 1
     text = plan.text()
     for words in (
         "show auth: 2 plays in 2 waves, at most 3 at a time",
@@ -86,7 +92,8 @@ def test_branches_gates_and_attempts() -> None:
     assert data["waves"] == [["models"], ["api"]]
     assert data["plays"][1]["gate"] == {"command": ["pytest", "tests/api"], "timeout": 30.0}
     assert data["final_gate"] == {"command": "make check", "timeout": 900.0}
-    assert data["integration"] == "nightly/{id}" and data["parallel"] == 3
+    assert data["integration"] == "nightly/{id}"
+    assert data["parallel"] == 3
 
 
 def test_a_run_string_shows_as_typed() -> None:

@@ -30,7 +30,9 @@ def _create(store: Store, show_id: str = "s1", topic: str = "t") -> None:
 def test_a_show_is_created_with_its_plays_and_their_history(store: Store) -> None:
     _create(store)
     show = store.get_entity("show", "s1")
-    assert show is not None and show["status"] == "active" and show["spec_json"] == {"k": [1]}
+    assert show is not None
+    assert show["status"] == "active"
+    assert show["spec_json"] == {"k": [1]}
     plays = store.list_plays("s1")
     assert [(p["name"], p["status"], p["depends_on_json"]) for p in plays] == [
         ("a", "pending", None),
@@ -53,7 +55,9 @@ def test_a_play_status_write_carries_its_merge_columns(store: Store) -> None:
         expected_statuses={"pending"},
     )
     row = store.get_entity("play", "s1.a")
-    assert row is not None and row["merge_sha"] == "f" * 40 and row["ended_at"] is not None
+    assert row is not None
+    assert row["merge_sha"] == "f" * 40
+    assert row["ended_at"] is not None
 
 
 def test_sessions_link_to_their_play_through_metadata(store: Store) -> None:
@@ -75,13 +79,16 @@ def test_the_show_row_is_a_lock_taken_only_from_the_owner_judged(store: Store) -
     # A second claimer that judged "no owner" loses: the row has one now.
     assert not store.claim_show("s1", other, previous={}, lease_seconds=60)
     row = store.get_entity("show", "s1")
-    assert row is not None and row["owner_pid"] == me["owner_pid"]
-    assert store.beat_show("s1", me) and not store.beat_show("s1", other)
+    assert row is not None
+    assert row["owner_pid"] == me["owner_pid"]
+    assert store.beat_show("s1", me)
+    assert not store.beat_show("s1", other)
     # Taking over from the owner one judged dead works once.
     assert store.claim_show("s1", other, previous=row, lease_seconds=60)
     assert not store.claim_show("s1", me, previous=row, lease_seconds=60)
     assert not store.beat_show("s1", me)
-    assert store.release_show("s1", other) and not store.release_show("s1", other)
+    assert store.release_show("s1", other)
+    assert not store.release_show("s1", other)
 
 
 def _dead_pid() -> int:
@@ -94,12 +101,14 @@ def test_run_resume_abort_and_the_board_on_each_backend(db_url: str, tmp_path: P
     repo = show_repo(tmp_path)
     s = spec(repo, [play("a", writes("a.txt", "A")), play("b", writes("b.txt", "B"), "a")])
     report = run_show(s, db_url=db_url)
-    assert report.status == "completed" and report.exit_code == 0
+    assert report.status == "completed"
+    assert report.exit_code == 0
     assert [p.status for p in report.plays] == ["merged", "merged"]
     assert git(repo, "rev-parse", INTEGRATION) == report.integration_head
     board = show_report(report.show_id[:12], db_url=db_url)
     assert board.to_dict()["plays"][1]["gates"][0]["verdict"] == "pass"
-    assert board.plays[0].session_ids and board.plays[0].worktree is None
+    assert board.plays[0].session_ids
+    assert board.plays[0].worktree is None
     with pytest.raises(ConflictError, match="already completed"):
         abort_show(report.show_id, db_url=db_url, actor="a", justification="j")
     with pytest.raises(ConflictError, match="nothing to resume"):
@@ -137,7 +146,8 @@ def test_a_live_owner_keeps_the_show_and_a_dead_one_is_taken_over(
     report = resume_show("t", db_url=db_url)
     assert report.status == "completed", report.to_dict()
     row = store.get_entity("show", sid)
-    assert row is not None and row["owner_pid"] is None  # released at the end
+    assert row is not None
+    assert row["owner_pid"] is None
 
 
 def test_recent_shows_lists_active_ones_first(store: Store) -> None:

@@ -73,11 +73,13 @@ def test_a_refused_login_stops_the_play_for_a_person_without_a_redo(
     assert "(auth); what to do: log in or fix the API key" in p.reason_summary
     with opened(db) as store:
         row = store.get_entity("play", p.id)
-    assert row is not None and "the provider said: unexpected status 401" in str(row["feedback"])
+    assert row is not None
+    assert "the provider said: unexpected status 401" in str(row["feedback"])
     assert "make the change the task asks for" not in str(row["feedback"])
     failure = report.to_dict()["plays"][0]["provider_failure"]
     assert failure["reason_code"] == "run.failed.provider_auth"
-    assert failure["class"] == "auth" and failure["retryable"] is False
+    assert failure["class"] == "auth"
+    assert failure["retryable"] is False
     assert "unexpected status 401 Unauthorized" in failure["message"]
     [sentence] = report.needs_person
     assert "its agent's provider refused the run (run.failed.provider_auth): unexpected status" in (
@@ -115,7 +117,8 @@ def test_a_refused_login_stops_the_play_for_a_person_without_a_redo(
         )
     resumed = resume_show(report.show_id, db_url=db)
     assert resumed.status == "completed", resumed.to_dict()
-    assert resumed.plays[0].merge_sha and resumed.plays[0].provider_failure is None
+    assert resumed.plays[0].merge_sha
+    assert resumed.plays[0].provider_failure is None
 
 
 SHOW = """

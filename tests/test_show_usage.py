@@ -45,15 +45,19 @@ def test_an_abort_during_a_gate_lands_nothing_on_the_integration_branch(
     assert git(repo, "rev-parse", INTEGRATION) == git(repo, "rev-parse", "main")
     assert len(moves(tmp_path)) == 1  # created at base, never moved
     [report] = reports
-    assert report.status == "aborted" and report.exit_code == 1
+    assert report.status == "aborted"
+    assert report.exit_code == 1
     [p] = report.plays
     assert (p.status, p.merge_sha) == ("aborted_after_finish", None)
-    assert p.worktree is not None and Path(p.worktree).is_dir()  # kept for a person
+    assert p.worktree is not None
+    assert Path(p.worktree).is_dir()
     with opened(db_url) as store:
         show = store.get_entity("show", report.show_id)
-    assert show is not None and show["integration_head"] == git(repo, "rev-parse", "main")
+    assert show is not None
+    assert show["integration_head"] == git(repo, "rev-parse", "main")
     gate_worktree = worktrees_root() / report.show_id / ".gate"
-    assert not gate_worktree.exists() and str(gate_worktree) not in git(repo, "worktree", "list")
+    assert not gate_worktree.exists()
+    assert str(gate_worktree) not in git(repo, "worktree", "list")
 
 
 def test_a_second_run_of_a_show_waiting_for_a_person_names_that_show(
@@ -64,11 +68,13 @@ def test_a_second_run_of_a_show_waiting_for_a_person_names_that_show(
     repo = show_repo(tmp_path)
     s = spec(repo, [play("a", writes("a.txt", "A"), attempts=1, gate="false")])
     first = run_show(s, db_url=db_url)
-    assert first.status == "active" and first.plays[0].status == "gate_failed"
+    assert first.status == "active"
+    assert first.plays[0].status == "gate_failed"
     with pytest.raises(ConflictError) as refused:
         run_show(s, db_url=db_url)
     message = str(refused.value)
-    assert f"show {first.show_id}" in message and f"li show status {first.show_id}" in message
+    assert f"show {first.show_id}" in message
+    assert f"li show status {first.show_id}" in message
     assert message.index("li show status") < message.index("git worktree remove")
     assert Path(str(first.plays[0].worktree)).is_dir()
 
@@ -119,11 +125,13 @@ def test_the_gate_on_a_head_a_person_moved_is_not_shown_as_the_final_gate(
     second = resume_show(first.show_id, db_url=db_url)
     [two] = [p for p in second.plays if p.name == "two"]
     assert two.status == "gate_failed"
-    assert second.final_gate is not None and second.final_gate["role"] == "head_gate"
+    assert second.final_gate is not None
+    assert second.final_gate["role"] == "head_gate"
     capsys.readouterr()
     render_board(second.to_dict())
     board = capsys.readouterr().out
-    assert "final gate   not run yet" in board and "moved head   passed" in board
+    assert "final gate   not run yet" in board
+    assert "moved head   passed" in board
     # The person moves the head again, to a commit that fails the show's gate.
     moved = _by_hand(
         tmp_path,
@@ -136,7 +144,8 @@ def test_the_gate_on_a_head_a_person_moved_is_not_shown_as_the_final_gate(
     third = resume_show(first.show_id, db_url=db_url)
     assert third.reason_code == "show.active.integration_unverified"
     [sentence] = third.needs_person
-    assert moved in sentence and str(third.recorded_head) not in sentence
+    assert moved in sentence
+    assert str(third.recorded_head) not in sentence
     assert third.integration_head == moved  # the board gives the head git has
     render_board(third.to_dict())
     assert "the moved head's gate's output" in capsys.readouterr().out
@@ -191,7 +200,8 @@ def test_resume_after_kill_9_during_a_gate_stops_that_gate_before_gating_again(
     [first_gate, *_] = report.plays[0].gates
     with opened(db_url) as store:
         row = store.get_entity("session", str(first_gate["session_id"]))
-    assert row is not None and row["status"] != "running"
+    assert row is not None
+    assert row["status"] != "running"
     assert row["status_reason_code"] == "session.orphaned.no_process"
 
 
@@ -222,7 +232,8 @@ def test_abort_after_kill_9_stops_the_plays_the_dead_owner_left_running(
     assert p.status == "aborted_after_finish"
     with opened(db_url) as store:
         row = store.get_entity("session", str(p.session_ids[-1]))
-    assert row is not None and row["status_reason_code"] == "session.orphaned.no_process"
+    assert row is not None
+    assert row["status_reason_code"] == "session.orphaned.no_process"
 
 
 def test_a_gate_that_fails_silently_says_so(tmp_path: Path) -> None:
@@ -280,7 +291,8 @@ def test_a_play_merged_by_hand_has_no_worktree_on_record_once_resume_removed_it(
     repo = show_repo(tmp_path)
     s = spec(repo, [play("a", writes("a.txt", "A"), attempts=1, gate="test ! -e a.txt")])
     [p] = run_show(s, db_url=db_url).plays
-    assert p.status == "gate_failed" and Path(str(p.worktree)).is_dir()  # kept to look at
+    assert p.status == "gate_failed"
+    assert Path(str(p.worktree)).is_dir()
     _by_hand(
         tmp_path,
         repo,
@@ -335,7 +347,8 @@ def test_abort_of_a_show_whose_repository_is_gone_ends_it_without_an_error(
     assert first.status == "active"
     shutil.rmtree(repo)
     aborted = abort_show(first.show_id, db_url=db_url, actor="p", justification="repo deleted")
-    assert aborted.status == "aborted" and aborted.exit_code == 1
+    assert aborted.status == "aborted"
+    assert aborted.exit_code == 1
 
 
 def test_li_status_of_a_play_and_a_show_says_where_their_work_is(tmp_path: Path) -> None:
@@ -349,11 +362,13 @@ def test_li_status_of_a_play_and_a_show_says_where_their_work_is(tmp_path: Path)
     a, b = sorted(report.plays, key=lambda p: p.name)
     env = {**os.environ, "LIRUN_DB_URL": db}
     kept = run_li("status", b.id, env=env, cwd=tmp_path).stdout
-    assert str(b.worktree) in kept and str(b.branch) in kept
+    assert str(b.worktree) in kept
+    assert str(b.branch) in kept
     merged = run_li("status", a.id, env=env, cwd=tmp_path).stdout
     assert str(a.merge_sha) in merged
     show = run_li("status", report.show_id, env=env, cwd=tmp_path).stdout
-    assert INTEGRATION in show and str(report.integration_head) in show
+    assert INTEGRATION in show
+    assert str(report.integration_head) in show
 
 
 @pytest.mark.parametrize("final_gate", [None, "true"])
@@ -365,7 +380,8 @@ def test_the_board_says_a_show_has_no_final_gate_rather_than_not_run_yet(
     repo = show_repo(tmp_path)
     s = spec(repo, [play("a", writes("a.txt", "A"))], final_gate=final_gate)
     report = run_show(s, db_url=str(tmp_path / "state.db"))
-    assert report.status == "completed" and report.has_final_gate is (final_gate is not None)
+    assert report.status == "completed"
+    assert report.has_final_gate is (final_gate is not None)
     capsys.readouterr()
     render_board(report.to_dict())
     board = capsys.readouterr().out

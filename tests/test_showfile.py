@@ -54,16 +54,25 @@ def test_a_valid_file_becomes_a_spec(tmp_path: Path) -> None:
     assert spec.gate == Gate("pytest -q", 600.0)
     assert spec.final_gate == Gate(("make", "check"), None)
     assert spec.parallel == 3
-    assert spec.path == str(path.resolve()) and spec.digest is not None and len(spec.digest) == 64
+    assert spec.path == str(path.resolve())
+    assert spec.digest is not None
+    assert len(spec.digest) == 64
     models, api, docs = spec.plays
     # a run string goes through sh -c, like a gate string
-    assert models.task.run == ("sh", "-c", "echo models") and models.line == 9
-    assert models.attempts == 2 and models.gate is None and spec.gate_for(models) == spec.gate
-    assert api.depends_on == ("models",) and api.attempts == 1 and api.task.timeout == 120.0
+    assert models.task.run == ("sh", "-c", "echo models")
+    assert models.line == 9
+    assert models.attempts == 2
+    assert models.gate is None
+    assert spec.gate_for(models) == spec.gate
+    assert api.depends_on == ("models",)
+    assert api.attempts == 1
+    assert api.task.timeout == 120.0
     assert api.gate == Gate("pytest tests/api -q", None)
     # gate_timeout alone: the show's gate with the play's own limit
-    assert docs.gate == Gate("pytest -q", 30.0) and docs.task.run == ("echo", "docs")
-    assert docs.task.require_change and not api.task.require_change
+    assert docs.gate == Gate("pytest -q", 30.0)
+    assert docs.task.run == ("echo", "docs")
+    assert docs.task.require_change
+    assert not api.task.require_change
     assert ShowSpec.from_dict(spec.to_dict()) == spec
 
 
@@ -92,7 +101,8 @@ def test_agent_plays_take_provider_options(tmp_path: Path, fake_bin: Path, monke
     )
     spec = load_show(path)
     a, b = spec.plays
-    assert a.task.agent == "claude/sonnet" and a.task.prompt == "Add the User model"
+    assert a.task.agent == "claude/sonnet"
+    assert a.task.prompt == "Add the User model"
     assert dict(a.task.options) == {"permission_mode": "acceptEdits", "max_turns": 5}
     assert a.task.artifacts == ({"id": "notes", "path": "notes.md", "required": False},)
     assert dict(b.task.options) == {"sandbox": "workspace-write"}
@@ -328,7 +338,8 @@ def test_every_problem_at_once_in_file_order_and_nothing_written(
     with pytest.raises(ShowFileError) as info:
         load_show(path)
     error = info.value
-    assert isinstance(error, UsageError) and error.exit_code == 2
+    assert isinstance(error, UsageError)
+    assert error.exit_code == 2
     lines = [int(p.split(":")[1]) for p in error.problems]
     assert lines == sorted(lines)
     text = "\n".join(error.problems)
@@ -429,9 +440,12 @@ def test_a_playbook_may_give_the_prompt(
             playbook: {playbook}
         """
     spec = load_show(write_show(tmp_path, text.format(playbook="review")))
-    assert spec.plays[0].task.playbook == "review" and spec.plays[0].task.prompt is None
+    assert spec.plays[0].task.playbook == "review"
+    assert spec.plays[0].task.prompt is None
     problems = problems_of(write_show(tmp_path, text.format(playbook="silent")))
-    assert len(problems) == 1 and "no prompt" in problems[0] and ":7: play a:" in problems[0]
+    assert len(problems) == 1
+    assert "no prompt" in problems[0]
+    assert ":7: play a:" in problems[0]
 
 
 def test_a_play_sets_its_stall_limit(tmp_path: Path, fake_bin: Path, monkeypatch) -> None:

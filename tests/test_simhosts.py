@@ -88,7 +88,8 @@ def test_a_cut_host_runs_nothing_twice_while_cut_or_after(hosts, tmp_path: Path)
                 logs["alpha"].read_text(),
                 logs["beta"].read_text(),
             )
-            assert a.poll() is None and b.poll() is None
+            assert a.poll() is None
+            assert b.poll() is None
         finally:
             queue.close()
             codes = [host.stop(proc) for host in (alpha, beta) for proc in host.procs]

@@ -99,7 +99,8 @@ def test_a_reaped_row_is_corrected_by_an_audited_system_override(
         for e in store.list_admin_events(run.run_id)
         if e["event_type"] == "status_transition_override"
     ]
-    assert event["actor"] == "lirun" and "spooled" in event["justification"]
+    assert event["actor"] == "lirun"
+    assert "spooled" in event["justification"]
     assert pending_files(db_url) == []
     assert apply_pending(store) == []  # applying twice changes nothing
 
@@ -117,7 +118,8 @@ def test_a_row_with_another_real_outcome_is_left_alone(
     )
     assert apply_pending(store) == [(run.run_id, "leave")]
     row = store.get_entity("session", run.run_id)
-    assert row is not None and row["status"] == "cancelled"
+    assert row is not None
+    assert row["status"] == "cancelled"
     assert pending_files(db_url) == []
 
 
@@ -194,10 +196,12 @@ def test_the_reserved_space_takes_the_spool_when_nothing_else_can(
     ctx.store.close()  # the database cannot be written either
     done = finalize_sync(ctx, status="completed")
     assert done.spool == spool.pending_dir(db_url) / f"{run.run_id}.json"
-    assert not reserved.exists() and pending_files(db_url) == [done.spool]
+    assert not reserved.exists()
+    assert pending_files(db_url) == [done.spool]
     assert apply_pending(store) == [(run.run_id, "write")]
     row = store.get_entity("session", run.run_id)
-    assert row is not None and row["status"] == done.status
+    assert row is not None
+    assert row["status"] == done.status
 
 
 def test_a_recorded_ending_gives_the_reserved_space_back(
@@ -206,7 +210,8 @@ def test_a_recorded_ending_gives_the_reserved_space_back(
     from lirun.record import spool
 
     ctx = setup_persist_sync(run, db=db_url, provider="command")
-    assert ctx is not None and spool.reservation_path(db_url, run.run_id).exists()
+    assert ctx is not None
+    assert spool.reservation_path(db_url, run.run_id).exists()
     teardown_persist_sync(ctx, status="completed")
     assert not spool.reservation_path(db_url, run.run_id).exists()
     assert list((lirun_home / "pending").iterdir()) == []

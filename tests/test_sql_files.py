@@ -50,7 +50,8 @@ def test_queries_only_have_identifier_slots(dialect: str) -> None:
         assert sql, name
         slots = set(re.findall(r"\{(\w*)\}", sql))
         assert slots <= SLOTS, (name, slots)
-        assert "%s" not in sql and "?" not in sql, name  # named :params only
+        assert "%s" not in sql, name
+        assert "?" not in sql, name  # named :params only
         assert not slots or name in TEMPLATES, (name, slots)
 
 

@@ -50,10 +50,14 @@ def test_only_a_statement_ending_semicolon_splits() -> None:
 
 def test_a_dollar_quoted_body_and_a_trigger_body_stay_whole() -> None:
     pg = list(split_statements(_POSTGRES_SCRIPT))
-    assert len(pg) == 4 and pg[0].endswith("$$") and "RETURN NEW;" in pg[0]
+    assert len(pg) == 4
+    assert pg[0].endswith("$$")
+    assert "RETURN NEW;" in pg[0]
     assert pg[3] == "DO $body$ BEGIN PERFORM 1; END $body$"
     lite = list(split_statements(_SQLITE_SCRIPT))
-    assert len(lite) == 2 and lite[1].startswith("CREATE TRIGGER") and lite[1].endswith("END")
+    assert len(lite) == 2
+    assert lite[1].startswith("CREATE TRIGGER")
+    assert lite[1].endswith("END")
 
 
 @pytest.mark.parametrize("script", ["", "  \n-- only a comment;\n", ";;"])

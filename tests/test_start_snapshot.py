@@ -49,9 +49,13 @@ def since(cwd: Path, start: StartSnapshot, **kw: object) -> CompletionEvidence:
 
 def test_snapshot_records_head_branch_and_fingerprint(repo: Path) -> None:
     snap = take_start_snapshot(repo)
-    assert snap["checked"] and snap["scope"] == "git"
-    assert snap["head"] == git(repo, "rev-parse", "HEAD") and snap["branch"] == "main"
-    assert snap["fingerprint"] and snap["files"] == 0 and snap["capped"] is None
+    assert snap["checked"]
+    assert snap["scope"] == "git"
+    assert snap["head"] == git(repo, "rev-parse", "HEAD")
+    assert snap["branch"] == "main"
+    assert snap["fingerprint"]
+    assert snap["files"] == 0
+    assert snap["capped"] is None
 
 
 def test_a_tree_dirty_before_the_start_is_not_work(repo: Path) -> None:
@@ -59,9 +63,12 @@ def test_a_tree_dirty_before_the_start_is_not_work(repo: Path) -> None:
     (repo / "notes.txt").write_text("untracked before the run", encoding="utf-8")
     snap = take_start_snapshot(repo)
     ev = since(repo, snap)
-    assert ev["checked"] and ev["since_start"] and ev["changed"] is False
+    assert ev["checked"]
+    assert ev["since_start"]
+    assert ev["changed"] is False
     assert ev["dirty"] is True  # the ADR's field stays, for readers
-    assert ev["commits_since_start"] == 0 and ev["tree_changed"] is False
+    assert ev["commits_since_start"] == 0
+    assert ev["tree_changed"] is False
 
 
 @pytest.mark.parametrize("how", ["edit again", "revert", "delete", "new untracked", "stage"])
@@ -80,7 +87,8 @@ def test_a_change_to_an_already_dirty_tree_is_work(repo: Path, how: str) -> None
     else:
         git(repo, "add", "base.txt")
     ev = since(repo, snap)
-    assert ev["changed"] is True and ev["tree_changed"] is True
+    assert ev["changed"] is True
+    assert ev["tree_changed"] is True
 
 
 def test_an_unpushed_commit_from_before_the_start_is_not_work(repo: Path) -> None:
@@ -88,8 +96,10 @@ def test_an_unpushed_commit_from_before_the_start_is_not_work(repo: Path) -> Non
     commit(repo, "earlier.txt")
     snap = take_start_snapshot(repo)
     ev = since(repo, snap)
-    assert ev["commits_ahead"] == 1 and ev["ahead_of_base"] is True
-    assert ev["changed"] is False and ev["commits_since_start"] == 0
+    assert ev["commits_ahead"] == 1
+    assert ev["ahead_of_base"] is True
+    assert ev["changed"] is False
+    assert ev["commits_since_start"] == 0
 
 
 def test_a_commit_on_the_only_branch_trunk_is_work(tmp_path: Path) -> None:
@@ -101,7 +111,8 @@ def test_a_commit_on_the_only_branch_trunk_is_work(tmp_path: Path) -> None:
     commit(repo, "work.txt")
     ev = since(repo, snap)
     assert ev["base_ref"] is None  # no base to be ahead of: the ADR's rule saw nothing
-    assert ev["changed"] is True and ev["commits_since_start"] == 1
+    assert ev["changed"] is True
+    assert ev["commits_since_start"] == 1
     assert (ev["branch_at_start"], ev["branch"]) == ("trunk", "trunk")
     assert ev["head"] != ev["head_at_start"]
 
@@ -110,7 +121,9 @@ def test_a_commit_on_main_itself_is_work(repo: Path) -> None:
     snap = take_start_snapshot(repo)
     commit(repo, "work.txt")
     ev = since(repo, snap)
-    assert ev["commits_ahead"] == 0 and ev["changed"] is True and ev["commits_since_start"] == 1
+    assert ev["commits_ahead"] == 0
+    assert ev["changed"] is True
+    assert ev["commits_since_start"] == 1
 
 
 def test_a_commit_in_another_worktree_is_not_this_runs_work(repo: Path, tmp_path: Path) -> None:
@@ -119,7 +132,8 @@ def test_a_commit_in_another_worktree_is_not_this_runs_work(repo: Path, tmp_path
     snap = take_start_snapshot(repo)
     commit(other, "theirs.txt")
     ev = since(repo, snap)
-    assert ev["changed"] is False and ev["commits_since_start"] == 0
+    assert ev["changed"] is False
+    assert ev["commits_since_start"] == 0
 
 
 def test_ignored_files_are_not_work(repo: Path) -> None:
@@ -137,10 +151,12 @@ def test_the_first_commit_of_an_empty_repository_is_work(tmp_path: Path) -> None
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     snap = take_start_snapshot(repo)
-    assert snap["checked"] and snap["head"] is None
+    assert snap["checked"]
+    assert snap["head"] is None
     commit(repo, "first.txt")
     ev = since(repo, snap)
-    assert ev["changed"] is True and ev["commits_since_start"] == 1
+    assert ev["changed"] is True
+    assert ev["commits_since_start"] == 1
 
 
 def test_the_runs_own_directory_is_left_out(repo: Path) -> None:
@@ -159,7 +175,8 @@ def test_a_repository_gone_at_teardown_is_no_opinion(repo: Path) -> None:
     snap = take_start_snapshot(repo)
     shutil.rmtree(repo / ".git")
     ev = since(repo, snap)
-    assert ev["checked"] is False and "not in a git repository" in ev["reason"]
+    assert ev["checked"] is False
+    assert "not in a git repository" in ev["reason"]
 
 
 # --- outside git ---------------------------------------------------------------------------------
@@ -167,10 +184,15 @@ def test_a_repository_gone_at_teardown_is_no_opinion(repo: Path) -> None:
 
 def test_outside_git_nothing_changed(plain: Path) -> None:
     snap = take_start_snapshot(plain)
-    assert snap["checked"] and snap["scope"] == "dir" and snap["files"] == 3
+    assert snap["checked"]
+    assert snap["scope"] == "dir"
+    assert snap["files"] == 3
     ev = since(plain, snap)
-    assert ev["checked"] and ev["scope"] == "dir" and ev["changed"] is False
-    assert ev["dirty"] is None and ev["commits_ahead"] is None
+    assert ev["checked"]
+    assert ev["scope"] == "dir"
+    assert ev["changed"] is False
+    assert ev["dirty"] is None
+    assert ev["commits_ahead"] is None
     assert "not a git repository" in ev["reason"]
 
 
@@ -209,11 +231,14 @@ def test_the_file_cap_is_stated_and_equal_capped_walks_prove_nothing(
 ) -> None:
     monkeypatch.setattr(fingerprint, "MAX_FILES", 2)
     snap = take_start_snapshot(plain)
-    assert snap["capped"] == "stopped at 2 files" and snap["files"] == 2
+    assert snap["capped"] == "stopped at 2 files"
+    assert snap["files"] == 2
     (plain / "sub" / "z.txt").write_text("beyond the cap", encoding="utf-8")
     ev = since(plain, snap)
-    assert ev["changed"] is None and ev["capped"] == "stopped at 2 files"
-    assert "unknown" in ev["reason"] and "stopped at 2 files" in ev["reason"]
+    assert ev["changed"] is None
+    assert ev["capped"] == "stopped at 2 files"
+    assert "unknown" in ev["reason"]
+    assert "stopped at 2 files" in ev["reason"]
     (plain / "a.txt").unlink()  # inside the covered prefix: a change is proven
     assert since(plain, snap)["changed"] is True
 
@@ -222,19 +247,24 @@ def test_the_time_cap_is_stated(repo: Path, monkeypatch: pytest.MonkeyPatch) -> 
     (repo / "x.txt").write_text("x", encoding="utf-8")
     monkeypatch.setattr(fingerprint, "MAX_SECONDS", -1.0)
     snap = take_start_snapshot(repo)
-    assert snap["capped"] is not None and snap["capped"].startswith("stopped after -1 s")
+    assert snap["capped"] is not None
+    assert snap["capped"].startswith("stopped after -1 s")
     ev = since(repo, snap)
-    assert ev["checked"] and ev["changed"] is None and ev["tree_changed"] is None
+    assert ev["checked"]
+    assert ev["changed"] is None
+    assert ev["tree_changed"] is None
     commit(repo, "work.txt")
     assert since(repo, snap)["changed"] is True  # a commit is proof whatever the tree says
 
 
 def test_no_cwd_gives_an_unchecked_snapshot_with_its_cause(tmp_path: Path) -> None:
     snap = take_start_snapshot(tmp_path / "missing")
-    assert snap["checked"] is False and "does not exist" in snap["reason"]
+    assert snap["checked"] is False
+    assert "does not exist" in snap["reason"]
     (tmp_path / "missing").mkdir()
     ev = since(tmp_path / "missing", snap)
-    assert ev["checked"] is False and ev["reason"].startswith("no start snapshot (")
+    assert ev["checked"] is False
+    assert ev["reason"].startswith("no start snapshot (")
     assert take_start_snapshot(None)["reason"] == "no working directory given"
 
 
@@ -248,4 +278,5 @@ def test_a_failing_git_gives_an_unchecked_snapshot(
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     snap = take_start_snapshot(repo)
-    assert snap["checked"] is False and "boom" in snap["reason"]
+    assert snap["checked"] is False
+    assert "boom" in snap["reason"]

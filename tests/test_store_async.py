@@ -30,7 +30,9 @@ def test_round_trip(db_url: str) -> None:
                 extra_fields={"exit_code": 0},
             )
             got = await db.get_session("s-1")
-            assert got is not None and got["status"] == "completed" and got["exit_code"] == 0
+            assert got is not None
+            assert got["status"] == "completed"
+            assert got["exit_code"] == 0
             assert not await db.update_status(
                 "run", "s-1", new_status="failed", reason_code="run.failed.exception",
                 expected_statuses={"running"},
@@ -81,10 +83,12 @@ def test_event_loop_and_reads_run_while_a_write_waits_for_the_lock(db_url: str) 
                 read_start = time.monotonic()
                 row = await asyncio.wait_for(db.get_session("s-1"), timeout=2)
                 assert time.monotonic() - read_start < 1.0
-                assert row is not None and row["status"] == "running"
+                assert row is not None
+                assert row["status"] == "running"
             assert await asyncio.wait_for(write, timeout=20) is True
             done = await db.get_session("s-1")
-            assert done is not None and done["status"] == "completed"
+            assert done is not None
+            assert done["status"] == "completed"
 
     asyncio.run(scenario())
 
@@ -99,13 +103,15 @@ def test_every_public_method_is_documented_and_has_the_store_signature() -> None
     assert len(public) >= 20
     for name in public:
         method = getattr(StateDB, name)
-        assert method.__doc__ and method.__doc__.strip(), f"StateDB.{name} has no docstring"
+        assert method.__doc__, f"StateDB.{name} has no docstring"
+        assert method.__doc__.strip(), f"StateDB.{name} has no docstring"
         core = getattr(Store, name, None)
         if core is None or name in ("close", "open"):
             continue
         assert inspect.iscoroutinefunction(method), name
         assert inspect.signature(method) == inspect.signature(core), name
-        assert core.__doc__ and core.__doc__.strip() in method.__doc__, name
+        assert core.__doc__, name
+        assert core.__doc__.strip() in method.__doc__, name
     for name, method in vars(Store).items():
         if not name.startswith("_") and inspect.isfunction(method) and name != "sql":
             assert method.__doc__, f"Store.{name} has no docstring"
@@ -164,12 +170,14 @@ def test_every_call_runs_in_a_worker_thread_and_a_held_lock_never_blocks_the_loo
             for _ in range(10):  # the loop runs while the write waits in a worker
                 await asyncio.sleep(0.02)
                 ticks += 1
-            assert ticks == 10 and not write.done()
+            assert ticks == 10
+            assert not write.done()
             release.set()
             assert await asyncio.wait_for(write, timeout=10) is True
             holder.join(5)
             row = await db.get_session("s-2")
-            assert row is not None and row["status"] == "completed"
+            assert row is not None
+            assert row["status"] == "completed"
             assert len(await db.list_transitions("session", "s-2")) == 2  # written once
             ran_on.append(await to_thread(lambda: threading.current_thread().name))
 

@@ -108,7 +108,8 @@ def test_a_path_in_a_read_only_directory(shared_dir: Path) -> None:
     readonly.mkdir(mode=0o755)
     result = open_as_nobody(readonly / "state.db")
     assert result.startswith("DatabaseUnavailableError: cannot open")
-    assert "Permission denied" in result and "writable" in result
+    assert "Permission denied" in result
+    assert "writable" in result
     assert list(readonly.iterdir()) == []
 
 
@@ -156,7 +157,8 @@ def test_an_unreachable_server(tmp_path: Path) -> None:
     with pytest.raises(DatabaseUnavailableError) as caught:
         open_store(url)
     message = str(caught.value)
-    assert f"127.0.0.1:{port}" in message and "s3cret" not in message
+    assert f"127.0.0.1:{port}" in message
+    assert "s3cret" not in message
     assert "lirun:***@" in message
 
 
@@ -217,7 +219,8 @@ def test_a_wrong_password_is_reported_without_echoing_it(password_server: int) -
         open_store(url)
     message = str(caught.value)
     assert "password authentication failed" in message
-    assert wrong not in message and PASSWORD not in message
+    assert wrong not in message
+    assert PASSWORD not in message
     assert "lirun:***@" in message
     cause = caught.value.__cause__
     assert cause is None or wrong not in repr(cause)

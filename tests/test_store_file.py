@@ -39,7 +39,8 @@ def test_an_empty_file_is_set_aside_and_said(tmp_path: Path) -> None:
     reader = subprocess.run(
         li_command("--db", str(path), "status"), capture_output=True, text=True, timeout=60
     )
-    assert reader.returncode == 2 and "is empty (0 bytes)" in reader.stderr
+    assert reader.returncode == 2
+    assert "is empty (0 bytes)" in reader.stderr
     assert path.stat().st_size == 0  # a reader changes nothing
     result = subprocess.run(
         [
@@ -54,8 +55,10 @@ def test_an_empty_file_is_set_aside_and_said(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     kept = [p for p in tmp_path.iterdir() if p.name.startswith("state.db.empty-")]
-    assert len(kept) == 1 and kept[0].stat().st_size == 0
-    assert f"{path} was empty" in result.stderr and str(kept[0]) in result.stderr
+    assert len(kept) == 1
+    assert kept[0].stat().st_size == 0
+    assert f"{path} was empty" in result.stderr
+    assert str(kept[0]) in result.stderr
     assert path.stat().st_size > 0
 
 
@@ -72,7 +75,8 @@ def test_li_status_on_a_directory_is_an_error(tmp_path: Path) -> None:
     result = subprocess.run(
         li_command("--db", str(target), "status"), capture_output=True, text=True, timeout=60
     )
-    assert result.returncode == 2 and "is a directory" in result.stderr
+    assert result.returncode == 2
+    assert "is a directory" in result.stderr
     assert "no runs" not in result.stdout
 
 
@@ -110,7 +114,8 @@ def _read_only_database(shared_dir: Path) -> Path:
 def test_read_only_commands_work_in_a_directory_they_cannot_write(shared_dir: Path) -> None:
     path = _read_only_database(shared_dir)
     out = run_as_nobody(_STATUS_AND_WAIT, str(path), home=shared_dir)
-    assert '"id": "done"' in out and '"id": "later"' in out
+    assert '"id": "done"' in out
+    assert '"id": "later"' in out
     assert "done\tstatus=completed" in out
     assert out.splitlines()[-1] == "0"
 

@@ -30,10 +30,12 @@ def test_creation_appends_one_system_history_row(store: Store, entity_type: str)
     eid = create_entity(store, entity_type)
     row = store.get_entity(entity_type, eid)
     policy = POLICIES[entity_type]
-    assert row is not None and row["status"] == policy.initial
+    assert row is not None
+    assert row["status"] == policy.initial
     assert row["created_at"] == row["updated_at"]
     [first] = store.list_transitions(entity_type, eid)
-    assert first["entity_type"] == entity_type and first["entity_id"] == eid
+    assert first["entity_type"] == entity_type
+    assert first["entity_id"] == eid
     assert first["previous_status"] is None
     assert first["status"] == policy.initial
     assert first["source"] == "system"
@@ -112,7 +114,8 @@ def test_create_session_stores_the_columns_it_is_given(store: Store, tmp_path: P
     assert row["command_json"] == ["claude", "-p", "hi"]
     assert row["metadata_json"] == {"k": "v"}
     assert (row["owner_pid"], row["owner_host"], row["lease_seconds"]) == (123, "h", 30.0)
-    assert row["started_at"] is not None and row["ended_at"] is None
+    assert row["started_at"] is not None
+    assert row["ended_at"] is None
 
 
 @pytest.mark.parametrize(
@@ -191,7 +194,9 @@ def test_update_fields_is_closed_and_bumps_the_version(store: Store) -> None:
     version = store.get_entity("session", sid)["updated_at"]  # type: ignore[index]
     store.update_fields("sessions", sid, {"engine_session_uid": "u-1", "exit_code": 0})
     row = store.get_entity("session", sid)
-    assert row is not None and row["engine_session_uid"] == "u-1" and row["updated_at"] > version
+    assert row is not None
+    assert row["engine_session_uid"] == "u-1"
+    assert row["updated_at"] > version
     with pytest.raises(ValidationError, match="does not accept status"):
         store.update_fields("session", sid, {"status": "completed"})
     with pytest.raises(ValidationError, match="does not accept run_id"):

@@ -95,7 +95,8 @@ def test_processes_opening_a_new_database_at_once_all_succeed(
         for i in range(4)
     ]
     for p in openers:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "ready"
     for p in openers:
         assert p.stdin is not None
         p.stdin.write("go\n")
@@ -183,7 +184,8 @@ def test_a_newer_schema_is_refused_and_left_alone(store: Store, db_url: str) -> 
         with pytest.raises(SchemaTooNewError) as caught:
             open_store(db_url, readonly=readonly)
         message = str(caught.value)
-        assert "schema version 999" in message and "upgrade lirun" in message
+        assert "schema version 999" in message
+        assert "upgrade lirun" in message
     assert schema_state(db_url) == before
     if main_bytes is not None:
         assert Path(db_url).read_bytes() == main_bytes

@@ -56,7 +56,8 @@ def test_a_heartbeat_gives_a_leaseless_row_the_default_lease(store: Store) -> No
     store.heartbeat("bare")
     store.heartbeat("leased")
     bare, leased = store.get_entity("session", "bare"), store.get_entity("session", "leased")
-    assert bare["heartbeat_at"] is not None and bare["lease_seconds"] == DEFAULT_LEASE_SECONDS
+    assert bare["heartbeat_at"] is not None
+    assert bare["lease_seconds"] == DEFAULT_LEASE_SECONDS
     assert leased["lease_seconds"] == 5
 
 
@@ -110,4 +111,5 @@ def test_a_setup_persist_row_records_its_owner(store: Store, db_url: str) -> Non
         row = store.get_entity("session", run.run_id)
     finally:
         ctx.close()
-    assert row is not None and row["owner_pid"] == os.getpid()
+    assert row is not None
+    assert row["owner_pid"] == os.getpid()

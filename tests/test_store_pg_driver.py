@@ -65,7 +65,8 @@ def test_rows_carry_python_values(connector: PostgresConnector) -> None:
 @pytest.mark.parametrize("value", [None, True, 0, -7, 2**40, 0.5, "", "text", "é ✓"])
 def test_parameters_come_back_as_bound(connector: PostgresConnector, value: object) -> None:
     [row] = connector.read("SELECT :v AS v", {"v": value})
-    assert type(row["v"]) is type(value) and row["v"] == value
+    assert type(row["v"]) is type(value)
+    assert row["v"] == value
 
 
 @pytest.mark.parametrize(
@@ -188,7 +189,8 @@ def test_a_writer_killed_mid_transaction_leaves_nothing_and_holds_nothing(
         )
         assert time.monotonic() - start < 5
         row = store.get_entity("session", "k-1")
-        assert row is not None and row["status_reason_summary"] == ""
+        assert row is not None
+        assert row["status_reason_summary"] == ""
         assert [t["status"] for t in store.list_transitions("session", "k-1")] == [
             "running",
             "completed",
@@ -275,7 +277,8 @@ def test_a_read_cut_off_by_a_server_stop_is_a_lost_connection_then_reconnects(
         stopper.join()
         pg_cluster.start()
         row = reader.get_entity("session", "s-1")
-        assert row is not None and row["status"] == "running"
+        assert row is not None
+        assert row["status"] == "running"
     finally:
         stopper.cancel()
         reader.close()

@@ -71,7 +71,8 @@ def test_a_status_write_waits_out_a_restart(
     finally:
         store.close()
     said = caplog.text  # said once each, through logging
-    assert said.count("lost the database") == 1 and said.count("is back") == 1, said
+    assert said.count("lost the database") == 1, said
+    assert said.count("is back") == 1, said
 
 
 def test_a_status_write_gives_up_at_the_bound(
@@ -128,7 +129,8 @@ def test_li_run_keeps_its_outcome_across_a_restart(
         row = store.get_entity("session", "r-1")
     finally:
         store.close()
-    assert row is not None and row["status"] == "completed", err
+    assert row is not None, err
+    assert row["status"] == "completed", err
 
 
 def test_li_wait_reconnects_after_a_restart(cluster: Cluster, lirun_home: Path) -> None:
@@ -203,4 +205,5 @@ def test_li_wait_on_a_server_that_stays_down_ends_at_its_timeout(
     )
     assert done.returncode == 3, done.stderr
     assert time.monotonic() - started < 10
-    assert "timed out" in done.stderr and "Traceback" not in done.stderr
+    assert "timed out" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -61,7 +61,8 @@ def race(db_url: str, env: dict[str, str]) -> list[dict[str, Any]]:
     ]
     try:
         for w in workers:
-            assert w.stdout is not None and w.stdout.readline().strip() == "ready"
+            assert w.stdout is not None
+            assert w.stdout.readline().strip() == "ready"
         for w in workers:  # all open, then all go at once
             assert w.stdin is not None
             w.stdin.write("go\n")
@@ -99,7 +100,8 @@ def test_eight_processes_finalizing_the_same_rows_give_one_winner_each(
         worker = winner[sid]
         status = TERMINALS[worker % len(TERMINALS)]
         row = store.get_entity("session", sid)
-        assert row is not None and row["status"] == status
+        assert row is not None
+        assert row["status"] == status
         history = store.list_transitions("session", sid)
         assert [(t["previous_status"], t["status"]) for t in history] == [
             (None, "running"),
@@ -119,7 +121,8 @@ def test_a_reader_answers_while_another_process_holds_the_write_lock(
         start = time.monotonic()
         row = store.get_entity("session", "s-1")
         elapsed = time.monotonic() - start
-        assert row is not None and row["status"] == "running"
+        assert row is not None
+        assert row["status"] == "running"
         assert elapsed < 1.0, f"read took {elapsed:.2f}s behind a held write lock"
         # And from a thread, while this store's own write waits for that lock.
         results: dict[str, Any] = {}

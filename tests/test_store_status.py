@@ -142,7 +142,8 @@ def test_expected_none_matches_a_null_status(store: Store) -> None:
     assert snapshot(store, "session", sid) == before
     assert finish(store, sid, "failed", expected_statuses={None}) is True
     row = store.get_entity("session", sid)
-    assert row is not None and row["status"] == "failed"
+    assert row is not None
+    assert row["status"] == "failed"
     last = store.list_transitions("session", sid)[-1]
     assert (last["previous_status"], last["status"]) == (None, "failed")
 
@@ -444,7 +445,8 @@ def test_evidence_metadata_source_and_actor_are_recorded(store: Store) -> None:
         metadata={"attempt": 2, "nested": {"a": [1, None]}},
     )
     row = store.get_entity("session", sid)
-    assert row is not None and row["status_evidence_refs"] == evidence
+    assert row is not None
+    assert row["status_evidence_refs"] == evidence
     last = store.list_transitions("session", sid)[-1]
     assert last["evidence_refs"] == evidence
     assert last["metadata"] == {"attempt": 2, "nested": {"a": [1, None]}}

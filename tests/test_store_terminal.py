@@ -30,7 +30,8 @@ def set_status(store: Store, entity_type: str, eid: str, status: str, **kwargs: 
 def wait_line(store: Store, eid: str) -> str:
     """The `li wait` line of ``eid`` as the library computes it."""
     [target] = resolve_targets(store, [eid])
-    assert target.kind is not None and target.id is not None
+    assert target.kind is not None
+    assert target.id is not None
     [row] = store.fetch_wait_rows({target.kind: [target.id]})
     return format_wait_line(project(target, row))
 

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from lirun.exec.agent_legs import judge_agent
 from lirun.exec.capture import ChunkSink, LineSink, open_buffer
 from lirun.exec.heartbeat import Heartbeat
-from lirun.exec.legs import judge_agent, judge_command, stop_status
+from lirun.exec.legs import judge_command, stop_status
 from lirun.exec.recorder import Recorder
 from lirun.exec.supervisor import Limits, ProcessResult, SpawnError, supervise
 from lirun.exec.verdict import StreamVerdict
@@ -56,7 +57,8 @@ def test_chunk_sink_survives_a_closed_echo_target(tmp_path: Path) -> None:
     sink.feed(b"first\n")
     sink.feed(b"second\n")
     os.close(write_fd)
-    assert sink.echo_fd is None and sink.echo_error is not None
+    assert sink.echo_fd is None
+    assert sink.echo_error is not None
     assert (tmp_path / "o.log").read_bytes() == b"first\nsecond\n"
 
 
@@ -115,7 +117,8 @@ def test_judge_command_marks_a_command_whose_stdout_is_output_never_a_reply() ->
     outcome = judge_command(_result(), None, "hi\n")
     assert outcome.extras.command is True  # its exit code is its verdict at teardown
     assert outcome.extras.assistant_output is False  # stdout is output, not a reply
-    assert outcome.response_text == "hi\n" and outcome.record["reply_text"] == "hi\n"
+    assert outcome.response_text == "hi\n"
+    assert outcome.record["reply_text"] == "hi\n"
     assert "reply_text" not in judge_command(_result(), None, " \n").record
     assert judge_command(_result(), None, require_change=True).extras.require_change is True
 
@@ -154,7 +157,8 @@ def test_judge_agent_takes_the_verdict_when_li_did_not_stop_it() -> None:
 
 def test_judge_agent_grace_kill_keeps_the_verdict() -> None:
     outcome = judge_agent(_result(exit_code=-15, killed_by="grace"), None, _verdict())
-    assert outcome.status == "completed" and outcome.exception is None
+    assert outcome.status == "completed"
+    assert outcome.exception is None
 
 
 @pytest.mark.parametrize(
@@ -168,7 +172,8 @@ def test_judge_agent_li_stops_outrank_the_verdict(
     outcome = judge_agent(
         _result(exit_code=-15, killed_by=killed_by), signal_name, _verdict("failed", error)
     )
-    assert outcome.status == status and outcome.exception is None
+    assert outcome.status == status
+    assert outcome.exception is None
 
 
 def test_stop_status() -> None:
@@ -191,7 +196,8 @@ def _sinks(tmp_path: Path) -> tuple[ChunkSink, ChunkSink]:
 def test_supervise_captures_both_streams_and_the_exit_code(tmp_path: Path) -> None:
     out, err = _sinks(tmp_path)
     result = supervise(["sh", "-c", "echo out; echo err >&2; exit 7"], stdout=out, stderr=err)
-    assert result.exit_code == 7 and result.killed_by is None
+    assert result.exit_code == 7
+    assert result.killed_by is None
     assert (tmp_path / "stdout.log").read_text() == "out\n"
     assert (tmp_path / "stderr.log").read_text() == "err\n"
     assert (result.stdout_bytes, result.stderr_bytes) == (4, 4)
@@ -210,7 +216,8 @@ def test_wall_clock_timeout_kills_the_whole_process_group(tmp_path: Path) -> Non
     script = f"sleep 30 & echo $! > {pidfile}; wait"
     started = time.monotonic()
     result = supervise(["sh", "-c", script], stdout=out, stderr=err, limits=Limits(timeout=0.5))
-    assert result.killed_by == "timeout" and result.timed_out
+    assert result.killed_by == "timeout"
+    assert result.timed_out
     assert result.exit_code == -signal.SIGTERM
     assert time.monotonic() - started < 5
     grandchild = int(pidfile.read_text())
@@ -233,7 +240,8 @@ def test_sigterm_ignored_escalates_to_sigkill(tmp_path: Path) -> None:
     script = "trap '' TERM; echo ready; sleep 30"
     limits = Limits(timeout=0.3, kill_grace=0.3)
     result = supervise(["sh", "-c", script], stdout=out, stderr=err, limits=limits)
-    assert result.killed_by == "timeout" and result.escalated_to_sigkill
+    assert result.killed_by == "timeout"
+    assert result.escalated_to_sigkill
     assert result.exit_code == -signal.SIGKILL
 
 
@@ -254,7 +262,8 @@ def test_terminal_event_arms_grace_and_disarms_the_other_timers(tmp_path: Path) 
         limits=limits,
         terminal_seen=terminal_seen,
     )
-    assert result.killed_by == "grace" and not result.timed_out
+    assert result.killed_by == "grace"
+    assert not result.timed_out
     assert time.monotonic() - started < 3
 
 
@@ -273,14 +282,16 @@ def test_a_background_grandchild_holding_the_pipe_does_not_hang_li(tmp_path: Pat
     script = f"sleep 30 & echo $! > {pidfile}; echo done"
     started = time.monotonic()
     result = supervise(["sh", "-c", script], stdout=out, stderr=err, limits=Limits(drain=0.3))
-    assert result.exit_code == 0 and result.killed_by is None
+    assert result.exit_code == 0
+    assert result.killed_by is None
     assert time.monotonic() - started < 3
     assert out.tail_text() == "done\n"
     # The run is over, so the grandchild is too, and the result says it had to be ended.
     pid = int(pidfile.read_text())
     assert not _running(pid)
     [entry] = result.killed_descendants
-    assert entry["kind"] == "killed_descendants" and entry["processes"][0]["pid"] == pid
+    assert entry["kind"] == "killed_descendants"
+    assert entry["processes"][0]["pid"] == pid
 
 
 def test_spawn_error_for_a_missing_command(tmp_path: Path) -> None:
@@ -299,7 +310,8 @@ def test_a_signal_to_li_stops_the_child_and_is_recorded(
         timer.start()
         result = supervise(["sleep", "30"], stdout=out, stderr=err, trap=trap)
     timer.join()
-    assert result.killed_by == "signal" and result.signal_name == name
+    assert result.killed_by == "signal"
+    assert result.signal_name == name
     assert result.exit_code == -sig  # the child got the same signal
     assert result.duration < 5
 
@@ -310,7 +322,8 @@ def test_signal_trap_restores_the_previous_handlers() -> None:
         assert signal.getsignal(signal.SIGTERM) != before
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.01)
-        assert trap.signal_name == "SIGTERM" and trap.exit_code() == 143
+        assert trap.signal_name == "SIGTERM"
+        assert trap.exit_code() == 143
     assert signal.getsignal(signal.SIGTERM) == before
 
 
@@ -320,7 +333,8 @@ def test_a_signal_before_the_child_starts_stops_it_at_once(tmp_path: Path) -> No
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.01)
         result = supervise(["sleep", "30"], stdout=out, stderr=err, trap=trap)
-    assert result.killed_by == "signal" and result.duration < 5
+    assert result.killed_by == "signal"
+    assert result.duration < 5
 
 
 def _alive(pid: int) -> bool:
@@ -343,7 +357,8 @@ def test_heartbeat_beats_until_stopped() -> None:
         time.sleep(0.3)
     count = len(beats)
     time.sleep(0.12)
-    assert count >= 3 and len(beats) == count == hb.beats
+    assert count >= 3
+    assert len(beats) == count == hb.beats
 
 
 def test_heartbeat_failure_is_reported_and_does_not_stop_it() -> None:
@@ -357,7 +372,8 @@ def test_heartbeat_failure_is_reported_and_does_not_stop_it() -> None:
 
     with Heartbeat(beat, 0.03, on_error=errors.append) as hb:
         time.sleep(0.2)
-    assert len(errors) == 1 and hb.beats >= 2
+    assert len(errors) == 1
+    assert hb.beats >= 2
 
 
 def test_heartbeat_rejects_a_non_positive_interval() -> None:
@@ -387,7 +403,8 @@ def test_recorder_skips_a_failed_write_and_counts_it() -> None:
         rec.submit(lambda: 1 / 0)
         rec.submit(lambda: written.append("b"))
         rec.flush()
-    assert written == ["a", "b"] and rec.failures == 1
+    assert written == ["a", "b"]
+    assert rec.failures == 1
     assert isinstance(errors[0], ZeroDivisionError)
 
 
@@ -415,7 +432,8 @@ def test_a_stream_with_no_progress_is_stopped_at_the_stall_limit(tmp_path: Path)
     result = supervise(
         ["sh", "-c", script], stdout=out, stderr=err, limits=limits, progress=_Progress(started)
     )
-    assert result.killed_by == "stall" and not result.timed_out
+    assert result.killed_by == "stall"
+    assert not result.timed_out
     assert 0.6 <= result.timings["kill_stall"] < 5
 
 
@@ -427,7 +445,8 @@ def test_without_progress_tracking_there_is_no_stall(tmp_path: Path) -> None:
         stderr=err,
         limits=Limits(stall_timeout=0.2),
     )
-    assert result.killed_by is None and result.exit_code == 0
+    assert result.killed_by is None
+    assert result.exit_code == 0
 
 
 def test_the_stream_asking_to_stop_stops_the_child_at_once(tmp_path: Path) -> None:
@@ -436,6 +455,7 @@ def test_the_stream_asking_to_stop_stops_the_child_at_once(tmp_path: Path) -> No
     started = time.monotonic()
     progress = _Progress(started, stop_after=b"401", out=out)
     result = supervise(["sh", "-c", script], stdout=out, stderr=err, progress=progress)
-    assert result.killed_by == "provider" and not result.timed_out
+    assert result.killed_by == "provider"
+    assert not result.timed_out
     assert time.monotonic() - started < 5
     assert result.exit_code == -signal.SIGTERM

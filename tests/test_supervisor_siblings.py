@@ -51,4 +51,5 @@ def test_a_short_run_ending_leaves_its_siblings_running(
     short.join()
     long.join()
     assert results["short"].killed_descendants == []
-    assert results["long"].exit_code == 0 and (tmp_path / "long.out").read_text() == "survived\n"
+    assert results["long"].exit_code == 0
+    assert (tmp_path / "long.out").read_text() == "survived\n"

@@ -72,7 +72,8 @@ def test_team_preamble_false_leaves_the_prompt_alone(
     assert (seen / "solo.prompt").read_text() == "just this"
     with opened(db_url) as store:
         [team] = store.list_teams()  # team: NAME is one standing team both runs joined
-        assert team["name"] == "standing-crew" and team["message_count"] == 2
+        assert team["name"] == "standing-crew"
+        assert team["message_count"] == 2
 
 
 @pytest.mark.parametrize(
@@ -91,7 +92,8 @@ def test_parse_setting(team: Any, preamble: Any, expected: tuple[Any, Any]) -> N
     assert setting == expected[0]
     assert (problem is None) == (expected[1] is None)
     if expected[1]:
-        assert problem is not None and problem.startswith(expected[1])
+        assert problem is not None
+        assert problem.startswith(expected[1])
 
 
 def test_flow_file_team_keys(tmp_path: Path) -> None:

@@ -60,7 +60,9 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
     assert "first -> all: hello from first" in second_seen.read_text()
     assert "second -> all: hello from second" in first_seen.read_text()
     notice = [x for x in second_seen.read_text().splitlines() if "lirun -> all" in x]
-    assert notice and "play first merged into" in notice[0] and "api.txt" in notice[0]
+    assert notice
+    assert "play first merged into" in notice[0]
+    assert "api.txt" in notice[0]
     with opened(db_url) as store:
         [team] = store.teams_of_owner("show", report.show_id)
         assert team["name"] == f"pair-work-{report.show_id[:8]}"
@@ -106,11 +108,13 @@ def test_a_play_that_needs_a_person_is_announced_to_the_team(tmp_path: Path, db_
                   gate="exit 1")  # fmt: skip
     show_spec = dataclasses.replace(spec(repo, [doomed], topic="t"), team=TeamSetting("standing"))
     report = run_show(show_spec, db_url=db_url, options=ShowOptions(parallel=1))
-    assert report.status == "active" and report.plays[0].status == "gate_failed"
+    assert report.status == "active"
+    assert report.plays[0].status == "gate_failed"
     with opened(db_url) as store:
         [team] = store.list_teams()
         [notice] = store.team_conversation(team["id"])
-    assert team["name"] == "standing" and notice["sender"] == "lirun"
+    assert team["name"] == "standing"
+    assert notice["sender"] == "lirun"
     assert notice["body"].startswith("play doomed failed its gate for the last time and waits")
 
 
@@ -135,4 +139,5 @@ def test_a_head_moved_outside_the_show_is_announced(tmp_path: Path, db_url: str)
         [team] = store.teams_of_owner("show", report.show_id)
         said = [m["body"] for m in store.team_conversation(team["id"])]
     assert said[0].startswith(f"the integration branch {INTEGRATION} moved to ")
-    assert said[0].endswith("outside the show") and said[1].startswith("play p merged into")
+    assert said[0].endswith("outside the show")
+    assert said[1].startswith("play p merged into")

@@ -30,14 +30,16 @@ def test_create_send_read_with_receipts_and_history(store: Store) -> None:
     assert store.read_team_inbox(team_id, "c", unread_only=True) == []
     assert [m["body"] for m in store.read_team_inbox(team_id, "c")] == ["hello all"]
     receipts = store.team_read_receipts([first["id"], second["id"]])
-    assert set(receipts[first["id"]]) == {"c"} and second["id"] not in receipts
+    assert set(receipts[first["id"]]) == {"c"}
+    assert second["id"] not in receipts
     # b: sees the all-message and its own private one; --since skips what came before
     assert [m["seq"] for m in store.read_team_inbox(team_id, "b", since_seq=1)] == [3]
     summary = {m["member"]: m for m in store.team_member_summary(team_id)}
     assert (summary["a"]["sent"], summary["a"]["unread"]) == (2, 1)
     assert (summary["b"]["unread"], summary["c"]["unread"]) == (1, 0)
     team = store.get_entity("team", team_id)
-    assert team is not None and team["message_count"] == 3
+    assert team is not None
+    assert team["message_count"] == 3
     assert store.team_message_seq(team_id, second["id"]) == 2
 
 
@@ -55,7 +57,8 @@ def test_archive_goes_through_the_guarded_write_and_refuses_messages_and_members
         ("archived", "team.archived.operator", "ops"),
     ]
     team = store.get_entity("team", team_id)
-    assert team is not None and team["archived_at"] is not None
+    assert team is not None
+    assert team["archived_at"] is not None
     with pytest.raises(TeamArchivedError, match="archived: it takes no new messages"):
         store.send_team_message(team_id, sender="a", recipient="all", text="late")
     with pytest.raises(TeamArchivedError):
@@ -87,7 +90,8 @@ def test_refused_messages_leave_nothing(
         store.send_team_message(team_id, sender=sender, recipient=recipient, text=text)
     assert store.team_conversation(team_id) == []
     team = store.get_entity("team", team_id)
-    assert team is not None and team["message_count"] == 0
+    assert team is not None
+    assert team["message_count"] == 0
 
 
 def test_a_message_of_exactly_the_bound_is_kept_whole(store: Store) -> None:
@@ -126,4 +130,5 @@ def test_lines_escape_control_characters() -> None:
     line = message_line(
         {"seq": 3, "created_at": 0, "sender": "a", "recipient": "all", "body": "x\r\ny"}
     )
-    assert line.endswith("a -> all: x\\r\\ny") and "\n" not in line
+    assert line.endswith("a -> all: x\\r\\ny")
+    assert "\n" not in line

@@ -109,7 +109,8 @@ def test_setup_creates_row_and_manifest_before_work(
     assert row["artifact_contract_json"] == {"expected": [contract["expected"][0]]}
     assert ctx.artifact_contract == row["artifact_contract_json"]
     assert (row["provider"], row["cwd"], row["branch_id"]) == ("claude", str(repo), "b-1")
-    assert row["started_at"] == ctx.started_at and row["ended_at"] is None
+    assert row["started_at"] == ctx.started_at
+    assert row["ended_at"] is None
     history = store.list_transitions("session", run.run_id)
     assert [(t["previous_status"], t["status"]) for t in history] == [(None, "running")]
     manifest = run.read_manifest()
@@ -117,7 +118,8 @@ def test_setup_creates_row_and_manifest_before_work(
     assert manifest["state_root"] == str(run.state_root)
     assert manifest["artifact_root"] == str(run.artifact_root)
     assert (manifest["session_id"], manifest["provider"]) == (run.run_id, "claude")
-    assert ctx.owned and ctx.session_id == run.run_id
+    assert ctx.owned
+    assert ctx.session_id == run.run_id
     ctx.close()
 
 
@@ -194,13 +196,17 @@ def test_async_api_with_a_shared_statedb(db_url: str, run: RunDir) -> None:
     async def scenario() -> tuple[str, dict[str, Any] | None, PersistContext | None]:
         async with StateDB(db_url) as db:
             ctx = await setup_persist(run, db=db, provider="codex")
-            assert ctx is not None and not ctx.owned
+            assert ctx is not None
+            assert not ctx.owned
             status = await teardown_persist(ctx, extras={"assistant_text": "all done"})
             return status, await db.get_session(run.run_id), ctx  # the handle is still open
 
     status, row, ctx = asyncio.run(scenario())
-    assert status == "completed" and row is not None and row["status"] == "completed"
-    assert ctx is not None and ctx.closed
+    assert status == "completed"
+    assert row is not None
+    assert row["status"] == "completed"
+    assert ctx is not None
+    assert ctx.closed
     assert asyncio.run(teardown_persist(None, status="aborted")) == "aborted"
 
 
@@ -226,7 +232,8 @@ def test_completed_with_git_evidence(db_url: str, store: Store, run: RunDir, rep
     )
     assert row["ended_at"] >= row["started_at"]
     git_ev = [e for e in row["status_evidence_refs"] if e["kind"] == "git"]
-    assert git_ev and git_ev[0]["dirty"] is True
+    assert git_ev
+    assert git_ev[0]["dirty"] is True
     assert ctx.closed
 
 
@@ -468,7 +475,8 @@ def test_linked_running_row_keeps_the_execution_running(
     row = store.get_entity("session", run.run_id)
     assert row is not None
     assert (row["status"], row["status_reason_code"]) == ("running", "run.running.linked_engine")
-    assert row["ended_at"] is None and row["exit_code"] is None
+    assert row["ended_at"] is None
+    assert row["exit_code"] is None
 
 
 def test_linked_row_missing_leaves_the_failure(db_url: str, store: Store, run: RunDir) -> None:
@@ -492,7 +500,9 @@ def test_defer_terminal_leaves_the_row_running(db_url: str, store: Store, run: R
     ctx = start(run, db_url)
     assert teardown_persist_sync(ctx, status="timed_out", defer_terminal=True) == "timed_out"
     row = store.get_entity("session", run.run_id)
-    assert row is not None and row["status"] == "running" and row["ended_at"] is None
+    assert row is not None
+    assert row["status"] == "running"
+    assert row["ended_at"] is None
     assert len(store.list_transitions("session", run.run_id)) == 1
     assert not ctx.closed  # the resumed leg finalizes with the same context
     assert teardown_persist_sync(ctx, extras={"assistant_text": "resumed and done"}) == "completed"
@@ -547,7 +557,8 @@ def test_finalize_reports_the_winners_reason_and_its_own_decision(
     done = finalize_sync(ctx)
     assert (done.status, done.reason_code) == ("failed", "session.orphaned.no_process")
     assert done.decided.reason_code.startswith("run.completed")  # computed, not written
-    assert not done.already_terminal and done.spool is None
+    assert not done.already_terminal
+    assert done.spool is None
 
 
 def test_finalize_takes_typed_extras(db_url: str, store: Store, run: RunDir) -> None:
@@ -556,7 +567,8 @@ def test_finalize_takes_typed_extras(db_url: str, store: Store, run: RunDir) -> 
     assert (done.status, done.reason_code) == ("failed", "run.failed.exit_nonzero")
     assert done.decided.summary
     row = store.get_entity("session", run.run_id)
-    assert row is not None and row["status_reason_code"] == done.reason_code
+    assert row is not None
+    assert row["status_reason_code"] == done.reason_code
 
 
 def test_terminal_snapshot_skips_the_write(
@@ -625,9 +637,12 @@ def test_a_write_that_cannot_land_is_spooled_then_applied(
     assert oct(entry.stat().st_mode & 0o777) == "0o600"
     assert apply_pending(store) == [(run.run_id, "write")]
     row = store.get_entity("session", run.run_id)
-    assert row is not None and row["status"] == "timed_out" and row["exit_code"] == 124
+    assert row is not None
+    assert row["status"] == "timed_out"
+    assert row["exit_code"] == 124
     assert row["status_reason_code"] == "run.timed_out.deadline"
-    assert pending_files(db_url) == [] and not (run.state_root / PENDING_FILE).exists()
+    assert pending_files(db_url) == []
+    assert not (run.state_root / PENDING_FILE).exists()
     assert apply_pending(store) == []  # idempotent: nothing left
 
 
@@ -640,9 +655,11 @@ def test_unknown_extras_are_ignored_with_a_warning(
             ctx, status="failed", extras={"exit_code": "3", "colour": "blue"}
         )
     assert status == "failed"
-    assert "colour" in caplog.text and "exit_code" in caplog.text
+    assert "colour" in caplog.text
+    assert "exit_code" in caplog.text
     row = store.get_entity("session", run.run_id)
-    assert row is not None and row["status_reason_code"] == "run.failed.exception"
+    assert row is not None
+    assert row["status_reason_code"] == "run.failed.exception"
 
 
 def test_second_teardown_is_a_no_op(
@@ -667,7 +684,8 @@ def test_unknown_contract_fields_warn_but_are_kept(
         ctx = start(run, db_url, artifact_contract=contract)
     assert "unknown field 'mime'" in caplog.text
     row = store.get_entity("session", run.run_id)
-    assert row is not None and row["artifact_contract_json"] == contract
+    assert row is not None
+    assert row["artifact_contract_json"] == contract
     ctx.close()
 
 
@@ -727,9 +745,11 @@ def test_a_commit_on_the_only_branch_during_the_run_counts(
     git(repo, "commit", "-q", "-m", "work")
     assert teardown_persist_sync(ctx) == "completed"
     row = store.get_entity("session", run.run_id)
-    assert row is not None and row["status_reason_code"] == "run.completed.ok"
+    assert row is not None
+    assert row["status_reason_code"] == "run.completed.ok"
     (git_ev,) = [e for e in row["status_evidence_refs"] if e["kind"] == "git"]
-    assert git_ev["commits_since_start"] == 1 and git_ev["changed"] is True
+    assert git_ev["commits_since_start"] == 1
+    assert git_ev["changed"] is True
     assert "1 commit(s) since start" in row["status_reason_summary"]
 
 

@@ -50,9 +50,11 @@ def test_runs_page_lists_every_kind_newest_first(
     page = client.get("/")
     assert page.status_code == 200
     assert ids_on(page.text) == ["r-new", inv["id"], "r-old"]
-    assert "run.failed.exception" in page.text and "boom" in page.text
+    assert "run.failed.exception" in page.text
+    assert "boom" in page.text
     assert 'class="chip st-failed"' in page.text
-    assert "20 in / 40 out" in page.text and "$0.0123" in page.text
+    assert "20 in / 40 out" in page.text
+    assert "$0.0123" in page.text
     data = client.get("/api/runs").json()
     assert [r["id"] for r in data["runs"]] == ["r-new", inv["id"], "r-old"]
     assert data["runs"][1]["href"] == f"/flows/{inv['id']}"
@@ -184,9 +186,11 @@ def test_a_commands_stdout_is_shown_as_its_output_never_a_reply(
     page = client.get("/runs/c1").text
     assert 'id="run-output">built 3 targets</pre>' in page
     assert "<summary>output</summary>" in page
-    assert "reply" not in page and "assistant" not in page
+    assert "reply" not in page
+    assert "assistant" not in page
     run = client.get("/api/runs/c1").json()["run"]
-    assert run["output_text"] == "built 3 targets" and "reply_text" not in run
+    assert run["output_text"] == "built 3 targets"
+    assert "reply_text" not in run
 
 
 def test_a_failed_tool_result_is_highlighted(
@@ -197,13 +201,15 @@ def test_a_failed_tool_result_is_highlighted(
     stream = claude_stream(text="trying", result="Permission denied", error=True)
     make_run(store, lirun_home, "r-err", stream=stream)
     page = client.get("/runs/r-err").text
-    assert 'class="entry tool_result is-error"' in page and "Permission denied" in page
+    assert 'class="entry tool_result is-error"' in page
+    assert "Permission denied" in page
 
 
 def test_a_run_on_another_host_says_so(store: Store, client: TestClient, lirun_home: Path) -> None:
     make_run(store, lirun_home, "r-far", owner_host="build-box-7", with_files=False)
     page = client.get("/runs/r-far").text
-    assert 'id="transcript-remote"' in page and "build-box-7" in page
+    assert 'id="transcript-remote"' in page
+    assert "build-box-7" in page
     make_run(store, lirun_home, "r-gone", with_files=False)
     assert 'id="transcript-missing"' in client.get("/runs/r-gone").text
 
@@ -262,12 +268,15 @@ def test_flow_page_draws_the_leg_graph_linked_to_runs(
     data = client.get(f"/api/flows/{flow_id}").json()
     assert data["flow"]["status"] == "failed"
     nodes = {n["id"]: n for n in data["nodes"]}
-    assert nodes["plan"]["status"] == "completed" and nodes["check"]["status"] == "failed"
+    assert nodes["plan"]["status"] == "completed"
+    assert nodes["check"]["status"] == "failed"
     assert nodes["check"]["depends_on"] == ["plan"]
     page = client.get(f"/flows/{flow_id}").text
-    assert "<svg" in page and 'id="flow-graph"' in page
+    assert "<svg" in page
+    assert 'id="flow-graph"' in page
     for node in nodes.values():
-        assert node["href"] and node["href"] in page
+        assert node["href"]
+        assert node["href"] in page
     assert client.get("/flows/nope").status_code == 404
 
 
@@ -283,8 +292,10 @@ def test_flow_graph_without_graphviz_is_drawn_by_depth(
         DagNode("b", "<b>\nfailed", "failed", ("a",)),
     ]
     svg = str(flow_svg(nodes, {"a": "/runs/ra"}))
-    assert svg.startswith("<svg") and 'href="/runs/ra"' in svg
-    assert "&lt;b&gt;" in svg and "<b>" not in svg
+    assert svg.startswith("<svg")
+    assert 'href="/runs/ra"' in svg
+    assert "&lt;b&gt;" in svg
+    assert "<b>" not in svg
     assert 'fill="#ffa8a8"' in svg
 
 
@@ -296,8 +307,11 @@ def test_graphviz_labels_stay_text() -> None:
     need_graphviz()
     nodes = [DagNode("x", f"{XSS_SCRIPT}\n{XSS_IMG}", "failed", ())]
     svg = dot_svg(nodes, {"x": "/runs/rx"})
-    assert svg is not None and svg.startswith("<svg")
-    assert "<script" not in svg and "<img" not in svg and "&lt;script&gt;" in svg
+    assert svg is not None
+    assert svg.startswith("<svg")
+    assert "<script" not in svg
+    assert "<img" not in svg
+    assert "&lt;script&gt;" in svg
     assert "/runs/rx" in svg
 
 
@@ -312,8 +326,10 @@ def test_show_page_is_a_board_of_plays(store: Store, client: TestClient) -> None
         {"id": p1["id"]},
     )
     page = client.get(f"/shows/{show['id']}").text
-    assert "abcdef012345" in page and ">attempt</span> 2" in page
-    assert f'id="play-{p1["id"]}"' in page and "&lt;api&gt;" in page
+    assert "abcdef012345" in page
+    assert ">attempt</span> 2" in page
+    assert f'id="play-{p1["id"]}"' in page
+    assert "&lt;api&gt;" in page
     assert page.index('data-status="pending"') < page.index('data-status="running"')
     data = client.get(f"/api/shows/{show['id']}").json()
     assert [c["status"] for c in data["board"]] == ["pending", "running"]
@@ -346,9 +362,12 @@ def test_schedules_page_shows_recent_runs_and_success_rate(
         )
         store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
     page = client.get("/schedules").text
-    assert 'id="schedule-s1"' in page and "nightly" in page and "50%" in page
+    assert 'id="schedule-s1"' in page
+    assert "nightly" in page
+    assert "50%" in page
     assert page.count('class="cell st-') == 2
-    assert page.count('<rect class="bar st-') == 2 and "$0.7500" in page
+    assert page.count('<rect class="bar st-') == 2
+    assert "$0.7500" in page
     data = client.get("/api/schedules").json()
     assert data["schedules"][0]["success_rate"] == 0.5
     assert [b["height"] for b in data["schedules"][0]["chart"]] == [13.0, 24.0]
@@ -365,10 +384,12 @@ def test_workers_page_lists_live_workers_and_what_they_run(
         owner=current_owner(), concurrency=2, transport="local", lease_seconds=60
     )
     page = client.get("/workers").text
-    assert f'id="worker-{worker}"' in page and "local" in page
+    assert f'id="worker-{worker}"' in page
+    assert "local" in page
     [shown] = client.get("/api/workers").json()["workers"]
     assert (shown["id"], shown["pid"], shown["concurrency"]) == (worker, os.getpid(), 2)
-    assert shown["running"] == [] and shown["heartbeat_age"] < 60
+    assert shown["running"] == []
+    assert shown["heartbeat_age"] < 60
 
 
 def test_every_api_route_is_in_the_openapi_document(client: TestClient) -> None:
@@ -377,14 +398,16 @@ def test_every_api_route_is_in_the_openapi_document(client: TestClient) -> None:
     app: Any = client.app
     starlette_app = app.app  # inside the Guard
     api_paths = {r.path for r in starlette_app.routes if getattr(r, "path", "").startswith("/api")}
-    assert api_paths and api_paths <= set(doc["paths"])
+    assert api_paths
+    assert api_paths <= set(doc["paths"])
     assert set(doc["paths"]) <= api_paths
 
 
 def test_pages_are_read_only_and_carry_a_strict_csp(client: TestClient) -> None:
     page = client.get("/")
     csp = page.headers["content-security-policy"]
-    assert "script-src 'self'" in csp and "default-src 'none'" in csp
+    assert "script-src 'self'" in csp
+    assert "default-src 'none'" in csp
     assert "unsafe-inline" not in csp
     assert page.headers["x-content-type-options"] == "nosniff"
     assert client.post("/").status_code == 405
@@ -429,7 +452,8 @@ def test_a_real_agent_run_reads_as_a_transcript(
     assert transcript.index("Fixing the test.") < transcript.index("Done: test fixed.")
     assert "fix the test" in page  # the prompt
     data = client.get(f"/api/runs/{run_id}").json()
-    assert data["run"]["status"] == "completed" and data["usage"]["output_tokens"] == 40
+    assert data["run"]["status"] == "completed"
+    assert data["usage"]["output_tokens"] == 40
 
 
 def test_a_real_command_run_shows_its_output_and_why_it_failed(
@@ -439,8 +463,10 @@ def test_a_real_command_run_shows_its_output_and_why_it_failed(
         li_env, tmp_path, "run", "--", "sh", "-c", "echo out-line; echo err-line >&2; exit 3"
     )
     page = client.get(f"/runs/{run_id}").text
-    assert "out-line" in page and "err-line" in page
-    assert "run.failed.exit_nonzero" in page and 'class="chip st-failed"' in page
+    assert "out-line" in page
+    assert "err-line" in page
+    assert "run.failed.exit_nonzero" in page
+    assert 'class="chip st-failed"' in page
 
 
 def test_a_running_runs_transcript_is_followed_from_its_files(
@@ -452,14 +478,16 @@ def test_a_running_runs_transcript_is_followed_from_its_files(
     page = client.get("/runs/busy").text
     assert 'data-follow="/runs/busy/transcript"' in page
     first = client.get("/runs/busy/transcript")
-    assert first.status_code == 200 and "step one" in first.text
+    assert first.status_code == 200
+    assert "step one" in first.text
     signature = first.headers["x-transcript-signature"]
     assert client.get(f"/runs/busy/transcript?since={signature}").status_code == 204
     line = {"type": "assistant", "message": {"content": [{"type": "text", "text": "step two"}]}}
     with open(lirun_home / "runs" / "busy" / "stream" / "busy.jsonl", "a") as stream:
         stream.write(jsonlib.dumps(line) + "\n")
     grown = client.get(f"/runs/busy/transcript?since={signature}")
-    assert grown.status_code == 200 and "step two" in grown.text
+    assert grown.status_code == 200
+    assert "step two" in grown.text
     assert grown.headers["x-transcript-signature"] != signature
     assert client.get("/runs/nope/transcript").status_code == 404
     store.update_status("session", "busy", new_status="completed", reason_code="run.completed.ok")
@@ -569,11 +597,13 @@ def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
         )
     page = client.get(f"/shows/{show['id']}").text
     assert 'show/qa</code> at <code class="sha">47de1bc7bfac' in page
-    assert ">attempt</span> 1 of 2" in page and ">attempt</span> 2 of 2" in page
+    assert ">attempt</span> 1 of 2" in page
+    assert ">attempt</span> 2 of 2" in page
     assert '<span class="chip st-passed">passed</span> <code>run.completed_empty' in page
     assert '<span class="chip st-failed">failed</span> <code>run.failed.exit_nonzero' in page
     assert 'href="/runs/gate-2">gate run</a>' in page
-    assert "{&#39;commit" not in page and "1796050281" not in page
+    assert "{&#39;commit" not in page
+    assert "1796050281" not in page
     assert "2026-11-30 14:51:21 UTC" in page
     # Where an escalated play's work is, whole (a person goes there); no empty lists.
     assert '<code class="path">/home/me/.lirun/worktrees/20261130T145121-112f81/bad</code>' in page
@@ -612,7 +642,8 @@ def test_schedule_names_worker_hosts_and_transports_stay_text(
     )
     for path in ("/schedules", "/workers", "/?kind=schedule_run"):
         html = client.get(path).text
-        assert XSS_SCRIPT not in html and XSS_IMG not in html, path
+        assert XSS_SCRIPT not in html, path
+        assert XSS_IMG not in html, path
         assert re.findall(r"<script[^>]*>", html) == ['<script src="/static/app.js" defer>']
         assert not re.search(r"<[^>]+\son\w+\s*=", html), path
     assert f'id="worker-{worker}"' in client.get("/workers").text
@@ -641,7 +672,8 @@ def test_lineage_names_the_schedule_run_that_made_an_agent_run(
     assert 'of <a href="/schedules/nightly-review">nightly-review</a>' in page
     assert "Started on its own" not in page
     page = client.get("/runs/by-submit").text
-    assert "queued by li submit" in page and "None" not in page
+    assert "queued by li submit" in page
+    assert "None" not in page
     [made] = client.get("/api/runs/by-schedule").json()["lineage"]["schedule_runs"]
     assert made["schedule_name"] == "nightly-review"
 
@@ -692,7 +724,8 @@ def test_skipped_fires_are_not_failures_in_the_success_rate(
     [shown] = client.get("/api/schedules").json()["schedules"]
     assert shown["success_rate"] == 1.0
     page = client.get("/schedules").text
-    assert "100%" in page and page.count('class="cell st-') == 2
+    assert "100%" in page
+    assert page.count('class="cell st-') == 2
 
 
 def test_a_gate_or_an_earlier_attempt_names_its_play(
@@ -725,8 +758,10 @@ def test_a_running_runs_page_shows_its_provider_trouble_so_far(
     make_run(store, lirun_home, "busy", status="running", **trouble)
     page = client.get("/runs/busy").text
     assert '<dd id="run-retries">3 so far</dd>' in page
-    assert "last provider error" in page and "overloaded_error (HTTP 529)" in page
-    assert "claude/sonnet" in page and "2.1.197" in page
+    assert "last provider error" in page
+    assert "overloaded_error (HTTP 529)" in page
+    assert "claude/sonnet" in page
+    assert "2.1.197" in page
     make_run(
         store,
         lirun_home,

@@ -233,14 +233,17 @@ def test_filters_and_pagination(site: Site, driver: object) -> None:
     b.find_element(By.ID, "next-page").click()  # type: ignore[attr-defined]
     WebDriverWait(b, 10).until(lambda d: "cursor=" in d.current_url)
     second = [r.get_attribute("id") for r in b.find_elements(By.CSS_SELECTOR, "#runs tbody tr")]  # type: ignore[attr-defined]
-    assert len(first) == 50 and len(second) == 50 and not set(first) & set(second)
+    assert len(first) == 50
+    assert len(second) == 50
+    assert not set(first) & set(second)
     assert first[-1] > second[0]  # newest first, continuing where the first page ended
     assert "provider=codex" in b.current_url  # type: ignore[attr-defined]
     page2 = b.current_url  # type: ignore[attr-defined]
     b.find_element(By.ID, "next-page").click()  # type: ignore[attr-defined]
     WebDriverWait(b, 10).until(lambda d: d.current_url != page2)
     third = b.find_elements(By.CSS_SELECTOR, "#runs tbody tr")  # type: ignore[attr-defined]
-    assert len(third) == 20 and not b.find_elements(By.ID, "next-page")  # type: ignore[attr-defined]
+    assert len(third) == 20
+    assert not b.find_elements(By.ID, "next-page")
     shot(site, b, "runs-page-3")
 
 
@@ -250,7 +253,8 @@ def test_run_page_shows_history_evidence_and_transcript(site: Site, driver: obje
     b: object = driver
     b.get(site.base + "/runs/xss-run")  # type: ignore[attr-defined]
     history = b.find_elements(By.CSS_SELECTOR, "#history .tl-item")  # type: ignore[attr-defined]
-    assert len(history) == 2 and "run.completed.ok" in history[1].text
+    assert len(history) == 2
+    assert "run.completed.ok" in history[1].text
     evidence = b.find_element(By.ID, "evidence")  # type: ignore[attr-defined]
     assert "final reply counted as evidence" in evidence.text  # a sentence, not JSON
     assert "assistant_output" not in evidence.text  # the raw JSON waits behind its toggle
@@ -260,7 +264,8 @@ def test_run_page_shows_history_evidence_and_transcript(site: Site, driver: obje
     call.find_element(By.TAG_NAME, "summary").click()
     assert call.get_attribute("open") is not None
     links = [a.text for a in b.find_elements(By.CSS_SELECTOR, "#artifacts a.artifact")]  # type: ignore[attr-defined]
-    assert XSS_NAME in links and "report.md" in links
+    assert XSS_NAME in links
+    assert "report.md" in links
     assert_inert(b)
     shot(site, b, "run")
     # Opened as a person would from the link (its href, not a click: chromedriver waits
@@ -295,7 +300,8 @@ def test_flow_graph_renders_and_links_its_legs(site: Site, driver: object) -> No
     b.get(f"{site.base}/flows/{site.flow_id}")  # type: ignore[attr-defined]
     graph = b.find_element(By.CSS_SELECTOR, "#flow-graph svg")  # type: ignore[attr-defined]
     assert graph.size["width"] > 100
-    assert "plan" in graph.text and "check" in graph.text
+    assert "plan" in graph.text
+    assert "check" in graph.text
     links = b.find_elements(By.CSS_SELECTOR, "#flow-graph svg a")  # type: ignore[attr-defined]
     assert len(links) == 2
     shot(site, b, "flow")
@@ -325,7 +331,8 @@ def test_show_board_schedules_and_workers_render(site: Site, driver: object) -> 
     b: object = driver
     b.get(f"{site.base}/shows/{site.show_id}")  # type: ignore[attr-defined]
     cards = b.find_elements(By.CSS_SELECTOR, ".board .card")  # type: ignore[attr-defined]
-    assert len(cards) == 3 and any(XSS_SCRIPT in c.text for c in cards)
+    assert len(cards) == 3
+    assert any(XSS_SCRIPT in c.text for c in cards)
     assert_inert(b)
     shot(site, b, "show")
     for path, name in (("/schedules", "schedules"), ("/workers", "workers")):
@@ -458,7 +465,8 @@ def test_needs_you_is_counted_in_the_bar_and_grows_live(site: Site, driver: obje
     WebDriverWait(b, 10).until(lambda d: count(d) is not None)
     before = count(b)
     rows = b.find_elements(By.CSS_SELECTOR, "#attention tbody tr")  # type: ignore[attr-defined]
-    assert before == len(rows) and before >= 1  # the site's failed flow at least
+    assert before == len(rows)
+    assert before >= 1
     assert b.find_element(By.ID, f"attention-flow-{site.flow_id}")  # type: ignore[attr-defined]
     play = site.store.create_play(show_id=site.show_id, name="needs-a-person")
     site.store.update_status(
@@ -514,10 +522,12 @@ def test_the_runs_table_fits_1280_pixels(site: Site, driver: object) -> None:
     page = b.execute_script("return document.documentElement.scrollWidth")  # type: ignore[attr-defined]
     assert page <= width, f"the page scrolls sideways: {page} > {width}"
     last = b.find_elements(By.CSS_SELECTOR, "#runs thead th")[-1]  # type: ignore[attr-defined]
-    assert last.text == "cost" and last.rect["x"] + last.rect["width"] <= width
+    assert last.text == "cost"
+    assert last.rect["x"] + last.rect["width"] <= width
     assert _overflowing_cells(b) == []
     row = b.find_element(By.ID, "run-wide-run-" + "x" * 40)  # type: ignore[attr-defined]
-    assert "$1234.5678" in row.text and "123,456,789 in" in row.text.replace("\n", " ")
+    assert "$1234.5678" in row.text
+    assert "123,456,789 in" in row.text.replace("\n", " ")
     shot(site, b, "runs-1280")
 
 
@@ -549,7 +559,8 @@ def test_a_run_page_explains_its_evidence_with_raw_json_behind_a_toggle(
     raw = b.find_element(By.CSS_SELECTOR, "#evidence-raw pre")  # type: ignore[attr-defined]
     assert not raw.is_displayed()
     b.find_element(By.CSS_SELECTOR, "#evidence-raw summary").click()  # type: ignore[attr-defined]
-    assert raw.is_displayed() and '"kind": "killed_descendants"' in raw.text
+    assert raw.is_displayed()
+    assert '"kind": "killed_descendants"' in raw.text
     command = b.find_element(By.ID, "run-command").text  # type: ignore[attr-defined]
     assert command.startswith("sh -c ")
     assert_inert(b)
@@ -587,10 +598,13 @@ def test_a_show_page_says_only_what_its_record_says(site: Site, driver: object) 
     b: object = driver
     b.get(site.base + "/shows/browser-truth")  # type: ignore[attr-defined]
     final = b.find_element(By.ID, "final-gate").text  # type: ignore[attr-defined]
-    assert final.startswith("not run yet") and "passed" not in final
+    assert final.startswith("not run yet")
+    assert "passed" not in final
     assert "not the final gate" in b.find_element(By.ID, "head-gate").text  # type: ignore[attr-defined]
     card = b.find_element(By.ID, "play-browser-truth.api").text  # type: ignore[attr-defined]
-    assert "merged by hand" in card and "fix it" not in card and "#1 in the file" in card
+    assert "merged by hand" in card
+    assert "fix it" not in card
+    assert "#1 in the file" in card
     assert_inert(b)
     shot(site, b, "show-truth")
 

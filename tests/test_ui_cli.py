@@ -34,7 +34,8 @@ def test_without_the_extra_it_says_how_to_install_it(
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.splitlines()
-    assert len(lines) == 1 and "pip install 'lirun[ui]'" in lines[0]
+    assert len(lines) == 1
+    assert "pip install 'lirun[ui]'" in lines[0]
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "::"])
@@ -42,7 +43,8 @@ def test_another_address_without_a_token_is_refused(li_env: dict[str, str], host
     env = {k: v for k, v in li_env.items() if k != "LIRUN_UI_TOKEN"}
     result = li_ui("--host", host, "--port", "0", env=env)
     assert result.returncode == 2
-    assert "--token" in result.stderr and "LIRUN_UI_TOKEN" in result.stderr
+    assert "--token" in result.stderr
+    assert "LIRUN_UI_TOKEN" in result.stderr
     assert result.stdout == ""
 
 
@@ -53,7 +55,8 @@ def test_a_weak_or_unsafe_token_is_refused(
     li_env: dict[str, str], token: str, message: str
 ) -> None:
     result = li_ui("--token", token, env=li_env)
-    assert result.returncode == 2 and message in result.stderr
+    assert result.returncode == 2
+    assert message in result.stderr
 
 
 def test_a_port_in_use_is_a_clear_error(li_env: dict[str, str]) -> None:
@@ -65,7 +68,8 @@ def test_a_port_in_use_is_a_clear_error(li_env: dict[str, str]) -> None:
         result = li_ui("--port", str(sock.getsockname()[1]), env=li_env)
     finally:
         sock.close()
-    assert result.returncode == 2 and "(0 picks a free one)" in result.stderr
+    assert result.returncode == 2
+    assert "(0 picks a free one)" in result.stderr
 
 
 def test_the_default_database_is_created_for_a_first_look(lirun_home: Path) -> None:
@@ -86,8 +90,10 @@ def test_a_missing_database_is_an_error_not_a_new_one(
 ) -> None:
     missing = tmp_path / "typo.db"
     result = li_ui("--db", str(missing), "--port", "0", env=li_env)
-    assert result.returncode == 2 and "no lirun database" in result.stderr
-    assert result.stdout == "" and not missing.exists()
+    assert result.returncode == 2
+    assert "no lirun database" in result.stderr
+    assert result.stdout == ""
+    assert not missing.exists()
 
 
 def serve_li_ui(env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], str]:
@@ -111,9 +117,11 @@ def stop(proc: subprocess.Popen[str]) -> int:
 def test_it_prints_its_url_serves_and_stops_on_sigterm(store: Any, li_env: dict[str, str]) -> None:
     proc, url = serve_li_ui(li_env)
     try:
-        assert url.startswith("http://127.0.0.1:") and url.endswith("/")
+        assert url.startswith("http://127.0.0.1:")
+        assert url.endswith("/")
         with urllib.request.urlopen(url, timeout=10) as page:
-            assert page.status == 200 and b"<title>Runs" in page.read()
+            assert page.status == 200
+            assert b"<title>Runs" in page.read()
     finally:
         code = stop(proc)
     assert code == 0

@@ -43,11 +43,13 @@ def test_the_cursor_is_a_low_water_mark(
 def test_a_hole_that_never_fills_is_passed_after_the_gap_wait() -> None:
     tracker = SeqTracker(0, gap_wait=2.0)
     assert tracker.accept([1, 3, 4], now=100.0) == [1, 3, 4]
-    assert tracker.cursor == 1 and tracker.waiting
+    assert tracker.cursor == 1
+    assert tracker.waiting
     tracker.advance(now=101.0)
     assert tracker.cursor == 1
     tracker.advance(now=102.5)  # a rolled-back write left 2 unused
-    assert tracker.cursor == 4 and not tracker.waiting
+    assert tracker.cursor == 4
+    assert not tracker.waiting
 
 
 @contextmanager
@@ -87,7 +89,8 @@ def test_one_watcher_pushes_every_transition_to_every_subscriber(store: Store, d
                 None,
             )
             assert (ended.status, ended.reason_code) == ("failed", "run.failed.exception")
-            assert ended.seq == created.seq + 1 and ended.cursor >= created.cursor
+            assert ended.seq == created.seq + 1
+            assert ended.cursor >= created.cursor
         assert time.monotonic() - started < 2.0  # a wake-up, not a poll of seconds
 
 
@@ -192,7 +195,8 @@ def test_the_watcher_reports_a_database_it_cannot_open(tmp_path: Any) -> None:
     try:
         hub = Hub(str(tmp_path / "missing-dir" / "state.db"))
         hub.start(loop)
-        assert hub.error is not None and "missing-dir" in hub.error
+        assert hub.error is not None
+        assert "missing-dir" in hub.error
     finally:
         loop.close()
 

@@ -73,7 +73,8 @@ def client(store: Store, db_url: str) -> Iterator[TestClient]:
 )  # fmt: skip
 def test_each_kind_reads_as_a_sentence(ref: Any, title: str, words: str) -> None:
     shown = explain(ref)
-    assert shown.title == title and words in shown.sentence
+    assert shown.title == title
+    assert words in shown.sentence
 
 
 def test_killed_processes_and_git_facts_are_small_tables() -> None:
@@ -81,7 +82,8 @@ def test_killed_processes_and_git_facts_are_small_tables() -> None:
         {"kind": "killed_descendants", "signal": "SIGTERM", "sigkill": [7],
          "processes": [{"pid": 7, "command": "sleep 9"}]}
     )  # fmt: skip
-    assert killed.head == ("pid", "command", "") and killed.rows == (("7", "sleep 9", "SIGKILL"),)
+    assert killed.head == ("pid", "command", "")
+    assert killed.rows == (("7", "sleep 9", "SIGKILL"),)
     work = explain(
         {"kind": "git", "commits_since_start": 1, "tree_changed": False, "dirty": False,
          "branch_at_start": "main", "branch": "main", "head_at_start": "a" * 40,

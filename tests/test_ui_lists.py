@@ -40,7 +40,8 @@ def test_flows_page_lists_flows_by_their_files_name(store: Store, client: TestCl
     page = client.get("/flows")
     assert page.status_code == 200
     assert page.text.index(f'id="flow-{new}"') < page.text.index(f'id="flow-{old}"')
-    assert "<b>fan-out.yaml</b>" in page.text and f'href="/flows/{new}"' in page.text
+    assert "<b>fan-out.yaml</b>" in page.text
+    assert f'href="/flows/{new}"' in page.text
     data = client.get("/api/flows", params={"status": "failed"}).json()
     assert [f["id"] for f in data["flows"]] == [old]
     data = client.get("/api/flows", params={"since": str(now - 60)}).json()
@@ -66,7 +67,9 @@ def test_shows_page_counts_plays_and_what_needs_you(store: Store, client: TestCl
             store, "UPDATE plays SET status = :s WHERE id = :id", {"s": status, "id": play["id"]}
         )
     page = client.get("/shows").text
-    assert f'id="show-{show["id"]}"' in page and "add-auth" in page and "1 of 3" in page
+    assert f'id="show-{show["id"]}"' in page
+    assert "add-auth" in page
+    assert "1 of 3" in page
     [row] = client.get("/api/shows").json()["shows"]
     assert (row["plays_merged"], row["plays_need_you"], row["plays_total"]) == (1, 1, 3)
     runs = client.get("/api/runs", params={"kind": "show"})
@@ -107,11 +110,16 @@ def test_one_schedules_page_has_its_definition_next_fires_runs_success_and_cost(
                   {"s": status, "sid": session["id"], "id": run["id"]})  # fmt: skip
     data = client.get("/api/schedules/tick").json()
     assert data["next_fires"] == [due + 60 * i for i in range(5)]
-    assert data["success_rate"] == 0.5 and (data["succeeded"], data["ended"]) == (1, 2)
-    assert data["cost_total_usd"] == 1.0 and data["cost_per_run_usd"] == 0.5
-    assert len(data["runs"]) == 3 and len(data["chart"]) == 3
+    assert data["success_rate"] == 0.5
+    assert (data["succeeded"], data["ended"]) == (1, 2)
+    assert data["cost_total_usd"] == 1.0
+    assert data["cost_per_run_usd"] == 0.5
+    assert len(data["runs"]) == 3
+    assert len(data["chart"]) == 3
     page = client.get("/schedules/tick").text
-    assert "Schedule tick" in page and 'id="no-worker"' in page and "$0.5000 per run" in page
+    assert "Schedule tick" in page
+    assert 'id="no-worker"' in page
+    assert "$0.5000 per run" in page
     assert page.count('<tr id="srun-') == 3
     assert 'href="/schedules/tick"' in client.get("/schedules").text
     assert client.get("/schedules/nope").status_code == 404
@@ -122,7 +130,8 @@ def test_attention_page_lists_what_needs_you_and_the_bar_counts_it(
     store: Store, client: TestClient
 ) -> None:
     empty = client.get("/attention")
-    assert empty.status_code == 200 and 'id="nothing-needs-you"' in empty.text
+    assert empty.status_code == 200
+    assert 'id="nothing-needs-you"' in empty.text
     assert client.get("/api/attention").json() == {"items": [], "count": 0}
     show = store.create_show(topic="auth")
     play = store.create_play(show_id=show["id"], name="api")
@@ -135,7 +144,8 @@ def test_attention_page_lists_what_needs_you_and_the_bar_counts_it(
         ("overdue_schedule", "/schedules/tick"),
     ]
     page = client.get("/attention").text
-    assert f'id="attention-play-{play["id"]}"' in page and "failed its gate" in page
+    assert f'id="attention-play-{play["id"]}"' in page
+    assert "failed its gate" in page
     assert "<code>li worker</code>" in page
     assert 'id="attention-count"' in client.get("/").text  # every page's bar has it
 

@@ -131,13 +131,18 @@ def test_every_route_answers_as_its_document_says(db_url: str, tmp_path: Path) -
         assert _check(doc, "/api/runs/{run_id}", said, 200)["transcript"]["entries"]
         _check(doc, "/api/runs", client.get("/api/runs", params={"kind": "nope"}), 400)
     # The home gave every list something to validate, so no schema passed on emptiness.
-    assert seen["/api/runs"]["runs"] and seen["/api/flows"]["flows"]
-    assert seen["/api/shows"]["shows"] and seen["/api/attention"]["items"]
+    assert seen["/api/runs"]["runs"]
+    assert seen["/api/flows"]["flows"]
+    assert seen["/api/shows"]["shows"]
+    assert seen["/api/attention"]["items"]
     assert any(w["runs"] for w in seen["/api/workers"]["workers"])
     assert any(s["recent"] and s["chart"] for s in seen["/api/schedules"]["schedules"])
-    assert seen["/api/schedules/{name}"]["runs"] and seen["/api/teams/{team_id}"]["messages"]
-    assert seen["/api/runs/{run_id}"]["transitions"] and seen["/api/flows/{flow_id}"]["report"]
-    assert seen["/api/shows/{show_id}"]["board"] and any(ln["plays"] for ln in lineages)
+    assert seen["/api/schedules/{name}"]["runs"]
+    assert seen["/api/teams/{team_id}"]["messages"]
+    assert seen["/api/runs/{run_id}"]["transitions"]
+    assert seen["/api/flows/{flow_id}"]["report"]
+    assert seen["/api/shows/{show_id}"]["board"]
+    assert any(ln["plays"] for ln in lineages)
     assert seen["/api/runs/{run_id}"]["admin_events"]
 
 

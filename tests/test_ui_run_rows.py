@@ -74,7 +74,8 @@ def test_how_a_row_reads(row: dict[str, Any], kind_label: str, label: str, what:
 
 def test_a_command_reads_as_typed_and_schedules_fold_into_their_newest_row() -> None:
     assert command_text(["git", "commit", "-m", "two words"]) == "git commit -m 'two words'"
-    assert command_text("not json") is None and command_text([]) is None
+    assert command_text("not json") is None
+    assert command_text([]) is None
     rows = [
         {"kind": "schedule_run", "id": "r3", "parent_id": "a"},
         {"kind": "session", "id": "s1"},
@@ -113,18 +114,21 @@ def test_the_runs_list_shows_commands_flows_and_schedules_by_name(
     assert (flow["kind_label"], flow["label"]) == ("flow", "fan-out-review.yaml")
     assert flow["label_title"] == str(flow_file)
     scheduled = [r for r in runs if r["kind"] == "schedule_run"]
-    assert len(scheduled) == 3 and {r["label"] for r in scheduled} == {"nightly"}
+    assert len(scheduled) == 3
+    assert {r["label"] for r in scheduled} == {"nightly"}
     page = client.get("/").text
     assert f'<b title="{flow_file}">fan-out-review.yaml</b>' in page
     assert "<b>nightly</b>" in page
     assert '<code class="command">sh -c' in page
     folded = client.get("/api/runs?fold=schedule").json()["runs"]
     [one] = [r for r in folded if r["kind"] == "schedule_run"]
-    assert one["folded"] == 3 and one["href"] == "/schedules/nightly"
+    assert one["folded"] == 3
+    assert one["href"] == "/schedules/nightly"
     assert "\u00d73" in client.get("/?fold=schedule").text  # the count of folded runs
     # a fan-out instance shows its item on its flow's page
     flow_page = client.get(f"/flows/{flow_id}").text
-    assert "alpha" in flow_page and "beta" in flow_page
+    assert "alpha" in flow_page
+    assert "beta" in flow_page
     assert "fan-out-review.yaml" in flow_page
 
 
@@ -140,7 +144,8 @@ def test_a_schedule_name_in_the_runs_list_stays_text(store: Store, client: TestC
     store.create_schedule_run(action_kind="run", schedule_id="s-x")
     for path in ("/", "/?fold=schedule"):
         page = client.get(path).text
-        assert XSS_SCRIPT not in page and "&lt;script&gt;" in page
+        assert XSS_SCRIPT not in page
+        assert "&lt;script&gt;" in page
 
 
 def test_li_status_of_a_fan_out_flow_names_each_instances_item(
@@ -153,7 +158,8 @@ def test_li_status_of_a_fan_out_flow_names_each_instances_item(
     flowed = li(li_env, "flow", "run", str(flow_file))
     assert flowed.returncode == 0, flowed.stderr
     shown = li(li_env, "status", flowed.stdout.split("\t", 1)[0].strip())
-    assert "each[0] (alpha)" in shown.stdout and "each[1] (beta)" in shown.stdout
+    assert "each[0] (alpha)" in shown.stdout
+    assert "each[1] (beta)" in shown.stdout
     # a flow is called a flow, by its file's name, with the whole path beside it
     assert re.search(r"\bflow\s+fan\.yaml\n", shown.stdout), shown.stdout
     assert re.search(rf"flow file\s+{re.escape(str(flow_file))}", shown.stdout)

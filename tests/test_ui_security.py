@@ -51,7 +51,8 @@ def run_with_files(store: Store, lirun_home: Path, tmp_path: Path) -> Path:
 
 def test_artifacts_open_as_inert_content(client: TestClient, run_with_files: Path) -> None:
     html = client.get("/runs/art/artifacts/page.html")
-    assert html.status_code == 200 and html.content == XSS_SCRIPT.encode()
+    assert html.status_code == 200
+    assert html.content == XSS_SCRIPT.encode()
     assert html.headers["content-type"].startswith("text/plain")
     assert html.headers["x-content-type-options"] == "nosniff"
     assert "sandbox" in html.headers["content-security-policy"]
@@ -83,7 +84,8 @@ def test_traversal_and_symlink_escapes_are_refused(
 ) -> None:
     answer = client.get(f"/runs/art/artifacts/{path}")
     assert answer.status_code == 404, answer.text
-    assert "outside the run" not in answer.text and "root:" not in answer.text
+    assert "outside the run" not in answer.text
+    assert "root:" not in answer.text
 
 
 def test_the_run_page_links_each_artifact_and_escapes_file_names(
@@ -91,9 +93,11 @@ def test_the_run_page_links_each_artifact_and_escapes_file_names(
 ) -> None:
     page = client.get("/runs/art").text
     assert 'href="/runs/art/artifacts/notes/readme.md"' in page
-    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(4)&gt;.html" in page
+    assert "<img src=x" not in page
+    assert "&lt;img src=x onerror=alert(4)&gt;.html" in page
     named = client.get("/runs/art/artifacts/%3Cimg%20src%3Dx%20onerror%3Dalert(4)%3E.html")
-    assert named.status_code == 200 and named.headers["content-type"].startswith("text/plain")
+    assert named.status_code == 200
+    assert named.headers["content-type"].startswith("text/plain")
 
 
 @pytest.fixture
@@ -118,13 +122,16 @@ def test_presenting_the_token_once_sets_a_strict_cookie(guarded: TestClient) -> 
     assert first.status_code == 303
     assert first.headers["location"] == "/api/runs?status=failed"  # the token leaves the URL
     cookie = first.headers["set-cookie"]
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+    assert "HttpOnly" in cookie
+    assert "SameSite=Strict" in cookie
+    assert "Path=/" in cookie
     assert guarded.get("/api/runs?status=failed").status_code == 200  # the cookie rides along
     guarded.cookies.clear()
     assert guarded.get("/api/runs").status_code == 401
     # The redirect never leaves the dashboard, whatever the path looks like.
     away = guarded.get(f"http://testserver//evil.example/x?token={TOKEN}")
-    assert away.status_code == 303 and away.headers["location"] == "/evil.example/x"
+    assert away.status_code == 303
+    assert away.headers["location"] == "/evil.example/x"
 
 
 def test_a_local_bind_answers_local_host_names_only(store: Store, db_url: str) -> None:

@@ -58,7 +58,8 @@ def test_import_checks_every_row_before_writing_any(store: Store) -> None:
     assert store.get_entity("session", "i1") is None
     assert store.import_sessions([good]) == 1
     row = store.get_entity("session", "i1")
-    assert row is not None and row["exit_code"] == 0
+    assert row is not None
+    assert row["exit_code"] == 0
     assert [t["status"] for t in store.list_transitions("session", "i1")] == ["completed"]
     with pytest.raises(ConflictError):
         store.import_sessions([good])
@@ -110,9 +111,14 @@ def test_free_text_is_literal_and_case_insensitive(store: Store) -> None:
     def found(text: str) -> list[str]:
         return [r["id"] for r in store.runs_page(RunFilter(text=text))]
 
-    assert found("100%") == ["t0"] and found("FIX") == ["t3", "t0"]
-    assert found("a_b") == ["t1"] and found("_") == ["t1"] and found("%") == ["t0"]
-    assert found("k\\s") == ["t2"] and found("T2") == ["t2"] and found("nothing") == []
+    assert found("100%") == ["t0"]
+    assert found("FIX") == ["t3", "t0"]
+    assert found("a_b") == ["t1"]
+    assert found("_") == ["t1"]
+    assert found("%") == ["t0"]
+    assert found("k\\s") == ["t2"]
+    assert found("T2") == ["t2"]
+    assert found("nothing") == []
 
 
 @pytest.mark.postgres

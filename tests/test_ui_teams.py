@@ -32,20 +32,25 @@ def test_teams_pages_and_api(store: Store, client: TestClient) -> None:
         ("crew", 2, 2)
     ]
     page = client.get("/teams")
-    assert page.status_code == 200 and f'href="/teams/{team["id"]}"' in page.text
+    assert page.status_code == 200
+    assert f'href="/teams/{team["id"]}"' in page.text
     data = client.get(f"/api/teams/{team['id']}").json()
     assert [m["body"] for m in data["messages"]] == [XSS_SCRIPT, XSS_IMG]
-    assert data["messages"][0]["read_by"] == ["web"] and data["messages"][1]["read_by"] == []
+    assert data["messages"][0]["read_by"] == ["web"]
+    assert data["messages"][1]["read_by"] == []
     assert data["messages"][0]["run_href"] == "/runs/run-abc"
     assert {m["member"]: m["unread"] for m in data["members"]} == {"api": 1, "web": 0}
     assert [t["reason_code"] for t in data["transitions"]] == ["team.active.created"]
     # like every /api answer, no "schema" key: that is the --json outputs' (docs/json.md)
-    assert "schema" not in listing and "schema" not in data
+    assert "schema" not in listing
+    assert "schema" not in data
     assert "schema" not in client.get("/api/workers").json()
     html = client.get(f"/teams/{team['id']}").text
-    assert XSS_SCRIPT not in html and XSS_IMG not in html
+    assert XSS_SCRIPT not in html
+    assert XSS_IMG not in html
     assert "&lt;script&gt;window.__pwned = 1;" in html
-    assert 'href="/runs/run-abc"' in html and "read by web" in html
+    assert 'href="/runs/run-abc"' in html
+    assert "read by web" in html
     assert f'data-live="{team["id"]}"' in html
     assert client.get("/teams/nope").status_code == 404
     assert client.get("/api/teams/nope").status_code == 404
@@ -63,7 +68,8 @@ def test_the_show_page_shows_its_teams_conversation(store: Store, client: TestCl
     assert data["team"]["team"]["id"] == team["id"]
     assert [m["body"] for m in data["team"]["messages"]] == ["play first merged"]
     html = client.get(f"/shows/{show['id']}").text
-    assert 'id="team-talk"' in html and "play first merged" in html
+    assert 'id="team-talk"' in html
+    assert "play first merged" in html
     assert team["id"] in html.split('data-live="', 1)[1].split('"', 1)[0]
     team_page = client.get(f"/teams/{team['id']}").text
     assert f'href="/shows/{show["id"]}"' in team_page

@@ -86,7 +86,8 @@ def test_not_found_goes_to_stderr_only(store: Any, li_env: dict[str, str]) -> No
     code, out, err = run_wait(li_env, "nope", "real")
     assert code == 2
     assert [parse_line(x)["id"] for x in out.splitlines()] == ["real"]
-    assert "nope" in err and "nope" not in out
+    assert "nope" in err
+    assert "nope" not in out
 
 
 def test_ambiguous_prefix_exits_2_and_lists_candidates(store: Any, li_env: dict[str, str]) -> None:
@@ -94,7 +95,9 @@ def test_ambiguous_prefix_exits_2_and_lists_candidates(store: Any, li_env: dict[
     store.create_invocation(skill="x", id="abc-2")
     code, out, err = run_wait(li_env, "abc")
     assert (code, out) == (2, "")
-    assert "ambiguous" in err and "abc-1" in err and "abc-2" in err
+    assert "ambiguous" in err
+    assert "abc-1" in err
+    assert "abc-2" in err
 
 
 def test_unique_prefix_and_like_metacharacters(store: Any, li_env: dict[str, str]) -> None:
@@ -102,7 +105,8 @@ def test_unique_prefix_and_like_metacharacters(store: Any, li_env: dict[str, str
     store.create_session(id="xa1-long")
     complete(store, "x_1-long")
     code, out, _ = run_wait(li_env, "x_1")  # '_' must not match 'a'
-    assert code == 0 and parse_line(out.strip())["id"] == "x_1-long"
+    assert code == 0
+    assert parse_line(out.strip())["id"] == "x_1-long"
     code, out, _ = run_wait(li_env, "x%")
     assert (code, out) == (2, "")
     code, out, _ = run_wait(li_env, "X_1")  # ids are case-sensitive
@@ -117,7 +121,8 @@ def test_branch_and_run_id_resolve_to_latest_execution(store: Any, li_env: dict[
     complete(store, "new")
     for name in ("br-1", "r-1"):
         code, out, _ = run_wait(li_env, name)
-        assert code == 0 and parse_line(out.strip())["id"] == "new"
+        assert code == 0
+        assert parse_line(out.strip())["id"] == "new"
 
 
 def test_sigint_and_sigterm_exit_3(store: Any, li_env: dict[str, str]) -> None:
@@ -136,7 +141,8 @@ def test_timeout_exits_3(store: Any, li_env: dict[str, str]) -> None:
     started = time.monotonic()
     code, out, err = run_wait(li_env, "slow", "--timeout", "0.3")
     assert (code, out) == (3, "")
-    assert "timed out" in err and time.monotonic() - started < 10
+    assert "timed out" in err
+    assert time.monotonic() - started < 10
 
 
 def test_not_found_outranks_timeout(store: Any, li_env: dict[str, str]) -> None:
@@ -159,7 +165,8 @@ def test_a_non_finite_or_absurd_timeout_is_a_usage_error(
     code, out, err = run_wait(li_env, "x", f"--timeout={value}")
     assert (code, out) == (2, "")
     [said] = [line for line in err.splitlines() if "error" in line]
-    assert "--timeout" in said and "at most" in said, err
+    assert "--timeout" in said, err
+    assert "at most" in said, err
 
 
 def test_no_ids_is_a_usage_error(store: Any, li_env: dict[str, str]) -> None:
@@ -193,7 +200,8 @@ def test_killed_owner_is_reported_orphaned(store: Any, li_env: dict[str, str]) -
     )
     assert code == 1
     row = store.get_entity("session", "crashed")
-    assert row["status"] == "failed" and row["ended_at"] is not None
+    assert row["status"] == "failed"
+    assert row["ended_at"] is not None
     assert store.list_transitions("session", "crashed")[-1]["source"] == "system"
 
 
@@ -221,7 +229,8 @@ def test_unregistered_reason_prints_unknown(store: Any, li_env: dict[str, str]) 
             "UPDATE sessions SET status_reason_code = 'made.up.code' WHERE id = :id", {"id": "odd"}
         )
     code, out, _ = run_wait(li_env, "odd")
-    assert code == 0 and parse_line(out.strip())["reason"] == "unknown"
+    assert code == 0
+    assert parse_line(out.strip())["reason"] == "unknown"
 
 
 def test_plays_invocations_and_schedule_runs(store: Any, li_env: dict[str, str]) -> None:
@@ -246,8 +255,10 @@ def test_plays_invocations_and_schedule_runs(store: Any, li_env: dict[str, str])
     # running_complete is not terminal for a play: the waiter must time out on it.
     code, out, _ = run_wait(li_env, "inv", "sr", "play", "--timeout", "0.5")
     lines = {parse_line(x)["id"]: parse_line(x) for x in out.splitlines()}
-    assert code == 3 and set(lines) == {"inv", "sr"}
-    assert lines["inv"]["artifact_dir"] == "/out/backing" and lines["inv"]["exit_code"] == "0"
+    assert code == 3
+    assert set(lines) == {"inv", "sr"}
+    assert lines["inv"]["artifact_dir"] == "/out/backing"
+    assert lines["inv"]["exit_code"] == "0"
     assert (lines["sr"]["status"], lines["sr"]["artifact_dir"]) == ("timed_out", "/out/backing")
     store.update_status("play", "play", new_status="merged", reason_code="play.merged.ok")
     code, out, _ = run_wait(li_env, "play")

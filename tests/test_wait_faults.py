@@ -31,5 +31,6 @@ def test_printed_reap_is_the_committed_row_while_another_process_holds_the_lock(
     finally:
         check.close()
     assert (line["status"], line["reason"]) == (row["status"], row["status_reason_code"]), err
-    assert row["status"] == "failed" and code == 1
+    assert row["status"] == "failed"
+    assert code == 1
     assert history == ["running", "failed"]

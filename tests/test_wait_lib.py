@@ -134,7 +134,8 @@ def test_row_deleted_after_resolution_is_unknown(store: Any) -> None:
     assert (outcome["status"], outcome["reason"], outcome["artifact_dir"]) == ("unknown",) * 2 + (
         None,
     )
-    assert watcher.done and wait_exit_code(watcher.results()) == 2
+    assert watcher.done
+    assert wait_exit_code(watcher.results()) == 2
 
 
 def test_wait_for_terminal_reports_as_targets_finish(store: Any, db_url: str) -> None:
@@ -214,7 +215,8 @@ def test_quick_argument_parsing_matches_argparse(argv: list[str]) -> None:
     from lirun.cli.wait import _quick_parse, full_parse
 
     quick = _quick_parse(argv)
-    assert quick is not None and vars(quick) == vars(full_parse(argv))
+    assert quick is not None
+    assert vars(quick) == vars(full_parse(argv))
 
 
 @pytest.mark.parametrize(
@@ -318,7 +320,8 @@ def test_start_watching_retries_a_server_lost_at_its_first_read(
     with caplog.at_level(logging.INFO, logger="lirun.wait.api"):
         store, owned, watcher = api.start_watching(url, ["x"], sleep=lambda s: None)
     try:
-        assert owned and len(calls) == 2
+        assert owned
+        assert len(calls) == 2
         assert caplog.messages == [
             "the database system is shutting down; retrying until the database answers",
             "the database answers again",

@@ -123,7 +123,8 @@ def test_sigkill_of_a_worker_mid_run_fails_its_run_by_lease_and_the_others_go_on
             failed = until(lambda: status_is(store, run["id"], "failed"), what="the lease")
             assert failed["status_reason_code"] == "schedule.failed.lease_lapsed"
             session = store.get_entity("session", running["session_id"])
-            assert session is not None and session["status"] == "failed"
+            assert session is not None
+            assert session["status"] == "failed"
             after = queue(store, tmp_path, "echo", "after")
             done = until(lambda: status_is(store, after, "completed", "failed"), what="a new run")
             assert done["status"] == "completed"
@@ -176,7 +177,8 @@ def test_a_cut_hosts_run_is_failed_by_lease_on_the_other_host_and_nothing_runs_t
         assert time.monotonic() - cut_at < 20
         during = queue(store, tmp_path, "echo", "during")
         done = until(lambda: status_is(store, during, "completed", "failed"), 30, "beta's run")
-        assert done["status"] == "completed" and done["worker_id"] != running["worker_id"]
+        assert done["status"] == "completed"
+        assert done["worker_id"] != running["worker_id"]
         alpha.restore()
         after = [queue(store, tmp_path, "echo", f"after-{i}") for i in range(4)]
         for run_id in after:
@@ -198,7 +200,8 @@ def test_a_cut_hosts_run_is_failed_by_lease_on_the_other_host_and_nothing_runs_t
             "schedule.failed.lease_lapsed",
         )
         session = store.get_entity("session", running["session_id"])
-        assert session is not None and session["status"] == "failed"
+        assert session is not None
+        assert session["status"] == "failed"
     finally:
         codes = [host.stop(proc) for host in (alpha, beta) for proc in host.procs]
         store.close()

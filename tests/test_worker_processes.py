@@ -96,7 +96,8 @@ def test_sigkill_mid_run_fails_the_run_by_lease_and_the_other_worker_retries(
             failed = until(lambda: status_is(store, run["id"], "failed"), what="the lease to lapse")
             assert failed["status_reason_code"] == "schedule.failed.lease_lapsed"
             session = store.get_entity("session", running["session_id"])
-            assert session is not None and session["status"] == "failed"
+            assert session is not None
+            assert session["status"] == "failed"
             # Its owner (the killed worker) is provably gone on this host: reaped as
             # `li reap` does, the agent's process group stopped, not left running.
             assert session["status_reason_code"] == "session.orphaned.no_process"
@@ -112,8 +113,10 @@ def test_sigkill_mid_run_fails_the_run_by_lease_and_the_other_worker_retries(
             done = until(
                 lambda: status_is(store, retry["id"], "completed", "failed"), what="the retry"
             )
-            assert done["status"] == "completed" and done["worker_id"] != running["worker_id"]
-            assert " run " in other.text() and "lease_lapsed" in other.text()
+            assert done["status"] == "completed"
+            assert done["worker_id"] != running["worker_id"]
+            assert " run " in other.text()
+            assert "lease_lapsed" in other.text()
         finally:
             child = (store.get_entity("session", running["session_id"]) or {}).get("child_pid")
             if child:
@@ -246,7 +249,8 @@ def test_submit_then_wait(env: dict[str, str], tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert "produced" in status.stdout and "session " in status.stdout
+    assert "produced" in status.stdout
+    assert "session " in status.stdout
 
 
 def test_a_command_schedule_that_exits_0_records_completed_runs(
@@ -314,8 +318,10 @@ def test_sigterm_lets_work_finish_for_the_grace_then_cancels(
         "schedule.cancelled.worker_stopped",
     )
     session = store.get_entity("session", cancelled["session_id"])
-    assert session is not None and session["status"] == "cancelled"
-    assert " claiming nothing more" in proc.text() and "grace over" in proc.text()
+    assert session is not None
+    assert session["status"] == "cancelled"
+    assert " claiming nothing more" in proc.text()
+    assert "grace over" in proc.text()
 
 
 def test_allow_root_refuses_a_cwd_outside(
@@ -331,7 +337,8 @@ def test_allow_root_refuses_a_cwd_outside(
         until(lambda: status_is(store, inside["id"], "failed", "completed"))
     row = run_row(store, refused["id"])
     assert row["status_reason_code"] == "schedule.failed.cwd_not_allowed"
-    assert str(outside) in row["status_reason_summary"] and row["session_id"] is None
+    assert str(outside) in row["status_reason_summary"]
+    assert row["session_id"] is None
     assert run_row(store, inside["id"])["status"] == "completed"
 
 
@@ -386,7 +393,8 @@ def test_worker_status_then_a_worker_that_cannot_renew_stops_its_runs(
         assert "lease lost" in proc.text()
     assert row["status_reason_code"] == "schedule.cancelled.lease_lost"
     session = store.get_entity("session", row["session_id"])
-    assert session is not None and session["status"] == "cancelled"
+    assert session is not None
+    assert session["status"] == "cancelled"
 
 
 def test_a_flow_runs_as_its_invocation_and_a_changed_file_is_refused(
@@ -404,7 +412,8 @@ def test_a_flow_runs_as_its_invocation_and_a_changed_file_is_refused(
         bad = until(lambda: status_is(store, refused["id"], "completed", "failed"))
     assert done["status"] == "completed", done["status_reason_summary"]
     invocation = store.get_entity("invocation", done["invocation_id"])
-    assert invocation is not None and invocation["status"] == "completed"
+    assert invocation is not None
+    assert invocation["status"] == "completed"
     assert bad["status_reason_code"] == "schedule.failed.file_changed"
     assert bad["invocation_id"] is None
 
@@ -432,7 +441,8 @@ def test_bad_input_exits_2_saying_what_was_wrong(
 ) -> None:
     done = subprocess.run(li_command(*args), env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
-    assert says in done.stderr and done.stdout == ""
+    assert says in done.stderr
+    assert done.stdout == ""
 
 
 def _overloaded_once_claude(tmp_path: Path) -> Path:
@@ -497,7 +507,8 @@ def test_submit_takes_retries_notify_and_a_start_deadline(
         li_command("submit", "--retries", "x", "--", "run", "true"),
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert bad.returncode == 2 and "--retries 'x'" in bad.stderr, bad.stderr
+    assert bad.returncode == 2, bad.stderr
+    assert "--retries 'x'" in bad.stderr, bad.stderr
 
 
 def _retry_of(store: Store, db_path: str, run_id: str) -> dict[str, Any] | None:

@@ -41,7 +41,8 @@ def test_workers_register_beat_and_list_with_their_runs(store: Store, tmp_path: 
     assert set(live) == {first, second}
     assert live[first]["running"] == [run["id"]]
     assert live[second]["running"] == []
-    assert live[first]["concurrency"] == 2 and live[first]["pid"] == current_owner()["owner_pid"]
+    assert live[first]["concurrency"] == 2
+    assert live[first]["pid"] == current_owner()["owner_pid"]
     store.stop_worker(second)
     assert [w["id"] for w in store.list_live_workers(since=time.time() - 10)] == [first]
     assert store.beat_worker(first, lease_seconds=60) is True
@@ -51,13 +52,17 @@ def test_workers_register_beat_and_list_with_their_runs(store: Store, tmp_path: 
 
 def test_claim_is_a_compare_and_set_the_loser_gets_false(store: Store) -> None:
     run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
-    assert run["status"] == "queued" and run["due_at"] is None and run["attempt"] == 1
+    assert run["status"] == "queued"
+    assert run["due_at"] is None
+    assert run["attempt"] == 1
     assert store.claim_run(run["id"], worker_id="w1", lease_seconds=30) is True
     assert store.claim_run(run["id"], worker_id="w2", lease_seconds=30) is False
     row = store.get_entity("schedule_run", run["id"])
     assert row is not None
-    assert row["status"] == "running" and row["worker_id"] == "w1"
-    assert row["lease_expires_at"] > time.time() + 25 and row["started_at"] is not None
+    assert row["status"] == "running"
+    assert row["worker_id"] == "w1"
+    assert row["lease_expires_at"] > time.time() + 25
+    assert row["started_at"] is not None
     history = [
         (t["status"], t["reason_code"]) for t in store.list_transitions("schedule_run", run["id"])
     ]
@@ -86,11 +91,13 @@ def test_links_and_running_sessions_of_a_run(store: Store) -> None:
     store.create_session(provider="command", id="s-other")
     store.link_run(run["id"], session_id="s-linked")
     row = store.get_entity("schedule_run", run["id"])
-    assert row is not None and row["session_id"] == session["id"]
+    assert row is not None
+    assert row["session_id"] == session["id"]
     assert store.running_sessions_of_run(row) == ["s-linked"]
     store.link_run(run["id"], invocation_id="inv-1")  # a later link keeps the earlier one
     row = store.get_entity("schedule_run", run["id"])
-    assert row is not None and (row["session_id"], row["invocation_id"]) == ("s-linked", "inv-1")
+    assert row is not None
+    assert (row["session_id"], row["invocation_id"]) == ("s-linked", "inv-1")
 
 
 def test_started_runs_and_usage_of_a_schedule(store: Store, tmp_path: Path) -> None:
@@ -113,7 +120,8 @@ def test_started_runs_and_usage_of_a_schedule(store: Store, tmp_path: Path) -> N
     assert store.schedule_usage(schedule["id"]) == (0.25, 120)
     assert store.schedule_usage(schedule["id"], since=time.time() + 60) == (None, 0)
     fired = store.insert_queued_run(action_kind="run", schedule_id=schedule["id"])
-    assert fired["action_json"] is None and fired["schedule_id"] == schedule["id"]
+    assert fired["action_json"] is None
+    assert fired["schedule_id"] == schedule["id"]
     signature = store.schedule_signature()
     registry.set_enabled(store, "poll", False, now=NOW + 1)
     assert store.schedule_signature() != signature

@@ -57,7 +57,8 @@ def test_a_lone_waiter_finalizes_a_run_whose_worker_was_killed(
     assert final["status_reason_code"] == "schedule.failed.lease_lapsed"
     assert "li wait" in final["status_reason_summary"]
     ended = store.get_entity("session", session_id)
-    assert ended is not None and ended["status"] == "failed", ended
+    assert ended is not None, ended
+    assert ended["status"] == "failed", ended
     child = int(ended["child_pid"])
     until(lambda: not _alive(child), what="the orphaned child to be stopped")
     retries = [r for r in store.list_queued_runs(limit=50) if r.get("retry_of") == run["id"]]
@@ -95,4 +96,5 @@ def test_a_lone_waiter_ends_a_queued_run_past_its_start_deadline(
         "reason=schedule.failed.start_deadline",
     ]
     row = run_row(store, run_id)
-    assert row["started_at"] is None and "queued" in row["status_reason_summary"]
+    assert row["started_at"] is None
+    assert "queued" in row["status_reason_summary"]

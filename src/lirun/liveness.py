@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-
-from lirun.hints import Any, NamedTuple
+from typing import Any, NamedTuple
 
 DEFAULT_LEASE_SECONDS = 60.0
 # Several heartbeats fit in one lease, so one slow beat never looks like death.
@@ -46,7 +45,7 @@ def boot_id() -> str:
 
 
 def host_name() -> str:
-    return os.uname().nodename  # what socket.gethostname() returns, without importing it
+    return os.uname().nodename  # what socket.gethostname() returns
 
 
 def _linux_btime() -> float | None:
@@ -82,7 +81,7 @@ def _linux_start_time(pid: int) -> float | None:
 
 def _psutil_start_time(pid: int) -> float | None:
     try:
-        import psutil  # optional: only where /proc is missing
+        import psutil  # a dependency only where /proc is missing (pyproject.toml)
     except ImportError:
         return None
     try:

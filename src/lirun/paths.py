@@ -93,20 +93,3 @@ def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
             "postgresql://... are accepted)"
         )
     return resolved
-
-
-def which(name: str) -> str | None:
-    """The executable ``name`` resolves to on ``PATH`` (or ``name`` itself when it holds a
-    slash), like ``shutil.which``, whose import (``fnmatch``, ``bz2``, ``lzma``) costs
-    several milliseconds on every start of ``li run``."""
-
-    def runnable(path: str) -> bool:
-        return os.path.isfile(path) and os.access(path, os.X_OK)
-
-    if os.sep in name:
-        return name if runnable(name) else None
-    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        candidate = os.path.join(folder or os.curdir, name)
-        if runnable(candidate):
-            return candidate
-    return None

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from lirun.errors import LirunError, UsageError
-from lirun.hints import Any
-from lirun.values import dataclass
 
 RETRYABLE_ERROR_CODES: frozenset[str] = frozenset(
     {"rate_limit", "rate_limit_error", "server_error", "overloaded", "overloaded_error"}

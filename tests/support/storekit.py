@@ -112,7 +112,8 @@ def assert_linear(store: Store, entity_type: str, entity_id: str) -> list[dict[s
     for before, after in itertools.pairwise(history):
         assert after["previous_status"] == before["status"], history
     row = store.get_entity(entity_type, entity_id)
-    assert row is not None and row["status"] == history[-1]["status"]
+    assert row is not None
+    assert row["status"] == history[-1]["status"]
     return history
 
 

@@ -70,7 +70,8 @@ def hold_write_lock(db_url: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "held"
     return holder
 
 

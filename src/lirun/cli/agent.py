@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from lirun.cli.common import make_parser
 from lirun.cli.options import (
@@ -25,9 +26,12 @@ from lirun.cli.options import (
     unknown_option,
     worker_argv,
 )
+from lirun.cli.parser import CommandParser
 from lirun.errors import UsageError
+from lirun.exec.agent_legs import AgentProgram
+from lirun.exec.provider_options import ProviderOptions
+from lirun.exec.providers import find_provider_executable, parse_provider_spec
 from lirun.exec.trouble import TROUBLE_KINDS, one_line, trouble_line
-from lirun.hints import Any
 
 DESCRIPTION = f"""\
 Run an agent CLI headless and record how it ended. Providers: claude (claude -p
@@ -108,9 +112,6 @@ _NO_PROMPT = "no prompt given; usage: li agent PROVIDER[/MODEL] PROMPT (or --pro
 
 
 def _program(args: Any, resolved: Any) -> Any:
-    from lirun.exec.legs import AgentProgram
-    from lirun.exec.providers import find_provider_executable, parse_provider_spec
-
     name, model = parse_provider_spec(args.provider)
     model = model or resolved.defaults.get("model")
     prompt = args.prompt if args.prompt is not None else resolved.playbook_prompt
@@ -119,7 +120,6 @@ def _program(args: Any, resolved: Any) -> Any:
         if args.provider_args:
             hint = "; words after -- are the provider's options, not the prompt"
         raise UsageError(_NO_PROMPT + hint)
-    from lirun.exec.provider_options import ProviderOptions
 
     # Profile/playbook defaults, then the command line's ``-- ARGS`` (checked for the provider).
     options = ProviderOptions.from_mapping(resolved.defaults).merged(
@@ -137,7 +137,7 @@ def _program(args: Any, resolved: Any) -> Any:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> CommandParser:
     parser = make_parser("li agent", DESCRIPTION, EXIT_CODES)
     parser.usage = USAGE
     parser.add_argument(
@@ -225,7 +225,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Nam
     return args
 
 
-def _worker_argv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+def _worker_argv(parser: CommandParser, args: argparse.Namespace) -> list[str]:
     """The parsed call for a detached worker: the prompt travels on its stdin (``--prompt
     -``), never as an argument that every user sees in ``ps``."""
     options = worker_argv(parser, argparse.Namespace(**{**vars(args), "prompt_option": None}))

@@ -6,9 +6,15 @@ failing since their last success, failed flows not resumed."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json
-from lirun.hints import Any
+from lirun.cli.render import format_span
+from lirun.cli.status import parse_duration
+from lirun.errors import DatabaseMissingError
+from lirun.paths import resolve_db_url
+from lirun.store import open_store
+from lirun.ui.attention_facts import attention_items
 
 EXIT_CODES = """\
   0  nothing needs a person
@@ -38,12 +44,6 @@ def build_parser() -> Any:
 
 
 def main(argv: list[str]) -> int:
-    from lirun.cli.status import parse_duration
-    from lirun.errors import DatabaseMissingError
-    from lirun.paths import resolve_db_url
-    from lirun.store import open_store
-    from lirun.ui.attention_facts import attention_items
-
     args = build_parser().parse_args(argv)
     now = time.time()
     since = now - parse_duration(args.since)
@@ -63,7 +63,6 @@ def main(argv: list[str]) -> int:
     if not items:
         print("nothing needs you")
         return 0
-    from lirun.cli.render import format_span
 
     count = len(items)
     print(f"{count} thing{'s' if count != 1 else ''} need{'' if count != 1 else 's'} you:")

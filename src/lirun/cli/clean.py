@@ -12,6 +12,8 @@ import sys
 from typing import Any
 
 from lirun.cli.common import add_db_option, print_json
+from lirun.flows.cleanup import clean_flow
+from lirun.shows.cleanup import clean_show
 
 __all__ = ["CLEAN_EXIT_CODES", "add_clean_options", "clean_flow_command", "clean_show_command"]
 
@@ -82,12 +84,8 @@ def _finish(report: Any, as_json: bool) -> int:
 
 
 def clean_show_command(args: argparse.Namespace) -> int:
-    from lirun.shows.cleanup import clean_show
-
     return _finish(clean_show(args.show, db_url=args.db, force=args.force), args.json)
 
 
 def clean_flow_command(args: argparse.Namespace) -> int:
-    from lirun.flows.cleanup import clean_flow
-
     return _finish(clean_flow(args.invocation, db_url=args.db, force=args.force), args.json)

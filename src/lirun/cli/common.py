@@ -11,6 +11,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
+    from lirun.cli.parser import CommandParser
+
 # argparse and json are imported where used: `li wait` imports this module for
 # deliver_pending and must not pay for them (bench/bench_startup.py).
 
@@ -32,16 +34,18 @@ def _columns() -> int:
         return 80
 
 
-def make_parser(prog: str, description: str, exit_codes: str) -> argparse.ArgumentParser:
+def make_parser(prog: str, description: str, exit_codes: str) -> CommandParser:
     """argparse with usage errors on stderr and exit code 2 (argparse's own convention)."""
     import argparse
+
+    from lirun.cli.parser import CommandParser
 
     class Formatter(argparse.RawDescriptionHelpFormatter):
         def __init__(self, prog: str, **options: Any) -> None:
             options.setdefault("width", _columns() - 2)  # as argparse computes it
             super().__init__(prog, **options)
 
-    return argparse.ArgumentParser(
+    return CommandParser(
         prog=prog,
         description=description,
         epilog=f"exit codes:\n{exit_codes}",

@@ -6,6 +6,7 @@ from lirun.cli.common import add_db_option, make_parser, print_json
 from lirun.paths import resolve_db_url
 from lirun.store import is_postgres_url, open_store
 from lirun.store.queries import latest_version
+from lirun.store.urls import check_url, redact_url
 
 EXIT_CODES = "  0  done\n  2  usage error, or the database cannot be opened or migrated"
 
@@ -22,8 +23,6 @@ def main(argv: list[str]) -> int:
         p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args(argv)
     if args.action == "path":
-        from lirun.store.urls import check_url, redact_url
-
         resolved = resolve_db_url(args.db)
         if is_postgres_url(resolved):
             check_url(resolved)

@@ -12,6 +12,12 @@ import argparse
 import sys
 from typing import Any
 
+from lirun.cli.clean import (
+    CLEAN_EXIT_CODES,
+    FLOW_CLEAN_DESCRIPTION,
+    add_clean_options,
+    clean_flow_command,
+)
 from lirun.cli.common import (
     add_db_option,
     adopt_orphans,
@@ -19,8 +25,19 @@ from lirun.cli.common import (
     print_started,
     refuse_if_signalled,
 )
+from lirun.cli.flow_view import final_line, stopped_lines, table_lines
+from lirun.cli.lists import LIST_EXIT_CODES, add_list_options, flow_list
 from lirun.cli.options import parallel_count, seconds
 from lirun.errors import UsageError
+from lirun.exec import gcpause
+from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
+from lirun.flows.cleanup import leftover_flows
+from lirun.flows.engine import FlowOptions, resume_flow, run_flow
+from lirun.flows.flowfile import load_flow, parse_var
+from lirun.flows.preview import preview_flow
+from lirun.record.rundir import allocate_run, new_run_id
+from lirun.signals import hold_signals, release_signals
+from lirun.store import open_existing, open_store
 
 EXIT_CODES = """\
   0    completed: every leg completed (a may_be_empty leg may be completed_empty);
@@ -123,7 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("invocation", metavar="INVOCATION", help="the flow invocation to resume")
     _common(resume)
-    from lirun.cli.lists import LIST_EXIT_CODES, add_list_options
 
     listing = subs.add_parser(
         "list",
@@ -135,8 +151,6 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"exit codes:\n{LIST_EXIT_CODES}",
     )
     add_list_options(listing, "invocation")
-    from lirun.cli.clean import CLEAN_EXIT_CODES, FLOW_CLEAN_DESCRIPTION, add_clean_options
-
     clean = subs.add_parser(
         "clean",
         prog="li flow clean",
@@ -151,8 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _vars(texts: list[str]) -> dict[str, str]:
-    from lirun.flows.flowfile import parse_var
-
     out: dict[str, str] = {}
     for text in texts:
         key, value = parse_var(text)
@@ -168,14 +180,10 @@ def _progress(line: str) -> None:
 
 
 def _options(args: argparse.Namespace) -> Any:
-    from lirun.flows.engine import FlowOptions
-
     return FlowOptions(parallel=args.parallel, timeout=args.timeout, on_progress=_progress)
 
 
 def _finish(report: Any, *, as_json: bool) -> int:
-    from lirun.cli.flow_view import final_line, stopped_lines, table_lines
-
     code = int(report.exit_code)
     data = report.to_dict()
     if as_json:
@@ -204,9 +212,6 @@ def _worker_argv(args: argparse.Namespace, head: list[str]) -> list[str]:
 def _detach(args: argparse.Namespace, argv: list[str]) -> int:
     """Start ``li flow`` in the background with a pre-allocated invocation id; return once
     the worker's invocation row exists."""
-    from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
-    from lirun.record.rundir import allocate_run, new_run_id
-    from lirun.store import open_store
 
     store = open_store(args.db)  # no database, no start: exit 2 before anything exists
     try:
@@ -222,21 +227,14 @@ def _detach(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _held() -> Any:
-    from lirun.signals import hold_signals
-
     trap = hold_signals()
     refuse_if_signalled(trap)
     return trap
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from lirun.flows.flowfile import load_flow
-
     spec = load_flow(args.file, _vars(args.var))
     if args.dry_run:
-        from lirun.exec import gcpause
-        from lirun.flows.preview import preview_flow
-
         with gcpause.paused():  # a plan of every leg: its values all live until printed
             plan = preview_flow(spec, parallel=args.parallel)
             if args.json:
@@ -248,7 +246,6 @@ def run_command(args: argparse.Namespace) -> int:
     if args.detach and not args.detached_worker:
         head = ["run", str(spec.path), *(f"--var={k}={v}" for k, v in _vars(args.var).items())]
         return _detach(args, _worker_argv(args, head))
-    from lirun.flows.engine import run_flow
 
     adopt_orphans()
     report = run_flow(
@@ -260,8 +257,6 @@ def run_command(args: argparse.Namespace) -> int:
 def _note_leftovers(cwd: str) -> None:
     """Earlier flows' leg branches in this repository: they do not stop this run (its
     worktrees and branches are named by its new id), so a note, not a problem."""
-    from lirun.flows.cleanup import leftover_flows
-
     found = leftover_flows(cwd)
     if found:
         shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
@@ -273,8 +268,6 @@ def _note_leftovers(cwd: str) -> None:
 
 
 def _full_invocation_id(text: str, db: str | None) -> str:
-    from lirun.store import open_existing
-
     store = open_existing(
         db, f"invocation with id {text!r}"
     )  # no database: nothing to resume, none made
@@ -288,7 +281,6 @@ def resume_command(args: argparse.Namespace) -> int:
     invocation = _full_invocation_id(args.invocation, args.db)
     if args.detach and not args.detached_worker:
         return _detach(args, _worker_argv(args, ["resume", invocation]))
-    from lirun.flows.engine import resume_flow
 
     adopt_orphans()
     report = resume_flow(
@@ -303,15 +295,9 @@ def main(argv: list[str]) -> int:
         if args.command == "run":
             return run_command(args)
         if args.command == "list":
-            from lirun.cli.lists import flow_list
-
             return flow_list(args)
         if args.command == "clean":
-            from lirun.cli.clean import clean_flow_command
-
             return clean_flow_command(args)
         return resume_command(args)
     finally:
-        from lirun.signals import release_signals
-
         release_signals()

@@ -8,7 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lirun.cli.render import format_cost, format_span
+from rich.text import Text
+
+from lirun.cli.render import format_cost, format_span, render_rows_table, screen, status_style
+from lirun.flows.dag import graph_lines
 
 __all__ = ["LEG_HEADERS", "final_line", "leg_rows", "stopped_lines", "table_lines"]
 
@@ -84,10 +87,6 @@ def final_line(report: Mapping[str, Any], exit_code: int) -> str:
 
 def render_flow(flow: Mapping[str, Any]) -> None:
     """``li status`` for a flow invocation: the legs table and the graph, after the record."""
-    from rich.text import Text
-
-    from lirun.cli.render import render_rows_table, screen, status_style
-    from lirun.flows.dag import graph_lines
 
     legs = flow.get("legs") or []
     with screen() as out:

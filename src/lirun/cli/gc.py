@@ -5,10 +5,17 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json, warn
 from lirun.errors import UsageError
-from lirun.hints import Any
+from lirun.lifecycle import policy_for
+from lirun.record.retention import GcOptions, collect_garbage, default_actor
+from lirun.record.retention_rules import REFUSAL_TEXT, RetentionPolicy
+from lirun.schedules.actions import gc_action_words
+from lirun.schedules.durations import parse_duration
+from lirun.schedules.gc_schedule import store_gc_schedule
+from lirun.store import open_store
 
 PROG = "li gc"
 EXIT_CODES = """\
@@ -74,10 +81,6 @@ def build_parser() -> Any:
 
 def parse_policy(args: Any) -> Any:
     """The retention policy of the options; UsageError for a bad duration or status."""
-    from lirun.lifecycle import policy_for
-    from lirun.record.retention_rules import RetentionPolicy
-    from lirun.schedules.durations import parse_duration
-
     older = parse_duration(args.older_than, "--older-than")
     terminal = policy_for("session").terminal
     for status in args.status:
@@ -99,9 +102,6 @@ def main(argv: list[str]) -> int:
     policy = parse_policy(args)
     if args.schedule is not None:
         return _schedule(args, policy)
-    from lirun.record.retention import GcOptions, collect_garbage, default_actor
-    from lirun.store import open_store
-
     if not args.dry_run:
         deliver_pending(PROG, args.db)
     store = open_store(args.db, create=False)
@@ -121,8 +121,6 @@ def main(argv: list[str]) -> int:
 
 
 def _report_refusals(tally: Any) -> None:
-    from lirun.record.retention_rules import REFUSAL_TEXT
-
     for kind, record_id, cause in tally.refused[:_MAX_LISTED]:
         warn(PROG, f"not pruned: {kind} {record_id}: {REFUSAL_TEXT[cause]}")
     if len(tally.refused) > _MAX_LISTED:
@@ -169,8 +167,6 @@ def sentence(tally: Any, *, dry_run: bool) -> str:
 
 
 def _schedule(args: Any, policy: Any) -> int:
-    from lirun.schedules.gc_schedule import store_gc_schedule
-
     if args.dry_run or args.vacuum:
         raise UsageError("--schedule stores the policy; give --dry-run or --vacuum without it")
     row = store_gc_schedule(args.db, policy, every=args.schedule)
@@ -184,6 +180,4 @@ def _schedule(args: Any, policy: Any) -> int:
 
 
 def gc_words(policy: Any) -> list[str]:
-    from lirun.schedules.actions import gc_action_words
-
     return list(gc_action_words(policy))

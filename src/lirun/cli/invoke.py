@@ -7,8 +7,9 @@ second ``end`` never rewrites the first one's outcome.
 
 from __future__ import annotations
 
+from typing import Any
+
 from lirun.cli.common import add_db_option, make_parser, print_json, warn
-from lirun.hints import Any
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, policy_for
 from lirun.reasons import resolve_run_reason
 from lirun.record.rundir import safe_component

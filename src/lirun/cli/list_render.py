@@ -2,33 +2,32 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from lirun.hints import Any
+from lirun.cli.render import (
+    _text,
+    display_reason,
+    format_cost,
+    format_span,
+    format_tokens,
+    render_rows_table,
+    run_duration,
+    screen,
+    status_style,
+    total_tokens,
+)
 
 
 def flow_name(row: Mapping[str, Any]) -> str:
     """A flow by its file's name (``fan.yaml``), not the path it was run from."""
-    import os
 
     skill = str(row.get("skill") or "")
     return os.path.basename(skill) or "-"
 
 
 def render_flows(rows: Sequence[Mapping[str, Any]], now: float) -> None:
-    from lirun.cli.render import (
-        _text,
-        display_reason,
-        format_cost,
-        format_span,
-        format_tokens,
-        render_rows_table,
-        run_duration,
-        screen,
-        status_style,
-        total_tokens,
-    )
-
     table = [
         [
             _text(row.get("id")),
@@ -54,16 +53,6 @@ PARENT_HEADERS = {"play": "SHOW", "schedule_run": "SCHEDULE"}
 
 def render_kind_list(kind: str, rows: Sequence[Mapping[str, Any]], now: float) -> None:
     """``li status --kind K``: one table of invocations, plays or schedule runs."""
-    from lirun.cli.render import (
-        _text,
-        display_reason,
-        format_cost,
-        format_span,
-        render_rows_table,
-        run_duration,
-        screen,
-        status_style,
-    )
 
     parent = PARENT_HEADERS.get(kind)
     table = []

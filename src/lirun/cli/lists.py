@@ -4,10 +4,16 @@ with ``--status``, ``--since`` and ``--json`` (read-only, like ``li status``).""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from lirun.cli.common import add_db_option, deliver_pending, print_json
-from lirun.hints import Any
+from lirun.cli.list_render import render_flows
+from lirun.cli.show_board import render_show_list
+from lirun.cli.status import parse_duration
+from lirun.errors import DatabaseMissingError, UsageError
 from lirun.lifecycle import policy_for
+from lirun.paths import resolve_db_url
+from lirun.store import open_store
 
 LIST_EXIT_CODES = """\
   0    listed (an empty list too, and no database yet)
@@ -31,11 +37,6 @@ def add_list_options(parser: Any, kind: str) -> None:
 
 
 def _rows(args: Any, prog: str, read: str) -> list[dict[str, Any]]:
-    from lirun.cli.status import parse_duration
-    from lirun.errors import DatabaseMissingError, UsageError
-    from lirun.paths import resolve_db_url
-    from lirun.store import open_store
-
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
     since = None if args.since is None else time.time() - parse_duration(args.since)
@@ -65,8 +66,6 @@ def flow_list(args: Any) -> int:
     elif not rows:
         print(_empty(args, "flows", "li flow run FILE starts one"))
     else:
-        from lirun.cli.list_render import render_flows
-
         render_flows(rows, time.time())
     return 0
 
@@ -78,7 +77,5 @@ def show_list(args: Any) -> int:
     elif not rows:
         print(_empty(args, "shows", "li show run FILE starts one"))
     else:
-        from lirun.cli.show_board import render_show_list
-
         render_show_list(rows, time.time())
     return 0

@@ -4,9 +4,11 @@ exporter's textfile collector."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser
-from lirun.hints import Any
+from lirun.paths import resolve_db_url
+from lirun.store import open_store
 
 EXIT_CODES = """\
   0  printed
@@ -36,9 +38,6 @@ def main(argv: list[str]) -> int:
     except ImportError:
         sys.stderr.write(INSTALL_HINT)
         return 2
-    from lirun.paths import resolve_db_url
-    from lirun.store import open_store
-
     url = resolve_db_url(args.db)
     # Read-only: a mistyped --db is an error (exit 2), never a new empty database that
     # would report zeros to a dashboard.

@@ -12,11 +12,24 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from lirun.cli.common import add_db_option, print_json, print_started, refuse_if_signalled
-from lirun.errors import UsageError
-from lirun.hints import Any
-from lirun.values import dataclass, field
+from lirun.cli.parser import CommandParser
+from lirun.errors import AmbiguousIdError, NotFoundError, UsageError
+from lirun.exec.artifact_check_option import attach_artifact_checks
+from lirun.exec.declarations import MAX_PARALLEL, declarations
+from lirun.exec.descendants import enable_subreaper
+from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
+from lirun.exec.execution import ExecutionRequest, execute, prepare
+from lirun.exec.leg_states import stall_limit
+from lirun.exec.legs import Echo
+from lirun.exec.profiles import MAX_SECONDS, parse_artifact_option
+from lirun.exec.supervisor import Limits
+from lirun.record.rundir import allocate_run
+from lirun.signals import held_trap
+from lirun.store import open_store
 
 __all__ = [
     "EXIT_CODES",
@@ -65,7 +78,6 @@ outcome is spooled and recorded by the next li command on this database)."""
 
 def parallel_count(text: str) -> int:
     """``--parallel N``: 1 to MAX_PARALLEL executions at once."""
-    from lirun.exec.task import MAX_PARALLEL
 
     try:
         value = int(text)
@@ -77,9 +89,6 @@ def parallel_count(text: str) -> int:
             f"got {text!r}"
         )
     return value
-
-
-MAX_SECONDS = 100_000_000.0  # as exec.problems.MAX_SECONDS (not imported: start-up path)
 
 
 def seconds(text: str) -> float:
@@ -197,11 +206,9 @@ def add_execution_options(parser: argparse.ArgumentParser) -> None:
 # --- parsing ----------------------------------------------------------------------------------
 
 
-def option_arity(parser: argparse.ArgumentParser) -> dict[str, bool]:
+def option_arity(parser: CommandParser) -> dict[str, bool]:
     """Each option string → whether it takes a value (``--timeout S``) or not (``--json``)."""
-    # argparse has no public list of its options; _option_string_actions is stable API in
-    # practice (every version since 2.7 has it).
-    return {name: action.nargs != 0 for name, action in parser._option_string_actions.items()}
+    return {name: action.nargs != 0 for action in parser.options for name in action.option_strings}
 
 
 def _known_option(token: str, arity: dict[str, bool]) -> str | None:
@@ -244,7 +251,7 @@ def unknown_option(prog: str, extras: list[str], hint: str) -> UsageError:
 _NOT_FORWARDED = frozenset({"help", "detach", "detached_worker", "run_id", "db"})
 
 
-def worker_argv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+def worker_argv(parser: CommandParser, args: argparse.Namespace) -> list[str]:
     """The parsed options as ``--name=value`` tokens for a detached worker.
 
     Built from the namespace rather than copied from argv so that what the parent
@@ -252,7 +259,7 @@ def worker_argv(parser: argparse.ArgumentParser, args: argparse.Namespace) -> li
     worker as is. The worker gets ``--run-id`` from the spawner.
     """
     out: list[str] = []
-    for action in parser._actions:
+    for action in parser.options:
         if not action.option_strings or action.dest in _NOT_FORWARDED:
             continue
         value = getattr(args, action.dest, None)
@@ -291,9 +298,6 @@ def _heartbeat_interval() -> float | None:
 
 
 def _limits(args: argparse.Namespace, defaults: dict[str, Any]) -> Any:
-    from lirun.exec.leg_states import stall_limit
-    from lirun.exec.supervisor import Limits
-
     def pick(name: str) -> Any:
         value = getattr(args, name)
         return value if value is not None else defaults.get(name)
@@ -311,16 +315,12 @@ def _limits(args: argparse.Namespace, defaults: dict[str, Any]) -> Any:
 
 def _declarations(args: argparse.Namespace) -> Any:
     """What --profile, --playbook and --artifact declare (``exec.task.Declared``), or
-    None when nothing is declared (the common case stays off that import path)."""
+    None when nothing is declared."""
     if not (args.profile or args.playbook or args.artifact or args.artifact_check):
         return None
-    from lirun.exec.task import declarations
 
     entries: list[Any] = []
     if args.artifact or args.artifact_check:
-        from lirun.exec.artifact_check_option import attach_artifact_checks
-        from lirun.exec.profiles import parse_artifact_option
-
         entries = [parse_artifact_option(text) for text in args.artifact]
         _refuse_repeated_ids(entries)
         entries = attach_artifact_checks(entries, args.artifact_check, os.getcwd())
@@ -328,8 +328,6 @@ def _declarations(args: argparse.Namespace) -> Any:
 
 
 def _full_id(store: Any, entity_type: str, text: str, option: str) -> str:
-    from lirun.errors import AmbiguousIdError, NotFoundError
-
     try:
         return str(store.resolve_id(entity_type, text))
     except NotFoundError:
@@ -343,7 +341,6 @@ def resolve_ids(args: argparse.Namespace) -> None:
     become the full ids they name (in ``args``), so a detached worker gets the same ones."""
     if not (args.resume or args.invocation):
         return
-    from lirun.store import open_store
 
     store = open_store(args.db)
     try:
@@ -389,8 +386,6 @@ def resolve_options(args: argparse.Namespace) -> Resolved:
 
 
 def request_from(args: argparse.Namespace, resolved: Resolved, program: Any, **more: Any) -> Any:
-    from lirun.exec.execution import ExecutionRequest
-
     return ExecutionRequest(
         program=program,
         cwd=resolved.cwd,
@@ -409,7 +404,6 @@ def request_from(args: argparse.Namespace, resolved: Resolved, program: Any, **m
 
 def echo_for(args: argparse.Namespace) -> Any:
     """Child stdout is the user's result: li's stdout, unless --json owns stdout."""
-    from lirun.exec.legs import Echo
 
     if args.detached_worker:
         return Echo(None, None)
@@ -423,12 +417,6 @@ def stdin_for(args: argparse.Namespace) -> int | None:
 def _detach(
     command: str, argv: list[str], request: Any, *, as_json: bool, worker_stdin: str | None
 ) -> int:
-    from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
-    from lirun.exec.execution import prepare
-    from lirun.record.rundir import allocate_run
-    from lirun.signals import held_trap
-    from lirun.store import open_store
-
     store = open_store(request.db_url)
     try:
         prepare(request, store)
@@ -472,9 +460,6 @@ def execute_or_detach(
     (``worker_stdin``: what it reads on stdin, e.g. the prompt)."""
     if args.detach and not args.detached_worker:
         return _detach(command, argv, request, as_json=args.json, worker_stdin=worker_stdin)
-    from lirun.exec.descendants import enable_subreaper
-    from lirun.exec.execution import execute
-    from lirun.signals import held_trap
 
     # li's own process only (a library caller's process is not ours to change): orphans
     # of the run are re-parented to li, which ends them with the run.

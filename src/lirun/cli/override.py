@@ -10,9 +10,10 @@ lands on a record picked by chance. The reason must fit the new status (``reason
 
 from __future__ import annotations
 
+from typing import Any
+
 from lirun.cli.common import add_db_option, make_parser, print_json, warn
 from lirun.errors import NotFoundError, UsageError
-from lirun.hints import Any
 from lirun.lifecycle import ENTITY_TYPES, canonical_entity_type
 from lirun.store import open_existing
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
-from lirun.hints import Any
 from lirun.record.reap import find_orphans, reap_sessions, report
 from lirun.record.reap_flows import find_orphan_flows, reap_flows
 from lirun.store import open_store

@@ -14,13 +14,13 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from lirun.cli.outcome_lines import evidence_lines, verification_lines
 from lirun.hints import Any
 from lirun.lifecycle import is_success, is_terminal
 from lirun.reasons import describe, display_reason
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text

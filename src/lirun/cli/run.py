@@ -8,6 +8,7 @@ is still accepted, and needed for a CMD that starts with ``-``).
 from __future__ import annotations
 
 import os
+from shutil import which
 
 from lirun.cli.common import make_parser
 from lirun.cli.options import (
@@ -24,9 +25,9 @@ from lirun.cli.options import (
     unknown_option,
     worker_argv,
 )
+from lirun.cli.parser import CommandParser
 from lirun.errors import UsageError
-from lirun.hints import Any
-from lirun.paths import which
+from lirun.exec.legs import CommandProgram
 
 DESCRIPTION = f"""\
 Run CMD under supervision and record how it ended. A command's exit code is its
@@ -69,7 +70,7 @@ def check_command(command: list[str], cwd: str) -> None:
         raise UsageError(f"command {name!r} not found on PATH; check the name or give its path")
 
 
-def build_parser() -> Any:
+def build_parser() -> CommandParser:
     parser = make_parser("li run", DESCRIPTION, RUN_EXIT_CODES)
     parser.usage = USAGE
     add_execution_options(parser)
@@ -90,7 +91,6 @@ def main(argv: list[str]) -> int:
         raise unknown_option("li run", extras, "lirun's options come before CMD")
     resolved = resolve_options(args)
     check_command(command, resolved.cwd)
-    from lirun.exec.legs import CommandProgram
 
     request = request_from(
         args,

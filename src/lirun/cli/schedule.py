@@ -10,10 +10,25 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
-from lirun.cli.common import add_db_option, make_parser, print_json, print_table, warn
-from lirun.errors import UsageError
-from lirun.hints import Any
+from lirun.cli.common import add_db_option, in_words, make_parser, print_json, print_table, warn
+from lirun.errors import DatabaseMissingError, NotFoundError, UsageError
+from lirun.schedules import registry
+from lirun.schedules.actions import EXAMPLE, Action, parse_action
+from lirun.schedules.applyfile import load_apply_file
+from lirun.schedules.definition import (
+    POLICY_KEYS,
+    Definition,
+    Policies,
+    check_name,
+    describe_policies,
+    make_policies,
+)
+from lirun.schedules.registry import current_actor
+from lirun.schedules.submit import fire_now
+from lirun.schedules.triggers import format_utc, parse_trigger
+from lirun.store import open_store
 
 PROG = "li schedule"
 EXIT_CODES = """\
@@ -145,8 +160,6 @@ def main(argv: list[str]) -> int:
         return _add(args, action, now)
     if args.command == "apply":
         return _apply(args, now)
-    from lirun.errors import DatabaseMissingError, NotFoundError
-    from lirun.store import open_store
 
     try:
         store = open_store(args.db, create=False)  # these only read or change what exists
@@ -163,12 +176,6 @@ def main(argv: list[str]) -> int:
 
 
 def _add(args: Any, action: list[str] | None, now: int) -> int:
-    from lirun.schedules import registry
-    from lirun.schedules.actions import EXAMPLE, parse_action
-    from lirun.schedules.definition import POLICY_KEYS, Definition, check_name, make_policies
-    from lirun.schedules.triggers import parse_trigger
-    from lirun.store import open_store
-
     if action is None:
         raise UsageError(
             f"no action: give it after --, e.g. li schedule add NAME --every 1h {EXAMPLE}"
@@ -204,7 +211,6 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
 
 def added_sentence(row: dict[str, Any], now: float) -> str:
     """``added schedule tick; next run 10:40:03 (in 3 s)``: the confirmation of an add."""
-    from lirun.cli.common import in_words
 
     name, due = row["name"], row.get("next_due_at")
     if row.get("status") == "disabled" or row.get("enabled") in (0, False):
@@ -217,8 +223,6 @@ def added_sentence(row: dict[str, Any], now: float) -> str:
 
 
 def _due(row: dict[str, Any]) -> str:
-    from lirun.schedules.triggers import format_utc
-
     due = row.get("next_due_at")
     return "-" if due is None else format_utc(int(due))
 
@@ -247,8 +251,6 @@ def _list(store: Any, args: Any, now: int) -> int:
 
 
 def _action(row: dict[str, Any]) -> str:
-    from lirun.schedules.actions import Action
-
     try:
         return Action.from_dict(row["action_json"]).describe()
     except (KeyError, TypeError, ValueError):
@@ -256,9 +258,6 @@ def _action(row: dict[str, Any]) -> str:
 
 
 def _show(store: Any, args: Any, now: int) -> int:
-    from lirun.schedules import registry
-    from lirun.schedules.definition import Policies
-
     row = registry.find(store, args.name)
     policies = Policies.from_dict(row.get("policies_json") or {})
     history = store.list_transitions("schedule", row["id"])
@@ -296,8 +295,6 @@ def _spent(store: Any, row: dict[str, Any], policies: Any, now: int) -> str:
 
 
 def _policies(row: dict[str, Any]) -> str:
-    from lirun.schedules.definition import Policies, describe_policies
-
     return describe_policies(Policies.from_dict(row.get("policies_json") or {})) or "(defaults)"
 
 
@@ -308,8 +305,6 @@ def _diff_text(diff: dict[str, Any] | None) -> str:
 
 
 def _runs(store: Any, args: Any, now: int) -> int:
-    from lirun.schedules import registry
-
     row = registry.find(store, args.name)
     runs = store.list_schedule_runs(row["id"], limit=args.limit)
     if args.json:
@@ -329,8 +324,6 @@ def _runs(store: Any, args: Any, now: int) -> int:
 
 
 def _toggle(store: Any, args: Any, now: int) -> int:
-    from lirun.schedules import registry
-
     actor = registry.current_actor()
     if args.command == "delete":
         row, changed = registry.delete(store, args.name, actor=actor), True
@@ -355,10 +348,6 @@ def toggled_sentence(row: dict[str, Any], now: float) -> str:
 
 
 def _apply(args: Any, now: int) -> int:
-    from lirun.schedules import registry
-    from lirun.schedules.applyfile import load_apply_file
-    from lirun.store import open_store
-
     loaded = load_apply_file(args.file, now=now)
     store = open_store(args.db)
     try:
@@ -391,9 +380,6 @@ def _apply(args: Any, now: int) -> int:
 
 
 def _fire(store: Any, args: Any, now: int) -> int:
-    from lirun.schedules.registry import current_actor
-    from lirun.schedules.submit import fire_now
-
     run = fire_now(store, args.name, actor=current_actor())
     print_json(run, schema="lirun.schedule_run/1") if args.json else print(run["id"])
     return 0

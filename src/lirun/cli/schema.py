@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 from lirun.cli.common import make_parser
-from lirun.hints import Any
+from lirun.schemas import load_schema, schema_names
 
 EXIT_CODES = """\
   0  printed
@@ -26,8 +27,6 @@ def build_parser() -> Any:
 
 
 def main(argv: list[str]) -> int:
-    from lirun.schemas import load_schema, schema_names
-
     args = build_parser().parse_args(argv)
     if args.name:
         sys.stdout.write(json.dumps(load_schema(args.name), indent=2) + "\n")

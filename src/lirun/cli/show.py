@@ -10,11 +10,35 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
-from lirun.cli.common import add_db_option, adopt_orphans, print_json, refuse_if_signalled
+from lirun.cli.clean import (
+    CLEAN_EXIT_CODES,
+    SHOW_CLEAN_DESCRIPTION,
+    add_clean_options,
+    clean_show_command,
+)
+from lirun.cli.common import (
+    add_db_option,
+    adopt_orphans,
+    deliver_pending,
+    make_parser,
+    print_json,
+    refuse_if_signalled,
+)
+from lirun.cli.lists import LIST_EXIT_CODES, add_list_options, show_list
 from lirun.cli.options import parallel_count
-from lirun.errors import UsageError
+from lirun.cli.show_board import render_board, render_show_list
+from lirun.cli.show_detach import detach
+from lirun.errors import DatabaseMissingError, UsageError
+from lirun.paths import resolve_db_url
+from lirun.shows.engine import ShowOptions, abort_show, resume_show, run_show, show_report
+from lirun.shows.plan import plan_show
+from lirun.shows.preflight import dry_run_problems
+from lirun.shows.showfile import ShowFileError, load_show
+from lirun.signals import held_trap
+from lirun.store import open_store
 
 RUN_EXIT_CODES = """\
   0    the show completed: every play merged and the final gate passed on the integration
@@ -88,8 +112,6 @@ def _sub(subs: Any, name: str, usage_help: str, description: str, exit_codes: st
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from lirun.cli.common import make_parser
-
     parser = make_parser("li show", DESCRIPTION, RUN_EXIT_CODES)
     subs = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND")
     run = _sub(subs, "run", "run a show file", RUN_DESCRIPTION, RUN_EXIT_CODES)
@@ -158,8 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
         f"ID` shows one) and what needs a person, with what to do.\n\n{SHOW_NOTE}",
         STATUS_EXIT_CODES,
     )
-    from lirun.cli.clean import CLEAN_EXIT_CODES, SHOW_CLEAN_DESCRIPTION, add_clean_options
-
     clean = _sub(
         subs,
         "clean",
@@ -169,7 +189,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     clean.add_argument("show", metavar="SHOW")
     add_clean_options(clean)
-    from lirun.cli.lists import LIST_EXIT_CODES, add_list_options
 
     listing = _sub(
         subs,
@@ -198,7 +217,6 @@ def _progress(line: str) -> None:
 def _stop_trap() -> Any:
     """The process-wide trap ``li`` holds for show run/resume; a signal that came while
     the file was read means nothing starts (exit 2, as for ``li run``)."""
-    from lirun.signals import held_trap
 
     trap = held_trap()
     refuse_if_signalled(trap)
@@ -206,15 +224,10 @@ def _stop_trap() -> Any:
 
 
 def _load(args: argparse.Namespace) -> Any:
-    from lirun.shows.showfile import load_show
-
     return load_show(args.file)
 
 
 def _dry_run(args: argparse.Namespace, spec: Any) -> int:
-    from lirun.shows.plan import plan_show
-    from lirun.shows.preflight import dry_run_problems
-
     plan = plan_show(spec, parallel=args.parallel)
     problems = dry_run_problems(spec, continue_integration=args.continue_integration)
     if args.json:
@@ -238,8 +251,6 @@ def _report(report: Any, as_json: bool) -> int:
     if as_json:
         print_json(report.to_dict(), schema="lirun.show_report/1")
     else:
-        from lirun.cli.show_board import render_board
-
         render_board(report.to_dict())
     return int(report.exit_code)
 
@@ -251,10 +262,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(args, spec)
     if args.detach and not args.detached_worker:
-        from lirun.cli.show_detach import detach
-
         return detach(args, spec)
-    from lirun.shows.engine import ShowOptions, run_show
 
     options = ShowOptions(
         parallel=args.parallel,
@@ -268,8 +276,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resume(args: argparse.Namespace) -> int:
-    from lirun.shows.engine import ShowOptions, resume_show
-
     options = ShowOptions(parallel=args.parallel, on_progress=_progress)
     adopt_orphans()
     report = resume_show(args.show, db_url=args.db, options=options, stop=_stop_trap())
@@ -285,7 +291,6 @@ def _required_text(value: str, option: str) -> str:
 def abort(args: argparse.Namespace) -> int:
     actor = _required_text(args.actor, "--actor")
     justification = _required_text(args.justification, "--justification")
-    from lirun.shows.engine import abort_show
 
     report = abort_show(args.show, db_url=args.db, actor=actor, justification=justification)
     _report(report, args.json)
@@ -299,8 +304,6 @@ def status(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
     if args.show is not None:
-        from lirun.shows.engine import show_report
-
         return _report_status(show_report(args.show, db_url=args.db), args.json)
     return _list(args)
 
@@ -311,13 +314,6 @@ def _report_status(report: Any, as_json: bool) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    import time
-
-    from lirun.cli.common import deliver_pending
-    from lirun.errors import DatabaseMissingError
-    from lirun.paths import resolve_db_url
-    from lirun.store import open_store
-
     url = resolve_db_url(args.db)
     deliver_pending("li show status", url)
     try:
@@ -334,8 +330,6 @@ def _list(args: argparse.Namespace) -> int:
     elif not rows:
         print("no shows yet (li show run FILE starts one)")
     else:
-        from lirun.cli.show_board import render_show_list
-
         render_show_list(rows, time.time())
     return 0
 
@@ -352,15 +346,7 @@ def _problems(error: Any, prog: str) -> int:
 
 
 def _list_shows(args: argparse.Namespace) -> int:
-    from lirun.cli.lists import show_list
-
     return show_list(args)
-
-
-def _clean(args: argparse.Namespace) -> int:
-    from lirun.cli.clean import clean_show_command
-
-    return clean_show_command(args)
 
 
 COMMANDS = {
@@ -369,7 +355,7 @@ COMMANDS = {
     "abort": abort,
     "status": status,
     "list": _list_shows,
-    "clean": _clean,
+    "clean": clean_show_command,
 }
 
 
@@ -382,7 +368,6 @@ def main(argv: list[str]) -> int:
             "li show: error: name a subcommand: run, resume, abort, clean, status or list\n"
         )
         return 2
-    from lirun.shows.showfile import ShowFileError
 
     try:
         return int(COMMANDS[args.subcommand](args))

@@ -9,15 +9,18 @@ commands that person runs next.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from rich.table import Table
+from rich.text import Text
 
 from lirun.cli.render import clip, format_span, render_rows_table, screen, status_style
 from lirun.reasons import describe, display_reason
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.text import Text
 
 __all__ = ["needs_person", "next_steps", "play_rows", "render_board", "render_show_list"]
 
@@ -141,8 +144,6 @@ def next_steps(report: Mapping[str, Any]) -> list[str]:
 
 
 def _text(value: object, style: str = "") -> Text:
-    from rich.text import Text
-
     return Text("" if value is None else str(value), style=style)
 
 
@@ -183,8 +184,6 @@ def _header_fields(report: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _draw_board(out: Console, report: Mapping[str, Any]) -> None:
-    from rich.table import Table
-
     status = report.get("status")
     title = _text(f"show {report.get('show_id')}  {report.get('topic')}  ", "bold")
     title.append(_text(status, status_style("show", status)))
@@ -208,8 +207,6 @@ def _draw_board(out: Console, report: Mapping[str, Any]) -> None:
             out.print(_text(f"  {line}"))
     steps = next_steps(report)
     if steps:
-        import textwrap
-
         out.print(_text("\nneeds a person", "bold red"))
         width = max(60, min(out.width, 110))
         for line in steps:

@@ -14,13 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from lirun.cli.common import print_started, refuse_if_signalled
+from lirun.exec.detach import detached_env, spawn_detached, wait_for_entity
+from lirun.paths import lirun_home
+from lirun.record.rundir import new_run_id
+from lirun.signals import held_trap
+from lirun.store import open_store
 
 __all__ = ["detach", "show_log_dir"]
 
 
 def show_log_dir(show_id: str) -> Path:
     """Where a detached show's own stdout and stderr go: ``<home>/shows/<id>``."""
-    from lirun.paths import lirun_home
 
     return lirun_home() / "shows" / show_id
 
@@ -36,11 +40,6 @@ def _worker_argv(args: argparse.Namespace, spec: Any, show_id: str) -> list[str]
 
 
 def detach(args: argparse.Namespace, spec: Any) -> int:
-    from lirun.exec.detach import detached_env, spawn_detached, wait_for_entity
-    from lirun.record.rundir import new_run_id
-    from lirun.signals import held_trap
-    from lirun.store import open_store
-
     store = open_store(args.db)  # the database must open before anything starts
     try:
         refuse_if_signalled(held_trap())

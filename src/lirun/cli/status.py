@@ -93,6 +93,8 @@ def liveness(kind: str, row: dict[str, Any], now: float) -> dict[str, Any] | Non
     the command that reaps it (``record.ownership``); None for any other record."""
     if kind not in ("session", "invocation", "show"):
         return None
+    if row.get("status") != ("active" if kind == "show" else "running"):
+        return None  # ended: nothing owns it (ownership.running_status), so nothing to load
     from lirun.liveness import boot_id, host_name, process_start_time
     from lirun.record.ownership import judge
 

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from lirun.cli.common import add_db_option, make_parser, print_json
 from lirun.errors import UsageError
+from lirun.schedules.actions import parse_action
+from lirun.schedules.definition import make_policies
+from lirun.schedules.registry import current_actor
+from lirun.schedules.submit import submit
+from lirun.store import open_store
 
 EXIT_CODES = """\
   0    queued; its id is on stdout (li wait ID: exit 0 when it completed)
@@ -47,11 +52,6 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(mine)
     if words is None:
         raise UsageError("no action: give it after --, e.g. li submit -- run make nightly")
-    from lirun.schedules.actions import parse_action
-    from lirun.schedules.definition import make_policies
-    from lirun.schedules.registry import current_actor
-    from lirun.schedules.submit import submit
-    from lirun.store import open_store
 
     raw = {"start_deadline": args.start_deadline, "retries": args.retries, "notify": args.notify}
     policies = make_policies(raw, None)

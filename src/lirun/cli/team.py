@@ -8,11 +8,17 @@ them as they are, one JSON object per line.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
+from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json, print_table
 from lirun.errors import UsageError
-from lirun.hints import Any
+from lirun.signals import SignalTrap
+from lirun.store import open_existing, open_store
+from lirun.teams.follow import InboxQuery, follow, read_once
+from lirun.teams.message import escape_line, message_json, message_line
 
 PROG = "li team"
 EXIT_CODES = """\
@@ -108,8 +114,6 @@ def build_parser() -> Any:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     _refuse_undecodable(args)
-    from lirun.store import open_existing, open_store
-
     if args.command == "create":
         store = open_store(args.db)
     else:
@@ -173,8 +177,6 @@ def _list(store: Any, args: Any) -> int:
 
 
 def _show(store: Any, args: Any) -> int:
-    from lirun.teams.message import escape_line
-
     team_id = store.resolve_team(args.team)
     team = store.get_entity("team", team_id)
     members = store.team_member_summary(team_id)
@@ -212,8 +214,6 @@ def _send(store: Any, args: Any) -> int:
         run_id=os.environ.get("LIRUN_PARENT_RUN_ID") or None,
     )
     if args.json:
-        from lirun.teams.message import message_json
-
         print_json(message_json(message), schema="lirun.team_message/1")
     else:
         print(message["id"])
@@ -221,10 +221,6 @@ def _send(store: Any, args: Any) -> int:
 
 
 def _read(store: Any, args: Any) -> int:
-    from lirun.signals import SignalTrap
-    from lirun.teams.follow import InboxQuery, follow, read_once
-    from lirun.teams.message import message_json, message_line
-
     team_id = store.resolve_team(args.team)
     member = _member(args.member, "--as") if args.command == "inbox" else ""
     since = store.team_message_seq(team_id, args.since) if args.since else 0
@@ -241,8 +237,6 @@ def _read(store: Any, args: Any) -> int:
     if not args.follow:
         emit(read_once(store, query, since))
         return 0
-    import signal
-
     with SignalTrap((signal.SIGINT, signal.SIGTERM)) as trap:
         stop = _Stop(trap)
         for rows in follow(store, query, stop):
@@ -288,8 +282,6 @@ def _archive(store: Any, args: Any) -> int:
 def _when(stamp: Any) -> str:
     if stamp is None:
         return "-"
-    import time
-
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(stamp)))
 
 

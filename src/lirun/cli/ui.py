@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import socket
 import sys
+import threading
+import webbrowser
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from lirun.cli.common import add_db_option, make_parser
+from lirun.errors import LirunError
+from lirun.paths import resolve_db_url
+from lirun.store import open_store
+from lirun.ui.security import LOCAL_HOSTS, is_local_host
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    import socket
 
 EXIT_CODES = """  0  stopped (Ctrl-C or SIGTERM)
   2  usage error; the `ui` extra is not installed; another address than this machine's
@@ -32,7 +39,7 @@ MIN_TOKEN = 16
 
 
 def _has_extra() -> bool:
-    try:
+    try:  # the `ui` extra, probed before anything needs it
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
@@ -49,8 +56,6 @@ def _token_problem(token: str) -> str | None:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -82,7 +87,6 @@ def main(argv: list[str]) -> int:
     if not _has_extra():
         sys.stderr.write(INSTALL_HINT)
         return 2
-    from lirun.ui.security import LOCAL_HOSTS, is_local_host
 
     token = args.token or os.environ.get("LIRUN_UI_TOKEN") or None
     local = is_local_host(args.host)
@@ -102,8 +106,7 @@ def main(argv: list[str]) -> int:
 
 
 def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] | None) -> int:
-    from lirun.paths import resolve_db_url
-    from lirun.ui.app import create_app
+    from lirun.ui.app import create_app  # these need the `ui` extra (starlette, uvicorn)
     from lirun.ui.server import DashboardServer
 
     host, port = args.host, args.port
@@ -117,8 +120,6 @@ def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] 
         return 2
     url = resolve_db_url(args.db)
     if args.db is None and not os.environ.get("LIRUN_DB_URL"):
-        from lirun.store import open_store
-
         # The default database, created (and migrated) as any li command would, so a
         # dashboard opened before the first run shows runs as they come. A database
         # named with --db or LIRUN_DB_URL must exist: a typo is not a new empty one.
@@ -132,9 +133,6 @@ def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] 
     print(url, flush=True)
     sys.stderr.write(f"li ui: serving {url} (Ctrl-C stops)\n")
     if args.open:
-        import threading
-        import webbrowser
-
         target = f"{url}?token={token}" if token else url
         threading.Timer(0.5, webbrowser.open, (target,)).start()
     with _stop_quietly():
@@ -150,7 +148,6 @@ class _Stopped(Exception):
 def _stop_quietly() -> Iterator[None]:
     """Ctrl-C and SIGTERM stop the server and ``li ui`` returns 0: uvicorn handles them
     while it runs and raises them again once it has shut down; this catches that."""
-    import signal
 
     def stopped(signum: int, frame: object) -> None:
         raise _Stopped
@@ -168,10 +165,5 @@ def _stop_quietly() -> Iterator[None]:
 def _migrate_if_writable(url: str) -> None:
     """Bring a named database to this lirun's schema (the dashboard reads it read-only),
     when it exists and can be written; a read-only one is shown as it is."""
-    import contextlib
-
-    from lirun.errors import LirunError
-    from lirun.store import open_store
-
     with contextlib.suppress(LirunError):
         open_store(url, create=False).close()

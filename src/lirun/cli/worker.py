@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import time
 
-from lirun.cli.common import add_db_option, make_parser, print_json
+from lirun.cli.common import add_db_option, adopt_orphans, make_parser, print_json, print_table
 from lirun.errors import UsageError
+from lirun.paths import resolve_db_url
+from lirun.schedules.durations import MAX_SECONDS, seconds_or_duration
+from lirun.schedules.worker import Worker, WorkerOptions, live_workers
+from lirun.store import open_store
 
 EXIT_CODES = """\
   0    stopped by a signal after its running work ended (or was cancelled at the end
@@ -41,8 +46,6 @@ MAX_LEASE_SECONDS = 86400
 
 
 def _duration(text: str, what: str, *, low: float = 0.0, high: float | None = None) -> float:
-    from lirun.schedules.durations import MAX_SECONDS, seconds_or_duration
-
     return seconds_or_duration(text, what, low=low, high=MAX_SECONDS if high is None else high)
 
 
@@ -56,8 +59,6 @@ def _status(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON array")
     add_db_option(parser)
     args = parser.parse_args(argv)
-    from lirun.schedules.worker import live_workers
-    from lirun.store import open_store
 
     store = open_store(args.db, readonly=True)
     try:
@@ -77,7 +78,6 @@ def _status(argv: list[str]) -> int:
     if not workers:
         print("no live worker (li worker starts one)")
         return 0
-    from lirun.cli.common import print_table
 
     rows = [
         (
@@ -118,15 +118,11 @@ def main(argv: list[str]) -> int:
         raise UsageError(f"--concurrency must be at least 1, not {args.concurrency}")
     roots = []
     for root in args.allow_root:
-        import os
-
         path = os.path.abspath(os.path.expanduser(root))
         if not os.path.isdir(path):
             raise UsageError(f"--allow-root {root!r}: {path} is not a directory")
         roots.append(path)
     lease = _duration(args.lease, "--lease", low=1, high=MAX_LEASE_SECONDS)
-    from lirun.paths import resolve_db_url
-    from lirun.schedules.worker import Worker, WorkerOptions
 
     options = WorkerOptions(
         db_url=resolve_db_url(args.db),
@@ -135,7 +131,6 @@ def main(argv: list[str]) -> int:
         allow_roots=tuple(roots),
         lease_seconds=lease,
     )
-    from lirun.cli.common import adopt_orphans
 
     adopt_orphans()
     return Worker(options).run()

@@ -1,13 +1,12 @@
 """What an agent leg did, as row columns and summary words: tokens, the reply, retries.
 
-Pure functions of the stream's verdict and the process result, used by ``legs.judge_agent``.
+Pure functions of the stream's verdict and the process result, used by ``agent_legs.judge_agent``.
 """
 
 from __future__ import annotations
 
-from lirun.hints import Any
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from lirun.exec.supervisor import ProcessResult
     from lirun.exec.verdict import StreamVerdict

@@ -11,9 +11,9 @@ left out; a relative ``json_schema`` is read from the directory ``li`` was start
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from lirun.errors import UsageError
-from lirun.hints import Any
 from lirun.record.artifact_checks import (
     CHECK_NAMES,
     SchemaFileError,

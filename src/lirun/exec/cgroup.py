@@ -19,9 +19,8 @@ import itertools
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
-
-from lirun.values import dataclass
 
 __all__ = [
     "CGROUP_ENV",

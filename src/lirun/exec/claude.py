@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from lirun.exec.failure_text import (
     class_for_code,
@@ -20,7 +21,6 @@ from lirun.exec.stream import (
     reply_tail,
 )
 from lirun.exec.verdict import StreamVerdict
-from lirun.hints import Any
 from lirun.provider_errors import ProviderError, classified_error, is_retryable_cause
 
 # Hitting a configured limit fails the same way on every retry, whatever else went wrong.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from lirun.exec.failure_text import (
     class_for_code,
@@ -14,7 +15,6 @@ from lirun.exec.failure_text import (
     status_in_text,
 )
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_str
-from lirun.hints import Any
 from lirun.provider_errors import classified_error, is_retryable_cause
 
 # Old builds said ``assistant_message`` where current ones say ``agent_message``.

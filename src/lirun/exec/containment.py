@@ -23,12 +23,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lirun.exec import procfs
 from lirun.exec.cgroup import RunCgroup
-from lirun.hints import Any
-from lirun.values import dataclass
 
 __all__ = [
     "TREE_ENV",

@@ -18,9 +18,10 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from lirun.exec import procfs
-from lirun.hints import Any
+from lirun.exec.containment import TREE_ENV
 
 __all__ = [
     "add_helper",
@@ -127,7 +128,6 @@ def _nothing_left(leader: int, exclude: Iterable[int]) -> bool:
 def _mark_of(pid: int) -> str | None:
     """The run mark (``containment.TREE_ENV``) in ``pid``'s environment: "" when it has
     none, None when it cannot be read."""
-    from lirun.exec.containment import TREE_ENV
 
     prefix = f"{TREE_ENV}=".encode()
     try:

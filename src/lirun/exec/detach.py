@@ -16,9 +16,9 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from lirun.errors import LirunError
-from lirun.hints import IO
 from lirun.record.rundir import RunDir
 from lirun.store import Store
 

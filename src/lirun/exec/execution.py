@@ -14,9 +14,12 @@ them until the process exits), so the exit code is that of the stored status.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import IO, TYPE_CHECKING, Any
 
 from lirun.errors import DatabaseError, StartInterruptedError
 from lirun.exec.environment import child_env
@@ -24,20 +27,26 @@ from lirun.exec.heartbeat import Heartbeat
 from lirun.exec.legs import Echo, Leg, LegContext, LegOutcome, Program
 from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
+from lirun.exec.stream import Message
 from lirun.exec.supervisor import Limits, ProcessResult, supervise
-from lirun.hints import IO, Any
 from lirun.lifecycle import exit_code_for_status
+from lirun.liveness import (
+    DEFAULT_LEASE_SECONDS,
+    HEARTBEAT_INTERVAL,
+    current_owner,
+    process_start_time,
+)
 from lirun.logs import get_logger
 from lirun.record.rundir import RunDir, allocate_run
+from lirun.record.spool import apply_pending
+from lirun.record.teardown import finalize_sync, setup_record_sync, teardown_persist_sync
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
-from lirun.values import dataclass, field, replace
 
 log = get_logger(__name__)
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from lirun.exec.stream import Event, Message
+    from lirun.exec.stream import Event
     from lirun.record.facts import TeardownExtras
     from lirun.record.teardown import Finalized, PersistContext
 
@@ -127,8 +136,6 @@ def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
 def _session_fields(
     request: ExecutionRequest, run: RunDir, resume: Resume | None, lease: float
 ) -> dict[str, Any]:
-    from lirun.liveness import current_owner
-
     program = request.program
     resume_uid = resume.engine_session_uid if resume else None
     return {
@@ -150,7 +157,6 @@ def _session_fields(
 
 def _intervals(request: ExecutionRequest) -> tuple[float, float]:
     """(heartbeat interval, lease): several beats always fit in one lease."""
-    from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL
 
     interval = request.heartbeat_interval or HEARTBEAT_INTERVAL
     return interval, max(DEFAULT_LEASE_SECONDS, 4 * interval)
@@ -193,7 +199,6 @@ class _Execution:
 
     def on_spawn(self, pid: int) -> None:
         """Record the child (its own group leader) so a reaper can stop it if li dies."""
-        from lirun.liveness import process_start_time
 
         if self.recorded:
             sid = self.run.run_id
@@ -280,8 +285,6 @@ def _should_resume(ex: _Execution, outcome: LegOutcome, trap: SignalTrap) -> boo
 
 
 def _run_legs(ex: _Execution, trap: SignalTrap, ctx: Any) -> tuple[LegOutcome, list[LegOutcome]]:
-    from lirun.record.teardown import teardown_persist_sync
-
     legs: list[LegOutcome] = []
     while True:
         try:
@@ -342,7 +345,6 @@ def _persist_response(ex: _Execution, outcome: LegOutcome) -> None:
     text = outcome.response_text
     if not text.strip() or ex.saw_assistant_text:
         return
-    from lirun.exec.stream import Message
 
     text = text[-_MAX_RESPONSE_CHARS:]
     ex.record(Message("output", text) if outcome.extras.command else Message("assistant", text))
@@ -351,8 +353,6 @@ def _persist_response(ex: _Execution, outcome: LegOutcome) -> None:
 def _supervised(
     ex: _Execution, trap: SignalTrap, ctx: PersistContext
 ) -> tuple[Finalized, LegOutcome]:
-    from lirun.record.teardown import finalize_sync
-
     interval, _ = _intervals(ex.request)
     heartbeat = Heartbeat(lambda: ex.store.heartbeat(ex.run.run_id), interval)
     # Between setup and teardown every write goes through the recorder or the heartbeat,
@@ -396,14 +396,12 @@ def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> Execut
 
 def _discard(run: RunDir) -> None:
     """Remove the state directory of a run that never started (its id stays free)."""
-    import shutil
 
     shutil.rmtree(run.state_root, ignore_errors=True)
 
 
 def _setup(ex: _Execution, trap: SignalTrap) -> PersistContext:
     """Create the record, or refuse: nothing starts without one (exit 2, design.md §4.8)."""
-    from lirun.record.teardown import setup_record_sync
 
     if trap.received is not None:
         _discard(ex.run)
@@ -433,8 +431,6 @@ def _warn_pending(result: ExecutionResult, finalized: Finalized) -> None:
 
 
 def _apply_pending(db: Store) -> None:
-    from lirun.record.spool import apply_pending
-
     try:
         apply_pending(db)
     except (DatabaseError, OSError) as exc:

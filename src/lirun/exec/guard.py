@@ -38,13 +38,18 @@ import fcntl
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-from lirun.hints import Any
+from lirun.exec import owner_tree
+from lirun.exec.cgroup import RunCgroup
+from lirun.exec.containment import kill_run_tree
+from lirun.exec.descendants import add_helper
 from lirun.liveness import OWNER_DEATH_NOTE
 
 __all__ = [
@@ -133,7 +138,6 @@ def _start() -> Guard | None:
         )
     except OSError:
         return None
-    from lirun.exec.descendants import add_helper
 
     add_helper(proc.pid)
     guard = Guard(proc)
@@ -250,8 +254,6 @@ class _Watch:
     """The guard's side: what the owner told it, and what it saw of the owner's tree."""
 
     def __init__(self, owner: int) -> None:
-        from lirun.exec import owner_tree
-
         self.owner = owner
         self.runs: dict[str, dict[str, Any]] = {}
         self.leases: dict[int, float] = {}
@@ -292,8 +294,6 @@ class _Watch:
 
     def look(self) -> None:
         """Remember the owner's tree now (pids with start times, the groups they lead)."""
-        from lirun.exec import owner_tree
-
         self.looked = time.monotonic()
         table = owner_tree.process_table()
         self.remembered = owner_tree.tree_of(self.owner, table, self.groups)
@@ -303,9 +303,6 @@ class _Watch:
         self.groups -= self.own_groups
 
     def kill_runs(self, *, note: bool, wait: float) -> None:
-        from lirun.exec.cgroup import RunCgroup
-        from lirun.exec.containment import kill_run_tree
-
         for mark, run in list(self.runs.items()):
             leader = run.get("leader")
             entry = kill_run_tree(
@@ -318,15 +315,11 @@ class _Watch:
                     _write_note(str(run["note_dir"]), self.owner, entry)
 
     def kill_tree(self) -> None:
-        from lirun.exec import owner_tree
-
         owner_tree.kill_tree(self.owner, self.remembered, self.groups)
 
 
 def serve(owner: int, source: int) -> None:
     """The guard's loop over the owner's pipe ``source`` (see the module)."""
-    from lirun.exec import owner_tree
-
     state = _Watch(owner)
     buffer = b""
     while True:
@@ -375,14 +368,7 @@ def serve(owner: int, source: int) -> None:
 
 def main() -> None:
     """The guard process: ``python -I -S -c ... OWNER_PID``, the owner's pipe on stdin."""
-    import signal
-
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     owner = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-    # Imported before waiting: when the owner dies, the kill starts at once.
-    import lirun.exec.cgroup
-    import lirun.exec.containment
-    import lirun.exec.owner_tree  # noqa: F401
-
     serve(owner, sys.stdin.fileno())

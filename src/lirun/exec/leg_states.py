@@ -13,9 +13,8 @@ then DONE. ``advance`` decides from facts alone (the time, what the loop saw); t
 from __future__ import annotations
 
 import enum
-
-from lirun.hints import Literal
-from lirun.values import dataclass, replace
+from dataclasses import dataclass, replace
+from typing import Literal
 
 __all__ = [
     "DEFAULT_STALL_TIMEOUT",

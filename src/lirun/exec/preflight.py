@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
-from lirun.hints import Any
+from lirun.liveness import START_TIME_TOLERANCE, host_name, process_start_time
 from lirun.paths import runs_root
 from lirun.record.rundir import RUN_ID_ENV_VARS, safe_component
 from lirun.store import Store
-from lirun.values import dataclass
 
 __all__ = ["Resume", "check_run_id_free", "preflight", "resolve_resume"]
 
@@ -58,7 +59,6 @@ def resolve_resume(store: Store, target: str, provider: str) -> Resume:
 
 def _live_owner(manifest: dict[str, Any]) -> int | None:
     """The pid of the process that wrote ``run.json`` if it still runs (this host only)."""
-    from lirun.liveness import START_TIME_TOLERANCE, host_name, process_start_time
 
     pid = manifest.get("owner_pid")
     if not isinstance(pid, int) or manifest.get("owner_host") not in (None, host_name()):

@@ -13,10 +13,10 @@ import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from shutil import which
+from typing import Any
 
 from lirun.exec.profiles import MAX_SECONDS, LineMap, is_seconds
-from lirun.hints import Any
-from lirun.paths import which
 
 __all__ = ["MAX_SECONDS", "ProblemReader", "is_seconds"]
 

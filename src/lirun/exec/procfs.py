@@ -4,11 +4,11 @@ libc's ``prctl``."""
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import sys
 import time
-
-from lirun.hints import Any
+from typing import Any
 
 __all__ = ["alive", "command_line", "libc_prctl", "stat"]
 
@@ -68,8 +68,6 @@ def libc_prctl() -> Any:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        import ctypes
-
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None

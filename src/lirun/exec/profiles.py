@@ -15,8 +15,6 @@ Declarations are strict where a typo would change their meaning: an unknown key 
 top level, in ``defaults:`` or inside an artifact entry (``requird: false``) is refused
 before anything starts, with ``file:line``. Mappings are loaded with their line numbers
 (``LineMap``) for that.
-
-PyYAML is imported only when a file is read, so nothing here slows ``li wait``.
 """
 
 from __future__ import annotations
@@ -24,12 +22,16 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from lirun.errors import UsageError, ValidationError
 from lirun.exec import gcpause
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
-from lirun.hints import Any
+from lirun.exec.yamlshape import YamlShapeError, check_shape
 from lirun.paths import lirun_home
 from lirun.record.artifact_checks import (
     SchemaFileError,
@@ -48,7 +50,6 @@ from lirun.record.artifacts import (
     validate_artifact_contract,
 )
 from lirun.record.rundir import safe_component
-from lirun.values import dataclass, field
 
 __all__ = [
     "DEFAULT_KEYS",
@@ -155,7 +156,6 @@ def _line_loader() -> Any:
     """A SafeLoader whose mappings are LineMaps (built once, on first use). libyaml's
     parser when PyYAML has it: the pure-Python scanner takes seconds over a flow file of
     thousands of legs, and a file is read whole before anything is checked."""
-    import yaml
 
     class LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
         def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
@@ -182,7 +182,8 @@ def _line_loader() -> Any:
         return mapping
 
     resolvers = LineLoader.yaml_implicit_resolvers
-    assert None not in resolvers and not LineLoader.yaml_path_resolvers  # as in SafeLoader
+    assert None not in resolvers
+    assert not LineLoader.yaml_path_resolvers  # as in SafeLoader
     first_characters = frozenset(resolvers)
     LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
     return LineLoader
@@ -222,8 +223,6 @@ def _build(loader: Any, node: Any, made: dict[int, Any]) -> Any:
             if key in mapping.key_lines:
                 mapping.duplicates.append((key, line))
         except TypeError:
-            import yaml
-
             raise yaml.constructor.ConstructorError(
                 "while constructing a mapping",
                 node.start_mark,
@@ -248,13 +247,11 @@ def read_yaml(path: Path, *, expected: str = "artifacts:, defaults:, ...") -> di
     """The file's top-level mapping (an empty file is an empty mapping); mappings are
     LineMaps, so errors can name ``file:line``. ``expected``: the keys a top level holds,
     for the message when it is not a mapping (flow and show files read through here too)."""
-    import yaml  # lazily: keep PyYAML off the li wait path
 
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"cannot read {path}: {exc}") from exc
-    from lirun.exec.yamlshape import YamlShapeError, check_shape
 
     # A SafeLoader subclass: plain data only, as yaml.safe_load; the nodes are checked
     # for depth and alias expansion before they become values.

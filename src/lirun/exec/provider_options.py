@@ -8,11 +8,12 @@ second output format, a non-streaming print mode) are refused before anything st
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from lirun.errors import UsageError
-from lirun.hints import Any
-from lirun.values import dataclass, fields, replace
 
 __all__ = [
     "CLAUDE_KEYS",
@@ -73,8 +74,6 @@ def _config_value(value: Any, key: str, where: str) -> str:
     if isinstance(value, int | float | str):
         return str(value)
     if isinstance(value, list):
-        import json
-
         return json.dumps(value)
     raise _fail(where, f"config.{key} must be text, a number, a boolean or a list")
 

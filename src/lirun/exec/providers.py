@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from shutil import which
+from typing import Protocol
 
 from lirun.errors import UsageError
 from lirun.exec.claude import ClaudeStreamParser, build_claude_command
 from lirun.exec.codex import CodexStreamParser, build_codex_command
 from lirun.exec.stream import Event, Message, StreamParser, events_to_messages
 from lirun.exec.verdict import StreamVerdict
-from lirun.hints import Protocol
-from lirun.paths import which
 from lirun.provider_errors import (
     ProviderError,
     ProviderNonRetryableError,
     ProviderNotFoundError,
     ProviderRetryableError,
 )
-from lirun.values import dataclass
 
 __all__ = [
     "PROVIDERS",

@@ -16,12 +16,12 @@ import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 from lirun.exec.failure_text import class_for_text
 from lirun.exec.verdict import StreamVerdict
-from lirun.hints import Any, ClassVar, Literal
 from lirun.provider_errors import ProviderError, ProviderNonRetryableError, classified_error
-from lirun.values import dataclass
 
 EventKind = Literal[
     "session",

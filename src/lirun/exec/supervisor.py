@@ -13,21 +13,25 @@ pipe), or the nearest deadline. Nothing here touches the database; the caller ju
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import selectors
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, Protocol
 
 from lirun.errors import LirunError
+from lirun.exec import cgroup as cgroups
+from lirun.exec import containment, guard
 from lirun.exec.capture import ChunkSink
 from lirun.exec.cgroup import RunCgroup
+from lirun.exec.containment import child_setup, end_cgroup
 from lirun.exec.descendants import end_leftovers, own_children, release_leader, spawning
 from lirun.exec.leg_states import KillCause, LegState, Limits, Seen, Stop, Watch, advance, next_wake
-from lirun.hints import IO, Any, Protocol
 from lirun.signals import SignalTrap
-from lirun.values import dataclass, field
 
 __all__ = [
     "KillCause",
@@ -93,8 +97,6 @@ def _spawn(
     stdin: int | IO[Any] | None,
     cgroup: RunCgroup | None = None,
 ) -> subprocess.Popen[bytes]:
-    from lirun.exec.containment import child_setup
-
     try:
         return subprocess.Popen(
             list(argv),
@@ -134,8 +136,6 @@ def _open_pidfd(pid: int) -> int | None:
 
 
 def _grow_pipe(fd: int) -> None:
-    import fcntl
-
     setter = getattr(fcntl, "F_SETPIPE_SZ", None)
     if setter is not None:
         with contextlib.suppress(OSError):
@@ -237,8 +237,6 @@ class _Loop:
         stopped = self.result.killed_by is not None
         first = signal.SIGKILL if stopped else signal.SIGTERM
         if self.cgroup is not None:
-            from lirun.exec.containment import end_cgroup
-
             entry = end_cgroup(self.cgroup, first, min(self.limits.kill_grace, 2.0))
             if entry is not None:
                 self.result.killed_descendants.append(entry)
@@ -312,7 +310,8 @@ class _Loop:
         return self.result
 
     def _fds(self) -> tuple[int, int]:
-        assert self.proc.stdout is not None and self.proc.stderr is not None
+        assert self.proc.stdout is not None
+        assert self.proc.stderr is not None
         return self.proc.stdout.fileno(), self.proc.stderr.fileno()
 
 
@@ -344,8 +343,6 @@ def supervise(
     parent-death signal fires when the thread that started it ends, so a child must never
     be started by a thread that ends before it.
     """
-    from lirun.exec import cgroup as cgroups
-    from lirun.exec import containment, guard
 
     guard.current()  # before the scan of our children: it is ours, not the run's
     exclude = frozenset(own_children())
@@ -368,7 +365,8 @@ def supervise(
     containment.track(proc.pid, group, mark)
     guard.started(mark, proc.pid, str(group.path) if group else None)
     try:
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout is not None
+        assert proc.stderr is not None
         _grow_pipe(proc.stdout.fileno())
         if on_spawn is not None:
             on_spawn(proc.pid)

@@ -14,16 +14,22 @@ that needs the machine (profiles and playbooks on disk, the provider's option se
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from lirun.errors import UsageError
-from lirun.hints import Any
-from lirun.values import dataclass, field, replace
+from lirun.exec.agent_legs import AgentProgram
+from lirun.exec.declarations import MAX_PARALLEL, Declared, declarations
+from lirun.exec.execution import ExecutionRequest
+from lirun.exec.leg_states import stall_limit
+from lirun.exec.legs import CommandProgram, Echo
+from lirun.exec.provider_options import ProviderOptions
+from lirun.exec.providers import find_provider_executable, parse_provider_spec
+from lirun.exec.supervisor import Limits
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from lirun.exec.execution import ExecutionRequest
-    from lirun.exec.legs import Echo, Program
+    from lirun.exec.legs import Program
 
 __all__ = [
     "MAX_PARALLEL",
@@ -33,11 +39,6 @@ __all__ = [
     "check_task",
     "declarations",
 ]
-
-
-# Executions one orchestrator runs at once (flow legs, plays). Each holds its own database
-# connections (two on PostgreSQL), and a server's default max_connections is 100.
-MAX_PARALLEL = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,48 +105,11 @@ class Task:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Declared:
-    """What a profile, a playbook and inline artifact entries declare together."""
-
-    contract: dict[str, Any] | None
-    defaults: dict[str, Any]
-    playbook_prompt: str | None
-
-
-def declarations(
-    profile: str | None, playbook: str | None, artifacts: Iterable[Mapping[str, Any]] = ()
-) -> Declared:
-    """The contract (profile, then playbook, then ``artifacts`` overlaid by id), the run
-    defaults and the playbook's prompt; the one reading ``li agent``, ``li run``, flows
-    and shows share. ProfileError (exit 2) for a missing or invalid file or contract."""
-    entries = list(artifacts)
-    if not (profile or playbook or entries):
-        return Declared(None, {}, None)  # the common case stays off the YAML import path
-    from lirun.exec.profiles import (
-        load_playbook,
-        load_profile,
-        merged_defaults,
-        resolve_contract_for,
-    )
-
-    loaded_profile = load_profile(profile) if profile else None
-    loaded_playbook = load_playbook(playbook) if playbook else None
-    contract = resolve_contract_for(loaded_profile, loaded_playbook, entries)
-    return Declared(
-        dict(contract) if contract is not None else None,
-        merged_defaults(loaded_profile, loaded_playbook),
-        loaded_playbook.prompt if loaded_playbook else None,
-    )
-
-
 def _declarations(task: Task) -> Declared:
     return declarations(task.profile, task.playbook, task.artifacts)
 
 
 def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
-    from lirun.exec.legs import AgentProgram, CommandProgram
-
     require_change = task.require_change or bool(declared.defaults.get("require_change"))
     if task.run is not None:
         if not task.run:
@@ -153,8 +117,6 @@ def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
         return CommandProgram(argv=list(task.run), require_change=require_change)
     if task.agent is None:
         raise UsageError("a task needs an agent with a prompt, or a command (run)")
-    from lirun.exec.provider_options import ProviderOptions
-    from lirun.exec.providers import find_provider_executable, parse_provider_spec
 
     name, model = parse_provider_spec(task.agent)
     text = prompt if prompt is not None else task.prompt or declared.playbook_prompt
@@ -204,10 +166,6 @@ def build_request(
     executions run side by side and never write to ``li``'s stdout.
     Raises UsageError for a task that cannot run (see ``check_task``).
     """
-    from lirun.exec.execution import ExecutionRequest
-    from lirun.exec.leg_states import stall_limit
-    from lirun.exec.legs import Echo
-    from lirun.exec.supervisor import Limits
 
     declared = _declarations(task)
     if run_argv is not None:

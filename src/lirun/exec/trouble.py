@@ -13,7 +13,7 @@ here as long as it carries a ``message``.
 
 from __future__ import annotations
 
-from lirun.hints import Any
+from typing import Any
 
 __all__ = ["PROGRESS_KINDS", "TROUBLE_KINDS", "one_line", "progress_fields", "trouble_line"]
 

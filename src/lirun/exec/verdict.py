@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from lirun.hints import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
 from lirun.provider_errors import ProviderError
-from lirun.values import dataclass, field
 
 StreamStatus = Literal["completed", "failed"]
 

@@ -13,8 +13,8 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
-from lirun.hints import Any
 from lirun.paths import lirun_home
 
 __all__ = ["cli_version"]

@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from shutil import which
 
 from lirun.errors import UsageError
-from lirun.paths import lirun_home, which
-from lirun.values import dataclass
+from lirun.paths import lirun_home
 
 __all__ = [
     "GitError",

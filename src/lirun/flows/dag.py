@@ -13,12 +13,12 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from shutil import which
 from typing import Any
 
 from lirun.flows.graph import topo_order
 from lirun.flows.spec import FlowSpec
 from lirun.logs import get_logger
-from lirun.paths import which
 
 __all__ = [
     "COLLAPSE_OVER",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import queue
 import signal
 import time
@@ -22,8 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.errors import ConflictError, UsageError
-from lirun.exec.fence import Fence
+from lirun.exec.fence import Fence, fence_for_owner
+from lirun.exec.heartbeat import Heartbeat
 from lirun.flows.checkpoint import FlowLog, write_checkpoint
+from lirun.flows.dag import draw_dag
 from lirun.flows.decision import LEASE_LOST_SIGNAL, NOT_RUN, FlowFacts, decide_flow
 from lirun.flows.legrun import LegJob, LegResult, LegWorkers
 from lirun.flows.plan import (
@@ -35,9 +38,13 @@ from lirun.flows.plan import (
     ReusedLeg,
     TemplateError,
 )
+from lirun.flows.preview import can_branch
 from lirun.flows.report import FlowReport
 from lirun.flows.reports import flow_report, report_from_store, reusable_legs
 from lirun.flows.spec import FlowSpec
+from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL
+from lirun.record.reap_flows import reap_flow_if_orphaned
+from lirun.record.rundir import allocate_run, new_run_id
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 from lirun.teams import membership
@@ -80,8 +87,6 @@ class _FlowRun:
         resumed_from: str | None,
         reuse: Mapping[str, ReusedLeg],
     ) -> None:
-        from lirun.record.rundir import allocate_run
-
         self.spec = spec
         self.store = store
         self.options = options
@@ -127,8 +132,6 @@ class _FlowRun:
     def join_team(self, setting: TeamSetting) -> None:
         """Make or join the team; the agent legs without fan-out join now, each fan-out
         instance when it starts (``job``)."""
-        import os
-
         label = os.path.splitext(os.path.basename(self.spec.path or "flow"))[0]
         agents = [leg.id for leg in self.spec.legs if leg.task.is_agent and not leg.for_each]
         self.team = membership.join(
@@ -168,16 +171,12 @@ class _FlowRun:
     def can_branch(self, cwd: str) -> bool:
         """The leg's cwd is in a repository with a commit (as --dry-run decides it)."""
         if cwd not in self._git:
-            from lirun.flows.preview import can_branch
-
             self._git[cwd] = can_branch(cwd)
         return self._git[cwd]
 
     def job(
         self, inst: Instance, count: int, should_stop: Callable[[], bool] | None = None
     ) -> LegJob:
-        import os
-
         leg = inst.leg
         cwd = os.path.join(self.spec.cwd, leg.cwd) if leg.cwd else self.spec.cwd
         beside = self.plan.beside(leg.id, count)
@@ -366,11 +365,6 @@ def _execute(
     reuse: Mapping[str, ReusedLeg] | None = None,
     store: Store | None = None,
 ) -> FlowReport:
-    from lirun.exec.fence import fence_for_owner
-    from lirun.exec.heartbeat import Heartbeat
-    from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL
-    from lirun.record.rundir import new_run_id
-
     own = store is None
     db = store if store is not None else open_store(db_url)
     try:
@@ -418,8 +412,6 @@ def _execute(
 def _draw(report: FlowReport, flow: _FlowRun) -> None:
     """``flow_dag.png`` in the invocation's RunDir, coloured by how each leg ended (a
     missing ``dot`` is logged once)."""
-    from lirun.flows.dag import draw_dag
-
     draw_dag(report, flow.run.dag_image_path)
 
 
@@ -459,7 +451,6 @@ def resume_flow(
     ConflictError (exit 2). NotFoundError / AmbiguousIdError for an unknown or ambiguous
     id; UsageError when the invocation is not a flow.
     """
-    from lirun.record.reap_flows import reap_flow_if_orphaned
 
     store = open_store(db_url)
     try:

@@ -15,6 +15,7 @@ file does not declare is an error (a typo would otherwise be silently ignored).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import re
@@ -28,6 +29,7 @@ from lirun.exec.problems import ProblemReader
 from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml
 from lirun.exec.provider_options import OPTION_KEYS
 from lirun.exec.task import MAX_PARALLEL, Task
+from lirun.flows.legcheck import check_graph
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
 from lirun.teams.membership import parse_setting
 
@@ -128,7 +130,6 @@ def load_flow(
 
 
 def _load_flow(path: str | os.PathLike[str], vars: Mapping[str, str], cwd: str | None) -> FlowSpec:
-    from lirun.flows.legcheck import check_graph
 
     file = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
     try:
@@ -173,8 +174,6 @@ def _load_flow(path: str | os.PathLike[str], vars: Mapping[str, str], cwd: str |
 
 
 def _check_keys(p: Problems, data: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
-    import difflib
-
     for key in data:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), sorted(allowed), n=1)

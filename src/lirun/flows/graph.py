@@ -4,13 +4,16 @@ Nodes are names; ``deps`` maps each node to the nodes it depends on. Every funct
 here is pure and table-tested; the loaders turn a cycle or an unknown name into a
 ``file:line`` error. A flow file is input, so nothing here recurses (a 10,000-leg chain
 would pass Python's recursion limit) and nothing is quadratic in the number of legs:
-``find_cycle``, ``topo_order`` and ``comparable_to_all`` are linear in nodes and edges,
+``find_cycle`` and ``comparable_to_all`` are linear in nodes and edges (``graphlib``
+finds cycles), ``topo_order`` adds a heap for the declared order,
 ``Reach`` answers "is A above B?" without building every leg's ancestor set.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
+from graphlib import CycleError, TopologicalSorter
 
 __all__ = [
     "Reach",
@@ -31,49 +34,46 @@ def _known(deps: Mapping[str, Iterable[str]], node: str) -> list[str]:
     return [d for d in deps.get(node, ()) if d in deps]
 
 
+def _sorter(deps: Mapping[str, Iterable[str]]) -> TopologicalSorter[str]:
+    """The graph of known names, prepared; CycleError on a cycle."""
+    sorter = TopologicalSorter({node: _known(deps, node) for node in deps})
+    sorter.prepare()
+    return sorter
+
+
+def _dependency_path(error: CycleError) -> list[str]:
+    # graphlib walks from a dependency to what depends on it; the path reads the other way.
+    return list(reversed(error.args[1]))
+
+
 def find_cycle(deps: Mapping[str, Iterable[str]]) -> list[str] | None:
-    """One dependency cycle as a path ``[a, b, …, a]``, or None. Unknown names are ignored."""
-    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-    for root in deps:
-        if root in state:
-            continue
-        state[root] = 1
-        path = [root]
-        stack = [iter(_known(deps, root))]  # the dependencies still to visit, per level
-        while stack:
-            dep = next(stack[-1], None)
-            if dep is None:
-                stack.pop()
-                state[path.pop()] = 2
-            elif state.get(dep) == 1:
-                return [*path[path.index(dep) :], dep]
-            elif dep not in state:
-                state[dep] = 1
-                path.append(dep)
-                stack.append(iter(_known(deps, dep)))
+    """One dependency cycle as a path ``[a, b, …, a]`` (a depends on b …), or None.
+    Unknown names are ignored."""
+    try:
+        _sorter(deps)
+    except CycleError as error:
+        return _dependency_path(error)
     return None
 
 
 def topo_order(deps: Mapping[str, Iterable[str]]) -> list[str]:
-    """Dependencies first; ties keep the order the nodes were declared in.
+    """Dependencies first; of the nodes ready to go, the one declared first goes first.
     ValueError on a cycle."""
-    cycle = find_cycle(deps)
-    if cycle is not None:
-        raise ValueError("dependency cycle: " + " -> ".join(cycle))
-    done: dict[str, None] = {}
-    for root in deps:
-        if root in done:
-            continue
-        stack = [(root, iter(_known(deps, root)))]
-        while stack:
-            node, pending = stack[-1]
-            dep = next(pending, None)
-            if dep is None:
-                stack.pop()
-                done.setdefault(node, None)
-            elif dep not in done:
-                stack.append((dep, iter(_known(deps, dep))))
-    return list(done)
+    try:
+        sorter = _sorter(deps)
+    except CycleError as error:
+        raise ValueError("dependency cycle: " + " -> ".join(_dependency_path(error))) from None
+    declared = {node: index for index, node in enumerate(deps)}
+    ready = [(declared[node], node) for node in sorter.get_ready()]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready:
+        _, node = heapq.heappop(ready)
+        order.append(node)
+        sorter.done(node)
+        for next_node in sorter.get_ready():
+            heapq.heappush(ready, (declared[next_node], next_node))
+    return order
 
 
 def ancestors(deps: Mapping[str, Iterable[str]], node: str) -> set[str]:

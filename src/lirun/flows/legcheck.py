@@ -6,14 +6,20 @@ and what only the machine can say (profiles, providers). Each problem is one
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
+from shutil import which
 from typing import TYPE_CHECKING, Any
 
 from lirun.errors import LirunError
+from lirun.exec.profiles import load_playbook, load_profile, resolve_contract_for
+from lirun.exec.provider_options import ProviderOptions
+from lirun.exec.providers import parse_provider_spec
+from lirun.exec.task import check_task
+from lirun.exec.worktrees import GitError, Repo
 from lirun.flows.graph import Reach, find_cycle
 from lirun.flows.templates import CONTEXT_NAMES, TemplateError, references
-from lirun.paths import which
 
 if TYPE_CHECKING:
     from lirun.flows.flowfile import Problems
@@ -162,7 +168,6 @@ def declared_artifacts(leg: LegSpec) -> set[str] | None:
     ids = {str(a.get("id")) for a in leg.task.artifacts}
     if not (leg.task.profile or leg.task.playbook):
         return ids
-    from lirun.exec.profiles import load_playbook, load_profile, resolve_contract_for
 
     try:
         profile = load_profile(leg.task.profile) if leg.task.profile else None
@@ -218,14 +223,10 @@ def _check_task(p: Problems, leg: LegSpec, raw: Mapping[str, Any], base: str) ->
     task = leg.task
     if (task.agent is None) == (task.run is None):
         return  # the shape problem is reported already
-    from lirun.exec.task import check_task
 
     try:
         check_task(task)
         if task.agent is not None and task.options:
-            from lirun.exec.provider_options import ProviderOptions
-            from lirun.exec.providers import parse_provider_spec
-
             provider, _ = parse_provider_spec(task.agent)
             ProviderOptions.from_mapping(task.options).check_for(provider)
     except LirunError as exc:
@@ -240,7 +241,6 @@ def _check_task(p: Problems, leg: LegSpec, raw: Mapping[str, Any], base: str) ->
 def _missing_program(program: str, cwd: str) -> str | None:
     """Why a command leg's program cannot start, when that is known before the run (a
     templated program is only known then)."""
-    import os
 
     if "{{" in program or "{%" in program:
         return None
@@ -258,7 +258,6 @@ def _check_isolation(p: Problems, leg: LegSpec, raw: Mapping[str, Any], base: st
     """``isolation: worktree`` needs a commit to start the worktree from."""
     if leg.isolation != "worktree":
         return
-    from lirun.exec.worktrees import GitError, Repo
 
     cwd = leg.cwd or base
     try:

@@ -19,9 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lirun.errors import LirunError, StartInterruptedError
+from lirun.exec.execution import execute
+from lirun.exec.task import build_request
+from lirun.exec.trouble import trouble_line
+from lirun.exec.worktrees import GitError, Repo, commit_leftovers, worktrees_root
 from lirun.flows.spec import LegSpec
 from lirun.reasons import is_retryable_reason
+from lirun.record.completion import COMMAND_EXITED_0
+from lirun.record.rundir import new_run_id
 from lirun.signals import SignalTrap
+from lirun.store import open_store
 
 __all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of", "proof_is_shared", "retry_leg"]
 
@@ -115,7 +122,6 @@ def _produced_any(row: Mapping[str, Any]) -> bool:
 def _own_proof(row: Mapping[str, Any]) -> bool:
     """Its outcome rests on evidence of its own: a reply that counted (an agent's, not
     with ``require_change``), or a command's exit code (``completion.COMMAND_EXITED_0``)."""
-    from lirun.record.completion import COMMAND_EXITED_0
 
     for ref in row.get("status_evidence_refs") or ():
         if not isinstance(ref, Mapping):
@@ -144,7 +150,6 @@ def proof_is_shared(row: Mapping[str, Any]) -> bool:
 
 def _worktree(job: LegJob) -> tuple[str, dict[str, str]]:
     """A worktree for the leg, on its own branch from HEAD; the leg's cwd inside it."""
-    from lirun.exec.worktrees import Repo, worktrees_root
 
     repo = Repo(job.cwd)
     top = repo.toplevel()
@@ -211,8 +216,6 @@ class LegWorkers:
     # -- in a worker thread --
 
     def _work(self) -> None:
-        from lirun.store import open_store
-
         store = None
         try:
             while (job := self._jobs.get()) is not None:
@@ -247,8 +250,6 @@ class LegWorkers:
     def _keep_leftovers(self, job: LegJob, worktree: str) -> None:
         """What the leg left uncommitted in its worktree is committed to its branch, as a
         show does for a play: its work lives on its branch, and a clean can tell it."""
-        from lirun.exec.worktrees import GitError, commit_leftovers
-
         try:
             if commit_leftovers(worktree, f"{job.id}: work left uncommitted"):
                 self._log(f"leg {job.id}: committed its uncommitted work to its branch")
@@ -287,9 +288,6 @@ class LegWorkers:
         result: LegResult,
     ) -> Mapping[str, Any] | None:
         """One execution; fills ``result``; the session row, or None if none was made."""
-        from lirun.exec.execution import execute
-        from lirun.exec.task import build_request
-        from lirun.record.rundir import new_run_id
 
         meta: dict[str, Any] = {
             "invocation": job.invocation_id,
@@ -351,7 +349,6 @@ class LegWorkers:
     def _trouble(self, leg: str) -> Callable[[str, Any], None]:
         """The provider's retries, warnings and errors as the flow's lines (stderr and
         flow.log), named by the leg."""
-        from lirun.exec.trouble import trouble_line
 
         def on_event(provider: str, event: Any) -> None:
             line = trouble_line(provider, event)

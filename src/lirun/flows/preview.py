@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lirun.exec.worktrees import GitError, Repo
 from lirun.flows.fanout import instance_id
 from lirun.flows.graph import comparable_to_all, topo_order
 from lirun.flows.spec import FlowSpec, LegSpec
@@ -196,7 +197,6 @@ def decide_isolation(leg: LegSpec, *, concurrent: bool, in_git: bool) -> str:
 def can_branch(path: str) -> bool:
     """Whether a leg running in ``path`` can get a worktree: ``path`` is in a git
     repository with a commit to branch from (a fresh ``git init`` has none)."""
-    from lirun.exec.worktrees import GitError, Repo
 
     try:
         repo = Repo(path)

@@ -21,6 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import jinja2
+from jinja2 import StrictUndefined, meta, nodes
+from jinja2.sandbox import SandboxedEnvironment
+
 from lirun.flows.template_limits import (
     MAX_CHAIN,
     MAX_OUTPUT_CHARS,
@@ -74,9 +78,6 @@ class TemplateRefs:
 
 @functools.cache
 def _environment() -> Any:
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
-
     class BoundedEnvironment(SandboxedEnvironment):
         intercepted_binops = frozenset({"*", "**"})
 
@@ -100,8 +101,6 @@ def _syntax_error(exc: Any) -> TemplateError:
 
 
 def _parse(text: str) -> Any:
-    import jinja2
-
     try:
         check_shape(_environment(), text)
         return _environment().parse(text)
@@ -115,7 +114,6 @@ def _parse(text: str) -> Any:
 
 def _constant_key(node: Any) -> str | None:
     """``x.key`` or ``x['key']`` → ``key``; any other access → None."""
-    from jinja2 import nodes
 
     if isinstance(node, nodes.Getattr):
         return str(node.attr)
@@ -185,9 +183,6 @@ def references(text: str) -> TemplateRefs:
 
 
 def _references(ast: Any) -> TemplateRefs:
-    import jinja2
-    from jinja2 import meta, nodes
-
     read: dict[str, set[str]] = {"legs": set(), "vars": set()}
     resolved: set[int] = set()  # the ``legs`` Name nodes read through a constant key
     private: set[str] = set()
@@ -220,7 +215,6 @@ def _references(ast: Any) -> TemplateRefs:
 def _check_filters_and_tests(ast: Any) -> None:
     """An unknown filter or test is a TemplateError now (Jinja2 would find a test only
     when the template runs, after the legs before it)."""
-    from jinja2 import nodes
 
     env = _environment()
     for node in ast.find_all((nodes.Filter, nodes.Test)):
@@ -250,7 +244,6 @@ def render(
     name, an operation the sandbox refuses, a template too deep, a render longer than
     ``seconds`` or an output over ``limit`` characters; RenderStopped as soon as
     ``should_stop()`` is true (looked at throughout the render)."""
-    import jinja2
 
     sink = Sink(limit)
     try:

@@ -12,6 +12,7 @@ done and says, per failed check, what it found.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -19,8 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from lirun.hints import Any
+from typing import Any
 
 __all__ = [
     "CHECK_NAMES",
@@ -109,8 +109,6 @@ def check_problems(checks: object) -> list[tuple[str | None, str]]:
     found: list[tuple[str | None, str]] = []
     for name, value in checks.items():
         if name not in CHECK_NAMES:
-            import difflib
-
             close = difflib.get_close_matches(str(name), sorted(CHECK_NAMES), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             allowed = ", ".join(sorted(CHECK_NAMES))
@@ -209,7 +207,7 @@ def _schema_failure(document: object, schema_path: str) -> CheckFailure | None:
         schema = load_json_schema(schema_path)
     except SchemaFileError as exc:
         return CheckFailure("json_schema", str(exc))
-    import jsonschema
+    import jsonschema  # the checks extra; load_json_schema above said if it is missing
 
     validator = jsonschema.validators.validator_for(schema)(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(document))

@@ -6,20 +6,23 @@ verification never looks at anything outside the root, even through symlinks.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Literal, NotRequired, TypedDict
 
 from lirun.errors import ValidationError
-from lirun.hints import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
-
-# artifact_checks (hashlib, json, dataclasses) loads only for a contract with checks:
-# a plain `li run` stays off it (tests/test_imports.py).
-if TYPE_CHECKING:
-    from lirun.record.artifact_checks import CheckFailure
+from lirun.record.artifact_checks import (
+    CheckFailure,
+    SchemaFileError,
+    check_problems,
+    load_json_schema,
+    run_checks,
+)
 from lirun.record.artifact_root import Unresolvable, lstat_or_none, root_aliases, walk_inside
 
 __all__ = [
@@ -194,8 +197,6 @@ def _check_entry(index: int, entry: object, seen: set[str]) -> None:
 def _check_checks(index: int, entry: Mapping[str, Any]) -> None:
     """Strict only: a check that is misspelt or malformed would otherwise never run."""
     if "checks" in entry:
-        from lirun.record.artifact_checks import check_problems
-
         problems = check_problems(entry["checks"])
         if problems:
             raise ArtifactContractError(f"{_label(index, entry)}: {problems[0][1]}")
@@ -222,7 +223,6 @@ def unknown_entry_fields(entry: Mapping[str, Any]) -> list[str]:
 
 def unknown_field_message(label: str, field: str) -> str:
     """``<label>: unknown field 'requird' (did you mean 'required'?); allowed: ...``."""
-    import difflib
 
     close = difflib.get_close_matches(field, sorted(KNOWN_ENTRY_FIELDS), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -327,8 +327,6 @@ def _load_schema_of(entry: ExpectedArtifact) -> None:
     path = checks.get("json_schema") if isinstance(checks, Mapping) else None
     if not isinstance(path, str):
         return
-    from lirun.record.artifact_checks import SchemaFileError, load_json_schema
-
     absolute = os.path.abspath(os.path.expanduser(path))
     try:
         load_json_schema(absolute)
@@ -474,8 +472,6 @@ def _content_failures(
     checks = entry.get("checks")
     if not checks:
         return []
-    from lirun.record.artifact_checks import CheckFailure, check_problems, run_checks
-
     problems = check_problems(checks)
     if problems:
         return [CheckFailure("checks", message) for _, message in problems]

@@ -11,11 +11,11 @@ change or a produced artifact counts, never its stdout. Pure: the facts come in 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
 
-from lirun.hints import Any
 from lirun.reasons import describe
 from lirun.record.outcome_types import Outcome, OutcomeFacts
-from lirun.values import replace
 
 __all__ = [
     "COMMAND_EXITED_0",

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from lirun.hints import Any
 from lirun.logs import get_logger
 from lirun.record.evidence import StartSnapshot
 from lirun.record.rundir import RunDir
 from lirun.store import Store
-from lirun.values import dataclass
 
 __all__ = ["PersistContext"]
 

@@ -19,12 +19,12 @@ import os
 import subprocess
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
+from shutil import which
+from typing import NotRequired, TypedDict
 
-from lirun.hints import NotRequired, TypedDict
-from lirun.paths import which
 from lirun.record import fingerprint
 from lirun.record.fingerprint import Fingerprint
-from lirun.values import dataclass
 
 __all__ = [
     "BASE_CANDIDATES",

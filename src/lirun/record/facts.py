@@ -9,8 +9,9 @@ command, only when it asked for evidence of work).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from lirun.hints import Any
 from lirun.logs import get_logger
 from lirun.record.artifacts import verify_artifact_contract
 from lirun.record.evidence import check_completion_evidence
@@ -21,9 +22,7 @@ from lirun.record.outcome import (
     needs_change_check,
     needs_linked_engine,
 )
-from lirun.values import dataclass, field, replace
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from lirun.record.context import PersistContext
 

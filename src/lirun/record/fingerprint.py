@@ -14,8 +14,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-
-from lirun.values import dataclass
+from dataclasses import dataclass
 
 __all__ = ["MAX_FILES", "MAX_SECONDS", "Fingerprint", "compare", "of_paths", "of_tree"]
 

@@ -21,8 +21,9 @@ its own evidence first and keeps the earlier evidence after it. Nothing here doe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
-from lirun.hints import Any
 from lirun.lifecycle import SESSION_TERMINAL_STATUSES
 from lirun.provider_errors import FAILURE_CLASSES, ProviderError, find_provider_error
 from lirun.reasons import describe, is_registered, reason_domain, resolve_run_reason
@@ -35,7 +36,6 @@ from lirun.record.completion import (
     wants_change_check,
 )
 from lirun.record.outcome_types import Outcome, OutcomeFacts
-from lirun.values import replace
 
 __all__ = [
     "COMMAND_EXITED_0",

@@ -7,9 +7,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-
-from lirun.hints import Any
-from lirun.values import dataclass, field
+from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["Outcome", "OutcomeFacts"]
 

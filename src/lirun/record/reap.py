@@ -10,13 +10,15 @@ their compare-and-set harmlessly.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from lirun.errors import LirunError
-from lirun.hints import Any, NamedTuple
 from lirun.liveness import (
     OWNER_DEATH_NOTE,
     OwnerVerdict,
@@ -26,8 +28,8 @@ from lirun.liveness import (
     orphaned_group,
     process_start_time,
 )
+from lirun.record.spool import apply_pending_run
 from lirun.store.core import Store
-from lirun.values import dataclass
 
 REAPED_STATUS = "failed"
 
@@ -151,7 +153,6 @@ def _stop_orphaned_group(
 def owner_death_note(row: Mapping[str, Any]) -> list[dict[str, Any]]:
     """What the dead owner's guard killed (its note in the run's directory), as evidence:
     the record says the run's processes died with their owner, and which they were."""
-    import json
 
     run_dir = row.get("run_dir")
     if not run_dir:
@@ -178,8 +179,6 @@ def owner_death_note(row: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any] | None:
-    from lirun.record.spool import apply_pending_run
-
     # The owner died after spooling the outcome it could not write: the true cause wins.
     with contextlib.suppress(LirunError, OSError):  # then judge the row as it is
         if apply_pending_run(store, session_id) not in (None, "keep"):

@@ -10,8 +10,8 @@ concurrent reaper or a late owner loses harmlessly.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
-from lirun.hints import Any
 from lirun.record.reap import (
     Orphan,
     finalize_orphan,

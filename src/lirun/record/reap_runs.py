@@ -14,9 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from lirun.errors import LirunError
-from lirun.hints import Any
 from lirun.liveness import ORPHANED
 from lirun.record.reap import judge, local_facts, reap_sessions
 from lirun.store.core import Store

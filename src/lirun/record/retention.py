@@ -16,8 +16,8 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from lirun.hints import Any
 from lirun.lifecycle import policy_for
 from lirun.liveness import host_name
 from lirun.record.retention_rules import (

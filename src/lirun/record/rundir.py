@@ -7,12 +7,12 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lirun.errors import LirunError, ValidationError
-from lirun.hints import Any
 from lirun.paths import lirun_home, runs_root
-from lirun.values import dataclass
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 

@@ -19,17 +19,24 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any, Literal
 
-from lirun.hints import Any, Literal
+from lirun.errors import LirunError
+from lirun.lifecycle import is_terminal
+from lirun.liveness import boot_id, current_owner, host_name, judge_owner, process_start_time
 from lirun.logs import get_logger
-from lirun.paths import nothing_pending, pending_root
-from lirun.record.rundir import write_atomically
-from lirun.values import asdict, dataclass, field, fields, replace
+from lirun.paths import nothing_pending, pending_root, resolve_db_url
+from lirun.record.rundir import private_dir, write_atomically
+from lirun.store import is_postgres_url, open_store
+from lirun.store.dbfile import sqlite_path_from_url
+from lirun.store.urls import redact_url
 
 log = get_logger(__name__)
 
@@ -90,20 +97,15 @@ class SpooledOutcome:
 
 def database_identity(url: str) -> str:
     """One string per database: the absolute SQLite path, or the URL without its password."""
-    from lirun.store import is_postgres_url
 
     if is_postgres_url(url):
-        from lirun.store.urls import redact_url
-
         return redact_url(url)
-    from lirun.store.dbfile import sqlite_path_from_url
 
     return os.path.abspath(sqlite_path_from_url(url))
 
 
 def database_key(url: str) -> str:
     """A short hash of the identity: a directory name that holds no secret."""
-    import hashlib
 
     return hashlib.sha256(database_identity(url).encode("utf-8")).hexdigest()[:16]
 
@@ -151,8 +153,6 @@ def reserve_spool(url: str, run_id: str) -> Path:
 
 
 def _reserve(url: str, run_id: str) -> Path:
-    from lirun.record.rundir import private_dir
-
     path = reservation_path(url, run_id)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     for attempt in range(3):
@@ -186,8 +186,6 @@ def _reserve(url: str, run_id: str) -> Path:
 
 
 def _owner_header() -> bytes:
-    from lirun.liveness import current_owner
-
     return (json.dumps(current_owner(), sort_keys=True) + "\n").encode("utf-8")
 
 
@@ -217,8 +215,6 @@ def stale_reservation(header: bytes, *, judge: Any) -> bool:
 def sweep_reservations(url: str) -> list[str]:
     """Remove the reservations of runs whose owner is gone (a SIGKILLed ``li run`` never
     gave its space back); the ids of their runs. Never raises; one listing when none."""
-    from lirun.liveness import boot_id, host_name, judge_owner, process_start_time
-
     if nothing_pending():
         return []
     host, boot, now = host_name(), boot_id(), time.time()
@@ -290,7 +286,6 @@ def write_spool(url: str, state_root: Path, outcome: SpooledOutcome) -> Path:
     payload = _fitted(outcome)
     with contextlib.suppress(OSError):
         write_atomically(state_root / PENDING_FILE, payload)
-    from lirun.record.rundir import private_dir
 
     directory = pending_dir(url)
     entry = directory / f"{outcome.run_id}.json"
@@ -322,7 +317,6 @@ def decide_delivery(row: Mapping[str, Any] | None, spooled: SpooledOutcome) -> D
     already holds this outcome; ``leave``: it holds another real outcome, which stands;
     ``keep``: no such row here, keep the spool.
     """
-    from lirun.lifecycle import is_terminal
 
     if row is None:
         return "keep"
@@ -434,7 +428,6 @@ def deliver_pending(url: str | None) -> list[tuple[str, Delivery]]:
     Opens the database for writing only when something is pending; a failure is said
     once as a warning (``lirun.record.spool``) and the spools stay for a later command.
     """
-    from lirun.paths import resolve_db_url
 
     resolved = resolve_db_url(url)
     try:
@@ -443,8 +436,6 @@ def deliver_pending(url: str | None) -> list[tuple[str, Delivery]]:
             return []
     except Exception:  # an unusable URL: the command itself will say what is wrong
         return []
-    from lirun.errors import LirunError
-    from lirun.store import open_store
 
     try:
         store = open_store(resolved)

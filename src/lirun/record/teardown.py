@@ -18,7 +18,9 @@ import copy
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from lirun.async_twin import async_twin
 from lirun.errors import (
@@ -30,19 +32,25 @@ from lirun.errors import (
     UsageError,
     ValidationError,
 )
-from lirun.hints import Any, TypeVar
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
 from lirun.logs import get_logger
-from lirun.paths import lirun_home
+from lirun.paths import lirun_home, runs_root
 from lirun.record.artifacts import contract_warnings, validate_artifact_contract
 from lirun.record.context import PersistContext
 from lirun.record.evidence import StartSnapshot, take_start_snapshot, unchecked_snapshot
 from lirun.record.facts import TeardownExtras, gather_facts
 from lirun.record.outcome import Outcome, OutcomeFacts, decide_outcome
 from lirun.record.rundir import RunDir
+from lirun.record.spool import (
+    SpooledOutcome,
+    database_identity,
+    release_reservation,
+    reserve_spool,
+    write_spool,
+)
 from lirun.store import StateDB, Store, open_store
 from lirun.store.core import SESSION_FIELDS
-from lirun.values import dataclass
+from lirun.store.retry import write_retry_seconds
 
 T = TypeVar("T")
 
@@ -158,14 +166,11 @@ def setup_record_sync(
 
 def _reserve(url: str, run_id: str) -> None:
     """Reserve the space the run's ending needs (its spool), or refuse to start it."""
-    from lirun.record.spool import reserve_spool
 
     reserve_spool(url, run_id)
 
 
 def _release(url: str, run_id: str) -> None:
-    from lirun.record.spool import release_reservation
-
     release_reservation(url, run_id)
 
 
@@ -179,7 +184,6 @@ def _start_snapshot(run: RunDir, cwd: object) -> StartSnapshot | None:
     """
     if not isinstance(cwd, str) or not cwd:
         return None
-    from lirun.paths import runs_root
 
     home = lirun_home()
     inside = Path(os.path.abspath(cwd)).is_relative_to(os.path.abspath(home))
@@ -255,7 +259,6 @@ def _with_retry(ctx: PersistContext, call: Callable[[], T]) -> T:
     The store already retries a status write within the same bound; this loop covers the
     reads and field writes around it, and one deadline bounds them all.
     """
-    from lirun.store.retry import write_retry_seconds
 
     deadline = time.monotonic() + write_retry_seconds()
     delay = 0.1
@@ -333,7 +336,6 @@ def _spool(
     cause: BaseException,
 ) -> Finalized:
     """The database refused past the retry bound: keep the decided outcome in a spool."""
-    from lirun.record.spool import SpooledOutcome, database_identity, write_spool
 
     url = ctx.store.url
     spooled = SpooledOutcome(

@@ -22,12 +22,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shlex
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lirun.errors import UsageError
-from lirun.exec.task import Task
-from lirun.hints import Any
-from lirun.values import dataclass
+from lirun.exec.artifact_check_option import attach_artifact_checks
+from lirun.exec.profiles import parse_artifact_option
+from lirun.exec.provider_options import ProviderOptions
+from lirun.exec.providers import ProviderNotFoundError, parse_provider_spec
+from lirun.exec.task import Task, check_task
+from lirun.flows.flowfile import load_flow
+from lirun.lifecycle import policy_for
+from lirun.record.retention_rules import RetentionPolicy
+from lirun.schedules.durations import format_duration, parse_duration
+from lirun.shows.showfile import load_show
 
 KINDS = ("agent", "run", "flow", "show", "gc")
 USAGE = (
@@ -106,13 +116,9 @@ class Action:
             prompt = " ".join(str(self.task.prompt or "(playbook prompt)").split())
             return f"agent {self.task.agent} {prompt[:60]!r}"
         if self.kind == "run" and self.task is not None:
-            import shlex
-
             flag = "--require-change " if self.task.require_change else ""
             return "run " + flag + shlex.join(self.task.run or ())
         if self.kind == "gc" and self.retention is not None:
-            from lirun.record.retention_rules import RetentionPolicy
-
             return "gc " + " ".join(gc_action_words(RetentionPolicy.from_dict(self.retention)))
         return f"{self.kind} {self.file}"
 
@@ -224,9 +230,6 @@ def parse_action(words: list[str], *, base: str | None = None) -> Action:
 
 
 def _limits(options: dict[str, list[str]], base: str) -> dict[str, Any]:
-    from lirun.exec.artifact_check_option import attach_artifact_checks
-    from lirun.exec.profiles import parse_artifact_option
-
     entries = [parse_artifact_option(text) for text in options.get("--artifact", [])]
     ids = [a["id"] for a in entries]
     if len(ids) != len(set(ids)):
@@ -285,9 +288,6 @@ def _agent_task(
 def _check(task: Task) -> None:
     """``check_task``, except that the provider's executable need not be on this machine:
     the worker that runs it looks for it on its own (and fails the run if it is missing)."""
-    from lirun.exec.provider_options import ProviderOptions
-    from lirun.exec.providers import ProviderNotFoundError, parse_provider_spec
-    from lirun.exec.task import check_task
 
     if task.agent is not None:
         name, _model = parse_provider_spec(task.agent)
@@ -315,21 +315,13 @@ def _validate_file(kind: str, path: str) -> None:
     """The whole check of the flow or show file at ``add`` (its loader's errors, each with
     file:line); the worker checks the file again, against this digest, before it runs."""
     if kind == "flow":
-        from lirun.flows.flowfile import load_flow
-
         load_flow(Path(path))
     else:
-        from lirun.shows.showfile import load_show
-
         load_show(Path(path))
 
 
 def _gc_policy(options: dict[str, list[str]], extra: list[str]) -> dict[str, Any]:
     """The retention policy of a ``gc`` action, checked as ``li gc`` checks it."""
-    from lirun.lifecycle import policy_for
-    from lirun.record.retention_rules import RetentionPolicy
-    from lirun.schedules.durations import parse_duration
-
     if extra:
         raise UsageError(f"action gc: unexpected {extra[0]!r}; e.g. -- gc --older-than 90d")
     older = _one(options, "--older-than")
@@ -353,8 +345,6 @@ def _gc_policy(options: dict[str, list[str]], extra: list[str]) -> dict[str, Any
 
 def gc_action_words(policy: Any) -> tuple[str, ...]:
     """The words of the ``gc`` action (and ``li gc`` options) that state ``policy``."""
-    from lirun.schedules.durations import format_duration
-
     words = ["--older-than", format_duration(policy.older_than)]
     for status in policy.statuses:
         words += ["--status", status]

@@ -23,17 +23,17 @@ value are errors naming ``file:line``; nothing is written unless the whole file 
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from pathlib import Path
+from typing import Any
 
 from lirun.errors import UsageError
 from lirun.exec.profiles import read_yaml, where
-from lirun.hints import Any
 from lirun.schedules.actions import Action, parse_action
 from lirun.schedules.definition import POLICY_KEYS, Definition, check_name, make_policies
 from lirun.schedules.registry import MISSING
 from lirun.schedules.triggers import parse_trigger
-from lirun.values import dataclass, replace
 
 TOP_KEYS = frozenset({"schedules", "missing"})
 ENTRY_KEYS = frozenset(

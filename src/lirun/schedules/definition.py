@@ -7,12 +7,13 @@ is built, so an invalid definition never reaches the database.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 from lirun.errors import UsageError
-from lirun.hints import Any
 from lirun.schedules.actions import Action
 from lirun.schedules.durations import MAX_SECONDS, format_duration, parse_duration
 from lirun.schedules.triggers import Trigger
-from lirun.values import dataclass, field
 
 NAME_EXAMPLE = "nightly-review"
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

@@ -17,9 +17,10 @@ with its own code. An ``--at`` schedule that has fired is spent and disabled.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from lirun.schedules.definition import Policies
 from lirun.schedules.triggers import Trigger, due_between, next_due
-from lirun.values import dataclass
 
 MISSED_ROWS = 100
 COUNT_CAP = 10_000

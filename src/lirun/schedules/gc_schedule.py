@@ -5,8 +5,8 @@ policy: the old definition is deleted (kept in its history) and the new one adde
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from lirun.hints import Any
 from lirun.record.retention_rules import RetentionPolicy
 from lirun.schedules import registry
 from lirun.schedules.actions import Action

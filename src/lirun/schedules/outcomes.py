@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any, NamedTuple
 
-from lirun.hints import Any, NamedTuple
 from lirun.reasons import RETRYABLE_RUN_REASONS, reason_fits_status
 
 # Reasons that say "the same run may succeed if tried again": transient provider failures

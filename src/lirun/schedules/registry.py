@@ -9,15 +9,14 @@ disabled is never counted as missed fires.
 
 from __future__ import annotations
 
-import os
+import getpass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from lirun.errors import NotFoundError, UsageError
-from lirun.hints import Any
 from lirun.schedules.definition import Definition, diff, stored_definition
 from lirun.schedules.triggers import AT_EXAMPLE, Trigger, next_due
-from lirun.values import dataclass, field
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from lirun.store import Store
 
@@ -34,10 +33,10 @@ WORKER_DISABLED = frozenset(
 
 def current_actor() -> str | None:
     """Who changes the definition, for the history row (the login name, if known)."""
-    for key in ("LOGNAME", "USER", "USERNAME"):
-        if os.environ.get(key):
-            return os.environ[key]
-    return None
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login variable and no password entry for the uid
+        return None
 
 
 def definition_fields(definition: Definition, now: int) -> dict[str, Any]:

@@ -25,14 +25,20 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lirun.errors import LirunError
+from lirun.exec.execution import execute
 from lirun.exec.fence import Fence
-from lirun.hints import Any
+from lirun.exec.task import build_request
+from lirun.flows.engine import run_flow
+from lirun.flows.flowfile import load_flow
 from lirun.logs import get_logger
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
 from lirun.record.retention_rules import RetentionPolicy
+from lirun.record.rundir import new_run_id
 from lirun.schedules.actions import Action, sha256_of
 from lirun.schedules.definition import Policies
 from lirun.schedules.outcomes import (
@@ -45,9 +51,10 @@ from lirun.schedules.outcomes import (
     should_retry,
     start_refusal,
 )
+from lirun.shows.engine import run_show
+from lirun.shows.showfile import load_show
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
-from lirun.values import dataclass
 
 log = get_logger(__name__)
 
@@ -261,14 +268,9 @@ class Runner:
         return Outcome("cancelled", LEASE_LOST, summary, outcome.exit_code)
 
     def _dispatch(self, store: Store, run_id: str, action: Action, trap: SignalTrap) -> Outcome:
-        from lirun.record.rundir import new_run_id
-
         url = self.config.db_url
         stopping = lambda: self.stop_reason if self.stopping is not None else None  # noqa: E731
         if action.kind in ("agent", "run"):
-            from lirun.exec.execution import execute
-            from lirun.exec.task import build_request
-
             assert action.task is not None
             session_id = new_run_id()
             store.link_run(run_id, session_id=session_id)
@@ -287,9 +289,6 @@ class Runner:
             return self._collect_garbage(store, run_id, action)
         assert action.file is not None
         if action.kind == "flow":
-            from lirun.flows.engine import run_flow
-            from lirun.flows.flowfile import load_flow
-
             spec = load_flow(Path(action.file), cwd=action.cwd)
             invocation_id = new_run_id()
             store.link_run(run_id, invocation_id=invocation_id)
@@ -300,8 +299,6 @@ class Runner:
                 report.reason_summary or "",
                 stopped_by=stopping(),
             )
-        from lirun.shows.engine import run_show
-        from lirun.shows.showfile import load_show
 
         show = load_show(Path(action.file))
         show_id = new_run_id()

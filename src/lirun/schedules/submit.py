@@ -6,15 +6,16 @@ the store's transport, so an idle worker starts it at once.
 
 from __future__ import annotations
 
-from lirun.hints import Any
+from typing import Any
+
+from lirun.schedules import registry
 from lirun.schedules.actions import Action
 from lirun.schedules.definition import Policies
+from lirun.schedules.transport import transport_for
 from lirun.store import Store
 
 
 def _offer(store: Store, run_id: str) -> None:
-    from lirun.schedules.transport import transport_for
-
     transport = transport_for(store)
     try:
         transport.enqueue(run_id)
@@ -45,7 +46,6 @@ def submit(
 def fire_now(store: Store, name: str, *, actor: str | None = None) -> dict[str, Any]:
     """Queue one run of the schedule ``name`` now (no due time: it never collides with
     a due-time run). NotFoundError (exit 2) for an unknown name."""
-    from lirun.schedules import registry
 
     schedule = registry.find(store, name)
     row = store.insert_queued_run(

@@ -109,7 +109,7 @@ def transport_for(store: Store) -> Transport:
     """The transport for ``store``'s backend (see the module's docstring)."""
     if store.is_server:
         try:
-            from lirun.schedules.pgqueue import ProcrastinateTransport
+            from lirun.schedules.pgqueue import ProcrastinateTransport  # the postgres extra
         except ImportError as exc:
             log.warning(
                 "procrastinate transport unavailable (%s); polling the schedule_runs table "

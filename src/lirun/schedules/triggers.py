@@ -15,12 +15,15 @@ never drifting with how late a worker fired. ``--at`` is due once.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
 
 from lirun.errors import UsageError
-from lirun.hints import Any
 from lirun.schedules.durations import format_duration, parse_duration
-from lirun.values import dataclass
 
 KINDS = ("cron", "every", "at")
 CRON_EXAMPLE = "'30 2 * * *' (02:30 every day) or '*/15 9-17 * * mon-fri'"
@@ -78,7 +81,6 @@ class Trigger:
 
 def zone(name: str) -> Any:
     """The ``ZoneInfo`` named ``name``; a UsageError naming valid zones otherwise."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     if not isinstance(name, str) or not name.strip() or name != name.strip():
         raise UsageError(f"time zone {name!r} is empty or padded; use e.g. {ZONE_EXAMPLE}")
@@ -156,7 +158,6 @@ def format_utc(epoch: int) -> str:
 
 def cron_trigger(expr: str, tz: str) -> Trigger:
     """A cron trigger; an expression cronsim refuses is a UsageError with an example."""
-    from cronsim import CronSim, CronSimError
 
     text = " ".join(str(expr).split())
     where = zone(tz)
@@ -263,7 +264,8 @@ def next_due(trigger: Trigger, after_epoch: int) -> int | None:
         assert trigger.at is not None
         return trigger.at if trigger.at > after else None
     if trigger.kind == "every":
-        assert trigger.seconds and trigger.anchor is not None
+        assert trigger.seconds
+        assert trigger.anchor is not None
         if after < trigger.anchor:
             return trigger.anchor + trigger.seconds
         steps = (after - trigger.anchor) // trigger.seconds + 1
@@ -272,8 +274,6 @@ def next_due(trigger: Trigger, after_epoch: int) -> int | None:
 
 
 def _cron_next(trigger: Trigger, after: int) -> int | None:
-    from cronsim import CronSim
-
     start = datetime.fromtimestamp(after, zone(trigger.tz))
     try:
         due = int(next(CronSim(trigger.expr or "", start)).timestamp())

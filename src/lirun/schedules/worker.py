@@ -27,9 +27,11 @@ import select
 import signal
 import threading
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from lirun.exec.fence import Fence
-from lirun.hints import Any
+from lirun.liveness import current_owner
 from lirun.logs import get_logger
 from lirun.record.reap_runs import fail_lapsed_run, fail_past_start_deadline
 from lirun.schedules.definition import stored_definition
@@ -39,7 +41,6 @@ from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.transport import Transport, transport_for
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
-from lirun.values import dataclass
 
 log = get_logger(__name__)
 
@@ -170,7 +171,6 @@ class Worker:
 
     def run(self) -> int:
         """Run until a signal; returns the exit code (0)."""
-        from lirun.liveness import current_owner
 
         opts = self.options
         store = open_store(opts.db_url)

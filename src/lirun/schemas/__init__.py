@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from lirun.errors import NotFoundError
-from lirun.hints import Any
 
 __all__ = ["SchemaNotFoundError", "load_schema", "schema_names"]
 

@@ -23,12 +23,16 @@ from lirun.errors import ConflictError, NotFoundError, UsageError
 from lirun.exec.fence import fence_for_owner
 from lirun.exec.task import check_task
 from lirun.exec.worktrees import GitError
+from lirun.flows.graph import find_cycle, unknown_deps
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL, current_owner, judge_owner
 from lirun.paths import resolve_db_url
+from lirun.record.reap import local_facts
 from lirun.record.rundir import new_run_id, safe_component
+from lirun.shows.conductor import Conductor
 from lirun.shows.decisions import abort_target
-from lirun.shows.gitwork import ShowGit
+from lirun.shows.gitwork import ShowGit, current_head
 from lirun.shows.preflight import check_not_checked_out, check_repo
+from lirun.shows.recovery import check_head, reap_gates, reap_orphans, recover
 from lirun.shows.report import ShowReport, build_report
 from lirun.shows.spec import DEFAULT_PARALLEL, ShowSpec
 from lirun.signals import SignalTrap
@@ -95,8 +99,6 @@ def _get(store: Store, show_id: str) -> dict[str, Any]:
 
 
 def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowReport:
-    from lirun.shows.gitwork import current_head
-
     show = _get(store, show_id)
     # The head as git has it: a branch moved by hand shows where it really is.
     show = {
@@ -134,7 +136,6 @@ def recent_shows(*, db_url: str | None = None, limit: int = 20) -> tuple[ShowRep
 def _check_plays(spec: ShowSpec) -> None:
     """What the show file loader checks, again for library callers: names, the graph,
     and that every task can run here (a missing provider, profile or playbook)."""
-    from lirun.flows.graph import find_cycle, unknown_deps
 
     deps = {p.name: p.depends_on for p in spec.plays}
     if len(deps) != len(spec.plays):
@@ -164,8 +165,6 @@ def _check_topic_free(store: Store, topic: str) -> None:
 
 def owner_alive(row: dict[str, Any]) -> bool:
     """Whether a live process owns the show (its lock): what resume, abort and clean ask."""
-    from lirun.record.reap import local_facts
-
     if not row.get("owner_pid") and row.get("heartbeat_at") is None:
         return False
     facts = local_facts()
@@ -303,9 +302,6 @@ def _conduct(
     *,
     resumed: bool,
 ) -> ShowReport:
-    from lirun.shows.conductor import Conductor
-    from lirun.shows.recovery import check_head, reap_gates, recover
-
     show = _get(store, show_id)
     git = ShowGit(spec.repo, show_id, str(show["integration"]))
     say = options.on_progress or (lambda line: None)
@@ -445,8 +441,6 @@ def abort_show(
         # A live owner stops its executions at its next heartbeat and still uses the gate
         # worktree until then; a dead owner's executions are stopped here.
         if not owner_alive(row):
-            from lirun.shows.recovery import reap_orphans
-
             reap_orphans(store, str(row["id"]), agents=True)
             if row.get("repo"):
                 git = ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"]))

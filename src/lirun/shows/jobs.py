@@ -16,6 +16,7 @@ from typing import Any
 
 from lirun.exec.execution import ExecutionResult, execute
 from lirun.exec.task import Task, build_request
+from lirun.exec.trouble import trouble_line
 from lirun.shows.gates import GateRun, run_gate
 from lirun.shows.gitwork import Merge, ShowGit
 from lirun.shows.spec import Gate
@@ -154,7 +155,6 @@ class Workers:
         say = self.say
         if say is None:
             return None
-        from lirun.exec.trouble import trouble_line
 
         def on_event(provider: str, event: Any) -> None:
             line = trouble_line(provider, event)

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lirun.provider_errors import failure_class_for_reason
+
 __all__ = ["PlayReport", "ShowReport", "build_report", "provider_failure"]
 
 _NEEDS_PERSON = frozenset({"escalated", "gate_failed"})
@@ -116,7 +118,6 @@ class ShowReport:
 def provider_failure(session: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """What the provider said when ``session`` (an agent execution) failed with a known
     class, and what a person does about it; None for anything else."""
-    from lirun.provider_errors import failure_class_for_reason
 
     code = session.get("status_reason_code") if session else None
     failure = failure_class_for_reason(code)

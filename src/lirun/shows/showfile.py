@@ -26,9 +26,11 @@ from typing import Any
 
 from lirun.errors import UsageError
 from lirun.exec.problems import ProblemReader
-from lirun.exec.profiles import LineMap, ProfileError, check_artifacts, read_yaml
+from lirun.exec.profiles import LineMap, ProfileError, check_artifacts, load_playbook, read_yaml
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
+from lirun.exec.providers import parse_provider_spec
 from lirun.exec.task import MAX_PARALLEL, Task, check_task
+from lirun.exec.worktrees import GitError, Repo
 from lirun.flows.graph import find_cycle, unknown_deps
 from lirun.shows.spec import DEFAULT_ATTEMPTS, Gate, PlaySpec, ShowSpec
 from lirun.teams.membership import parse_setting
@@ -181,8 +183,6 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
     before = len(r)
     agent = r.text(play, "agent", label)
     if agent is not None:
-        from lirun.exec.providers import parse_provider_spec
-
         try:
             parse_provider_spec(agent)
         except UsageError as exc:
@@ -265,8 +265,6 @@ def _play_gate(
 
 
 def _playbook_prompt(name: str) -> None:
-    from lirun.exec.profiles import load_playbook
-
     if load_playbook(name).prompt is None:
         raise UsageError(f"no prompt: give prompt:, or a playbook with one ({name} has none)")
 
@@ -367,8 +365,6 @@ def _check_graph(r: ProblemReader, raw: list[Any], names: Mapping[str, int]) -> 
 
 
 def _repo_and_base(r: ProblemReader, data: Mapping[str, Any], folder: Path) -> tuple[str, str]:
-    from lirun.exec.worktrees import GitError, Repo
-
     raw_repo = data.get("repo", ".")
     base = r.text(data, "base", "") or ""
     if "base" not in data:

@@ -7,15 +7,13 @@ escalated. A notice that cannot be recorded is said on progress and never stops 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from lirun.errors import LirunError
-from lirun.hints import TYPE_CHECKING, Any
+from lirun.shows.spec import ShowSpec
+from lirun.store.core import Store
 from lirun.teams import membership
 from lirun.teams.rules import MAX_MESSAGE_BYTES, SYSTEM_MEMBER
-
-if TYPE_CHECKING:
-    from lirun.shows.spec import ShowSpec
-    from lirun.store.core import Store
 
 # Changed paths listed in a merge notice; the rest are counted.
 MAX_PATHS = 50

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from lirun.hints import TYPE_CHECKING, Any
+from lirun.store.core import Store
 from lirun.store.team_records import READ_LIMIT
 from lirun.wait.wake import make_waker
-
-if TYPE_CHECKING:
-    from lirun.store.core import Store
 
 # The longest sleep between two reads when no wake-up came.
 POLL_SECONDS = 2.0

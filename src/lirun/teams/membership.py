@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from lirun.hints import TYPE_CHECKING, Any
+from lirun.store.core import Store
 from lirun.teams.rules import MAX_MESSAGE_BYTES, MAX_NAME_LENGTH, is_name
-
-if TYPE_CHECKING:
-    from lirun.store.core import Store
 
 TEAM_ENV = "LIRUN_TEAM"
 MEMBER_ENV = "LIRUN_MEMBER"

@@ -8,8 +8,7 @@ sequence could move the cursor, recolour or retitle the terminal) is shown as it
 from __future__ import annotations
 
 import time
-
-from lirun.hints import Any
+from typing import Any
 
 _SHOWN = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 # Line separators and the bidirectional controls that can make a line read other than

@@ -255,20 +255,3 @@ def components() -> dict[str, Schema]:
             ]
         },
     }
-
-
-# The component each page's /api twin answers with (app._routes' handler names).
-RESPONSES = {
-    "runs": "RunsPage",
-    "run": "RunPage",
-    "flow": "FlowPage",
-    "show": "ShowPage",
-    "flows": "FlowsPage",
-    "shows": "ShowsPage",
-    "schedules": "SchedulesPage",
-    "schedule": "SchedulePage",
-    "attention": "AttentionPage",
-    "workers": "WorkersPage",
-    "teams": "TeamsPage",
-    "team": "TeamPage",
-}

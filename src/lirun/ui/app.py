@@ -25,12 +25,17 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from lirun.errors import LirunError
+from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
 from lirun.ui import list_views, show_views, team_views, views
-from lirun.ui.events import Change, Hub, Notice
+from lirun.ui.artifacts import ARTIFACT_HEADERS, ArtifactRefused, read_artifact, resolve_artifact
+from lirun.ui.events import Change, Hub, Notice, change_of
+from lirun.ui.filters import FILTERS
 from lirun.ui.jsonable import to_json
+from lirun.ui.metrics import CONTENT_TYPE, render
 from lirun.ui.openapi import API, openapi_document
 from lirun.ui.security import Guard
+from lirun.ui.transcript import read_transcript, stream_signature
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 KEEPALIVE_SECONDS = 15.0
@@ -39,8 +44,6 @@ RUN_FILES_KEPT = 1000  # where the stream files of the runs being followed are
 
 
 def _environment() -> Environment:
-    from lirun.ui.filters import FILTERS
-
     env = Environment(
         loader=FileSystemLoader(os.path.join(HERE, "templates")),
         autoescape=select_autoescape(default=True, default_for_string=True),
@@ -149,13 +152,6 @@ def _routes(dash: Dashboard) -> list[Any]:
     workers = every(views.workers_view, "workers.html")
 
     async def artifact(request: Request) -> Response:
-        from lirun.ui.artifacts import (
-            ARTIFACT_HEADERS,
-            ArtifactRefused,
-            read_artifact,
-            resolve_artifact,
-        )
-
         run_id, rel = request.path_params["run_id"], request.path_params["path"]
         if not views.plausible_id(run_id) or "\x00" in rel:
             return PlainTextResponse("no such run\n", status_code=404)
@@ -177,7 +173,6 @@ def _routes(dash: Dashboard) -> list[Any]:
         """A running run's transcript section, read from its stream files only (where they
         are is remembered, so following a run never reads the database again); 204 while
         the files have not changed since ``since``."""
-        from lirun.ui.transcript import read_transcript, stream_signature
 
         run_id = request.path_params["run_id"]
         if not views.plausible_id(run_id):
@@ -200,9 +195,6 @@ def _routes(dash: Dashboard) -> list[Any]:
         return HTMLResponse(html, headers={"X-Transcript-Signature": found.signature})
 
     async def metrics(request: Request) -> Response:
-        from lirun.paths import resolve_db_url
-        from lirun.ui.metrics import CONTENT_TYPE, render
-
         body = await dash.read(render, resolve_db_url(dash.db_url))
         return Response(body, media_type=CONTENT_TYPE)
 
@@ -270,8 +262,6 @@ async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]
             if len(backlog) >= BACKLOG_LIMIT:
                 yield f"id: {dash.hub.cursor}\nevent: reset\ndata: {{}}\n\n"
             else:
-                from lirun.ui.events import change_of
-
                 for row in backlog:
                     seen.add(int(row["seq"]))
                     yield change_of(row, min(dash.hub.cursor, int(row["seq"]))).to_sse()

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lirun.liveness import boot_id, host_name, judge_owner, process_start_time
+from lirun.paths import resolve_db_url
+from lirun.record.spool import pending_files
+from lirun.schedules.worker import live_workers
 from lirun.ui.attention import DEFAULT_WINDOW_SECONDS, Facts, Item, needs_you
 
 
 def _dead_owners(store: Any, shows: list[Any], now: float) -> list[dict[str, Any]]:
-    from lirun.liveness import boot_id, host_name, judge_owner, process_start_time
-
     host, boot = host_name(), boot_id()
     running = [
         *(("session", r) for r in store.list_running_sessions()),
@@ -31,9 +33,6 @@ def _dead_owners(store: Any, shows: list[Any], now: float) -> list[dict[str, Any
 
 
 def _pending(url: str | None) -> list[dict[str, Any]]:
-    from lirun.paths import resolve_db_url
-    from lirun.record.spool import pending_files
-
     out = []
     for path in pending_files(resolve_db_url(url)):
         try:
@@ -48,7 +47,6 @@ def _pending(url: str | None) -> list[dict[str, Any]]:
 
 def gather(store: Any, url: str | None, now: float, since: float | None = None) -> Facts:
     """The facts as of ``now``; failures before ``since`` (default: a week ago) age out."""
-    from lirun.schedules.worker import live_workers
 
     rows = store.attention_rows(since=now - DEFAULT_WINDOW_SECONDS if since is None else since)
     return Facts(

@@ -24,6 +24,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from lirun.errors import LirunError
+from lirun.schedules.worker import live_workers
+from lirun.store import open_store
+from lirun.wait.wake import make_waker
+
 GAP_WAIT_SECONDS = 2.0
 IDLE_WAIT_SECONDS = 1.0
 GAP_RECHECK_SECONDS = 0.1
@@ -228,10 +233,6 @@ class Hub:
                 self._deliver(queue, change)
 
     def _run(self) -> None:
-        from lirun.errors import LirunError
-        from lirun.store import open_store
-        from lirun.wait.wake import make_waker
-
         try:
             # Read-only: a read fails at once when the server is away (a writer's reads
             # wait out an outage), so browsers hear "stale" promptly.
@@ -261,8 +262,6 @@ class Hub:
 
     def _check_workers(self, store: Any) -> None:
         """Publish ``workers`` when the set of live workers is not the one seen last."""
-        from lirun.errors import LirunError
-        from lirun.schedules.worker import live_workers
 
         try:
             live = frozenset(str(w["id"]) for w in live_workers(store, time.time()))
@@ -274,8 +273,6 @@ class Hub:
 
     def _check_teams(self, store: Any) -> None:
         """Publish ``team`` for each team whose message count moved since the last look."""
-        from lirun.errors import LirunError
-
         try:
             counts = store.team_message_counts()
         except LirunError:
@@ -287,8 +284,6 @@ class Hub:
         self._team_counts = counts
 
     def _watch(self, store: Any, waker: Any, tracker: SeqTracker) -> None:
-        from lirun.errors import LirunError
-
         next_workers = time.monotonic() + WORKERS_CHECK_SECONDS
         while not self._stop.is_set():
             if time.monotonic() >= next_workers:

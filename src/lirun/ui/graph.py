@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Mapping, Sequence
+from shutil import which
 
 from markupsafe import Markup, escape
 
 from lirun.flows.dag import DagNode, dot_quote, dot_source
-from lirun.paths import which
 
 DOT_TIMEOUT_SECONDS = 10.0
 FILL = {

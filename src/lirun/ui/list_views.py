@@ -9,11 +9,18 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
+from lirun.errors import LirunError
 from lirun.lifecycle import policy_for
+from lirun.schedules.actions import Action
+from lirun.schedules.triggers import Trigger, next_due
+from lirun.schedules.worker import live_workers
 from lirun.store import Store
+from lirun.store.ui_reads import RUN_KINDS
+from lirun.ui.attention_facts import attention_items
 from lirun.ui.run_rows import describe
 from lirun.ui.views import (
     PAGE_SIZE,
+    STATUS_CHOICES,
     BadRequest,
     _number,
     cost_chart,
@@ -98,7 +105,6 @@ def shows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
 
 def attention_view(store: Store, db_url: str | None) -> dict[str, Any]:
     """What needs a person now (the same list as ``li attention``)."""
-    from lirun.ui.attention_facts import attention_items
 
     items = [item.to_dict() for item in attention_items(store, db_url, time.time())]
     return {"items": items, "count": len(items)}
@@ -110,8 +116,6 @@ RAN_AND_ENDED = policy_for("schedule_run").terminal - {"skipped"}
 
 def next_fires(row: Mapping[str, Any], count: int = NEXT_FIRES) -> list[int]:
     """The schedule's next due times from its stored one (none for a disabled one)."""
-    from lirun.errors import LirunError
-    from lirun.schedules.triggers import Trigger, next_due
 
     due = row.get("next_due_at")
     if due is None or row.get("status") != "enabled":
@@ -131,7 +135,6 @@ def next_fires(row: Mapping[str, Any], count: int = NEXT_FIRES) -> list[int]:
 
 def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
     """One schedule: its definition, next fires, its runs, success and cost over time."""
-    from lirun.schedules.worker import live_workers
 
     row = store.get_schedule(name)
     if row is None:
@@ -162,8 +165,6 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
 
 
 def _describe_action(row: Mapping[str, Any]) -> str:
-    from lirun.schedules.actions import Action
-
     try:
         return str(Action.from_dict(row["action_json"]).describe())
     except (KeyError, TypeError, ValueError):
@@ -173,8 +174,6 @@ def _describe_action(row: Mapping[str, Any]) -> str:
 def show_runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """The runs page with ``kind=show``: shows as rows of the runs table (a show is not an
     execution of its own, so the union of ``runs_page`` leaves it out; its plays are in)."""
-    from lirun.store.ui_reads import RUN_KINDS
-    from lirun.ui.views import STATUS_CHOICES
 
     unknown = [k for k in ("provider", "until", "q") if params.get(k)]
     if unknown:

@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from lirun.lifecycle import is_terminal
+from lirun.record.spool import pending_files
 from lirun.store import Store
 from lirun.store.metric_reads import DURATION_BUCKETS, MetricFacts
 
@@ -160,8 +161,6 @@ class _Scrape(Collector):
 def render(store: Store, db_url: str, *, now: float | None = None) -> bytes:
     """The Prometheus text format of the record in ``store`` (whose URL is ``db_url``:
     the spool is kept per database)."""
-    from lirun.record.spool import pending_files
-
     at = time.time() if now is None else now
     facts = store.metric_facts(now=at, overdue_after=OVERDUE_AFTER)
     registry = CollectorRegistry(auto_describe=False)

@@ -8,7 +8,7 @@ from typing import Any
 
 from lirun.store.ui_reads import RUN_KINDS
 from lirun.ui.api_schema_kit import ref
-from lirun.ui.api_schemas import RESPONSES, components
+from lirun.ui.api_schemas import components
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +19,22 @@ class ApiRoute:
     params: tuple[tuple[str, str, str], ...] = ()  # (name, in, description)
 
 
+# The component each page's /api twin answers with (app._routes' handler names).
+RESPONSES = {
+    "runs": "RunsPage",
+    "run": "RunPage",
+    "flow": "FlowPage",
+    "show": "ShowPage",
+    "flows": "FlowsPage",
+    "shows": "ShowsPage",
+    "schedules": "SchedulesPage",
+    "schedule": "SchedulePage",
+    "attention": "AttentionPage",
+    "workers": "WorkersPage",
+    "teams": "TeamsPage",
+    "team": "TeamPage",
+}
+
 _FILTERS = (
     ("status", "query", "only runs in this status"),
     ("kind", "query", f"only this kind: {', '.join(RUN_KINDS)}, or show (the shows)"),
@@ -26,6 +42,7 @@ _FILTERS = (
     ("since", "query", "created at or after: epoch seconds or an ISO date (UTC unless given)"),
     ("until", "query", "created before: epoch seconds or an ISO date"),
     ("q", "query", "text inside the id, prompt, reason code or reason summary"),
+    ("fold", "query", "schedule: each schedule's runs folded into its newest one"),
     ("cursor", "query", "the next_cursor of the previous page"),
 )
 

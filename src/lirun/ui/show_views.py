@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lirun.shows.gitwork import current_head
+from lirun.shows.report import provider_failure
 from lirun.store import Store
 from lirun.ui.liveness_view import liveness
 from lirun.ui.team_views import show_team
@@ -83,8 +85,6 @@ def _provider_stop(store: Store, play: Mapping[str, Any]) -> dict[str, Any] | No
     said on its last execution and what a person does about it."""
     if play.get("status_reason_code") != "play.escalated.provider" or not play.get("session_id"):
         return None
-    from lirun.shows.report import provider_failure
-
     return provider_failure(store.get_entity("session", str(play["session_id"])))
 
 
@@ -102,8 +102,6 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     row = store.get_entity("show", show_id)
     if row is None:
         return None
-    from lirun.shows.gitwork import current_head
-
     row = {**row, "integration_head": current_head(row)}  # git's, not the record's
     plays = store.show_plays(show_id)
     columns: dict[str, list[dict[str, Any]]] = {}

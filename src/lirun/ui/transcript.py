@@ -11,8 +11,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
+
+from lirun.exec.providers import get_provider
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # the tail of a bigger stream file is shown
 MAX_ENTRIES = 2000
@@ -57,7 +60,6 @@ def stream_signature(run_dir: str | None) -> str:
         except OSError:
             continue
         parts.append(f"{name}:{info.st_size}:{info.st_mtime_ns}")
-    import zlib
 
     return format(zlib.crc32("|".join(parts).encode()), "08x")
 
@@ -105,8 +107,6 @@ def event_entry(kind: str, data: dict[str, Any]) -> Entry | None:
 
 
 def _agent_entries(path: str, provider: str | None) -> tuple[list[Entry], bool]:
-    from lirun.exec.providers import get_provider
-
     text, cut = _tail(path)
     try:
         parser = get_provider(provider or "").new_parser()

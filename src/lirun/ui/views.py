@@ -7,15 +7,23 @@ import math
 import os
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from lirun.flows.dag import dag_nodes
+from lirun.flows.reports import report_from_store
 from lirun.lifecycle import policy_for
+from lirun.schedules.worker import live_workers
 from lirun.store import Store
+from lirun.store.records import present_session
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
+from lirun.ui.artifacts import list_artifacts
 from lirun.ui.evidence_view import explain_all
+from lirun.ui.graph import flow_svg
 from lirun.ui.liveness_view import liveness
 from lirun.ui.run_rows import command_text, describe, fold_schedules
+from lirun.ui.transcript import read_transcript
 
 PAGE_SIZE = 50
 FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q", "fold")
@@ -64,8 +72,6 @@ def _number(params: Mapping[str, str], name: str) -> float | None:
             raise BadRequest(f"{name}={text!r} is not a finite number of epoch seconds")
         return value
     try:
-        from datetime import UTC, datetime
-
         moment = datetime.fromisoformat(text)
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
@@ -183,8 +189,6 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
 
 def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
     """One execution: its row, history, evidence, artifacts, usage, lineage, transcript."""
-    from lirun.ui.artifacts import list_artifacts
-    from lirun.ui.transcript import read_transcript
 
     row = store.get_entity("session", run_id)
     if row is None:
@@ -200,7 +204,6 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "num_turns",
         "provider_retries",
     )
-    from lirun.store.records import present_session
 
     return {
         "run": present_session(row),  # a command's stdout is its output_text, not a reply
@@ -234,9 +237,6 @@ def _play_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
     """A flow (an invocation): its row, its legs as a report, and the leg graph."""
-    from lirun.flows.dag import dag_nodes
-    from lirun.flows.reports import report_from_store
-    from lirun.ui.graph import flow_svg
 
     row = store.get_entity("invocation", invocation_id)
     if row is None:
@@ -285,8 +285,6 @@ RAN_AND_ENDED = policy_for("schedule_run").terminal - {"skipped"}
 def schedules_view(store: Store) -> dict[str, Any]:
     """Every schedule with its last runs (a strip of cells), their success rate and cost
     per run; a next fire time already past says whether a worker is live to fire it."""
-    from lirun.schedules.worker import live_workers
-
     now = time.time()
     workers = len(live_workers(store, now))
     runs_by_schedule: dict[str, list[dict[str, Any]]] = {}
@@ -341,9 +339,6 @@ def cost_chart(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def workers_view(store: Store) -> dict[str, Any]:
     """Live workers (heartbeat within their lease): host, pid, heartbeat age, what runs."""
-    import time
-
-    from lirun.schedules.worker import live_workers
 
     fields = ("id", "host", "pid", "started_at", "heartbeat_age", "concurrency", "transport")
     workers = []

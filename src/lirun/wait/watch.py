@@ -81,7 +81,8 @@ class Watcher:
                 self.outcomes[index] = project(target, None)
                 self._unreported.append(index)
             else:
-                assert target.kind is not None and target.id is not None
+                assert target.kind is not None
+                assert target.id is not None
                 self._pending[(target.kind, target.id)] = index
         self.queries = 0  # full reads so far (the bench checks one per tick)
 
