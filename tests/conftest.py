@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,13 @@ from pathlib import Path
 import pytest
 
 from support.pg import make_pg_url
+
+# A shell starts a background job (`pytest ... &`, as scripts/test does for the fault suite)
+# with SIGINT ignored, and every process the tests start would inherit that: a SIGINT sent
+# to `li` would then do nothing. A Python handler is reset to the default at exec, so the
+# tests' processes start with SIGINT as a terminal gives it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The fault suite's harness (summary lines), the throwaway PostgreSQL cluster, the tmpfs.
 pytest_plugins = ["support.faultkit", "support.pgcluster", "support.diskkit"]
