@@ -136,7 +136,9 @@ def full_parse(argv: list[str]) -> Any:
         help="give up after S seconds with exit 3 if targets are still running",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    parser.add_argument("--db", metavar="URL", default=None, help=DB_URL_HELP)
+    from lirun.cli.common import given_db  # on the fast path: loaded by main already
+
+    parser.add_argument("--db", metavar="URL", default=given_db(), help=DB_URL_HELP)
     return parser.parse_args(argv)
 
 
@@ -281,7 +283,9 @@ def _db_argument(argv: list[str]) -> str | None:
             return argv[i + 1]
         if arg.startswith("--db="):
             return arg.split("=", 1)[1]
-    return None
+    from lirun.cli.common import given_db  # on the fast path: loaded by main already
+
+    return given_db()
 
 
 def main(argv: list[str]) -> int:

@@ -40,6 +40,7 @@ from lirun.logs import get_logger
 from lirun.record.rundir import RunDir, allocate_run
 from lirun.record.spool import apply_pending
 from lirun.record.teardown import finalize_sync, setup_record_sync, teardown_persist_sync
+from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 
@@ -156,9 +157,10 @@ def _session_fields(
 
 
 def _intervals(request: ExecutionRequest) -> tuple[float, float]:
-    """(heartbeat interval, lease): several beats always fit in one lease."""
-
-    interval = request.heartbeat_interval or HEARTBEAT_INTERVAL
+    """(heartbeat interval, lease): several beats always fit in one lease. The request's
+    interval, else ``$LIRUN_HEARTBEAT_INTERVAL``, else ``HEARTBEAT_INTERVAL``."""
+    given = request.heartbeat_interval or Settings.from_env().heartbeat_interval
+    interval = given or HEARTBEAT_INTERVAL
     return interval, max(DEFAULT_LEASE_SECONDS, 4 * interval)
 
 
