@@ -107,8 +107,13 @@ def _quick_parse(argv: list[str]) -> SimpleNamespace | None:
 
 def parse_args(argv: list[str]) -> Any:
     """Namespace(ids, interval, timeout, json, db); SystemExit on --help or a usage error."""
+    from lirun.cli.common import given_db  # on the fast path: loaded by main already
+
     quick = _quick_parse(argv)
-    return quick if quick is not None else full_parse(argv)
+    args = quick if quick is not None else full_parse(argv)
+    if args.db is None:
+        args.db = given_db()  # `li --db URL wait ID`
+    return args
 
 
 def full_parse(argv: list[str]) -> Any:
@@ -136,9 +141,7 @@ def full_parse(argv: list[str]) -> Any:
         help="give up after S seconds with exit 3 if targets are still running",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    from lirun.cli.common import given_db  # on the fast path: loaded by main already
-
-    parser.add_argument("--db", metavar="URL", default=given_db(), help=DB_URL_HELP)
+    parser.add_argument("--db", metavar="URL", default=None, help=DB_URL_HELP)
     return parser.parse_args(argv)
 
 
