@@ -199,3 +199,14 @@ def test_the_grep_finds_a_read() -> None:
     assert _BY_NAME.search("os.environ.get(spec.env_var)")
     assert _READ.findall('x = os.environ.get("LIRUN_NEW", "")') == ["LIRUN_NEW"]
     assert _READ.findall("os.environ['LIRUN_X']") == ["LIRUN_X"]
+
+
+def test_every_variable_in_the_package_is_in_the_table() -> None:
+    table = (SRC.parents[1] / "docs" / "configuration.md").read_text()
+    used = {
+        name
+        for path in SRC.rglob("*.py")
+        for name in re.findall(r"\bLIRUN_[A-Z][A-Z_]*[A-Z]\b", path.read_text())
+    }
+    assert used, "the pattern finds the package's variables"
+    assert {name for name in used if f"`{name}`" not in table} == set()
