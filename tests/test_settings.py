@@ -12,8 +12,10 @@ import pytest
 
 from lirun.cli.main import main
 from lirun.errors import UsageError
-from lirun.exec.execution import HEARTBEAT_INTERVAL, ExecutionRequest, _intervals
+from lirun.exec.execution import HEARTBEAT_INTERVAL, ExecutionRequest, _intervals, execute
+from lirun.exec.legs import CommandProgram
 from lirun.settings import DEFAULT_WRITE_RETRY_SECONDS, Settings
+from lirun.store import open_store
 from lirun.store.retry import write_retry_seconds
 from support.cli import li_command
 
@@ -152,6 +154,36 @@ def test_a_library_caller_gets_the_heartbeat_interval(monkeypatch: pytest.Monkey
     assert _intervals(request) == (100.0, 400.0)  # the lease holds four beats
     given = ExecutionRequest(program=None, cwd=".", limits=None, heartbeat_interval=2.0)
     assert _intervals(given)[0] == 2.0  # what the caller gave wins
+
+
+def test_a_library_run_records_the_lease_of_the_environment_interval(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`execute()` without ``heartbeat_interval``: $LIRUN_HEARTBEAT_INTERVAL, as `li run`."""
+    monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
+    db = str(tmp_path / "lib.db")
+    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=db)
+    result = execute(request)
+    store = open_store(db)
+    try:
+        row = store.get_entity("session", result.run_id)
+    finally:
+        store.close()
+    assert row is not None
+    assert row["lease_seconds"] == 400.0  # four beats of 100 s
+
+
+def test_a_library_caller_with_a_bad_setting_gets_usage_error_before_anything_exists(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, lirun_home: Path
+) -> None:
+    monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "-1")
+    db = tmp_path / "lib.db"
+    request = ExecutionRequest(
+        program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=str(db), run_id="given-id"
+    )
+    with pytest.raises(UsageError, match=r"^LIRUN_HEARTBEAT_INTERVAL: expected a positive"):
+        execute(request)
+    assert not (lirun_home / "runs" / "given-id").exists()  # no run directory was left
 
 
 def test_a_bad_retry_bound_keeps_the_default_in_a_teardown(

@@ -120,7 +120,9 @@ class ExecutionResult:
 
 
 def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
-    """Every check that must fail before a row exists (exit 2, nothing created)."""
+    """Every check that must fail before a row exists (exit 2, nothing created), a bad
+    ``LIRUN_*`` setting among them (read later, when the run needs it)."""
+    Settings.from_env()
     return preflight(
         store,
         cwd=request.cwd,
