@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "lirun",  # the package itself: lazy exports only (importlib, never `import`)
             "lirun.paths",
+            "lirun.settings",
             "lirun.errors",
             "lirun.lifecycle",
             "lirun.reasons",

@@ -53,8 +53,22 @@ def make_parser(prog: str, description: str, exit_codes: str) -> CommandParser:
     )
 
 
+# ``li --db URL COMMAND``: the database given before the command, the default of the
+# command's own --db (set once by cli.main; the environment is left as it was).
+_given_db: list[str | None] = [None]
+
+
+def use_db(url: str | None) -> None:
+    """Make ``url`` (``li --db URL``) the default of every command's ``--db``."""
+    _given_db[0] = url
+
+
+def given_db() -> str | None:
+    return _given_db[0]
+
+
 def add_db_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", metavar="URL", default=None, help=DB_URL_HELP)
+    parser.add_argument("--db", metavar="URL", default=given_db(), help=DB_URL_HELP)
 
 
 def adopt_orphans() -> None:

@@ -160,8 +160,6 @@ def _dispatch(argv: list[str] | None) -> int:
 
 def _main(args: list[str]) -> int:
     options = GlobalOptions(args)
-    if options.db is not None:
-        os.environ["LIRUN_DB_URL"] = options.db
     args = options.rest
     if not args or args[0] in ("-h", "--help", "help"):
         sys.stdout.write(_usage())
@@ -175,10 +173,32 @@ def _main(args: list[str]) -> int:
     if name not in COMMANDS:
         sys.stderr.write(f"li: unknown command {name!r}; run `li --help` for the list\n")
         return 2
+    from lirun.cli.common import use_db
     from lirun.cli.diagnostics import li_lines
+
+    use_db(options.db)  # the command's --db default: passed down, not put in os.environ
+    if name not in FAST_COMMANDS and (problem := _settings_problem()) is not None:
+        sys.stderr.write(f"li {name}: error: {problem}\n")
+        return 2
 
     with li_lines(options.verbosity):  # the library's log records, as `li: …` lines
         return _command(name, rest)
+
+
+# The fast path (ARCHITECTURE.md): these do not load lirun.settings (nor dataclasses).
+FAST_COMMANDS = ("wait", "status")
+
+
+def _settings_problem() -> str | None:
+    """A bad ``LIRUN_*`` value, refused before the command starts (exit 2)."""
+    from lirun.errors import UsageError
+    from lirun.settings import Settings
+
+    try:
+        Settings.from_env()
+    except UsageError as exc:
+        return str(exc)
+    return None
 
 
 def _command(name: str, rest: list[str]) -> int:

@@ -28,6 +28,7 @@ from lirun.exec.legs import Echo
 from lirun.exec.profiles import MAX_SECONDS, parse_artifact_option
 from lirun.exec.supervisor import Limits
 from lirun.record.rundir import allocate_run
+from lirun.settings import Settings
 from lirun.signals import held_trap
 from lirun.store import open_store
 
@@ -287,16 +288,6 @@ class Resolved:
     heartbeat_interval: float | None = None
 
 
-def _heartbeat_interval() -> float | None:
-    raw = os.environ.get("LIRUN_HEARTBEAT_INTERVAL", "").strip()
-    if not raw:
-        return None
-    try:
-        return seconds(raw)
-    except argparse.ArgumentTypeError as exc:
-        raise UsageError(f"LIRUN_HEARTBEAT_INTERVAL: {exc}") from None
-
-
 def _limits(args: argparse.Namespace, defaults: dict[str, Any]) -> Any:
     def pick(name: str) -> Any:
         value = getattr(args, name)
@@ -381,7 +372,7 @@ def resolve_options(args: argparse.Namespace) -> Resolved:
         contract=declared.contract if declared else None,
         defaults=defaults,
         playbook_prompt=declared.playbook_prompt if declared else None,
-        heartbeat_interval=_heartbeat_interval(),
+        heartbeat_interval=Settings.from_env().heartbeat_interval,
     )
 
 

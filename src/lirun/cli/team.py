@@ -7,7 +7,6 @@ them as they are, one JSON object per line.
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import time
@@ -15,6 +14,7 @@ from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json, print_table
 from lirun.errors import UsageError
+from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import open_existing, open_store
 from lirun.teams.follow import InboxQuery, follow, read_once
@@ -138,7 +138,7 @@ def _refuse_undecodable(args: Any) -> None:
 
 
 def _member(given: str | None, option: str) -> str:
-    member = given or os.environ.get("LIRUN_MEMBER", "")
+    member = given or Settings.from_env().member
     if not member:
         raise UsageError(f"give {option} M (or set LIRUN_MEMBER)")
     return member
@@ -211,7 +211,7 @@ def _send(store: Any, args: Any) -> int:
         sender=_member(args.sender, "--from"),
         recipient=args.recipient,
         text=text,
-        run_id=os.environ.get("LIRUN_PARENT_RUN_ID") or None,
+        run_id=Settings.from_env().parent_run_id,
     )
     if args.json:
         print_json(message_json(message), schema="lirun.team_message/1")

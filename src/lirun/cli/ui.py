@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import sys
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 from lirun.cli.common import add_db_option, make_parser
 from lirun.errors import LirunError
 from lirun.paths import resolve_db_url
+from lirun.settings import Settings
 from lirun.store import open_store
 from lirun.ui.security import LOCAL_HOSTS, is_local_host
 
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(INSTALL_HINT)
         return 2
 
-    token = args.token or os.environ.get("LIRUN_UI_TOKEN") or None
+    token = Settings.from_env().with_flags(ui_token=args.token or None).ui_token
     local = is_local_host(args.host)
     if not local and token is None:
         sys.stderr.write(
@@ -119,7 +119,7 @@ def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] 
         )
         return 2
     url = resolve_db_url(args.db)
-    if args.db is None and not os.environ.get("LIRUN_DB_URL"):
+    if args.db is None and Settings.from_env().db_url is None:
         # The default database, created (and migrated) as any li command would, so a
         # dashboard opened before the first run shows runs as they come. A database
         # named with --db or LIRUN_DB_URL must exist: a typo is not a new empty one.

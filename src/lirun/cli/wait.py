@@ -107,8 +107,13 @@ def _quick_parse(argv: list[str]) -> SimpleNamespace | None:
 
 def parse_args(argv: list[str]) -> Any:
     """Namespace(ids, interval, timeout, json, db); SystemExit on --help or a usage error."""
+    from lirun.cli.common import given_db  # on the fast path: loaded by main already
+
     quick = _quick_parse(argv)
-    return quick if quick is not None else full_parse(argv)
+    args = quick if quick is not None else full_parse(argv)
+    if args.db is None:
+        args.db = given_db()  # `li --db URL wait ID`
+    return args
 
 
 def full_parse(argv: list[str]) -> Any:
@@ -281,7 +286,9 @@ def _db_argument(argv: list[str]) -> str | None:
             return argv[i + 1]
         if arg.startswith("--db="):
             return arg.split("=", 1)[1]
-    return None
+    from lirun.cli.common import given_db  # on the fast path: loaded by main already
+
+    return given_db()
 
 
 def main(argv: list[str]) -> int:

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lirun.settings import CGROUP_ENV, Settings
+
 __all__ = [
     "CGROUP_ENV",
     "RunCgroup",
@@ -33,14 +35,13 @@ __all__ = [
 ]
 
 # ``LIRUN_CGROUP=off`` (or 0, no, false): no cgroup, the fallback path (documented).
-CGROUP_ENV = "LIRUN_CGROUP"
-_OFF = frozenset({"off", "0", "no", "false"})
 _counter = itertools.count(1)
 _sweeps = itertools.count()
 
 
-def enabled() -> bool:
-    return os.environ.get(CGROUP_ENV, "").strip().lower() not in _OFF
+def enabled(settings: Settings | None = None) -> bool:
+    """``settings.cgroup`` (default: the environment's, ``$LIRUN_CGROUP``)."""
+    return (settings or Settings.from_env()).cgroup
 
 
 def v2_mount(mounts: str) -> str | None:

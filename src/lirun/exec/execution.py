@@ -40,6 +40,7 @@ from lirun.logs import get_logger
 from lirun.record.rundir import RunDir, allocate_run
 from lirun.record.spool import apply_pending
 from lirun.record.teardown import finalize_sync, setup_record_sync, teardown_persist_sync
+from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 
@@ -119,7 +120,9 @@ class ExecutionResult:
 
 
 def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
-    """Every check that must fail before a row exists (exit 2, nothing created)."""
+    """Every check that must fail before a row exists (exit 2, nothing created), a bad
+    ``LIRUN_*`` setting among them (read later, when the run needs it)."""
+    Settings.from_env()
     return preflight(
         store,
         cwd=request.cwd,
@@ -156,9 +159,10 @@ def _session_fields(
 
 
 def _intervals(request: ExecutionRequest) -> tuple[float, float]:
-    """(heartbeat interval, lease): several beats always fit in one lease."""
-
-    interval = request.heartbeat_interval or HEARTBEAT_INTERVAL
+    """(heartbeat interval, lease): several beats always fit in one lease. The request's
+    interval, else ``$LIRUN_HEARTBEAT_INTERVAL``, else ``HEARTBEAT_INTERVAL``."""
+    given = request.heartbeat_interval or Settings.from_env().heartbeat_interval
+    interval = given or HEARTBEAT_INTERVAL
     return interval, max(DEFAULT_LEASE_SECONDS, 4 * interval)
 
 

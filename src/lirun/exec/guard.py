@@ -51,6 +51,7 @@ from lirun.exec.cgroup import RunCgroup
 from lirun.exec.containment import kill_run_tree
 from lirun.exec.descendants import add_helper
 from lirun.liveness import OWNER_DEATH_NOTE
+from lirun.settings import Settings
 
 __all__ = [
     "NOTE_NAME",
@@ -68,7 +69,6 @@ __all__ = [
 # The note the guard leaves in a run's state directory (record.reap reads it).
 NOTE_NAME = OWNER_DEATH_NOTE
 # ``LIRUN_GUARD=off``: no guard process (tests of the fallback; not for production).
-GUARD_ENV = "LIRUN_GUARD"
 _F_SETPIPE_SZ = 1031  # Linux's fcntl to size a pipe (not in every Python's fcntl module)
 
 
@@ -149,7 +149,7 @@ def _start() -> Guard | None:
 
 
 def _off() -> bool:
-    return os.environ.get(GUARD_ENV, "").strip().lower() in ("off", "0", "no", "false")
+    return not Settings.from_env().guard
 
 
 def current() -> Guard | None:

@@ -15,7 +15,8 @@ from typing import Any
 from lirun.errors import ConflictError, NotFoundError, UsageError
 from lirun.liveness import START_TIME_TOLERANCE, host_name, process_start_time
 from lirun.paths import runs_root
-from lirun.record.rundir import RUN_ID_ENV_VARS, safe_component
+from lirun.record.rundir import safe_component
+from lirun.settings import Settings
 from lirun.store import Store
 
 __all__ = ["Resume", "check_run_id_free", "preflight", "resolve_resume"]
@@ -135,7 +136,7 @@ def preflight(
     """
     if not os.path.isdir(cwd):
         raise UsageError(f"--cwd {cwd!r} is not a directory; create it or fix the path")
-    run_id = run_id or next(filter(None, map(os.environ.get, RUN_ID_ENV_VARS)), None)
+    run_id = run_id or Settings.from_env().run_id
     if run_id is not None:
         check_run_id_free(store, safe_component(run_id, "run id"))
     if invocation_id is not None and store.get_entity("invocation", invocation_id) is None:

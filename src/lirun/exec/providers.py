@@ -23,6 +23,7 @@ from lirun.provider_errors import (
     ProviderNotFoundError,
     ProviderRetryableError,
 )
+from lirun.settings import Settings
 
 __all__ = [
     "PROVIDERS",
@@ -114,7 +115,9 @@ def parse_provider_spec(text: str) -> tuple[str, str | None]:
     return spec.name, (model.strip() or None)
 
 
-def find_provider_executable(name: str, override: str | None = None) -> str:
+def find_provider_executable(
+    name: str, override: str | None = None, settings: Settings | None = None
+) -> str:
     """The path of the provider's CLI: ``override`` (a flag) > ``$LIRUN_<NAME>_BIN`` > PATH.
 
     Raises ProviderNotFoundError (exit code 2) saying how to fix it when nothing usable exists.
@@ -122,7 +125,7 @@ def find_provider_executable(name: str, override: str | None = None) -> str:
     spec = get_provider(name)
     if override:
         return _checked_executable(spec, override, "--bin")
-    if env_value := os.environ.get(spec.env_var, "").strip():
+    if env_value := (settings or Settings.from_env()).provider_bin(spec.name):
         return _checked_executable(spec, env_value, f"${spec.env_var}")
     found = which(spec.name)
     if found is None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from lirun.errors import LirunError, ValidationError
 from lirun.paths import lirun_home, runs_root
+from lirun.settings import RUN_ID_ENV_VARS, Settings
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -28,7 +29,6 @@ __all__ = [
 ]
 
 SAFE_COMPONENT_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-RUN_ID_ENV_VARS = ("LIRUN_RUN_ID", "LIONAGI_RUN_ID")
 _MANIFEST_IDENTITY = ("run_id", "state_root", "artifact_root")
 
 
@@ -56,11 +56,7 @@ def new_run_id() -> str:
 
 
 def _run_id_from_env() -> str | None:
-    for var in RUN_ID_ENV_VARS:
-        value = os.environ.get(var)
-        if value:
-            return value
-    return None
+    return Settings.from_env().run_id
 
 
 def _setup_error(action: str, path: Path, exc: OSError) -> RunDirError:

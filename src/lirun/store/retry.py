@@ -7,8 +7,6 @@ land, the retry finds its transition and reports success without writing twice.
 
 from __future__ import annotations
 
-import math
-import os
 import time
 from collections.abc import Callable
 
@@ -27,13 +25,16 @@ RETRYABLE = (DatabaseConnectionLostError, DatabaseBusyError)
 
 
 def write_retry_seconds() -> float:
-    """``$LIRUN_WRITE_RETRY_SECONDS`` (read at call time), else 30; never negative."""
-    raw = os.environ.get(RETRY_ENV, "")
+    """``Settings.write_retry_seconds`` (``$LIRUN_WRITE_RETRY_SECONDS``, read at call time),
+    else 30; never negative. A bad value, which ``li`` refuses before it starts, keeps the
+    default here: a teardown does not fail on a setting."""
+    from lirun.errors import UsageError
+    from lirun.settings import Settings  # not at the top: store.retry is on the fast path
+
     try:
-        value = float(raw) if raw.strip() else DEFAULT_RETRY_SECONDS
-    except ValueError:
-        value = DEFAULT_RETRY_SECONDS
-    return max(0.0, value) if math.isfinite(value) else DEFAULT_RETRY_SECONDS
+        return Settings.from_env().write_retry_seconds
+    except UsageError:
+        return DEFAULT_RETRY_SECONDS
 
 
 def backoff(previous: float | None) -> float:

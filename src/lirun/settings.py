@@ -1,0 +1,130 @@
+"""lirun's settings: every ``LIRUN_*`` variable this process reads, parsed once.
+
+``Settings.from_env()`` reads the environment (a bad value is one ``UsageError`` line,
+exit 2); ``with_flags`` lays the command line over it (a flag given wins). The CLI builds
+one value per command and passes it down; a library caller gets the same defaults from
+``Settings.from_env()``, which the library asks when it was given nothing.
+
+Two kinds of ``LIRUN_*`` variable are not settings and stay environment variables: those
+lirun *sets* for the processes it starts (``LIRUN_ARTIFACT_DIR``, ``LIRUN_PARENT_RUN_ID``,
+``LIRUN_TEAM``, ``LIRUN_MEMBER``, ``LIRUN_TREE``, ``LIRUN_DB_URL`` for a child, the
+``--notify`` fields), and ``LIRUN_HOME`` / ``LIRUN_DB_URL`` as the `li wait` / `li status`
+fast path reads them (``paths.py``: no ``dataclasses`` import on that path). The table of
+them all is docs/configuration.md.
+
+Not on the fast path: ``dataclasses`` costs `li wait` start-up time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from lirun.errors import UsageError
+
+HEARTBEAT_ENV = "LIRUN_HEARTBEAT_INTERVAL"
+WRITE_RETRY_ENV = "LIRUN_WRITE_RETRY_SECONDS"
+CGROUP_ENV = "LIRUN_CGROUP"
+GUARD_ENV = "LIRUN_GUARD"
+RUN_ID_ENV_VARS = ("LIRUN_RUN_ID", "LIONAGI_RUN_ID")
+PROVIDER_BIN_ENV = {"claude": "LIRUN_CLAUDE_BIN", "codex": "LIRUN_CODEX_BIN"}
+
+DEFAULT_WRITE_RETRY_SECONDS = 30.0
+MAX_SECONDS = 100_000_000.0
+_OFF = frozenset({"off", "0", "no", "false"})
+_ON = frozenset({"", "on", "1", "yes", "true"})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """One process's settings. ``None``: not set (the reader's own default applies)."""
+
+    home: str | None = None  # LIRUN_HOME (else ~/.lirun)
+    db_url: str | None = None  # --db > LIRUN_DB_URL (else <home>/state.db)
+    heartbeat_interval: float | None = None  # LIRUN_HEARTBEAT_INTERVAL (else 15 s)
+    write_retry_seconds: float = DEFAULT_WRITE_RETRY_SECONDS  # LIRUN_WRITE_RETRY_SECONDS
+    cgroup: bool = True  # LIRUN_CGROUP=off: no cgroup per run
+    guard: bool = True  # LIRUN_GUARD=off: no guard process
+    run_id: str | None = None  # --run-id > LIRUN_RUN_ID > LIONAGI_RUN_ID
+    claude_bin: str | None = None  # --bin > LIRUN_CLAUDE_BIN > PATH
+    codex_bin: str | None = None  # --bin > LIRUN_CODEX_BIN > PATH
+    ui_token: str | None = None  # --token > LIRUN_UI_TOKEN
+    member: str | None = None  # --from / --as > LIRUN_MEMBER (set by a team's owner)
+    parent_run_id: str | None = None  # LIRUN_PARENT_RUN_ID (set by a supervising li)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings ``environ`` (default ``os.environ``) gives; a bad value raises
+        ``UsageError`` naming the variable."""
+        env = os.environ if environ is None else environ
+
+        def text(name: str) -> str | None:
+            return env.get(name, "").strip() or None
+
+        return cls(
+            home=text("LIRUN_HOME"),
+            db_url=text("LIRUN_DB_URL"),
+            heartbeat_interval=_seconds(HEARTBEAT_ENV, text(HEARTBEAT_ENV)),
+            write_retry_seconds=_retry_seconds(text(WRITE_RETRY_ENV)),
+            cgroup=_switch(CGROUP_ENV, env.get(CGROUP_ENV, "")),
+            guard=_switch(GUARD_ENV, env.get(GUARD_ENV, "")),
+            run_id=next(filter(None, map(text, RUN_ID_ENV_VARS)), None),
+            claude_bin=text(PROVIDER_BIN_ENV["claude"]),
+            codex_bin=text(PROVIDER_BIN_ENV["codex"]),
+            ui_token=text("LIRUN_UI_TOKEN"),
+            member=text("LIRUN_MEMBER"),
+            parent_run_id=text("LIRUN_PARENT_RUN_ID"),
+        )
+
+    def with_flags(self, **flags: Any) -> Settings:
+        """These settings with the flags given (not ``None``) laid over them."""
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(flags) - known)
+        if unknown:
+            raise TypeError(f"not a setting: {', '.join(unknown)}")
+        given = {name: value for name, value in flags.items() if value is not None}
+        return replace(self, **given) if given else self
+
+    def provider_bin(self, provider: str) -> str | None:
+        """``$LIRUN_<PROVIDER>_BIN`` for ``provider``, if set."""
+        return {"claude": self.claude_bin, "codex": self.codex_bin}.get(provider)
+
+
+def _seconds(name: str, raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{name}: expected a number of seconds, got {raw!r}") from None
+    if not 0 < value <= MAX_SECONDS:  # nan compares false; 1e400 is inf
+        raise UsageError(
+            f"{name}: expected a positive number of seconds (finite, at most "
+            f"{MAX_SECONDS:,.0f}), got {raw!r}"
+        )
+    return value
+
+
+def _retry_seconds(raw: str | None) -> float:
+    """0 turns retrying off; a negative bound is 0, as before."""
+    if raw is None:
+        return DEFAULT_WRITE_RETRY_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{WRITE_RETRY_ENV}: expected a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value):
+        raise UsageError(f"{WRITE_RETRY_ENV}: expected a finite number of seconds, got {raw!r}")
+    return max(0.0, value)
+
+
+def _switch(name: str, raw: str) -> bool:
+    word = raw.strip().lower()
+    if word in _OFF:
+        return False
+    if word in _ON:
+        return True
+    raise UsageError(f"{name}: expected on or off (1/0, yes/no, true/false), got {raw!r}")
