@@ -6,7 +6,8 @@ itself. ``li`` creates the run's cgroup under its own (from ``/proc/self/cgroup`
 v2 hierarchy (found in ``/proc/self/mounts``: ``/sys/fs/cgroup`` on unified hosts,
 ``/sys/fs/cgroup/unified`` on hybrid ones). That needs write access to its own cgroup:
 root, or a subtree delegated to the user (docs/containment.md says how under systemd).
-When it cannot (no v2 hierarchy, no permission, ``LIRUN_CGROUP=off``), :func:`create`
+When it cannot (no v2 hierarchy, no permission, ``LIRUN_CGROUP=off``, the portable
+platform), :func:`create`
 returns None and the caller falls back to the process group and the child subreaper.
 
 Parsing is pure (:func:`v2_mount`, :func:`own_path`); the rest is file I/O on cgroupfs.
@@ -21,6 +22,8 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from lirun import platform
 
 __all__ = [
     "CGROUP_ENV",
@@ -40,7 +43,10 @@ _sweeps = itertools.count()
 
 
 def enabled() -> bool:
-    return os.environ.get(CGROUP_ENV, "").strip().lower() not in _OFF
+    """Run cgroups are tried: the Linux platform (``lirun.platform``), not switched off."""
+    if os.environ.get(CGROUP_ENV, "").strip().lower() in _OFF:
+        return False
+    return platform.has_cgroups()
 
 
 def v2_mount(mounts: str) -> str | None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from lirun.exec import procfs
+from lirun import platform
 from lirun.exec.containment import TREE_ENV
 
 __all__ = [
@@ -69,39 +69,19 @@ def enable_subreaper() -> bool:
     global _subreaper
     if _subreaper is None:
         _subreaper = False
-        prctl = procfs.libc_prctl()
+        prctl = platform.prctl()
         _subreaper = prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     return _subreaper
 
 
 def _table() -> dict[int, tuple[str, int, int, int]]:
-    table: dict[int, tuple[str, int, int, int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return table
-    for name in names:
-        if name.isdigit() and (info := procfs.stat(int(name))) is not None:
-            table[int(name)] = info
-    return table
+    return platform.process_table()
 
 
 def _listed_children() -> set[int] | None:
-    """This process's children from ``/proc/self/task/*/children``: a few small reads
-    instead of one per process on the machine. None where the kernel does not list them
-    (no CONFIG_PROC_CHILDREN) or a thread ended during the read (its children move to
-    another thread, which may have been read already)."""
-    try:
-        tasks = os.listdir("/proc/self/task")
-        kids: set[int] = set()
-        for tid in tasks:
-            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as handle:
-                kids.update(int(pid) for pid in handle.read().split())
-        if sorted(os.listdir("/proc/self/task")) != sorted(tasks):
-            return None
-    except (OSError, ValueError):
-        return None
-    return kids
+    """This process's children when the platform lists them cheaply (Linux:
+    ``/proc/self/task/*/children``), else None."""
+    return platform.listed_children()
 
 
 def own_children() -> set[int]:
@@ -130,10 +110,8 @@ def _mark_of(pid: int) -> str | None:
     none, None when it cannot be read."""
 
     prefix = f"{TREE_ENV}=".encode()
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            entries = handle.read().split(b"\0")
-    except OSError:
+    entries = platform.environ(pid)
+    if entries is None:
         return None
     found = [e[len(prefix) :] for e in entries if e.startswith(prefix)]
     return found[0].decode("utf-8", "replace") if found else ""
@@ -220,10 +198,6 @@ def end_leftovers(
 
     ``first_signal``, then SIGKILL for any process still alive after ``grace`` seconds.
     """
-    if not os.path.isdir("/proc/self"):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(leader, signal.SIGKILL)  # stragglers of the group, unlisted
-        return None
     exclude = set(exclude)
     live, zombies = find_leftovers(leader, exclude, mark)
     for _ in range(_RESCANS):
@@ -237,15 +211,15 @@ def end_leftovers(
     _reap(zombies)
     if not live:
         return None
-    processes = [{"pid": pid, "command": procfs.command_line(pid)} for pid in live]
+    processes = [{"pid": pid, "command": platform.command_line(pid)} for pid in live]
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(leader, first_signal)
     _send(live, first_signal)
     _wait_gone(live, grace)
-    survivors = [pid for pid in live if procfs.alive(pid)]
+    survivors = [pid for pid in live if platform.alive(pid)]
     # New forks while we were stopping them: one more sweep, at once with SIGKILL.
     late = [pid for pid in find_leftovers(leader, exclude, mark)[0] if pid not in live]
-    processes += [{"pid": pid, "command": procfs.command_line(pid)} for pid in late]
+    processes += [{"pid": pid, "command": platform.command_line(pid)} for pid in late]
     forced = sorted({*survivors, *late})
     if forced:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -263,5 +237,5 @@ def end_leftovers(
 
 def _wait_gone(pids: list[int], seconds: float) -> None:
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(procfs.alive(pid) for pid in pids):
+    while time.monotonic() < deadline and any(platform.alive(pid) for pid in pids):
         time.sleep(0.02)

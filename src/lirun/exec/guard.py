@@ -3,8 +3,8 @@ owner dies or its lease lapses, without the owner's threads or the database.
 
 ``li run``, ``li flow run``, ``li show run`` and ``li worker`` (and a library caller)
 each start one guard (lazily, at their first supervised child or lease) in a session of
-its own, with no environment but ``PATH``. The owner holds the write end of a pipe to the
-guard's stdin and sends it one JSON line per message:
+its own, with no environment but ``PATH`` (and ``LIRUN_PLATFORM``). The owner holds the
+write end of a pipe to the guard's stdin and sends it one JSON line per message:
 
 - ``watch`` *before* it starts a run's child: the run's mark (``containment.TREE_ENV``,
   in the environment of everything the run starts), its cgroup and where to leave a note;
@@ -51,6 +51,7 @@ from lirun.exec.cgroup import RunCgroup
 from lirun.exec.containment import kill_run_tree
 from lirun.exec.descendants import add_helper
 from lirun.liveness import OWNER_DEATH_NOTE
+from lirun.platform import PLATFORM_ENV
 
 __all__ = [
     "NOTE_NAME",
@@ -124,7 +125,7 @@ def _start() -> Guard | None:
         f"import sys; sys.path.insert(0, {_src_root()!r}); "
         "from lirun.exec.guard import main; main()"
     )
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH")}
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", PLATFORM_ENV)}
     try:
         proc = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", code, str(os.getpid())],
