@@ -4,7 +4,9 @@ The child leads its own process group and session; ``li`` stops the group. A des
 that called ``setsid`` (or whose parent died) has left the group; on Linux ``li`` becomes a
 *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``) so such orphans are re-parented to
 ``li`` instead of init, whatever their session or group, and a scan of ``/proc`` finds them
-(``li`` enables it for its own process; a library caller's process is left as it is). What
+(``li`` enables it for its own process; a library caller's process is left as it is). On
+the portable platform (``lirun.platform``) there is no subreaper: such an orphan is found
+by the run's mark in its environment instead, unless it cleared it. What
 had to be ended is returned as evidence (pid and command line of each). Without ``/proc``
 only the process group is stopped. A run in a cgroup (``exec.cgroup``) is ended through the
 cgroup first; this scan then finds nothing left.
@@ -35,6 +37,7 @@ __all__ = [
 
 _PR_SET_CHILD_SUBREAPER = 36
 _RESCANS = 5
+_PORTABLE_SECOND_LOOK = 0.05
 _subreaper: bool | None = None
 # Children supervised right now in this process (flows run legs side by side): another
 # run's leader is never this run's leftover. Spawning and registering happen under the
@@ -162,6 +165,10 @@ def find_leftovers(
         and not {table[pid][2], table[pid][3]} & others
         and not _another_runs(pid, mark)
     ]
+    if mark and platform.name() == platform.PORTABLE:
+        # No subreaper on the portable platform: an orphan that left the run's group and
+        # session is found by the run's mark in its environment (unless it cleared it).
+        orphans += [p for p in table if p not in (me, *skip) and _mark_of(p) == mark]
     stack = [leader, *(pid for pid in orphans if pid not in skip)]
     while stack:
         pid = stack.pop()
@@ -200,6 +207,12 @@ def end_leftovers(
     """
     exclude = set(exclude)
     live, zombies = find_leftovers(leader, exclude, mark)
+    if not live and not zombies and mark and platform.name() == platform.PORTABLE:
+        # Without a subreaper a double-forking daemon's middle process is reaped by init,
+        # not left here as a zombie: a scan between its exit and its child's appearing in
+        # the process list sees nothing. Look once more when the fork has landed.
+        time.sleep(_PORTABLE_SECOND_LOOK)
+        live, zombies = find_leftovers(leader, exclude, mark)
     for _ in range(_RESCANS):
         # An orphan that exited meanwhile may have forked after the scan listed /proc
         # (a double-forking daemon): reap it, and look again.

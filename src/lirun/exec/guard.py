@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lirun import platform
 from lirun.exec import owner_tree
 from lirun.exec.cgroup import RunCgroup
 from lirun.exec.containment import kill_run_tree
@@ -118,12 +119,23 @@ def _src_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
+def _guard_path() -> list[str]:
+    """What the guard puts on its path: lirun's source tree, and under the portable
+    platform where psutil is installed (the guard runs without site-packages)."""
+    paths = [_src_root()]
+    if platform.name() == platform.PORTABLE:
+        import psutil  # the portable platform's dependency (lirun.platform.portable)
+
+        paths.append(str(Path(psutil.__file__).resolve().parents[1]))
+    return paths
+
+
 def _start() -> Guard | None:
     # -I -S: no site, no environment, no script directory; only lirun's own source tree
-    # is put on the path. Its stdio: the pipe, and nothing.
+    # (and psutil's, under the portable platform) is put on the path. Its stdio: the
+    # pipe, and nothing.
     code = (
-        f"import sys; sys.path.insert(0, {_src_root()!r}); "
-        "from lirun.exec.guard import main; main()"
+        f"import sys; sys.path[:0] = {_guard_path()!r}; from lirun.exec.guard import main; main()"
     )
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", PLATFORM_ENV)}
     try:
