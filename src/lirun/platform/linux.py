@@ -5,11 +5,14 @@ Never raising for a process that is gone; standard library only.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import time
-from typing import Any
+
+# `li status` judges owners through this module: typing and ctypes load only when used.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _GONE = ("Z", "X")
 _CMDLINE_TRIES = 5
@@ -143,6 +146,8 @@ def boot_id() -> str:
 @functools.cache
 def prctl() -> Any:
     """libc's ``prctl`` (load it in the parent, never between fork and exec)."""
+    import ctypes  # here: the `li status` fast path never calls it
+
     try:
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
