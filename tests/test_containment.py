@@ -24,6 +24,7 @@ from lirun.exec import cgroup as cgroups
 from lirun.exec.containment import child_setup, kill_run_tree
 from support.execkit import get_row, li_argv, poll, run_li, start_li
 from support.faultkit import TAG_VAR, describe, kill_tagged, tagged_processes
+from support.platforms import linux_only
 
 DAEMON = (
     "import os,time; os.fork() and os._exit(0); os.setsid(); "
@@ -135,6 +136,7 @@ def _detached_daemon(tag: str) -> bool:
         return False
 
 
+@linux_only("parent-death signal")
 def test_without_its_guard_the_child_still_dies_with_its_owner(
     li_env: dict[str, str], repo: Path, tag: str
 ) -> None:

@@ -8,8 +8,10 @@ import subprocess
 import pytest
 
 from lirun.exec import descendants
+from support.platforms import linux_only
 
 
+@linux_only("/proc/self/task/*/children")
 def test_listed_children_are_the_children_a_proc_scan_finds() -> None:
     procs = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
     try:
@@ -25,6 +27,7 @@ def test_listed_children_are_the_children_a_proc_scan_finds() -> None:
             proc.wait()
 
 
+@linux_only("child subreaper")
 def test_nothing_left_only_when_no_child_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(descendants, "_subreaper", True)
     stray = subprocess.Popen(["sleep", "30"])

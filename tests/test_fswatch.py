@@ -9,8 +9,10 @@ from pathlib import Path
 from lirun.store import open_store
 from lirun.wait.fswatch import DirectoryWatch
 from lirun.wait.wake import ChangeTokenWaker
+from support.platforms import linux_only
 
 
+@linux_only("inotify")
 def test_a_write_in_the_directory_wakes_the_watch(tmp_path: Path) -> None:
     watch = DirectoryWatch.open(tmp_path)
     assert watch is not None  # Linux: inotify is available
@@ -32,6 +34,7 @@ def test_a_missing_directory_gives_no_watch(tmp_path: Path) -> None:
     assert DirectoryWatch.open(tmp_path / "absent") is None
 
 
+@linux_only("inotify")
 def test_a_watched_waker_sleeps_while_idle_and_wakes_on_a_commit(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     writer = open_store(path)

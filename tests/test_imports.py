@@ -89,7 +89,8 @@ def test_the_public_contract_names_of_design_section_6() -> None:
 # A module joining the path must be added here and there, on purpose.
 FAST_PATH = {
     "lirun", "lirun.async_twin", "lirun.errors", "lirun.hints", "lirun.lifecycle",
-    "lirun.logs", "lirun.paths", "lirun.reasons", "lirun.signals",
+    "lirun.logs", "lirun.paths", "lirun.platform", "lirun.platform.linux", "lirun.reasons",
+    "lirun.signals",
     "lirun.cli", "lirun.cli.common", "lirun.cli.diagnostics", "lirun.cli.main", "lirun.cli.parser",
     "lirun.cli.outcome_lines", "lirun.cli.render", "lirun.cli.status", "lirun.cli.wait",
     "lirun.store", "lirun.store.bulk_import", "lirun.store.connector", "lirun.store.core",

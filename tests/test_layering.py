@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.signals",
             "lirun.provider_errors",
             "lirun.liveness",
+            "lirun.platform",
             "lirun.hints",
             "lirun.async_twin",
             "lirun.logs",

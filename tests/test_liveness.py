@@ -71,6 +71,23 @@ def test_same_host_without_our_boot_id_cannot_tell() -> None:
     assert verdict is None
 
 
+@pytest.mark.parametrize(
+    ("recorded", "current", "expected"),
+    [
+        ("btime:1700000000", BOOT, None),  # recorded under the portable platform: cannot tell
+        (BOOT, "btime:1700000000", None),  # read under it: cannot tell either
+        ("btime:1700000000", "btime:1700000000", None),  # same boot, owner alive
+        ("btime:1600000000", "btime:1700000000", ORPHANED),  # rebooted
+    ],
+)
+def test_boot_ids_of_two_platforms_are_not_compared(
+    recorded: str, current: str, expected: str | None
+) -> None:
+    row = {**OWNER, "owner_boot_id": recorded}
+    verdict = judge_owner(row, now=NOW, host=HOST, boot_id=current, process_start_time_of=ALIVE.get)
+    assert (verdict.reason_code if verdict else None) == expected
+
+
 def test_verdict_carries_summary_and_evidence() -> None:
     verdict = judge_owner(
         {**OWNER, "owner_pid": 101},

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from lirun import platform
+
 DEFAULT_LEASE_SECONDS = 60.0
 # Several heartbeats fit in one lease, so one slow beat never looks like death.
 HEARTBEAT_INTERVAL = DEFAULT_LEASE_SECONDS / 4
@@ -23,8 +25,7 @@ OWNER_DEATH_NOTE = "owner_died.json"
 
 ORPHANED = "session.orphaned.no_process"
 STALE = "session.stale.no_heartbeat"
-
-_BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+_BTIME = "btime:"  # the portable platform's boot ids (lirun.platform.portable)
 
 
 class OwnerVerdict(NamedTuple):
@@ -37,66 +38,18 @@ class OwnerVerdict(NamedTuple):
 
 def boot_id() -> str:
     """This machine's boot id, or "" where the platform has none."""
-    try:
-        with open(_BOOT_ID_PATH, encoding="ascii") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
+    return platform.boot_id()
 
 
 def host_name() -> str:
     return os.uname().nodename  # what socket.gethostname() returns
 
 
-def _linux_btime() -> float | None:
-    try:
-        with open("/proc/stat", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def _linux_start_time(pid: int) -> float | None:
-    """Start time from /proc/<pid>/stat field 22 (ticks since boot) plus btime."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    fields = stat[stat.rfind(")") + 2 :].split()
-    btime = _linux_btime()
-    # A zombie (Z) or dead (X) task has finished running: its owner is gone.
-    if len(fields) < 20 or btime is None or fields[0] in ("Z", "X"):
-        return None
-    try:
-        ticks = int(fields[19])
-    except ValueError:
-        return None
-    return btime + ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _psutil_start_time(pid: int) -> float | None:
-    try:
-        import psutil  # a dependency only where /proc is missing (pyproject.toml)
-    except ImportError:
-        return None
-    try:
-        return float(psutil.Process(pid).create_time())
-    except (psutil.Error, OSError):
-        return None
-
-
 def process_start_time(pid: int) -> float | None:
     """Epoch start time of ``pid``, or None when no such process is visible."""
     if pid <= 0:
         return None
-    if os.path.isdir("/proc/self"):
-        return _linux_start_time(pid)
-    return _psutil_start_time(pid)
+    return platform.start_time(pid)
 
 
 def current_owner() -> dict[str, Any]:
@@ -108,6 +61,15 @@ def current_owner() -> dict[str, Any]:
         "owner_host": host_name(),
         "owner_boot_id": boot_id(),
     }
+
+
+def _comparable(recorded: str, current: str) -> bool:
+    """Two boot ids tell the same boot from another only when both are known and of one
+    kind: Linux's boot id and the portable platform's boot time (``btime:...``) are not
+    (an owner recorded under one platform judged by a reader under the other)."""
+    return bool(recorded and current) and (
+        recorded.startswith(_BTIME) == current.startswith(_BTIME)
+    )
 
 
 def _judge_process(
@@ -123,10 +85,10 @@ def _judge_process(
         return None
     owner_boot = row.get("owner_boot_id") or ""
     facts = {"kind": "owner", "pid": pid, "host": owner_host, "boot_id": owner_boot}
-    if owner_boot and boot and owner_boot != boot:
+    if owner_boot and _comparable(owner_boot, boot) and owner_boot != boot:
         summary = f"owner pid {pid} on {host} died with its machine (boot id changed)"
         return OwnerVerdict(ORPHANED, summary, [{**facts, "current_boot_id": boot}])
-    if owner_boot and not boot:
+    if owner_boot and not _comparable(owner_boot, boot):
         return None  # we cannot tell whether this is the same boot
     started = process_start_time_of(int(pid))
     if started is None:

@@ -202,8 +202,11 @@ def _settings_problem() -> str | None:
 
 
 def _command(name: str, rest: list[str]) -> int:
-    module = importlib.import_module(COMMANDS[name][0])
+    from lirun import platform  # here, not at the top: `li --help` loads no command module
+
     try:
+        platform.check()  # a bad LIRUN_PLATFORM: one clear line before anything runs
+        module = importlib.import_module(COMMANDS[name][0])
         return int(module.main(rest))
     except LirunError as exc:
         sys.stderr.write(f"li {name}: error: {exc}\n")

@@ -6,7 +6,8 @@ itself. ``li`` creates the run's cgroup under its own (from ``/proc/self/cgroup`
 v2 hierarchy (found in ``/proc/self/mounts``: ``/sys/fs/cgroup`` on unified hosts,
 ``/sys/fs/cgroup/unified`` on hybrid ones). That needs write access to its own cgroup:
 root, or a subtree delegated to the user (docs/containment.md says how under systemd).
-When it cannot (no v2 hierarchy, no permission, ``LIRUN_CGROUP=off``), :func:`create`
+When it cannot (no v2 hierarchy, no permission, ``LIRUN_CGROUP=off``, the portable
+platform), :func:`create`
 returns None and the caller falls back to the process group and the child subreaper.
 
 Parsing is pure (:func:`v2_mount`, :func:`own_path`); the rest is file I/O on cgroupfs.
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lirun import platform
 from lirun.settings import CGROUP_ENV, Settings
 
 __all__ = [
@@ -40,8 +42,9 @@ _sweeps = itertools.count()
 
 
 def enabled(settings: Settings | None = None) -> bool:
-    """``settings.cgroup`` (default: the environment's, ``$LIRUN_CGROUP``)."""
-    return (settings or Settings.from_env()).cgroup
+    """Run cgroups are tried: the Linux platform (``lirun.platform``), unless
+    ``settings.cgroup`` (default: the environment's, ``$LIRUN_CGROUP``) switches them off."""
+    return (settings or Settings.from_env()).cgroup and platform.has_cgroups()
 
 
 def v2_mount(mounts: str) -> str | None:

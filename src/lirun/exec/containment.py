@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lirun.exec import procfs
+from lirun import platform
 from lirun.exec.cgroup import RunCgroup
 
 __all__ = [
@@ -71,18 +71,11 @@ def marked(mark: str) -> list[int]:
     may read: its own user's, or all for root)."""
     needle = f"{TREE_ENV}={mark}".encode()
     found = []
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc"):
-            if not name.isdigit() or int(name) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{name}/environ", "rb") as handle:
-                    if needle not in handle.read().split(b"\0"):
-                        continue
-            except OSError:
-                continue
-            if procfs.alive(int(name)):
-                found.append(int(name))
+    for pid in platform.process_table():
+        if pid == os.getpid() or needle not in (platform.environ(pid) or ()):
+            continue
+        if platform.alive(pid):
+            found.append(pid)
     return sorted(found)
 
 
@@ -106,7 +99,7 @@ def child_setup(cgroup: RunCgroup | None) -> Callable[[], None] | None:
     """The ``preexec_fn`` of a supervised child: join the run's cgroup, then die with the
     thread that started it. Runs between fork and exec, so it only writes to descriptors
     and calls libc functions resolved beforehand."""
-    prctl = procfs.libc_prctl()
+    prctl = platform.prctl()
     join_fd = cgroup.join_fd if cgroup is not None else None
     if prctl is None and join_fd is None:
         return None
@@ -126,15 +119,12 @@ def child_setup(cgroup: RunCgroup | None) -> Callable[[], None] | None:
 
 
 def session_members(leader: int) -> list[int]:
-    """Live processes in the group or the session ``leader`` started (from ``/proc``)."""
-    found = []
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc"):
-            if name.isdigit() and int(name) != leader:
-                info = procfs.stat(int(name))
-                if info is not None and info[0] not in ("Z", "X") and leader in info[2:]:
-                    found.append(int(name))
-    return sorted(found)
+    """Live processes in the group or the session ``leader`` started."""
+    return sorted(
+        pid
+        for pid, (state, _, pgrp, sid) in platform.process_table().items()
+        if pid != leader and state not in platform.GONE and leader in (pgrp, sid)
+    )
 
 
 def _kill_all(pids: Iterable[int]) -> None:
@@ -173,15 +163,16 @@ def kill_run_tree(
     while True:
         found: set[int] = set()
         if group is not None:  # frozen at first; its kill then also ends what forks later
-            found = {p for p in (group.frozen_pids() if first else group.pids()) if procfs.alive(p)}
+            listed = group.frozen_pids() if first else group.pids()
+            found = {p for p in listed if platform.alive(p)}
         first = False
         if leader is not None:
-            found |= {p for p in (leader, *session_members(leader)) if procfs.alive(p)}
-        found |= {p for p in known if procfs.alive(p)}
+            found |= {p for p in (leader, *session_members(leader)) if platform.alive(p)}
+        found |= {p for p in known if platform.alive(p)}
         if mark is not None:
             found |= set(marked(mark))
         for pid in sorted(found - seen.keys()):
-            seen[pid] = procfs.command_line(pid)
+            seen[pid] = platform.command_line(pid)
         if group is not None:
             group.kill()
         if leader is not None:
@@ -209,7 +200,7 @@ def end_cgroup(group: RunCgroup, first: signal.Signals, grace: float) -> dict[st
     pids = group.pids()
     if not pids:
         return None
-    processes = [{"pid": pid, "command": procfs.command_line(pid)} for pid in pids]
+    processes = [{"pid": pid, "command": platform.command_line(pid)} for pid in pids]
     if first == signal.SIGKILL:
         group.kill()
     else:
@@ -218,7 +209,7 @@ def end_cgroup(group: RunCgroup, first: signal.Signals, grace: float) -> dict[st
                 os.kill(pid, first)
         group.wait_empty(grace)
     forced = group.pids()
-    processes += [{"pid": p, "command": procfs.command_line(p)} for p in forced if p not in pids]
+    processes += [{"pid": p, "command": platform.command_line(p)} for p in forced if p not in pids]
     if forced or first == signal.SIGKILL:
         group.kill()
         group.wait_empty(2.0)

@@ -4,7 +4,9 @@ The child leads its own process group and session; ``li`` stops the group. A des
 that called ``setsid`` (or whose parent died) has left the group; on Linux ``li`` becomes a
 *child subreaper* (``prctl(PR_SET_CHILD_SUBREAPER)``) so such orphans are re-parented to
 ``li`` instead of init, whatever their session or group, and a scan of ``/proc`` finds them
-(``li`` enables it for its own process; a library caller's process is left as it is). What
+(``li`` enables it for its own process; a library caller's process is left as it is). On
+the portable platform (``lirun.platform``) there is no subreaper: such an orphan is found
+by the run's mark in its environment instead, unless it cleared it. What
 had to be ended is returned as evidence (pid and command line of each). Without ``/proc``
 only the process group is stopped. A run in a cgroup (``exec.cgroup``) is ended through the
 cgroup first; this scan then finds nothing left.
@@ -20,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from lirun.exec import procfs
+from lirun import platform
 from lirun.exec.containment import TREE_ENV
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
 
 _PR_SET_CHILD_SUBREAPER = 36
 _RESCANS = 5
+_PORTABLE_SECOND_LOOK = 0.05
 _subreaper: bool | None = None
 # Children supervised right now in this process (flows run legs side by side): another
 # run's leader is never this run's leftover. Spawning and registering happen under the
@@ -69,39 +72,19 @@ def enable_subreaper() -> bool:
     global _subreaper
     if _subreaper is None:
         _subreaper = False
-        prctl = procfs.libc_prctl()
+        prctl = platform.prctl()
         _subreaper = prctl is not None and prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     return _subreaper
 
 
 def _table() -> dict[int, tuple[str, int, int, int]]:
-    table: dict[int, tuple[str, int, int, int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return table
-    for name in names:
-        if name.isdigit() and (info := procfs.stat(int(name))) is not None:
-            table[int(name)] = info
-    return table
+    return platform.process_table()
 
 
 def _listed_children() -> set[int] | None:
-    """This process's children from ``/proc/self/task/*/children``: a few small reads
-    instead of one per process on the machine. None where the kernel does not list them
-    (no CONFIG_PROC_CHILDREN) or a thread ended during the read (its children move to
-    another thread, which may have been read already)."""
-    try:
-        tasks = os.listdir("/proc/self/task")
-        kids: set[int] = set()
-        for tid in tasks:
-            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as handle:
-                kids.update(int(pid) for pid in handle.read().split())
-        if sorted(os.listdir("/proc/self/task")) != sorted(tasks):
-            return None
-    except (OSError, ValueError):
-        return None
-    return kids
+    """This process's children when the platform lists them cheaply (Linux:
+    ``/proc/self/task/*/children``), else None."""
+    return platform.listed_children()
 
 
 def own_children() -> set[int]:
@@ -130,10 +113,8 @@ def _mark_of(pid: int) -> str | None:
     none, None when it cannot be read."""
 
     prefix = f"{TREE_ENV}=".encode()
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            entries = handle.read().split(b"\0")
-    except OSError:
+    entries = platform.environ(pid)
+    if entries is None:
         return None
     found = [e[len(prefix) :] for e in entries if e.startswith(prefix)]
     return found[0].decode("utf-8", "replace") if found else ""
@@ -184,6 +165,10 @@ def find_leftovers(
         and not {table[pid][2], table[pid][3]} & others
         and not _another_runs(pid, mark)
     ]
+    if mark and platform.name() == platform.PORTABLE:
+        # No subreaper on the portable platform: an orphan that left the run's group and
+        # session is found by the run's mark in its environment (unless it cleared it).
+        orphans += [p for p in table if p not in (me, *skip) and _mark_of(p) == mark]
     stack = [leader, *(pid for pid in orphans if pid not in skip)]
     while stack:
         pid = stack.pop()
@@ -220,12 +205,14 @@ def end_leftovers(
 
     ``first_signal``, then SIGKILL for any process still alive after ``grace`` seconds.
     """
-    if not os.path.isdir("/proc/self"):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(leader, signal.SIGKILL)  # stragglers of the group, unlisted
-        return None
     exclude = set(exclude)
     live, zombies = find_leftovers(leader, exclude, mark)
+    if not live and not zombies and mark and platform.name() == platform.PORTABLE:
+        # Without a subreaper a double-forking daemon's middle process is reaped by init,
+        # not left here as a zombie: a scan between its exit and its child's appearing in
+        # the process list sees nothing. Look once more when the fork has landed.
+        time.sleep(_PORTABLE_SECOND_LOOK)
+        live, zombies = find_leftovers(leader, exclude, mark)
     for _ in range(_RESCANS):
         # An orphan that exited meanwhile may have forked after the scan listed /proc
         # (a double-forking daemon): reap it, and look again.
@@ -237,15 +224,15 @@ def end_leftovers(
     _reap(zombies)
     if not live:
         return None
-    processes = [{"pid": pid, "command": procfs.command_line(pid)} for pid in live]
+    processes = [{"pid": pid, "command": platform.command_line(pid)} for pid in live]
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(leader, first_signal)
     _send(live, first_signal)
     _wait_gone(live, grace)
-    survivors = [pid for pid in live if procfs.alive(pid)]
+    survivors = [pid for pid in live if platform.alive(pid)]
     # New forks while we were stopping them: one more sweep, at once with SIGKILL.
     late = [pid for pid in find_leftovers(leader, exclude, mark)[0] if pid not in live]
-    processes += [{"pid": pid, "command": procfs.command_line(pid)} for pid in late]
+    processes += [{"pid": pid, "command": platform.command_line(pid)} for pid in late]
     forced = sorted({*survivors, *late})
     if forced:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -263,5 +250,5 @@ def end_leftovers(
 
 def _wait_gone(pids: list[int], seconds: float) -> None:
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(procfs.alive(pid) for pid in pids):
+    while time.monotonic() < deadline and any(platform.alive(pid) for pid in pids):
         time.sleep(0.02)

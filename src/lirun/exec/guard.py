@@ -3,8 +3,8 @@ owner dies or its lease lapses, without the owner's threads or the database.
 
 ``li run``, ``li flow run``, ``li show run`` and ``li worker`` (and a library caller)
 each start one guard (lazily, at their first supervised child or lease) in a session of
-its own, with no environment but ``PATH``. The owner holds the write end of a pipe to the
-guard's stdin and sends it one JSON line per message:
+its own, with no environment but ``PATH`` (and ``LIRUN_PLATFORM``). The owner holds the
+write end of a pipe to the guard's stdin and sends it one JSON line per message:
 
 - ``watch`` *before* it starts a run's child: the run's mark (``containment.TREE_ENV``,
   in the environment of everything the run starts), its cgroup and where to leave a note;
@@ -46,11 +46,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lirun import platform
 from lirun.exec import owner_tree
 from lirun.exec.cgroup import RunCgroup
 from lirun.exec.containment import kill_run_tree
 from lirun.exec.descendants import add_helper
 from lirun.liveness import OWNER_DEATH_NOTE
+from lirun.platform import PLATFORM_ENV
 from lirun.settings import Settings
 
 __all__ = [
@@ -117,14 +119,25 @@ def _src_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
+def _guard_path() -> list[str]:
+    """What the guard puts on its path: lirun's source tree, and under the portable
+    platform where psutil is installed (the guard runs without site-packages)."""
+    paths = [_src_root()]
+    if platform.name() == platform.PORTABLE:
+        import psutil  # the portable platform's dependency (lirun.platform.portable)
+
+        paths.append(str(Path(psutil.__file__).resolve().parents[1]))
+    return paths
+
+
 def _start() -> Guard | None:
     # -I -S: no site, no environment, no script directory; only lirun's own source tree
-    # is put on the path. Its stdio: the pipe, and nothing.
+    # (and psutil's, under the portable platform) is put on the path. Its stdio: the
+    # pipe, and nothing.
     code = (
-        f"import sys; sys.path.insert(0, {_src_root()!r}); "
-        "from lirun.exec.guard import main; main()"
+        f"import sys; sys.path[:0] = {_guard_path()!r}; from lirun.exec.guard import main; main()"
     )
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH")}
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LD_LIBRARY_PATH", PLATFORM_ENV)}
     try:
         proc = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", code, str(os.getpid())],

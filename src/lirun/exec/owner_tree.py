@@ -1,10 +1,11 @@
-"""An owner's process tree, read from ``/proc`` without the owner's help, and killed.
+"""An owner's process tree, read through ``lirun.platform`` without the owner's help, and
+killed.
 
 The owner's guard (``exec/guard.py``) uses it when the owner's lease lapses (and when an
 owner that held a lease dies): every descendant of the owner, every member of the process
 groups they were seen to lead, and the processes it remembered from its last look
 (``SNAPSHOT_SECONDS`` ago) that are still the same processes, so work re-parented away
-from a dead owner is still found. It imports only the standard library.
+from a dead owner is still found. It imports only the standard library and the platform layer.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import os
 import signal
 import time
 
+from lirun import platform
+
 SNAPSHOT_SECONDS = 0.5
 KILL_PASSES = 3
 KILL_TICK_SECONDS = 0.1
@@ -21,30 +24,9 @@ KILL_TICK_SECONDS = 0.1
 Seen = dict[int, str]  # pid -> its start time field (pid reuse check)
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return None
-    return text[text.rfind(")") + 2 :].split()
-
-
 def process_table() -> dict[int, tuple[int, int, str]]:
     """pid -> (ppid, pgrp, start time) of every live (non-zombie) process."""
-    table: dict[int, tuple[int, int, str]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return table
-    for name in names:
-        if not name.isdigit():
-            continue
-        fields = _stat_fields(int(name))
-        if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
-            continue
-        table[int(name)] = (int(fields[1]), int(fields[2]), fields[19])
-    return table
+    return platform.owner_table()
 
 
 def tree_of(root: int, table: dict[int, tuple[int, int, str]], groups: set[int]) -> Seen:

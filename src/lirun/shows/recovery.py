@@ -10,11 +10,10 @@ candidate record and the ref move neither repeats nor loses the merge.
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 from typing import Any
 
+from lirun import platform
 from lirun.errors import ConflictError
 from lirun.record.reap import reap_sessions
 from lirun.shows.conductor import Conductor
@@ -141,19 +140,7 @@ def _wait_gone(pids: list[int], timeout: float = REAP_WAIT_SECONDS) -> None:
 
 
 def _running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    except OSError:  # no readable /proc: ask the kernel (a zombie then counts as running)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    return platform.alive(pid)
 
 
 def reap_gates(conductor: Conductor) -> None:

@@ -7,8 +7,8 @@ Watching the database's directory lets a waiter sleep until a commit touches the
 The watch is one-shot: a permanent watch makes the kernel queue an event for every
 waiter on every write, which slowed a writer with fifty waiters more than fourfold
 (bench/bench_wait.py); a one-shot watch costs the writer one event per waiter per
-sleep. Where inotify is missing (not Linux, or the per-user instance limit is
-reached), ``DirectoryWatch.open`` returns None and the caller polls as before.
+sleep. Where inotify is missing (not Linux, ``LIRUN_PLATFORM=portable``, or the per-user
+instance limit is reached), ``DirectoryWatch.open`` returns None and the caller polls as before.
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ class DirectoryWatch:
 
     @classmethod
     def open(cls, directory: str | os.PathLike[str]) -> DirectoryWatch | None:
+        from lirun import platform
+
+        if not platform.has_inotify():
+            return None  # the portable platform: the caller polls the change token
         try:
             import ctypes
 
