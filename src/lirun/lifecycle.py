@@ -31,6 +31,20 @@ class EntityPolicy(NamedTuple):
     exit_code_by_status: bool = False
 
 
+# A play's statuses in the order a play moves through them (the show board's columns).
+PLAY_STATUS_ORDER = (
+    "pending",
+    "prepared",
+    "running",
+    "running_complete",
+    "gated",
+    "redoing",
+    "merged",
+    "escalated",
+    "gate_failed",
+    "blocked",
+    "aborted_after_finish",
+)
 _SESSION_STATUSES = frozenset(
     {"running", "completed", "completed_empty", "failed", "timed_out", "aborted", "cancelled"}
 )
@@ -107,21 +121,7 @@ POLICIES: dict[str, EntityPolicy] = {
         EntityPolicy(
             entity_type="play",
             table="plays",
-            statuses=frozenset(
-                {
-                    "pending",
-                    "prepared",
-                    "running",
-                    "running_complete",
-                    "gated",
-                    "redoing",
-                    "merged",
-                    "escalated",
-                    "gate_failed",
-                    "blocked",
-                    "aborted_after_finish",
-                }
-            ),
+            statuses=frozenset(PLAY_STATUS_ORDER),
             terminal=frozenset(
                 {"merged", "escalated", "gate_failed", "blocked", "aborted_after_finish"}
             ),

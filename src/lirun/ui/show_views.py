@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lirun.lifecycle import PLAY_STATUS_ORDER
 from lirun.shows.gitwork import current_head
 from lirun.shows.report import provider_failure
 from lirun.store import Store
@@ -16,20 +17,6 @@ from lirun.ui.team_views import show_team
 __all__ = ["gate_verdict", "show_view"]
 
 
-# The board's columns, in the order a play moves through them (lifecycle.py's statuses).
-PLAY_ORDER = (
-    "pending",
-    "prepared",
-    "running",
-    "running_complete",
-    "gated",
-    "redoing",
-    "merged",
-    "escalated",
-    "gate_failed",
-    "blocked",
-    "aborted_after_finish",
-)
 # A play row's columns since 0001; the shows engine adds its own (attempt, merge commit,
 # gate verdict, worktree, ...), shown as they come.
 PLAY_BASE_COLUMNS = frozenset(
@@ -124,7 +111,7 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
             "provider": _provider_stop(store, play),
         }
         columns.setdefault(str(play.get("status")), []).append(play)
-    order = [s for s in PLAY_ORDER if s in columns]
+    order = [s for s in PLAY_STATUS_ORDER if s in columns]
     order += [s for s in columns if s not in order]
     recorded = row.get("final_gate_json")
     head_gate = isinstance(recorded, dict) and recorded.get("role") == "head_gate"
