@@ -33,7 +33,7 @@ from lirun.exec import gcpause
 from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
 from lirun.flows.cleanup import leftover_flows
 from lirun.flows.engine import FlowOptions, resume_flow, run_flow
-from lirun.flows.flowfile import load_flow, parse_var
+from lirun.flows.load import load_flow, parse_var
 from lirun.flows.preview import preview_flow
 from lirun.record.rundir import allocate_run, new_run_id
 from lirun.signals import hold_signals, release_signals

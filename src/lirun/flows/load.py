@@ -6,7 +6,7 @@ dependencies, cycles, template mistakes (syntax, a leg that is not an ancestor, 
 undeclared variable, ``item`` outside a fan-out leg), fan-out over an artifact no
 ancestor declares, too many items, provider options the provider does not take.
 Nothing is written anywhere: loading is a pure read of the file, its profiles and
-playbooks. ``flows/legcheck.py`` holds the checks that need the whole graph.
+playbooks. ``flows/load_checks.py`` holds the checks that need the whole graph.
 
 Variables are text. ``vars:`` declares them with their defaults (``null``: no default,
 ``--var`` must give one); ``--var KEY=VALUE`` overrides a declared one, and a key the
@@ -29,7 +29,7 @@ from lirun.exec.problems import ProblemReader
 from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml
 from lirun.exec.provider_options import OPTION_KEYS
 from lirun.exec.task import MAX_PARALLEL, Task
-from lirun.flows.legcheck import check_graph
+from lirun.flows.load_checks import check_graph
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
 from lirun.teams.membership import parse_setting
 
