@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
-from lirun.exec import gcpause
-from lirun.exec.problems import ProblemReader
-from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml
+from lirun.exec.profiles import ProfileError, check_artifacts
 from lirun.exec.provider_options import OPTION_KEYS
 from lirun.exec.task import MAX_PARALLEL, Task
 from lirun.flows.load_checks import check_graph
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
 from lirun.teams.membership import parse_setting
+from lirun.yamlfile import gcpause
+from lirun.yamlfile.lines import YamlFileError, read_yaml
+from lirun.yamlfile.problems import ProblemReader
 
 __all__ = [
     "LEG_KEYS",
@@ -140,7 +141,7 @@ def _load_flow(path: str | os.PathLike[str], vars: Mapping[str, str], cwd: str |
         ) from None
     try:
         data = read_yaml(file, expected="vars:, parallel:, legs:, ...")
-    except ProfileError as exc:
+    except YamlFileError as exc:
         raise FlowFileError(str(file), [str(exc)]) from None
     base = os.path.abspath(os.path.expanduser(cwd or os.getcwd()))
     problems = Problems(file)
