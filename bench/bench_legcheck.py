@@ -31,7 +31,7 @@ from benchkit import out
 
 _MEASURE = """
 import json, sys, time, resource
-from lirun.flows.flowfile import load_flow
+from lirun.flows.load import load_flow
 cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 c, t = cpu(), time.perf_counter()
 spec = load_flow(sys.argv[1], cwd=sys.argv[2])

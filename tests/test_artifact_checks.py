@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 from lirun.errors import UsageError
 from lirun.exec.artifact_check_option import attach_artifact_checks, parse_artifact_check
 from lirun.exec.profiles import ProfileError, load_profile
-from lirun.flows.flowfile import FlowFileError, load_flow
+from lirun.flows.load import FlowFileError, load_flow
 from lirun.reasons import describe, is_registered
 from lirun.record.artifact_checks import check_problems
 from lirun.record.artifacts import (
@@ -30,7 +30,7 @@ from lirun.record.artifacts import (
     verify_artifact_contract,
 )
 from lirun.schedules.actions import parse_action
-from lirun.shows.showfile import ShowFileError, load_show
+from lirun.shows.load import ShowFileError, load_show
 from lirun.ui.app import create_app
 from support.execkit import git_repo, only_row, run_li, session_rows
 from support.showfilekit import write_show

@@ -213,7 +213,7 @@ import lirun.liveness as liveness
 
 liveness.DEFAULT_LEASE_SECONDS, liveness.HEARTBEAT_INTERVAL = 4.0, 1.0  # a short lease
 from lirun.flows.engine import run_flow
-from lirun.flows.flowfile import load_flow
+from lirun.flows.load import load_flow
 
 spec = load_flow(Path(sys.argv[1]), cwd=sys.argv[2])
 report = run_flow(spec, db_url=sys.argv[3], invocation_id="frozen-flow")

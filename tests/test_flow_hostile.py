@@ -192,7 +192,7 @@ def test_checking_a_chain_scales_linearly(tmp_path: Path) -> None:
     """Not a timed test: the check of a chain 8 times longer takes about 8 times the CPU
     (a quadratic check took 64 times; before, 4,000 legs passed the recursion limit).
     bench/bench_legcheck.py measures the 10,000-leg figure."""
-    from lirun.flows.flowfile import load_flow
+    from lirun.flows.load import load_flow
     from lirun.flows.preview import preview_flow
 
     def cost(n: int) -> float:

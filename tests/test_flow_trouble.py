@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from lirun.exec.task import Task
-from lirun.flows.decision import FlowFacts, LegFact, decide_flow
+from lirun.flows.decide import FlowFacts, LegFact, decide_flow
 from lirun.flows.engine import FlowOptions, run_flow
-from lirun.flows.legrun import retry_leg
+from lirun.flows.jobs import retry_leg
 from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.provider_errors import FAILURE_CLASSES
 from support.providerkit import FAKE_PROVIDER, classify_failures, fixture_path

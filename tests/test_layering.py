@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.schemas",
         ),
     ),
+    ("yamlfile", ("lirun.yamlfile",)),  # files read whole with file:line problems
     ("store", ("lirun.store",)),
     ("record", ("lirun.record",)),
     ("wait", ("lirun.wait",)),

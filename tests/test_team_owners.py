@@ -11,7 +11,7 @@ import pytest
 
 from lirun.exec.task import Task
 from lirun.flows.engine import FlowOptions, run_flow
-from lirun.flows.flowfile import FlowFileError, load_flow
+from lirun.flows.load import FlowFileError, load_flow
 from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.teams.membership import TeamSetting, parse_setting, run_team_name
 from support.storekit import opened

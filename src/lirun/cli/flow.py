@@ -29,15 +29,15 @@ from lirun.cli.flow_view import final_line, stopped_lines, table_lines
 from lirun.cli.lists import LIST_EXIT_CODES, add_list_options, flow_list
 from lirun.cli.options import parallel_count, seconds
 from lirun.errors import UsageError
-from lirun.exec import gcpause
 from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
 from lirun.flows.cleanup import leftover_flows
 from lirun.flows.engine import FlowOptions, resume_flow, run_flow
-from lirun.flows.flowfile import load_flow, parse_var
+from lirun.flows.load import load_flow, parse_var
 from lirun.flows.preview import preview_flow
 from lirun.record.rundir import allocate_run, new_run_id
 from lirun.signals import hold_signals, release_signals
 from lirun.store import open_existing, open_store
+from lirun.yamlfile import gcpause
 
 EXIT_CODES = """\
   0    completed: every leg completed (a may_be_empty leg may be completed_empty);

@@ -25,12 +25,13 @@ from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
 from lirun.exec.execution import ExecutionRequest, execute, prepare
 from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import Echo
-from lirun.exec.profiles import MAX_SECONDS, parse_artifact_option
+from lirun.exec.profiles import parse_artifact_option
 from lirun.exec.supervisor import Limits
 from lirun.record.rundir import allocate_run
 from lirun.settings import Settings
 from lirun.signals import held_trap
 from lirun.store import open_store
+from lirun.yamlfile.problems import MAX_SECONDS
 
 __all__ = [
     "EXIT_CODES",

@@ -1,7 +1,7 @@
 """``li show run | resume | abort | clean | status``: plays in worktrees, merged through gates.
 
 Each subcommand parses, makes one library call (``lirun.shows``) and renders. A show file
-is checked whole before anything starts (``shows/showfile.py``): its problems go to
+is checked whole before anything starts (``shows/load.py``): its problems go to
 stderr one per line as ``file:line: message`` and the exit code is 2. Progress goes to
 stderr, the board (or ``--json``) to stdout.
 """
@@ -34,9 +34,9 @@ from lirun.cli.show_detach import detach
 from lirun.errors import DatabaseMissingError, UsageError
 from lirun.paths import resolve_db_url
 from lirun.shows.engine import ShowOptions, abort_show, resume_show, run_show, show_report
-from lirun.shows.plan import plan_show
+from lirun.shows.load import ShowFileError, load_show
 from lirun.shows.preflight import dry_run_problems
-from lirun.shows.showfile import ShowFileError, load_show
+from lirun.shows.preview import plan_show
 from lirun.signals import held_trap
 from lirun.store import open_store
 

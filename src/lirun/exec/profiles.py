@@ -14,24 +14,19 @@ be unique; a repeated id there is a mistake, not an overlay.
 Declarations are strict where a typo would change their meaning: an unknown key at the
 top level, in ``defaults:`` or inside an artifact entry (``requird: false``) is refused
 before anything starts, with ``file:line``. Mappings are loaded with their line numbers
-(``LineMap``) for that.
+(``yamlfile.lines.LineMap``) for that.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lirun.errors import UsageError, ValidationError
-from lirun.exec import gcpause
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
-from lirun.exec.yamlshape import YamlShapeError, check_shape
 from lirun.paths import lirun_home
 from lirun.record.artifact_checks import (
     SchemaFileError,
@@ -50,14 +45,14 @@ from lirun.record.artifacts import (
     validate_artifact_contract,
 )
 from lirun.record.rundir import safe_component
+from lirun.yamlfile.lines import YamlFileError, read_yaml, where
+from lirun.yamlfile.problems import is_seconds
 
 __all__ = [
     "DEFAULT_KEYS",
-    "MAX_SECONDS",
     "Playbook",
     "Profile",
     "ProfileError",
-    "is_seconds",
     "load_playbook",
     "load_profile",
     "merged_defaults",
@@ -141,150 +136,6 @@ def find_file(kind: str, name: str) -> Path:
     return existing[0]
 
 
-class LineMap(dict[Any, Any]):
-    """A YAML mapping that remembers where it and each of its keys start (1-based lines),
-    and the keys it holds twice (``duplicates``: key, line of the repeat; YAML keeps the
-    last value, so a reader that cares can refuse them)."""
-
-    line: int = 0
-    key_lines: dict[Any, int]
-    duplicates: list[tuple[Any, int]]
-
-
-@functools.cache
-def _line_loader() -> Any:
-    """A SafeLoader whose mappings are LineMaps (built once, on first use). libyaml's
-    parser when PyYAML has it: the pure-Python scanner takes seconds over a flow file of
-    thousands of legs, and a file is read whole before anything is checked."""
-
-    class LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-            """A scalar's tag: text at once when no implicit resolver could claim it
-            (quoted, or a first character no number, bool or null starts with); the
-            parser asks for every node, and a long file holds a hundred thousand."""
-            if kind is yaml.ScalarNode and (
-                not implicit[0] or (value and value[0] not in first_characters)
-            ):
-                return self.DEFAULT_SCALAR_TAG
-            return super().resolve(kind, value, implicit)
-
-    def construct_mapping(loader: Any, node: Any) -> LineMap:
-        mapping = LineMap(loader.construct_mapping(node, deep=True))
-        mapping.line = node.start_mark.line + 1
-        mapping.key_lines = {}
-        mapping.duplicates = []
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if key in mapping.key_lines:
-                mapping.duplicates.append((key, line))
-            mapping.key_lines.setdefault(key, line)
-        return mapping
-
-    resolvers = LineLoader.yaml_implicit_resolvers
-    assert None not in resolvers
-    assert not LineLoader.yaml_path_resolvers  # as in SafeLoader
-    first_characters = frozenset(resolvers)
-    LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    return LineLoader
-
-
-_STR_TAG = "tag:yaml.org,2002:str"
-_SEQ_TAG = "tag:yaml.org,2002:seq"
-_MAP_TAG = "tag:yaml.org,2002:map"
-
-
-def _build(loader: Any, node: Any, made: dict[int, Any]) -> Any:
-    """The value of a checked node (``yamlshape``: at most 64 deep, so the recursion is
-    bounded): what ``construct_document`` makes, without its per-node bookkeeping for the
-    plain text, lists and mappings that are nearly all of a long flow file. An alias is
-    the same object as its anchor (``made``); any other tag goes to the loader."""
-    if node.tag == _STR_TAG and not isinstance(node.value, list):
-        return node.value
-    if id(node) in made:
-        return made[id(node)]
-    if node.tag == _SEQ_TAG:
-        items: list[Any] = []
-        made[id(node)] = items
-        items.extend(_build(loader, child, made) for child in node.value)
-        return items
-    if node.tag != _MAP_TAG:
-        return loader.construct_object(node, deep=True)  # numbers, null, dates, !!set...
-    loader.flatten_mapping(node)  # merge keys (<<) first, as SafeLoader does
-    mapping = LineMap()
-    made[id(node)] = mapping
-    mapping.line = node.start_mark.line + 1
-    mapping.key_lines = {}
-    mapping.duplicates = []
-    for key_node, value_node in node.value:
-        key = _build(loader, key_node, made)
-        line = key_node.start_mark.line + 1
-        try:
-            if key in mapping.key_lines:
-                mapping.duplicates.append((key, line))
-        except TypeError:
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping",
-                node.start_mark,
-                "found unhashable key",
-                key_node.start_mark,
-            ) from None
-        mapping.key_lines.setdefault(key, line)
-        mapping[key] = _build(loader, value_node, made)
-    return mapping
-
-
-def where(path: Path, node: object, key: object = None) -> str:
-    """``path:line`` of ``key`` in ``node`` (or of ``node``) when known, else ``path``."""
-    if isinstance(node, LineMap):
-        line = node.key_lines.get(key, node.line) if key is not None else node.line
-        if line:
-            return f"{path}:{line}"
-    return str(path)
-
-
-def read_yaml(path: Path, *, expected: str = "artifacts:, defaults:, ...") -> dict[str, Any]:
-    """The file's top-level mapping (an empty file is an empty mapping); mappings are
-    LineMaps, so errors can name ``file:line``. ``expected``: the keys a top level holds,
-    for the message when it is not a mapping (flow and show files read through here too)."""
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"cannot read {path}: {exc}") from exc
-
-    # A SafeLoader subclass: plain data only, as yaml.safe_load; the nodes are checked
-    # for depth and alias expansion before they become values.
-    loader = _line_loader()(text)
-    try:
-        with gcpause.paused():
-            node = loader.get_single_node()
-            if node is not None:
-                check_shape(node)
-            data = None if node is None else _build(loader, node, {})
-    except yaml.YAMLError as exc:
-        raise ProfileError(_yaml_message(path, exc)) from None
-    except YamlShapeError as exc:
-        raise ProfileError(f"{path}:{exc.line}: {exc}") from None
-    finally:
-        loader.dispose()
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ProfileError(
-            f"{path}: the top level must be a mapping ({expected}), got {type(data).__name__}"
-        )
-    return data
-
-
-def _yaml_message(path: Path, exc: Exception) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    if mark is None:
-        return f"{path}: invalid YAML: {problem}"
-    return f"{path}:{mark.line + 1}:{mark.column + 1}: invalid YAML: {problem}"
-
-
 # --- checking the shape -----------------------------------------------------------------------
 
 
@@ -336,19 +187,6 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
                 f"{path}: defaults.{key} must be a number of seconds (0: off), got {value!r}"
             )
     return dict(raw)
-
-
-# The longest timeout a file may give: about three years. More is a typo or a way to say
-# "never" (leave the key out for that), and past ~9e9 Python's waits overflow.
-MAX_SECONDS = 100_000_000.0
-
-
-def is_seconds(value: object) -> bool:
-    """A positive, finite number of seconds up to MAX_SECONDS (``.nan`` and ``.inf``, which
-    YAML reads as floats, are not)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return 0 < value <= MAX_SECONDS  # False for nan; inf is over the bound
 
 
 def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:
@@ -412,7 +250,10 @@ def _load(
 ) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     """The file, its data, and the fields profiles and playbooks share, all checked."""
     path = find_file(kind, name)
-    data = read_yaml(path)
+    try:
+        data = read_yaml(path)
+    except YamlFileError as exc:
+        raise ProfileError(str(exc)) from None
     _check_keys(path, data, keys, kind)
     common = {
         "name": name,

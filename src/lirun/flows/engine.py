@@ -27,9 +27,12 @@ from lirun.exec.fence import Fence, fence_for_owner
 from lirun.exec.heartbeat import Heartbeat
 from lirun.flows.checkpoint import FlowLog, write_checkpoint
 from lirun.flows.dag import draw_dag
-from lirun.flows.decision import LEASE_LOST_SIGNAL, NOT_RUN, FlowFacts, decide_flow
-from lirun.flows.legrun import LegJob, LegResult, LegWorkers
-from lirun.flows.plan import (
+from lirun.flows.decide import LEASE_LOST_SIGNAL, NOT_RUN, FlowFacts, decide_flow
+from lirun.flows.jobs import LegJob, LegResult, LegWorkers
+from lirun.flows.preview import can_branch
+from lirun.flows.report import FlowReport, flow_report, report_from_store, reusable_legs
+from lirun.flows.spec import FlowSpec
+from lirun.flows.state import (
     DONE,
     RUNNING,
     FlowPlan,
@@ -38,10 +41,6 @@ from lirun.flows.plan import (
     ReusedLeg,
     TemplateError,
 )
-from lirun.flows.preview import can_branch
-from lirun.flows.report import FlowReport
-from lirun.flows.reports import flow_report, report_from_store, reusable_legs
-from lirun.flows.spec import FlowSpec
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL
 from lirun.record.reap_flows import reap_flow_if_orphaned
 from lirun.record.rundir import allocate_run, new_run_id

@@ -1,13 +1,25 @@
-"""What a flow run returns and ``li status`` / ``li flow`` render: the invocation and its legs."""
+"""A flow's report: what a flow run returns and ``li status`` / ``li flow`` render (the
+invocation and its legs), read back from the database, and the legs a resume reuses.
+
+Everything here reads the record (the invocation row with its stored flow and the leg
+sessions), never the run directory, so it answers on any machine that shares the
+database.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from lirun.errors import UsageError
+from lirun.flows.decide import NOT_RUN
+from lirun.flows.jobs import outputs_of, proof_is_shared
+from lirun.flows.state import ReusedLeg
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from lirun.store import Store, open_store
 
-__all__ = ["FlowReport", "LegReport"]
+__all__ = ["FlowReport", "LegReport", "flow_report", "report_from_store", "reusable_legs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,3 +93,159 @@ class FlowReport:
         data["stopped"] = list(self.stopped)
         data["legs"] = [leg.to_dict() for leg in self.legs]
         return data
+
+
+_SUCCESS = ("completed", "completed_empty")
+_SIGNAL_BY_REASON = {"run.cancelled.sigint": "SIGINT", "run.cancelled.sigterm": "SIGTERM"}
+
+
+def _flow_row(store: Store, invocation_id: str) -> dict[str, Any]:
+    row = store.get_entity("invocation", invocation_id)
+    if row is None or row.get("kind") != "flow" or not row.get("flow_json"):
+        raise UsageError(f"invocation {invocation_id} is not a flow (no stored flow)")
+    return row
+
+
+def _latest_by_leg(sessions: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], int]]:
+    """Leg instance id → (its last attempt's session, how many sessions it had); the
+    session's ``cost_usd`` is that of every attempt (each was paid for)."""
+    found: dict[str, tuple[dict[str, Any], int]] = {}
+    for session in sessions:  # oldest first: the last one seen is the latest attempt
+        leg = session.get("flow_leg")
+        if leg:
+            count = found[leg][1] + 1 if leg in found else 1
+            cost = session.get("cost_usd")
+            if leg in found and found[leg][0].get("cost_usd") is not None:
+                cost = found[leg][0]["cost_usd"] + (cost or 0.0)
+            found[leg] = ({**session, "cost_usd": cost}, count)
+    return found
+
+
+def _leg_report(
+    entry: Mapping[str, Any],
+    session: Mapping[str, Any] | None,
+    attempts: int,
+    reused: bool,
+    *,
+    unrun: str = NOT_RUN,
+) -> LegReport:
+    """``unrun``: the status of a leg without a session (``pending`` while the flow runs)."""
+    status = session.get("status") if session else entry.get("status") or unrun
+    reason = (
+        session.get("status_reason_code")
+        if session
+        else entry.get("reason_code") or entry.get("not_run")
+    )
+    return LegReport(
+        id=entry["id"],
+        leg=entry["leg"],
+        item=entry.get("item"),
+        status=str(status),
+        reason_code=reason,
+        session_id=session.get("id") if session else None,
+        attempts=attempts,
+        reused=reused,
+        duration_s=session.get("duration_s") if session else None,
+        cost_usd=session.get("cost_usd") if session else None,
+        depends_on=tuple(entry.get("depends_on") or ()),
+        error=None if session else entry.get("error"),
+    )
+
+
+def _interrupted(row: Mapping[str, Any]) -> str | None:
+    """The signal that stopped the flow: named in its evidence, else by its reason."""
+    for item in row.get("status_evidence_refs") or []:
+        if isinstance(item, Mapping) and item.get("kind") == "signal":
+            return str(item.get("signal"))
+    return _SIGNAL_BY_REASON.get(row.get("status_reason_code") or "")
+
+
+def _stopped(row: Mapping[str, Any]) -> tuple[str, ...]:
+    for item in row.get("status_evidence_refs") or []:
+        if isinstance(item, Mapping) and item.get("kind") == "stopped_legs":
+            return tuple(str(leg["leg"]) for leg in item.get("legs") or [])
+    return ()
+
+
+def report_from_store(store: Store, invocation_id: str) -> FlowReport:
+    """The report of one flow invocation (its exact id) as the database holds it."""
+    row = _flow_row(store, invocation_id)
+    latest = _latest_by_leg(store.list_invocation_sessions(invocation_id))
+    unrun = "pending" if row["status"] == "running" else NOT_RUN
+    legs = []
+    for entry in row["flow_json"].get("graph") or []:
+        if entry["id"] in latest:
+            session, attempts = latest[entry["id"]]
+            legs.append(_leg_report(entry, session, attempts, False))
+        elif entry.get("reused_from"):
+            earlier = store.get_entity("session", entry["reused_from"])
+            legs.append(_leg_report(entry, earlier, 0, True))
+        else:  # not run, or no session: a fan-out with no items or unreadable ones
+            legs.append(_leg_report(entry, None, 0, False, unrun=unrun))
+    seen = {leg.leg for leg in legs}
+    for spec_leg in row["flow_json"].get("spec", {}).get("legs") or []:
+        if spec_leg["id"] not in seen:  # not reached (yet)
+            entry = {
+                "id": spec_leg["id"],
+                "leg": spec_leg["id"],
+                "depends_on": spec_leg.get("depends_on"),
+            }
+            legs.append(_leg_report(entry, None, 0, False, unrun=unrun))
+    return FlowReport(
+        invocation_id=row["id"],
+        status=row["status"],
+        reason_code=row.get("status_reason_code"),
+        reason_summary=row.get("status_reason_summary"),
+        run_dir=row.get("run_dir"),
+        resumed_from=row.get("resumed_from"),
+        legs=tuple(legs),
+        stopped=_stopped(row),
+        interrupted=_interrupted(row),
+        input_tokens=row.get("input_tokens"),
+        output_tokens=row.get("output_tokens"),
+        cost_usd=row.get("cost_usd"),
+    )
+
+
+def flow_report(invocation: str, *, db_url: str | None = None) -> FlowReport:
+    """Read-only: the report of the flow invocation ``invocation`` (id or unique prefix).
+
+    NotFoundError / AmbiguousIdError (exit 2) for an unknown or ambiguous id; UsageError
+    when it is not a flow."""
+    store = open_store(db_url, readonly=True)
+    try:
+        return report_from_store(store, store.resolve_id("invocation", invocation))
+    finally:
+        store.close()
+
+
+def _reused(session: Mapping[str, Any]) -> ReusedLeg:
+    meta = (session.get("metadata_json") or {}).get("flow") or {}
+    return ReusedLeg(
+        session_id=str(session["id"]),
+        status=str(session["status"]),
+        reason_code=session.get("status_reason_code"),
+        item=meta.get("item"),
+        duration_s=session.get("duration_s"),
+        outputs=outputs_of(session),
+        proof_shared=proof_is_shared(session),
+    )
+
+
+def reusable_legs(store: Store, invocation_id: str) -> dict[str, ReusedLeg]:
+    """Leg instance id → what a resume of ``invocation_id`` reuses: every instance that
+    completed there (``completed`` or ``completed_empty``), or that it had reused itself."""
+    row = _flow_row(store, invocation_id)
+    found: dict[str, ReusedLeg] = {}
+    for leg_id, (session, _) in _latest_by_leg(
+        store.list_invocation_sessions(invocation_id)
+    ).items():
+        if session.get("status") in _SUCCESS:
+            found[leg_id] = _reused(session)
+    for entry in row["flow_json"].get("graph") or []:
+        source = entry.get("reused_from")
+        if source and entry["id"] not in found:
+            earlier = store.get_entity("session", source)
+            if earlier is not None and earlier.get("status") in _SUCCESS:
+                found[entry["id"]] = _reused(earlier)
+    return found

@@ -1,6 +1,6 @@
 """A flow as validated values: legs, their dependencies, fan-out and isolation.
 
-``flows/flowfile.py`` reads a flow file (YAML, ``file:line`` errors) into a ``FlowSpec``;
+``flows/load.py`` reads a flow file (YAML, ``file:line`` errors) into a ``FlowSpec``;
 the engine runs one. The resolved spec (after ``--var``) is stored with the invocation
 (``to_dict``), so ``li flow resume`` and the dashboard read it from the database.
 """

@@ -33,11 +33,11 @@ from lirun.exec.profiles import parse_artifact_option
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import ProviderNotFoundError, parse_provider_spec
 from lirun.exec.task import Task, check_task
-from lirun.flows.flowfile import load_flow
+from lirun.flows.load import load_flow
 from lirun.lifecycle import policy_for
 from lirun.record.retention_rules import RetentionPolicy
 from lirun.schedules.durations import format_duration, parse_duration
-from lirun.shows.showfile import load_show
+from lirun.shows.load import load_show
 
 KINDS = ("agent", "run", "flow", "show", "gc")
 USAGE = (

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
-from lirun.exec.profiles import read_yaml, where
 from lirun.schedules.actions import Action, parse_action
 from lirun.schedules.definition import POLICY_KEYS, Definition, check_name, make_policies
 from lirun.schedules.registry import MISSING
 from lirun.schedules.triggers import parse_trigger
+from lirun.yamlfile.lines import read_yaml, where
 
 TOP_KEYS = frozenset({"schedules", "missing"})
 ENTRY_KEYS = frozenset(

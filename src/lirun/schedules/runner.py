@@ -34,7 +34,7 @@ from lirun.exec.execution import execute
 from lirun.exec.fence import Fence
 from lirun.exec.task import build_request
 from lirun.flows.engine import run_flow
-from lirun.flows.flowfile import load_flow
+from lirun.flows.load import load_flow
 from lirun.logs import get_logger
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
 from lirun.record.retention_rules import RetentionPolicy
@@ -52,7 +52,7 @@ from lirun.schedules.outcomes import (
     start_refusal,
 )
 from lirun.shows.engine import run_show
-from lirun.shows.showfile import load_show
+from lirun.shows.load import load_show
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 

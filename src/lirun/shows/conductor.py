@@ -6,7 +6,7 @@ a queue. Plays that do not depend on each other run in parallel up to ``parallel
 gates and merges go one at a time (the merge queue), each on the merge of the play
 branch into the integration head as it is when the gate starts, and the integration
 branch moves only by compare-and-swap to a merge commit whose gate passed, recorded as
-the play's candidate first. Every choice comes from ``decisions``.
+the play's candidate first. Every choice comes from ``decide``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from lirun.exec.fence import Fence
 from lirun.lifecycle import is_terminal
 from lirun.reasons import describe
 from lirun.record.rundir import new_run_id
-from lirun.shows.decisions import (
+from lirun.shows.decide import (
     FailureKind,
     PlayFacts,
     after_failure,
@@ -301,7 +301,7 @@ class Conductor:
     def after_agent(
         self, name: str, nxt: str, run_id: str, status: str, reason: str | None
     ) -> None:
-        """Act on ``decisions.after_session`` for the play's execution ``run_id``."""
+        """Act on ``decide.after_session`` for the play's execution ``run_id``."""
         if nxt == "gate":
             summary = f"execution {run_id} completed"
             if self.set_play(name, "running_complete", "play.running_complete.ok", summary):

@@ -29,7 +29,7 @@ from lirun.paths import resolve_db_url
 from lirun.record.reap import local_facts
 from lirun.record.rundir import new_run_id, safe_component
 from lirun.shows.conductor import Conductor
-from lirun.shows.decisions import abort_target
+from lirun.shows.decide import abort_target
 from lirun.shows.gitwork import ShowGit, current_head
 from lirun.shows.preflight import check_not_checked_out, check_repo
 from lirun.shows.recovery import check_head, reap_gates, reap_orphans, recover

@@ -3,7 +3,7 @@
 A gate is an ordinary supervised execution (``execute`` with a command program, so its
 exit code is its verdict; a string gate runs through ``sh -c``) in the gate worktree,
 linked to its play (or, for the final gate, to its show) through the session's metadata.
-Its verdict is the decision ``decisions.gate_verdict``; the tail of its output becomes the
+Its verdict is the decision ``decide.gate_verdict``; the tail of its output becomes the
 play's feedback.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from lirun.exec.execution import execute
 from lirun.exec.task import Task, build_request
-from lirun.shows.decisions import gate_verdict
+from lirun.shows.decide import gate_verdict
 from lirun.shows.spec import Gate
 from lirun.signals import SignalTrap
 

@@ -17,7 +17,7 @@ from lirun import platform
 from lirun.errors import ConflictError
 from lirun.record.reap import reap_sessions
 from lirun.shows.conductor import Conductor
-from lirun.shows.decisions import after_session
+from lirun.shows.decide import after_session
 from lirun.store import Store
 
 REAP_WAIT_SECONDS = 5.0  # how long resume and abort wait for a reaped group to exit

@@ -1,6 +1,6 @@
 """A show as validated values: what ``li show run`` was asked to do.
 
-``shows/showfile.py`` reads a show file (YAML, ``file:line`` errors) into a ``ShowSpec``;
+``shows/load.py`` reads a show file (YAML, ``file:line`` errors) into a ``ShowSpec``;
 the engine runs one. A spec is stored with the show (``to_dict``) so ``li show resume``
 needs no file.
 """

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from lirun.flows.dag import dag_nodes
-from lirun.flows.reports import report_from_store
+from lirun.flows.report import report_from_store
 from lirun.lifecycle import policy_for
 from lirun.schedules.worker import live_workers
 from lirun.store import Store

@@ -2,7 +2,7 @@
 
 Show and flow files are validated before anything starts, and a person fixing one wants
 all of its problems at once, not one per try. ``ProblemReader`` reads values out of the
-``LineMap`` mappings that ``exec.profiles.read_yaml`` loads and collects a
+``LineMap`` mappings that ``yamlfile.lines.read_yaml`` loads and collects a
 ``file:line: message`` for each value that does not fit; the caller raises once at the
 end with the whole list.
 """
@@ -16,9 +16,22 @@ from pathlib import Path
 from shutil import which
 from typing import Any
 
-from lirun.exec.profiles import MAX_SECONDS, LineMap, is_seconds
+from lirun.yamlfile.lines import LineMap
 
 __all__ = ["MAX_SECONDS", "ProblemReader", "is_seconds"]
+
+
+# The longest timeout a file may give: about three years. More is a typo or a way to say
+# "never" (leave the key out for that), and past ~9e9 Python's waits overflow.
+MAX_SECONDS = 100_000_000.0
+
+
+def is_seconds(value: object) -> bool:
+    """A positive, finite number of seconds up to MAX_SECONDS (``.nan`` and ``.inf``, which
+    YAML reads as floats, are not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return 0 < value <= MAX_SECONDS  # False for nan; inf is over the bound
 
 
 class ProblemReader:

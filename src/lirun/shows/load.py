@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
-from lirun.exec.problems import ProblemReader
-from lirun.exec.profiles import LineMap, ProfileError, check_artifacts, load_playbook, read_yaml
+from lirun.exec.profiles import ProfileError, check_artifacts, load_playbook
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.exec.providers import parse_provider_spec
 from lirun.exec.task import MAX_PARALLEL, Task, check_task
@@ -34,6 +33,8 @@ from lirun.exec.worktrees import GitError, Repo
 from lirun.flows.graph import find_cycle, unknown_deps
 from lirun.shows.spec import DEFAULT_ATTEMPTS, Gate, PlaySpec, ShowSpec
 from lirun.teams.membership import parse_setting
+from lirun.yamlfile.lines import LineMap, YamlFileError, read_yaml
+from lirun.yamlfile.problems import ProblemReader
 
 __all__ = [
     "PLAY_KEYS",
@@ -454,7 +455,7 @@ def load_show(path: str | os.PathLike[str]) -> ShowSpec:
         raise ShowFileError(shown, [problem]) from None
     try:
         data = read_yaml(file, expected="topic:, base:, plays:, ...")
-    except ProfileError as exc:
+    except YamlFileError as exc:
         raise ShowFileError(shown, [str(exc).replace(str(file), shown, 1)]) from None
     r = ProblemReader(file, shown)
     r.keys(data, SHOW_KEYS, "")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lirun.shows.decisions import (
+from lirun.shows.decide import (
     PlayFacts,
     abort_target,
     after_failure,
@@ -159,7 +159,7 @@ def test_every_decided_reason_is_registered_and_fits_its_status() -> None:
 
 
 def test_a_provider_stop_says_the_providers_words_and_what_to_do() -> None:
-    from lirun.shows.decisions import provider_stop
+    from lirun.shows.decide import provider_stop
 
     stop = provider_stop("r1", "run.failed.provider_auth", "Invalid API key · Please run /login")
     assert stop is not None

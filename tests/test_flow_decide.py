@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lirun.flows.decision import NOT_RUN, FlowFacts, LegFact, counts_as, decide_flow
+from lirun.flows.decide import NOT_RUN, FlowFacts, LegFact, counts_as, decide_flow
 from lirun.reasons import validate_reason
 
 OK = LegFact("a", "completed", "run.completed.ok")

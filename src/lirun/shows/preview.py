@@ -4,7 +4,7 @@ Which plays run in which wave (a play's wave is one after its latest dependency'
 of one wave do not depend on each other and may run side by side), the branch each
 play's first attempt works on, the gate each play's merge result must pass, and the
 final gate. Nothing here reads git or the database; the spec was checked when it was
-read (``shows/showfile.py``).
+read (``shows/load.py``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lirun.flows.decision import NOT_RUN, LegFact
+from lirun.flows.decide import NOT_RUN, LegFact
 from lirun.flows.fanout import FanOutError, expand_items, instance_id
 from lirun.flows.graph import ancestors, comparable_to_all, topo_order
 from lirun.flows.spec import FlowSpec, LegSpec

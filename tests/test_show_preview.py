@@ -7,7 +7,7 @@ import json
 import pytest
 
 from lirun.exec.task import Task
-from lirun.shows.plan import gate_text, plan_show, play_branch
+from lirun.shows.preview import gate_text, plan_show, play_branch
 from lirun.shows.spec import Gate, PlaySpec, ShowSpec
 
 

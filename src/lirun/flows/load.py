@@ -6,7 +6,7 @@ dependencies, cycles, template mistakes (syntax, a leg that is not an ancestor, 
 undeclared variable, ``item`` outside a fan-out leg), fan-out over an artifact no
 ancestor declares, too many items, provider options the provider does not take.
 Nothing is written anywhere: loading is a pure read of the file, its profiles and
-playbooks. ``flows/legcheck.py`` holds the checks that need the whole graph.
+playbooks. ``flows/load_checks.py`` holds the checks that need the whole graph.
 
 Variables are text. ``vars:`` declares them with their defaults (``null``: no default,
 ``--var`` must give one); ``--var KEY=VALUE`` overrides a declared one, and a key the
@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
-from lirun.exec import gcpause
-from lirun.exec.problems import ProblemReader
-from lirun.exec.profiles import ProfileError, check_artifacts, read_yaml
+from lirun.exec.profiles import ProfileError, check_artifacts
 from lirun.exec.provider_options import OPTION_KEYS
 from lirun.exec.task import MAX_PARALLEL, Task
-from lirun.flows.legcheck import check_graph
+from lirun.flows.load_checks import check_graph
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
 from lirun.teams.membership import parse_setting
+from lirun.yamlfile import gcpause
+from lirun.yamlfile.lines import YamlFileError, read_yaml
+from lirun.yamlfile.problems import ProblemReader
 
 __all__ = [
     "LEG_KEYS",
@@ -140,7 +141,7 @@ def _load_flow(path: str | os.PathLike[str], vars: Mapping[str, str], cwd: str |
         ) from None
     try:
         data = read_yaml(file, expected="vars:, parallel:, legs:, ...")
-    except ProfileError as exc:
+    except YamlFileError as exc:
         raise FlowFileError(str(file), [str(exc)]) from None
     base = os.path.abspath(os.path.expanduser(cwd or os.getcwd()))
     problems = Problems(file)

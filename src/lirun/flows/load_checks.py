@@ -22,7 +22,7 @@ from lirun.flows.graph import Reach, find_cycle
 from lirun.flows.templates import CONTEXT_NAMES, TemplateError, references
 
 if TYPE_CHECKING:
-    from lirun.flows.flowfile import Problems
+    from lirun.flows.load import Problems
     from lirun.flows.spec import LegSpec
 
 __all__ = ["LEG_ID_PATTERN", "check_graph", "declared_artifacts"]

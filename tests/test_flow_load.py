@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lirun.errors import UsageError
-from lirun.flows.flowfile import FlowFileError, load_flow, parse_var
+from lirun.flows.load import FlowFileError, load_flow, parse_var
 from lirun.flows.spec import FlowSpec
 
 

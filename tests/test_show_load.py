@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lirun.errors import UsageError
-from lirun.shows.showfile import ShowFileError, check_branch_name, load_show
+from lirun.shows.load import ShowFileError, check_branch_name, load_show
 from lirun.shows.spec import Gate, ShowSpec
 from support.gitkit import git
 from support.showfilekit import COMMAND_SHOW, refs, write_show
