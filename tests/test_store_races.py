@@ -21,9 +21,11 @@ ROWS = 200
 TERMINALS = ("completed", "failed", "timed_out", "cancelled", "aborted", "completed_empty")
 
 # Each worker finalizes every row with its own status, guarded on "running", and reports
-# which rows it won. Odd workers go backwards, so races happen all along the list.
+# which rows it won. Odd workers go backwards, so races happen all along the list. All start
+# at the moment the "go" line names, not when each reads it: on a loaded machine the first
+# worker to read "go" could otherwise finish every row before the others wake.
 _RACER = """
-import json, sys
+import json, sys, time
 from lirun.store import open_store
 from support.storekit import reason_for
 url, worker, status, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
@@ -32,7 +34,8 @@ ids = [f"row-{i}" for i in range(rows)]
 if worker % 2:
     ids.reverse()
 print("ready", flush=True)
-sys.stdin.readline()
+start = float(sys.stdin.readline())
+time.sleep(max(0.0, start - time.time()))
 won, errors = [], []
 for sid in ids:
     try:
@@ -63,9 +66,10 @@ def race(db_url: str, env: dict[str, str]) -> list[dict[str, Any]]:
         for w in workers:
             assert w.stdout is not None
             assert w.stdout.readline().strip() == "ready"
-        for w in workers:  # all open, then all go at once
+        start = time.time() + 0.5  # all open, then all go at once
+        for w in workers:
             assert w.stdin is not None
-            w.stdin.write("go\n")
+            w.stdin.write(f"{start}\n")
             w.stdin.flush()
         results = []
         for w in workers:

@@ -15,6 +15,7 @@ from lirun.record.retention_rules import REFUSAL_TEXT, RetentionPolicy
 from lirun.schedules.actions import gc_action_words
 from lirun.schedules.durations import parse_duration
 from lirun.schedules.gc_schedule import store_gc_schedule
+from lirun.signals import SignalTrap
 from lirun.store import open_store
 
 PROG = "li gc"
@@ -24,7 +25,8 @@ EXIT_CODES = """\
   1    some run directories could not be removed (said on stderr); their records are
        tombstoned and the next li gc removes them
   2    usage error (a bad duration or status), or no database
-  130  interrupted: each record is whole or tombstoned; run li gc again to finish"""
+  130  interrupted (SIGINT; 143 for SIGTERM): gc stops between two batches, so each
+       record is whole or tombstoned; run li gc again to finish"""
 
 DESCRIPTION = """\
 Prune records that ended more than DUR ago: their run directories (streams, artifacts,
@@ -106,10 +108,18 @@ def main(argv: list[str]) -> int:
         deliver_pending(PROG, args.db)
     store = open_store(args.db, create=False)
     options = GcOptions(dry_run=args.dry_run, actor=default_actor(), vacuum=args.vacuum)
-    try:
-        tally = collect_garbage(store, policy, options, progress=lambda line: warn(PROG, line))
-    finally:
-        store.close()
+    # A signal stops gc between two batches, never inside one (its exit code is 128 + n).
+    with SignalTrap() as trap:
+        try:
+            tally = collect_garbage(
+                store,
+                policy,
+                options,
+                progress=lambda line: warn(PROG, line),
+                stop=lambda: trap.received is not None,
+            )
+        finally:
+            store.close()
     _report_refusals(tally)
     for problem in tally.problems:
         warn(PROG, f"warning: {problem}")
@@ -117,6 +127,13 @@ def main(argv: list[str]) -> int:
         print_json(summary(tally, policy, dry_run=args.dry_run), schema="lirun.gc/1")
     else:
         print(sentence(tally, dry_run=args.dry_run))
+    if trap.received is not None:
+        warn(
+            PROG,
+            f"{trap.signal_name} received: stopped between two batches; every record is "
+            "whole or a tombstone; run li gc again to finish",
+        )
+        return trap.exit_code() or 130
     return 1 if tally.problems else 0
 
 

@@ -62,17 +62,21 @@ def collect_garbage(
     policy: RetentionPolicy,
     options: GcOptions,
     progress: Progress | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Tally:
-    """Prune what ``policy`` selects; returns what was pruned, kept and refused."""
+    """Prune what ``policy`` selects; returns what was pruned, kept and refused. ``stop``
+    is asked between batches (each one whole): when it says so, the rest waits for the
+    next gc."""
     tally = Tally()
     now = time.time() if options.now is None else options.now
     report = progress or (lambda line: None)
     if not options.dry_run:
         finish_removals(store, tally, now=now, batch=policy.batch)
     verb = "to prune" if options.dry_run else "pruned"
+    stopped = stop or (lambda: False)
     for kind in PRUNED_KINDS:
         after, examined = "", 0
-        while True:
+        while not stopped():
             rows = store.gc_candidates(
                 kind, cutoff=now - policy.older_than, after=after, limit=policy.batch
             )
@@ -85,6 +89,8 @@ def collect_garbage(
             chosen = _choose(kind, rows, policy, pending, tally)
             _prune_batch(store, kind, chosen, options, tally, now=now)
             report(f"{kind}s: {examined} examined, {tally.pruned.get(kind, 0)} {verb}")
+    if stopped():
+        return tally
     if options.vacuum and not options.dry_run:
         report("reclaiming space (VACUUM)")
         store.reclaim_space()
