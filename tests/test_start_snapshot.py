@@ -214,6 +214,20 @@ def test_outside_git_a_change_is_work(plain: Path, how: str) -> None:
     assert since(plain, snap)["changed"] is True
 
 
+def test_the_tree_digest_names_paths_relative_to_its_root(plain: Path, tmp_path: Path) -> None:
+    """The same tree copied elsewhere has the same digest (paths are relative to the root,
+    however the root was spelled), and a rename that keeps sizes and times changes it."""
+    copy = tmp_path / "copy"
+    shutil.copytree(plain, copy, copy_function=shutil.copy2)
+    for d in (plain, copy):
+        for sub in sorted(d.rglob("*"), reverse=True):
+            os.utime(sub, ns=(0, 10**18))
+    relative = os.path.relpath(copy)
+    assert fingerprint.of_tree(str(plain)).digest == fingerprint.of_tree(relative).digest
+    (copy / "sub" / "b.txt").rename(copy / "sub" / "c.txt")
+    assert fingerprint.of_tree(str(plain)).digest != fingerprint.of_tree(str(copy)).digest
+
+
 def test_outside_git_symlinks_are_not_followed(plain: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -124,13 +124,15 @@ def of_tree(
     """Digest of every entry under ``root``: relative path, kind, size and mtime."""
     skip = frozenset(os.path.abspath(p) for p in exclude)
     budget, digest = _Budget(clock), hashlib.sha256()
-    for path, st in _walk(os.path.abspath(root), skip):
+    base = os.path.abspath(root)
+    prefix = len(os.path.join(base, ""))  # entries are base + sep + relative path
+    for path, st in _walk(base, skip):
         if not budget.take():
             break
         kind = "d" if stat.S_ISDIR(st.st_mode) else "f"
         size = 0 if kind == "d" else st.st_size
         mtime = 0 if kind == "d" else st.st_mtime_ns
-        rel = os.path.relpath(path, root)
+        rel = path[prefix:]
         digest.update(f"{rel}\0{kind}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
     return Fingerprint(digest.hexdigest(), budget.files, budget.stop)
 
