@@ -15,9 +15,9 @@ from typing import Any
 
 from lirun.flows.decide import NOT_RUN, LegFact
 from lirun.flows.fanout import FanOutError, expand_items, instance_id
-from lirun.flows.graph import ancestors, comparable_to_all, topo_order
 from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.flows.templates import RenderStopped, TemplateError, render
+from lirun.orchestra.graph import ancestors, comparable_to_all, topo_order
 
 __all__ = ["SUCCESS", "FlowPlan", "Instance", "RenderStopped", "ReusedLeg", "TemplateError"]
 

@@ -23,8 +23,8 @@ from lirun.errors import ConflictError, NotFoundError, UsageError
 from lirun.exec.fence import fence_for_owner
 from lirun.exec.task import check_task
 from lirun.exec.worktrees import GitError
-from lirun.flows.graph import find_cycle, unknown_deps
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL, current_owner, judge_owner
+from lirun.orchestra.graph import find_cycle, unknown_deps
 from lirun.paths import resolve_db_url
 from lirun.record.reap import local_facts
 from lirun.record.rundir import new_run_id, safe_component

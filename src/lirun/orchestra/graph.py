@@ -1,4 +1,5 @@
-"""The leg graph as pure functions: order, ancestors, cycles. Shows use it for plays too.
+"""A dependency graph as pure functions: order, ancestors, cycles. Flows use it for their
+legs, shows for their plays.
 
 Nodes are names; ``deps`` maps each node to the nodes it depends on. Every function
 here is pure and table-tested; the loaders turn a cycle or an unknown name into a
