@@ -35,7 +35,7 @@ from lirun.flows.spec import FlowSpec
 from lirun.flows.state import (
     DONE,
     RUNNING,
-    FlowPlan,
+    FlowState,
     Instance,
     RenderStopped,
     ReusedLeg,
@@ -89,7 +89,7 @@ class _FlowRun:
         self.spec = spec
         self.store = store
         self.options = options
-        self.plan = FlowPlan(spec, parallel=_parallel(spec, options), reuse=reuse)
+        self.state = FlowState(spec, parallel=_parallel(spec, options), reuse=reuse)
         self.run = allocate_run(run_id=invocation_id)
         self.run.ensure_artifact_root()
         self.id = self.run.run_id
@@ -108,9 +108,9 @@ class _FlowRun:
     def stored_flow(self) -> dict[str, Any]:
         return {
             "spec": self.spec.to_dict(),
-            "parallel": self.plan.parallel,
-            "graph": self.plan.graph(),
-            "fan_out": dict(self.plan.fan_out_sizes),
+            "parallel": self.state.parallel,
+            "graph": self.state.graph(),
+            "fan_out": dict(self.state.fan_out_sizes),
         }
 
     def create(self) -> None:
@@ -151,7 +151,7 @@ class _FlowRun:
                 "reused": inst.reused,
                 "outputs": inst.outputs,
             }
-            for inst in self.plan.all_instances()
+            for inst in self.state.all_instances()
             if inst.state == DONE
         }
         write_checkpoint(
@@ -178,12 +178,12 @@ class _FlowRun:
     ) -> LegJob:
         leg = inst.leg
         cwd = os.path.join(self.spec.cwd, leg.cwd) if leg.cwd else self.spec.cwd
-        beside = self.plan.beside(leg.id, count)
+        beside = self.state.beside(leg.id, count)
         isolation = leg.isolation
         if isolation is None:
             worktree = beside and leg.task.is_agent and self.can_branch(cwd)
             isolation = "worktree" if worktree else "shared"
-        prompt, argv = self.plan.rendered(inst, should_stop=should_stop)
+        prompt, argv = self.state.rendered(inst, should_stop=should_stop)
         env: dict[str, str] = {}
         team: dict[str, str] | None = None
         if self.team is not None and leg.task.is_agent:
@@ -210,7 +210,7 @@ class _FlowRun:
         )
 
     def grow(self) -> None:
-        created = self.plan.materialize()
+        created = self.state.materialize()
         for inst in created:
             if inst.reused:
                 self.log.line(f"leg {inst.id} reused from session {inst.session_id}")
@@ -233,10 +233,10 @@ class _FlowRun:
         def stopped() -> bool:
             return stop is not None and stop.received is not None
 
-        for inst in self.plan.pending():
-            if len(self.running) >= self.plan.parallel or self.halt or stopped():
+        for inst in self.state.pending():
+            if len(self.running) >= self.state.parallel or self.halt or stopped():
                 return
-            count = len(self.plan.instances.get(inst.leg.id, ()))
+            count = len(self.state.instances.get(inst.leg.id, ()))
             try:
                 job = self.job(inst, count, stopped)
             except RenderStopped:
@@ -306,7 +306,7 @@ class _FlowRun:
             if self.halt is None:
                 self.grow()
                 self.launch(workers, stop)
-            if not self.running and (self.halt or not self.plan.pending()):
+            if not self.running and (self.halt or not self.state.pending()):
                 break  # what is left unmaterialized now can never start: stop_rest names it
             try:
                 result = workers.results.get(timeout=_TICK)
@@ -318,13 +318,13 @@ class _FlowRun:
         reason = (
             "run.cancelled.fail_fast" if self.halt == "fail_fast" else "run.cancelled.flow_stopped"
         )
-        for inst in self.plan.stop_rest(reason):
+        for inst in self.state.stop_rest(reason):
             self.log.line(f"leg {inst.id} not run ({reason})")
 
     def conclude(self, error: BaseException | None = None) -> None:
         outcome = decide_flow(
             FlowFacts(
-                legs=self.plan.facts(),
+                legs=self.state.facts(),
                 signal=self.signal_name,
                 timed_out=self.halt == "timeout",
                 timeout_s=self.options.timeout,
@@ -369,7 +369,7 @@ def _execute(
     try:
         flow = _FlowRun(spec, db, options, invocation_id or new_run_id(), resumed_from, reuse or {})
         flow.create()
-        workers = LegWorkers(flow.plan.parallel, db_url=db.url, log=flow.log.line)
+        workers = LegWorkers(flow.state.parallel, db_url=db.url, log=flow.log.line)
         error: BaseException | None = None
         try:
             with contextlib.ExitStack() as held:

@@ -19,7 +19,7 @@ from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.flows.templates import RenderStopped, TemplateError, render
 from lirun.orchestra.graph import ancestors, comparable_to_all, topo_order
 
-__all__ = ["SUCCESS", "FlowPlan", "Instance", "RenderStopped", "ReusedLeg", "TemplateError"]
+__all__ = ["SUCCESS", "FlowState", "Instance", "RenderStopped", "ReusedLeg", "TemplateError"]
 
 SUCCESS = frozenset({"completed", "completed_empty"})
 PENDING, RUNNING, DONE = "pending", "running", "done"
@@ -99,8 +99,9 @@ class Instance:
         return entry
 
 
-class FlowPlan:
-    """The instances of every leg, in graph order, as they come to exist."""
+class FlowState:
+    """A flow's runtime state: the instances of every leg, in graph order, as they come
+    to exist, and how far each has got."""
 
     def __init__(
         self,
