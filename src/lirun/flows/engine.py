@@ -25,10 +25,10 @@ from typing import Any
 from lirun.errors import ConflictError, UsageError
 from lirun.exec.fence import Fence, fence_for_owner
 from lirun.exec.heartbeat import Heartbeat
-from lirun.flows.checkpoint import FlowLog, write_checkpoint
 from lirun.flows.dag import draw_dag
 from lirun.flows.decide import LEASE_LOST_SIGNAL, NOT_RUN, FlowFacts, decide_flow
 from lirun.flows.jobs import LegJob, LegResult, LegWorkers
+from lirun.flows.log import FlowLog
 from lirun.flows.preview import can_branch
 from lirun.flows.report import FlowReport, flow_report, report_from_store, reusable_legs
 from lirun.flows.spec import FlowSpec
@@ -42,6 +42,7 @@ from lirun.flows.state import (
     TemplateError,
 )
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL
+from lirun.orchestra.checkpoint import write_checkpoint
 from lirun.record.reap_flows import reap_flow_if_orphaned
 from lirun.record.rundir import allocate_run, new_run_id
 from lirun.signals import SignalTrap
