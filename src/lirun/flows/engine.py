@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.errors import ConflictError, UsageError
-from lirun.exec.fence import Fence, fence_for_owner
-from lirun.exec.heartbeat import Heartbeat
 from lirun.flows.dag import draw_dag
 from lirun.flows.decide import LEASE_LOST_SIGNAL, NOT_RUN, FlowFacts, decide_flow
 from lirun.flows.jobs import LegJob, LegResult, LegWorkers
@@ -43,6 +41,7 @@ from lirun.flows.state import (
 )
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL
 from lirun.orchestra.checkpoint import write_checkpoint
+from lirun.orchestra.lease import OwnerLease
 from lirun.record.reap_flows import reap_flow_if_orphaned
 from lirun.record.rundir import allocate_run, new_run_id
 from lirun.signals import SignalTrap
@@ -98,7 +97,7 @@ class _FlowRun:
         self.running: dict[str, Instance] = {}
         self.halt: str | None = None  # "signal" | "timeout" | "fail_fast"
         self.signal_name: str | None = None
-        self.fence: Fence | None = None  # this owner's lease, when it has one
+        self.lease = OwnerLease(None)  # this owner's, taken when the loop starts
         self._git: dict[str, bool] = {}  # cwd -> can a leg there get a worktree
         self._stopped = False  # the workers were told to stop their legs
         self.log = FlowLog(self.run.flow_log_path, options.on_progress)
@@ -288,7 +287,7 @@ class _FlowRun:
         if self.halt is None and stop is not None and stop.received is not None:
             self.halt, self.signal_name = "signal", stop.received.name
             self.log.line(f"{self.signal_name} received: stopping every running leg")
-        elif self.halt is None and self.fence is not None and self.fence.lapsed_since(0.0):
+        elif self.halt is None and self.lease.lapsed():
             self.halt, self.signal_name = "signal", LEASE_LOST_SIGNAL
             self.log.line("the flow's lease is lost (no heartbeat): stopping every running leg")
         elif self.halt is None and deadline is not None and time.monotonic() >= deadline:
@@ -376,13 +375,10 @@ def _execute(
             with contextlib.ExitStack() as held:
                 # A flow whose owner cannot renew its lease has its legs killed before
                 # anyone may resume it, and stops (``watch``).
-                flow.fence = fence_for_owner(DEFAULT_LEASE_SECONDS)
-                if flow.fence is not None:
-                    held.callback(flow.fence.close)
+                flow.lease = OwnerLease.take(DEFAULT_LEASE_SECONDS)
+                held.callback(flow.lease.close)
                 held.enter_context(
-                    Heartbeat(
-                        lambda: db.flow_heartbeat(flow.id), HEARTBEAT_INTERVAL, fence=flow.fence
-                    )
+                    flow.lease.heartbeat(lambda: db.flow_heartbeat(flow.id), HEARTBEAT_INTERVAL)
                 )
                 try:
                     flow.loop(workers, stop)
