@@ -17,7 +17,7 @@ from lirun.flows.decide import NOT_RUN, LegFact
 from lirun.flows.fanout import FanOutError, expand_items, instance_id
 from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.flows.templates import RenderStopped, TemplateError, render
-from lirun.orchestra.graph import ancestors, comparable_to_all, topo_order
+from lirun.orchestra.graph import ancestors, comparable_to_all, ready, topo_order
 
 __all__ = ["SUCCESS", "FlowState", "Instance", "RenderStopped", "ReusedLeg", "TemplateError"]
 
@@ -161,9 +161,8 @@ class FlowState:
         """Create the instances of every leg whose dependencies have all ended; return
         the new ones (pending, reused or not run)."""
         created: list[Instance] = []
-        for leg_id in self.order:
-            if leg_id in self.instances or not all(self.settled(d) for d in self.deps[leg_id]):
-                continue
+        unmade = (leg_id for leg_id in self.order if leg_id not in self.instances)
+        for leg_id in ready(unmade, self.deps, self.settled):
             created.extend(self._materialize(self.legs[leg_id]))
         return created
 
