@@ -2,9 +2,9 @@
 
 A worker thread opens its own Store for its lifetime and runs one job at a time: it
 prepares the leg's worktree when the leg is isolated, builds the request from the leg's
-task (prompt and arguments already rendered by the engine), and calls ``execute`` with a
-``SignalTrap`` it created in its own thread (inert there), which the engine's thread
-stops with ``deliver``. A failure the record marks retryable (``is_retryable_reason``: a
+task (prompt and arguments already rendered by the engine), and calls ``execute`` with
+the trap the pool (``orchestra.pool``) gives each attempt, which the engine's thread
+stops through ``stop``. A failure the record marks retryable (``is_retryable_reason``: a
 transient provider failure) is retried up to ``retries`` times, each retry a new session
 with ``attempt`` = n and ``retry_of`` = the session it retries.
 """
@@ -21,7 +21,7 @@ from typing import Any
 from lirun.errors import LirunError, StartInterruptedError
 from lirun.exec.execution import execute
 from lirun.exec.task import build_request
-from lirun.exec.trouble import trouble_line
+from lirun.exec.trouble import trouble_reporter
 from lirun.exec.worktrees import GitError, Repo, commit_leftovers, worktrees_root
 from lirun.flows.spec import LegSpec
 from lirun.orchestra.pool import Pool
@@ -301,7 +301,8 @@ class LegWorkers:
             result.reason_code, result.error = "run.failed.setup", str(exc)
             return None
         request.row_fields = {"flow_leg": job.id, "attempt": attempt, "retry_of": previous}
-        request.on_event = self._trouble(job.id)
+        # the provider's retries, warnings and errors as the flow's lines (stderr, flow.log)
+        request.on_event = trouble_reporter(self._log, f"leg {job.id}")
         with self.pool.trapped(job.id) as trap:
             try:
                 executed = execute(request, store=store, trap=trap)
@@ -323,14 +324,3 @@ class LegWorkers:
         failed = result.status not in ("completed", "completed_empty")
         result.message = row.get("provider_error") if failed else None
         return row
-
-    def _trouble(self, leg: str) -> Callable[[str, Any], None]:
-        """The provider's retries, warnings and errors as the flow's lines (stderr and
-        flow.log), named by the leg."""
-
-        def on_event(provider: str, event: Any) -> None:
-            line = trouble_line(provider, event)
-            if line is not None:
-                self._log(f"leg {leg}: {line}")
-
-        return on_event

@@ -2,8 +2,8 @@
 the final gate. Each job returns a ``Done`` to the conductor's queue and never writes a
 play or show record itself (the conductor is the only writer of those).
 
-Each job enters its own ``SignalTrap`` (inert in a thread) and registers it, so the
-conductor can stop the execution with ``trap.deliver``.
+Each job runs in a thread of the pool (``orchestra.pool``) with a trap of its own, so the
+conductor stops every execution with ``stop``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from lirun.exec.execution import ExecutionResult, execute
 from lirun.exec.task import Task, build_request
-from lirun.exec.trouble import trouble_line
+from lirun.exec.trouble import trouble_reporter
 from lirun.orchestra.pool import Pool
 from lirun.shows.gates import GateRun, run_gate
 from lirun.shows.gitwork import Merge, ShowGit
@@ -136,16 +136,7 @@ class Workers:
     def _trouble(self, play: str) -> Callable[[str, Any], None] | None:
         """The provider's retries, warnings and errors as progress lines, named by the
         play (said from the job's thread: one write per line)."""
-        say = self.say
-        if say is None:
-            return None
-
-        def on_event(provider: str, event: Any) -> None:
-            line = trouble_line(provider, event)
-            if line is not None:
-                say(f"play {play}: {line}")
-
-        return on_event
+        return None if self.say is None else trouble_reporter(self.say, f"play {play}")
 
     def start_gate(self, job: GateJob) -> None:
         def body(trap: SignalTrap) -> Done:
