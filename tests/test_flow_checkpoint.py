@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lirun.flows.checkpoint import read_checkpoint, write_checkpoint
+from lirun.orchestra.checkpoint import read_checkpoint, write_checkpoint
 
 
 def _legs(count: int) -> dict[str, dict[str, object]]:
@@ -40,3 +40,13 @@ def test_the_checkpoint_round_trips_with_one_leg_per_line(tmp_path: Path) -> Non
     for leg_id, entry in legs.items():  # a leg is one line: grep finds it whole
         [line] = [line for line in lines if json.dumps(leg_id) in line]
         assert json.loads("{" + line.rstrip(",") + "}") == {leg_id: entry}
+
+
+def test_the_entries_written_one_a_line_are_named_by_the_caller(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoint.json"
+    plays = {"a": {"status": "merged"}, "b": {"status": "pending"}}
+    write_checkpoint(path, {"show_id": "s", "plays": plays}, entries="plays")
+    assert read_checkpoint(path) == {"version": 1, "show_id": "s", "plays": plays}
+    lines = path.read_text().splitlines()
+    assert '  "a": {"status": "merged"},' in lines
+    assert '  "b": {"status": "pending"}' in lines

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lirun.flows.graph import Reach, ancestors, comparable_to_all, find_cycle, topo_order
 from lirun.flows.templates import RenderStopped, TemplateError, references, render
+from lirun.orchestra.graph import Reach, ancestors, comparable_to_all, find_cycle, topo_order
 from support.execkit import opened_store, poll, run_li, start_li
 
 CONTEXT = {"vars": {}, "legs": {"a": {"reply": "hi"}}}

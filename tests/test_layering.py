@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("wait", ("lirun.wait",)),
     ("teams", ("lirun.teams",)),
     ("exec", ("lirun.exec",)),
+    ("orchestra", ("lirun.orchestra",)),  # what flows and shows share: graph, pool, lease
     ("flows", ("lirun.flows", "lirun.shows")),
     ("schedules", ("lirun.schedules",)),
     ("cli", ("lirun.cli", "lirun.ui", "lirun.__main__")),

@@ -19,7 +19,7 @@ from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.execution import ExecutionRequest, execute
 from lirun.exec.legs import LegContext
 from lirun.exec.supervisor import Limits
-from lirun.exec.trouble import progress_fields, trouble_line
+from lirun.exec.trouble import progress_fields, trouble_line, trouble_reporter
 from lirun.record.rundir import allocate_run
 from support.execkit import get_row, poll, run_li
 from support.providerkit import env_with_fake_bin, fake_env_for, fixture_path
@@ -44,6 +44,14 @@ def test_a_trouble_event_is_one_line_by_kind(
     kind: str, data: dict[str, Any], line: str | None
 ) -> None:
     assert trouble_line("claude", _Event(kind, data)) == line
+
+
+def test_the_reporter_says_each_trouble_line_under_its_name() -> None:
+    said: list[str] = []
+    on_event = trouble_reporter(said.append, "leg review[1]")
+    on_event("claude", _Event("error", {"message": "Invalid API key"}))
+    on_event("claude", _Event("assistant_text", {"text": "hello"}))
+    assert said == ["leg review[1]: claude: error: Invalid API key"]
 
 
 def test_progress_fields_say_only_what_the_stream_said() -> None:

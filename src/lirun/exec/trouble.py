@@ -13,9 +13,17 @@ here as long as it carries a ``message``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PROGRESS_KINDS", "TROUBLE_KINDS", "one_line", "progress_fields", "trouble_line"]
+__all__ = [
+    "PROGRESS_KINDS",
+    "TROUBLE_KINDS",
+    "one_line",
+    "progress_fields",
+    "trouble_line",
+    "trouble_reporter",
+]
 
 # The kinds a person must see as they happen.
 TROUBLE_KINDS = frozenset({"retry", "warning", "error"})
@@ -53,6 +61,18 @@ def trouble_line(provider: str, event: Any) -> str | None:
         count = f" ({data['count']})" if data.get("count") else ""
         return f"{provider}: retrying{count}: {said}"
     return f"{provider}: {kind}: {said}"
+
+
+def trouble_reporter(say: Callable[[str], None], name: str) -> Callable[[str, Any], None]:
+    """An execution's ``on_event`` that says each trouble line named ``name`` (``leg x``,
+    ``play y``), one call a line, from the execution's thread."""
+
+    def on_event(provider: str, event: Any) -> None:
+        line = trouble_line(provider, event)
+        if line is not None:
+            say(f"{name}: {line}")
+
+    return on_event
 
 
 def progress_fields(parser: Any) -> dict[str, Any]:

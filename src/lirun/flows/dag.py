@@ -16,9 +16,9 @@ from pathlib import Path
 from shutil import which
 from typing import Any
 
-from lirun.flows.graph import topo_order
 from lirun.flows.spec import FlowSpec
 from lirun.logs import get_logger
+from lirun.orchestra.graph import topo_order
 
 __all__ = [
     "COLLAPSE_OVER",

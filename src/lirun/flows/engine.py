@@ -23,25 +23,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.errors import ConflictError, UsageError
-from lirun.exec.fence import Fence, fence_for_owner
-from lirun.exec.heartbeat import Heartbeat
-from lirun.flows.checkpoint import FlowLog, write_checkpoint
 from lirun.flows.dag import draw_dag
 from lirun.flows.decide import LEASE_LOST_SIGNAL, NOT_RUN, FlowFacts, decide_flow
 from lirun.flows.jobs import LegJob, LegResult, LegWorkers
+from lirun.flows.log import FlowLog
 from lirun.flows.preview import can_branch
 from lirun.flows.report import FlowReport, flow_report, report_from_store, reusable_legs
 from lirun.flows.spec import FlowSpec
 from lirun.flows.state import (
     DONE,
     RUNNING,
-    FlowPlan,
+    FlowState,
     Instance,
     RenderStopped,
     ReusedLeg,
     TemplateError,
 )
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL
+from lirun.orchestra.checkpoint import write_checkpoint
+from lirun.orchestra.lease import OwnerLease
 from lirun.record.reap_flows import reap_flow_if_orphaned
 from lirun.record.rundir import allocate_run, new_run_id
 from lirun.signals import SignalTrap
@@ -89,7 +89,7 @@ class _FlowRun:
         self.spec = spec
         self.store = store
         self.options = options
-        self.plan = FlowPlan(spec, parallel=_parallel(spec, options), reuse=reuse)
+        self.state = FlowState(spec, parallel=_parallel(spec, options), reuse=reuse)
         self.run = allocate_run(run_id=invocation_id)
         self.run.ensure_artifact_root()
         self.id = self.run.run_id
@@ -97,7 +97,7 @@ class _FlowRun:
         self.running: dict[str, Instance] = {}
         self.halt: str | None = None  # "signal" | "timeout" | "fail_fast"
         self.signal_name: str | None = None
-        self.fence: Fence | None = None  # this owner's lease, when it has one
+        self.lease = OwnerLease(None)  # this owner's, taken when the loop starts
         self._git: dict[str, bool] = {}  # cwd -> can a leg there get a worktree
         self._stopped = False  # the workers were told to stop their legs
         self.log = FlowLog(self.run.flow_log_path, options.on_progress)
@@ -108,9 +108,9 @@ class _FlowRun:
     def stored_flow(self) -> dict[str, Any]:
         return {
             "spec": self.spec.to_dict(),
-            "parallel": self.plan.parallel,
-            "graph": self.plan.graph(),
-            "fan_out": dict(self.plan.fan_out_sizes),
+            "parallel": self.state.parallel,
+            "graph": self.state.graph(),
+            "fan_out": dict(self.state.fan_out_sizes),
         }
 
     def create(self) -> None:
@@ -151,7 +151,7 @@ class _FlowRun:
                 "reused": inst.reused,
                 "outputs": inst.outputs,
             }
-            for inst in self.plan.all_instances()
+            for inst in self.state.all_instances()
             if inst.state == DONE
         }
         write_checkpoint(
@@ -178,12 +178,12 @@ class _FlowRun:
     ) -> LegJob:
         leg = inst.leg
         cwd = os.path.join(self.spec.cwd, leg.cwd) if leg.cwd else self.spec.cwd
-        beside = self.plan.beside(leg.id, count)
+        beside = self.state.beside(leg.id, count)
         isolation = leg.isolation
         if isolation is None:
             worktree = beside and leg.task.is_agent and self.can_branch(cwd)
             isolation = "worktree" if worktree else "shared"
-        prompt, argv = self.plan.rendered(inst, should_stop=should_stop)
+        prompt, argv = self.state.rendered(inst, should_stop=should_stop)
         env: dict[str, str] = {}
         team: dict[str, str] | None = None
         if self.team is not None and leg.task.is_agent:
@@ -210,7 +210,7 @@ class _FlowRun:
         )
 
     def grow(self) -> None:
-        created = self.plan.materialize()
+        created = self.state.materialize()
         for inst in created:
             if inst.reused:
                 self.log.line(f"leg {inst.id} reused from session {inst.session_id}")
@@ -233,10 +233,10 @@ class _FlowRun:
         def stopped() -> bool:
             return stop is not None and stop.received is not None
 
-        for inst in self.plan.pending():
-            if len(self.running) >= self.plan.parallel or self.halt or stopped():
+        for inst in self.state.pending():
+            if len(self.running) >= self.state.parallel or self.halt or stopped():
                 return
-            count = len(self.plan.instances.get(inst.leg.id, ()))
+            count = len(self.state.instances.get(inst.leg.id, ()))
             try:
                 job = self.job(inst, count, stopped)
             except RenderStopped:
@@ -287,7 +287,7 @@ class _FlowRun:
         if self.halt is None and stop is not None and stop.received is not None:
             self.halt, self.signal_name = "signal", stop.received.name
             self.log.line(f"{self.signal_name} received: stopping every running leg")
-        elif self.halt is None and self.fence is not None and self.fence.lapsed_since(0.0):
+        elif self.halt is None and self.lease.lapsed():
             self.halt, self.signal_name = "signal", LEASE_LOST_SIGNAL
             self.log.line("the flow's lease is lost (no heartbeat): stopping every running leg")
         elif self.halt is None and deadline is not None and time.monotonic() >= deadline:
@@ -306,7 +306,7 @@ class _FlowRun:
             if self.halt is None:
                 self.grow()
                 self.launch(workers, stop)
-            if not self.running and (self.halt or not self.plan.pending()):
+            if not self.running and (self.halt or not self.state.pending()):
                 break  # what is left unmaterialized now can never start: stop_rest names it
             try:
                 result = workers.results.get(timeout=_TICK)
@@ -318,13 +318,13 @@ class _FlowRun:
         reason = (
             "run.cancelled.fail_fast" if self.halt == "fail_fast" else "run.cancelled.flow_stopped"
         )
-        for inst in self.plan.stop_rest(reason):
+        for inst in self.state.stop_rest(reason):
             self.log.line(f"leg {inst.id} not run ({reason})")
 
     def conclude(self, error: BaseException | None = None) -> None:
         outcome = decide_flow(
             FlowFacts(
-                legs=self.plan.facts(),
+                legs=self.state.facts(),
                 signal=self.signal_name,
                 timed_out=self.halt == "timeout",
                 timeout_s=self.options.timeout,
@@ -369,19 +369,16 @@ def _execute(
     try:
         flow = _FlowRun(spec, db, options, invocation_id or new_run_id(), resumed_from, reuse or {})
         flow.create()
-        workers = LegWorkers(flow.plan.parallel, db_url=db.url, log=flow.log.line)
+        workers = LegWorkers(flow.state.parallel, db_url=db.url, log=flow.log.line)
         error: BaseException | None = None
         try:
             with contextlib.ExitStack() as held:
                 # A flow whose owner cannot renew its lease has its legs killed before
                 # anyone may resume it, and stops (``watch``).
-                flow.fence = fence_for_owner(DEFAULT_LEASE_SECONDS)
-                if flow.fence is not None:
-                    held.callback(flow.fence.close)
+                flow.lease = OwnerLease.take(DEFAULT_LEASE_SECONDS)
+                held.callback(flow.lease.close)
                 held.enter_context(
-                    Heartbeat(
-                        lambda: db.flow_heartbeat(flow.id), HEARTBEAT_INTERVAL, fence=flow.fence
-                    )
+                    flow.lease.heartbeat(lambda: db.flow_heartbeat(flow.id), HEARTBEAT_INTERVAL)
                 )
                 try:
                     flow.loop(workers, stop)

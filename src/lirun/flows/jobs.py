@@ -2,9 +2,9 @@
 
 A worker thread opens its own Store for its lifetime and runs one job at a time: it
 prepares the leg's worktree when the leg is isolated, builds the request from the leg's
-task (prompt and arguments already rendered by the engine), and calls ``execute`` with a
-``SignalTrap`` it created in its own thread (inert there), which the engine's thread
-stops with ``deliver``. A failure the record marks retryable (``is_retryable_reason``: a
+task (prompt and arguments already rendered by the engine), and calls ``execute`` with
+the trap the pool (``orchestra.pool``) gives each attempt, which the engine's thread
+stops through ``stop``. A failure the record marks retryable (``is_retryable_reason``: a
 transient provider failure) is retried up to ``retries`` times, each retry a new session
 with ``attempt`` = n and ``retry_of`` = the session it retries.
 """
@@ -21,13 +21,13 @@ from typing import Any
 from lirun.errors import LirunError, StartInterruptedError
 from lirun.exec.execution import execute
 from lirun.exec.task import build_request
-from lirun.exec.trouble import trouble_line
+from lirun.exec.trouble import trouble_reporter
 from lirun.exec.worktrees import GitError, Repo, commit_leftovers, worktrees_root
 from lirun.flows.spec import LegSpec
+from lirun.orchestra.pool import Pool
 from lirun.reasons import is_retryable_reason
 from lirun.record.completion import COMMAND_EXITED_0
 from lirun.record.rundir import new_run_id
-from lirun.signals import SignalTrap
 from lirun.store import open_store
 
 __all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of", "proof_is_shared", "retry_leg"]
@@ -180,38 +180,24 @@ class LegWorkers:
     """
 
     def __init__(self, size: int, *, db_url: str, log: Callable[[str], None]) -> None:
-        self.results: queue.Queue[LegResult] = queue.Queue()
+        self.pool: Pool[LegResult] = Pool("lirun-leg")
+        self.results = self.pool.results
         self._jobs: queue.Queue[LegJob | None] = queue.Queue()
         self._db_url = db_url
         self._log = log
-        self._lock = threading.Lock()
-        self._traps: dict[str, SignalTrap] = {}
-        self._signal: int | None = None
-        self._stopping = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"lirun-leg-{n}", daemon=True)
-            for n in range(max(1, size))
-        ]
-        for thread in self._threads:
-            thread.start()
+        for n in range(max(1, size)):
+            self.pool.start(str(n), self._work)
 
     def submit(self, job: LegJob) -> None:
         self._jobs.put(job)
 
     def stop(self, signum: int) -> None:
-        with self._lock:
-            if self._signal is None:
-                self._signal = signum
-            self._stopping.set()
-            traps = list(self._traps.values())
-        for trap in traps:
-            trap.deliver(signum)
+        self.pool.stop(signum)
 
     def close(self) -> None:
-        for _ in self._threads:
+        for _ in range(self.pool.busy):
             self._jobs.put(None)
-        for thread in self._threads:
-            thread.join()
+        self.pool.join_all()
 
     # -- in a worker thread --
 
@@ -231,7 +217,7 @@ class LegWorkers:
                 store.close()
 
     def _run(self, job: LegJob, store: Any) -> LegResult:
-        if self._stopping.is_set():
+        if self.pool.stopped:
             return LegResult(job.id, None, "run.cancelled.flow_stopped")
         extra: dict[str, str] = {}
         cwd = job.cwd
@@ -261,7 +247,7 @@ class LegWorkers:
     ) -> LegResult:
         previous: str | None = None
         for attempt in range(1, job.leg.retries + 2):
-            if self._stopping.is_set():
+            if self.pool.stopped:
                 break
             row = self._attempt(job, store, cwd, attempt, previous, extra, result)
             if row is None:
@@ -271,7 +257,7 @@ class LegWorkers:
             if not retry_leg(reason, attempt, job.leg.retries):
                 break
             self._log(f"leg {job.id} attempt {attempt} ended {reason}; retrying")
-            if self._stopping.wait(job.retry_delay * attempt):
+            if self.pool.wait_stopped(job.retry_delay * attempt):
                 break
         if result.status is None and result.reason_code is None:
             result.reason_code = "run.cancelled.flow_stopped"
@@ -315,13 +301,9 @@ class LegWorkers:
             result.reason_code, result.error = "run.failed.setup", str(exc)
             return None
         request.row_fields = {"flow_leg": job.id, "attempt": attempt, "retry_of": previous}
-        request.on_event = self._trouble(job.id)
-        with SignalTrap() as trap:
-            with self._lock:
-                self._traps[job.id] = trap
-                late = self._signal
-            if late is not None:
-                trap.deliver(late)
+        # the provider's retries, warnings and errors as the flow's lines (stderr, flow.log)
+        request.on_event = trouble_reporter(self._log, f"leg {job.id}")
+        with self.pool.trapped(job.id) as trap:
             try:
                 executed = execute(request, store=store, trap=trap)
             except StartInterruptedError:
@@ -330,9 +312,6 @@ class LegWorkers:
             except LirunError as exc:
                 result.reason_code, result.error = "run.failed.setup", str(exc)
                 return None
-            finally:
-                with self._lock:
-                    self._traps.pop(job.id, None)
         row = store.get_entity("session", executed.run_id) or {}
         result.status = row.get("status", executed.status)
         result.reason_code = row.get("status_reason_code", executed.reason)
@@ -345,14 +324,3 @@ class LegWorkers:
         failed = result.status not in ("completed", "completed_empty")
         result.message = row.get("provider_error") if failed else None
         return row
-
-    def _trouble(self, leg: str) -> Callable[[str, Any], None]:
-        """The provider's retries, warnings and errors as the flow's lines (stderr and
-        flow.log), named by the leg."""
-
-        def on_event(provider: str, event: Any) -> None:
-            line = trouble_line(provider, event)
-            if line is not None:
-                self._log(f"leg {leg}: {line}")
-
-        return on_event

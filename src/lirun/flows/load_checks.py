@@ -18,8 +18,8 @@ from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import parse_provider_spec
 from lirun.exec.task import check_task
 from lirun.exec.worktrees import GitError, Repo
-from lirun.flows.graph import Reach, find_cycle
 from lirun.flows.templates import CONTEXT_NAMES, TemplateError, references
+from lirun.orchestra.graph import Reach, find_cycle
 
 if TYPE_CHECKING:
     from lirun.flows.load import Problems

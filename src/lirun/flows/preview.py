@@ -20,8 +20,8 @@ from typing import Any
 
 from lirun.exec.worktrees import GitError, Repo
 from lirun.flows.fanout import instance_id
-from lirun.flows.graph import comparable_to_all, topo_order
 from lirun.flows.spec import FlowSpec, LegSpec
+from lirun.orchestra.graph import comparable_to_all, topo_order
 
 __all__ = [
     "DEFAULT_PARALLEL",

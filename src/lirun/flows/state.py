@@ -15,11 +15,11 @@ from typing import Any
 
 from lirun.flows.decide import NOT_RUN, LegFact
 from lirun.flows.fanout import FanOutError, expand_items, instance_id
-from lirun.flows.graph import ancestors, comparable_to_all, topo_order
 from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.flows.templates import RenderStopped, TemplateError, render
+from lirun.orchestra.graph import ancestors, comparable_to_all, ready, topo_order
 
-__all__ = ["SUCCESS", "FlowPlan", "Instance", "RenderStopped", "ReusedLeg", "TemplateError"]
+__all__ = ["SUCCESS", "FlowState", "Instance", "RenderStopped", "ReusedLeg", "TemplateError"]
 
 SUCCESS = frozenset({"completed", "completed_empty"})
 PENDING, RUNNING, DONE = "pending", "running", "done"
@@ -99,8 +99,9 @@ class Instance:
         return entry
 
 
-class FlowPlan:
-    """The instances of every leg, in graph order, as they come to exist."""
+class FlowState:
+    """A flow's runtime state: the instances of every leg, in graph order, as they come
+    to exist, and how far each has got."""
 
     def __init__(
         self,
@@ -160,9 +161,8 @@ class FlowPlan:
         """Create the instances of every leg whose dependencies have all ended; return
         the new ones (pending, reused or not run)."""
         created: list[Instance] = []
-        for leg_id in self.order:
-            if leg_id in self.instances or not all(self.settled(d) for d in self.deps[leg_id]):
-                continue
+        unmade = (leg_id for leg_id in self.order if leg_id not in self.instances)
+        for leg_id in ready(unmade, self.deps, self.settled):
             created.extend(self._materialize(self.legs[leg_id]))
         return created
 

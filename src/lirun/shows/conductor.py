@@ -17,8 +17,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from lirun.exec.fence import Fence
 from lirun.lifecycle import is_terminal
+from lirun.orchestra.lease import OwnerLease
 from lirun.reasons import describe
 from lirun.record.rundir import new_run_id
 from lirun.shows.decide import (
@@ -81,7 +81,7 @@ class Conductor:
         self.head_check = False
         self.outcome = ""
         self.beat_every = beat_every
-        self.fence: Fence | None = None  # the owner's lease, when it has one
+        self.lease = OwnerLease(None)  # the owner's, taken before the show runs
         self._last_beat = time.monotonic()
         self.team = ShowTeam(store, show, spec, progress)
         self.refresh()
@@ -168,7 +168,7 @@ class Conductor:
 
     def _beat(self) -> bool:
         now = time.monotonic()
-        if self.fence is not None and self.fence.lapsed_since(0.0):
+        if self.lease.lapsed():
             # Its lease lapsed (even if renewed since): its guard killed the executions
             # and anyone may have taken the show over; it stops as a taken-over owner does.
             self.say(f"show {self.show['id']}: its lease is lost (no heartbeat); stopping")
@@ -180,8 +180,8 @@ class Conductor:
 
     def _renew(self, started: float) -> bool:
         ours = self.store.beat_show(self.show["id"], self.owner)
-        if ours and self.fence is not None:
-            self.fence.renewed(started)
+        if ours:
+            self.lease.renewed(started)
         return ours
 
     def _settle(self) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lirun.exec.trouble import one_line
+from lirun.orchestra.graph import ready
 from lirun.provider_errors import failure_class_for_reason
 from lirun.reasons import is_retryable_reason
 
@@ -62,20 +63,15 @@ def _merged(plays: Iterable[PlayFacts]) -> set[str]:
 
 def ready_plays(plays: Sequence[PlayFacts]) -> list[str]:
     """Pending plays whose dependencies have all merged, in file order."""
-    merged = _merged(plays)
-    return [
-        p.name for p in plays if p.status == "pending" and all(d in merged for d in p.depends_on)
-    ]
+    pending = (p.name for p in plays if p.status == "pending")
+    deps = {p.name: p.depends_on for p in plays}
+    return list(ready(pending, deps, _merged(plays).__contains__))
 
 
 def waiting_plays(plays: Sequence[PlayFacts]) -> list[str]:
     """Pending plays that wait on a dependency that has not merged (yet)."""
-    merged = _merged(plays)
-    return [
-        p.name
-        for p in plays
-        if p.status == "pending" and not all(d in merged for d in p.depends_on)
-    ]
+    going = set(ready_plays(plays))
+    return [p.name for p in plays if p.status == "pending" and p.name not in going]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
-from lirun.exec.fence import fence_for_owner
 from lirun.exec.task import check_task
 from lirun.exec.worktrees import GitError
-from lirun.flows.graph import find_cycle, unknown_deps
 from lirun.liveness import DEFAULT_LEASE_SECONDS, HEARTBEAT_INTERVAL, current_owner, judge_owner
+from lirun.orchestra.graph import find_cycle, unknown_deps
+from lirun.orchestra.lease import OwnerLease
 from lirun.paths import resolve_db_url
 from lirun.record.reap import local_facts
 from lirun.record.rundir import new_run_id, safe_component
@@ -318,7 +318,7 @@ def _conduct(
         beat_every=HEARTBEAT_INTERVAL,
     )
     # Its executions are killed before the show's lease lapses when it cannot renew it.
-    conductor.fence = fence_for_owner(DEFAULT_LEASE_SECONDS)
+    conductor.lease = OwnerLease.take(DEFAULT_LEASE_SECONDS)
     say(
         f"show {show_id} ({spec.topic}): {'resumed' if resumed else 'started'}; "
         f"{len(spec.plays)} play(s) merge into {show['integration']}"
@@ -340,8 +340,7 @@ def _conduct(
     finally:
         if conductor.workers.busy:
             conductor.workers.shutdown(15)
-        if conductor.fence is not None:
-            conductor.fence.close()
+        conductor.lease.close()
         store.release_show(show_id, owner)
     interrupted = stop.signal_name if outcome == "interrupted" and stop is not None else None
     return _report(store, show_id, interrupted)

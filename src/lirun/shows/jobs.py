@@ -2,21 +2,20 @@
 the final gate. Each job returns a ``Done`` to the conductor's queue and never writes a
 play or show record itself (the conductor is the only writer of those).
 
-Each job enters its own ``SignalTrap`` (inert in a thread) and registers it, so the
-conductor can stop the execution with ``trap.deliver``.
+Each job runs in a thread of the pool (``orchestra.pool``) with a trap of its own, so the
+conductor stops every execution with ``stop``.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lirun.exec.execution import ExecutionResult, execute
 from lirun.exec.task import Task, build_request
-from lirun.exec.trouble import trouble_line
+from lirun.exec.trouble import trouble_reporter
+from lirun.orchestra.pool import Pool
 from lirun.shows.gates import GateRun, run_gate
 from lirun.shows.gitwork import Merge, ShowGit
 from lirun.shows.spec import Gate
@@ -67,64 +66,49 @@ class Workers:
         self.git = git
         self.db_url = db_url
         self.say = say
-        self.events: queue.Queue[Done] = queue.Queue()
-        self._traps: dict[str, SignalTrap] = {}
-        self._threads: dict[str, threading.Thread] = {}
-        self._guard = threading.Lock()
-        self.stopping: int | None = None
+        self.pool: Pool[Done] = Pool("show")
+        self.events = self.pool.results
+
+    @property
+    def stopping(self) -> int | None:
+        """The signal the running executions were stopped with, once they were."""
+        return self.pool.stopping
 
     @property
     def busy(self) -> int:
-        return len(self._threads)
+        return self.pool.busy
 
     def running(self, key: str) -> bool:
-        return key in self._threads
+        return self.pool.running(key)
 
     def agents(self) -> int:
-        return sum(1 for k in self._threads if not k.startswith("gate:"))
+        return sum(1 for k in self.pool.started() if not k.startswith("gate:"))
 
     def _spawn(
         self, key: str, play: str | None, kind: str, body: Callable[[SignalTrap], Done]
     ) -> None:
         def main() -> None:
-            with SignalTrap() as trap:
-                with self._guard:
-                    self._traps[key] = trap
-                    if self.stopping is not None:
-                        trap.deliver(self.stopping)
+            with self.pool.trapped(key) as trap:
                 try:
                     done = body(trap)
                 except BaseException as exc:  # the conductor decides what an error means
                     done = Done(kind, play, error=exc)
-                finally:
-                    with self._guard:
-                        self._traps.pop(key, None)
             self.events.put(done)
 
-        thread = threading.Thread(target=main, name=f"show-{key}", daemon=True)
-        self._threads[key] = thread
-        thread.start()
+        self.pool.start(key, main)
 
     def finished(self, done: Done) -> None:
         """Forget the job ``done`` reports (called by the conductor on each event)."""
-        key = f"gate:{done.play}" if done.kind != "agent" else f"agent:{done.play}"
-        thread = self._threads.pop(key, None)
-        if thread is not None:
-            thread.join()
+        self.pool.join(f"gate:{done.play}" if done.kind != "agent" else f"agent:{done.play}")
 
     def stop(self, signum: int) -> None:
         """Forward ``signum`` to every running execution (and to those about to start)."""
-        with self._guard:
-            self.stopping = signum
-            for trap in self._traps.values():
-                trap.deliver(signum)
+        self.pool.stop(signum)
 
     def shutdown(self, signum: int) -> None:
         """Stop every job and wait for its thread (their results are dropped)."""
         self.stop(signum)
-        for thread in list(self._threads.values()):
-            thread.join()
-        self._threads.clear()
+        self.pool.join_all()
 
     # -- the jobs --
 
@@ -152,16 +136,7 @@ class Workers:
     def _trouble(self, play: str) -> Callable[[str, Any], None] | None:
         """The provider's retries, warnings and errors as progress lines, named by the
         play (said from the job's thread: one write per line)."""
-        say = self.say
-        if say is None:
-            return None
-
-        def on_event(provider: str, event: Any) -> None:
-            line = trouble_line(provider, event)
-            if line is not None:
-                say(f"play {play}: {line}")
-
-        return on_event
+        return None if self.say is None else trouble_reporter(self.say, f"play {play}")
 
     def start_gate(self, job: GateJob) -> None:
         def body(trap: SignalTrap) -> Done:

@@ -30,7 +30,7 @@ from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.exec.providers import parse_provider_spec
 from lirun.exec.task import MAX_PARALLEL, Task, check_task
 from lirun.exec.worktrees import GitError, Repo
-from lirun.flows.graph import find_cycle, unknown_deps
+from lirun.orchestra.graph import find_cycle, unknown_deps
 from lirun.shows.spec import DEFAULT_ATTEMPTS, Gate, PlaySpec, ShowSpec
 from lirun.teams.membership import parse_setting
 from lirun.yamlfile.lines import LineMap, YamlFileError, read_yaml

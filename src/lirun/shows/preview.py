@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from lirun.flows.graph import topo_order
+from lirun.orchestra.graph import topo_order
 from lirun.shows.spec import DEFAULT_PARALLEL, Gate, PlaySpec, ShowSpec
 
 __all__ = ["PlannedPlay", "ShowPlan", "gate_text", "plan_show", "play_branch"]

@@ -1,4 +1,5 @@
-"""The leg graph as pure functions: order, ancestors, cycles. Shows use it for plays too.
+"""A dependency graph as pure functions: order, ancestors, cycles. Flows use it for their
+legs, shows for their plays.
 
 Nodes are names; ``deps`` maps each node to the nodes it depends on. Every function
 here is pure and table-tested; the loaders turn a cycle or an unknown name into a
@@ -12,7 +13,7 @@ finds cycles), ``topo_order`` adds a heap for the declared order,
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from graphlib import CycleError, TopologicalSorter
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "ancestors",
     "comparable_to_all",
     "find_cycle",
+    "ready",
     "topo_order",
     "unknown_deps",
 ]
@@ -74,6 +76,17 @@ def topo_order(deps: Mapping[str, Iterable[str]]) -> list[str]:
         for next_node in sorter.get_ready():
             heapq.heappush(ready, (declared[next_node], next_node))
     return order
+
+
+def ready(
+    nodes: Iterable[str], deps: Mapping[str, Iterable[str]], done: Callable[[str], bool]
+) -> Iterator[str]:
+    """The nodes of ``nodes``, in their order, whose every dependency is ``done``: what
+    may start now. Lazy: each node is judged when reached, so work started for an
+    earlier node (a flow leg that ends as it is made) counts for the later ones."""
+    for node in nodes:
+        if all(done(dep) for dep in deps.get(node, ())):
+            yield node
 
 
 def ancestors(deps: Mapping[str, Iterable[str]], node: str) -> set[str]:
