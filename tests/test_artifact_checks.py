@@ -19,7 +19,8 @@ from starlette.testclient import TestClient
 
 from lirun.errors import UsageError
 from lirun.exec.artifact_check_option import attach_artifact_checks, parse_artifact_check
-from lirun.exec.profiles import ProfileError, load_profile
+from lirun.exec.profile_files import load_profile
+from lirun.exec.profiles import ProfileError
 from lirun.flows.load import FlowFileError, load_flow
 from lirun.reasons import describe, is_registered
 from lirun.record.artifact_checks import check_problems

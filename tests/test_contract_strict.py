@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lirun.exec.profiles import ProfileError, load_playbook, load_profile
+from lirun.exec.profile_files import load_playbook, load_profile
+from lirun.exec.profiles import ProfileError
 from lirun.record.artifacts import (
     ArtifactContractError,
     validate_artifact_contract,

@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from lirun.errors import UsageError
+from lirun.exec.profile_files import load_playbook, load_profile
 from lirun.exec.profiles import (
     ProfileError,
-    load_playbook,
-    load_profile,
     merged_defaults,
     parse_artifact_option,
     resolve_contract_for,

@@ -23,7 +23,8 @@ from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.agent_record import retry_note, token_counts
 from lirun.exec.claude import ClaudeStreamParser
 from lirun.exec.codex import CodexStreamParser
-from lirun.exec.profiles import ProfileError, load_playbook, load_profile
+from lirun.exec.profile_files import load_playbook, load_profile
+from lirun.exec.profiles import ProfileError
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import PROVIDERS
 from lirun.exec.stream import StreamParser

@@ -33,6 +33,9 @@ RUN_ID_ENV_VARS = ("LIRUN_RUN_ID", "LIONAGI_RUN_ID")
 PROVIDER_BIN_ENV = {"claude": "LIRUN_CLAUDE_BIN", "codex": "LIRUN_CODEX_BIN"}
 
 DEFAULT_WRITE_RETRY_SECONDS = 30.0
+# The longest time limit a variable, a flag or a file may give: about three years. More is
+# a typo or a way to say "never" (leave the limit out for that), and past ~9e9 Python's
+# waits overflow.
 MAX_SECONDS = 100_000_000.0
 _OFF = frozenset({"off", "0", "no", "false"})
 _ON = frozenset({"", "on", "1", "yes", "true"})

@@ -28,10 +28,9 @@ from lirun.exec.legs import Echo
 from lirun.exec.profiles import parse_artifact_option
 from lirun.exec.supervisor import Limits
 from lirun.record.rundir import allocate_run
-from lirun.settings import Settings
+from lirun.settings import MAX_SECONDS, Settings
 from lirun.signals import held_trap
 from lirun.store import open_store
-from lirun.yamlfile.problems import MAX_SECONDS
 
 __all__ = [
     "EXIT_CODES",

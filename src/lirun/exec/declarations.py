@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lirun.exec.profiles import load_playbook, load_profile, merged_defaults, resolve_contract_for
+from lirun.exec.profiles import merged_defaults, resolve_contract_for
 
 __all__ = ["MAX_PARALLEL", "Declared", "declarations"]
 
@@ -39,6 +39,10 @@ def declarations(
     entries = list(artifacts)
     if not (profile or playbook or entries):
         return Declared(None, {}, None)
+
+    # Imported here: reading the files loads PyYAML, which `li run -- CMD` (a start-up
+    # budget, bench/bench_startup.py) does not need when it names no profile or playbook.
+    from lirun.exec.profile_files import load_playbook, load_profile
 
     loaded_profile = load_profile(profile) if profile else None
     loaded_playbook = load_playbook(playbook) if playbook else None

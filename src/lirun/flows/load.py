@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
-from lirun.exec.profiles import ProfileError, check_artifacts
+from lirun.exec.profile_files import check_artifacts
+from lirun.exec.profiles import ProfileError
 from lirun.exec.provider_options import OPTION_KEYS
 from lirun.exec.task import MAX_PARALLEL, Task
 from lirun.flows.load_checks import check_graph

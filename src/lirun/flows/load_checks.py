@@ -13,7 +13,8 @@ from shutil import which
 from typing import TYPE_CHECKING, Any
 
 from lirun.errors import LirunError
-from lirun.exec.profiles import load_playbook, load_profile, resolve_contract_for
+from lirun.exec.profile_files import load_playbook, load_profile
+from lirun.exec.profiles import resolve_contract_for
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import parse_provider_spec
 from lirun.exec.task import check_task

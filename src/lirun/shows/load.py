@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
-from lirun.exec.profiles import ProfileError, check_artifacts, load_playbook
+from lirun.exec.profile_files import check_artifacts, load_playbook
+from lirun.exec.profiles import ProfileError
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.exec.providers import parse_provider_spec
 from lirun.exec.task import MAX_PARALLEL, Task, check_task

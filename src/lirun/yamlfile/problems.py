@@ -16,14 +16,10 @@ from pathlib import Path
 from shutil import which
 from typing import Any
 
+from lirun.settings import MAX_SECONDS
 from lirun.yamlfile.lines import LineMap
 
-__all__ = ["MAX_SECONDS", "ProblemReader", "is_seconds"]
-
-
-# The longest timeout a file may give: about three years. More is a typo or a way to say
-# "never" (leave the key out for that), and past ~9e9 Python's waits overflow.
-MAX_SECONDS = 100_000_000.0
+__all__ = ["ProblemReader", "is_seconds"]
 
 
 def is_seconds(value: object) -> bool:
