@@ -16,7 +16,6 @@ from lirun.errors import ConflictError, ValidationError
 from lirun.hints import Any
 from lirun.lifecycle import policy_for, validate_status
 from lirun.reasons import validate_reason
-from lirun.store.connector import Connector, Tx
 from lirun.store.records import (
     check_metadata,
     closed_fields,
@@ -26,28 +25,16 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.status_write import StatusWrites
+from lirun.store.transitions import HistoryEntry
 
 _DEFINITION_FIELDS = frozenset(
     {"spec", "tz", "action_kind", "action_json", "trigger_json", "policies_json", "next_due_at"}
 )
 
 
-class ScheduleRecords:
-    """Mixed into ``Store``, which provides these four."""
-
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str:
-        raise NotImplementedError
-
-    def _append_transition(self, tx: Tx, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError
-
-    def update_status(self, *args: Any, **kwargs: Any) -> bool:
-        raise NotImplementedError
-
-    def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None:
-        raise NotImplementedError
+class ScheduleRecords(StatusWrites):
+    """Mixed into ``Store``."""
 
     def create_schedule(
         self,
@@ -94,9 +81,10 @@ class ScheduleRecords:
         try:
             with self.connector.write() as tx:
                 tx.execute(insert, row)
-                self._append_transition(
-                    tx, policy, row["id"], None, status, reason, "", None, source, actor, meta, now
+                entry = HistoryEntry(
+                    row["id"], None, status, reason, source=source, actor=actor, metadata_json=meta
                 )
+                self._append_transition(tx, policy, entry, now)
         except ConflictError:
             if id is not None and self.get_entity("schedule", id) is not None:
                 raise
@@ -184,8 +172,9 @@ class ScheduleRecords:
         validate_reason(reason_code, policy.entity_type, status)
         validate_status(policy.entity_type, status)
         now = time.time()
+        run_id = new_id()
         params = {
-            "id": new_id(),
+            "id": run_id,
             "schedule_id": schedule_id,
             "action_kind": action_kind,
             "attempt": int(attempt),
@@ -200,11 +189,11 @@ class ScheduleRecords:
         with self.connector.write() as tx:
             if tx.execute(self.sql("insert_due_run"), params) != 1:
                 return None
-            self._append_transition(
-                tx, policy, params["id"], None, status, reason_code, reason_summary, None,
-                source, actor, None, now,
-            )  # fmt: skip
-        rows = self.connector.read(self.sql("get_row", table=policy.table), {"id": params["id"]})
+            entry = HistoryEntry(
+                run_id, None, status, reason_code, reason_summary, source=source, actor=actor
+            )
+            self._append_transition(tx, policy, entry, now)
+        rows = self.connector.read(self.sql("get_row", table=policy.table), {"id": run_id})
         return decode_row(rows[0])
 
     def list_schedule_runs(self, schedule_id: str, *, limit: int = 100) -> list[dict[str, Any]]:

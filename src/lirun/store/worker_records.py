@@ -15,23 +15,13 @@ from collections.abc import Mapping
 from lirun.hints import Any
 from lirun.lifecycle import policy_for
 from lirun.reasons import validate_reason
-from lirun.store.connector import Connector, Tx
 from lirun.store.records import decode_row, new_id, require_text, to_json
+from lirun.store.schedule_records import ScheduleRecords
+from lirun.store.transitions import HistoryEntry
 
 
-class WorkerRecords:
-    """Mixed into ``Store``, which provides these."""
-
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str:
-        raise NotImplementedError
-
-    def _append_transition(self, tx: Tx, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError
-
-    def update_status(self, *args: Any, **kwargs: Any) -> bool:
-        raise NotImplementedError
+class WorkerRecords(ScheduleRecords):
+    """Mixed into ``Store``; a queued run's retry is a schedule's due run."""
 
     # -- workers -----------------------------------------------------------------------
 
@@ -114,8 +104,9 @@ class WorkerRecords:
         reason = "schedule.queued.created"
         validate_reason(reason, policy.entity_type, "queued")
         now = time.time()
+        run_id = new_id()
         params = {
-            "id": new_id(),
+            "id": run_id,
             "schedule_id": schedule_id,
             "action_kind": action_kind,
             "action_json": to_json(dict(action), "action") if action is not None else None,
@@ -128,11 +119,11 @@ class WorkerRecords:
         }
         with self.connector.write() as tx:
             tx.execute(self.sql("insert_queued_run"), params)
-            self._append_transition(
-                tx, policy, params["id"], None, "queued", reason, reason_summary, None,
-                source, actor, None, now,
-            )  # fmt: skip
-        rows = self.connector.read(self.sql("get_row", table=policy.table), {"id": params["id"]})
+            entry = HistoryEntry(
+                run_id, None, "queued", reason, reason_summary, source=source, actor=actor
+            )
+            self._append_transition(tx, policy, entry, now)
+        rows = self.connector.read(self.sql("get_row", table=policy.table), {"id": run_id})
         return decode_row(rows[0])  # type: ignore[return-value]
 
     def queue_retry(self, run: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -142,7 +133,7 @@ class WorkerRecords:
         attempt = int(run.get("attempt") or 1) + 1
         kind = str(run["action_kind"])
         if run.get("due_at") is not None and run.get("schedule_id"):
-            return self.insert_due_run(  # type: ignore[attr-defined]
+            return self.insert_due_run(
                 schedule_id=run["schedule_id"],
                 due_at=int(run["due_at"]),
                 action_kind=kind,
