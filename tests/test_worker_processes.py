@@ -125,8 +125,8 @@ def test_sigkill_mid_run_fails_the_run_by_lease_and_the_other_worker_retries(
 
 def _worker_pid(store: Store, worker_id: str) -> int:
     for worker in store.list_live_workers(since=0):
-        if worker["id"] == worker_id:
-            return int(worker["pid"])
+        if worker.id == worker_id:
+            return worker.pid
     raise AssertionError(f"worker {worker_id} not live")
 
 

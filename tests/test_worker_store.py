@@ -13,6 +13,7 @@ from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import Definition, make_policies
 from lirun.schedules.triggers import every_trigger
 from lirun.store import Store
+from lirun.store.rows import WorkerRow
 
 NOW = int(time.time())
 
@@ -37,14 +38,14 @@ def test_workers_register_beat_and_list_with_their_runs(store: Store, tmp_path: 
     )
     run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
     assert store.claim_run(run["id"], worker_id=first, lease_seconds=60)
-    live = {w["id"]: w for w in store.list_live_workers(since=time.time() - 10)}
+    live = {w.id: w for w in store.list_live_workers(since=time.time() - 10)}
     assert set(live) == {first, second}
-    assert live[first]["running"] == [run["id"]]
-    assert live[second]["running"] == []
-    assert live[first]["concurrency"] == 2
-    assert live[first]["pid"] == current_owner()["owner_pid"]
+    assert live[first].running == (run["id"],)
+    assert live[second].running == ()
+    assert live[first].concurrency == 2
+    assert live[first].pid == current_owner()["owner_pid"]
     store.stop_worker(second)
-    assert [w["id"] for w in store.list_live_workers(since=time.time() - 10)] == [first]
+    assert [w.id for w in store.list_live_workers(since=time.time() - 10)] == [first]
     assert store.beat_worker(first, lease_seconds=60) is True
     assert store.beat_worker(second, lease_seconds=60) is False  # stopped: no lease renewed
     assert store.list_live_workers(since=time.time() + 10) == []
@@ -125,3 +126,15 @@ def test_started_runs_and_usage_of_a_schedule(store: Store, tmp_path: Path) -> N
     signature = store.schedule_signature()
     registry.set_enabled(store, "poll", False, now=NOW + 1)
     assert store.schedule_signature() != signature
+
+
+def test_a_worker_row_holds_every_column_of_the_workers_table(store: Store) -> None:
+    """``WorkerRow.from_row`` names each column: one the table gains fails here, not later
+    as a missing attribute above the store."""
+    store.register_worker(
+        owner=current_owner(), concurrency=1, transport="LocalTransport", lease_seconds=60
+    )
+    raw = store.connector.read(store.sql("list_live_workers"), {"since": 0})
+    assert set(raw[0]) == set(WorkerRow._fields) - {"running"}
+    worker = store.list_live_workers(since=0)[0]
+    assert worker.as_dict() == {**dict(raw[0]), "running": []}

@@ -41,6 +41,7 @@ from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.transport import Transport, transport_for
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
+from lirun.store.rows import WorkerRow
 
 log = get_logger(__name__)
 
@@ -341,11 +342,23 @@ def _wait(trap: SignalTrap, timeout: float) -> None:
         time.sleep(timeout)
 
 
-def live_workers(store: Store, now: float) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class LiveWorker:
+    """A worker whose heartbeat is within its lease, and how old that heartbeat is."""
+
+    worker: WorkerRow
+    heartbeat_age: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The worker's row with ``heartbeat_age``, as ``li worker status --json`` shows it."""
+        return {**self.worker.as_dict(), "heartbeat_age": self.heartbeat_age}
+
+
+def live_workers(store: Store, now: float) -> list[LiveWorker]:
     """Workers whose heartbeat is within their lease, with ``heartbeat_age``."""
     found = []
     for worker in store.list_live_workers(since=now - 3600):
-        age = now - float(worker["heartbeat_at"])
-        if age <= float(worker.get("lease_seconds") or 60.0):
-            found.append({**worker, "heartbeat_age": round(age, 3)})
+        age = now - worker.heartbeat_at
+        if age <= (worker.lease_seconds or 60.0):
+            found.append(LiveWorker(worker, round(age, 3)))
     return found

@@ -6,8 +6,9 @@ database, and the caller (``ui.metrics``) only names and labels the numbers.
 
 from __future__ import annotations
 
-from lirun.hints import Any, NamedTuple
+from lirun.hints import NamedTuple
 from lirun.store.connector import Row
+from lirun.store.rows import WorkerRow
 from lirun.store.worker_records import WorkerRecords
 
 __all__ = ["DURATION_BUCKETS", "MetricFacts", "MetricReads"]
@@ -38,7 +39,7 @@ class MetricFacts(NamedTuple):
     status_counts: tuple[Row, ...]
     durations: tuple[Row, ...]
     usage: tuple[Row, ...]
-    workers: tuple[dict[str, Any], ...]
+    workers: tuple[WorkerRow, ...]
     backlog: Row
 
 

@@ -16,6 +16,7 @@ from lirun.hints import Any
 from lirun.lifecycle import policy_for
 from lirun.reasons import validate_reason
 from lirun.store.records import decode_row, new_id, require_text, to_json
+from lirun.store.rows import WorkerRow
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.transitions import HistoryEntry
 
@@ -68,18 +69,14 @@ class WorkerRecords(ScheduleRecords):
         with self.connector.write() as tx:
             tx.execute(self.sql("stop_worker"), {"id": worker_id, "now": time.time()})
 
-    def list_live_workers(self, *, since: float) -> list[dict[str, Any]]:
+    def list_live_workers(self, *, since: float) -> list[WorkerRow]:
         """Workers not stopped whose heartbeat is at or after ``since``, each with
         ``running``: the ids of the runs it holds."""
-        workers: list[dict[str, Any]] = [
-            dict(r) for r in self.connector.read(self.sql("list_live_workers"), {"since": since})
-        ]
         held: dict[str, list[str]] = {}
         for row in self.connector.read(self.sql("list_held_runs")):
             held.setdefault(str(row["worker_id"]), []).append(str(row["id"]))
-        for worker in workers:
-            worker["running"] = held.get(str(worker["id"]), [])
-        return workers
+        rows = self.connector.read(self.sql("list_live_workers"), {"since": since})
+        return [WorkerRow.from_row(r, held.get(str(r["id"]), ())) for r in rows]
 
     # -- the run path ------------------------------------------------------------------
 

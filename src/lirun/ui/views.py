@@ -342,10 +342,11 @@ def workers_view(store: Store) -> dict[str, Any]:
 
     fields = ("id", "host", "pid", "started_at", "heartbeat_age", "concurrency", "transport")
     workers = []
-    for w in live_workers(store, time.time()):
-        running = [str(r) for r in w.get("running") or ()]  # schedule run ids
+    for live in live_workers(store, time.time()):
+        w = live.as_dict()
+        running = list(live.worker.running)  # schedule run ids
         workers.append(
-            {**{k: w.get(k) for k in fields}, "running": running, "runs": _runs_of(store, running)}
+            {**{k: w[k] for k in fields}, "running": running, "runs": _runs_of(store, running)}
         )
     return {"workers": workers}
 

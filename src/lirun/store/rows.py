@@ -1,0 +1,54 @@
+"""The rows the store returns, one immutable class per entity, each built by its one
+``from_row`` from the mapping a query returns: callers above the store read attributes
+(``worker.heartbeat_at``), never a row dict's keys, and mypy checks each name.
+
+NamedTuples (``hints.NamedTuple``, a ``collections.namedtuple`` at run time): this module
+is on the start-up path of ``li wait``, where ``dataclasses`` is not. ``as_dict`` gives
+the plain dict the async face (``StateDB``) and the JSON outputs hand on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from lirun.hints import Any, NamedTuple
+
+
+class WorkerRow(NamedTuple):
+    """A ``workers`` row (a process that fires schedules and runs queued runs), with
+    ``running``: the ids of the schedule runs it holds (derived, not a column)."""
+
+    id: str
+    host: str
+    pid: int
+    process_start_time: float | None
+    boot_id: str | None
+    started_at: float
+    heartbeat_at: float
+    stopped_at: float | None
+    concurrency: int
+    transport: str
+    lease_seconds: float
+    running: tuple[str, ...] = ()
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], running: Sequence[str] = ()) -> WorkerRow:
+        """The worker of one ``workers`` row and the runs it holds."""
+        return cls(
+            id=str(row["id"]),
+            host=str(row["host"]),
+            pid=int(row["pid"]),
+            process_start_time=row["process_start_time"],
+            boot_id=row["boot_id"],
+            started_at=float(row["started_at"]),
+            heartbeat_at=float(row["heartbeat_at"]),
+            stopped_at=row["stopped_at"],
+            concurrency=int(row["concurrency"]),
+            transport=str(row["transport"]),
+            lease_seconds=float(row["lease_seconds"]),
+            running=tuple(running),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict (``running`` a list), as JSON outputs show it."""
+        return {**self._asdict(), "running": list(self.running)}
