@@ -13,12 +13,12 @@ from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import Definition, make_policies
 from lirun.schedules.triggers import every_trigger
 from lirun.store import Store
-from lirun.store.rows import WorkerRow
+from lirun.store.rows import ScheduleRow, WorkerRow
 
 NOW = int(time.time())
 
 
-def add_schedule(store: Store, tmp_path: Path, name: str = "poll") -> dict:
+def add_schedule(store: Store, tmp_path: Path, name: str = "poll") -> ScheduleRow:
     trigger = every_trigger("1h", NOW)
     definition = Definition(
         name=name,
@@ -103,26 +103,25 @@ def test_links_and_running_sessions_of_a_run(store: Store) -> None:
 
 def test_started_runs_and_usage_of_a_schedule(store: Store, tmp_path: Path) -> None:
     schedule = add_schedule(store, tmp_path)
-    assert store.schedule_usage(schedule["id"]) == (None, 0)  # nothing recorded: blind
-    run = store.insert_due_run(schedule_id=schedule["id"], due_at=NOW + 3600, action_kind="run")
+    assert store.schedule_usage(schedule.id) == (None, 0)  # nothing recorded: blind
+    run = store.insert_due_run(schedule_id=schedule.id, due_at=NOW + 3600, action_kind="run")
     assert run is not None
     assert (
-        store.insert_due_run(schedule_id=schedule["id"], due_at=NOW + 3600, action_kind="run")
-        is None
+        store.insert_due_run(schedule_id=schedule.id, due_at=NOW + 3600, action_kind="run") is None
     )
-    assert store.count_started_runs(schedule["id"]) == 0
+    assert store.count_started_runs(schedule.id) == 0
     assert store.claim_run(run["id"], worker_id="w", lease_seconds=60)
-    assert store.count_started_runs(schedule["id"]) == 1
+    assert store.count_started_runs(schedule.id) == 1
     store.create_session(provider="command", id="s-cost")
     store.update_fields(
         "session", "s-cost", {"cost_usd": 0.25, "input_tokens": 100, "output_tokens": 20}
     )
     store.link_run(run["id"], session_id="s-cost")
-    assert store.schedule_usage(schedule["id"]) == (0.25, 120)
-    assert store.schedule_usage(schedule["id"], since=time.time() + 60) == (None, 0)
-    fired = store.insert_queued_run(action_kind="run", schedule_id=schedule["id"])
+    assert store.schedule_usage(schedule.id) == (0.25, 120)
+    assert store.schedule_usage(schedule.id, since=time.time() + 60) == (None, 0)
+    fired = store.insert_queued_run(action_kind="run", schedule_id=schedule.id)
     assert fired["action_json"] is None
-    assert fired["schedule_id"] == schedule["id"]
+    assert fired["schedule_id"] == schedule.id
     signature = store.schedule_signature()
     registry.set_enabled(store, "poll", False, now=NOW + 1)
     assert store.schedule_signature() != signature

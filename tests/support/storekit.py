@@ -83,7 +83,7 @@ def create_entity(store: Store, entity_type: str, entity_id: str | None = None) 
         row = store.create_team(name="crew", id=entity_id)
     elif entity_type == "schedule":
         name = f"s-{next(_schedule_names)}"
-        row = store.create_schedule(name=name, fields={"action_kind": "run"}, id=entity_id)
+        return store.create_schedule(name=name, fields={"action_kind": "run"}, id=entity_id).id
     else:
         raise AssertionError(entity_type)
     return str(row["id"])

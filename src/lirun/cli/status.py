@@ -223,7 +223,7 @@ def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> l
     rows = store.runs_page(flt, limit=limit)
     names: dict[str, str] = {}
     if kind == "schedule_run":  # a schedule by its name, not its id
-        names = {str(s["id"]): s["name"] for s in store.list_schedules(include_deleted=True)}
+        names = {s.id: s.name for s in store.list_schedules(include_deleted=True)}
     return [
         {
             **row,

@@ -49,8 +49,8 @@ def fire_now(store: Store, name: str, *, actor: str | None = None) -> dict[str, 
 
     schedule = registry.find(store, name)
     row = store.insert_queued_run(
-        action_kind=str(schedule["action_kind"]),
-        schedule_id=str(schedule["id"]),
+        action_kind=schedule.action_kind,
+        schedule_id=schedule.id,
         reason_summary="li schedule fire",
         source="user",
         actor=actor,

@@ -64,16 +64,16 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
     made = 0
     for row in store.list_due_schedules(now):
         definition = stored_definition(row)
-        if definition is None or row.get("next_due_at") is None:
+        if definition is None or row.next_due_at is None:
             continue
         policies = definition.policies
         since = now - policies.budget_window if policies.budget_window else 0
-        usd, tokens = store.schedule_usage(row["id"], since=since)
+        usd, tokens = store.schedule_usage(row.id, since=since)
         facts = FireFacts(
-            next_due_at=int(row["next_due_at"]),
+            next_due_at=int(row.next_due_at),
             now=now,
-            active_runs=store.count_active_runs(row["id"]),
-            runs_started=store.count_started_runs(row["id"]),
+            active_runs=store.count_active_runs(row.id),
+            runs_started=store.count_started_runs(row.id),
             usd_spent=usd,
             tokens_spent=tokens,
         )
@@ -82,9 +82,9 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
             queued = fire.action == "run"
             summary = f"{fire.count} more missed due times" if fire.count > 1 else ""
             new = store.insert_due_run(
-                schedule_id=row["id"],
+                schedule_id=row.id,
                 due_at=fire.due_at,
-                action_kind=str(row["action_kind"]),
+                action_kind=row.action_kind,
                 status="queued" if queued else "skipped",
                 reason_code=fire.reason_code,
                 reason_summary=summary,
@@ -95,27 +95,27 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
             late = time.time() - fire.due_at
             what = "queued" if queued else f"skipped reason={fire.reason_code}"
             log.info(
-                f"fire {row['name']} due={fire.due_at} (+{late:.2f}s) run {new['id']} {what}",
-                extra={"event": "schedule.fired", "run_id": new["id"], "schedule": row["name"]},
+                f"fire {row.name} due={fire.due_at} (+{late:.2f}s) run {new['id']} {what}",
+                extra={"event": "schedule.fired", "run_id": new["id"], "schedule": row.name},
             )
             if queued:
                 enqueue(str(new["id"]))
         if plan.budget_blind:
             log.warning(
-                f"schedule {row['name']}: no run recorded a cost; --budget-usd cannot see them"
+                f"schedule {row.name}: no run recorded a cost; --budget-usd cannot see them"
             )
         if plan.disable_reason is not None:
             store.change_schedule(
-                row["id"],
+                row.id,
                 new_status="disabled",
                 reason_code=plan.disable_reason,
                 fields={"next_due_at": None},
                 expected_statuses={"enabled"},
-                expected_updated_at=row.get("updated_at"),
+                expected_updated_at=row.updated_at,
                 source="system",
             )
         else:
-            store.advance_next_due(row["id"], expected=facts.next_due_at, new=plan.next_due_at)
+            store.advance_next_due(row.id, expected=facts.next_due_at, new=plan.next_due_at)
     return made
 
 

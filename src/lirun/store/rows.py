@@ -52,3 +52,34 @@ class WorkerRow(NamedTuple):
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict (``running`` a list), as JSON outputs show it."""
         return {**self._asdict(), "running": list(self.running)}
+
+
+class ScheduleRow(NamedTuple):
+    """A ``schedules`` row: one definition (its JSON columns decoded) and its status."""
+
+    id: str
+    name: str
+    spec: str | None
+    action_kind: str
+    action_json: Any
+    enabled: int
+    created_at: float
+    updated_at: float
+    status: str | None
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    status_evidence_refs: Any
+    trigger_json: Any
+    policies_json: Any
+    tz: str | None
+    next_due_at: int | None
+    deleted_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ScheduleRow:
+        """The schedule of one decoded ``schedules`` row (``records.decode_row``)."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the JSON outputs show it."""
+        return self._asdict()

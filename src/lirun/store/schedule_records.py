@@ -25,6 +25,7 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.rows import ScheduleRow
 from lirun.store.status_write import StatusWrites
 from lirun.store.transitions import HistoryEntry
 
@@ -47,7 +48,7 @@ class ScheduleRecords(StatusWrites):
         actor: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ScheduleRow:
         """Create a schedule (``enabled`` or ``disabled``) with its first history row.
 
         ``fields`` are the definition's columns (``spec``, ``tz``, ``action_kind``,
@@ -138,15 +139,26 @@ class ScheduleRecords(StatusWrites):
             extra_fields=extra,
         )
 
-    def get_schedule(self, name: str) -> dict[str, Any] | None:
-        """The schedule named ``name`` that is not deleted, or None."""
-        rows = self.connector.read(self.sql("get_live_schedule"), {"name": name})
-        return decode_row(rows[0]) if rows else None
+    def _schedules(self, sql: str, params: Mapping[str, Any] | None = None) -> list[ScheduleRow]:
+        rows = self.connector.read(sql, params)
+        return [ScheduleRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def list_schedules(self, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+    def get_schedule(self, name: str) -> ScheduleRow | None:
+        """The schedule named ``name`` that is not deleted, or None."""
+        found = self._schedules(self.sql("get_live_schedule"), {"name": name})
+        return found[0] if found else None
+
+    def get_schedule_by_id(self, schedule_id: str) -> ScheduleRow | None:
+        """The schedule with this id, deleted or not, or None."""
+        table = policy_for("schedule").table
+        found = self._schedules(self.sql("get_row", table=table), {"id": schedule_id})
+        return found[0] if found else None
+
+    def list_schedules(self, *, include_deleted: bool = False) -> list[ScheduleRow]:
         """Schedules by name (deleted ones too when asked, oldest first per name)."""
-        query = "list_all_schedules" if include_deleted else "list_live_schedules"
-        return [decode_row(r) for r in self.connector.read(self.sql(query))]  # type: ignore[misc]
+        return self._schedules(
+            self.sql("list_all_schedules" if include_deleted else "list_live_schedules")
+        )
 
     def insert_due_run(
         self,
@@ -205,10 +217,9 @@ class ScheduleRecords(StatusWrites):
 
     # -- what a worker reads and moves (docs/schedules.md) -----------------------------------
 
-    def list_due_schedules(self, now: int) -> list[dict[str, Any]]:
+    def list_due_schedules(self, now: int) -> list[ScheduleRow]:
         """Enabled schedules whose ``next_due_at`` is at or before ``now``, earliest first."""
-        rows = self.connector.read(self.sql("list_due_schedules"), {"now": int(now)})
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return self._schedules(self.sql("list_due_schedules"), {"now": int(now)})
 
     def earliest_due(self) -> int | None:
         """The smallest ``next_due_at`` of the enabled schedules, or None."""

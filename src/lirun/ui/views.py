@@ -292,22 +292,19 @@ def schedules_view(store: Store) -> dict[str, Any]:
         runs_by_schedule.setdefault(str(run["schedule_id"]), []).append(dict(run))
     out = []
     for schedule in store.list_schedules():
-        runs = runs_by_schedule.get(str(schedule["id"]), [])
+        runs = runs_by_schedule.get(schedule.id, [])
         for r in runs:  # each cell opens the run, flow or show it made
             r["href"] = schedule_run_href(r)
         # Of the runs that ran and ended: a skipped due time ran nothing, so it is neither
         # a success nor a failure (the strip still shows it).
         ended = [r for r in runs if r.get("status") in RAN_AND_ENDED]
         ok = [r for r in ended if r.get("status") == "completed"]
-        next_fire = next(
-            (schedule[k] for k in sorted(schedule) if k.startswith("next_") and k.endswith("_at")),
-            None,
-        )
+        next_fire = schedule.next_due_at
         strip = list(reversed(runs))
         costs = [float(r["cost_usd"]) for r in runs if r.get("cost_usd") is not None]
         out.append(
             {
-                **schedule,
+                **schedule.as_dict(),
                 "recent": runs,
                 "strip": strip,
                 "next_fire": next_fire,
