@@ -62,7 +62,7 @@ def test_override_repairs_a_terminal_row_with_an_audit_trail(
         "repaired by hand",
     )
     last = failed_run.list_transitions("session", "run-1")[-1]
-    assert (last["previous_status"], last["status"], last["source"], last["actor"]) == (
+    assert (last.previous_status, last.status, last.source, last.actor) == (
         "failed",
         "completed",
         "admin",

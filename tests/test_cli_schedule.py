@@ -30,7 +30,7 @@ def li(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def history(store: Store, name: str) -> list[str]:
     row = store.get_schedule(name)
     assert row is not None
-    return [t["reason_code"] for t in store.list_transitions("schedule", row.id)]
+    return [t.reason_code for t in store.list_transitions("schedule", row.id)]
 
 
 def test_add_list_show_enable_disable_delete(

@@ -37,7 +37,7 @@ def definition(tmp_path: Path, name: str = "nightly", **policies: Any) -> Defini
 
 
 def reasons(store: Store, row: ScheduleRow) -> list[tuple[str, str]]:
-    return [(t["status"], t["reason_code"]) for t in store.list_transitions("schedule", row.id)]
+    return [(t.status, t.reason_code) for t in store.list_transitions("schedule", row.id)]
 
 
 # --- actions -----------------------------------------------------------------------------------
@@ -211,8 +211,8 @@ def test_history_of_every_change_has_its_reason(store: Store, tmp_path: Path) ->
         ("deleted", "schedule_definition.deleted.user"),
     ]
     history = store.list_transitions("schedule", row.id)
-    assert [t["actor"] for t in history] == ["ann", "bob", None, "cy"]
-    assert history[0]["metadata"]["definition"]["name"] == "nightly"
+    assert [t.actor for t in history] == ["ann", "bob", None, "cy"]
+    assert history[0].metadata["definition"]["name"] == "nightly"
 
 
 def test_names_are_unique_among_schedules_not_deleted(store: Store, tmp_path: Path) -> None:
@@ -266,7 +266,7 @@ def test_a_due_run_exists_once_per_schedule_due_time_and_attempt(
         store.create_schedule_run(action_kind="run", schedule_id=sid)
     runs = store.list_schedule_runs(sid)
     assert len(runs) == 5
-    assert [t["reason_code"] for t in store.list_transitions("schedule_run", first["id"])] == [
+    assert [t.reason_code for t in store.list_transitions("schedule_run", first["id"])] == [
         "schedule.queued.created"
     ]
 
@@ -335,7 +335,7 @@ def test_apply_creates_updates_and_disables_what_is_missing(store: Store, tmp_pa
     assert rows["change"].next_due_at == NOW + 3600  # the pending due time is kept
     assert rows["gone"].status == "disabled"
     assert reasons(store, rows["change"])[-1] == ("enabled", "schedule_definition.enabled.updated")
-    meta = store.list_transitions("schedule", rows["change"].id)[-1]["metadata"]
+    meta = store.list_transitions("schedule", rows["change"].id)[-1].metadata
     assert meta == {"file": "/x/schedules.yaml", "diff": {"policies.retries": [0, 2]}}
     assert reasons(store, rows["gone"])[-1] == ("disabled", "schedule_definition.disabled.applied")
     again = registry.plan(store.list_schedules(), wanted, now=NOW + 200)

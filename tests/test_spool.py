@@ -89,7 +89,7 @@ def test_a_reaped_row_is_corrected_by_an_audited_system_override(
     assert row is not None
     assert (row["status"], row["status_reason_code"]) == ("timed_out", "run.timed_out.deadline")
     last = store.list_transitions("session", run.run_id)[-1]
-    assert (last["previous_status"], last["status"], last["source"]) == (
+    assert (last.previous_status, last.status, last.source) == (
         "failed",
         "timed_out",
         "system",

@@ -67,6 +67,6 @@ def test_overlap_and_max_runs_are_recorded_skips(store: Store, tmp_path: Path) -
     assert row is not None
     assert row.status == "disabled"
     assert row.next_due_at is None
-    history = [t["reason_code"] for t in store.list_transitions("schedule", row.id)]
+    history = [t.reason_code for t in store.list_transitions("schedule", row.id)]
     assert history[-1] == "schedule_definition.disabled.max_runs"
     assert len(queued) == 1

@@ -64,9 +64,7 @@ def test_claim_is_a_compare_and_set_the_loser_gets_false(store: Store) -> None:
     assert row["worker_id"] == "w1"
     assert row["lease_expires_at"] > time.time() + 25
     assert row["started_at"] is not None
-    history = [
-        (t["status"], t["reason_code"]) for t in store.list_transitions("schedule_run", run["id"])
-    ]
+    history = [(t.status, t.reason_code) for t in store.list_transitions("schedule_run", run["id"])]
     assert history == [
         ("queued", "schedule.queued.created"),
         ("running", "schedule.running.started"),

@@ -263,7 +263,7 @@ def _show(store: Store, args: Any, now: int) -> int:
     policies = Policies.from_dict(row.policies_json or {})
     history = store.list_transitions("schedule", row.id)
     if args.json:
-        detail = {"schedule": row.as_dict(), "history": history}
+        detail = {"schedule": row.as_dict(), "history": [t.as_dict() for t in history]}
         print_json(detail, schema="lirun.schedule_detail/1")
         return 0
     fields: list[tuple[str, Any]] = [
@@ -279,9 +279,9 @@ def _show(store: Store, args: Any, now: int) -> int:
         print(f"{key:<10} {value}")
     print("history:")
     for item in history:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["created_at"]))
-        extra = _diff_text((item.get("metadata") or {}).get("diff"))
-        print(f"  {when}  {item['status']:<9} {item['reason_code']}  {item['actor'] or ''}{extra}")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.created_at))
+        extra = _diff_text((item.metadata or {}).get("diff"))
+        print(f"  {when}  {item.status:<9} {item.reason_code}  {item.actor or ''}{extra}")
     return 0
 
 

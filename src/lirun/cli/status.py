@@ -133,7 +133,7 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
     detail["artifact_dir"] = dirs["artifact_dir"]
     if detail.get("run_dir") is None:  # a flow invocation has its own; a manual one borrows
         detail["run_dir"] = dirs["run_dir"]
-    detail["transitions"] = store.list_transitions(kind, row["id"])
+    detail["transitions"] = [t.as_dict() for t in store.list_transitions(kind, row["id"])]
     detail["admin_events"] = store.list_admin_events(row["id"])
     if kind == "session":
         detail["owner_verdict"] = owner_verdict(row, now)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from lirun.async_twin import async_method, to_thread
+from lirun.async_twin import async_dict_rows, async_method, to_thread
 from lirun.hints import Any
 from lirun.paths import default_db_location, resolve_db_url
 from lirun.store.connector import Connector
@@ -93,6 +93,11 @@ class StateDB:
 
     ``url`` is a path, ``sqlite:///path`` or ``postgresql://…``; None means ``--db`` /
     ``$LIRUN_DB_URL`` / ``<home>/state.db``. The database opens on first use.
+
+    Rows come back as plain dicts (lists of dicts for lists), as they always have. Where
+    the sync ``Store`` returns a typed row (``lirun.store.rows``: ``TransitionRow``, …),
+    the method here converts it with the row's ``as_dict()``, so the async contract does
+    not move when the store's rows do.
     """
 
     def __init__(
@@ -164,7 +169,7 @@ class StateDB:
     # -- reads --------------------------------------------------------------------
 
     get_entity = async_method(Store.get_entity)
-    list_transitions = async_method(Store.list_transitions)
+    list_transitions = async_dict_rows(Store.list_transitions)
     list_admin_events = async_method(Store.list_admin_events)
     list_messages = async_method(Store.list_messages)
 

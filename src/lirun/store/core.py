@@ -33,6 +33,7 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retention_records import RetentionRecords
+from lirun.store.rows import TransitionRow
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
@@ -183,13 +184,13 @@ class Store(
             "`li status` lists recent runs"
         )
 
-    def list_transitions(self, entity_type: str, entity_id: str) -> list[dict[str, Any]]:
+    def list_transitions(self, entity_type: str, entity_id: str) -> list[TransitionRow]:
         """The status history of one entity, oldest first (``[]`` if none)."""
         rows = self.connector.read(
             self.sql("list_transitions"),
             {"entity_type": canonical_entity_type(entity_type), "entity_id": entity_id},
         )
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [TransitionRow.from_row(decode_row(r) or {}) for r in rows]
 
     def list_admin_events(self, target_id: str | None = None) -> list[dict[str, Any]]:
         """Admin events (overrides, rejected transitions), all or for one target."""

@@ -83,3 +83,30 @@ class ScheduleRow(NamedTuple):
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict, as the JSON outputs show it."""
         return self._asdict()
+
+
+class TransitionRow(NamedTuple):
+    """One row of an entity's status history (``status_transitions``), its evidence and
+    metadata decoded."""
+
+    id: str
+    entity_type: str
+    entity_id: str
+    previous_status: str | None
+    status: str
+    reason_code: str
+    reason_summary: str | None
+    evidence_refs: Any
+    source: str
+    actor: str | None
+    created_at: float
+    metadata: Any
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> TransitionRow:
+        """The history row of one decoded ``status_transitions`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
+        return self._asdict()

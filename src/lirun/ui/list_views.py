@@ -161,7 +161,7 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
         "cost_per_run_usd": (sum(costs) / len(costs)) if costs else None,
         "chart": cost_chart(oldest_first),
         "strip": oldest_first,
-        "history": store.list_transitions("schedule", row.id),
+        "history": [t.as_dict() for t in store.list_transitions("schedule", row.id)],
     }
 
 

@@ -125,6 +125,6 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
         "has_final_gate": not isinstance(spec, dict) or spec.get("final_gate") is not None,
         "plays": plays,
         "board": [{"status": s, "plays": columns[s]} for s in order],
-        "transitions": store.list_transitions("show", show_id),
+        "transitions": [t.as_dict() for t in store.list_transitions("show", show_id)],
         "team": show_team(store, show_id),
     }

@@ -209,7 +209,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "run": present_session(row),  # a command's stdout is its output_text, not a reply
         "liveness": liveness("session", row),
         "duration": duration(row),
-        "transitions": store.list_transitions("session", run_id),
+        "transitions": [t.as_dict() for t in store.list_transitions("session", run_id)],
         "evidence": row.get("status_evidence_refs") or [],
         "explained": explain_all(row.get("status_evidence_refs")),
         "command_line": command_text(row.get("command_json")),
@@ -275,7 +275,7 @@ def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
             }
             for n in nodes
         ],
-        "transitions": store.list_transitions("invocation", invocation_id),
+        "transitions": [t.as_dict() for t in store.list_transitions("invocation", invocation_id)],
     }
 
 
