@@ -156,8 +156,8 @@ def schedule_chain(store: Store, row: dict[str, Any]) -> dict[str, Any]:
     status and reason of the session, flow invocation or show)."""
     chain: dict[str, Any] = {}
     if row.get("schedule_id"):
-        schedule = store.get_entity("schedule", row["schedule_id"])
-        chain["schedule"] = (schedule or {}).get("name")
+        schedule = store.get_schedule_by_id(row["schedule_id"])
+        chain["schedule"] = schedule.name if schedule else None
     for kind, key in (
         ("session", "session_id"),
         ("invocation", "invocation_id"),

@@ -139,8 +139,8 @@ def _past_deadline(store: Store, run: Mapping[str, Any], now: float) -> bool:
 def _policies(store: Store, run: Mapping[str, Any]) -> dict[str, Any]:
     """The run's policies as stored: its schedule's, or an ad-hoc run's own."""
     if run.get("schedule_id"):
-        schedule = store.get_entity("schedule", str(run["schedule_id"])) or {}
-        return dict(schedule.get("policies_json") or {})
+        schedule = store.get_schedule_by_id(str(run["schedule_id"]))
+        return dict((schedule.policies_json if schedule else None) or {})
     return dict((run.get("action_json") or {}).get("policies") or {})
 
 

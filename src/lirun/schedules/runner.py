@@ -75,15 +75,15 @@ class RunContext:
 
     def __init__(self, store: Store, run: dict[str, Any]) -> None:
         self.run = run
-        self.schedule = (
-            store.get_entity("schedule", run["schedule_id"]) if run.get("schedule_id") else None
-        )
-        source = run.get("action_json") or (self.schedule or {}).get("action_json")
+        schedule = store.get_schedule_by_id(run["schedule_id"]) if run.get("schedule_id") else None
+        self.schedule = schedule
+        source = run.get("action_json") or (schedule.action_json if schedule else None)
         self.action = Action.from_dict(source) if isinstance(source, dict) else None
         # An ad-hoc run (li submit) keeps its own run policies with its action.
-        own = source.get("policies") if self.schedule is None and isinstance(source, dict) else None
-        self.policies = Policies.from_dict((self.schedule or {}).get("policies_json") or own or {})
-        self.name = (self.schedule or {}).get("name")
+        own = source.get("policies") if schedule is None and isinstance(source, dict) else None
+        stored = schedule.policies_json if schedule else None
+        self.policies = Policies.from_dict(stored or own or {})
+        self.name = schedule.name if schedule else None
 
     def label(self) -> str:
         what = self.action.describe() if self.action else "(no action)"
