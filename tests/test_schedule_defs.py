@@ -204,6 +204,9 @@ def test_history_of_every_change_has_its_reason(store: Store, tmp_path: Path) ->
     deleted = registry.delete(store, "nightly", actor="cy")
     assert deleted.status == "deleted"
     assert deleted.deleted_at is not None
+    assert store.get_schedule("nightly") is None  # by name: live ones only
+    assert store.get_schedule_by_id(row.id) == deleted  # by id: deleted ones too
+    assert store.get_schedule_by_id("no-such-id") is None
     assert reasons(store, row) == [
         ("enabled", "schedule_definition.enabled.created"),
         ("disabled", "schedule_definition.disabled.user"),
