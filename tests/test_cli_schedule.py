@@ -264,10 +264,10 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
         ("running", "schedule.running.started"),
         ("completed", "schedule.completed.ok"),
     ):
-        store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
+        store.update_status("schedule_run", run.id, new_status=status, reason_code=reason)
     code, out, _ = li(capsys, "runs", "poll", "--json")
     assert [(r["id"], r["status"], r["due_at"]) for r in json.loads(out)] == [
-        (run["id"], "completed", row.next_due_at)
+        (run.id, "completed", row.next_due_at)
     ]
     header, line = li(capsys, "runs", "poll")[1].splitlines()
     assert header.split() == [
@@ -281,14 +281,14 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
         "(UTC)",
         "REASON",
     ]
-    assert line.split()[:2] == [run["id"], "completed"]
+    assert line.split()[:2] == [run.id, "completed"]
     assert line.split()[-1] == "schedule.completed.ok"
     waited = subprocess.run(
-        li_command("wait", "--timeout", "10", run["id"]),
+        li_command("wait", "--timeout", "10", run.id),
         env=li_env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert waited.returncode == 0, waited.stderr
-    assert run["id"] in waited.stdout
+    assert run.id in waited.stdout
     assert "completed" in waited.stdout
 
 

@@ -250,26 +250,26 @@ def test_a_due_run_exists_once_per_schedule_due_time_and_attempt(
     due = NOW + 3600
     first = store.insert_due_run(schedule_id=sid, due_at=due, action_kind="run")
     assert first is not None
-    assert first["due_at"] == due
-    assert first["status"] == "queued"
+    assert first.due_at == due
+    assert first.status == "queued"
     assert store.insert_due_run(schedule_id=sid, due_at=due, action_kind="run") is None
     retry = store.insert_due_run(
-        schedule_id=sid, due_at=due, action_kind="run", attempt=2, retry_of=first["id"]
+        schedule_id=sid, due_at=due, action_kind="run", attempt=2, retry_of=first.id
     )
     assert retry is not None
-    assert retry["retry_of"] == first["id"]
+    assert retry.retry_of == first.id
     skipped = store.insert_due_run(
         schedule_id=sid, due_at=due + 3600, action_kind="run", status="skipped",
         reason_code="schedule.skipped.overlap",
     )  # fmt: skip
     assert skipped is not None
-    assert skipped["ended_at"] is not None
+    assert skipped.ended_at is not None
     # fire / submit runs have no due time: NULLs are distinct in the unique key.
     for _ in range(2):
         store.create_schedule_run(action_kind="run", schedule_id=sid)
     runs = store.list_schedule_runs(sid)
     assert len(runs) == 5
-    assert [t.reason_code for t in store.list_transitions("schedule_run", first["id"])] == [
+    assert [t.reason_code for t in store.list_transitions("schedule_run", first.id)] == [
         "schedule.queued.created"
     ]
 
@@ -288,7 +288,7 @@ def test_racing_writers_make_one_row_per_due_time(db_url: str, tmp_path: Path) -
             for due in range(NOW, NOW + 20):
                 row = own.insert_due_run(schedule_id=sid, due_at=due, action_kind="run")
                 if row is not None:
-                    won.append(row["id"])
+                    won.append(row.id)
         finally:
             own.close()
 
@@ -301,7 +301,7 @@ def test_racing_writers_make_one_row_per_due_time(db_url: str, tmp_path: Path) -
     runs = check.list_schedule_runs(sid)
     check.close()
     assert len(won) == 20
-    assert sorted(r["due_at"] for r in runs) == list(range(NOW, NOW + 20))
+    assert sorted(r.due_at for r in runs) == list(range(NOW, NOW + 20))
 
 
 def test_due_at_must_be_integer_seconds(store: Store, tmp_path: Path) -> None:
@@ -383,7 +383,7 @@ def test_what_a_worker_reads_and_moves(store: Store, tmp_path: Path) -> None:
     assert run is not None
     assert store.count_active_runs(sid) == 1
     store.update_status(
-        "schedule_run", run["id"], new_status="skipped", reason_code="schedule.skipped.overlap"
+        "schedule_run", run.id, new_status="skipped", reason_code="schedule.skipped.overlap"
     )
     assert store.count_active_runs(sid) == 0
 

@@ -310,15 +310,15 @@ def _runs(store: Store, args: Any, now: int) -> int:
     row = registry.find(store, args.name)
     runs = store.list_schedule_runs(row.id, limit=args.limit)
     if args.json:
-        print_json(runs, schema="lirun.schedule_run/1")
+        print_json([r.as_dict() for r in runs], schema="lirun.schedule_run/1")
         return 0
     if not runs:
         warn(PROG, f"{row.name} has no runs yet (workers start them: li worker)")
         return 0
     table = []
     for run in runs:
-        stamps = [_due(run.get(key)) for key in ("due_at", "started_at", "ended_at")]
-        table.append((run["id"], run["status"], *stamps, run["status_reason_code"] or "-"))
+        stamps = [_due(at) for at in (run.due_at, run.started_at, run.ended_at)]
+        table.append((run.id, run.status, *stamps, run.status_reason_code or "-"))
     print_table(("RUN", "STATUS", "DUE (UTC)", "STARTED (UTC)", "ENDED (UTC)", "REASON"), table)
     return 0
 
@@ -379,9 +379,9 @@ def _apply(args: Any, now: int) -> int:
     return 1 if lost else 0
 
 
-def _fire(store: Any, args: Any, now: int) -> int:
+def _fire(store: Store, args: Any, now: int) -> int:
     run = fire_now(store, args.name, actor=current_actor())
-    print_json(run, schema="lirun.schedule_run/1") if args.json else print(run["id"])
+    print_json(run.as_dict(), schema="lirun.schedule_run/1") if args.json else print(run.id)
     return 0
 
 

@@ -41,7 +41,7 @@ from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.transport import Transport, transport_for
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
-from lirun.store.rows import WorkerRow
+from lirun.store.rows import ScheduleRunRow, WorkerRow
 
 log = get_logger(__name__)
 
@@ -95,11 +95,11 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
             late = time.time() - fire.due_at
             what = "queued" if queued else f"skipped reason={fire.reason_code}"
             log.info(
-                f"fire {row.name} due={fire.due_at} (+{late:.2f}s) run {new['id']} {what}",
-                extra={"event": "schedule.fired", "run_id": new["id"], "schedule": row.name},
+                f"fire {row.name} due={fire.due_at} (+{late:.2f}s) run {new.id} {what}",
+                extra={"event": "schedule.fired", "run_id": new.id, "schedule": row.name},
             )
             if queued:
-                enqueue(str(new["id"]))
+                enqueue(new.id)
         if plan.budget_blind:
             log.warning(
                 f"schedule {row.name}: no run recorded a cost; --budget-usd cannot see them"
@@ -137,28 +137,28 @@ def reap(
         lapsed = _confirmed(lapsed, seen)
     for run in lapsed:
         summary = (
-            f"worker {run.get('worker_id')} stopped renewing its lease "
-            f"(expired {now - float(run['lease_expires_at']):.1f}s ago)"
+            f"worker {run.worker_id} stopped renewing its lease "
+            f"(expired {now - float(run.lease_expires_at or 0):.1f}s ago)"
         )
         if fail_lapsed_run(store, run, summary):
-            runner.finish(store, run["id"])
+            runner.finish(store, run.id)
     for run in store.list_queued_runs(limit=500):
         if fail_past_start_deadline(store, run, now):
-            runner.finish(store, run["id"])
+            runner.finish(store, run.id)
 
 
 def _confirmed(
-    lapsed: list[dict[str, Any]], seen: dict[tuple[str, float], float]
-) -> list[dict[str, Any]]:
+    lapsed: list[ScheduleRunRow], seen: dict[tuple[str, float], float]
+) -> list[ScheduleRunRow]:
     now = time.monotonic()
-    keys = {(str(r["id"]), float(r["lease_expires_at"])): r for r in lapsed}
+    keys = {(r.id, float(r.lease_expires_at or 0)): r for r in lapsed}
     for key in list(seen):
         if key not in keys:
             del seen[key]  # renewed or ended meanwhile
     confirmed = []
     for key, run in keys.items():
         first = seen.setdefault(key, now)
-        beat = run.get("heartbeat_at")
+        beat = run.heartbeat_at
         lease = key[1] - float(beat) if beat is not None else 0.0
         if now - first >= lease / 2:
             confirmed.append(run)
@@ -322,10 +322,10 @@ class Worker:
         """A run another worker failed by lease while this one could not renew (its link
         was cut) is no longer this worker's: its execution stops instead of going on."""
         for run_id in runner.running:
-            row = store.get_entity("schedule_run", run_id)
-            if row and row.get("status") == "running" and row.get("worker_id") == self.worker_id:
+            row = store.get_schedule_run(run_id)
+            if row and row.status == "running" and row.worker_id == self.worker_id:
                 continue
-            held = f"{row.get('status')} ({row.get('status_reason_code')})" if row else "gone"
+            held = f"{row.status} ({row.status_reason_code})" if row else "gone"
             log.warning(f"run {run_id} is no longer this worker's: {held}; stopping it")
             runner.stop_run(run_id, signal.SIGTERM)
 

@@ -110,3 +110,40 @@ class TransitionRow(NamedTuple):
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
         return self._asdict()
+
+
+class ScheduleRunRow(NamedTuple):
+    """A ``schedule_runs`` row: one run of a schedule (or of ``li submit``), the lease of
+    the worker running it and what it produced (its action JSON decoded)."""
+
+    id: str
+    schedule_id: str | None
+    invocation_id: str | None
+    action_kind: str
+    attempt: int
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    status_evidence_refs: Any
+    created_at: float
+    updated_at: float
+    due_at: int | None
+    retry_of: str | None
+    session_id: str | None
+    worker_id: str | None
+    lease_expires_at: float | None
+    heartbeat_at: float | None
+    show_id: str | None
+    action_json: Any
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ScheduleRunRow:
+        """The run of one decoded ``schedule_runs`` row (``records.decode_row``)."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the JSON outputs show it."""
+        return self._asdict()

@@ -25,7 +25,7 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
-from lirun.store.rows import ScheduleRow
+from lirun.store.rows import ScheduleRow, ScheduleRunRow
 from lirun.store.status_write import StatusWrites
 from lirun.store.transitions import HistoryEntry
 
@@ -173,7 +173,7 @@ class ScheduleRecords(StatusWrites):
         reason_summary: str = "",
         source: str = "system",
         actor: str | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> ScheduleRunRow | None:
         """The run of ``schedule_id`` for ``due_at`` (epoch seconds) and ``attempt``, with
         its first history row; None when that run exists already (another worker made it).
         ``status`` may be terminal (``skipped`` for a missed or overlapping due time)."""
@@ -205,15 +205,22 @@ class ScheduleRecords(StatusWrites):
                 run_id, None, status, reason_code, reason_summary, source=source, actor=actor
             )
             self._append_transition(tx, policy, entry, now)
-        rows = self.connector.read(self.sql("get_row", table=policy.table), {"id": run_id})
-        return decode_row(rows[0])
+        return self.get_schedule_run(run_id)
 
-    def list_schedule_runs(self, schedule_id: str, *, limit: int = 100) -> list[dict[str, Any]]:
+    def _runs(self, sql: str, params: Mapping[str, Any]) -> list[ScheduleRunRow]:
+        rows = self.connector.read(sql, params)
+        return [ScheduleRunRow.from_row(decode_row(r) or {}) for r in rows]
+
+    def get_schedule_run(self, run_id: str) -> ScheduleRunRow | None:
+        """The schedule run with this id, or None."""
+        table = policy_for("schedule_run").table
+        found = self._runs(self.sql("get_row", table=table), {"id": run_id})
+        return found[0] if found else None
+
+    def list_schedule_runs(self, schedule_id: str, *, limit: int = 100) -> list[ScheduleRunRow]:
         """The schedule's runs, newest first, at most ``limit``."""
-        rows = self.connector.read(
-            self.sql("list_schedule_runs"), {"schedule_id": schedule_id, "limit": int(limit)}
-        )
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        params = {"schedule_id": schedule_id, "limit": int(limit)}
+        return self._runs(self.sql("list_schedule_runs"), params)
 
     # -- what a worker reads and moves (docs/schedules.md) -----------------------------------
 

@@ -353,13 +353,13 @@ def _runs_of(store: Store, ids: list[str]) -> list[dict[str, Any]]:
     schedule run has no page of its own)."""
     out = []
     for run_id in ids:
-        row = store.get_entity("schedule_run", run_id) or {"id": run_id}
+        row = store.get_schedule_run(run_id)
         out.append(
             {
                 "id": run_id,
-                "action_kind": row.get("action_kind"),
-                "status": row.get("status"),
-                "href": schedule_run_href(row),
+                "action_kind": row.action_kind if row else None,
+                "status": row.status if row else None,
+                "href": schedule_run_href(row.as_dict() if row else {"id": run_id}),
             }
         )
     return out
