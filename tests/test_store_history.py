@@ -223,8 +223,8 @@ def test_admin_events_filter_by_target(store: Store) -> None:
     for entity_type, eid, to in (("session", a, "failed"), ("team", b, "active")):
         with pytest.raises(TransitionRejectedError):
             store.update_status(entity_type, eid, new_status=to, reason_code="legacy.imported")
-    assert [e["target_id"] for e in store.list_admin_events()] == [a, b]
-    assert [e["target_type"] for e in store.list_admin_events(b)] == ["team"]
+    assert [e.target_id for e in store.list_admin_events()] == [a, b]
+    assert [e.target_type for e in store.list_admin_events(b)] == ["team"]
     assert store.list_admin_events("nobody") == []
 
 

@@ -14,7 +14,13 @@ import pytest
 
 from lirun.store import Store
 from lirun.store import rows as row_classes
-from lirun.store.rows import ScheduleRow, ScheduleRunRow, TransitionRow, WorkerRow
+from lirun.store.rows import (
+    AdminEventRow,
+    ScheduleRow,
+    ScheduleRunRow,
+    TransitionRow,
+    WorkerRow,
+)
 
 # Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
 STILL_DICTS = frozenset(
@@ -23,7 +29,7 @@ STILL_DICTS = frozenset(
         "create_invocation", "create_play", "create_schedule_run", "create_session",
         "create_show", "create_show_with_plays", "create_team", "create_team_with_members",
         "fetch_wait_rows", "find_session_by_engine_uid", "gc_candidates", "get_branch",
-        "get_entity", "list_admin_events", "list_flows", "list_invocation_sessions",
+        "get_entity", "list_flows", "list_invocation_sessions",
         "list_messages", "list_play_sessions", "list_plays", "list_recent_shows",
         "list_running_flows", "list_running_legs", "list_running_sessions", "list_sessions",
         "list_show_gate_sessions", "list_shows", "list_teams", "match_wait_ids",
@@ -62,6 +68,7 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("create_schedule", ScheduleRow),
         ("list_live_workers", WorkerRow),
         ("list_transitions", TransitionRow),
+        ("list_admin_events", AdminEventRow),
         ("get_schedule_run", ScheduleRunRow),
         ("insert_due_run", ScheduleRunRow),
         ("insert_queued_run", ScheduleRunRow),
@@ -76,7 +83,7 @@ def test_typed_methods_name_their_row_class(method: str, row_class: type) -> Non
     assert getattr(row_classes, row_class.__name__) is row_class
 
 
-@pytest.mark.parametrize("row_class", [ScheduleRow, ScheduleRunRow, TransitionRow])
+@pytest.mark.parametrize("row_class", [AdminEventRow, ScheduleRow, ScheduleRunRow, TransitionRow])
 def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
     given = {name: f"v-{i}" for i, name in enumerate(row_class._fields)}  # type: ignore[attr-defined]
     row = row_class.from_row(given)  # type: ignore[attr-defined]

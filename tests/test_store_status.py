@@ -202,11 +202,11 @@ def test_leaving_a_terminal_status_is_rejected_audited_and_committed(
         events = other.list_admin_events(sid)
     finally:
         other.close()
-    assert [e["event_type"] for e in events] == ["status_transition_rejected"]
-    assert events[0]["target_type"] == "session"
-    assert events[0]["actor"] == "teardown"
-    assert events[0]["payload"]["previous_status"] == "completed"
-    assert events[0]["payload"]["attempted_status"] == "failed"
+    assert [e.event_type for e in events] == ["status_transition_rejected"]
+    assert events[0].target_type == "session"
+    assert events[0].actor == "teardown"
+    assert events[0].payload["previous_status"] == "completed"
+    assert events[0].payload["attempted_status"] == "failed"
     after = snapshot(store, "session", sid)
     assert after["row"] == before["row"]
     assert after["transitions"] == before["transitions"]
@@ -279,18 +279,18 @@ def test_override_repairs_a_terminal_row_with_an_audit_row(store: Store) -> None
     )
     assert store.get_entity("session", sid)["status"] == "completed"  # type: ignore[index]
     [event] = store.list_admin_events(sid)
-    assert event["event_type"] == "status_transition_override"
-    assert event["actor"] == "alice"
-    assert event["justification"].startswith("artifact was written")
-    assert event["payload"]["previous_status"] == "failed"
-    assert event["payload"]["new_status"] == "completed"
+    assert event.event_type == "status_transition_override"
+    assert event.actor == "alice"
+    assert event.justification.startswith("artifact was written")
+    assert event.payload["previous_status"] == "failed"
+    assert event.payload["new_status"] == "completed"
     last = store.list_transitions("session", sid)[-1]
     assert (last.previous_status, last.status, last.source) == (
         "failed",
         "completed",
         "admin",
     )
-    assert last.created_at >= event["created_at"]
+    assert last.created_at >= event.created_at
 
 
 def test_override_event_and_status_share_one_transaction(

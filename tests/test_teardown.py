@@ -612,7 +612,7 @@ def test_transition_rejected_returns_the_persisted_winner(
     ctx.store.db_url = db_url
     assert teardown_persist_sync(ctx, extras={"assistant_output": True}) == "cancelled"
     events = store.list_admin_events(run.run_id)
-    assert [e["event_type"] for e in events] == ["status_transition_rejected"]
+    assert [e.event_type for e in events] == ["status_transition_rejected"]
     assert store.get_entity("session", run.run_id)["status"] == "cancelled"  # type: ignore[index]
 
 

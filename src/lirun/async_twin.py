@@ -20,7 +20,15 @@ Core = TypeVar("Core")
 Core_co = TypeVar("Core_co", covariant=True)
 R = TypeVar("R", bound="AsDict")
 
-__all__ = ["AsDict", "HasCore", "async_dict_rows", "async_method", "async_twin", "to_thread"]
+__all__ = [
+    "AsDict",
+    "HasCore",
+    "async_dict_row",
+    "async_dict_rows",
+    "async_method",
+    "async_twin",
+    "to_thread",
+]
 
 
 async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -91,7 +99,22 @@ def async_dict_rows(
 
     call.__name__, call.__qualname__ = method.__name__, method.__qualname__
     call.__doc__ = _twin_doc(method.__qualname__, method.__doc__) + _DICT_ROWS
-    call.__wrapped__ = _DictRowsSignature(method)  # type: ignore[attr-defined]
+    call.__wrapped__ = _DictRowsSignature(method, "list[dict[str, Any]]")  # type: ignore[attr-defined]
+    return call
+
+
+def async_dict_row(
+    method: Callable[Concatenate[Core, P], R | None],
+) -> Callable[Concatenate[HasCore[Core], P], Coroutine[Any, Any, dict[str, Any] | None]]:
+    """As ``async_dict_rows``, for a core method that returns one typed row or None."""
+
+    async def call(self: HasCore[Core], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        row = await to_thread(lambda: method(self.sync, *args, **kwargs))
+        return None if row is None else row.as_dict()
+
+    call.__name__, call.__qualname__ = method.__name__, method.__qualname__
+    call.__doc__ = _twin_doc(method.__qualname__, method.__doc__) + _DICT_ROWS
+    call.__wrapped__ = _DictRowsSignature(method, "dict[str, Any] | None")  # type: ignore[attr-defined]
     return call
 
 
@@ -99,16 +122,17 @@ _DICT_ROWS = "\n\nEach row is a plain dict (the row's ``as_dict()``)."
 
 
 class _DictRowsSignature:
-    """Shows ``inspect`` (``help``) the core method's parameters returning a list of dicts.
+    """Shows ``inspect`` (``help``) the core method's parameters returning dicts.
 
     Built on demand: importing ``inspect`` at start-up would cost ``li wait`` milliseconds.
     """
 
-    def __init__(self, method: Callable[..., Any]) -> None:
+    def __init__(self, method: Callable[..., Any], returns: str) -> None:
         self._method = method
+        self._returns = returns
 
     @property
     def __signature__(self) -> Any:
         import inspect
 
-        return inspect.signature(self._method).replace(return_annotation="list[dict[str, Any]]")
+        return inspect.signature(self._method).replace(return_annotation=self._returns)

@@ -134,7 +134,7 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
     if detail.get("run_dir") is None:  # a flow invocation has its own; a manual one borrows
         detail["run_dir"] = dirs["run_dir"]
     detail["transitions"] = [t.as_dict() for t in store.list_transitions(kind, row["id"])]
-    detail["admin_events"] = store.list_admin_events(row["id"])
+    detail["admin_events"] = [e.as_dict() for e in store.list_admin_events(row["id"])]
     if kind == "session":
         detail["owner_verdict"] = owner_verdict(row, now)
     detail["liveness"] = liveness(kind, row, now)

@@ -33,7 +33,7 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retention_records import RetentionRecords
-from lirun.store.rows import TransitionRow
+from lirun.store.rows import AdminEventRow, TransitionRow
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
@@ -192,7 +192,7 @@ class Store(
         )
         return [TransitionRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def list_admin_events(self, target_id: str | None = None) -> list[dict[str, Any]]:
+    def list_admin_events(self, target_id: str | None = None) -> list[AdminEventRow]:
         """Admin events (overrides, rejected transitions), all or for one target."""
         if target_id is None:
             rows = self.connector.read(self.sql("list_admin_events"))
@@ -200,7 +200,7 @@ class Store(
             rows = self.connector.read(
                 self.sql("list_admin_events_for_target"), {"target_id": target_id}
             )
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [AdminEventRow.from_row(decode_row(r) or {}) for r in rows]
 
     def list_messages(self, session_id: str) -> list[dict[str, Any]]:
         """The session's messages in order (``seq``)."""

@@ -147,3 +147,26 @@ class ScheduleRunRow(NamedTuple):
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict, as the JSON outputs show it."""
         return self._asdict()
+
+
+class AdminEventRow(NamedTuple):
+    """An ``admin_events`` row: an override or a refused status write, who and why (its
+    payload decoded)."""
+
+    id: str
+    event_type: str
+    target_type: str
+    target_id: str
+    actor: str | None
+    justification: str | None
+    payload: Any
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AdminEventRow:
+        """The event of one decoded ``admin_events`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
+        return self._asdict()

@@ -220,7 +220,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "lineage": lineage,
         "play_of": _play_of(row),
         "transcript": read_transcript(row),
-        "admin_events": store.list_admin_events(run_id),
+        "admin_events": [e.as_dict() for e in store.list_admin_events(run_id)],
     }
 
 
