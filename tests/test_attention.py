@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from lirun.store import Store
+from lirun.store.rows import ScheduleRow
 from lirun.ui.attention import OVERDUE_GRACE_SECONDS, Facts, needs_you
 from lirun.ui.attention_facts import attention_items, gather
 from support.storekit import raw_write
@@ -26,8 +27,9 @@ def _play(status: str, **more: Any) -> dict[str, Any]:
             "updated_at": NOW - 5, **more}  # fmt: skip
 
 
-def _schedule(name: str, due: float | None, status: str = "enabled") -> dict[str, Any]:
-    return {"id": f"id-{name}", "name": name, "status": status, "next_due_at": due}
+def _schedule(name: str, due: float | None, status: str = "enabled") -> ScheduleRow:
+    given = {"id": f"id-{name}", "name": name, "status": status, "next_due_at": due}
+    return ScheduleRow.from_row({**dict.fromkeys(ScheduleRow._fields), **given})
 
 
 @pytest.mark.parametrize(

@@ -249,7 +249,7 @@ def test_resume_on_timeout_resumes_the_engine_session_in_the_same_row(
     assert calls[1][-3:] == ["resume", "0199a213-81c0-7800-8aa1-000000000005", "-"]
     assert [entry["stdin"] for entry in logged] == ["go", CONTINUATION_PROMPT]
     with opened_store(db_url) as store:
-        history = [t["status"] for t in store.list_transitions("session", row["id"])]
+        history = [t.status for t in store.list_transitions("session", row["id"])]
     assert history == ["running", "timed_out"]
 
 

@@ -128,7 +128,7 @@ def test_a_stored_policy_is_applied_by_a_worker(
     try:
         with workers(li_env, tmp_path, "--allow-root", str(tmp_path)):  # gc runs no code there
             run = fire_now(store, "gc")
-            done = until(lambda: status_is(store, run["id"], "completed", "failed"), timeout=30)
+            done = until(lambda: status_is(store, run.id, "completed", "failed"), timeout=30)
         assert done["status"] == "completed", done["status_reason_summary"]
         assert "pruned 1 run(s)" in done["status_reason_summary"]
         row = store.get_entity("session", old)

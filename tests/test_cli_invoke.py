@@ -39,7 +39,7 @@ def test_start_then_end_through_the_cli(store: Store, li_env: dict[str, str]) ->
     assert row["exit_code"] == 0
     assert row["ended_at"] is not None
     history = store.list_transitions("invocation", ident)
-    assert [(t["previous_status"], t["status"], t["source"]) for t in history] == [
+    assert [(t.previous_status, t.status, t.source) for t in history] == [
         (None, "running", "system"),
         ("running", "completed", "executor"),
     ]

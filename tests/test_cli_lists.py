@@ -14,6 +14,7 @@ from lirun.cli.main import main
 from lirun.cli.schedule import added_sentence
 from lirun.flows.preview import typed_command
 from lirun.store import Store
+from lirun.store.rows import ScheduleRow
 from support.storekit import raw_write
 
 
@@ -148,13 +149,14 @@ def test_attention_lists_what_needs_you_with_what_to_do(
 
 def test_a_schedule_add_confirms_in_a_sentence() -> None:
     now = time.mktime((2026, 12, 1, 10, 40, 0, 0, 0, -1))
-    row = {"name": "tick", "status": "enabled", "next_due_at": int(now) + 3}
+    given = {"name": "tick", "status": "enabled", "next_due_at": int(now) + 3}
+    row = ScheduleRow.from_row({**dict.fromkeys(ScheduleRow._fields), **given})
     assert added_sentence(row, now) == "added schedule tick; next run 10:40:03 (in 3 s)"
-    later = {**row, "next_due_at": int(now) + 2 * 86400}
+    later = row._replace(next_due_at=int(now) + 2 * 86400)
     assert added_sentence(later, now) == (
         "added schedule tick; next run 2026-12-03 10:40:00 (in 2 d)"
     )
-    off = {**row, "status": "disabled"}
+    off = row._replace(status="disabled")
     assert added_sentence(off, now) == (
         "added schedule tick, disabled: it runs once `li schedule enable tick`"
     )

@@ -62,17 +62,17 @@ def test_override_repairs_a_terminal_row_with_an_audit_trail(
         "repaired by hand",
     )
     last = failed_run.list_transitions("session", "run-1")[-1]
-    assert (last["previous_status"], last["status"], last["source"], last["actor"]) == (
+    assert (last.previous_status, last.status, last.source, last.actor) == (
         "failed",
         "completed",
         "admin",
         "alice",
     )
     [event] = failed_run.list_admin_events("run-1")
-    assert event["event_type"] == "status_transition_override"
-    assert event["actor"] == "alice"
-    assert event["justification"] == "tests pass; the exception was in cleanup"
-    assert event["payload"]["previous_status"] == "failed"
+    assert event.event_type == "status_transition_override"
+    assert event.actor == "alice"
+    assert event.justification == "tests pass; the exception was in cleanup"
+    assert event.payload["previous_status"] == "failed"
 
 
 def test_override_keeps_the_stored_exit_code_in_step(

@@ -407,7 +407,7 @@ def test_resume_on_timeout_runs_one_more_leg_in_the_same_execution(
     legs = [e for e in row["status_evidence_refs"] if e["kind"] == "leg"]
     assert [(leg["leg"], leg["status"]) for leg in legs] == [(1, "timed_out"), (2, "completed")]
     with opened_store(db_url) as store:
-        history = [t["status"] for t in store.list_transitions("session", row["id"])]
+        history = [t.status for t in store.list_transitions("session", row["id"])]
     assert history == ["running", "completed"]  # the first leg deferred: no terminal write
     stdout_log = Path(row["run_dir"]) / "stream" / "stdout.log"
     assert stdout_log.read_text() == "finished\n"

@@ -30,7 +30,7 @@ def li(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def history(store: Store, name: str) -> list[str]:
     row = store.get_schedule(name)
     assert row is not None
-    return [t["reason_code"] for t in store.list_transitions("schedule", row["id"])]
+    return [t.reason_code for t in store.list_transitions("schedule", row.id)]
 
 
 def test_add_list_show_enable_disable_delete(
@@ -71,7 +71,7 @@ def test_add_list_show_enable_disable_delete(
     assert shown["schedule"]["status"] == "enabled"
     assert len(shown["history"]) == 3
     assert li(capsys, "delete", "poll")[1] == "deleted schedule poll\n"
-    assert [r["name"] for r in store.list_schedules()] == ["nightly"]
+    assert [r.name for r in store.list_schedules()] == ["nightly"]
     assert li(capsys, "add", "poll", "--every", "1m", "--", "run", "true")[0] == 0
 
 
@@ -125,7 +125,7 @@ def test_a_taken_name_exits_2(store: Store, capsys: pytest.CaptureFixture[str]) 
     code, _, err = li(capsys, "add", "x", "--every", "2h", "--", "run", "true")
     assert code == 2
     assert "already exists" in err
-    assert store.list_schedules()[0]["spec"] == "every 1h"
+    assert store.list_schedules()[0].spec == "every 1h"
 
 
 def test_a_usd_budget_says_it_cannot_see_codex_runs(
@@ -177,12 +177,12 @@ def test_apply_dry_run_then_apply_then_update(
         ["create", "poll", "-"],
         ["disable", "legacy", "not in the file"],
     ]
-    assert [r["name"] for r in store.list_schedules()] == ["legacy"]
+    assert [r.name for r in store.list_schedules()] == ["legacy"]
     assert li(capsys, "apply", str(file))[0] == 0
-    rows = {r["name"]: r for r in store.list_schedules()}
-    assert rows["legacy"]["status"] == "disabled"
-    assert rows["poll"]["action_json"]["cwd"] == str(tmp_path)  # the file's directory
-    assert rows["poll"]["policies_json"]["overlap"] == "allow"
+    rows = {r.name: r for r in store.list_schedules()}
+    assert rows["legacy"].status == "disabled"
+    assert rows["poll"].action_json["cwd"] == str(tmp_path)  # the file's directory
+    assert rows["poll"].policies_json["overlap"] == "allow"
     file.write_text(SCHEDULES.replace("retries: 2", "retries: 3\n    enabled: false"))
     code, out, _ = li(capsys, "apply", str(file), "--json")
     ops = {c["name"]: c for c in json.loads(out)["changes"]}
@@ -203,10 +203,10 @@ def test_apply_takes_require_change_for_a_run_action(
         "  - name: plain\n    every: 1h\n    action: run true\n"
     )
     assert li(capsys, "apply", str(file))[0] == 0
-    rows = {r["name"]: r for r in store.list_schedules()}
-    assert rows["deploy"]["action_json"]["task"]["require_change"] is True
-    assert rows["probe"]["action_json"]["task"]["require_change"] is True
-    assert rows["plain"]["action_json"]["task"]["require_change"] is False
+    rows = {r.name: r for r in store.list_schedules()}
+    assert rows["deploy"].action_json["task"]["require_change"] is True
+    assert rows["probe"].action_json["task"]["require_change"] is True
+    assert rows["plain"].action_json["task"]["require_change"] is False
     flow = tmp_path / "f.yaml"
     flow.write_text("legs:\n  - {id: a, run: [echo, hi]}\n")
     file.write_text(
@@ -258,16 +258,16 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
     assert "no runs yet" in err
     row = store.get_schedule("poll")
     assert row is not None
-    run = store.insert_due_run(schedule_id=row["id"], due_at=row["next_due_at"], action_kind="run")
+    run = store.insert_due_run(schedule_id=row.id, due_at=row.next_due_at, action_kind="run")
     assert run is not None
     for status, reason in (
         ("running", "schedule.running.started"),
         ("completed", "schedule.completed.ok"),
     ):
-        store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
+        store.update_status("schedule_run", run.id, new_status=status, reason_code=reason)
     code, out, _ = li(capsys, "runs", "poll", "--json")
     assert [(r["id"], r["status"], r["due_at"]) for r in json.loads(out)] == [
-        (run["id"], "completed", row["next_due_at"])
+        (run.id, "completed", row.next_due_at)
     ]
     header, line = li(capsys, "runs", "poll")[1].splitlines()
     assert header.split() == [
@@ -281,14 +281,14 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
         "(UTC)",
         "REASON",
     ]
-    assert line.split()[:2] == [run["id"], "completed"]
+    assert line.split()[:2] == [run.id, "completed"]
     assert line.split()[-1] == "schedule.completed.ok"
     waited = subprocess.run(
-        li_command("wait", "--timeout", "10", run["id"]),
+        li_command("wait", "--timeout", "10", run.id),
         env=li_env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert waited.returncode == 0, waited.stderr
-    assert run["id"] in waited.stdout
+    assert run.id in waited.stdout
     assert "completed" in waited.stdout
 
 

@@ -66,7 +66,7 @@ def test_create_send_inbox_show_archive(store: Store, capsys: pytest.CaptureFixt
     assert code == 2
     assert "is archived" in err
     history = store.list_transitions("team", team_id)
-    assert [(h["reason_code"], h["actor"], h["reason_summary"]) for h in history][1:] == [
+    assert [(h.reason_code, h.actor, h.reason_summary) for h in history][1:] == [
         ("team.archived.operator", "ops", "shipped")
     ]
     team = store.get_entity("team", team_id)

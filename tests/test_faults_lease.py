@@ -233,9 +233,9 @@ def test_lease_freeze(tmp_path: Path) -> None:
                 os.kill(owner, signal.SIGSTOP)
                 time.sleep(frozen)
                 os.kill(owner, signal.SIGCONT)
-                rows = settled(store, {run["id"]}, 40)
+                rows = settled(store, {run.id}, 40)
                 try:
-                    check_runs(rows, {run["id"]: ledger}, may_lapse=True)
+                    check_runs(rows, {run.id: ledger}, may_lapse=True)
                 except AssertionError as exc:
                     raise type(exc)(f"{exc}; workers: {logs(procs)}") from None
             check_escaped(rnd)
@@ -270,7 +270,7 @@ def test_db_outage_workers(pg_cluster: PgCluster, tmp_path: Path) -> None:
             work = work_argv(program, ledger, OUTAGE_WORK)
             action = parse_action(["run", *work], base=str(rnd.workdir))
             run = submit(store, action, policies=make_policies({"retries": 1}, None))
-            ledgers[run["id"]] = ledger
+            ledgers[run.id] = ledger
         for ledger in ledgers.values():
             wait_started(ledger)
         long = rnd.rng.random() < 0.5
@@ -434,7 +434,7 @@ def test_lease_cut_link(tmp_path: Path) -> None:
             owner_of_run = ""
             deadline = time.monotonic() + 30
             while not owner_of_run and time.monotonic() < deadline:
-                row = store.get_entity("schedule_run", run["id"]) or {}
+                row = store.get_entity("schedule_run", run.id) or {}
                 if row.get("status") == "running" and ledger.exists():
                     owner_of_run = ids.get(str(row.get("worker_id")), "")
                 time.sleep(0.05)
@@ -449,9 +449,9 @@ def test_lease_cut_link(tmp_path: Path) -> None:
                 time.sleep(cut)
             finally:
                 host.restore()
-            rows = settled(store, {run["id"]}, 60)
+            rows = settled(store, {run.id}, 60)
             try:
-                check_runs(rows, {run["id"]: ledger}, may_lapse=True)
+                check_runs(rows, {run.id: ledger}, may_lapse=True)
             except AssertionError as exc:
                 tails = " || ".join(p.read_text(errors="replace")[-600:] for p in logs_of.values())
                 raise type(exc)(f"{exc}; workers: {tails}") from None

@@ -21,6 +21,7 @@ from lirun.exec.fence import SETTLE_SECONDS, Fence, margin_for
 from lirun.schedules.outcomes import LEASE_LOST, Outcome, should_retry
 from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.worker import _confirmed
+from lirun.store.rows import ScheduleRunRow
 
 Owners = list[tuple[subprocess.Popen[str], str]]
 OWNER = """\
@@ -193,14 +194,15 @@ def test_a_run_that_did_not_complete_across_a_lost_lease_ends_lease_lost() -> No
 
 def test_a_lapse_counts_once_seen_unchanged_for_half_the_lease() -> None:
     seen: dict[tuple[str, float], float] = {}
-    run = {"id": "r1", "lease_expires_at": 104.0, "heartbeat_at": 100.0}
+    given = {"id": "r1", "lease_expires_at": 104.0, "heartbeat_at": 100.0}
+    run = ScheduleRunRow.from_row({**dict.fromkeys(ScheduleRunRow._fields), **given})
     assert _confirmed([run], seen) == []
     key = ("r1", 104.0)
     seen[key] -= 1.9
     assert _confirmed([run], seen) == []
     seen[key] -= 0.2
     assert _confirmed([run], seen) == [run]
-    renewed = {**run, "lease_expires_at": 108.0, "heartbeat_at": 104.0}
+    renewed = run._replace(lease_expires_at=108.0, heartbeat_at=104.0)
     assert _confirmed([renewed], seen) == []
     assert key not in seen
 

@@ -79,8 +79,8 @@ def test_a_pruned_run_keeps_its_tombstone_and_loses_its_bulk(
     assert not Path(str(before["run_dir"])).exists()
     assert store.list_messages("r-old") == []
     history = store.list_transitions("session", "r-old")
-    assert [h["status"] for h in history] == ["running", "completed"]
-    assert all(h["evidence_refs"] is None for h in history)
+    assert [h.status for h in history] == ["running", "completed"]
+    assert all(h.evidence_refs is None for h in history)
     assert tally.pruned == {"session": 1}
     assert tally.file_bytes > 0
     assert tally.bulk_bytes > 0

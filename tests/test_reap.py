@@ -33,7 +33,7 @@ def test_find_orphans_and_reap(store: Any) -> None:
     assert row["ended_at"] is not None
     assert row["status_evidence_refs"][0]["kind"] == "owner"
     last = store.list_transitions("session", "dead")[-1]
-    assert (last["previous_status"], last["status"], last["source"]) == (
+    assert (last.previous_status, last.status, last.source) == (
         "running",
         "failed",
         "system",
@@ -58,7 +58,7 @@ def test_second_reaper_loses_the_cas_harmlessly(store: Any) -> None:
     row = store.get_entity("session", "dead")
     assert reap_sessions(store, [row])[0]["reaped"] is True
     assert reap_sessions(store, [row]) == []  # already failed: judged alive-or-done, no write
-    failed = [t for t in store.list_transitions("session", "dead") if t["status"] == "failed"]
+    failed = [t for t in store.list_transitions("session", "dead") if t.status == "failed"]
     assert len(failed) == 1
 
 
@@ -86,7 +86,7 @@ def test_concurrent_reaper_processes(store: Any, li_env: dict[str, str]) -> None
     assert sorted(wins) == [f"dead-{n}" for n in range(6)]  # each row won exactly once
     for n in range(6):
         history = store.list_transitions("session", f"dead-{n}")
-        assert [t["status"] for t in history] == ["running", "failed"]
+        assert [t.status for t in history] == ["running", "failed"]
 
 
 def test_li_reap_dry_run_writes_nothing(store: Any, li_env: dict[str, str]) -> None:

@@ -5,6 +5,7 @@ exactly-once key on due-time runs."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pwd
 import threading
@@ -19,6 +20,7 @@ from lirun.schedules.actions import Action, parse_action
 from lirun.schedules.definition import Definition, Policies, check_name, diff, make_policies
 from lirun.schedules.triggers import at_trigger, cron_trigger, every_trigger, next_due
 from lirun.store import Store, open_store
+from lirun.store.rows import ScheduleRow
 
 NOW = 1_800_000_000  # 2027-01-15, a fixed clock
 
@@ -34,8 +36,8 @@ def definition(tmp_path: Path, name: str = "nightly", **policies: Any) -> Defini
     )
 
 
-def reasons(store: Store, row: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(t["status"], t["reason_code"]) for t in store.list_transitions("schedule", row["id"])]
+def reasons(store: Store, row: ScheduleRow) -> list[tuple[str, str]]:
+    return [(t.status, t.reason_code) for t in store.list_transitions("schedule", row.id)]
 
 
 # --- actions -----------------------------------------------------------------------------------
@@ -185,32 +187,35 @@ def test_diff_names_each_changed_field(tmp_path: Path) -> None:
 
 def test_history_of_every_change_has_its_reason(store: Store, tmp_path: Path) -> None:
     row = registry.add(store, definition(tmp_path), now=NOW, actor="ann")
-    assert row["status"] == "enabled"
-    assert row["enabled"] == 1
-    assert row["next_due_at"] == NOW + 3600
-    assert isinstance(row["next_due_at"], int)
-    assert row["trigger_json"]["kind"] == "every"
-    assert row["tz"] == "UTC"
+    assert row.status == "enabled"
+    assert row.enabled == 1
+    assert row.next_due_at == NOW + 3600
+    assert isinstance(row.next_due_at, int)
+    assert row.trigger_json["kind"] == "every"
+    assert row.tz == "UTC"
     row, changed = registry.set_enabled(store, "nightly", False, now=NOW + 10, actor="bob")
     assert changed
-    assert row["status"] == "disabled"
-    assert row["next_due_at"] is None
-    assert row["enabled"] == 0
+    assert row.status == "disabled"
+    assert row.next_due_at is None
+    assert row.enabled == 0
     assert registry.set_enabled(store, "nightly", False, now=NOW + 20)[1] is False
     row, _ = registry.set_enabled(store, "nightly", True, now=NOW + 7300)
-    assert row["next_due_at"] == NOW + 3 * 3600  # due from the moment it is enabled again
+    assert row.next_due_at == NOW + 3 * 3600  # due from the moment it is enabled again
     deleted = registry.delete(store, "nightly", actor="cy")
-    assert deleted["status"] == "deleted"
-    assert deleted["deleted_at"] is not None
+    assert deleted.status == "deleted"
+    assert deleted.deleted_at is not None
+    assert store.get_schedule("nightly") is None  # by name: live ones only
+    assert store.get_schedule_by_id(row.id) == deleted  # by id: deleted ones too
+    assert store.get_schedule_by_id("no-such-id") is None
     assert reasons(store, row) == [
         ("enabled", "schedule_definition.enabled.created"),
         ("disabled", "schedule_definition.disabled.user"),
         ("enabled", "schedule_definition.enabled.user"),
         ("deleted", "schedule_definition.deleted.user"),
     ]
-    history = store.list_transitions("schedule", row["id"])
-    assert [t["actor"] for t in history] == ["ann", "bob", None, "cy"]
-    assert history[0]["metadata"]["definition"]["name"] == "nightly"
+    history = store.list_transitions("schedule", row.id)
+    assert [t.actor for t in history] == ["ann", "bob", None, "cy"]
+    assert history[0].metadata["definition"]["name"] == "nightly"
 
 
 def test_names_are_unique_among_schedules_not_deleted(store: Store, tmp_path: Path) -> None:
@@ -220,14 +225,14 @@ def test_names_are_unique_among_schedules_not_deleted(store: Store, tmp_path: Pa
     assert len(store.list_schedules()) == 1
     registry.delete(store, "nightly")
     second = registry.add(store, definition(tmp_path), now=NOW)
-    assert second["id"] != first["id"]
-    assert [r["status"] for r in store.list_schedules(include_deleted=True)] == [
+    assert second.id != first.id
+    assert [r.status for r in store.list_schedules(include_deleted=True)] == [
         "deleted",
         "enabled",
     ]
     with pytest.raises(TransitionRejectedError):
         store.change_schedule(
-            first["id"], new_status="enabled", reason_code="schedule_definition.enabled.user"
+            first.id, new_status="enabled", reason_code="schedule_definition.enabled.user"
         )
 
 
@@ -241,37 +246,37 @@ def test_missing_names_are_not_found(store: Store) -> None:
 def test_a_due_run_exists_once_per_schedule_due_time_and_attempt(
     store: Store, tmp_path: Path
 ) -> None:
-    sid = registry.add(store, definition(tmp_path), now=NOW)["id"]
+    sid = registry.add(store, definition(tmp_path), now=NOW).id
     due = NOW + 3600
     first = store.insert_due_run(schedule_id=sid, due_at=due, action_kind="run")
     assert first is not None
-    assert first["due_at"] == due
-    assert first["status"] == "queued"
+    assert first.due_at == due
+    assert first.status == "queued"
     assert store.insert_due_run(schedule_id=sid, due_at=due, action_kind="run") is None
     retry = store.insert_due_run(
-        schedule_id=sid, due_at=due, action_kind="run", attempt=2, retry_of=first["id"]
+        schedule_id=sid, due_at=due, action_kind="run", attempt=2, retry_of=first.id
     )
     assert retry is not None
-    assert retry["retry_of"] == first["id"]
+    assert retry.retry_of == first.id
     skipped = store.insert_due_run(
         schedule_id=sid, due_at=due + 3600, action_kind="run", status="skipped",
         reason_code="schedule.skipped.overlap",
     )  # fmt: skip
     assert skipped is not None
-    assert skipped["ended_at"] is not None
+    assert skipped.ended_at is not None
     # fire / submit runs have no due time: NULLs are distinct in the unique key.
     for _ in range(2):
         store.create_schedule_run(action_kind="run", schedule_id=sid)
     runs = store.list_schedule_runs(sid)
     assert len(runs) == 5
-    assert [t["reason_code"] for t in store.list_transitions("schedule_run", first["id"])] == [
+    assert [t.reason_code for t in store.list_transitions("schedule_run", first.id)] == [
         "schedule.queued.created"
     ]
 
 
 def test_racing_writers_make_one_row_per_due_time(db_url: str, tmp_path: Path) -> None:
     setup = open_store(db_url)
-    sid = registry.add(setup, definition(tmp_path), now=NOW)["id"]
+    sid = registry.add(setup, definition(tmp_path), now=NOW).id
     setup.close()
     won: list[str] = []
     start = threading.Barrier(4)
@@ -283,7 +288,7 @@ def test_racing_writers_make_one_row_per_due_time(db_url: str, tmp_path: Path) -
             for due in range(NOW, NOW + 20):
                 row = own.insert_due_run(schedule_id=sid, due_at=due, action_kind="run")
                 if row is not None:
-                    won.append(row["id"])
+                    won.append(row.id)
         finally:
             own.close()
 
@@ -296,13 +301,13 @@ def test_racing_writers_make_one_row_per_due_time(db_url: str, tmp_path: Path) -
     runs = check.list_schedule_runs(sid)
     check.close()
     assert len(won) == 20
-    assert sorted(r["due_at"] for r in runs) == list(range(NOW, NOW + 20))
+    assert sorted(r.due_at for r in runs) == list(range(NOW, NOW + 20))
 
 
 def test_due_at_must_be_integer_seconds(store: Store, tmp_path: Path) -> None:
     from lirun.errors import ValidationError
 
-    sid = registry.add(store, definition(tmp_path), now=NOW)["id"]
+    sid = registry.add(store, definition(tmp_path), now=NOW).id
     with pytest.raises(ValidationError, match="integer epoch seconds"):
         store.insert_due_run(schedule_id=sid, due_at=1.5, action_kind="run")  # type: ignore[arg-type]
 
@@ -327,20 +332,20 @@ def test_apply_creates_updates_and_disables_what_is_missing(store: Store, tmp_pa
         ("disable", "gone"),
     ]
     registry.apply(store, changes, now=NOW + 100, source="/x/schedules.yaml", actor="ann")
-    rows = {r["name"]: r for r in store.list_schedules()}
-    assert rows["change"]["policies_json"]["retries"] == 2
-    assert rows["change"]["trigger_json"]["anchor"] == NOW  # anchored on its creation
-    assert rows["change"]["next_due_at"] == NOW + 3600  # the pending due time is kept
-    assert rows["gone"]["status"] == "disabled"
+    rows = {r.name: r for r in store.list_schedules()}
+    assert rows["change"].policies_json["retries"] == 2
+    assert rows["change"].trigger_json["anchor"] == NOW  # anchored on its creation
+    assert rows["change"].next_due_at == NOW + 3600  # the pending due time is kept
+    assert rows["gone"].status == "disabled"
     assert reasons(store, rows["change"])[-1] == ("enabled", "schedule_definition.enabled.updated")
-    meta = store.list_transitions("schedule", rows["change"]["id"])[-1]["metadata"]
+    meta = store.list_transitions("schedule", rows["change"].id)[-1].metadata
     assert meta == {"file": "/x/schedules.yaml", "diff": {"policies.retries": [0, 2]}}
     assert reasons(store, rows["gone"])[-1] == ("disabled", "schedule_definition.disabled.applied")
     again = registry.plan(store.list_schedules(), wanted, now=NOW + 200)
     assert {c.op for c in again} == {"unchanged"}  # applying twice changes nothing
     deleting = registry.plan(store.list_schedules(), wanted[:1], now=NOW, missing="delete")
     registry.apply(store, deleting, now=NOW, source="f")
-    assert [r["name"] for r in store.list_schedules()] == ["keep"]
+    assert [r.name for r in store.list_schedules()] == ["keep"]
 
 
 def test_an_at_schedule_in_the_past_is_refused_at_add(store: Store, tmp_path: Path) -> None:
@@ -358,18 +363,18 @@ def test_a_definition_round_trips_through_its_row(store: Store, tmp_path: Path) 
     )  # fmt: skip
     row = registry.add(store, wanted, now=NOW)
     assert Definition.from_row(row) == wanted
-    assert row["next_due_at"] == next_due(wanted.trigger, NOW)
+    assert row.next_due_at == next_due(wanted.trigger, NOW)
 
 
 def test_what_a_worker_reads_and_moves(store: Store, tmp_path: Path) -> None:
-    sid = registry.add(store, definition(tmp_path, "a"), now=NOW)["id"]
+    sid = registry.add(store, definition(tmp_path, "a"), now=NOW).id
     later = Definition("b", every_trigger("1h", anchor=NOW + 60), run_action(tmp_path))
     registry.add(store, later, now=NOW + 60)
     registry.add(store, definition(tmp_path, "off"), now=NOW - 60)
     registry.set_enabled(store, "off", False, now=NOW)
     assert store.earliest_due() == NOW + 3600
     assert store.list_due_schedules(NOW + 3599) == []
-    assert [r["name"] for r in store.list_due_schedules(NOW + 3660)] == ["a", "b"]
+    assert [r.name for r in store.list_due_schedules(NOW + 3660)] == ["a", "b"]
     assert store.advance_next_due(sid, expected=NOW + 3600, new=NOW + 7200)
     assert not store.advance_next_due(sid, expected=NOW + 3600, new=NOW + 7200)  # lost the CAS
     assert store.earliest_due() == NOW + 3660
@@ -378,7 +383,7 @@ def test_what_a_worker_reads_and_moves(store: Store, tmp_path: Path) -> None:
     assert run is not None
     assert store.count_active_runs(sid) == 1
     store.update_status(
-        "schedule_run", run["id"], new_status="skipped", reason_code="schedule.skipped.overlap"
+        "schedule_run", run.id, new_status="skipped", reason_code="schedule.skipped.overlap"
     )
     assert store.count_active_runs(sid) == 0
 
@@ -386,7 +391,7 @@ def test_what_a_worker_reads_and_moves(store: Store, tmp_path: Path) -> None:
 def test_apply_does_not_undo_what_a_worker_disabled(store: Store, tmp_path: Path) -> None:
     row = registry.add(store, definition(tmp_path, "capped", max_runs="1"), now=NOW)
     store.change_schedule(
-        row["id"], new_status="disabled", reason_code="schedule_definition.disabled.max_runs",
+        row.id, new_status="disabled", reason_code="schedule_definition.disabled.max_runs",
         source="system",
     )  # fmt: skip
     wanted = [definition(tmp_path, "capped", max_runs="1")]
@@ -397,7 +402,7 @@ def test_apply_does_not_undo_what_a_worker_disabled(store: Store, tmp_path: Path
     (change,) = registry.plan(store.list_schedules(), raised, now=NOW)
     assert change.op == "update"  # a changed definition is applied, and enabled again
     registry.apply(store, [change], now=NOW, source="f")
-    assert store.list_schedules()[0]["status"] == "enabled"
+    assert store.list_schedules()[0].status == "enabled"
 
 
 def test_a_row_without_a_definition_is_replaced_by_apply(store: Store, tmp_path: Path) -> None:
@@ -411,9 +416,9 @@ def test_a_row_without_a_definition_is_replaced_by_apply(store: Store, tmp_path:
     registry.apply(store, [change], now=NOW, source="f")
     row = store.get_schedule("old")
     assert row is not None
-    assert row["id"] == legacy["id"]
-    assert row["status"] == "enabled"
-    assert row["trigger_json"]["kind"] == "every"
+    assert row.id == legacy.id
+    assert row.status == "enabled"
+    assert row.trigger_json["kind"] == "every"
 
 
 def test_apply_does_not_overwrite_a_change_made_after_its_plan(
@@ -427,8 +432,8 @@ def test_apply_does_not_overwrite_a_change_made_after_its_plan(
     assert [(c.op, c.name) for c in lost] == [("update", "busy")]
     row = store.get_schedule("busy")
     assert row is not None
-    assert row["status"] == "disabled"
-    assert row["policies_json"]["retries"] == 0
+    assert row.status == "disabled"
+    assert row.policies_json["retries"] == 0
 
 
 def test_an_agent_action_takes_a_stall_limit_and_a_run_action_none(tmp_path: Path) -> None:
@@ -456,3 +461,17 @@ def test_without_login_variables_the_actor_is_the_account_name(
     for key in ("LOGNAME", "USER", "LNAME", "USERNAME"):
         monkeypatch.delenv(key, raising=False)
     assert registry.current_actor() == pwd.getpwuid(os.getuid()).pw_name
+
+
+def test_a_schedule_row_holds_every_column_of_the_schedules_table(
+    store: Store, tmp_path: Path
+) -> None:
+    """``ScheduleRow.from_row`` names each column: one the table gains fails here; the
+    plain dict the JSON outputs print is the row's, JSON columns decoded."""
+    row = registry.add(store, definition(tmp_path), now=NOW)
+    raw = store.connector.read(store.sql("get_live_schedule"), {"name": row.name})
+    assert set(raw[0]) == set(ScheduleRow._fields)
+    as_stored = dict(raw[0])
+    for key in ("action_json", "trigger_json", "policies_json"):
+        as_stored[key] = json.loads(as_stored[key])
+    assert row.as_dict() == as_stored

@@ -13,6 +13,7 @@ from lirun.schedules.outcomes import (
     should_retry,
     start_refusal,
 )
+from lirun.store.rows import ScheduleRunRow
 
 
 @pytest.mark.parametrize(
@@ -116,10 +117,11 @@ def test_retries(status: str, reason: str, attempt: int, retries: int, expected:
 
 
 def test_notify_env_carries_the_wait_line() -> None:
-    run = {
+    given = {
         "id": "r1", "status": "failed", "status_reason_code": "run.failed.exit_nonzero",
         "status_reason_summary": "exit 3", "exit_code": 3,
     }  # fmt: skip
+    run = ScheduleRunRow.from_row({**dict.fromkeys(ScheduleRunRow._fields), **given})
     env = notify_env(run, schedule="nightly", artifact_dir="/a")
     assert env["LIRUN_WAIT_LINE"] == (
         "r1\tstatus=failed\treason=run.failed.exit_nonzero\tartifact_dir=/a\texit_code=3"

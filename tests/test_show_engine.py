@@ -47,7 +47,7 @@ def li_env(db: str) -> dict[str, str]:
 
 def _history(db: str, play_id: str) -> list[str]:
     with opened(db) as store:
-        return [t["reason_code"] for t in store.list_transitions("play", play_id)]
+        return [t.reason_code for t in store.list_transitions("play", play_id)]
 
 
 def _check_moves(tmp_path: Path, db: str, show_id: str, repo: Path) -> None:

@@ -38,7 +38,7 @@ def test_a_show_is_created_with_its_plays_and_their_history(store: Store) -> Non
         ("a", "pending", None),
         ("b", "pending", ["a"]),
     ]
-    assert [t["reason_code"] for t in store.list_transitions("play", "s1.b")] == [
+    assert [t.reason_code for t in store.list_transitions("play", "s1.b")] == [
         "play.pending.created"
     ]
     assert store.active_shows_for_topic("t")[0]["id"] == "s1"

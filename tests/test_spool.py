@@ -89,7 +89,7 @@ def test_a_reaped_row_is_corrected_by_an_audited_system_override(
     assert row is not None
     assert (row["status"], row["status_reason_code"]) == ("timed_out", "run.timed_out.deadline")
     last = store.list_transitions("session", run.run_id)[-1]
-    assert (last["previous_status"], last["status"], last["source"]) == (
+    assert (last.previous_status, last.status, last.source) == (
         "failed",
         "timed_out",
         "system",
@@ -97,10 +97,10 @@ def test_a_reaped_row_is_corrected_by_an_audited_system_override(
     [event] = [
         e
         for e in store.list_admin_events(run.run_id)
-        if e["event_type"] == "status_transition_override"
+        if e.event_type == "status_transition_override"
     ]
-    assert event["actor"] == "lirun"
-    assert "spooled" in event["justification"]
+    assert event.actor == "lirun"
+    assert "spooled" in event.justification
     assert pending_files(db_url) == []
     assert apply_pending(store) == []  # applying twice changes nothing
 

@@ -109,7 +109,11 @@ def test_every_public_method_is_documented_and_has_the_store_signature() -> None
         if core is None or name in ("close", "open"):
             continue
         assert inspect.iscoroutinefunction(method), name
-        assert inspect.signature(method) == inspect.signature(core), name
+        face, own = inspect.signature(method), inspect.signature(core)
+        assert face.parameters == own.parameters, name
+        if face.return_annotation != own.return_annotation:  # typed rows, given as dicts
+            assert face.return_annotation in ("list[dict[str, Any]]", "dict[str, Any] | None")
+            assert "as_dict()" in method.__doc__, name
         assert core.__doc__, name
         assert core.__doc__.strip() in method.__doc__, name
     for name, method in vars(Store).items():

@@ -34,15 +34,15 @@ def test_creation_appends_one_system_history_row(store: Store, entity_type: str)
     assert row["status"] == policy.initial
     assert row["created_at"] == row["updated_at"]
     [first] = store.list_transitions(entity_type, eid)
-    assert first["entity_type"] == entity_type
-    assert first["entity_id"] == eid
-    assert first["previous_status"] is None
-    assert first["status"] == policy.initial
-    assert first["source"] == "system"
-    assert first["reason_code"] == row["status_reason_code"]
-    assert first["reason_code"] in VALID_REASON_CODES
-    validate_reason(first["reason_code"], entity_type)
-    assert first["created_at"] == row["created_at"]
+    assert first.entity_type == entity_type
+    assert first.entity_id == eid
+    assert first.previous_status is None
+    assert first.status == policy.initial
+    assert first.source == "system"
+    assert first.reason_code == row["status_reason_code"]
+    assert first.reason_code in VALID_REASON_CODES
+    validate_reason(first.reason_code, entity_type)
+    assert first.created_at == row["created_at"]
 
 
 @pytest.mark.parametrize(
@@ -54,7 +54,7 @@ def test_a_session_created_terminal_has_a_fitting_reason(
 ) -> None:
     row = store.create_session(status=status)
     assert (row["status"], row["status_reason_code"]) == (status, reason)
-    assert [t["status"] for t in store.list_transitions("session", row["id"])] == [status]
+    assert [t.status for t in store.list_transitions("session", row["id"])] == [status]
 
 
 @pytest.mark.parametrize("entity_type", sorted(POLICIES))
@@ -76,7 +76,7 @@ def test_history_is_linear(store: Store, entity_type: str) -> None:
     with pytest.raises(TransitionRejectedError):
         store.update_status(entity_type, eid, new_status=other, reason_code="legacy.imported")
     history = assert_linear(store, entity_type, eid)
-    assert [t["status"] for t in history] == [POLICIES[entity_type].initial, *WALKS[entity_type]]
+    assert [t.status for t in history] == [POLICIES[entity_type].initial, *WALKS[entity_type]]
 
 
 def test_history_is_per_entity(store: Store) -> None:
@@ -223,8 +223,8 @@ def test_admin_events_filter_by_target(store: Store) -> None:
     for entity_type, eid, to in (("session", a, "failed"), ("team", b, "active")):
         with pytest.raises(TransitionRejectedError):
             store.update_status(entity_type, eid, new_status=to, reason_code="legacy.imported")
-    assert [e["target_id"] for e in store.list_admin_events()] == [a, b]
-    assert [e["target_type"] for e in store.list_admin_events(b)] == ["team"]
+    assert [e.target_id for e in store.list_admin_events()] == [a, b]
+    assert [e.target_type for e in store.list_admin_events(b)] == ["team"]
     assert store.list_admin_events("nobody") == []
 
 

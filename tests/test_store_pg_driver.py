@@ -191,7 +191,7 @@ def test_a_writer_killed_mid_transaction_leaves_nothing_and_holds_nothing(
         row = store.get_entity("session", "k-1")
         assert row is not None
         assert row["status_reason_summary"] == ""
-        assert [t["status"] for t in store.list_transitions("session", "k-1")] == [
+        assert [t.status for t in store.list_transitions("session", "k-1")] == [
             "running",
             "completed",
         ]
@@ -235,7 +235,7 @@ def test_a_signal_stops_a_write_that_waits_for_a_lock(pg_only_url: str) -> None:
         assert store.update_status(
             "session", "s-1", new_status="completed", reason_code="run.completed.ok"
         )
-        assert [t["status"] for t in store.list_transitions("session", "s-1")] == [
+        assert [t.status for t in store.list_transitions("session", "s-1")] == [
             "running",
             "completed",
         ]

@@ -64,7 +64,7 @@ def test_a_status_write_waits_out_a_restart(
         )
         timer.join()
         assert applied is True
-        assert [t["status"] for t in store.list_transitions("session", "s-1")] == [
+        assert [t.status for t in store.list_transitions("session", "s-1")] == [
             "running",
             "completed",
         ]

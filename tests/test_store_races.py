@@ -107,11 +107,11 @@ def test_eight_processes_finalizing_the_same_rows_give_one_winner_each(
         assert row is not None
         assert row["status"] == status
         history = store.list_transitions("session", sid)
-        assert [(t["previous_status"], t["status"]) for t in history] == [
+        assert [(t.previous_status, t.status) for t in history] == [
             (None, "running"),
             ("running", status),
         ]
-        assert history[1]["actor"] == f"w{worker}"
+        assert history[1].actor == f"w{worker}"
     assert store.list_admin_events() == []
     # More than one worker must have won something, or there was no race at all. SQLite's
     # busy handler lets the writer that holds the lock take it again while the others sleep,

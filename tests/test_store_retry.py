@@ -61,7 +61,7 @@ def test_a_retry_after_an_ambiguous_commit_writes_history_once(
         assert _finish(store, "s-1") is True
     assert calls[0] == 2  # it did retry, and the retry found the landed transition
     history = assert_linear(store, "session", "s-1")
-    assert [t["status"] for t in history] == ["running", "completed"]
+    assert [t.status for t in history] == ["running", "completed"]
     said = caplog.text  # the library logs; it writes nothing to stderr itself
     assert said.count("lost the database") == 1
     assert said.count("is back") == 1
@@ -93,7 +93,7 @@ def test_a_lock_released_within_the_bound_lets_the_write_land(
         assert holder.stdin is not None
         threading.Timer(1.0, holder.stdin.close).start()
         assert _finish(store, "s-1") is True
-    assert [t["status"] for t in assert_linear(store, "session", "s-1")] == [
+    assert [t.status for t in assert_linear(store, "session", "s-1")] == [
         "running",
         "completed",
     ]
@@ -124,7 +124,7 @@ def test_postgres_connections_dropped_by_the_server_are_replaced(pg_only_url: st
         assert len(killed) == 2  # the store's write and read connections
         assert store.get_entity("session", "s-1")["status"] == "running"
         assert _finish(store, "s-1") is True
-        assert [t["status"] for t in store.list_transitions("session", "s-1")] == [
+        assert [t.status for t in store.list_transitions("session", "s-1")] == [
             "running",
             "completed",
         ]

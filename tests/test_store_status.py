@@ -27,7 +27,7 @@ def test_session_aliases_are_canonicalized(store: Store, alias: str) -> None:
     assert store.update_status(alias, sid, new_status="failed", reason_code="run.failed.exception")
     assert store.get_entity(alias, sid)["status"] == "failed"  # type: ignore[index]
     history = store.list_transitions(alias, sid)
-    assert [t["entity_type"] for t in history] == ["session", "session"]
+    assert [t.entity_type for t in history] == ["session", "session"]
     assert history == store.list_transitions("session", sid)
 
 
@@ -36,7 +36,7 @@ def test_plural_table_names_are_aliases(store: Store, entity_type: str) -> None:
     eid = create_entity(store, entity_type)
     table = POLICIES[entity_type].table
     assert store.get_entity(table, eid) == store.get_entity(entity_type, eid)
-    assert store.list_transitions(table, eid)[0]["entity_type"] == entity_type
+    assert store.list_transitions(table, eid)[0].entity_type == entity_type
 
 
 @pytest.mark.parametrize(
@@ -145,7 +145,7 @@ def test_expected_none_matches_a_null_status(store: Store) -> None:
     assert row is not None
     assert row["status"] == "failed"
     last = store.list_transitions("session", sid)[-1]
-    assert (last["previous_status"], last["status"]) == (None, "failed")
+    assert (last.previous_status, last.status) == (None, "failed")
 
 
 def test_a_null_status_is_not_matched_by_a_status_only_guard(store: Store) -> None:
@@ -202,11 +202,11 @@ def test_leaving_a_terminal_status_is_rejected_audited_and_committed(
         events = other.list_admin_events(sid)
     finally:
         other.close()
-    assert [e["event_type"] for e in events] == ["status_transition_rejected"]
-    assert events[0]["target_type"] == "session"
-    assert events[0]["actor"] == "teardown"
-    assert events[0]["payload"]["previous_status"] == "completed"
-    assert events[0]["payload"]["attempted_status"] == "failed"
+    assert [e.event_type for e in events] == ["status_transition_rejected"]
+    assert events[0].target_type == "session"
+    assert events[0].actor == "teardown"
+    assert events[0].payload["previous_status"] == "completed"
+    assert events[0].payload["attempted_status"] == "failed"
     after = snapshot(store, "session", sid)
     assert after["row"] == before["row"]
     assert after["transitions"] == before["transitions"]
@@ -255,7 +255,7 @@ def test_same_status_write_on_a_terminal_row_appends_history(store: Store) -> No
     assert row["status_reason_summary"] == "report.md missing"
     assert row["status_evidence_refs"] == [{"kind": "artifact", "path": "report.md"}]
     history = store.list_transitions("session", sid)
-    assert [(t["previous_status"], t["status"]) for t in history] == [
+    assert [(t.previous_status, t.status) for t in history] == [
         (None, "running"),
         ("running", "failed"),
         ("failed", "failed"),
@@ -279,18 +279,18 @@ def test_override_repairs_a_terminal_row_with_an_audit_row(store: Store) -> None
     )
     assert store.get_entity("session", sid)["status"] == "completed"  # type: ignore[index]
     [event] = store.list_admin_events(sid)
-    assert event["event_type"] == "status_transition_override"
-    assert event["actor"] == "alice"
-    assert event["justification"].startswith("artifact was written")
-    assert event["payload"]["previous_status"] == "failed"
-    assert event["payload"]["new_status"] == "completed"
+    assert event.event_type == "status_transition_override"
+    assert event.actor == "alice"
+    assert event.justification.startswith("artifact was written")
+    assert event.payload["previous_status"] == "failed"
+    assert event.payload["new_status"] == "completed"
     last = store.list_transitions("session", sid)[-1]
-    assert (last["previous_status"], last["status"], last["source"]) == (
+    assert (last.previous_status, last.status, last.source) == (
         "failed",
         "completed",
         "admin",
     )
-    assert last["created_at"] >= event["created_at"]
+    assert last.created_at >= event.created_at
 
 
 def test_override_event_and_status_share_one_transaction(
@@ -448,14 +448,14 @@ def test_evidence_metadata_source_and_actor_are_recorded(store: Store) -> None:
     assert row is not None
     assert row["status_evidence_refs"] == evidence
     last = store.list_transitions("session", sid)[-1]
-    assert last["evidence_refs"] == evidence
-    assert last["metadata"] == {"attempt": 2, "nested": {"a": [1, None]}}
-    assert (last["source"], last["actor"], last["reason_summary"]) == (
+    assert last.evidence_refs == evidence
+    assert last.metadata == {"attempt": 2, "nested": {"a": [1, None]}}
+    assert (last.source, last.actor, last.reason_summary) == (
         "agent",
         "worker-3",
         "2 commits",
     )
-    assert last["created_at"] == row["updated_at"]
+    assert last.created_at == row["updated_at"]
 
 
 def test_non_terminal_moves_are_free(store: Store) -> None:

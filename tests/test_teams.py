@@ -52,7 +52,7 @@ def test_archive_goes_through_the_guarded_write_and_refuses_messages_and_members
         source="admin", actor="ops", reason_summary="done", expected_statuses=["active"],
     )  # fmt: skip
     history = store.list_transitions("team", team_id)
-    assert [(h["status"], h["reason_code"], h["actor"]) for h in history] == [
+    assert [(h.status, h.reason_code, h.actor) for h in history] == [
         ("active", "team.active.created", None),
         ("archived", "team.archived.operator", "ops"),
     ]

@@ -31,6 +31,7 @@ from lirun.record.teardown import (
     teardown_persist_sync,
 )
 from lirun.store import StateDB, Store
+from lirun.store.rows import TransitionRow
 from support.teardownkit import GIT_ENV, finalize_as, git, make_repo, other_writer
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -79,7 +80,7 @@ def sleeps_of(ctx: PersistContext) -> list[float]:
     return ctx.sleep.calls
 
 
-def last_transition(store: Store, session_id: str) -> dict[str, Any]:
+def last_transition(store: Store, session_id: str) -> TransitionRow:
     return store.list_transitions("session", session_id)[-1]
 
 
@@ -112,7 +113,7 @@ def test_setup_creates_row_and_manifest_before_work(
     assert row["started_at"] == ctx.started_at
     assert row["ended_at"] is None
     history = store.list_transitions("session", run.run_id)
-    assert [(t["previous_status"], t["status"]) for t in history] == [(None, "running")]
+    assert [(t.previous_status, t.status) for t in history] == [(None, "running")]
     manifest = run.read_manifest()
     assert manifest["run_id"] == run.run_id
     assert manifest["state_root"] == str(run.state_root)
@@ -246,7 +247,7 @@ def test_commit_ahead_of_base_is_evidence(
     git(repo, "add", "feature.txt")
     git(repo, "commit", "-q", "-m", "feature")
     assert teardown_persist_sync(ctx) == "completed"
-    meta = last_transition(store, run.run_id)["metadata"]
+    meta = last_transition(store, run.run_id).metadata
     assert meta["completion_evidence"]["commits_ahead"] == 1
 
 
@@ -259,7 +260,7 @@ def test_completed_empty_in_a_clean_repo(
     row = store.get_entity("session", run.run_id)
     assert row is not None
     assert (row["status_reason_code"], row["exit_code"]) == ("run.completed_empty.no_evidence", 1)
-    meta = last_transition(store, run.run_id)["metadata"]
+    meta = last_transition(store, run.run_id).metadata
     assert meta["completion_evidence"]["checked"] is True
 
 
@@ -332,7 +333,7 @@ def test_artifact_root_that_is_a_file_misses_everything(
     assert [e["id"] for e in verification["missing_required"]] == ["a"]
     assert [e["id"] for e in verification["missing_optional"]] == ["b"]
     assert verification["produced"] == []
-    meta = last_transition(store, run.run_id)["metadata"]
+    meta = last_transition(store, run.run_id).metadata
     assert meta["missing_optional_artifact_ids"] == ["b"]
 
 
@@ -340,7 +341,7 @@ def test_vanished_cwd_is_no_opinion(db_url: str, store: Store, run: RunDir, repo
     ctx = start(run, db_url, cwd=str(repo))
     shutil.rmtree(repo)
     assert teardown_persist_sync(ctx) == "completed"
-    meta = last_transition(store, run.run_id)["metadata"]
+    meta = last_transition(store, run.run_id).metadata
     assert meta["completion_evidence"]["checked"] is False
 
 
@@ -490,7 +491,7 @@ def test_linked_row_missing_leaves_the_failure(db_url: str, store: Store, run: R
     assert row is not None
     assert row["status_reason_code"] == "run.failed.provider_nonretryable"
     assert row["engine_session_uid"] == "eng-1"  # stored even though its row never appeared
-    assert last_transition(store, run.run_id)["metadata"]["linked_session"] is None
+    assert last_transition(store, run.run_id).metadata["linked_session"] is None
 
 
 # --- teardown: deferral, races, failures ----------------------------------------------------
@@ -506,7 +507,7 @@ def test_defer_terminal_leaves_the_row_running(db_url: str, store: Store, run: R
     assert len(store.list_transitions("session", run.run_id)) == 1
     assert not ctx.closed  # the resumed leg finalizes with the same context
     assert teardown_persist_sync(ctx, extras={"assistant_text": "resumed and done"}) == "completed"
-    assert [t["status"] for t in store.list_transitions("session", run.run_id)] == [
+    assert [t.status for t in store.list_transitions("session", run.run_id)] == [
         "running",
         "completed",
     ]
@@ -535,7 +536,7 @@ def test_lost_race_returns_the_persisted_winner(
     assert row["status_reason_code"] == "session.orphaned.no_process"
     # Teardown's guarded write did not land at all: the reaper's write stamped the end.
     assert (row["ended_at"], row["exit_code"]) == (row["updated_at"], 1)
-    assert [t["status"] for t in store.list_transitions("session", run.run_id)] == [
+    assert [t.status for t in store.list_transitions("session", run.run_id)] == [
         "running",
         "failed",
     ]
@@ -611,7 +612,7 @@ def test_transition_rejected_returns_the_persisted_winner(
     ctx.store.db_url = db_url
     assert teardown_persist_sync(ctx, extras={"assistant_output": True}) == "cancelled"
     events = store.list_admin_events(run.run_id)
-    assert [e["event_type"] for e in events] == ["status_transition_rejected"]
+    assert [e.event_type for e in events] == ["status_transition_rejected"]
     assert store.get_entity("session", run.run_id)["status"] == "cancelled"  # type: ignore[index]
 
 
@@ -670,7 +671,7 @@ def test_second_teardown_is_a_no_op(
     with caplog.at_level(logging.WARNING, logger="lirun.record.teardown"):
         assert teardown_persist_sync(ctx, status="failed") == "failed"
     assert "already finalized" in caplog.text
-    assert [t["status"] for t in store.list_transitions("session", run.run_id)] == [
+    assert [t.status for t in store.list_transitions("session", run.run_id)] == [
         "running",
         "completed",
     ]
@@ -725,7 +726,7 @@ def test_work_done_before_the_start_does_not_count(
     ctx = start(run, db_url, cwd=str(repo))
     assert teardown_persist_sync(ctx) == "completed_empty"
     assert outcome_of(store, run) == ("completed_empty", "run.completed_empty.no_evidence")
-    meta = last_transition(store, run.run_id)["metadata"]
+    meta = last_transition(store, run.run_id).metadata
     assert meta["completion_evidence"]["changed"] is False
     assert meta["start_snapshot"]["checked"] is True
 
@@ -903,7 +904,7 @@ def test_a_crash_never_borrows_another_executions_verdict(
     assert row["status_reason_code"] == "run.failed.provider_nonretryable"
     assert "529" not in row["status_reason_summary"]
     assert row["engine_session_uid"] == "eng-1"
-    meta = last_transition(store, run.run_id)["metadata"]
+    meta = last_transition(store, run.run_id).metadata
     assert meta["linked_session"] is None
     assert meta["linked_session_ignored"] == {"id": r1, "why": "another execution's record"}
     assert sleeps_of(ctx) == [0.1, 0.1, 0.1]  # a mirror may still lag: the bounded wait stays

@@ -103,7 +103,7 @@ def test_the_runs_list_shows_commands_flows_and_schedules_by_name(
         name="nightly", fields={"spec": "every 1h", "action_kind": "run"}
     )
     for _ in range(3):
-        store.create_schedule_run(action_kind="run", schedule_id=schedule["id"])
+        store.create_schedule_run(action_kind="run", schedule_id=schedule.id)
     runs = client.get("/api/runs").json()["runs"]
     [command] = [r for r in runs if r["kind"] == "session" and not r.get("label")]
     assert command["command"] == ["sh", "-c", "echo 'a b'"]

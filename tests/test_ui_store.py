@@ -60,7 +60,7 @@ def test_import_checks_every_row_before_writing_any(store: Store) -> None:
     row = store.get_entity("session", "i1")
     assert row is not None
     assert row["exit_code"] == 0
-    assert [t["status"] for t in store.list_transitions("session", "i1")] == ["completed"]
+    assert [t.status for t in store.list_transitions("session", "i1")] == ["completed"]
     with pytest.raises(ConflictError):
         store.import_sessions([good])
 

@@ -202,7 +202,7 @@ def test_killed_owner_is_reported_orphaned(store: Any, li_env: dict[str, str]) -
     row = store.get_entity("session", "crashed")
     assert row["status"] == "failed"
     assert row["ended_at"] is not None
-    assert store.list_transitions("session", "crashed")[-1]["source"] == "system"
+    assert store.list_transitions("session", "crashed")[-1].source == "system"
 
 
 def test_stale_heartbeat_is_reported(store: Any, li_env: dict[str, str]) -> None:

@@ -27,7 +27,7 @@ def test_printed_reap_is_the_committed_row_while_another_process_holds_the_lock(
     check = open_store(db_url)
     try:
         row = check.get_entity("session", "A")
-        history = [t["status"] for t in check.list_transitions("session", "A")]
+        history = [t.status for t in check.list_transitions("session", "A")]
     finally:
         check.close()
     assert (line["status"], line["reason"]) == (row["status"], row["status_reason_code"]), err

@@ -28,18 +28,18 @@ def test_two_workers_firing_the_same_moment_make_one_row_per_due_time(
         made += fire_due(other, now, queued.append)
     finally:
         other.close()
-    runs = store.list_schedule_runs(schedule["id"])
-    dues = sorted(r["due_at"] for r in runs)
+    runs = store.list_schedule_runs(schedule.id)
+    dues = sorted(r.due_at for r in runs)
     assert dues == [now - 20, now - 10, now]
     assert made == 3
-    by_due = {r["due_at"]: r for r in runs}
-    assert queued == [by_due[now]["id"]]  # the current due time runs, once
-    assert {by_due[now - 20]["status_reason_code"], by_due[now - 10]["status_reason_code"]} == {
+    by_due = {r.due_at: r for r in runs}
+    assert queued == [by_due[now].id]  # the current due time runs, once
+    assert {by_due[now - 20].status_reason_code, by_due[now - 10].status_reason_code} == {
         "schedule.skipped.missed_fire"
     }
     row = store.get_schedule("tick")
     assert row is not None
-    assert row["next_due_at"] == now + 10
+    assert row.next_due_at == now + 10
 
 
 def test_overlap_and_max_runs_are_recorded_skips(store: Store, tmp_path: Path) -> None:
@@ -50,23 +50,23 @@ def test_overlap_and_max_runs_are_recorded_skips(store: Store, tmp_path: Path) -
     )  # fmt: skip
     queued: list[str] = []
     fire_due(store, now, queued.append)
-    (first,) = store.list_schedule_runs(schedule["id"])
-    assert first["status"] == "queued"
-    assert queued == [first["id"]]
+    (first,) = store.list_schedule_runs(schedule.id)
+    assert first.status == "queued"
+    assert queued == [first.id]
     fire_due(store, now + 10, queued.append)  # still queued: overlap
-    skipped = [r for r in store.list_schedule_runs(schedule["id"]) if r["status"] == "skipped"]
-    assert [r["status_reason_code"] for r in skipped] == ["schedule.skipped.overlap"]
-    assert store.claim_run(first["id"], worker_id="w", lease_seconds=60)
+    skipped = [r for r in store.list_schedule_runs(schedule.id) if r.status == "skipped"]
+    assert [r.status_reason_code for r in skipped] == ["schedule.skipped.overlap"]
+    assert store.claim_run(first.id, worker_id="w", lease_seconds=60)
     store.update_status(
-        "schedule_run", first["id"], new_status="completed", reason_code="schedule.completed.ok"
+        "schedule_run", first.id, new_status="completed", reason_code="schedule.completed.ok"
     )
     fire_due(store, now + 20, queued.append)  # one run started: max reached
-    codes = [r["status_reason_code"] for r in store.list_schedule_runs(schedule["id"])]
+    codes = [r.status_reason_code for r in store.list_schedule_runs(schedule.id)]
     assert codes.count("schedule.skipped.max_runs") == 1
     row = store.get_schedule("once")
     assert row is not None
-    assert row["status"] == "disabled"
-    assert row["next_due_at"] is None
-    history = [t["reason_code"] for t in store.list_transitions("schedule", row["id"])]
+    assert row.status == "disabled"
+    assert row.next_due_at is None
+    history = [t.reason_code for t in store.list_transitions("schedule", row.id)]
     assert history[-1] == "schedule_definition.disabled.max_runs"
     assert len(queued) == 1

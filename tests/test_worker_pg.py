@@ -54,7 +54,7 @@ def queue_state(url: str, store: Store, run_ids: list[str]) -> str:
 
 def queue(store: Store, cwd: Path, *argv: str) -> str:
     """``li submit -- run ARGV...`` through the library: the queued run's id."""
-    return str(submit(store, parse_action(["run", *argv], base=str(cwd)))["id"])
+    return submit(store, parse_action(["run", *argv], base=str(cwd))).id
 
 
 @pytest.fixture
@@ -86,23 +86,23 @@ def test_three_workers_on_the_queue_fire_each_due_time_once(
 ) -> None:
     with workers(env, tmp_path, "--concurrency", "2", count=3) as procs:
         schedule = add_schedule(store, tmp_path, "tick", ["run", "echo", "ok"], overlap="allow")
-        first = int(schedule["next_due_at"])
+        first = int(schedule.next_due_at)
         until(lambda: time.time() > first + 10.2, timeout=20, what="10 seconds of fires")
         store.change_schedule(
-            schedule["id"], new_status="disabled", reason_code="schedule_definition.disabled.user"
+            schedule.id, new_status="disabled", reason_code="schedule_definition.disabled.user"
         )
         codes = [proc.terminate() for proc in procs]
     assert codes == [0, 0, 0]
     assert all("ProcrastinateTransport" in p.text() for p in procs)
-    runs = store.list_schedule_runs(schedule["id"], limit=1000)
-    dues = sorted(int(r["due_at"]) for r in runs)
+    runs = store.list_schedule_runs(schedule.id, limit=1000)
+    dues = sorted(int(r.due_at) for r in runs)
     assert len(dues) == len(set(dues)), "a due time was fired twice"
     assert dues == list(range(first, dues[-1] + 1)), "a due time was lost"
     assert len(dues) >= 10
-    assert {r["status"] for r in runs} == {"completed"}, [r["status_reason_code"] for r in runs]
+    assert {r.status for r in runs} == {"completed"}, [r.status_reason_code for r in runs]
     ends = "".join(p.text() for p in procs).count(" completed reason=schedule.completed.ok")
     assert ends == len(dues)  # each run ended once, on one worker
-    assert len({r["worker_id"] for r in runs}) >= 2  # the queue shared the work
+    assert len({r.worker_id for r in runs}) >= 2  # the queue shared the work
 
 
 def test_sigkill_of_a_worker_mid_run_fails_its_run_by_lease_and_the_others_go_on(
@@ -117,10 +117,10 @@ def test_sigkill_of_a_worker_mid_run_fails_its_run_by_lease_and_the_others_go_on
     )
     with workers(env, tmp_path, "--lease", "2s", count=1) as (holder,):
         run = fire_now(store, "long")
-        running = until(lambda: started(store, run["id"]), what="the run to start")
+        running = until(lambda: started(store, run.id), what="the run to start")
         with workers(env, tmp_path, "--lease", "2s", count=2) as others:
             holder.kill()
-            failed = until(lambda: status_is(store, run["id"], "failed"), what="the lease")
+            failed = until(lambda: status_is(store, run.id, "failed"), what="the lease")
             assert failed["status_reason_code"] == "schedule.failed.lease_lapsed"
             session = store.get_entity("session", running["session_id"])
             assert session is not None
@@ -130,7 +130,7 @@ def test_sigkill_of_a_worker_mid_run_fails_its_run_by_lease_and_the_others_go_on
             assert done["status"] == "completed"
             assert done["worker_id"] != running["worker_id"]
             assert "lease_lapsed" in "".join(p.text() for p in others)
-    assert len(store.list_schedule_runs(schedule["id"])) == 1  # no retry asked, none made
+    assert len(store.list_schedule_runs(schedule.id)) == 1  # no retry asked, none made
     _kill_child(store, running["session_id"])
 
 

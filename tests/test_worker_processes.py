@@ -48,16 +48,16 @@ def test_two_workers_fire_each_due_time_exactly_once(
 ) -> None:
     with workers(env, tmp_path, "--concurrency", "2", count=2) as procs:
         schedule = add_schedule(store, tmp_path, "tick", ["run", "echo", "ok"], overlap="allow")
-        first = int(schedule["next_due_at"])
+        first = int(schedule.next_due_at)
         until(lambda: time.time() > first + 8.2, timeout=15, what="8 seconds of fires")
         for proc in procs:
             assert proc.terminate() == 0
-    runs = store.list_schedule_runs(schedule["id"], limit=1000)
-    dues = sorted(int(r["due_at"]) for r in runs)
+    runs = store.list_schedule_runs(schedule.id, limit=1000)
+    dues = sorted(int(r.due_at) for r in runs)
     assert len(dues) == len(set(dues)), "a due time was fired twice"
     assert dues == list(range(first, dues[-1] + 1)), "a due time was lost"
     assert len(dues) >= 8
-    assert {r["status"] for r in runs} == {"completed"}, [r["status_reason_code"] for r in runs]
+    assert {r.status for r in runs} == {"completed"}, [r.status_reason_code for r in runs]
     logs = "".join(p.text() for p in procs)
     assert logs.count(" fire tick ") == len(dues)  # one stderr line per fire
     late = [
@@ -82,9 +82,9 @@ def test_sigkill_mid_run_fails_the_run_by_lease_and_the_other_worker_retries(
     )
     with workers(env, tmp_path, "--lease", LEASE, count=2) as procs:
         run = fire_now(store, "long")
-        until(lambda: status_is(store, run["id"], "running"), what="the run to start")
+        until(lambda: status_is(store, run.id, "running"), what="the run to start")
         until(lambda: marker.exists(), what="the child to start")
-        running = run_row(store, run["id"])
+        running = run_row(store, run.id)
         until(
             lambda: (store.get_entity("session", running["session_id"]) or {}).get("child_pid"),
             what="the child's pid on its session",
@@ -93,7 +93,7 @@ def test_sigkill_mid_run_fails_the_run_by_lease_and_the_other_worker_retries(
         other = next(p for p in procs if p is not holder)
         holder.kill()
         try:
-            failed = until(lambda: status_is(store, run["id"], "failed"), what="the lease to lapse")
+            failed = until(lambda: status_is(store, run.id, "failed"), what="the lease to lapse")
             assert failed["status_reason_code"] == "schedule.failed.lease_lapsed"
             session = store.get_entity("session", running["session_id"])
             assert session is not None
@@ -103,15 +103,11 @@ def test_sigkill_mid_run_fails_the_run_by_lease_and_the_other_worker_retries(
             assert session["status_reason_code"] == "session.orphaned.no_process"
             until(lambda: not _alive(int(session["child_pid"])), what="the orphan to stop")
             retry = until(
-                lambda: [
-                    r
-                    for r in store.list_schedule_runs(schedule["id"])
-                    if r["retry_of"] == run["id"]
-                ]
+                lambda: [r for r in store.list_schedule_runs(schedule.id) if r.retry_of == run.id]
             )[0]
-            assert retry["attempt"] == 2
+            assert retry.attempt == 2
             done = until(
-                lambda: status_is(store, retry["id"], "completed", "failed"), what="the retry"
+                lambda: status_is(store, retry.id, "completed", "failed"), what="the retry"
             )
             assert done["status"] == "completed"
             assert done["worker_id"] != running["worker_id"]
@@ -125,8 +121,8 @@ def test_sigkill_mid_run_fails_the_run_by_lease_and_the_other_worker_retries(
 
 def _worker_pid(store: Store, worker_id: str) -> int:
     for worker in store.list_live_workers(since=0):
-        if worker["id"] == worker_id:
-            return int(worker["pid"])
+        if worker.id == worker_id:
+            return worker.pid
     raise AssertionError(f"worker {worker_id} not live")
 
 
@@ -148,15 +144,15 @@ def test_overlap_skip_records_the_due_times_a_long_run_covers(
 ) -> None:
     with workers(env, tmp_path, "--concurrency", "3", "--grace", "10s") as (proc,):
         schedule = add_schedule(store, tmp_path, "slow", ["run", *SLEEP, "3.5"])
-        first = int(schedule["next_due_at"])
+        first = int(schedule.next_due_at)
         until(lambda: time.time() > first + 2.5, what="three due times")
         store.change_schedule(
-            schedule["id"], new_status="disabled", reason_code="schedule_definition.disabled.user"
+            schedule.id, new_status="disabled", reason_code="schedule_definition.disabled.user"
         )
         assert proc.terminate() == 0
-    runs = sorted(store.list_schedule_runs(schedule["id"]), key=lambda r: r["due_at"])
-    assert [r["status"] for r in runs[:3]] == ["completed", "skipped", "skipped"]
-    assert {r["status_reason_code"] for r in runs[1:3]} == {"schedule.skipped.overlap"}
+    runs = sorted(store.list_schedule_runs(schedule.id), key=lambda r: r.due_at)
+    assert [r.status for r in runs[:3]] == ["completed", "skipped", "skipped"]
+    assert {r.status_reason_code for r in runs[1:3]} == {"schedule.skipped.overlap"}
 
 
 @pytest.mark.parametrize("missed", ["skip", "run_once"])
@@ -171,28 +167,26 @@ def test_missed_fires_after_an_outage(
         now=now - 105, missed=missed, missed_grace="2s",
     )  # fmt: skip
     with workers(env, tmp_path) as (proc,):
-        until(lambda: len(store.list_schedule_runs(schedule["id"])) >= 10, what="the missed rows")
+        until(lambda: len(store.list_schedule_runs(schedule.id)) >= 10, what="the missed rows")
         if missed == "run_once":
             until(
-                lambda: any(
-                    r["status"] == "completed" for r in store.list_schedule_runs(schedule["id"])
-                )
+                lambda: any(r.status == "completed" for r in store.list_schedule_runs(schedule.id))
             )
         proc.terminate()
     runs = sorted(
-        (r for r in store.list_schedule_runs(schedule["id"]) if r["due_at"] < now),
-        key=lambda r: r["due_at"],
+        (r for r in store.list_schedule_runs(schedule.id) if r.due_at < now),
+        key=lambda r: r.due_at,
     )
     assert len(runs) == 10
-    assert {r["status_reason_code"] for r in runs[:9]} == {"schedule.skipped.missed_fire"}
+    assert {r.status_reason_code for r in runs[:9]} == {"schedule.skipped.missed_fire"}
     last = runs[-1]
     if missed == "skip":
-        assert (last["status"], last["status_reason_code"]) == (
+        assert (last.status, last.status_reason_code) == (
             "skipped",
             "schedule.skipped.missed_fire",
         )
     else:
-        assert (last["status"], last["status_reason_code"]) == (
+        assert (last.status, last.status_reason_code) == (
             "completed",
             "schedule.completed.ok",
         )
@@ -206,9 +200,9 @@ def test_a_queued_run_past_its_start_deadline_fails(
         store, tmp_path, "late", ["run", "echo", "ok"], trigger=trigger, start_deadline="1s"
     )
     run = fire_now(store, "late")
-    until(lambda: time.time() > float(run["created_at"]) + 1.5, what="the deadline to pass")
+    until(lambda: time.time() > float(run.created_at) + 1.5, what="the deadline to pass")
     with workers(env, tmp_path):
-        row = until(lambda: status_is(store, run["id"], "failed", "completed"))
+        row = until(lambda: status_is(store, run.id, "failed", "completed"))
     assert row["status_reason_code"] == "schedule.failed.start_deadline"
     assert row["started_at"] is None
 
@@ -273,18 +267,18 @@ def test_a_command_schedule_that_exits_0_records_completed_runs(
             lambda: (
                 [
                     r
-                    for r in store.list_schedule_runs(schedule["id"], limit=100)
-                    if r["status"] not in ("queued", "running")
+                    for r in store.list_schedule_runs(schedule.id, limit=100)
+                    if r.status not in ("queued", "running")
                 ][:2]
                 or None
             ),
             what="a probe run to end",
         )
-        strict_row = until(lambda: status_is(store, strict["id"], "completed", "failed"))
-    assert {(r["status"], r["status_reason_code"]) for r in ended} == {
+        strict_row = until(lambda: status_is(store, strict.id, "completed", "failed"))
+    assert {(r.status, r.status_reason_code) for r in ended} == {
         ("completed", "schedule.completed.ok")
     }
-    session = store.get_entity("session", ended[0]["session_id"]) or {}
+    session = store.get_entity("session", ended[0].session_id) or {}
     assert (session["status"], session["status_reason_summary"]) == (
         "completed",
         "completed: command exited 0",
@@ -304,15 +298,13 @@ def test_sigterm_lets_work_finish_for_the_grace_then_cancels(
         short = submit(store, parse_action(["run", *SLEEP, "1"], base=str(tmp_path)))
         long = submit(store, parse_action(["run", *SLEEP, "60"], base=str(tmp_path)))
         until(
-            lambda: (
-                status_is(store, short["id"], "running") and status_is(store, long["id"], "running")
-            )
+            lambda: status_is(store, short.id, "running") and status_is(store, long.id, "running")
         )
         started = time.monotonic()
         assert proc.terminate() == 0
         assert time.monotonic() - started < 10
-    assert run_row(store, short["id"])["status"] == "completed"
-    cancelled = run_row(store, long["id"])
+    assert run_row(store, short.id)["status"] == "completed"
+    cancelled = run_row(store, long.id)
     assert (cancelled["status"], cancelled["status_reason_code"]) == (
         "cancelled",
         "schedule.cancelled.worker_stopped",
@@ -333,13 +325,13 @@ def test_allow_root_refuses_a_cwd_outside(
     with workers(env, tmp_path, "--allow-root", str(allowed)):
         inside = submit(store, parse_action(["run", "--cwd", str(allowed / "sub"), "echo", "ok"]))
         refused = submit(store, parse_action(["run", "--cwd", str(outside), "echo", "ok"]))
-        until(lambda: status_is(store, refused["id"], "failed", "completed"))
-        until(lambda: status_is(store, inside["id"], "failed", "completed"))
-    row = run_row(store, refused["id"])
+        until(lambda: status_is(store, refused.id, "failed", "completed"))
+        until(lambda: status_is(store, inside.id, "failed", "completed"))
+    row = run_row(store, refused.id)
     assert row["status_reason_code"] == "schedule.failed.cwd_not_allowed"
     assert str(outside) in row["status_reason_summary"]
     assert row["session_id"] is None
-    assert run_row(store, inside["id"])["status"] == "completed"
+    assert run_row(store, inside.id)["status"] == "completed"
 
 
 def test_notify_gets_the_wait_line_fields(
@@ -361,7 +353,7 @@ def test_notify_gets_the_wait_line_fields(
             lambda: out.exists() and "LIRUN_WAIT_LINE" in out.read_text(), what="the notify command"
         )
     fields = dict(line.split("=", 1) for line in out.read_text().splitlines() if "=" in line)
-    assert fields["LIRUN_RUN_ID"] == run["id"]
+    assert fields["LIRUN_RUN_ID"] == run.id
     assert (fields["LIRUN_STATUS"], fields["LIRUN_REASON"]) == ("failed", "run.failed.exit_nonzero")
     assert (fields["LIRUN_EXIT_CODE"], fields["LIRUN_SUCCESS"], fields["LIRUN_SCHEDULE"]) == (
         "1",
@@ -377,19 +369,19 @@ def test_worker_status_then_a_worker_that_cannot_renew_stops_its_runs(
 
     with workers(env, tmp_path, "--lease", LEASE) as (proc,):
         run = submit(store, parse_action(["run", *SLEEP, "60"], base=str(tmp_path)))
-        until(lambda: status_is(store, run["id"], "running"))
+        until(lambda: status_is(store, run.id, "running"))
         listed = subprocess.run(
             li_command("worker", "status", "--json"), env=env, capture_output=True, text=True,
             timeout=60,
         )  # fmt: skip
         assert listed.returncode == 0, listed.stderr
         (live,) = json.loads(listed.stdout)
-        assert (live["pid"], live["running"]) == (proc.pid, [run["id"]])
+        assert (live["pid"], live["running"]) == (proc.pid, [run.id])
         assert live["heartbeat_age"] < 1.0
         # The worker row is taken from it (as when its database link is gone): it cannot
         # renew its lease, so it stops its run rather than letting it go on unrecorded.
         store.stop_worker(live["id"])
-        row = until(lambda: status_is(store, run["id"], "cancelled", "failed", "completed"))
+        row = until(lambda: status_is(store, run.id, "cancelled", "failed", "completed"))
         assert "lease lost" in proc.text()
     assert row["status_reason_code"] == "schedule.cancelled.lease_lost"
     session = store.get_entity("session", row["session_id"])
@@ -408,8 +400,8 @@ def test_a_flow_runs_as_its_invocation_and_a_changed_file_is_refused(
     refused = submit(store, parse_action(["flow", str(changed)], base=str(tmp_path)))
     changed.write_text("legs:\n  - id: other\n    run: [echo, other]\n")
     with workers(env, tmp_path):
-        done = until(lambda: status_is(store, ran["id"], "completed", "failed"), what="the flow")
-        bad = until(lambda: status_is(store, refused["id"], "completed", "failed"))
+        done = until(lambda: status_is(store, ran.id, "completed", "failed"), what="the flow")
+        bad = until(lambda: status_is(store, refused.id, "completed", "failed"))
     assert done["status"] == "completed", done["status_reason_summary"]
     invocation = store.get_entity("invocation", done["invocation_id"])
     assert invocation is not None

@@ -13,11 +13,12 @@ from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import Definition, make_policies
 from lirun.schedules.triggers import every_trigger
 from lirun.store import Store
+from lirun.store.rows import ScheduleRow, ScheduleRunRow, WorkerRow
 
 NOW = int(time.time())
 
 
-def add_schedule(store: Store, tmp_path: Path, name: str = "poll") -> dict:
+def add_schedule(store: Store, tmp_path: Path, name: str = "poll") -> ScheduleRow:
     trigger = every_trigger("1h", NOW)
     definition = Definition(
         name=name,
@@ -36,15 +37,15 @@ def test_workers_register_beat_and_list_with_their_runs(store: Store, tmp_path: 
         owner=current_owner(), concurrency=1, transport="LocalTransport", lease_seconds=60
     )
     run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
-    assert store.claim_run(run["id"], worker_id=first, lease_seconds=60)
-    live = {w["id"]: w for w in store.list_live_workers(since=time.time() - 10)}
+    assert store.claim_run(run.id, worker_id=first, lease_seconds=60)
+    live = {w.id: w for w in store.list_live_workers(since=time.time() - 10)}
     assert set(live) == {first, second}
-    assert live[first]["running"] == [run["id"]]
-    assert live[second]["running"] == []
-    assert live[first]["concurrency"] == 2
-    assert live[first]["pid"] == current_owner()["owner_pid"]
+    assert live[first].running == (run.id,)
+    assert live[second].running == ()
+    assert live[first].concurrency == 2
+    assert live[first].pid == current_owner()["owner_pid"]
     store.stop_worker(second)
-    assert [w["id"] for w in store.list_live_workers(since=time.time() - 10)] == [first]
+    assert [w.id for w in store.list_live_workers(since=time.time() - 10)] == [first]
     assert store.beat_worker(first, lease_seconds=60) is True
     assert store.beat_worker(second, lease_seconds=60) is False  # stopped: no lease renewed
     assert store.list_live_workers(since=time.time() + 10) == []
@@ -52,20 +53,18 @@ def test_workers_register_beat_and_list_with_their_runs(store: Store, tmp_path: 
 
 def test_claim_is_a_compare_and_set_the_loser_gets_false(store: Store) -> None:
     run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
-    assert run["status"] == "queued"
-    assert run["due_at"] is None
-    assert run["attempt"] == 1
-    assert store.claim_run(run["id"], worker_id="w1", lease_seconds=30) is True
-    assert store.claim_run(run["id"], worker_id="w2", lease_seconds=30) is False
-    row = store.get_entity("schedule_run", run["id"])
+    assert run.status == "queued"
+    assert run.due_at is None
+    assert run.attempt == 1
+    assert store.claim_run(run.id, worker_id="w1", lease_seconds=30) is True
+    assert store.claim_run(run.id, worker_id="w2", lease_seconds=30) is False
+    row = store.get_entity("schedule_run", run.id)
     assert row is not None
     assert row["status"] == "running"
     assert row["worker_id"] == "w1"
     assert row["lease_expires_at"] > time.time() + 25
     assert row["started_at"] is not None
-    history = [
-        (t["status"], t["reason_code"]) for t in store.list_transitions("schedule_run", run["id"])
-    ]
+    history = [(t.status, t.reason_code) for t in store.list_transitions("schedule_run", run.id)]
     assert history == [
         ("queued", "schedule.queued.created"),
         ("running", "schedule.running.started"),
@@ -77,10 +76,10 @@ def test_a_lease_lapses_unless_the_heartbeat_renews_it(store: Store) -> None:
         owner=current_owner(), concurrency=1, transport="LocalTransport", lease_seconds=1
     )
     run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
-    assert store.claim_run(run["id"], worker_id=worker, lease_seconds=1)
+    assert store.claim_run(run.id, worker_id=worker, lease_seconds=1)
     assert store.list_lapsed_runs(time.time()) == []
     later = time.time() + 5
-    assert [r["id"] for r in store.list_lapsed_runs(later)] == [run["id"]]
+    assert [r.id for r in store.list_lapsed_runs(later)] == [run.id]
     assert store.beat_worker(worker, lease_seconds=60)
     assert store.list_lapsed_runs(later) == []  # renewed by the beat
 
@@ -89,39 +88,61 @@ def test_links_and_running_sessions_of_a_run(store: Store) -> None:
     run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
     session = store.create_session(provider="command", id="s-linked")
     store.create_session(provider="command", id="s-other")
-    store.link_run(run["id"], session_id="s-linked")
-    row = store.get_entity("schedule_run", run["id"])
+    store.link_run(run.id, session_id="s-linked")
+    row = store.get_schedule_run(run.id)
     assert row is not None
-    assert row["session_id"] == session["id"]
+    assert row.session_id == session["id"]
     assert store.running_sessions_of_run(row) == ["s-linked"]
-    store.link_run(run["id"], invocation_id="inv-1")  # a later link keeps the earlier one
-    row = store.get_entity("schedule_run", run["id"])
+    store.link_run(run.id, invocation_id="inv-1")  # a later link keeps the earlier one
+    row = store.get_schedule_run(run.id)
     assert row is not None
-    assert (row["session_id"], row["invocation_id"]) == ("s-linked", "inv-1")
+    assert (row.session_id, row.invocation_id) == ("s-linked", "inv-1")
 
 
 def test_started_runs_and_usage_of_a_schedule(store: Store, tmp_path: Path) -> None:
     schedule = add_schedule(store, tmp_path)
-    assert store.schedule_usage(schedule["id"]) == (None, 0)  # nothing recorded: blind
-    run = store.insert_due_run(schedule_id=schedule["id"], due_at=NOW + 3600, action_kind="run")
+    assert store.schedule_usage(schedule.id) == (None, 0)  # nothing recorded: blind
+    run = store.insert_due_run(schedule_id=schedule.id, due_at=NOW + 3600, action_kind="run")
     assert run is not None
     assert (
-        store.insert_due_run(schedule_id=schedule["id"], due_at=NOW + 3600, action_kind="run")
-        is None
+        store.insert_due_run(schedule_id=schedule.id, due_at=NOW + 3600, action_kind="run") is None
     )
-    assert store.count_started_runs(schedule["id"]) == 0
-    assert store.claim_run(run["id"], worker_id="w", lease_seconds=60)
-    assert store.count_started_runs(schedule["id"]) == 1
+    assert store.count_started_runs(schedule.id) == 0
+    assert store.claim_run(run.id, worker_id="w", lease_seconds=60)
+    assert store.count_started_runs(schedule.id) == 1
     store.create_session(provider="command", id="s-cost")
     store.update_fields(
         "session", "s-cost", {"cost_usd": 0.25, "input_tokens": 100, "output_tokens": 20}
     )
-    store.link_run(run["id"], session_id="s-cost")
-    assert store.schedule_usage(schedule["id"]) == (0.25, 120)
-    assert store.schedule_usage(schedule["id"], since=time.time() + 60) == (None, 0)
-    fired = store.insert_queued_run(action_kind="run", schedule_id=schedule["id"])
-    assert fired["action_json"] is None
-    assert fired["schedule_id"] == schedule["id"]
+    store.link_run(run.id, session_id="s-cost")
+    assert store.schedule_usage(schedule.id) == (0.25, 120)
+    assert store.schedule_usage(schedule.id, since=time.time() + 60) == (None, 0)
+    fired = store.insert_queued_run(action_kind="run", schedule_id=schedule.id)
+    assert fired.action_json is None
+    assert fired.schedule_id == schedule.id
     signature = store.schedule_signature()
     registry.set_enabled(store, "poll", False, now=NOW + 1)
     assert store.schedule_signature() != signature
+
+
+def test_a_worker_row_holds_every_column_of_the_workers_table(store: Store) -> None:
+    """``WorkerRow.from_row`` names each column: one the table gains fails here, not later
+    as a missing attribute above the store."""
+    store.register_worker(
+        owner=current_owner(), concurrency=1, transport="LocalTransport", lease_seconds=60
+    )
+    raw = store.connector.read(store.sql("list_live_workers"), {"since": 0})
+    assert set(raw[0]) == set(WorkerRow._fields) - {"running"}
+    worker = store.list_live_workers(since=0)[0]
+    assert worker.as_dict() == {**dict(raw[0]), "running": []}
+
+
+def test_a_schedule_run_row_holds_every_column_of_its_table(store: Store) -> None:
+    """``ScheduleRunRow.from_row`` names each column of ``schedule_runs``; the JSON of
+    ``li submit --json`` is the row's ``as_dict`` (its action decoded)."""
+    run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+    raw = store.connector.read(store.sql("list_queued_runs"), {"limit": 10})
+    assert set(raw[0]) == set(ScheduleRunRow._fields)
+    assert run.as_dict() == {**dict(raw[0]), "action_json": {"kind": "run", "cwd": "/"}}
+    assert store.get_schedule_run(run.id) == run
+    assert store.get_schedule_run("no-such-run") is None

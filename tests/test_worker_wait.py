@@ -37,14 +37,14 @@ def test_a_lone_waiter_finalizes_a_run_whose_worker_was_killed(
     policies = make_policies({"retries": "1"}, None)
     run = submit(store, parse_action(["run", *SLEEP, "60"], base=str(tmp_path)), policies=policies)
     with workers(li_env, tmp_path, "--lease", "1s") as (worker,):
-        row = until(lambda: (r := status_is(store, run["id"], "running")) and r.get("session_id"))
-        session_id = str(run_row(store, run["id"])["session_id"])  # linked before it starts
+        row = until(lambda: (r := status_is(store, run.id, "running")) and r.get("session_id"))
+        session_id = str(run_row(store, run.id)["session_id"])  # linked before it starts
         until(lambda: (store.get_entity("session", session_id) or {}).get("child_pid"))
         worker.kill()
     assert row
     started = time.monotonic()
     waited = subprocess.run(
-        li_command("wait", run["id"], "--timeout", "30"),
+        li_command("wait", run.id, "--timeout", "30"),
         env=li_env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert waited.returncode == 1, (waited.stdout, waited.stderr)
@@ -53,7 +53,7 @@ def test_a_lone_waiter_finalizes_a_run_whose_worker_was_killed(
         "status=failed",
         "reason=schedule.failed.lease_lapsed",
     ]
-    final = run_row(store, run["id"])
+    final = run_row(store, run.id)
     assert final["status_reason_code"] == "schedule.failed.lease_lapsed"
     assert "li wait" in final["status_reason_summary"]
     ended = store.get_entity("session", session_id)
@@ -61,8 +61,8 @@ def test_a_lone_waiter_finalizes_a_run_whose_worker_was_killed(
     assert ended["status"] == "failed", ended
     child = int(ended["child_pid"])
     until(lambda: not _alive(child), what="the orphaned child to be stopped")
-    retries = [r for r in store.list_queued_runs(limit=50) if r.get("retry_of") == run["id"]]
-    assert [r["attempt"] for r in retries] == [2]
+    retries = [r for r in store.list_queued_runs(limit=50) if r.retry_of == run.id]
+    assert [r.attempt for r in retries] == [2]
 
 
 def _alive(pid: int) -> bool:

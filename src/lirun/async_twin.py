@@ -18,8 +18,17 @@ P = ParamSpec("P")
 T = TypeVar("T")
 Core = TypeVar("Core")
 Core_co = TypeVar("Core_co", covariant=True)
+R = TypeVar("R", bound="AsDict")
 
-__all__ = ["HasCore", "async_method", "async_twin", "to_thread"]
+__all__ = [
+    "AsDict",
+    "HasCore",
+    "async_dict_row",
+    "async_dict_rows",
+    "async_method",
+    "async_twin",
+    "to_thread",
+]
 
 
 async def to_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
@@ -46,6 +55,12 @@ def async_twin(fn: Callable[P, T], name: str) -> Callable[P, Coroutine[Any, Any,
     return twin
 
 
+class AsDict(Protocol):
+    """A typed row that gives itself as a plain dict."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
 class HasCore(Protocol[Core_co]):
     """An async facade: ``sync`` is (opening it on first use) the synchronous core."""
 
@@ -69,3 +84,55 @@ def async_method(
 
     call.__doc__ = _twin_doc(method.__qualname__, method.__doc__)
     return call
+
+
+def async_dict_rows(
+    method: Callable[Concatenate[Core, P], list[R]],
+) -> Callable[Concatenate[HasCore[Core], P], Coroutine[Any, Any, list[dict[str, Any]]]]:
+    """As ``async_method``, for a core method that returns typed rows: the async face
+    gives each as the plain dict its ``as_dict()`` makes, so the public contract stays
+    dicts while the core's rows are typed."""
+
+    async def call(self: HasCore[Core], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        rows = await to_thread(lambda: method(self.sync, *args, **kwargs))
+        return [row.as_dict() for row in rows]
+
+    call.__name__, call.__qualname__ = method.__name__, method.__qualname__
+    call.__doc__ = _twin_doc(method.__qualname__, method.__doc__) + _DICT_ROWS
+    call.__wrapped__ = _DictRowsSignature(method, "list[dict[str, Any]]")  # type: ignore[attr-defined]
+    return call
+
+
+def async_dict_row(
+    method: Callable[Concatenate[Core, P], R | None],
+) -> Callable[Concatenate[HasCore[Core], P], Coroutine[Any, Any, dict[str, Any] | None]]:
+    """As ``async_dict_rows``, for a core method that returns one typed row or None."""
+
+    async def call(self: HasCore[Core], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        row = await to_thread(lambda: method(self.sync, *args, **kwargs))
+        return None if row is None else row.as_dict()
+
+    call.__name__, call.__qualname__ = method.__name__, method.__qualname__
+    call.__doc__ = _twin_doc(method.__qualname__, method.__doc__) + _DICT_ROWS
+    call.__wrapped__ = _DictRowsSignature(method, "dict[str, Any] | None")  # type: ignore[attr-defined]
+    return call
+
+
+_DICT_ROWS = "\n\nEach row is a plain dict (the row's ``as_dict()``)."
+
+
+class _DictRowsSignature:
+    """Shows ``inspect`` (``help``) the core method's parameters returning dicts.
+
+    Built on demand: importing ``inspect`` at start-up would cost ``li wait`` milliseconds.
+    """
+
+    def __init__(self, method: Callable[..., Any], returns: str) -> None:
+        self._method = method
+        self._returns = returns
+
+    @property
+    def __signature__(self) -> Any:
+        import inspect
+
+        return inspect.signature(self._method).replace(return_annotation=self._returns)

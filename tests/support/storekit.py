@@ -12,6 +12,7 @@ from typing import Any
 
 from lirun.lifecycle import POLICIES
 from lirun.store import Store, is_postgres_url, open_store
+from lirun.store.rows import TransitionRow
 
 # One reason per (entity, status) that fits the entity's domains.
 REASON_FOR: dict[tuple[str, str], str] = {
@@ -83,7 +84,7 @@ def create_entity(store: Store, entity_type: str, entity_id: str | None = None) 
         row = store.create_team(name="crew", id=entity_id)
     elif entity_type == "schedule":
         name = f"s-{next(_schedule_names)}"
-        row = store.create_schedule(name=name, fields={"action_kind": "run"}, id=entity_id)
+        return store.create_schedule(name=name, fields={"action_kind": "run"}, id=entity_id).id
     else:
         raise AssertionError(entity_type)
     return str(row["id"])
@@ -103,17 +104,17 @@ def raw_write(store: Store, sql: str, params: dict[str, Any] | None = None) -> i
         return tx.execute(sql, params or {})
 
 
-def assert_linear(store: Store, entity_type: str, entity_id: str) -> list[dict[str, Any]]:
+def assert_linear(store: Store, entity_type: str, entity_id: str) -> list[TransitionRow]:
     """History starts at None, each step starts where the last ended, and ends at the row."""
     history = store.list_transitions(entity_type, entity_id)
     assert history, "no history"
-    assert history[0]["previous_status"] is None
-    assert history[0]["source"] == "system"
+    assert history[0].previous_status is None
+    assert history[0].source == "system"
     for before, after in itertools.pairwise(history):
-        assert after["previous_status"] == before["status"], history
+        assert after.previous_status == before.status, history
     row = store.get_entity(entity_type, entity_id)
     assert row is not None
-    assert row["status"] == history[-1]["status"]
+    assert row["status"] == history[-1].status
     return history
 
 

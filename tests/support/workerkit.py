@@ -16,6 +16,7 @@ from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import Definition, make_policies
 from lirun.schedules.triggers import Trigger, every_trigger
 from lirun.store import Store
+from lirun.store.rows import ScheduleRow
 from support.cli import li_command
 
 T = TypeVar("T")
@@ -96,7 +97,7 @@ def add_schedule(
     trigger: Trigger | None = None,
     now: int | None = None,
     **policies: Any,
-) -> dict[str, Any]:
+) -> ScheduleRow:
     """A schedule stored as ``li schedule add`` stores it (``now``: the add time)."""
     now = int(time.time()) if now is None else now
     trigger = trigger or every_trigger("1s", now)

@@ -188,11 +188,9 @@ def _schedule(args: Any, policy: Any) -> int:
         raise UsageError("--schedule stores the policy; give --dry-run or --vacuum without it")
     row = store_gc_schedule(args.db, policy, every=args.schedule)
     if args.json:
-        print_json(row, schema="lirun.schedule/1")
+        print_json(row.as_dict(), schema="lirun.schedule/1")
     else:
-        sys.stdout.write(
-            f"schedule {row['name']}: li gc {' '.join(gc_words(policy))} {row['spec']}\n"
-        )
+        sys.stdout.write(f"schedule {row.name}: li gc {' '.join(gc_words(policy))} {row.spec}\n")
     return 0
 
 

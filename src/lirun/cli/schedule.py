@@ -28,7 +28,8 @@ from lirun.schedules.definition import (
 from lirun.schedules.registry import current_actor
 from lirun.schedules.submit import fire_now
 from lirun.schedules.triggers import format_utc, parse_trigger
-from lirun.store import open_store
+from lirun.store import Store, open_store
+from lirun.store.rows import ScheduleRow
 
 PROG = "li schedule"
 EXIT_CODES = """\
@@ -203,17 +204,17 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
             file=sys.stderr,
         )
     if args.json:
-        print_json(row, schema="lirun.schedule/1")
+        print_json(row.as_dict(), schema="lirun.schedule/1")
     else:
         print(added_sentence(row, now))
     return 0
 
 
-def added_sentence(row: dict[str, Any], now: float) -> str:
+def added_sentence(row: ScheduleRow, now: float) -> str:
     """``added schedule tick; next run 10:40:03 (in 3 s)``: the confirmation of an add."""
 
-    name, due = row["name"], row.get("next_due_at")
-    if row.get("status") == "disabled" or row.get("enabled") in (0, False):
+    name, due = row.name, row.next_due_at
+    if row.status == "disabled" or row.enabled in (0, False):
         return f"added schedule {name}, disabled: it runs once `li schedule enable {name}`"
     if due is None:
         return f"added schedule {name}; it has no next run"
@@ -222,8 +223,7 @@ def added_sentence(row: dict[str, Any], now: float) -> str:
     return f"added schedule {name}; next run {at} (in {in_words(due - now)})"
 
 
-def _due(row: dict[str, Any]) -> str:
-    due = row.get("next_due_at")
+def _due(due: Any) -> str:
     return "-" if due is None else format_utc(int(due))
 
 
@@ -233,14 +233,15 @@ def _local(due: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(int(due)))
 
 
-def _list(store: Any, args: Any, now: int) -> int:
+def _list(store: Store, args: Any, now: int) -> int:
     rows = store.list_schedules(include_deleted=args.all)
     if args.json:
-        print_json(rows, schema="lirun.schedule/1")
+        print_json([r.as_dict() for r in rows], schema="lirun.schedule/1")
         return 0
     header = ("NAME", "STATUS", "TRIGGER", "NEXT DUE (LOCAL)", "NEXT DUE (UTC)", "ACTION")
-    lines = [header] + [
-        (r["name"], r["status"], r["spec"] or "", _local(r["next_due_at"]), _due(r), _action(r))
+    lines: list[tuple[Any, ...]] = [header]
+    lines += [
+        (r.name, r.status, r.spec or "", _local(r.next_due_at), _due(r.next_due_at), _action(r))
         for r in rows
     ]
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header) - 1)]
@@ -250,25 +251,26 @@ def _list(store: Any, args: Any, now: int) -> int:
     return 0
 
 
-def _action(row: dict[str, Any]) -> str:
+def _action(row: ScheduleRow) -> str:
     try:
-        return Action.from_dict(row["action_json"]).describe()
+        return Action.from_dict(row.action_json).describe()
     except (KeyError, TypeError, ValueError):
-        return str(row.get("action_kind"))
+        return str(row.action_kind)
 
 
-def _show(store: Any, args: Any, now: int) -> int:
+def _show(store: Store, args: Any, now: int) -> int:
     row = registry.find(store, args.name)
-    policies = Policies.from_dict(row.get("policies_json") or {})
-    history = store.list_transitions("schedule", row["id"])
+    policies = Policies.from_dict(row.policies_json or {})
+    history = store.list_transitions("schedule", row.id)
     if args.json:
-        print_json({"schedule": row, "history": history}, schema="lirun.schedule_detail/1")
+        detail = {"schedule": row.as_dict(), "history": [t.as_dict() for t in history]}
+        print_json(detail, schema="lirun.schedule_detail/1")
         return 0
-    fields = [
-        ("name", row["name"]), ("id", row["id"]), ("status", row["status"]),
-        ("reason", row["status_reason_code"]), ("trigger", row["spec"]), ("zone", row["tz"]),
-        ("next due", f"{_local(row['next_due_at'])}  ({_due(row)})"),
-        ("action", _action(row)), ("cwd", (row["action_json"] or {}).get("cwd")),
+    fields: list[tuple[str, Any]] = [
+        ("name", row.name), ("id", row.id), ("status", row.status),
+        ("reason", row.status_reason_code), ("trigger", row.spec), ("zone", row.tz),
+        ("next due", f"{_local(row.next_due_at)}  ({_due(row.next_due_at)})"),
+        ("action", _action(row)), ("cwd", (row.action_json or {}).get("cwd")),
         ("policies", _policies(row)),
     ]  # fmt: skip
     if policies.budget_usd is not None or policies.budget_tokens is not None:
@@ -277,16 +279,16 @@ def _show(store: Any, args: Any, now: int) -> int:
         print(f"{key:<10} {value}")
     print("history:")
     for item in history:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item["created_at"]))
-        extra = _diff_text((item.get("metadata") or {}).get("diff"))
-        print(f"  {when}  {item['status']:<9} {item['reason_code']}  {item['actor'] or ''}{extra}")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(item.created_at))
+        extra = _diff_text((item.metadata or {}).get("diff"))
+        print(f"  {when}  {item.status:<9} {item.reason_code}  {item.actor or ''}{extra}")
     return 0
 
 
-def _spent(store: Any, row: dict[str, Any], policies: Any, now: int) -> str:
+def _spent(store: Store, row: ScheduleRow, policies: Any, now: int) -> str:
     """The recorded usage the budgets are checked against (over the window, if any)."""
     since = now - policies.budget_window if policies.budget_window else 0
-    usd, tokens = store.schedule_usage(row["id"], since=since)
+    usd, tokens = store.schedule_usage(row.id, since=since)
     text = f"{'no cost recorded' if usd is None else f'${usd:.4f}'}, {tokens} tokens"
     if policies.budget_usd is not None:
         blind = "; runs that record no cost, as Codex's, are invisible to it"
@@ -294,8 +296,8 @@ def _spent(store: Any, row: dict[str, Any], policies: Any, now: int) -> str:
     return text
 
 
-def _policies(row: dict[str, Any]) -> str:
-    return describe_policies(Policies.from_dict(row.get("policies_json") or {})) or "(defaults)"
+def _policies(row: ScheduleRow) -> str:
+    return describe_policies(Policies.from_dict(row.policies_json or {})) or "(defaults)"
 
 
 def _diff_text(diff: dict[str, Any] | None) -> str:
@@ -304,26 +306,24 @@ def _diff_text(diff: dict[str, Any] | None) -> str:
     return "  " + "; ".join(f"{k}: {v[0]!r} -> {v[1]!r}" for k, v in diff.items())
 
 
-def _runs(store: Any, args: Any, now: int) -> int:
+def _runs(store: Store, args: Any, now: int) -> int:
     row = registry.find(store, args.name)
-    runs = store.list_schedule_runs(row["id"], limit=args.limit)
+    runs = store.list_schedule_runs(row.id, limit=args.limit)
     if args.json:
-        print_json(runs, schema="lirun.schedule_run/1")
+        print_json([r.as_dict() for r in runs], schema="lirun.schedule_run/1")
         return 0
     if not runs:
-        warn(PROG, f"{row['name']} has no runs yet (workers start them: li worker)")
+        warn(PROG, f"{row.name} has no runs yet (workers start them: li worker)")
         return 0
     table = []
     for run in runs:
-        stamps = [
-            _due({"next_due_at": run.get(key)}) for key in ("due_at", "started_at", "ended_at")
-        ]
-        table.append((run["id"], run["status"], *stamps, run["status_reason_code"] or "-"))
+        stamps = [_due(at) for at in (run.due_at, run.started_at, run.ended_at)]
+        table.append((run.id, run.status, *stamps, run.status_reason_code or "-"))
     print_table(("RUN", "STATUS", "DUE (UTC)", "STARTED (UTC)", "ENDED (UTC)", "REASON"), table)
     return 0
 
 
-def _toggle(store: Any, args: Any, now: int) -> int:
+def _toggle(store: Store, args: Any, now: int) -> int:
     actor = registry.current_actor()
     if args.command == "delete":
         row, changed = registry.delete(store, args.name, actor=actor), True
@@ -331,17 +331,17 @@ def _toggle(store: Any, args: Any, now: int) -> int:
         enabled = args.command == "enable"
         row, changed = registry.set_enabled(store, args.name, enabled, now=now, actor=actor)
     if not changed:
-        warn(PROG, f"{row['name']} is already {row['status']}; nothing changed")
+        warn(PROG, f"{row.name} is already {row.status}; nothing changed")
     if args.json:
-        print_json(row, schema="lirun.schedule/1")
+        print_json(row.as_dict(), schema="lirun.schedule/1")
     elif changed:
         print(toggled_sentence(row, now))
     return 0
 
 
-def toggled_sentence(row: dict[str, Any], now: float) -> str:
+def toggled_sentence(row: ScheduleRow, now: float) -> str:
     """``disabled schedule tick``, ``enabled schedule tick; next run ...``."""
-    name, status = row["name"], row["status"]
+    name, status = row.name, row.status
     if status == "enabled":
         return added_sentence(row, now).replace("added", "enabled", 1)
     return f"{status} schedule {name}"
@@ -379,9 +379,9 @@ def _apply(args: Any, now: int) -> int:
     return 1 if lost else 0
 
 
-def _fire(store: Any, args: Any, now: int) -> int:
+def _fire(store: Store, args: Any, now: int) -> int:
     run = fire_now(store, args.name, actor=current_actor())
-    print_json(run, schema="lirun.schedule_run/1") if args.json else print(run["id"])
+    print_json(run.as_dict(), schema="lirun.schedule_run/1") if args.json else print(run.id)
     return 0
 
 

@@ -133,8 +133,8 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
     detail["artifact_dir"] = dirs["artifact_dir"]
     if detail.get("run_dir") is None:  # a flow invocation has its own; a manual one borrows
         detail["run_dir"] = dirs["run_dir"]
-    detail["transitions"] = store.list_transitions(kind, row["id"])
-    detail["admin_events"] = store.list_admin_events(row["id"])
+    detail["transitions"] = [t.as_dict() for t in store.list_transitions(kind, row["id"])]
+    detail["admin_events"] = [e.as_dict() for e in store.list_admin_events(row["id"])]
     if kind == "session":
         detail["owner_verdict"] = owner_verdict(row, now)
     detail["liveness"] = liveness(kind, row, now)
@@ -156,8 +156,8 @@ def schedule_chain(store: Store, row: dict[str, Any]) -> dict[str, Any]:
     status and reason of the session, flow invocation or show)."""
     chain: dict[str, Any] = {}
     if row.get("schedule_id"):
-        schedule = store.get_entity("schedule", row["schedule_id"])
-        chain["schedule"] = (schedule or {}).get("name")
+        schedule = store.get_schedule_by_id(row["schedule_id"])
+        chain["schedule"] = schedule.name if schedule else None
     for kind, key in (
         ("session", "session_id"),
         ("invocation", "invocation_id"),
@@ -223,7 +223,7 @@ def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> l
     rows = store.runs_page(flt, limit=limit)
     names: dict[str, str] = {}
     if kind == "schedule_run":  # a schedule by its name, not its id
-        names = {str(s["id"]): s["name"] for s in store.list_schedules(include_deleted=True)}
+        names = {s.id: s.name for s in store.list_schedules(include_deleted=True)}
     return [
         {
             **row,

@@ -61,5 +61,5 @@ def main(argv: list[str]) -> int:
         row = submit(store, action, actor=current_actor(), policies=policies)
     finally:
         store.close()
-    print_json(row, schema="lirun.schedule_run/1") if args.json else print(row["id"])
+    print_json(row.as_dict(), schema="lirun.schedule_run/1") if args.json else print(row.id)
     return 0

@@ -182,7 +182,8 @@ def _show(store: Any, args: Any) -> int:
     members = store.team_member_summary(team_id)
     history = store.list_transitions("team", team_id)
     if args.json:
-        print_json({**team, "members": members, "history": history}, schema="lirun.team_detail/1")
+        detail = {**team, "members": members, "history": [t.as_dict() for t in history]}
+        print_json(detail, schema="lirun.team_detail/1")
         return 0
     print(f"team {team['name']} ({team_id}): {team['status']}, {team['message_count']} "
           f"messages, last {_when(team['last_message_at'])}")  # fmt: skip
@@ -194,9 +195,9 @@ def _show(store: Any, args: Any) -> int:
         for m in members
     ]  # fmt: skip
     print_table(("MEMBER", "UNREAD", "SENT", "LAST SENT", "RUN"), rows)
-    for row in history:
-        actor = f" by {escape_line(row['actor'])}" if row.get("actor") else ""
-        print(f"history: {_when(row['created_at'])} {row['status']} {row['reason_code']}{actor}")
+    for item in history:
+        actor = f" by {escape_line(item.actor)}" if item.actor else ""
+        print(f"history: {_when(item.created_at)} {item.status} {item.reason_code}{actor}")
     return 0
 
 

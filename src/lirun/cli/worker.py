@@ -68,8 +68,8 @@ def _status(argv: list[str]) -> int:
     if args.json:
         print_json(
             [
-                {k: w.get(k) for k in ("id", "host", "pid", "started_at", "heartbeat_age",
-                                       "concurrency", "transport", "running")}
+                {k: w.as_dict()[k] for k in ("id", "host", "pid", "started_at", "heartbeat_age",
+                                             "concurrency", "transport", "running")}
                 for w in workers
             ],
             schema="lirun.worker/1",
@@ -81,11 +81,11 @@ def _status(argv: list[str]) -> int:
 
     rows = [
         (
-            w["id"],
-            w["host"],
-            w["pid"],
-            f"{w['heartbeat_age']:.1f}s ago",
-            ",".join(w["running"]) or "-",
+            w.worker.id,
+            w.worker.host,
+            w.worker.pid,
+            f"{w.heartbeat_age:.1f}s ago",
+            ",".join(w.worker.running) or "-",
         )
         for w in workers
     ]

@@ -20,13 +20,14 @@ from lirun.errors import LirunError
 from lirun.liveness import ORPHANED
 from lirun.record.reap import judge, local_facts, reap_sessions
 from lirun.store.core import Store
+from lirun.store.rows import ScheduleRunRow
 
 LEASE_LAPSED = "schedule.failed.lease_lapsed"
 START_DEADLINE = "schedule.failed.start_deadline"
 DEFAULT_START_DEADLINE = 3600.0  # seconds, as schedules.definition's
 
 
-def fail_lapsed_run(store: Store, run: Mapping[str, Any], summary: str) -> bool:
+def fail_lapsed_run(store: Store, run: ScheduleRunRow, summary: str) -> bool:
     """Fail ``run`` (``running`` → ``failed``, ``schedule.failed.lease_lapsed``) after
     its executions; True for the one writer that won the compare-and-set."""
     # Its executions first: once the run reads failed, nothing it made is running.
@@ -37,11 +38,11 @@ def fail_lapsed_run(store: Store, run: Mapping[str, Any], summary: str) -> bool:
         reap_sessions(store, [{"id": session_id} for session_id in session_ids])
     for session_id in session_ids:
         _fail_execution(store, "session", session_id, summary)
-    if run.get("invocation_id"):
-        _fail_execution(store, "invocation", str(run["invocation_id"]), summary)
+    if run.invocation_id:
+        _fail_execution(store, "invocation", run.invocation_id, summary)
     return store.update_status(
         "schedule_run",
-        str(run["id"]),
+        run.id,
         new_status="failed",
         reason_code=LEASE_LAPSED,
         reason_summary=summary,
@@ -79,23 +80,23 @@ def reap_dead_worker_runs(
         verdict = judge(row, facts)
         if verdict is None or verdict.reason_code != ORPHANED:
             continue  # not provably dead (another host): its lease is a worker's to judge
-        run = store.get_entity("schedule_run", str(row["id"]))
-        expires = float((run or {}).get("lease_expires_at") or 0)
-        if run is None or run.get("status") != "running" or expires >= facts.now:
+        run = store.get_schedule_run(str(row["id"]))
+        expires = float((run.lease_expires_at if run else None) or 0)
+        if run is None or run.status != "running" or expires >= facts.now:
             continue  # renewed or ended meanwhile
         summary = (
-            f"worker {run.get('worker_id')} is gone ({verdict.summary}) and its lease "
+            f"worker {run.worker_id} is gone ({verdict.summary}) and its lease "
             f"expired {facts.now - expires:.1f}s ago; ended by li wait (pid {os.getpid()}), "
             "which runs no --notify"
         )
         if fail_lapsed_run(store, run, summary):
-            ended.append(str(run["id"]))
-            if int(run.get("attempt") or 1) <= _retries(store, run):
+            ended.append(run.id)
+            if int(run.attempt or 1) <= _retries(store, run):
                 store.queue_retry(run)
     return ended
 
 
-def fail_past_start_deadline(store: Store, run: Mapping[str, Any], now: float) -> bool:
+def fail_past_start_deadline(store: Store, run: ScheduleRunRow, now: float) -> bool:
     """Fail a ``queued`` run not started within its start deadline (its schedule's, or an
     ad-hoc run's own ``--start-deadline``, default 1 h); True for the one writer that won
     the compare-and-set. A worker's reaper and a waiter both call it, so a queued run
@@ -103,10 +104,10 @@ def fail_past_start_deadline(store: Store, run: Mapping[str, Any], now: float) -
     if not _past_deadline(store, run, now):
         return False
     deadline = _deadline(store, run)
-    late = now - float(run["created_at"])
+    late = now - run.created_at
     return store.update_status(
         "schedule_run",
-        str(run["id"]),
+        run.id,
         new_status="failed",
         reason_code=START_DEADLINE,
         reason_summary=f"queued {late:.0f}s ago; its start deadline is {deadline:.0f}s",
@@ -117,33 +118,33 @@ def fail_past_start_deadline(store: Store, run: Mapping[str, Any], now: float) -
 
 def expired_queued_runs(
     store: Store, rows: Iterable[Mapping[str, Any]], *, now: float
-) -> list[dict[str, Any]]:
+) -> list[ScheduleRunRow]:
     """For a waiter (reads only): the queued schedule runs of ``rows`` past their start
     deadline, to end with ``fail_past_start_deadline``."""
     found = []
     for row in rows:
-        run = store.get_entity("schedule_run", str(row["id"]))
-        if run is not None and run.get("status") == "queued" and _past_deadline(store, run, now):
+        run = store.get_schedule_run(str(row["id"]))
+        if run is not None and run.status == "queued" and _past_deadline(store, run, now):
             found.append(run)
     return found
 
 
-def _deadline(store: Store, run: Mapping[str, Any]) -> float:
+def _deadline(store: Store, run: ScheduleRunRow) -> float:
     return float(_policies(store, run).get("start_deadline") or DEFAULT_START_DEADLINE)
 
 
-def _past_deadline(store: Store, run: Mapping[str, Any], now: float) -> bool:
-    return now - float(run["created_at"]) > _deadline(store, run)
+def _past_deadline(store: Store, run: ScheduleRunRow, now: float) -> bool:
+    return now - run.created_at > _deadline(store, run)
 
 
-def _policies(store: Store, run: Mapping[str, Any]) -> dict[str, Any]:
+def _policies(store: Store, run: ScheduleRunRow) -> dict[str, Any]:
     """The run's policies as stored: its schedule's, or an ad-hoc run's own."""
-    if run.get("schedule_id"):
-        schedule = store.get_entity("schedule", str(run["schedule_id"])) or {}
-        return dict(schedule.get("policies_json") or {})
-    return dict((run.get("action_json") or {}).get("policies") or {})
+    if run.schedule_id:
+        schedule = store.get_schedule_by_id(run.schedule_id)
+        return dict((schedule.policies_json if schedule else None) or {})
+    return dict((run.action_json or {}).get("policies") or {})
 
 
-def _retries(store: Store, run: Mapping[str, Any]) -> int:
+def _retries(store: Store, run: ScheduleRunRow) -> int:
     """The run's ``--retries``."""
     return int(_policies(store, run).get("retries") or 0)

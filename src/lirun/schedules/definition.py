@@ -14,6 +14,7 @@ from lirun.errors import UsageError
 from lirun.schedules.actions import Action
 from lirun.schedules.durations import MAX_SECONDS, format_duration, parse_duration
 from lirun.schedules.triggers import Trigger
+from lirun.store.rows import ScheduleRow
 
 NAME_EXAMPLE = "nightly-review"
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -191,23 +192,21 @@ class Definition:
         )
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Definition:
-        """The definition a ``schedules`` row holds (JSON columns decoded by the store)."""
+    def from_row(cls, row: ScheduleRow) -> Definition:
+        """The definition a stored schedule holds (JSON columns decoded by the store)."""
         return cls(
-            name=row["name"],
-            trigger=Trigger.from_dict(row["trigger_json"]),
-            action=Action.from_dict(row["action_json"]),
-            policies=Policies.from_dict(row.get("policies_json") or {}),
-            enabled=row.get("status") != "disabled",
+            name=row.name,
+            trigger=Trigger.from_dict(row.trigger_json),
+            action=Action.from_dict(row.action_json),
+            policies=Policies.from_dict(row.policies_json or {}),
+            enabled=row.status != "disabled",
         )
 
 
-def stored_definition(row: dict[str, Any]) -> Definition | None:
+def stored_definition(row: ScheduleRow) -> Definition | None:
     """The row's definition, or None for a row that holds none (imported from an older
     store, whose schedules had no trigger or action columns)."""
-    if not isinstance(row.get("trigger_json"), dict) or not isinstance(
-        row.get("action_json"), dict
-    ):
+    if not isinstance(row.trigger_json, dict) or not isinstance(row.action_json, dict):
         return None
     try:
         return Definition.from_row(row)

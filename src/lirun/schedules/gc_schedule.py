@@ -5,7 +5,6 @@ policy: the old definition is deleted (kept in its history) and the new one adde
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from lirun.record.retention_rules import RetentionPolicy
 from lirun.schedules import registry
@@ -13,6 +12,7 @@ from lirun.schedules.actions import Action
 from lirun.schedules.definition import Definition, make_policies
 from lirun.schedules.triggers import parse_trigger
 from lirun.store import open_store
+from lirun.store.rows import ScheduleRow
 
 GC_SCHEDULE = "gc"
 
@@ -31,7 +31,7 @@ def gc_definition(policy: RetentionPolicy, *, every: str, now: int) -> Definitio
 
 def store_gc_schedule(
     url: str | None, policy: RetentionPolicy, *, every: str, now: int | None = None
-) -> dict[str, Any]:
+) -> ScheduleRow:
     """Add (or replace) the schedule ``gc``; returns its row."""
     at = int(time.time()) if now is None else now
     definition = gc_definition(policy, every=every, now=at)

@@ -10,10 +10,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from lirun.reasons import RETRYABLE_RUN_REASONS, reason_fits_status
+from lirun.store.rows import ScheduleRunRow
 
 # Reasons that say "the same run may succeed if tried again": transient provider failures
 # and a worker that lost its lease (lapsed: failed by another; lost: stopped by its own).
@@ -122,21 +122,21 @@ def should_retry(status: str, reason: str, attempt: int, retries: int) -> bool:
 
 
 def notify_env(
-    run: Mapping[str, Any], *, schedule: str | None, artifact_dir: str | None
+    run: ScheduleRunRow, *, schedule: str | None, artifact_dir: str | None
 ) -> dict[str, str]:
     """The wait line's fields (and the schedule's name) as ``LIRUN_*`` variables."""
-    exit_code = run.get("exit_code")
-    status = str(run.get("status"))
-    reason = str(run.get("status_reason_code") or "unknown")
+    exit_code = run.exit_code
+    status = str(run.status)
+    reason = str(run.status_reason_code or "unknown")
     line = (
-        f"{run['id']}\tstatus={status}\treason={reason}\tartifact_dir={artifact_dir or '-'}"
+        f"{run.id}\tstatus={status}\treason={reason}\tartifact_dir={artifact_dir or '-'}"
         f"\texit_code={'-' if exit_code is None else int(exit_code)}"
     )
     return {
-        "LIRUN_RUN_ID": str(run["id"]),
+        "LIRUN_RUN_ID": run.id,
         "LIRUN_STATUS": status,
         "LIRUN_REASON": reason,
-        "LIRUN_REASON_SUMMARY": str(run.get("status_reason_summary") or ""),
+        "LIRUN_REASON_SUMMARY": str(run.status_reason_summary or ""),
         "LIRUN_ARTIFACT_DIR": artifact_dir or "",
         "LIRUN_EXIT_CODE": "" if exit_code is None else str(int(exit_code)),
         "LIRUN_SUCCESS": "1" if status == "completed" else "0",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lirun.errors import NotFoundError, UsageError
 from lirun.schedules.definition import Definition, diff, stored_definition
 from lirun.schedules.triggers import AT_EXAMPLE, Trigger, next_due
+from lirun.store.rows import ScheduleRow
 
 if TYPE_CHECKING:
     from lirun.store import Store
@@ -54,7 +55,7 @@ def definition_fields(definition: Definition, now: int) -> dict[str, Any]:
     }
 
 
-def find(store: Store, name: str) -> dict[str, Any]:
+def find(store: Store, name: str) -> ScheduleRow:
     """The schedule named ``name`` (not deleted); NotFoundError saying how to list them."""
     row = store.get_schedule(name)
     if row is None:
@@ -62,9 +63,7 @@ def find(store: Store, name: str) -> dict[str, Any]:
     return row
 
 
-def add(
-    store: Store, definition: Definition, *, now: int, actor: str | None = None
-) -> dict[str, Any]:
+def add(store: Store, definition: Definition, *, now: int, actor: str | None = None) -> ScheduleRow:
     """Store a new schedule; ConflictError when the name is taken, UsageError for an
     ``at`` time in the past."""
     refuse_past_at(definition, now)
@@ -79,12 +78,12 @@ def add(
 
 def set_enabled(
     store: Store, name: str, enabled: bool, *, now: int, actor: str | None = None
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[ScheduleRow, bool]:
     """Enable or disable ``name``: (the row now, whether it changed). Enabling counts the
     next due time from ``now``; disabling clears it."""
     row = find(store, name)
     status = "enabled" if enabled else "disabled"
-    if row["status"] == status:
+    if row.status == status:
         return row, False
     definition = stored_definition(row)
     if enabled and definition is None:
@@ -94,27 +93,27 @@ def set_enabled(
         )
     due = next_due(definition.trigger, now) if enabled and definition is not None else None
     changed = store.change_schedule(
-        row["id"],
+        row.id,
         new_status=status,
         reason_code=f"schedule_definition.{status}.user",
         fields={"next_due_at": due},
-        expected_statuses={row["status"]},
+        expected_statuses={row.status},
         actor=actor,
     )
     return find(store, name), changed
 
 
-def delete(store: Store, name: str, *, actor: str | None = None) -> dict[str, Any]:
+def delete(store: Store, name: str, *, actor: str | None = None) -> ScheduleRow:
     """Soft-delete ``name``: status ``deleted``, history kept, the name free again."""
     row = find(store, name)
     store.change_schedule(
-        row["id"],
+        row.id,
         new_status="deleted",
         reason_code="schedule_definition.deleted.user",
         expected_statuses={"enabled", "disabled", None},  # whatever live state it has now
         actor=actor,
     )
-    deleted = store.get_entity("schedule", row["id"])
+    deleted = store.get_schedule_by_id(row.id)
     assert deleted is not None
     return deleted
 
@@ -140,7 +139,7 @@ class Change:
     op: str
     name: str
     definition: Definition | None = None
-    row: dict[str, Any] | None = None
+    row: ScheduleRow | None = None
     changes: dict[str, list[Any]] = field(default_factory=dict)
     why: str = ""
 
@@ -168,12 +167,12 @@ def _keep_anchor(stored: Definition, wanted: Definition) -> Definition:
 
 
 def plan(
-    rows: list[dict[str, Any]], wanted: list[Definition], *, now: int, missing: str = "disable"
+    rows: list[ScheduleRow], wanted: list[Definition], *, now: int, missing: str = "disable"
 ) -> list[Change]:
     """What makes the stored schedules (``rows``, not deleted) match ``wanted``: create
     the new, update the changed (a change of ``enabled`` alone is an enable or disable),
     and for stored schedules not wanted: ``missing`` = disable, delete or keep."""
-    stored = {row["name"]: row for row in rows}
+    stored = {row.name: row for row in rows}
     changes: list[Change] = []
     for definition in wanted:
         row = stored.pop(definition.name, None)
@@ -190,8 +189,8 @@ def plan(
         delta = diff(old, new)
         if not delta:
             op = "unchanged"
-        elif set(delta) == {"enabled"} and row.get("status_reason_code") in WORKER_DISABLED:
-            why = f"{row['status_reason_code']}; `li schedule enable {definition.name}` resumes it"
+        elif set(delta) == {"enabled"} and row.status_reason_code in WORKER_DISABLED:
+            why = f"{row.status_reason_code}; `li schedule enable {definition.name}` resumes it"
             changes.append(Change("unchanged", definition.name, new, row, why=why))
             continue
         elif set(delta) == {"enabled"}:
@@ -200,7 +199,7 @@ def plan(
             op = "update"
         changes.append(Change(op, definition.name, new, row, delta))
     for name, row in sorted(stored.items()):
-        if missing == "keep" or (missing == "disable" and row["status"] == "disabled"):
+        if missing == "keep" or (missing == "disable" and row.status == "disabled"):
             changes.append(Change("unchanged", name, None, row, why="not in the file"))
         else:
             changes.append(Change(missing, name, None, row, why="not in the file"))
@@ -240,7 +239,7 @@ def _apply_one(store: Store, change: Change, *, now: int, source: str, actor: st
         status = "enabled" if change.definition.enabled else "disabled"
         kind = "updated" if change.op == "update" else "applied"
         fields = definition_fields(change.definition, now)
-        if change.op == "update" and status == row["status"] == "enabled":
+        if change.op == "update" and status == row.status == "enabled":
             fields["next_due_at"] = _kept_due(row, change, now)
         meta["diff"] = change.changes
         reason = f"schedule_definition.{status}.{kind}"
@@ -250,21 +249,21 @@ def _apply_one(store: Store, change: Change, *, now: int, source: str, actor: st
         meta["why"] = change.why
         reason = f"schedule_definition.{status}.applied"
     return store.change_schedule(
-        row["id"],
+        row.id,
         new_status=status,
         reason_code=reason,
         fields=fields,
-        expected_statuses={row["status"]},
-        expected_updated_at=row["updated_at"],
+        expected_statuses={row.status},
+        expected_updated_at=row.updated_at,
         actor=actor,
         metadata=meta,
     )
 
 
-def _kept_due(row: dict[str, Any], change: Change, now: int) -> int | None:
+def _kept_due(row: ScheduleRow, change: Change, now: int) -> int | None:
     """An update that leaves the trigger alone keeps the pending due time (a worker may
     be about to fire it); a new trigger is due from ``now``."""
     assert change.definition is not None
-    if "trigger" not in change.changes and row.get("next_due_at") is not None:
-        return int(row["next_due_at"])
+    if "trigger" not in change.changes and row.next_due_at is not None:
+        return int(row.next_due_at)
     return next_due(change.definition.trigger, now)

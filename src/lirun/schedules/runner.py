@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lirun.errors import LirunError
 from lirun.exec.execution import execute
@@ -55,6 +54,7 @@ from lirun.shows.engine import run_show
 from lirun.shows.load import load_show
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
+from lirun.store.rows import ScheduleRunRow
 
 log = get_logger(__name__)
 
@@ -73,17 +73,17 @@ class RunnerConfig:
 class RunContext:
     """A run's schedule (if any), action and policies, as read when it was handled."""
 
-    def __init__(self, store: Store, run: dict[str, Any]) -> None:
+    def __init__(self, store: Store, run: ScheduleRunRow) -> None:
         self.run = run
-        self.schedule = (
-            store.get_entity("schedule", run["schedule_id"]) if run.get("schedule_id") else None
-        )
-        source = run.get("action_json") or (self.schedule or {}).get("action_json")
+        schedule = store.get_schedule_by_id(run.schedule_id) if run.schedule_id else None
+        self.schedule = schedule
+        source = run.action_json or (schedule.action_json if schedule else None)
         self.action = Action.from_dict(source) if isinstance(source, dict) else None
         # An ad-hoc run (li submit) keeps its own run policies with its action.
-        own = source.get("policies") if self.schedule is None and isinstance(source, dict) else None
-        self.policies = Policies.from_dict((self.schedule or {}).get("policies_json") or own or {})
-        self.name = (self.schedule or {}).get("name")
+        own = source.get("policies") if schedule is None and isinstance(source, dict) else None
+        stored = schedule.policies_json if schedule else None
+        self.policies = Policies.from_dict(stored or own or {})
+        self.name = schedule.name if schedule else None
 
     def label(self) -> str:
         what = self.action.describe() if self.action else "(no action)"
@@ -155,8 +155,8 @@ class Runner:
             store.close()
 
     def _handle(self, store: Store, run_id: str) -> None:
-        run = store.get_entity("schedule_run", run_id)
-        if run is None or run.get("status") != "queued" or self.stopping is not None:
+        run = store.get_schedule_run(run_id)
+        if run is None or run.status != "queued" or self.stopping is not None:
             return
         if self.fence is not None and self.fence.lost():
             return  # the worker cannot prove its lease: it starts nothing
@@ -208,7 +208,7 @@ class Runner:
                 digest = None
         return StartFacts(
             now=time.time(),
-            queued_at=float(ctx.run["created_at"]),
+            queued_at=ctx.run.created_at,
             start_deadline=float(ctx.policies.start_deadline),
             cwd=action.cwd,
             cwd_exists=os.path.isdir(action.cwd),
@@ -335,17 +335,17 @@ class Runner:
 
     def finish(self, store: Store, run_id: str) -> None:
         """After a run ended (by itself or by the reaper): retry, notify, log."""
-        run = store.get_entity("schedule_run", run_id)
+        run = store.get_schedule_run(run_id)
         if run is None:
             return
         ctx = RunContext(store, run)
-        status, reason = str(run["status"]), str(run.get("status_reason_code"))
-        attempt = int(run.get("attempt") or 1)
+        status, reason = run.status, str(run.status_reason_code)
+        attempt = int(run.attempt or 1)
         retry = None
         if should_retry(status, reason, attempt, ctx.policies.retries):
             retry = self._retry(store, ctx, attempt)
-        started = run.get("started_at")
-        took = f" in {float(run['ended_at']) - float(started):.1f}s" if started else ""
+        started = run.started_at
+        took = f" in {run.ended_at - started:.1f}s" if started and run.ended_at else ""
         again = f"; retry {retry} (attempt {attempt + 1})" if retry else ""
         log.info(
             f"run {run_id} {status} reason={reason}{took} ({ctx.label()}, attempt {attempt})"
@@ -359,14 +359,14 @@ class Runner:
         row = store.queue_retry(ctx.run)
         if row is None:
             return None  # another worker queued this attempt already
-        self.enqueue(str(row["id"]))
-        return str(row["id"])
+        self.enqueue(row.id)
+        return row.id
 
     def _notify(self, store: Store, ctx: RunContext) -> None:
         run = ctx.run
         artifact_dir = None
-        if run.get("session_id"):
-            session = store.get_entity("session", run["session_id"])
+        if run.session_id:
+            session = store.get_entity("session", run.session_id)
             artifact_dir = (session or {}).get("artifacts_path")
         env = {**os.environ, **notify_env(run, schedule=ctx.name, artifact_dir=artifact_dir)}
         command = str(ctx.policies.notify)
@@ -375,10 +375,10 @@ class Runner:
                 command, shell=True, env=env, stdin=subprocess.DEVNULL, timeout=300, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning(f"run {run['id']}: --notify {command!r} failed: {exc}")
+            log.warning(f"run {run.id}: --notify {command!r} failed: {exc}")
             return
         if done.returncode != 0:
-            log.warning(f"run {run['id']}: --notify {command!r} exited {done.returncode}")
+            log.warning(f"run {run.id}: --notify {command!r} exited {done.returncode}")
 
 
 def _row_summary(store: Store, kind: str, entity_id: str) -> str:

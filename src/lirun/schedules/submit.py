@@ -6,13 +6,12 @@ the store's transport, so an idle worker starts it at once.
 
 from __future__ import annotations
 
-from typing import Any
-
 from lirun.schedules import registry
 from lirun.schedules.actions import Action
 from lirun.schedules.definition import Policies
 from lirun.schedules.transport import transport_for
 from lirun.store import Store
+from lirun.store.rows import ScheduleRunRow
 
 
 def _offer(store: Store, run_id: str) -> None:
@@ -29,7 +28,7 @@ def submit(
     *,
     actor: str | None = None,
     policies: Policies | None = None,
-) -> dict[str, Any]:
+) -> ScheduleRunRow:
     """Queue ``action`` as an ad-hoc run (a schedule run with no schedule). ``policies``
     (``--start-deadline``, ``--retries``, ``--notify``) are kept with the run's action,
     so its retries carry them too."""
@@ -39,21 +38,21 @@ def submit(
     row = store.insert_queued_run(
         action_kind=action.kind, action=stored, source="user", actor=actor
     )
-    _offer(store, str(row["id"]))
+    _offer(store, row.id)
     return row
 
 
-def fire_now(store: Store, name: str, *, actor: str | None = None) -> dict[str, Any]:
+def fire_now(store: Store, name: str, *, actor: str | None = None) -> ScheduleRunRow:
     """Queue one run of the schedule ``name`` now (no due time: it never collides with
     a due-time run). NotFoundError (exit 2) for an unknown name."""
 
     schedule = registry.find(store, name)
     row = store.insert_queued_run(
-        action_kind=str(schedule["action_kind"]),
-        schedule_id=str(schedule["id"]),
+        action_kind=schedule.action_kind,
+        schedule_id=schedule.id,
         reason_summary="li schedule fire",
         source="user",
         actor=actor,
     )
-    _offer(store, str(row["id"]))
+    _offer(store, row.id)
     return row

@@ -41,6 +41,7 @@ from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.transport import Transport, transport_for
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
+from lirun.store.rows import ScheduleRunRow, WorkerRow
 
 log = get_logger(__name__)
 
@@ -63,16 +64,16 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
     made = 0
     for row in store.list_due_schedules(now):
         definition = stored_definition(row)
-        if definition is None or row.get("next_due_at") is None:
+        if definition is None or row.next_due_at is None:
             continue
         policies = definition.policies
         since = now - policies.budget_window if policies.budget_window else 0
-        usd, tokens = store.schedule_usage(row["id"], since=since)
+        usd, tokens = store.schedule_usage(row.id, since=since)
         facts = FireFacts(
-            next_due_at=int(row["next_due_at"]),
+            next_due_at=int(row.next_due_at),
             now=now,
-            active_runs=store.count_active_runs(row["id"]),
-            runs_started=store.count_started_runs(row["id"]),
+            active_runs=store.count_active_runs(row.id),
+            runs_started=store.count_started_runs(row.id),
             usd_spent=usd,
             tokens_spent=tokens,
         )
@@ -81,9 +82,9 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
             queued = fire.action == "run"
             summary = f"{fire.count} more missed due times" if fire.count > 1 else ""
             new = store.insert_due_run(
-                schedule_id=row["id"],
+                schedule_id=row.id,
                 due_at=fire.due_at,
-                action_kind=str(row["action_kind"]),
+                action_kind=row.action_kind,
                 status="queued" if queued else "skipped",
                 reason_code=fire.reason_code,
                 reason_summary=summary,
@@ -94,27 +95,27 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
             late = time.time() - fire.due_at
             what = "queued" if queued else f"skipped reason={fire.reason_code}"
             log.info(
-                f"fire {row['name']} due={fire.due_at} (+{late:.2f}s) run {new['id']} {what}",
-                extra={"event": "schedule.fired", "run_id": new["id"], "schedule": row["name"]},
+                f"fire {row.name} due={fire.due_at} (+{late:.2f}s) run {new.id} {what}",
+                extra={"event": "schedule.fired", "run_id": new.id, "schedule": row.name},
             )
             if queued:
-                enqueue(str(new["id"]))
+                enqueue(new.id)
         if plan.budget_blind:
             log.warning(
-                f"schedule {row['name']}: no run recorded a cost; --budget-usd cannot see them"
+                f"schedule {row.name}: no run recorded a cost; --budget-usd cannot see them"
             )
         if plan.disable_reason is not None:
             store.change_schedule(
-                row["id"],
+                row.id,
                 new_status="disabled",
                 reason_code=plan.disable_reason,
                 fields={"next_due_at": None},
                 expected_statuses={"enabled"},
-                expected_updated_at=row.get("updated_at"),
+                expected_updated_at=row.updated_at,
                 source="system",
             )
         else:
-            store.advance_next_due(row["id"], expected=facts.next_due_at, new=plan.next_due_at)
+            store.advance_next_due(row.id, expected=facts.next_due_at, new=plan.next_due_at)
     return made
 
 
@@ -136,28 +137,28 @@ def reap(
         lapsed = _confirmed(lapsed, seen)
     for run in lapsed:
         summary = (
-            f"worker {run.get('worker_id')} stopped renewing its lease "
-            f"(expired {now - float(run['lease_expires_at']):.1f}s ago)"
+            f"worker {run.worker_id} stopped renewing its lease "
+            f"(expired {now - float(run.lease_expires_at or 0):.1f}s ago)"
         )
         if fail_lapsed_run(store, run, summary):
-            runner.finish(store, run["id"])
+            runner.finish(store, run.id)
     for run in store.list_queued_runs(limit=500):
         if fail_past_start_deadline(store, run, now):
-            runner.finish(store, run["id"])
+            runner.finish(store, run.id)
 
 
 def _confirmed(
-    lapsed: list[dict[str, Any]], seen: dict[tuple[str, float], float]
-) -> list[dict[str, Any]]:
+    lapsed: list[ScheduleRunRow], seen: dict[tuple[str, float], float]
+) -> list[ScheduleRunRow]:
     now = time.monotonic()
-    keys = {(str(r["id"]), float(r["lease_expires_at"])): r for r in lapsed}
+    keys = {(r.id, float(r.lease_expires_at or 0)): r for r in lapsed}
     for key in list(seen):
         if key not in keys:
             del seen[key]  # renewed or ended meanwhile
     confirmed = []
     for key, run in keys.items():
         first = seen.setdefault(key, now)
-        beat = run.get("heartbeat_at")
+        beat = run.heartbeat_at
         lease = key[1] - float(beat) if beat is not None else 0.0
         if now - first >= lease / 2:
             confirmed.append(run)
@@ -321,10 +322,10 @@ class Worker:
         """A run another worker failed by lease while this one could not renew (its link
         was cut) is no longer this worker's: its execution stops instead of going on."""
         for run_id in runner.running:
-            row = store.get_entity("schedule_run", run_id)
-            if row and row.get("status") == "running" and row.get("worker_id") == self.worker_id:
+            row = store.get_schedule_run(run_id)
+            if row and row.status == "running" and row.worker_id == self.worker_id:
                 continue
-            held = f"{row.get('status')} ({row.get('status_reason_code')})" if row else "gone"
+            held = f"{row.status} ({row.status_reason_code})" if row else "gone"
             log.warning(f"run {run_id} is no longer this worker's: {held}; stopping it")
             runner.stop_run(run_id, signal.SIGTERM)
 
@@ -341,11 +342,23 @@ def _wait(trap: SignalTrap, timeout: float) -> None:
         time.sleep(timeout)
 
 
-def live_workers(store: Store, now: float) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class LiveWorker:
+    """A worker whose heartbeat is within its lease, and how old that heartbeat is."""
+
+    worker: WorkerRow
+    heartbeat_age: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The worker's row with ``heartbeat_age``, as ``li worker status --json`` shows it."""
+        return {**self.worker.as_dict(), "heartbeat_age": self.heartbeat_age}
+
+
+def live_workers(store: Store, now: float) -> list[LiveWorker]:
     """Workers whose heartbeat is within their lease, with ``heartbeat_age``."""
     found = []
     for worker in store.list_live_workers(since=now - 3600):
-        age = now - float(worker["heartbeat_at"])
-        if age <= float(worker.get("lease_seconds") or 60.0):
-            found.append({**worker, "heartbeat_age": round(age, 3)})
+        age = now - worker.heartbeat_at
+        if age <= (worker.lease_seconds or 60.0):
+            found.append(LiveWorker(worker, round(age, 3)))
     return found

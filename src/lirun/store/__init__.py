@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from lirun.async_twin import async_method, to_thread
+from lirun.async_twin import async_dict_row, async_dict_rows, async_method, to_thread
 from lirun.hints import Any
 from lirun.paths import default_db_location, resolve_db_url
 from lirun.store.connector import Connector
@@ -93,6 +93,11 @@ class StateDB:
 
     ``url`` is a path, ``sqlite:///path`` or ``postgresql://…``; None means ``--db`` /
     ``$LIRUN_DB_URL`` / ``<home>/state.db``. The database opens on first use.
+
+    Rows come back as plain dicts (lists of dicts for lists), as they always have. Where
+    the sync ``Store`` returns a typed row (``lirun.store.rows``: ``TransitionRow``, …),
+    the method here converts it with the row's ``as_dict()``, so the async contract does
+    not move when the store's rows do.
     """
 
     def __init__(
@@ -164,8 +169,9 @@ class StateDB:
     # -- reads --------------------------------------------------------------------
 
     get_entity = async_method(Store.get_entity)
-    list_transitions = async_method(Store.list_transitions)
-    list_admin_events = async_method(Store.list_admin_events)
+    list_transitions = async_dict_rows(Store.list_transitions)
+    list_admin_events = async_dict_rows(Store.list_admin_events)
+    get_schedule_run = async_dict_row(Store.get_schedule_run)
     list_messages = async_method(Store.list_messages)
 
     async def get_session(self, session_id: str) -> dict[str, Any] | None:
@@ -183,10 +189,6 @@ class StateDB:
     async def get_show(self, show_id: str) -> dict[str, Any] | None:
         """The show row, or None."""
         return await self.get_entity("show", show_id)
-
-    async def get_schedule_run(self, run_id: str) -> dict[str, Any] | None:
-        """The schedule run row, or None."""
-        return await self.get_entity("schedule_run", run_id)
 
     async def get_team(self, team_id: str) -> dict[str, Any] | None:
         """The team row, or None."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from lirun.hints import Any, Protocol
-from lirun.store.connector import Connector
+from lirun.hints import Any
+from lirun.store.base import StoreBase
 
 IMPORT_FIELDS = (
     "id",
@@ -27,12 +27,6 @@ IMPORT_FIELDS = (
     "run_dir",
     "artifacts_path",
 )
-
-
-class _HasQueries(Protocol):
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str: ...
 
 
 def _checked(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -57,10 +51,10 @@ def _checked(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class BulkImport:
+class BulkImport(StoreBase):
     """Mixed into ``Store``."""
 
-    def import_sessions(self: _HasQueries, rows: Iterable[Mapping[str, Any]]) -> int:
+    def import_sessions(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Insert executions (fields: ``IMPORT_FIELDS``) and their creation transitions
         in one transaction; returns how many. ValidationError for a bad row (nothing is
         written); ConflictError for an id that exists."""

@@ -16,14 +16,11 @@ from lirun.errors import (
     ValidationError,
 )
 from lirun.hints import Any
-from lirun.lifecycle import canonical_entity_type, policy_for, validate_status
-from lirun.reasons import creation_reason, validate_reason
+from lirun.lifecycle import canonical_entity_type, policy_for
 from lirun.store.bulk_import import BulkImport
-from lirun.store.connector import Connector, Tx
 from lirun.store.flow_records import FlowRecords
 from lirun.store.list_reads import ListReads
 from lirun.store.metric_reads import MetricReads
-from lirun.store.queries import check_slots, load_queries
 from lirun.store.records import (
     SESSION_FIELDS,
     UPDATABLE_FIELDS,
@@ -36,15 +33,14 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retention_records import RetentionRecords
+from lirun.store.rows import AdminEventRow, TransitionRow
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
 from lirun.store.team_records import TeamRecords
-from lirun.store.transitions import (
-    next_version,
-)
+from lirun.store.transitions import next_version
 from lirun.store.ui_reads import UIReads
-from lirun.store.wait_reads import ID_CANDIDATES, WaitReads, id_fragment_params
+from lirun.store.wait_reads import WaitReads
 from lirun.store.worker_records import WorkerRecords
 
 
@@ -61,15 +57,15 @@ def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Store(
+    MetricReads,
+    WorkerRecords,
+    ScheduleRecords,
     StatusWrites,
     WaitReads,
     FlowRecords,
     ShowRecords,
-    ScheduleRecords,
     TeamRecords,
-    WorkerRecords,
     UIReads,
-    MetricReads,
     ListReads,
     BulkImport,
     RetentionRecords,
@@ -81,91 +77,7 @@ class Store(
     docstring names the errors it raises besides those.
     """
 
-    def __init__(self, connector: Connector) -> None:
-        self.connector = connector
-        self.dialect = connector.dialect
-        self._queries = load_queries(connector.dialect)
-
-    @property
-    def url(self) -> str:
-        """The URL that opens this database again (it may hold a password: never print it)."""
-        return self.connector.url
-
-    @property
-    def display_url(self) -> str:
-        """The URL safe to print (passwords masked)."""
-        return self.connector.display_url
-
-    @property
-    def readonly(self) -> bool:
-        return self.connector.readonly
-
-    @property
-    def is_server(self) -> bool:
-        """True for a database server that processes on several machines share
-        (PostgreSQL), False for the embedded SQLite file of one machine."""
-        return self.dialect == "postgres"
-
-    def sql(self, name: str, **slots: str) -> str:
-        """The named statement of this dialect, its identifier slots filled (see
-        ``check_slots``: only a table of ``lifecycle.POLICIES`` and column names of the
-        closed field sets ever reach a slot; values are always bound parameters)."""
-        text = self._queries[name]
-        return text.format(**check_slots(slots)) if slots else text
-
-    def close(self) -> None:
-        """Close the connection; idempotent."""
-        self.connector.close()
-
     # -- creation -------------------------------------------------------------
-
-    def _insert_in(
-        self,
-        tx: Tx,
-        entity_type: str,
-        fields: Mapping[str, Any],
-        now: float,
-        *,
-        status: str | None = None,
-    ) -> None:
-        """Insert a row of ``entity_type`` (``status``: its initial one unless given) and
-        its creation history row, inside ``tx`` (so a caller can create several rows in
-        one transaction). The caller has validated the status."""
-        policy = policy_for(entity_type)
-        status = status or policy.initial
-        reason = creation_reason(policy.entity_type, status)
-        row = {
-            **fields,
-            "status": status,
-            "status_reason_code": reason,
-            "created_at": now,
-            "updated_at": now,
-        }
-        insert = self.sql(
-            "insert_row",
-            table=policy.table,
-            columns=", ".join(row),
-            values=", ".join(f":{k}" for k in row),
-        )
-        tx.execute(insert, row)
-        self._append_transition(
-            tx, policy, row["id"], None, status, reason, "", None, "system", None, None, now
-        )
-
-    def _insert(
-        self, entity_type: str, fields: dict[str, Any], *, status: str | None = None
-    ) -> dict[str, Any]:
-        policy = policy_for(entity_type)
-        status = status or policy.initial
-        validate_status(policy.entity_type, status)
-        reason = creation_reason(policy.entity_type, status)
-        validate_reason(reason, policy.entity_type, status)  # the first history row obeys too
-        now = time.time()
-        with self.connector.write() as tx:
-            self._insert_in(tx, policy.entity_type, fields, now, status=status)
-        created = self.get_entity(policy.entity_type, fields["id"])
-        assert created is not None
-        return created
 
     def create_session(
         self,
@@ -250,23 +162,6 @@ class Store(
 
     # -- reads ----------------------------------------------------------------
 
-    def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None:
-        """The row, JSON columns decoded, or None; ValidationError for an unknown entity type."""
-        table = policy_for(entity_type).table
-        rows = self.connector.read(self.sql("get_row", table=table), {"id": entity_id})
-        return decode_row(rows[0]) if rows else None
-
-    def match_ids(
-        self, entity_type: str, fragment: str, *, limit: int = ID_CANDIDATES
-    ) -> tuple[list[str], int]:
-        """Ids of ``entity_type`` that start or end with ``fragment`` (case-sensitive,
-        literally), newest first, at most ``limit``; and how many match in all."""
-        table = policy_for(entity_type).table
-        rows = self.connector.read(
-            self.sql("match_ids", table=table), id_fragment_params(fragment, limit)
-        )
-        return [str(r["id"]) for r in rows], int(rows[0]["total"]) if rows else 0
-
     def resolve_id(self, entity_type: str, text: str) -> str:
         """The full id ``text`` names: the exact id, else the one id that starts with it or
         ends with it (a run id's random suffix such as ``2b5dd3``).
@@ -289,15 +184,15 @@ class Store(
             "`li status` lists recent runs"
         )
 
-    def list_transitions(self, entity_type: str, entity_id: str) -> list[dict[str, Any]]:
+    def list_transitions(self, entity_type: str, entity_id: str) -> list[TransitionRow]:
         """The status history of one entity, oldest first (``[]`` if none)."""
         rows = self.connector.read(
             self.sql("list_transitions"),
             {"entity_type": canonical_entity_type(entity_type), "entity_id": entity_id},
         )
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [TransitionRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def list_admin_events(self, target_id: str | None = None) -> list[dict[str, Any]]:
+    def list_admin_events(self, target_id: str | None = None) -> list[AdminEventRow]:
         """Admin events (overrides, rejected transitions), all or for one target."""
         if target_id is None:
             rows = self.connector.read(self.sql("list_admin_events"))
@@ -305,7 +200,7 @@ class Store(
             rows = self.connector.read(
                 self.sql("list_admin_events_for_target"), {"target_id": target_id}
             )
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [AdminEventRow.from_row(decode_row(r) or {}) for r in rows]
 
     def list_messages(self, session_id: str) -> list[dict[str, Any]]:
         """The session's messages in order (``seq``)."""

@@ -10,28 +10,18 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from lirun.hints import Any, Protocol
-from lirun.store.connector import Connector
+from lirun.hints import Any
+from lirun.store.base import StoreBase
 from lirun.store.records import column_values, decode_row, entity_id_or_new, to_json
 
 FLOW_KIND = "flow"
 
 
-class _FlowStore(Protocol):
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str: ...
-
-    def _insert(
-        self, entity_type: str, fields: dict[str, Any], *, status: str | None = None
-    ) -> dict[str, Any]: ...
-
-
-class FlowRecords:
+class FlowRecords(StoreBase):
     """Mixed into ``Store``."""
 
     def create_flow_invocation(
-        self: _FlowStore,
+        self,
         *,
         id: str | None = None,
         skill: str = FLOW_KIND,
@@ -62,7 +52,7 @@ class FlowRecords:
         fields["flow_json"] = to_json(dict(flow), "flow")
         return self._insert("invocation", {"id": entity_id_or_new(id), **fields})
 
-    def flow_heartbeat(self: _FlowStore, invocation_id: str) -> None:
+    def flow_heartbeat(self, invocation_id: str) -> None:
         """The flow's owner is alive now."""
         from lirun.liveness import DEFAULT_LEASE_SECONDS
 
@@ -70,23 +60,23 @@ class FlowRecords:
         with self.connector.write() as tx:
             tx.execute(self.sql("flow_heartbeat"), params)
 
-    def set_flow_json(self: _FlowStore, invocation_id: str, flow: Mapping[str, Any]) -> None:
+    def set_flow_json(self, invocation_id: str, flow: Mapping[str, Any]) -> None:
         """Replace the stored flow (the leg graph grows as fan-outs expand)."""
         params = {"id": invocation_id, "flow_json": to_json(dict(flow), "flow")}
         with self.connector.write() as tx:
             tx.execute(self.sql("set_flow_json"), params)
 
-    def sum_flow_usage(self: _FlowStore, invocation_id: str) -> None:
+    def sum_flow_usage(self, invocation_id: str) -> None:
         """Sum the legs' tokens and cost onto the invocation row."""
         with self.connector.write() as tx:
             tx.execute(self.sql("sum_flow_usage"), {"id": invocation_id})
 
-    def list_running_flows(self: _FlowStore) -> list[dict[str, Any]]:
+    def list_running_flows(self) -> list[dict[str, Any]]:
         """Flow invocations still ``running`` (what a reaper judges), oldest first."""
         rows = self.connector.read(self.sql("list_running_flows"))
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
-    def list_running_legs(self: _FlowStore, invocation_id: str) -> list[dict[str, Any]]:
+    def list_running_legs(self, invocation_id: str) -> list[dict[str, Any]]:
         """The sessions of one invocation still ``running``."""
         rows = self.connector.read(self.sql("list_running_legs"), {"invocation_id": invocation_id})
         return [decode_row(r) for r in rows]  # type: ignore[misc]

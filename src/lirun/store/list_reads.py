@@ -3,18 +3,13 @@
 
 from __future__ import annotations
 
-from lirun.hints import Any, Protocol
-from lirun.store.connector import Connector, Row
+from lirun.hints import Any
+from lirun.store.base import StoreBase
+from lirun.store.connector import Row
 from lirun.store.wait_reads import fold_play_counts
 
 # A year-5000 timestamp: later than any row (infinity is not bound alike by both drivers).
 _LATEST = 1e11
-
-
-class _HasQueries(Protocol):
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str: ...
 
 
 def _list_params(
@@ -30,11 +25,11 @@ def _list_params(
     }
 
 
-class ListReads:
+class ListReads(StoreBase):
     """Mixed into ``Store``."""
 
     def list_flows(
-        self: _HasQueries,
+        self,
         *,
         status: str | None = None,
         since: float | None = None,
@@ -47,7 +42,7 @@ class ListReads:
         return self.connector.read(self.sql("list_flows"), params)
 
     def list_shows(
-        self: _HasQueries,
+        self,
         *,
         status: str | None = None,
         since: float | None = None,
@@ -59,7 +54,7 @@ class ListReads:
         params = _list_params(status, since, before, limit)
         return fold_play_counts(self.connector.read(self.sql("list_shows"), params))
 
-    def attention_rows(self: _HasQueries, *, since: float) -> dict[str, list[Row]]:
+    def attention_rows(self, *, since: float) -> dict[str, list[Row]]:
         """What the needs-you page judges: escalated or gate-failed plays of shows not
         aborted (``plays``), flows failed since ``since`` and not resumed (``flows``),
         schedule runs failed since ``since`` with no success after them
@@ -72,9 +67,7 @@ class ListReads:
             "running_shows": read(self.sql("attention_running_shows")),
         }
 
-    def schedule_runs_with_usage(
-        self: _HasQueries, schedule_id: str, *, limit: int = 100
-    ) -> list[Row]:
+    def schedule_runs_with_usage(self, schedule_id: str, *, limit: int = 100) -> list[Row]:
         """One schedule's newest ``limit`` runs, newest first, each with the cost and
         tokens its session or flow recorded (``cost_usd``, ``input_tokens``, ...)."""
         return self.connector.read(

@@ -6,8 +6,10 @@ database, and the caller (``ui.metrics``) only names and labels the numbers.
 
 from __future__ import annotations
 
-from lirun.hints import Any, NamedTuple, Protocol
-from lirun.store.connector import Connector, Row
+from lirun.hints import NamedTuple
+from lirun.store.connector import Row
+from lirun.store.rows import WorkerRow
+from lirun.store.worker_records import WorkerRecords
 
 __all__ = ["DURATION_BUCKETS", "MetricFacts", "MetricReads"]
 
@@ -37,22 +39,14 @@ class MetricFacts(NamedTuple):
     status_counts: tuple[Row, ...]
     durations: tuple[Row, ...]
     usage: tuple[Row, ...]
-    workers: tuple[dict[str, Any], ...]
+    workers: tuple[WorkerRow, ...]
     backlog: Row
 
 
-class _HasQueries(Protocol):
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str: ...
-
-    def list_live_workers(self, *, since: float) -> list[dict[str, Any]]: ...
-
-
-class MetricReads:
+class MetricReads(WorkerRecords):
     """Mixed into ``Store``."""
 
-    def metric_facts(self: _HasQueries, *, now: float, overdue_after: float) -> MetricFacts:
+    def metric_facts(self, *, now: float, overdue_after: float) -> MetricFacts:
         """The numbers of one scrape at ``now``; a queued run or a schedule is overdue
         ``overdue_after`` seconds past its due time. Workers: those not stopped that beat
         in the last hour (as ``li worker status`` lists them)."""

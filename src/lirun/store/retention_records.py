@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lirun.hints import Protocol
-from lirun.store.connector import Connector, Row
+from lirun.store.base import StoreBase
+from lirun.store.connector import Row
 
 # The kinds gc prunes, each with its candidates query and its tombstone statement.
 PRUNED_KINDS = ("session", "invocation")
@@ -19,18 +19,10 @@ _FILES_REMOVED = {
 }
 
 
-class _HasQueries(Protocol):
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str: ...
-
-
-class RetentionRecords:
+class RetentionRecords(StoreBase):
     """Mixed into ``Store``."""
 
-    def gc_candidates(
-        self: _HasQueries, kind: str, *, cutoff: float, after: str, limit: int
-    ) -> list[Row]:
+    def gc_candidates(self, kind: str, *, cutoff: float, after: str, limit: int) -> list[Row]:
         """Up to ``limit`` unpruned ``kind`` rows last touched before ``cutoff``, in id
         order after ``after``: ``id``, ``status``, ``ended_at``, ``updated_at``,
         ``run_dir``, ``artifacts_path``, ``owner_host``, ``flow_status`` (a leg's flow),
@@ -39,7 +31,7 @@ class RetentionRecords:
         return self.connector.read(self.sql(_CANDIDATES[kind]), params)
 
     def write_tombstones(
-        self: _HasQueries,
+        self,
         kind: str,
         ids: Sequence[str],
         *,
@@ -65,14 +57,14 @@ class RetentionRecords:
                 tx.execute(self.sql("gc_clear_transition_evidence"), marked)
         return done
 
-    def unremoved_files(self: _HasQueries, *, host: str, limit: int) -> list[Row]:
+    def unremoved_files(self, *, host: str, limit: int) -> list[Row]:
         """Tombstones of ``host`` (or of no recorded host) whose run directory is not yet
         removed (``kind``, ``id``, ``run_dir``, ``artifacts_path``, ``owner_host``), at
         most ``limit``."""
         params = {"host": host, "limit": int(limit)}
         return self.connector.read(self.sql("gc_unremoved_files"), params)
 
-    def mark_files_removed(self: _HasQueries, kind: str, ids: Sequence[str], *, now: float) -> None:
+    def mark_files_removed(self, kind: str, ids: Sequence[str], *, now: float) -> None:
         """Record that the run directories of these tombstones are gone."""
         if not ids:
             return
@@ -82,7 +74,7 @@ class RetentionRecords:
                 {"ids": self.connector.bind_list(list(ids)), "now": now},
             )
 
-    def reclaim_space(self: _HasQueries) -> None:
+    def reclaim_space(self) -> None:
         """``VACUUM``: SQLite rewrites the file without the freed pages; PostgreSQL marks
         the dead tuples of the pruned tables reusable (``VACUUM FULL`` is for an operator)."""
         self.connector.read(self.sql("gc_vacuum"))

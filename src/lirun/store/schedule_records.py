@@ -16,7 +16,6 @@ from lirun.errors import ConflictError, ValidationError
 from lirun.hints import Any
 from lirun.lifecycle import policy_for, validate_status
 from lirun.reasons import validate_reason
-from lirun.store.connector import Connector, Tx
 from lirun.store.records import (
     check_metadata,
     closed_fields,
@@ -26,28 +25,17 @@ from lirun.store.records import (
     require_text,
     to_json,
 )
+from lirun.store.rows import ScheduleRow, ScheduleRunRow
+from lirun.store.status_write import StatusWrites
+from lirun.store.transitions import HistoryEntry
 
 _DEFINITION_FIELDS = frozenset(
     {"spec", "tz", "action_kind", "action_json", "trigger_json", "policies_json", "next_due_at"}
 )
 
 
-class ScheduleRecords:
-    """Mixed into ``Store``, which provides these four."""
-
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str:
-        raise NotImplementedError
-
-    def _append_transition(self, tx: Tx, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError
-
-    def update_status(self, *args: Any, **kwargs: Any) -> bool:
-        raise NotImplementedError
-
-    def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None:
-        raise NotImplementedError
+class ScheduleRecords(StatusWrites):
+    """Mixed into ``Store``."""
 
     def create_schedule(
         self,
@@ -60,7 +48,7 @@ class ScheduleRecords:
         actor: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ScheduleRow:
         """Create a schedule (``enabled`` or ``disabled``) with its first history row.
 
         ``fields`` are the definition's columns (``spec``, ``tz``, ``action_kind``,
@@ -94,9 +82,10 @@ class ScheduleRecords:
         try:
             with self.connector.write() as tx:
                 tx.execute(insert, row)
-                self._append_transition(
-                    tx, policy, row["id"], None, status, reason, "", None, source, actor, meta, now
+                entry = HistoryEntry(
+                    row["id"], None, status, reason, source=source, actor=actor, metadata_json=meta
                 )
+                self._append_transition(tx, policy, entry, now)
         except ConflictError:
             if id is not None and self.get_entity("schedule", id) is not None:
                 raise
@@ -150,15 +139,26 @@ class ScheduleRecords:
             extra_fields=extra,
         )
 
-    def get_schedule(self, name: str) -> dict[str, Any] | None:
-        """The schedule named ``name`` that is not deleted, or None."""
-        rows = self.connector.read(self.sql("get_live_schedule"), {"name": name})
-        return decode_row(rows[0]) if rows else None
+    def _schedules(self, sql: str, params: Mapping[str, Any] | None = None) -> list[ScheduleRow]:
+        rows = self.connector.read(sql, params)
+        return [ScheduleRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def list_schedules(self, *, include_deleted: bool = False) -> list[dict[str, Any]]:
+    def get_schedule(self, name: str) -> ScheduleRow | None:
+        """The schedule named ``name`` that is not deleted, or None."""
+        found = self._schedules(self.sql("get_live_schedule"), {"name": name})
+        return found[0] if found else None
+
+    def get_schedule_by_id(self, schedule_id: str) -> ScheduleRow | None:
+        """The schedule with this id, deleted or not, or None."""
+        table = policy_for("schedule").table
+        found = self._schedules(self.sql("get_row", table=table), {"id": schedule_id})
+        return found[0] if found else None
+
+    def list_schedules(self, *, include_deleted: bool = False) -> list[ScheduleRow]:
         """Schedules by name (deleted ones too when asked, oldest first per name)."""
-        query = "list_all_schedules" if include_deleted else "list_live_schedules"
-        return [decode_row(r) for r in self.connector.read(self.sql(query))]  # type: ignore[misc]
+        return self._schedules(
+            self.sql("list_all_schedules" if include_deleted else "list_live_schedules")
+        )
 
     def insert_due_run(
         self,
@@ -173,7 +173,7 @@ class ScheduleRecords:
         reason_summary: str = "",
         source: str = "system",
         actor: str | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> ScheduleRunRow | None:
         """The run of ``schedule_id`` for ``due_at`` (epoch seconds) and ``attempt``, with
         its first history row; None when that run exists already (another worker made it).
         ``status`` may be terminal (``skipped`` for a missed or overlapping due time)."""
@@ -184,8 +184,9 @@ class ScheduleRecords:
         validate_reason(reason_code, policy.entity_type, status)
         validate_status(policy.entity_type, status)
         now = time.time()
+        run_id = new_id()
         params = {
-            "id": new_id(),
+            "id": run_id,
             "schedule_id": schedule_id,
             "action_kind": action_kind,
             "attempt": int(attempt),
@@ -200,26 +201,32 @@ class ScheduleRecords:
         with self.connector.write() as tx:
             if tx.execute(self.sql("insert_due_run"), params) != 1:
                 return None
-            self._append_transition(
-                tx, policy, params["id"], None, status, reason_code, reason_summary, None,
-                source, actor, None, now,
-            )  # fmt: skip
-        rows = self.connector.read(self.sql("get_row", table=policy.table), {"id": params["id"]})
-        return decode_row(rows[0])
+            entry = HistoryEntry(
+                run_id, None, status, reason_code, reason_summary, source=source, actor=actor
+            )
+            self._append_transition(tx, policy, entry, now)
+        return self.get_schedule_run(run_id)
 
-    def list_schedule_runs(self, schedule_id: str, *, limit: int = 100) -> list[dict[str, Any]]:
+    def _runs(self, sql: str, params: Mapping[str, Any]) -> list[ScheduleRunRow]:
+        rows = self.connector.read(sql, params)
+        return [ScheduleRunRow.from_row(decode_row(r) or {}) for r in rows]
+
+    def get_schedule_run(self, run_id: str) -> ScheduleRunRow | None:
+        """The schedule run with this id, or None."""
+        table = policy_for("schedule_run").table
+        found = self._runs(self.sql("get_row", table=table), {"id": run_id})
+        return found[0] if found else None
+
+    def list_schedule_runs(self, schedule_id: str, *, limit: int = 100) -> list[ScheduleRunRow]:
         """The schedule's runs, newest first, at most ``limit``."""
-        rows = self.connector.read(
-            self.sql("list_schedule_runs"), {"schedule_id": schedule_id, "limit": int(limit)}
-        )
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        params = {"schedule_id": schedule_id, "limit": int(limit)}
+        return self._runs(self.sql("list_schedule_runs"), params)
 
     # -- what a worker reads and moves (docs/schedules.md) -----------------------------------
 
-    def list_due_schedules(self, now: int) -> list[dict[str, Any]]:
+    def list_due_schedules(self, now: int) -> list[ScheduleRow]:
         """Enabled schedules whose ``next_due_at`` is at or before ``now``, earliest first."""
-        rows = self.connector.read(self.sql("list_due_schedules"), {"now": int(now)})
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return self._schedules(self.sql("list_due_schedules"), {"now": int(now)})
 
     def earliest_due(self) -> int | None:
         """The smallest ``next_due_at`` of the enabled schedules, or None."""

@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 
 from lirun.errors import ConflictError
 from lirun.hints import TYPE_CHECKING, Any
+from lirun.store.base import StoreBase
 from lirun.store.records import closed_fields, column_values, decode_row, require_text
 
 if TYPE_CHECKING:
-    from lirun.store.connector import Connector, Tx
+    pass
 
 # Columns a show or play is created with (beyond id, status and the timestamps).
 SHOW_CREATE_FIELDS = frozenset(
@@ -41,26 +42,8 @@ PLAY_CREATE_FIELDS = frozenset({"name", "position", "attempts", "depends_on_json
 OWNER_COLUMNS = ("owner_pid", "owner_start_time", "owner_host", "owner_boot_id")
 
 
-class ShowRecords:
-    """Show and play records; ``Store`` provides the connector and the query names."""
-
-    connector: Connector
-
-    if TYPE_CHECKING:
-
-        def sql(self, name: str, **slots: str) -> str: ...
-
-        def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None: ...
-
-        def _insert_in(
-            self,
-            tx: Tx,
-            entity_type: str,
-            fields: Mapping[str, Any],
-            now: float,
-            *,
-            status: str | None = None,
-        ) -> None: ...
+class ShowRecords(StoreBase):
+    """Show and play records."""
 
     def create_show_with_plays(
         self,

@@ -4,15 +4,13 @@ and audit. The rules themselves are pure functions in ``transitions``."""
 
 from __future__ import annotations
 
-import time
-
-from lirun.errors import NotFoundError, TransitionRejectedError
-from lirun.hints import Any
-from lirun.lifecycle import EntityPolicy
-from lirun.store.connector import NOTIFY_CHANNEL, Connector, Tx
-from lirun.store.records import new_id, to_json
+from lirun.errors import TransitionRejectedError
+from lirun.store.base import StoreBase
+from lirun.store.connector import Tx
+from lirun.store.records import new_id
 from lirun.store.retry import retry_write
 from lirun.store.transitions import (
+    HistoryEntry,
     StatusWrite,
     decide,
     next_version,
@@ -26,91 +24,8 @@ class _GuardLost(Exception):
     """The compare-and-set UPDATE matched no row: roll the transaction back, report False."""
 
 
-class StatusWrites:
-    """``update_status`` and its transaction; ``Store`` provides ``connector`` and ``sql``."""
-
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str:
-        raise NotImplementedError
-
-    def _lock_row(self, tx: Tx, policy: EntityPolicy, entity_id: str) -> dict[str, Any]:
-        rows = tx.query(self.sql("lock_row", table=policy.table), {"id": entity_id})
-        if not rows:
-            raise NotFoundError(f"no {policy.entity_type} with id {entity_id!r}")
-        return rows[0]
-
-    def _append_transition(
-        self,
-        tx: Tx,
-        policy: EntityPolicy,
-        entity_id: str,
-        previous: str | None,
-        status: str,
-        reason_code: str,
-        reason_summary: str,
-        evidence_json: str | None,
-        source: str,
-        actor: str | None,
-        metadata_json: str | None,
-        now: float,
-        transition_id: str | None = None,
-    ) -> None:
-        tx.execute(
-            self.sql("insert_transition"),
-            {
-                "id": transition_id or new_id(),
-                "entity_type": policy.entity_type,
-                "entity_id": entity_id,
-                "previous_status": previous,
-                "status": status,
-                "reason_code": reason_code,
-                "reason_summary": reason_summary,
-                "evidence_refs": evidence_json,
-                "source": source,
-                "actor": actor,
-                "created_at": now,
-                "metadata": metadata_json,
-            },
-        )
-        if self.connector.supports_notify:
-            # Every transition, creation included (the dashboard follows them all); `li
-            # wait` wakes for terminal ones only. Small: listeners re-read the row.
-            import json
-
-            payload = json.dumps(
-                {
-                    "type": policy.entity_type,
-                    "id": entity_id,
-                    "status": status,
-                    "terminal": status in policy.terminal,
-                }
-            )
-            tx.query(self.sql("notify_transition"), {"channel": NOTIFY_CHANNEL, "payload": payload})
-
-    def _admin_event(
-        self,
-        tx: Tx,
-        event_type: str,
-        policy: EntityPolicy,
-        entity_id: str,
-        actor: str | None,
-        justification: str | None,
-        payload: dict[str, Any],
-    ) -> None:
-        tx.execute(
-            self.sql("insert_admin_event"),
-            {
-                "id": new_id(),
-                "event_type": event_type,
-                "target_type": policy.entity_type,
-                "target_id": entity_id,
-                "actor": actor,
-                "justification": justification,
-                "payload": to_json(payload, "payload"),
-                "created_at": time.time(),
-            },
-        )
+class StatusWrites(StoreBase):
+    """``update_status`` and its transaction."""
 
     @takes_validated(validate_status_write)
     def update_status(self, write: StatusWrite) -> bool:
@@ -127,13 +42,12 @@ class StatusWrites:
         source, evidence or metadata, or an override without actor and justification;
         NotFoundError when the row does not exist.
         """
-        entity_id = write.entity_id
         # Made before the first try: a retry after an ambiguous COMMIT finds it and stops.
         transition_id = new_id()
 
         def attempt(wait_seconds: float, tries: int) -> tuple[bool | None, str | None]:
             return self._status_tx(
-                write, entity_id, transition_id, wait_seconds=wait_seconds, retried=tries > 0
+                write, transition_id, wait_seconds=wait_seconds, retried=tries > 0
             )
 
         applied, previous = retry_write(attempt, where=self.connector.display_url)
@@ -141,13 +55,12 @@ class StatusWrites:
             return applied
         # Raised only after the audit row has committed.
         raise TransitionRejectedError(
-            write.policy.entity_type, entity_id, previous, write.new_status
+            write.policy.entity_type, write.entity_id, previous, write.new_status
         )
 
     def _status_tx(
         self,
         write: StatusWrite,
-        entity_id: str,
         transition_id: str,
         *,
         wait_seconds: float,
@@ -158,27 +71,25 @@ class StatusWrites:
             with self.connector.write(wait_seconds=wait_seconds) as tx:
                 if retried and tx.query(self.sql("find_transition"), {"id": transition_id}):
                     return True, None  # an earlier try committed after all
-                current = self._lock_row(tx, write.policy, entity_id)
+                current = self._lock_row(tx, write.policy, write.entity_id)
                 previous = current["status"]
                 verdict = decide(write, previous, current["updated_at"])
                 if verdict == "skip":
                     return False, previous
                 if verdict == "apply":
-                    self._apply(
-                        tx, write, entity_id, previous, current["updated_at"], transition_id
-                    )
+                    self._apply(tx, write, previous, current["updated_at"], transition_id)
                     return True, previous
-                self._reject(tx, write, entity_id, previous)
+                self._reject(tx, write, previous)
                 return None, previous
         except _GuardLost:
             return False, None
 
-    def _reject(self, tx: Tx, write: StatusWrite, entity_id: str, previous: str | None) -> None:
+    def _reject(self, tx: Tx, write: StatusWrite, previous: str | None) -> None:
         self._admin_event(
             tx,
             "status_transition_rejected",
             write.policy,
-            entity_id,
+            write.entity_id,
             write.actor,
             None,
             {
@@ -193,7 +104,6 @@ class StatusWrites:
         self,
         tx: Tx,
         write: StatusWrite,
-        entity_id: str,
         previous: str | None,
         version: float,
         transition_id: str,
@@ -206,7 +116,7 @@ class StatusWrites:
                 tx,
                 "status_transition_override",
                 policy,
-                entity_id,
+                write.entity_id,
                 write.override_actor,
                 write.override_justification,
                 {
@@ -218,7 +128,7 @@ class StatusWrites:
         now = next_version(version)
         extra = {**write.extra, **terminal_columns(write, previous, now)}
         params = {
-            "id": entity_id,
+            "id": write.entity_id,
             "new_status": write.new_status,
             "reason_code": write.reason_code,
             "reason_summary": write.reason_summary,
@@ -234,17 +144,5 @@ class StatusWrites:
         if tx.execute(sql, params) != 1:
             raise _GuardLost  # rolls back the override audit row too
         self._append_transition(
-            tx,
-            policy,
-            entity_id,
-            previous,
-            write.new_status,
-            write.reason_code,
-            write.reason_summary,
-            write.evidence_json,
-            write.source,
-            write.actor,
-            write.metadata_json,
-            now,
-            transition_id,
+            tx, policy, HistoryEntry.of_write(write, previous), now, transition_id
         )

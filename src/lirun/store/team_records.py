@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 
 from lirun.errors import AmbiguousIdError, ConflictError, NotFoundError, UsageError
 from lirun.hints import TYPE_CHECKING, Any
-from lirun.lifecycle import EntityPolicy, policy_for
+from lirun.lifecycle import policy_for
+from lirun.store.base import StoreBase
 from lirun.store.connector import NOTIFY_CHANNEL
 from lirun.store.records import decode_row, new_id
 
 if TYPE_CHECKING:
-    from lirun.store.connector import Connector, Tx
+    from lirun.store.connector import Tx
     from lirun.teams.rules import TeamFacts
 
 # json and lirun.teams.rules (dataclasses) are imported where used: every command loads
@@ -41,32 +42,8 @@ def new_message_id(now: float, seq: int) -> str:
     return f"m{int(now * 1000):012x}{seq & 0xFFFFFFFF:08x}{os.urandom(2).hex()}"
 
 
-class TeamRecords:
-    """Teams, members, messages and read receipts; ``Store`` provides the rest."""
-
-    connector: Connector
-
-    if TYPE_CHECKING:
-
-        def sql(self, name: str, **slots: str) -> str: ...
-
-        def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None: ...
-
-        def match_ids(
-            self, entity_type: str, fragment: str, *, limit: int = ...
-        ) -> tuple[list[str], int]: ...
-
-        def _lock_row(self, tx: Tx, policy: EntityPolicy, entity_id: str) -> dict[str, Any]: ...
-
-        def _insert_in(
-            self,
-            tx: Tx,
-            entity_type: str,
-            fields: Mapping[str, Any],
-            now: float,
-            *,
-            status: str | None = None,
-        ) -> None: ...
+class TeamRecords(StoreBase):
+    """Teams, members, messages and read receipts."""
 
     # -- creation and members --
 

@@ -49,6 +49,36 @@ class StatusWrite(NamedTuple):
     override_justification: str | None
 
 
+class HistoryEntry(NamedTuple):
+    """One row of an entity's status history, as a writer gives it (the store adds its
+    id, entity type and time)."""
+
+    entity_id: str
+    previous_status: str | None
+    status: str
+    reason_code: str
+    reason_summary: str = ""
+    evidence_json: str | None = None
+    source: str = "system"
+    actor: str | None = None
+    metadata_json: str | None = None
+
+    @classmethod
+    def of_write(cls, write: StatusWrite, previous: str | None) -> HistoryEntry:
+        """The history row an applied ``write`` leaves (its previous status ``previous``)."""
+        return cls(
+            entity_id=write.entity_id,
+            previous_status=previous,
+            status=write.new_status,
+            reason_code=write.reason_code,
+            reason_summary=write.reason_summary,
+            evidence_json=write.evidence_json,
+            source=write.source,
+            actor=write.actor,
+            metadata_json=write.metadata_json,
+        )
+
+
 def expected_set(
     entity_type: str, expected_statuses: Iterable[str | None] | None
 ) -> frozenset[str | None] | None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 
-from lirun.hints import Any, NamedTuple, Protocol
-from lirun.store.connector import Connector, Row
+from lirun.hints import Any, NamedTuple
+from lirun.store.base import StoreBase
+from lirun.store.connector import Row
 
 # The kinds of execution the runs page lists, in the order of ``ui_runs_page``.
 RUN_KINDS = ("session", "invocation", "play", "schedule_run")
@@ -28,12 +29,6 @@ class RunFilter(NamedTuple):
     since: float | None = None
     until: float | None = None
     text: str | None = None
-
-
-class _HasQueries(Protocol):
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str: ...
 
 
 def _like(text: str) -> str:
@@ -71,11 +66,11 @@ def page_params(flt: RunFilter, before: tuple[float, str] | None, limit: int) ->
     return params
 
 
-class UIReads:
+class UIReads(StoreBase):
     """Mixed into ``Store``."""
 
     def runs_page(
-        self: _HasQueries,
+        self,
         flt: RunFilter | None = None,
         *,
         before: tuple[float, str] | None = None,
@@ -87,7 +82,7 @@ class UIReads:
         params = page_params(flt or RunFilter(), before, limit)
         return self.connector.read(self.sql("ui_runs_page"), params)
 
-    def transitions_since(self: _HasQueries, after: int, *, limit: int = 500) -> list[Row]:
+    def transitions_since(self, after: int, *, limit: int = 500) -> list[Row]:
         """History rows with a sequence number above ``after``, in order (``seq``,
         entity type and id, previous and new status, reason code, created_at, and
         ``parent_id``: a session's invocation or a play's show)."""
@@ -95,24 +90,24 @@ class UIReads:
             self.sql("ui_transitions_since"), {"after": int(after), "limit": int(limit)}
         )
 
-    def last_transition_seq(self: _HasQueries) -> int:
+    def last_transition_seq(self) -> int:
         """The highest sequence number of the history (0 when empty)."""
         return int(self.connector.read(self.sql("ui_last_seq"))[0]["seq"])
 
-    def show_plays(self: _HasQueries, show_id: str) -> list[dict[str, Any]]:
+    def show_plays(self, show_id: str) -> list[dict[str, Any]]:
         """Every play of a show with every column it has, oldest first."""
         from lirun.store.records import decode_row
 
         rows = self.connector.read(self.sql("ui_show_plays"), {"show_id": show_id})
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
-    def recent_schedule_runs(self: _HasQueries, per_schedule: int = 20) -> list[Row]:
+    def recent_schedule_runs(self, per_schedule: int = 20) -> list[Row]:
         """The newest ``per_schedule`` runs of every schedule (by schedule, newest first)."""
         return self.connector.read(
             self.sql("ui_recent_schedule_runs"), {"per_schedule": int(per_schedule)}
         )
 
-    def run_lineage(self: _HasQueries, session_id: str, invocation_id: str | None) -> Row:
+    def run_lineage(self, session_id: str, invocation_id: str | None) -> Row:
         """What an execution is linked to besides its own columns: the executions that
         resumed it, the plays it backs, the schedule runs that made it or its invocation."""
         resumed_as = self.connector.read(self.sql("ui_resumed_as"), {"id": session_id})

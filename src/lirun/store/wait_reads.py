@@ -6,43 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from lirun.hints import Any, Protocol
-from lirun.store.connector import Connector, Row
-
-# How many candidates an ambiguous id lists (the rest are counted: "and N more").
-ID_CANDIDATES = 10
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def id_fragment_params(fragment: str, limit: int = ID_CANDIDATES) -> dict[str, Any]:
-    """Parameters of the queries that match ids starting or ending with ``fragment``."""
-    escaped = _escape_like(fragment)
-    return {
-        "prefix_pattern": escaped + "%",
-        "suffix_pattern": "%" + escaped,
-        "fragment": fragment,
-        "length": len(fragment),
-        "limit": int(limit),
-    }
-
+from lirun.hints import Any
+from lirun.store.base import StoreBase, id_fragment_params
+from lirun.store.connector import Row
 
 # The kinds `li wait` accepts, in the order of the ``wait_fetch`` parameters.
 WAIT_KINDS = ("session", "invocation", "play", "schedule_run", "show")
 
 
-class _HasQueries(Protocol):
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str: ...
-
-
-class WaitReads:
+class WaitReads(StoreBase):
     """Mixed into ``Store``: each method is one query, whatever the number of ids."""
 
-    def resolve_wait_exact(self: _HasQueries, inputs: Sequence[str]) -> list[Row]:
+    def resolve_wait_exact(self, inputs: Sequence[str]) -> list[Row]:
         """Every exact reading of each input (``tier``, ``kind``, ``id``, ``input``,
         ``created_at``); the caller keeps the lowest tier, then the newest row."""
         if not inputs:
@@ -51,14 +26,14 @@ class WaitReads:
             self.sql("wait_resolve_exact"), {"ids": self.connector.bind_list(inputs)}
         )
 
-    def match_wait_ids(self: _HasQueries, fragment: str, *, limit: int) -> list[Row]:
+    def match_wait_ids(self, fragment: str, *, limit: int) -> list[Row]:
         """Ids of the wait kinds starting or ending with ``fragment`` (``kind``, ``id``,
         ``total``), newest first, at most ``limit``."""
         return self.connector.read(
             self.sql("wait_resolve_partial"), id_fragment_params(fragment, limit)
         )
 
-    def fetch_wait_rows(self: _HasQueries, ids_by_kind: Mapping[str, Sequence[str]]) -> list[Row]:
+    def fetch_wait_rows(self, ids_by_kind: Mapping[str, Sequence[str]]) -> list[Row]:
         """The wait view of every id (``kind``, ``id``, status, reason, the backing session's
         ``run_dir`` and ``artifacts_path``, ``exit_code``, liveness facts), one query.
 
@@ -72,7 +47,7 @@ class WaitReads:
         }
         return self.connector.read(self.sql("wait_fetch"), params)
 
-    def list_invocation_sessions(self: _HasQueries, invocation_id: str) -> list[dict[str, Any]]:
+    def list_invocation_sessions(self, invocation_id: str) -> list[dict[str, Any]]:
         """The executions of one invocation, oldest first, JSON columns decoded."""
         from lirun.store.records import decode_row
 
@@ -81,7 +56,7 @@ class WaitReads:
         )
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
-    def list_recent_shows(self: _HasQueries, *, limit: int = 20) -> list[dict[str, Any]]:
+    def list_recent_shows(self, *, limit: int = 20) -> list[dict[str, Any]]:
         """The newest ``limit`` shows, newest first, each with ``plays``: how many of its
         plays are in each status (``{"merged": 2, "escalated": 1}``)."""
         rows = self.connector.read(self.sql("list_recent_shows"), {"limit": int(limit)})

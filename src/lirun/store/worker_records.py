@@ -15,23 +15,14 @@ from collections.abc import Mapping
 from lirun.hints import Any
 from lirun.lifecycle import policy_for
 from lirun.reasons import validate_reason
-from lirun.store.connector import Connector, Tx
-from lirun.store.records import decode_row, new_id, require_text, to_json
+from lirun.store.records import new_id, require_text, to_json
+from lirun.store.rows import ScheduleRunRow, WorkerRow
+from lirun.store.schedule_records import ScheduleRecords
+from lirun.store.transitions import HistoryEntry
 
 
-class WorkerRecords:
-    """Mixed into ``Store``, which provides these."""
-
-    connector: Connector
-
-    def sql(self, name: str, **slots: str) -> str:
-        raise NotImplementedError
-
-    def _append_transition(self, tx: Tx, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError
-
-    def update_status(self, *args: Any, **kwargs: Any) -> bool:
-        raise NotImplementedError
+class WorkerRecords(ScheduleRecords):
+    """Mixed into ``Store``; a queued run's retry is a schedule's due run."""
 
     # -- workers -----------------------------------------------------------------------
 
@@ -78,18 +69,14 @@ class WorkerRecords:
         with self.connector.write() as tx:
             tx.execute(self.sql("stop_worker"), {"id": worker_id, "now": time.time()})
 
-    def list_live_workers(self, *, since: float) -> list[dict[str, Any]]:
+    def list_live_workers(self, *, since: float) -> list[WorkerRow]:
         """Workers not stopped whose heartbeat is at or after ``since``, each with
         ``running``: the ids of the runs it holds."""
-        workers: list[dict[str, Any]] = [
-            dict(r) for r in self.connector.read(self.sql("list_live_workers"), {"since": since})
-        ]
         held: dict[str, list[str]] = {}
         for row in self.connector.read(self.sql("list_held_runs")):
             held.setdefault(str(row["worker_id"]), []).append(str(row["id"]))
-        for worker in workers:
-            worker["running"] = held.get(str(worker["id"]), [])
-        return workers
+        rows = self.connector.read(self.sql("list_live_workers"), {"since": since})
+        return [WorkerRow.from_row(r, held.get(str(r["id"]), ())) for r in rows]
 
     # -- the run path ------------------------------------------------------------------
 
@@ -105,7 +92,7 @@ class WorkerRecords:
         reason_summary: str = "",
         source: str = "user",
         actor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ScheduleRunRow:
         """A queued run with its first history row: ``li submit`` (``action``, no
         schedule), ``li schedule fire`` (a schedule, no due time) or a retry. A retry of
         a due-time run goes through ``insert_due_run`` instead (its unique key)."""
@@ -114,8 +101,9 @@ class WorkerRecords:
         reason = "schedule.queued.created"
         validate_reason(reason, policy.entity_type, "queued")
         now = time.time()
+        run_id = new_id()
         params = {
-            "id": new_id(),
+            "id": run_id,
             "schedule_id": schedule_id,
             "action_kind": action_kind,
             "action_json": to_json(dict(action), "action") if action is not None else None,
@@ -128,33 +116,33 @@ class WorkerRecords:
         }
         with self.connector.write() as tx:
             tx.execute(self.sql("insert_queued_run"), params)
-            self._append_transition(
-                tx, policy, params["id"], None, "queued", reason, reason_summary, None,
-                source, actor, None, now,
-            )  # fmt: skip
-        rows = self.connector.read(self.sql("get_row", table=policy.table), {"id": params["id"]})
-        return decode_row(rows[0])  # type: ignore[return-value]
+            entry = HistoryEntry(
+                run_id, None, "queued", reason, reason_summary, source=source, actor=actor
+            )
+            self._append_transition(tx, policy, entry, now)
+        created = self.get_schedule_run(run_id)
+        assert created is not None
+        return created
 
-    def queue_retry(self, run: Mapping[str, Any]) -> dict[str, Any] | None:
+    def queue_retry(self, run: ScheduleRunRow) -> ScheduleRunRow | None:
         """Attempt n+1 of ``run``, linked by ``retry_of``: a due-time run's through the
         unique key (None: another writer queued it already), an ad-hoc run's with its
         action (and so its own policies)."""
-        attempt = int(run.get("attempt") or 1) + 1
-        kind = str(run["action_kind"])
-        if run.get("due_at") is not None and run.get("schedule_id"):
-            return self.insert_due_run(  # type: ignore[attr-defined]
-                schedule_id=run["schedule_id"],
-                due_at=int(run["due_at"]),
-                action_kind=kind,
+        attempt = int(run.attempt or 1) + 1
+        if run.due_at is not None and run.schedule_id:
+            return self.insert_due_run(
+                schedule_id=run.schedule_id,
+                due_at=int(run.due_at),
+                action_kind=run.action_kind,
                 attempt=attempt,
-                retry_of=run["id"],
+                retry_of=run.id,
             )
         return self.insert_queued_run(
-            action_kind=kind,
-            action=run.get("action_json"),
-            schedule_id=run.get("schedule_id"),
+            action_kind=run.action_kind,
+            action=run.action_json,
+            schedule_id=run.schedule_id,
             attempt=attempt,
-            retry_of=run["id"],
+            retry_of=run.id,
             source="system",
         )
 
@@ -195,22 +183,21 @@ class WorkerRecords:
         with self.connector.write() as tx:
             tx.execute(self.sql("link_run"), params)
 
-    def list_queued_runs(self, *, limit: int = 100) -> list[dict[str, Any]]:
-        rows = self.connector.read(self.sql("list_queued_runs"), {"limit": int(limit)})
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+    def list_queued_runs(self, *, limit: int = 100) -> list[ScheduleRunRow]:
+        """Queued runs, oldest first, at most ``limit``."""
+        return self._runs(self.sql("list_queued_runs"), {"limit": int(limit)})
 
     def list_queued_run_ids(self, *, limit: int = 100) -> list[str]:
         """Queued run ids, oldest first (what ``LocalTransport`` offers to ``handle``)."""
-        return [str(r["id"]) for r in self.list_queued_runs(limit=limit)]
+        return [r.id for r in self.list_queued_runs(limit=limit)]
 
-    def list_lapsed_runs(self, now: float) -> list[dict[str, Any]]:
+    def list_lapsed_runs(self, now: float) -> list[ScheduleRunRow]:
         """Running runs whose lease expired before ``now``."""
-        rows = self.connector.read(self.sql("list_lapsed_runs"), {"now": now})
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return self._runs(self.sql("list_lapsed_runs"), {"now": now})
 
-    def running_sessions_of_run(self, run: Mapping[str, Any]) -> list[str]:
+    def running_sessions_of_run(self, run: ScheduleRunRow) -> list[str]:
         """Ids of the run's executions still marked running."""
-        params = {"session_id": run.get("session_id"), "invocation_id": run.get("invocation_id")}
+        params = {"session_id": run.session_id, "invocation_id": run.invocation_id}
         return [
             str(r["id"]) for r in self.connector.read(self.sql("running_sessions_of_run"), params)
         ]

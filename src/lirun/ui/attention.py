@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from lirun.store.rows import ScheduleRow
+
 # A due time this far in the past, with no live worker, is overdue (a worker fires within
 # a second or two of a due time; a minute is no jitter).
 OVERDUE_GRACE_SECONDS = 60.0
@@ -43,7 +45,7 @@ class Facts:
     plays: list[dict[str, Any]] = field(default_factory=list)
     flows: list[dict[str, Any]] = field(default_factory=list)
     schedule_runs: list[dict[str, Any]] = field(default_factory=list)
-    schedules: list[dict[str, Any]] = field(default_factory=list)
+    schedules: list[ScheduleRow] = field(default_factory=list)
     live_workers: int = 0
     # {"kind": session|invocation|show, "id", "summary"}: running, owner judged dead
     dead_owners: list[dict[str, Any]] = field(default_factory=list)
@@ -125,8 +127,8 @@ def _overdue(facts: Facts, now: float) -> list[Item]:
         return []
     out = []
     for s in facts.schedules:
-        due = s.get("next_due_at")
-        if s.get("status") != "enabled" or due is None:
+        due = s.next_due_at
+        if s.status != "enabled" or due is None:
             continue
         late = now - float(due)
         if late < OVERDUE_GRACE_SECONDS:
@@ -134,10 +136,10 @@ def _overdue(facts: Facts, now: float) -> list[Item]:
         out.append(
             Item(
                 "overdue_schedule",
-                str(s["id"]),
-                f"schedule {s['name']} was due {late:.0f} s ago and no worker is live to fire it",
+                s.id,
+                f"schedule {s.name} was due {late:.0f} s ago and no worker is live to fire it",
                 float(due),
-                f"/schedules/{s['name']}",
+                f"/schedules/{s.name}",
                 "li worker",
             )
         )

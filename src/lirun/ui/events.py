@@ -264,7 +264,7 @@ class Hub:
         """Publish ``workers`` when the set of live workers is not the one seen last."""
 
         try:
-            live = frozenset(str(w["id"]) for w in live_workers(store, time.time()))
+            live = frozenset(w.worker.id for w in live_workers(store, time.time()))
         except LirunError:
             return  # the transitions' read says so
         if self._live_workers is not None and live != self._live_workers:

@@ -15,6 +15,7 @@ from lirun.schedules.actions import Action
 from lirun.schedules.triggers import Trigger, next_due
 from lirun.schedules.worker import live_workers
 from lirun.store import Store
+from lirun.store.rows import ScheduleRow
 from lirun.store.ui_reads import RUN_KINDS
 from lirun.ui.attention_facts import attention_items
 from lirun.ui.run_rows import describe
@@ -114,15 +115,15 @@ NEXT_FIRES = 5
 RAN_AND_ENDED = policy_for("schedule_run").terminal - {"skipped"}
 
 
-def next_fires(row: Mapping[str, Any], count: int = NEXT_FIRES) -> list[int]:
+def next_fires(row: ScheduleRow, count: int = NEXT_FIRES) -> list[int]:
     """The schedule's next due times from its stored one (none for a disabled one)."""
 
-    due = row.get("next_due_at")
-    if due is None or row.get("status") != "enabled":
+    due = row.next_due_at
+    if due is None or row.status != "enabled":
         return []
     fires = [int(due)]
     try:
-        trigger = Trigger.from_dict(row.get("trigger_json") or {})
+        trigger = Trigger.from_dict(row.trigger_json or {})
         while len(fires) < count:
             after = next_due(trigger, fires[-1])
             if after is None:
@@ -139,7 +140,7 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
     row = store.get_schedule(name)
     if row is None:
         return None
-    runs = [dict(r) for r in store.schedule_runs_with_usage(str(row["id"]), limit=100)]
+    runs = [dict(r) for r in store.schedule_runs_with_usage(row.id, limit=100)]
     for r in runs:
         r["href"] = schedule_run_href(r)
         r["duration"] = duration(r) if r.get("ended_at") else None
@@ -148,7 +149,7 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
     costs = [float(r["cost_usd"]) for r in runs if r.get("cost_usd") is not None]
     oldest_first = list(reversed(runs))
     return {
-        "schedule": row,
+        "schedule": row.as_dict(),
         "action": _describe_action(row),
         "next_fires": next_fires(row),
         "live_workers": len(live_workers(store, time.time())),
@@ -160,15 +161,15 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
         "cost_per_run_usd": (sum(costs) / len(costs)) if costs else None,
         "chart": cost_chart(oldest_first),
         "strip": oldest_first,
-        "history": store.list_transitions("schedule", str(row["id"])),
+        "history": [t.as_dict() for t in store.list_transitions("schedule", row.id)],
     }
 
 
-def _describe_action(row: Mapping[str, Any]) -> str:
+def _describe_action(row: ScheduleRow) -> str:
     try:
-        return str(Action.from_dict(row["action_json"]).describe())
+        return str(Action.from_dict(row.action_json).describe())
     except (KeyError, TypeError, ValueError):
-        return str(row.get("action_kind") or "")
+        return str(row.action_kind or "")
 
 
 def show_runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:

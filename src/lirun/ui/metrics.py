@@ -109,9 +109,9 @@ def _workers(facts: MetricFacts, now: float) -> Iterator[Metric]:
     )
     count = 0
     for worker in facts.workers:
-        seconds = max(0.0, now - float(worker["heartbeat_at"]))
-        age.add_metric([str(worker["id"]), str(worker["host"])], seconds)
-        count += seconds <= float(worker["lease_seconds"])
+        seconds = max(0.0, now - worker.heartbeat_at)
+        age.add_metric([worker.id, worker.host], seconds)
+        count += seconds <= worker.lease_seconds
     live.add_metric([], count)
     yield from (live, age)
 

@@ -78,9 +78,9 @@ def _provider_stop(store: Store, play: Mapping[str, Any]) -> dict[str, Any] | No
 def _merged_by(store: Store, play: Mapping[str, Any]) -> dict[str, Any]:
     """Who recorded a merge lirun did not make, and why (the override's admin event)."""
     for event in reversed(store.list_admin_events(str(play["id"]))):
-        payload = event.get("payload") or {}
+        payload = event.payload or {}
         if isinstance(payload, dict) and payload.get("new_status") == "merged":
-            return {"actor": event.get("actor"), "justification": event.get("justification")}
+            return {"actor": event.actor, "justification": event.justification}
     return {"actor": None, "justification": None}
 
 
@@ -125,6 +125,6 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
         "has_final_gate": not isinstance(spec, dict) or spec.get("final_gate") is not None,
         "plays": plays,
         "board": [{"status": s, "plays": columns[s]} for s in order],
-        "transitions": store.list_transitions("show", show_id),
+        "transitions": [t.as_dict() for t in store.list_transitions("show", show_id)],
         "team": show_team(store, show_id),
     }

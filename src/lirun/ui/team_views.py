@@ -52,7 +52,7 @@ def team_view(store: Store, team_id: str) -> dict[str, Any] | None:
         return None
     return {
         **conversation(store, team),
-        "transitions": store.list_transitions("team", team_id),
+        "transitions": [t.as_dict() for t in store.list_transitions("team", team_id)],
         "owner_href": _owner_href(team),
     }
 

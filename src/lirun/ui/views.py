@@ -209,7 +209,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "run": present_session(row),  # a command's stdout is its output_text, not a reply
         "liveness": liveness("session", row),
         "duration": duration(row),
-        "transitions": store.list_transitions("session", run_id),
+        "transitions": [t.as_dict() for t in store.list_transitions("session", run_id)],
         "evidence": row.get("status_evidence_refs") or [],
         "explained": explain_all(row.get("status_evidence_refs")),
         "command_line": command_text(row.get("command_json")),
@@ -220,7 +220,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "lineage": lineage,
         "play_of": _play_of(row),
         "transcript": read_transcript(row),
-        "admin_events": store.list_admin_events(run_id),
+        "admin_events": [e.as_dict() for e in store.list_admin_events(run_id)],
     }
 
 
@@ -275,7 +275,7 @@ def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
             }
             for n in nodes
         ],
-        "transitions": store.list_transitions("invocation", invocation_id),
+        "transitions": [t.as_dict() for t in store.list_transitions("invocation", invocation_id)],
     }
 
 
@@ -292,22 +292,19 @@ def schedules_view(store: Store) -> dict[str, Any]:
         runs_by_schedule.setdefault(str(run["schedule_id"]), []).append(dict(run))
     out = []
     for schedule in store.list_schedules():
-        runs = runs_by_schedule.get(str(schedule["id"]), [])
+        runs = runs_by_schedule.get(schedule.id, [])
         for r in runs:  # each cell opens the run, flow or show it made
             r["href"] = schedule_run_href(r)
         # Of the runs that ran and ended: a skipped due time ran nothing, so it is neither
         # a success nor a failure (the strip still shows it).
         ended = [r for r in runs if r.get("status") in RAN_AND_ENDED]
         ok = [r for r in ended if r.get("status") == "completed"]
-        next_fire = next(
-            (schedule[k] for k in sorted(schedule) if k.startswith("next_") and k.endswith("_at")),
-            None,
-        )
+        next_fire = schedule.next_due_at
         strip = list(reversed(runs))
         costs = [float(r["cost_usd"]) for r in runs if r.get("cost_usd") is not None]
         out.append(
             {
-                **schedule,
+                **schedule.as_dict(),
                 "recent": runs,
                 "strip": strip,
                 "next_fire": next_fire,
@@ -342,10 +339,11 @@ def workers_view(store: Store) -> dict[str, Any]:
 
     fields = ("id", "host", "pid", "started_at", "heartbeat_age", "concurrency", "transport")
     workers = []
-    for w in live_workers(store, time.time()):
-        running = [str(r) for r in w.get("running") or ()]  # schedule run ids
+    for live in live_workers(store, time.time()):
+        w = live.as_dict()
+        running = list(live.worker.running)  # schedule run ids
         workers.append(
-            {**{k: w.get(k) for k in fields}, "running": running, "runs": _runs_of(store, running)}
+            {**{k: w[k] for k in fields}, "running": running, "runs": _runs_of(store, running)}
         )
     return {"workers": workers}
 
@@ -355,13 +353,13 @@ def _runs_of(store: Store, ids: list[str]) -> list[dict[str, Any]]:
     schedule run has no page of its own)."""
     out = []
     for run_id in ids:
-        row = store.get_entity("schedule_run", run_id) or {"id": run_id}
+        row = store.get_schedule_run(run_id)
         out.append(
             {
                 "id": run_id,
-                "action_kind": row.get("action_kind"),
-                "status": row.get("status"),
-                "href": schedule_run_href(row),
+                "action_kind": row.action_kind if row else None,
+                "status": row.status if row else None,
+                "href": schedule_run_href(row.as_dict() if row else {"id": run_id}),
             }
         )
     return out

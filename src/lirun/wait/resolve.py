@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from lirun.hints import Any, NamedTuple
-from lirun.store.core import ID_CANDIDATES, Store
+from lirun.store.base import ID_CANDIDATES
+from lirun.store.core import Store
 
 NOT_FOUND = "not_found"
 AMBIGUOUS = "ambiguous"
