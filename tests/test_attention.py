@@ -132,17 +132,17 @@ def test_the_store_gathers_what_a_person_must_act_on(store: Store, db_url: str) 
     aborted = store.create_show(topic="old")
     plays = {}
     for show_id, name, status in (
-        (show["id"], "api", "escalated"),
-        (show["id"], "gate", "gate_failed"),
-        (show["id"], "models", "merged"),
-        (aborted["id"], "gone", "escalated"),
+        (show.id, "api", "escalated"),
+        (show.id, "gate", "gate_failed"),
+        (show.id, "models", "merged"),
+        (aborted.id, "gone", "escalated"),
     ):
         play = store.create_play(show_id=show_id, name=name)
         raw_write(
-            store, "UPDATE plays SET status = :s WHERE id = :id", {"s": status, "id": play["id"]}
+            store, "UPDATE plays SET status = :s WHERE id = :id", {"s": status, "id": play.id}
         )
-        plays[name] = play["id"]
-    raw_write(store, "UPDATE shows SET status = 'aborted' WHERE id = :id", {"id": aborted["id"]})
+        plays[name] = play.id
+    raw_write(store, "UPDATE shows SET status = 'aborted' WHERE id = :id", {"id": aborted.id})
     failed = _flow(store, "failed")
     resumed = _flow(store, "failed")
     _flow(store, "completed", resumed_from=resumed)

@@ -69,28 +69,28 @@ def test_show_list_counts_plays_and_filters(
 ) -> None:
     done = store.create_show(topic="auth")
     live = store.create_show(topic="billing")
-    raw_write(store, "UPDATE shows SET status = 'completed' WHERE id = :id", {"id": done["id"]})
+    raw_write(store, "UPDATE shows SET status = 'completed' WHERE id = :id", {"id": done.id})
     for name, status in (("api", "merged"), ("db", "escalated")):
-        play = store.create_play(show_id=done["id"], name=name)
+        play = store.create_play(show_id=done.id, name=name)
         raw_write(
-            store, "UPDATE plays SET status = :s WHERE id = :id", {"s": status, "id": play["id"]}
+            store, "UPDATE plays SET status = :s WHERE id = :id", {"s": status, "id": play.id}
         )
     code, out, _ = li(capsys, "show", "list")
     lines = out.splitlines()
     assert code == 0
     assert lines[0].split()[:3] == ["ID", "TOPIC", "STATUS"]
-    assert [line.split()[0] for line in lines[1:]] == [live["id"], done["id"]]
+    assert [line.split()[0] for line in lines[1:]] == [live.id, done.id]
     assert "1/2" in lines[2]
     code, out, _ = li(capsys, "show", "list", "--status", "completed", "--json")
     [row] = json.loads(out)
-    assert row["id"] == done["id"]
+    assert row["id"] == done.id
     assert row["plays"] == {"merged": 1, "escalated": 1}
     assert li(capsys, "show", "list", "--status", "failed")[0] == 2
 
 
 def test_status_lists_each_kind(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     show = store.create_show(topic="auth")
-    play = store.create_play(show_id=show["id"], name="models")
+    play = store.create_play(show_id=show.id, name="models")
     flow = _flow(store, "running")
     raw_write(
         store,
@@ -101,9 +101,9 @@ def test_status_lists_each_kind(store: Store, capsys: pytest.CaptureFixture[str]
     code, out, _ = li(capsys, "status", "--kind", "play")
     assert code == 0
     assert out.splitlines()[0].split()[:3] == ["ID", "PLAY", "SHOW"]
-    assert play["id"] in out
+    assert play.id in out
     assert "models" in out
-    assert show["id"] in out
+    assert show.id in out
     code, out, _ = li(capsys, "status", "--kind", "schedule_run", "--json")
     [row] = json.loads(out)
     assert row["id"] == srun["id"]
@@ -117,7 +117,7 @@ def test_status_lists_each_kind(store: Store, capsys: pytest.CaptureFixture[str]
     code, _, err = li(capsys, "status", "--kind", "play", "--status", "failed")
     assert code == 2
     assert "a play is never failed" in err
-    assert li(capsys, "status", "--kind", "play", play["id"])[0] == 2
+    assert li(capsys, "status", "--kind", "play", play.id)[0] == 2
 
 
 def test_attention_lists_what_needs_you_with_what_to_do(
@@ -127,12 +127,12 @@ def test_attention_lists_what_needs_you_with_what_to_do(
     assert code == 0
     assert out == "nothing needs you\n"
     show = store.create_show(topic="auth")
-    play = store.create_play(show_id=show["id"], name="api")
+    play = store.create_play(show_id=show.id, name="api")
     raw_write(
         store,
         "UPDATE plays SET status = 'escalated', "
         "status_reason_code = 'play.escalated.merge_conflict' WHERE id = :id",
-        {"id": play["id"]},
+        {"id": play.id},
     )
     flow = _flow(store, "failed")
     code, out, _ = li(capsys, "attention")
@@ -140,7 +140,7 @@ def test_attention_lists_what_needs_you_with_what_to_do(
     assert code == 1
     assert lines[0] == "2 things need you:"
     assert lines[1].startswith("- play api of show auth escalated (play.escalated.merge_conflict")
-    assert lines[2] == f"    li show status {show['id']}"
+    assert lines[2] == f"    li show status {show.id}"
     assert lines[4] == f"    li flow resume {flow}"
     code, out, _ = li(capsys, "attention", "--json")
     assert code == 1

@@ -142,9 +142,9 @@ def test_override_other_entities(store: Store, capsys: pytest.CaptureFixture[str
     store.create_play(show_id="show-1", name="p", id="play-1")
     argv = ["override", "play", "play-1", "--to", "blocked", "--reason", "play.blocked.dependency"]
     assert li_main([*argv, "--actor", "bob", "--justification", "upstream gone"]) == 0
-    row = store.get_entity("play", "play-1")
+    row = store.get_play("play-1")
     assert row is not None
-    assert row["status"] == "blocked"
+    assert row.status == "blocked"
 
 
 def test_lost_race_exits_1_and_writes_nothing(

@@ -369,13 +369,13 @@ def test_things_are_named_by_what_they_are(
     git branch; a play's branch is its git branch, its merge commit what it merged as."""
     store.create_session(id="conv-1", branch_id="20260101T000000-aaaaaa", owner_pid=None)
     show = store.create_show(topic="t")
-    play = store.create_play(show_id=show["id"], name="api")
-    store.update_fields("play", play["id"], {"branch": "show/t--api-a1", "merge_sha": "abc123"})
+    play = store.create_play(show_id=show.id, name="api")
+    store.update_fields("play", play.id, {"branch": "show/t--api-a1", "merge_sha": "abc123"})
     assert li_main(["status", "conv-1"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"conversation\s+20260101T000000-aaaaaa", out)
     assert "branch" not in out
-    assert li_main(["status", play["id"]]) == 0
+    assert li_main(["status", play.id]) == 0
     out = capsys.readouterr().out
     assert re.search(r"git branch\s+show/t--api-a1", out)
     assert re.search(r"merged as\s+abc123", out)

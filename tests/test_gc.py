@@ -129,10 +129,10 @@ def test_gc_refuses_a_run_of_an_active_show(store: Store, lirun_home: Path, link
     show = store.create_show(topic="t", id="show-1")
     if link == "play_session":
         finished(store, lirun_home, "r-play")
-        store.create_play(show_id=show["id"], name="p", session_id="r-play")
+        store.create_play(show_id=show.id, name="p", session_id="r-play")
     else:
-        play = store.create_play(show_id=show["id"], name="p")
-        finished(store, lirun_home, "r-play", metadata_json={"play_id": play["id"]})
+        play = store.create_play(show_id=show.id, name="p")
+        finished(store, lirun_home, "r-play", metadata_json={"play_id": play.id})
     tally = gc(store)
     assert tally.refused == [("session", "r-play", ACTIVE_SHOW)]
     assert (

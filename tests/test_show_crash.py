@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from lirun.shows.engine import resume_show, run_show
+from lirun.store.rows import PlayRow, ShowRow
 from support.execkit import poll, process_alive
 from support.gitkit import git
 from support.showkit import (
@@ -46,15 +47,15 @@ def _merges(repo: Path) -> list[str]:
     return [line.split()[2] for line in log if line.startswith("Merge play ")]
 
 
-def _active_show(db: str) -> dict | None:
+def _active_show(db: str) -> ShowRow | None:
     with opened(db) as store:
         shows = store.active_shows_for_topic("t")
         return shows[0] if shows else None
 
 
-def _play(db: str, play_id: str) -> dict:
+def _play(db: str, play_id: str) -> PlayRow:
     with opened(db) as store:
-        row = store.get_entity("play", play_id)
+        row = store.get_play(play_id)
         assert row is not None
         return row
 
@@ -83,8 +84,8 @@ def test_kill_9_then_resume_finishes_without_losing_or_repeating_a_merge(
         driver.wait()
     show = _active_show(db)
     assert show is not None
-    b_id = f"{show['id']}.b"
-    orphan = _play(db, b_id)["session_id"]
+    b_id = f"{show.id}.b"
+    orphan = _play(db, b_id).session_id
     go.touch()
     report = resume_show("t", db_url=db)
     assert report.status == "completed", report.to_dict()
@@ -93,7 +94,7 @@ def test_kill_9_then_resume_finishes_without_losing_or_repeating_a_merge(
         reaped = store.get_entity("session", orphan)
         assert reaped is not None
         assert reaped["status_reason_code"] == "session.orphaned.no_process"
-        assert_only_gated_moves(tmp_path, store, show["id"], git(repo, "rev-parse", "main"))
+        assert_only_gated_moves(tmp_path, store, show.id, git(repo, "rev-parse", "main"))
     b = next(p for p in report.plays if p.name == "b")
     assert b.attempt == 1
     assert len(b.session_ids) == 2

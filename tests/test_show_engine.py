@@ -151,10 +151,10 @@ def test_two_plays_editing_the_same_lines_conflict_and_the_second_is_redone(
     assert "play.redoing.merge_conflict" in history
     assert history[-1] == "play.merged.ok"
     store = open_store(db)
-    row = store.get_entity("play", second.id)
+    row = store.get_play(second.id)
     store.close()
     assert row is not None
-    assert "shared.txt" in row["feedback"]
+    assert "shared.txt" in str(row.feedback)
     assert git(repo, "show", f"{INTEGRATION}:shared.txt").splitlines()[0] == second.name
     _check_moves(tmp_path, db, report.show_id, repo)
 
@@ -580,9 +580,7 @@ def test_an_abort_that_raced_the_owner_still_leaves_every_play_terminal(
     poll(started.exists, what="the play to start")
     with opened(db) as store:
         [show] = store.recent_shows(limit=1)
-        store.update_status(
-            "show", show["id"], new_status="aborted", reason_code="show.aborted.user"
-        )
+        store.update_status("show", show.id, new_status="aborted", reason_code="show.aborted.user")
     runner.join(timeout=20)
     assert not runner.is_alive()
     [report] = reports

@@ -12,6 +12,8 @@ from lirun.errors import ConflictError, NotFoundError
 from lirun.liveness import current_owner
 from lirun.shows.engine import abort_show, recent_shows, resume_show, run_show, show_report
 from lirun.store import Store
+from lirun.store.records import decode_row
+from lirun.store.rows import PlayRow, ShowRow
 from support.gitkit import git
 from support.showkit import INTEGRATION, play, show_repo, spec, writes
 
@@ -29,19 +31,19 @@ def _create(store: Store, show_id: str = "s1", topic: str = "t") -> None:
 
 def test_a_show_is_created_with_its_plays_and_their_history(store: Store) -> None:
     _create(store)
-    show = store.get_entity("show", "s1")
+    show = store.get_show("s1")
     assert show is not None
-    assert show["status"] == "active"
-    assert show["spec_json"] == {"k": [1]}
+    assert show.status == "active"
+    assert show.spec_json == {"k": [1]}
     plays = store.list_plays("s1")
-    assert [(p["name"], p["status"], p["depends_on_json"]) for p in plays] == [
+    assert [(p.name, p.status, p.depends_on_json) for p in plays] == [
         ("a", "pending", None),
         ("b", "pending", ["a"]),
     ]
     assert [t.reason_code for t in store.list_transitions("play", "s1.b")] == [
         "play.pending.created"
     ]
-    assert store.active_shows_for_topic("t")[0]["id"] == "s1"
+    assert store.active_shows_for_topic("t")[0].id == "s1"
 
 
 def test_a_play_status_write_carries_its_merge_columns(store: Store) -> None:
@@ -54,10 +56,10 @@ def test_a_play_status_write_carries_its_merge_columns(store: Store) -> None:
         extra_fields={"merge_sha": "f" * 40, "merged_at": 5.0},
         expected_statuses={"pending"},
     )
-    row = store.get_entity("play", "s1.a")
+    row = store.get_play("s1.a")
     assert row is not None
-    assert row["merge_sha"] == "f" * 40
-    assert row["ended_at"] is not None
+    assert row.merge_sha == "f" * 40
+    assert row.ended_at is not None
 
 
 def test_sessions_link_to_their_play_through_metadata(store: Store) -> None:
@@ -78,14 +80,14 @@ def test_the_show_row_is_a_lock_taken_only_from_the_owner_judged(store: Store) -
     assert store.claim_show("s1", me, previous={}, lease_seconds=60)
     # A second claimer that judged "no owner" loses: the row has one now.
     assert not store.claim_show("s1", other, previous={}, lease_seconds=60)
-    row = store.get_entity("show", "s1")
+    row = store.get_show("s1")
     assert row is not None
-    assert row["owner_pid"] == me["owner_pid"]
+    assert row.owner_pid == me["owner_pid"]
     assert store.beat_show("s1", me)
     assert not store.beat_show("s1", other)
     # Taking over from the owner one judged dead works once.
-    assert store.claim_show("s1", other, previous=row, lease_seconds=60)
-    assert not store.claim_show("s1", me, previous=row, lease_seconds=60)
+    assert store.claim_show("s1", other, previous=row.as_dict(), lease_seconds=60)
+    assert not store.claim_show("s1", me, previous=row.as_dict(), lease_seconds=60)
     assert not store.beat_show("s1", me)
     assert store.release_show("s1", other)
     assert not store.release_show("s1", other)
@@ -145,17 +147,17 @@ def test_a_live_owner_keeps_the_show_and_a_dead_one_is_taken_over(
     store.update_fields("show", sid, {"owner_pid": _dead_pid()})
     report = resume_show("t", db_url=db_url)
     assert report.status == "completed", report.to_dict()
-    row = store.get_entity("show", sid)
+    row = store.get_show(sid)
     assert row is not None
-    assert row["owner_pid"] is None
+    assert row.owner_pid is None
 
 
 def test_recent_shows_lists_active_ones_first(store: Store) -> None:
     _create(store, "old", topic="x")
     _create(store, "new", topic="y")
     store.update_status("show", "new", new_status="completed", reason_code="show.completed.ok")
-    assert [s["id"] for s in store.recent_shows()] == ["old", "new"]
-    assert [s["id"] for s in store.recent_shows(limit=1)] == ["old"]
+    assert [s.id for s in store.recent_shows()] == ["old", "new"]
+    assert [s.id for s in store.recent_shows(limit=1)] == ["old"]
 
 
 def test_a_second_active_show_of_a_topic_is_refused_in_the_creating_transaction(
@@ -169,9 +171,28 @@ def test_a_second_active_show_of_a_topic_is_refused_in_the_creating_transaction(
             plays=[{"id": "second.a", "name": "a"}],
             exclusive_topic=True,
         )
-    assert store.get_entity("show", "second") is None
-    assert store.get_entity("play", "second.a") is None
+    assert store.get_show("second") is None
+    assert store.get_play("second.a") is None
     store.update_status("show", "first", new_status="aborted", reason_code="show.aborted.user")
     store.create_show_with_plays(
         id="second", fields={"topic": "same"}, plays=[], exclusive_topic=True
     )
+
+
+def test_a_show_row_and_a_play_row_hold_every_column_of_their_tables(store: Store) -> None:
+    """``ShowRow.from_row`` and ``PlayRow.from_row`` name each column: one a table gains
+    fails here, not later as a missing attribute above the store. ``as_dict`` is the
+    decoded row, as ``StateDB`` and the JSON outputs give it."""
+    _create(store)
+    [show] = store.connector.read(store.sql("active_shows_for_topic"), {"topic": "t"})
+    assert set(show) == set(ShowRow._fields)
+    assert store.get_show("s1") == ShowRow.from_row(decode_row(show))  # type: ignore[arg-type]
+    assert store.active_shows_for_topic("t")[0].as_dict() == decode_row(show)
+    raw = store.connector.read(store.sql("list_plays"), {"show_id": "s1"})
+    assert set(raw[0]) == set(PlayRow._fields)
+    plays = store.list_plays("s1")
+    assert [p.as_dict() for p in plays] == [decode_row(r) for r in raw]
+    assert store.show_plays("s1") == plays
+    assert store.get_play("s1.b") == plays[1]
+    assert store.get_show("no-such-show") is None
+    assert store.get_play("no-such-play") is None

@@ -52,9 +52,9 @@ def test_an_abort_during_a_gate_lands_nothing_on_the_integration_branch(
     assert p.worktree is not None
     assert Path(p.worktree).is_dir()
     with opened(db_url) as store:
-        show = store.get_entity("show", report.show_id)
+        show = store.get_show(report.show_id)
     assert show is not None
-    assert show["integration_head"] == git(repo, "rev-parse", "main")
+    assert show.integration_head == git(repo, "rev-parse", "main")
     gate_worktree = worktrees_root() / report.show_id / ".gate"
     assert not gate_worktree.exists()
     assert str(gate_worktree) not in git(repo, "worktree", "list")
@@ -164,7 +164,7 @@ def _recorded_child(db_url: str, role: str) -> bool:
     """The running execution of ``role`` has its process on record (a reaper finds it)."""
     with opened(db_url) as store:
         shows = store.active_shows_for_topic("t")
-        sessions = store.list_play_sessions(f"{shows[0]['id']}.a") if shows else []
+        sessions = store.list_play_sessions(f"{shows[0].id}.a") if shows else []
     return any(
         s["metadata_json"].get("role") == role and s["status"] == "running" and s.get("child_pid")
         for s in sessions

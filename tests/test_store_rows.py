@@ -16,8 +16,10 @@ from lirun.store import Store
 from lirun.store import rows as row_classes
 from lirun.store.rows import (
     AdminEventRow,
+    PlayRow,
     ScheduleRow,
     ScheduleRunRow,
+    ShowRow,
     TransitionRow,
     WorkerRow,
 )
@@ -25,17 +27,17 @@ from lirun.store.rows import (
 # Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
 STILL_DICTS = frozenset(
     {
-        "active_shows_for_topic", "append_message", "attention_rows", "create_flow_invocation",
-        "create_invocation", "create_play", "create_schedule_run", "create_session",
-        "create_show", "create_show_with_plays", "create_team", "create_team_with_members",
+        "append_message", "attention_rows", "create_flow_invocation",
+        "create_invocation", "create_schedule_run", "create_session",
+        "create_team", "create_team_with_members",
         "fetch_wait_rows", "find_session_by_engine_uid", "gc_candidates", "get_branch",
         "get_entity", "list_flows", "list_invocation_sessions",
-        "list_messages", "list_play_sessions", "list_plays", "list_recent_shows",
+        "list_messages", "list_play_sessions", "list_recent_shows",
         "list_running_flows", "list_running_legs", "list_running_sessions", "list_sessions",
         "list_show_gate_sessions", "list_shows", "list_teams", "match_wait_ids",
-        "read_team_inbox", "recent_schedule_runs", "recent_shows", "resolve_wait_exact",
+        "read_team_inbox", "recent_schedule_runs", "resolve_wait_exact",
         "run_lineage", "runs_page", "schedule_runs_with_usage", "send_team_message",
-        "show_plays", "team_conversation", "team_member_summary", "team_members",
+        "team_conversation", "team_member_summary", "team_members",
         "team_memberships_of_run", "team_recent_messages", "teams_of_owner",
         "transitions_since", "unremoved_files", "upsert_branch",
     }
@@ -76,6 +78,15 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("list_schedule_runs", ScheduleRunRow),
         ("list_queued_runs", ScheduleRunRow),
         ("list_lapsed_runs", ScheduleRunRow),
+        ("create_show", ShowRow),
+        ("create_show_with_plays", ShowRow),
+        ("get_show", ShowRow),
+        ("active_shows_for_topic", ShowRow),
+        ("recent_shows", ShowRow),
+        ("create_play", PlayRow),
+        ("get_play", PlayRow),
+        ("list_plays", PlayRow),
+        ("show_plays", PlayRow),
     ],
 )
 def test_typed_methods_name_their_row_class(method: str, row_class: type) -> None:
@@ -83,7 +94,9 @@ def test_typed_methods_name_their_row_class(method: str, row_class: type) -> Non
     assert getattr(row_classes, row_class.__name__) is row_class
 
 
-@pytest.mark.parametrize("row_class", [AdminEventRow, ScheduleRow, ScheduleRunRow, TransitionRow])
+@pytest.mark.parametrize(
+    "row_class", [AdminEventRow, ScheduleRow, ScheduleRunRow, TransitionRow, ShowRow, PlayRow]
+)
 def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
     given = {name: f"v-{i}" for i, name in enumerate(row_class._fields)}  # type: ignore[attr-defined]
     row = row_class.from_row(given)  # type: ignore[attr-defined]

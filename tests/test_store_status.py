@@ -463,4 +463,6 @@ def test_non_terminal_moves_are_free(store: Store) -> None:
     for status in ("prepared", "running", "gated", "redoing", "running", "gated", "merged"):
         reason = "play.running.started" if status == "running" else reason_for("play", status)
         assert store.update_status("play", pid, new_status=status, reason_code=reason)
-    assert store.get_entity("play", pid)["status"] == "merged"  # type: ignore[index]
+    play = store.get_play(pid)
+    assert play is not None
+    assert play.status == "merged"

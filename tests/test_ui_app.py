@@ -221,11 +221,11 @@ def test_lineage_links_resumes_invocations_and_plays(
     make_run(store, lirun_home, "first", invocation_id=inv["id"])
     make_run(store, lirun_home, "second", resumed_from="first")
     show = store.create_show(topic="auth")
-    store.create_play(show_id=show["id"], name="models", session_id="first")
+    store.create_play(show_id=show.id, name="models", session_id="first")
     page = client.get("/runs/first").text
     assert 'resumed as <a href="/runs/second">' in page
     assert f'href="/flows/{inv["id"]}"' in page
-    assert f'href="/shows/{show["id"]}#play-' in page
+    assert f'href="/shows/{show.id}#play-' in page
     assert 'resumed from <a href="/runs/first">' in client.get("/runs/second").text
 
 
@@ -317,23 +317,23 @@ def test_graphviz_labels_stay_text() -> None:
 
 def test_show_page_is_a_board_of_plays(store: Store, client: TestClient) -> None:
     show = store.create_show(topic="add-auth")
-    p1 = store.create_play(show_id=show["id"], name="models")
-    p2 = store.create_play(show_id=show["id"], name="<api>")
-    store.update_status("play", p1["id"], new_status="running", reason_code="play.running.started")
+    p1 = store.create_play(show_id=show.id, name="models")
+    p2 = store.create_play(show_id=show.id, name="<api>")
+    store.update_status("play", p1.id, new_status="running", reason_code="play.running.started")
     raw_write(
         store,
         "UPDATE plays SET merge_sha = 'abcdef0123456789', attempt = 2 WHERE id = :id",
-        {"id": p1["id"]},
+        {"id": p1.id},
     )
-    page = client.get(f"/shows/{show['id']}").text
+    page = client.get(f"/shows/{show.id}").text
     assert "abcdef012345" in page
     assert ">attempt</span> 2" in page
-    assert f'id="play-{p1["id"]}"' in page
+    assert f'id="play-{p1.id}"' in page
     assert "&lt;api&gt;" in page
     assert page.index('data-status="pending"') < page.index('data-status="running"')
-    data = client.get(f"/api/shows/{show['id']}").json()
+    data = client.get(f"/api/shows/{show.id}").json()
     assert [c["status"] for c in data["board"]] == ["pending", "running"]
-    assert p2["id"] in {p["id"] for p in data["plays"]}
+    assert p2.id in {p["id"] for p in data["plays"]}
     assert client.get("/shows/nope").status_code == 404
 
 
@@ -567,14 +567,14 @@ def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
     and a play escalated by its gate: a verdict is a chip linked to its gate run, not a
     cut-off dict; attempts read 'n of m'; the integration branch and its head are shown."""
     show = store.create_show(topic="qa")
-    good = store.create_play(show_id=show["id"], name="good")
-    bad = store.create_play(show_id=show["id"], name="bad")
+    good = store.create_play(show_id=show.id, name="good")
+    bad = store.create_play(show_id=show.id, name="bad")
     head = "47de1bc7bfac33cb7dbe68db4c24c1498002c90b"
     raw_write(
         store,
         "UPDATE shows SET integration = 'show/qa', integration_head = :h, base = 'main' "
         "WHERE id = :id",
-        {"h": head, "id": show["id"]},
+        {"h": head, "id": show.id},
     )
     for play, verdict, reason, attempt, merge in (
         (good, "pass", "run.completed_empty.no_evidence", 1, head),
@@ -592,10 +592,10 @@ def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
                 "g": json.dumps({**gate, "verdict": verdict}),
                 "w": None if merge else "/home/me/.lirun/worktrees/20261130T145121-112f81/bad",
                 "f": None if merge else FEEDBACK,
-                "id": play["id"],
+                "id": play.id,
             },
         )
-    page = client.get(f"/shows/{show['id']}").text
+    page = client.get(f"/shows/{show.id}").text
     assert 'show/qa</code> at <code class="sha">47de1bc7bfac' in page
     assert ">attempt</span> 1 of 2" in page
     assert ">attempt</span> 2 of 2" in page
@@ -609,7 +609,7 @@ def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
     assert '<code class="path">/home/me/.lirun/worktrees/20261130T145121-112f81/bad</code>' in page
     assert "depends on json" not in page
     assert FEEDBACK in page  # why it is escalated, not its first 40 characters
-    data = client.get(f"/api/shows/{show['id']}").json()
+    data = client.get(f"/api/shows/{show.id}").json()
     assert data["final_gate"] is None
     assert {p["gate"]["verdict"] for c in data["board"] for p in c["plays"]} == {"pass", "fail"}
 
@@ -734,11 +734,11 @@ def test_a_gate_or_an_earlier_attempt_names_its_play(
     """The shows engine notes play, show, role and attempt in a run's metadata; only the
     play's latest work run was linked, so a gate run's page did not say whose gate it was."""
     show = store.create_show(topic="qa")
-    play = store.create_play(show_id=show["id"], name="bad")
-    meta = {"play_id": play["id"], "show_id": show["id"], "play": "bad", "attempt": 2}
+    play = store.create_play(show_id=show.id, name="bad")
+    meta = {"play_id": play.id, "show_id": show.id, "play": "bad", "attempt": 2}
     make_run(store, lirun_home, "gate-2", metadata_json={**meta, "role": "gate"})
     make_run(store, lirun_home, "work-1", metadata_json={**meta, "attempt": 1, "role": "agent"})
-    link = f'<a href="/shows/{show["id"]}#play-{play["id"]}">bad</a>'
+    link = f'<a href="/shows/{show.id}#play-{play.id}">bad</a>'
     assert f"gate of play {link}, attempt 2" in client.get("/runs/gate-2").text
     assert f"work of play {link}, attempt 1" in client.get("/runs/work-1").text
     assert client.get("/api/runs/gate-2").json()["play_of"]["role"] == "gate"
@@ -779,7 +779,7 @@ def test_a_play_its_provider_stopped_shows_the_providers_words_and_what_to_do(
     store: Store, client: TestClient, lirun_home: Path
 ) -> None:
     show = store.create_show(topic="keys")
-    play = store.create_play(show_id=show["id"], name="login")
+    play = store.create_play(show_id=show.id, name="login")
     make_run(
         store,
         lirun_home,
@@ -792,12 +792,12 @@ def test_a_play_its_provider_stopped_shows_the_providers_words_and_what_to_do(
         store,
         "UPDATE plays SET status = 'escalated', status_reason_code = 'play.escalated.provider', "
         "session_id = 'refused', attempt = 1, attempts = 2 WHERE id = :id",
-        {"id": play["id"]},
+        {"id": play.id},
     )
-    page = client.get(f"/shows/{show['id']}").text
+    page = client.get(f"/shows/{show.id}").text
     assert "the provider said" in page
     assert "Invalid API key · Please run /login" in page
     assert "what to do</span> log in or fix the API key" in page
-    data = client.get(f"/api/shows/{show['id']}").json()
+    data = client.get(f"/api/shows/{show.id}").json()
     [shown] = [p for c in data["board"] for p in c["plays"]]
     assert shown["provider"]["class"] == "auth"

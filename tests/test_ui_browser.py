@@ -132,12 +132,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     flow_id = out.stdout.split("\t", 1)[0].strip()
     show = store.create_show(topic="add-auth")
     for name in ("models", "api", XSS_SCRIPT):
-        store.create_play(show_id=show["id"], name=name)
+        store.create_play(show_id=show.id, name=name)
     shots = Path(os.environ.get("LIRUN_TEST_SCREENSHOTS") or root / "screenshots")
     shots.mkdir(parents=True, exist_ok=True)
     try:
         with serve(db) as base:
-            yield Site(base, store, home, shots, env, flow_id, show["id"])
+            yield Site(base, store, home, shots, env, flow_id, show.id)
     finally:
         store.close()
 
@@ -470,10 +470,10 @@ def test_needs_you_is_counted_in_the_bar_and_grows_live(site: Site, driver: obje
     assert b.find_element(By.ID, f"attention-flow-{site.flow_id}")  # type: ignore[attr-defined]
     play = site.store.create_play(show_id=site.show_id, name="needs-a-person")
     site.store.update_status(
-        "play", play["id"], new_status="escalated", reason_code="play.escalated.merge_conflict"
+        "play", play.id, new_status="escalated", reason_code="play.escalated.merge_conflict"
     )
     WebDriverWait(b, 5, poll_frequency=0.05).until(
-        lambda d: d.find_elements(By.ID, f"attention-play-{play['id']}")
+        lambda d: d.find_elements(By.ID, f"attention-play-{play.id}")
     )
     WebDriverWait(b, 5, poll_frequency=0.05).until(lambda d: count(d) == before + 1)
     assert_inert(b)

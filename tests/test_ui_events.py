@@ -111,13 +111,13 @@ def test_each_change_names_its_parent_record(store: Store) -> None:
     inv = store.create_invocation(skill="flow")
     store.create_session(id="leg-1", owner_pid=None, invocation_id=inv["id"])
     show = store.create_show(topic="t")
-    play = store.create_play(show_id=show["id"], name="p")
+    play = store.create_play(show_id=show.id, name="p")
     parents = {r["entity_id"]: r["parent_id"] for r in store.transitions_since(before)}
     assert parents == {
         inv["id"]: None,
         "leg-1": inv["id"],
-        show["id"]: None,
-        play["id"]: show["id"],
+        show.id: None,
+        play.id: show.id,
     }
 
 

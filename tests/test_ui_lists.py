@@ -62,12 +62,12 @@ def test_flows_are_paged_by_keyset(store: Store, client: TestClient) -> None:
 def test_shows_page_counts_plays_and_what_needs_you(store: Store, client: TestClient) -> None:
     show = store.create_show(topic="add-auth")
     for name, status in (("models", "merged"), ("api", "escalated"), ("ui", "pending")):
-        play = store.create_play(show_id=show["id"], name=name)
+        play = store.create_play(show_id=show.id, name=name)
         raw_write(
-            store, "UPDATE plays SET status = :s WHERE id = :id", {"s": status, "id": play["id"]}
+            store, "UPDATE plays SET status = :s WHERE id = :id", {"s": status, "id": play.id}
         )
     page = client.get("/shows").text
-    assert f'id="show-{show["id"]}"' in page
+    assert f'id="show-{show.id}"' in page
     assert "add-auth" in page
     assert "1 of 3" in page
     [row] = client.get("/api/shows").json()["shows"]
@@ -75,7 +75,7 @@ def test_shows_page_counts_plays_and_what_needs_you(store: Store, client: TestCl
     runs = client.get("/api/runs", params={"kind": "show"})
     assert runs.status_code == 200
     assert [(r["kind"], r["id"], r["href"]) for r in runs.json()["runs"]] == [
-        ("show", show["id"], f"/shows/{show['id']}")
+        ("show", show.id, f"/shows/{show.id}")
     ]
     assert client.get("/", params={"kind": "show"}).status_code == 200
     assert client.get("/api/runs", params={"kind": "show", "q": "x"}).status_code == 400
@@ -134,17 +134,17 @@ def test_attention_page_lists_what_needs_you_and_the_bar_counts_it(
     assert 'id="nothing-needs-you"' in empty.text
     assert client.get("/api/attention").json() == {"items": [], "count": 0}
     show = store.create_show(topic="auth")
-    play = store.create_play(show_id=show["id"], name="api")
-    raw_write(store, "UPDATE plays SET status = 'gate_failed' WHERE id = :id", {"id": play["id"]})
+    play = store.create_play(show_id=show.id, name="api")
+    raw_write(store, "UPDATE plays SET status = 'gate_failed' WHERE id = :id", {"id": play.id})
     _schedule(store, "tick", time.time() - 3600)  # overdue, and no worker is live
     data = client.get("/api/attention").json()
     assert data["count"] == 2
     assert [(i["kind"], i["href"]) for i in data["items"]] == [
-        ("play", f"/shows/{show['id']}#play-{play['id']}"),
+        ("play", f"/shows/{show.id}#play-{play.id}"),
         ("overdue_schedule", "/schedules/tick"),
     ]
     page = client.get("/attention").text
-    assert f'id="attention-play-{play["id"]}"' in page
+    assert f'id="attention-play-{play.id}"' in page
     assert "failed its gate" in page
     assert "<code>li worker</code>" in page
     assert 'id="attention-count"' in client.get("/").text  # every page's bar has it

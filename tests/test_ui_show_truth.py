@@ -60,7 +60,7 @@ def _show(store: Store, *, final_gate: str | None) -> tuple[str, str]:
         override_actor="me",
         override_justification="merged by hand after fixing the test",
     )
-    return str(show["id"]), "show-truth.api"
+    return show.id, "show-truth.api"
 
 
 @pytest.mark.parametrize(("final_gate", "words"), [("pytest -q", "not run yet"), (None, "none")])

@@ -67,7 +67,7 @@ def test_import_checks_every_row_before_writing_any(store: Store) -> None:
 
 def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
     show = store.create_show(topic="t")
-    play = store.create_play(show_id=show["id"], name="models")
+    play = store.create_play(show_id=show.id, name="models")
     run = store.create_schedule_run(action_kind="agent")
     inv = store.create_invocation(skill="review", prompt="look")
     session = store.create_session(id="s", owner_pid=None, prompt="p", provider="codex")
@@ -76,14 +76,14 @@ def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
         ("session", session["id"]),
         ("invocation", inv["id"]),
         ("schedule_run", run["id"]),
-        ("play", play["id"]),
+        ("play", play.id),
     ]
     labels = {r["kind"]: (r["label"], r["parent_id"]) for r in rows}
-    assert labels["play"] == ("models", show["id"])
+    assert labels["play"] == ("models", show.id)
     assert labels["invocation"] == ("review", None)
     assert [r["id"] for r in store.runs_page(RunFilter(kinds=("play", "session")))] == [
         session["id"],
-        play["id"],
+        play.id,
     ]
     assert store.runs_page(RunFilter(provider="codex"))[0]["id"] == "s"
 

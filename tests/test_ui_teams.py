@@ -58,21 +58,19 @@ def test_teams_pages_and_api(store: Store, client: TestClient) -> None:
 
 def test_the_show_page_shows_its_teams_conversation(store: Store, client: TestClient) -> None:
     show = store.create_show(topic="pair")
-    store.create_play(show_id=show["id"], name="first")
-    assert client.get(f"/api/shows/{show['id']}").json()["team"] is None
-    team = store.create_team_with_members(
-        "pair-x", ["first"], owner_type="show", owner_id=show["id"]
-    )
+    store.create_play(show_id=show.id, name="first")
+    assert client.get(f"/api/shows/{show.id}").json()["team"] is None
+    team = store.create_team_with_members("pair-x", ["first"], owner_type="show", owner_id=show.id)
     store.send_team_message(team["id"], sender="lirun", recipient="all", text="play first merged")
-    data = client.get(f"/api/shows/{show['id']}").json()
+    data = client.get(f"/api/shows/{show.id}").json()
     assert data["team"]["team"]["id"] == team["id"]
     assert [m["body"] for m in data["team"]["messages"]] == ["play first merged"]
-    html = client.get(f"/shows/{show['id']}").text
+    html = client.get(f"/shows/{show.id}").text
     assert 'id="team-talk"' in html
     assert "play first merged" in html
     assert team["id"] in html.split('data-live="', 1)[1].split('"', 1)[0]
     team_page = client.get(f"/teams/{team['id']}").text
-    assert f'href="/shows/{show["id"]}"' in team_page
+    assert f'href="/shows/{show.id}"' in team_page
 
 
 def test_openapi_lists_the_team_routes(client: TestClient) -> None:

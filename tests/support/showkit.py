@@ -98,7 +98,7 @@ def gated_commits(store: Any, show_id: str) -> set[str]:
     """Commits a gate of the show passed on (play gates, gates on the integration head)."""
     sessions = list(store.list_show_gate_sessions(show_id))
     for p in store.list_plays(show_id):
-        sessions += store.list_play_sessions(str(p["id"]))
+        sessions += store.list_play_sessions(p.id)
     return {
         s["metadata_json"]["commit"]
         for s in sessions

@@ -77,9 +77,9 @@ def create_entity(store: Store, entity_type: str, entity_id: str | None = None) 
     elif entity_type == "schedule_run":
         row = store.create_schedule_run(action_kind="agent", id=entity_id)
     elif entity_type == "show":
-        row = store.create_show(topic="t", id=entity_id)
+        return store.create_show(topic="t", id=entity_id).id
     elif entity_type == "play":
-        row = store.create_play(show_id="show-1", name="p", id=entity_id)
+        return store.create_play(show_id="show-1", name="p", id=entity_id).id
     elif entity_type == "team":
         row = store.create_team(name="crew", id=entity_id)
     elif entity_type == "schedule":

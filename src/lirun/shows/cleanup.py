@@ -10,13 +10,12 @@ show is refused: it is still running, or waiting for a person to look at its wor
 
 from __future__ import annotations
 
-from typing import Any
-
 from lirun.errors import ConflictError, UsageError
 from lirun.exec.leftovers import CleanReport, gather, repo_of, sweep
 from lirun.exec.worktrees import worktrees_root
 from lirun.shows.engine import find_show, owner_alive
 from lirun.store import open_existing
+from lirun.store.rows import PlayRow
 
 __all__ = ["clean_show"]
 
@@ -30,17 +29,15 @@ def _attempt_of(branch: str, integration: str) -> tuple[str, int] | None:
     return play, int(number)
 
 
-def _superseded(
-    branches: dict[str, str], plays: list[dict[str, Any]], integration: str
-) -> dict[str, str]:
+def _superseded(branches: dict[str, str], plays: list[PlayRow], integration: str) -> dict[str, str]:
     """Attempt branch → the later attempt of a merged play that replaced it."""
-    merged = {str(p["name"]): p for p in plays if p["status"] == "merged"}
+    merged = {p.name: p for p in plays if p.status == "merged"}
     out: dict[str, str] = {}
     for name in branches:
         found = _attempt_of(name, integration)
         if found is None or found[0] not in merged:
             continue
-        last = int(merged[found[0]].get("attempt") or 0)
+        last = int(merged[found[0]].attempt or 0)
         if found[1] < last:
             out[name] = f"a{last}"
     return out
@@ -52,11 +49,11 @@ def clean_show(show: str, *, db_url: str | None = None, force: bool = False) -> 
     store = open_existing(db_url, f"show with id {show!r}")
     try:
         row = find_show(store, show)
-        plays = store.list_plays(str(row["id"]))
+        plays = store.list_plays(row.id)
     finally:
         store.close()
-    show_id, integration = str(row["id"]), str(row["integration"])
-    if row["status"] == "active":
+    show_id, integration = row.id, str(row.integration)
+    if row.status == "active":
         raise ConflictError(
             f"show {show_id} is still active (running, or waiting for a person to look at "
             f"its worktrees); finish it with `li show resume {show_id}` or end it with "
@@ -64,13 +61,13 @@ def clean_show(show: str, *, db_url: str | None = None, force: bool = False) -> 
         )
     if owner_alive(row):
         raise ConflictError(
-            f"show {show_id} is {row['status']} but pid {row.get('owner_pid')} still stops "
+            f"show {show_id} is {row.status} but pid {row.owner_pid} still stops "
             "its plays; clean it once that process ended"
         )
-    repo = repo_of(str(row.get("repo") or ""))
+    repo = repo_of(row.repo or "")
     if repo is None:
-        raise UsageError(f"show {show_id}'s repository {row.get('repo')} is not a git repository")
-    names = {str(p["name"]) for p in plays}
+        raise UsageError(f"show {show_id}'s repository {row.repo} is not a git repository")
+    names = {p.name for p in plays}
     branches = {
         name: sha
         for name, sha in repo.branches(f"{integration}--").items()

@@ -38,6 +38,7 @@ from lirun.shows.spec import ShowSpec
 from lirun.shows.teamtalk import ShowTeam
 from lirun.signals import SignalTrap
 from lirun.store import Store
+from lirun.store.rows import PlayRow, ShowRow
 
 __all__ = ["Conductor"]
 
@@ -57,7 +58,7 @@ class Conductor:
         self,
         *,
         store: Store,
-        show: dict[str, Any],
+        show: ShowRow,
         spec: ShowSpec,
         git: ShowGit,
         db_url: str,
@@ -71,7 +72,7 @@ class Conductor:
         self.workers = Workers(git, db_url, progress)
         self.parallel = max(1, parallel)
         self.owner, self.stop, self.say = owner, stop, progress
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.rows: dict[str, PlayRow] = {}
         self.to_start: deque[str] = deque()
         self.gate_queue: deque[str] = deque()
         self.gate_busy = False
@@ -89,33 +90,32 @@ class Conductor:
     # -- records --
 
     def refresh(self) -> None:
-        for row in self.store.list_plays(self.show["id"]):
-            self.rows[str(row["name"])] = row
+        for row in self.store.list_plays(self.show.id):
+            self.rows[row.name] = row
 
     def facts(self) -> list[PlayFacts]:
         return [
-            PlayFacts(name, str(r["status"]), tuple(r.get("depends_on_json") or ()))
-            for name, r in self.rows.items()
+            PlayFacts(n, r.status, tuple(r.depends_on_json or ())) for n, r in self.rows.items()
         ]
 
     def set_play(
         self, name: str, status: str, reason: str, summary: str = "", **fields: Any
     ) -> bool:
         row = self.rows[name]
-        if is_terminal("play", row["status"]) and status != row["status"]:
+        if is_terminal("play", row.status) and status != row.status:
             return False  # a person or an abort decided meanwhile: their word stands
         applied = self.store.update_status(
             "play",
-            row["id"],
+            row.id,
             new_status=status,
             reason_code=reason,
             reason_summary=_short(summary),
-            expected_statuses={row["status"]},
+            expected_statuses={row.status},
             extra_fields=fields or None,
         )
         if applied and status in ("escalated", "gate_failed"):
             self.team.escalated(name, status, summary)
-        fresh = self.store.get_entity("play", row["id"])
+        fresh = self.store.get_play(row.id)
         if fresh is not None:
             self.rows[name] = fresh
         return applied
@@ -123,11 +123,11 @@ class Conductor:
     def _meta(self, name: str, role: str) -> dict[str, Any]:
         row = self.rows[name]
         return {
-            "show_id": self.show["id"],
-            "play_id": row["id"],
+            "show_id": self.show.id,
+            "play_id": row.id,
             "play": name,
             "role": role,
-            "attempt": int(row["attempt"] or 0),
+            "attempt": int(row.attempt or 0),
             **self.team.meta(name),
         }
 
@@ -171,7 +171,7 @@ class Conductor:
         if self.lease.lapsed():
             # Its lease lapsed (even if renewed since): its guard killed the executions
             # and anyone may have taken the show over; it stops as a taken-over owner does.
-            self.say(f"show {self.show['id']}: its lease is lost (no heartbeat); stopping")
+            self.say(f"show {self.show.id}: its lease is lost (no heartbeat); stopping")
             return False
         if now - self._last_beat < self.beat_every:
             return True
@@ -179,7 +179,7 @@ class Conductor:
         return self._renew(now)
 
     def _renew(self, started: float) -> bool:
-        ours = self.store.beat_show(self.show["id"], self.owner)
+        ours = self.store.beat_show(self.show.id, self.owner)
         if ours:
             self.lease.renewed(started)
         return ours
@@ -196,14 +196,14 @@ class Conductor:
         return "blocked" if nxt.kind == "go" else nxt.kind
 
     def _show_meta(self, role: str) -> dict[str, Any]:
-        return {"show_id": self.show["id"], "role": role}
+        return {"show_id": self.show.id, "role": role}
 
     def _mark_waiting(self) -> None:
-        merged = {n for n, r in self.rows.items() if r["status"] == "merged"}
+        merged = {n for n, r in self.rows.items() if r.status == "merged"}
         for name in waiting_plays(self.facts()):
             row = self.rows[name]
-            if row["status_reason_code"] != "play.pending.waiting_on_deps":
-                deps = [d for d in row.get("depends_on_json") or () if d not in merged]
+            if row.status_reason_code != "play.pending.waiting_on_deps":
+                deps = [d for d in row.depends_on_json or () if d not in merged]
                 self.set_play(
                     name, "pending", "play.pending.waiting_on_deps", f"waits for {', '.join(deps)}"
                 )
@@ -221,9 +221,9 @@ class Conductor:
 
     def _start_agent(self, name: str) -> None:
         row, play = self.rows[name], self.spec.play(name)
-        if row["status"] not in ("pending", "prepared", "running", "redoing"):
+        if row.status not in ("pending", "prepared", "running", "redoing"):
             return  # a person or an abort decided meanwhile
-        if row["status"] == "pending":
+        if row.status == "pending":
             branch = attempt_branch(self.git.integration, name, 1)
             path = str(self.git.play_path(name))
             summary = f"worktree {path} on {branch}"
@@ -240,24 +240,24 @@ class Conductor:
             row = self.rows[name]
         run_id = new_run_id()
         prompt, resume = self._prompt(name, row)
-        if row["status"] == "prepared":
+        if row.status == "prepared":
             ok = self.set_play(
                 name, "running", "play.running.started", f"execution {run_id}", session_id=run_id
             )
-        elif row["status"] == "running":
+        elif row.status == "running":
             reason = self.rerun_reason.pop(name, "play.running.rerun")
             ok = self.set_play(name, "running", reason, f"execution {run_id}", session_id=run_id)
         else:  # redoing: the second attempt runs under that status
-            self.store.update_fields("play", row["id"], {"session_id": run_id})
+            self.store.update_fields("play", row.id, {"session_id": run_id})
             ok = True
         if not ok:
             return
-        self.say(f"play {name}: attempt {row['attempt']} running ({run_id}) on {row['branch']}")
+        self.say(f"play {name}: attempt {row.attempt} running ({run_id}) on {row.branch}")
         self.workers.start_agent(
             AgentJob(
                 play=name,
                 task=play.task,
-                branch=str(row["branch"]),
+                branch=str(row.branch),
                 run_id=run_id,
                 prompt=prompt,
                 resume_branch=resume,
@@ -266,23 +266,23 @@ class Conductor:
             )
         )
 
-    def _prompt(self, name: str, row: dict[str, Any]) -> tuple[str | None, str | None]:
+    def _prompt(self, name: str, row: PlayRow) -> tuple[str | None, str | None]:
         """(prompt, branch to resume) for the play's next execution."""
         task = self.spec.play(name).task
-        feedback = row.get("feedback")
-        if not task.is_agent or not feedback or int(row["attempt"] or 0) < 2:
+        feedback = row.feedback
+        if not task.is_agent or not feedback or int(row.attempt or 0) < 2:
             return self.team.prompt(
                 name, task.prompt if task.is_agent else None, resumed=False
             ), None
         previous = [
             s
-            for s in self.store.list_play_sessions(str(row["id"]))
+            for s in self.store.list_play_sessions(row.id)
             if (s.get("metadata_json") or {}).get("role") == "agent"
-            and (s.get("metadata_json") or {}).get("attempt") == int(row["attempt"]) - 1
+            and (s.get("metadata_json") or {}).get("attempt") == int(row.attempt) - 1
         ]
         last = previous[-1] if previous else None
         resume = str(last["branch_id"]) if last and last.get("engine_session_uid") else None
-        redo = redo_prompt(task.prompt, feedback, str(row["branch"]), resumed=bool(resume))
+        redo = redo_prompt(task.prompt, feedback, str(row.branch), resumed=bool(resume))
         return self.team.prompt(name, redo, resumed=bool(resume)), resume
 
     def _on_agent(self, done: Done) -> None:
@@ -335,9 +335,9 @@ class Conductor:
     def fail(self, name: str, kind: FailureKind, feedback: str, **fields: Any) -> None:
         """The play did not merge: redo it on a new attempt branch, or give up."""
         row = self.rows[name]
-        failure = after_failure(kind, attempt=int(row["attempt"] or 1), attempts=row["attempts"])
+        failure = after_failure(kind, attempt=int(row.attempt or 1), attempts=row.attempts or 1)
         if failure.status == "redoing":
-            attempt = int(row["attempt"] or 1) + 1
+            attempt = int(row.attempt or 1) + 1
             branch = attempt_branch(self.git.integration, name, attempt)
             fields.update(attempt=attempt, branch=branch, feedback=feedback)
             if self.set_play(name, "redoing", failure.reason_code, feedback, **fields):
@@ -354,7 +354,7 @@ class Conductor:
 
     def _start_gate(self, name: str) -> None:
         row = self.rows[name]
-        if row["status"] == "running_complete":
+        if row.status == "running_complete":
             ok = self.set_play(name, "gated", "play.gated.awaiting", "gating the merge result")
         else:
             ok = self.set_play(name, "gated", "play.gated.regate", "gating on the new head")
@@ -364,10 +364,10 @@ class Conductor:
         self.workers.start_gate(
             GateJob(
                 play=name,
-                branch=str(row["branch"]),
-                worktree=row.get("worktree"),
+                branch=str(row.branch),
+                worktree=row.worktree,
                 gate=self.spec.gate_for(self.spec.play(name)),
-                message=f"Merge play {name} of show {self.spec.topic} ({self.show['id']})",
+                message=f"Merge play {name} of show {self.spec.topic} ({self.show.id})",
                 metadata=self._meta(name, "gate"),
             )
         )
@@ -378,7 +378,7 @@ class Conductor:
         if self.workers.stopping is not None and (done.gate is None or done.gate.verdict != "pass"):
             return  # no verdict while stopping: resume gates it again
         merge, gate = done.merge, done.gate
-        branch, integration = self.rows[name]["branch"], self.git.integration
+        branch, integration = self.rows[name].branch, self.git.integration
         if done.error is not None or merge is None:
             self.fail(name, "gate", f"the gate could not run: {done.error}")
         elif merge.up_to_date:
@@ -419,7 +419,7 @@ class Conductor:
         fields: dict[str, Any] = {"candidate_sha": sha, "candidate_base": base}
         if gate is not None:
             fields["gate_json"] = gate
-        self.store.update_fields("play", row["id"], fields)
+        self.store.update_fields("play", row.id, fields)
         if not self.git.move_integration(sha, base):
             self.say(f"play {name}: {self.git.integration} moved meanwhile; gating again")
             self.team.head_moved(self.git.integration, self.git.head() or "(deleted)")
@@ -432,24 +432,25 @@ class Conductor:
         """The show is still ours and the play still gated, asked just before the ref
         move: an abort (or a person) between heartbeats must not find a merge landed on
         the branch of a play its record says did not merge."""
-        fresh = self.store.get_entity("play", self.rows[name]["id"])
+        fresh = self.store.get_play(self.rows[name].id)
         started = time.monotonic()
         if self._renew(started) and fresh is not None:
             self._last_beat = started
-            if fresh["status"] == "gated":
+            if fresh.status == "gated":
                 return True
             self.rows[name] = fresh
-            self.say(f"play {name}: {fresh['status']} meanwhile; not merged")
+            self.say(f"play {name}: {fresh.status} meanwhile; not merged")
             return False
-        self.say(f"show {self.show['id']} was ended or taken over meanwhile; nothing merged")
+        self.say(f"show {self.show.id} was ended or taken over meanwhile; nothing merged")
         self.outcome = "lost"
         self.workers.stop(15)
         return False
 
     def merged(self, name: str, sha: str) -> None:
         row = self.rows[name]
-        old = (self.store.get_entity("show", self.show["id"]) or {}).get("integration_head")
-        self.store.update_fields("show", self.show["id"], {"integration_head": sha})
+        show = self.store.get_show(self.show.id)
+        old = show.integration_head if show is not None else None
+        self.store.update_fields("show", self.show.id, {"integration_head": sha})
         self.set_play(
             name,
             "merged",
@@ -459,7 +460,7 @@ class Conductor:
             merged_at=time.time(),
             worktree=None,
         )
-        attempts = int(row["attempt"] or 1)
+        attempts = int(row.attempt or 1)
         self.git.remove_play(
             name, [attempt_branch(self.git.integration, name, n) for n in range(1, attempts + 1)]
         )
@@ -475,11 +476,11 @@ class Conductor:
             return
         role = "head_gate" if done.kind == "head" else "final_gate"
         record = {**gate.to_dict(), "output": gate.output, "role": role}
-        self.store.update_fields("show", self.show["id"], {"final_gate_json": record})
+        self.store.update_fields("show", self.show.id, {"final_gate_json": record})
         if done.kind == "head":
             self.head_check = False
             if gate.verdict == "pass":
-                self.store.update_fields("show", self.show["id"], {"integration_head": gate.commit})
+                self.store.update_fields("show", self.show.id, {"integration_head": gate.commit})
                 self.say(f"the moved head {gate.commit[:12]} passed its gate")
             else:
                 self.outcome = "integration_unverified"

@@ -37,6 +37,7 @@ from lirun.shows.report import ShowReport, build_report
 from lirun.shows.spec import DEFAULT_PARALLEL, ShowSpec
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_existing, open_store
+from lirun.store.rows import ShowRow
 
 __all__ = [
     "DEFAULT_PARALLEL",
@@ -74,7 +75,7 @@ class ShowOptions:
 # -- reading ----------------------------------------------------------------------------------
 
 
-def find_show(store: Store, text: str) -> dict[str, Any]:
+def find_show(store: Store, text: str) -> ShowRow:
     """The show ``text`` names: its id, a unique id prefix or suffix, or an active topic."""
     try:
         return _get(store, store.resolve_id("show", text))
@@ -83,7 +84,7 @@ def find_show(store: Store, text: str) -> dict[str, Any]:
         if len(active) == 1:
             return active[0]
         if active:
-            ids = ", ".join(s["id"] for s in active)
+            ids = ", ".join(s.id for s in active)
             raise UsageError(f"topic {text!r} has several active shows ({ids}); name one") from None
         raise NotFoundError(
             f"no show with id {text!r} and no active show with that topic; "
@@ -91,8 +92,8 @@ def find_show(store: Store, text: str) -> dict[str, Any]:
         ) from None
 
 
-def _get(store: Store, show_id: str) -> dict[str, Any]:
-    row = store.get_entity("show", show_id)
+def _get(store: Store, show_id: str) -> ShowRow:
+    row = store.get_show(show_id)
     if row is None:
         raise NotFoundError(f"no show with id {show_id!r}")
     return row
@@ -100,23 +101,19 @@ def _get(store: Store, show_id: str) -> dict[str, Any]:
 
 def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowReport:
     show = _get(store, show_id)
-    # The head as git has it: a branch moved by hand shows where it really is.
-    show = {
-        **show,
-        "integration_head": current_head(show),
-        "recorded_head": show.get("integration_head"),
-    }
     plays = store.list_plays(show_id)
-    sessions = {str(p["id"]): store.list_play_sessions(str(p["id"])) for p in plays}
-    unowned = show["status"] == "active" and not owner_alive(show)
-    return build_report(show, plays, sessions, interrupted=interrupted, unowned=unowned)
+    sessions = {p.id: store.list_play_sessions(p.id) for p in plays}
+    unowned = show.status == "active" and not owner_alive(show)
+    # The head as git has it: a branch moved by hand shows where it really is.
+    head = current_head(show)
+    return build_report(show, plays, sessions, head=head, interrupted=interrupted, unowned=unowned)
 
 
 def show_report(show: str, *, db_url: str | None = None) -> ShowReport:
     """The board of ``show`` (id, id prefix or active topic); changes nothing."""
     store = open_store(db_url, readonly=True)
     try:
-        return _report(store, str(find_show(store, show)["id"]))
+        return _report(store, find_show(store, show).id)
     finally:
         store.close()
 
@@ -125,7 +122,7 @@ def recent_shows(*, db_url: str | None = None, limit: int = 20) -> tuple[ShowRep
     """The boards of the active shows first, then the newest ones (``li show status``)."""
     store = open_store(db_url, readonly=True)
     try:
-        return tuple(_report(store, str(row["id"])) for row in store.recent_shows(limit=limit))
+        return tuple(_report(store, row.id) for row in store.recent_shows(limit=limit))
     finally:
         store.close()
 
@@ -155,21 +152,21 @@ def _check_plays(spec: ShowSpec) -> None:
 def _check_topic_free(store: Store, topic: str) -> None:
     for row in store.active_shows_for_topic(topic):
         raise ConflictError(
-            f"show {row['id']} of topic {topic!r} is still active; continue it with "
-            f"`li show resume {row['id']}` or end it with `li show abort {row['id']}`"
+            f"show {row.id} of topic {topic!r} is still active; continue it with "
+            f"`li show resume {row.id}` or end it with `li show abort {row.id}`"
         )
 
 
 # -- the lock ---------------------------------------------------------------------------------
 
 
-def owner_alive(row: dict[str, Any]) -> bool:
+def owner_alive(row: ShowRow) -> bool:
     """Whether a live process owns the show (its lock): what resume, abort and clean ask."""
-    if not row.get("owner_pid") and row.get("heartbeat_at") is None:
+    if not row.owner_pid and row.heartbeat_at is None:
         return False
     facts = local_facts()
     verdict = judge_owner(
-        row,
+        row.as_dict(),
         now=facts.now,
         host=facts.host,
         boot_id=facts.boot_id,
@@ -178,16 +175,17 @@ def owner_alive(row: dict[str, Any]) -> bool:
     return verdict is None
 
 
-def _claim(store: Store, row: dict[str, Any], owner: dict[str, Any]) -> None:
-    if row["status"] != "active":
-        raise ConflictError(f"show {row['id']} is {row['status']}; there is nothing to resume")
+def _claim(store: Store, row: ShowRow, owner: dict[str, Any]) -> None:
+    if row.status != "active":
+        raise ConflictError(f"show {row.id} is {row.status}; there is nothing to resume")
     if owner_alive(row):
         raise ConflictError(
-            f"show {row['id']} is running in pid {row.get('owner_pid')} on "
-            f"{row.get('owner_host')}; wait for it, or stop that process and resume"
+            f"show {row.id} is running in pid {row.owner_pid} on "
+            f"{row.owner_host}; wait for it, or stop that process and resume"
         )
-    if not store.claim_show(row["id"], owner, previous=row, lease_seconds=DEFAULT_LEASE_SECONDS):
-        raise ConflictError(f"show {row['id']} was taken over or ended meanwhile")
+    previous = row.as_dict()
+    if not store.claim_show(row.id, owner, previous=previous, lease_seconds=DEFAULT_LEASE_SECONDS):
+        raise ConflictError(f"show {row.id} was taken over or ended meanwhile")
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -234,7 +232,7 @@ def run_show(
     store = open_store(url)
     try:
         _check_topic_free(store, spec.topic)
-        if store.get_entity("show", show_id) is not None:
+        if store.get_show(show_id) is not None:
             raise ConflictError(f"show id {show_id!r} is already used")
         owner = current_owner()
         head = git.head()
@@ -281,12 +279,12 @@ def resume_show(
     )  # no database: nothing to resume, none made
     try:
         row = find_show(store, show)
-        spec = ShowSpec.from_dict(row["spec_json"])
-        git = ShowGit(spec.repo, row["id"], row["integration"])
+        spec = ShowSpec.from_dict(row.spec_json)
+        git = ShowGit(spec.repo, row.id, str(row.integration))
         check_not_checked_out(git)
         owner = current_owner()
         _claim(store, row, owner)
-        return _conduct(store, row["id"], spec, url, options, stop, owner, resumed=True)
+        return _conduct(store, row.id, spec, url, options, stop, owner, resumed=True)
     finally:
         store.close()
 
@@ -303,7 +301,7 @@ def _conduct(
     resumed: bool,
 ) -> ShowReport:
     show = _get(store, show_id)
-    git = ShowGit(spec.repo, show_id, str(show["integration"]))
+    git = ShowGit(spec.repo, show_id, str(show.integration))
     say = options.on_progress or (lambda line: None)
     conductor = Conductor(
         store=store,
@@ -321,7 +319,7 @@ def _conduct(
     conductor.lease = OwnerLease.take(DEFAULT_LEASE_SECONDS)
     say(
         f"show {show_id} ({spec.topic}): {'resumed' if resumed else 'started'}; "
-        f"{len(spec.plays)} play(s) merge into {show['integration']}"
+        f"{len(spec.plays)} play(s) merge into {show.integration}"
     )
     try:
         if resumed:
@@ -348,14 +346,14 @@ def _conduct(
 
 def _finish(store: Store, conductor: Any, outcome: str) -> None:
     if outcome not in _ENDINGS:  # lost: aborted or taken over meanwhile
-        if _get(store, conductor.show["id"])["status"] == "aborted":
+        if _get(store, conductor.show.id).status == "aborted":
             # a play this process moved while the abort wrote may have slipped past it
-            settle_aborted_plays(store, conductor.show["id"], reason_summary="the show was aborted")
+            settle_aborted_plays(store, conductor.show.id, reason_summary="the show was aborted")
             conductor.git.remove_gate()  # the abort left it to us: we were still using it
         return  # taken over: its new owner writes the show
     status, reason = _ENDINGS[outcome]
-    show_id = conductor.show["id"]
-    stuck = [n for n, r in conductor.rows.items() if r["status"] in ("escalated", "gate_failed")]
+    show_id = conductor.show.id
+    stuck = [n for n, r in conductor.rows.items() if r.status in ("escalated", "gate_failed")]
     summary = {
         "blocked": f"plays needing a person: {', '.join(stuck) or 'none'}",
         "final_gate_failed": "the final gate failed on the integration head",
@@ -370,7 +368,7 @@ def _finish(store: Store, conductor: Any, outcome: str) -> None:
         expected_statuses={"active"},
     ):
         now = _get(store, show_id)
-        conductor.say(f"show {conductor.spec.topic}: {now['status']} meanwhile")
+        conductor.say(f"show {conductor.spec.topic}: {now.status} meanwhile")
         return
     conductor.say(f"show {conductor.spec.topic}: {status} ({reason})")
     if status == "completed":
@@ -389,15 +387,15 @@ def settle_aborted_plays(store: Store, show_id: str, **fields: Any) -> None:
     for _ in range(_SETTLE_ROUNDS):
         left = False
         for play in store.list_plays(show_id):
-            target = abort_target(str(play["status"]))
+            target = abort_target(play.status)
             if target is None:
                 continue
             moved = store.update_status(
                 "play",
-                play["id"],
+                play.id,
                 new_status=target[0],
                 reason_code=target[1],
-                expected_statuses={play["status"]},
+                expected_statuses={play.status},
                 **fields,
             )
             left = left or not moved
@@ -415,12 +413,12 @@ def abort_show(
     store = open_existing(db_url, f"show with id {show!r}")
     try:
         row = find_show(store, show)
-        if row["status"] != "active":
-            raise ConflictError(f"show {row['id']} is already {row['status']}")
+        if row.status != "active":
+            raise ConflictError(f"show {row.id} is already {row.status}")
         meta = {"justification": justification}
         store.update_status(
             "show",
-            row["id"],
+            row.id,
             new_status="aborted",
             reason_code="show.aborted.user",
             reason_summary=justification,
@@ -431,7 +429,7 @@ def abort_show(
         )
         settle_aborted_plays(
             store,
-            str(row["id"]),
+            row.id,
             reason_summary=justification,
             source="admin",
             actor=actor,
@@ -440,11 +438,11 @@ def abort_show(
         # A live owner stops its executions at its next heartbeat and still uses the gate
         # worktree until then; a dead owner's executions are stopped here.
         if not owner_alive(row):
-            reap_orphans(store, str(row["id"]), agents=True)
-            if row.get("repo"):
-                git = ShowGit(str(row["repo"]), str(row["id"]), str(row["integration"]))
+            reap_orphans(store, row.id, agents=True)
+            if row.repo:
+                git = ShowGit(row.repo, row.id, str(row.integration))
                 with contextlib.suppress(GitError):  # housekeeping: the show is aborted
                     git.remove_gate()
-        return _report(store, str(row["id"]))
+        return _report(store, row.id)
     finally:
         store.close()

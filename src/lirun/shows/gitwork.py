@@ -12,24 +12,23 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lirun.exec.worktrees import GitError, Repo, commit_leftovers, worktrees_root
+from lirun.store.rows import ShowRow
 
 __all__ = ["GATE_DIR", "Merge", "ShowGit", "attempt_branch", "current_head"]
 
 GATE_DIR = ".gate"  # play names never start with a dot: no play can own this path
 
 
-def current_head(show: Mapping[str, Any]) -> str | None:
+def current_head(show: ShowRow) -> str | None:
     """The commit the show's integration branch is at now, as git says (a person may
     have moved it by hand since lirun recorded it; None when the branch is gone). The
     recorded ``integration_head`` when the repository cannot be read."""
-    recorded = show.get("integration_head")
-    repo, branch = show.get("repo"), show.get("integration")
+    recorded = show.integration_head
+    repo, branch = show.repo, show.integration
     if not repo or not branch:
         return recorded
     try:

@@ -19,6 +19,7 @@ from lirun.record.reap import reap_sessions
 from lirun.shows.conductor import Conductor
 from lirun.shows.decide import after_session
 from lirun.store import Store
+from lirun.store.rows import PlayRow
 
 REAP_WAIT_SECONDS = 5.0  # how long resume and abort wait for a reaped group to exit
 
@@ -29,14 +30,14 @@ def check_head(conductor: Conductor) -> None:
     """The integration head must still contain the last commit the show put there; a head
     a person moved forward is gated before anything lands on it."""
     git, show = conductor.git, conductor.show
-    head, recorded = git.head(), show.get("integration_head")
+    head, recorded = git.head(), show.integration_head
     if head is None:
         raise ConflictError(
-            f"the integration branch {git.integration} of show {show['id']} is gone; "
+            f"the integration branch {git.integration} of show {show.id} is gone; "
             f"recreate it at {recorded} (git branch {git.integration} {recorded}) or abort "
             "the show"
         )
-    candidates = {r.get("candidate_sha") for r in conductor.rows.values() if r["status"] == "gated"}
+    candidates = {r.candidate_sha for r in conductor.rows.values() if r.status == "gated"}
     if recorded is None or head == recorded or head in candidates:
         return  # ours: a crash came after a ref move and before its record (recover)
     if not git.repo.is_ancestor(recorded, head):
@@ -47,7 +48,7 @@ def check_head(conductor: Conductor) -> None:
         )
     gate = conductor.spec.gate or conductor.spec.final_gate
     if gate is None:
-        conductor.store.update_fields("show", show["id"], {"integration_head": head})
+        conductor.store.update_fields("show", show.id, {"integration_head": head})
         return
     conductor.say(f"{git.integration} moved to {head[:12]}: gating it before going on")
     conductor.team.head_moved(git.integration, head)
@@ -55,28 +56,28 @@ def check_head(conductor: Conductor) -> None:
     conductor.workers.start_final(gate, conductor._show_meta("head_gate"), kind="head")
 
 
-def _session(conductor: Conductor, row: dict[str, Any]) -> dict[str, Any] | None:
-    sid = row.get("session_id")
+def _session(conductor: Conductor, row: PlayRow) -> dict[str, Any] | None:
+    sid = row.session_id
     if not sid:
         return None
     session = conductor.store.get_entity("session", str(sid))
     if session is None:
         return None
     meta = session.get("metadata_json") or {}
-    if meta.get("attempt") != row.get("attempt"):
+    if meta.get("attempt") != row.attempt:
         return None  # the previous attempt's: this attempt never started
     if session["status"] == "running":
         reap_sessions(conductor.store, [session])
         session = conductor.store.get_entity("session", str(sid))
         if session is not None and session["status"] == "running":
             raise ConflictError(
-                f"play {row['name']}: its execution {sid} is still running under a live "
+                f"play {row.name}: its execution {sid} is still running under a live "
                 f"owner; wait for it (li wait {sid}) or stop it, then resume"
             )
     return session
 
 
-def _recover_running(conductor: Conductor, name: str, row: dict[str, Any]) -> None:
+def _recover_running(conductor: Conductor, name: str, row: PlayRow) -> None:
     session = _session(conductor, row)
     if session is None:
         conductor.to_start.append(name)
@@ -91,8 +92,8 @@ def _recover_running(conductor: Conductor, name: str, row: dict[str, Any]) -> No
     )
 
 
-def _recover_gated(conductor: Conductor, name: str, row: dict[str, Any]) -> None:
-    candidate, base = row.get("candidate_sha"), row.get("candidate_base")
+def _recover_gated(conductor: Conductor, name: str, row: PlayRow) -> None:
+    candidate, base = row.candidate_sha, row.candidate_base
     head = conductor.git.head()
     if (
         candidate
@@ -102,7 +103,7 @@ def _recover_gated(conductor: Conductor, name: str, row: dict[str, Any]) -> None
         conductor.say(f"play {name}: its candidate {candidate[:12]} is on the branch already")
         conductor.merged(name, candidate)
     elif candidate and base and head == base:
-        conductor.land(name, candidate, base, row.get("gate_json"))
+        conductor.land(name, candidate, base, row.gate_json)
     else:
         conductor.gate_queue.append(name)
 
@@ -113,7 +114,7 @@ def reap_orphans(store: Store, show_id: str, *, agents: bool) -> list[str]:
     owner's) are returned."""
     sessions = list(store.list_show_gate_sessions(show_id))
     for play in store.list_plays(show_id):
-        sessions += store.list_play_sessions(str(play["id"]))
+        sessions += store.list_play_sessions(play.id)
     running = [
         s
         for s in sessions
@@ -146,9 +147,9 @@ def _running(pid: int) -> bool:
 def reap_gates(conductor: Conductor) -> None:
     """Gate runs the dead owner left running are stopped and closed before any gate
     runs again: they share the one gate worktree."""
-    for sid in reap_orphans(conductor.store, str(conductor.show["id"]), agents=False):
+    for sid in reap_orphans(conductor.store, conductor.show.id, agents=False):
         raise ConflictError(
-            f"gate execution {sid} of show {conductor.show['id']} is still running "
+            f"gate execution {sid} of show {conductor.show.id} is still running "
             f"under a live owner; wait for it (li wait {sid}) or stop it, then resume"
         )
 
@@ -156,7 +157,7 @@ def reap_gates(conductor: Conductor) -> None:
 def recover(conductor: Conductor) -> None:
     """Queue every unfinished play where its record says it was."""
     for name, row in list(conductor.rows.items()):
-        status = row["status"]
+        status = row.status
         if status in ("prepared",):
             conductor.to_start.append(name)
         elif status in ("running", "redoing"):
@@ -165,6 +166,6 @@ def recover(conductor: Conductor) -> None:
             conductor.gate_queue.append(name)
         elif status == "gated":
             _recover_gated(conductor, name, row)
-        elif status == "merged" and (row.get("worktree") or conductor.git.play_path(name).exists()):
+        elif status == "merged" and (row.worktree or conductor.git.play_path(name).exists()):
             conductor.git.remove_play(name, [])  # merged by a person: its work is on the branch
-            conductor.store.update_fields("play", row["id"], {"worktree": None})
+            conductor.store.update_fields("play", row.id, {"worktree": None})

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.provider_errors import failure_class_for_reason
+from lirun.store.rows import PlayRow, ShowRow
 
 __all__ = ["PlayReport", "ShowReport", "build_report", "provider_failure"]
 
@@ -133,7 +134,7 @@ def provider_failure(session: Mapping[str, Any] | None) -> dict[str, Any] | None
     }
 
 
-def _play_report(row: Mapping[str, Any], sessions: Sequence[Mapping[str, Any]]) -> PlayReport:
+def _play_report(row: PlayRow, sessions: Sequence[Mapping[str, Any]]) -> PlayReport:
     gates, agents = [], []
     last_agent: Mapping[str, Any] | None = None
     for s in sessions:
@@ -152,20 +153,20 @@ def _play_report(row: Mapping[str, Any], sessions: Sequence[Mapping[str, Any]]) 
             agents.append(str(s["id"]))
             last_agent = s
     return PlayReport(
-        id=str(row["id"]),
-        name=str(row["name"]),
-        status=str(row["status"]),
-        reason_code=row.get("status_reason_code"),
-        reason_summary=row.get("status_reason_summary"),
-        attempt=int(row.get("attempt") or 0),
-        attempts=int(row.get("attempts") or 0),
-        branch=row.get("branch"),
-        worktree=row.get("worktree"),
-        depends_on=tuple(row.get("depends_on_json") or ()),
+        id=row.id,
+        name=row.name,
+        status=row.status,
+        reason_code=row.status_reason_code,
+        reason_summary=row.status_reason_summary,
+        attempt=int(row.attempt or 0),
+        attempts=int(row.attempts or 0),
+        branch=row.branch,
+        worktree=row.worktree,
+        depends_on=tuple(row.depends_on_json or ()),
         session_ids=tuple(agents),
         gates=tuple(gates),
-        merge_sha=row.get("merge_sha"),
-        merged_at=row.get("merged_at"),
+        merge_sha=row.merge_sha,
+        merged_at=row.merged_at,
         provider_failure=provider_failure(last_agent),
     )
 
@@ -182,15 +183,15 @@ _PERSON_REASONS = (
 
 
 def needs_person(
-    show: Mapping[str, Any], plays: Sequence[PlayReport], *, unowned: bool = False
+    show: ShowRow, plays: Sequence[PlayReport], *, unowned: bool = False
 ) -> tuple[str, ...]:
     """One sentence per play a person must look at (and one for a failed final gate, and
     one when no process runs a show that has work left: ``unowned``)."""
-    if show.get("status") != "active":
+    if show.status != "active":
         return ()
-    sid, integration = show["id"], show.get("integration")
+    sid, integration = show.id, show.integration
     lines = []
-    if unowned and show.get("status_reason_code") not in _PERSON_REASONS:
+    if unowned and show.status_reason_code not in _PERSON_REASONS:
         lines.append(
             f"no process runs show {sid} (li show run was stopped or died); plays shown as "
             f"running are not: `li show resume {sid}` continues it (what was left running "
@@ -218,15 +219,13 @@ def needs_person(
             f"--reason play.merged.admin --actor YOU --justification WHY`, then "
             f"`li show resume {sid}` (or `li show abort {sid}`)."
         )
-    code, gate = show.get("status_reason_code"), show.get("final_gate_json") or {}
+    code, gate = show.status_reason_code, show.final_gate_json or {}
     if code in ("show.active.final_gate_failed", "show.active.integration_unverified"):
         moved = code == "show.active.integration_unverified" and gate.get("role") == "head_gate"
-        at = (
-            gate.get("commit") if moved else show.get("recorded_head", show.get("integration_head"))
-        )
+        at = gate.get("commit") if moved else show.integration_head  # the recorded head
         lines.append(
             f"the integration branch {integration} at {at} failed "
-            f"its gate ({show.get('status_reason_summary') or 'see li show status'}); fix it "
+            f"its gate ({show.status_reason_summary or 'see li show status'}); fix it "
             f"on {integration}, then `li show resume {sid}`."
         )
     return tuple(lines)
@@ -247,29 +246,31 @@ def _provider_sentence(p: PlayReport, sid: str, held: str) -> str:
 
 
 def build_report(
-    show: Mapping[str, Any],
-    plays: Sequence[Mapping[str, Any]],
+    show: ShowRow,
+    plays: Sequence[PlayRow],
     sessions: Mapping[str, Sequence[Mapping[str, Any]]],
     *,
+    head: str | None,
     interrupted: str | None = None,
     unowned: bool = False,
 ) -> ShowReport:
     """The board from the show row, its play rows and each play's linked sessions;
-    ``unowned``: no live process holds the show."""
-    reports = tuple(_play_report(p, sessions.get(str(p["id"]), ())) for p in plays)
+    ``head``: the commit git says the integration branch is at (the row records the
+    last one lirun put there); ``unowned``: no live process holds the show."""
+    reports = tuple(_play_report(p, sessions.get(p.id, ())) for p in plays)
     return ShowReport(
-        show_id=str(show["id"]),
-        topic=str(show["topic"]),
-        status=str(show["status"]),
-        reason_code=show.get("status_reason_code"),
-        reason_summary=show.get("status_reason_summary"),
-        integration=show.get("integration"),
-        integration_head=show.get("integration_head"),
-        recorded_head=show.get("recorded_head", show.get("integration_head")),
-        base=show.get("base"),
+        show_id=show.id,
+        topic=show.topic,
+        status=show.status,
+        reason_code=show.status_reason_code,
+        reason_summary=show.status_reason_summary,
+        integration=show.integration,
+        integration_head=head,
+        recorded_head=show.integration_head,
+        base=show.base,
         plays=reports,
         needs_person=needs_person(show, reports, unowned=unowned and not interrupted),
         interrupted=interrupted,
-        final_gate=show.get("final_gate_json"),
-        has_final_gate=(show.get("spec_json") or {}).get("final_gate") is not None,
+        final_gate=show.final_gate_json,
+        has_final_gate=(show.spec_json or {}).get("final_gate") is not None,
     )

@@ -12,6 +12,7 @@ from typing import Any
 from lirun.errors import LirunError
 from lirun.shows.spec import ShowSpec
 from lirun.store.core import Store
+from lirun.store.rows import ShowRow
 from lirun.teams import membership
 from lirun.teams.rules import MAX_MESSAGE_BYTES, SYSTEM_MEMBER
 
@@ -23,7 +24,7 @@ class ShowTeam:
     """The team of one show, or nothing at all when its file has no ``team:``."""
 
     def __init__(
-        self, store: Store, show: dict[str, Any], spec: ShowSpec, say: Callable[[str], None]
+        self, store: Store, show: ShowRow, spec: ShowSpec, say: Callable[[str], None]
     ) -> None:
         self.store, self.say = store, say
         self.setting = spec.team
@@ -32,7 +33,7 @@ class ShowTeam:
             return
         # Every play is a member: a command play may be a script that talks too.
         self.team = membership.join(
-            store, self.setting, owner_type="show", owner_id=str(show["id"]),
+            store, self.setting, owner_type="show", owner_id=show.id,
             label=spec.topic, members=[p.name for p in spec.plays],
         )  # fmt: skip
 

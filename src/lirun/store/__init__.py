@@ -154,8 +154,8 @@ class StateDB:
 
     create_session = async_method(Store.create_session)
     create_invocation = async_method(Store.create_invocation)
-    create_show = async_method(Store.create_show)
-    create_play = async_method(Store.create_play)
+    create_show = async_dict_row(Store.create_show)
+    create_play = async_dict_row(Store.create_play)
     create_schedule_run = async_method(Store.create_schedule_run)
     create_team = async_method(Store.create_team)
     create_team_with_members = async_method(Store.create_team_with_members)
@@ -182,13 +182,8 @@ class StateDB:
         """The invocation row, or None."""
         return await self.get_entity("invocation", invocation_id)
 
-    async def get_play(self, play_id: str) -> dict[str, Any] | None:
-        """The play row, or None."""
-        return await self.get_entity("play", play_id)
-
-    async def get_show(self, show_id: str) -> dict[str, Any] | None:
-        """The show row, or None."""
-        return await self.get_entity("show", show_id)
+    get_play = async_dict_row(Store.get_play)
+    get_show = async_dict_row(Store.get_show)
 
     async def get_team(self, team_id: str) -> dict[str, Any] | None:
         """The team row, or None."""

@@ -33,7 +33,7 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retention_records import RetentionRecords
-from lirun.store.rows import AdminEventRow, TransitionRow
+from lirun.store.rows import AdminEventRow, PlayRow, ShowRow, TransitionRow
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
@@ -124,18 +124,19 @@ class Store(
         fields = column_values({"skill": skill, "prompt": prompt})
         return self._insert("invocation", {"id": entity_id_or_new(id), **fields})
 
-    def create_show(self, *, topic: str, id: str | None = None) -> dict[str, Any]:
+    def create_show(self, *, topic: str, id: str | None = None) -> ShowRow:
         """Create a show row; ValidationError for an empty topic or bad id."""
         require_text(topic=topic)
-        return self._insert("show", {"id": entity_id_or_new(id), **column_values({"topic": topic})})
+        fields = {"id": entity_id_or_new(id), **column_values({"topic": topic})}
+        return ShowRow.from_row(self._insert("show", fields))
 
     def create_play(
         self, *, show_id: str, name: str, session_id: str | None = None, id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> PlayRow:
         """Create a play row (``pending``); ValidationError for an empty show_id/name or bad id."""
         require_text(show_id=show_id, name=name)
         fields = column_values({"show_id": show_id, "name": name, "session_id": session_id})
-        return self._insert("play", {"id": entity_id_or_new(id), **fields})
+        return PlayRow.from_row(self._insert("play", {"id": entity_id_or_new(id), **fields}))
 
     def create_schedule_run(
         self,

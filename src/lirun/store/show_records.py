@@ -16,6 +16,7 @@ from lirun.errors import ConflictError
 from lirun.hints import TYPE_CHECKING, Any
 from lirun.store.base import StoreBase
 from lirun.store.records import closed_fields, column_values, decode_row, require_text
+from lirun.store.rows import PlayRow, ShowRow
 
 if TYPE_CHECKING:
     pass
@@ -52,7 +53,7 @@ class ShowRecords(StoreBase):
         fields: Mapping[str, Any],
         plays: Sequence[Mapping[str, Any]],
         exclusive_topic: bool = False,
-    ) -> dict[str, Any]:
+    ) -> ShowRow:
         """Create an ``active`` show and its ``pending`` plays (each with its own ``id``)
         in one transaction; returns the show row. ValidationError for a column outside
         ``SHOW_CREATE_FIELDS`` / ``PLAY_CREATE_FIELDS`` or an empty topic or play name.
@@ -82,7 +83,7 @@ class ShowRecords(StoreBase):
             self._insert_in(tx, "show", show, now)
             for row in rows:
                 self._insert_in(tx, "play", row, now)
-        created = self.get_entity("show", id)
+        created = self.get_show(id)
         assert created is not None
         return created
 
@@ -91,17 +92,27 @@ class ShowRecords(StoreBase):
     def _rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [decode_row(r) for r in self.connector.read(self.sql(name), params)]  # type: ignore[misc]
 
-    def active_shows_for_topic(self, topic: str) -> list[dict[str, Any]]:
+    def get_show(self, show_id: str) -> ShowRow | None:
+        """The show with this id, or None."""
+        row = self.get_entity("show", show_id)
+        return None if row is None else ShowRow.from_row(row)
+
+    def get_play(self, play_id: str) -> PlayRow | None:
+        """The play with this id, or None."""
+        row = self.get_entity("play", play_id)
+        return None if row is None else PlayRow.from_row(row)
+
+    def active_shows_for_topic(self, topic: str) -> list[ShowRow]:
         """Active shows of ``topic``, newest first (normally at most one)."""
-        return self._rows("active_shows_for_topic", {"topic": topic})
+        return [ShowRow.from_row(r) for r in self._rows("active_shows_for_topic", {"topic": topic})]
 
-    def recent_shows(self, *, limit: int = 20) -> list[dict[str, Any]]:
+    def recent_shows(self, *, limit: int = 20) -> list[ShowRow]:
         """Active shows first, then the newest, at most ``limit``."""
-        return self._rows("recent_shows", {"limit": int(limit)})
+        return [ShowRow.from_row(r) for r in self._rows("recent_shows", {"limit": int(limit)})]
 
-    def list_plays(self, show_id: str) -> list[dict[str, Any]]:
+    def list_plays(self, show_id: str) -> list[PlayRow]:
         """The show's plays in the order of its file."""
-        return self._rows("list_plays", {"show_id": show_id})
+        return [PlayRow.from_row(r) for r in self._rows("list_plays", {"show_id": show_id})]
 
     def list_play_sessions(self, play_id: str) -> list[dict[str, Any]]:
         """Every execution linked to the play (agent runs and gate runs), oldest first."""

@@ -12,6 +12,7 @@ from collections.abc import Collection
 from lirun.hints import Any, NamedTuple
 from lirun.store.base import StoreBase
 from lirun.store.connector import Row
+from lirun.store.rows import PlayRow
 
 # The kinds of execution the runs page lists, in the order of ``ui_runs_page``.
 RUN_KINDS = ("session", "invocation", "play", "schedule_run")
@@ -94,12 +95,12 @@ class UIReads(StoreBase):
         """The highest sequence number of the history (0 when empty)."""
         return int(self.connector.read(self.sql("ui_last_seq"))[0]["seq"])
 
-    def show_plays(self, show_id: str) -> list[dict[str, Any]]:
-        """Every play of a show with every column it has, oldest first."""
+    def show_plays(self, show_id: str) -> list[PlayRow]:
+        """Every play of a show, oldest first."""
         from lirun.store.records import decode_row
 
         rows = self.connector.read(self.sql("ui_show_plays"), {"show_id": show_id})
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [PlayRow.from_row(decode_row(r)) for r in rows]  # type: ignore[arg-type]
 
     def recent_schedule_runs(self, per_schedule: int = 20) -> list[Row]:
         """The newest ``per_schedule`` runs of every schedule (by schedule, newest first)."""

@@ -4,13 +4,13 @@ merged by hand says who recorded it, without the feedback of its failed attempt)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from lirun.lifecycle import PLAY_STATUS_ORDER
 from lirun.shows.gitwork import current_head
 from lirun.shows.report import provider_failure
 from lirun.store import Store
+from lirun.store.rows import PlayRow
 from lirun.ui.liveness_view import liveness
 from lirun.ui.team_views import show_team
 
@@ -67,17 +67,17 @@ def gate_verdict(gate: Any) -> dict[str, Any] | None:
     }
 
 
-def _provider_stop(store: Store, play: Mapping[str, Any]) -> dict[str, Any] | None:
+def _provider_stop(store: Store, play: PlayRow) -> dict[str, Any] | None:
     """For a play its provider stopped (``play.escalated.provider``): what the provider
     said on its last execution and what a person does about it."""
-    if play.get("status_reason_code") != "play.escalated.provider" or not play.get("session_id"):
+    if play.status_reason_code != "play.escalated.provider" or not play.session_id:
         return None
-    return provider_failure(store.get_entity("session", str(play["session_id"])))
+    return provider_failure(store.get_entity("session", play.session_id))
 
 
-def _merged_by(store: Store, play: Mapping[str, Any]) -> dict[str, Any]:
+def _merged_by(store: Store, play: PlayRow) -> dict[str, Any]:
     """Who recorded a merge lirun did not make, and why (the override's admin event)."""
-    for event in reversed(store.list_admin_events(str(play["id"]))):
+    for event in reversed(store.list_admin_events(play.id)):
         payload = event.payload or {}
         if isinstance(payload, dict) and payload.get("new_status") == "merged":
             return {"actor": event.actor, "justification": event.justification}
@@ -86,36 +86,37 @@ def _merged_by(store: Store, play: Mapping[str, Any]) -> dict[str, Any]:
 
 def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     """A show and its plays, grouped by status for the board."""
-    row = store.get_entity("show", show_id)
-    if row is None:
+    show = store.get_show(show_id)
+    if show is None:
         return None
-    row = {**row, "integration_head": current_head(row)}  # git's, not the record's
-    plays = store.show_plays(show_id)
+    row = {**show.as_dict(), "integration_head": current_head(show)}  # git's, not the record's
+    rows = store.show_plays(show_id)
+    plays = [play.as_dict() for play in rows]
     columns: dict[str, list[dict[str, Any]]] = {}
-    for play in plays:
+    for play, fields in zip(rows, plays, strict=True):
         extras = {
             k: v
-            for k, v in play.items()
+            for k, v in fields.items()
             if k not in PLAY_BASE_COLUMNS | PLAY_READ_COLUMNS | PLAY_SAID_COLUMNS
             and v not in (None, "", [], {})
         }
-        merged = play.get("status") == "merged"
-        play = {
-            **play,
+        merged = play.status == "merged"
+        card = {
+            **fields,
             "extras": extras,
             # a merged play's last feedback was for an attempt that is over: not shown
-            "feedback": None if merged else play.get("feedback"),
-            "by_hand": _merged_by(store, play) if merged and not play.get("merge_sha") else None,
-            "file_order": int(play["position"]) + 1 if play.get("position") is not None else None,
-            "gate": gate_verdict(play.get("gate_json")),
+            "feedback": None if merged else play.feedback,
+            "by_hand": _merged_by(store, play) if merged and not play.merge_sha else None,
+            "file_order": play.position + 1 if play.position is not None else None,
+            "gate": gate_verdict(play.gate_json),
             "provider": _provider_stop(store, play),
         }
-        columns.setdefault(str(play.get("status")), []).append(play)
+        columns.setdefault(play.status, []).append(card)
     order = [s for s in PLAY_STATUS_ORDER if s in columns]
     order += [s for s in columns if s not in order]
-    recorded = row.get("final_gate_json")
+    recorded = show.final_gate_json
     head_gate = isinstance(recorded, dict) and recorded.get("role") == "head_gate"
-    spec = row.get("spec_json")
+    spec = show.spec_json
     return {
         "show": row,
         "liveness": liveness("show", row),
