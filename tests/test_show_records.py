@@ -13,7 +13,7 @@ from lirun.liveness import current_owner
 from lirun.shows.engine import abort_show, recent_shows, resume_show, run_show, show_report
 from lirun.store import Store
 from lirun.store.records import decode_row
-from lirun.store.rows import PlayRow, ShowRow
+from lirun.store.rows import PlayRow, ShowListRow, ShowRow
 from support.gitkit import git
 from support.showkit import INTEGRATION, play, show_repo, spec, writes
 
@@ -196,3 +196,24 @@ def test_a_show_row_and_a_play_row_hold_every_column_of_their_tables(store: Stor
     assert store.get_play("s1.b") == plays[1]
     assert store.get_show("no-such-show") is None
     assert store.get_play("no-such-play") is None
+
+
+def test_a_show_list_row_holds_every_column_its_lists_read(store: Store) -> None:
+    """``ShowListRow.from_row`` names each show column of ``li show status`` and the shows
+    page; ``plays`` counts the show's plays by status (none for a show without plays)."""
+    _create(store)
+    store.create_show_with_plays(id="empty", fields={"topic": "u"}, plays=[])
+    store.update_status("play", "s1.a", new_status="prepared", reason_code="play.prepared.ok")
+    derived = {"play_status", "play_count"}
+    raw = store.connector.read(store.sql("list_recent_shows"), {"limit": 5})
+    assert set(raw[0]) - derived == set(ShowListRow._fields) - {"plays"}
+    listed = store.list_recent_shows()
+    assert {s.id: s.plays for s in listed} == {
+        "s1": {"pending": 1, "prepared": 1},
+        "empty": {},
+    }
+    assert listed[0].as_dict() == {
+        **{k: v for k, v in raw[0].items() if k not in derived},
+        "plays": listed[0].plays,
+    }
+    assert store.list_shows() == listed

@@ -19,6 +19,7 @@ from lirun.store.rows import (
     PlayRow,
     ScheduleRow,
     ScheduleRunRow,
+    ShowListRow,
     ShowRow,
     TransitionRow,
     WorkerRow,
@@ -32,9 +33,9 @@ STILL_DICTS = frozenset(
         "create_team", "create_team_with_members",
         "fetch_wait_rows", "find_session_by_engine_uid", "gc_candidates", "get_branch",
         "get_entity", "list_flows", "list_invocation_sessions",
-        "list_messages", "list_play_sessions", "list_recent_shows",
+        "list_messages", "list_play_sessions",
         "list_running_flows", "list_running_legs", "list_running_sessions", "list_sessions",
-        "list_show_gate_sessions", "list_shows", "list_teams", "match_wait_ids",
+        "list_show_gate_sessions", "list_teams", "match_wait_ids",
         "read_team_inbox", "recent_schedule_runs", "resolve_wait_exact",
         "run_lineage", "runs_page", "schedule_runs_with_usage", "send_team_message",
         "team_conversation", "team_member_summary", "team_members",
@@ -87,6 +88,8 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("get_play", PlayRow),
         ("list_plays", PlayRow),
         ("show_plays", PlayRow),
+        ("list_shows", ShowListRow),
+        ("list_recent_shows", ShowListRow),
     ],
 )
 def test_typed_methods_name_their_row_class(method: str, row_class: type) -> None:

@@ -37,6 +37,11 @@ def add_list_options(parser: Any, kind: str) -> None:
 
 
 def _rows(args: Any, prog: str, read: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in _read(args, prog, read)]
+
+
+def _read(args: Any, prog: str, read: str) -> list[Any]:
+    """The rows the store method ``read`` gives for the list options, as it gives them."""
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
     since = None if args.since is None else time.time() - parse_duration(args.since)
@@ -47,8 +52,7 @@ def _rows(args: Any, prog: str, read: str) -> list[dict[str, Any]]:
     except DatabaseMissingError:
         return []
     try:
-        rows = getattr(store, read)(status=args.status, since=since, limit=args.limit)
-        return [dict(r) for r in rows]
+        return list(getattr(store, read)(status=args.status, since=since, limit=args.limit))
     finally:
         store.close()
 
@@ -71,9 +75,9 @@ def flow_list(args: Any) -> int:
 
 
 def show_list(args: Any) -> int:
-    rows = _rows(args, "li show list", "list_shows")
+    rows = _read(args, "li show list", "list_shows")
     if args.json:
-        print_json(rows, schema="lirun.show_row/1")
+        print_json([row.as_dict() for row in rows], schema="lirun.show_row/1")
     elif not rows:
         print(_empty(args, "shows", "li show run FILE starts one"))
     else:

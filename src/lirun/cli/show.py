@@ -39,6 +39,7 @@ from lirun.shows.preflight import dry_run_problems
 from lirun.shows.preview import plan_show
 from lirun.signals import held_trap
 from lirun.store import open_store
+from lirun.store.rows import ShowListRow
 
 RUN_EXIT_CODES = """\
   0    the show completed: every play merged and the final gate passed on the integration
@@ -319,14 +320,14 @@ def _list(args: argparse.Namespace) -> int:
     try:
         store = open_store(url, readonly=True)
     except DatabaseMissingError:
-        rows: list[dict[str, Any]] = []
+        rows: list[ShowListRow] = []
     else:
         try:
             rows = store.list_recent_shows(limit=args.limit)
         finally:
             store.close()
     if args.json:
-        print_json(rows, schema="lirun.show_row/1")
+        print_json([row.as_dict() for row in rows], schema="lirun.show_row/1")
     elif not rows:
         print("no shows yet (li show run FILE starts one)")
     else:

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from lirun.cli.render import clip, format_span, render_rows_table, screen, status_style
 from lirun.reasons import describe, display_reason
+from lirun.store.rows import ShowListRow
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -246,23 +247,22 @@ def render_board(report: Mapping[str, Any]) -> None:
         _draw_board(out, report)
 
 
-def render_show_list(rows: Sequence[Mapping[str, Any]], now: float) -> None:
+def render_show_list(rows: Sequence[ShowListRow], now: float) -> None:
     """Recent shows, newest first: id, topic, status, plays merged of all, needing a person."""
     table_rows = []
     for row in rows:
-        plays: Mapping[str, int] = row.get("plays") or {}
+        plays = row.plays
         total = sum(plays.values())
         person = sum(n for s, n in plays.items() if s in PERSON_STATUSES)
-        status = row.get("status")
         table_rows.append(
             [
-                _text(row.get("id")),
-                _text(row.get("topic")),
-                _text(status, status_style("show", status)),
+                _text(row.id),
+                _text(row.topic),
+                _text(row.status, status_style("show", row.status)),
                 _text(f"{plays.get('merged', 0)}/{total}"),
                 _text(str(person) if person else "-", "bold red" if person else ""),
-                _text(format_span(now - float(row.get("created_at") or now))),
-                _text(display_reason(row.get("status_reason_code"))),
+                _text(format_span(now - float(row.created_at or now))),
+                _text(display_reason(row.status_reason_code)),
             ]
         )
     with screen() as out:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from lirun.hints import Any
 from lirun.store.base import StoreBase
 from lirun.store.connector import Row
+from lirun.store.rows import ShowListRow
 from lirun.store.wait_reads import fold_play_counts
 
 # A year-5000 timestamp: later than any row (infinity is not bound alike by both drivers).
@@ -48,7 +49,7 @@ class ListReads(StoreBase):
         since: float | None = None,
         before: tuple[float, str] | None = None,
         limit: int = 50,
-    ) -> list[dict[str, Any]]:
+    ) -> list[ShowListRow]:
         """Shows as ``list_flows`` lists flows, each with ``plays``: how many of its plays
         are in each status (``{"merged": 2, "escalated": 1}``)."""
         params = _list_params(status, since, before, limit)

@@ -248,3 +248,29 @@ class PlayRow(NamedTuple):
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
         return self._asdict()
+
+
+class ShowListRow(NamedTuple):
+    """A show as the lists give it (``li show status``, the shows page): its status
+    columns and ``plays``, how many of its plays are in each status (derived, not a
+    column: ``{"merged": 2, "escalated": 1}``)."""
+
+    id: str
+    topic: str
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    created_at: float
+    updated_at: float
+    ended_at: float | None
+    plays: Mapping[str, int]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], plays: Mapping[str, int]) -> ShowListRow:
+        """The show of one list row (its show columns) and its plays counted by status."""
+        fields = {name: row[name] for name in cls._fields if name != "plays"}
+        return cls(**fields, plays=dict(plays))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict (``plays`` a dict), as the JSON outputs show it."""
+        return {**self._asdict(), "plays": dict(self.plays)}

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from lirun.hints import Any
 from lirun.store.base import StoreBase, id_fragment_params
 from lirun.store.connector import Row
+from lirun.store.rows import ShowListRow
 
 # The kinds `li wait` accepts, in the order of the ``wait_fetch`` parameters.
 WAIT_KINDS = ("session", "invocation", "play", "schedule_run", "show")
@@ -56,23 +57,22 @@ class WaitReads(StoreBase):
         )
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
-    def list_recent_shows(self, *, limit: int = 20) -> list[dict[str, Any]]:
+    def list_recent_shows(self, *, limit: int = 20) -> list[ShowListRow]:
         """The newest ``limit`` shows, newest first, each with ``plays``: how many of its
         plays are in each status (``{"merged": 2, "escalated": 1}``)."""
         rows = self.connector.read(self.sql("list_recent_shows"), {"limit": int(limit)})
         return fold_play_counts(rows)
 
 
-def fold_play_counts(rows: Iterable[Row]) -> list[dict[str, Any]]:
-    """One dict per show from rows of (show columns, ``play_status``, ``play_count``), in
+def fold_play_counts(rows: Iterable[Row]) -> list[ShowListRow]:
+    """One show per id from rows of (show columns, ``play_status``, ``play_count``), in
     the rows' order, each with ``plays``: how many of its plays are in each status."""
-    shows: dict[str, dict[str, Any]] = {}
+    firsts: dict[str, Row] = {}
+    counts: dict[str, dict[str, int]] = {}
     for row in rows:
-        show = shows.get(row["id"])
-        if show is None:
-            show = {k: v for k, v in row.items() if k not in ("play_status", "play_count")}
-            show["plays"] = {}
-            shows[row["id"]] = show
+        show_id = str(row["id"])
+        firsts.setdefault(show_id, row)
+        plays = counts.setdefault(show_id, {})
         if row["play_status"] is not None:
-            show["plays"][row["play_status"]] = int(row["play_count"])
-    return list(shows.values())
+            plays[str(row["play_status"])] = int(row["play_count"])
+    return [ShowListRow.from_row(row, counts[show_id]) for show_id, row in firsts.items()]

@@ -90,18 +90,19 @@ def shows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     now = time.time()
     shows = []
     for row in rows[:PAGE_SIZE]:
-        plays = row.get("plays") or {}
+        plays, fields = row.plays, row.as_dict()
         shows.append(
             {
-                **row,
+                **fields,
                 "plays_total": sum(plays.values()),
                 "plays_merged": plays.get("merged", 0),
                 "plays_need_you": sum(plays.get(s, 0) for s in PERSON_STATUSES),
-                "duration": duration(row, now),
-                "href": f"/shows/{row['id']}",
+                "duration": duration(fields, now),
+                "href": f"/shows/{row.id}",
             }
         )
-    return {"shows": shows, **_paged(rows, params), "statuses": sorted(policy_for("show").statuses)}
+    paged = _paged([row.as_dict() for row in rows], params)
+    return {"shows": shows, **paged, "statuses": sorted(policy_for("show").statuses)}
 
 
 def attention_view(store: Store, db_url: str | None) -> dict[str, Any]:
