@@ -69,9 +69,9 @@ def test_create_send_inbox_show_archive(store: Store, capsys: pytest.CaptureFixt
     assert [(h.reason_code, h.actor, h.reason_summary) for h in history][1:] == [
         ("team.archived.operator", "ops", "shipped")
     ]
-    team = store.get_entity("team", team_id)
+    team = store.get_team(team_id)
     assert team is not None
-    assert team["message_count"] == 2
+    assert team.message_count == 2
 
 
 @pytest.mark.parametrize(
@@ -100,14 +100,14 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert (code, out) == (2, ""), err
     assert err.count("\n") == 1, err
     assert said in err, err
-    assert [t["name"] for t in store.list_teams()] == ["crew"]
-    assert store.list_teams()[0]["message_count"] == 0
+    assert [t.name for t in store.list_teams()] == ["crew"]
+    assert store.list_teams()[0].message_count == 0
 
 
 def test_send_from_stdin_in_a_supervised_child_records_its_run(
     store: Store, li_env: dict[str, str]
 ) -> None:
-    team_id = str(store.create_team_with_members("crew", ["api", "web"])["id"])
+    team_id = str(store.create_team_with_members("crew", ["api", "web"]).id)
     env = {**li_env, "LIRUN_PARENT_RUN_ID": "run-123", "LIRUN_MEMBER": "api"}
     text = "line one\nline two <script>alert(1)</script>\x1b[2J"
     done = subprocess.run(
@@ -116,7 +116,7 @@ def test_send_from_stdin_in_a_supervised_child_records_its_run(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     [message] = store.team_conversation(team_id)
-    assert (message["body"], message["run_id"], message["sender"]) == (text, "run-123", "api")
+    assert (message.body, message.run_id, message.sender) == (text, "run-123", "api")
     shown = subprocess.run(
         li_command("team", "inbox", "crew", "--as", "web"), env=li_env,
         capture_output=True, text=True, timeout=60,
@@ -144,7 +144,7 @@ def _ready(store: Store, team_id: str, follower: subprocess.Popen[str]) -> dict[
 def test_follow_prints_messages_from_another_process_and_ends_when_archived(
     store: Store, li_env: dict[str, str]
 ) -> None:
-    team_id = str(store.create_team_with_members("crew", ["api", "web"])["id"])
+    team_id = str(store.create_team_with_members("crew", ["api", "web"]).id)
     follower = _follower(li_env)
     try:
         assert _ready(store, team_id, follower)["text"] == "warm-up"
@@ -173,7 +173,7 @@ def test_follow_prints_messages_from_another_process_and_ends_when_archived(
 
 
 def test_follow_stops_on_sigterm(store: Store, li_env: dict[str, str]) -> None:
-    team_id = str(store.create_team_with_members("crew", ["api", "web"])["id"])
+    team_id = str(store.create_team_with_members("crew", ["api", "web"]).id)
     follower = _follower(li_env)
     try:
         _ready(store, team_id, follower)
@@ -207,7 +207,7 @@ def test_concurrent_senders_lose_nothing_and_duplicate_nothing(
     store: Store, db_url: str, tmp_path: Path
 ) -> None:
     names = [f"s{i}" for i in range(SENDERS)]
-    team_id = str(store.create_team_with_members("crew", [*names, "reader"])["id"])
+    team_id = str(store.create_team_with_members("crew", [*names, "reader"]).id)
     script = tmp_path / "sender.py"
     script.write_text(SENDER_SCRIPT)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -233,10 +233,10 @@ def test_concurrent_senders_lose_nothing_and_duplicate_nothing(
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
     messages = store.team_conversation(team_id, limit=10_000)
-    assert [m["seq"] for m in messages] == list(range(1, SENDERS * EACH + 1))
-    assert len({m["id"] for m in messages}) == SENDERS * EACH
+    assert [m.seq for m in messages] == list(range(1, SENDERS * EACH + 1))
+    assert len({m.id for m in messages}) == SENDERS * EACH
     for name in names:  # each sender's messages in the order it sent them
-        mine = [m["body"] for m in messages if m["sender"] == name]
+        mine = [m.body for m in messages if m.sender == name]
         assert mine == [f"{name} {i}" for i in range(EACH)]
     inbox = store.read_team_inbox(team_id, "reader", limit=10_000)
     assert len(inbox) == SENDERS * EACH

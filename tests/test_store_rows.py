@@ -16,11 +16,17 @@ from lirun.store import Store
 from lirun.store import rows as row_classes
 from lirun.store.rows import (
     AdminEventRow,
+    InboxMessageRow,
     PlayRow,
+    RunMembershipRow,
     ScheduleRow,
     ScheduleRunRow,
     ShowListRow,
     ShowRow,
+    TeamMemberRow,
+    TeamMemberSummaryRow,
+    TeamMessageRow,
+    TeamRow,
     TransitionRow,
     WorkerRow,
 )
@@ -30,16 +36,13 @@ STILL_DICTS = frozenset(
     {
         "append_message", "attention_rows", "create_flow_invocation",
         "create_invocation", "create_schedule_run", "create_session",
-        "create_team", "create_team_with_members",
         "fetch_wait_rows", "find_session_by_engine_uid", "gc_candidates", "get_branch",
         "get_entity", "list_flows", "list_invocation_sessions",
         "list_messages", "list_play_sessions",
         "list_running_flows", "list_running_legs", "list_running_sessions", "list_sessions",
-        "list_show_gate_sessions", "list_teams", "match_wait_ids",
-        "read_team_inbox", "recent_schedule_runs", "resolve_wait_exact",
-        "run_lineage", "runs_page", "schedule_runs_with_usage", "send_team_message",
-        "team_conversation", "team_member_summary", "team_members",
-        "team_memberships_of_run", "team_recent_messages", "teams_of_owner",
+        "list_show_gate_sessions", "match_wait_ids",
+        "recent_schedule_runs", "resolve_wait_exact",
+        "run_lineage", "runs_page", "schedule_runs_with_usage",
         "transitions_since", "unremoved_files", "upsert_branch",
     }
 )  # fmt: skip
@@ -90,6 +93,18 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("show_plays", PlayRow),
         ("list_shows", ShowListRow),
         ("list_recent_shows", ShowListRow),
+        ("create_team", TeamRow),
+        ("create_team_with_members", TeamRow),
+        ("get_team", TeamRow),
+        ("list_teams", TeamRow),
+        ("teams_of_owner", TeamRow),
+        ("team_members", TeamMemberRow),
+        ("team_member_summary", TeamMemberSummaryRow),
+        ("team_memberships_of_run", RunMembershipRow),
+        ("send_team_message", TeamMessageRow),
+        ("team_conversation", TeamMessageRow),
+        ("team_recent_messages", TeamMessageRow),
+        ("read_team_inbox", InboxMessageRow),
     ],
 )
 def test_typed_methods_name_their_row_class(method: str, row_class: type) -> None:
@@ -98,7 +113,18 @@ def test_typed_methods_name_their_row_class(method: str, row_class: type) -> Non
 
 
 @pytest.mark.parametrize(
-    "row_class", [AdminEventRow, ScheduleRow, ScheduleRunRow, TransitionRow, ShowRow, PlayRow]
+    "row_class",
+    [
+        AdminEventRow,
+        ScheduleRow,
+        ScheduleRunRow,
+        TransitionRow,
+        ShowRow,
+        PlayRow,
+        TeamRow,
+        TeamMessageRow,
+        InboxMessageRow,
+    ],
 )
 def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
     given = {name: f"v-{i}" for i, name in enumerate(row_class._fields)}  # type: ignore[attr-defined]

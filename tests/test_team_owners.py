@@ -39,19 +39,19 @@ def test_a_flow_with_team_true_gives_its_agents_one_team_they_talk_in(
     assert report.status == "completed", report.reason_summary
     with opened(db_url) as store:
         [team] = store.teams_of_owner("invocation", report.invocation_id)
-        assert team["name"] == f"pair-{report.invocation_id[:8]}"
-        assert [m["member"] for m in store.team_members(team["id"])] == ["api", "web"]
-        messages = store.team_conversation(team["id"])
+        assert team.name == f"pair-{report.invocation_id[:8]}"
+        assert [m.member for m in store.team_members(team.id)] == ["api", "web"]
+        messages = store.team_conversation(team.id)
         sessions = {s["flow_leg"]: s for s in store.list_sessions(limit=10)}
-    assert sorted(m["body"] for m in messages) == ["hello from api", "hello from web"]
+    assert sorted(m.body for m in messages) == ["hello from api", "hello from web"]
     for m in messages:  # each message names the run that sent it
-        assert m["run_id"] == sessions[m["sender"]]["id"]
-        assert sessions[m["sender"]]["metadata_json"]["flow"]["team"]["member"] == m["sender"]
+        assert m.run_id == sessions[m.sender]["id"]
+        assert sessions[m.sender]["metadata_json"]["flow"]["team"]["member"] == m.sender
     assert "web -> all: hello from web" in (seen / "api.seen").read_text()
     assert "api -> all: hello from api" in (seen / "web.seen").read_text()
-    assert (seen / "api.env").read_text().strip() == team["id"]
+    assert (seen / "api.env").read_text().strip() == team.id
     prompt = (seen / "api.prompt").read_text()
-    assert prompt.startswith(f"You work in team '{team['name']}' as member 'api'")
+    assert prompt.startswith(f"You work in team '{team.name}' as member 'api'")
     assert prompt.endswith("change the api")
 
 
@@ -72,8 +72,8 @@ def test_team_preamble_false_leaves_the_prompt_alone(
     assert (seen / "solo.prompt").read_text() == "just this"
     with opened(db_url) as store:
         [team] = store.list_teams()  # team: NAME is one standing team both runs joined
-        assert team["name"] == "standing-crew"
-        assert team["message_count"] == 2
+        assert team.name == "standing-crew"
+        assert team.message_count == 2
 
 
 @pytest.mark.parametrize(
@@ -131,5 +131,5 @@ def test_a_resumed_flow_with_team_true_goes_on_in_the_same_team(
     assert second.status == "completed"
     with opened(db_url) as store:
         [team] = store.list_teams()
-        assert team["owner_id"] == first.invocation_id
-        assert [m["body"] for m in store.team_conversation(team["id"])] == ["hello from talk"]
+        assert team.owner_id == first.invocation_id
+        assert [m.body for m in store.team_conversation(team.id)] == ["hello from talk"]

@@ -65,11 +65,9 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
     assert "api.txt" in notice[0]
     with opened(db_url) as store:
         [team] = store.teams_of_owner("show", report.show_id)
-        assert team["name"] == f"pair-work-{report.show_id[:8]}"
-        assert [m["member"] for m in store.team_members(team["id"])] == ["first", "second"]
-        said = [
-            (m["sender"], m["body"].split(" as ")[0]) for m in store.team_conversation(team["id"])
-        ]
+        assert team.name == f"pair-work-{report.show_id[:8]}"
+        assert [m.member for m in store.team_members(team.id)] == ["first", "second"]
+        said = [(m.sender, m.body.split(" as ")[0]) for m in store.team_conversation(team.id)]
     assert sorted(said)[:1] == [("first", "hello from first")]
     merges = [body for sender, body in said if sender == "lirun"]
     assert merges == [
@@ -83,7 +81,7 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
         li_command("status", second_play.id), env=env, capture_output=True, text=True, timeout=60
     )
     assert shown.returncode == 0, shown.stderr
-    assert f"team {team['name']} ({team['id']}) as second" in shown.stdout
+    assert f"team {team.name} ({team.id}) as second" in shown.stdout
     assert "second -> all: hello from second" in shown.stdout
     assert "first -> all: hello from first" in shown.stdout
     assert "lirun -> all: play first merged" in shown.stdout
@@ -98,7 +96,7 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
         timeout=60,
     )  # fmt: skip
     talk = json.loads(as_json.stdout)["team"]
-    assert (talk["member"], talk["id"]) == ("second", team["id"])
+    assert (talk["member"], talk["id"]) == ("second", team.id)
     assert {m["sender"] for m in talk["messages"]} == {"first", "second", "lirun"}
 
 
@@ -112,10 +110,10 @@ def test_a_play_that_needs_a_person_is_announced_to_the_team(tmp_path: Path, db_
     assert report.plays[0].status == "gate_failed"
     with opened(db_url) as store:
         [team] = store.list_teams()
-        [notice] = store.team_conversation(team["id"])
-    assert team["name"] == "standing"
-    assert notice["sender"] == "lirun"
-    assert notice["body"].startswith("play doomed failed its gate for the last time and waits")
+        [notice] = store.team_conversation(team.id)
+    assert team.name == "standing"
+    assert notice.sender == "lirun"
+    assert notice.body.startswith("play doomed failed its gate for the last time and waits")
 
 
 def test_a_head_moved_outside_the_show_is_announced(tmp_path: Path, db_url: str) -> None:
@@ -137,7 +135,7 @@ def test_a_head_moved_outside_the_show_is_announced(tmp_path: Path, db_url: str)
     assert report.status == "completed", report.to_dict()
     with opened(db_url) as store:
         [team] = store.teams_of_owner("show", report.show_id)
-        said = [m["body"] for m in store.team_conversation(team["id"])]
+        said = [m.body for m in store.team_conversation(team.id)]
     assert said[0].startswith(f"the integration branch {INTEGRATION} moved to ")
     assert said[0].endswith("outside the show")
     assert said[1].startswith("play p merged into")

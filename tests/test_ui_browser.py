@@ -617,15 +617,15 @@ def test_a_teams_conversation_escapes_payloads_and_grows_live(site: Site, driver
         "browser-crew", ["api", "web"], owner_type="show", owner_id=site.show_id
     )
     for text in (XSS_SCRIPT, XSS_IMG):
-        site.store.send_team_message(team["id"], sender="api", recipient="all", text=text)
+        site.store.send_team_message(team.id, sender="api", recipient="all", text=text)
     b: object = driver
-    b.get(f"{site.base}/teams/{team['id']}")  # type: ignore[attr-defined]
+    b.get(f"{site.base}/teams/{team.id}")  # type: ignore[attr-defined]
     texts = [e.text for e in b.find_elements(By.CSS_SELECTOR, "#messages .message-text")]  # type: ignore[attr-defined]
     assert texts == [XSS_SCRIPT, XSS_IMG]  # shown as text, whole
     assert_inert(b)
     wait_live(b)
     b.execute_script("window.__same_page = 42")  # type: ignore[attr-defined]
-    site.store.send_team_message(team["id"], sender="web", recipient="api", text="live one")
+    site.store.send_team_message(team.id, sender="web", recipient="api", text="live one")
     WebDriverWait(b, 5, poll_frequency=0.05).until(
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "#messages .message")) == 3
     )
@@ -637,5 +637,5 @@ def test_a_teams_conversation_escapes_payloads_and_grows_live(site: Site, driver
     assert_inert(b)
     shot(site, b, "show-team")
     b.get(f"{site.base}/teams")  # type: ignore[attr-defined]
-    assert b.find_element(By.ID, f"team-{team['id']}")  # type: ignore[attr-defined]
+    assert b.find_element(By.ID, f"team-{team.id}")  # type: ignore[attr-defined]
     shot(site, b, "teams")

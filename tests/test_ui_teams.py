@@ -23,18 +23,18 @@ def client(store: Store, db_url: str) -> Iterator[TestClient]:
 
 def test_teams_pages_and_api(store: Store, client: TestClient) -> None:
     team = store.create_team_with_members("crew", ["api", "web"])
-    store.send_team_message(team["id"], sender="api", recipient="all", text=XSS_SCRIPT,
+    store.send_team_message(team.id, sender="api", recipient="all", text=XSS_SCRIPT,
                             run_id="run-abc")  # fmt: skip
-    store.send_team_message(team["id"], sender="web", recipient="api", text=XSS_IMG)
-    store.read_team_inbox(team["id"], "web")
+    store.send_team_message(team.id, sender="web", recipient="api", text=XSS_IMG)
+    store.read_team_inbox(team.id, "web")
     listing = client.get("/api/teams").json()
     assert [(t["name"], t["members"], t["message_count"]) for t in listing["teams"]] == [
         ("crew", 2, 2)
     ]
     page = client.get("/teams")
     assert page.status_code == 200
-    assert f'href="/teams/{team["id"]}"' in page.text
-    data = client.get(f"/api/teams/{team['id']}").json()
+    assert f'href="/teams/{team.id}"' in page.text
+    data = client.get(f"/api/teams/{team.id}").json()
     assert [m["body"] for m in data["messages"]] == [XSS_SCRIPT, XSS_IMG]
     assert data["messages"][0]["read_by"] == ["web"]
     assert data["messages"][1]["read_by"] == []
@@ -45,13 +45,13 @@ def test_teams_pages_and_api(store: Store, client: TestClient) -> None:
     assert "schema" not in listing
     assert "schema" not in data
     assert "schema" not in client.get("/api/workers").json()
-    html = client.get(f"/teams/{team['id']}").text
+    html = client.get(f"/teams/{team.id}").text
     assert XSS_SCRIPT not in html
     assert XSS_IMG not in html
     assert "&lt;script&gt;window.__pwned = 1;" in html
     assert 'href="/runs/run-abc"' in html
     assert "read by web" in html
-    assert f'data-live="{team["id"]}"' in html
+    assert f'data-live="{team.id}"' in html
     assert client.get("/teams/nope").status_code == 404
     assert client.get("/api/teams/nope").status_code == 404
 
@@ -61,15 +61,15 @@ def test_the_show_page_shows_its_teams_conversation(store: Store, client: TestCl
     store.create_play(show_id=show.id, name="first")
     assert client.get(f"/api/shows/{show.id}").json()["team"] is None
     team = store.create_team_with_members("pair-x", ["first"], owner_type="show", owner_id=show.id)
-    store.send_team_message(team["id"], sender="lirun", recipient="all", text="play first merged")
+    store.send_team_message(team.id, sender="lirun", recipient="all", text="play first merged")
     data = client.get(f"/api/shows/{show.id}").json()
-    assert data["team"]["team"]["id"] == team["id"]
+    assert data["team"]["team"]["id"] == team.id
     assert [m["body"] for m in data["team"]["messages"]] == ["play first merged"]
     html = client.get(f"/shows/{show.id}").text
     assert 'id="team-talk"' in html
     assert "play first merged" in html
-    assert team["id"] in html.split('data-live="', 1)[1].split('"', 1)[0]
-    team_page = client.get(f"/teams/{team['id']}").text
+    assert team.id in html.split('data-live="', 1)[1].split('"', 1)[0]
+    team_page = client.get(f"/teams/{team.id}").text
     assert f'href="/shows/{show.id}"' in team_page
 
 
@@ -87,7 +87,7 @@ def test_the_watcher_announces_a_team_with_new_messages(store: Store, db_url: st
     hub.publish = got.extend  # type: ignore[method-assign,assignment]
     hub._check_teams(store)
     assert got == []
-    store.send_team_message(team["id"], sender="api", recipient="all", text="x")
+    store.send_team_message(team.id, sender="api", recipient="all", text="x")
     hub._check_teams(store)
-    assert got == [TeamNotice(team["id"])]
-    assert got[0].to_sse() == f'event: team\ndata: {{"id": "{team["id"]}"}}\n\n'  # type: ignore[attr-defined]
+    assert got == [TeamNotice(team.id)]
+    assert got[0].to_sse() == f'event: team\ndata: {{"id": "{team.id}"}}\n\n'  # type: ignore[attr-defined]

@@ -81,7 +81,7 @@ def create_entity(store: Store, entity_type: str, entity_id: str | None = None) 
     elif entity_type == "play":
         return store.create_play(show_id="show-1", name="p", id=entity_id).id
     elif entity_type == "team":
-        row = store.create_team(name="crew", id=entity_id)
+        return store.create_team(name="crew", id=entity_id).id
     elif entity_type == "schedule":
         name = f"s-{next(_schedule_names)}"
         return store.create_schedule(name=name, fields={"action_kind": "run"}, id=entity_id).id

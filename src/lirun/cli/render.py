@@ -375,13 +375,14 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
             ("WHEN", "EVENT", "ACTOR", "JUSTIFICATION", "CHANGE"),
         )
     if detail.get("team"):
+        from lirun.store.rows import TeamMessageRow
         from lirun.teams.message import escape_line, message_line
 
         team = detail["team"]
         heading = (
             f"team {team['name']} ({team['id']}) as {team['member']}: {team['total']} messages"
         )
-        lines = [message_line(m) for m in team["messages"]] or ["(none)"]
+        lines = [message_line(TeamMessageRow.from_row(m)) for m in team["messages"]] or ["(none)"]
         _section(out, escape_line(heading), lines)
 
 

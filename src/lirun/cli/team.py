@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json, print_table
@@ -17,6 +18,7 @@ from lirun.errors import UsageError
 from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import open_existing, open_store
+from lirun.store.rows import InboxMessageRow, TeamMessageRow
 from lirun.teams.follow import InboxQuery, follow, read_once
 from lirun.teams.message import escape_line, message_json, message_line
 
@@ -147,10 +149,10 @@ def _member(given: str | None, option: str) -> str:
 def _create(store: Any, args: Any) -> int:
     team = store.create_team_with_members(args.name, args.member)
     if args.json:
-        members = [m["member"] for m in store.team_members(team["id"])]
-        print_json({**team, "members": members}, schema="lirun.team/1")
+        members = [m.member for m in store.team_members(team.id)]
+        print_json({**team.as_dict(), "members": members}, schema="lirun.team/1")
     else:
-        print(team["id"])
+        print(team.id)
     return 0
 
 
@@ -166,34 +168,34 @@ def _join(store: Any, args: Any) -> int:
 def _list(store: Any, args: Any) -> int:
     teams = store.list_teams(status=args.status)
     if args.json:
-        print_json(teams, schema="lirun.team/1")
+        print_json([t.as_dict() for t in teams], schema="lirun.team/1")
         return 0
-    rows = [
-        (t["id"][:8], t["status"], t["message_count"], _when(t["last_message_at"]), t["name"])
-        for t in teams
-    ]
+    rows = [(t.id[:8], t.status, t.message_count, _when(t.last_message_at), t.name) for t in teams]
     print_table(("ID", "STATUS", "MESSAGES", "LAST", "NAME"), rows)
     return 0
 
 
 def _show(store: Any, args: Any) -> int:
     team_id = store.resolve_team(args.team)
-    team = store.get_entity("team", team_id)
+    team = store.get_team(team_id)
     members = store.team_member_summary(team_id)
     history = store.list_transitions("team", team_id)
     if args.json:
-        detail = {**team, "members": members, "history": [t.as_dict() for t in history]}
+        detail = {
+            **team.as_dict(),
+            "members": [m.as_dict() for m in members],
+            "history": [t.as_dict() for t in history],
+        }
         print_json(detail, schema="lirun.team_detail/1")
         return 0
-    print(f"team {team['name']} ({team_id}): {team['status']}, {team['message_count']} "
-          f"messages, last {_when(team['last_message_at'])}")  # fmt: skip
-    if team.get("owner_type"):
-        print(f"owner: {team['owner_type']} {team['owner_id']}")
+    print(f"team {team.name} ({team_id}): {team.status}, {team.message_count} "
+          f"messages, last {_when(team.last_message_at)}")  # fmt: skip
+    if team.owner_type:
+        print(f"owner: {team.owner_type} {team.owner_id}")
     rows = [
-        (escape_line(m["member"]), m["unread"], m["sent"], _when(m["last_sent_at"]),
-         m.get("run_id") or "")
+        (escape_line(m.member), m.unread, m.sent, _when(m.last_sent_at), m.run_id or "")
         for m in members
-    ]  # fmt: skip
+    ]
     print_table(("MEMBER", "UNREAD", "SENT", "LAST SENT", "RUN"), rows)
     for item in history:
         actor = f" by {escape_line(item.actor)}" if item.actor else ""
@@ -217,7 +219,7 @@ def _send(store: Any, args: Any) -> int:
     if args.json:
         print_json(message_json(message), schema="lirun.team_message/1")
     else:
-        print(message["id"])
+        print(message.id)
     return 0
 
 
@@ -227,7 +229,7 @@ def _read(store: Any, args: Any) -> int:
     since = store.team_message_seq(team_id, args.since) if args.since else 0
     query = InboxQuery(team_id, member, since, getattr(args, "unread", False))
 
-    def emit(rows: list[dict[str, Any]]) -> None:
+    def emit(rows: Sequence[TeamMessageRow | InboxMessageRow]) -> None:
         for row in rows:
             if args.json:
                 print_json(message_json(row), schema="lirun.team_message/1")
@@ -270,13 +272,13 @@ def _archive(store: Any, args: Any) -> int:
         actor=args.actor,
         expected_statuses=["active"],
     )
-    team = store.get_entity("team", team_id)
+    team = store.get_team(team_id)
     if not applied:
-        raise UsageError(f"team {team['name']} ({team_id}) is already {team['status']}")
+        raise UsageError(f"team {team.name} ({team_id}) is already {team.status}")
     if args.json:
-        print_json(team, schema="lirun.team/1")
+        print_json(team.as_dict(), schema="lirun.team/1")
     else:
-        print(f"team {team['name']} ({team_id}) archived")
+        print(f"team {team.name} ({team_id}) archived")
     return 0
 
 

@@ -46,6 +46,7 @@ from lirun.record.reap_flows import reap_flow_if_orphaned
 from lirun.record.rundir import allocate_run, new_run_id
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
+from lirun.store.rows import TeamRow
 from lirun.teams import membership
 from lirun.teams.membership import TeamSetting
 
@@ -101,7 +102,7 @@ class _FlowRun:
         self._git: dict[str, bool] = {}  # cwd -> can a leg there get a worktree
         self._stopped = False  # the workers were told to stop their legs
         self.log = FlowLog(self.run.flow_log_path, options.on_progress)
-        self.team: dict[str, Any] | None = None  # the team its agents share, if any
+        self.team: TeamRow | None = None  # the team its agents share, if any
 
     # -- records --
 
@@ -137,7 +138,7 @@ class _FlowRun:
             self.store, setting, owner_type="invocation", owner_id=self.id, label=label,
             members=agents, resumed_from=self.resumed_from,
         )  # fmt: skip
-        self.log.line(f"team {self.team['name']} ({self.team['id']}): {len(agents)} members")
+        self.log.line(f"team {self.team.name} ({self.team.id}): {len(agents)} members")
 
     def checkpoint(self) -> None:
         legs = {
@@ -188,8 +189,8 @@ class _FlowRun:
         team: dict[str, str] | None = None
         if self.team is not None and leg.task.is_agent:
             member = membership.member_name(inst.id)
-            self.store.add_team_members(self.team["id"], [member])  # a fan-out instance
-            team = {"id": self.team["id"], "name": self.team["name"], "member": member}
+            self.store.add_team_members(self.team.id, [member])  # a fan-out instance
+            team = {"id": self.team.id, "name": self.team.name, "member": member}
             env = membership.child_env(team["id"], member)
             setting = self.spec.team
             on = setting is not None and setting.preamble

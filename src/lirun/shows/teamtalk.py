@@ -12,7 +12,7 @@ from typing import Any
 from lirun.errors import LirunError
 from lirun.shows.spec import ShowSpec
 from lirun.store.core import Store
-from lirun.store.rows import ShowRow
+from lirun.store.rows import ShowRow, TeamRow
 from lirun.teams import membership
 from lirun.teams.rules import MAX_MESSAGE_BYTES, SYSTEM_MEMBER
 
@@ -28,7 +28,7 @@ class ShowTeam:
     ) -> None:
         self.store, self.say = store, say
         self.setting = spec.team
-        self.team: dict[str, Any] | None = None
+        self.team: TeamRow | None = None
         if self.setting is None:
             return
         # Every play is a member: a command play may be a script that talks too.
@@ -38,19 +38,19 @@ class ShowTeam:
         )  # fmt: skip
 
     def env(self, play: str) -> dict[str, str]:
-        return membership.child_env(self.team["id"], play) if self.team else {}
+        return membership.child_env(self.team.id, play) if self.team is not None else {}
 
     def meta(self, play: str) -> dict[str, Any]:
-        if not self.team:
+        if self.team is None:
             return {}
-        return {"team": {"id": self.team["id"], "name": self.team["name"], "member": play}}
+        return {"team": {"id": self.team.id, "name": self.team.name, "member": play}}
 
     def prompt(self, play: str, prompt: str | None, *, resumed: bool) -> str | None:
         """The play's prompt with the preamble (not for a resumed conversation: it has
         read it already)."""
-        if not self.team or self.setting is None or resumed:
+        if self.team is None or self.setting is None or resumed:
             return prompt
-        return membership.with_preamble(prompt, self.team["name"], play, self.setting.preamble)
+        return membership.with_preamble(prompt, self.team.name, play, self.setting.preamble)
 
     # -- the conductor's notices --
 
@@ -72,12 +72,12 @@ class ShowTeam:
         self.notice(f"play {play} {said} and waits for a person: {summary}")
 
     def notice(self, text: str) -> None:
-        if not self.team:
+        if self.team is None:
             return
         text = text.encode("utf-8")[:MAX_MESSAGE_BYTES].decode("utf-8", "ignore")
         try:
             self.store.send_team_message(
-                self.team["id"], sender=SYSTEM_MEMBER, recipient="all", text=text
+                self.team.id, sender=SYSTEM_MEMBER, recipient="all", text=text
             )
         except LirunError as exc:  # archived by a person meanwhile, or the database
-            self.say(f"team {self.team['name']}: notice not recorded: {exc}")
+            self.say(f"team {self.team.name}: notice not recorded: {exc}")

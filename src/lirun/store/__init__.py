@@ -157,13 +157,13 @@ class StateDB:
     create_show = async_dict_row(Store.create_show)
     create_play = async_dict_row(Store.create_play)
     create_schedule_run = async_method(Store.create_schedule_run)
-    create_team = async_method(Store.create_team)
-    create_team_with_members = async_method(Store.create_team_with_members)
+    create_team = async_dict_row(Store.create_team)
+    create_team_with_members = async_dict_row(Store.create_team_with_members)
     add_team_members = async_method(Store.add_team_members)
-    send_team_message = async_method(Store.send_team_message)
-    read_team_inbox = async_method(Store.read_team_inbox)
-    team_conversation = async_method(Store.team_conversation)
-    list_teams = async_method(Store.list_teams)
+    send_team_message = async_dict_row(Store.send_team_message)
+    read_team_inbox = async_dict_rows(Store.read_team_inbox)
+    team_conversation = async_dict_rows(Store.team_conversation)
+    list_teams = async_dict_rows(Store.list_teams)
     resolve_team = async_method(Store.resolve_team)
 
     # -- reads --------------------------------------------------------------------
@@ -185,9 +185,7 @@ class StateDB:
     get_play = async_dict_row(Store.get_play)
     get_show = async_dict_row(Store.get_show)
 
-    async def get_team(self, team_id: str) -> dict[str, Any] | None:
-        """The team row, or None."""
-        return await self.get_entity("team", team_id)
+    get_team = async_dict_row(Store.get_team)
 
     # -- writes -------------------------------------------------------------------
 

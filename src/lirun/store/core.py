@@ -33,7 +33,7 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retention_records import RetentionRecords
-from lirun.store.rows import AdminEventRow, PlayRow, ShowRow, TransitionRow
+from lirun.store.rows import AdminEventRow, PlayRow, ShowRow, TeamRow, TransitionRow
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
@@ -156,10 +156,11 @@ class Store(
         )
         return self._insert("schedule_run", {"id": entity_id_or_new(id), **fields}, status=status)
 
-    def create_team(self, *, name: str, id: str | None = None) -> dict[str, Any]:
+    def create_team(self, *, name: str, id: str | None = None) -> TeamRow:
         """Create a team row; ValidationError for an empty name or bad id."""
         require_text(name=name)
-        return self._insert("team", {"id": entity_id_or_new(id), **column_values({"name": name})})
+        fields = {"id": entity_id_or_new(id), **column_values({"name": name})}
+        return TeamRow.from_row(self._insert("team", fields))
 
     # -- reads ----------------------------------------------------------------
 

@@ -23,6 +23,14 @@ from lirun.lifecycle import policy_for
 from lirun.store.base import StoreBase
 from lirun.store.connector import NOTIFY_CHANNEL
 from lirun.store.records import decode_row, new_id
+from lirun.store.rows import (
+    InboxMessageRow,
+    RunMembershipRow,
+    TeamMemberRow,
+    TeamMemberSummaryRow,
+    TeamMessageRow,
+    TeamRow,
+)
 
 if TYPE_CHECKING:
     from lirun.store.connector import Tx
@@ -56,7 +64,7 @@ class TeamRecords(StoreBase):
         owner_id: str | None = None,
         join_existing: bool = False,
         run_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> TeamRow:
         """Create an ``active`` team with its members in one transaction; returns its row.
 
         An active team of the same name is a ConflictError, or with ``join_existing`` the
@@ -86,9 +94,14 @@ class TeamRecords(StoreBase):
                     fields.update(owner_type=owner_type, owner_id=owner_id)
                 self._insert_in(tx, "team", fields, now)
             self._add_members_in(tx, team_id, members, now, run_id)
-        team = self.get_entity("team", team_id)
+        team = self.get_team(team_id)
         assert team is not None
         return team
+
+    def get_team(self, team_id: str) -> TeamRow | None:
+        """The team with this id, or None."""
+        row = self.get_entity("team", team_id)
+        return None if row is None else TeamRow.from_row(row)
 
     def add_team_members(
         self, team_id: str, members: Sequence[str], *, run_id: str | None = None
@@ -133,7 +146,7 @@ class TeamRecords(StoreBase):
         recipient: str,
         text: str,
         run_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> TeamMessageRow:
         """Record one message; returns it (with its ``id`` and ``seq``). UsageError for
         empty or oversized text, a sender or recipient not in the team;
         TeamArchivedError for an archived team; NotFoundError for no team."""
@@ -149,17 +162,17 @@ class TeamRecords(StoreBase):
             seq = int(
                 tx.query(self.sql("team_message_count"), {"team_id": team_id})[0]["message_count"]
             )
-            message = {
-                "id": new_message_id(now, seq),
-                "team_id": team_id,
-                "seq": seq,
-                "sender": sender,
-                "recipient": recipient,
-                "body": text,
-                "run_id": run_id,
-                "created_at": now,
-            }
-            tx.execute(self.sql("team_insert_message"), message)
+            message = TeamMessageRow(
+                id=new_message_id(now, seq),
+                team_id=team_id,
+                seq=seq,
+                sender=sender,
+                recipient=recipient,
+                body=text,
+                run_id=run_id,
+                created_at=now,
+            )
+            tx.execute(self.sql("team_insert_message"), message.as_dict())
             if self.connector.supports_notify:
                 payload = json.dumps(
                     {"type": "team_message", "id": team_id, "seq": seq, "terminal": False}
@@ -178,13 +191,13 @@ class TeamRecords(StoreBase):
         unread_only: bool = False,
         mark_read: bool = True,
         limit: int = READ_LIMIT,
-    ) -> list[dict[str, Any]]:
+    ) -> list[InboxMessageRow]:
         """What ``member`` received after ``since_seq`` (oldest first, each with the
         ``read_at`` it had before this read); with ``mark_read`` they are marked read for
         it (a read receipt, kept once). UsageError when ``member`` is not a member."""
         import json
 
-        members = {m["member"] for m in self.team_members(team_id)}
+        members = {m.member for m in self.team_members(team_id)}
         if member not in members:
             raise UsageError(f"{member!r} is not a member of this team; members: "
                              f"{', '.join(sorted(members)) or '(none yet)'}")  # fmt: skip
@@ -195,8 +208,10 @@ class TeamRecords(StoreBase):
             "unread_only": 1 if unread_only else 0,
             "limit": int(limit),
         }
-        rows = [dict(r) for r in self.connector.read(self.sql("team_inbox"), params)]
-        unread = [str(r["id"]) for r in rows if r.get("read_at") is None]
+        rows = [
+            InboxMessageRow.from_row(r) for r in self.connector.read(self.sql("team_inbox"), params)
+        ]
+        unread = [r.id for r in rows if r.read_at is None]
         if mark_read and unread:
             with self.connector.write() as tx:
                 tx.execute(
@@ -207,17 +222,18 @@ class TeamRecords(StoreBase):
 
     def team_conversation(
         self, team_id: str, *, since_seq: int = 0, member: str = "", limit: int = READ_LIMIT
-    ) -> list[dict[str, Any]]:
+    ) -> list[TeamMessageRow]:
         """Messages after ``since_seq``, oldest first: all, or ``member``'s part (sent by
         it, or to it, or to all). Reading marks nothing."""
         params = {"team_id": team_id, "since": int(since_seq), "member": member,
                   "limit": int(limit)}  # fmt: skip
-        return [decode_row(r) for r in self.connector.read(self.sql("team_conversation"), params)]  # type: ignore[misc]
+        rows = self.connector.read(self.sql("team_conversation"), params)
+        return [TeamMessageRow.from_row(r) for r in rows]
 
-    def team_recent_messages(self, team_id: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    def team_recent_messages(self, team_id: str, *, limit: int = 50) -> list[TeamMessageRow]:
         """The newest ``limit`` messages, oldest first."""
         rows = self.connector.read(self.sql("team_recent"), {"team_id": team_id, "limit": limit})
-        return [decode_row(r) for r in reversed(rows)]  # type: ignore[misc]
+        return [TeamMessageRow.from_row(r) for r in reversed(rows)]
 
     def team_message_seq(self, team_id: str, message_id: str) -> int:
         """The ``seq`` of one of the team's messages; NotFoundError when it has none."""
@@ -242,13 +258,12 @@ class TeamRecords(StoreBase):
 
     # -- reads about teams --
 
-    def team_members(self, team_id: str) -> list[dict[str, Any]]:
+    def team_members(self, team_id: str) -> list[TeamMemberRow]:
         """The members, in the order they joined."""
-        return [
-            dict(r) for r in self.connector.read(self.sql("team_members"), {"team_id": team_id})
-        ]
+        rows = self.connector.read(self.sql("team_members"), {"team_id": team_id})
+        return [TeamMemberRow.from_row(r) for r in rows]
 
-    def team_member_summary(self, team_id: str) -> list[dict[str, Any]]:
+    def team_member_summary(self, team_id: str) -> list[TeamMemberSummaryRow]:
         """Each member with ``unread``, ``sent`` and ``last_sent_at`` (``lirun`` too once
         it has spoken), in the order they joined."""
         params = {"team_id": team_id}
@@ -257,20 +272,26 @@ class TeamRecords(StoreBase):
         sent = {r["sender"]: r for r in self.connector.read(self.sql("team_sent_counts"), params)}
         out = []
         for member in self.team_members(team_id):
-            name = member["member"]
-            s = sent.pop(name, None)
-            out.append({**member, "unread": unread.get(name, 0),
-                        "sent": int(s["sent"]) if s else 0,
-                        "last_sent_at": s["last_at"] if s else None})  # fmt: skip
+            s = sent.pop(member.member, None)
+            out.append(
+                TeamMemberSummaryRow(
+                    *member,
+                    unread=unread.get(member.member, 0),
+                    sent=int(s["sent"]) if s else 0,
+                    last_sent_at=s["last_at"] if s else None,
+                )
+            )
         for name, s in sent.items():  # senders that are no members: lirun
-            out.append({"member": name, "joined_at": None, "run_id": None, "unread": 0,
-                        "sent": int(s["sent"]), "last_sent_at": s["last_at"]})  # fmt: skip
+            lirun = {"member": name, "joined_at": None, "run_id": None, "unread": 0}
+            out.append(
+                TeamMemberSummaryRow(**lirun, sent=int(s["sent"]), last_sent_at=s["last_at"])
+            )
         return out
 
-    def list_teams(self, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    def list_teams(self, *, status: str | None = None, limit: int = 100) -> list[TeamRow]:
         """Teams, active first then newest, optionally of one status."""
         rows = self.connector.read(self.sql("team_list"), {"status": status, "limit": int(limit)})
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [TeamRow.from_row(decode_row(r)) for r in rows]  # type: ignore[arg-type]
 
     def team_member_counts(self) -> dict[str, int]:
         """``{team id: members}`` for every team with a member."""
@@ -282,22 +303,23 @@ class TeamRecords(StoreBase):
         rows = self.connector.read(self.sql("team_message_counts"))
         return {str(r["id"]): int(r["message_count"]) for r in rows}
 
-    def teams_of_owner(self, owner_type: str, owner_id: str) -> list[dict[str, Any]]:
+    def teams_of_owner(self, owner_type: str, owner_id: str) -> list[TeamRow]:
         """The teams a show or flow invocation made or joined, newest first."""
         params = {"owner_type": owner_type, "owner_id": owner_id}
-        return [decode_row(r) for r in self.connector.read(self.sql("team_by_owner"), params)]  # type: ignore[misc]
+        rows = self.connector.read(self.sql("team_by_owner"), params)
+        return [TeamRow.from_row(decode_row(r)) for r in rows]  # type: ignore[arg-type]
 
-    def team_memberships_of_run(self, run_id: str) -> list[dict[str, Any]]:
-        """``team_id`` and ``member`` of each team the run joined."""
-        return [dict(r) for r in self.connector.read(self.sql("team_memberships_of_run"),
-                                                     {"run_id": run_id})]  # fmt: skip
+    def team_memberships_of_run(self, run_id: str) -> list[RunMembershipRow]:
+        """The team and the member name of each team the run joined."""
+        rows = self.connector.read(self.sql("team_memberships_of_run"), {"run_id": run_id})
+        return [RunMembershipRow.from_row(r) for r in rows]
 
     def resolve_team(self, text: str) -> str:
         """The team id ``text`` names: an id, a unique id prefix (or suffix), or an
         active team's name. NotFoundError / AmbiguousIdError (exit 2)."""
         if not text.strip():
             raise UsageError("the team must not be empty: give its id or its name")
-        if self.get_entity("team", text) is not None:
+        if self.get_team(text) is not None:
             return text
         named = self.connector.read(self.sql("team_active_by_name"), {"name": text})
         if len(named) == 1:

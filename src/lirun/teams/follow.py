@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from lirun.store.core import Store
+from lirun.store.rows import InboxMessageRow, TeamMessageRow
 from lirun.store.team_records import READ_LIMIT
 from lirun.wait.wake import make_waker
 
@@ -34,7 +34,9 @@ class InboxQuery:
     unread_only: bool = False
 
 
-def read_once(store: Store, query: InboxQuery, since_seq: int) -> list[dict[str, Any]]:
+def read_once(
+    store: Store, query: InboxQuery, since_seq: int
+) -> list[TeamMessageRow] | list[InboxMessageRow]:
     if not query.member:
         return store.team_conversation(query.team_id, since_seq=since_seq)
     return store.read_team_inbox(
@@ -48,7 +50,7 @@ def follow(
     stop: Callable[[], bool],
     *,
     poll_seconds: float = POLL_SECONDS,
-) -> Iterator[list[dict[str, Any]]]:
+) -> Iterator[list[TeamMessageRow] | list[InboxMessageRow]]:
     """Each batch of new messages, oldest first, until ``stop()`` or the team is archived
     (what it took before being archived is still read and given)."""
     waker = make_waker(
@@ -57,15 +59,15 @@ def follow(
     since = query.since_seq
     try:
         while True:
-            team = store.get_entity("team", query.team_id)
+            team = store.get_team(query.team_id)
             rows = read_once(store, query, since)
             if rows:
-                since = int(rows[-1]["seq"])
+                since = rows[-1].seq
                 yield rows
             waker.after_read(bool(rows))
             if len(rows) >= READ_LIMIT:
                 continue
-            if stop() or team is None or team["status"] != "active":
+            if stop() or team is None or team.status != "active":
                 return
             waker.wait(poll_seconds, stop)
     finally:

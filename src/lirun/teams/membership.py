@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.store.core import Store
+from lirun.store.rows import TeamRow
 from lirun.teams.rules import MAX_MESSAGE_BYTES, MAX_NAME_LENGTH, is_name
 
 TEAM_ENV = "LIRUN_TEAM"
@@ -78,15 +79,15 @@ def join(
     label: str,
     members: Sequence[str],
     resumed_from: str | None = None,
-) -> dict[str, Any]:
+) -> TeamRow:
     """The team the owner's agents share, with ``members`` in it: for ``team: NAME``
     the active team of that name (made if none), for ``team: true`` a new one, or the
     one of the run it resumes (``resumed_from``) while that is still active."""
     name = setting.name or run_team_name(owner_type, label, owner_id)
     if setting.name is None and resumed_from:
         earlier = [t for t in store.teams_of_owner(owner_type, resumed_from)
-                   if t["status"] == "active"]  # fmt: skip
-        name = str(earlier[0]["name"]) if earlier else name
+                   if t.status == "active"]  # fmt: skip
+        name = earlier[0].name if earlier else name
     return store.create_team_with_members(
         name,
         [member_name(m) for m in members],

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from lirun.store.rows import InboxMessageRow, TeamMessageRow
+
 _SHOWN = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 # Line separators and the bidirectional controls that can make a line read other than
 # it is (RLO turns "txt.exe" around): shown as escapes too.
@@ -31,31 +33,32 @@ def escape_line(text: str) -> str:
     return "".join(out)
 
 
-def message_line(message: dict[str, Any]) -> str:
+def message_line(message: TeamMessageRow | InboxMessageRow) -> str:
     """``#SEQ HH:MM:SS SENDER -> RECIPIENT: TEXT`` (escaped), one line."""
-    stamp = time.strftime("%H:%M:%S", time.localtime(float(message["created_at"])))
+    stamp = time.strftime("%H:%M:%S", time.localtime(float(message.created_at)))
     return (
-        f"#{message['seq']} {stamp} {escape_line(str(message['sender']))} -> "
-        f"{escape_line(str(message['recipient']))}: {escape_line(str(message['body']))}"
+        f"#{message.seq} {stamp} {escape_line(str(message.sender))} -> "
+        f"{escape_line(str(message.recipient))}: {escape_line(str(message.body))}"
     )
 
 
 def message_json(
-    message: dict[str, Any], receipts: dict[str, float] | None = None
+    message: TeamMessageRow | InboxMessageRow, receipts: dict[str, float] | None = None
 ) -> dict[str, Any]:
-    """The message as scripts read it (``--json``): its fields and, when known, who read it."""
-    out = {
-        "id": message["id"],
-        "team_id": message["team_id"],
-        "seq": int(message["seq"]),
-        "sender": message["sender"],
-        "recipient": message["recipient"],
-        "text": message["body"],
-        "run_id": message.get("run_id"),
-        "created_at": message["created_at"],
+    """The message as scripts read it (``--json``): its fields, when it was read if it
+    came from an inbox, and, when known, who read it."""
+    out: dict[str, Any] = {
+        "id": message.id,
+        "team_id": message.team_id,
+        "seq": int(message.seq),
+        "sender": message.sender,
+        "recipient": message.recipient,
+        "text": message.body,
+        "run_id": message.run_id,
+        "created_at": message.created_at,
     }
-    if "read_at" in message:
-        out["read_at"] = message["read_at"]
+    if isinstance(message, InboxMessageRow):
+        out["read_at"] = message.read_at
     if receipts is not None:
         out["read_by"] = receipts
     return out

@@ -24,14 +24,16 @@ def membership_of(store: Store, kind: str, row: Mapping[str, Any]) -> dict[str, 
     if kind == "play":
         teams = store.teams_of_owner("show", str(row.get("show_id")))
         if teams:
-            return {"id": teams[0]["id"], "name": teams[0]["name"], "member": str(row["name"])}
+            return {"id": teams[0].id, "name": teams[0].name, "member": str(row["name"])}
     return None
 
 
 def record_talk(store: Store, kind: str, row: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The team, the member and the newest messages it sent or received, oldest first."""
+    """The team, the member and the newest messages it sent or received, oldest first
+    (plain dicts: the detail ``li status --json`` prints)."""
     team = membership_of(store, kind, row)
     if team is None:
         return None
     mine = store.team_conversation(team["id"], member=team["member"], limit=100_000)
-    return {**team, "messages": mine[-STATUS_MESSAGES:], "total": len(mine)}
+    messages = [m.as_dict() for m in mine[-STATUS_MESSAGES:]]
+    return {**team, "messages": messages, "total": len(mine)}
