@@ -38,7 +38,7 @@ def test_a_flow_invocation_records_its_owner_flow_and_usage(store: Store) -> Non
             output_tokens=tokens,
             cost_usd=cost,
         )
-    assert [r["id"] for r in store.list_running_legs("flow-1")] == ["leg-0", "leg-1"]
+    assert [r.id for r in store.list_running_legs("flow-1")] == ["leg-0", "leg-1"]
     store.set_flow_json("flow-1", {"graph": [{"id": "a[0]"}]})
     store.sum_flow_usage("flow-1")
     summed = store.get_entity("invocation", "flow-1") or {}

@@ -210,8 +210,8 @@ def test_update_fields_is_closed_and_bumps_the_version(store: Store) -> None:
 def test_list_sessions_and_running_sessions(store: Store) -> None:
     ids = [create_entity(store, "session") for _ in range(3)]
     store.update_status("session", ids[1], new_status="failed", reason_code="run.failed.exception")
-    assert {r["id"] for r in store.list_running_sessions()} == {ids[0], ids[2]}
-    assert [r["id"] for r in store.list_sessions(status="failed")] == [ids[1]]
+    assert {r.id for r in store.list_running_sessions()} == {ids[0], ids[2]}
+    assert [r.id for r in store.list_sessions(status="failed")] == [ids[1]]
     assert len(store.list_sessions(limit=2)) == 2
     assert store.list_sessions(since=10**12) == []
 

@@ -18,6 +18,7 @@ from lirun.store.rows import (
     AdminEventRow,
     ScheduleRow,
     ScheduleRunRow,
+    SessionRow,
     TransitionRow,
     WorkerRow,
 )
@@ -28,11 +29,10 @@ STILL_DICTS = frozenset(
         "active_shows_for_topic", "append_message", "attention_rows", "create_flow_invocation",
         "create_invocation", "create_play", "create_schedule_run", "create_session",
         "create_show", "create_show_with_plays", "create_team", "create_team_with_members",
-        "fetch_wait_rows", "find_session_by_engine_uid", "gc_candidates", "get_branch",
-        "get_entity", "list_flows", "list_invocation_sessions",
-        "list_messages", "list_play_sessions", "list_plays", "list_recent_shows",
-        "list_running_flows", "list_running_legs", "list_running_sessions", "list_sessions",
-        "list_show_gate_sessions", "list_shows", "list_teams", "match_wait_ids",
+        "fetch_wait_rows", "gc_candidates", "get_branch",
+        "get_entity", "list_flows",
+        "list_messages", "list_plays", "list_recent_shows",
+        "list_running_flows", "list_shows", "list_teams", "match_wait_ids",
         "read_team_inbox", "recent_schedule_runs", "recent_shows", "resolve_wait_exact",
         "run_lineage", "runs_page", "schedule_runs_with_usage", "send_team_message",
         "show_plays", "team_conversation", "team_member_summary", "team_members",
@@ -76,6 +76,14 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("list_schedule_runs", ScheduleRunRow),
         ("list_queued_runs", ScheduleRunRow),
         ("list_lapsed_runs", ScheduleRunRow),
+        ("get_session", SessionRow),
+        ("list_sessions", SessionRow),
+        ("list_running_sessions", SessionRow),
+        ("find_session_by_engine_uid", SessionRow),
+        ("list_invocation_sessions", SessionRow),
+        ("list_play_sessions", SessionRow),
+        ("list_show_gate_sessions", SessionRow),
+        ("list_running_legs", SessionRow),
     ],
 )
 def test_typed_methods_name_their_row_class(method: str, row_class: type) -> None:
@@ -83,7 +91,9 @@ def test_typed_methods_name_their_row_class(method: str, row_class: type) -> Non
     assert getattr(row_classes, row_class.__name__) is row_class
 
 
-@pytest.mark.parametrize("row_class", [AdminEventRow, ScheduleRow, ScheduleRunRow, TransitionRow])
+@pytest.mark.parametrize(
+    "row_class", [AdminEventRow, ScheduleRow, ScheduleRunRow, SessionRow, TransitionRow]
+)
 def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
     given = {name: f"v-{i}" for i, name in enumerate(row_class._fields)}  # type: ignore[attr-defined]
     row = row_class.from_row(given)  # type: ignore[attr-defined]
@@ -91,3 +101,17 @@ def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
     assert row_class.from_row(row.as_dict()) == row  # type: ignore[attr-defined]
     with pytest.raises(KeyError):
         row_class.from_row({k: v for k, v in given.items() if k != "id"})  # type: ignore[attr-defined]
+
+
+def test_a_session_row_holds_every_column_of_the_sessions_table(store: Store) -> None:
+    """``SessionRow.from_row`` names each column of ``sessions``: one the table gains fails
+    here, not later as a missing attribute above the store; its JSON columns decoded."""
+    made = store.create_session(metadata_json={"flow": {"item": 1}}, owner_pid=None)
+    raw = store.connector.read(store.sql("get_row", table="sessions"), {"id": made["id"]})
+    assert set(raw[0]) == set(SessionRow._fields)
+    row = store.get_session(made["id"])
+    assert row is not None
+    assert row.as_dict() == {**dict(raw[0]), "metadata_json": {"flow": {"item": 1}}}
+    assert row.meta == {"flow": {"item": 1}}
+    assert store.list_sessions() == [row]
+    assert store.get_session("no-such-session") is None

@@ -57,7 +57,7 @@ def opened(url: str) -> Iterator[Store]:
 def invocation_sessions(url: str, invocation_id: str) -> list[dict[str, Any]]:
     """A flow invocation's leg sessions, read with a store of their own."""
     with opened(url) as store:
-        return store.list_invocation_sessions(invocation_id)
+        return [row.as_dict() for row in store.list_invocation_sessions(invocation_id)]
 
 
 def reason_for(entity_type: str, status: str) -> str:

@@ -19,6 +19,7 @@ from lirun.exec.leftovers import CleanReport, gather, repo_of, sweep
 from lirun.exec.worktrees import worktrees_root
 from lirun.record.reap_flows import reap_flow_if_orphaned
 from lirun.store import open_existing
+from lirun.store.rows import SessionRow
 
 __all__ = ["clean_flow", "leftover_flows", "leg_branch_prefix"]
 
@@ -28,12 +29,12 @@ def leg_branch_prefix(invocation_id: str) -> str:
     return f"lirun/flow/{invocation_id}/"
 
 
-def _repo_path(row: Mapping[str, Any], sessions: list[dict[str, Any]]) -> str | None:
+def _repo_path(row: Mapping[str, Any], sessions: list[SessionRow]) -> str | None:
     """The repository the legs branched from: the flow's cwd, else a leg's cwd."""
     flow = row.get("flow_json") or {}
     spec = flow.get("spec") or {} if isinstance(flow, Mapping) else {}
     candidates = [spec.get("cwd")] if isinstance(spec, Mapping) else []
-    candidates += [s.get("cwd") for s in sessions]
+    candidates += [s.cwd for s in sessions]
     for path in candidates:
         if isinstance(path, str) and path and repo_of(path) is not None:
             return path

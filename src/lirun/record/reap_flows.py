@@ -36,7 +36,7 @@ def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, 
     verdict = judge(row, facts) if row is not None else None
     if row is None or verdict is None:
         return None
-    legs = reap_sessions(store, store.list_running_legs(invocation_id), now=now)
+    legs = reap_sessions(store, [leg.id for leg in store.list_running_legs(invocation_id)], now=now)
     evidence = [*verdict.evidence]
     if legs:
         evidence.append({"kind": "orphaned_legs", "sessions": [leg["id"] for leg in legs]})

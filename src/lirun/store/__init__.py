@@ -172,11 +172,8 @@ class StateDB:
     list_transitions = async_dict_rows(Store.list_transitions)
     list_admin_events = async_dict_rows(Store.list_admin_events)
     get_schedule_run = async_dict_row(Store.get_schedule_run)
+    get_session = async_dict_row(Store.get_session)
     list_messages = async_method(Store.list_messages)
-
-    async def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """The session row, or None (``get_entity("session", …)``)."""
-        return await self.get_entity("session", session_id)
 
     async def get_invocation(self, invocation_id: str) -> dict[str, Any] | None:
         """The invocation row, or None."""

@@ -33,7 +33,7 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retention_records import RetentionRecords
-from lirun.store.rows import AdminEventRow, TransitionRow
+from lirun.store.rows import AdminEventRow, SessionRow, TransitionRow
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
@@ -211,28 +211,31 @@ class Store(
         """Whether the session has at least one non-empty assistant message."""
         return bool(self.connector.read(self.sql("has_assistant_text"), {"session_id": session_id}))
 
+    def get_session(self, session_id: str) -> SessionRow | None:
+        """The execution with this id, or None."""
+        rows = self.connector.read(self.sql("get_row", table="sessions"), {"id": session_id})
+        return SessionRow.from_row(decode_row(rows[0]) or {}) if rows else None
+
     def list_sessions(
         self, *, status: str | None = None, since: float | None = None, limit: int = 50
-    ) -> list[dict[str, Any]]:
+    ) -> list[SessionRow]:
         """Recent sessions, newest first, optionally by status and start time."""
         rows = self.connector.read(
             self.sql("list_sessions"), {"status": status, "since": since, "limit": int(limit)}
         )
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def list_running_sessions(self) -> list[dict[str, Any]]:
+    def list_running_sessions(self) -> list[SessionRow]:
         """Every session still ``running`` (what a reaper judges)."""
         rows = self.connector.read(self.sql("list_running_sessions"))
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def find_session_by_engine_uid(
-        self, uid: str, *, exclude_id: str = ""
-    ) -> dict[str, Any] | None:
+    def find_session_by_engine_uid(self, uid: str, *, exclude_id: str = "") -> SessionRow | None:
         """The newest other session with this engine session uid, or None."""
         rows = self.connector.read(
             self.sql("find_session_by_engine_uid"), {"uid": uid, "exclude_id": exclude_id}
         )
-        return decode_row(rows[0]) if rows else None
+        return SessionRow.from_row(decode_row(rows[0]) or {}) if rows else None
 
     def get_branch(self, branch_id: str) -> dict[str, Any] | None:
         """The branch row (its latest session and engine uid), or None."""

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from lirun.hints import Any
 from lirun.store.base import StoreBase
 from lirun.store.records import column_values, decode_row, entity_id_or_new, to_json
+from lirun.store.rows import SessionRow
 
 FLOW_KIND = "flow"
 
@@ -76,7 +77,7 @@ class FlowRecords(StoreBase):
         rows = self.connector.read(self.sql("list_running_flows"))
         return [decode_row(r) for r in rows]  # type: ignore[misc]
 
-    def list_running_legs(self, invocation_id: str) -> list[dict[str, Any]]:
+    def list_running_legs(self, invocation_id: str) -> list[SessionRow]:
         """The sessions of one invocation still ``running``."""
         rows = self.connector.read(self.sql("list_running_legs"), {"invocation_id": invocation_id})
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]

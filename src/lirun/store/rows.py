@@ -170,3 +170,81 @@ class AdminEventRow(NamedTuple):
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
         return self._asdict()
+
+
+# -- executions: sessions, invocations, branches, messages ------------------------------
+
+
+class SessionRow(NamedTuple):
+    """A ``sessions`` row: one execution (an agent or a command), its owner and lease,
+    what it recorded and where its files are (its JSON columns decoded)."""
+
+    id: str
+    run_id: str | None
+    progression_id: str | None
+    first_msg_id: str | None
+    last_msg_id: str | None
+    started_at: float | None
+    ended_at: float | None
+    invocation_id: str | None
+    branch_id: str | None
+    resumed_from: str | None
+    run_dir: str | None
+    artifacts_path: str | None
+    artifact_contract_json: Any
+    artifact_verification_json: Any
+    exit_code: int | None
+    engine_session_uid: str | None
+    provider: str | None
+    model: str | None
+    command_json: Any
+    cwd: str | None
+    owner_pid: int | None
+    owner_start_time: float | None
+    owner_host: str | None
+    owner_boot_id: str | None
+    heartbeat_at: float | None
+    lease_seconds: float | None
+    metadata_json: Any
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    status_evidence_refs: Any
+    created_at: float
+    updated_at: float
+    child_pid: int | None
+    child_start_time: float | None
+    prompt: str | None
+    provider_options_json: Any
+    provider_version: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    cost_usd: float | None
+    num_turns: int | None
+    duration_s: float | None
+    reply_text: str | None
+    child_exit_code: int | None
+    provider_error: str | None
+    provider_retries: int | None
+    flow_leg: str | None
+    attempt: int | None
+    retry_of: str | None
+    pruned_at: float | None
+    pruned_by: str | None
+    files_removed_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> SessionRow:
+        """The execution of one decoded ``sessions`` row (``records.decode_row``)."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
+        return self._asdict()
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Its metadata (``metadata_json``), an empty dict when it has none."""
+        return self.metadata_json if isinstance(self.metadata_json, dict) else {}

@@ -72,7 +72,7 @@ def _provider_stop(store: Store, play: Mapping[str, Any]) -> dict[str, Any] | No
     said on its last execution and what a person does about it."""
     if play.get("status_reason_code") != "play.escalated.provider" or not play.get("session_id"):
         return None
-    return provider_failure(store.get_entity("session", str(play["session_id"])))
+    return provider_failure(store.get_session(str(play["session_id"])))
 
 
 def _merged_by(store: Store, play: Mapping[str, Any]) -> dict[str, Any]:
