@@ -130,9 +130,9 @@ def test_a_command_that_says_something_is_completed_and_fully_recorded(
     with opened_store(db_url) as store:
         messages = store.list_messages(run_id)
         branch = store.get_branch(run_id)
-    assert [(m["role"], m["content"]) for m in messages] == [("output", "hi\n")]
+    assert [(m.role, m.content) for m in messages] == [("output", "hi\n")]
     assert branch is not None
-    assert branch["last_session_id"] == run_id
+    assert branch.last_session_id == run_id
 
 
 def test_nonzero_exit_is_failed_with_the_exit_code_as_evidence(
@@ -375,7 +375,7 @@ def test_resume_creates_a_new_row_linked_to_the_branch(
     with opened_store(db_url) as store:
         branch = store.get_branch(first_id)
     assert branch is not None
-    assert (branch["first_session_id"], branch["last_session_id"]) == (first_id, second_id)
+    assert (branch.first_session_id, branch.last_session_id) == (first_id, second_id)
 
 
 def test_resume_refuses_a_branch_whose_last_execution_is_running(

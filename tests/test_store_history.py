@@ -177,11 +177,11 @@ def test_messages_are_numbered_and_bound_to_the_session(store: Store) -> None:
     last = store.append_message(sid, role="assistant", content={"text": "done", "n": 1})
     assert store.has_assistant_text(sid)
     messages = store.list_messages(sid)
-    assert [m["seq"] for m in messages] == [1, 2, 3]
-    assert messages[2]["content"] == '{"n":1,"text":"done"}'
-    row = store.get_entity("session", sid)
+    assert [m.seq for m in messages] == [1, 2, 3]
+    assert messages[2].content == '{"n":1,"text":"done"}'
+    row = store.get_session(sid)
     assert row is not None
-    assert (row["first_msg_id"], row["last_msg_id"]) == (first["id"], last["id"])
+    assert (row.first_msg_id, row.last_msg_id) == (first.id, last.id)
     with pytest.raises(NotFoundError):
         store.append_message("missing", role="user", content="x")
     with pytest.raises(ValidationError, match="role"):

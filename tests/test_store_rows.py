@@ -16,6 +16,8 @@ from lirun.store import Store
 from lirun.store import rows as row_classes
 from lirun.store.rows import (
     AdminEventRow,
+    BranchRow,
+    MessageRow,
     ScheduleRow,
     ScheduleRunRow,
     SessionRow,
@@ -26,18 +28,18 @@ from lirun.store.rows import (
 # Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
 STILL_DICTS = frozenset(
     {
-        "active_shows_for_topic", "append_message", "attention_rows", "create_flow_invocation",
+        "active_shows_for_topic", "attention_rows", "create_flow_invocation",
         "create_invocation", "create_play", "create_schedule_run", "create_session",
         "create_show", "create_show_with_plays", "create_team", "create_team_with_members",
-        "fetch_wait_rows", "gc_candidates", "get_branch",
+        "fetch_wait_rows", "gc_candidates",
         "get_entity", "list_flows",
-        "list_messages", "list_plays", "list_recent_shows",
+        "list_plays", "list_recent_shows",
         "list_running_flows", "list_shows", "list_teams", "match_wait_ids",
         "read_team_inbox", "recent_schedule_runs", "recent_shows", "resolve_wait_exact",
         "run_lineage", "runs_page", "schedule_runs_with_usage", "send_team_message",
         "show_plays", "team_conversation", "team_member_summary", "team_members",
         "team_memberships_of_run", "team_recent_messages", "teams_of_owner",
-        "transitions_since", "unremoved_files", "upsert_branch",
+        "transitions_since", "unremoved_files",
     }
 )  # fmt: skip
 
@@ -84,6 +86,10 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("list_play_sessions", SessionRow),
         ("list_show_gate_sessions", SessionRow),
         ("list_running_legs", SessionRow),
+        ("get_branch", BranchRow),
+        ("upsert_branch", BranchRow),
+        ("append_message", MessageRow),
+        ("list_messages", MessageRow),
     ],
 )
 def test_typed_methods_name_their_row_class(method: str, row_class: type) -> None:
@@ -92,7 +98,8 @@ def test_typed_methods_name_their_row_class(method: str, row_class: type) -> Non
 
 
 @pytest.mark.parametrize(
-    "row_class", [AdminEventRow, ScheduleRow, ScheduleRunRow, SessionRow, TransitionRow]
+    "row_class",
+    [AdminEventRow, BranchRow, MessageRow, ScheduleRow, ScheduleRunRow, SessionRow, TransitionRow],
 )
 def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
     given = {name: f"v-{i}" for i, name in enumerate(row_class._fields)}  # type: ignore[attr-defined]
@@ -115,3 +122,20 @@ def test_a_session_row_holds_every_column_of_the_sessions_table(store: Store) ->
     assert row.meta == {"flow": {"item": 1}}
     assert store.list_sessions() == [row]
     assert store.get_session("no-such-session") is None
+
+
+def test_branch_and_message_rows_hold_every_column_of_their_tables(store: Store) -> None:
+    """``BranchRow`` and ``MessageRow`` name each column of ``branches`` and ``messages``;
+    the branch and message a write returns are the rows read back."""
+    made = store.create_session(owner_pid=None)
+    branch = store.upsert_branch("b-1", session_id=made["id"], provider="claude")
+    raw = store.connector.read(store.sql("get_branch"), {"id": "b-1"})
+    assert set(raw[0]) == set(BranchRow._fields)
+    assert branch.as_dict() == dict(raw[0])
+    assert (branch.first_session_id, branch.last_session_id) == (made["id"], made["id"])
+    assert store.get_branch("no-such-branch") is None
+    message = store.append_message(made["id"], role="assistant", content={"n": 1})
+    raw = store.connector.read(store.sql("list_messages"), {"session_id": made["id"]})
+    assert set(raw[0]) == set(MessageRow._fields)
+    assert store.list_messages(made["id"]) == [message]
+    assert (message.seq, message.content) == (1, '{"n":1}')

@@ -173,7 +173,7 @@ class StateDB:
     list_admin_events = async_dict_rows(Store.list_admin_events)
     get_schedule_run = async_dict_row(Store.get_schedule_run)
     get_session = async_dict_row(Store.get_session)
-    list_messages = async_method(Store.list_messages)
+    list_messages = async_dict_rows(Store.list_messages)
 
     async def get_invocation(self, invocation_id: str) -> dict[str, Any] | None:
         """The invocation row, or None."""
@@ -193,6 +193,6 @@ class StateDB:
 
     # -- writes -------------------------------------------------------------------
 
-    append_message = async_method(Store.append_message)
+    append_message = async_dict_row(Store.append_message)
     update_fields = async_method(Store.update_fields)
     update_status = async_method(Store.update_status)

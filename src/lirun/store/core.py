@@ -33,7 +33,7 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retention_records import RetentionRecords
-from lirun.store.rows import AdminEventRow, SessionRow, TransitionRow
+from lirun.store.rows import AdminEventRow, BranchRow, MessageRow, SessionRow, TransitionRow
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
@@ -202,10 +202,10 @@ class Store(
             )
         return [AdminEventRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def list_messages(self, session_id: str) -> list[dict[str, Any]]:
+    def list_messages(self, session_id: str) -> list[MessageRow]:
         """The session's messages in order (``seq``)."""
         rows = self.connector.read(self.sql("list_messages"), {"session_id": session_id})
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [MessageRow.from_row(r) for r in rows]
 
     def has_assistant_text(self, session_id: str) -> bool:
         """Whether the session has at least one non-empty assistant message."""
@@ -237,10 +237,10 @@ class Store(
         )
         return SessionRow.from_row(decode_row(rows[0]) or {}) if rows else None
 
-    def get_branch(self, branch_id: str) -> dict[str, Any] | None:
+    def get_branch(self, branch_id: str) -> BranchRow | None:
         """The branch row (its latest session and engine uid), or None."""
         rows = self.connector.read(self.sql("get_branch"), {"id": branch_id})
-        return decode_row(rows[0]) if rows else None
+        return BranchRow.from_row(rows[0]) if rows else None
 
     # -- writes other than status -------------------------------------------------
 
@@ -251,7 +251,7 @@ class Store(
         session_id: str,
         provider: str | None = None,
         engine_session_uid: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> BranchRow:
         """Create the branch or move it to ``session_id``; returns the branch row."""
         params = {
             "id": branch_id,
@@ -299,7 +299,7 @@ class Store(
             if tx.execute(self.sql("heartbeat"), params) != 1:
                 raise NotFoundError(f"no session with id {session_id!r}")
 
-    def append_message(self, session_id: str, *, role: str, content: Any) -> dict[str, Any]:
+    def append_message(self, session_id: str, *, role: str, content: Any) -> MessageRow:
         """Append a message (``content`` JSON-encoded unless a string); returns it with
         its ``seq``. ValidationError for an empty role, NotFoundError for no session.
         """
@@ -322,4 +322,4 @@ class Store(
             tx.execute(
                 self.sql("set_message_bounds"), {"msg_id": msg["id"], "session_id": session_id}
             )
-        return msg
+        return MessageRow.from_row(msg)

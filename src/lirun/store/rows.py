@@ -248,3 +248,46 @@ class SessionRow(NamedTuple):
     def meta(self) -> dict[str, Any]:
         """Its metadata (``metadata_json``), an empty dict when it has none."""
         return self.metadata_json if isinstance(self.metadata_json, dict) else {}
+
+
+class BranchRow(NamedTuple):
+    """A ``branches`` row: one conversation resumed across executions, its engine
+    session and its first and latest execution."""
+
+    id: str
+    provider: str | None
+    engine_session_uid: str | None
+    first_session_id: str | None
+    last_session_id: str | None
+    created_at: float
+    updated_at: float
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> BranchRow:
+        """The branch of one ``branches`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict."""
+        return self._asdict()
+
+
+class MessageRow(NamedTuple):
+    """A ``messages`` row: one line of an execution's transcript, numbered by ``seq``
+    (``content`` as stored: text, or the JSON text of what was appended)."""
+
+    id: str
+    session_id: str
+    seq: int
+    role: str
+    content: str
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> MessageRow:
+        """The message of one ``messages`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as ``StateDB`` gives it."""
+        return self._asdict()
