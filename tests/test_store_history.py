@@ -53,8 +53,8 @@ def test_a_session_created_terminal_has_a_fitting_reason(
     store: Store, status: str, reason: str
 ) -> None:
     row = store.create_session(status=status)
-    assert (row["status"], row["status_reason_code"]) == (status, reason)
-    assert [t.status for t in store.list_transitions("session", row["id"])] == [status]
+    assert (row.status, row.status_reason_code) == (status, reason)
+    assert [t.status for t in store.list_transitions("session", row.id)] == [status]
 
 
 @pytest.mark.parametrize("entity_type", sorted(POLICIES))
@@ -107,15 +107,15 @@ def test_create_session_stores_the_columns_it_is_given(store: Store, tmp_path: P
         lease_seconds=30.0,
         metadata_json={"k": "v"},
     )
-    assert row["id"] == "r-1"  # id defaults to run_id
-    assert row["artifacts_path"] == str(tmp_path / "artifacts")
-    assert row["run_dir"] == str(tmp_path / "runs" / "r-1")
-    assert row["artifact_contract_json"] == {"report": {"path": "report.md", "required": True}}
-    assert row["command_json"] == ["claude", "-p", "hi"]
-    assert row["metadata_json"] == {"k": "v"}
-    assert (row["owner_pid"], row["owner_host"], row["lease_seconds"]) == (123, "h", 30.0)
-    assert row["started_at"] is not None
-    assert row["ended_at"] is None
+    assert row.id == "r-1"  # id defaults to run_id
+    assert row.artifacts_path == str(tmp_path / "artifacts")
+    assert row.run_dir == str(tmp_path / "runs" / "r-1")
+    assert row.artifact_contract_json == {"report": {"path": "report.md", "required": True}}
+    assert row.command_json == ["claude", "-p", "hi"]
+    assert row.metadata_json == {"k": "v"}
+    assert (row.owner_pid, row.owner_host, row.lease_seconds) == (123, "h", 30.0)
+    assert row.started_at is not None
+    assert row.ended_at is None
 
 
 @pytest.mark.parametrize(

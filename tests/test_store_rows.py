@@ -29,7 +29,7 @@ from lirun.store.rows import (
 STILL_DICTS = frozenset(
     {
         "active_shows_for_topic", "attention_rows", "create_flow_invocation",
-        "create_invocation", "create_play", "create_schedule_run", "create_session",
+        "create_invocation", "create_play", "create_schedule_run",
         "create_show", "create_show_with_plays", "create_team", "create_team_with_members",
         "fetch_wait_rows", "gc_candidates",
         "get_entity", "list_flows",
@@ -79,6 +79,7 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("list_queued_runs", ScheduleRunRow),
         ("list_lapsed_runs", ScheduleRunRow),
         ("get_session", SessionRow),
+        ("create_session", SessionRow),
         ("list_sessions", SessionRow),
         ("list_running_sessions", SessionRow),
         ("find_session_by_engine_uid", SessionRow),
@@ -114,10 +115,10 @@ def test_a_session_row_holds_every_column_of_the_sessions_table(store: Store) ->
     """``SessionRow.from_row`` names each column of ``sessions``: one the table gains fails
     here, not later as a missing attribute above the store; its JSON columns decoded."""
     made = store.create_session(metadata_json={"flow": {"item": 1}}, owner_pid=None)
-    raw = store.connector.read(store.sql("get_row", table="sessions"), {"id": made["id"]})
+    raw = store.connector.read(store.sql("get_row", table="sessions"), {"id": made.id})
     assert set(raw[0]) == set(SessionRow._fields)
-    row = store.get_session(made["id"])
-    assert row is not None
+    row = store.get_session(made.id)
+    assert row == made
     assert row.as_dict() == {**dict(raw[0]), "metadata_json": {"flow": {"item": 1}}}
     assert row.meta == {"flow": {"item": 1}}
     assert store.list_sessions() == [row]
@@ -128,14 +129,14 @@ def test_branch_and_message_rows_hold_every_column_of_their_tables(store: Store)
     """``BranchRow`` and ``MessageRow`` name each column of ``branches`` and ``messages``;
     the branch and message a write returns are the rows read back."""
     made = store.create_session(owner_pid=None)
-    branch = store.upsert_branch("b-1", session_id=made["id"], provider="claude")
+    branch = store.upsert_branch("b-1", session_id=made.id, provider="claude")
     raw = store.connector.read(store.sql("get_branch"), {"id": "b-1"})
     assert set(raw[0]) == set(BranchRow._fields)
     assert branch.as_dict() == dict(raw[0])
-    assert (branch.first_session_id, branch.last_session_id) == (made["id"], made["id"])
+    assert (branch.first_session_id, branch.last_session_id) == (made.id, made.id)
     assert store.get_branch("no-such-branch") is None
-    message = store.append_message(made["id"], role="assistant", content={"n": 1})
-    raw = store.connector.read(store.sql("list_messages"), {"session_id": made["id"]})
+    message = store.append_message(made.id, role="assistant", content={"n": 1})
+    raw = store.connector.read(store.sql("list_messages"), {"session_id": made.id})
     assert set(raw[0]) == set(MessageRow._fields)
-    assert store.list_messages(made["id"]) == [message]
+    assert store.list_messages(made.id) == [message]
     assert (message.seq, message.content) == (1, '{"n":1}')

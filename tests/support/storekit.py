@@ -71,8 +71,8 @@ _schedule_names = itertools.count()
 def create_entity(store: Store, entity_type: str, entity_id: str | None = None) -> str:
     """Create one row of ``entity_type`` in its initial status; return its id."""
     if entity_type == "session":
-        row = store.create_session(id=entity_id)
-    elif entity_type == "invocation":
+        return store.create_session(id=entity_id).id
+    if entity_type == "invocation":
         row = store.create_invocation(skill="review", id=entity_id)
     elif entity_type == "schedule_run":
         row = store.create_schedule_run(action_kind="agent", id=entity_id)

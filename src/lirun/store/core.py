@@ -91,7 +91,7 @@ class Store(
         artifact_contract: Mapping[str, Any] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         **more: Any,
-    ) -> dict[str, Any]:
+    ) -> SessionRow:
         """Create an execution row; extra columns (run_dir, owner_pid, …) come as keywords.
 
         A running row records this process as its owner unless ``owner_pid`` is given
@@ -114,7 +114,7 @@ class Store(
         fields["id"] = entity_id_or_new(id or run_id)
         if status == "running":
             fields.update(liveness_defaults(more))
-        return self._insert("session", fields, status=status)
+        return SessionRow.from_row(self._insert("session", fields, status=status))
 
     def create_invocation(
         self, *, skill: str, prompt: str | None = None, id: str | None = None
