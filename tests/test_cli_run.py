@@ -441,9 +441,9 @@ def test_run_id_reuse_is_refused(li_env: dict[str, str], db_url: str, repo: Path
 def test_invocation_is_linked(li_env: dict[str, str], db_url: str, repo: Path) -> None:
     with opened_store(db_url) as store:
         inv = store.create_invocation(skill="review")
-    proc = run_li("run", "--invocation", inv["id"], "--", "true", env=li_env, cwd=repo)
+    proc = run_li("run", "--invocation", inv.id, "--", "true", env=li_env, cwd=repo)
     assert proc.returncode == 0
-    assert only_row(db_url)["invocation_id"] == inv["id"]
+    assert only_row(db_url)["invocation_id"] == inv.id
 
 
 def test_cwd_option_sets_where_the_child_runs_and_evidence_is_checked(

@@ -89,7 +89,7 @@ def test_wait_reads_bind_any_number_of_ids_on_either_backend(store: Store) -> No
     ids = [f"run-{i}" for i in range(300)]
     for sid in ids:
         store.create_session(id=sid, owner_pid=None)
-    inv = store.create_invocation(skill="review", id="inv-1")["id"]
+    inv = store.create_invocation(skill="review", id="inv-1").id
     store.create_session(id="child", invocation_id=inv, owner_pid=None, run_dir="/tmp/rd")
     rows = store.fetch_wait_rows({"session": ids, "invocation": [inv], "play": []})
     assert {(r["kind"], r["id"]) for r in rows} == {("session", i) for i in ids} | {

@@ -17,6 +17,7 @@ from lirun.store import rows as row_classes
 from lirun.store.rows import (
     AdminEventRow,
     BranchRow,
+    InvocationRow,
     MessageRow,
     ScheduleRow,
     ScheduleRunRow,
@@ -28,13 +29,12 @@ from lirun.store.rows import (
 # Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
 STILL_DICTS = frozenset(
     {
-        "active_shows_for_topic", "attention_rows", "create_flow_invocation",
-        "create_invocation", "create_play", "create_schedule_run",
+        "active_shows_for_topic", "attention_rows", "create_play", "create_schedule_run",
         "create_show", "create_show_with_plays", "create_team", "create_team_with_members",
         "fetch_wait_rows", "gc_candidates",
         "get_entity", "list_flows",
         "list_plays", "list_recent_shows",
-        "list_running_flows", "list_shows", "list_teams", "match_wait_ids",
+        "list_shows", "list_teams", "match_wait_ids",
         "read_team_inbox", "recent_schedule_runs", "recent_shows", "resolve_wait_exact",
         "run_lineage", "runs_page", "schedule_runs_with_usage", "send_team_message",
         "show_plays", "team_conversation", "team_member_summary", "team_members",
@@ -87,6 +87,9 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("list_play_sessions", SessionRow),
         ("list_show_gate_sessions", SessionRow),
         ("list_running_legs", SessionRow),
+        ("create_invocation", InvocationRow),
+        ("create_flow_invocation", InvocationRow),
+        ("list_running_flows", InvocationRow),
         ("get_branch", BranchRow),
         ("upsert_branch", BranchRow),
         ("append_message", MessageRow),
@@ -100,7 +103,16 @@ def test_typed_methods_name_their_row_class(method: str, row_class: type) -> Non
 
 @pytest.mark.parametrize(
     "row_class",
-    [AdminEventRow, BranchRow, MessageRow, ScheduleRow, ScheduleRunRow, SessionRow, TransitionRow],
+    [
+        AdminEventRow,
+        BranchRow,
+        InvocationRow,
+        MessageRow,
+        ScheduleRow,
+        ScheduleRunRow,
+        SessionRow,
+        TransitionRow,
+    ],
 )
 def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
     given = {name: f"v-{i}" for i, name in enumerate(row_class._fields)}  # type: ignore[attr-defined]
@@ -140,3 +152,15 @@ def test_branch_and_message_rows_hold_every_column_of_their_tables(store: Store)
     assert set(raw[0]) == set(MessageRow._fields)
     assert store.list_messages(made.id) == [message]
     assert (message.seq, message.content) == (1, '{"n":1}')
+
+
+def test_an_invocation_row_holds_every_column_of_the_invocations_table(store: Store) -> None:
+    """``InvocationRow.from_row`` names each column of ``invocations``; a flow's graph is
+    decoded, and the running flows are the rows its creation returned."""
+    flow = store.create_flow_invocation(id="flow-1", flow={"graph": []})
+    manual = store.create_invocation(skill="review", id="inv-1")
+    raw = store.connector.read(store.sql("get_row", table="invocations"), {"id": "flow-1"})
+    assert set(raw[0]) == set(InvocationRow._fields)
+    assert flow.as_dict() == {**dict(raw[0]), "flow_json": {"graph": []}}
+    assert (flow.kind, manual.kind) == ("flow", None)
+    assert store.list_running_flows() == [flow]

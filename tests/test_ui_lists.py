@@ -27,9 +27,9 @@ def _flow(store: Store, status: str, at: float) -> str:
         store,
         "UPDATE invocations SET kind = 'flow', status = :s, created_at = :at, updated_at = :at "
         "WHERE id = :id",
-        {"s": status, "at": at, "id": inv["id"]},
+        {"s": status, "at": at, "id": inv.id},
     )
-    return str(inv["id"])
+    return str(inv.id)
 
 
 def test_flows_page_lists_flows_by_their_files_name(store: Store, client: TestClient) -> None:

@@ -74,7 +74,7 @@ def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
     rows = store.runs_page(limit=10)
     assert [(r["kind"], r["id"]) for r in rows] == [
         ("session", session.id),
-        ("invocation", inv["id"]),
+        ("invocation", inv.id),
         ("schedule_run", run["id"]),
         ("play", play["id"]),
     ]

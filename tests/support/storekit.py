@@ -73,8 +73,8 @@ def create_entity(store: Store, entity_type: str, entity_id: str | None = None) 
     if entity_type == "session":
         return store.create_session(id=entity_id).id
     if entity_type == "invocation":
-        row = store.create_invocation(skill="review", id=entity_id)
-    elif entity_type == "schedule_run":
+        return store.create_invocation(skill="review", id=entity_id).id
+    if entity_type == "schedule_run":
         row = store.create_schedule_run(action_kind="agent", id=entity_id)
     elif entity_type == "show":
         row = store.create_show(topic="t", id=entity_id)

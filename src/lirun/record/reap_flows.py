@@ -27,7 +27,8 @@ __all__ = ["find_orphan_flows", "reap_flow_if_orphaned", "reap_flows"]
 
 def find_orphan_flows(store: Store, *, now: float | None = None) -> list[Orphan]:
     """Running flow invocations whose owner is dead or whose lease lapsed."""
-    return orphans_among(store.list_running_flows(), now)
+    # Judged as a running session is, by the owner columns they share.
+    return orphans_among([r.as_dict() for r in store.list_running_flows()], now)
 
 
 def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, Any] | None:

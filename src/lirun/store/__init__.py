@@ -153,7 +153,7 @@ class StateDB:
     # -- creation -----------------------------------------------------------------
 
     create_session = async_dict_row(Store.create_session)
-    create_invocation = async_method(Store.create_invocation)
+    create_invocation = async_dict_row(Store.create_invocation)
     create_show = async_method(Store.create_show)
     create_play = async_method(Store.create_play)
     create_schedule_run = async_method(Store.create_schedule_run)

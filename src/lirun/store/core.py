@@ -33,7 +33,14 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retention_records import RetentionRecords
-from lirun.store.rows import AdminEventRow, BranchRow, MessageRow, SessionRow, TransitionRow
+from lirun.store.rows import (
+    AdminEventRow,
+    BranchRow,
+    InvocationRow,
+    MessageRow,
+    SessionRow,
+    TransitionRow,
+)
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
@@ -118,11 +125,13 @@ class Store(
 
     def create_invocation(
         self, *, skill: str, prompt: str | None = None, id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> InvocationRow:
         """Create an invocation row (``running``); ValidationError for an empty skill or bad id."""
         require_text(skill=skill)
         fields = column_values({"skill": skill, "prompt": prompt})
-        return self._insert("invocation", {"id": entity_id_or_new(id), **fields})
+        return InvocationRow.from_row(
+            self._insert("invocation", {"id": entity_id_or_new(id), **fields})
+        )
 
     def create_show(self, *, topic: str, id: str | None = None) -> dict[str, Any]:
         """Create a show row; ValidationError for an empty topic or bad id."""

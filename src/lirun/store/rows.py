@@ -291,3 +291,47 @@ class MessageRow(NamedTuple):
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict, as ``StateDB`` gives it."""
         return self._asdict()
+
+
+class InvocationRow(NamedTuple):
+    """An ``invocations`` row: a manual invocation (``li invoke``) or a flow (``kind``
+    ``flow``: its owner, lease, graph and summed usage), its JSON columns decoded."""
+
+    id: str
+    skill: str
+    prompt: str | None
+    ended_at: float | None
+    exit_code: int | None
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    status_evidence_refs: Any
+    created_at: float
+    updated_at: float
+    kind: str | None
+    owner_pid: int | None
+    owner_start_time: float | None
+    owner_host: str | None
+    owner_boot_id: str | None
+    heartbeat_at: float | None
+    lease_seconds: float | None
+    resumed_from: str | None
+    flow_json: Any
+    flow_digest: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    run_dir: str | None
+    artifacts_path: str | None
+    pruned_at: float | None
+    pruned_by: str | None
+    files_removed_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> InvocationRow:
+        """The invocation of one decoded ``invocations`` row (``records.decode_row``)."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
+        return self._asdict()

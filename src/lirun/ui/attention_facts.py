@@ -18,7 +18,7 @@ def _dead_owners(store: Any, shows: list[Any], now: float) -> list[dict[str, Any
     host, boot = host_name(), boot_id()
     running = [
         *(("session", r.as_dict()) for r in store.list_running_sessions()),
-        *(("invocation", r) for r in store.list_running_flows()),
+        *(("invocation", r.as_dict()) for r in store.list_running_flows()),
         *(("show", dict(r)) for r in shows),
     ]
     dead = []
