@@ -88,6 +88,7 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("list_show_gate_sessions", SessionRow),
         ("list_running_legs", SessionRow),
         ("create_invocation", InvocationRow),
+        ("get_invocation", InvocationRow),
         ("create_flow_invocation", InvocationRow),
         ("list_running_flows", InvocationRow),
         ("get_branch", BranchRow),
@@ -164,3 +165,5 @@ def test_an_invocation_row_holds_every_column_of_the_invocations_table(store: St
     assert flow.as_dict() == {**dict(raw[0]), "flow_json": {"graph": []}}
     assert (flow.kind, manual.kind) == ("flow", None)
     assert store.list_running_flows() == [flow]
+    assert (store.get_invocation("flow-1"), store.get_invocation("inv-1")) == (flow, manual)
+    assert store.get_invocation("no-such-invocation") is None

@@ -138,7 +138,7 @@ def preflight(
     run_id = run_id or Settings.from_env().run_id
     if run_id is not None:
         check_run_id_free(store, safe_component(run_id, "run id"))
-    if invocation_id is not None and store.get_entity("invocation", invocation_id) is None:
+    if invocation_id is not None and store.get_invocation(invocation_id) is None:
         raise NotFoundError(
             f"--invocation {invocation_id!r}: no such invocation; start one with `li invoke start`"
         )

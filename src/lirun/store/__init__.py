@@ -173,11 +173,8 @@ class StateDB:
     list_admin_events = async_dict_rows(Store.list_admin_events)
     get_schedule_run = async_dict_row(Store.get_schedule_run)
     get_session = async_dict_row(Store.get_session)
+    get_invocation = async_dict_row(Store.get_invocation)
     list_messages = async_dict_rows(Store.list_messages)
-
-    async def get_invocation(self, invocation_id: str) -> dict[str, Any] | None:
-        """The invocation row, or None."""
-        return await self.get_entity("invocation", invocation_id)
 
     async def get_play(self, play_id: str) -> dict[str, Any] | None:
         """The play row, or None."""

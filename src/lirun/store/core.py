@@ -225,6 +225,11 @@ class Store(
         rows = self.connector.read(self.sql("get_row", table="sessions"), {"id": session_id})
         return SessionRow.from_row(decode_row(rows[0]) or {}) if rows else None
 
+    def get_invocation(self, invocation_id: str) -> InvocationRow | None:
+        """The invocation (manual or flow) with this id, or None."""
+        rows = self.connector.read(self.sql("get_row", table="invocations"), {"id": invocation_id})
+        return InvocationRow.from_row(decode_row(rows[0]) or {}) if rows else None
+
     def list_sessions(
         self, *, status: str | None = None, since: float | None = None, limit: int = 50
     ) -> list[SessionRow]:
