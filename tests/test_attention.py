@@ -111,9 +111,9 @@ def _flow(store: Store, status: str, *, age: float = 0.0, resumed_from: str | No
         store,
         "UPDATE invocations SET kind = 'flow', status = :s, created_at = :at, "
         "updated_at = :at, resumed_from = :r WHERE id = :id",
-        {"s": status, "at": time.time() - age, "r": resumed_from, "id": inv["id"]},
+        {"s": status, "at": time.time() - age, "r": resumed_from, "id": inv.id},
     )
-    return str(inv["id"])
+    return str(inv.id)
 
 
 def _schedule_run(store: Store, schedule_id: str, status: str, at: float) -> str:

@@ -79,11 +79,11 @@ def test_each_fixture_shape_ends_as_expected(
         branch = store.get_branch(row["id"])
         messages = store.list_messages(row["id"])
     assert branch is not None
-    assert branch["engine_session_uid"] == uid
-    assert branch["provider"] == provider
+    assert branch.engine_session_uid == uid
+    assert branch.provider == provider
     final_text = row_expected["final_text"]
     if final_text.strip():
-        assert final_text in [m["content"] for m in messages if m["role"] == "assistant"]
+        assert final_text in [m.content for m in messages if m.role == "assistant"]
     stream = Path(row["run_dir"]) / "stream" / f"{row['id']}.jsonl"
     fixture_text = (Path(__file__).parent / "fixtures" / fixture).read_text()
     if row_expected.get("stops_early"):  # li stopped it: what it wrote, exactly
@@ -137,7 +137,7 @@ def test_a_bare_result_text_is_recorded_as_the_reply(
     row = only_row(db_url)
     assert row["status"] == "completed"
     with opened_store(db_url) as store:
-        replies = [m["content"] for m in store.list_messages(row["id"]) if m["role"] == "assistant"]
+        replies = [m.content for m in store.list_messages(row["id"]) if m.role == "assistant"]
     assert replies == ["All good."]
 
 

@@ -32,9 +32,9 @@ def _flow(store: Store, status: str, age: float = 0.0) -> str:
     raw_write(
         store,
         "UPDATE invocations SET kind = 'flow', status = :s, created_at = :at WHERE id = :id",
-        {"s": status, "at": time.time() - age, "id": inv["id"]},
+        {"s": status, "at": time.time() - age, "id": inv.id},
     )
-    return str(inv["id"])
+    return str(inv.id)
 
 
 def test_flow_list_filters_by_status_and_since(

@@ -130,9 +130,9 @@ def test_a_command_that_says_something_is_completed_and_fully_recorded(
     with opened_store(db_url) as store:
         messages = store.list_messages(run_id)
         branch = store.get_branch(run_id)
-    assert [(m["role"], m["content"]) for m in messages] == [("output", "hi\n")]
+    assert [(m.role, m.content) for m in messages] == [("output", "hi\n")]
     assert branch is not None
-    assert branch["last_session_id"] == run_id
+    assert branch.last_session_id == run_id
 
 
 def test_nonzero_exit_is_failed_with_the_exit_code_as_evidence(
@@ -375,7 +375,7 @@ def test_resume_creates_a_new_row_linked_to_the_branch(
     with opened_store(db_url) as store:
         branch = store.get_branch(first_id)
     assert branch is not None
-    assert (branch["first_session_id"], branch["last_session_id"]) == (first_id, second_id)
+    assert (branch.first_session_id, branch.last_session_id) == (first_id, second_id)
 
 
 def test_resume_refuses_a_branch_whose_last_execution_is_running(
@@ -441,9 +441,9 @@ def test_run_id_reuse_is_refused(li_env: dict[str, str], db_url: str, repo: Path
 def test_invocation_is_linked(li_env: dict[str, str], db_url: str, repo: Path) -> None:
     with opened_store(db_url) as store:
         inv = store.create_invocation(skill="review")
-    proc = run_li("run", "--invocation", inv["id"], "--", "true", env=li_env, cwd=repo)
+    proc = run_li("run", "--invocation", inv.id, "--", "true", env=li_env, cwd=repo)
     assert proc.returncode == 0
-    assert only_row(db_url)["invocation_id"] == inv["id"]
+    assert only_row(db_url)["invocation_id"] == inv.id
 
 
 def test_cwd_option_sets_where_the_child_runs_and_evidence_is_checked(

@@ -160,11 +160,11 @@ def _check_legs_recorded(rnd: Round, url: str) -> None:
     if not sessions:
         raise Lost("no leg's execution row")
     for session in sessions:
-        row = read_row(url, str(session["id"]))
+        row = read_row(url, session.id)
         if row is None or row["status"] == "running":
-            raise Lost(f"leg {session['id']} is still running after li reap")
+            raise Lost(f"leg {session.id} is still running after li reap")
         if row["status"] in ("completed", "completed_empty"):
-            raise Escaped(f"leg {session['id']} completed after its owner died")
+            raise Escaped(f"leg {session.id} completed after its owner died")
         if not _evidence(row, "killed_with_owner"):
             rnd.fail(
                 "lying",

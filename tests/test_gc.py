@@ -110,7 +110,7 @@ def test_gc_refuses_a_running_record(store: Store, lirun_home: Path) -> None:
 
 def test_gc_refuses_a_leg_of_a_running_flow(store: Store, lirun_home: Path) -> None:
     flow = store.create_invocation(skill="flow", id="inv-running")
-    finished(store, lirun_home, "r-leg", invocation_id=flow["id"])
+    finished(store, lirun_home, "r-leg", invocation_id=flow.id)
     tally = gc(store)
     assert ("session", "r-leg", RUNNING_FLOW) in tally.refused
     assert ("invocation", "inv-running", RUNNING) in tally.refused

@@ -98,6 +98,8 @@ FAST_PATH = {
     "lirun.store.dbfile", "lirun.store.flow_records", "lirun.store.list_reads",
     "lirun.store.metric_reads", "lirun.store.queries", "lirun.store.records",
     "lirun.store.retention_records", "lirun.store.retry", "lirun.store.rows",
+    "lirun.store.rows.runs", "lirun.store.rows.schedules", "lirun.store.rows.shows",
+    "lirun.store.rows.teams",
     "lirun.store.schedule_records",
     "lirun.store.show_records", "lirun.store.sql_script", "lirun.store.sqlite",
     "lirun.store.status_write", "lirun.store.team_records", "lirun.store.transitions",

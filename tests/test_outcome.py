@@ -23,6 +23,7 @@ from lirun.record.outcome import (
     needs_change_check,
     needs_linked_engine,
 )
+from lirun.store.rows import SessionRow
 
 # --- fact builders ----------------------------------------------------------------------------
 
@@ -157,18 +158,23 @@ def in_context_of(inner: BaseException) -> BaseException:
         return outer
 
 
-def linked(status: str, reason: str | None = None, **more: Any) -> dict[str, Any]:
-    return {
+def session_row(**given: Any) -> SessionRow:
+    """A ``sessions`` row with ``given`` columns, every other one NULL."""
+    return SessionRow.from_row({**dict.fromkeys(SessionRow._fields), **given})
+
+
+def linked(status: str, reason: str | None = None, **more: Any) -> SessionRow:
+    given = {
         "id": "engine-row",
         "status": status,
         "status_reason_code": reason,
         "status_reason_summary": more.pop("summary", ""),
         "status_evidence_refs": more.pop("evidence", None),
-        **more,
     }
+    return session_row(**{**given, **more})
 
 
-def execution(status: str, reason: str | None = None, **more: Any) -> dict[str, Any]:
+def execution(status: str, reason: str | None = None, **more: Any) -> SessionRow:
     """Another execution of the same conversation: it has a run directory of its own."""
     return linked(status, reason, id="R1", run_dir="/runs/R1", **more)
 
@@ -1236,7 +1242,7 @@ def test_denied_summary_counts_the_calls() -> None:
 def test_linked_row_refusal(
     row: dict[str, Any], started_at: float | None, refusal: str | None
 ) -> None:
-    assert linked_row_refusal(row, started_at) == refusal
+    assert linked_row_refusal(session_row(**row), started_at) == refusal
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ def test_find_orphans_and_reap(store: Any) -> None:
     _seed(store)
     found = {o.row["id"]: o.verdict.reason_code for o in find_orphans(store)}
     assert found == {"dead": ORPHANED, "stale": STALE}
-    reports = reap_sessions(store, [store.get_entity("session", i) for i in ("dead", "stale")])
+    reports = reap_sessions(store, ["dead", "stale"])
     assert [(r["id"], r["reaped"]) for r in reports] == [("dead", True), ("stale", True)]
     row = store.get_entity("session", "dead")
     assert (row["status"], row["status_reason_code"], row["exit_code"]) == ("failed", ORPHANED, 1)
@@ -47,17 +47,16 @@ def test_find_orphans_and_reap(store: Any) -> None:
 def test_reap_rejudges_the_fresh_row(store: Any) -> None:
     """A heartbeat landing after the caller's read saves the row."""
     store.create_session(id="revived", owner_host="elsewhere", heartbeat_at=time.time() - 600)
-    stale_view = store.get_entity("session", "revived")
+    assert [o.row["id"] for o in find_orphans(store)] == ["revived"]
     store.heartbeat("revived")
-    assert reap_sessions(store, [stale_view]) == []
+    assert reap_sessions(store, ["revived"]) == []
     assert store.get_entity("session", "revived")["status"] == "running"
 
 
 def test_second_reaper_loses_the_cas_harmlessly(store: Any) -> None:
     store.create_session(id="dead", **killed_owner())
-    row = store.get_entity("session", "dead")
-    assert reap_sessions(store, [row])[0]["reaped"] is True
-    assert reap_sessions(store, [row]) == []  # already failed: judged alive-or-done, no write
+    assert reap_sessions(store, ["dead"])[0]["reaped"] is True
+    assert reap_sessions(store, ["dead"]) == []  # already failed: judged alive-or-done, no write
     failed = [t for t in store.list_transitions("session", "dead") if t.status == "failed"]
     assert len(failed) == 1
 

@@ -112,7 +112,7 @@ def test_initial_rows_carry_a_fitting_reason(store: Store) -> None:
         assert row is not None
         validate_reason(row["status_reason_code"], entity, row["status"])
     row = store.create_session(status="aborted")
-    assert row["status_reason_code"] == "run.cancelled.sigint"
+    assert row.status_reason_code == "run.cancelled.sigint"
 
 
 def test_li_override_refuses_a_reason_for_another_status(

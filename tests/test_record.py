@@ -423,7 +423,7 @@ def test_the_prompt_is_not_on_the_command_line(
         while seen is None and time.monotonic() < deadline:
             with opened_store(db_url) as store:
                 rows = store.list_sessions()
-            pid = rows[0].get("child_pid") if rows else None
+            pid = rows[0].child_pid if rows else None
             if pid:
                 seen = Path(f"/proc/{pid}/cmdline").read_bytes()
             time.sleep(0.05)

@@ -552,7 +552,7 @@ def test_abort_of_a_running_show_stops_its_owner_at_the_next_heartbeat(
     assert report.exit_code == 1
     with opened(db) as store:
         [agent] = store.list_play_sessions(report.plays[0].id)
-    assert agent["status"] == "cancelled"  # the owner stopped its execution
+    assert agent.status == "cancelled"  # the owner stopped its execution
 
 
 def test_an_abort_that_raced_the_owner_still_leaves_every_play_terminal(

@@ -69,8 +69,8 @@ def test_sessions_link_to_their_play_through_metadata(store: Store) -> None:
     store.create_session(id="x3", metadata_json={"play_id": "s1.b", "role": "agent"})
     store.create_session(id="x4", metadata_json={"show_id": "s1", "role": "final_gate"})
     store.create_session(id="x5")
-    assert [s["id"] for s in store.list_play_sessions("s1.a")] == ["x1", "x2"]
-    assert [s["id"] for s in store.list_show_gate_sessions("s1")] == ["x4"]
+    assert [s.id for s in store.list_play_sessions("s1.a")] == ["x1", "x2"]
+    assert [s.id for s in store.list_show_gate_sessions("s1")] == ["x4"]
 
 
 def test_the_show_row_is_a_lock_taken_only_from_the_owner_judged(store: Store) -> None:

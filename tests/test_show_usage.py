@@ -166,8 +166,7 @@ def _recorded_child(db_url: str, role: str) -> bool:
         shows = store.active_shows_for_topic("t")
         sessions = store.list_play_sessions(f"{shows[0].id}.a") if shows else []
     return any(
-        s["metadata_json"].get("role") == role and s["status"] == "running" and s.get("child_pid")
-        for s in sessions
+        s.meta.get("role") == role and s.status == "running" and s.child_pid for s in sessions
     )
 
 

@@ -20,6 +20,7 @@ from lirun.record.spool import (
 )
 from lirun.record.teardown import setup_persist_sync, teardown_persist_sync
 from lirun.store import Store
+from lirun.store.rows import SessionRow
 from support.execkit import get_row, poll, run_li, start_li
 
 SPOOLED = SpooledOutcome(
@@ -44,7 +45,8 @@ SPOOLED = SpooledOutcome(
     ],
 )
 def test_delivery_decision(row: dict[str, Any] | None, expected: str) -> None:
-    assert decide_delivery(row, SPOOLED) == expected
+    given = None if row is None else {**dict.fromkeys(SessionRow._fields), **row}
+    assert decide_delivery(given and SessionRow.from_row(given), SPOOLED) == expected
 
 
 def test_the_database_key_holds_no_password_and_names_one_database(tmp_path: Path) -> None:

@@ -112,7 +112,11 @@ def test_every_public_method_is_documented_and_has_the_store_signature() -> None
         face, own = inspect.signature(method), inspect.signature(core)
         assert face.parameters == own.parameters, name
         if face.return_annotation != own.return_annotation:  # typed rows, given as dicts
-            assert face.return_annotation in ("list[dict[str, Any]]", "dict[str, Any] | None")
+            assert face.return_annotation in (
+                "list[dict[str, Any]]",
+                "dict[str, Any]",
+                "dict[str, Any] | None",
+            )
             assert "as_dict()" in method.__doc__, name
         assert core.__doc__, name
         assert core.__doc__.strip() in method.__doc__, name

@@ -230,7 +230,7 @@ def test_the_right_password_opens_the_same_server(password_server: int) -> None:
     url = f"postgresql://lirun:{PASSWORD}@127.0.0.1:{password_server}/postgres?schema=lirun_t"
     store = open_store(url)
     try:
-        assert store.create_session(id="s-1")["status"] == "running"
+        assert store.create_session(id="s-1").status == "running"
         assert PASSWORD not in store.connector.display_url
     finally:
         store.close()

@@ -89,7 +89,7 @@ def test_wait_reads_bind_any_number_of_ids_on_either_backend(store: Store) -> No
     ids = [f"run-{i}" for i in range(300)]
     for sid in ids:
         store.create_session(id=sid, owner_pid=None)
-    inv = store.create_invocation(skill="review", id="inv-1")["id"]
+    inv = store.create_invocation(skill="review", id="inv-1").id
     store.create_session(id="child", invocation_id=inv, owner_pid=None, run_dir="/tmp/rd")
     rows = store.fetch_wait_rows({"session": ids, "invocation": [inv], "play": []})
     assert {(r["kind"], r["id"]) for r in rows} == {("session", i) for i in ids} | {
@@ -102,7 +102,7 @@ def test_wait_reads_bind_any_number_of_ids_on_either_backend(store: Store) -> No
     assert store.resolve_wait_exact([]) == []
     [match] = store.match_wait_ids("-299", limit=10)
     assert (match["kind"], match["id"], match["total"]) == ("session", "run-299", 1)
-    assert [s["id"] for s in store.list_invocation_sessions(inv)] == ["child"]
+    assert [s.id for s in store.list_invocation_sessions(inv)] == ["child"]
 
 
 def test_fetch_wait_rows_refuses_a_kind_that_is_not_waited_on(store: Store) -> None:

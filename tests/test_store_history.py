@@ -53,8 +53,8 @@ def test_a_session_created_terminal_has_a_fitting_reason(
     store: Store, status: str, reason: str
 ) -> None:
     row = store.create_session(status=status)
-    assert (row["status"], row["status_reason_code"]) == (status, reason)
-    assert [t.status for t in store.list_transitions("session", row["id"])] == [status]
+    assert (row.status, row.status_reason_code) == (status, reason)
+    assert [t.status for t in store.list_transitions("session", row.id)] == [status]
 
 
 @pytest.mark.parametrize("entity_type", sorted(POLICIES))
@@ -107,15 +107,15 @@ def test_create_session_stores_the_columns_it_is_given(store: Store, tmp_path: P
         lease_seconds=30.0,
         metadata_json={"k": "v"},
     )
-    assert row["id"] == "r-1"  # id defaults to run_id
-    assert row["artifacts_path"] == str(tmp_path / "artifacts")
-    assert row["run_dir"] == str(tmp_path / "runs" / "r-1")
-    assert row["artifact_contract_json"] == {"report": {"path": "report.md", "required": True}}
-    assert row["command_json"] == ["claude", "-p", "hi"]
-    assert row["metadata_json"] == {"k": "v"}
-    assert (row["owner_pid"], row["owner_host"], row["lease_seconds"]) == (123, "h", 30.0)
-    assert row["started_at"] is not None
-    assert row["ended_at"] is None
+    assert row.id == "r-1"  # id defaults to run_id
+    assert row.artifacts_path == str(tmp_path / "artifacts")
+    assert row.run_dir == str(tmp_path / "runs" / "r-1")
+    assert row.artifact_contract_json == {"report": {"path": "report.md", "required": True}}
+    assert row.command_json == ["claude", "-p", "hi"]
+    assert row.metadata_json == {"k": "v"}
+    assert (row.owner_pid, row.owner_host, row.lease_seconds) == (123, "h", 30.0)
+    assert row.started_at is not None
+    assert row.ended_at is None
 
 
 @pytest.mark.parametrize(
@@ -177,11 +177,11 @@ def test_messages_are_numbered_and_bound_to_the_session(store: Store) -> None:
     last = store.append_message(sid, role="assistant", content={"text": "done", "n": 1})
     assert store.has_assistant_text(sid)
     messages = store.list_messages(sid)
-    assert [m["seq"] for m in messages] == [1, 2, 3]
-    assert messages[2]["content"] == '{"n":1,"text":"done"}'
-    row = store.get_entity("session", sid)
+    assert [m.seq for m in messages] == [1, 2, 3]
+    assert messages[2].content == '{"n":1,"text":"done"}'
+    row = store.get_session(sid)
     assert row is not None
-    assert (row["first_msg_id"], row["last_msg_id"]) == (first["id"], last["id"])
+    assert (row.first_msg_id, row.last_msg_id) == (first.id, last.id)
     with pytest.raises(NotFoundError):
         store.append_message("missing", role="user", content="x")
     with pytest.raises(ValidationError, match="role"):
@@ -210,8 +210,8 @@ def test_update_fields_is_closed_and_bumps_the_version(store: Store) -> None:
 def test_list_sessions_and_running_sessions(store: Store) -> None:
     ids = [create_entity(store, "session") for _ in range(3)]
     store.update_status("session", ids[1], new_status="failed", reason_code="run.failed.exception")
-    assert {r["id"] for r in store.list_running_sessions()} == {ids[0], ids[2]}
-    assert [r["id"] for r in store.list_sessions(status="failed")] == [ids[1]]
+    assert {r.id for r in store.list_running_sessions()} == {ids[0], ids[2]}
+    assert [r.id for r in store.list_sessions(status="failed")] == [ids[1]]
     assert len(store.list_sessions(limit=2)) == 2
     assert store.list_sessions(since=10**12) == []
 

@@ -31,9 +31,9 @@ asyncio.run(main())
 def test_a_running_row_records_its_creator_as_owner(store: Store) -> None:
     row = store.create_session(id="s-1")
     mine = current_owner()
-    assert {k: row[k] for k in mine} == mine
+    assert {k: getattr(row, k) for k in mine} == mine
     ownerless = store.create_session(id="s-3", owner_pid=None)  # an explicit opt-out
-    assert ownerless["owner_pid"] is None
+    assert ownerless.owner_pid is None
 
 
 def test_a_library_row_whose_creator_died_is_reaped_by_wait(
@@ -63,7 +63,7 @@ def test_a_heartbeat_gives_a_leaseless_row_the_default_lease(store: Store) -> No
 
 def test_a_created_heartbeat_comes_with_a_lease(store: Store) -> None:
     row = store.create_session(id="s-1", heartbeat_at=time.time())
-    assert row["lease_seconds"] == DEFAULT_LEASE_SECONDS
+    assert row.lease_seconds == DEFAULT_LEASE_SECONDS
 
 
 _WAIT_AS_USER = """

@@ -16,11 +16,15 @@ from lirun.store import Store
 from lirun.store import rows as row_classes
 from lirun.store.rows import (
     AdminEventRow,
+    BranchRow,
     InboxMessageRow,
+    InvocationRow,
+    MessageRow,
     PlayRow,
     RunMembershipRow,
     ScheduleRow,
     ScheduleRunRow,
+    SessionRow,
     ShowListRow,
     ShowRow,
     TeamMemberRow,
@@ -34,16 +38,10 @@ from lirun.store.rows import (
 # Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
 STILL_DICTS = frozenset(
     {
-        "append_message", "attention_rows", "create_flow_invocation",
-        "create_invocation", "create_schedule_run", "create_session",
-        "fetch_wait_rows", "find_session_by_engine_uid", "gc_candidates", "get_branch",
-        "get_entity", "list_flows", "list_invocation_sessions",
-        "list_messages", "list_play_sessions",
-        "list_running_flows", "list_running_legs", "list_running_sessions", "list_sessions",
-        "list_show_gate_sessions", "match_wait_ids",
-        "recent_schedule_runs", "resolve_wait_exact",
-        "run_lineage", "runs_page", "schedule_runs_with_usage",
-        "transitions_since", "unremoved_files", "upsert_branch",
+        "attention_rows", "create_schedule_run", "fetch_wait_rows", "gc_candidates", "get_entity",
+        "list_flows", "match_wait_ids", "recent_schedule_runs", "resolve_wait_exact",
+        "run_lineage", "runs_page", "schedule_runs_with_usage", "transitions_since",
+        "unremoved_files",
     }
 )  # fmt: skip
 
@@ -105,6 +103,23 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("team_conversation", TeamMessageRow),
         ("team_recent_messages", TeamMessageRow),
         ("read_team_inbox", InboxMessageRow),
+        ("get_session", SessionRow),
+        ("create_session", SessionRow),
+        ("list_sessions", SessionRow),
+        ("list_running_sessions", SessionRow),
+        ("find_session_by_engine_uid", SessionRow),
+        ("list_invocation_sessions", SessionRow),
+        ("list_play_sessions", SessionRow),
+        ("list_show_gate_sessions", SessionRow),
+        ("list_running_legs", SessionRow),
+        ("create_invocation", InvocationRow),
+        ("get_invocation", InvocationRow),
+        ("create_flow_invocation", InvocationRow),
+        ("list_running_flows", InvocationRow),
+        ("get_branch", BranchRow),
+        ("upsert_branch", BranchRow),
+        ("append_message", MessageRow),
+        ("list_messages", MessageRow),
     ],
 )
 def test_typed_methods_name_their_row_class(method: str, row_class: type) -> None:
@@ -124,6 +139,10 @@ def test_typed_methods_name_their_row_class(method: str, row_class: type) -> Non
         TeamRow,
         TeamMessageRow,
         InboxMessageRow,
+        BranchRow,
+        InvocationRow,
+        MessageRow,
+        SessionRow,
     ],
 )
 def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
@@ -133,3 +152,48 @@ def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
     assert row_class.from_row(row.as_dict()) == row  # type: ignore[attr-defined]
     with pytest.raises(KeyError):
         row_class.from_row({k: v for k, v in given.items() if k != "id"})  # type: ignore[attr-defined]
+
+
+def test_a_session_row_holds_every_column_of_the_sessions_table(store: Store) -> None:
+    """``SessionRow.from_row`` names each column of ``sessions``: one the table gains fails
+    here, not later as a missing attribute above the store; its JSON columns decoded."""
+    made = store.create_session(metadata_json={"flow": {"item": 1}}, owner_pid=None)
+    raw = store.connector.read(store.sql("get_row", table="sessions"), {"id": made.id})
+    assert set(raw[0]) == set(SessionRow._fields)
+    row = store.get_session(made.id)
+    assert row == made
+    assert row.as_dict() == {**dict(raw[0]), "metadata_json": {"flow": {"item": 1}}}
+    assert row.meta == {"flow": {"item": 1}}
+    assert store.list_sessions() == [row]
+    assert store.get_session("no-such-session") is None
+
+
+def test_branch_and_message_rows_hold_every_column_of_their_tables(store: Store) -> None:
+    """``BranchRow`` and ``MessageRow`` name each column of ``branches`` and ``messages``;
+    the branch and message a write returns are the rows read back."""
+    made = store.create_session(owner_pid=None)
+    branch = store.upsert_branch("b-1", session_id=made.id, provider="claude")
+    raw = store.connector.read(store.sql("get_branch"), {"id": "b-1"})
+    assert set(raw[0]) == set(BranchRow._fields)
+    assert branch.as_dict() == dict(raw[0])
+    assert (branch.first_session_id, branch.last_session_id) == (made.id, made.id)
+    assert store.get_branch("no-such-branch") is None
+    message = store.append_message(made.id, role="assistant", content={"n": 1})
+    raw = store.connector.read(store.sql("list_messages"), {"session_id": made.id})
+    assert set(raw[0]) == set(MessageRow._fields)
+    assert store.list_messages(made.id) == [message]
+    assert (message.seq, message.content) == (1, '{"n":1}')
+
+
+def test_an_invocation_row_holds_every_column_of_the_invocations_table(store: Store) -> None:
+    """``InvocationRow.from_row`` names each column of ``invocations``; a flow's graph is
+    decoded, and the running flows are the rows its creation returned."""
+    flow = store.create_flow_invocation(id="flow-1", flow={"graph": []})
+    manual = store.create_invocation(skill="review", id="inv-1")
+    raw = store.connector.read(store.sql("get_row", table="invocations"), {"id": "flow-1"})
+    assert set(raw[0]) == set(InvocationRow._fields)
+    assert flow.as_dict() == {**dict(raw[0]), "flow_json": {"graph": []}}
+    assert (flow.kind, manual.kind) == ("flow", None)
+    assert store.list_running_flows() == [flow]
+    assert (store.get_invocation("flow-1"), store.get_invocation("inv-1")) == (flow, manual)
+    assert store.get_invocation("no-such-invocation") is None

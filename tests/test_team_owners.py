@@ -42,11 +42,11 @@ def test_a_flow_with_team_true_gives_its_agents_one_team_they_talk_in(
         assert team.name == f"pair-{report.invocation_id[:8]}"
         assert [m.member for m in store.team_members(team.id)] == ["api", "web"]
         messages = store.team_conversation(team.id)
-        sessions = {s["flow_leg"]: s for s in store.list_sessions(limit=10)}
+        sessions = {s.flow_leg: s for s in store.list_sessions(limit=10)}
     assert sorted(m.body for m in messages) == ["hello from api", "hello from web"]
     for m in messages:  # each message names the run that sent it
-        assert m.run_id == sessions[m.sender]["id"]
-        assert sessions[m.sender]["metadata_json"]["flow"]["team"]["member"] == m.sender
+        assert m.run_id == sessions[m.sender].id
+        assert sessions[m.sender].meta["flow"]["team"]["member"] == m.sender
     assert "web -> all: hello from web" in (seen / "api.seen").read_text()
     assert "api -> all: hello from api" in (seen / "web.seen").read_text()
     assert (seen / "api.env").read_text().strip() == team.id

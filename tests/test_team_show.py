@@ -86,13 +86,9 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
     assert "first -> all: hello from first" in shown.stdout
     assert "lirun -> all: play first merged" in shown.stdout
     with opened(db_url) as store:
-        [run] = [
-            s
-            for s in store.list_play_sessions(second_play.id)
-            if s["metadata_json"]["role"] == "agent"
-        ]
+        [run] = [s for s in store.list_play_sessions(second_play.id) if s.meta["role"] == "agent"]
     as_json = subprocess.run(
-        li_command("status", run["id"], "--json"), env=env, capture_output=True, text=True,
+        li_command("status", run.id, "--json"), env=env, capture_output=True, text=True,
         timeout=60,
     )  # fmt: skip
     talk = json.loads(as_json.stdout)["team"]

@@ -49,15 +49,15 @@ def test_runs_page_lists_every_kind_newest_first(
     )
     page = client.get("/")
     assert page.status_code == 200
-    assert ids_on(page.text) == ["r-new", inv["id"], "r-old"]
+    assert ids_on(page.text) == ["r-new", inv.id, "r-old"]
     assert "run.failed.exception" in page.text
     assert "boom" in page.text
     assert 'class="chip st-failed"' in page.text
     assert "20 in / 40 out" in page.text
     assert "$0.0123" in page.text
     data = client.get("/api/runs").json()
-    assert [r["id"] for r in data["runs"]] == ["r-new", inv["id"], "r-old"]
-    assert data["runs"][1]["href"] == f"/flows/{inv['id']}"
+    assert [r["id"] for r in data["runs"]] == ["r-new", inv.id, "r-old"]
+    assert data["runs"][1]["href"] == f"/flows/{inv.id}"
 
 
 def test_filters_by_status_kind_provider_text_and_time(
@@ -218,13 +218,13 @@ def test_lineage_links_resumes_invocations_and_plays(
     store: Store, client: TestClient, lirun_home: Path
 ) -> None:
     inv = store.create_invocation(skill="flow")
-    make_run(store, lirun_home, "first", invocation_id=inv["id"])
+    make_run(store, lirun_home, "first", invocation_id=inv.id)
     make_run(store, lirun_home, "second", resumed_from="first")
     show = store.create_show(topic="auth")
     store.create_play(show_id=show.id, name="models", session_id="first")
     page = client.get("/runs/first").text
     assert 'resumed as <a href="/runs/second">' in page
-    assert f'href="/flows/{inv["id"]}"' in page
+    assert f'href="/flows/{inv.id}"' in page
     assert f'href="/shows/{show.id}#play-' in page
     assert 'resumed from <a href="/runs/first">' in client.get("/runs/second").text
 
@@ -355,11 +355,9 @@ def test_schedules_page_shows_recent_runs_and_success_rate(
         raw_write(
             store,
             "UPDATE invocations SET cost_usd = :c WHERE id = :id",
-            {"c": cost, "id": inv["id"]},
+            {"c": cost, "id": inv.id},
         )  # what sum_flow_usage sets when a scheduled flow ends
-        run = store.create_schedule_run(
-            action_kind="run", schedule_id="s1", invocation_id=inv["id"]
-        )
+        run = store.create_schedule_run(action_kind="run", schedule_id="s1", invocation_id=inv.id)
         store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
     page = client.get("/schedules").text
     assert 'id="schedule-s1"' in page
@@ -540,15 +538,13 @@ def test_a_schedule_run_links_to_what_it_ran(
         {"sid": session["id"], "id": submitted["id"]},
     )
     flow = store.create_invocation(skill="flow")
-    fired = store.create_schedule_run(
-        action_kind="flow", schedule_id="s9", invocation_id=flow["id"]
-    )
+    fired = store.create_schedule_run(action_kind="flow", schedule_id="s9", invocation_id=flow.id)
     queued = store.create_schedule_run(action_kind="run", schedule_id="s9")
     queued_alone = store.create_schedule_run(action_kind="run")
     hrefs = {r["id"]: r["href"] for r in client.get("/api/runs?kind=schedule_run").json()["runs"]}
     assert hrefs == {
         submitted["id"]: f"/runs/{session['id']}",
-        fired["id"]: f"/flows/{flow['id']}",
+        fired["id"]: f"/flows/{flow.id}",
         queued["id"]: "/schedules#schedule-s9",
         queued_alone["id"]: "/schedules",
     }

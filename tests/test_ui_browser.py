@@ -317,9 +317,9 @@ def test_a_running_flow_page_shows_a_leg_that_starts_later(site: Site, driver: o
 
     b: object = driver
     inv = site.store.create_invocation(skill="live-flow")
-    b.get(f"{site.base}/flows/{inv['id']}")  # type: ignore[attr-defined]
+    b.get(f"{site.base}/flows/{inv.id}")  # type: ignore[attr-defined]
     wait_live(b)
-    site.store.create_session(id="late-leg", owner_pid=None, invocation_id=inv["id"])
+    site.store.create_session(id="late-leg", owner_pid=None, invocation_id=inv.id)
     WebDriverWait(b, 1.0, poll_frequency=0.02).until(
         lambda d: d.find_elements(By.CSS_SELECTOR, "#legs a[href='/runs/late-leg']")
     )

@@ -109,13 +109,13 @@ def test_each_change_names_its_parent_record(store: Store) -> None:
     started still hears about it."""
     before = store.last_transition_seq()
     inv = store.create_invocation(skill="flow")
-    store.create_session(id="leg-1", owner_pid=None, invocation_id=inv["id"])
+    store.create_session(id="leg-1", owner_pid=None, invocation_id=inv.id)
     show = store.create_show(topic="t")
     play = store.create_play(show_id=show.id, name="p")
     parents = {r["entity_id"]: r["parent_id"] for r in store.transitions_since(before)}
     assert parents == {
-        inv["id"]: None,
-        "leg-1": inv["id"],
+        inv.id: None,
+        "leg-1": inv.id,
         show.id: None,
         play.id: show.id,
     }

@@ -27,9 +27,9 @@ def _flow(store: Store, status: str, at: float) -> str:
         store,
         "UPDATE invocations SET kind = 'flow', status = :s, created_at = :at, updated_at = :at "
         "WHERE id = :id",
-        {"s": status, "at": at, "id": inv["id"]},
+        {"s": status, "at": at, "id": inv.id},
     )
-    return str(inv["id"])
+    return str(inv.id)
 
 
 def test_flows_page_lists_flows_by_their_files_name(store: Store, client: TestClient) -> None:
@@ -104,10 +104,10 @@ def test_one_schedules_page_has_its_definition_next_fires_runs_success_and_cost(
     for status, cost in (("completed", 0.25), ("failed", 0.75), ("skipped", None)):
         session = store.create_session(status="completed" if cost else "running")
         raw_write(store, "UPDATE sessions SET cost_usd = :c WHERE id = :id",
-                  {"c": cost, "id": session["id"]})  # fmt: skip
+                  {"c": cost, "id": session.id})  # fmt: skip
         run = store.create_schedule_run(action_kind="run", schedule_id="id-tick")
         raw_write(store, "UPDATE schedule_runs SET status = :s, session_id = :sid WHERE id = :id",
-                  {"s": status, "sid": session["id"], "id": run["id"]})  # fmt: skip
+                  {"s": status, "sid": session.id, "id": run["id"]})  # fmt: skip
     data = client.get("/api/schedules/tick").json()
     assert data["next_fires"] == [due + 60 * i for i in range(5)]
     assert data["success_rate"] == 0.5

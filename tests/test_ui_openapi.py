@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 from lirun.liveness import current_owner
 from lirun.shows.report import provider_failure
 from lirun.store import open_store
+from lirun.store.rows import SessionRow
 from lirun.ui.app import create_app
 from lirun.ui.openapi import openapi_document
 from support.jsonhome import Home, build_home
@@ -65,9 +66,8 @@ def test_a_provider_stop_is_its_component() -> None:
     registry: Registry[Any] = Registry().with_resource(DOC_URI, resource)
     schema = {"$ref": DOC_URI + "#/components/schemas/ProviderStop"}
     validator = jsonschema.Draft202012Validator(schema, registry=registry)
-    stopped = provider_failure(
-        {"id": "s1", "status_reason_code": "run.failed.provider_rate_limit", "provider_error": None}
-    )
+    given = {"id": "s1", "status_reason_code": "run.failed.provider_rate_limit"}
+    stopped = provider_failure(SessionRow.from_row({**dict.fromkeys(SessionRow._fields), **given}))
     validator.validate(stopped)
     with pytest.raises(jsonschema.ValidationError):
         validator.validate({**(stopped or {}), "retryable": "yes"})

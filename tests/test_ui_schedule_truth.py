@@ -36,10 +36,10 @@ def test_cost_per_run_is_per_run_and_a_past_due_fire_says_no_worker_runs(
         raw_write(
             store,
             "UPDATE invocations SET cost_usd = :c WHERE id = :id",
-            {"c": cost, "id": inv["id"]},
+            {"c": cost, "id": inv.id},
         )
         run = store.create_schedule_run(
-            action_kind="run", schedule_id=schedule.id, invocation_id=inv["id"]
+            action_kind="run", schedule_id=schedule.id, invocation_id=inv.id
         )
         store.update_status(
             "schedule_run", run["id"], new_status="completed", reason_code="schedule.completed.ok"

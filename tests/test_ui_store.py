@@ -73,8 +73,8 @@ def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
     session = store.create_session(id="s", owner_pid=None, prompt="p", provider="codex")
     rows = store.runs_page(limit=10)
     assert [(r["kind"], r["id"]) for r in rows] == [
-        ("session", session["id"]),
-        ("invocation", inv["id"]),
+        ("session", session.id),
+        ("invocation", inv.id),
         ("schedule_run", run["id"]),
         ("play", play.id),
     ]
@@ -82,7 +82,7 @@ def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
     assert labels["play"] == ("models", show.id)
     assert labels["invocation"] == ("review", None)
     assert [r["id"] for r in store.runs_page(RunFilter(kinds=("play", "session")))] == [
-        session["id"],
+        session.id,
         play.id,
     ]
     assert store.runs_page(RunFilter(provider="codex"))[0]["id"] == "s"

@@ -91,7 +91,7 @@ def test_links_and_running_sessions_of_a_run(store: Store) -> None:
     store.link_run(run.id, session_id="s-linked")
     row = store.get_schedule_run(run.id)
     assert row is not None
-    assert row.session_id == session["id"]
+    assert row.session_id == session.id
     assert store.running_sessions_of_run(row) == ["s-linked"]
     store.link_run(run.id, invocation_id="inv-1")  # a later link keeps the earlier one
     row = store.get_schedule_run(run.id)

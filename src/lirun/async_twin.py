@@ -92,29 +92,35 @@ def async_dict_rows(
     """As ``async_method``, for a core method that returns typed rows: the async face
     gives each as the plain dict its ``as_dict()`` makes, so the public contract stays
     dicts while the core's rows are typed."""
+    return _dict_twin(method, lambda rows: [row.as_dict() for row in rows], "list[dict[str, Any]]")
 
-    async def call(self: HasCore[Core], /, *args: P.args, **kwargs: P.kwargs) -> Any:
-        rows = await to_thread(lambda: method(self.sync, *args, **kwargs))
-        return [row.as_dict() for row in rows]
 
-    call.__name__, call.__qualname__ = method.__name__, method.__qualname__
-    call.__doc__ = _twin_doc(method.__qualname__, method.__doc__) + _DICT_ROWS
-    call.__wrapped__ = _DictRowsSignature(method, "list[dict[str, Any]]")  # type: ignore[attr-defined]
-    return call
+def async_dict_of(
+    method: Callable[Concatenate[Core, P], R],
+) -> Callable[Concatenate[HasCore[Core], P], Coroutine[Any, Any, dict[str, Any]]]:
+    """As ``async_dict_rows``, for a core method that always returns one typed row (a
+    ``create_*`` returns the row it wrote)."""
+    return _dict_twin(method, lambda row: row.as_dict(), "dict[str, Any]")
 
 
 def async_dict_row(
     method: Callable[Concatenate[Core, P], R | None],
 ) -> Callable[Concatenate[HasCore[Core], P], Coroutine[Any, Any, dict[str, Any] | None]]:
     """As ``async_dict_rows``, for a core method that returns one typed row or None."""
+    return _dict_twin(
+        method, lambda row: None if row is None else row.as_dict(), "dict[str, Any] | None"
+    )
 
-    async def call(self: HasCore[Core], /, *args: P.args, **kwargs: P.kwargs) -> Any:
-        row = await to_thread(lambda: method(self.sync, *args, **kwargs))
-        return None if row is None else row.as_dict()
+
+def _dict_twin(
+    method: Callable[..., Any], convert: Callable[[Any], Any], returns: str
+) -> Callable[..., Any]:
+    async def call(self: HasCore[Any], /, *args: Any, **kwargs: Any) -> Any:
+        return convert(await to_thread(lambda: method(self.sync, *args, **kwargs)))
 
     call.__name__, call.__qualname__ = method.__name__, method.__qualname__
     call.__doc__ = _twin_doc(method.__qualname__, method.__doc__) + _DICT_ROWS
-    call.__wrapped__ = _DictRowsSignature(method, "dict[str, Any] | None")  # type: ignore[attr-defined]
+    call.__wrapped__ = _DictRowsSignature(method, returns)  # type: ignore[attr-defined]
     return call
 
 

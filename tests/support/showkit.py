@@ -100,10 +100,9 @@ def gated_commits(store: Any, show_id: str) -> set[str]:
     for p in store.list_plays(show_id):
         sessions += store.list_play_sessions(p.id)
     return {
-        s["metadata_json"]["commit"]
+        s.meta["commit"]
         for s in sessions
-        if s["metadata_json"].get("role") != "agent"
-        and s["status"] in ("completed", "completed_empty")
+        if s.meta.get("role") != "agent" and s.status in ("completed", "completed_empty")
     }
 
 

@@ -57,7 +57,7 @@ def opened(url: str) -> Iterator[Store]:
 def invocation_sessions(url: str, invocation_id: str) -> list[dict[str, Any]]:
     """A flow invocation's leg sessions, read with a store of their own."""
     with opened(url) as store:
-        return store.list_invocation_sessions(invocation_id)
+        return [row.as_dict() for row in store.list_invocation_sessions(invocation_id)]
 
 
 def reason_for(entity_type: str, status: str) -> str:
@@ -71,10 +71,10 @@ _schedule_names = itertools.count()
 def create_entity(store: Store, entity_type: str, entity_id: str | None = None) -> str:
     """Create one row of ``entity_type`` in its initial status; return its id."""
     if entity_type == "session":
-        row = store.create_session(id=entity_id)
-    elif entity_type == "invocation":
-        row = store.create_invocation(skill="review", id=entity_id)
-    elif entity_type == "schedule_run":
+        return store.create_session(id=entity_id).id
+    if entity_type == "invocation":
+        return store.create_invocation(skill="review", id=entity_id).id
+    if entity_type == "schedule_run":
         row = store.create_schedule_run(action_kind="agent", id=entity_id)
     elif entity_type == "show":
         return store.create_show(topic="t", id=entity_id).id

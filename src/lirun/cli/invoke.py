@@ -74,7 +74,7 @@ def start(args: Any) -> int:
         row = store.create_invocation(skill=args.skill, prompt=args.prompt, id=ident)
     finally:
         store.close()
-    print_json(row, schema="lirun.invocation/1") if args.json else print(row["id"])
+    print_json(row.as_dict(), schema="lirun.invocation/1") if args.json else print(row.id)
     return 0
 
 

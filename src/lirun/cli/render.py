@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
+    from lirun.store.rows import SessionRow
+
 # Wide enough that piped output never folds an id; a terminal uses its own width.
 PIPE_WIDTH = 200
 
@@ -298,7 +300,7 @@ def _text(value: object, style: str = "") -> Text:
     return Text("" if value is None else str(value), style=style)
 
 
-def render_list(rows: Sequence[Mapping[str, Any]], now: float) -> None:
+def render_list(rows: Sequence[SessionRow], now: float) -> None:
     """A table of executions, newest first."""
     from rich.table import Table
 
@@ -313,17 +315,17 @@ def render_list(rows: Sequence[Mapping[str, Any]], now: float) -> None:
     table.add_column("REASON", no_wrap=True)
     table.add_column("SUMMARY", overflow="ellipsis", no_wrap=True, max_width=60)
     for row in rows:
-        status = row.get("status")
+        shown = row.as_dict()  # the duration and tokens are read as a record's detail is
         table.add_row(
-            _text(row.get("id")),
-            _text(status, status_style("session", status)),
-            _text(format_span(now - float(row.get("created_at") or now))),
-            _text(format_span(run_duration(row, now))),
-            _text("-" if row.get("exit_code") is None else row["exit_code"]),
-            _text(format_tokens(total_tokens(row))),
-            _text(format_cost(row.get("cost_usd"))),
-            _text(display_reason(row.get("status_reason_code"))),
-            _text(first_line(row.get("status_reason_summary"))),
+            _text(row.id),
+            _text(row.status, status_style("session", row.status)),
+            _text(format_span(now - float(row.created_at or now))),
+            _text(format_span(run_duration(shown, now))),
+            _text("-" if row.exit_code is None else row.exit_code),
+            _text(format_tokens(total_tokens(shown))),
+            _text(format_cost(row.cost_usd)),
+            _text(display_reason(row.status_reason_code)),
+            _text(first_line(row.status_reason_summary)),
         )
     with screen() as out:
         out.print(table)

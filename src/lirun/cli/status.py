@@ -123,9 +123,10 @@ def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
 def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dict[str, Any]:
     """The record plus its history, admin events and (for an invocation) its executions."""
     from lirun.store.records import present_session
+    from lirun.store.rows import SessionRow
 
     # An invocation's own ``kind`` column (flow / manual) must not hide the record's kind.
-    shown = present_session(row) if kind == "session" else row
+    shown = present_session(SessionRow.from_row(row)) if kind == "session" else row
     detail: dict[str, Any] = {**shown, "kind": kind}
     if kind == "invocation":
         detail["invocation_kind"] = row.get("kind") or "manual"
@@ -216,7 +217,7 @@ def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> l
     kinds as the dashboard's runs list has them (``label``: a flow's file, a play's name,
     a schedule run's action; ``parent_id``: a play's show, a schedule run's schedule)."""
     if kind == "session":
-        return list(store.list_sessions(**filters, limit=limit))
+        return store.list_sessions(**filters, limit=limit)
     from lirun.store.ui_reads import RunFilter
 
     flt = RunFilter(status=filters["status"], kinds=(kind,), since=filters["since"])
@@ -253,7 +254,8 @@ def show_list(args: Any, url: str) -> int:
     if args.json:
         from lirun.store.records import present_session
 
-        print_json([present_session(row) for row in rows], schema=schema)
+        shown = [present_session(r) for r in rows] if args.kind == "session" else rows
+        print_json(shown, schema=schema)
     elif not rows:
         filtered = filters["status"] or filters["since"]
         print("no runs match these filters" if filtered else "no runs yet")

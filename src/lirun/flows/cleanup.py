@@ -12,13 +12,13 @@ does.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from lirun.errors import ConflictError, UsageError
 from lirun.exec.leftovers import CleanReport, gather, repo_of, sweep
 from lirun.exec.worktrees import worktrees_root
 from lirun.record.reap_flows import reap_flow_if_orphaned
 from lirun.store import open_existing
+from lirun.store.rows import InvocationRow, SessionRow
 
 __all__ = ["clean_flow", "leftover_flows", "leg_branch_prefix"]
 
@@ -28,12 +28,12 @@ def leg_branch_prefix(invocation_id: str) -> str:
     return f"lirun/flow/{invocation_id}/"
 
 
-def _repo_path(row: Mapping[str, Any], sessions: list[dict[str, Any]]) -> str | None:
+def _repo_path(row: InvocationRow, sessions: list[SessionRow]) -> str | None:
     """The repository the legs branched from: the flow's cwd, else a leg's cwd."""
-    flow = row.get("flow_json") or {}
+    flow = row.flow_json or {}
     spec = flow.get("spec") or {} if isinstance(flow, Mapping) else {}
     candidates = [spec.get("cwd")] if isinstance(spec, Mapping) else []
-    candidates += [s.get("cwd") for s in sessions]
+    candidates += [s.cwd for s in sessions]
     for path in candidates:
         if isinstance(path, str) and path and repo_of(path) is not None:
             return path
@@ -47,10 +47,10 @@ def clean_flow(invocation: str, *, db_url: str | None = None, force: bool = Fals
     store = open_existing(db_url, f"invocation with id {invocation!r}")
     try:
         inv_id = store.resolve_id("invocation", invocation)
-        row = store.get_entity("invocation", inv_id) or {}
-        if row.get("kind") != "flow":
+        row = store.get_invocation(inv_id)
+        if row is None or row.kind != "flow":
             raise UsageError(f"invocation {inv_id} is not a flow; only flows have leg worktrees")
-        if row["status"] == "running" and not reap_flow_if_orphaned(store, inv_id):
+        if row.status == "running" and not reap_flow_if_orphaned(store, inv_id):
             raise ConflictError(
                 f"flow {inv_id} is still running (its owner process is alive); wait for it "
                 f"(`li wait {inv_id}`) or stop it, then clean it"

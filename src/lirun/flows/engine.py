@@ -452,18 +452,18 @@ def resume_flow(
     store = open_store(db_url)
     try:
         previous_id = store.resolve_id("invocation", invocation)
-        row = store.get_entity("invocation", previous_id) or {}
-        if row.get("kind") != "flow" or not row.get("flow_json"):
+        row = store.get_invocation(previous_id)
+        if row is None or row.kind != "flow" or not row.flow_json:
             raise UsageError(f"invocation {previous_id} is not a flow; only flows resume")
-        if row["status"] == "running" and not reap_flow_if_orphaned(store, previous_id):
+        if row.status == "running" and not reap_flow_if_orphaned(store, previous_id):
             raise ConflictError(
                 f"flow {previous_id} is still running (its owner process is alive); "
                 "wait for it (`li wait`) or stop it before resuming"
             )
-        spec = FlowSpec.from_dict(row["flow_json"]["spec"])
-        if options.parallel is None and row["flow_json"].get("parallel"):
+        spec = FlowSpec.from_dict(row.flow_json["spec"])
+        if options.parallel is None and row.flow_json.get("parallel"):
             # as many legs at once as it ran with (a --parallel given then is not in spec)
-            options = dataclasses.replace(options, parallel=int(row["flow_json"]["parallel"]))
+            options = dataclasses.replace(options, parallel=int(row.flow_json["parallel"]))
         reuse = reusable_legs(store, previous_id)
         return _execute(
             spec,

@@ -29,6 +29,7 @@ from lirun.reasons import is_retryable_reason
 from lirun.record.completion import COMMAND_EXITED_0
 from lirun.record.rundir import new_run_id
 from lirun.store import open_store
+from lirun.store.rows import SessionRow
 
 __all__ = ["LegJob", "LegResult", "LegWorkers", "outputs_of", "proof_is_shared", "retry_leg"]
 
@@ -87,25 +88,25 @@ def retry_leg(reason: str | None, attempt: int, retries: int) -> bool:
     return is_retryable_reason(reason) and attempt <= retries
 
 
-def outputs_of(row: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def outputs_of(row: SessionRow, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a template sees of a finished leg: ``reply``, ``artifacts`` (id → path),
     ``status``, ``session_id`` (and ``worktree`` / ``branch`` for an isolated leg). A
     command leg's stdout tail is its ``output`` (``reply`` holds it too, as it always has)."""
-    root = row.get("artifacts_path") or ""
-    contract = row.get("artifact_contract_json") or {}
+    root = row.artifacts_path or ""
+    contract = row.artifact_contract_json or {}
     artifacts = {
         str(entry["id"]): os.path.join(root, str(entry["path"]))
         for entry in (contract.get("expected") or [])
         if isinstance(entry, Mapping) and "id" in entry and "path" in entry
     }
-    meta = ((row.get("metadata_json") or {}).get("flow")) or {}
+    meta = row.meta.get("flow") or {}
     outputs = {
-        "reply": row.get("reply_text") or "",
+        "reply": row.reply_text or "",
         "artifacts": artifacts,
-        "status": row.get("status"),
-        "session_id": row.get("id"),
+        "status": row.status,
+        "session_id": row.id,
     }
-    if row.get("provider") == "command":
+    if row.provider == "command":
         outputs["output"] = outputs["reply"]
     for key in ("worktree", "branch"):
         if meta.get(key):
@@ -114,16 +115,16 @@ def outputs_of(row: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -
     return outputs
 
 
-def _produced_any(row: Mapping[str, Any]) -> bool:
-    produced = (row.get("artifact_verification_json") or {}).get("produced") or []
+def _produced_any(row: SessionRow) -> bool:
+    produced = (row.artifact_verification_json or {}).get("produced") or []
     return any(isinstance(p, Mapping) and p.get("present") for p in produced)
 
 
-def _own_proof(row: Mapping[str, Any]) -> bool:
+def _own_proof(row: SessionRow) -> bool:
     """Its outcome rests on evidence of its own: a reply that counted (an agent's, not
     with ``require_change``), or a command's exit code (``completion.COMMAND_EXITED_0``)."""
 
-    for ref in row.get("status_evidence_refs") or ():
+    for ref in row.status_evidence_refs or ():
         if not isinstance(ref, Mapping):
             continue
         if ref.get("kind") == "assistant_output":
@@ -133,16 +134,16 @@ def _own_proof(row: Mapping[str, Any]) -> bool:
     return False
 
 
-def proof_is_shared(row: Mapping[str, Any]) -> bool:
+def proof_is_shared(row: SessionRow) -> bool:
     """The leg ran in a tree shared with legs beside it (``evidence_shared`` in its
     metadata) and ended ``completed`` with neither evidence of its own (a reply that
     counted, a command's exit code) nor an artifact file: its only proof is a change that
     cannot be told from its neighbours'. Read from the row, so a resume that reuses the
     leg counts it as the run that made it did."""
-    meta = (row.get("metadata_json") or {}).get("flow") or {}
+    meta = row.meta.get("flow") or {}
     return (
         bool(meta.get("evidence_shared"))
-        and row.get("status") == "completed"
+        and row.status == "completed"
         and not _own_proof(row)
         and not _produced_any(row)
     )
@@ -252,8 +253,8 @@ class LegWorkers:
             row = self._attempt(job, store, cwd, attempt, previous, extra, result)
             if row is None:
                 return result
-            previous = row["id"]
-            reason = row["status_reason_code"]
+            previous = row.id
+            reason = row.status_reason_code
             if not retry_leg(reason, attempt, job.leg.retries):
                 break
             self._log(f"leg {job.id} attempt {attempt} ended {reason}; retrying")
@@ -272,7 +273,7 @@ class LegWorkers:
         previous: str | None,
         extra: Mapping[str, str],
         result: LegResult,
-    ) -> Mapping[str, Any] | None:
+    ) -> SessionRow | None:
         """One execution; fills ``result``; the session row, or None if none was made."""
 
         meta: dict[str, Any] = {
@@ -312,15 +313,18 @@ class LegWorkers:
             except LirunError as exc:
                 result.reason_code, result.error = "run.failed.setup", str(exc)
                 return None
-        row = store.get_entity("session", executed.run_id) or {}
-        result.status = row.get("status", executed.status)
-        result.reason_code = row.get("status_reason_code", executed.reason)
         result.session_id = executed.run_id
         result.attempts = attempt
-        result.duration_s = row.get("duration_s")
-        result.cost_usd = row.get("cost_usd")
+        row = store.get_session(executed.run_id)
+        if row is None:  # removed meanwhile: what the execution itself reported
+            result.status, result.reason_code = executed.status, executed.reason
+            return None
+        result.status = row.status
+        result.reason_code = row.status_reason_code
+        result.duration_s = row.duration_s
+        result.cost_usd = row.cost_usd
         result.outputs = outputs_of(row, extra)
         result.proof_shared = proof_is_shared(row)
         failed = result.status not in ("completed", "completed_empty")
-        result.message = row.get("provider_error") if failed else None
+        result.message = row.provider_error if failed else None
         return row

@@ -18,6 +18,7 @@ from lirun.flows.jobs import outputs_of, proof_is_shared
 from lirun.flows.state import ReusedLeg
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from lirun.store import Store, open_store
+from lirun.store.rows import SessionRow
 
 __all__ = ["FlowReport", "LegReport", "flow_report", "report_from_store", "reusable_legs"]
 
@@ -106,35 +107,34 @@ def _flow_row(store: Store, invocation_id: str) -> dict[str, Any]:
     return row
 
 
-def _latest_by_leg(sessions: list[dict[str, Any]]) -> dict[str, tuple[dict[str, Any], int]]:
+def _latest_by_leg(sessions: list[SessionRow]) -> dict[str, tuple[SessionRow, int]]:
     """Leg instance id → (its last attempt's session, how many sessions it had); the
     session's ``cost_usd`` is that of every attempt (each was paid for)."""
-    found: dict[str, tuple[dict[str, Any], int]] = {}
+    found: dict[str, tuple[SessionRow, int]] = {}
     for session in sessions:  # oldest first: the last one seen is the latest attempt
-        leg = session.get("flow_leg")
+        leg = session.flow_leg
         if leg:
             count = found[leg][1] + 1 if leg in found else 1
-            cost = session.get("cost_usd")
-            if leg in found and found[leg][0].get("cost_usd") is not None:
-                cost = found[leg][0]["cost_usd"] + (cost or 0.0)
-            found[leg] = ({**session, "cost_usd": cost}, count)
+            cost = session.cost_usd
+            earlier_cost = found[leg][0].cost_usd if leg in found else None
+            if earlier_cost is not None:
+                cost = earlier_cost + (cost or 0.0)
+            found[leg] = (session._replace(cost_usd=cost), count)
     return found
 
 
 def _leg_report(
     entry: Mapping[str, Any],
-    session: Mapping[str, Any] | None,
+    session: SessionRow | None,
     attempts: int,
     reused: bool,
     *,
     unrun: str = NOT_RUN,
 ) -> LegReport:
     """``unrun``: the status of a leg without a session (``pending`` while the flow runs)."""
-    status = session.get("status") if session else entry.get("status") or unrun
+    status = session.status if session else entry.get("status") or unrun
     reason = (
-        session.get("status_reason_code")
-        if session
-        else entry.get("reason_code") or entry.get("not_run")
+        session.status_reason_code if session else entry.get("reason_code") or entry.get("not_run")
     )
     return LegReport(
         id=entry["id"],
@@ -142,11 +142,11 @@ def _leg_report(
         item=entry.get("item"),
         status=str(status),
         reason_code=reason,
-        session_id=session.get("id") if session else None,
+        session_id=session.id if session else None,
         attempts=attempts,
         reused=reused,
-        duration_s=session.get("duration_s") if session else None,
-        cost_usd=session.get("cost_usd") if session else None,
+        duration_s=session.duration_s if session else None,
+        cost_usd=session.cost_usd if session else None,
         depends_on=tuple(entry.get("depends_on") or ()),
         error=None if session else entry.get("error"),
     )
@@ -178,7 +178,7 @@ def report_from_store(store: Store, invocation_id: str) -> FlowReport:
             session, attempts = latest[entry["id"]]
             legs.append(_leg_report(entry, session, attempts, False))
         elif entry.get("reused_from"):
-            earlier = store.get_entity("session", entry["reused_from"])
+            earlier = store.get_session(entry["reused_from"])
             legs.append(_leg_report(entry, earlier, 0, True))
         else:  # not run, or no session: a fan-out with no items or unreadable ones
             legs.append(_leg_report(entry, None, 0, False, unrun=unrun))
@@ -219,14 +219,14 @@ def flow_report(invocation: str, *, db_url: str | None = None) -> FlowReport:
         store.close()
 
 
-def _reused(session: Mapping[str, Any]) -> ReusedLeg:
-    meta = (session.get("metadata_json") or {}).get("flow") or {}
+def _reused(session: SessionRow) -> ReusedLeg:
+    meta = session.meta.get("flow") or {}
     return ReusedLeg(
-        session_id=str(session["id"]),
-        status=str(session["status"]),
-        reason_code=session.get("status_reason_code"),
+        session_id=session.id,
+        status=session.status,
+        reason_code=session.status_reason_code,
         item=meta.get("item"),
-        duration_s=session.get("duration_s"),
+        duration_s=session.duration_s,
         outputs=outputs_of(session),
         proof_shared=proof_is_shared(session),
     )
@@ -240,12 +240,12 @@ def reusable_legs(store: Store, invocation_id: str) -> dict[str, ReusedLeg]:
     for leg_id, (session, _) in _latest_by_leg(
         store.list_invocation_sessions(invocation_id)
     ).items():
-        if session.get("status") in _SUCCESS:
+        if session.status in _SUCCESS:
             found[leg_id] = _reused(session)
     for entry in row["flow_json"].get("graph") or []:
         source = entry.get("reused_from")
         if source and entry["id"] not in found:
-            earlier = store.get_entity("session", source)
-            if earlier is not None and earlier.get("status") in _SUCCESS:
+            earlier = store.get_session(source)
+            if earlier is not None and earlier.status in _SUCCESS:
                 found[entry["id"]] = _reused(earlier)
     return found

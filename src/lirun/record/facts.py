@@ -22,6 +22,7 @@ from lirun.record.outcome import (
     needs_change_check,
     needs_linked_engine,
 )
+from lirun.store.rows import SessionRow
 
 if TYPE_CHECKING:
     from lirun.record.context import PersistContext
@@ -124,7 +125,7 @@ def _typed(raw: Mapping[str, Any], key: str, kind: type) -> Any:
     return None
 
 
-def find_linked_row(ctx: PersistContext, uid: str) -> dict[str, Any] | None:
+def find_linked_row(ctx: PersistContext, uid: str) -> SessionRow | None:
     """One read, then bounded retries: the mirror row may lag, teardown must not spin.
 
     A row that is not this execution's own evidence (another execution sharing the engine

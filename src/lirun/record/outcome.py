@@ -36,6 +36,7 @@ from lirun.record.completion import (
     wants_change_check,
 )
 from lirun.record.outcome_types import Outcome, OutcomeFacts
+from lirun.store.rows import SessionRow
 
 __all__ = [
     "COMMAND_EXITED_0",
@@ -147,8 +148,8 @@ def needs_linked_engine(facts: OutcomeFacts) -> bool:
     )
 
 
-def _linked_reason(row: Mapping[str, Any], status: str) -> str:
-    code = row.get("status_reason_code")
+def _linked_reason(row: SessionRow, status: str) -> str:
+    code = row.status_reason_code
     if (
         isinstance(code, str)
         and is_registered(code)
@@ -160,16 +161,16 @@ def _linked_reason(row: Mapping[str, Any], status: str) -> str:
     return fallback if is_registered(fallback) else resolve_run_reason(status)
 
 
-def linked_row_refusal(row: Mapping[str, Any], started_at: float | None) -> str | None:
+def linked_row_refusal(row: SessionRow, started_at: float | None) -> str | None:
     """Why ``row`` is not this execution's own engine evidence (None: it may be used).
 
     Every execution row has a run directory; a row with one is another execution (an
     earlier leg of the branch, a concurrent resume) whose verdict is not ours. An engine
     mirror created before this execution started speaks of an earlier turn.
     """
-    if row.get("run_dir"):
+    if row.run_dir:
         return "another execution's record"
-    created = row.get("created_at")
+    created = row.created_at
     if started_at is not None and isinstance(created, int | float) and created < started_at:
         return "created before this execution started"
     return None
@@ -188,27 +189,27 @@ def reconcile_linked_engine(outcome: Outcome, facts: OutcomeFacts) -> Outcome:
     if row is None or refusal is not None:
         metadata: dict[str, Any] = {**outcome.metadata, "linked_session": None}
         if row is not None:
-            metadata["linked_session_ignored"] = {"id": row.get("id"), "why": refusal}
+            metadata["linked_session_ignored"] = {"id": row.id, "why": refusal}
         return replace(outcome, metadata=metadata)
-    status = str(row.get("status"))
+    status = row.status
     pointer = {
         "kind": "linked_session",
-        "id": row.get("id"),
+        "id": row.id,
         "status": status,
         "engine_session_uid": facts.engine_session_uid,
     }
-    metadata = {**outcome.metadata, "linked_session": {"id": row.get("id"), "status": status}}
+    metadata = {**outcome.metadata, "linked_session": {"id": row.id, "status": status}}
     if status in SESSION_TERMINAL_STATUSES:
-        theirs = row.get("status_evidence_refs")
+        theirs = row.status_evidence_refs
         theirs_list = [dict(e) for e in theirs if isinstance(e, Mapping)] if theirs else []
-        summary = f"linked engine session {row.get('id')} {status}"
-        if row.get("status_reason_summary"):
-            summary += f": {row['status_reason_summary']}"
+        summary = f"linked engine session {row.id} {status}"
+        if row.status_reason_summary:
+            summary += f": {row.status_reason_summary}"
         return Outcome(
             status, _linked_reason(row, status), summary, [pointer, *theirs_list], metadata
         )
     if status == "running":
-        summary = f"linked engine session {row.get('id')} is still running"
+        summary = f"linked engine session {row.id} is still running"
         evidence = [pointer, *outcome.evidence]
         return Outcome("running", "run.running.linked_engine", summary, evidence, metadata)
     return replace(outcome, metadata=metadata)

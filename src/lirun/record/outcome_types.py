@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lirun.store.rows import SessionRow
+
 __all__ = ["Outcome", "OutcomeFacts"]
 
 
@@ -36,7 +38,7 @@ class OutcomeFacts:
     verification: Mapping[str, Any] | None = None
     completion_evidence: Mapping[str, Any] | None = None
     has_assistant_output: bool = False
-    linked_row: Mapping[str, Any] | None = None
+    linked_row: SessionRow | None = None
     escalated_evidence: Sequence[Mapping[str, Any]] = ()
     engine_session_uid: str | None = None
     extra_evidence: Sequence[Mapping[str, Any]] = ()

@@ -85,7 +85,8 @@ def orphans_among(rows: Iterable[dict[str, Any]], now: float | None = None) -> l
 
 def find_orphans(store: Store, *, now: float | None = None) -> list[Orphan]:
     """Running sessions whose owner is dead or whose lease lapsed, oldest first."""
-    return orphans_among(store.list_running_sessions(), now)
+    # Judged as a flow invocation or a show is, by the owner columns they share.
+    return orphans_among([r.as_dict() for r in store.list_running_sessions()], now)
 
 
 def finalize_orphan(
@@ -196,17 +197,17 @@ def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any
 
 
 def reap_sessions(
-    store: Store, rows: Iterable[Mapping[str, Any]], *, now: float | None = None
+    store: Store, session_ids: Iterable[str], *, now: float | None = None
 ) -> list[dict[str, Any]]:
-    """Finalize each of ``rows`` that is still running with a dead owner.
+    """Finalize each of the sessions ``session_ids`` still running with a dead owner.
 
     Returns one report per row judged dead; ``reaped`` is False when another writer
     finalized the row first (a lost compare-and-set, which is fine).
     """
     facts = local_facts(now)
     reports = []
-    for row in rows:
-        result = _reap_one(store, str(row["id"]), facts)
+    for session_id in session_ids:
+        result = _reap_one(store, session_id, facts)
         if result is not None:
             reports.append(result)
     return reports

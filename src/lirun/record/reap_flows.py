@@ -27,7 +27,8 @@ __all__ = ["find_orphan_flows", "reap_flow_if_orphaned", "reap_flows"]
 
 def find_orphan_flows(store: Store, *, now: float | None = None) -> list[Orphan]:
     """Running flow invocations whose owner is dead or whose lease lapsed."""
-    return orphans_among(store.list_running_flows(), now)
+    # Judged as a running session is, by the owner columns they share.
+    return orphans_among([r.as_dict() for r in store.list_running_flows()], now)
 
 
 def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, Any] | None:
@@ -36,7 +37,7 @@ def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, 
     verdict = judge(row, facts) if row is not None else None
     if row is None or verdict is None:
         return None
-    legs = reap_sessions(store, store.list_running_legs(invocation_id), now=now)
+    legs = reap_sessions(store, [leg.id for leg in store.list_running_legs(invocation_id)], now=now)
     evidence = [*verdict.evidence]
     if legs:
         evidence.append({"kind": "orphaned_legs", "sessions": [leg["id"] for leg in legs]})

@@ -35,7 +35,7 @@ def fail_lapsed_run(store: Store, run: ScheduleRunRow, summary: str) -> bool:
     if session_ids:
         # Those whose owner is provably dead (this host, the process gone) are reaped as
         # li reap does, which also stops the process group they left behind.
-        reap_sessions(store, [{"id": session_id} for session_id in session_ids])
+        reap_sessions(store, session_ids)
     for session_id in session_ids:
         _fail_execution(store, "session", session_id, summary)
     if run.invocation_id:

@@ -36,6 +36,7 @@ from lirun.paths import nothing_pending, pending_root, resolve_db_url
 from lirun.record.rundir import private_dir, write_atomically
 from lirun.store import is_postgres_url, open_store
 from lirun.store.dbfile import sqlite_path_from_url
+from lirun.store.rows import SessionRow
 from lirun.store.urls import redact_url
 
 log = get_logger(__name__)
@@ -309,7 +310,7 @@ def _remove(entry: Path, spooled: SpooledOutcome | None, state_root: str | None)
 # --- applying ---------------------------------------------------------------------------------
 
 
-def decide_delivery(row: Mapping[str, Any] | None, spooled: SpooledOutcome) -> Delivery:
+def decide_delivery(row: SessionRow | None, spooled: SpooledOutcome) -> Delivery:
     """What to do with a spooled outcome, given the row as it is now (pure).
 
     ``write``: the row is not terminal yet, a normal guarded write; ``override``: a
@@ -320,12 +321,12 @@ def decide_delivery(row: Mapping[str, Any] | None, spooled: SpooledOutcome) -> D
 
     if row is None:
         return "keep"
-    status = row.get("status")
+    status = row.status
     if not is_terminal("session", status):
         return "write"
-    if status == spooled.status and row.get("status_reason_code") == spooled.reason_code:
+    if status == spooled.status and row.status_reason_code == spooled.reason_code:
         return "done"
-    reaped = row.get("status_reason_code") in _REAPER_REASONS
+    reaped = row.status_reason_code in _REAPER_REASONS
     return "override" if reaped and spooled.reason_code not in _REAPER_REASONS else "leave"
 
 
@@ -337,7 +338,7 @@ def _load(entry: Path) -> SpooledOutcome | None:
         return None
 
 
-def _deliver(store: Any, spooled: SpooledOutcome, row: Mapping[str, Any], how: Delivery) -> bool:
+def _deliver(store: Any, spooled: SpooledOutcome, row: SessionRow, how: Delivery) -> bool:
     metadata = {
         **spooled.metadata,
         "spooled": {"at": spooled.spooled_at, "cause": spooled.cause, "applied_at": time.time()},
@@ -352,14 +353,12 @@ def _deliver(store: Any, spooled: SpooledOutcome, row: Mapping[str, Any], how: D
     }
     if how == "write":
         return bool(
-            store.update_status(
-                "session", spooled.run_id, expected_statuses={row.get("status")}, **common
-            )
+            store.update_status("session", spooled.run_id, expected_statuses={row.status}, **common)
         )
     justification = (
         f"the run's own outcome, spooled at teardown because the database could not be "
         f"written ({spooled.cause or 'unknown cause'}), replaces the reaper's "
-        f"{row.get('status_reason_code')}"
+        f"{row.status_reason_code}"
     )
     return bool(
         store.update_status(
@@ -369,8 +368,8 @@ def _deliver(store: Any, spooled: SpooledOutcome, row: Mapping[str, Any], how: D
             override=True,
             override_actor="lirun",
             override_justification=justification,
-            expected_statuses={row.get("status")},
-            expected_updated_at=row.get("updated_at"),
+            expected_statuses={row.status},
+            expected_updated_at=row.updated_at,
             **common,
         )
     )
@@ -381,13 +380,13 @@ def _apply_entry(store: Any, entry: Path) -> Delivery | None:
     if spooled is None:
         return None  # half-written by a writer that died: its atomic replace never ran
     for _ in range(3):  # a lost compare-and-set: re-read and decide again
-        row = store.get_entity("session", spooled.run_id)
+        row = store.get_session(spooled.run_id)
         how = decide_delivery(row, spooled)
         delivering = how in ("write", "override") and row is not None
         if delivering and not _deliver(store, spooled, row, how):
             continue
         if how != "keep":
-            _remove(entry, spooled, row.get("run_dir") if row else None)
+            _remove(entry, spooled, row.run_dir if row else None)
         return how
     return None
 

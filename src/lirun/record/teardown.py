@@ -316,15 +316,15 @@ def _write_outcome(
         applied = False
     if applied:
         return Finalized(outcome.status, outcome.reason_code, outcome)
-    winner = ctx.store.get_entity("session", ctx.session_id)
+    winner = ctx.store.get_session(ctx.session_id)
     if winner is None:
         raise NotFoundError(f"execution {ctx.session_id} vanished during teardown")
     log.debug(
         "run %s was finalized by another writer as %s; teardown computed %s",
-        ctx.session_id, winner["status"], outcome.status,
+        ctx.session_id, winner.status, outcome.status,
         extra={"event": "run.lost_race", "run_id": ctx.session_id},
     )  # fmt: skip
-    return Finalized(str(winner["status"]), winner.get("status_reason_code"), outcome)
+    return Finalized(winner.status, winner.status_reason_code, outcome)
 
 
 def _spool(

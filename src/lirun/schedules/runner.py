@@ -366,8 +366,8 @@ class Runner:
         run = ctx.run
         artifact_dir = None
         if run.session_id:
-            session = store.get_entity("session", run.session_id)
-            artifact_dir = (session or {}).get("artifacts_path")
+            session = store.get_session(run.session_id)
+            artifact_dir = session.artifacts_path if session else None
         env = {**os.environ, **notify_env(run, schedule=ctx.name, artifact_dir=artifact_dir)}
         command = str(ctx.policies.notify)
         try:

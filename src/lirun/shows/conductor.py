@@ -277,11 +277,10 @@ class Conductor:
         previous = [
             s
             for s in self.store.list_play_sessions(row.id)
-            if (s.get("metadata_json") or {}).get("role") == "agent"
-            and (s.get("metadata_json") or {}).get("attempt") == int(row.attempt) - 1
+            if s.meta.get("role") == "agent" and s.meta.get("attempt") == int(row.attempt) - 1
         ]
         last = previous[-1] if previous else None
-        resume = str(last["branch_id"]) if last and last.get("engine_session_uid") else None
+        resume = str(last.branch_id) if last and last.engine_session_uid else None
         redo = redo_prompt(task.prompt, feedback, str(row.branch), resumed=bool(resume))
         return self.team.prompt(name, redo, resumed=bool(resume)), resume
 
@@ -326,8 +325,8 @@ class Conductor:
     def stop_for_provider(self, name: str, run_id: str, reason: str | None) -> None:
         """The provider refused the run in a way no redo fixes (login, key, request): the
         play waits for a person, with the provider's words and what to do."""
-        row = self.store.get_entity("session", run_id) or {}
-        said = row.get("provider_error") or row.get("status_reason_summary")
+        row = self.store.get_session(run_id)
+        said = (row.provider_error or row.status_reason_summary) if row else None
         summary, feedback = provider_stop(run_id, reason, said) or (str(reason), str(reason))
         self.set_play(name, "escalated", "play.escalated.provider", summary, feedback=feedback)
         self.say(f"play {name}: escalated: {summary}")

@@ -11,7 +11,6 @@ candidate record and the ref move neither repeats nor loses the merge.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from lirun import platform
 from lirun.errors import ConflictError
@@ -19,7 +18,7 @@ from lirun.record.reap import reap_sessions
 from lirun.shows.conductor import Conductor
 from lirun.shows.decide import after_session
 from lirun.store import Store
-from lirun.store.rows import PlayRow
+from lirun.store.rows import PlayRow, SessionRow
 
 REAP_WAIT_SECONDS = 5.0  # how long resume and abort wait for a reaped group to exit
 
@@ -56,20 +55,19 @@ def check_head(conductor: Conductor) -> None:
     conductor.workers.start_final(gate, conductor._show_meta("head_gate"), kind="head")
 
 
-def _session(conductor: Conductor, row: PlayRow) -> dict[str, Any] | None:
+def _session(conductor: Conductor, row: PlayRow) -> SessionRow | None:
     sid = row.session_id
     if not sid:
         return None
-    session = conductor.store.get_entity("session", str(sid))
+    session = conductor.store.get_session(str(sid))
     if session is None:
         return None
-    meta = session.get("metadata_json") or {}
-    if meta.get("attempt") != row.attempt:
+    if session.meta.get("attempt") != row.attempt:
         return None  # the previous attempt's: this attempt never started
-    if session["status"] == "running":
-        reap_sessions(conductor.store, [session])
-        session = conductor.store.get_entity("session", str(sid))
-        if session is not None and session["status"] == "running":
+    if session.status == "running":
+        reap_sessions(conductor.store, [session.id])
+        session = conductor.store.get_session(str(sid))
+        if session is not None and session.status == "running":
             raise ConflictError(
                 f"play {row.name}: its execution {sid} is still running under a live "
                 f"owner; wait for it (li wait {sid}) or stop it, then resume"
@@ -82,14 +80,10 @@ def _recover_running(conductor: Conductor, name: str, row: PlayRow) -> None:
     if session is None:
         conductor.to_start.append(name)
         return
-    nxt = after_session(
-        str(session["status"]), session.get("status_reason_code"), stopping=True, retries_used=0
-    )
+    nxt = after_session(session.status, session.status_reason_code, stopping=True, retries_used=0)
     if nxt == "interrupted":
         nxt = "rerun"
-    conductor.after_agent(
-        name, nxt, str(session["id"]), str(session["status"]), session.get("status_reason_code")
-    )
+    conductor.after_agent(name, nxt, session.id, session.status, session.status_reason_code)
 
 
 def _recover_gated(conductor: Conductor, name: str, row: PlayRow) -> None:
@@ -116,18 +110,15 @@ def reap_orphans(store: Store, show_id: str, *, agents: bool) -> list[str]:
     for play in store.list_plays(show_id):
         sessions += store.list_play_sessions(play.id)
     running = [
-        s
+        s.id
         for s in sessions
-        if s["status"] == "running"
-        and (agents or (s.get("metadata_json") or {}).get("role") != "agent")
+        if s.status == "running" and (agents or s.meta.get("role") != "agent")
     ]
     if running:
         reap_sessions(store, running)
-    left = [store.get_entity("session", str(s["id"])) for s in running]
-    _wait_gone(
-        [int(s["child_pid"]) for s in left if s and s["status"] != "running" and s.get("child_pid")]
-    )
-    return [str(s["id"]) for s in left if s is not None and s["status"] == "running"]
+    left = [store.get_session(sid) for sid in running]
+    _wait_gone([s.child_pid for s in left if s and s.status != "running" and s.child_pid])
+    return [s.id for s in left if s is not None and s.status == "running"]
 
 
 def _wait_gone(pids: list[int], timeout: float = REAP_WAIT_SECONDS) -> None:

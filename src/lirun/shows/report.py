@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.provider_errors import failure_class_for_reason
-from lirun.store.rows import PlayRow, ShowRow
+from lirun.store.rows import PlayRow, SessionRow, ShowRow
 
 __all__ = ["PlayReport", "ShowReport", "build_report", "provider_failure"]
 
@@ -116,41 +116,41 @@ class ShowReport:
         }
 
 
-def provider_failure(session: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def provider_failure(session: SessionRow | None) -> dict[str, Any] | None:
     """What the provider said when ``session`` (an agent execution) failed with a known
     class, and what a person does about it; None for anything else."""
 
-    code = session.get("status_reason_code") if session else None
+    code = session.status_reason_code if session else None
     failure = failure_class_for_reason(code)
     if session is None or failure is None:
         return None
     return {
-        "session_id": session.get("id"),
+        "session_id": session.id,
         "reason_code": code,
         "class": failure.name,
         "retryable": failure.retryable,
-        "message": session.get("provider_error") or session.get("status_reason_summary"),
+        "message": session.provider_error or session.status_reason_summary,
         "advice": failure.advice,
     }
 
 
-def _play_report(row: PlayRow, sessions: Sequence[Mapping[str, Any]]) -> PlayReport:
+def _play_report(row: PlayRow, sessions: Sequence[SessionRow]) -> PlayReport:
     gates, agents = [], []
-    last_agent: Mapping[str, Any] | None = None
+    last_agent: SessionRow | None = None
     for s in sessions:
-        meta = s.get("metadata_json") or {}
+        meta = s.meta
         if meta.get("role") == "gate":
-            verdict = _GATE_VERDICTS.get(str(s.get("status")), "fail")
+            verdict = _GATE_VERDICTS.get(s.status, "fail")
             gates.append(
                 {
-                    "session_id": s["id"],
+                    "session_id": s.id,
                     "verdict": verdict,
                     "commit": meta.get("commit"),
-                    "reason": s.get("status_reason_code"),
+                    "reason": s.status_reason_code,
                 }
             )
         else:
-            agents.append(str(s["id"]))
+            agents.append(s.id)
             last_agent = s
     return PlayReport(
         id=row.id,
@@ -248,7 +248,7 @@ def _provider_sentence(p: PlayReport, sid: str, held: str) -> str:
 def build_report(
     show: ShowRow,
     plays: Sequence[PlayRow],
-    sessions: Mapping[str, Sequence[Mapping[str, Any]]],
+    sessions: Mapping[str, Sequence[SessionRow]],
     *,
     head: str | None,
     interrupted: str | None = None,

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import os
 
-from lirun.async_twin import async_dict_row, async_dict_rows, async_method, to_thread
-from lirun.hints import Any
+from lirun.async_twin import (
+    async_dict_of,
+    async_dict_row,
+    async_dict_rows,
+    async_method,
+    to_thread,
+)
 from lirun.paths import default_db_location, resolve_db_url
 from lirun.store.connector import Connector
 from lirun.store.core import Store
@@ -152,15 +157,15 @@ class StateDB:
 
     # -- creation -----------------------------------------------------------------
 
-    create_session = async_method(Store.create_session)
-    create_invocation = async_method(Store.create_invocation)
-    create_show = async_dict_row(Store.create_show)
-    create_play = async_dict_row(Store.create_play)
+    create_session = async_dict_of(Store.create_session)
+    create_invocation = async_dict_of(Store.create_invocation)
+    create_show = async_dict_of(Store.create_show)
+    create_play = async_dict_of(Store.create_play)
     create_schedule_run = async_method(Store.create_schedule_run)
-    create_team = async_dict_row(Store.create_team)
-    create_team_with_members = async_dict_row(Store.create_team_with_members)
+    create_team = async_dict_of(Store.create_team)
+    create_team_with_members = async_dict_of(Store.create_team_with_members)
     add_team_members = async_method(Store.add_team_members)
-    send_team_message = async_dict_row(Store.send_team_message)
+    send_team_message = async_dict_of(Store.send_team_message)
     read_team_inbox = async_dict_rows(Store.read_team_inbox)
     team_conversation = async_dict_rows(Store.team_conversation)
     list_teams = async_dict_rows(Store.list_teams)
@@ -172,15 +177,9 @@ class StateDB:
     list_transitions = async_dict_rows(Store.list_transitions)
     list_admin_events = async_dict_rows(Store.list_admin_events)
     get_schedule_run = async_dict_row(Store.get_schedule_run)
-    list_messages = async_method(Store.list_messages)
-
-    async def get_session(self, session_id: str) -> dict[str, Any] | None:
-        """The session row, or None (``get_entity("session", …)``)."""
-        return await self.get_entity("session", session_id)
-
-    async def get_invocation(self, invocation_id: str) -> dict[str, Any] | None:
-        """The invocation row, or None."""
-        return await self.get_entity("invocation", invocation_id)
+    get_session = async_dict_row(Store.get_session)
+    get_invocation = async_dict_row(Store.get_invocation)
+    list_messages = async_dict_rows(Store.list_messages)
 
     get_play = async_dict_row(Store.get_play)
     get_show = async_dict_row(Store.get_show)
@@ -189,6 +188,6 @@ class StateDB:
 
     # -- writes -------------------------------------------------------------------
 
-    append_message = async_method(Store.append_message)
+    append_message = async_dict_of(Store.append_message)
     update_fields = async_method(Store.update_fields)
     update_status = async_method(Store.update_status)

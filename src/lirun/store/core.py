@@ -33,7 +33,17 @@ from lirun.store.records import (
     to_json,
 )
 from lirun.store.retention_records import RetentionRecords
-from lirun.store.rows import AdminEventRow, PlayRow, ShowRow, TeamRow, TransitionRow
+from lirun.store.rows import (
+    AdminEventRow,
+    BranchRow,
+    InvocationRow,
+    MessageRow,
+    PlayRow,
+    SessionRow,
+    ShowRow,
+    TeamRow,
+    TransitionRow,
+)
 from lirun.store.schedule_records import ScheduleRecords
 from lirun.store.show_records import ShowRecords
 from lirun.store.status_write import StatusWrites
@@ -91,7 +101,7 @@ class Store(
         artifact_contract: Mapping[str, Any] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         **more: Any,
-    ) -> dict[str, Any]:
+    ) -> SessionRow:
         """Create an execution row; extra columns (run_dir, owner_pid, …) come as keywords.
 
         A running row records this process as its owner unless ``owner_pid`` is given
@@ -114,15 +124,17 @@ class Store(
         fields["id"] = entity_id_or_new(id or run_id)
         if status == "running":
             fields.update(liveness_defaults(more))
-        return self._insert("session", fields, status=status)
+        return SessionRow.from_row(self._insert("session", fields, status=status))
 
     def create_invocation(
         self, *, skill: str, prompt: str | None = None, id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> InvocationRow:
         """Create an invocation row (``running``); ValidationError for an empty skill or bad id."""
         require_text(skill=skill)
         fields = column_values({"skill": skill, "prompt": prompt})
-        return self._insert("invocation", {"id": entity_id_or_new(id), **fields})
+        return InvocationRow.from_row(
+            self._insert("invocation", {"id": entity_id_or_new(id), **fields})
+        )
 
     def create_show(self, *, topic: str, id: str | None = None) -> ShowRow:
         """Create a show row; ValidationError for an empty topic or bad id."""
@@ -204,42 +216,50 @@ class Store(
             )
         return [AdminEventRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def list_messages(self, session_id: str) -> list[dict[str, Any]]:
+    def list_messages(self, session_id: str) -> list[MessageRow]:
         """The session's messages in order (``seq``)."""
         rows = self.connector.read(self.sql("list_messages"), {"session_id": session_id})
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [MessageRow.from_row(r) for r in rows]
 
     def has_assistant_text(self, session_id: str) -> bool:
         """Whether the session has at least one non-empty assistant message."""
         return bool(self.connector.read(self.sql("has_assistant_text"), {"session_id": session_id}))
 
+    def get_session(self, session_id: str) -> SessionRow | None:
+        """The execution with this id, or None."""
+        rows = self.connector.read(self.sql("get_row", table="sessions"), {"id": session_id})
+        return SessionRow.from_row(decode_row(rows[0]) or {}) if rows else None
+
+    def get_invocation(self, invocation_id: str) -> InvocationRow | None:
+        """The invocation (manual or flow) with this id, or None."""
+        rows = self.connector.read(self.sql("get_row", table="invocations"), {"id": invocation_id})
+        return InvocationRow.from_row(decode_row(rows[0]) or {}) if rows else None
+
     def list_sessions(
         self, *, status: str | None = None, since: float | None = None, limit: int = 50
-    ) -> list[dict[str, Any]]:
+    ) -> list[SessionRow]:
         """Recent sessions, newest first, optionally by status and start time."""
         rows = self.connector.read(
             self.sql("list_sessions"), {"status": status, "since": since, "limit": int(limit)}
         )
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def list_running_sessions(self) -> list[dict[str, Any]]:
+    def list_running_sessions(self) -> list[SessionRow]:
         """Every session still ``running`` (what a reaper judges)."""
         rows = self.connector.read(self.sql("list_running_sessions"))
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def find_session_by_engine_uid(
-        self, uid: str, *, exclude_id: str = ""
-    ) -> dict[str, Any] | None:
+    def find_session_by_engine_uid(self, uid: str, *, exclude_id: str = "") -> SessionRow | None:
         """The newest other session with this engine session uid, or None."""
         rows = self.connector.read(
             self.sql("find_session_by_engine_uid"), {"uid": uid, "exclude_id": exclude_id}
         )
-        return decode_row(rows[0]) if rows else None
+        return SessionRow.from_row(decode_row(rows[0]) or {}) if rows else None
 
-    def get_branch(self, branch_id: str) -> dict[str, Any] | None:
+    def get_branch(self, branch_id: str) -> BranchRow | None:
         """The branch row (its latest session and engine uid), or None."""
         rows = self.connector.read(self.sql("get_branch"), {"id": branch_id})
-        return decode_row(rows[0]) if rows else None
+        return BranchRow.from_row(rows[0]) if rows else None
 
     # -- writes other than status -------------------------------------------------
 
@@ -250,7 +270,7 @@ class Store(
         session_id: str,
         provider: str | None = None,
         engine_session_uid: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> BranchRow:
         """Create the branch or move it to ``session_id``; returns the branch row."""
         params = {
             "id": branch_id,
@@ -298,7 +318,7 @@ class Store(
             if tx.execute(self.sql("heartbeat"), params) != 1:
                 raise NotFoundError(f"no session with id {session_id!r}")
 
-    def append_message(self, session_id: str, *, role: str, content: Any) -> dict[str, Any]:
+    def append_message(self, session_id: str, *, role: str, content: Any) -> MessageRow:
         """Append a message (``content`` JSON-encoded unless a string); returns it with
         its ``seq``. ValidationError for an empty role, NotFoundError for no session.
         """
@@ -321,4 +341,4 @@ class Store(
             tx.execute(
                 self.sql("set_message_bounds"), {"msg_id": msg["id"], "session_id": session_id}
             )
-        return msg
+        return MessageRow.from_row(msg)

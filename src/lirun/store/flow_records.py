@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from lirun.hints import Any
 from lirun.store.base import StoreBase
 from lirun.store.records import column_values, decode_row, entity_id_or_new, to_json
+from lirun.store.rows import InvocationRow, SessionRow
 
 FLOW_KIND = "flow"
 
@@ -31,7 +32,7 @@ class FlowRecords(StoreBase):
         artifacts_path: str | None = None,
         resumed_from: str | None = None,
         lease_seconds: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> InvocationRow:
         """A ``running`` invocation of kind ``flow`` owned by this process (pid, start
         time, host, boot id) with a first heartbeat; ValidationError for a bad id."""
         from lirun.liveness import DEFAULT_LEASE_SECONDS, current_owner
@@ -50,7 +51,9 @@ class FlowRecords(StoreBase):
             }
         )
         fields["flow_json"] = to_json(dict(flow), "flow")
-        return self._insert("invocation", {"id": entity_id_or_new(id), **fields})
+        return InvocationRow.from_row(
+            self._insert("invocation", {"id": entity_id_or_new(id), **fields})
+        )
 
     def flow_heartbeat(self, invocation_id: str) -> None:
         """The flow's owner is alive now."""
@@ -71,12 +74,12 @@ class FlowRecords(StoreBase):
         with self.connector.write() as tx:
             tx.execute(self.sql("sum_flow_usage"), {"id": invocation_id})
 
-    def list_running_flows(self) -> list[dict[str, Any]]:
+    def list_running_flows(self) -> list[InvocationRow]:
         """Flow invocations still ``running`` (what a reaper judges), oldest first."""
         rows = self.connector.read(self.sql("list_running_flows"))
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [InvocationRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def list_running_legs(self, invocation_id: str) -> list[dict[str, Any]]:
+    def list_running_legs(self, invocation_id: str) -> list[SessionRow]:
         """The sessions of one invocation still ``running``."""
         rows = self.connector.read(self.sql("list_running_legs"), {"invocation_id": invocation_id})
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from lirun.errors import ValidationError
 from lirun.hints import Any
 from lirun.store.connector import Row
+from lirun.store.rows import SessionRow
 
 JSON_COLUMNS = frozenset(
     {
@@ -238,13 +239,13 @@ def is_command(row: Mapping[str, Any]) -> bool:
     return row.get("provider") == "command"
 
 
-def present_session(row: Mapping[str, Any]) -> dict[str, Any]:
+def present_session(row: SessionRow) -> dict[str, Any]:
     """A session row as ``li status --json`` and the dashboard show it.
 
     The ``reply_text`` column keeps the tail of what the child printed: an agent's reply,
     or a command's stdout, which is its output, never a reply: a command's row shows it
     as ``output_text`` (and has no ``reply_text``)."""
-    shown = dict(row)
+    shown = row.as_dict()
     if is_command(shown) and "reply_text" in shown:
         shown["output_text"] = shown.pop("reply_text")
     return shown

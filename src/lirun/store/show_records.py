@@ -16,7 +16,7 @@ from lirun.errors import ConflictError
 from lirun.hints import TYPE_CHECKING, Any
 from lirun.store.base import StoreBase
 from lirun.store.records import closed_fields, column_values, decode_row, require_text
-from lirun.store.rows import PlayRow, ShowRow
+from lirun.store.rows import PlayRow, SessionRow, ShowRow
 
 if TYPE_CHECKING:
     pass
@@ -114,14 +114,17 @@ class ShowRecords(StoreBase):
         """The show's plays in the order of its file."""
         return [PlayRow.from_row(r) for r in self._rows("list_plays", {"show_id": show_id})]
 
-    def list_play_sessions(self, play_id: str) -> list[dict[str, Any]]:
+    def list_play_sessions(self, play_id: str) -> list[SessionRow]:
         """Every execution linked to the play (agent runs and gate runs), oldest first."""
-        return self._rows("list_play_sessions", {"play_id": play_id})
+        return [
+            SessionRow.from_row(r) for r in self._rows("list_play_sessions", {"play_id": play_id})
+        ]
 
-    def list_show_gate_sessions(self, show_id: str) -> list[dict[str, Any]]:
+    def list_show_gate_sessions(self, show_id: str) -> list[SessionRow]:
         """The gate runs on the show's integration head (final, and after a person moved
         it), oldest first."""
-        return self._rows("list_show_gate_sessions", {"show_id": show_id})
+        rows = self._rows("list_show_gate_sessions", {"show_id": show_id})
+        return [SessionRow.from_row(r) for r in rows]
 
     # -- the lock --
 

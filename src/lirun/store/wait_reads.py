@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from lirun.hints import Any
 from lirun.store.base import StoreBase, id_fragment_params
 from lirun.store.connector import Row
-from lirun.store.rows import ShowListRow
+from lirun.store.rows import SessionRow, ShowListRow
 
 # The kinds `li wait` accepts, in the order of the ``wait_fetch`` parameters.
 WAIT_KINDS = ("session", "invocation", "play", "schedule_run", "show")
@@ -48,14 +48,14 @@ class WaitReads(StoreBase):
         }
         return self.connector.read(self.sql("wait_fetch"), params)
 
-    def list_invocation_sessions(self, invocation_id: str) -> list[dict[str, Any]]:
+    def list_invocation_sessions(self, invocation_id: str) -> list[SessionRow]:
         """The executions of one invocation, oldest first, JSON columns decoded."""
         from lirun.store.records import decode_row
 
         rows = self.connector.read(
             self.sql("list_invocation_sessions"), {"invocation_id": invocation_id}
         )
-        return [decode_row(r) for r in rows]  # type: ignore[misc]
+        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]
 
     def list_recent_shows(self, *, limit: int = 20) -> list[ShowListRow]:
         """The newest ``limit`` shows, newest first, each with ``plays``: how many of its

@@ -17,8 +17,8 @@ from lirun.ui.attention import DEFAULT_WINDOW_SECONDS, Facts, Item, needs_you
 def _dead_owners(store: Any, shows: list[Any], now: float) -> list[dict[str, Any]]:
     host, boot = host_name(), boot_id()
     running = [
-        *(("session", r) for r in store.list_running_sessions()),
-        *(("invocation", r) for r in store.list_running_flows()),
+        *(("session", r.as_dict()) for r in store.list_running_sessions()),
+        *(("invocation", r.as_dict()) for r in store.list_running_flows()),
         *(("show", dict(r)) for r in shows),
     ]
     dead = []

@@ -72,7 +72,7 @@ def _provider_stop(store: Store, play: PlayRow) -> dict[str, Any] | None:
     said on its last execution and what a person does about it."""
     if play.status_reason_code != "play.escalated.provider" or not play.session_id:
         return None
-    return provider_failure(store.get_entity("session", play.session_id))
+    return provider_failure(store.get_session(play.session_id))
 
 
 def _merged_by(store: Store, play: PlayRow) -> dict[str, Any]:

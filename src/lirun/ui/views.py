@@ -17,6 +17,7 @@ from lirun.lifecycle import policy_for
 from lirun.schedules.worker import live_workers
 from lirun.store import Store
 from lirun.store.records import present_session
+from lirun.store.rows import SessionRow
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
 from lirun.ui.artifacts import list_artifacts
 from lirun.ui.evidence_view import explain_all
@@ -190,11 +191,12 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
 def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
     """One execution: its row, history, evidence, artifacts, usage, lineage, transcript."""
 
-    row = store.get_entity("session", run_id)
-    if row is None:
+    session = store.get_session(run_id)
+    if session is None:
         return None
-    verification = row.get("artifact_verification_json") or {}
-    lineage = store.run_lineage(run_id, row.get("invocation_id"))
+    row = session.as_dict()  # as the record pages of every kind read it
+    verification = session.artifact_verification_json or {}
+    lineage = store.run_lineage(run_id, session.invocation_id)
     usage_keys = (
         "input_tokens",
         "output_tokens",
@@ -206,29 +208,29 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
     )
 
     return {
-        "run": present_session(row),  # a command's stdout is its output_text, not a reply
+        "run": present_session(session),  # a command's stdout is its output_text, not a reply
         "liveness": liveness("session", row),
         "duration": duration(row),
         "transitions": [t.as_dict() for t in store.list_transitions("session", run_id)],
-        "evidence": row.get("status_evidence_refs") or [],
-        "explained": explain_all(row.get("status_evidence_refs")),
-        "command_line": command_text(row.get("command_json")),
+        "evidence": session.status_evidence_refs or [],
+        "explained": explain_all(session.status_evidence_refs),
+        "command_line": command_text(session.command_json),
         "verification": verification if isinstance(verification, dict) else {},
-        "contract": row.get("artifact_contract_json") or {},
-        "artifacts": list_artifacts(row.get("artifacts_path")),
-        "usage": {k: row.get(k) for k in usage_keys if row.get(k) is not None},
+        "contract": session.artifact_contract_json or {},
+        "artifacts": list_artifacts(session.artifacts_path),
+        "usage": {k: row[k] for k in usage_keys if row[k] is not None},
         "lineage": lineage,
-        "play_of": _play_of(row),
+        "play_of": _play_of(session),
         "transcript": read_transcript(row),
         "admin_events": [e.as_dict() for e in store.list_admin_events(run_id)],
     }
 
 
-def _play_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
+def _play_of(session: SessionRow) -> dict[str, Any] | None:
     """The play a show ran this execution for, from what the shows engine notes in its
     metadata (every attempt's work and every gate, not only the play's latest run)."""
-    meta = row.get("metadata_json")
-    if not isinstance(meta, dict) or not (meta.get("play_id") and meta.get("show_id")):
+    meta = session.meta
+    if not (meta.get("play_id") and meta.get("show_id")):
         return None
     role = "gate" if meta.get("role") == "gate" else "work"
     keys = ("play_id", "show_id", "play", "attempt")
@@ -254,17 +256,18 @@ def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
     for leg in (report or {}).get("legs", ()):
         if leg.get("session_id"):
             links[str(leg["id"])] = f"/runs/{leg['session_id']}"
+    legs = []
     for session in sessions:  # a fan-out instance shows its item
-        meta = session.get("metadata_json")
-        flow_meta = meta.get("flow") if isinstance(meta, dict) else None
-        session["item"] = flow_meta.get("item") if isinstance(flow_meta, dict) else None
+        flow_meta = session.meta.get("flow")
+        item = flow_meta.get("item") if isinstance(flow_meta, dict) else None
+        legs.append({**session.as_dict(), "item": item})
     return {
         "flow": row,
         "liveness": liveness("invocation", row),
         "file_name": os.path.basename(str(row.get("skill") or "")),
         "duration": duration(row),
         "report": report,
-        "sessions": sessions,
+        "sessions": legs,
         "svg": flow_svg(nodes, links) if nodes else None,
         "nodes": [
             {

@@ -215,7 +215,7 @@ class Watcher:
         if store is None:
             return False
         try:
-            sessions = [r for r in dead if r["kind"] == "session"]
+            sessions = [str(r["id"]) for r in dead if r["kind"] == "session"]
             flows = [r for r in dead if r["kind"] == "invocation"]
             reaped = bool(reap_sessions(store, sessions)) | bool(reap_flows(store, flows))
             if dead_runs or expired:

@@ -1,0 +1,118 @@
+"""The store's rows for schedules, their runs and the workers that take them (see
+``lirun.store.rows``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from lirun.hints import Any, NamedTuple
+
+__all__ = ["ScheduleRow", "ScheduleRunRow", "WorkerRow"]
+
+
+class WorkerRow(NamedTuple):
+    """A ``workers`` row (a process that fires schedules and runs queued runs), with
+    ``running``: the ids of the schedule runs it holds (derived, not a column)."""
+
+    id: str
+    host: str
+    pid: int
+    process_start_time: float | None
+    boot_id: str | None
+    started_at: float
+    heartbeat_at: float
+    stopped_at: float | None
+    concurrency: int
+    transport: str
+    lease_seconds: float
+    running: tuple[str, ...] = ()
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], running: Sequence[str] = ()) -> WorkerRow:
+        """The worker of one ``workers`` row and the runs it holds."""
+        return cls(
+            id=str(row["id"]),
+            host=str(row["host"]),
+            pid=int(row["pid"]),
+            process_start_time=row["process_start_time"],
+            boot_id=row["boot_id"],
+            started_at=float(row["started_at"]),
+            heartbeat_at=float(row["heartbeat_at"]),
+            stopped_at=row["stopped_at"],
+            concurrency=int(row["concurrency"]),
+            transport=str(row["transport"]),
+            lease_seconds=float(row["lease_seconds"]),
+            running=tuple(running),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict (``running`` a list), as JSON outputs show it."""
+        return {**self._asdict(), "running": list(self.running)}
+
+
+class ScheduleRow(NamedTuple):
+    """A ``schedules`` row: one definition (its JSON columns decoded) and its status."""
+
+    id: str
+    name: str
+    spec: str | None
+    action_kind: str
+    action_json: Any
+    enabled: int
+    created_at: float
+    updated_at: float
+    status: str | None
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    status_evidence_refs: Any
+    trigger_json: Any
+    policies_json: Any
+    tz: str | None
+    next_due_at: int | None
+    deleted_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ScheduleRow:
+        """The schedule of one decoded ``schedules`` row (``records.decode_row``)."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the JSON outputs show it."""
+        return self._asdict()
+
+
+class ScheduleRunRow(NamedTuple):
+    """A ``schedule_runs`` row: one run of a schedule (or of ``li submit``), the lease of
+    the worker running it and what it produced (its action JSON decoded)."""
+
+    id: str
+    schedule_id: str | None
+    invocation_id: str | None
+    action_kind: str
+    attempt: int
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    status_evidence_refs: Any
+    created_at: float
+    updated_at: float
+    due_at: int | None
+    retry_of: str | None
+    session_id: str | None
+    worker_id: str | None
+    lease_expires_at: float | None
+    heartbeat_at: float | None
+    show_id: str | None
+    action_json: Any
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ScheduleRunRow:
+        """The run of one decoded ``schedule_runs`` row (``records.decode_row``)."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the JSON outputs show it."""
+        return self._asdict()
