@@ -121,9 +121,9 @@ def _schedule_run(store: Store, schedule_id: str, status: str, at: float) -> str
     raw_write(
         store,
         "UPDATE schedule_runs SET status = :s, created_at = :at, updated_at = :at WHERE id = :id",
-        {"s": status, "at": at, "id": run["id"]},
+        {"s": status, "at": at, "id": run.id},
     )
-    return str(run["id"])
+    return run.id
 
 
 def test_the_store_gathers_what_a_person_must_act_on(store: Store, db_url: str) -> None:

@@ -106,7 +106,7 @@ def test_status_lists_each_kind(store: Store, capsys: pytest.CaptureFixture[str]
     assert show.id in out
     code, out, _ = li(capsys, "status", "--kind", "schedule_run", "--json")
     [row] = json.loads(out)
-    assert row["id"] == srun["id"]
+    assert row["id"] == srun.id
     assert row["schedule"] == "nightly"
     code, out, _ = li(capsys, "status", "--kind", "schedule_run")
     assert "nightly" in out

@@ -17,6 +17,7 @@ from lirun.store import rows as row_classes
 from lirun.store.rows import (
     AdminEventRow,
     BranchRow,
+    FlowListRow,
     InboxMessageRow,
     InvocationRow,
     MessageRow,
@@ -38,8 +39,8 @@ from lirun.store.rows import (
 # Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
 STILL_DICTS = frozenset(
     {
-        "attention_rows", "create_schedule_run", "fetch_wait_rows", "gc_candidates", "get_entity",
-        "list_flows", "match_wait_ids", "recent_schedule_runs", "resolve_wait_exact",
+        "attention_rows", "fetch_wait_rows", "gc_candidates", "get_entity",
+        "match_wait_ids", "recent_schedule_runs", "resolve_wait_exact",
         "run_lineage", "runs_page", "schedule_runs_with_usage", "transitions_since",
         "unremoved_files",
     }
@@ -74,6 +75,7 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("list_transitions", TransitionRow),
         ("list_admin_events", AdminEventRow),
         ("get_schedule_run", ScheduleRunRow),
+        ("create_schedule_run", ScheduleRunRow),
         ("insert_due_run", ScheduleRunRow),
         ("insert_queued_run", ScheduleRunRow),
         ("queue_retry", ScheduleRunRow),
@@ -89,6 +91,7 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("get_play", PlayRow),
         ("list_plays", PlayRow),
         ("show_plays", PlayRow),
+        ("list_flows", FlowListRow),
         ("list_shows", ShowListRow),
         ("list_recent_shows", ShowListRow),
         ("create_team", TeamRow),
@@ -143,6 +146,7 @@ def test_typed_methods_name_their_row_class(method: str, row_class: type) -> Non
         InvocationRow,
         MessageRow,
         SessionRow,
+        FlowListRow,
     ],
 )
 def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
@@ -197,3 +201,15 @@ def test_an_invocation_row_holds_every_column_of_the_invocations_table(store: St
     assert store.list_running_flows() == [flow]
     assert (store.get_invocation("flow-1"), store.get_invocation("inv-1")) == (flow, manual)
     assert store.get_invocation("no-such-invocation") is None
+
+
+def test_a_flow_list_row_names_each_column_list_flows_selects(store: Store) -> None:
+    """``FlowListRow`` names exactly what ``list_flows`` selects: a column the query gains
+    fails here, and ``li flow list --json`` keeps its keys."""
+    flow = store.create_flow_invocation(id="flow-1", flow={"graph": []})
+    params = {"status": None, "since": None, "before_at": 1e11, "before_id": "", "limit": 5}
+    raw = store.connector.read(store.sql("list_flows"), params)
+    assert set(raw[0]) == set(FlowListRow._fields)
+    [row] = store.list_flows()
+    assert row.as_dict() == dict(raw[0])
+    assert (row.id, row.status) == (flow.id, flow.status)

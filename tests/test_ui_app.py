@@ -358,7 +358,7 @@ def test_schedules_page_shows_recent_runs_and_success_rate(
             {"c": cost, "id": inv.id},
         )  # what sum_flow_usage sets when a scheduled flow ends
         run = store.create_schedule_run(action_kind="run", schedule_id="s1", invocation_id=inv.id)
-        store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
+        store.update_status("schedule_run", run.id, new_status=status, reason_code=reason)
     page = client.get("/schedules").text
     assert 'id="schedule-s1"' in page
     assert "nightly" in page
@@ -509,10 +509,10 @@ def test_a_scheduled_agent_or_commands_cost_is_its_sessions(
     raw_write(
         store,
         "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
-        {"sid": session["id"], "id": run["id"]},
+        {"sid": session["id"], "id": run.id},
     )
     store.update_status(
-        "schedule_run", run["id"], new_status="completed", reason_code="schedule.completed.ok"
+        "schedule_run", run.id, new_status="completed", reason_code="schedule.completed.ok"
     )
     [shown] = client.get("/api/schedules").json()["schedules"]
     assert shown["recent"][0]["cost_usd"] == pytest.approx(0.0123)
@@ -535,7 +535,7 @@ def test_a_schedule_run_links_to_what_it_ran(
     raw_write(
         store,
         "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
-        {"sid": session["id"], "id": submitted["id"]},
+        {"sid": session["id"], "id": submitted.id},
     )
     flow = store.create_invocation(skill="flow")
     fired = store.create_schedule_run(action_kind="flow", schedule_id="s9", invocation_id=flow.id)
@@ -543,10 +543,10 @@ def test_a_schedule_run_links_to_what_it_ran(
     queued_alone = store.create_schedule_run(action_kind="run")
     hrefs = {r["id"]: r["href"] for r in client.get("/api/runs?kind=schedule_run").json()["runs"]}
     assert hrefs == {
-        submitted["id"]: f"/runs/{session['id']}",
-        fired["id"]: f"/flows/{flow.id}",
-        queued["id"]: "/schedules#schedule-s9",
-        queued_alone["id"]: "/schedules",
+        submitted.id: f"/runs/{session['id']}",
+        fired.id: f"/flows/{flow.id}",
+        queued.id: "/schedules#schedule-s9",
+        queued_alone.id: "/schedules",
     }
     assert "None" not in client.get("/?kind=schedule_run").text
 
@@ -625,7 +625,7 @@ def test_schedule_names_worker_hosts_and_transports_stay_text(
     run = store.create_schedule_run(action_kind=XSS_IMG, schedule_id="s-x")
     store.update_status(
         "schedule_run",
-        run["id"],
+        run.id,
         new_status="failed",
         reason_code="schedule.failed.action",
         reason_summary=XSS_IMG,
@@ -662,7 +662,7 @@ def test_lineage_names_the_schedule_run_that_made_an_agent_run(
         raw_write(
             store,
             "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
-            {"sid": run_id, "id": made["id"]},
+            {"sid": run_id, "id": made.id},
         )
     page = client.get("/runs/by-schedule").text
     assert 'of <a href="/schedules/nightly-review">nightly-review</a>' in page
@@ -686,17 +686,17 @@ def test_a_workers_running_runs_link_to_what_they_made(
     )
     make_run(store, lirun_home, "held-session", status="running")
     held = store.create_schedule_run(action_kind="agent", schedule_id="s4")
-    assert store.claim_run(held["id"], worker_id=worker, lease_seconds=60)
+    assert store.claim_run(held.id, worker_id=worker, lease_seconds=60)
     raw_write(
         store,
         "UPDATE schedule_runs SET session_id = 'held-session' WHERE id = :id",
-        {"id": held["id"]},
+        {"id": held.id},
     )
     page = client.get("/workers").text
     assert '<a href="/runs/held-session">agent ' in page
-    assert f'href="/runs/{held["id"]}"' not in page
+    assert f'href="/runs/{held.id}"' not in page
     [shown] = client.get("/api/workers").json()["workers"]
-    assert shown["running"] == [held["id"]]
+    assert shown["running"] == [held.id]
     assert shown["runs"][0]["href"] == "/runs/held-session"
 
 
@@ -716,7 +716,7 @@ def test_skipped_fires_are_not_failures_in_the_success_rate(
         ("skipped", "schedule.skipped.overlap"),
     ):
         run = store.create_schedule_run(action_kind="run", schedule_id="s5")
-        store.update_status("schedule_run", run["id"], new_status=status, reason_code=reason)
+        store.update_status("schedule_run", run.id, new_status=status, reason_code=reason)
     [shown] = client.get("/api/schedules").json()["schedules"]
     assert shown["success_rate"] == 1.0
     page = client.get("/schedules").text

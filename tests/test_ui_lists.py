@@ -107,7 +107,7 @@ def test_one_schedules_page_has_its_definition_next_fires_runs_success_and_cost(
                   {"c": cost, "id": session.id})  # fmt: skip
         run = store.create_schedule_run(action_kind="run", schedule_id="id-tick")
         raw_write(store, "UPDATE schedule_runs SET status = :s, session_id = :sid WHERE id = :id",
-                  {"s": status, "sid": session.id, "id": run["id"]})  # fmt: skip
+                  {"s": status, "sid": session.id, "id": run.id})  # fmt: skip
     data = client.get("/api/schedules/tick").json()
     assert data["next_fires"] == [due + 60 * i for i in range(5)]
     assert data["success_rate"] == 0.5

@@ -42,7 +42,7 @@ def test_cost_per_run_is_per_run_and_a_past_due_fire_says_no_worker_runs(
             action_kind="run", schedule_id=schedule.id, invocation_id=inv.id
         )
         store.update_status(
-            "schedule_run", run["id"], new_status="completed", reason_code="schedule.completed.ok"
+            "schedule_run", run.id, new_status="completed", reason_code="schedule.completed.ok"
         )
     page = client.get("/schedules").text
     assert '<span class="per-run">$0.5000</span>' in page

@@ -75,7 +75,7 @@ def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
     assert [(r["kind"], r["id"]) for r in rows] == [
         ("session", session.id),
         ("invocation", inv.id),
-        ("schedule_run", run["id"]),
+        ("schedule_run", run.id),
         ("play", play.id),
     ]
     labels = {r["kind"]: (r["label"], r["parent_id"]) for r in rows}

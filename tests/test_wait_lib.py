@@ -108,7 +108,7 @@ def test_one_query_per_tick_for_many_ids_of_every_kind(store: Any) -> None:
     for n in range(40):
         ids.append(store.create_session(id=f"s{n:03}").id)
         ids.append(store.create_invocation(skill="k", id=f"i{n:03}").id)
-        ids.append(store.create_schedule_run(action_kind="k", id=f"r{n:03}")["id"])
+        ids.append(store.create_schedule_run(action_kind="k", id=f"r{n:03}").id)
     store.create_show(topic="t", id="show")
     ids.append(store.create_play(show_id="show", name="p", id="p1").id)
     watcher = Watcher(store, ids)

@@ -75,19 +75,17 @@ def create_entity(store: Store, entity_type: str, entity_id: str | None = None) 
     if entity_type == "invocation":
         return store.create_invocation(skill="review", id=entity_id).id
     if entity_type == "schedule_run":
-        row = store.create_schedule_run(action_kind="agent", id=entity_id)
-    elif entity_type == "show":
+        return store.create_schedule_run(action_kind="agent", id=entity_id).id
+    if entity_type == "show":
         return store.create_show(topic="t", id=entity_id).id
-    elif entity_type == "play":
+    if entity_type == "play":
         return store.create_play(show_id="show-1", name="p", id=entity_id).id
-    elif entity_type == "team":
+    if entity_type == "team":
         return store.create_team(name="crew", id=entity_id).id
-    elif entity_type == "schedule":
+    if entity_type == "schedule":
         name = f"s-{next(_schedule_names)}"
         return store.create_schedule(name=name, fields={"action_kind": "run"}, id=entity_id).id
-    else:
-        raise AssertionError(entity_type)
-    return str(row["id"])
+    raise AssertionError(entity_type)
 
 
 def snapshot(store: Store, entity_type: str, entity_id: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def add_list_options(parser: Any, kind: str) -> None:
 
 
 def _rows(args: Any, prog: str, read: str) -> list[dict[str, Any]]:
-    return [dict(r) for r in _read(args, prog, read)]
+    return [r.as_dict() for r in _read(args, prog, read)]
 
 
 def _read(args: Any, prog: str, read: str) -> list[Any]:

@@ -161,7 +161,7 @@ class StateDB:
     create_invocation = async_dict_of(Store.create_invocation)
     create_show = async_dict_of(Store.create_show)
     create_play = async_dict_of(Store.create_play)
-    create_schedule_run = async_method(Store.create_schedule_run)
+    create_schedule_run = async_dict_of(Store.create_schedule_run)
     create_team = async_dict_of(Store.create_team)
     create_team_with_members = async_dict_of(Store.create_team_with_members)
     add_team_members = async_method(Store.add_team_members)

@@ -39,6 +39,7 @@ from lirun.store.rows import (
     InvocationRow,
     MessageRow,
     PlayRow,
+    ScheduleRunRow,
     SessionRow,
     ShowRow,
     TeamRow,
@@ -158,7 +159,7 @@ class Store(
         invocation_id: str | None = None,
         status: str = "queued",
         id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ScheduleRunRow:
         """Create a schedule run row (``queued`` unless ``status``); ValidationError for
         an empty action_kind, a bad id or a status the lifecycle does not know.
         """
@@ -166,7 +167,8 @@ class Store(
         fields = column_values(
             {"action_kind": action_kind, "schedule_id": schedule_id, "invocation_id": invocation_id}
         )
-        return self._insert("schedule_run", {"id": entity_id_or_new(id), **fields}, status=status)
+        made = self._insert("schedule_run", {"id": entity_id_or_new(id), **fields}, status=status)
+        return ScheduleRunRow.from_row(made)
 
     def create_team(self, *, name: str, id: str | None = None) -> TeamRow:
         """Create a team row; ValidationError for an empty name or bad id."""

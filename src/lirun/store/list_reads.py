@@ -6,7 +6,7 @@ from __future__ import annotations
 from lirun.hints import Any
 from lirun.store.base import StoreBase
 from lirun.store.connector import Row
-from lirun.store.rows import ShowListRow
+from lirun.store.rows import FlowListRow, ShowListRow
 from lirun.store.wait_reads import fold_play_counts
 
 # A year-5000 timestamp: later than any row (infinity is not bound alike by both drivers).
@@ -36,11 +36,13 @@ class ListReads(StoreBase):
         since: float | None = None,
         before: tuple[float, str] | None = None,
         limit: int = 50,
-    ) -> list[Row]:
+    ) -> list[FlowListRow]:
         """Flow invocations, newest first, strictly before the ``(created_at, id)`` cursor
         ``before``; ``status`` and ``since`` (epoch seconds, inclusive) filter."""
         params = _list_params(status, since, before, limit)
-        return self.connector.read(self.sql("list_flows"), params)
+        return [
+            FlowListRow.from_row(r) for r in self.connector.read(self.sql("list_flows"), params)
+        ]
 
     def list_shows(
         self,

@@ -60,7 +60,7 @@ def _paged(rows: list[Any], params: Mapping[str, str]) -> dict[str, Any]:
 def flows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """Flow invocations, newest first, 50 a page, by status and since."""
     status, since, cursor = _list_query(params, "invocation")
-    rows = [dict(r) for r in store.list_flows(status=status, since=since, before=cursor,
+    rows = [r.as_dict() for r in store.list_flows(status=status, since=since, before=cursor,
                                                  limit=PAGE_SIZE + 1)]  # fmt: skip
     now = time.time()
     flows = [

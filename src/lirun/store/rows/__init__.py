@@ -9,6 +9,7 @@ the plain dict the async face (``StateDB``) and the JSON outputs hand on.
 
 from __future__ import annotations
 
+from lirun.store.rows.reads import FlowListRow
 from lirun.store.rows.runs import (
     AdminEventRow,
     BranchRow,
@@ -31,6 +32,7 @@ from lirun.store.rows.teams import (
 __all__ = [
     "AdminEventRow",
     "BranchRow",
+    "FlowListRow",
     "InboxMessageRow",
     "InvocationRow",
     "MessageRow",

@@ -1,0 +1,39 @@
+"""The store's read rows: what a list view's query returns, one class per query, naming
+exactly the columns it selects (see ``lirun.store.rows``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from lirun.hints import Any, NamedTuple
+
+__all__ = ["FlowListRow"]
+
+
+class FlowListRow(NamedTuple):
+    """A flow invocation as ``li flow list`` and the flows page list it: its status,
+    skill, prompt, usage and times (``list_flows``)."""
+
+    id: str
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    skill: str | None
+    prompt: str | None
+    resumed_from: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    created_at: float
+    updated_at: float
+    ended_at: float | None
+    heartbeat_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> FlowListRow:
+        """The flow of one ``list_flows`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the JSON outputs show it."""
+        return self._asdict()
