@@ -23,6 +23,7 @@ from lirun.store.rows import (
     MessageRow,
     PlayRow,
     RunMembershipRow,
+    RunPageRow,
     ScheduleRow,
     ScheduleRunRow,
     SessionRow,
@@ -35,13 +36,14 @@ from lirun.store.rows import (
     TransitionRow,
     WorkerRow,
 )
+from lirun.store.ui_reads import RunFilter, page_params
 
 # Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
 STILL_DICTS = frozenset(
     {
         "attention_rows", "fetch_wait_rows", "gc_candidates", "get_entity",
         "match_wait_ids", "recent_schedule_runs", "resolve_wait_exact",
-        "run_lineage", "runs_page", "schedule_runs_with_usage", "transitions_since",
+        "run_lineage", "schedule_runs_with_usage", "transitions_since",
         "unremoved_files",
     }
 )  # fmt: skip
@@ -92,6 +94,7 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("list_plays", PlayRow),
         ("show_plays", PlayRow),
         ("list_flows", FlowListRow),
+        ("runs_page", RunPageRow),
         ("list_shows", ShowListRow),
         ("list_recent_shows", ShowListRow),
         ("create_team", TeamRow),
@@ -213,3 +216,18 @@ def test_a_flow_list_row_names_each_column_list_flows_selects(store: Store) -> N
     [row] = store.list_flows()
     assert row.as_dict() == dict(raw[0])
     assert (row.id, row.status) == (flow.id, flow.status)
+
+
+def test_a_run_page_row_names_each_column_ui_runs_page_selects(store: Store) -> None:
+    """``RunPageRow`` names exactly what ``ui_runs_page`` selects for every kind: a column
+    the query gains fails here, and the dashboard's ``/api/runs`` keeps its keys."""
+    show = store.create_show(topic="t")
+    store.create_play(show_id=show.id, name="p")
+    store.create_schedule_run(action_kind="agent")
+    store.create_invocation(skill="review")
+    store.create_session(owner_pid=None)
+    params = page_params(RunFilter(), None, 10)
+    raw = store.connector.read(store.sql("ui_runs_page"), params)
+    assert {r["kind"] for r in raw} == {"session", "invocation", "play", "schedule_run"}
+    assert all(set(r) == set(RunPageRow._fields) for r in raw)
+    assert [r.as_dict() for r in store.runs_page()] == [dict(r) for r in raw]

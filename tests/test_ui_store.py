@@ -72,20 +72,20 @@ def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
     inv = store.create_invocation(skill="review", prompt="look")
     session = store.create_session(id="s", owner_pid=None, prompt="p", provider="codex")
     rows = store.runs_page(limit=10)
-    assert [(r["kind"], r["id"]) for r in rows] == [
+    assert [(r.kind, r.id) for r in rows] == [
         ("session", session.id),
         ("invocation", inv.id),
         ("schedule_run", run.id),
         ("play", play.id),
     ]
-    labels = {r["kind"]: (r["label"], r["parent_id"]) for r in rows}
+    labels = {r.kind: (r.label, r.parent_id) for r in rows}
     assert labels["play"] == ("models", show.id)
     assert labels["invocation"] == ("review", None)
-    assert [r["id"] for r in store.runs_page(RunFilter(kinds=("play", "session")))] == [
+    assert [r.id for r in store.runs_page(RunFilter(kinds=("play", "session")))] == [
         session.id,
         play.id,
     ]
-    assert store.runs_page(RunFilter(provider="codex"))[0]["id"] == "s"
+    assert store.runs_page(RunFilter(provider="codex"))[0].id == "s"
 
 
 def test_an_unknown_kind_is_a_programming_error() -> None:
@@ -109,7 +109,7 @@ def test_free_text_is_literal_and_case_insensitive(store: Store) -> None:
     )
 
     def found(text: str) -> list[str]:
-        return [r["id"] for r in store.runs_page(RunFilter(text=text))]
+        return [r.id for r in store.runs_page(RunFilter(text=text))]
 
     assert found("100%") == ["t0"]
     assert found("FIX") == ["t3", "t0"]

@@ -227,10 +227,10 @@ def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> l
         names = {s.id: s.name for s in store.list_schedules(include_deleted=True)}
     return [
         {
-            **row,
-            "status_reason_code": row.get("reason_code"),
-            "status_reason_summary": row.get("reason_summary"),
-            **({"schedule": names.get(str(row.get("parent_id")))} if names else {}),
+            **row.as_dict(),
+            "status_reason_code": row.reason_code,
+            "status_reason_summary": row.reason_summary,
+            **({"schedule": names.get(str(row.parent_id))} if names else {}),
         }
         for row in rows
     ]

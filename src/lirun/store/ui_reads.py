@@ -12,7 +12,7 @@ from collections.abc import Collection
 from lirun.hints import Any, NamedTuple
 from lirun.store.base import StoreBase
 from lirun.store.connector import Row
-from lirun.store.rows import PlayRow
+from lirun.store.rows import PlayRow, RunPageRow
 
 # The kinds of execution the runs page lists, in the order of ``ui_runs_page``.
 RUN_KINDS = ("session", "invocation", "play", "schedule_run")
@@ -76,12 +76,13 @@ class UIReads(StoreBase):
         *,
         before: tuple[float, str] | None = None,
         limit: int = 50,
-    ) -> list[Row]:
+    ) -> list[RunPageRow]:
         """Up to ``limit`` executions of every kind (``kind``, ``id``, status, reason,
         provider, model, prompt, ``label``, ``parent_id``, times, tokens, cost), newest
         first, strictly before the ``(created_at, id)`` cursor ``before``."""
         params = page_params(flt or RunFilter(), before, limit)
-        return self.connector.read(self.sql("ui_runs_page"), params)
+        rows = self.connector.read(self.sql("ui_runs_page"), params)
+        return [RunPageRow.from_row(r) for r in rows]
 
     def transitions_since(self, after: int, *, limit: int = 500) -> list[Row]:
         """History rows with a sequence number above ``after``, in order (``seq``,

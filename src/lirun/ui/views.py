@@ -162,9 +162,9 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """One page of runs with the filters that chose it and the cursor of the next page."""
     flt = parse_filter(params)
     cursor = parse_cursor(params.get("cursor"))
-    rows = store.runs_page(flt, before=cursor, limit=PAGE_SIZE + 1)
-    more = len(rows) > PAGE_SIZE
-    rows = rows[:PAGE_SIZE]
+    page = store.runs_page(flt, before=cursor, limit=PAGE_SIZE + 1)
+    more = len(page) > PAGE_SIZE
+    rows = [r.as_dict() for r in page[:PAGE_SIZE]]  # the keys the API and pages show
     now = time.time()
     runs = [
         {**row, **describe(row), "href": run_href(row), "duration": duration(row, now)}

@@ -9,7 +9,7 @@ the plain dict the async face (``StateDB``) and the JSON outputs hand on.
 
 from __future__ import annotations
 
-from lirun.store.rows.reads import FlowListRow
+from lirun.store.rows.reads import FlowListRow, RunPageRow
 from lirun.store.rows.runs import (
     AdminEventRow,
     BranchRow,
@@ -38,6 +38,7 @@ __all__ = [
     "MessageRow",
     "PlayRow",
     "RunMembershipRow",
+    "RunPageRow",
     "ScheduleRow",
     "ScheduleRunRow",
     "SessionRow",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from lirun.hints import Any, NamedTuple
 
-__all__ = ["FlowListRow"]
+__all__ = ["FlowListRow", "RunPageRow"]
 
 
 class FlowListRow(NamedTuple):
@@ -36,4 +36,43 @@ class FlowListRow(NamedTuple):
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict, as the JSON outputs show it."""
+        return self._asdict()
+
+
+class RunPageRow(NamedTuple):
+    """One execution of any kind as the runs page and ``li status --kind`` list it
+    (``runs_page``): its ``kind``, status and reason, ``label`` (a leg, a flow's file, a
+    play's name, a schedule's name), ``parent_id``, usage and times; a schedule run names
+    what it made (``made_kind``, ``made_id``), a command run its argv (``command``), an
+    invocation or schedule run its ``origin``; ``pruned_at`` when it was pruned."""
+
+    kind: str
+    id: str
+    status: str
+    reason_code: str | None
+    reason_summary: str | None
+    provider: str | None
+    model: str | None
+    prompt: str | None
+    label: str | None
+    parent_id: str | None
+    duration_s: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    created_at: float
+    ended_at: float | None
+    made_kind: str | None
+    made_id: str | None
+    command: str | None
+    origin: str | None
+    pruned_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RunPageRow:
+        """The execution of one ``ui_runs_page`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the dashboard's API and the JSON outputs show it."""
         return self._asdict()
