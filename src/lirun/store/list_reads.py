@@ -6,7 +6,7 @@ from __future__ import annotations
 from lirun.hints import Any
 from lirun.store.base import StoreBase
 from lirun.store.connector import Row
-from lirun.store.rows import FlowListRow, ShowListRow
+from lirun.store.rows import FlowListRow, ScheduleRunUsageRow, ShowListRow
 from lirun.store.wait_reads import fold_play_counts
 
 # A year-5000 timestamp: later than any row (infinity is not bound alike by both drivers).
@@ -70,10 +70,13 @@ class ListReads(StoreBase):
             "running_shows": read(self.sql("attention_running_shows")),
         }
 
-    def schedule_runs_with_usage(self, schedule_id: str, *, limit: int = 100) -> list[Row]:
+    def schedule_runs_with_usage(
+        self, schedule_id: str, *, limit: int = 100
+    ) -> list[ScheduleRunUsageRow]:
         """One schedule's newest ``limit`` runs, newest first, each with the cost and
         tokens its session or flow recorded (``cost_usd``, ``input_tokens``, ...)."""
-        return self.connector.read(
+        rows = self.connector.read(
             self.sql("schedule_runs_with_usage"),
             {"schedule_id": schedule_id, "limit": max(1, int(limit))},
         )
+        return [ScheduleRunUsageRow.from_row(r) for r in rows]

@@ -12,7 +12,7 @@ from collections.abc import Collection
 from lirun.hints import Any, NamedTuple
 from lirun.store.base import StoreBase
 from lirun.store.connector import Row
-from lirun.store.rows import PlayRow, RunPageRow
+from lirun.store.rows import PlayRow, RecentScheduleRunRow, RunPageRow
 
 # The kinds of execution the runs page lists, in the order of ``ui_runs_page``.
 RUN_KINDS = ("session", "invocation", "play", "schedule_run")
@@ -103,11 +103,12 @@ class UIReads(StoreBase):
         rows = self.connector.read(self.sql("ui_show_plays"), {"show_id": show_id})
         return [PlayRow.from_row(decode_row(r)) for r in rows]  # type: ignore[arg-type]
 
-    def recent_schedule_runs(self, per_schedule: int = 20) -> list[Row]:
+    def recent_schedule_runs(self, per_schedule: int = 20) -> list[RecentScheduleRunRow]:
         """The newest ``per_schedule`` runs of every schedule (by schedule, newest first)."""
-        return self.connector.read(
+        rows = self.connector.read(
             self.sql("ui_recent_schedule_runs"), {"per_schedule": int(per_schedule)}
         )
+        return [RecentScheduleRunRow.from_row(r) for r in rows]
 
     def run_lineage(self, session_id: str, invocation_id: str | None) -> Row:
         """What an execution is linked to besides its own columns: the executions that

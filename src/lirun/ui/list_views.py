@@ -141,7 +141,7 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
     row = store.get_schedule(name)
     if row is None:
         return None
-    runs = [dict(r) for r in store.schedule_runs_with_usage(row.id, limit=100)]
+    runs = [r.as_dict() for r in store.schedule_runs_with_usage(row.id, limit=100)]
     for r in runs:
         r["href"] = schedule_run_href(r)
         r["duration"] = duration(r) if r.get("ended_at") else None

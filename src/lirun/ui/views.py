@@ -292,7 +292,7 @@ def schedules_view(store: Store) -> dict[str, Any]:
     workers = len(live_workers(store, now))
     runs_by_schedule: dict[str, list[dict[str, Any]]] = {}
     for run in store.recent_schedule_runs(per_schedule=30):
-        runs_by_schedule.setdefault(str(run["schedule_id"]), []).append(dict(run))
+        runs_by_schedule.setdefault(str(run.schedule_id), []).append(run.as_dict())
     out = []
     for schedule in store.list_schedules():
         runs = runs_by_schedule.get(schedule.id, [])

@@ -9,7 +9,12 @@ the plain dict the async face (``StateDB``) and the JSON outputs hand on.
 
 from __future__ import annotations
 
-from lirun.store.rows.reads import FlowListRow, RunPageRow
+from lirun.store.rows.reads import (
+    FlowListRow,
+    RecentScheduleRunRow,
+    RunPageRow,
+    ScheduleRunUsageRow,
+)
 from lirun.store.rows.runs import (
     AdminEventRow,
     BranchRow,
@@ -37,10 +42,12 @@ __all__ = [
     "InvocationRow",
     "MessageRow",
     "PlayRow",
+    "RecentScheduleRunRow",
     "RunMembershipRow",
     "RunPageRow",
     "ScheduleRow",
     "ScheduleRunRow",
+    "ScheduleRunUsageRow",
     "SessionRow",
     "ShowListRow",
     "ShowRow",

@@ -7,7 +7,12 @@ from collections.abc import Mapping
 
 from lirun.hints import Any, NamedTuple
 
-__all__ = ["FlowListRow", "RunPageRow"]
+__all__ = [
+    "FlowListRow",
+    "RecentScheduleRunRow",
+    "RunPageRow",
+    "ScheduleRunUsageRow",
+]
 
 
 class FlowListRow(NamedTuple):
@@ -75,4 +80,85 @@ class RunPageRow(NamedTuple):
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict, as the dashboard's API and the JSON outputs show it."""
+        return self._asdict()
+
+
+class RecentScheduleRunRow(NamedTuple):
+    """A schedule run as the schedules page's strip shows it (``recent_schedule_runs``):
+    the ``schedule_runs`` columns as stored (JSON not decoded), the ``cost_usd`` its flow
+    or session recorded and ``rn``, its place among its schedule's runs (1: the newest)."""
+
+    id: str
+    schedule_id: str | None
+    invocation_id: str | None
+    action_kind: str
+    attempt: int
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    status_evidence_refs: Any
+    created_at: float
+    updated_at: float
+    due_at: int | None
+    retry_of: str | None
+    session_id: str | None
+    worker_id: str | None
+    lease_expires_at: float | None
+    heartbeat_at: float | None
+    show_id: str | None
+    action_json: Any
+    cost_usd: float | None
+    rn: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RecentScheduleRunRow:
+        """The run of one ``ui_recent_schedule_runs`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the dashboard's API shows it."""
+        return self._asdict()
+
+
+class ScheduleRunUsageRow(NamedTuple):
+    """A schedule run as one schedule's page lists it (``schedule_runs_with_usage``): the
+    ``schedule_runs`` columns as stored (JSON not decoded) and the cost and tokens its flow
+    or session recorded."""
+
+    id: str
+    schedule_id: str | None
+    invocation_id: str | None
+    action_kind: str
+    attempt: int
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    status_evidence_refs: Any
+    created_at: float
+    updated_at: float
+    due_at: int | None
+    retry_of: str | None
+    session_id: str | None
+    worker_id: str | None
+    lease_expires_at: float | None
+    heartbeat_at: float | None
+    show_id: str | None
+    action_json: Any
+    cost_usd: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ScheduleRunUsageRow:
+        """The run of one ``schedule_runs_with_usage`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the dashboard's API shows it."""
         return self._asdict()
