@@ -160,9 +160,9 @@ def test_the_store_gathers_what_a_person_must_act_on(store: Store, db_url: str) 
     _schedule_run(store, "s2", "failed", now - 30)
     _schedule_run(store, "s2", "completed", now - 20)
     rows = store.attention_rows(since=now - 7 * 86400)
-    assert sorted(r["id"] for r in rows["plays"]) == sorted([plays["api"], plays["gate"]])
-    assert [r["id"] for r in rows["flows"]] == [failed]
-    assert [(r["id"], r["schedule_name"]) for r in rows["schedule_runs"]] == [(late, "tick")]
+    assert sorted(r.id for r in rows.plays) == sorted([plays["api"], plays["gate"]])
+    assert [r.id for r in rows.flows] == [failed]
+    assert [(r.id, r.schedule_name) for r in rows.schedule_runs] == [(late, "tick")]
     kinds = [(i.kind, i.id) for i in attention_items(store, db_url, now)]
     assert ("flow", failed) in kinds
     assert ("schedule", late) in kinds

@@ -16,13 +16,21 @@ from lirun.store import Store
 from lirun.store import rows as row_classes
 from lirun.store.rows import (
     AdminEventRow,
+    AttentionFlowRow,
+    AttentionPlayRow,
+    AttentionRows,
+    AttentionScheduleRunRow,
     BranchRow,
     FlowListRow,
     InboxMessageRow,
     InvocationRow,
+    LineagePlayRow,
+    LineageScheduleRunRow,
     MessageRow,
     PlayRow,
     RecentScheduleRunRow,
+    ResumedRunRow,
+    RunLineage,
     RunMembershipRow,
     RunPageRow,
     ScheduleRow,
@@ -43,9 +51,9 @@ from lirun.store.ui_reads import RunFilter, page_params
 # Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
 STILL_DICTS = frozenset(
     {
-        "attention_rows", "fetch_wait_rows", "gc_candidates", "get_entity",
+        "fetch_wait_rows", "gc_candidates", "get_entity",
         "match_wait_ids", "resolve_wait_exact",
-        "run_lineage", "transitions_since",
+        "transitions_since",
         "unremoved_files",
     }
 )  # fmt: skip
@@ -97,6 +105,8 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("show_plays", PlayRow),
         ("list_flows", FlowListRow),
         ("runs_page", RunPageRow),
+        ("run_lineage", RunLineage),
+        ("attention_rows", AttentionRows),
         ("recent_schedule_runs", RecentScheduleRunRow),
         ("schedule_runs_with_usage", ScheduleRunUsageRow),
         ("list_shows", ShowListRow),
@@ -251,3 +261,72 @@ def test_schedule_run_read_rows_name_each_column_their_queries_select(store: Sto
     assert set(raw[0]) == set(ScheduleRunUsageRow._fields)
     [row] = store.schedule_runs_with_usage(schedule.id)
     assert (row.as_dict(), row.id) == (dict(raw[0]), run.id)
+
+
+@pytest.mark.parametrize(
+    ("query", "row_class"),
+    [
+        ("ui_resumed_as", ResumedRunRow),
+        ("ui_plays_of_session", LineagePlayRow),
+        ("ui_schedule_runs_of_run", LineageScheduleRunRow),
+    ],
+)
+def test_lineage_rows_name_each_column_their_queries_select(
+    store: Store, query: str, row_class: type
+) -> None:
+    """Each list of ``run_lineage`` names exactly what its query selects, so the run
+    page's ``lineage`` keeps its keys."""
+    schedule = store.create_schedule(name="nightly", fields={"action_kind": "agent"})
+    made = store.create_session(id="s-1", owner_pid=None)
+    store.create_session(id="s-2", owner_pid=None, resumed_from=made.id)
+    show = store.create_show(topic="t")
+    store.create_play(show_id=show.id, name="p", session_id=made.id)
+    run = store.create_schedule_run(action_kind="agent", schedule_id=schedule.id)
+    with store.connector.write() as tx:
+        tx.execute(
+            "UPDATE schedule_runs SET session_id = :s WHERE id = :id", {"s": made.id, "id": run.id}
+        )
+    raw = store.connector.read(store.sql(query), {"id": made.id, "invocation_id": None})
+    assert set(raw[0]) == set(row_class._fields)  # type: ignore[attr-defined]
+    lineage = store.run_lineage(made.id, None)
+    assert lineage.as_dict()[_LINEAGE_OF[query]] == [dict(r) for r in raw]
+    assert (lineage.resumed_as[0].id, lineage.schedule_runs[0].schedule_name) == ("s-2", "nightly")
+
+
+_LINEAGE_OF = {
+    "ui_resumed_as": "resumed_as",
+    "ui_plays_of_session": "plays",
+    "ui_schedule_runs_of_run": "schedule_runs",
+}
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "row_class"),
+    [
+        ("attention_plays", "plays", AttentionPlayRow),
+        ("attention_flows", "flows", AttentionFlowRow),
+        ("attention_schedule_runs", "schedule_runs", AttentionScheduleRunRow),
+    ],
+)
+def test_attention_rows_name_each_column_their_queries_select(
+    store: Store, query: str, field: str, row_class: type
+) -> None:
+    """Each list ``attention_rows`` gives names exactly what its query selects, so the
+    needs-you page's facts keep their keys."""
+    show = store.create_show(topic="t")
+    play = store.create_play(show_id=show.id, name="p")
+    flow = store.create_flow_invocation(id="flow-1", flow={"graph": []})
+    schedule = store.create_schedule(name="nightly", fields={"action_kind": "run"})
+    run = store.create_schedule_run(action_kind="run", schedule_id=schedule.id)
+    with store.connector.write() as tx:
+        for table, ident, status in (
+            ("plays", play.id, "escalated"),
+            ("invocations", flow.id, "failed"),
+            ("schedule_runs", run.id, "failed"),
+        ):
+            tx.execute(f"UPDATE {table} SET status = :s WHERE id = :id", {"s": status, "id": ident})
+    raw = store.connector.read(store.sql(query), {"since": 0.0})
+    assert set(raw[0]) == set(row_class._fields)  # type: ignore[attr-defined]
+    rows = store.attention_rows(since=0.0)
+    assert [r.as_dict() for r in getattr(rows, field)] == [dict(r) for r in raw]
+    assert [s.id for s in rows.running_shows] == [show.id]

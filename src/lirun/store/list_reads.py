@@ -5,8 +5,16 @@ from __future__ import annotations
 
 from lirun.hints import Any
 from lirun.store.base import StoreBase
-from lirun.store.connector import Row
-from lirun.store.rows import FlowListRow, ScheduleRunUsageRow, ShowListRow
+from lirun.store.rows import (
+    AttentionFlowRow,
+    AttentionPlayRow,
+    AttentionRows,
+    AttentionScheduleRunRow,
+    FlowListRow,
+    ScheduleRunUsageRow,
+    ShowListRow,
+    ShowRow,
+)
 from lirun.store.wait_reads import fold_play_counts
 
 # A year-5000 timestamp: later than any row (infinity is not bound alike by both drivers).
@@ -57,18 +65,24 @@ class ListReads(StoreBase):
         params = _list_params(status, since, before, limit)
         return fold_play_counts(self.connector.read(self.sql("list_shows"), params))
 
-    def attention_rows(self, *, since: float) -> dict[str, list[Row]]:
+    def attention_rows(self, *, since: float) -> AttentionRows:
         """What the needs-you page judges: escalated or gate-failed plays of shows not
         aborted (``plays``), flows failed since ``since`` and not resumed (``flows``),
         schedule runs failed since ``since`` with no success after them
         (``schedule_runs``), and active shows with their owner (``running_shows``)."""
+        from lirun.store.records import decode_row
+
         read, at = self.connector.read, {"since": float(since)}
-        return {
-            "plays": read(self.sql("attention_plays")),
-            "flows": read(self.sql("attention_flows"), at),
-            "schedule_runs": read(self.sql("attention_schedule_runs"), at),
-            "running_shows": read(self.sql("attention_running_shows")),
-        }
+        shows = read(self.sql("attention_running_shows"))
+        return AttentionRows(
+            plays=[AttentionPlayRow.from_row(r) for r in read(self.sql("attention_plays"))],
+            flows=[AttentionFlowRow.from_row(r) for r in read(self.sql("attention_flows"), at)],
+            schedule_runs=[
+                AttentionScheduleRunRow.from_row(r)
+                for r in read(self.sql("attention_schedule_runs"), at)
+            ],
+            running_shows=[ShowRow.from_row(decode_row(r)) for r in shows],  # type: ignore[arg-type]
+        )
 
     def schedule_runs_with_usage(
         self, schedule_id: str, *, limit: int = 100

@@ -12,7 +12,15 @@ from collections.abc import Collection
 from lirun.hints import Any, NamedTuple
 from lirun.store.base import StoreBase
 from lirun.store.connector import Row
-from lirun.store.rows import PlayRow, RecentScheduleRunRow, RunPageRow
+from lirun.store.rows import (
+    LineagePlayRow,
+    LineageScheduleRunRow,
+    PlayRow,
+    RecentScheduleRunRow,
+    ResumedRunRow,
+    RunLineage,
+    RunPageRow,
+)
 
 # The kinds of execution the runs page lists, in the order of ``ui_runs_page``.
 RUN_KINDS = ("session", "invocation", "play", "schedule_run")
@@ -110,7 +118,7 @@ class UIReads(StoreBase):
         )
         return [RecentScheduleRunRow.from_row(r) for r in rows]
 
-    def run_lineage(self, session_id: str, invocation_id: str | None) -> Row:
+    def run_lineage(self, session_id: str, invocation_id: str | None) -> RunLineage:
         """What an execution is linked to besides its own columns: the executions that
         resumed it, the plays it backs, the schedule runs that made it or its invocation."""
         resumed_as = self.connector.read(self.sql("ui_resumed_as"), {"id": session_id})
@@ -119,4 +127,8 @@ class UIReads(StoreBase):
             self.sql("ui_schedule_runs_of_run"),
             {"id": session_id, "invocation_id": invocation_id},
         )
-        return {"resumed_as": resumed_as, "plays": plays, "schedule_runs": schedule_runs}
+        return RunLineage(
+            resumed_as=[ResumedRunRow.from_row(r) for r in resumed_as],
+            plays=[LineagePlayRow.from_row(r) for r in plays],
+            schedule_runs=[LineageScheduleRunRow.from_row(r) for r in schedule_runs],
+        )

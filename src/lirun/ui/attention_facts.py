@@ -11,15 +11,16 @@ from lirun.liveness import boot_id, host_name, judge_owner, process_start_time
 from lirun.paths import resolve_db_url
 from lirun.record.spool import pending_files
 from lirun.schedules.worker import live_workers
+from lirun.store.rows import ShowRow
 from lirun.ui.attention import DEFAULT_WINDOW_SECONDS, Facts, Item, needs_you
 
 
-def _dead_owners(store: Any, shows: list[Any], now: float) -> list[dict[str, Any]]:
+def _dead_owners(store: Any, shows: list[ShowRow], now: float) -> list[dict[str, Any]]:
     host, boot = host_name(), boot_id()
     running = [
         *(("session", r.as_dict()) for r in store.list_running_sessions()),
         *(("invocation", r.as_dict()) for r in store.list_running_flows()),
-        *(("show", dict(r)) for r in shows),
+        *(("show", r.as_dict()) for r in shows),
     ]
     dead = []
     for kind, row in running:
@@ -50,12 +51,12 @@ def gather(store: Any, url: str | None, now: float, since: float | None = None) 
 
     rows = store.attention_rows(since=now - DEFAULT_WINDOW_SECONDS if since is None else since)
     return Facts(
-        plays=[dict(r) for r in rows["plays"]],
-        flows=[dict(r) for r in rows["flows"]],
-        schedule_runs=[dict(r) for r in rows["schedule_runs"]],
+        plays=[r.as_dict() for r in rows.plays],
+        flows=[r.as_dict() for r in rows.flows],
+        schedule_runs=[r.as_dict() for r in rows.schedule_runs],
         schedules=store.list_schedules(),
         live_workers=len(live_workers(store, now)),
-        dead_owners=_dead_owners(store, rows["running_shows"], now),
+        dead_owners=_dead_owners(store, rows.running_shows, now),
         pending=_pending(url),
     )
 

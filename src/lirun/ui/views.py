@@ -219,7 +219,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "contract": session.artifact_contract_json or {},
         "artifacts": list_artifacts(session.artifacts_path),
         "usage": {k: row[k] for k in usage_keys if row[k] is not None},
-        "lineage": lineage,
+        "lineage": lineage.as_dict(),
         "play_of": _play_of(session),
         "transcript": read_transcript(row),
         "admin_events": [e.as_dict() for e in store.list_admin_events(run_id)],

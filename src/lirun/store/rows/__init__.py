@@ -10,8 +10,16 @@ the plain dict the async face (``StateDB``) and the JSON outputs hand on.
 from __future__ import annotations
 
 from lirun.store.rows.reads import (
+    AttentionFlowRow,
+    AttentionPlayRow,
+    AttentionRows,
+    AttentionScheduleRunRow,
     FlowListRow,
+    LineagePlayRow,
+    LineageScheduleRunRow,
     RecentScheduleRunRow,
+    ResumedRunRow,
+    RunLineage,
     RunPageRow,
     ScheduleRunUsageRow,
 )
@@ -36,13 +44,21 @@ from lirun.store.rows.teams import (
 
 __all__ = [
     "AdminEventRow",
+    "AttentionFlowRow",
+    "AttentionPlayRow",
+    "AttentionRows",
+    "AttentionScheduleRunRow",
     "BranchRow",
     "FlowListRow",
     "InboxMessageRow",
     "InvocationRow",
+    "LineagePlayRow",
+    "LineageScheduleRunRow",
     "MessageRow",
     "PlayRow",
     "RecentScheduleRunRow",
+    "ResumedRunRow",
+    "RunLineage",
     "RunMembershipRow",
     "RunPageRow",
     "ScheduleRow",

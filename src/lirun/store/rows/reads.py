@@ -6,10 +6,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lirun.hints import Any, NamedTuple
+from lirun.store.rows.shows import ShowRow
 
 __all__ = [
+    "AttentionFlowRow",
+    "AttentionPlayRow",
+    "AttentionRows",
+    "AttentionScheduleRunRow",
     "FlowListRow",
+    "LineagePlayRow",
+    "LineageScheduleRunRow",
     "RecentScheduleRunRow",
+    "ResumedRunRow",
+    "RunLineage",
     "RunPageRow",
     "ScheduleRunUsageRow",
 ]
@@ -162,3 +171,147 @@ class ScheduleRunUsageRow(NamedTuple):
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict, as the dashboard's API shows it."""
         return self._asdict()
+
+
+class ResumedRunRow(NamedTuple):
+    """An execution that resumed another (``run_lineage``)."""
+
+    id: str
+    status: str
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ResumedRunRow:
+        """The row of one ``ui_resumed_as`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the dashboard shows it."""
+        return self._asdict()
+
+
+class LineagePlayRow(NamedTuple):
+    """A play an execution backs (``run_lineage``)."""
+
+    id: str
+    show_id: str
+    name: str
+    status: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> LineagePlayRow:
+        """The row of one ``ui_plays_of_session`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the dashboard shows it."""
+        return self._asdict()
+
+
+class LineageScheduleRunRow(NamedTuple):
+    """A schedule run that made an execution or its flow, with its schedule's name
+    (``None`` for ``li submit``; ``run_lineage``)."""
+
+    id: str
+    schedule_id: str | None
+    status: str
+    schedule_name: str | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> LineageScheduleRunRow:
+        """The row of one ``ui_schedule_runs_of_run`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the dashboard shows it."""
+        return self._asdict()
+
+
+class RunLineage(NamedTuple):
+    """What an execution is linked to besides its own columns (``run_lineage``): the
+    executions that resumed it, the plays it backs and the schedule runs that made it."""
+
+    resumed_as: list[ResumedRunRow]
+    plays: list[LineagePlayRow]
+    schedule_runs: list[LineageScheduleRunRow]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Each list as plain dicts, as the run page and its API show them."""
+        return {name: [r.as_dict() for r in rows] for name, rows in self._asdict().items()}
+
+
+class AttentionPlayRow(NamedTuple):
+    """A play a person must look at, escalated or gate-failed, with its show's
+    ``topic`` (``attention_rows``)."""
+
+    id: str
+    show_id: str
+    name: str
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    updated_at: float
+    topic: str
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AttentionPlayRow:
+        """The row of one ``attention_plays`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the dashboard shows it."""
+        return self._asdict()
+
+
+class AttentionFlowRow(NamedTuple):
+    """A flow that failed or timed out and was not resumed (``attention_rows``)."""
+
+    id: str
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    skill: str | None
+    updated_at: float
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AttentionFlowRow:
+        """The row of one ``attention_flows`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the dashboard shows it."""
+        return self._asdict()
+
+
+class AttentionScheduleRunRow(NamedTuple):
+    """A schedule run that failed or timed out with no success of its schedule
+    after it, with the schedule's name (``attention_rows``)."""
+
+    id: str
+    schedule_id: str | None
+    schedule_name: str | None
+    status: str
+    status_reason_code: str | None
+    status_reason_summary: str | None
+    updated_at: float
+    created_at: float
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AttentionScheduleRunRow:
+        """The row of one ``attention_schedule_runs`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the dashboard shows it."""
+        return self._asdict()
+
+
+class AttentionRows(NamedTuple):
+    """What the needs-you page judges (``attention_rows``): plays, flows and schedule runs
+    that need a person, and the active shows whose owner may have died."""
+
+    plays: list[AttentionPlayRow]
+    flows: list[AttentionFlowRow]
+    schedule_runs: list[AttentionScheduleRunRow]
+    running_shows: list[ShowRow]
