@@ -238,7 +238,7 @@ def test_a_run_directory_gc_does_not_own_is_left(store: Store, lirun_home: Path)
     (foreign / "keep.txt").write_text("mine")
     make_run(store, lirun_home, "r-foreign", with_files=False)
     store.update_fields("session", "r-foreign", {"run_dir": str(foreign)})
-    assert owned_run_dir({"id": "r-foreign", "run_dir": str(foreign)}) is None
+    assert owned_run_dir("r-foreign", str(foreign)) is None
     assert gc(store).pruned == {"session": 1}
     assert (foreign / "keep.txt").read_text() == "mine"
 

@@ -22,6 +22,7 @@ from lirun.store.rows import (
     AttentionScheduleRunRow,
     BranchRow,
     FlowListRow,
+    GcCandidateRow,
     InboxMessageRow,
     InvocationRow,
     LineagePlayRow,
@@ -44,6 +45,7 @@ from lirun.store.rows import (
     TeamMessageRow,
     TeamRow,
     TransitionRow,
+    UnremovedFileRow,
     WorkerRow,
 )
 from lirun.store.ui_reads import RunFilter, page_params
@@ -51,10 +53,9 @@ from lirun.store.ui_reads import RunFilter, page_params
 # Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
 STILL_DICTS = frozenset(
     {
-        "fetch_wait_rows", "gc_candidates", "get_entity",
+        "fetch_wait_rows", "get_entity",
         "match_wait_ids", "resolve_wait_exact",
         "transitions_since",
-        "unremoved_files",
     }
 )  # fmt: skip
 
@@ -105,6 +106,8 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("show_plays", PlayRow),
         ("list_flows", FlowListRow),
         ("runs_page", RunPageRow),
+        ("gc_candidates", GcCandidateRow),
+        ("unremoved_files", UnremovedFileRow),
         ("run_lineage", RunLineage),
         ("attention_rows", AttentionRows),
         ("recent_schedule_runs", RecentScheduleRunRow),
@@ -330,3 +333,29 @@ def test_attention_rows_name_each_column_their_queries_select(
     rows = store.attention_rows(since=0.0)
     assert [r.as_dict() for r in getattr(rows, field)] == [dict(r) for r in raw]
     assert [s.id for s in rows.running_shows] == [show.id]
+
+
+@pytest.mark.parametrize("kind", ["session", "invocation"])
+def test_gc_rows_name_each_column_their_queries_select(store: Store, kind: str) -> None:
+    """``GcCandidateRow`` names exactly what both candidate queries select and
+    ``UnremovedFileRow`` what ``gc_unremoved_files`` does: a column a query gains fails
+    here, not as a missing attribute in gc."""
+    if kind == "session":
+        made = store.create_session(id="r-1", status="completed", owner_pid=None).id
+    else:
+        made = store.create_invocation(skill="review", id="r-1").id
+    [row] = store.gc_candidates(kind, cutoff=1e11, after="", limit=5)
+    query = "gc_session_candidates" if kind == "session" else "gc_invocation_candidates"
+    raw = store.connector.read(store.sql(query), {"cutoff": 1e11, "after": "", "limit": 5})
+    assert (set(raw[0]), row.as_dict(), row.id) == (
+        set(GcCandidateRow._fields),
+        dict(raw[0]),
+        made,
+    )
+    with store.connector.write() as tx:
+        table = f"{kind}s"
+        tx.execute(f"UPDATE {table} SET pruned_at = 1.0 WHERE id = :id", {"id": made})
+    [gone] = store.unremoved_files(host="here", limit=5)
+    raw = store.connector.read(store.sql("gc_unremoved_files"), {"host": "here", "limit": 5})
+    assert set(raw[0]) == set(UnremovedFileRow._fields)
+    assert (gone.as_dict(), gone.kind) == (dict(raw[0]), kind)

@@ -16,7 +16,6 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from lirun.lifecycle import policy_for
 from lirun.liveness import host_name
@@ -31,6 +30,7 @@ from lirun.record.retention_rules import (
 from lirun.record.spool import PENDING_FILE, pending_files
 from lirun.store import Store
 from lirun.store.retention_records import PRUNED_KINDS
+from lirun.store.rows import GcCandidateRow, UnremovedFileRow
 
 Progress = Callable[[str], None]
 
@@ -82,7 +82,7 @@ def collect_garbage(
             )
             if not rows:
                 break
-            after = str(rows[-1]["id"])
+            after = rows[-1].id
             examined += len(rows)
             # listed again per batch: a spool written meanwhile still holds its record
             pending = {p.name.removesuffix(".json") for p in pending_files(store.url)}
@@ -98,8 +98,8 @@ def collect_garbage(
 
 
 def _choose(
-    kind: str, rows: list[dict[str, Any]], policy: RetentionPolicy, pending: set[str], tally: Tally
-) -> list[dict[str, Any]]:
+    kind: str, rows: list[GcCandidateRow], policy: RetentionPolicy, pending: set[str], tally: Tally
+) -> list[GcCandidateRow]:
     """The rows of a batch to prune; the others counted as kept or refused."""
     chosen = []
     for row in rows:
@@ -107,23 +107,23 @@ def _choose(
         if verdict == PRUNE:
             chosen.append(row)
         elif verdict in REFUSALS:
-            tally.refused.append((kind, str(row["id"]), verdict))
+            tally.refused.append((kind, row.id, verdict))
         else:
             tally.count_kept(verdict)
     return chosen
 
 
-def _candidate(kind: str, row: dict[str, Any], pending: set[str]) -> Candidate:
-    run_dir = row.get("run_dir")
-    spooled = row["id"] in pending or bool(
+def _candidate(kind: str, row: GcCandidateRow, pending: set[str]) -> Candidate:
+    run_dir = row.run_dir
+    spooled = row.id in pending or bool(
         run_dir and os.path.lexists(os.path.join(run_dir, PENDING_FILE))
     )
     return Candidate(
         kind=kind,
-        id=str(row["id"]),
-        status=row.get("status"),
-        flow_status=row.get("flow_status"),
-        in_active_show=bool(row.get("in_active_show")),
+        id=row.id,
+        status=row.status,
+        flow_status=row.flow_status,
+        in_active_show=bool(row.in_active_show),
         spool_pending=spooled,
     )
 
@@ -131,7 +131,7 @@ def _candidate(kind: str, row: dict[str, Any], pending: set[str]) -> Candidate:
 def _prune_batch(
     store: Store,
     kind: str,
-    rows: list[dict[str, Any]],
+    rows: list[GcCandidateRow],
     options: GcOptions,
     tally: Tally,
     *,
@@ -140,28 +140,33 @@ def _prune_batch(
     if options.dry_run:
         for row in rows:
             tally.count_pruned(kind)
-            tally.bulk_bytes += int(row.get("bulk_bytes") or 0)
-            tally.file_bytes += tree_bytes(owned_run_dir(row))
+            tally.bulk_bytes += int(row.bulk_bytes or 0)
+            tally.file_bytes += tree_bytes(owned_run_dir(row.id, row.run_dir))
         return
     terminal = sorted(policy_for(kind).terminal)
-    ids = [str(r["id"]) for r in rows]
+    ids = [r.id for r in rows]
     done = set(store.write_tombstones(kind, ids, terminal=terminal, now=now, actor=options.actor))
-    tombstoned = [r for r in rows if r["id"] in done]
+    tombstoned = [r for r in rows if r.id in done]
     tally.count_pruned(kind, len(tombstoned))
-    tally.bulk_bytes += sum(int(r.get("bulk_bytes") or 0) for r in tombstoned)
+    tally.bulk_bytes += sum(int(r.bulk_bytes or 0) for r in tombstoned)
     _remove_files(store, kind, tombstoned, tally, now=now)
 
 
 def _remove_files(
-    store: Store, kind: str, rows: Iterable[dict[str, Any]], tally: Tally, *, now: float
+    store: Store,
+    kind: str,
+    rows: Iterable[GcCandidateRow | UnremovedFileRow],
+    tally: Tally,
+    *,
+    now: float,
 ) -> None:
     removed = []
     here = host_name()
     for row in rows:
-        if row.get("owner_host") not in (None, "", here):
+        if row.owner_host not in (None, "", here):
             tally.files_elsewhere += 1  # its directory is there: a gc on that host removes it
             continue
-        directory = owned_run_dir(row)
+        directory = owned_run_dir(row.id, row.run_dir)
         size = tree_bytes(directory)
         try:
             if directory is not None:
@@ -170,10 +175,10 @@ def _remove_files(
         except FileNotFoundError:
             pass
         except OSError as exc:
-            tally.problems.append(f"{row['id']}: cannot remove {directory}: {exc}")
+            tally.problems.append(f"{row.id}: cannot remove {directory}: {exc}")
             continue
         tally.file_bytes += size
-        removed.append(str(row["id"]))
+        removed.append(row.id)
     store.mark_files_removed(kind, removed, now=now)
 
 
@@ -185,16 +190,16 @@ def finish_removals(store: Store, tally: Tally, *, now: float, batch: int) -> No
         if not rows:
             return
         for kind in PRUNED_KINDS:
-            _remove_files(store, kind, [r for r in rows if r["kind"] == kind], tally, now=now)
+            _remove_files(store, kind, [r for r in rows if r.kind == kind], tally, now=now)
         if len(rows) < batch or tally.problems:
             return
 
 
-def owned_run_dir(row: dict[str, Any]) -> str | None:
-    """The record's state root when it is lirun's to remove: a real directory (not a
-    symlink) named for the record's id. Anything else (none, a foreign path) is left."""
-    path = row.get("run_dir")
-    if not path or os.path.basename(path) != row["id"]:
+def owned_run_dir(record_id: str, path: str | None) -> str | None:
+    """The record's state root ``path`` when it is lirun's to remove: a real directory
+    (not a symlink) named for the record's id. Anything else (none, a foreign path) is
+    left."""
+    if not path or os.path.basename(path) != record_id:
         return None
     try:
         return path if stat.S_ISDIR(os.lstat(path).st_mode) else None

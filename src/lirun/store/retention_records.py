@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lirun.store.base import StoreBase
-from lirun.store.connector import Row
+from lirun.store.rows import GcCandidateRow, UnremovedFileRow
 
 # The kinds gc prunes, each with its candidates query and its tombstone statement.
 PRUNED_KINDS = ("session", "invocation")
@@ -22,13 +22,16 @@ _FILES_REMOVED = {
 class RetentionRecords(StoreBase):
     """Mixed into ``Store``."""
 
-    def gc_candidates(self, kind: str, *, cutoff: float, after: str, limit: int) -> list[Row]:
+    def gc_candidates(
+        self, kind: str, *, cutoff: float, after: str, limit: int
+    ) -> list[GcCandidateRow]:
         """Up to ``limit`` unpruned ``kind`` rows last touched before ``cutoff``, in id
         order after ``after``: ``id``, ``status``, ``ended_at``, ``updated_at``,
         ``run_dir``, ``artifacts_path``, ``owner_host``, ``flow_status`` (a leg's flow),
         ``in_active_show`` and ``bulk_bytes`` (what the tombstone clears)."""
         params = {"cutoff": float(cutoff), "after": after, "limit": int(limit)}
-        return self.connector.read(self.sql(_CANDIDATES[kind]), params)
+        rows = self.connector.read(self.sql(_CANDIDATES[kind]), params)
+        return [GcCandidateRow.from_row(r) for r in rows]
 
     def write_tombstones(
         self,
@@ -57,12 +60,13 @@ class RetentionRecords(StoreBase):
                 tx.execute(self.sql("gc_clear_transition_evidence"), marked)
         return done
 
-    def unremoved_files(self, *, host: str, limit: int) -> list[Row]:
+    def unremoved_files(self, *, host: str, limit: int) -> list[UnremovedFileRow]:
         """Tombstones of ``host`` (or of no recorded host) whose run directory is not yet
         removed (``kind``, ``id``, ``run_dir``, ``artifacts_path``, ``owner_host``), at
         most ``limit``."""
         params = {"host": host, "limit": int(limit)}
-        return self.connector.read(self.sql("gc_unremoved_files"), params)
+        rows = self.connector.read(self.sql("gc_unremoved_files"), params)
+        return [UnremovedFileRow.from_row(r) for r in rows]
 
     def mark_files_removed(self, kind: str, ids: Sequence[str], *, now: float) -> None:
         """Record that the run directories of these tombstones are gone."""

@@ -15,6 +15,7 @@ from lirun.store.rows.reads import (
     AttentionRows,
     AttentionScheduleRunRow,
     FlowListRow,
+    GcCandidateRow,
     LineagePlayRow,
     LineageScheduleRunRow,
     RecentScheduleRunRow,
@@ -22,6 +23,7 @@ from lirun.store.rows.reads import (
     RunLineage,
     RunPageRow,
     ScheduleRunUsageRow,
+    UnremovedFileRow,
 )
 from lirun.store.rows.runs import (
     AdminEventRow,
@@ -50,6 +52,7 @@ __all__ = [
     "AttentionScheduleRunRow",
     "BranchRow",
     "FlowListRow",
+    "GcCandidateRow",
     "InboxMessageRow",
     "InvocationRow",
     "LineagePlayRow",
@@ -72,5 +75,6 @@ __all__ = [
     "TeamMessageRow",
     "TeamRow",
     "TransitionRow",
+    "UnremovedFileRow",
     "WorkerRow",
 ]

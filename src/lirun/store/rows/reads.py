@@ -14,6 +14,7 @@ __all__ = [
     "AttentionRows",
     "AttentionScheduleRunRow",
     "FlowListRow",
+    "GcCandidateRow",
     "LineagePlayRow",
     "LineageScheduleRunRow",
     "RecentScheduleRunRow",
@@ -21,6 +22,7 @@ __all__ = [
     "RunLineage",
     "RunPageRow",
     "ScheduleRunUsageRow",
+    "UnremovedFileRow",
 ]
 
 
@@ -315,3 +317,48 @@ class AttentionRows(NamedTuple):
     flows: list[AttentionFlowRow]
     schedule_runs: list[AttentionScheduleRunRow]
     running_shows: list[ShowRow]
+
+
+class GcCandidateRow(NamedTuple):
+    """A run or flow gc may prune (``gc_candidates``): its status, times, run
+    directory and host, the status of the flow it is a leg of, whether an active show
+    holds it and ``bulk_bytes``, what its tombstone clears."""
+
+    id: str
+    status: str | None
+    ended_at: float | None
+    updated_at: float | None
+    run_dir: str | None
+    artifacts_path: str | None
+    owner_host: str | None
+    flow_status: str | None
+    in_active_show: Any
+    bulk_bytes: int | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> GcCandidateRow:
+        """The row of one ``gc_<kind>_candidates`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict."""
+        return self._asdict()
+
+
+class UnremovedFileRow(NamedTuple):
+    """A tombstone whose run directory is not yet removed (``unremoved_files``)."""
+
+    kind: str
+    id: str
+    run_dir: str | None
+    artifacts_path: str | None
+    owner_host: str | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> UnremovedFileRow:
+        """The row of one ``gc_unremoved_files`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict."""
+        return self._asdict()
