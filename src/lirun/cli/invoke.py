@@ -14,6 +14,7 @@ from lirun.lifecycle import EXIT_CODE_BY_STATUS, policy_for
 from lirun.reasons import resolve_run_reason
 from lirun.record.rundir import safe_component
 from lirun.store import open_store
+from lirun.store.rows import InvocationRow
 
 PROG = "li invoke"
 TERMINAL = sorted(policy_for("invocation").terminal)
@@ -92,27 +93,27 @@ def end(args: Any) -> int:
             reason_summary=args.summary,
             expected_statuses={"running"},
         )
-        row = store.get_entity("invocation", ident)
+        row = store.get_invocation(ident)
     finally:
         store.close()
     assert row is not None  # update_status raised NotFoundError otherwise
     if args.json:
-        print_json({**row, "applied": applied}, schema="lirun.invocation_end/1")
+        print_json({**row.as_dict(), "applied": applied}, schema="lirun.invocation_end/1")
     elif applied:
-        print(f"{row['id']}\t{row['status']}\t{row['status_reason_code']}")
+        print(f"{row.id}\t{row.status}\t{row.status_reason_code}")
     return code if applied else _not_applied(args, row, code)
 
 
-def _not_applied(args: Any, row: dict[str, Any], code: int) -> int:
-    if row["status"] == args.status:
-        warn(PROG, f"invocation {row['id']} had already ended as {row['status']}; unchanged")
+def _not_applied(args: Any, row: InvocationRow, code: int) -> int:
+    if row.status == args.status:
+        warn(PROG, f"invocation {row.id} had already ended as {row.status}; unchanged")
         if not args.json:
-            print(f"{row['id']}\t{row['status']}\t{row['status_reason_code']}")
+            print(f"{row.id}\t{row.status}\t{row.status_reason_code}")
         return code
     warn(
         PROG,
-        f"invocation {row['id']} had already ended as {row['status']} "
-        f"({row['status_reason_code']}); not changed to {args.status}. "
+        f"invocation {row.id} had already ended as {row.status} "
+        f"({row.status_reason_code}); not changed to {args.status}. "
         "Use `li override invocation ID` to repair it deliberately",
     )
     return 1

@@ -18,7 +18,7 @@ from lirun.flows.jobs import outputs_of, proof_is_shared
 from lirun.flows.state import ReusedLeg
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from lirun.store import Store, open_store
-from lirun.store.rows import SessionRow
+from lirun.store.rows import InvocationRow, SessionRow
 
 __all__ = ["FlowReport", "LegReport", "flow_report", "report_from_store", "reusable_legs"]
 
@@ -100,9 +100,9 @@ _SUCCESS = ("completed", "completed_empty")
 _SIGNAL_BY_REASON = {"run.cancelled.sigint": "SIGINT", "run.cancelled.sigterm": "SIGTERM"}
 
 
-def _flow_row(store: Store, invocation_id: str) -> dict[str, Any]:
-    row = store.get_entity("invocation", invocation_id)
-    if row is None or row.get("kind") != "flow" or not row.get("flow_json"):
+def _flow_row(store: Store, invocation_id: str) -> InvocationRow:
+    row = store.get_invocation(invocation_id)
+    if row is None or row.kind != "flow" or not row.flow_json:
         raise UsageError(f"invocation {invocation_id} is not a flow (no stored flow)")
     return row
 
@@ -152,16 +152,16 @@ def _leg_report(
     )
 
 
-def _interrupted(row: Mapping[str, Any]) -> str | None:
+def _interrupted(row: InvocationRow) -> str | None:
     """The signal that stopped the flow: named in its evidence, else by its reason."""
-    for item in row.get("status_evidence_refs") or []:
+    for item in row.status_evidence_refs or []:
         if isinstance(item, Mapping) and item.get("kind") == "signal":
             return str(item.get("signal"))
-    return _SIGNAL_BY_REASON.get(row.get("status_reason_code") or "")
+    return _SIGNAL_BY_REASON.get(row.status_reason_code or "")
 
 
-def _stopped(row: Mapping[str, Any]) -> tuple[str, ...]:
-    for item in row.get("status_evidence_refs") or []:
+def _stopped(row: InvocationRow) -> tuple[str, ...]:
+    for item in row.status_evidence_refs or []:
         if isinstance(item, Mapping) and item.get("kind") == "stopped_legs":
             return tuple(str(leg["leg"]) for leg in item.get("legs") or [])
     return ()
@@ -171,9 +171,9 @@ def report_from_store(store: Store, invocation_id: str) -> FlowReport:
     """The report of one flow invocation (its exact id) as the database holds it."""
     row = _flow_row(store, invocation_id)
     latest = _latest_by_leg(store.list_invocation_sessions(invocation_id))
-    unrun = "pending" if row["status"] == "running" else NOT_RUN
+    unrun = "pending" if row.status == "running" else NOT_RUN
     legs = []
-    for entry in row["flow_json"].get("graph") or []:
+    for entry in row.flow_json.get("graph") or []:
         if entry["id"] in latest:
             session, attempts = latest[entry["id"]]
             legs.append(_leg_report(entry, session, attempts, False))
@@ -183,7 +183,7 @@ def report_from_store(store: Store, invocation_id: str) -> FlowReport:
         else:  # not run, or no session: a fan-out with no items or unreadable ones
             legs.append(_leg_report(entry, None, 0, False, unrun=unrun))
     seen = {leg.leg for leg in legs}
-    for spec_leg in row["flow_json"].get("spec", {}).get("legs") or []:
+    for spec_leg in row.flow_json.get("spec", {}).get("legs") or []:
         if spec_leg["id"] not in seen:  # not reached (yet)
             entry = {
                 "id": spec_leg["id"],
@@ -192,18 +192,18 @@ def report_from_store(store: Store, invocation_id: str) -> FlowReport:
             }
             legs.append(_leg_report(entry, None, 0, False, unrun=unrun))
     return FlowReport(
-        invocation_id=row["id"],
-        status=row["status"],
-        reason_code=row.get("status_reason_code"),
-        reason_summary=row.get("status_reason_summary"),
-        run_dir=row.get("run_dir"),
-        resumed_from=row.get("resumed_from"),
+        invocation_id=row.id,
+        status=row.status,
+        reason_code=row.status_reason_code,
+        reason_summary=row.status_reason_summary,
+        run_dir=row.run_dir,
+        resumed_from=row.resumed_from,
         legs=tuple(legs),
         stopped=_stopped(row),
         interrupted=_interrupted(row),
-        input_tokens=row.get("input_tokens"),
-        output_tokens=row.get("output_tokens"),
-        cost_usd=row.get("cost_usd"),
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        cost_usd=row.cost_usd,
     )
 
 
@@ -242,7 +242,7 @@ def reusable_legs(store: Store, invocation_id: str) -> dict[str, ReusedLeg]:
     ).items():
         if session.status in _SUCCESS:
             found[leg_id] = _reused(session)
-    for entry in row["flow_json"].get("graph") or []:
+    for entry in row.flow_json.get("graph") or []:
         source = entry.get("reused_from")
         if source and entry["id"] not in found:
             earlier = store.get_session(source)

@@ -185,7 +185,8 @@ def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any
         if apply_pending_run(store, session_id) not in (None, "keep"):
             return None
     # Judge the freshest row: a heartbeat may have landed since the caller read it.
-    row = store.get_entity("session", session_id)
+    session = store.get_session(session_id)
+    row = session.as_dict() if session is not None else None  # judged as every kind is
     verdict = judge(row, facts) if row is not None else None
     if row is None or verdict is None:
         return None

@@ -33,7 +33,8 @@ def find_orphan_flows(store: Store, *, now: float | None = None) -> list[Orphan]
 
 def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, Any] | None:
     facts = local_facts(now)
-    row = store.get_entity("invocation", invocation_id)
+    flow = store.get_invocation(invocation_id)
+    row = flow.as_dict() if flow is not None else None  # judged as a session is
     verdict = judge(row, facts) if row is not None else None
     if row is None or verdict is None:
         return None
@@ -62,5 +63,5 @@ def reap_flows(
 def reap_flow_if_orphaned(store: Store, invocation_id: str) -> bool:
     """True when the invocation is no longer running (reaped now, or ended meanwhile)."""
     _reap_one(store, invocation_id, None)
-    row = store.get_entity("invocation", invocation_id)
-    return row is not None and row.get("status") != "running"
+    flow = store.get_invocation(invocation_id)
+    return flow is not None and flow.status != "running"

@@ -369,16 +369,17 @@ def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
     """Read the row, gather facts, decide, then write (or spool) unless already terminal."""
     ended_at = ctx.clock()
     try:
-        row = _with_retry(ctx, lambda: ctx.store.get_entity("session", ctx.session_id))
+        session = _with_retry(ctx, lambda: ctx.store.get_session(ctx.session_id))
     except _STORE_ERRORS as exc:
         # Unreadable: decide from what this process knows (the row was running).
         snapshot = ctx.snapshot_status or "running"
         fallback = {"status": snapshot, "artifact_contract_json": ctx.artifact_contract}
         facts = gather_facts(ctx, fallback, offline=True, **request)
         return _spool(ctx, snapshot, decide_outcome(facts), facts, ended_at, exc)
-    if row is None:
+    if session is None:
         raise NotFoundError(f"no execution row {ctx.session_id} to finalize")
-    snapshot = str(row["status"])
+    row = session.as_dict()  # the facts read every kind's row as a mapping
+    snapshot = session.status
     ctx.snapshot_status = snapshot
     try:
         facts = gather_facts(ctx, row, **request)
@@ -394,7 +395,7 @@ def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
                 snapshot,
                 outcome.status,
             )
-        return Finalized(snapshot, row.get("status_reason_code"), outcome, already_terminal=True)
+        return Finalized(snapshot, session.status_reason_code, outcome, already_terminal=True)
     try:
         return _write_outcome(ctx, snapshot, outcome, facts, ended_at)
     except _STORE_ERRORS as exc:

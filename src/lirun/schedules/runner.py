@@ -282,7 +282,7 @@ class Runner:
                 metadata={"schedule_run_id": run_id},
             )
             result = execute(request, store=store, trap=trap)
-            summary = _row_summary(store, "session", session_id)
+            summary = _session_summary(store, session_id)
             outcome = run_outcome(result.status, result.reason, summary, stopped_by=stopping())
             return outcome._replace(exit_code=result.exit_code)
         if action.kind == "gc":
@@ -381,9 +381,9 @@ class Runner:
             log.warning(f"run {run.id}: --notify {command!r} exited {done.returncode}")
 
 
-def _row_summary(store: Store, kind: str, entity_id: str) -> str:
+def _session_summary(store: Store, session_id: str) -> str:
     try:
-        row = store.get_entity(kind, entity_id)
+        session = store.get_session(session_id)
     except Exception:  # the database is away: the status and reason are known already
         return ""
-    return str((row or {}).get("status_reason_summary") or "")
+    return (session.status_reason_summary or "") if session is not None else ""

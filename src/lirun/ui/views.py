@@ -240,13 +240,14 @@ def _play_of(session: SessionRow) -> dict[str, Any] | None:
 def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
     """A flow (an invocation): its row, its legs as a report, and the leg graph."""
 
-    row = store.get_entity("invocation", invocation_id)
-    if row is None:
+    flow = store.get_invocation(invocation_id)
+    if flow is None:
         return None
+    row = flow.as_dict()  # as the record pages of every kind read it
     sessions = store.list_invocation_sessions(invocation_id)
     report = None
     nodes: list[Any] = []
-    if row.get("flow_json"):
+    if flow.flow_json:
         try:
             report = report_from_store(store, invocation_id).to_dict()
             nodes = dag_nodes(report)
@@ -264,7 +265,7 @@ def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
     return {
         "flow": row,
         "liveness": liveness("invocation", row),
-        "file_name": os.path.basename(str(row.get("skill") or "")),
+        "file_name": os.path.basename(str(flow.skill or "")),
         "duration": duration(row),
         "report": report,
         "sessions": legs,
