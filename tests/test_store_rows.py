@@ -23,6 +23,7 @@ from lirun.store.rows import (
     BranchRow,
     FlowListRow,
     GcCandidateRow,
+    HistoryEventRow,
     InboxMessageRow,
     InvocationRow,
     LineagePlayRow,
@@ -55,7 +56,6 @@ STILL_DICTS = frozenset(
     {
         "fetch_wait_rows", "get_entity",
         "match_wait_ids", "resolve_wait_exact",
-        "transitions_since",
     }
 )  # fmt: skip
 
@@ -106,6 +106,7 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("show_plays", PlayRow),
         ("list_flows", FlowListRow),
         ("runs_page", RunPageRow),
+        ("transitions_since", HistoryEventRow),
         ("gc_candidates", GcCandidateRow),
         ("unremoved_files", UnremovedFileRow),
         ("run_lineage", RunLineage),
@@ -359,3 +360,15 @@ def test_gc_rows_name_each_column_their_queries_select(store: Store, kind: str) 
     raw = store.connector.read(store.sql("gc_unremoved_files"), {"host": "here", "limit": 5})
     assert set(raw[0]) == set(UnremovedFileRow._fields)
     assert (gone.as_dict(), gone.kind) == (dict(raw[0]), kind)
+
+
+def test_a_history_event_row_names_each_column_transitions_since_selects(store: Store) -> None:
+    """``HistoryEventRow`` names exactly what ``ui_transitions_since`` selects: a column
+    the query gains fails here, not in the dashboard's event stream."""
+    show = store.create_show(topic="t")
+    play = store.create_play(show_id=show.id, name="p")
+    raw = store.connector.read(store.sql("ui_transitions_since"), {"after": 0, "limit": 10})
+    assert set(raw[0]) == set(HistoryEventRow._fields)
+    rows = store.transitions_since(0)
+    assert [r.as_dict() for r in rows] == [dict(r) for r in raw]
+    assert (rows[-1].entity_id, rows[-1].parent_id) == (play.id, show.id)

@@ -99,9 +99,9 @@ def test_the_history_is_numbered_in_commit_order(store: Store) -> None:
     store.create_session(id="n-1", owner_pid=None)
     store.update_status("session", "n-1", new_status="completed", reason_code="run.completed.ok")
     rows = store.transitions_since(before)
-    assert [r["seq"] for r in rows] == [before + 1, before + 2]
-    assert [r["status"] for r in rows] == ["running", "completed"]
-    assert store.transitions_since(before + 1)[0]["status"] == "completed"
+    assert [r.seq for r in rows] == [before + 1, before + 2]
+    assert [r.status for r in rows] == ["running", "completed"]
+    assert store.transitions_since(before + 1)[0].status == "completed"
 
 
 def test_each_change_names_its_parent_record(store: Store) -> None:
@@ -112,7 +112,7 @@ def test_each_change_names_its_parent_record(store: Store) -> None:
     store.create_session(id="leg-1", owner_pid=None, invocation_id=inv.id)
     show = store.create_show(topic="t")
     play = store.create_play(show_id=show.id, name="p")
-    parents = {r["entity_id"]: r["parent_id"] for r in store.transitions_since(before)}
+    parents = {r.entity_id: r.parent_id for r in store.transitions_since(before)}
     assert parents == {
         inv.id: None,
         "leg-1": inv.id,

@@ -37,7 +37,7 @@ def test_migration_0007_numbers_an_existing_history_in_write_order(db_url: str) 
     store = open_store(db_url)
     try:
         rows = store.transitions_since(0)
-        assert [(r["seq"], r["created_at"]) for r in rows] == [(1, 20.0), (2, 10.0), (3, 30.0)]
+        assert [(r.seq, r.created_at) for r in rows] == [(1, 20.0), (2, 10.0), (3, 30.0)]
         store.create_session(id="new", owner_pid=None)
         assert store.last_transition_seq() == 4
     finally:

@@ -11,8 +11,8 @@ from collections.abc import Collection
 
 from lirun.hints import Any, NamedTuple
 from lirun.store.base import StoreBase
-from lirun.store.connector import Row
 from lirun.store.rows import (
+    HistoryEventRow,
     LineagePlayRow,
     LineageScheduleRunRow,
     PlayRow,
@@ -92,13 +92,14 @@ class UIReads(StoreBase):
         rows = self.connector.read(self.sql("ui_runs_page"), params)
         return [RunPageRow.from_row(r) for r in rows]
 
-    def transitions_since(self, after: int, *, limit: int = 500) -> list[Row]:
+    def transitions_since(self, after: int, *, limit: int = 500) -> list[HistoryEventRow]:
         """History rows with a sequence number above ``after``, in order (``seq``,
         entity type and id, previous and new status, reason code, created_at, and
         ``parent_id``: a session's invocation or a play's show)."""
-        return self.connector.read(
+        rows = self.connector.read(
             self.sql("ui_transitions_since"), {"after": int(after), "limit": int(limit)}
         )
+        return [HistoryEventRow.from_row(r) for r in rows]
 
     def last_transition_seq(self) -> int:
         """The highest sequence number of the history (0 when empty)."""

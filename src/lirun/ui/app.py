@@ -263,8 +263,8 @@ async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]
                 yield f"id: {dash.hub.cursor}\nevent: reset\ndata: {{}}\n\n"
             else:
                 for row in backlog:
-                    seen.add(int(row["seq"]))
-                    yield change_of(row, min(dash.hub.cursor, int(row["seq"]))).to_sse()
+                    seen.add(int(row.seq))
+                    yield change_of(row, min(dash.hub.cursor, int(row.seq))).to_sse()
         else:
             yield f"id: {dash.hub.cursor}\nevent: hello\ndata: {{}}\n\n"
         if dash.hub.error is not None:

@@ -27,6 +27,7 @@ from typing import Any
 from lirun.errors import LirunError
 from lirun.schedules.worker import live_workers
 from lirun.store import open_store
+from lirun.store.rows import HistoryEventRow
 from lirun.wait.wake import make_waker
 
 GAP_WAIT_SECONDS = 2.0
@@ -132,17 +133,17 @@ class SeqTracker:
             self._gap_since = None
 
 
-def change_of(row: dict[str, Any], cursor: int) -> Change:
+def change_of(row: HistoryEventRow, cursor: int) -> Change:
     return Change(
-        seq=int(row["seq"]),
+        seq=int(row.seq),
         cursor=cursor,
-        entity_type=str(row["entity_type"]),
-        entity_id=str(row["entity_id"]),
-        status=str(row["status"]),
-        previous_status=row.get("previous_status"),
-        reason_code=row.get("reason_code"),
-        at=row.get("created_at"),
-        parent_id=row.get("parent_id"),
+        entity_type=row.entity_type,
+        entity_id=row.entity_id,
+        status=row.status,
+        previous_status=row.previous_status,
+        reason_code=row.reason_code,
+        at=row.created_at,
+        parent_id=row.parent_id,
     )
 
 
@@ -300,7 +301,7 @@ class Hub:
                 if self.error is not None:
                     self.publish([Notice("recovered")])
                 self.error = None
-            by_seq = {int(r["seq"]): r for r in rows}
+            by_seq = {int(r.seq): r for r in rows}
             fresh = tracker.accept(by_seq, time.monotonic())
             self.cursor = tracker.cursor
             self.publish([change_of(by_seq[s], tracker.cursor) for s in fresh])

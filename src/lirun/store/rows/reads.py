@@ -15,6 +15,7 @@ __all__ = [
     "AttentionScheduleRunRow",
     "FlowListRow",
     "GcCandidateRow",
+    "HistoryEventRow",
     "LineagePlayRow",
     "LineageScheduleRunRow",
     "RecentScheduleRunRow",
@@ -357,6 +358,30 @@ class UnremovedFileRow(NamedTuple):
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> UnremovedFileRow:
         """The row of one ``gc_unremoved_files`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict."""
+        return self._asdict()
+
+
+class HistoryEventRow(NamedTuple):
+    """A history row as the dashboard's event stream hears it (``transitions_since``):
+    its sequence number, record, statuses, reason and time, and ``parent_id`` (a
+    session's invocation, a play's show)."""
+
+    seq: int
+    entity_type: str
+    entity_id: str
+    previous_status: str | None
+    status: str
+    reason_code: str | None
+    created_at: float
+    parent_id: str | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> HistoryEventRow:
+        """The event of one ``ui_transitions_since`` row."""
         return cls(**{name: row[name] for name in cls._fields})
 
     def as_dict(self) -> dict[str, Any]:
