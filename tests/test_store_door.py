@@ -98,10 +98,10 @@ def test_wait_reads_bind_any_number_of_ids_on_either_backend(store: Store) -> No
     assert next(r for r in rows if r["kind"] == "invocation")["run_dir"] == "/tmp/rd"
     assert store.fetch_wait_rows({}) == []
     exact = store.resolve_wait_exact([*ids[:5], "nope"])
-    assert {r["input"] for r in exact} == set(ids[:5])
+    assert {r.input for r in exact} == set(ids[:5])
     assert store.resolve_wait_exact([]) == []
     [match] = store.match_wait_ids("-299", limit=10)
-    assert (match["kind"], match["id"], match["total"]) == ("session", "run-299", 1)
+    assert (match.kind, match.id, match.total) == ("session", "run-299", 1)
     assert [s.id for s in store.list_invocation_sessions(inv)] == ["child"]
 
 

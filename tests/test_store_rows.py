@@ -14,6 +14,7 @@ import pytest
 
 from lirun.store import Store
 from lirun.store import rows as row_classes
+from lirun.store.base import id_fragment_params
 from lirun.store.rows import (
     AdminEventRow,
     AttentionFlowRow,
@@ -47,6 +48,8 @@ from lirun.store.rows import (
     TeamRow,
     TransitionRow,
     UnremovedFileRow,
+    WaitExactRow,
+    WaitMatchRow,
     WorkerRow,
 )
 from lirun.store.ui_reads import RunFilter, page_params
@@ -55,7 +58,6 @@ from lirun.store.ui_reads import RunFilter, page_params
 STILL_DICTS = frozenset(
     {
         "fetch_wait_rows", "get_entity",
-        "match_wait_ids", "resolve_wait_exact",
     }
 )  # fmt: skip
 
@@ -106,6 +108,8 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("show_plays", PlayRow),
         ("list_flows", FlowListRow),
         ("runs_page", RunPageRow),
+        ("resolve_wait_exact", WaitExactRow),
+        ("match_wait_ids", WaitMatchRow),
         ("transitions_since", HistoryEventRow),
         ("gc_candidates", GcCandidateRow),
         ("unremoved_files", UnremovedFileRow),
@@ -372,3 +376,19 @@ def test_a_history_event_row_names_each_column_transitions_since_selects(store: 
     rows = store.transitions_since(0)
     assert [r.as_dict() for r in rows] == [dict(r) for r in raw]
     assert (rows[-1].entity_id, rows[-1].parent_id) == (play.id, show.id)
+
+
+def test_wait_resolve_rows_name_each_column_their_queries_select(store: Store) -> None:
+    """``WaitExactRow`` and ``WaitMatchRow`` name exactly what ``li wait``'s resolving
+    queries select: a column either gains fails here."""
+    made = store.create_session(id="run-42", owner_pid=None)
+    raw = store.connector.read(
+        store.sql("wait_resolve_exact"), {"ids": store.connector.bind_list(["run-42"])}
+    )
+    assert set(raw[0]) == set(WaitExactRow._fields)
+    assert [r.as_dict() for r in store.resolve_wait_exact(["run-42"])] == [dict(r) for r in raw]
+    raw = store.connector.read(store.sql("wait_resolve_partial"), id_fragment_params("-42", 5))
+    assert set(raw[0]) == set(WaitMatchRow._fields)
+    [match] = store.match_wait_ids("-42", limit=5)
+    assert match.as_dict() == dict(raw[0])
+    assert (match.kind, match.id, match.total) == ("session", made.id, 1)

@@ -14,6 +14,7 @@ import pytest
 from lirun import format_wait_line, wait_for_terminal
 from lirun.store import StateDB, open_store
 from lirun.store.base import id_fragment_params
+from lirun.store.rows import WaitExactRow
 from lirun.wait.outcome import project, wait_exit_code
 from lirun.wait.resolve import Target, pick_exact, split_ids
 from lirun.wait.watch import Watcher
@@ -85,10 +86,10 @@ def test_an_id_prefix_pattern_escapes_like_metacharacters() -> None:
 
 def test_pick_exact_prefers_tier_then_newest() -> None:
     rows = [
-        {"tier": 3, "kind": "session", "id": "old", "input": "br", "created_at": 1.0},
-        {"tier": 3, "kind": "session", "id": "new", "input": "br", "created_at": 2.0},
-        {"tier": 1, "kind": "invocation", "id": "x", "input": "x", "created_at": 5.0},
-        {"tier": 0, "kind": "session", "id": "x", "input": "x", "created_at": 1.0},
+        WaitExactRow(tier=3, kind="session", id="old", input="br", created_at=1.0),
+        WaitExactRow(tier=3, kind="session", id="new", input="br", created_at=2.0),
+        WaitExactRow(tier=1, kind="invocation", id="x", input="x", created_at=5.0),
+        WaitExactRow(tier=0, kind="session", id="x", input="x", created_at=1.0),
     ]
     assert pick_exact(rows) == {"br": ("session", "new"), "x": ("session", "x")}
 

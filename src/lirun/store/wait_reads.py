@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from lirun.hints import Any
 from lirun.store.base import StoreBase, id_fragment_params
 from lirun.store.connector import Row
-from lirun.store.rows import SessionRow, ShowListRow
+from lirun.store.rows import SessionRow, ShowListRow, WaitExactRow, WaitMatchRow
 
 # The kinds `li wait` accepts, in the order of the ``wait_fetch`` parameters.
 WAIT_KINDS = ("session", "invocation", "play", "schedule_run", "show")
@@ -18,21 +18,23 @@ WAIT_KINDS = ("session", "invocation", "play", "schedule_run", "show")
 class WaitReads(StoreBase):
     """Mixed into ``Store``: each method is one query, whatever the number of ids."""
 
-    def resolve_wait_exact(self, inputs: Sequence[str]) -> list[Row]:
+    def resolve_wait_exact(self, inputs: Sequence[str]) -> list[WaitExactRow]:
         """Every exact reading of each input (``tier``, ``kind``, ``id``, ``input``,
         ``created_at``); the caller keeps the lowest tier, then the newest row."""
         if not inputs:
             return []
-        return self.connector.read(
+        rows = self.connector.read(
             self.sql("wait_resolve_exact"), {"ids": self.connector.bind_list(inputs)}
         )
+        return [WaitExactRow.from_row(r) for r in rows]
 
-    def match_wait_ids(self, fragment: str, *, limit: int) -> list[Row]:
+    def match_wait_ids(self, fragment: str, *, limit: int) -> list[WaitMatchRow]:
         """Ids of the wait kinds starting or ending with ``fragment`` (``kind``, ``id``,
         ``total``), newest first, at most ``limit``."""
-        return self.connector.read(
+        rows = self.connector.read(
             self.sql("wait_resolve_partial"), id_fragment_params(fragment, limit)
         )
+        return [WaitMatchRow.from_row(r) for r in rows]
 
     def fetch_wait_rows(self, ids_by_kind: Mapping[str, Sequence[str]]) -> list[Row]:
         """The wait view of every id (``kind``, ``id``, status, reason, the backing session's

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from lirun.hints import Any, NamedTuple
+from lirun.hints import NamedTuple
 from lirun.store.base import ID_CANDIDATES
 from lirun.store.core import Store
+from lirun.store.rows import WaitExactRow
 
 NOT_FOUND = "not_found"
 AMBIGUOUS = "ambiguous"
@@ -40,14 +41,14 @@ def split_ids(args: Iterable[str]) -> list[str]:
     return list(seen)
 
 
-def pick_exact(rows: Iterable[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+def pick_exact(rows: Iterable[WaitExactRow]) -> dict[str, tuple[str, str]]:
     """Per input, the lowest tier's row, and within a tier the newest: (kind, id)."""
     best: dict[str, tuple[int, float, str, str]] = {}
     for row in rows:
-        key = (int(row["tier"]), -float(row["created_at"] or 0.0), row["kind"], row["id"])
-        current = best.get(row["input"])
+        key = (int(row.tier), -float(row.created_at or 0.0), row.kind, row.id)
+        current = best.get(row.input)
         if current is None or key < current:
-            best[row["input"]] = key
+            best[row.input] = key
     return {inp: (kind, id_) for inp, (_, _, kind, id_) in best.items()}
 
 
@@ -55,10 +56,10 @@ def _resolve_partial(store: Store, text: str) -> Target:
     rows = store.match_wait_ids(text, limit=ID_CANDIDATES)
     if not rows:
         return Target(text, problem=NOT_FOUND)
-    total = int(rows[0]["total"])
+    total = int(rows[0].total)
     if total == 1:
-        return Target(text, kind=rows[0]["kind"], id=rows[0]["id"], total=1)
-    found = tuple(f"{r['kind']} {r['id']}" for r in rows)
+        return Target(text, kind=rows[0].kind, id=rows[0].id, total=1)
+    found = tuple(f"{r.kind} {r.id}" for r in rows)
     return Target(text, problem=AMBIGUOUS, candidates=found, total=total)
 
 

@@ -25,6 +25,8 @@ from lirun.store.rows.reads import (
     RunPageRow,
     ScheduleRunUsageRow,
     UnremovedFileRow,
+    WaitExactRow,
+    WaitMatchRow,
 )
 from lirun.store.rows.runs import (
     AdminEventRow,
@@ -78,5 +80,7 @@ __all__ = [
     "TeamRow",
     "TransitionRow",
     "UnremovedFileRow",
+    "WaitExactRow",
+    "WaitMatchRow",
     "WorkerRow",
 ]

@@ -24,6 +24,8 @@ __all__ = [
     "RunPageRow",
     "ScheduleRunUsageRow",
     "UnremovedFileRow",
+    "WaitExactRow",
+    "WaitMatchRow",
 ]
 
 
@@ -382,6 +384,45 @@ class HistoryEventRow(NamedTuple):
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> HistoryEventRow:
         """The event of one ``ui_transitions_since`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict."""
+        return self._asdict()
+
+
+class WaitExactRow(NamedTuple):
+    """One exact reading of an id ``li wait`` was given (``resolve_wait_exact``): the
+    record of ``kind`` it names, the ``input`` it was read from, and its ``tier`` (the
+    lower wins: an id before a branch before a run id)."""
+
+    tier: int
+    kind: str
+    id: str
+    input: str
+    created_at: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> WaitExactRow:
+        """The reading of one ``wait_resolve_exact`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict."""
+        return self._asdict()
+
+
+class WaitMatchRow(NamedTuple):
+    """A record whose id starts or ends with a fragment ``li wait`` was given
+    (``match_wait_ids``), with ``total``: how many match in all."""
+
+    kind: str
+    id: str
+    total: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> WaitMatchRow:
+        """The match of one ``wait_resolve_partial`` row."""
         return cls(**{name: row[name] for name in cls._fields})
 
     def as_dict(self) -> dict[str, Any]:
