@@ -92,10 +92,8 @@ def test_wait_reads_bind_any_number_of_ids_on_either_backend(store: Store) -> No
     inv = store.create_invocation(skill="review", id="inv-1").id
     store.create_session(id="child", invocation_id=inv, owner_pid=None, run_dir="/tmp/rd")
     rows = store.fetch_wait_rows({"session": ids, "invocation": [inv], "play": []})
-    assert {(r["kind"], r["id"]) for r in rows} == {("session", i) for i in ids} | {
-        ("invocation", inv)
-    }
-    assert next(r for r in rows if r["kind"] == "invocation")["run_dir"] == "/tmp/rd"
+    assert {(r.kind, r.id) for r in rows} == {("session", i) for i in ids} | {("invocation", inv)}
+    assert next(r for r in rows if r.kind == "invocation").run_dir == "/tmp/rd"
     assert store.fetch_wait_rows({}) == []
     exact = store.resolve_wait_exact([*ids[:5], "nope"])
     assert {r.input for r in exact} == set(ids[:5])

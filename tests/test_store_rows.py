@@ -49,6 +49,7 @@ from lirun.store.rows import (
     TransitionRow,
     UnremovedFileRow,
     WaitExactRow,
+    WaitFetchRow,
     WaitMatchRow,
     WorkerRow,
 )
@@ -57,7 +58,7 @@ from lirun.store.ui_reads import RunFilter, page_params
 # Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
 STILL_DICTS = frozenset(
     {
-        "fetch_wait_rows", "get_entity",
+        "get_entity",
     }
 )  # fmt: skip
 
@@ -109,6 +110,7 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
         ("list_flows", FlowListRow),
         ("runs_page", RunPageRow),
         ("resolve_wait_exact", WaitExactRow),
+        ("fetch_wait_rows", WaitFetchRow),
         ("match_wait_ids", WaitMatchRow),
         ("transitions_since", HistoryEventRow),
         ("gc_candidates", GcCandidateRow),
@@ -392,3 +394,19 @@ def test_wait_resolve_rows_name_each_column_their_queries_select(store: Store) -
     [match] = store.match_wait_ids("-42", limit=5)
     assert match.as_dict() == dict(raw[0])
     assert (match.kind, match.id, match.total) == ("session", made.id, 1)
+
+
+def test_a_wait_fetch_row_names_each_column_wait_fetch_selects(store: Store) -> None:
+    """``WaitFetchRow`` names exactly what ``wait_fetch`` selects for every wait kind: a
+    column the query gains fails here, not in ``li wait``."""
+    store.create_session(id="s-1", owner_pid=None)
+    store.create_invocation(skill="review", id="i-1")
+    ids = {"session": ["s-1"], "invocation": ["i-1"]}
+    params = {
+        f"{kind}_ids": store.connector.bind_list(ids.get(kind, ()))
+        for kind in ("session", "invocation", "play", "schedule_run", "show")
+    }
+    raw = store.connector.read(store.sql("wait_fetch"), params)
+    assert {r["kind"] for r in raw} == {"session", "invocation"}
+    assert all(set(r) == set(WaitFetchRow._fields) for r in raw)
+    assert [r.as_dict() for r in store.fetch_wait_rows(ids)] == [dict(r) for r in raw]

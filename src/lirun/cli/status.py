@@ -113,10 +113,9 @@ def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
     """``artifact_dir`` and ``run_dir`` as ``li wait`` reports them (design.md §4.1): the
     stored roots of the record's backing session (the session itself for a session)."""
     rows = store.fetch_wait_rows({kind: [entity_id]})
-    row = rows[0] if rows else {}
     return {
-        "artifact_dir": row.get("artifacts_path") or None,
-        "run_dir": row.get("run_dir") or None,
+        "artifact_dir": (rows[0].artifacts_path or None) if rows else None,
+        "run_dir": (rows[0].run_dir or None) if rows else None,
     }
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from lirun.hints import Any
 from lirun.store.base import StoreBase, id_fragment_params
 from lirun.store.connector import Row
-from lirun.store.rows import SessionRow, ShowListRow, WaitExactRow, WaitMatchRow
+from lirun.store.rows import SessionRow, ShowListRow, WaitExactRow, WaitFetchRow, WaitMatchRow
 
 # The kinds `li wait` accepts, in the order of the ``wait_fetch`` parameters.
 WAIT_KINDS = ("session", "invocation", "play", "schedule_run", "show")
@@ -36,7 +36,7 @@ class WaitReads(StoreBase):
         )
         return [WaitMatchRow.from_row(r) for r in rows]
 
-    def fetch_wait_rows(self, ids_by_kind: Mapping[str, Sequence[str]]) -> list[Row]:
+    def fetch_wait_rows(self, ids_by_kind: Mapping[str, Sequence[str]]) -> list[WaitFetchRow]:
         """The wait view of every id (``kind``, ``id``, status, reason, the backing session's
         ``run_dir`` and ``artifacts_path``, ``exit_code``, liveness facts), one query.
 
@@ -48,7 +48,9 @@ class WaitReads(StoreBase):
             f"{kind}_ids": self.connector.bind_list(ids_by_kind.get(kind, ()))
             for kind in WAIT_KINDS
         }
-        return self.connector.read(self.sql("wait_fetch"), params)
+        return [
+            WaitFetchRow.from_row(r) for r in self.connector.read(self.sql("wait_fetch"), params)
+        ]
 
     def list_invocation_sessions(self, invocation_id: str) -> list[SessionRow]:
         """The executions of one invocation, oldest first, JSON columns decoded."""

@@ -120,7 +120,7 @@ class Watcher:
             by_kind.setdefault(kind, []).append(entity_id)
         self.queries += 1
         rows = self.store.fetch_wait_rows(by_kind)
-        return {(row["kind"], row["id"]): row for row in rows}
+        return {(row.kind, row.id): row.as_dict() for row in rows}  # as the decisions read it
 
     def tick(self) -> list[dict[str, Any]]:
         """Read every pending target once; return the outcomes that became final."""

@@ -26,6 +26,7 @@ from lirun.store.rows.reads import (
     ScheduleRunUsageRow,
     UnremovedFileRow,
     WaitExactRow,
+    WaitFetchRow,
     WaitMatchRow,
 )
 from lirun.store.rows.runs import (
@@ -81,6 +82,7 @@ __all__ = [
     "TransitionRow",
     "UnremovedFileRow",
     "WaitExactRow",
+    "WaitFetchRow",
     "WaitMatchRow",
     "WorkerRow",
 ]

@@ -25,6 +25,7 @@ __all__ = [
     "ScheduleRunUsageRow",
     "UnremovedFileRow",
     "WaitExactRow",
+    "WaitFetchRow",
     "WaitMatchRow",
 ]
 
@@ -427,4 +428,34 @@ class WaitMatchRow(NamedTuple):
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict."""
+        return self._asdict()
+
+
+class WaitFetchRow(NamedTuple):
+    """One target of ``li wait`` as one tick reads it (``fetch_wait_rows``): its status
+    and reason, the run directory and artifacts of the session backing it, its exit code
+    and the owner's liveness facts (a schedule run's: its worker's, and its lease)."""
+
+    kind: str
+    id: str
+    status: str
+    reason_code: str | None
+    reason_summary: str | None
+    run_dir: str | None
+    artifacts_path: str | None
+    exit_code: int | None
+    owner_pid: int | None
+    owner_start_time: float | None
+    owner_host: str | None
+    owner_boot_id: str | None
+    heartbeat_at: float | None
+    lease_seconds: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> WaitFetchRow:
+        """The target of one ``wait_fetch`` row."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the wait decisions read it."""
         return self._asdict()
