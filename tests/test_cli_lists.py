@@ -175,3 +175,31 @@ def test_a_schedule_add_confirms_in_a_sentence() -> None:
 def test_a_dry_runs_commands_are_one_line_as_typed(argv: tuple[str, ...], typed: str) -> None:
     assert typed_command(argv) == typed
     assert "\n" not in typed_command(argv)
+
+
+def test_a_schedule_runs_status_names_what_it_produced(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``li status`` on a schedule run names its schedule and the record it made, with
+    that record's status and reason; a record gone since shows ``?``."""
+    raw_write(
+        store,
+        "INSERT INTO schedules (id, name, spec, action_kind, enabled, status, created_at, "
+        "updated_at) VALUES ('s1', 'nightly', 'every 1h', 'flow', 1, 'enabled', 1, 1)",
+    )
+    flow = store.create_invocation(skill="flow", id="flow-made")
+    store.update_status(
+        "invocation", flow.id, new_status="failed", reason_code="run.failed.exception"
+    )
+    made = store.create_schedule_run(action_kind="flow", schedule_id="s1", invocation_id=flow.id)
+    gone = store.create_schedule_run(action_kind="agent", schedule_id="s1")
+    raw_write(store, "UPDATE schedule_runs SET session_id = 'gone' WHERE id = :id", {"id": gone.id})
+    code, out, _ = li(capsys, "status", made.id, "--json")
+    assert code == 0
+    shown = json.loads(out)
+    assert (shown["schedule"], shown["produced"]) == (
+        "nightly",
+        "invocation flow-made failed run.failed.exception",
+    )
+    code, out, _ = li(capsys, "status", gone.id, "--json")
+    assert json.loads(out)["produced"] == "session gone ?"

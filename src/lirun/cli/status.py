@@ -158,15 +158,16 @@ def schedule_chain(store: Store, row: dict[str, Any]) -> dict[str, Any]:
     if row.get("schedule_id"):
         schedule = store.get_schedule_by_id(row["schedule_id"])
         chain["schedule"] = schedule.name if schedule else None
-    for kind, key in (
-        ("session", "session_id"),
-        ("invocation", "invocation_id"),
-        ("show", "show_id"),
-    ):
+    getters = (
+        ("session", "session_id", store.get_session),
+        ("invocation", "invocation_id", store.get_invocation),
+        ("show", "show_id", store.get_show),
+    )
+    for kind, key, get in getters:
         if row.get(key):
-            made = store.get_entity(kind, row[key]) or {}
-            status = made.get("status", "?")
-            reason = made.get("status_reason_code") or ""
+            made = get(row[key])
+            status = made.status if made is not None else "?"
+            reason = (made.status_reason_code if made is not None else None) or ""
             chain["produced"] = f"{kind} {row[key]} {status} {reason}".strip()
     return chain
 
