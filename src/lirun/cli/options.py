@@ -28,7 +28,7 @@ from lirun.exec.legs import Echo
 from lirun.exec.profiles import parse_artifact_option
 from lirun.exec.supervisor import Limits
 from lirun.record.rundir import allocate_run
-from lirun.settings import MAX_SECONDS, Settings
+from lirun.settings import MAX_SECONDS
 from lirun.signals import held_trap
 from lirun.store import open_store
 
@@ -285,7 +285,6 @@ class Resolved:
     contract: dict[str, Any] | None
     defaults: dict[str, Any] = field(default_factory=dict)
     playbook_prompt: str | None = None
-    heartbeat_interval: float | None = None
 
 
 def _limits(args: argparse.Namespace, defaults: dict[str, Any]) -> Any:
@@ -372,7 +371,6 @@ def resolve_options(args: argparse.Namespace) -> Resolved:
         contract=declared.contract if declared else None,
         defaults=defaults,
         playbook_prompt=declared.playbook_prompt if declared else None,
-        heartbeat_interval=Settings.from_env().heartbeat_interval,
     )
 
 
@@ -388,7 +386,6 @@ def request_from(args: argparse.Namespace, resolved: Resolved, program: Any, **m
         invocation_id=args.invocation,
         resume_branch=args.resume,
         resume_on_timeout=args.resume_on_timeout,
-        heartbeat_interval=resolved.heartbeat_interval,
         **more,
     )
 
