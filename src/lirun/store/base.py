@@ -88,13 +88,18 @@ class StoreBase:
         now: float,
         *,
         status: str | None = None,
+        reason: str | None = None,
+        source: str = "system",
+        actor: str | None = None,
+        metadata_json: str | None = None,
     ) -> None:
         """Insert a row of ``entity_type`` (``status``: its initial one unless given) and
-        its creation history row, inside ``tx`` (so a caller can create several rows in
-        one transaction). The caller has validated the status."""
+        its creation history row (``reason``: the creation reason of that status unless
+        given), inside ``tx`` (so a caller can create several rows in one transaction). The
+        caller has validated the status and the reason."""
         policy = policy_for(entity_type)
         status = status or policy.initial
-        reason = creation_reason(policy.entity_type, status)
+        reason = reason or creation_reason(policy.entity_type, status)
         row = {
             **fields,
             "status": status,
@@ -109,7 +114,10 @@ class StoreBase:
             values=", ".join(f":{k}" for k in row),
         )
         tx.execute(insert, row)
-        self._append_transition(tx, policy, HistoryEntry(row["id"], None, status, reason), now)
+        entry = HistoryEntry(
+            row["id"], None, status, reason, source=source, actor=actor, metadata_json=metadata_json
+        )
+        self._append_transition(tx, policy, entry, now)
 
     def _insert(
         self, entity_type: str, fields: dict[str, Any], *, status: str | None = None

@@ -60,32 +60,26 @@ class ScheduleRecords(StatusWrites):
         status = "enabled" if enabled else "disabled"
         reason = reason_code or f"schedule_definition.{status}.created"
         validate_reason(reason, "schedule", status)
-        policy = policy_for("schedule")
-        now = time.time()
-        row = {
+        fields = {
             "id": entity_id_or_new(id),
             "name": name,
             **values,
             "enabled": 1 if enabled else 0,
-            "status": status,
-            "status_reason_code": reason,
-            "created_at": now,
-            "updated_at": now,
         }
-        insert = self.sql(
-            "insert_row",
-            table=policy.table,
-            columns=", ".join(row),
-            values=", ".join(f":{k}" for k in row),
-        )
         meta = to_json(check_metadata(metadata), "metadata")
         try:
             with self.connector.write() as tx:
-                tx.execute(insert, row)
-                entry = HistoryEntry(
-                    row["id"], None, status, reason, source=source, actor=actor, metadata_json=meta
+                self._insert_in(
+                    tx,
+                    "schedule",
+                    fields,
+                    time.time(),
+                    status=status,
+                    reason=reason,
+                    source=source,
+                    actor=actor,
+                    metadata_json=meta,
                 )
-                self._append_transition(tx, policy, entry, now)
         except ConflictError:
             if id is not None and self.get_entity("schedule", id) is not None:
                 raise
