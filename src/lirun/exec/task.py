@@ -24,7 +24,7 @@ from lirun.exec.declarations import MAX_PARALLEL, Declared, declarations
 from lirun.exec.execution import ExecutionRequest
 from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import CommandProgram, Echo
-from lirun.exec.provider_options import ProviderOptions
+from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.exec.providers import find_provider_executable, parse_provider_spec
 from lirun.exec.supervisor import Limits
 
@@ -33,12 +33,35 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_PARALLEL",
+    "TASK_KEYS",
     "Declared",
     "Task",
     "build_request",
     "check_task",
     "declarations",
 ]
+
+
+# The keys a flow leg and a play share in their files: the work (an agent with a prompt,
+# or a command), its declarations, its dependencies, its limits and the provider's options.
+TASK_KEYS = (
+    frozenset(
+        {
+            "agent",
+            "prompt",
+            "run",
+            "profile",
+            "playbook",
+            "artifacts",
+            "depends_on",
+            "timeout",
+            "idle_timeout",
+            "stall_timeout",
+            "require_change",
+        }
+    )
+    | OPTION_KEYS
+)
 
 
 @dataclass(frozen=True, slots=True)

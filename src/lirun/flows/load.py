@@ -27,7 +27,7 @@ from lirun.errors import UsageError
 from lirun.exec.profile_files import check_artifacts
 from lirun.exec.profiles import ProfileError
 from lirun.exec.provider_options import OPTION_KEYS
-from lirun.exec.task import MAX_PARALLEL, Task
+from lirun.exec.task import MAX_PARALLEL, TASK_KEYS, Task
 from lirun.flows.load_checks import check_graph
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
 from lirun.teams.membership import parse_setting
@@ -47,31 +47,15 @@ __all__ = [
 TOP_KEYS = frozenset(
     {"description", "vars", "parallel", "fail_fast", "legs", "team", "team_preamble"}
 )
-LEG_KEYS = (
-    frozenset(
-        {
-            "id",
-            "description",
-            "agent",
-            "prompt",
-            "run",
-            "profile",
-            "playbook",
-            "artifacts",
-            "depends_on",
-            "cwd",
-            "timeout",
-            "idle_timeout",
-            "stall_timeout",
-            "retries",
-            "isolation",
-            "may_be_empty",
-            "require_change",
-            "for_each",
-        }
-    )
-    | OPTION_KEYS
-)
+LEG_KEYS = TASK_KEYS | {
+    "id",
+    "description",
+    "cwd",
+    "retries",
+    "isolation",
+    "may_be_empty",
+    "for_each",
+}
 ISOLATIONS = ("worktree", "shared")
 MAX_RETRIES = 10
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -29,7 +29,7 @@ from lirun.exec.profile_files import check_artifacts, load_playbook
 from lirun.exec.profiles import ProfileError
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.exec.providers import parse_provider_spec
-from lirun.exec.task import MAX_PARALLEL, Task, check_task
+from lirun.exec.task import MAX_PARALLEL, TASK_KEYS, Task, check_task
 from lirun.exec.worktrees import GitError, Repo
 from lirun.orchestra.graph import find_cycle, unknown_deps
 from lirun.shows.spec import DEFAULT_ATTEMPTS, Gate, PlaySpec, ShowSpec
@@ -61,26 +61,7 @@ SHOW_KEYS = frozenset(
         "team_preamble",
     }
 )
-PLAY_KEYS = frozenset(
-    {
-        "name",
-        "agent",
-        "prompt",
-        "run",
-        "profile",
-        "playbook",
-        "artifacts",
-        "depends_on",
-        "gate",
-        "gate_timeout",
-        "timeout",
-        "idle_timeout",
-        "stall_timeout",
-        "attempts",
-        "require_change",
-        *OPTION_KEYS,
-    }
-)
+PLAY_KEYS = TASK_KEYS | {"name", "gate", "gate_timeout", "attempts"}
 # A play's name becomes part of a branch (<integration>--<name>-a1) and a directory.
 _PLAY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SAMPLE_ID = "20260101T000000-abc123"  # stands in for {id} when a branch name is checked
