@@ -70,12 +70,12 @@ def make_runs(store: Store, home: Path, records: int, dirs: int, prompt_bytes: i
                     "cost_usd": 0.01,
                 }
             )
-        store.import_sessions(rows)
+        store.sessions.import_many(rows)
 
 
 def kept_run(store: Store) -> str:
     """A run that ended now: gc keeps it whole."""
-    store.import_sessions(
+    store.sessions.import_many(
         [
             {
                 "id": "20261201T000000-kept00",
@@ -156,7 +156,7 @@ def bench(name: str, url: str, home: Path, args: Any) -> None:
         out(f"{name}.{'file' if name == 'sqlite' else 'tables'}_mb_after_gc", size())
         if args.vacuum:
             began = time.perf_counter()
-            store.reclaim_space()
+            store.retention.reclaim_space()
             out(f"{name}.vacuum_seconds", time.perf_counter() - began)
             out(f"{name}.{'file' if name == 'sqlite' else 'tables'}_mb_after_vacuum", size())
     finally:

@@ -83,7 +83,7 @@ def _one_run(plays: int, parallel: int) -> dict[str, list[float] | float]:
                 assert p.merged_at is not None
                 latency.append(p.merged_at - prepared)
                 merged.append(p.merged_at)
-                for s in store.list_play_sessions(p.id):
+                for s in store.shows.list_play_sessions(p.id):
                     took = s["ended_at"] - s["started_at"]
                     (gates if s["metadata_json"]["role"] == "gate" else agents).append(took)
         finally:

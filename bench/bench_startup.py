@@ -59,7 +59,7 @@ def compile_bytecode() -> None:
 def finished_id(url: str) -> str:
     store = open_store(url)
     try:
-        sid = store.create_session(id="bench-finished").id
+        sid = store.sessions.create(id="bench-finished").id
         complete(store, sid)
         return sid
     finally:

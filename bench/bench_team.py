@@ -35,7 +35,7 @@ QUIET_SECONDS = 0.3
 
 def follow_latency(url: str, trials: int) -> list[float]:
     store = open_store(url)
-    team_id = store.create_team_with_members("bench", ["sender", "reader"])["id"]
+    team_id = store.teams.create_with_members("bench", ["sender", "reader"])["id"]
     env = {**os.environ, "LIRUN_DB_URL": url}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     follower = subprocess.Popen(
@@ -47,11 +47,11 @@ def follow_latency(url: str, trials: int) -> list[float]:
     selector.register(follower.stdout, selectors.EVENT_READ)
     samples: list[float] = []
     try:
-        store.send_team_message(team_id, sender="sender", recipient="reader", text="warm-up")
+        store.teams.send_message(team_id, sender="sender", recipient="reader", text="warm-up")
         _read_line(follower.stdout, selector, 60.0)
         for i in range(trials):
             time.sleep(QUIET_SECONDS)
-            store.send_team_message(team_id, sender="sender", recipient="reader", text=f"t{i}")
+            store.teams.send_message(team_id, sender="sender", recipient="reader", text=f"t{i}")
             sent = time.perf_counter()
             _read_line(follower.stdout, selector, 10.0)
             samples.append((time.perf_counter() - sent) * 1000)
@@ -78,10 +78,10 @@ def _read_line(stream: Any, selector: selectors.BaseSelector, timeout: float) ->
 def send_rate(url: str, count: int = 300) -> float:
     store = open_store(url)
     try:
-        team_id = store.create_team_with_members("rate", ["a", "b"])["id"]
+        team_id = store.teams.create_with_members("rate", ["a", "b"])["id"]
         started = time.perf_counter()
         for i in range(count):
-            store.send_team_message(team_id, sender="a", recipient="all", text=f"m{i}")
+            store.teams.send_message(team_id, sender="a", recipient="all", text=f"m{i}")
         return count / (time.perf_counter() - started)
     finally:
         store.close()

@@ -75,7 +75,7 @@ def fill(store: Store, runs: int) -> float:
                     "cost_usd": 0.01,
                 }
             )
-        store.import_sessions(rows)
+        store.sessions.import_many(rows)
     return time.perf_counter() - started
 
 
@@ -169,7 +169,7 @@ def sse_latency(prefix: str, url: str, events: int) -> None:
         latencies = []
         for i in range(events):
             run_id = f"sse-{i}"
-            store.create_session(id=run_id, owner_pid=None)
+            store.sessions.create(id=run_id, owner_pid=None)
             time.sleep(0.05)  # spaced writes: each event measured on its own
             store.update_status(
                 "session", run_id, new_status="completed", reason_code="run.completed.ok"
@@ -242,7 +242,7 @@ def browser_latency(prefix: str, url: str, events: int) -> None:
                 def finish(run_id: str = run_id, committed: list[float] = committed) -> None:
                     store = open_store(url)  # a Store per thread
                     try:
-                        store.create_session(id=run_id, owner_pid=None)
+                        store.sessions.create(id=run_id, owner_pid=None)
                         time.sleep(0.1)
                         store.update_status(
                             "session",

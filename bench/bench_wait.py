@@ -47,7 +47,7 @@ def env_for(url: str) -> dict[str, str]:
 
 
 def make_running(store: Store, prefix: str, n: int) -> list[str]:
-    return [store.create_session(id=f"{prefix}-{i:05}").id for i in range(n)]
+    return [store.sessions.create(id=f"{prefix}-{i:05}").id for i in range(n)]
 
 
 def p95(values: list[float]) -> float:
@@ -113,7 +113,7 @@ def median_process_ms(argv: list[str], env: dict[str, str], runs: int) -> float:
 
 def bench_startup(url: str, runs: int) -> None:
     store = open_store(url)
-    sid = store.create_session(id="terminal-one").id
+    sid = store.sessions.create(id="terminal-one").id
     complete(store, sid)
     store.close()
     env = env_for(url)

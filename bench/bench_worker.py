@@ -107,7 +107,7 @@ def main() -> int:
             registry.set_enabled(store, "bench-tick", False, now=int(time.time()))
             time.sleep(1.0)
             runs = [
-                r for r in store.list_schedule_runs(schedule["id"], limit=1000) if r["started_at"]
+                r for r in store.schedules.list_runs(schedule["id"], limit=1000) if r["started_at"]
             ]
             starts = sorted(float(line) for line in fires.read_text().split())
             dues = sorted(int(r["due_at"]) for r in runs)

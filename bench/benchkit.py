@@ -44,7 +44,7 @@ def running_sessions(url: str, prefix: str, n: int) -> list[str]:
 
     store = open_store(url)
     try:
-        return [store.create_session(id=f"{prefix}-{i}").id for i in range(n)]
+        return [store.sessions.create(id=f"{prefix}-{i}").id for i in range(n)]
     finally:
         store.close()
 

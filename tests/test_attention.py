@@ -106,7 +106,7 @@ def test_what_blocks_work_comes_first_and_each_says_what_to_do() -> None:
 
 
 def _flow(store: Store, status: str, *, age: float = 0.0, resumed_from: str | None = None) -> str:
-    inv = store.create_invocation(skill="/tmp/work/fan.yaml")
+    inv = store.invocations.create(skill="/tmp/work/fan.yaml")
     raw_write(
         store,
         "UPDATE invocations SET kind = 'flow', status = :s, created_at = :at, "
@@ -117,7 +117,7 @@ def _flow(store: Store, status: str, *, age: float = 0.0, resumed_from: str | No
 
 
 def _schedule_run(store: Store, schedule_id: str, status: str, at: float) -> str:
-    run = store.create_schedule_run(action_kind="run", schedule_id=schedule_id)
+    run = store.schedules.create_run(action_kind="run", schedule_id=schedule_id)
     raw_write(
         store,
         "UPDATE schedule_runs SET status = :s, created_at = :at, updated_at = :at WHERE id = :id",
@@ -128,8 +128,8 @@ def _schedule_run(store: Store, schedule_id: str, status: str, at: float) -> str
 
 def test_the_store_gathers_what_a_person_must_act_on(store: Store, db_url: str) -> None:
     now = time.time()
-    show = store.create_show(topic="auth")
-    aborted = store.create_show(topic="old")
+    show = store.shows.create(topic="auth")
+    aborted = store.shows.create(topic="old")
     plays = {}
     for show_id, name, status in (
         (show.id, "api", "escalated"),
@@ -137,7 +137,7 @@ def test_the_store_gathers_what_a_person_must_act_on(store: Store, db_url: str) 
         (show.id, "models", "merged"),
         (aborted.id, "gone", "escalated"),
     ):
-        play = store.create_play(show_id=show_id, name=name)
+        play = store.shows.create_play(show_id=show_id, name=name)
         raw_write(
             store, "UPDATE plays SET status = :s WHERE id = :id", {"s": status, "id": play.id}
         )
@@ -159,7 +159,7 @@ def test_the_store_gathers_what_a_person_must_act_on(store: Store, db_url: str) 
     late = _schedule_run(store, "s1", "timed_out", now - 10)
     _schedule_run(store, "s2", "failed", now - 30)
     _schedule_run(store, "s2", "completed", now - 20)
-    rows = store.attention_rows(since=now - 7 * 86400)
+    rows = store.lists.attention_rows(since=now - 7 * 86400)
     assert sorted(r.id for r in rows.plays) == sorted([plays["api"], plays["gate"]])
     assert [r.id for r in rows.flows] == [failed]
     assert [(r.id, r.schedule_name) for r in rows.schedule_runs] == [(late, "tick")]
@@ -177,11 +177,11 @@ def test_a_running_record_whose_owner_died_is_found_and_not_reaped(
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     started = process_start_time(gone.pid)
     gone.wait()
-    store.create_session(
+    store.sessions.create(
         id="orphan", owner_pid=gone.pid, owner_host=host_name(), owner_boot_id=boot_id(),
         owner_start_time=started,
     )  # fmt: skip
-    store.create_session(id="alive")  # this process owns it
+    store.sessions.create(id="alive")  # this process owns it
     facts = gather(store, db_url, time.time())
     assert [(d["kind"], d["id"]) for d in facts.dead_owners] == [("session", "orphan")]
     assert store.get_entity("session", "orphan")["status"] == "running"  # type: ignore[index]
@@ -192,7 +192,7 @@ def test_an_outcome_pending_in_the_spool_is_listed(
 ) -> None:
     from lirun.record.spool import SpooledOutcome, database_identity, write_spool
 
-    store.create_session(id="spooled")
+    store.sessions.create(id="spooled")
     outcome = SpooledOutcome(
         run_id="spooled", database=database_identity(db_url), status="failed",
         reason_code="run.failed.exit_nonzero", reason_summary="exit 1",

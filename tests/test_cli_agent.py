@@ -76,8 +76,8 @@ def test_each_fixture_shape_ends_as_expected(
     assert "fix the test" not in row["command_json"]
     assert row["prompt"] == "fix the test"
     with opened_store(db_url) as store:
-        branch = store.get_branch(row["id"])
-        messages = store.list_messages(row["id"])
+        branch = store.sessions.get_branch(row["id"])
+        messages = store.sessions.list_messages(row["id"])
     assert branch is not None
     assert branch.engine_session_uid == uid
     assert branch.provider == provider
@@ -137,7 +137,9 @@ def test_a_bare_result_text_is_recorded_as_the_reply(
     row = only_row(db_url)
     assert row["status"] == "completed"
     with opened_store(db_url) as store:
-        replies = [m.content for m in store.list_messages(row["id"]) if m.role == "assistant"]
+        replies = [
+            m.content for m in store.sessions.list_messages(row["id"]) if m.role == "assistant"
+        ]
     assert replies == ["All good."]
 
 

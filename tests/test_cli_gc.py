@@ -74,7 +74,7 @@ def test_dry_run_and_keep_failed_from_the_command_line(li_env: dict[str, str]) -
 def test_refusals_are_named_on_stderr(li_env: dict[str, str], db_url: str) -> None:
     store = open_store(db_url)
     try:
-        store.create_session(id="r-live", status="running", owner_pid=None)
+        store.sessions.create(id="r-live", status="running", owner_pid=None)
     finally:
         store.close()
     time.sleep(1.1)

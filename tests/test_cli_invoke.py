@@ -69,7 +69,7 @@ def test_start_with_id_and_json(store: Store, capsys: pytest.CaptureFixture[str]
 def test_end_exit_code_and_default_reason(
     store: Store, capsys: pytest.CaptureFixture[str], status: str, reason: str
 ) -> None:
-    store.create_invocation(skill="s", id="inv")
+    store.invocations.create(skill="s", id="inv")
     assert li_main(["invoke", "end", "inv", "--status", status]) == EXIT_CODE_BY_STATUS[status]
     row = store.get_entity("invocation", "inv")
     assert row is not None
@@ -80,7 +80,7 @@ def test_end_exit_code_and_default_reason(
 def test_end_with_explicit_reason_and_json(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store.create_invocation(skill="s", id="inv")
+    store.invocations.create(skill="s", id="inv")
     argv = ["invoke", "end", "inv", "--status", "failed", "--reason", "run.failed.escalated"]
     assert li_main([*argv, "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
@@ -94,7 +94,7 @@ def test_end_with_explicit_reason_and_json(
 def test_second_end_never_rewrites_the_first(
     store: Store, li_env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store.create_invocation(skill="s", id="inv")
+    store.invocations.create(skill="s", id="inv")
     assert li_main(["invoke", "end", "inv", "--status", "timed_out"]) == 124
     capsys.readouterr()
     # the same status again: idempotent, same exit code, a note on stderr
@@ -127,7 +127,7 @@ def test_second_end_never_rewrites_the_first(
 def test_usage_errors_exit_2_and_leave_the_row_running(
     store: Store, capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
 ) -> None:
-    store.create_invocation(skill="s", id="inv")
+    store.invocations.create(skill="s", id="inv")
     try:
         code = li_main(["invoke", *argv])
     except SystemExit as exc:  # argparse usage errors

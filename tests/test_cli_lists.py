@@ -28,7 +28,7 @@ def li(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def _flow(store: Store, status: str, age: float = 0.0) -> str:
-    inv = store.create_invocation(skill="/tmp/some/where/fan.yaml")
+    inv = store.invocations.create(skill="/tmp/some/where/fan.yaml")
     raw_write(
         store,
         "UPDATE invocations SET kind = 'flow', status = :s, created_at = :at WHERE id = :id",
@@ -45,7 +45,7 @@ def test_flow_list_filters_by_status_and_since(
     assert out == "no flows yet (li flow run FILE starts one)\n"
     old = _flow(store, "failed", age=3 * 3600)
     new = _flow(store, "completed")
-    store.create_invocation(skill="manual")  # not a flow
+    store.invocations.create(skill="manual")  # not a flow
     code, out, _ = li(capsys, "flow", "list")
     lines = out.splitlines()
     assert code == 0
@@ -67,11 +67,11 @@ def test_flow_list_filters_by_status_and_since(
 def test_show_list_counts_plays_and_filters(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    done = store.create_show(topic="auth")
-    live = store.create_show(topic="billing")
+    done = store.shows.create(topic="auth")
+    live = store.shows.create(topic="billing")
     raw_write(store, "UPDATE shows SET status = 'completed' WHERE id = :id", {"id": done.id})
     for name, status in (("api", "merged"), ("db", "escalated")):
-        play = store.create_play(show_id=done.id, name=name)
+        play = store.shows.create_play(show_id=done.id, name=name)
         raw_write(
             store, "UPDATE plays SET status = :s WHERE id = :id", {"s": status, "id": play.id}
         )
@@ -89,15 +89,15 @@ def test_show_list_counts_plays_and_filters(
 
 
 def test_status_lists_each_kind(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
-    show = store.create_show(topic="auth")
-    play = store.create_play(show_id=show.id, name="models")
+    show = store.shows.create(topic="auth")
+    play = store.shows.create_play(show_id=show.id, name="models")
     flow = _flow(store, "running")
     raw_write(
         store,
         "INSERT INTO schedules (id, name, spec, action_kind, enabled, status, created_at, "
         "updated_at) VALUES ('s1', 'nightly', 'every 1h', 'run', 1, 'enabled', 1, 1)",
     )
-    srun = store.create_schedule_run(action_kind="run", schedule_id="s1")
+    srun = store.schedules.create_run(action_kind="run", schedule_id="s1")
     code, out, _ = li(capsys, "status", "--kind", "play")
     assert code == 0
     assert out.splitlines()[0].split()[:3] == ["ID", "PLAY", "SHOW"]
@@ -126,8 +126,8 @@ def test_attention_lists_what_needs_you_with_what_to_do(
     code, out, _ = li(capsys, "attention")
     assert code == 0
     assert out == "nothing needs you\n"
-    show = store.create_show(topic="auth")
-    play = store.create_play(show_id=show.id, name="api")
+    show = store.shows.create(topic="auth")
+    play = store.shows.create_play(show_id=show.id, name="api")
     raw_write(
         store,
         "UPDATE plays SET status = 'escalated', "
@@ -187,12 +187,12 @@ def test_a_schedule_runs_status_names_what_it_produced(
         "INSERT INTO schedules (id, name, spec, action_kind, enabled, status, created_at, "
         "updated_at) VALUES ('s1', 'nightly', 'every 1h', 'flow', 1, 'enabled', 1, 1)",
     )
-    flow = store.create_invocation(skill="flow", id="flow-made")
+    flow = store.invocations.create(skill="flow", id="flow-made")
     store.update_status(
         "invocation", flow.id, new_status="failed", reason_code="run.failed.exception"
     )
-    made = store.create_schedule_run(action_kind="flow", schedule_id="s1", invocation_id=flow.id)
-    gone = store.create_schedule_run(action_kind="agent", schedule_id="s1")
+    made = store.schedules.create_run(action_kind="flow", schedule_id="s1", invocation_id=flow.id)
+    gone = store.schedules.create_run(action_kind="agent", schedule_id="s1")
     raw_write(store, "UPDATE schedule_runs SET session_id = 'gone' WHERE id = :id", {"id": gone.id})
     code, out, _ = li(capsys, "status", made.id, "--json")
     assert code == 0

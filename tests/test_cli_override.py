@@ -23,7 +23,7 @@ def li(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def failed_run(store: Store) -> Store:
-    store.create_session(id="run-1")
+    store.sessions.create(id="run-1")
     assert store.update_status(
         "session", "run-1", new_status="failed", reason_code="run.failed.exception"
     )
@@ -138,11 +138,11 @@ def test_rejected_overrides_exit_2_and_change_nothing(
 
 
 def test_override_other_entities(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
-    store.create_show(topic="t", id="show-1")
-    store.create_play(show_id="show-1", name="p", id="play-1")
+    store.shows.create(topic="t", id="show-1")
+    store.shows.create_play(show_id="show-1", name="p", id="play-1")
     argv = ["override", "play", "play-1", "--to", "blocked", "--reason", "play.blocked.dependency"]
     assert li_main([*argv, "--actor", "bob", "--justification", "upstream gone"]) == 0
-    row = store.get_play("play-1")
+    row = store.shows.get_play("play-1")
     assert row is not None
     assert row.status == "blocked"
 

@@ -128,8 +128,8 @@ def test_a_command_that_says_something_is_completed_and_fully_recorded(
     assert (run_dir / "stream" / "stdout.log").read_text() == "hi\n"
     assert (run_dir / "stream" / "stderr.log").read_text() == "oops\n"
     with opened_store(db_url) as store:
-        messages = store.list_messages(run_id)
-        branch = store.get_branch(run_id)
+        messages = store.sessions.list_messages(run_id)
+        branch = store.sessions.get_branch(run_id)
     assert [(m.role, m.content) for m in messages] == [("output", "hi\n")]
     assert branch is not None
     assert branch.last_session_id == run_id
@@ -373,7 +373,7 @@ def test_resume_creates_a_new_row_linked_to_the_branch(
     assert (row["branch_id"], row["resumed_from"]) == (first_id, first_id)
     assert get_row(db_url, first_id)["status"] == "completed"  # never reopened
     with opened_store(db_url) as store:
-        branch = store.get_branch(first_id)
+        branch = store.sessions.get_branch(first_id)
     assert branch is not None
     assert (branch.first_session_id, branch.last_session_id) == (first_id, second_id)
 
@@ -440,7 +440,7 @@ def test_run_id_reuse_is_refused(li_env: dict[str, str], db_url: str, repo: Path
 
 def test_invocation_is_linked(li_env: dict[str, str], db_url: str, repo: Path) -> None:
     with opened_store(db_url) as store:
-        inv = store.create_invocation(skill="review")
+        inv = store.invocations.create(skill="review")
     proc = run_li("run", "--invocation", inv.id, "--", "true", env=li_env, cwd=repo)
     assert proc.returncode == 0
     assert only_row(db_url)["invocation_id"] == inv.id

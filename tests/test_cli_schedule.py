@@ -28,7 +28,7 @@ def li(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
 
 def history(store: Store, name: str) -> list[str]:
-    row = store.get_schedule(name)
+    row = store.schedules.get(name)
     assert row is not None
     return [t.reason_code for t in store.list_transitions("schedule", row.id)]
 
@@ -71,7 +71,7 @@ def test_add_list_show_enable_disable_delete(
     assert shown["schedule"]["status"] == "enabled"
     assert len(shown["history"]) == 3
     assert li(capsys, "delete", "poll")[1] == "deleted schedule poll\n"
-    assert [r.name for r in store.list_schedules()] == ["nightly"]
+    assert [r.name for r in store.schedules.list_all()] == ["nightly"]
     assert li(capsys, "add", "poll", "--every", "1m", "--", "run", "true")[0] == 0
 
 
@@ -108,7 +108,7 @@ def test_bad_input_exits_2_and_writes_nothing(
     assert code == 2
     assert says in err
     assert out == ""
-    assert store.list_schedules(include_deleted=True) == []
+    assert store.schedules.list_all(include_deleted=True) == []
 
 
 def test_a_usage_error_does_not_create_the_database(
@@ -125,7 +125,7 @@ def test_a_taken_name_exits_2(store: Store, capsys: pytest.CaptureFixture[str]) 
     code, _, err = li(capsys, "add", "x", "--every", "2h", "--", "run", "true")
     assert code == 2
     assert "already exists" in err
-    assert store.list_schedules()[0].spec == "every 1h"
+    assert store.schedules.list_all()[0].spec == "every 1h"
 
 
 def test_a_usd_budget_says_it_cannot_see_codex_runs(
@@ -177,9 +177,9 @@ def test_apply_dry_run_then_apply_then_update(
         ["create", "poll", "-"],
         ["disable", "legacy", "not in the file"],
     ]
-    assert [r.name for r in store.list_schedules()] == ["legacy"]
+    assert [r.name for r in store.schedules.list_all()] == ["legacy"]
     assert li(capsys, "apply", str(file))[0] == 0
-    rows = {r.name: r for r in store.list_schedules()}
+    rows = {r.name: r for r in store.schedules.list_all()}
     assert rows["legacy"].status == "disabled"
     assert rows["poll"].action_json["cwd"] == str(tmp_path)  # the file's directory
     assert rows["poll"].policies_json["overlap"] == "allow"
@@ -203,7 +203,7 @@ def test_apply_takes_require_change_for_a_run_action(
         "  - name: plain\n    every: 1h\n    action: run true\n"
     )
     assert li(capsys, "apply", str(file))[0] == 0
-    rows = {r.name: r for r in store.list_schedules()}
+    rows = {r.name: r for r in store.schedules.list_all()}
     assert rows["deploy"].action_json["task"]["require_change"] is True
     assert rows["probe"].action_json["task"]["require_change"] is True
     assert rows["plain"].action_json["task"]["require_change"] is False
@@ -245,7 +245,7 @@ def test_apply_refuses_bad_files_with_file_and_line(
     code, _, err = li(capsys, "apply", str(file))
     assert code == 2, err
     assert says in err, err
-    assert store.list_schedules(include_deleted=True) == []
+    assert store.schedules.list_all(include_deleted=True) == []
 
 
 def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
@@ -256,9 +256,11 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
     assert code == 0
     assert out == ""
     assert "no runs yet" in err
-    row = store.get_schedule("poll")
+    row = store.schedules.get("poll")
     assert row is not None
-    run = store.insert_due_run(schedule_id=row.id, due_at=row.next_due_at, action_kind="run")
+    run = store.schedules.insert_due_run(
+        schedule_id=row.id, due_at=row.next_due_at, action_kind="run"
+    )
     assert run is not None
     for status, reason in (
         ("running", "schedule.running.started"),

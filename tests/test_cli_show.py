@@ -170,9 +170,9 @@ def _end_show(store: Any, show_id: str, status: str) -> None:
 
 
 def test_wait_accepts_show_ids(store: Any, li_env: dict[str, str]) -> None:
-    store.create_show(topic="t", id="show-done")
-    store.create_show(topic="t", id="show-gone")
-    store.create_show(topic="t", id="show-live")
+    store.shows.create(topic="t", id="show-done")
+    store.shows.create(topic="t", id="show-gone")
+    store.shows.create(topic="t", id="show-live")
     _end_show(store, "show-done", "completed")
     _end_show(store, "show-gone", "aborted")
     code, out, err = run_wait(li_env, "show-done")
@@ -198,7 +198,7 @@ def test_wait_accepts_show_ids(store: Any, li_env: dict[str, str]) -> None:
 
 
 def test_a_waiter_wakes_when_the_show_completes(store: Any, li_env: dict[str, str]) -> None:
-    store.create_show(topic="t", id="show-soon")
+    store.shows.create(topic="t", id="show-soon")
     waiter = start_waiter(li_env, "show-soon", "--interval", "5")
     try:
         wait_until_ready(waiter)
@@ -211,9 +211,9 @@ def test_a_waiter_wakes_when_the_show_completes(store: Any, li_env: dict[str, st
 
 
 def test_wait_on_play_ids_succeeds_only_when_merged(store: Any, li_env: dict[str, str]) -> None:
-    store.create_show(topic="t", id="show-p")
-    store.create_play(show_id="show-p", name="a", id="play-merged")
-    store.create_play(show_id="show-p", name="b", id="play-escalated")
+    store.shows.create(topic="t", id="show-p")
+    store.shows.create_play(show_id="show-p", name="a", id="play-merged")
+    store.shows.create_play(show_id="show-p", name="b", id="play-escalated")
     store.update_status("play", "play-merged", new_status="merged", reason_code="play.merged.ok")
     store.update_status(
         "play", "play-escalated", new_status="escalated", reason_code="play.escalated.gate"
@@ -348,14 +348,14 @@ def test_status_lists_recent_shows(store: Any, li_env: dict[str, str]) -> None:
     result = li(li_env, "show", "status")
     assert result.returncode == 0
     assert "no shows yet" in result.stdout
-    store.create_show(topic="older", id="show-1")
-    store.create_show(topic="newer", id="show-2")
+    store.shows.create(topic="older", id="show-1")
+    store.shows.create(topic="newer", id="show-2")
     for name, status, reason in (
         ("a", "merged", "play.merged.ok"),
         ("b", "escalated", "play.escalated.gate"),
         ("c", None, None),
     ):
-        store.create_play(show_id="show-2", name=name, id=f"show-2.{name}")
+        store.shows.create_play(show_id="show-2", name=name, id=f"show-2.{name}")
         if status:
             store.update_status("play", f"show-2.{name}", new_status=status, reason_code=reason)
     _end_show(store, "show-1", "completed")

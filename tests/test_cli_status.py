@@ -50,7 +50,7 @@ def backdate(store: Store, sid: str, seconds: float) -> None:
 @pytest.fixture
 def populated(store: Store) -> Store:
     """Three executions: one completed with evidence and artifacts, one failed, one running."""
-    store.create_session(
+    store.sessions.create(
         id="20260101T000000-aaaaaa",
         run_dir="/runs/20260101T000000-aaaaaa",
         artifacts_path="/runs/20260101T000000-aaaaaa/artifacts",
@@ -83,9 +83,9 @@ def populated(store: Store) -> Store:
         extra_fields={"ended_at": time.time(), "exit_code": 0},
     )
     assert applied
-    store.create_session(id="20260101T000001-bbbbbb")
+    store.sessions.create(id="20260101T000001-bbbbbb")
     finish(store, "20260101T000001-bbbbbb", "failed", "run.failed.exit_nonzero", exit_code=1)
-    store.create_session(id="20260101T000002-cccccc")
+    store.sessions.create(id="20260101T000002-cccccc")
     backdate(store, "20260101T000000-aaaaaa", 3 * 3600)
     return store
 
@@ -215,8 +215,8 @@ def test_ambiguous_and_unknown_ids_exit_2(populated: Store, li_env: dict[str, st
 
 
 def test_prefix_is_literal_not_a_pattern(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
-    store.create_session(id="run_1")
-    store.create_session(id="runX1")
+    store.sessions.create(id="run_1")
+    store.sessions.create(id="runX1")
     assert li_main(["status", "--json", "run_"]) == 0
     assert json.loads(capsys.readouterr().out)["id"] == "run_1"
     assert li_main(["status", "run%"]) == 2
@@ -225,10 +225,10 @@ def test_prefix_is_literal_not_a_pattern(store: Store, capsys: pytest.CaptureFix
 def test_invocation_record_lists_its_executions(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store.create_invocation(skill="review", id="inv-1")
-    store.create_session(id="s-1", invocation_id="inv-1")
-    store.create_session(id="s-2", invocation_id="inv-1")
-    store.create_session(id="s-3")
+    store.invocations.create(skill="review", id="inv-1")
+    store.sessions.create(id="s-1", invocation_id="inv-1")
+    store.sessions.create(id="s-2", invocation_id="inv-1")
+    store.sessions.create(id="s-3")
     assert li_main(["status", "--json", "inv-1"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["kind"] == "invocation"
@@ -246,7 +246,7 @@ def test_dead_owner_is_flagged_but_not_written(
 ) -> None:
     gone = subprocess.Popen(["true"])
     gone.wait()
-    store.create_session(
+    store.sessions.create(
         id="orphan",
         owner_pid=gone.pid,
         owner_host=host_name(),
@@ -355,8 +355,8 @@ def test_record_fields_skip_empty_values() -> None:
 def test_branch_id_names_its_latest_execution(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store.create_session(id="first", branch_id="conv-1")
-    store.create_session(id="second", branch_id="conv-1", resumed_from="first")
+    store.sessions.create(id="first", branch_id="conv-1")
+    store.sessions.create(id="second", branch_id="conv-1", resumed_from="first")
     assert li_main(["status", "--json", "conv-1"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert (record["id"], record["resumed_from"]) == ("second", "first")
@@ -367,9 +367,9 @@ def test_things_are_named_by_what_they_are(
 ) -> None:
     """A session's ``branch_id`` is the conversation `li agent --resume` continues, not a
     git branch; a play's branch is its git branch, its merge commit what it merged as."""
-    store.create_session(id="conv-1", branch_id="20260101T000000-aaaaaa", owner_pid=None)
-    show = store.create_show(topic="t")
-    play = store.create_play(show_id=show.id, name="api")
+    store.sessions.create(id="conv-1", branch_id="20260101T000000-aaaaaa", owner_pid=None)
+    show = store.shows.create(topic="t")
+    play = store.shows.create_play(show_id=show.id, name="api")
     store.update_fields("play", play.id, {"branch": "show/t--api-a1", "merge_sha": "abc123"})
     assert li_main(["status", "conv-1"]) == 0
     out = capsys.readouterr().out

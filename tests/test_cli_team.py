@@ -69,7 +69,7 @@ def test_create_send_inbox_show_archive(store: Store, capsys: pytest.CaptureFixt
     assert [(h.reason_code, h.actor, h.reason_summary) for h in history][1:] == [
         ("team.archived.operator", "ops", "shipped")
     ]
-    team = store.get_team(team_id)
+    team = store.teams.get(team_id)
     assert team is not None
     assert team.message_count == 2
 
@@ -100,14 +100,14 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert (code, out) == (2, ""), err
     assert err.count("\n") == 1, err
     assert said in err, err
-    assert [t.name for t in store.list_teams()] == ["crew"]
-    assert store.list_teams()[0].message_count == 0
+    assert [t.name for t in store.teams.list_all()] == ["crew"]
+    assert store.teams.list_all()[0].message_count == 0
 
 
 def test_send_from_stdin_in_a_supervised_child_records_its_run(
     store: Store, li_env: dict[str, str]
 ) -> None:
-    team_id = str(store.create_team_with_members("crew", ["api", "web"]).id)
+    team_id = str(store.teams.create_with_members("crew", ["api", "web"]).id)
     env = {**li_env, "LIRUN_PARENT_RUN_ID": "run-123", "LIRUN_MEMBER": "api"}
     text = "line one\nline two <script>alert(1)</script>\x1b[2J"
     done = subprocess.run(
@@ -115,7 +115,7 @@ def test_send_from_stdin_in_a_supervised_child_records_its_run(
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    [message] = store.team_conversation(team_id)
+    [message] = store.teams.conversation(team_id)
     assert (message.body, message.run_id, message.sender) == (text, "run-123", "api")
     shown = subprocess.run(
         li_command("team", "inbox", "crew", "--as", "web"), env=li_env,
@@ -136,7 +136,7 @@ def _follower(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 def _ready(store: Store, team_id: str, follower: subprocess.Popen[str]) -> dict[str, object]:
     """Send a first message and read it from the follower: from then on it is following."""
-    store.send_team_message(team_id, sender="api", recipient="web", text="warm-up")
+    store.teams.send_message(team_id, sender="api", recipient="web", text="warm-up")
     assert follower.stdout is not None
     return dict(json.loads(follower.stdout.readline()))
 
@@ -144,7 +144,7 @@ def _ready(store: Store, team_id: str, follower: subprocess.Popen[str]) -> dict[
 def test_follow_prints_messages_from_another_process_and_ends_when_archived(
     store: Store, li_env: dict[str, str]
 ) -> None:
-    team_id = str(store.create_team_with_members("crew", ["api", "web"]).id)
+    team_id = str(store.teams.create_with_members("crew", ["api", "web"]).id)
     follower = _follower(li_env)
     try:
         assert _ready(store, team_id, follower)["text"] == "warm-up"
@@ -156,7 +156,7 @@ def test_follow_prints_messages_from_another_process_and_ends_when_archived(
         assert follower.stdout is not None
         line = json.loads(follower.stdout.readline())
         assert (line["sender"], line["text"], line["seq"]) == ("api", "from afar", 2)
-        store.send_team_message(team_id, sender="api", recipient="all", text="last words")
+        store.teams.send_message(team_id, sender="api", recipient="all", text="last words")
         store.update_status(
             "team", team_id, new_status="archived", reason_code="team.archived.operator",
             source="admin", actor="ops",
@@ -169,11 +169,11 @@ def test_follow_prints_messages_from_another_process_and_ends_when_archived(
     assert follower.returncode == 0, err
     assert [json.loads(x)["text"] for x in out.splitlines()] == ["last words"]
     # what the follower printed it read: receipts for web
-    assert store.read_team_inbox(team_id, "web", unread_only=True) == []
+    assert store.teams.read_inbox(team_id, "web", unread_only=True) == []
 
 
 def test_follow_stops_on_sigterm(store: Store, li_env: dict[str, str]) -> None:
-    team_id = str(store.create_team_with_members("crew", ["api", "web"]).id)
+    team_id = str(store.teams.create_with_members("crew", ["api", "web"]).id)
     follower = _follower(li_env)
     try:
         _ready(store, team_id, follower)
@@ -194,11 +194,11 @@ import sys
 from lirun.store import open_store
 url, me, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = open_store(url)
-team = store.resolve_team("crew")
+team = store.teams.resolve("crew")
 sys.stdout.write("ready\\n"); sys.stdout.flush()
 sys.stdin.readline()
 for i in range(count):
-    store.send_team_message(team, sender=me, recipient="all", text=f"{me} {i}")
+    store.teams.send_message(team, sender=me, recipient="all", text=f"{me} {i}")
 store.close()
 """
 
@@ -207,7 +207,7 @@ def test_concurrent_senders_lose_nothing_and_duplicate_nothing(
     store: Store, db_url: str, tmp_path: Path
 ) -> None:
     names = [f"s{i}" for i in range(SENDERS)]
-    team_id = str(store.create_team_with_members("crew", [*names, "reader"]).id)
+    team_id = str(store.teams.create_with_members("crew", [*names, "reader"]).id)
     script = tmp_path / "sender.py"
     script.write_text(SENDER_SCRIPT)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -232,15 +232,15 @@ def test_concurrent_senders_lose_nothing_and_duplicate_nothing(
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
-    messages = store.team_conversation(team_id, limit=10_000)
+    messages = store.teams.conversation(team_id, limit=10_000)
     assert [m.seq for m in messages] == list(range(1, SENDERS * EACH + 1))
     assert len({m.id for m in messages}) == SENDERS * EACH
     for name in names:  # each sender's messages in the order it sent them
         mine = [m.body for m in messages if m.sender == name]
         assert mine == [f"{name} {i}" for i in range(EACH)]
-    inbox = store.read_team_inbox(team_id, "reader", limit=10_000)
+    inbox = store.teams.read_inbox(team_id, "reader", limit=10_000)
     assert len(inbox) == SENDERS * EACH
-    assert store.read_team_inbox(team_id, "reader", unread_only=True, limit=10_000) == []
+    assert store.teams.read_inbox(team_id, "reader", unread_only=True, limit=10_000) == []
 
 
 def test_inbox_without_a_database_is_one_line_and_creates_none(tmp_path: Path) -> None:

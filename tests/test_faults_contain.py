@@ -154,7 +154,7 @@ def _check_legs_recorded(rnd: Round, url: str) -> None:
 
     store = open_store(url, readonly=True)
     try:
-        sessions = store.list_sessions()
+        sessions = store.sessions.list_recent()
     finally:
         store.close()
     if not sessions:

@@ -122,7 +122,7 @@ def test_sigterm_during_a_render_ends_the_flow_and_starts_no_leg(
         def flow_row() -> bool:
             try:
                 with opened_store(db_url) as store:
-                    return bool(store.list_running_flows())
+                    return bool(store.invocations.list_running_flows())
             except Exception:
                 return False
 
@@ -139,7 +139,7 @@ def test_sigterm_during_a_render_ends_the_flow_and_starts_no_leg(
     assert proc.returncode == 143, err
     assert "Traceback" not in err
     with opened_store(db_url) as store:
-        assert store.list_sessions(limit=10) == []  # no leg was created
+        assert store.sessions.list_recent(limit=10) == []  # no leg was created
 
 
 # --- the graph: linear, never recursive -------------------------------------------------------

@@ -75,7 +75,8 @@ def test_parallel_agent_legs_each_get_a_worktree_and_leave_the_checkout_alone(
     assert branches[f"lirun/flow/{report.invocation_id}/one"] == str(root / "one")
     with opened(db_url) as store:
         meta = {
-            s.flow_leg: s.meta["flow"] for s in store.list_invocation_sessions(report.invocation_id)
+            s.flow_leg: s.meta["flow"]
+            for s in store.waits.invocation_sessions(report.invocation_id)
         }
     assert meta["one"]["isolation"] == "worktree"
     assert not meta["one"]["evidence_shared"]
@@ -156,7 +157,8 @@ def test_worktrees_are_decided_by_each_legs_cwd_and_need_a_commit(
     assert report.status == "completed", report.reason_summary
     with opened(db_url) as store:
         meta = {
-            s.flow_leg: s.meta["flow"] for s in store.list_invocation_sessions(report.invocation_id)
+            s.flow_leg: s.meta["flow"]
+            for s in store.waits.invocation_sessions(report.invocation_id)
         }
     assert {leg: m["isolation"] for leg, m in meta.items()} == planned
     assert meta["a"]["evidence_shared"]

@@ -11,25 +11,25 @@ from lirun.store import Store
 
 def test_a_flow_invocation_records_its_owner_flow_and_usage(store: Store) -> None:
     before = time.time()
-    row = store.create_flow_invocation(
+    row = store.invocations.create_flow(
         id="flow-1", flow={"spec": {"legs": []}, "graph": []}, flow_digest="sha256:1", run_dir="/r"
     )
     assert (row.kind, row.status, row.skill) == ("flow", "running", "flow")
     assert row.owner_pid == current_owner()["owner_pid"]
     assert row.heartbeat_at >= before
     assert row.flow_json == {"spec": {"legs": []}, "graph": []}
-    assert [r.id for r in store.list_running_flows()] == ["flow-1"]
-    store.create_invocation(skill="manual", id="manual-1")  # kind NULL: never a flow
-    assert [r.id for r in store.list_running_flows()] == ["flow-1"]
+    assert [r.id for r in store.invocations.list_running_flows()] == ["flow-1"]
+    store.invocations.create(skill="manual", id="manual-1")  # kind NULL: never a flow
+    assert [r.id for r in store.invocations.list_running_flows()] == ["flow-1"]
 
     version = row.updated_at
-    store.flow_heartbeat("flow-1")
+    store.invocations.flow_heartbeat("flow-1")
     beat = store.get_entity("invocation", "flow-1") or {}
     assert beat["heartbeat_at"] >= row.heartbeat_at
     assert beat["updated_at"] == version
 
     for n, (tokens, cost) in enumerate([(10, 0.5), (5, None)]):
-        store.create_session(
+        store.sessions.create(
             id=f"leg-{n}",
             invocation_id="flow-1",
             flow_leg=f"a[{n}]",
@@ -38,9 +38,9 @@ def test_a_flow_invocation_records_its_owner_flow_and_usage(store: Store) -> Non
             output_tokens=tokens,
             cost_usd=cost,
         )
-    assert [r.id for r in store.list_running_legs("flow-1")] == ["leg-0", "leg-1"]
-    store.set_flow_json("flow-1", {"graph": [{"id": "a[0]"}]})
-    store.sum_flow_usage("flow-1")
+    assert [r.id for r in store.invocations.list_running_legs("flow-1")] == ["leg-0", "leg-1"]
+    store.invocations.set_flow_json("flow-1", {"graph": [{"id": "a[0]"}]})
+    store.invocations.sum_flow_usage("flow-1")
     summed = store.get_entity("invocation", "flow-1") or {}
     assert (summed["input_tokens"], summed["output_tokens"], summed["cost_usd"]) == (15, 15, 0.5)
     assert summed["flow_json"] == {"graph": [{"id": "a[0]"}]}

@@ -38,7 +38,7 @@ def test_a_missing_directory_gives_no_watch(tmp_path: Path) -> None:
 def test_a_watched_waker_sleeps_while_idle_and_wakes_on_a_commit(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     writer = open_store(path)
-    writer.create_session(id="s1")
+    writer.sessions.create(id="s1")
     reader = open_store(path, readonly=True)
     watch = DirectoryWatch.open(tmp_path)
     looks = []

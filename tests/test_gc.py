@@ -60,7 +60,7 @@ def pruned_at(store: Store, run_id: str) -> float | None:
 
 def finished(store: Store, home: Path, run_id: str, **fields: Any) -> dict[str, Any]:
     row = make_run(store, home, run_id, artifacts={"report.md": b"# report\n"}, **fields)
-    store.append_message(run_id, role="assistant", content="a long transcript line")
+    store.sessions.append_message(run_id, role="assistant", content="a long transcript line")
     return row
 
 
@@ -77,7 +77,7 @@ def test_a_pruned_run_keeps_its_tombstone_and_loses_its_bulk(
     assert after["pruned_by"] == "tester"
     assert after["files_removed_at"] is not None
     assert not Path(str(before["run_dir"])).exists()
-    assert store.list_messages("r-old") == []
+    assert store.sessions.list_messages("r-old") == []
     history = store.list_transitions("session", "r-old")
     assert [h.status for h in history] == ["running", "completed"]
     assert all(h.evidence_refs is None for h in history)
@@ -109,7 +109,7 @@ def test_gc_refuses_a_running_record(store: Store, lirun_home: Path) -> None:
 
 
 def test_gc_refuses_a_leg_of_a_running_flow(store: Store, lirun_home: Path) -> None:
-    flow = store.create_invocation(skill="flow", id="inv-running")
+    flow = store.invocations.create(skill="flow", id="inv-running")
     finished(store, lirun_home, "r-leg", invocation_id=flow.id)
     tally = gc(store)
     assert ("session", "r-leg", RUNNING_FLOW) in tally.refused
@@ -118,7 +118,7 @@ def test_gc_refuses_a_leg_of_a_running_flow(store: Store, lirun_home: Path) -> N
     assert row is not None
     assert row["pruned_at"] is None
     # the write itself checks again: a batch read before the flow was running is refused
-    done = store.write_tombstones(
+    done = store.retention.write_tombstones(
         "session", ["r-leg"], terminal=["completed"], now=LATER, actor="tester"
     )
     assert done == []
@@ -126,17 +126,17 @@ def test_gc_refuses_a_leg_of_a_running_flow(store: Store, lirun_home: Path) -> N
 
 @pytest.mark.parametrize("link", ["play_session", "metadata"])
 def test_gc_refuses_a_run_of_an_active_show(store: Store, lirun_home: Path, link: str) -> None:
-    show = store.create_show(topic="t", id="show-1")
+    show = store.shows.create(topic="t", id="show-1")
     if link == "play_session":
         finished(store, lirun_home, "r-play")
-        store.create_play(show_id=show.id, name="p", session_id="r-play")
+        store.shows.create_play(show_id=show.id, name="p", session_id="r-play")
     else:
-        play = store.create_play(show_id=show.id, name="p")
+        play = store.shows.create_play(show_id=show.id, name="p")
         finished(store, lirun_home, "r-play", metadata_json={"play_id": play.id})
     tally = gc(store)
     assert tally.refused == [("session", "r-play", ACTIVE_SHOW)]
     assert (
-        store.write_tombstones(
+        store.retention.write_tombstones(
             "session", ["r-play"], terminal=["completed"], now=LATER, actor="tester"
         )
         == []
@@ -199,7 +199,7 @@ def test_a_flow_invocation_is_pruned_with_its_run_directory(store: Store, lirun_
     run_dir = lirun_home / "runs" / "inv-done"
     (run_dir / "artifacts").mkdir(parents=True)
     (run_dir / "flow.log").write_text("leg a completed\n")
-    store.create_flow_invocation(
+    store.invocations.create_flow(
         id="inv-done",
         skill="f.yaml",
         flow={"spec": {}},
@@ -222,14 +222,14 @@ def test_a_flow_invocation_is_pruned_with_its_run_directory(store: Store, lirun_
 def test_a_stopped_removal_is_finished_by_the_next_gc(store: Store, lirun_home: Path) -> None:
     row = finished(store, lirun_home, "r-half")
     # a gc killed after its tombstone transaction, before the directory went
-    assert store.write_tombstones(
+    assert store.retention.write_tombstones(
         "session", ["r-half"], terminal=["completed"], now=LATER, actor="tester"
     ) == ["r-half"]
     assert Path(str(row["run_dir"])).is_dir()
     tally = gc(store)
     assert tally.files_removed == 1
     assert not Path(str(row["run_dir"])).exists()
-    assert store.unremoved_files(host=host_name(), limit=10) == []
+    assert store.retention.unremoved_files(host=host_name(), limit=10) == []
 
 
 def test_a_run_directory_gc_does_not_own_is_left(store: Store, lirun_home: Path) -> None:
@@ -255,7 +255,7 @@ def test_vacuum_gives_the_space_back_on_sqlite(store: Store, db_url: str) -> Non
         }
         for n in range(300)
     ]
-    store.import_sessions(rows)
+    store.sessions.import_many(rows)
     size = lambda: sum(os.path.getsize(p) for p in (db_url, db_url + "-wal") if os.path.exists(p))  # noqa: E731
     before = size() if store.dialect == "sqlite" else 0
     tally = collect_garbage(store, POLICY, GcOptions(now=LATER, actor="t", vacuum=True))
@@ -277,6 +277,6 @@ def test_a_run_directory_on_another_host_is_left_to_a_gc_there(
     assert far is not None
     assert far["pruned_at"] is not None
     assert far["files_removed_at"] is None
-    assert store.unremoved_files(host=host_name(), limit=10) == []
-    assert len(store.unremoved_files(host="far-away", limit=10)) == 5
+    assert store.retention.unremoved_files(host=host_name(), limit=10) == []
+    assert len(store.retention.unremoved_files(host="far-away", limit=10)) == 5
     assert gc(store).files_elsewhere == 0  # not picked up again here

@@ -42,7 +42,7 @@ def old_runs(store: Store, home: Path) -> list[str]:
                 "artifacts_path": str(run_dir / "artifacts"),
             }
         )
-    store.import_sessions(rows)
+    store.sessions.import_many(rows)
     return [str(r["id"]) for r in rows]
 
 
@@ -103,5 +103,5 @@ def test_a_killed_gc_leaves_each_record_whole_or_tombstoned(
     )
     assert done.returncode == 0, done.stderr
     assert check_whole_or_tombstone(store, ids) == (0, RECORDS)
-    assert store.unremoved_files(host=host_name(), limit=10) == []
+    assert store.retention.unremoved_files(host=host_name(), limit=10) == []
     assert list((lirun_home / "runs").iterdir()) == []

@@ -32,7 +32,7 @@ def test_a_pruned_run_is_greyed_on_the_dashboard(
 ) -> None:
     make_run(store, lirun_home, "r-kept")
     make_run(store, lirun_home, "r-gone")
-    done = store.write_tombstones(
+    done = store.retention.write_tombstones(
         "session", ["r-gone"], terminal=["completed"], now=time.time(), actor="ops@host (li gc)"
     )
     assert done == ["r-gone"]

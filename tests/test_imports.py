@@ -47,7 +47,7 @@ def test_opening_a_sqlite_store_does_not_import_psycopg(tmp_path: Path) -> None:
     code = (
         "from lirun.store import open_store\n"
         f"s = open_store({str(tmp_path / 'state.db')!r})\n"
-        "s.create_session(id='x')\n"
+        "s.sessions.create(id='x')\n"
         "s.close()"
     )
     loaded = top_level(modules_after(code))
@@ -95,9 +95,10 @@ FAST_PATH = {
     "lirun.cli.outcome_lines", "lirun.cli.render", "lirun.cli.status", "lirun.cli.wait",
     "lirun.store", "lirun.store.base", "lirun.store.bulk_import", "lirun.store.connector",
     "lirun.store.core",
-    "lirun.store.dbfile", "lirun.store.flow_records", "lirun.store.list_reads",
+    "lirun.store.dbfile", "lirun.store.invocation_records", "lirun.store.list_reads",
     "lirun.store.metric_reads", "lirun.store.queries", "lirun.store.records",
-    "lirun.store.retention_records", "lirun.store.retry", "lirun.store.rows",
+    "lirun.store.repository", "lirun.store.retention_records", "lirun.store.retry",
+    "lirun.store.rows", "lirun.store.session_records",
     "lirun.store.rows.reads", "lirun.store.rows.runs", "lirun.store.rows.schedules",
     "lirun.store.rows.shows",
     "lirun.store.rows.teams",
@@ -142,7 +143,7 @@ def finished_db(url: str) -> str:
     from lirun.store import open_store
 
     store = open_store(url)
-    store.create_session(id="done-1")
+    store.sessions.create(id="done-1")
     store.update_status(
         "session", "done-1", new_status="completed", reason_code="run.completed.ok",
         expected_statuses={"running"}, extra_fields={"exit_code": 0},

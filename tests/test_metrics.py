@@ -74,13 +74,17 @@ def test_a_runs_end_moves_the_counters(li_env: dict[str, str], db_url: str, tmp_
 
 def test_usage_workers_backlog_and_spool(store: Store, db_url: str, lirun_home: Path) -> None:
     now = time.time()
-    store.create_session(
+    store.sessions.create(
         provider="claude", model="opus", input_tokens=100, output_tokens=20, cost_usd=0.25
     )
-    store.create_session(provider="claude", model="opus", input_tokens=1, cost_usd=0.5)
-    store.register_worker(owner=current_owner(), concurrency=1, transport="local", lease_seconds=30)
-    store.insert_queued_run(action_kind="run", action={"run": ["true"]}, due_at=int(now) - 600)
-    store.insert_queued_run(action_kind="run", action={"run": ["true"]})
+    store.sessions.create(provider="claude", model="opus", input_tokens=1, cost_usd=0.5)
+    store.workers.register(
+        owner=current_owner(), concurrency=1, transport="local", lease_seconds=30
+    )
+    store.schedules.insert_queued_run(
+        action_kind="run", action={"run": ["true"]}, due_at=int(now) - 600
+    )
+    store.schedules.insert_queued_run(action_kind="run", action={"run": ["true"]})
     spool = pending_dir(db_url)
     spool.mkdir(parents=True)
     (spool / "r1.json").write_text("{}")

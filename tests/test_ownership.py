@@ -139,7 +139,7 @@ def test_the_run_and_show_pages_say_the_same_verdict(
 
     gone = subprocess.Popen(["true"])
     gone.wait()
-    store.create_session(
+    store.sessions.create(
         id="orphan-run",
         owner_pid=gone.pid,
         owner_host=host_name(),
@@ -147,7 +147,7 @@ def test_the_run_and_show_pages_say_the_same_verdict(
         owner_start_time=time.time(),
         heartbeat_at=time.time(),
     )
-    store.create_show_with_plays(id="idle-show", fields={"topic": "idle"}, plays=[])
+    store.shows.create_with_plays(id="idle-show", fields={"topic": "idle"}, plays=[])
     with TestClient(create_app(db_url, watch=False)) as client:
         page = client.get("/runs/orphan-run").text
         assert f"owner dead:</b> owner pid {gone.pid} on" in page

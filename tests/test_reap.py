@@ -14,11 +14,11 @@ from support.waitkit import complete, killed_owner, live_owner
 
 
 def _seed(store: Any) -> None:
-    store.create_session(id="dead", heartbeat_at=time.time(), **killed_owner())
-    store.create_session(id="stale", owner_host="elsewhere", heartbeat_at=time.time() - 600)
-    store.create_session(id="alive", heartbeat_at=time.time(), **live_owner())
-    store.create_session(id="bare")  # no liveness info: never reaped
-    store.create_session(id="finished", **killed_owner())
+    store.sessions.create(id="dead", heartbeat_at=time.time(), **killed_owner())
+    store.sessions.create(id="stale", owner_host="elsewhere", heartbeat_at=time.time() - 600)
+    store.sessions.create(id="alive", heartbeat_at=time.time(), **live_owner())
+    store.sessions.create(id="bare")  # no liveness info: never reaped
+    store.sessions.create(id="finished", **killed_owner())
     complete(store, "finished")
 
 
@@ -46,15 +46,15 @@ def test_find_orphans_and_reap(store: Any) -> None:
 
 def test_reap_rejudges_the_fresh_row(store: Any) -> None:
     """A heartbeat landing after the caller's read saves the row."""
-    store.create_session(id="revived", owner_host="elsewhere", heartbeat_at=time.time() - 600)
+    store.sessions.create(id="revived", owner_host="elsewhere", heartbeat_at=time.time() - 600)
     assert [o.row["id"] for o in find_orphans(store)] == ["revived"]
-    store.heartbeat("revived")
+    store.sessions.heartbeat("revived")
     assert reap_sessions(store, ["revived"]) == []
     assert store.get_entity("session", "revived")["status"] == "running"
 
 
 def test_second_reaper_loses_the_cas_harmlessly(store: Any) -> None:
-    store.create_session(id="dead", **killed_owner())
+    store.sessions.create(id="dead", **killed_owner())
     assert reap_sessions(store, ["dead"])[0]["reaped"] is True
     assert reap_sessions(store, ["dead"]) == []  # already failed: judged alive-or-done, no write
     failed = [t for t in store.list_transitions("session", "dead") if t.status == "failed"]
@@ -63,7 +63,7 @@ def test_second_reaper_loses_the_cas_harmlessly(store: Any) -> None:
 
 def test_concurrent_reaper_processes(store: Any, li_env: dict[str, str]) -> None:
     for n in range(6):
-        store.create_session(id=f"dead-{n}", **killed_owner())
+        store.sessions.create(id=f"dead-{n}", **killed_owner())
     reapers = [
         subprocess.Popen(
             li_command("reap", "--json"),
@@ -89,7 +89,7 @@ def test_concurrent_reaper_processes(store: Any, li_env: dict[str, str]) -> None
 
 
 def test_li_reap_dry_run_writes_nothing(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="dead", **killed_owner())
+    store.sessions.create(id="dead", **killed_owner())
     result = subprocess.run(
         li_command("reap", "--dry-run"), env=li_env, capture_output=True, text=True, timeout=60
     )

@@ -111,14 +111,14 @@ def test_initial_rows_carry_a_fitting_reason(store: Store) -> None:
         row = store.get_entity(entity, ident)
         assert row is not None
         validate_reason(row["status_reason_code"], entity, row["status"])
-    row = store.create_session(status="aborted")
+    row = store.sessions.create(status="aborted")
     assert row.status_reason_code == "run.cancelled.sigint"
 
 
 def test_li_override_refuses_a_reason_for_another_status(
     store: Store, li_env: dict[str, str]
 ) -> None:
-    store.create_session(id="run-1")
+    store.sessions.create(id="run-1")
     assert store.update_status(
         "session", "run-1", new_status="completed", reason_code="run.completed.ok"
     )

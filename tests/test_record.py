@@ -310,7 +310,7 @@ def test_a_refused_provider_option_starts_nothing(
     assert "--output-format" in proc.stderr
     assert "Traceback" not in proc.stderr
     with opened_store(db_url) as store:
-        assert store.list_sessions() == []
+        assert store.sessions.list_recent() == []
 
 
 def test_codex_version_and_options_are_recorded(
@@ -422,7 +422,7 @@ def test_the_prompt_is_not_on_the_command_line(
         seen = None
         while seen is None and time.monotonic() < deadline:
             with opened_store(db_url) as store:
-                rows = store.list_sessions()
+                rows = store.sessions.list_recent()
             pid = rows[0].child_pid if rows else None
             if pid:
                 seen = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -493,8 +493,8 @@ def test_wait_and_status_name_the_artifact_root_not_the_run_dir(
 def test_an_invocation_shows_its_backing_sessions_artifact_root(
     store: Any, li_env: dict[str, str], tmp_path: Path
 ) -> None:
-    store.create_invocation(skill="s", id="inv")
-    store.create_session(id="b", invocation_id="inv", run_dir="/runs/b", artifacts_path="/out/b")
+    store.invocations.create(skill="s", id="inv")
+    store.sessions.create(id="b", invocation_id="inv", run_dir="/runs/b", artifacts_path="/out/b")
     status = json.loads(run_li("status", "inv", "--json", env=li_env, cwd=tmp_path).stdout)
     assert (status["artifact_dir"], status["run_dir"]) == ("/out/b", "/runs/b")
 
@@ -511,7 +511,7 @@ def test_detach_json_names_both_dirs(li_env: dict[str, str], db_url: str, tmp_pa
 
 def test_record_columns_round_trip(store: Any) -> None:
     """Migration 0003 on both backends: big token counts fit, JSON options decode."""
-    store.create_session(id="r", prompt="do it", provider_options_json={"max_turns": 3})
+    store.sessions.create(id="r", prompt="do it", provider_options_json={"max_turns": 3})
     store.update_fields(
         "session",
         "r",

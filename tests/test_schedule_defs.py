@@ -204,9 +204,9 @@ def test_history_of_every_change_has_its_reason(store: Store, tmp_path: Path) ->
     deleted = registry.delete(store, "nightly", actor="cy")
     assert deleted.status == "deleted"
     assert deleted.deleted_at is not None
-    assert store.get_schedule("nightly") is None  # by name: live ones only
-    assert store.get_schedule_by_id(row.id) == deleted  # by id: deleted ones too
-    assert store.get_schedule_by_id("no-such-id") is None
+    assert store.schedules.get("nightly") is None  # by name: live ones only
+    assert store.schedules.get_by_id(row.id) == deleted  # by id: deleted ones too
+    assert store.schedules.get_by_id("no-such-id") is None
     assert reasons(store, row) == [
         ("enabled", "schedule_definition.enabled.created"),
         ("disabled", "schedule_definition.disabled.user"),
@@ -222,16 +222,16 @@ def test_names_are_unique_among_schedules_not_deleted(store: Store, tmp_path: Pa
     first = registry.add(store, definition(tmp_path), now=NOW)
     with pytest.raises(ConflictError, match="a schedule named 'nightly' already exists"):
         registry.add(store, definition(tmp_path), now=NOW)
-    assert len(store.list_schedules()) == 1
+    assert len(store.schedules.list_all()) == 1
     registry.delete(store, "nightly")
     second = registry.add(store, definition(tmp_path), now=NOW)
     assert second.id != first.id
-    assert [r.status for r in store.list_schedules(include_deleted=True)] == [
+    assert [r.status for r in store.schedules.list_all(include_deleted=True)] == [
         "deleted",
         "enabled",
     ]
     with pytest.raises(TransitionRejectedError):
-        store.change_schedule(
+        store.schedules.change(
             first.id, new_status="enabled", reason_code="schedule_definition.enabled.user"
         )
 
@@ -248,17 +248,17 @@ def test_a_due_run_exists_once_per_schedule_due_time_and_attempt(
 ) -> None:
     sid = registry.add(store, definition(tmp_path), now=NOW).id
     due = NOW + 3600
-    first = store.insert_due_run(schedule_id=sid, due_at=due, action_kind="run")
+    first = store.schedules.insert_due_run(schedule_id=sid, due_at=due, action_kind="run")
     assert first is not None
     assert first.due_at == due
     assert first.status == "queued"
-    assert store.insert_due_run(schedule_id=sid, due_at=due, action_kind="run") is None
-    retry = store.insert_due_run(
+    assert store.schedules.insert_due_run(schedule_id=sid, due_at=due, action_kind="run") is None
+    retry = store.schedules.insert_due_run(
         schedule_id=sid, due_at=due, action_kind="run", attempt=2, retry_of=first.id
     )
     assert retry is not None
     assert retry.retry_of == first.id
-    skipped = store.insert_due_run(
+    skipped = store.schedules.insert_due_run(
         schedule_id=sid, due_at=due + 3600, action_kind="run", status="skipped",
         reason_code="schedule.skipped.overlap",
     )  # fmt: skip
@@ -266,8 +266,8 @@ def test_a_due_run_exists_once_per_schedule_due_time_and_attempt(
     assert skipped.ended_at is not None
     # fire / submit runs have no due time: NULLs are distinct in the unique key.
     for _ in range(2):
-        store.create_schedule_run(action_kind="run", schedule_id=sid)
-    runs = store.list_schedule_runs(sid)
+        store.schedules.create_run(action_kind="run", schedule_id=sid)
+    runs = store.schedules.list_runs(sid)
     assert len(runs) == 5
     assert [t.reason_code for t in store.list_transitions("schedule_run", first.id)] == [
         "schedule.queued.created"
@@ -286,7 +286,7 @@ def test_racing_writers_make_one_row_per_due_time(db_url: str, tmp_path: Path) -
         try:
             start.wait()
             for due in range(NOW, NOW + 20):
-                row = own.insert_due_run(schedule_id=sid, due_at=due, action_kind="run")
+                row = own.schedules.insert_due_run(schedule_id=sid, due_at=due, action_kind="run")
                 if row is not None:
                     won.append(row.id)
         finally:
@@ -298,7 +298,7 @@ def test_racing_writers_make_one_row_per_due_time(db_url: str, tmp_path: Path) -
     for thread in threads:
         thread.join()
     check = open_store(db_url)
-    runs = check.list_schedule_runs(sid)
+    runs = check.schedules.list_runs(sid)
     check.close()
     assert len(won) == 20
     assert sorted(r.due_at for r in runs) == list(range(NOW, NOW + 20))
@@ -309,7 +309,7 @@ def test_due_at_must_be_integer_seconds(store: Store, tmp_path: Path) -> None:
 
     sid = registry.add(store, definition(tmp_path), now=NOW).id
     with pytest.raises(ValidationError, match="integer epoch seconds"):
-        store.insert_due_run(schedule_id=sid, due_at=1.5, action_kind="run")  # type: ignore[arg-type]
+        store.schedules.insert_due_run(schedule_id=sid, due_at=1.5, action_kind="run")  # type: ignore[arg-type]
 
 
 def test_apply_creates_updates_and_disables_what_is_missing(store: Store, tmp_path: Path) -> None:
@@ -324,7 +324,7 @@ def test_apply_creates_updates_and_disables_what_is_missing(store: Store, tmp_pa
         ),
         definition(tmp_path, "new"),
     ]  # fmt: skip
-    changes = registry.plan(store.list_schedules(), wanted, now=NOW + 100)
+    changes = registry.plan(store.schedules.list_all(), wanted, now=NOW + 100)
     assert [(c.op, c.name) for c in changes] == [
         ("unchanged", "keep"),
         ("update", "change"),
@@ -332,7 +332,7 @@ def test_apply_creates_updates_and_disables_what_is_missing(store: Store, tmp_pa
         ("disable", "gone"),
     ]
     registry.apply(store, changes, now=NOW + 100, source="/x/schedules.yaml", actor="ann")
-    rows = {r.name: r for r in store.list_schedules()}
+    rows = {r.name: r for r in store.schedules.list_all()}
     assert rows["change"].policies_json["retries"] == 2
     assert rows["change"].trigger_json["anchor"] == NOW  # anchored on its creation
     assert rows["change"].next_due_at == NOW + 3600  # the pending due time is kept
@@ -341,18 +341,18 @@ def test_apply_creates_updates_and_disables_what_is_missing(store: Store, tmp_pa
     meta = store.list_transitions("schedule", rows["change"].id)[-1].metadata
     assert meta == {"file": "/x/schedules.yaml", "diff": {"policies.retries": [0, 2]}}
     assert reasons(store, rows["gone"])[-1] == ("disabled", "schedule_definition.disabled.applied")
-    again = registry.plan(store.list_schedules(), wanted, now=NOW + 200)
+    again = registry.plan(store.schedules.list_all(), wanted, now=NOW + 200)
     assert {c.op for c in again} == {"unchanged"}  # applying twice changes nothing
-    deleting = registry.plan(store.list_schedules(), wanted[:1], now=NOW, missing="delete")
+    deleting = registry.plan(store.schedules.list_all(), wanted[:1], now=NOW, missing="delete")
     registry.apply(store, deleting, now=NOW, source="f")
-    assert [r.name for r in store.list_schedules()] == ["keep"]
+    assert [r.name for r in store.schedules.list_all()] == ["keep"]
 
 
 def test_an_at_schedule_in_the_past_is_refused_at_add(store: Store, tmp_path: Path) -> None:
     trigger = at_trigger("2020-01-01T00:00:00Z", None)
     with pytest.raises(UsageError, match="in the past"):
         registry.add(store, Definition("once", trigger, run_action(tmp_path)), now=NOW)
-    assert store.list_schedules(include_deleted=True) == []
+    assert store.schedules.list_all(include_deleted=True) == []
 
 
 def test_a_definition_round_trips_through_its_row(store: Store, tmp_path: Path) -> None:
@@ -372,49 +372,51 @@ def test_what_a_worker_reads_and_moves(store: Store, tmp_path: Path) -> None:
     registry.add(store, later, now=NOW + 60)
     registry.add(store, definition(tmp_path, "off"), now=NOW - 60)
     registry.set_enabled(store, "off", False, now=NOW)
-    assert store.earliest_due() == NOW + 3600
-    assert store.list_due_schedules(NOW + 3599) == []
-    assert [r.name for r in store.list_due_schedules(NOW + 3660)] == ["a", "b"]
-    assert store.advance_next_due(sid, expected=NOW + 3600, new=NOW + 7200)
-    assert not store.advance_next_due(sid, expected=NOW + 3600, new=NOW + 7200)  # lost the CAS
-    assert store.earliest_due() == NOW + 3660
-    assert store.count_active_runs(sid) == 0
-    run = store.insert_due_run(schedule_id=sid, due_at=NOW + 3600, action_kind="run")
+    assert store.schedules.earliest_due() == NOW + 3600
+    assert store.schedules.list_due(NOW + 3599) == []
+    assert [r.name for r in store.schedules.list_due(NOW + 3660)] == ["a", "b"]
+    assert store.schedules.advance_next_due(sid, expected=NOW + 3600, new=NOW + 7200)
+    assert not store.schedules.advance_next_due(
+        sid, expected=NOW + 3600, new=NOW + 7200
+    )  # lost the CAS
+    assert store.schedules.earliest_due() == NOW + 3660
+    assert store.schedules.count_active_runs(sid) == 0
+    run = store.schedules.insert_due_run(schedule_id=sid, due_at=NOW + 3600, action_kind="run")
     assert run is not None
-    assert store.count_active_runs(sid) == 1
+    assert store.schedules.count_active_runs(sid) == 1
     store.update_status(
         "schedule_run", run.id, new_status="skipped", reason_code="schedule.skipped.overlap"
     )
-    assert store.count_active_runs(sid) == 0
+    assert store.schedules.count_active_runs(sid) == 0
 
 
 def test_apply_does_not_undo_what_a_worker_disabled(store: Store, tmp_path: Path) -> None:
     row = registry.add(store, definition(tmp_path, "capped", max_runs="1"), now=NOW)
-    store.change_schedule(
+    store.schedules.change(
         row.id, new_status="disabled", reason_code="schedule_definition.disabled.max_runs",
         source="system",
     )  # fmt: skip
     wanted = [definition(tmp_path, "capped", max_runs="1")]
-    (change,) = registry.plan(store.list_schedules(), wanted, now=NOW)
+    (change,) = registry.plan(store.schedules.list_all(), wanted, now=NOW)
     assert change.op == "unchanged"
     assert "li schedule enable capped" in change.why
     raised = [definition(tmp_path, "capped", max_runs="5")]
-    (change,) = registry.plan(store.list_schedules(), raised, now=NOW)
+    (change,) = registry.plan(store.schedules.list_all(), raised, now=NOW)
     assert change.op == "update"  # a changed definition is applied, and enabled again
     registry.apply(store, [change], now=NOW, source="f")
-    assert store.list_schedules()[0].status == "enabled"
+    assert store.schedules.list_all()[0].status == "enabled"
 
 
 def test_a_row_without_a_definition_is_replaced_by_apply(store: Store, tmp_path: Path) -> None:
-    legacy = store.create_schedule(name="old", fields={"action_kind": "agent", "spec": "@daily"})
+    legacy = store.schedules.create(name="old", fields={"action_kind": "agent", "spec": "@daily"})
     registry.set_enabled(store, "old", False, now=NOW)
     with pytest.raises(UsageError, match="holds no definition"):
         registry.set_enabled(store, "old", True, now=NOW)
-    (change,) = registry.plan(store.list_schedules(), [definition(tmp_path, "old")], now=NOW)
+    (change,) = registry.plan(store.schedules.list_all(), [definition(tmp_path, "old")], now=NOW)
     assert change.op == "update"
     assert "definition" in change.changes
     registry.apply(store, [change], now=NOW, source="f")
-    row = store.get_schedule("old")
+    row = store.schedules.get("old")
     assert row is not None
     assert row.id == legacy.id
     assert row.status == "enabled"
@@ -426,11 +428,11 @@ def test_apply_does_not_overwrite_a_change_made_after_its_plan(
 ) -> None:
     registry.add(store, definition(tmp_path, "busy"), now=NOW)
     wanted = [definition(tmp_path, "busy", retries="3")]
-    changes = registry.plan(store.list_schedules(), wanted, now=NOW)
+    changes = registry.plan(store.schedules.list_all(), wanted, now=NOW)
     registry.set_enabled(store, "busy", False, now=NOW)  # someone else, meanwhile
     lost = registry.apply(store, changes, now=NOW, source="f")
     assert [(c.op, c.name) for c in lost] == [("update", "busy")]
-    row = store.get_schedule("busy")
+    row = store.schedules.get("busy")
     assert row is not None
     assert row.status == "disabled"
     assert row.policies_json["retries"] == 0

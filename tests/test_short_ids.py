@@ -28,14 +28,14 @@ def li(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def _runs(store: Store, count: int, stamp: str = "20260709T1200") -> list[str]:
     ids = [f"{stamp}{i:02d}-{i:06x}" for i in range(count)]
     for ident in ids:
-        store.create_session(id=ident)
+        store.sessions.create(id=ident)
         time.sleep(0.002)  # distinct created_at: candidates are listed newest first
     return ids
 
 
 def test_store_resolves_exact_prefix_and_suffix(store: Store) -> None:
-    store.create_session(id=RUN)
-    store.create_session(id="20260709T120001-aaaaaa")
+    store.sessions.create(id=RUN)
+    store.sessions.create(id="20260709T120001-aaaaaa")
     assert store.resolve_id("session", RUN) == RUN
     assert store.resolve_id("session", "2b5dd3") == RUN
     assert store.resolve_id("session", "5dd3") == RUN
@@ -65,7 +65,7 @@ def test_ambiguous_lists_ten_and_counts_the_rest(store: Store) -> None:
 def test_li_wait_takes_the_suffix_and_lists_ambiguous_candidates(
     store: Store, li_env: dict[str, str]
 ) -> None:
-    store.create_session(id=RUN)
+    store.sessions.create(id=RUN)
     complete(store, RUN)
     code, out, err = run_wait(li_env, "2b5dd3")
     assert code == 0, err
@@ -79,8 +79,8 @@ def test_li_wait_takes_the_suffix_and_lists_ambiguous_candidates(
 
 
 def test_li_status_takes_the_suffix(store: Store, li_env: dict[str, str]) -> None:
-    store.create_session(id=RUN)
-    store.create_session(id="20260709T120001-aaaaaa")
+    store.sessions.create(id=RUN)
+    store.sessions.create(id="20260709T120001-aaaaaa")
     proc = li(li_env, "status", "2b5dd3", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["id"] == RUN
@@ -93,8 +93,8 @@ def test_li_status_takes_the_suffix(store: Store, li_env: dict[str, str]) -> Non
 def test_li_override_takes_a_unique_suffix_and_refuses_an_ambiguous_one(
     store: Store, li_env: dict[str, str]
 ) -> None:
-    store.create_session(id=RUN)
-    store.create_session(id="20260709T120001-aaaaaa")
+    store.sessions.create(id=RUN)
+    store.sessions.create(id="20260709T120001-aaaaaa")
     complete(store, RUN, status="failed")
     repair = ["--to", "completed", "--reason", "run.completed.admin", "--actor", "a"]
     repair += ["--justification", "checked"]
@@ -110,7 +110,7 @@ def test_li_override_takes_a_unique_suffix_and_refuses_an_ambiguous_one(
 
 def test_li_invoke_end_takes_a_prefix_or_suffix(store: Store, li_env: dict[str, str]) -> None:
     ident = "0f1e2d3c-aaaa-4bbb-8ccc-123456789abc"
-    store.create_invocation(skill="review", id=ident)
+    store.invocations.create(skill="review", id=ident)
     proc = li(li_env, "invoke", "end", "789abc", "--status", "completed")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(ident)

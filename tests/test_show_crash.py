@@ -49,13 +49,13 @@ def _merges(repo: Path) -> list[str]:
 
 def _active_show(db: str) -> ShowRow | None:
     with opened(db) as store:
-        shows = store.active_shows_for_topic("t")
+        shows = store.shows.active_for_topic("t")
         return shows[0] if shows else None
 
 
 def _play(db: str, play_id: str) -> PlayRow:
     with opened(db) as store:
-        row = store.get_play(play_id)
+        row = store.shows.get_play(play_id)
         assert row is not None
         return row
 
@@ -181,7 +181,7 @@ def test_a_crash_around_the_ref_move_neither_repeats_nor_loses_the_merge(
         store.update_fields(
             "play", f"{show_id}.p", {"candidate_sha": candidate, "candidate_base": base}
         )
-        gates_before = len(store.list_play_sessions(f"{show_id}.p"))
+        gates_before = len(store.shows.list_play_sessions(f"{show_id}.p"))
     if moved:
         git(repo, "update-ref", f"refs/heads/{INTEGRATION}", candidate, base)
     report = resume_show(show_id, db_url=db)
@@ -190,4 +190,4 @@ def test_a_crash_around_the_ref_move_neither_repeats_nor_loses_the_merge(
     assert p.merge_sha == candidate == git(repo, "rev-parse", INTEGRATION)
     assert _merges(repo) == ["p"]
     with opened(db) as store:
-        assert len(store.list_play_sessions(f"{show_id}.p")) == gates_before  # no new gate
+        assert len(store.shows.list_play_sessions(f"{show_id}.p")) == gates_before  # no new gate

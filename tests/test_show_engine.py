@@ -151,7 +151,7 @@ def test_two_plays_editing_the_same_lines_conflict_and_the_second_is_redone(
     assert "play.redoing.merge_conflict" in history
     assert history[-1] == "play.merged.ok"
     store = open_store(db)
-    row = store.get_play(second.id)
+    row = store.shows.get_play(second.id)
     store.close()
     assert row is not None
     assert "shared.txt" in str(row.feedback)
@@ -355,7 +355,7 @@ def test_setup_problems_refuse_before_anything_is_written(tmp_path: Path, db: st
     with pytest.raises(ConflictError, match="--continue-integration"):
         run_show(spec(repo, one), db_url=db)
     store = open_store(db)
-    assert store.active_shows_for_topic("t") == []
+    assert store.shows.active_for_topic("t") == []
     store.close()
     report = run_show(spec(repo, one), db_url=db, options=ShowOptions(continue_integration=True))
     assert report.status == "completed"
@@ -551,7 +551,7 @@ def test_abort_of_a_running_show_stops_its_owner_at_the_next_heartbeat(
     assert report.status == "aborted"
     assert report.exit_code == 1
     with opened(db) as store:
-        [agent] = store.list_play_sessions(report.plays[0].id)
+        [agent] = store.shows.list_play_sessions(report.plays[0].id)
     assert agent.status == "cancelled"  # the owner stopped its execution
 
 
@@ -579,7 +579,7 @@ def test_an_abort_that_raced_the_owner_still_leaves_every_play_terminal(
     runner.start()
     poll(started.exists, what="the play to start")
     with opened(db) as store:
-        [show] = store.recent_shows(limit=1)
+        [show] = store.shows.recent(limit=1)
         store.update_status("show", show.id, new_status="aborted", reason_code="show.aborted.user")
     runner.join(timeout=20)
     assert not runner.is_alive()

@@ -19,7 +19,7 @@ from support.showkit import INTEGRATION, play, show_repo, spec, writes
 
 
 def _create(store: Store, show_id: str = "s1", topic: str = "t") -> None:
-    store.create_show_with_plays(
+    store.shows.create_with_plays(
         id=show_id,
         fields={"topic": topic, "spec_json": {"k": [1]}, "repo": "/r", "integration": "i"},
         plays=[
@@ -31,11 +31,11 @@ def _create(store: Store, show_id: str = "s1", topic: str = "t") -> None:
 
 def test_a_show_is_created_with_its_plays_and_their_history(store: Store) -> None:
     _create(store)
-    show = store.get_show("s1")
+    show = store.shows.get("s1")
     assert show is not None
     assert show.status == "active"
     assert show.spec_json == {"k": [1]}
-    plays = store.list_plays("s1")
+    plays = store.shows.list_plays("s1")
     assert [(p.name, p.status, p.depends_on_json) for p in plays] == [
         ("a", "pending", None),
         ("b", "pending", ["a"]),
@@ -43,7 +43,7 @@ def test_a_show_is_created_with_its_plays_and_their_history(store: Store) -> Non
     assert [t.reason_code for t in store.list_transitions("play", "s1.b")] == [
         "play.pending.created"
     ]
-    assert store.active_shows_for_topic("t")[0].id == "s1"
+    assert store.shows.active_for_topic("t")[0].id == "s1"
 
 
 def test_a_play_status_write_carries_its_merge_columns(store: Store) -> None:
@@ -56,7 +56,7 @@ def test_a_play_status_write_carries_its_merge_columns(store: Store) -> None:
         extra_fields={"merge_sha": "f" * 40, "merged_at": 5.0},
         expected_statuses={"pending"},
     )
-    row = store.get_play("s1.a")
+    row = store.shows.get_play("s1.a")
     assert row is not None
     assert row.merge_sha == "f" * 40
     assert row.ended_at is not None
@@ -64,33 +64,33 @@ def test_a_play_status_write_carries_its_merge_columns(store: Store) -> None:
 
 def test_sessions_link_to_their_play_through_metadata(store: Store) -> None:
     _create(store)
-    store.create_session(id="x1", metadata_json={"play_id": "s1.a", "role": "agent"})
-    store.create_session(id="x2", metadata_json={"play_id": "s1.a", "role": "gate"})
-    store.create_session(id="x3", metadata_json={"play_id": "s1.b", "role": "agent"})
-    store.create_session(id="x4", metadata_json={"show_id": "s1", "role": "final_gate"})
-    store.create_session(id="x5")
-    assert [s.id for s in store.list_play_sessions("s1.a")] == ["x1", "x2"]
-    assert [s.id for s in store.list_show_gate_sessions("s1")] == ["x4"]
+    store.sessions.create(id="x1", metadata_json={"play_id": "s1.a", "role": "agent"})
+    store.sessions.create(id="x2", metadata_json={"play_id": "s1.a", "role": "gate"})
+    store.sessions.create(id="x3", metadata_json={"play_id": "s1.b", "role": "agent"})
+    store.sessions.create(id="x4", metadata_json={"show_id": "s1", "role": "final_gate"})
+    store.sessions.create(id="x5")
+    assert [s.id for s in store.shows.list_play_sessions("s1.a")] == ["x1", "x2"]
+    assert [s.id for s in store.shows.list_gate_sessions("s1")] == ["x4"]
 
 
 def test_the_show_row_is_a_lock_taken_only_from_the_owner_judged(store: Store) -> None:
     _create(store)
     me = current_owner()
     other = {**me, "owner_pid": 999_999_99}
-    assert store.claim_show("s1", me, previous={}, lease_seconds=60)
+    assert store.shows.claim("s1", me, previous={}, lease_seconds=60)
     # A second claimer that judged "no owner" loses: the row has one now.
-    assert not store.claim_show("s1", other, previous={}, lease_seconds=60)
-    row = store.get_show("s1")
+    assert not store.shows.claim("s1", other, previous={}, lease_seconds=60)
+    row = store.shows.get("s1")
     assert row is not None
     assert row.owner_pid == me["owner_pid"]
-    assert store.beat_show("s1", me)
-    assert not store.beat_show("s1", other)
+    assert store.shows.beat("s1", me)
+    assert not store.shows.beat("s1", other)
     # Taking over from the owner one judged dead works once.
-    assert store.claim_show("s1", other, previous=row.as_dict(), lease_seconds=60)
-    assert not store.claim_show("s1", me, previous=row.as_dict(), lease_seconds=60)
-    assert not store.beat_show("s1", me)
-    assert store.release_show("s1", other)
-    assert not store.release_show("s1", other)
+    assert store.shows.claim("s1", other, previous=row.as_dict(), lease_seconds=60)
+    assert not store.shows.claim("s1", me, previous=row.as_dict(), lease_seconds=60)
+    assert not store.shows.beat("s1", me)
+    assert store.shows.release("s1", other)
+    assert not store.shows.release("s1", other)
 
 
 def _dead_pid() -> int:
@@ -126,7 +126,7 @@ def test_a_live_owner_keeps_the_show_and_a_dead_one_is_taken_over(
     repo = show_repo(tmp_path)
     s = spec(repo, [play("a", writes("a.txt", "A"))])
     sid = "20990101T000000-abcdef"
-    store.create_show_with_plays(
+    store.shows.create_with_plays(
         id=sid,
         fields={
             "topic": "t",
@@ -147,7 +147,7 @@ def test_a_live_owner_keeps_the_show_and_a_dead_one_is_taken_over(
     store.update_fields("show", sid, {"owner_pid": _dead_pid()})
     report = resume_show("t", db_url=db_url)
     assert report.status == "completed", report.to_dict()
-    row = store.get_show(sid)
+    row = store.shows.get(sid)
     assert row is not None
     assert row.owner_pid is None
 
@@ -156,8 +156,8 @@ def test_recent_shows_lists_active_ones_first(store: Store) -> None:
     _create(store, "old", topic="x")
     _create(store, "new", topic="y")
     store.update_status("show", "new", new_status="completed", reason_code="show.completed.ok")
-    assert [s.id for s in store.recent_shows()] == ["old", "new"]
-    assert [s.id for s in store.recent_shows(limit=1)] == ["old"]
+    assert [s.id for s in store.shows.recent()] == ["old", "new"]
+    assert [s.id for s in store.shows.recent(limit=1)] == ["old"]
 
 
 def test_a_second_active_show_of_a_topic_is_refused_in_the_creating_transaction(
@@ -165,16 +165,16 @@ def test_a_second_active_show_of_a_topic_is_refused_in_the_creating_transaction(
 ) -> None:
     _create(store, "first", topic="same")
     with pytest.raises(ConflictError, match="first"):
-        store.create_show_with_plays(
+        store.shows.create_with_plays(
             id="second",
             fields={"topic": "same"},
             plays=[{"id": "second.a", "name": "a"}],
             exclusive_topic=True,
         )
-    assert store.get_show("second") is None
-    assert store.get_play("second.a") is None
+    assert store.shows.get("second") is None
+    assert store.shows.get_play("second.a") is None
     store.update_status("show", "first", new_status="aborted", reason_code="show.aborted.user")
-    store.create_show_with_plays(
+    store.shows.create_with_plays(
         id="second", fields={"topic": "same"}, plays=[], exclusive_topic=True
     )
 
@@ -186,28 +186,28 @@ def test_a_show_row_and_a_play_row_hold_every_column_of_their_tables(store: Stor
     _create(store)
     [show] = store.connector.read(store.sql("active_shows_for_topic"), {"topic": "t"})
     assert set(show) == set(ShowRow._fields)
-    assert store.get_show("s1") == ShowRow.from_row(decode_row(show))  # type: ignore[arg-type]
-    assert store.active_shows_for_topic("t")[0].as_dict() == decode_row(show)
+    assert store.shows.get("s1") == ShowRow.from_row(decode_row(show))  # type: ignore[arg-type]
+    assert store.shows.active_for_topic("t")[0].as_dict() == decode_row(show)
     raw = store.connector.read(store.sql("list_plays"), {"show_id": "s1"})
     assert set(raw[0]) == set(PlayRow._fields)
-    plays = store.list_plays("s1")
+    plays = store.shows.list_plays("s1")
     assert [p.as_dict() for p in plays] == [decode_row(r) for r in raw]
-    assert store.show_plays("s1") == plays
-    assert store.get_play("s1.b") == plays[1]
-    assert store.get_show("no-such-show") is None
-    assert store.get_play("no-such-play") is None
+    assert store.ui.show_plays("s1") == plays
+    assert store.shows.get_play("s1.b") == plays[1]
+    assert store.shows.get("no-such-show") is None
+    assert store.shows.get_play("no-such-play") is None
 
 
 def test_a_show_list_row_holds_every_column_its_lists_read(store: Store) -> None:
     """``ShowListRow.from_row`` names each show column of ``li show status`` and the shows
     page; ``plays`` counts the show's plays by status (none for a show without plays)."""
     _create(store)
-    store.create_show_with_plays(id="empty", fields={"topic": "u"}, plays=[])
+    store.shows.create_with_plays(id="empty", fields={"topic": "u"}, plays=[])
     store.update_status("play", "s1.a", new_status="prepared", reason_code="play.prepared.ok")
     derived = {"play_status", "play_count"}
     raw = store.connector.read(store.sql("list_recent_shows"), {"limit": 5})
     assert set(raw[0]) - derived == set(ShowListRow._fields) - {"plays"}
-    listed = store.list_recent_shows()
+    listed = store.waits.recent_shows()
     assert {s.id: s.plays for s in listed} == {
         "s1": {"pending": 1, "prepared": 1},
         "empty": {},
@@ -216,4 +216,4 @@ def test_a_show_list_row_holds_every_column_its_lists_read(store: Store) -> None
         **{k: v for k, v in raw[0].items() if k not in derived},
         "plays": listed[0].plays,
     }
-    assert store.list_shows() == listed
+    assert store.lists.shows() == listed

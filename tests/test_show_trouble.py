@@ -72,7 +72,7 @@ def test_a_refused_login_stops_the_play_for_a_person_without_a_redo(
     assert p.reason_summary.startswith("unexpected status 401 Unauthorized")
     assert "(auth); what to do: log in or fix the API key" in p.reason_summary
     with opened(db) as store:
-        row = store.get_play(p.id)
+        row = store.shows.get_play(p.id)
     assert row is not None
     assert "the provider said: unexpected status 401" in str(row.feedback)
     assert "make the change the task asks for" not in str(row.feedback)

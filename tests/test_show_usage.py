@@ -52,7 +52,7 @@ def test_an_abort_during_a_gate_lands_nothing_on_the_integration_branch(
     assert p.worktree is not None
     assert Path(p.worktree).is_dir()
     with opened(db_url) as store:
-        show = store.get_show(report.show_id)
+        show = store.shows.get(report.show_id)
     assert show is not None
     assert show.integration_head == git(repo, "rev-parse", "main")
     gate_worktree = worktrees_root() / report.show_id / ".gate"
@@ -163,8 +163,8 @@ def _alive(pid: int) -> bool:
 def _recorded_child(db_url: str, role: str) -> bool:
     """The running execution of ``role`` has its process on record (a reaper finds it)."""
     with opened(db_url) as store:
-        shows = store.active_shows_for_topic("t")
-        sessions = store.list_play_sessions(f"{shows[0].id}.a") if shows else []
+        shows = store.shows.active_for_topic("t")
+        sessions = store.shows.list_play_sessions(f"{shows[0].id}.a") if shows else []
     return any(
         s.meta.get("role") == role and s.status == "running" and s.child_pid for s in sessions
     )

@@ -10,7 +10,6 @@ import pytest
 
 from lirun.lifecycle import POLICIES
 from lirun.store import queries
-from lirun.store.core import SESSION_FIELDS, UPDATABLE_FIELDS
 from lirun.store.queries import (
     DIALECTS,
     _sql_dir,
@@ -20,6 +19,7 @@ from lirun.store.queries import (
     parse_queries,
     to_pyformat,
 )
+from lirun.store.records import SESSION_FIELDS, UPDATABLE_FIELDS
 from lirun.store.sql_script import split_statements
 
 # The only ``{slot}``s a query may have: identifiers from the closed registries in

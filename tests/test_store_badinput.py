@@ -56,7 +56,7 @@ def test_database_files_are_private(tmp_path: Path) -> None:
     old = os.umask(0)  # even with a permissive umask
     try:
         store = open_store(path)
-        store.create_session(id="s-1")
+        store.sessions.create(id="s-1")
         wal = Path(f"{path}-wal")
         assert wal.exists()
         modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (path, wal)}
@@ -230,7 +230,7 @@ def test_the_right_password_opens_the_same_server(password_server: int) -> None:
     url = f"postgresql://lirun:{PASSWORD}@127.0.0.1:{password_server}/postgres?schema=lirun_t"
     store = open_store(url)
     try:
-        assert store.create_session(id="s-1").status == "running"
+        assert store.sessions.create(id="s-1").status == "running"
         assert PASSWORD not in store.connector.display_url
     finally:
         store.close()

@@ -88,24 +88,24 @@ def test_the_template_slots_the_store_fills_pass() -> None:
 def test_wait_reads_bind_any_number_of_ids_on_either_backend(store: Store) -> None:
     ids = [f"run-{i}" for i in range(300)]
     for sid in ids:
-        store.create_session(id=sid, owner_pid=None)
-    inv = store.create_invocation(skill="review", id="inv-1").id
-    store.create_session(id="child", invocation_id=inv, owner_pid=None, run_dir="/tmp/rd")
-    rows = store.fetch_wait_rows({"session": ids, "invocation": [inv], "play": []})
+        store.sessions.create(id=sid, owner_pid=None)
+    inv = store.invocations.create(skill="review", id="inv-1").id
+    store.sessions.create(id="child", invocation_id=inv, owner_pid=None, run_dir="/tmp/rd")
+    rows = store.waits.fetch_rows({"session": ids, "invocation": [inv], "play": []})
     assert {(r.kind, r.id) for r in rows} == {("session", i) for i in ids} | {("invocation", inv)}
     assert next(r for r in rows if r.kind == "invocation").run_dir == "/tmp/rd"
-    assert store.fetch_wait_rows({}) == []
-    exact = store.resolve_wait_exact([*ids[:5], "nope"])
+    assert store.waits.fetch_rows({}) == []
+    exact = store.waits.resolve_exact([*ids[:5], "nope"])
     assert {r.input for r in exact} == set(ids[:5])
-    assert store.resolve_wait_exact([]) == []
-    [match] = store.match_wait_ids("-299", limit=10)
+    assert store.waits.resolve_exact([]) == []
+    [match] = store.waits.match_ids("-299", limit=10)
     assert (match.kind, match.id, match.total) == ("session", "run-299", 1)
-    assert [s.id for s in store.list_invocation_sessions(inv)] == ["child"]
+    assert [s.id for s in store.waits.invocation_sessions(inv)] == ["child"]
 
 
 def test_fetch_wait_rows_refuses_a_kind_that_is_not_waited_on(store: Store) -> None:
     with pytest.raises(KeyError, match="team"):
-        store.fetch_wait_rows({"team": ["t"]})
+        store.waits.fetch_rows({"team": ["t"]})
 
 
 def test_change_token_after_close_is_a_lirun_error(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from support.userkit import AS_NOBODY, _readable_source, run_as_nobody
 def test_the_four_slash_absolute_url_form(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     store = open_store(f"sqlite:///{path}")  # sqlite:// + /abs/path: four slashes
-    store.create_session(id="s-1")
+    store.sessions.create(id="s-1")
     store.close()
     reader = open_store(f"sqlite:///{path}", readonly=True)
     try:
@@ -95,7 +95,7 @@ def _read_only_database(shared_dir: Path) -> Path:
     folder.mkdir()
     path = folder / "state.db"
     store = open_store(path)
-    store.create_session(id="done")
+    store.sessions.create(id="done")
     store.update_status(
         "session",
         "done",
@@ -103,7 +103,7 @@ def _read_only_database(shared_dir: Path) -> Path:
         reason_code="run.completed.ok",
         extra_fields={"exit_code": 0},
     )
-    store.create_session(id="later")
+    store.sessions.create(id="later")
     store.close()
     path.chmod(0o644)
     folder.chmod(0o555)

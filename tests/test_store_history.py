@@ -52,7 +52,7 @@ def test_creation_appends_one_system_history_row(store: Store, entity_type: str)
 def test_a_session_created_terminal_has_a_fitting_reason(
     store: Store, status: str, reason: str
 ) -> None:
-    row = store.create_session(status=status)
+    row = store.sessions.create(status=status)
     assert (row.status, row.status_reason_code) == (status, reason)
     assert [t.status for t in store.list_transitions("session", row.id)] == [status]
 
@@ -89,7 +89,7 @@ def test_history_is_per_entity(store: Store) -> None:
 
 
 def test_create_session_stores_the_columns_it_is_given(store: Store, tmp_path: Path) -> None:
-    row = store.create_session(
+    row = store.sessions.create(
         run_id="r-1",
         branch_id="b-1",
         invocation_id="inv-1",
@@ -132,18 +132,18 @@ def test_create_session_rejects_bad_input(
     store: Store, kwargs: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(ValidationError, match=message):
-        store.create_session(**kwargs)
-    assert store.list_sessions() == []
+        store.sessions.create(**kwargs)
+    assert store.sessions.list_recent() == []
 
 
 @pytest.mark.parametrize(
     ("create", "message"),
     [
-        (lambda s: s.create_invocation(skill=""), "skill must be a non-empty string"),
-        (lambda s: s.create_show(topic=None), "topic must be a non-empty string"),
-        (lambda s: s.create_play(show_id="s", name=3), "name must be a non-empty string"),
-        (lambda s: s.create_team(name=" "), "name must be a non-empty string"),
-        (lambda s: s.create_schedule_run(action_kind="x", status="done"), "not valid"),
+        (lambda s: s.invocations.create(skill=""), "skill must be a non-empty string"),
+        (lambda s: s.shows.create(topic=None), "topic must be a non-empty string"),
+        (lambda s: s.shows.create_play(show_id="s", name=3), "name must be a non-empty string"),
+        (lambda s: s.teams.create(name=" "), "name must be a non-empty string"),
+        (lambda s: s.schedules.create_run(action_kind="x", status="done"), "not valid"),
     ],
 )
 def test_other_creators_reject_bad_input(store: Store, create: Any, message: str) -> None:
@@ -170,23 +170,23 @@ def test_get_entity_of_a_missing_id_is_none_and_unknown_type_is_an_error(store: 
 
 def test_messages_are_numbered_and_bound_to_the_session(store: Store) -> None:
     sid = create_entity(store, "session")
-    assert not store.has_assistant_text(sid)
-    first = store.append_message(sid, role="user", content="hello")
-    store.append_message(sid, role="assistant", content="   ")
-    assert not store.has_assistant_text(sid)
-    last = store.append_message(sid, role="assistant", content={"text": "done", "n": 1})
-    assert store.has_assistant_text(sid)
-    messages = store.list_messages(sid)
+    assert not store.sessions.has_assistant_text(sid)
+    first = store.sessions.append_message(sid, role="user", content="hello")
+    store.sessions.append_message(sid, role="assistant", content="   ")
+    assert not store.sessions.has_assistant_text(sid)
+    last = store.sessions.append_message(sid, role="assistant", content={"text": "done", "n": 1})
+    assert store.sessions.has_assistant_text(sid)
+    messages = store.sessions.list_messages(sid)
     assert [m.seq for m in messages] == [1, 2, 3]
     assert messages[2].content == '{"n":1,"text":"done"}'
-    row = store.get_session(sid)
+    row = store.sessions.get(sid)
     assert row is not None
     assert (row.first_msg_id, row.last_msg_id) == (first.id, last.id)
     with pytest.raises(NotFoundError):
-        store.append_message("missing", role="user", content="x")
+        store.sessions.append_message("missing", role="user", content="x")
     with pytest.raises(ValidationError, match="role"):
-        store.append_message(sid, role="", content="x")
-    assert len(store.list_messages(sid)) == 3
+        store.sessions.append_message(sid, role="", content="x")
+    assert len(store.sessions.list_messages(sid)) == 3
 
 
 def test_update_fields_is_closed_and_bumps_the_version(store: Store) -> None:
@@ -210,10 +210,10 @@ def test_update_fields_is_closed_and_bumps_the_version(store: Store) -> None:
 def test_list_sessions_and_running_sessions(store: Store) -> None:
     ids = [create_entity(store, "session") for _ in range(3)]
     store.update_status("session", ids[1], new_status="failed", reason_code="run.failed.exception")
-    assert {r.id for r in store.list_running_sessions()} == {ids[0], ids[2]}
-    assert [r.id for r in store.list_sessions(status="failed")] == [ids[1]]
-    assert len(store.list_sessions(limit=2)) == 2
-    assert store.list_sessions(since=10**12) == []
+    assert {r.id for r in store.sessions.list_running()} == {ids[0], ids[2]}
+    assert [r.id for r in store.sessions.list_recent(status="failed")] == [ids[1]]
+    assert len(store.sessions.list_recent(limit=2)) == 2
+    assert store.sessions.list_recent(since=10**12) == []
 
 
 def test_admin_events_filter_by_target(store: Store) -> None:

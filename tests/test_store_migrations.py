@@ -26,7 +26,7 @@ url, name = sys.argv[1], sys.argv[2]
 print("ready", flush=True)
 sys.stdin.readline()
 store = open_store(url)
-store.create_session(id=name)
+store.sessions.create(id=name)
 store.close()
 print("ok", flush=True)
 """
@@ -109,7 +109,7 @@ def test_processes_opening_a_new_database_at_once_all_succeed(
     store = open_store(db_url)
     try:
         assert versions(store) == all_versions(store.dialect)
-        assert len(store.list_sessions()) == 4
+        assert len(store.sessions.list_recent()) == 4
     finally:
         store.close()
 
@@ -172,7 +172,7 @@ def test_a_version_1_database_is_upgraded_on_open(db_url: str) -> None:
 
 
 def test_a_newer_schema_is_refused_and_left_alone(store: Store, db_url: str) -> None:
-    store.create_session(id="s-1")
+    store.sessions.create(id="s-1")
     raw_write(
         store,
         "INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', 0)",

@@ -29,10 +29,10 @@ asyncio.run(main())
 
 
 def test_a_running_row_records_its_creator_as_owner(store: Store) -> None:
-    row = store.create_session(id="s-1")
+    row = store.sessions.create(id="s-1")
     mine = current_owner()
     assert {k: getattr(row, k) for k in mine} == mine
-    ownerless = store.create_session(id="s-3", owner_pid=None)  # an explicit opt-out
+    ownerless = store.sessions.create(id="s-3", owner_pid=None)  # an explicit opt-out
     assert ownerless.owner_pid is None
 
 
@@ -51,10 +51,10 @@ def test_a_library_row_whose_creator_died_is_reaped_by_wait(
 
 
 def test_a_heartbeat_gives_a_leaseless_row_the_default_lease(store: Store) -> None:
-    store.create_session(id="bare", owner_pid=None)
-    store.create_session(id="leased", owner_pid=None, heartbeat_at=time.time(), lease_seconds=5)
-    store.heartbeat("bare")
-    store.heartbeat("leased")
+    store.sessions.create(id="bare", owner_pid=None)
+    store.sessions.create(id="leased", owner_pid=None, heartbeat_at=time.time(), lease_seconds=5)
+    store.sessions.heartbeat("bare")
+    store.sessions.heartbeat("leased")
     bare, leased = store.get_entity("session", "bare"), store.get_entity("session", "leased")
     assert bare["heartbeat_at"] is not None
     assert bare["lease_seconds"] == DEFAULT_LEASE_SECONDS
@@ -62,7 +62,7 @@ def test_a_heartbeat_gives_a_leaseless_row_the_default_lease(store: Store) -> No
 
 
 def test_a_created_heartbeat_comes_with_a_lease(store: Store) -> None:
-    row = store.create_session(id="s-1", heartbeat_at=time.time())
+    row = store.sessions.create(id="s-1", heartbeat_at=time.time())
     assert row.lease_seconds == DEFAULT_LEASE_SECONDS
 
 
@@ -84,7 +84,7 @@ def test_a_waiter_that_cannot_write_waits_without_reaping_and_says_so_once(
     folder.mkdir()
     path = folder / "state.db"
     writer = open_store(path)
-    writer.create_session(id="dead", heartbeat_at=time.time(), **killed_owner())
+    writer.sessions.create(id="dead", heartbeat_at=time.time(), **killed_owner())
     writer.close()
     path.chmod(0o644)
     folder.chmod(0o555)

@@ -166,7 +166,7 @@ def test_a_writer_killed_mid_transaction_leaves_nothing_and_holds_nothing(
 ) -> None:
     store = open_store(pg_only_url)
     try:
-        store.create_session(id="k-1")
+        store.sessions.create(id="k-1")
         writer = subprocess.Popen(
             [sys.executable, "-c", _HALF_WRITER, pg_only_url], stdout=subprocess.PIPE, text=True
         )
@@ -213,7 +213,7 @@ def test_a_signal_stops_a_write_that_waits_for_a_lock(pg_only_url: str) -> None:
     store = open_store(pg_only_url)
     previous = signal.signal(signal.SIGALRM, _interrupt)
     try:
-        store.create_session(id="s-1")
+        store.sessions.create(id="s-1")
         with store.connector.write() as tx:
             backend = tx.query("SELECT pg_backend_pid() AS pid")[0]["pid"]
         with write_lock_held(pg_only_url):
@@ -264,7 +264,7 @@ def test_a_read_cut_off_by_a_server_stop_is_a_lost_connection_then_reconnects(
 ) -> None:
     url = pg_cluster.new_url()
     writer = open_store(url)
-    writer.create_session(id="s-1")
+    writer.sessions.create(id="s-1")
     writer.close()
     reader = open_store(url, readonly=True)
     stopper = threading.Timer(0.5, pg_cluster.stop)

@@ -56,7 +56,7 @@ def test_a_status_write_waits_out_a_restart(
     caplog.set_level(logging.INFO, logger="lirun.store.retry")
     store = open_store(cluster.url)
     try:
-        store.create_session(id="s-1")
+        store.sessions.create(id="s-1")
         cluster.stop()
         timer = _later(1.5, cluster.start)
         applied = store.update_status(
@@ -83,7 +83,7 @@ def test_a_status_write_gives_up_at_the_bound(
     monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "1")
     store = open_store(cluster.url)
     try:
-        store.create_session(id="s-1")
+        store.sessions.create(id="s-1")
         cluster.stop()
         started = time.monotonic()
         with pytest.raises(DatabaseConnectionLostError):
@@ -135,7 +135,7 @@ def test_li_run_keeps_its_outcome_across_a_restart(
 
 def test_li_wait_reconnects_after_a_restart(cluster: Cluster, lirun_home: Path) -> None:
     store = open_store(cluster.url)
-    store.create_session(id="w-1")
+    store.sessions.create(id="w-1")
     store.close()
     waiter = start_waiter(_env(cluster, lirun_home), "w-1", "--interval", "0.3")
     try:
@@ -168,7 +168,7 @@ def test_li_wait_started_while_the_server_is_down_waits_for_it(
     cluster: Cluster, lirun_home: Path
 ) -> None:
     store = open_store(cluster.url)
-    store.create_session(id="d-1")
+    store.sessions.create(id="d-1")
     store.close()
     cluster.stop()
     waiter = start_waiter(_env(cluster, lirun_home), "d-1", "--interval", "0.3")

@@ -88,7 +88,7 @@ def test_eight_processes_finalizing_the_same_rows_give_one_winner_each(
     store: Store, db_url: str, li_env: dict[str, str]
 ) -> None:
     for i in range(ROWS):
-        store.create_session(id=f"row-{i}")
+        store.sessions.create(id=f"row-{i}")
     env = {**li_env, "PYTHONPATH": str(support.TESTS_DIR)}
     results = race(db_url, env)
 
@@ -124,7 +124,7 @@ def test_eight_processes_finalizing_the_same_rows_give_one_winner_each(
 def test_a_reader_answers_while_another_process_holds_the_write_lock(
     store: Store, db_url: str
 ) -> None:
-    store.create_session(id="s-1")
+    store.sessions.create(id="s-1")
     with write_lock_held(db_url):
         start = time.monotonic()
         row = store.get_entity("session", "s-1")
@@ -165,7 +165,7 @@ print(row["status"], time.monotonic() - start, flush=True)
 def test_a_reader_process_answers_while_another_holds_the_write_lock(
     store: Store, db_url: str
 ) -> None:
-    store.create_session(id="s-1")
+    store.sessions.create(id="s-1")
     with write_lock_held(db_url):
         out = subprocess.run(
             [sys.executable, "-c", _READER, db_url],
@@ -187,7 +187,7 @@ def test_a_lock_held_past_the_busy_timeout_is_a_busy_error(
     monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "0.5")  # writes and row locks wait this long
     store = open_store(db_url)
     try:
-        store.create_session(id="s-1")
+        store.sessions.create(id="s-1")
         with write_lock_held(db_url):
             start = time.monotonic()
             with pytest.raises(DatabaseBusyError, match="locked by another") as caught:

@@ -56,7 +56,7 @@ def test_a_retry_after_an_ambiguous_commit_writes_history_once(
     store: Store, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     caplog.set_level(logging.INFO, logger="lirun.store.retry")
-    store.create_session(id="s-1")
+    store.sessions.create(id="s-1")
     with _commit_then_lose_the_answer(store) as calls:
         assert _finish(store, "s-1") is True
     assert calls[0] == 2  # it did retry, and the retry found the landed transition
@@ -71,7 +71,7 @@ def test_a_retry_after_an_ambiguous_commit_writes_history_once(
 def test_a_held_lock_past_the_bound_raises_busy(
     store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store.create_session(id="s-1")
+    store.sessions.create(id="s-1")
     monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "1")
     with write_lock_held(db_url):
         started = time.monotonic()
@@ -87,7 +87,7 @@ def test_a_lock_released_within_the_bound_lets_the_write_land(
 ) -> None:
     import threading
 
-    store.create_session(id="s-1")
+    store.sessions.create(id="s-1")
     monkeypatch.setenv("LIRUN_WRITE_RETRY_SECONDS", "20")
     with write_lock_held(db_url) as holder:
         assert holder.stdin is not None
@@ -113,7 +113,7 @@ def test_postgres_connections_dropped_by_the_server_are_replaced(pg_only_url: st
 
     store = open_store(pg_only_url)
     try:
-        store.create_session(id="s-1")
+        store.sessions.create(id="s-1")
         assert store.get_entity("session", "s-1") is not None  # opens the read connection
         with psycopg.connect(PG_URL, autocommit=True) as admin:
             killed = admin.execute(

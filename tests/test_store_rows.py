@@ -15,6 +15,7 @@ import pytest
 from lirun.store import Store
 from lirun.store import rows as row_classes
 from lirun.store.base import id_fragment_params
+from lirun.store.repository import Repository
 from lirun.store.rows import (
     AdminEventRow,
     AttentionFlowRow,
@@ -55,26 +56,36 @@ from lirun.store.rows import (
 )
 from lirun.store.ui_reads import RunFilter, page_params
 
-# Methods whose rows are still dicts (decoded) or raw ``Row`` mappings.
+# Methods whose rows are still dicts (decoded) or raw ``Row`` mappings: any entity's row,
+# and the primitives the repositories build their typed rows from.
 STILL_DICTS = frozenset(
     {
         "get_entity",
+        "insert",
+        "lock_row",
     }
 )  # fmt: skip
 
 ROW_DICT = re.compile(r"dict\[str, Any\]|\bRow\b")
 
 
-def _returns() -> dict[str, str]:
+def _returns(store: Store) -> dict[str, str]:
+    """What each public method of the store and of its repositories returns, by
+    ``name`` or ``repository.name`` (``shows.get``)."""
+    owners: dict[str, object] = {"": store}
+    owners.update(
+        (name, part) for name, part in vars(store).items() if isinstance(part, Repository)
+    )
     return {
-        name: str(inspect.signature(fn).return_annotation)
-        for name, fn in inspect.getmembers(Store, inspect.isfunction)
+        f"{part}.{name}" if part else name: str(inspect.signature(fn).return_annotation)
+        for part, owner in owners.items()
+        for name, fn in inspect.getmembers(type(owner), inspect.isfunction)
         if not name.startswith("_")
     }
 
 
-def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
-    dicts = {name for name, ann in _returns().items() if ROW_DICT.search(ann)}
+def test_no_store_method_returns_a_row_dict_unless_listed(store: Store) -> None:
+    dicts = {name for name, ann in _returns(store).items() if ROW_DICT.search(ann)}
     assert dicts - STILL_DICTS == set(), "return a row class of lirun.store.rows instead"
     assert STILL_DICTS - dicts == set(), "typed now: take it off STILL_DICTS"
 
@@ -82,78 +93,78 @@ def test_no_store_method_returns_a_row_dict_unless_listed() -> None:
 @pytest.mark.parametrize(
     ("method", "row_class"),
     [
-        ("get_schedule", ScheduleRow),
-        ("get_schedule_by_id", ScheduleRow),
-        ("list_schedules", ScheduleRow),
-        ("list_due_schedules", ScheduleRow),
-        ("create_schedule", ScheduleRow),
-        ("list_live_workers", WorkerRow),
+        ("schedules.get", ScheduleRow),
+        ("schedules.get_by_id", ScheduleRow),
+        ("schedules.list_all", ScheduleRow),
+        ("schedules.list_due", ScheduleRow),
+        ("schedules.create", ScheduleRow),
+        ("workers.list_live", WorkerRow),
         ("list_transitions", TransitionRow),
         ("list_admin_events", AdminEventRow),
-        ("get_schedule_run", ScheduleRunRow),
-        ("create_schedule_run", ScheduleRunRow),
-        ("insert_due_run", ScheduleRunRow),
-        ("insert_queued_run", ScheduleRunRow),
-        ("queue_retry", ScheduleRunRow),
-        ("list_schedule_runs", ScheduleRunRow),
-        ("list_queued_runs", ScheduleRunRow),
-        ("list_lapsed_runs", ScheduleRunRow),
-        ("create_show", ShowRow),
-        ("create_show_with_plays", ShowRow),
-        ("get_show", ShowRow),
-        ("active_shows_for_topic", ShowRow),
-        ("recent_shows", ShowRow),
-        ("create_play", PlayRow),
-        ("get_play", PlayRow),
-        ("list_plays", PlayRow),
-        ("show_plays", PlayRow),
-        ("list_flows", FlowListRow),
-        ("runs_page", RunPageRow),
-        ("resolve_wait_exact", WaitExactRow),
-        ("fetch_wait_rows", WaitFetchRow),
-        ("match_wait_ids", WaitMatchRow),
-        ("transitions_since", HistoryEventRow),
-        ("gc_candidates", GcCandidateRow),
-        ("unremoved_files", UnremovedFileRow),
-        ("run_lineage", RunLineage),
-        ("attention_rows", AttentionRows),
-        ("recent_schedule_runs", RecentScheduleRunRow),
-        ("schedule_runs_with_usage", ScheduleRunUsageRow),
-        ("list_shows", ShowListRow),
-        ("list_recent_shows", ShowListRow),
-        ("create_team", TeamRow),
-        ("create_team_with_members", TeamRow),
-        ("get_team", TeamRow),
-        ("list_teams", TeamRow),
-        ("teams_of_owner", TeamRow),
-        ("team_members", TeamMemberRow),
-        ("team_member_summary", TeamMemberSummaryRow),
-        ("team_memberships_of_run", RunMembershipRow),
-        ("send_team_message", TeamMessageRow),
-        ("team_conversation", TeamMessageRow),
-        ("team_recent_messages", TeamMessageRow),
-        ("read_team_inbox", InboxMessageRow),
-        ("get_session", SessionRow),
-        ("create_session", SessionRow),
-        ("list_sessions", SessionRow),
-        ("list_running_sessions", SessionRow),
-        ("find_session_by_engine_uid", SessionRow),
-        ("list_invocation_sessions", SessionRow),
-        ("list_play_sessions", SessionRow),
-        ("list_show_gate_sessions", SessionRow),
-        ("list_running_legs", SessionRow),
-        ("create_invocation", InvocationRow),
-        ("get_invocation", InvocationRow),
-        ("create_flow_invocation", InvocationRow),
-        ("list_running_flows", InvocationRow),
-        ("get_branch", BranchRow),
-        ("upsert_branch", BranchRow),
-        ("append_message", MessageRow),
-        ("list_messages", MessageRow),
+        ("schedules.get_run", ScheduleRunRow),
+        ("schedules.create_run", ScheduleRunRow),
+        ("schedules.insert_due_run", ScheduleRunRow),
+        ("schedules.insert_queued_run", ScheduleRunRow),
+        ("schedules.queue_retry", ScheduleRunRow),
+        ("schedules.list_runs", ScheduleRunRow),
+        ("schedules.list_queued_runs", ScheduleRunRow),
+        ("schedules.list_lapsed_runs", ScheduleRunRow),
+        ("shows.create", ShowRow),
+        ("shows.create_with_plays", ShowRow),
+        ("shows.get", ShowRow),
+        ("shows.active_for_topic", ShowRow),
+        ("shows.recent", ShowRow),
+        ("shows.create_play", PlayRow),
+        ("shows.get_play", PlayRow),
+        ("shows.list_plays", PlayRow),
+        ("ui.show_plays", PlayRow),
+        ("lists.flows", FlowListRow),
+        ("ui.runs_page", RunPageRow),
+        ("waits.resolve_exact", WaitExactRow),
+        ("waits.fetch_rows", WaitFetchRow),
+        ("waits.match_ids", WaitMatchRow),
+        ("ui.transitions_since", HistoryEventRow),
+        ("retention.candidates", GcCandidateRow),
+        ("retention.unremoved_files", UnremovedFileRow),
+        ("ui.run_lineage", RunLineage),
+        ("lists.attention_rows", AttentionRows),
+        ("ui.recent_schedule_runs", RecentScheduleRunRow),
+        ("lists.schedule_runs_with_usage", ScheduleRunUsageRow),
+        ("lists.shows", ShowListRow),
+        ("waits.recent_shows", ShowListRow),
+        ("teams.create", TeamRow),
+        ("teams.create_with_members", TeamRow),
+        ("teams.get", TeamRow),
+        ("teams.list_all", TeamRow),
+        ("teams.of_owner", TeamRow),
+        ("teams.members", TeamMemberRow),
+        ("teams.member_summary", TeamMemberSummaryRow),
+        ("teams.memberships_of_run", RunMembershipRow),
+        ("teams.send_message", TeamMessageRow),
+        ("teams.conversation", TeamMessageRow),
+        ("teams.recent_messages", TeamMessageRow),
+        ("teams.read_inbox", InboxMessageRow),
+        ("sessions.get", SessionRow),
+        ("sessions.create", SessionRow),
+        ("sessions.list_recent", SessionRow),
+        ("sessions.list_running", SessionRow),
+        ("sessions.find_by_engine_uid", SessionRow),
+        ("waits.invocation_sessions", SessionRow),
+        ("shows.list_play_sessions", SessionRow),
+        ("shows.list_gate_sessions", SessionRow),
+        ("invocations.list_running_legs", SessionRow),
+        ("invocations.create", InvocationRow),
+        ("invocations.get", InvocationRow),
+        ("invocations.create_flow", InvocationRow),
+        ("invocations.list_running_flows", InvocationRow),
+        ("sessions.get_branch", BranchRow),
+        ("sessions.upsert_branch", BranchRow),
+        ("sessions.append_message", MessageRow),
+        ("sessions.list_messages", MessageRow),
     ],
 )
-def test_typed_methods_name_their_row_class(method: str, row_class: type) -> None:
-    assert row_class.__name__ in _returns()[method]
+def test_typed_methods_name_their_row_class(store: Store, method: str, row_class: type) -> None:
+    assert row_class.__name__ in _returns(store)[method]
     assert getattr(row_classes, row_class.__name__) is row_class
 
 
@@ -188,56 +199,56 @@ def test_a_row_is_built_from_its_dict_again(row_class: type) -> None:
 def test_a_session_row_holds_every_column_of_the_sessions_table(store: Store) -> None:
     """``SessionRow.from_row`` names each column of ``sessions``: one the table gains fails
     here, not later as a missing attribute above the store; its JSON columns decoded."""
-    made = store.create_session(metadata_json={"flow": {"item": 1}}, owner_pid=None)
+    made = store.sessions.create(metadata_json={"flow": {"item": 1}}, owner_pid=None)
     raw = store.connector.read(store.sql("get_row", table="sessions"), {"id": made.id})
     assert set(raw[0]) == set(SessionRow._fields)
-    row = store.get_session(made.id)
+    row = store.sessions.get(made.id)
     assert row == made
     assert row.as_dict() == {**dict(raw[0]), "metadata_json": {"flow": {"item": 1}}}
     assert row.meta == {"flow": {"item": 1}}
-    assert store.list_sessions() == [row]
-    assert store.get_session("no-such-session") is None
+    assert store.sessions.list_recent() == [row]
+    assert store.sessions.get("no-such-session") is None
 
 
 def test_branch_and_message_rows_hold_every_column_of_their_tables(store: Store) -> None:
     """``BranchRow`` and ``MessageRow`` name each column of ``branches`` and ``messages``;
     the branch and message a write returns are the rows read back."""
-    made = store.create_session(owner_pid=None)
-    branch = store.upsert_branch("b-1", session_id=made.id, provider="claude")
+    made = store.sessions.create(owner_pid=None)
+    branch = store.sessions.upsert_branch("b-1", session_id=made.id, provider="claude")
     raw = store.connector.read(store.sql("get_branch"), {"id": "b-1"})
     assert set(raw[0]) == set(BranchRow._fields)
     assert branch.as_dict() == dict(raw[0])
     assert (branch.first_session_id, branch.last_session_id) == (made.id, made.id)
-    assert store.get_branch("no-such-branch") is None
-    message = store.append_message(made.id, role="assistant", content={"n": 1})
+    assert store.sessions.get_branch("no-such-branch") is None
+    message = store.sessions.append_message(made.id, role="assistant", content={"n": 1})
     raw = store.connector.read(store.sql("list_messages"), {"session_id": made.id})
     assert set(raw[0]) == set(MessageRow._fields)
-    assert store.list_messages(made.id) == [message]
+    assert store.sessions.list_messages(made.id) == [message]
     assert (message.seq, message.content) == (1, '{"n":1}')
 
 
 def test_an_invocation_row_holds_every_column_of_the_invocations_table(store: Store) -> None:
     """``InvocationRow.from_row`` names each column of ``invocations``; a flow's graph is
     decoded, and the running flows are the rows its creation returned."""
-    flow = store.create_flow_invocation(id="flow-1", flow={"graph": []})
-    manual = store.create_invocation(skill="review", id="inv-1")
+    flow = store.invocations.create_flow(id="flow-1", flow={"graph": []})
+    manual = store.invocations.create(skill="review", id="inv-1")
     raw = store.connector.read(store.sql("get_row", table="invocations"), {"id": "flow-1"})
     assert set(raw[0]) == set(InvocationRow._fields)
     assert flow.as_dict() == {**dict(raw[0]), "flow_json": {"graph": []}}
     assert (flow.kind, manual.kind) == ("flow", None)
-    assert store.list_running_flows() == [flow]
-    assert (store.get_invocation("flow-1"), store.get_invocation("inv-1")) == (flow, manual)
-    assert store.get_invocation("no-such-invocation") is None
+    assert store.invocations.list_running_flows() == [flow]
+    assert (store.invocations.get("flow-1"), store.invocations.get("inv-1")) == (flow, manual)
+    assert store.invocations.get("no-such-invocation") is None
 
 
 def test_a_flow_list_row_names_each_column_list_flows_selects(store: Store) -> None:
     """``FlowListRow`` names exactly what ``list_flows`` selects: a column the query gains
     fails here, and ``li flow list --json`` keeps its keys."""
-    flow = store.create_flow_invocation(id="flow-1", flow={"graph": []})
+    flow = store.invocations.create_flow(id="flow-1", flow={"graph": []})
     params = {"status": None, "since": None, "before_at": 1e11, "before_id": "", "limit": 5}
     raw = store.connector.read(store.sql("list_flows"), params)
     assert set(raw[0]) == set(FlowListRow._fields)
-    [row] = store.list_flows()
+    [row] = store.lists.flows()
     assert row.as_dict() == dict(raw[0])
     assert (row.id, row.status) == (flow.id, flow.status)
 
@@ -245,31 +256,31 @@ def test_a_flow_list_row_names_each_column_list_flows_selects(store: Store) -> N
 def test_a_run_page_row_names_each_column_ui_runs_page_selects(store: Store) -> None:
     """``RunPageRow`` names exactly what ``ui_runs_page`` selects for every kind: a column
     the query gains fails here, and the dashboard's ``/api/runs`` keeps its keys."""
-    show = store.create_show(topic="t")
-    store.create_play(show_id=show.id, name="p")
-    store.create_schedule_run(action_kind="agent")
-    store.create_invocation(skill="review")
-    store.create_session(owner_pid=None)
+    show = store.shows.create(topic="t")
+    store.shows.create_play(show_id=show.id, name="p")
+    store.schedules.create_run(action_kind="agent")
+    store.invocations.create(skill="review")
+    store.sessions.create(owner_pid=None)
     params = page_params(RunFilter(), None, 10)
     raw = store.connector.read(store.sql("ui_runs_page"), params)
     assert {r["kind"] for r in raw} == {"session", "invocation", "play", "schedule_run"}
     assert all(set(r) == set(RunPageRow._fields) for r in raw)
-    assert [r.as_dict() for r in store.runs_page()] == [dict(r) for r in raw]
+    assert [r.as_dict() for r in store.ui.runs_page()] == [dict(r) for r in raw]
 
 
 def test_schedule_run_read_rows_name_each_column_their_queries_select(store: Store) -> None:
     """``RecentScheduleRunRow`` and ``ScheduleRunUsageRow`` name exactly what their queries
     select (every ``schedule_runs`` column and the usage joined to it): a column the table
     gains fails here, and the schedules pages' API keeps its keys."""
-    schedule = store.create_schedule(name="nightly", fields={"action_kind": "run"})
-    run = store.create_schedule_run(action_kind="run", schedule_id=schedule.id)
+    schedule = store.schedules.create(name="nightly", fields={"action_kind": "run"})
+    run = store.schedules.create_run(action_kind="run", schedule_id=schedule.id)
     raw = store.connector.read(store.sql("ui_recent_schedule_runs"), {"per_schedule": 5})
     assert set(raw[0]) == set(RecentScheduleRunRow._fields)
-    assert [r.as_dict() for r in store.recent_schedule_runs(5)] == [dict(r) for r in raw]
+    assert [r.as_dict() for r in store.ui.recent_schedule_runs(5)] == [dict(r) for r in raw]
     params = {"schedule_id": schedule.id, "limit": 5}
     raw = store.connector.read(store.sql("schedule_runs_with_usage"), params)
     assert set(raw[0]) == set(ScheduleRunUsageRow._fields)
-    [row] = store.schedule_runs_with_usage(schedule.id)
+    [row] = store.lists.schedule_runs_with_usage(schedule.id)
     assert (row.as_dict(), row.id) == (dict(raw[0]), run.id)
 
 
@@ -286,19 +297,19 @@ def test_lineage_rows_name_each_column_their_queries_select(
 ) -> None:
     """Each list of ``run_lineage`` names exactly what its query selects, so the run
     page's ``lineage`` keeps its keys."""
-    schedule = store.create_schedule(name="nightly", fields={"action_kind": "agent"})
-    made = store.create_session(id="s-1", owner_pid=None)
-    store.create_session(id="s-2", owner_pid=None, resumed_from=made.id)
-    show = store.create_show(topic="t")
-    store.create_play(show_id=show.id, name="p", session_id=made.id)
-    run = store.create_schedule_run(action_kind="agent", schedule_id=schedule.id)
+    schedule = store.schedules.create(name="nightly", fields={"action_kind": "agent"})
+    made = store.sessions.create(id="s-1", owner_pid=None)
+    store.sessions.create(id="s-2", owner_pid=None, resumed_from=made.id)
+    show = store.shows.create(topic="t")
+    store.shows.create_play(show_id=show.id, name="p", session_id=made.id)
+    run = store.schedules.create_run(action_kind="agent", schedule_id=schedule.id)
     with store.connector.write() as tx:
         tx.execute(
             "UPDATE schedule_runs SET session_id = :s WHERE id = :id", {"s": made.id, "id": run.id}
         )
     raw = store.connector.read(store.sql(query), {"id": made.id, "invocation_id": None})
     assert set(raw[0]) == set(row_class._fields)  # type: ignore[attr-defined]
-    lineage = store.run_lineage(made.id, None)
+    lineage = store.ui.run_lineage(made.id, None)
     assert lineage.as_dict()[_LINEAGE_OF[query]] == [dict(r) for r in raw]
     assert (lineage.resumed_as[0].id, lineage.schedule_runs[0].schedule_name) == ("s-2", "nightly")
 
@@ -323,11 +334,11 @@ def test_attention_rows_name_each_column_their_queries_select(
 ) -> None:
     """Each list ``attention_rows`` gives names exactly what its query selects, so the
     needs-you page's facts keep their keys."""
-    show = store.create_show(topic="t")
-    play = store.create_play(show_id=show.id, name="p")
-    flow = store.create_flow_invocation(id="flow-1", flow={"graph": []})
-    schedule = store.create_schedule(name="nightly", fields={"action_kind": "run"})
-    run = store.create_schedule_run(action_kind="run", schedule_id=schedule.id)
+    show = store.shows.create(topic="t")
+    play = store.shows.create_play(show_id=show.id, name="p")
+    flow = store.invocations.create_flow(id="flow-1", flow={"graph": []})
+    schedule = store.schedules.create(name="nightly", fields={"action_kind": "run"})
+    run = store.schedules.create_run(action_kind="run", schedule_id=schedule.id)
     with store.connector.write() as tx:
         for table, ident, status in (
             ("plays", play.id, "escalated"),
@@ -337,7 +348,7 @@ def test_attention_rows_name_each_column_their_queries_select(
             tx.execute(f"UPDATE {table} SET status = :s WHERE id = :id", {"s": status, "id": ident})
     raw = store.connector.read(store.sql(query), {"since": 0.0})
     assert set(raw[0]) == set(row_class._fields)  # type: ignore[attr-defined]
-    rows = store.attention_rows(since=0.0)
+    rows = store.lists.attention_rows(since=0.0)
     assert [r.as_dict() for r in getattr(rows, field)] == [dict(r) for r in raw]
     assert [s.id for s in rows.running_shows] == [show.id]
 
@@ -348,10 +359,10 @@ def test_gc_rows_name_each_column_their_queries_select(store: Store, kind: str) 
     ``UnremovedFileRow`` what ``gc_unremoved_files`` does: a column a query gains fails
     here, not as a missing attribute in gc."""
     if kind == "session":
-        made = store.create_session(id="r-1", status="completed", owner_pid=None).id
+        made = store.sessions.create(id="r-1", status="completed", owner_pid=None).id
     else:
-        made = store.create_invocation(skill="review", id="r-1").id
-    [row] = store.gc_candidates(kind, cutoff=1e11, after="", limit=5)
+        made = store.invocations.create(skill="review", id="r-1").id
+    [row] = store.retention.candidates(kind, cutoff=1e11, after="", limit=5)
     query = "gc_session_candidates" if kind == "session" else "gc_invocation_candidates"
     raw = store.connector.read(store.sql(query), {"cutoff": 1e11, "after": "", "limit": 5})
     assert (set(raw[0]), row.as_dict(), row.id) == (
@@ -362,7 +373,7 @@ def test_gc_rows_name_each_column_their_queries_select(store: Store, kind: str) 
     with store.connector.write() as tx:
         table = f"{kind}s"
         tx.execute(f"UPDATE {table} SET pruned_at = 1.0 WHERE id = :id", {"id": made})
-    [gone] = store.unremoved_files(host="here", limit=5)
+    [gone] = store.retention.unremoved_files(host="here", limit=5)
     raw = store.connector.read(store.sql("gc_unremoved_files"), {"host": "here", "limit": 5})
     assert set(raw[0]) == set(UnremovedFileRow._fields)
     assert (gone.as_dict(), gone.kind) == (dict(raw[0]), kind)
@@ -371,11 +382,11 @@ def test_gc_rows_name_each_column_their_queries_select(store: Store, kind: str) 
 def test_a_history_event_row_names_each_column_transitions_since_selects(store: Store) -> None:
     """``HistoryEventRow`` names exactly what ``ui_transitions_since`` selects: a column
     the query gains fails here, not in the dashboard's event stream."""
-    show = store.create_show(topic="t")
-    play = store.create_play(show_id=show.id, name="p")
+    show = store.shows.create(topic="t")
+    play = store.shows.create_play(show_id=show.id, name="p")
     raw = store.connector.read(store.sql("ui_transitions_since"), {"after": 0, "limit": 10})
     assert set(raw[0]) == set(HistoryEventRow._fields)
-    rows = store.transitions_since(0)
+    rows = store.ui.transitions_since(0)
     assert [r.as_dict() for r in rows] == [dict(r) for r in raw]
     assert (rows[-1].entity_id, rows[-1].parent_id) == (play.id, show.id)
 
@@ -383,15 +394,15 @@ def test_a_history_event_row_names_each_column_transitions_since_selects(store: 
 def test_wait_resolve_rows_name_each_column_their_queries_select(store: Store) -> None:
     """``WaitExactRow`` and ``WaitMatchRow`` name exactly what ``li wait``'s resolving
     queries select: a column either gains fails here."""
-    made = store.create_session(id="run-42", owner_pid=None)
+    made = store.sessions.create(id="run-42", owner_pid=None)
     raw = store.connector.read(
         store.sql("wait_resolve_exact"), {"ids": store.connector.bind_list(["run-42"])}
     )
     assert set(raw[0]) == set(WaitExactRow._fields)
-    assert [r.as_dict() for r in store.resolve_wait_exact(["run-42"])] == [dict(r) for r in raw]
+    assert [r.as_dict() for r in store.waits.resolve_exact(["run-42"])] == [dict(r) for r in raw]
     raw = store.connector.read(store.sql("wait_resolve_partial"), id_fragment_params("-42", 5))
     assert set(raw[0]) == set(WaitMatchRow._fields)
-    [match] = store.match_wait_ids("-42", limit=5)
+    [match] = store.waits.match_ids("-42", limit=5)
     assert match.as_dict() == dict(raw[0])
     assert (match.kind, match.id, match.total) == ("session", made.id, 1)
 
@@ -399,8 +410,8 @@ def test_wait_resolve_rows_name_each_column_their_queries_select(store: Store) -
 def test_a_wait_fetch_row_names_each_column_wait_fetch_selects(store: Store) -> None:
     """``WaitFetchRow`` names exactly what ``wait_fetch`` selects for every wait kind: a
     column the query gains fails here, not in ``li wait``."""
-    store.create_session(id="s-1", owner_pid=None)
-    store.create_invocation(skill="review", id="i-1")
+    store.sessions.create(id="s-1", owner_pid=None)
+    store.invocations.create(skill="review", id="i-1")
     ids = {"session": ["s-1"], "invocation": ["i-1"]}
     params = {
         f"{kind}_ids": store.connector.bind_list(ids.get(kind, ()))
@@ -409,4 +420,4 @@ def test_a_wait_fetch_row_names_each_column_wait_fetch_selects(store: Store) -> 
     raw = store.connector.read(store.sql("wait_fetch"), params)
     assert {r["kind"] for r in raw} == {"session", "invocation"}
     assert all(set(r) == set(WaitFetchRow._fields) for r in raw)
-    assert [r.as_dict() for r in store.fetch_wait_rows(ids)] == [dict(r) for r in raw]
+    assert [r.as_dict() for r in store.waits.fetch_rows(ids)] == [dict(r) for r in raw]

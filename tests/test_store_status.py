@@ -159,7 +159,7 @@ def test_a_null_status_is_not_matched_by_a_status_only_guard(store: Store) -> No
 def test_expected_updated_at_guards_on_the_version(store: Store) -> None:
     sid = create_entity(store, "session")
     version = store.get_entity("session", sid)["updated_at"]  # type: ignore[index]
-    store.heartbeat(sid)  # touch=False: not a new version
+    store.sessions.heartbeat(sid)  # touch=False: not a new version
     store.update_fields("session", sid, {"model": "m1"})  # a new version
     before = snapshot(store, "session", sid)
     assert finish(store, sid, expected_updated_at=version) is False
@@ -303,7 +303,7 @@ def test_override_event_and_status_share_one_transaction(
     def boom(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(store, "_append_transition", boom)
+    monkeypatch.setattr(store, "append_transition", boom)
     with pytest.raises(RuntimeError, match="disk on fire"):
         store.update_status(
             "session",
@@ -405,7 +405,7 @@ def test_a_failure_after_the_update_leaves_nothing_behind(
     """Status, reason, evidence, extra fields and history roll back together."""
     sid = create_entity(store, "session")
     before = snapshot(store, "session", sid)
-    real = store._append_transition
+    real = store.append_transition
     calls: list[str] = []
 
     def fail_after_update(tx: Any, *args: Any, **kwargs: Any) -> None:
@@ -414,7 +414,7 @@ def test_a_failure_after_the_update_leaves_nothing_behind(
         real(tx, *args, **kwargs)
         raise RuntimeError("crash between history and commit")
 
-    monkeypatch.setattr(store, "_append_transition", fail_after_update)
+    monkeypatch.setattr(store, "append_transition", fail_after_update)
     with pytest.raises(RuntimeError, match="crash between"):
         finish(
             store,
@@ -463,6 +463,6 @@ def test_non_terminal_moves_are_free(store: Store) -> None:
     for status in ("prepared", "running", "gated", "redoing", "running", "gated", "merged"):
         reason = "play.running.started" if status == "running" else reason_for("play", status)
         assert store.update_status("play", pid, new_status=status, reason_code=reason)
-    play = store.get_play(pid)
+    play = store.shows.get_play(pid)
     assert play is not None
     assert play.status == "merged"

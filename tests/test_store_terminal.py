@@ -32,7 +32,7 @@ def wait_line(store: Store, eid: str) -> str:
     [target] = resolve_targets(store, [eid])
     assert target.kind is not None
     assert target.id is not None
-    [row] = store.fetch_wait_rows({target.kind: [target.id]})
+    [row] = store.waits.fetch_rows({target.kind: [target.id]})
     return format_wait_line(project(target, row.as_dict()))
 
 

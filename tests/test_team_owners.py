@@ -38,11 +38,11 @@ def test_a_flow_with_team_true_gives_its_agents_one_team_they_talk_in(
     report = run_flow(spec, db_url=db_url, options=FlowOptions(retry_delay=0.0))
     assert report.status == "completed", report.reason_summary
     with opened(db_url) as store:
-        [team] = store.teams_of_owner("invocation", report.invocation_id)
+        [team] = store.teams.of_owner("invocation", report.invocation_id)
         assert team.name == f"pair-{report.invocation_id[:8]}"
-        assert [m.member for m in store.team_members(team.id)] == ["api", "web"]
-        messages = store.team_conversation(team.id)
-        sessions = {s.flow_leg: s for s in store.list_sessions(limit=10)}
+        assert [m.member for m in store.teams.members(team.id)] == ["api", "web"]
+        messages = store.teams.conversation(team.id)
+        sessions = {s.flow_leg: s for s in store.sessions.list_recent(limit=10)}
     assert sorted(m.body for m in messages) == ["hello from api", "hello from web"]
     for m in messages:  # each message names the run that sent it
         assert m.run_id == sessions[m.sender].id
@@ -71,7 +71,7 @@ def test_team_preamble_false_leaves_the_prompt_alone(
     assert first.status == second.status == "completed"
     assert (seen / "solo.prompt").read_text() == "just this"
     with opened(db_url) as store:
-        [team] = store.list_teams()  # team: NAME is one standing team both runs joined
+        [team] = store.teams.list_all()  # team: NAME is one standing team both runs joined
         assert team.name == "standing-crew"
         assert team.message_count == 2
 
@@ -130,6 +130,6 @@ def test_a_resumed_flow_with_team_true_goes_on_in_the_same_team(
     second = resume_flow(first.invocation_id, db_url=db_url)
     assert second.status == "completed"
     with opened(db_url) as store:
-        [team] = store.list_teams()
+        [team] = store.teams.list_all()
         assert team.owner_id == first.invocation_id
-        assert [m.body for m in store.team_conversation(team.id)] == ["hello from talk"]
+        assert [m.body for m in store.teams.conversation(team.id)] == ["hello from talk"]

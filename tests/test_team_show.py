@@ -64,10 +64,10 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
     assert "play first merged into" in notice[0]
     assert "api.txt" in notice[0]
     with opened(db_url) as store:
-        [team] = store.teams_of_owner("show", report.show_id)
+        [team] = store.teams.of_owner("show", report.show_id)
         assert team.name == f"pair-work-{report.show_id[:8]}"
-        assert [m.member for m in store.team_members(team.id)] == ["first", "second"]
-        said = [(m.sender, m.body.split(" as ")[0]) for m in store.team_conversation(team.id)]
+        assert [m.member for m in store.teams.members(team.id)] == ["first", "second"]
+        said = [(m.sender, m.body.split(" as ")[0]) for m in store.teams.conversation(team.id)]
     assert sorted(said)[:1] == [("first", "hello from first")]
     merges = [body for sender, body in said if sender == "lirun"]
     assert merges == [
@@ -86,7 +86,9 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
     assert "first -> all: hello from first" in shown.stdout
     assert "lirun -> all: play first merged" in shown.stdout
     with opened(db_url) as store:
-        [run] = [s for s in store.list_play_sessions(second_play.id) if s.meta["role"] == "agent"]
+        [run] = [
+            s for s in store.shows.list_play_sessions(second_play.id) if s.meta["role"] == "agent"
+        ]
     as_json = subprocess.run(
         li_command("status", run.id, "--json"), env=env, capture_output=True, text=True,
         timeout=60,
@@ -105,8 +107,8 @@ def test_a_play_that_needs_a_person_is_announced_to_the_team(tmp_path: Path, db_
     assert report.status == "active"
     assert report.plays[0].status == "gate_failed"
     with opened(db_url) as store:
-        [team] = store.list_teams()
-        [notice] = store.team_conversation(team.id)
+        [team] = store.teams.list_all()
+        [notice] = store.teams.conversation(team.id)
     assert team.name == "standing"
     assert notice.sender == "lirun"
     assert notice.body.startswith("play doomed failed its gate for the last time and waits")
@@ -130,8 +132,8 @@ def test_a_head_moved_outside_the_show_is_announced(tmp_path: Path, db_url: str)
     report = run_show(show_spec, db_url=db_url)
     assert report.status == "completed", report.to_dict()
     with opened(db_url) as store:
-        [team] = store.teams_of_owner("show", report.show_id)
-        said = [m.body for m in store.team_conversation(team.id)]
+        [team] = store.teams.of_owner("show", report.show_id)
+        said = [m.body for m in store.teams.conversation(team.id)]
     assert said[0].startswith(f"the integration branch {INTEGRATION} moved to ")
     assert said[0].endswith("outside the show")
     assert said[1].startswith("play p merged into")

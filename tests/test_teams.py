@@ -20,35 +20,35 @@ from lirun.teams.rules import MAX_MESSAGE_BYTES, TeamArchivedError
 
 
 def make(store: Store, name: str = "crew", members: tuple[str, ...] = ("a", "b", "c")) -> str:
-    return str(store.create_team_with_members(name, members).id)
+    return str(store.teams.create_with_members(name, members).id)
 
 
 def test_create_send_read_with_receipts_and_history(store: Store) -> None:
     team_id = make(store)
-    assert [m.member for m in store.team_members(team_id)] == ["a", "b", "c"]
-    first = store.send_team_message(team_id, sender="a", recipient="all", text="hello all")
-    second = store.send_team_message(team_id, sender="b", recipient="a", text="hi a")
-    third = store.send_team_message(team_id, sender="a", recipient="b", text="for b only")
+    assert [m.member for m in store.teams.members(team_id)] == ["a", "b", "c"]
+    first = store.teams.send_message(team_id, sender="a", recipient="all", text="hello all")
+    second = store.teams.send_message(team_id, sender="b", recipient="a", text="hi a")
+    third = store.teams.send_message(team_id, sender="a", recipient="b", text="for b only")
     assert (first.seq, second.seq, third.seq) == (1, 2, 3)
     assert first.id < second.id < third.id  # sortable ids
     # c receives what went to all, nothing of a's and b's private talk, not its own
-    inbox_c = store.read_team_inbox(team_id, "c")
+    inbox_c = store.teams.read_inbox(team_id, "c")
     assert [m.body for m in inbox_c] == ["hello all"]
     assert inbox_c[0].read_at is None  # as it was before this read
-    assert store.read_team_inbox(team_id, "c", unread_only=True) == []
-    assert [m.body for m in store.read_team_inbox(team_id, "c")] == ["hello all"]
-    receipts = store.team_read_receipts([first.id, second.id])
+    assert store.teams.read_inbox(team_id, "c", unread_only=True) == []
+    assert [m.body for m in store.teams.read_inbox(team_id, "c")] == ["hello all"]
+    receipts = store.teams.read_receipts([first.id, second.id])
     assert set(receipts[first.id]) == {"c"}
     assert second.id not in receipts
     # b: sees the all-message and its own private one; --since skips what came before
-    assert [m.seq for m in store.read_team_inbox(team_id, "b", since_seq=1)] == [3]
-    summary = {m.member: m for m in store.team_member_summary(team_id)}
+    assert [m.seq for m in store.teams.read_inbox(team_id, "b", since_seq=1)] == [3]
+    summary = {m.member: m for m in store.teams.member_summary(team_id)}
     assert (summary["a"].sent, summary["a"].unread) == (2, 1)
     assert (summary["b"].unread, summary["c"].unread) == (1, 0)
-    team = store.get_team(team_id)
+    team = store.teams.get(team_id)
     assert team is not None
     assert team.message_count == 3
-    assert store.team_message_seq(team_id, second.id) == 2
+    assert store.teams.message_seq(team_id, second.id) == 2
 
 
 def test_archive_goes_through_the_guarded_write_and_refuses_messages_and_members(
@@ -64,18 +64,18 @@ def test_archive_goes_through_the_guarded_write_and_refuses_messages_and_members
         ("active", "team.active.created", None),
         ("archived", "team.archived.operator", "ops"),
     ]
-    team = store.get_team(team_id)
+    team = store.teams.get(team_id)
     assert team is not None
     assert team.archived_at is not None
     with pytest.raises(TeamArchivedError, match="archived: it takes no new messages"):
-        store.send_team_message(team_id, sender="a", recipient="all", text="late")
+        store.teams.send_message(team_id, sender="a", recipient="all", text="late")
     with pytest.raises(TeamArchivedError):
-        store.add_team_members(team_id, ["d"])
-    assert store.team_conversation(team_id) == []
-    assert [m.member for m in store.team_members(team_id)] == ["a", "b", "c"]
+        store.teams.add_members(team_id, ["d"])
+    assert store.teams.conversation(team_id) == []
+    assert [m.member for m in store.teams.members(team_id)] == ["a", "b", "c"]
     # the name is free again, and resolves to the new active team
     new_id = make(store)
-    assert store.resolve_team("crew") == new_id
+    assert store.teams.resolve("crew") == new_id
 
 
 @pytest.mark.parametrize(
@@ -95,9 +95,9 @@ def test_refused_messages_leave_nothing(
 ) -> None:
     team_id = make(store)
     with pytest.raises(UsageError, match=message):
-        store.send_team_message(team_id, sender=sender, recipient=recipient, text=text)
-    assert store.team_conversation(team_id) == []
-    team = store.get_team(team_id)
+        store.teams.send_message(team_id, sender=sender, recipient=recipient, text=text)
+    assert store.teams.conversation(team_id) == []
+    team = store.teams.get(team_id)
     assert team is not None
     assert team.message_count == 0
 
@@ -105,31 +105,31 @@ def test_refused_messages_leave_nothing(
 def test_a_message_of_exactly_the_bound_is_kept_whole(store: Store) -> None:
     team_id = make(store)
     text = "x" * MAX_MESSAGE_BYTES
-    store.send_team_message(team_id, sender="a", recipient="all", text=text)
-    assert store.team_conversation(team_id)[0].body == text
+    store.teams.send_message(team_id, sender="a", recipient="all", text=text)
+    assert store.teams.conversation(team_id)[0].body == text
 
 
 def test_names_membership_and_resolution(store: Store) -> None:
     team_id = make(store, "crew", ("a",))
     with pytest.raises(ConflictError, match="already exists and is active"):
         make(store, "crew", ("z",))
-    joined = store.create_team_with_members("crew", ["b"], join_existing=True)
+    joined = store.teams.create_with_members("crew", ["b"], join_existing=True)
     assert joined.id == team_id
-    assert store.add_team_members(team_id, ["a", "c", "c"]) == ["c"]
+    assert store.teams.add_members(team_id, ["a", "c", "c"]) == ["c"]
     for bad in ("all", "lirun", "", "-x", "a b", "x" * 65, "<script>"):
         with pytest.raises(UsageError):
-            store.add_team_members(team_id, [bad])
+            store.teams.add_members(team_id, [bad])
     with pytest.raises(UsageError, match="invalid team name"):
-        store.create_team_with_members("bad name")
-    assert store.resolve_team(team_id[:8]) == team_id
-    assert store.resolve_team("crew") == team_id
+        store.teams.create_with_members("bad name")
+    assert store.teams.resolve(team_id[:8]) == team_id
+    assert store.teams.resolve("crew") == team_id
     with pytest.raises(NotFoundError):
-        store.resolve_team("nobody")
+        store.teams.resolve("nobody")
     with pytest.raises(UsageError, match="'zed' is not a member"):
-        store.read_team_inbox(team_id, "zed")
+        store.teams.read_inbox(team_id, "zed")
     # lirun speaks in every team without being a member
-    store.send_team_message(team_id, sender="lirun", recipient="all", text="play a merged")
-    assert [m.sender for m in store.read_team_inbox(team_id, "b")] == ["lirun"]
+    store.teams.send_message(team_id, sender="lirun", recipient="all", text="play a merged")
+    assert [m.sender for m in store.teams.read_inbox(team_id, "b")] == ["lirun"]
 
 
 def test_lines_escape_control_characters() -> None:
@@ -144,22 +144,22 @@ def test_team_rows_hold_every_column_their_queries_read(store: Store) -> None:
     """``TeamRow``, ``TeamMemberRow``, ``TeamMessageRow`` and ``InboxMessageRow`` name
     each column: one a table gains fails here, not later as a missing attribute."""
     team_id = make(store)
-    sent = store.send_team_message(team_id, sender="a", recipient="all", text="hi")
+    sent = store.teams.send_message(team_id, sender="a", recipient="all", text="hi")
     read = store.connector.read
     [team] = read(store.sql("team_list"), {"status": None, "limit": 5})
     assert set(team) == set(TeamRow._fields)
-    assert store.list_teams()[0].as_dict() == decode_row(team)
+    assert store.teams.list_all()[0].as_dict() == decode_row(team)
     members = read(store.sql("team_members"), {"team_id": team_id})
     assert set(members[0]) == set(TeamMemberRow._fields)
-    assert [m.as_dict() for m in store.team_members(team_id)] == [dict(m) for m in members]
+    assert [m.as_dict() for m in store.teams.members(team_id)] == [dict(m) for m in members]
     [message] = read(store.sql("team_recent"), {"team_id": team_id, "limit": 5})
     assert set(message) == set(TeamMessageRow._fields)
-    assert store.team_conversation(team_id) == [sent]
+    assert store.teams.conversation(team_id) == [sent]
     assert sent.as_dict() == dict(message)
     inbox = {"team_id": team_id, "member": "b", "since": 0, "unread_only": 0, "limit": 5}
     [received] = read(store.sql("team_inbox"), inbox)
     assert set(received) == set(InboxMessageRow._fields)
-    assert store.read_team_inbox(team_id, "b") == [InboxMessageRow(*sent, read_at=None)]
-    assert store.team_memberships_of_run("no-run") == []
-    other = store.create_team_with_members("pair", ["x"], run_id="run-1")
-    assert store.team_memberships_of_run("run-1") == [RunMembershipRow(other.id, "x")]
+    assert store.teams.read_inbox(team_id, "b") == [InboxMessageRow(*sent, read_at=None)]
+    assert store.teams.memberships_of_run("no-run") == []
+    other = store.teams.create_with_members("pair", ["x"], run_id="run-1")
+    assert store.teams.memberships_of_run("run-1") == [RunMembershipRow(other.id, "x")]

@@ -150,7 +150,7 @@ def test_malformed_contract_raises_before_any_write(
 ) -> None:
     with pytest.raises(error, match=match):
         setup_persist_sync(run, db=db_url, artifact_contract=contract)
-    assert store.list_sessions() == []
+    assert store.sessions.list_recent() == []
     assert not run.manifest_path.exists()
 
 
@@ -163,7 +163,7 @@ def test_bad_session_fields_raise_before_any_write(
 ) -> None:
     with pytest.raises(error, match=next(iter(fields))):
         setup_persist_sync(run, db=db_url, **fields)
-    assert store.list_sessions() == []
+    assert store.sessions.list_recent() == []
 
 
 @pytest.mark.parametrize("kind", ["missing-dir", "refused-port"])
@@ -190,7 +190,7 @@ def test_unwritable_run_dir_returns_none_without_a_row(
     with caplog.at_level(logging.WARNING, logger="lirun.record.teardown"):
         assert setup_persist_sync(run, db=db_url) is None
     assert "r-unwritable" in caplog.text
-    assert store.list_sessions() == []
+    assert store.sessions.list_recent() == []
 
 
 def test_async_api_with_a_shared_statedb(db_url: str, run: RunDir) -> None:
@@ -255,7 +255,9 @@ def test_completed_empty_in_a_clean_repo(
     db_url: str, store: Store, run: RunDir, repo: Path
 ) -> None:
     ctx = start(run, db_url, cwd=str(repo))
-    store.append_message(run.run_id, role="assistant", content="   ")  # whitespace is no reply
+    store.sessions.append_message(
+        run.run_id, role="assistant", content="   "
+    )  # whitespace is no reply
     assert teardown_persist_sync(ctx) == "completed_empty"
     row = store.get_entity("session", run.run_id)
     assert row is not None
@@ -277,7 +279,7 @@ def test_assistant_reply_keeps_completed_without_git_probe(
     forbid_git(monkeypatch)
     extras = {"assistant_text": "Done."} if source == "extras" else None
     if source == "message":
-        store.append_message(run.run_id, role="assistant", content="Done.")
+        store.sessions.append_message(run.run_id, role="assistant", content="Done.")
     assert teardown_persist_sync(ctx, extras=extras) == "completed"
     row = store.get_entity("session", run.run_id)
     assert row is not None
@@ -419,7 +421,7 @@ def test_escalation_fails_an_otherwise_completed_run(
 
 def add_engine_row(db_url: str, status: str) -> None:
     with other_writer(db_url) as other:
-        other.create_session(id="engine-row", engine_session_uid="eng-1")
+        other.sessions.create(id="engine-row", engine_session_uid="eng-1")
         if status != "running":
             other.update_status(
                 "session",
@@ -799,7 +801,7 @@ def test_require_change_does_not_count_the_reply(
     db_url: str, store: Store, run: RunDir, repo: Path
 ) -> None:
     ctx = start(run, db_url, cwd=str(repo))
-    store.append_message(run.run_id, role="assistant", content="3 passed")
+    store.sessions.append_message(run.run_id, role="assistant", content="3 passed")
     assert teardown_persist_sync(ctx, extras={"require_change": True}) == "completed_empty"
     assert outcome_of(store, run) == ("completed_empty", "run.completed_empty.no_evidence")
 
@@ -835,7 +837,9 @@ def test_a_command_that_asks_for_a_change_and_made_none_is_completed_empty(
     db_url: str, store: Store, run: RunDir, repo: Path
 ) -> None:
     ctx = start(run, db_url, cwd=str(repo))
-    store.append_message(run.run_id, role="assistant", content="3 passed")  # never evidence
+    store.sessions.append_message(
+        run.run_id, role="assistant", content="3 passed"
+    )  # never evidence
     extras = {"command": True, "exit_code": 0, "require_change": True}
     assert teardown_persist_sync(ctx, extras=extras) == "completed_empty"
     assert outcome_of(store, run) == ("completed_empty", "run.completed_empty.no_evidence")

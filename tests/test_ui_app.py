@@ -37,7 +37,7 @@ def test_runs_page_lists_every_kind_newest_first(
     store: Store, client: TestClient, lirun_home: Path
 ) -> None:
     make_run(store, lirun_home, "r-old", prompt="first")
-    inv = store.create_invocation(skill="review", prompt="a manual invocation")
+    inv = store.invocations.create(skill="review", prompt="a manual invocation")
     make_run(
         store,
         lirun_home,
@@ -74,7 +74,7 @@ def test_filters_by_status_kind_provider_text_and_time(
     )
     cut = time.time()
     make_run(store, lirun_home, "a3", prompt="Parser tests", summary="flaky")
-    store.create_invocation(skill="x", prompt="parser invocation")
+    store.invocations.create(skill="x", prompt="parser invocation")
 
     def ids(**query: str) -> list[str]:
         return [r["id"] for r in client.get("/api/runs", params=query).json()["runs"]]
@@ -117,7 +117,7 @@ def test_keyset_pages_cover_every_run_once(store: Store, client: TestClient) -> 
         }
         for i in range(130)  # three rows share each created_at: the id breaks ties
     ]
-    assert store.import_sessions(rows) == 130
+    assert store.sessions.import_many(rows) == 130
     seen: list[str] = []
     query: dict[str, str] = {}
     pages = 0
@@ -173,7 +173,7 @@ def test_run_page_shows_outcome_history_evidence_usage_and_transcript(
 def test_a_commands_stdout_is_shown_as_its_output_never_a_reply(
     store: Store, client: TestClient, lirun_home: Path
 ) -> None:
-    store.create_session(id="c1", owner_pid=None, provider="command", command_json=["make"])
+    store.sessions.create(id="c1", owner_pid=None, provider="command", command_json=["make"])
     store.update_fields("session", "c1", {"reply_text": "built 3 targets"})
     store.update_status(
         "session",
@@ -217,11 +217,11 @@ def test_a_run_on_another_host_says_so(store: Store, client: TestClient, lirun_h
 def test_lineage_links_resumes_invocations_and_plays(
     store: Store, client: TestClient, lirun_home: Path
 ) -> None:
-    inv = store.create_invocation(skill="flow")
+    inv = store.invocations.create(skill="flow")
     make_run(store, lirun_home, "first", invocation_id=inv.id)
     make_run(store, lirun_home, "second", resumed_from="first")
-    show = store.create_show(topic="auth")
-    store.create_play(show_id=show.id, name="models", session_id="first")
+    show = store.shows.create(topic="auth")
+    store.shows.create_play(show_id=show.id, name="models", session_id="first")
     page = client.get("/runs/first").text
     assert 'resumed as <a href="/runs/second">' in page
     assert f'href="/flows/{inv.id}"' in page
@@ -316,9 +316,9 @@ def test_graphviz_labels_stay_text() -> None:
 
 
 def test_show_page_is_a_board_of_plays(store: Store, client: TestClient) -> None:
-    show = store.create_show(topic="add-auth")
-    p1 = store.create_play(show_id=show.id, name="models")
-    p2 = store.create_play(show_id=show.id, name="<api>")
+    show = store.shows.create(topic="add-auth")
+    p1 = store.shows.create_play(show_id=show.id, name="models")
+    p2 = store.shows.create_play(show_id=show.id, name="<api>")
     store.update_status("play", p1.id, new_status="running", reason_code="play.running.started")
     raw_write(
         store,
@@ -351,13 +351,13 @@ def test_schedules_page_shows_recent_runs_and_success_rate(
         ("completed", "run.completed.ok", 0.25),
         ("failed", "run.failed.exception", 0.5),
     ):
-        inv = store.create_invocation(skill="scheduled")
+        inv = store.invocations.create(skill="scheduled")
         raw_write(
             store,
             "UPDATE invocations SET cost_usd = :c WHERE id = :id",
             {"c": cost, "id": inv.id},
         )  # what sum_flow_usage sets when a scheduled flow ends
-        run = store.create_schedule_run(action_kind="run", schedule_id="s1", invocation_id=inv.id)
+        run = store.schedules.create_run(action_kind="run", schedule_id="s1", invocation_id=inv.id)
         store.update_status("schedule_run", run.id, new_status=status, reason_code=reason)
     page = client.get("/schedules").text
     assert 'id="schedule-s1"' in page
@@ -378,7 +378,7 @@ def test_workers_page_lists_live_workers_and_what_they_run(
 ) -> None:
     from lirun.liveness import current_owner
 
-    worker = store.register_worker(
+    worker = store.workers.register(
         owner=current_owner(), concurrency=2, transport="local", lease_seconds=60
     )
     page = client.get("/workers").text
@@ -505,7 +505,7 @@ def test_a_scheduled_agent_or_commands_cost_is_its_sessions(
         {"now": now},
     )
     session = make_run(store, lirun_home, "run-sched-agent")  # cost 0.0123
-    run = store.create_schedule_run(action_kind="agent", schedule_id="s2")
+    run = store.schedules.create_run(action_kind="agent", schedule_id="s2")
     raw_write(
         store,
         "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
@@ -531,16 +531,16 @@ def test_a_schedule_run_links_to_what_it_ran(
     A schedule run that ran something links to that run; one that did not, to its
     schedule."""
     session = make_run(store, lirun_home, "run-submitted")
-    submitted = store.create_schedule_run(action_kind="agent")
+    submitted = store.schedules.create_run(action_kind="agent")
     raw_write(
         store,
         "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
         {"sid": session["id"], "id": submitted.id},
     )
-    flow = store.create_invocation(skill="flow")
-    fired = store.create_schedule_run(action_kind="flow", schedule_id="s9", invocation_id=flow.id)
-    queued = store.create_schedule_run(action_kind="run", schedule_id="s9")
-    queued_alone = store.create_schedule_run(action_kind="run")
+    flow = store.invocations.create(skill="flow")
+    fired = store.schedules.create_run(action_kind="flow", schedule_id="s9", invocation_id=flow.id)
+    queued = store.schedules.create_run(action_kind="run", schedule_id="s9")
+    queued_alone = store.schedules.create_run(action_kind="run")
     hrefs = {r["id"]: r["href"] for r in client.get("/api/runs?kind=schedule_run").json()["runs"]}
     assert hrefs == {
         submitted.id: f"/runs/{session['id']}",
@@ -562,9 +562,9 @@ def test_show_board_reads_gate_verdicts_attempts_and_the_integration_head(
     """The columns the shows engine writes, as `li show run` left them after a merged play
     and a play escalated by its gate: a verdict is a chip linked to its gate run, not a
     cut-off dict; attempts read 'n of m'; the integration branch and its head are shown."""
-    show = store.create_show(topic="qa")
-    good = store.create_play(show_id=show.id, name="good")
-    bad = store.create_play(show_id=show.id, name="bad")
+    show = store.shows.create(topic="qa")
+    good = store.shows.create_play(show_id=show.id, name="good")
+    bad = store.shows.create_play(show_id=show.id, name="bad")
     head = "47de1bc7bfac33cb7dbe68db4c24c1498002c90b"
     raw_write(
         store,
@@ -622,7 +622,7 @@ def test_schedule_names_worker_hosts_and_transports_stay_text(
         "VALUES ('s-x', :name, :name, 'run', 1, 1.0, 1.0)",
         {"name": XSS_SCRIPT},
     )
-    run = store.create_schedule_run(action_kind=XSS_IMG, schedule_id="s-x")
+    run = store.schedules.create_run(action_kind=XSS_IMG, schedule_id="s-x")
     store.update_status(
         "schedule_run",
         run.id,
@@ -630,7 +630,7 @@ def test_schedule_names_worker_hosts_and_transports_stay_text(
         reason_code="schedule.failed.action",
         reason_summary=XSS_IMG,
     )
-    worker = store.register_worker(
+    worker = store.workers.register(
         owner={**current_owner(), "host": XSS_IMG},
         concurrency=1,
         transport=XSS_SCRIPT,
@@ -658,7 +658,7 @@ def test_lineage_names_the_schedule_run_that_made_an_agent_run(
     )
     for run_id, schedule in (("by-schedule", "s3"), ("by-submit", None)):
         make_run(store, lirun_home, run_id)
-        made = store.create_schedule_run(action_kind="agent", schedule_id=schedule)
+        made = store.schedules.create_run(action_kind="agent", schedule_id=schedule)
         raw_write(
             store,
             "UPDATE schedule_runs SET session_id = :sid WHERE id = :id",
@@ -681,12 +681,12 @@ def test_a_workers_running_runs_link_to_what_they_made(
     was a 404. Each links to the run it made (or, not started yet, its schedule)."""
     from lirun.liveness import current_owner
 
-    worker = store.register_worker(
+    worker = store.workers.register(
         owner=current_owner(), concurrency=2, transport="local", lease_seconds=60
     )
     make_run(store, lirun_home, "held-session", status="running")
-    held = store.create_schedule_run(action_kind="agent", schedule_id="s4")
-    assert store.claim_run(held.id, worker_id=worker, lease_seconds=60)
+    held = store.schedules.create_run(action_kind="agent", schedule_id="s4")
+    assert store.schedules.claim_run(held.id, worker_id=worker, lease_seconds=60)
     raw_write(
         store,
         "UPDATE schedule_runs SET session_id = 'held-session' WHERE id = :id",
@@ -715,7 +715,7 @@ def test_skipped_fires_are_not_failures_in_the_success_rate(
         ("completed", "schedule.completed.ok"),
         ("skipped", "schedule.skipped.overlap"),
     ):
-        run = store.create_schedule_run(action_kind="run", schedule_id="s5")
+        run = store.schedules.create_run(action_kind="run", schedule_id="s5")
         store.update_status("schedule_run", run.id, new_status=status, reason_code=reason)
     [shown] = client.get("/api/schedules").json()["schedules"]
     assert shown["success_rate"] == 1.0
@@ -729,8 +729,8 @@ def test_a_gate_or_an_earlier_attempt_names_its_play(
 ) -> None:
     """The shows engine notes play, show, role and attempt in a run's metadata; only the
     play's latest work run was linked, so a gate run's page did not say whose gate it was."""
-    show = store.create_show(topic="qa")
-    play = store.create_play(show_id=show.id, name="bad")
+    show = store.shows.create(topic="qa")
+    play = store.shows.create_play(show_id=show.id, name="bad")
     meta = {"play_id": play.id, "show_id": show.id, "play": "bad", "attempt": 2}
     make_run(store, lirun_home, "gate-2", metadata_json={**meta, "role": "gate"})
     make_run(store, lirun_home, "work-1", metadata_json={**meta, "attempt": 1, "role": "agent"})
@@ -774,8 +774,8 @@ def test_a_running_runs_page_shows_its_provider_trouble_so_far(
 def test_a_play_its_provider_stopped_shows_the_providers_words_and_what_to_do(
     store: Store, client: TestClient, lirun_home: Path
 ) -> None:
-    show = store.create_show(topic="keys")
-    play = store.create_play(show_id=show.id, name="login")
+    show = store.shows.create(topic="keys")
+    play = store.shows.create_play(show_id=show.id, name="login")
     make_run(
         store,
         lirun_home,

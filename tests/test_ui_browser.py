@@ -104,7 +104,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         artifacts={XSS_NAME: b"<script>alert(5)</script>", "report.md": b"# report"},
     )
     now = time.time()
-    store.import_sessions(
+    store.sessions.import_many(
         {
             "id": f"bulk-{i:03d}",
             "status": "timed_out" if i % 4 == 0 else "completed",
@@ -130,9 +130,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         timeout=60,
     )
     flow_id = out.stdout.split("\t", 1)[0].strip()
-    show = store.create_show(topic="add-auth")
+    show = store.shows.create(topic="add-auth")
     for name in ("models", "api", XSS_SCRIPT):
-        store.create_play(show_id=show.id, name=name)
+        store.shows.create_play(show_id=show.id, name=name)
     shots = Path(os.environ.get("LIRUN_TEST_SCREENSHOTS") or root / "screenshots")
     shots.mkdir(parents=True, exist_ok=True)
     try:
@@ -316,10 +316,10 @@ def test_a_running_flow_page_shows_a_leg_that_starts_later(site: Site, driver: o
     from selenium.webdriver.support.ui import WebDriverWait
 
     b: object = driver
-    inv = site.store.create_invocation(skill="live-flow")
+    inv = site.store.invocations.create(skill="live-flow")
     b.get(f"{site.base}/flows/{inv.id}")  # type: ignore[attr-defined]
     wait_live(b)
-    site.store.create_session(id="late-leg", owner_pid=None, invocation_id=inv.id)
+    site.store.sessions.create(id="late-leg", owner_pid=None, invocation_id=inv.id)
     WebDriverWait(b, 1.0, poll_frequency=0.02).until(
         lambda d: d.find_elements(By.CSS_SELECTOR, "#legs a[href='/runs/late-leg']")
     )
@@ -468,7 +468,7 @@ def test_needs_you_is_counted_in_the_bar_and_grows_live(site: Site, driver: obje
     assert before == len(rows)
     assert before >= 1
     assert b.find_element(By.ID, f"attention-flow-{site.flow_id}")  # type: ignore[attr-defined]
-    play = site.store.create_play(show_id=site.show_id, name="needs-a-person")
+    play = site.store.shows.create_play(show_id=site.show_id, name="needs-a-person")
     site.store.update_status(
         "play", play.id, new_status="escalated", reason_code="play.escalated.merge_conflict"
     )
@@ -577,7 +577,7 @@ def test_a_show_page_says_only_what_its_record_says(site: Site, driver: object) 
     from selenium.webdriver.common.by import By
 
     store = site.store
-    store.create_show_with_plays(
+    store.shows.create_with_plays(
         id="browser-truth",
         fields={"topic": "truth", "spec_json": {"final_gate": "pytest -q"}, "base": "main"},
         plays=[{"id": "browser-truth.api", "name": "api", "position": 0, "attempts": 1}],
@@ -613,11 +613,11 @@ def test_a_teams_conversation_escapes_payloads_and_grows_live(site: Site, driver
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    team = site.store.create_team_with_members(
+    team = site.store.teams.create_with_members(
         "browser-crew", ["api", "web"], owner_type="show", owner_id=site.show_id
     )
     for text in (XSS_SCRIPT, XSS_IMG):
-        site.store.send_team_message(team.id, sender="api", recipient="all", text=text)
+        site.store.teams.send_message(team.id, sender="api", recipient="all", text=text)
     b: object = driver
     b.get(f"{site.base}/teams/{team.id}")  # type: ignore[attr-defined]
     texts = [e.text for e in b.find_elements(By.CSS_SELECTOR, "#messages .message-text")]  # type: ignore[attr-defined]
@@ -625,7 +625,7 @@ def test_a_teams_conversation_escapes_payloads_and_grows_live(site: Site, driver
     assert_inert(b)
     wait_live(b)
     b.execute_script("window.__same_page = 42")  # type: ignore[attr-defined]
-    site.store.send_team_message(team.id, sender="web", recipient="api", text="live one")
+    site.store.teams.send_message(team.id, sender="web", recipient="api", text="live one")
     WebDriverWait(b, 5, poll_frequency=0.05).until(
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "#messages .message")) == 3
     )

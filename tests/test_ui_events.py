@@ -77,7 +77,7 @@ def test_one_watcher_pushes_every_transition_to_every_subscriber(store: Store, d
     with running_hub(db_url) as (hub, loop):
         first, second = hub.subscribe(), hub.subscribe()
         started = time.monotonic()
-        store.create_session(id="live-1", owner_pid=None)
+        store.sessions.create(id="live-1", owner_pid=None)
         store.update_status(
             "session", "live-1", new_status="failed", reason_code="run.failed.exception"
         )
@@ -95,24 +95,24 @@ def test_one_watcher_pushes_every_transition_to_every_subscriber(store: Store, d
 
 
 def test_the_history_is_numbered_in_commit_order(store: Store) -> None:
-    before = store.last_transition_seq()
-    store.create_session(id="n-1", owner_pid=None)
+    before = store.ui.last_transition_seq()
+    store.sessions.create(id="n-1", owner_pid=None)
     store.update_status("session", "n-1", new_status="completed", reason_code="run.completed.ok")
-    rows = store.transitions_since(before)
+    rows = store.ui.transitions_since(before)
     assert [r.seq for r in rows] == [before + 1, before + 2]
     assert [r.status for r in rows] == ["running", "completed"]
-    assert store.transitions_since(before + 1)[0].status == "completed"
+    assert store.ui.transitions_since(before + 1)[0].status == "completed"
 
 
 def test_each_change_names_its_parent_record(store: Store) -> None:
     """A leg's changes name its flow, a play's its show: a page drawn before the leg
     started still hears about it."""
-    before = store.last_transition_seq()
-    inv = store.create_invocation(skill="flow")
-    store.create_session(id="leg-1", owner_pid=None, invocation_id=inv.id)
-    show = store.create_show(topic="t")
-    play = store.create_play(show_id=show.id, name="p")
-    parents = {r.entity_id: r.parent_id for r in store.transitions_since(before)}
+    before = store.ui.last_transition_seq()
+    inv = store.invocations.create(skill="flow")
+    store.sessions.create(id="leg-1", owner_pid=None, invocation_id=inv.id)
+    show = store.shows.create(topic="t")
+    play = store.shows.create_play(show_id=show.id, name="p")
+    parents = {r.entity_id: r.parent_id for r in store.ui.transitions_since(before)}
     assert parents == {
         inv.id: None,
         "leg-1": inv.id,
@@ -161,7 +161,7 @@ def test_a_reconnecting_browser_catches_up_from_its_last_event_id(
         assert hello[0][1] == "hello"
         last_seen = hello[0][0]
         # While the browser is away, a run starts and ends.
-        store.create_session(id="while-away", owner_pid=None)
+        store.sessions.create(id="while-away", owner_pid=None)
         store.update_status(
             "session", "while-away", new_status="completed", reason_code="run.completed.ok"
         )
@@ -177,7 +177,7 @@ def test_a_reconnect_from_far_behind_is_told_to_reload(store: Store, db_url: str
     import time as clock
 
     now = clock.time()
-    store.import_sessions(
+    store.sessions.import_many(
         {
             "id": f"bulk{i}",
             "status": "completed",
@@ -217,7 +217,7 @@ def test_browsers_hear_when_the_database_goes_away_and_comes_back(pg_cluster: An
         assert next_change(loop, queue, timeout=30) == Notice("recovered")
         store = open_store(url)
         try:
-            store.create_session(id="after-restart", owner_pid=None)
+            store.sessions.create(id="after-restart", owner_pid=None)
             change = next_change(loop, queue, timeout=10)
             assert (change.entity_id, change.status) == ("after-restart", "running")
         finally:
@@ -235,9 +235,9 @@ def test_browsers_hear_when_a_worker_comes_or_goes(
     monkeypatch.setattr(events, "WORKERS_CHECK_SECONDS", 0.05)
     with running_hub(db_url) as (hub, loop):
         queue = hub.subscribe()
-        worker = store.register_worker(
+        worker = store.workers.register(
             owner=current_owner(), concurrency=1, transport="local", lease_seconds=60
         )
         assert next_change(loop, queue, 3.0) == events.Notice("workers")
-        store.stop_worker(worker)
+        store.workers.stop(worker)
         assert next_change(loop, queue, 3.0) == events.Notice("workers")

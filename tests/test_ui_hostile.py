@@ -109,7 +109,7 @@ def moved_show(store: Store, tmp_path: Path) -> tuple[str, str]:
     repo = make_repo(tmp_path / "repo")
     recorded = git(repo, "rev-parse", "HEAD")
     git(repo, "branch", "show/t", recorded)
-    store.create_show_with_plays(
+    store.shows.create_with_plays(
         id="show-moved",
         fields={
             "topic": "t",

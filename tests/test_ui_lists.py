@@ -22,7 +22,7 @@ def client(store: Store, db_url: str) -> Iterator[TestClient]:
 
 
 def _flow(store: Store, status: str, at: float) -> str:
-    inv = store.create_invocation(skill="/tmp/deep/dir/fan-out.yaml")
+    inv = store.invocations.create(skill="/tmp/deep/dir/fan-out.yaml")
     raw_write(
         store,
         "UPDATE invocations SET kind = 'flow', status = :s, created_at = :at, updated_at = :at "
@@ -36,7 +36,7 @@ def test_flows_page_lists_flows_by_their_files_name(store: Store, client: TestCl
     now = time.time()
     old = _flow(store, "failed", now - 7200)
     new = _flow(store, "completed", now)
-    store.create_invocation(skill="manual")  # an invocation, not a flow
+    store.invocations.create(skill="manual")  # an invocation, not a flow
     page = client.get("/flows")
     assert page.status_code == 200
     assert page.text.index(f'id="flow-{new}"') < page.text.index(f'id="flow-{old}"')
@@ -60,9 +60,9 @@ def test_flows_are_paged_by_keyset(store: Store, client: TestClient) -> None:
 
 
 def test_shows_page_counts_plays_and_what_needs_you(store: Store, client: TestClient) -> None:
-    show = store.create_show(topic="add-auth")
+    show = store.shows.create(topic="add-auth")
     for name, status in (("models", "merged"), ("api", "escalated"), ("ui", "pending")):
-        play = store.create_play(show_id=show.id, name=name)
+        play = store.shows.create_play(show_id=show.id, name=name)
         raw_write(
             store, "UPDATE plays SET status = :s WHERE id = :id", {"s": status, "id": play.id}
         )
@@ -102,10 +102,10 @@ def test_one_schedules_page_has_its_definition_next_fires_runs_success_and_cost(
     due = (int(time.time()) // 60 + 1) * 60
     _schedule(store, "tick", due)
     for status, cost in (("completed", 0.25), ("failed", 0.75), ("skipped", None)):
-        session = store.create_session(status="completed" if cost else "running")
+        session = store.sessions.create(status="completed" if cost else "running")
         raw_write(store, "UPDATE sessions SET cost_usd = :c WHERE id = :id",
                   {"c": cost, "id": session.id})  # fmt: skip
-        run = store.create_schedule_run(action_kind="run", schedule_id="id-tick")
+        run = store.schedules.create_run(action_kind="run", schedule_id="id-tick")
         raw_write(store, "UPDATE schedule_runs SET status = :s, session_id = :sid WHERE id = :id",
                   {"s": status, "sid": session.id, "id": run.id})  # fmt: skip
     data = client.get("/api/schedules/tick").json()
@@ -133,8 +133,8 @@ def test_attention_page_lists_what_needs_you_and_the_bar_counts_it(
     assert empty.status_code == 200
     assert 'id="nothing-needs-you"' in empty.text
     assert client.get("/api/attention").json() == {"items": [], "count": 0}
-    show = store.create_show(topic="auth")
-    play = store.create_play(show_id=show.id, name="api")
+    show = store.shows.create(topic="auth")
+    play = store.shows.create_play(show_id=show.id, name="api")
     raw_write(store, "UPDATE plays SET status = 'gate_failed' WHERE id = :id", {"id": play.id})
     _schedule(store, "tick", time.time() - 3600)  # overdue, and no worker is live
     data = client.get("/api/attention").json()

@@ -82,10 +82,10 @@ def _home(db_url: str, tmp_path: Path) -> Home:
     fired = json.loads(home.li("schedule", "fire", "hourly", "--json"))["id"]
     store = open_store(db_url)
     try:  # a worker holding the fired run: a worker's runs, each linked
-        worker = store.register_worker(
+        worker = store.workers.register(
             owner=current_owner(), concurrency=1, transport="local", lease_seconds=600
         )
-        assert store.claim_run(fired, worker_id=worker, lease_seconds=600)
+        assert store.schedules.claim_run(fired, worker_id=worker, lease_seconds=600)
     finally:
         store.close()
     home.li("override", "session", home.ids["run"], "--to", "failed", "--reason",

@@ -99,11 +99,11 @@ def test_the_runs_list_shows_commands_flows_and_schedules_by_name(
     flowed = li(li_env, "flow", "run", str(flow_file))
     assert flowed.returncode == 0, flowed.stderr
     flow_id = flowed.stdout.split("\t", 1)[0].strip()
-    schedule = store.create_schedule(
+    schedule = store.schedules.create(
         name="nightly", fields={"spec": "every 1h", "action_kind": "run"}
     )
     for _ in range(3):
-        store.create_schedule_run(action_kind="run", schedule_id=schedule.id)
+        store.schedules.create_run(action_kind="run", schedule_id=schedule.id)
     runs = client.get("/api/runs").json()["runs"]
     [command] = [r for r in runs if r["kind"] == "session" and not r.get("label")]
     assert command["command"] == ["sh", "-c", "echo 'a b'"]
@@ -141,7 +141,7 @@ def test_a_schedule_name_in_the_runs_list_stays_text(store: Store, client: TestC
         "VALUES ('s-x', :name, 'every 1h', 'run', 1, 1.0, 1.0)",
         {"name": XSS_SCRIPT},
     )
-    store.create_schedule_run(action_kind="run", schedule_id="s-x")
+    store.schedules.create_run(action_kind="run", schedule_id="s-x")
     for path in ("/", "/?fold=schedule"):
         page = client.get(path).text
         assert XSS_SCRIPT not in page

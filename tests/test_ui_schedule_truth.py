@@ -30,15 +30,15 @@ def test_cost_per_run_is_per_run_and_a_past_due_fire_says_no_worker_runs(
         env=li_env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
-    [schedule] = store.list_schedules()
+    [schedule] = store.schedules.list_all()
     for cost in (0.25, 0.5, 0.75):
-        inv = store.create_invocation(skill="scheduled")
+        inv = store.invocations.create(skill="scheduled")
         raw_write(
             store,
             "UPDATE invocations SET cost_usd = :c WHERE id = :id",
             {"c": cost, "id": inv.id},
         )
-        run = store.create_schedule_run(
+        run = store.schedules.create_run(
             action_kind="run", schedule_id=schedule.id, invocation_id=inv.id
         )
         store.update_status(

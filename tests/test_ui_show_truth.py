@@ -25,7 +25,7 @@ def client(store: Store, db_url: str) -> Iterator[TestClient]:
 def _show(store: Store, *, final_gate: str | None) -> tuple[str, str]:
     """An active show as the engine writes it: spec, a moved head's gate on record, a
     play a person merged by hand after it failed its gate (its feedback still stored)."""
-    show = store.create_show_with_plays(
+    show = store.shows.create_with_plays(
         id="show-truth",
         fields={
             "topic": "truth",

@@ -36,10 +36,10 @@ def test_migration_0007_numbers_an_existing_history_in_write_order(db_url: str) 
     execute_without_lirun(db_url, statements)
     store = open_store(db_url)
     try:
-        rows = store.transitions_since(0)
+        rows = store.ui.transitions_since(0)
         assert [(r.seq, r.created_at) for r in rows] == [(1, 20.0), (2, 10.0), (3, 30.0)]
-        store.create_session(id="new", owner_pid=None)
-        assert store.last_transition_seq() == 4
+        store.sessions.create(id="new", owner_pid=None)
+        assert store.ui.last_transition_seq() == 4
     finally:
         store.close()
 
@@ -52,26 +52,26 @@ def test_import_checks_every_row_before_writing_any(store: Store) -> None:
         "created_at": time.time(),
     }
     with pytest.raises(ValidationError):
-        store.import_sessions([good, {**good, "id": "i2", "reason_code": "show.completed.ok"}])
+        store.sessions.import_many([good, {**good, "id": "i2", "reason_code": "show.completed.ok"}])
     with pytest.raises(ValidationError, match="unknown field"):
-        store.import_sessions([{**good, "pid": 3}])
+        store.sessions.import_many([{**good, "pid": 3}])
     assert store.get_entity("session", "i1") is None
-    assert store.import_sessions([good]) == 1
+    assert store.sessions.import_many([good]) == 1
     row = store.get_entity("session", "i1")
     assert row is not None
     assert row["exit_code"] == 0
     assert [t.status for t in store.list_transitions("session", "i1")] == ["completed"]
     with pytest.raises(ConflictError):
-        store.import_sessions([good])
+        store.sessions.import_many([good])
 
 
 def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
-    show = store.create_show(topic="t")
-    play = store.create_play(show_id=show.id, name="models")
-    run = store.create_schedule_run(action_kind="agent")
-    inv = store.create_invocation(skill="review", prompt="look")
-    session = store.create_session(id="s", owner_pid=None, prompt="p", provider="codex")
-    rows = store.runs_page(limit=10)
+    show = store.shows.create(topic="t")
+    play = store.shows.create_play(show_id=show.id, name="models")
+    run = store.schedules.create_run(action_kind="agent")
+    inv = store.invocations.create(skill="review", prompt="look")
+    session = store.sessions.create(id="s", owner_pid=None, prompt="p", provider="codex")
+    rows = store.ui.runs_page(limit=10)
     assert [(r.kind, r.id) for r in rows] == [
         ("session", session.id),
         ("invocation", inv.id),
@@ -81,11 +81,11 @@ def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
     labels = {r.kind: (r.label, r.parent_id) for r in rows}
     assert labels["play"] == ("models", show.id)
     assert labels["invocation"] == ("review", None)
-    assert [r.id for r in store.runs_page(RunFilter(kinds=("play", "session")))] == [
+    assert [r.id for r in store.ui.runs_page(RunFilter(kinds=("play", "session")))] == [
         session.id,
         play.id,
     ]
-    assert store.runs_page(RunFilter(provider="codex"))[0].id == "s"
+    assert store.ui.runs_page(RunFilter(provider="codex"))[0].id == "s"
 
 
 def test_an_unknown_kind_is_a_programming_error() -> None:
@@ -97,7 +97,7 @@ def test_an_unknown_kind_is_a_programming_error() -> None:
 def test_free_text_is_literal_and_case_insensitive(store: Store) -> None:
     now = time.time()
     texts = ("Fix 100% of it", "a_b under", "back\\slash", "plain fix")
-    store.import_sessions(
+    store.sessions.import_many(
         {
             "id": f"t{i}",
             "status": "completed",
@@ -109,7 +109,7 @@ def test_free_text_is_literal_and_case_insensitive(store: Store) -> None:
     )
 
     def found(text: str) -> list[str]:
-        return [r.id for r in store.runs_page(RunFilter(text=text))]
+        return [r.id for r in store.ui.runs_page(RunFilter(text=text))]
 
     assert found("100%") == ["t0"]
     assert found("FIX") == ["t3", "t0"]
@@ -131,7 +131,7 @@ def test_free_text_on_postgres_walks_the_newest_runs_first(pg_store: Store) -> N
 
     now = time.time()
     for first in range(0, 20_000, 10_000):
-        store.import_sessions(
+        store.sessions.import_many(
             {
                 "id": f"b{i:06d}",
                 "status": "completed",
@@ -149,4 +149,4 @@ def test_free_text_on_postgres_walks_the_newest_runs_first(pg_store: Store) -> N
     )
     assert "Index Scan Backward using sessions_" in plan, plan
     assert "Seq Scan on sessions" not in plan, plan
-    assert len(store.runs_page(RunFilter(text="module 42"), limit=51)) == 51
+    assert len(store.ui.runs_page(RunFilter(text="module 42"), limit=51)) == 51

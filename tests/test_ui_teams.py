@@ -22,11 +22,11 @@ def client(store: Store, db_url: str) -> Iterator[TestClient]:
 
 
 def test_teams_pages_and_api(store: Store, client: TestClient) -> None:
-    team = store.create_team_with_members("crew", ["api", "web"])
-    store.send_team_message(team.id, sender="api", recipient="all", text=XSS_SCRIPT,
+    team = store.teams.create_with_members("crew", ["api", "web"])
+    store.teams.send_message(team.id, sender="api", recipient="all", text=XSS_SCRIPT,
                             run_id="run-abc")  # fmt: skip
-    store.send_team_message(team.id, sender="web", recipient="api", text=XSS_IMG)
-    store.read_team_inbox(team.id, "web")
+    store.teams.send_message(team.id, sender="web", recipient="api", text=XSS_IMG)
+    store.teams.read_inbox(team.id, "web")
     listing = client.get("/api/teams").json()
     assert [(t["name"], t["members"], t["message_count"]) for t in listing["teams"]] == [
         ("crew", 2, 2)
@@ -57,11 +57,11 @@ def test_teams_pages_and_api(store: Store, client: TestClient) -> None:
 
 
 def test_the_show_page_shows_its_teams_conversation(store: Store, client: TestClient) -> None:
-    show = store.create_show(topic="pair")
-    store.create_play(show_id=show.id, name="first")
+    show = store.shows.create(topic="pair")
+    store.shows.create_play(show_id=show.id, name="first")
     assert client.get(f"/api/shows/{show.id}").json()["team"] is None
-    team = store.create_team_with_members("pair-x", ["first"], owner_type="show", owner_id=show.id)
-    store.send_team_message(team.id, sender="lirun", recipient="all", text="play first merged")
+    team = store.teams.create_with_members("pair-x", ["first"], owner_type="show", owner_id=show.id)
+    store.teams.send_message(team.id, sender="lirun", recipient="all", text="play first merged")
     data = client.get(f"/api/shows/{show.id}").json()
     assert data["team"]["team"]["id"] == team.id
     assert [m["body"] for m in data["team"]["messages"]] == ["play first merged"]
@@ -80,14 +80,14 @@ def test_openapi_lists_the_team_routes(client: TestClient) -> None:
 
 
 def test_the_watcher_announces_a_team_with_new_messages(store: Store, db_url: str) -> None:
-    team = store.create_team_with_members("crew", ["api"])
+    team = store.teams.create_with_members("crew", ["api"])
     hub = Hub(db_url)
     hub._check_teams(store)  # the first look only remembers
     got: list[object] = []
     hub.publish = got.extend  # type: ignore[method-assign,assignment]
     hub._check_teams(store)
     assert got == []
-    store.send_team_message(team.id, sender="api", recipient="all", text="x")
+    store.teams.send_message(team.id, sender="api", recipient="all", text="x")
     hub._check_teams(store)
     assert got == [TeamNotice(team.id)]
     assert got[0].to_sse() == f'event: team\ndata: {{"id": "{team.id}"}}\n\n'  # type: ignore[attr-defined]

@@ -27,7 +27,7 @@ from support.waitkit import (
 
 
 def test_already_terminal_session_prints_its_line(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="s-done", run_dir="/runs/s-done", artifacts_path="/work/out")
+    store.sessions.create(id="s-done", run_dir="/runs/s-done", artifacts_path="/work/out")
     complete(store, "s-done")
     code, out, err = run_wait(li_env, "s-done")
     assert (code, err) == (0, "")
@@ -37,8 +37,8 @@ def test_already_terminal_session_prints_its_line(store: Any, li_env: dict[str, 
 
 
 def test_lines_reach_a_pipe_as_each_target_finishes(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="first")
-    store.create_session(id="second")
+    store.sessions.create(id="first")
+    store.sessions.create(id="second")
     waiter = start_waiter(li_env, "first,second", "--interval", "0.2")
     try:
         wait_until_ready(waiter)
@@ -55,7 +55,7 @@ def test_lines_reach_a_pipe_as_each_target_finishes(store: Any, li_env: dict[str
 
 def test_results_keep_input_order_and_dedupe(store: Any, li_env: dict[str, str]) -> None:
     for sid in ("b-1", "a-1"):
-        store.create_session(id=sid)
+        store.sessions.create(id=sid)
         complete(store, sid)
     code, out, _ = run_wait(li_env, "b-1, a-1", "a-1", "b-1,,")
     assert code == 0
@@ -63,10 +63,10 @@ def test_results_keep_input_order_and_dedupe(store: Any, li_env: dict[str, str])
 
 
 def test_deleted_row_reports_unknown(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="doomed", run_dir="/runs/doomed")
+    store.sessions.create(id="doomed", run_dir="/runs/doomed")
     # A finished witness resolves in the same batch: its line proves "doomed" was resolved
     # before the row goes, however slowly the waiter started.
-    store.create_session(id="witness")
+    store.sessions.create(id="witness")
     complete(store, "witness")
     waiter = start_waiter(li_env, "witness", "doomed", "--interval", "0.1")
     try:
@@ -81,7 +81,7 @@ def test_deleted_row_reports_unknown(store: Any, li_env: dict[str, str]) -> None
 
 
 def test_not_found_goes_to_stderr_only(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="real")
+    store.sessions.create(id="real")
     complete(store, "real")
     code, out, err = run_wait(li_env, "nope", "real")
     assert code == 2
@@ -91,8 +91,8 @@ def test_not_found_goes_to_stderr_only(store: Any, li_env: dict[str, str]) -> No
 
 
 def test_ambiguous_prefix_exits_2_and_lists_candidates(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="abc-1")
-    store.create_invocation(skill="x", id="abc-2")
+    store.sessions.create(id="abc-1")
+    store.invocations.create(skill="x", id="abc-2")
     code, out, err = run_wait(li_env, "abc")
     assert (code, out) == (2, "")
     assert "ambiguous" in err
@@ -101,8 +101,8 @@ def test_ambiguous_prefix_exits_2_and_lists_candidates(store: Any, li_env: dict[
 
 
 def test_unique_prefix_and_like_metacharacters(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="x_1-long")
-    store.create_session(id="xa1-long")
+    store.sessions.create(id="x_1-long")
+    store.sessions.create(id="xa1-long")
     complete(store, "x_1-long")
     code, out, _ = run_wait(li_env, "x_1")  # '_' must not match 'a'
     assert code == 0
@@ -114,10 +114,10 @@ def test_unique_prefix_and_like_metacharacters(store: Any, li_env: dict[str, str
 
 
 def test_branch_and_run_id_resolve_to_latest_execution(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="old", branch_id="br-1", run_id="r-1")
+    store.sessions.create(id="old", branch_id="br-1", run_id="r-1")
     complete(store, "old", status="failed")
     time.sleep(0.01)
-    store.create_session(id="new", branch_id="br-1", run_id="r-1")
+    store.sessions.create(id="new", branch_id="br-1", run_id="r-1")
     complete(store, "new")
     for name in ("br-1", "r-1"):
         code, out, _ = run_wait(li_env, name)
@@ -126,7 +126,7 @@ def test_branch_and_run_id_resolve_to_latest_execution(store: Any, li_env: dict[
 
 
 def test_sigint_and_sigterm_exit_3(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="forever")
+    store.sessions.create(id="forever")
     for sig in (signal.SIGINT, signal.SIGTERM):
         waiter = start_waiter(li_env, "forever")
         wait_until_ready(waiter)
@@ -137,7 +137,7 @@ def test_sigint_and_sigterm_exit_3(store: Any, li_env: dict[str, str]) -> None:
 
 
 def test_timeout_exits_3(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="slow")
+    store.sessions.create(id="slow")
     started = time.monotonic()
     code, out, err = run_wait(li_env, "slow", "--timeout", "0.3")
     assert (code, out) == (3, "")
@@ -146,7 +146,7 @@ def test_timeout_exits_3(store: Any, li_env: dict[str, str]) -> None:
 
 
 def test_not_found_outranks_timeout(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="slow")
+    store.sessions.create(id="slow")
     code, _, _ = run_wait(li_env, "slow", "missing", "--timeout", "0.2")
     assert code == 2
 
@@ -188,7 +188,7 @@ def test_missing_database_exits_2_without_creating_it(tmp_path: Path) -> None:
 
 
 def test_killed_owner_is_reported_orphaned(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(
+    store.sessions.create(
         id="crashed", run_dir="/runs/crashed", heartbeat_at=time.time(), **killed_owner()
     )
     code, out, _ = run_wait(li_env, "crashed", "--timeout", "20")
@@ -206,7 +206,7 @@ def test_killed_owner_is_reported_orphaned(store: Any, li_env: dict[str, str]) -
 
 
 def test_stale_heartbeat_is_reported(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(
+    store.sessions.create(
         id="quiet", owner_host="another-host", owner_pid=1, heartbeat_at=time.time() - 120
     )
     code, out, _ = run_wait(li_env, "quiet", "--timeout", "20")
@@ -215,14 +215,14 @@ def test_stale_heartbeat_is_reported(store: Any, li_env: dict[str, str]) -> None
 
 
 def test_live_owner_is_not_reaped(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="alive", heartbeat_at=time.time(), lease_seconds=600, **live_owner())
+    store.sessions.create(id="alive", heartbeat_at=time.time(), lease_seconds=600, **live_owner())
     code, out, _ = run_wait(li_env, "alive", "--timeout", "1.5")
     assert (code, out) == (3, "")
     assert store.get_entity("session", "alive")["status"] == "running"
 
 
 def test_unregistered_reason_prints_unknown(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="odd")
+    store.sessions.create(id="odd")
     complete(store, "odd")
     with store.connector.write() as tx:
         tx.execute(
@@ -234,11 +234,11 @@ def test_unregistered_reason_prints_unknown(store: Any, li_env: dict[str, str]) 
 
 
 def test_plays_invocations_and_schedule_runs(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(
+    store.sessions.create(
         id="backing", invocation_id="inv", run_dir="/runs/backing", artifacts_path="/out/backing"
     )
     complete(store, "backing")
-    store.create_invocation(skill="s", id="inv")
+    store.invocations.create(skill="s", id="inv")
     store.update_status(
         "invocation",
         "inv",
@@ -246,12 +246,12 @@ def test_plays_invocations_and_schedule_runs(store: Any, li_env: dict[str, str])
         reason_code="run.completed.ok",
         extra_fields={"exit_code": 0},
     )
-    store.create_show(topic="t", id="show")
-    store.create_play(show_id="show", name="p", session_id="backing", id="play")
+    store.shows.create(topic="t", id="show")
+    store.shows.create_play(show_id="show", name="p", session_id="backing", id="play")
     store.update_status(
         "play", "play", new_status="running_complete", reason_code="play.running_complete.ok"
     )
-    store.create_schedule_run(action_kind="k", invocation_id="inv", status="timed_out", id="sr")
+    store.schedules.create_run(action_kind="k", invocation_id="inv", status="timed_out", id="sr")
     # running_complete is not terminal for a play: the waiter must time out on it.
     code, out, _ = run_wait(li_env, "inv", "sr", "play", "--timeout", "0.5")
     lines = {parse_line(x)["id"]: parse_line(x) for x in out.splitlines()}
@@ -273,7 +273,7 @@ def test_plays_invocations_and_schedule_runs(store: Any, li_env: dict[str, str])
 
 
 def test_json_lines(store: Any, li_env: dict[str, str]) -> None:
-    store.create_session(id="j", run_dir="/runs/j", artifacts_path="/out/j")
+    store.sessions.create(id="j", run_dir="/runs/j", artifacts_path="/out/j")
     complete(store, "j", status="completed_empty")
     code, out, _ = run_wait(li_env, "j", "--json")
     assert code == 1
@@ -296,7 +296,7 @@ def test_json_lines(store: Any, li_env: dict[str, str]) -> None:
 def test_waiter_keeps_working_while_another_process_holds_the_write_lock(
     store: Any, db_url: str, li_env: dict[str, str]
 ) -> None:
-    store.create_session(id="locked")
+    store.sessions.create(id="locked")
     holder = hold_write_lock(db_url)
     try:
         waiter = start_waiter(li_env, "locked", "--interval", "0.1")

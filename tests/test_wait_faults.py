@@ -17,7 +17,7 @@ def test_printed_reap_is_the_committed_row_while_another_process_holds_the_lock(
     # one to close the database: the waiter's reap waits for the lock, and the line it
     # prints must be what was committed (a waiter that dropped its own file locks once
     # wrote into a WAL the closing holder had already checkpointed and deleted).
-    store.create_session(id="A", run_dir="/runs/A", heartbeat_at=time.time(), **killed_owner())
+    store.sessions.create(id="A", run_dir="/runs/A", heartbeat_at=time.time(), **killed_owner())
     store.close()
     with write_lock_held(db_url):
         waiter = start_waiter(li_env, "A", "--interval", "0.2", "--timeout", "40")

@@ -107,11 +107,11 @@ def test_play_success_is_merged_and_completed_empty_is_not_success() -> None:
 def test_one_query_per_tick_for_many_ids_of_every_kind(store: Any) -> None:
     ids = []
     for n in range(40):
-        ids.append(store.create_session(id=f"s{n:03}").id)
-        ids.append(store.create_invocation(skill="k", id=f"i{n:03}").id)
-        ids.append(store.create_schedule_run(action_kind="k", id=f"r{n:03}").id)
-    store.create_show(topic="t", id="show")
-    ids.append(store.create_play(show_id="show", name="p", id="p1").id)
+        ids.append(store.sessions.create(id=f"s{n:03}").id)
+        ids.append(store.invocations.create(skill="k", id=f"i{n:03}").id)
+        ids.append(store.schedules.create_run(action_kind="k", id=f"r{n:03}").id)
+    store.shows.create(topic="t", id="show")
+    ids.append(store.shows.create_play(show_id="show", name="p", id="p1").id)
     watcher = Watcher(store, ids)
     try:
         before = watcher.queries
@@ -123,7 +123,7 @@ def test_one_query_per_tick_for_many_ids_of_every_kind(store: Any) -> None:
 
 
 def test_row_deleted_after_resolution_is_unknown(store: Any) -> None:
-    store.create_session(id="gone", run_dir="/runs/gone")
+    store.sessions.create(id="gone", run_dir="/runs/gone")
     watcher = Watcher(store, ["gone"])
     try:
         assert watcher.tick() == []
@@ -140,8 +140,8 @@ def test_row_deleted_after_resolution_is_unknown(store: Any) -> None:
 
 
 def test_wait_for_terminal_reports_as_targets_finish(store: Any, db_url: str) -> None:
-    store.create_session(id="a")
-    store.create_session(id="b")
+    store.sessions.create(id="a")
+    store.sessions.create(id="b")
     seen: list[str] = []
 
     def finish_later() -> None:
@@ -169,7 +169,7 @@ def test_wait_for_terminal_reports_as_targets_finish(store: Any, db_url: str) ->
 
 
 def test_wait_for_terminal_timeout_and_should_stop(store: Any) -> None:
-    store.create_session(id="stuck")
+    store.sessions.create(id="stuck")
     started = time.monotonic()
     (result,) = asyncio.run(wait_for_terminal(["stuck"], interval=0.05, timeout=0.3))
     assert (result["status"], result["terminal"]) == ("running", False)
@@ -185,7 +185,7 @@ def test_wait_for_terminal_rejects_bad_interval(store: Any) -> None:
 
 
 def test_a_commit_wakes_a_waiter_long_before_its_interval(store: Any, db_url: str) -> None:
-    store.create_session(id="prompt")
+    store.sessions.create(id="prompt")
     reader = open_store(db_url, readonly=True)
     watcher = Watcher(reader, ["prompt"])
     try:
@@ -282,7 +282,7 @@ def test_a_library_waiter_reports_through_logging_not_stderr(
     """The library logs (``lirun.wait.watch``); only `li`'s handler writes `li: …` lines."""
     from lirun.errors import DatabaseConnectionLostError
 
-    store.create_session(id="w")
+    store.sessions.create(id="w")
     watcher = Watcher(store, ["w"])
 
     def lost(keys: Any) -> Any:

@@ -86,7 +86,7 @@ def test_the_stop_pipe_wakes_a_sleeping_waker_at_once(pg_store: Store, stop: Sto
 
 
 def test_a_terminal_commit_wakes_the_waker(pg_store: Store, stop: Stop) -> None:
-    sid = pg_store.create_session(id="listened").id
+    sid = pg_store.sessions.create(id="listened").id
     waker = ListenWaker(pg_store.connector, lambda: {sid})
 
     def finish() -> None:

@@ -28,7 +28,7 @@ def test_two_workers_firing_the_same_moment_make_one_row_per_due_time(
         made += fire_due(other, now, queued.append)
     finally:
         other.close()
-    runs = store.list_schedule_runs(schedule.id)
+    runs = store.schedules.list_runs(schedule.id)
     dues = sorted(r.due_at for r in runs)
     assert dues == [now - 20, now - 10, now]
     assert made == 3
@@ -37,7 +37,7 @@ def test_two_workers_firing_the_same_moment_make_one_row_per_due_time(
     assert {by_due[now - 20].status_reason_code, by_due[now - 10].status_reason_code} == {
         "schedule.skipped.missed_fire"
     }
-    row = store.get_schedule("tick")
+    row = store.schedules.get("tick")
     assert row is not None
     assert row.next_due_at == now + 10
 
@@ -50,20 +50,20 @@ def test_overlap_and_max_runs_are_recorded_skips(store: Store, tmp_path: Path) -
     )  # fmt: skip
     queued: list[str] = []
     fire_due(store, now, queued.append)
-    (first,) = store.list_schedule_runs(schedule.id)
+    (first,) = store.schedules.list_runs(schedule.id)
     assert first.status == "queued"
     assert queued == [first.id]
     fire_due(store, now + 10, queued.append)  # still queued: overlap
-    skipped = [r for r in store.list_schedule_runs(schedule.id) if r.status == "skipped"]
+    skipped = [r for r in store.schedules.list_runs(schedule.id) if r.status == "skipped"]
     assert [r.status_reason_code for r in skipped] == ["schedule.skipped.overlap"]
-    assert store.claim_run(first.id, worker_id="w", lease_seconds=60)
+    assert store.schedules.claim_run(first.id, worker_id="w", lease_seconds=60)
     store.update_status(
         "schedule_run", first.id, new_status="completed", reason_code="schedule.completed.ok"
     )
     fire_due(store, now + 20, queued.append)  # one run started: max reached
-    codes = [r.status_reason_code for r in store.list_schedule_runs(schedule.id)]
+    codes = [r.status_reason_code for r in store.schedules.list_runs(schedule.id)]
     assert codes.count("schedule.skipped.max_runs") == 1
-    row = store.get_schedule("once")
+    row = store.schedules.get("once")
     assert row is not None
     assert row.status == "disabled"
     assert row.next_due_at is None

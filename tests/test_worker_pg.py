@@ -88,13 +88,13 @@ def test_three_workers_on_the_queue_fire_each_due_time_once(
         schedule = add_schedule(store, tmp_path, "tick", ["run", "echo", "ok"], overlap="allow")
         first = int(schedule.next_due_at)
         until(lambda: time.time() > first + 10.2, timeout=20, what="10 seconds of fires")
-        store.change_schedule(
+        store.schedules.change(
             schedule.id, new_status="disabled", reason_code="schedule_definition.disabled.user"
         )
         codes = [proc.terminate() for proc in procs]
     assert codes == [0, 0, 0]
     assert all("ProcrastinateTransport" in p.text() for p in procs)
-    runs = store.list_schedule_runs(schedule.id, limit=1000)
+    runs = store.schedules.list_runs(schedule.id, limit=1000)
     dues = sorted(int(r.due_at) for r in runs)
     assert len(dues) == len(set(dues)), "a due time was fired twice"
     assert dues == list(range(first, dues[-1] + 1)), "a due time was lost"
@@ -130,7 +130,7 @@ def test_sigkill_of_a_worker_mid_run_fails_its_run_by_lease_and_the_others_go_on
             assert done["status"] == "completed"
             assert done["worker_id"] != running["worker_id"]
             assert "lease_lapsed" in "".join(p.text() for p in others)
-    assert len(store.list_schedule_runs(schedule.id)) == 1  # no retry asked, none made
+    assert len(store.schedules.list_runs(schedule.id)) == 1  # no retry asked, none made
     _kill_child(store, running["session_id"])
 
 

@@ -52,7 +52,7 @@ def test_two_workers_fire_each_due_time_exactly_once(
         until(lambda: time.time() > first + 8.2, timeout=15, what="8 seconds of fires")
         for proc in procs:
             assert proc.terminate() == 0
-    runs = store.list_schedule_runs(schedule.id, limit=1000)
+    runs = store.schedules.list_runs(schedule.id, limit=1000)
     dues = sorted(int(r.due_at) for r in runs)
     assert len(dues) == len(set(dues)), "a due time was fired twice"
     assert dues == list(range(first, dues[-1] + 1)), "a due time was lost"
@@ -103,7 +103,7 @@ def test_sigkill_mid_run_fails_the_run_by_lease_and_the_other_worker_retries(
             assert session["status_reason_code"] == "session.orphaned.no_process"
             until(lambda: not _alive(int(session["child_pid"])), what="the orphan to stop")
             retry = until(
-                lambda: [r for r in store.list_schedule_runs(schedule.id) if r.retry_of == run.id]
+                lambda: [r for r in store.schedules.list_runs(schedule.id) if r.retry_of == run.id]
             )[0]
             assert retry.attempt == 2
             done = until(
@@ -120,7 +120,7 @@ def test_sigkill_mid_run_fails_the_run_by_lease_and_the_other_worker_retries(
 
 
 def _worker_pid(store: Store, worker_id: str) -> int:
-    for worker in store.list_live_workers(since=0):
+    for worker in store.workers.list_live(since=0):
         if worker.id == worker_id:
             return worker.pid
     raise AssertionError(f"worker {worker_id} not live")
@@ -146,11 +146,11 @@ def test_overlap_skip_records_the_due_times_a_long_run_covers(
         schedule = add_schedule(store, tmp_path, "slow", ["run", *SLEEP, "3.5"])
         first = int(schedule.next_due_at)
         until(lambda: time.time() > first + 2.5, what="three due times")
-        store.change_schedule(
+        store.schedules.change(
             schedule.id, new_status="disabled", reason_code="schedule_definition.disabled.user"
         )
         assert proc.terminate() == 0
-    runs = sorted(store.list_schedule_runs(schedule.id), key=lambda r: r.due_at)
+    runs = sorted(store.schedules.list_runs(schedule.id), key=lambda r: r.due_at)
     assert [r.status for r in runs[:3]] == ["completed", "skipped", "skipped"]
     assert {r.status_reason_code for r in runs[1:3]} == {"schedule.skipped.overlap"}
 
@@ -167,14 +167,14 @@ def test_missed_fires_after_an_outage(
         now=now - 105, missed=missed, missed_grace="2s",
     )  # fmt: skip
     with workers(env, tmp_path) as (proc,):
-        until(lambda: len(store.list_schedule_runs(schedule.id)) >= 10, what="the missed rows")
+        until(lambda: len(store.schedules.list_runs(schedule.id)) >= 10, what="the missed rows")
         if missed == "run_once":
             until(
-                lambda: any(r.status == "completed" for r in store.list_schedule_runs(schedule.id))
+                lambda: any(r.status == "completed" for r in store.schedules.list_runs(schedule.id))
             )
         proc.terminate()
     runs = sorted(
-        (r for r in store.list_schedule_runs(schedule.id) if r.due_at < now),
+        (r for r in store.schedules.list_runs(schedule.id) if r.due_at < now),
         key=lambda r: r.due_at,
     )
     assert len(runs) == 10
@@ -267,7 +267,7 @@ def test_a_command_schedule_that_exits_0_records_completed_runs(
             lambda: (
                 [
                     r
-                    for r in store.list_schedule_runs(schedule.id, limit=100)
+                    for r in store.schedules.list_runs(schedule.id, limit=100)
                     if r.status not in ("queued", "running")
                 ][:2]
                 or None
@@ -380,7 +380,7 @@ def test_worker_status_then_a_worker_that_cannot_renew_stops_its_runs(
         assert live["heartbeat_age"] < 1.0
         # The worker row is taken from it (as when its database link is gone): it cannot
         # renew its lease, so it stops its run rather than letting it go on unrecorded.
-        store.stop_worker(live["id"])
+        store.workers.stop(live["id"])
         row = until(lambda: status_is(store, run.id, "cancelled", "failed", "completed"))
         assert "lease lost" in proc.text()
     assert row["status_reason_code"] == "schedule.cancelled.lease_lost"

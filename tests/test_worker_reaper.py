@@ -30,16 +30,18 @@ def test_a_lapsed_lease_fails_the_run_and_its_remote_session_then_retries(
         store, tmp_path, "nightly", ["run", "echo", "ok"], trigger=every_trigger("1d", now),
         retries=1,
     )  # fmt: skip
-    run = store.insert_due_run(schedule_id=schedule.id, due_at=now + 86400, action_kind="run")
+    run = store.schedules.insert_due_run(
+        schedule_id=schedule.id, due_at=now + 86400, action_kind="run"
+    )
     assert run is not None
-    assert store.claim_run(run.id, worker_id="gone", lease_seconds=1)
+    assert store.schedules.claim_run(run.id, worker_id="gone", lease_seconds=1)
     # Its session belongs to a worker on another machine, heartbeating until just now:
     # no process probe can judge it from here, only the run's lapsed lease.
-    store.create_session(
+    store.sessions.create(
         id="s-remote", owner_pid=4242, owner_host="elsewhere", owner_boot_id="b",
         owner_start_time=1.0, heartbeat_at=time.time(), lease_seconds=600,
     )  # fmt: skip
-    store.link_run(run.id, session_id="s-remote")
+    store.schedules.link_run(run.id, session_id="s-remote")
     reap(store, runner(store), time.time())  # lease still valid: nothing happens
     assert run_row(store, run.id)["status"] == "running"
     reap(store, runner(store), time.time() + 5)
@@ -54,13 +56,13 @@ def test_a_lapsed_lease_fails_the_run_and_its_remote_session_then_retries(
         "failed",
         "session.failed.lease_lapsed",
     )
-    (retry,) = [r for r in store.list_schedule_runs(schedule.id) if r.retry_of]
+    (retry,) = [r for r in store.schedules.list_runs(schedule.id) if r.retry_of]
     assert (retry.status, retry.attempt, retry.due_at) == ("queued", 2, now + 86400)
     assert retry.retry_of == run.id
     lines = caplog.messages  # the runner logs each end (lirun.schedules.runner)
     assert any("lease_lapsed" in line and "retry" in line for line in lines), lines
     reap(store, runner(store), time.time() + 10)  # a second reaper: no second retry
-    assert len(store.list_schedule_runs(schedule.id)) == 2
+    assert len(store.schedules.list_runs(schedule.id)) == 2
 
 
 def test_a_queued_run_past_its_deadline_fails_without_a_retry(store: Store, tmp_path: Path) -> None:
@@ -69,7 +71,7 @@ def test_a_queued_run_past_its_deadline_fails_without_a_retry(store: Store, tmp_
         store, tmp_path, "late", ["run", "echo", "ok"], trigger=every_trigger("1d", now),
         start_deadline="1s", retries=2,
     )  # fmt: skip
-    run = store.insert_queued_run(action_kind="run", schedule_id=schedule.id)
+    run = store.schedules.insert_queued_run(action_kind="run", schedule_id=schedule.id)
     reap(store, runner(store), time.time())
     assert run_row(store, run.id)["status"] == "queued"
     reap(store, runner(store), time.time() + 5)

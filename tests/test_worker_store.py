@@ -30,34 +30,34 @@ def add_schedule(store: Store, tmp_path: Path, name: str = "poll") -> ScheduleRo
 
 
 def test_workers_register_beat_and_list_with_their_runs(store: Store, tmp_path: Path) -> None:
-    first = store.register_worker(
+    first = store.workers.register(
         owner=current_owner(), concurrency=2, transport="LocalTransport", lease_seconds=60
     )
-    second = store.register_worker(
+    second = store.workers.register(
         owner=current_owner(), concurrency=1, transport="LocalTransport", lease_seconds=60
     )
-    run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
-    assert store.claim_run(run.id, worker_id=first, lease_seconds=60)
-    live = {w.id: w for w in store.list_live_workers(since=time.time() - 10)}
+    run = store.schedules.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+    assert store.schedules.claim_run(run.id, worker_id=first, lease_seconds=60)
+    live = {w.id: w for w in store.workers.list_live(since=time.time() - 10)}
     assert set(live) == {first, second}
     assert live[first].running == (run.id,)
     assert live[second].running == ()
     assert live[first].concurrency == 2
     assert live[first].pid == current_owner()["owner_pid"]
-    store.stop_worker(second)
-    assert [w.id for w in store.list_live_workers(since=time.time() - 10)] == [first]
-    assert store.beat_worker(first, lease_seconds=60) is True
-    assert store.beat_worker(second, lease_seconds=60) is False  # stopped: no lease renewed
-    assert store.list_live_workers(since=time.time() + 10) == []
+    store.workers.stop(second)
+    assert [w.id for w in store.workers.list_live(since=time.time() - 10)] == [first]
+    assert store.workers.beat(first, lease_seconds=60) is True
+    assert store.workers.beat(second, lease_seconds=60) is False  # stopped: no lease renewed
+    assert store.workers.list_live(since=time.time() + 10) == []
 
 
 def test_claim_is_a_compare_and_set_the_loser_gets_false(store: Store) -> None:
-    run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+    run = store.schedules.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
     assert run.status == "queued"
     assert run.due_at is None
     assert run.attempt == 1
-    assert store.claim_run(run.id, worker_id="w1", lease_seconds=30) is True
-    assert store.claim_run(run.id, worker_id="w2", lease_seconds=30) is False
+    assert store.schedules.claim_run(run.id, worker_id="w1", lease_seconds=30) is True
+    assert store.schedules.claim_run(run.id, worker_id="w2", lease_seconds=30) is False
     row = store.get_entity("schedule_run", run.id)
     assert row is not None
     assert row["status"] == "running"
@@ -72,77 +72,82 @@ def test_claim_is_a_compare_and_set_the_loser_gets_false(store: Store) -> None:
 
 
 def test_a_lease_lapses_unless_the_heartbeat_renews_it(store: Store) -> None:
-    worker = store.register_worker(
+    worker = store.workers.register(
         owner=current_owner(), concurrency=1, transport="LocalTransport", lease_seconds=1
     )
-    run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
-    assert store.claim_run(run.id, worker_id=worker, lease_seconds=1)
-    assert store.list_lapsed_runs(time.time()) == []
+    run = store.schedules.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+    assert store.schedules.claim_run(run.id, worker_id=worker, lease_seconds=1)
+    assert store.schedules.list_lapsed_runs(time.time()) == []
     later = time.time() + 5
-    assert [r.id for r in store.list_lapsed_runs(later)] == [run.id]
-    assert store.beat_worker(worker, lease_seconds=60)
-    assert store.list_lapsed_runs(later) == []  # renewed by the beat
+    assert [r.id for r in store.schedules.list_lapsed_runs(later)] == [run.id]
+    assert store.workers.beat(worker, lease_seconds=60)
+    assert store.schedules.list_lapsed_runs(later) == []  # renewed by the beat
 
 
 def test_links_and_running_sessions_of_a_run(store: Store) -> None:
-    run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
-    session = store.create_session(provider="command", id="s-linked")
-    store.create_session(provider="command", id="s-other")
-    store.link_run(run.id, session_id="s-linked")
-    row = store.get_schedule_run(run.id)
+    run = store.schedules.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+    session = store.sessions.create(provider="command", id="s-linked")
+    store.sessions.create(provider="command", id="s-other")
+    store.schedules.link_run(run.id, session_id="s-linked")
+    row = store.schedules.get_run(run.id)
     assert row is not None
     assert row.session_id == session.id
-    assert store.running_sessions_of_run(row) == ["s-linked"]
-    store.link_run(run.id, invocation_id="inv-1")  # a later link keeps the earlier one
-    row = store.get_schedule_run(run.id)
+    assert store.schedules.running_sessions_of_run(row) == ["s-linked"]
+    store.schedules.link_run(run.id, invocation_id="inv-1")  # a later link keeps the earlier one
+    row = store.schedules.get_run(run.id)
     assert row is not None
     assert (row.session_id, row.invocation_id) == ("s-linked", "inv-1")
 
 
 def test_started_runs_and_usage_of_a_schedule(store: Store, tmp_path: Path) -> None:
     schedule = add_schedule(store, tmp_path)
-    assert store.schedule_usage(schedule.id) == (None, 0)  # nothing recorded: blind
-    run = store.insert_due_run(schedule_id=schedule.id, due_at=NOW + 3600, action_kind="run")
+    assert store.schedules.usage(schedule.id) == (None, 0)  # nothing recorded: blind
+    run = store.schedules.insert_due_run(
+        schedule_id=schedule.id, due_at=NOW + 3600, action_kind="run"
+    )
     assert run is not None
     assert (
-        store.insert_due_run(schedule_id=schedule.id, due_at=NOW + 3600, action_kind="run") is None
+        store.schedules.insert_due_run(
+            schedule_id=schedule.id, due_at=NOW + 3600, action_kind="run"
+        )
+        is None
     )
-    assert store.count_started_runs(schedule.id) == 0
-    assert store.claim_run(run.id, worker_id="w", lease_seconds=60)
-    assert store.count_started_runs(schedule.id) == 1
-    store.create_session(provider="command", id="s-cost")
+    assert store.schedules.count_started_runs(schedule.id) == 0
+    assert store.schedules.claim_run(run.id, worker_id="w", lease_seconds=60)
+    assert store.schedules.count_started_runs(schedule.id) == 1
+    store.sessions.create(provider="command", id="s-cost")
     store.update_fields(
         "session", "s-cost", {"cost_usd": 0.25, "input_tokens": 100, "output_tokens": 20}
     )
-    store.link_run(run.id, session_id="s-cost")
-    assert store.schedule_usage(schedule.id) == (0.25, 120)
-    assert store.schedule_usage(schedule.id, since=time.time() + 60) == (None, 0)
-    fired = store.insert_queued_run(action_kind="run", schedule_id=schedule.id)
+    store.schedules.link_run(run.id, session_id="s-cost")
+    assert store.schedules.usage(schedule.id) == (0.25, 120)
+    assert store.schedules.usage(schedule.id, since=time.time() + 60) == (None, 0)
+    fired = store.schedules.insert_queued_run(action_kind="run", schedule_id=schedule.id)
     assert fired.action_json is None
     assert fired.schedule_id == schedule.id
-    signature = store.schedule_signature()
+    signature = store.schedules.signature()
     registry.set_enabled(store, "poll", False, now=NOW + 1)
-    assert store.schedule_signature() != signature
+    assert store.schedules.signature() != signature
 
 
 def test_a_worker_row_holds_every_column_of_the_workers_table(store: Store) -> None:
     """``WorkerRow.from_row`` names each column: one the table gains fails here, not later
     as a missing attribute above the store."""
-    store.register_worker(
+    store.workers.register(
         owner=current_owner(), concurrency=1, transport="LocalTransport", lease_seconds=60
     )
     raw = store.connector.read(store.sql("list_live_workers"), {"since": 0})
     assert set(raw[0]) == set(WorkerRow._fields) - {"running"}
-    worker = store.list_live_workers(since=0)[0]
+    worker = store.workers.list_live(since=0)[0]
     assert worker.as_dict() == {**dict(raw[0]), "running": []}
 
 
 def test_a_schedule_run_row_holds_every_column_of_its_table(store: Store) -> None:
     """``ScheduleRunRow.from_row`` names each column of ``schedule_runs``; the JSON of
     ``li submit --json`` is the row's ``as_dict`` (its action decoded)."""
-    run = store.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+    run = store.schedules.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
     raw = store.connector.read(store.sql("list_queued_runs"), {"limit": 10})
     assert set(raw[0]) == set(ScheduleRunRow._fields)
     assert run.as_dict() == {**dict(raw[0]), "action_json": {"kind": "run", "cwd": "/"}}
-    assert store.get_schedule_run(run.id) == run
-    assert store.get_schedule_run("no-such-run") is None
+    assert store.schedules.get_run(run.id) == run
+    assert store.schedules.get_run("no-such-run") is None

@@ -61,7 +61,7 @@ def test_a_lone_waiter_finalizes_a_run_whose_worker_was_killed(
     assert ended["status"] == "failed", ended
     child = int(ended["child_pid"])
     until(lambda: not _alive(child), what="the orphaned child to be stopped")
-    retries = [r for r in store.list_queued_runs(limit=50) if r.retry_of == run.id]
+    retries = [r for r in store.schedules.list_queued_runs(limit=50) if r.retry_of == run.id]
     assert [r.attempt for r in retries] == [2]
 
 

@@ -68,55 +68,68 @@ class HasCore(Protocol[Core_co]):
     def sync(self) -> Core_co: ...
 
 
+def _owner(part: str | None) -> Callable[[HasCore[Any]], Any]:
+    """What a facade's method is called on: the core, or its repository ``part``."""
+    if part is None:
+        return lambda facade: facade.sync
+    return lambda facade: getattr(facade.sync, part)
+
+
 def async_method(
-    method: Callable[Concatenate[Core, P], T],
-) -> Callable[Concatenate[HasCore[Core], P], Coroutine[Any, Any, T]]:
-    """The async method of a facade, from the sync core's method of the same name.
+    method: Callable[Concatenate[Core, P], T], part: str | None = None
+) -> Callable[Concatenate[HasCore[Any], P], Coroutine[Any, Any, T]]:
+    """The async method of a facade, from a method of the sync core, or of the core's
+    repository ``part`` (``async_method(Teams.resolve, "teams")``).
 
     ``StateDB.update_status = async_method(Store.update_status)``: the parameters are
     declared once, on the core, and mypy sees them on the facade too. The core is opened
     (if it is not yet) in the same worker thread as the call.
     """
+    owner = _owner(part)
 
     @functools.wraps(method)
-    async def call(self: HasCore[Core], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await to_thread(lambda: method(self.sync, *args, **kwargs))
+    async def call(self: HasCore[Any], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await to_thread(lambda: method(owner(self), *args, **kwargs))
 
     call.__doc__ = _twin_doc(method.__qualname__, method.__doc__)
     return call
 
 
 def async_dict_rows(
-    method: Callable[Concatenate[Core, P], list[R]],
-) -> Callable[Concatenate[HasCore[Core], P], Coroutine[Any, Any, list[dict[str, Any]]]]:
+    method: Callable[Concatenate[Core, P], list[R]], part: str | None = None
+) -> Callable[Concatenate[HasCore[Any], P], Coroutine[Any, Any, list[dict[str, Any]]]]:
     """As ``async_method``, for a core method that returns typed rows: the async face
     gives each as the plain dict its ``as_dict()`` makes, so the public contract stays
     dicts while the core's rows are typed."""
-    return _dict_twin(method, lambda rows: [row.as_dict() for row in rows], "list[dict[str, Any]]")
+    return _dict_twin(
+        method, part, lambda rows: [row.as_dict() for row in rows], "list[dict[str, Any]]"
+    )
 
 
 def async_dict_of(
-    method: Callable[Concatenate[Core, P], R],
-) -> Callable[Concatenate[HasCore[Core], P], Coroutine[Any, Any, dict[str, Any]]]:
+    method: Callable[Concatenate[Core, P], R], part: str | None = None
+) -> Callable[Concatenate[HasCore[Any], P], Coroutine[Any, Any, dict[str, Any]]]:
     """As ``async_dict_rows``, for a core method that always returns one typed row (a
     ``create_*`` returns the row it wrote)."""
-    return _dict_twin(method, lambda row: row.as_dict(), "dict[str, Any]")
+    return _dict_twin(method, part, lambda row: row.as_dict(), "dict[str, Any]")
 
 
 def async_dict_row(
-    method: Callable[Concatenate[Core, P], R | None],
-) -> Callable[Concatenate[HasCore[Core], P], Coroutine[Any, Any, dict[str, Any] | None]]:
+    method: Callable[Concatenate[Core, P], R | None], part: str | None = None
+) -> Callable[Concatenate[HasCore[Any], P], Coroutine[Any, Any, dict[str, Any] | None]]:
     """As ``async_dict_rows``, for a core method that returns one typed row or None."""
     return _dict_twin(
-        method, lambda row: None if row is None else row.as_dict(), "dict[str, Any] | None"
+        method, part, lambda row: None if row is None else row.as_dict(), "dict[str, Any] | None"
     )
 
 
 def _dict_twin(
-    method: Callable[..., Any], convert: Callable[[Any], Any], returns: str
+    method: Callable[..., Any], part: str | None, convert: Callable[[Any], Any], returns: str
 ) -> Callable[..., Any]:
+    owner = _owner(part)
+
     async def call(self: HasCore[Any], /, *args: Any, **kwargs: Any) -> Any:
-        return convert(await to_thread(lambda: method(self.sync, *args, **kwargs)))
+        return convert(await to_thread(lambda: method(owner(self), *args, **kwargs)))
 
     call.__name__, call.__qualname__ = method.__name__, method.__qualname__
     call.__doc__ = _twin_doc(method.__qualname__, method.__doc__) + _DICT_ROWS

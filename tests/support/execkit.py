@@ -87,7 +87,7 @@ def opened_store(db_url: str) -> Iterator[Any]:
 def session_rows(db_url: str) -> list[dict[str, Any]]:
     """The newest executions as the JSON outputs print them (each row's ``as_dict``)."""
     with opened_store(db_url) as store:
-        return [row.as_dict() for row in store.list_sessions(limit=100)]
+        return [row.as_dict() for row in store.sessions.list_recent(limit=100)]
 
 
 def only_row(db_url: str) -> dict[str, Any]:

@@ -72,8 +72,8 @@ def build_home(home: Home) -> None:
     store = open_store(home.env["LIRUN_DB_URL"])
     try:
         owner = {**current_owner(), "owner_pid": _dead_pid()}
-        home.ids["orphan"] = store.create_session(**owner).id
-        store.register_worker(owner=current_owner(), concurrency=1, transport="local",
+        home.ids["orphan"] = store.sessions.create(**owner).id
+        store.workers.register(owner=current_owner(), concurrency=1, transport="local",
                               lease_seconds=600)  # fmt: skip
     finally:
         store.close()

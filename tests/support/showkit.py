@@ -96,9 +96,9 @@ def spec(
 
 def gated_commits(store: Any, show_id: str) -> set[str]:
     """Commits a gate of the show passed on (play gates, gates on the integration head)."""
-    sessions = list(store.list_show_gate_sessions(show_id))
-    for p in store.list_plays(show_id):
-        sessions += store.list_play_sessions(p.id)
+    sessions = list(store.shows.list_gate_sessions(show_id))
+    for p in store.shows.list_plays(show_id):
+        sessions += store.shows.list_play_sessions(p.id)
     return {
         s.meta["commit"]
         for s in sessions

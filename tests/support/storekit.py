@@ -57,7 +57,7 @@ def opened(url: str) -> Iterator[Store]:
 def invocation_sessions(url: str, invocation_id: str) -> list[dict[str, Any]]:
     """A flow invocation's leg sessions, read with a store of their own."""
     with opened(url) as store:
-        return [row.as_dict() for row in store.list_invocation_sessions(invocation_id)]
+        return [row.as_dict() for row in store.waits.invocation_sessions(invocation_id)]
 
 
 def reason_for(entity_type: str, status: str) -> str:
@@ -71,20 +71,20 @@ _schedule_names = itertools.count()
 def create_entity(store: Store, entity_type: str, entity_id: str | None = None) -> str:
     """Create one row of ``entity_type`` in its initial status; return its id."""
     if entity_type == "session":
-        return store.create_session(id=entity_id).id
+        return store.sessions.create(id=entity_id).id
     if entity_type == "invocation":
-        return store.create_invocation(skill="review", id=entity_id).id
+        return store.invocations.create(skill="review", id=entity_id).id
     if entity_type == "schedule_run":
-        return store.create_schedule_run(action_kind="agent", id=entity_id).id
+        return store.schedules.create_run(action_kind="agent", id=entity_id).id
     if entity_type == "show":
-        return store.create_show(topic="t", id=entity_id).id
+        return store.shows.create(topic="t", id=entity_id).id
     if entity_type == "play":
-        return store.create_play(show_id="show-1", name="p", id=entity_id).id
+        return store.shows.create_play(show_id="show-1", name="p", id=entity_id).id
     if entity_type == "team":
-        return store.create_team(name="crew", id=entity_id).id
+        return store.teams.create(name="crew", id=entity_id).id
     if entity_type == "schedule":
         name = f"s-{next(_schedule_names)}"
-        return store.create_schedule(name=name, fields={"action_kind": "run"}, id=entity_id).id
+        return store.schedules.create(name=name, fields={"action_kind": "run"}, id=entity_id).id
     raise AssertionError(entity_type)
 
 

@@ -100,7 +100,7 @@ def make_run(
     extra: dict[str, Any] = {"owner_pid": None}
     if owner_host is not None:
         extra["owner_host"] = owner_host
-    store.create_session(
+    store.sessions.create(
         id=run_id,
         run_dir=str(run_dir),
         artifacts_path=str(art),

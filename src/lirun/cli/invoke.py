@@ -72,7 +72,7 @@ def start(args: Any) -> int:
     ident = None if args.id is None else safe_component(args.id, "invocation id")
     store = open_store(args.db)
     try:
-        row = store.create_invocation(skill=args.skill, prompt=args.prompt, id=ident)
+        row = store.invocations.create(skill=args.skill, prompt=args.prompt, id=ident)
     finally:
         store.close()
     print_json(row.as_dict(), schema="lirun.invocation/1") if args.json else print(row.id)
@@ -93,7 +93,7 @@ def end(args: Any) -> int:
             reason_summary=args.summary,
             expected_statuses={"running"},
         )
-        row = store.get_invocation(ident)
+        row = store.invocations.get(ident)
     finally:
         store.close()
     assert row is not None  # update_status raised NotFoundError otherwise

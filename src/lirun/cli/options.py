@@ -336,7 +336,7 @@ def resolve_ids(args: argparse.Namespace) -> None:
     try:
         if args.invocation:
             args.invocation = _full_id(store, "invocation", args.invocation, "--invocation")
-        if args.resume and store.get_branch(args.resume) is None:
+        if args.resume and store.sessions.get_branch(args.resume) is None:
             args.resume = _full_id(store, "session", args.resume, "--resume")
     finally:
         store.close()

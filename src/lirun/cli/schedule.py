@@ -234,7 +234,7 @@ def _local(due: Any) -> str:
 
 
 def _list(store: Store, args: Any, now: int) -> int:
-    rows = store.list_schedules(include_deleted=args.all)
+    rows = store.schedules.list_all(include_deleted=args.all)
     if args.json:
         print_json([r.as_dict() for r in rows], schema="lirun.schedule/1")
         return 0
@@ -288,7 +288,7 @@ def _show(store: Store, args: Any, now: int) -> int:
 def _spent(store: Store, row: ScheduleRow, policies: Any, now: int) -> str:
     """The recorded usage the budgets are checked against (over the window, if any)."""
     since = now - policies.budget_window if policies.budget_window else 0
-    usd, tokens = store.schedule_usage(row.id, since=since)
+    usd, tokens = store.schedules.usage(row.id, since=since)
     text = f"{'no cost recorded' if usd is None else f'${usd:.4f}'}, {tokens} tokens"
     if policies.budget_usd is not None:
         blind = "; runs that record no cost, as Codex's, are invisible to it"
@@ -308,7 +308,7 @@ def _diff_text(diff: dict[str, Any] | None) -> str:
 
 def _runs(store: Store, args: Any, now: int) -> int:
     row = registry.find(store, args.name)
-    runs = store.list_schedule_runs(row.id, limit=args.limit)
+    runs = store.schedules.list_runs(row.id, limit=args.limit)
     if args.json:
         print_json([r.as_dict() for r in runs], schema="lirun.schedule_run/1")
         return 0
@@ -352,7 +352,7 @@ def _apply(args: Any, now: int) -> int:
     store = open_store(args.db)
     try:
         changes = registry.plan(
-            store.list_schedules(), list(loaded.definitions), now=now, missing=loaded.missing
+            store.schedules.list_all(), list(loaded.definitions), now=now, missing=loaded.missing
         )
         lost = []
         if not args.dry_run:

@@ -323,7 +323,7 @@ def _list(args: argparse.Namespace) -> int:
         rows: list[ShowListRow] = []
     else:
         try:
-            rows = store.list_recent_shows(limit=args.limit)
+            rows = store.waits.recent_shows(limit=args.limit)
         finally:
             store.close()
     if args.json:

@@ -112,7 +112,7 @@ def liveness(kind: str, row: dict[str, Any], now: float) -> dict[str, Any] | Non
 def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
     """``artifact_dir`` and ``run_dir`` as ``li wait`` reports them (design.md §4.1): the
     stored roots of the record's backing session (the session itself for a session)."""
-    rows = store.fetch_wait_rows({kind: [entity_id]})
+    rows = store.waits.fetch_rows({kind: [entity_id]})
     return {
         "artifact_dir": (rows[0].artifacts_path or None) if rows else None,
         "run_dir": (rows[0].run_dir or None) if rows else None,
@@ -139,7 +139,9 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
         detail["owner_verdict"] = owner_verdict(row, now)
     detail["liveness"] = liveness(kind, row, now)
     if kind == "invocation":
-        detail["sessions"] = [present_session(s) for s in store.list_invocation_sessions(row["id"])]
+        detail["sessions"] = [
+            present_session(s) for s in store.waits.invocation_sessions(row["id"])
+        ]
     if kind == "schedule_run":
         detail.update(schedule_chain(store, row))
     if kind in ("session", "play"):
@@ -156,12 +158,12 @@ def schedule_chain(store: Store, row: dict[str, Any]) -> dict[str, Any]:
     status and reason of the session, flow invocation or show)."""
     chain: dict[str, Any] = {}
     if row.get("schedule_id"):
-        schedule = store.get_schedule_by_id(row["schedule_id"])
+        schedule = store.schedules.get_by_id(row["schedule_id"])
         chain["schedule"] = schedule.name if schedule else None
     getters = (
-        ("session", "session_id", store.get_session),
-        ("invocation", "invocation_id", store.get_invocation),
-        ("show", "show_id", store.get_show),
+        ("session", "session_id", store.sessions.get),
+        ("invocation", "invocation_id", store.invocations.get),
+        ("show", "show_id", store.shows.get),
     )
     for kind, key, get in getters:
         if row.get(key):
@@ -217,14 +219,14 @@ def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> l
     kinds as the dashboard's runs list has them (``label``: a flow's file, a play's name,
     a schedule run's action; ``parent_id``: a play's show, a schedule run's schedule)."""
     if kind == "session":
-        return store.list_sessions(**filters, limit=limit)
+        return store.sessions.list_recent(**filters, limit=limit)
     from lirun.store.ui_reads import RunFilter
 
     flt = RunFilter(status=filters["status"], kinds=(kind,), since=filters["since"])
-    rows = store.runs_page(flt, limit=limit)
+    rows = store.ui.runs_page(flt, limit=limit)
     names: dict[str, str] = {}
     if kind == "schedule_run":  # a schedule by its name, not its id
-        names = {s.id: s.name for s in store.list_schedules(include_deleted=True)}
+        names = {s.id: s.name for s in store.schedules.list_all(include_deleted=True)}
     return [
         {
             **row.as_dict(),

@@ -7,6 +7,7 @@ them as they are, one JSON object per line.
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import time
@@ -14,11 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json, print_table
-from lirun.errors import UsageError
+from lirun.errors import NotFoundError, UsageError
 from lirun.settings import Settings
 from lirun.signals import SignalTrap
-from lirun.store import open_existing, open_store
-from lirun.store.rows import InboxMessageRow, TeamMessageRow
+from lirun.store import Store, open_existing, open_store
+from lirun.store.rows import InboxMessageRow, TeamMessageRow, TeamRow
 from lirun.teams.follow import InboxQuery, follow, read_once
 from lirun.teams.message import escape_line, message_json, message_line
 
@@ -116,12 +117,13 @@ def build_parser() -> Any:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     _refuse_undecodable(args)
+    settings = Settings.from_env()  # LIRUN_MEMBER, LIRUN_PARENT_RUN_ID: read once, here
     if args.command == "create":
         store = open_store(args.db)
     else:
         store = open_existing(args.db, "team (the database does not exist yet)")
     try:
-        return int(HANDLERS[args.command](store, args))
+        return int(HANDLERS[args.command](store, args, settings))
     finally:
         store.close()
 
@@ -139,34 +141,34 @@ def _refuse_undecodable(args: Any) -> None:
                     raise UsageError(f"the {name} {item!r} is not UTF-8 text") from None
 
 
-def _member(given: str | None, option: str) -> str:
-    member = given or Settings.from_env().member
+def _member(given: str | None, option: str, settings: Settings) -> str:
+    member = settings.with_flags(member=given).member
     if not member:
         raise UsageError(f"give {option} M (or set LIRUN_MEMBER)")
     return member
 
 
-def _create(store: Any, args: Any) -> int:
-    team = store.create_team_with_members(args.name, args.member)
+def _create(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+    team = store.teams.create_with_members(args.name, args.member)
     if args.json:
-        members = [m.member for m in store.team_members(team.id)]
+        members = [m.member for m in store.teams.members(team.id)]
         print_json({**team.as_dict(), "members": members}, schema="lirun.team/1")
     else:
         print(team.id)
     return 0
 
 
-def _join(store: Any, args: Any) -> int:
-    team_id = store.resolve_team(args.team)
-    added = store.add_team_members(team_id, args.members)
+def _join(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+    team_id = store.teams.resolve(args.team)
+    added = store.teams.add_members(team_id, args.members)
     for name in args.members:
         state = "joined" if name in added else "already a member"
         print(f"{name}: {state}")
     return 0
 
 
-def _list(store: Any, args: Any) -> int:
-    teams = store.list_teams(status=args.status)
+def _list(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+    teams = store.teams.list_all(status=args.status)
     if args.json:
         print_json([t.as_dict() for t in teams], schema="lirun.team/1")
         return 0
@@ -175,10 +177,17 @@ def _list(store: Any, args: Any) -> int:
     return 0
 
 
-def _show(store: Any, args: Any) -> int:
-    team_id = store.resolve_team(args.team)
-    team = store.get_team(team_id)
-    members = store.team_member_summary(team_id)
+def _team(store: Store, team_id: str) -> TeamRow:
+    team = store.teams.get(team_id)
+    if team is None:  # teams are archived, never deleted; gc would have to run meanwhile
+        raise NotFoundError(f"no team with id {team_id!r}")
+    return team
+
+
+def _show(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+    team_id = store.teams.resolve(args.team)
+    team = _team(store, team_id)
+    members = store.teams.member_summary(team_id)
     history = store.list_transitions("team", team_id)
     if args.json:
         detail = {
@@ -203,18 +212,18 @@ def _show(store: Any, args: Any) -> int:
     return 0
 
 
-def _send(store: Any, args: Any) -> int:
+def _send(store: Store, args: argparse.Namespace, settings: Settings) -> int:
     try:
         text = sys.stdin.read() if args.text == "-" else args.text
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read the message from stdin: {exc}") from None
-    team_id = store.resolve_team(args.team)
-    message = store.send_team_message(
+    team_id = store.teams.resolve(args.team)
+    message = store.teams.send_message(
         team_id,
-        sender=_member(args.sender, "--from"),
+        sender=_member(args.sender, "--from", settings),
         recipient=args.recipient,
         text=text,
-        run_id=Settings.from_env().parent_run_id,
+        run_id=settings.parent_run_id,
     )
     if args.json:
         print_json(message_json(message), schema="lirun.team_message/1")
@@ -223,10 +232,10 @@ def _send(store: Any, args: Any) -> int:
     return 0
 
 
-def _read(store: Any, args: Any) -> int:
-    team_id = store.resolve_team(args.team)
-    member = _member(args.member, "--as") if args.command == "inbox" else ""
-    since = store.team_message_seq(team_id, args.since) if args.since else 0
+def _read(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+    team_id = store.teams.resolve(args.team)
+    member = _member(args.member, "--as", settings) if args.command == "inbox" else ""
+    since = store.teams.message_seq(team_id, args.since) if args.since else 0
     query = InboxQuery(team_id, member, since, getattr(args, "unread", False))
 
     def emit(rows: Sequence[TeamMessageRow | InboxMessageRow]) -> None:
@@ -260,8 +269,8 @@ class _Stop:
         return int(self._trap.fileno())
 
 
-def _archive(store: Any, args: Any) -> int:
-    team_id = store.resolve_team(args.team)
+def _archive(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+    team_id = store.teams.resolve(args.team)
     applied = store.update_status(
         "team",
         team_id,
@@ -272,7 +281,7 @@ def _archive(store: Any, args: Any) -> int:
         actor=args.actor,
         expected_statuses=["active"],
     )
-    team = store.get_team(team_id)
+    team = _team(store, team_id)
     if not applied:
         raise UsageError(f"team {team.name} ({team_id}) is already {team.status}")
     if args.json:

@@ -191,13 +191,15 @@ class _Execution:
         if self.recorded:
             sid = self.run.run_id
             self.recorder.submit(
-                lambda: self.store.append_message(sid, role=message.role, content=message.content),
+                lambda: self.store.sessions.append_message(
+                    sid, role=message.role, content=message.content
+                ),
                 size=len(message.content),
             )
 
     def join_branch(self) -> None:
         """This execution is now the branch's last one (a new branch: the run id)."""
-        self.store.upsert_branch(
+        self.store.sessions.upsert_branch(
             self.branch_id, session_id=self.run.run_id, provider=self.request.program.provider
         )
 
@@ -233,7 +235,7 @@ class _Execution:
     def _link_engine(self, uid: str) -> None:
         sid = self.run.run_id
         self.store.update_fields("session", sid, {"engine_session_uid": uid})
-        self.store.upsert_branch(
+        self.store.sessions.upsert_branch(
             self.branch_id,
             session_id=sid,
             provider=self.request.program.provider,
@@ -358,7 +360,7 @@ def _supervised(
     ex: _Execution, trap: SignalTrap, ctx: PersistContext
 ) -> tuple[Finalized, LegOutcome]:
     interval, _ = _intervals(ex.request)
-    heartbeat = Heartbeat(lambda: ex.store.heartbeat(ex.run.run_id), interval)
+    heartbeat = Heartbeat(lambda: ex.store.sessions.heartbeat(ex.run.run_id), interval)
     # Between setup and teardown every write goes through the recorder or the heartbeat,
     # which report failures instead of raising: the row must reach teardown.
     with ex.recorder:

@@ -33,11 +33,11 @@ class Resume:
 
 def resolve_resume(store: Store, target: str, provider: str) -> Resume:
     """The branch ``target`` names (a branch id, or an execution id that belongs to one)."""
-    branch = store.get_branch(target)
+    branch = store.sessions.get_branch(target)
     if branch is None:
-        row = store.get_session(target)
+        row = store.sessions.get(target)
         if row is not None and row.branch_id:
-            branch = store.get_branch(row.branch_id)
+            branch = store.sessions.get_branch(row.branch_id)
     if branch is None:
         raise NotFoundError(
             f"--resume {target!r}: no such branch or execution; `li status` lists recent runs"
@@ -48,7 +48,7 @@ def resolve_resume(store: Store, target: str, provider: str) -> Resume:
         )
     last = branch.last_session_id
     if last:
-        previous = store.get_session(last)
+        previous = store.sessions.get(last)
         if previous is not None and previous.status == "running":
             raise ConflictError(
                 f"--resume {target!r}: its last execution {last} is still running; "
@@ -110,7 +110,7 @@ def check_run_id_free(store: Store, run_id: str) -> None:
     A run directory with no row, no live writer and no output (``li`` was killed before
     the row existed) does not block the id.
     """
-    if store.get_session(run_id) is not None:
+    if store.sessions.get(run_id) is not None:
         raise ConflictError(f"run id {run_id!r} is already used; pick another or omit --run-id")
     why = abandoned_run_dir(run_id)
     if why is not None:
@@ -138,7 +138,7 @@ def preflight(
     run_id = run_id or Settings.from_env().run_id
     if run_id is not None:
         check_run_id_free(store, safe_component(run_id, "run id"))
-    if invocation_id is not None and store.get_invocation(invocation_id) is None:
+    if invocation_id is not None and store.invocations.get(invocation_id) is None:
         raise NotFoundError(
             f"--invocation {invocation_id!r}: no such invocation; start one with `li invoke start`"
         )

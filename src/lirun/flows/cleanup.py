@@ -47,7 +47,7 @@ def clean_flow(invocation: str, *, db_url: str | None = None, force: bool = Fals
     store = open_existing(db_url, f"invocation with id {invocation!r}")
     try:
         inv_id = store.resolve_id("invocation", invocation)
-        row = store.get_invocation(inv_id)
+        row = store.invocations.get(inv_id)
         if row is None or row.kind != "flow":
             raise UsageError(f"invocation {inv_id} is not a flow; only flows have leg worktrees")
         if row.status == "running" and not reap_flow_if_orphaned(store, inv_id):
@@ -55,7 +55,7 @@ def clean_flow(invocation: str, *, db_url: str | None = None, force: bool = Fals
                 f"flow {inv_id} is still running (its owner process is alive); wait for it "
                 f"(`li wait {inv_id}`) or stop it, then clean it"
             )
-        sessions = store.list_invocation_sessions(inv_id)
+        sessions = store.waits.invocation_sessions(inv_id)
     finally:
         store.close()
     root = worktrees_root() / inv_id

@@ -115,7 +115,7 @@ class _FlowRun:
         }
 
     def create(self) -> None:
-        self.store.create_flow_invocation(
+        self.store.invocations.create_flow(
             id=self.id,
             skill=self.spec.path or "flow",
             flow=self.stored_flow(),
@@ -189,7 +189,7 @@ class _FlowRun:
         team: dict[str, str] | None = None
         if self.team is not None and leg.task.is_agent:
             member = membership.member_name(inst.id)
-            self.store.add_team_members(self.team.id, [member])  # a fan-out instance
+            self.store.teams.add_members(self.team.id, [member])  # a fan-out instance
             team = {"id": self.team.id, "name": self.team.name, "member": member}
             env = membership.child_env(team["id"], member)
             setting = self.spec.team
@@ -221,7 +221,7 @@ class _FlowRun:
                 detail = f": {inst.error}" if inst.error else ""
                 self.log.line(f"leg {inst.id} {inst.status} ({inst.reason_code}){detail}")
         if created:  # the stored graph grows with the instances
-            self.store.set_flow_json(self.id, self.stored_flow())
+            self.store.invocations.set_flow_json(self.id, self.stored_flow())
             if any(i.state == DONE for i in created):
                 self.checkpoint()
             if any(i.status == "failed" for i in created):  # a fan-out that cannot expand
@@ -338,8 +338,8 @@ class _FlowRun:
                 "run.failed.exception",
                 f"flow engine error: {error}",
             )
-        self.store.set_flow_json(self.id, self.stored_flow())
-        self.store.sum_flow_usage(self.id)
+        self.store.invocations.set_flow_json(self.id, self.stored_flow())
+        self.store.invocations.sum_flow_usage(self.id)
         self.checkpoint()
         self.store.update_status(
             "invocation",
@@ -379,7 +379,9 @@ def _execute(
                 flow.lease = OwnerLease.take(DEFAULT_LEASE_SECONDS)
                 held.callback(flow.lease.close)
                 held.enter_context(
-                    flow.lease.heartbeat(lambda: db.flow_heartbeat(flow.id), HEARTBEAT_INTERVAL)
+                    flow.lease.heartbeat(
+                        lambda: db.invocations.flow_heartbeat(flow.id), HEARTBEAT_INTERVAL
+                    )
                 )
                 try:
                     flow.loop(workers, stop)
@@ -452,7 +454,7 @@ def resume_flow(
     store = open_store(db_url)
     try:
         previous_id = store.resolve_id("invocation", invocation)
-        row = store.get_invocation(previous_id)
+        row = store.invocations.get(previous_id)
         if row is None or row.kind != "flow" or not row.flow_json:
             raise UsageError(f"invocation {previous_id} is not a flow; only flows resume")
         if row.status == "running" and not reap_flow_if_orphaned(store, previous_id):

@@ -315,7 +315,7 @@ class LegWorkers:
                 return None
         result.session_id = executed.run_id
         result.attempts = attempt
-        row = store.get_session(executed.run_id)
+        row = store.sessions.get(executed.run_id)
         if row is None:  # removed meanwhile: what the execution itself reported
             result.status, result.reason_code = executed.status, executed.reason
             return None

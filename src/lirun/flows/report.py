@@ -101,7 +101,7 @@ _SIGNAL_BY_REASON = {"run.cancelled.sigint": "SIGINT", "run.cancelled.sigterm": 
 
 
 def _flow_row(store: Store, invocation_id: str) -> InvocationRow:
-    row = store.get_invocation(invocation_id)
+    row = store.invocations.get(invocation_id)
     if row is None or row.kind != "flow" or not row.flow_json:
         raise UsageError(f"invocation {invocation_id} is not a flow (no stored flow)")
     return row
@@ -170,7 +170,7 @@ def _stopped(row: InvocationRow) -> tuple[str, ...]:
 def report_from_store(store: Store, invocation_id: str) -> FlowReport:
     """The report of one flow invocation (its exact id) as the database holds it."""
     row = _flow_row(store, invocation_id)
-    latest = _latest_by_leg(store.list_invocation_sessions(invocation_id))
+    latest = _latest_by_leg(store.waits.invocation_sessions(invocation_id))
     unrun = "pending" if row.status == "running" else NOT_RUN
     legs = []
     for entry in row.flow_json.get("graph") or []:
@@ -178,7 +178,7 @@ def report_from_store(store: Store, invocation_id: str) -> FlowReport:
             session, attempts = latest[entry["id"]]
             legs.append(_leg_report(entry, session, attempts, False))
         elif entry.get("reused_from"):
-            earlier = store.get_session(entry["reused_from"])
+            earlier = store.sessions.get(entry["reused_from"])
             legs.append(_leg_report(entry, earlier, 0, True))
         else:  # not run, or no session: a fan-out with no items or unreadable ones
             legs.append(_leg_report(entry, None, 0, False, unrun=unrun))
@@ -238,14 +238,14 @@ def reusable_legs(store: Store, invocation_id: str) -> dict[str, ReusedLeg]:
     row = _flow_row(store, invocation_id)
     found: dict[str, ReusedLeg] = {}
     for leg_id, (session, _) in _latest_by_leg(
-        store.list_invocation_sessions(invocation_id)
+        store.waits.invocation_sessions(invocation_id)
     ).items():
         if session.status in _SUCCESS:
             found[leg_id] = _reused(session)
     for entry in row.flow_json.get("graph") or []:
         source = entry.get("reused_from")
         if source and entry["id"] not in found:
-            earlier = store.get_session(source)
+            earlier = store.sessions.get(source)
             if earlier is not None and earlier.status in _SUCCESS:
                 found[entry["id"]] = _reused(earlier)
     return found

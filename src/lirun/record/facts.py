@@ -136,7 +136,7 @@ def find_linked_row(ctx: PersistContext, uid: str) -> SessionRow | None:
     for attempt in range(ctx.linked_lookup_retries + 1):
         if attempt:
             ctx.sleep(ctx.linked_lookup_interval)
-        row = ctx.store.find_session_by_engine_uid(uid, exclude_id=ctx.session_id)
+        row = ctx.store.sessions.find_by_engine_uid(uid, exclude_id=ctx.session_id)
         if row is not None and linked_row_refusal(row, ctx.started_at) is None:
             return row
     return row
@@ -186,7 +186,9 @@ def gather_facts(
         facts = replace(facts, linked_row=find_linked_row(ctx, engine_session_uid))
     # A command's stdout is output, never evidence: only an agent's reply is looked for.
     if gate_applies(facts) and not facts.has_assistant_output and not facts.command and not offline:
-        facts = replace(facts, has_assistant_output=ctx.store.has_assistant_text(ctx.session_id))
+        facts = replace(
+            facts, has_assistant_output=ctx.store.sessions.has_assistant_text(ctx.session_id)
+        )
     if needs_change_check(facts):
         evidence = check_completion_evidence(
             cwd or ctx.cwd,

@@ -86,7 +86,7 @@ def orphans_among(rows: Iterable[dict[str, Any]], now: float | None = None) -> l
 def find_orphans(store: Store, *, now: float | None = None) -> list[Orphan]:
     """Running sessions whose owner is dead or whose lease lapsed, oldest first."""
     # Judged as a flow invocation or a show is, by the owner columns they share.
-    return orphans_among([r.as_dict() for r in store.list_running_sessions()], now)
+    return orphans_among([r.as_dict() for r in store.sessions.list_running()], now)
 
 
 def finalize_orphan(
@@ -185,7 +185,7 @@ def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any
         if apply_pending_run(store, session_id) not in (None, "keep"):
             return None
     # Judge the freshest row: a heartbeat may have landed since the caller read it.
-    session = store.get_session(session_id)
+    session = store.sessions.get(session_id)
     row = session.as_dict() if session is not None else None  # judged as every kind is
     verdict = judge(row, facts) if row is not None else None
     if row is None or verdict is None:

@@ -28,21 +28,23 @@ __all__ = ["find_orphan_flows", "reap_flow_if_orphaned", "reap_flows"]
 def find_orphan_flows(store: Store, *, now: float | None = None) -> list[Orphan]:
     """Running flow invocations whose owner is dead or whose lease lapsed."""
     # Judged as a running session is, by the owner columns they share.
-    return orphans_among([r.as_dict() for r in store.list_running_flows()], now)
+    return orphans_among([r.as_dict() for r in store.invocations.list_running_flows()], now)
 
 
 def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, Any] | None:
     facts = local_facts(now)
-    flow = store.get_invocation(invocation_id)
+    flow = store.invocations.get(invocation_id)
     row = flow.as_dict() if flow is not None else None  # judged as a session is
     verdict = judge(row, facts) if row is not None else None
     if row is None or verdict is None:
         return None
-    legs = reap_sessions(store, [leg.id for leg in store.list_running_legs(invocation_id)], now=now)
+    legs = reap_sessions(
+        store, [leg.id for leg in store.invocations.list_running_legs(invocation_id)], now=now
+    )
     evidence = [*verdict.evidence]
     if legs:
         evidence.append({"kind": "orphaned_legs", "sessions": [leg["id"] for leg in legs]})
-    store.sum_flow_usage(invocation_id)
+    store.invocations.sum_flow_usage(invocation_id)
     summary = f"flow owner gone: {verdict.summary}"
     return finalize_orphan(store, "invocation", row, verdict, summary=summary, evidence=evidence)
 
@@ -63,5 +65,5 @@ def reap_flows(
 def reap_flow_if_orphaned(store: Store, invocation_id: str) -> bool:
     """True when the invocation is no longer running (reaped now, or ended meanwhile)."""
     _reap_one(store, invocation_id, None)
-    flow = store.get_invocation(invocation_id)
+    flow = store.invocations.get(invocation_id)
     return flow is not None and flow.status != "running"

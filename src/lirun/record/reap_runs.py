@@ -31,7 +31,7 @@ def fail_lapsed_run(store: Store, run: ScheduleRunRow, summary: str) -> bool:
     """Fail ``run`` (``running`` → ``failed``, ``schedule.failed.lease_lapsed``) after
     its executions; True for the one writer that won the compare-and-set."""
     # Its executions first: once the run reads failed, nothing it made is running.
-    session_ids = store.running_sessions_of_run(run)
+    session_ids = store.schedules.running_sessions_of_run(run)
     if session_ids:
         # Those whose owner is provably dead (this host, the process gone) are reaped as
         # li reap does, which also stops the process group they left behind.
@@ -80,7 +80,7 @@ def reap_dead_worker_runs(
         verdict = judge(row, facts)
         if verdict is None or verdict.reason_code != ORPHANED:
             continue  # not provably dead (another host): its lease is a worker's to judge
-        run = store.get_schedule_run(str(row["id"]))
+        run = store.schedules.get_run(str(row["id"]))
         expires = float((run.lease_expires_at if run else None) or 0)
         if run is None or run.status != "running" or expires >= facts.now:
             continue  # renewed or ended meanwhile
@@ -92,7 +92,7 @@ def reap_dead_worker_runs(
         if fail_lapsed_run(store, run, summary):
             ended.append(run.id)
             if int(run.attempt or 1) <= _retries(store, run):
-                store.queue_retry(run)
+                store.schedules.queue_retry(run)
     return ended
 
 
@@ -123,7 +123,7 @@ def expired_queued_runs(
     deadline, to end with ``fail_past_start_deadline``."""
     found = []
     for row in rows:
-        run = store.get_schedule_run(str(row["id"]))
+        run = store.schedules.get_run(str(row["id"]))
         if run is not None and run.status == "queued" and _past_deadline(store, run, now):
             found.append(run)
     return found
@@ -140,7 +140,7 @@ def _past_deadline(store: Store, run: ScheduleRunRow, now: float) -> bool:
 def _policies(store: Store, run: ScheduleRunRow) -> dict[str, Any]:
     """The run's policies as stored: its schedule's, or an ad-hoc run's own."""
     if run.schedule_id:
-        schedule = store.get_schedule_by_id(run.schedule_id)
+        schedule = store.schedules.get_by_id(run.schedule_id)
         return dict((schedule.policies_json if schedule else None) or {})
     return dict((run.action_json or {}).get("policies") or {})
 

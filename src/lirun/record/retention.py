@@ -1,6 +1,6 @@
 """`li gc`: prune old records to tombstones and remove their run directories.
 
-One batch at a time: read the candidates (``Store.gc_candidates``), decide each
+One batch at a time: read the candidates (``store.retention.candidates``), decide each
 (``retention_rules.decide``, pure), write the tombstones of a batch in one transaction,
 then remove their run directories and record that they are gone. A gc killed anywhere
 leaves each record whole or tombstoned; a tombstone whose directory outlived the kill is
@@ -77,7 +77,7 @@ def collect_garbage(
     for kind in PRUNED_KINDS:
         after, examined = "", 0
         while not stopped():
-            rows = store.gc_candidates(
+            rows = store.retention.candidates(
                 kind, cutoff=now - policy.older_than, after=after, limit=policy.batch
             )
             if not rows:
@@ -93,7 +93,7 @@ def collect_garbage(
         return tally
     if options.vacuum and not options.dry_run:
         report("reclaiming space (VACUUM)")
-        store.reclaim_space()
+        store.retention.reclaim_space()
     return tally
 
 
@@ -145,7 +145,9 @@ def _prune_batch(
         return
     terminal = sorted(policy_for(kind).terminal)
     ids = [r.id for r in rows]
-    done = set(store.write_tombstones(kind, ids, terminal=terminal, now=now, actor=options.actor))
+    done = set(
+        store.retention.write_tombstones(kind, ids, terminal=terminal, now=now, actor=options.actor)
+    )
     tombstoned = [r for r in rows if r.id in done]
     tally.count_pruned(kind, len(tombstoned))
     tally.bulk_bytes += sum(int(r.bulk_bytes or 0) for r in tombstoned)
@@ -179,14 +181,14 @@ def _remove_files(
             continue
         tally.file_bytes += size
         removed.append(row.id)
-    store.mark_files_removed(kind, removed, now=now)
+    store.retention.mark_files_removed(kind, removed, now=now)
 
 
 def finish_removals(store: Store, tally: Tally, *, now: float, batch: int) -> None:
     """Remove the run directories of this host's tombstones that a stopped gc (or a gc
     on another host) left behind."""
     while True:
-        rows = store.unremoved_files(host=host_name(), limit=batch)
+        rows = store.retention.unremoved_files(host=host_name(), limit=batch)
         if not rows:
             return
         for kind in PRUNED_KINDS:

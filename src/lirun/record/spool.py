@@ -380,7 +380,7 @@ def _apply_entry(store: Any, entry: Path) -> Delivery | None:
     if spooled is None:
         return None  # half-written by a writer that died: its atomic replace never ran
     for _ in range(3):  # a lost compare-and-set: re-read and decide again
-        row = store.get_session(spooled.run_id)
+        row = store.sessions.get(spooled.run_id)
         how = decide_delivery(row, spooled)
         delivering = how in ("write", "override") and row is not None
         if delivering and not _deliver(store, spooled, row, how):

@@ -49,7 +49,7 @@ from lirun.record.spool import (
     write_spool,
 )
 from lirun.store import StateDB, Store, open_store
-from lirun.store.core import SESSION_FIELDS
+from lirun.store.records import SESSION_FIELDS
 from lirun.store.retry import write_retry_seconds
 
 T = TypeVar("T")
@@ -135,7 +135,7 @@ def setup_record_sync(
         )
         store, owned = _open_db(db)
         _reserve(store.url, run.run_id)
-        store.create_session(
+        store.sessions.create(
             id=run.run_id,
             run_id=run.run_id,
             run_dir=str(run.state_root),
@@ -316,7 +316,7 @@ def _write_outcome(
         applied = False
     if applied:
         return Finalized(outcome.status, outcome.reason_code, outcome)
-    winner = ctx.store.get_session(ctx.session_id)
+    winner = ctx.store.sessions.get(ctx.session_id)
     if winner is None:
         raise NotFoundError(f"execution {ctx.session_id} vanished during teardown")
     log.debug(
@@ -369,7 +369,7 @@ def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
     """Read the row, gather facts, decide, then write (or spool) unless already terminal."""
     ended_at = ctx.clock()
     try:
-        session = _with_retry(ctx, lambda: ctx.store.get_session(ctx.session_id))
+        session = _with_retry(ctx, lambda: ctx.store.sessions.get(ctx.session_id))
     except _STORE_ERRORS as exc:
         # Unreadable: decide from what this process knows (the row was running).
         snapshot = ctx.snapshot_status or "running"

@@ -38,7 +38,7 @@ def store_gc_schedule(
     actor = registry.current_actor()
     store = open_store(url)
     try:
-        if store.get_schedule(GC_SCHEDULE) is not None:
+        if store.schedules.get(GC_SCHEDULE) is not None:
             registry.delete(store, GC_SCHEDULE, actor=actor)
         return registry.add(store, definition, now=at, actor=actor)
     finally:

@@ -412,7 +412,7 @@ class ProcrastinateTransport:
                 with contextlib.suppress(pexc.ProcrastinateException):
                     await app.job_manager.retry_job(job)
             if self._store is not None and hasattr(self._store, "list_queued_run_ids"):
-                ids = await asyncio.to_thread(self._store.list_queued_run_ids, limit=1000)
+                ids = await asyncio.to_thread(self._store.schedules.list_queued_run_ids, limit=1000)
                 for run_id in ids:
                     await asyncio.to_thread(self.enqueue, run_id)
         except Exception as exc:

@@ -1,7 +1,7 @@
 """The stored schedules: add, enable, disable, delete, and apply a set of definitions.
 
-Each operation is one guarded write through the store (``create_schedule`` /
-``change_schedule``), so every change of a definition has its own history row and
+Each operation is one guarded write through the store (``store.schedules.create`` /
+``store.schedules.change``), so every change of a definition has its own history row and
 reason code. ``next_due_at`` is computed here, from the trigger and the time of the
 change: a schedule enabled again is due from that moment on, so the time it spent
 disabled is never counted as missed fires.
@@ -57,7 +57,7 @@ def definition_fields(definition: Definition, now: int) -> dict[str, Any]:
 
 def find(store: Store, name: str) -> ScheduleRow:
     """The schedule named ``name`` (not deleted); NotFoundError saying how to list them."""
-    row = store.get_schedule(name)
+    row = store.schedules.get(name)
     if row is None:
         raise NotFoundError(f"no schedule named {name!r}; `li schedule list` shows them")
     return row
@@ -67,7 +67,7 @@ def add(store: Store, definition: Definition, *, now: int, actor: str | None = N
     """Store a new schedule; ConflictError when the name is taken, UsageError for an
     ``at`` time in the past."""
     refuse_past_at(definition, now)
-    return store.create_schedule(
+    return store.schedules.create(
         name=definition.name,
         fields=definition_fields(definition, now),
         enabled=definition.enabled,
@@ -92,7 +92,7 @@ def set_enabled(
             "older store); define it again with li schedule apply, or delete it and add it"
         )
     due = next_due(definition.trigger, now) if enabled and definition is not None else None
-    changed = store.change_schedule(
+    changed = store.schedules.change(
         row.id,
         new_status=status,
         reason_code=f"schedule_definition.{status}.user",
@@ -106,14 +106,14 @@ def set_enabled(
 def delete(store: Store, name: str, *, actor: str | None = None) -> ScheduleRow:
     """Soft-delete ``name``: status ``deleted``, history kept, the name free again."""
     row = find(store, name)
-    store.change_schedule(
+    store.schedules.change(
         row.id,
         new_status="deleted",
         reason_code="schedule_definition.deleted.user",
         expected_statuses={"enabled", "disabled", None},  # whatever live state it has now
         actor=actor,
     )
-    deleted = store.get_schedule_by_id(row.id)
+    deleted = store.schedules.get_by_id(row.id)
     assert deleted is not None
     return deleted
 
@@ -225,7 +225,7 @@ def _apply_one(store: Store, change: Change, *, now: int, source: str, actor: st
     if change.op == "create":
         assert change.definition is not None
         meta["definition"] = change.definition.to_dict()
-        store.create_schedule(
+        store.schedules.create(
             name=change.name,
             fields=definition_fields(change.definition, now),
             enabled=change.definition.enabled,
@@ -248,7 +248,7 @@ def _apply_one(store: Store, change: Change, *, now: int, source: str, actor: st
         fields = {"next_due_at": None}
         meta["why"] = change.why
         reason = f"schedule_definition.{status}.applied"
-    return store.change_schedule(
+    return store.schedules.change(
         row.id,
         new_status=status,
         reason_code=reason,

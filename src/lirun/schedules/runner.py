@@ -75,7 +75,7 @@ class RunContext:
 
     def __init__(self, store: Store, run: ScheduleRunRow) -> None:
         self.run = run
-        schedule = store.get_schedule_by_id(run.schedule_id) if run.schedule_id else None
+        schedule = store.schedules.get_by_id(run.schedule_id) if run.schedule_id else None
         self.schedule = schedule
         source = run.action_json or (schedule.action_json if schedule else None)
         self.action = Action.from_dict(source) if isinstance(source, dict) else None
@@ -155,7 +155,7 @@ class Runner:
             store.close()
 
     def _handle(self, store: Store, run_id: str) -> None:
-        run = store.get_schedule_run(run_id)
+        run = store.schedules.get_run(run_id)
         if run is None or run.status != "queued" or self.stopping is not None:
             return
         if self.fence is not None and self.fence.lost():
@@ -167,7 +167,7 @@ class Runner:
             if self._end(store, run_id, Outcome("failed", *refusal), expected="queued"):
                 self.finish(store, run_id)
             return
-        if not store.claim_run(
+        if not store.schedules.claim_run(
             run_id, worker_id=self.config.worker_id, lease_seconds=self.config.lease_seconds
         ):
             return  # another worker (or a second delivery) has it
@@ -273,7 +273,7 @@ class Runner:
         if action.kind in ("agent", "run"):
             assert action.task is not None
             session_id = new_run_id()
-            store.link_run(run_id, session_id=session_id)
+            store.schedules.link_run(run_id, session_id=session_id)
             request = build_request(
                 action.task,
                 cwd=action.cwd,
@@ -291,7 +291,7 @@ class Runner:
         if action.kind == "flow":
             spec = load_flow(Path(action.file), cwd=action.cwd)
             invocation_id = new_run_id()
-            store.link_run(run_id, invocation_id=invocation_id)
+            store.schedules.link_run(run_id, invocation_id=invocation_id)
             report = run_flow(spec, db_url=url, invocation_id=invocation_id, stop=trap)
             return run_outcome(
                 report.status,
@@ -302,7 +302,7 @@ class Runner:
 
         show = load_show(Path(action.file))
         show_id = new_run_id()
-        store.link_run(run_id, show_id=show_id)
+        store.schedules.link_run(run_id, show_id=show_id)
         show_report = run_show(show, db_url=url, show_id=show_id, stop=trap)
         status = {"active": "failed", "aborted": "cancelled"}.get(
             show_report.status, show_report.status
@@ -335,7 +335,7 @@ class Runner:
 
     def finish(self, store: Store, run_id: str) -> None:
         """After a run ended (by itself or by the reaper): retry, notify, log."""
-        run = store.get_schedule_run(run_id)
+        run = store.schedules.get_run(run_id)
         if run is None:
             return
         ctx = RunContext(store, run)
@@ -356,7 +356,7 @@ class Runner:
             self._notify(store, ctx)
 
     def _retry(self, store: Store, ctx: RunContext, attempt: int) -> str | None:
-        row = store.queue_retry(ctx.run)
+        row = store.schedules.queue_retry(ctx.run)
         if row is None:
             return None  # another worker queued this attempt already
         self.enqueue(row.id)
@@ -366,7 +366,7 @@ class Runner:
         run = ctx.run
         artifact_dir = None
         if run.session_id:
-            session = store.get_session(run.session_id)
+            session = store.sessions.get(run.session_id)
             artifact_dir = session.artifacts_path if session else None
         env = {**os.environ, **notify_env(run, schedule=ctx.name, artifact_dir=artifact_dir)}
         command = str(ctx.policies.notify)
@@ -383,7 +383,7 @@ class Runner:
 
 def _session_summary(store: Store, session_id: str) -> str:
     try:
-        session = store.get_session(session_id)
+        session = store.sessions.get(session_id)
     except Exception:  # the database is away: the status and reason are known already
         return ""
     return (session.status_reason_summary or "") if session is not None else ""

@@ -35,7 +35,7 @@ def submit(
     stored = action.to_dict()
     if policies is not None and policies != Policies():
         stored["policies"] = policies.to_dict()
-    row = store.insert_queued_run(
+    row = store.schedules.insert_queued_run(
         action_kind=action.kind, action=stored, source="user", actor=actor
     )
     _offer(store, row.id)
@@ -47,7 +47,7 @@ def fire_now(store: Store, name: str, *, actor: str | None = None) -> ScheduleRu
     a due-time run). NotFoundError (exit 2) for an unknown name."""
 
     schedule = registry.find(store, name)
-    row = store.insert_queued_run(
+    row = store.schedules.insert_queued_run(
         action_kind=schedule.action_kind,
         schedule_id=schedule.id,
         reason_summary="li schedule fire",

@@ -87,7 +87,9 @@ class LocalTransport:
                 with lock:
                     free = concurrency - len(busy)
                 if free > 0:
-                    for run_id in self._store.list_queued_run_ids(limit=free + len(busy) + 8):
+                    for run_id in self._store.schedules.list_queued_run_ids(
+                        limit=free + len(busy) + 8
+                    ):
                         if free <= 0 or stop.is_set():
                             break
                         with lock:

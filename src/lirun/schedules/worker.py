@@ -62,18 +62,18 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
     """Insert the rows of every due schedule (``decide_fires``) and move it on; returns
     the number of rows this worker inserted."""
     made = 0
-    for row in store.list_due_schedules(now):
+    for row in store.schedules.list_due(now):
         definition = stored_definition(row)
         if definition is None or row.next_due_at is None:
             continue
         policies = definition.policies
         since = now - policies.budget_window if policies.budget_window else 0
-        usd, tokens = store.schedule_usage(row.id, since=since)
+        usd, tokens = store.schedules.usage(row.id, since=since)
         facts = FireFacts(
             next_due_at=int(row.next_due_at),
             now=now,
-            active_runs=store.count_active_runs(row.id),
-            runs_started=store.count_started_runs(row.id),
+            active_runs=store.schedules.count_active_runs(row.id),
+            runs_started=store.schedules.count_started_runs(row.id),
             usd_spent=usd,
             tokens_spent=tokens,
         )
@@ -81,7 +81,7 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
         for fire in plan.fires:
             queued = fire.action == "run"
             summary = f"{fire.count} more missed due times" if fire.count > 1 else ""
-            new = store.insert_due_run(
+            new = store.schedules.insert_due_run(
                 schedule_id=row.id,
                 due_at=fire.due_at,
                 action_kind=row.action_kind,
@@ -105,7 +105,7 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
                 f"schedule {row.name}: no run recorded a cost; --budget-usd cannot see them"
             )
         if plan.disable_reason is not None:
-            store.change_schedule(
+            store.schedules.change(
                 row.id,
                 new_status="disabled",
                 reason_code=plan.disable_reason,
@@ -115,7 +115,9 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
                 source="system",
             )
         else:
-            store.advance_next_due(row.id, expected=facts.next_due_at, new=plan.next_due_at)
+            store.schedules.advance_next_due(
+                row.id, expected=facts.next_due_at, new=plan.next_due_at
+            )
     return made
 
 
@@ -132,7 +134,7 @@ def reap(
     lapsed) makes a lapse count only once it was seen for half its lease: after an outage
     every worker finds every lease lapsed at once, and the owners, alive, renew theirs at
     their next beat and record how their runs really ended. Without ``seen``: at once."""
-    lapsed = store.list_lapsed_runs(now)
+    lapsed = store.schedules.list_lapsed_runs(now)
     if seen is not None:
         lapsed = _confirmed(lapsed, seen)
     for run in lapsed:
@@ -142,7 +144,7 @@ def reap(
         )
         if fail_lapsed_run(store, run, summary):
             runner.finish(store, run.id)
-    for run in store.list_queued_runs(limit=500):
+    for run in store.schedules.list_queued_runs(limit=500):
         if fail_past_start_deadline(store, run, now):
             runner.finish(store, run.id)
 
@@ -177,7 +179,7 @@ class Worker:
         store = open_store(opts.db_url)
         transport = transport_for(store)
         registered = time.monotonic()
-        self.worker_id = store.register_worker(
+        self.worker_id = store.workers.register(
             owner=current_owner(),
             concurrency=opts.concurrency,
             transport=type(transport).__name__,
@@ -224,7 +226,7 @@ class Worker:
                 beating.join()
             fence.close()
             try:
-                store.stop_worker(self.worker_id)
+                store.workers.stop(self.worker_id)
             except Exception as exc:  # the database is gone: the row's heartbeat ages out
                 log.warning(f"cannot mark worker {self.worker_id} stopped: {exc}")
             store.close()
@@ -256,8 +258,8 @@ class Worker:
             now = time.time()
             try:
                 fire_due(store, int(now), transport.enqueue)
-                due = store.earliest_due()
-                signature = store.schedule_signature()
+                due = store.schedules.earliest_due()
+                signature = store.schedules.signature()
             except Exception as exc:  # the database may be gone for a while: keep trying
                 log.warning(f"firing: {type(exc).__name__}: {exc}")
                 _wait(trap, 1.0)
@@ -270,7 +272,7 @@ class Worker:
             while trap.received is None and time.time() < wake:
                 _wait(trap, min(DEFINITION_POLL, max(0.0, wake - time.time())))
                 try:
-                    if store.schedule_signature() != signature:
+                    if store.schedules.signature() != signature:
                         break
                 except Exception:
                     break
@@ -299,7 +301,7 @@ class Worker:
             try:
                 if store is None:
                     store = open_store(opts.db_url)
-                if not store.beat_worker(self.worker_id, lease_seconds=opts.lease_seconds):
+                if not store.workers.beat(self.worker_id, lease_seconds=opts.lease_seconds):
                     raise RuntimeError("the worker row is stopped or gone")
                 fence.renewed(started)
                 last_ok = time.monotonic()
@@ -322,7 +324,7 @@ class Worker:
         """A run another worker failed by lease while this one could not renew (its link
         was cut) is no longer this worker's: its execution stops instead of going on."""
         for run_id in runner.running:
-            row = store.get_schedule_run(run_id)
+            row = store.schedules.get_run(run_id)
             if row and row.status == "running" and row.worker_id == self.worker_id:
                 continue
             held = f"{row.status} ({row.status_reason_code})" if row else "gone"
@@ -357,7 +359,7 @@ class LiveWorker:
 def live_workers(store: Store, now: float) -> list[LiveWorker]:
     """Workers whose heartbeat is within their lease, with ``heartbeat_age``."""
     found = []
-    for worker in store.list_live_workers(since=now - 3600):
+    for worker in store.workers.list_live(since=now - 3600):
         age = now - worker.heartbeat_at
         if age <= (worker.lease_seconds or 60.0):
             found.append(LiveWorker(worker, round(age, 3)))

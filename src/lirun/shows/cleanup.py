@@ -49,7 +49,7 @@ def clean_show(show: str, *, db_url: str | None = None, force: bool = False) -> 
     store = open_existing(db_url, f"show with id {show!r}")
     try:
         row = find_show(store, show)
-        plays = store.list_plays(row.id)
+        plays = store.shows.list_plays(row.id)
     finally:
         store.close()
     show_id, integration = row.id, str(row.integration)

@@ -90,7 +90,7 @@ class Conductor:
     # -- records --
 
     def refresh(self) -> None:
-        for row in self.store.list_plays(self.show.id):
+        for row in self.store.shows.list_plays(self.show.id):
             self.rows[row.name] = row
 
     def facts(self) -> list[PlayFacts]:
@@ -115,7 +115,7 @@ class Conductor:
         )
         if applied and status in ("escalated", "gate_failed"):
             self.team.escalated(name, status, summary)
-        fresh = self.store.get_play(row.id)
+        fresh = self.store.shows.get_play(row.id)
         if fresh is not None:
             self.rows[name] = fresh
         return applied
@@ -179,7 +179,7 @@ class Conductor:
         return self._renew(now)
 
     def _renew(self, started: float) -> bool:
-        ours = self.store.beat_show(self.show.id, self.owner)
+        ours = self.store.shows.beat(self.show.id, self.owner)
         if ours:
             self.lease.renewed(started)
         return ours
@@ -276,7 +276,7 @@ class Conductor:
             ), None
         previous = [
             s
-            for s in self.store.list_play_sessions(row.id)
+            for s in self.store.shows.list_play_sessions(row.id)
             if s.meta.get("role") == "agent" and s.meta.get("attempt") == int(row.attempt) - 1
         ]
         last = previous[-1] if previous else None
@@ -325,7 +325,7 @@ class Conductor:
     def stop_for_provider(self, name: str, run_id: str, reason: str | None) -> None:
         """The provider refused the run in a way no redo fixes (login, key, request): the
         play waits for a person, with the provider's words and what to do."""
-        row = self.store.get_session(run_id)
+        row = self.store.sessions.get(run_id)
         said = (row.provider_error or row.status_reason_summary) if row else None
         summary, feedback = provider_stop(run_id, reason, said) or (str(reason), str(reason))
         self.set_play(name, "escalated", "play.escalated.provider", summary, feedback=feedback)
@@ -431,7 +431,7 @@ class Conductor:
         """The show is still ours and the play still gated, asked just before the ref
         move: an abort (or a person) between heartbeats must not find a merge landed on
         the branch of a play its record says did not merge."""
-        fresh = self.store.get_play(self.rows[name].id)
+        fresh = self.store.shows.get_play(self.rows[name].id)
         started = time.monotonic()
         if self._renew(started) and fresh is not None:
             self._last_beat = started
@@ -447,7 +447,7 @@ class Conductor:
 
     def merged(self, name: str, sha: str) -> None:
         row = self.rows[name]
-        show = self.store.get_show(self.show.id)
+        show = self.store.shows.get(self.show.id)
         old = show.integration_head if show is not None else None
         self.store.update_fields("show", self.show.id, {"integration_head": sha})
         self.set_play(

@@ -80,7 +80,7 @@ def find_show(store: Store, text: str) -> ShowRow:
     try:
         return _get(store, store.resolve_id("show", text))
     except NotFoundError:
-        active = store.active_shows_for_topic(text)
+        active = store.shows.active_for_topic(text)
         if len(active) == 1:
             return active[0]
         if active:
@@ -93,7 +93,7 @@ def find_show(store: Store, text: str) -> ShowRow:
 
 
 def _get(store: Store, show_id: str) -> ShowRow:
-    row = store.get_show(show_id)
+    row = store.shows.get(show_id)
     if row is None:
         raise NotFoundError(f"no show with id {show_id!r}")
     return row
@@ -101,8 +101,8 @@ def _get(store: Store, show_id: str) -> ShowRow:
 
 def _report(store: Store, show_id: str, interrupted: str | None = None) -> ShowReport:
     show = _get(store, show_id)
-    plays = store.list_plays(show_id)
-    sessions = {p.id: store.list_play_sessions(p.id) for p in plays}
+    plays = store.shows.list_plays(show_id)
+    sessions = {p.id: store.shows.list_play_sessions(p.id) for p in plays}
     unowned = show.status == "active" and not owner_alive(show)
     # The head as git has it: a branch moved by hand shows where it really is.
     head = current_head(show)
@@ -122,7 +122,7 @@ def recent_shows(*, db_url: str | None = None, limit: int = 20) -> tuple[ShowRep
     """The boards of the active shows first, then the newest ones (``li show status``)."""
     store = open_store(db_url, readonly=True)
     try:
-        return tuple(_report(store, row.id) for row in store.recent_shows(limit=limit))
+        return tuple(_report(store, row.id) for row in store.shows.recent(limit=limit))
     finally:
         store.close()
 
@@ -150,7 +150,7 @@ def _check_plays(spec: ShowSpec) -> None:
 
 
 def _check_topic_free(store: Store, topic: str) -> None:
-    for row in store.active_shows_for_topic(topic):
+    for row in store.shows.active_for_topic(topic):
         raise ConflictError(
             f"show {row.id} of topic {topic!r} is still active; continue it with "
             f"`li show resume {row.id}` or end it with `li show abort {row.id}`"
@@ -184,7 +184,7 @@ def _claim(store: Store, row: ShowRow, owner: dict[str, Any]) -> None:
             f"{row.owner_host}; wait for it, or stop that process and resume"
         )
     previous = row.as_dict()
-    if not store.claim_show(row.id, owner, previous=previous, lease_seconds=DEFAULT_LEASE_SECONDS):
+    if not store.shows.claim(row.id, owner, previous=previous, lease_seconds=DEFAULT_LEASE_SECONDS):
         raise ConflictError(f"show {row.id} was taken over or ended meanwhile")
 
 
@@ -232,11 +232,11 @@ def run_show(
     store = open_store(url)
     try:
         _check_topic_free(store, spec.topic)
-        if store.get_show(show_id) is not None:
+        if store.shows.get(show_id) is not None:
             raise ConflictError(f"show id {show_id!r} is already used")
         owner = current_owner()
         head = git.head()
-        store.create_show_with_plays(
+        store.shows.create_with_plays(
             id=show_id,
             fields={
                 "topic": spec.topic,
@@ -339,7 +339,7 @@ def _conduct(
         if conductor.workers.busy:
             conductor.workers.shutdown(15)
         conductor.lease.close()
-        store.release_show(show_id, owner)
+        store.shows.release(show_id, owner)
     interrupted = stop.signal_name if outcome == "interrupted" and stop is not None else None
     return _report(store, show_id, interrupted)
 
@@ -386,7 +386,7 @@ def settle_aborted_plays(store: Store, show_id: str, **fields: Any) -> None:
     the play is read again and written from where it is now, until none is left."""
     for _ in range(_SETTLE_ROUNDS):
         left = False
-        for play in store.list_plays(show_id):
+        for play in store.shows.list_plays(show_id):
             target = abort_target(play.status)
             if target is None:
                 continue

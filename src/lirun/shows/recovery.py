@@ -59,14 +59,14 @@ def _session(conductor: Conductor, row: PlayRow) -> SessionRow | None:
     sid = row.session_id
     if not sid:
         return None
-    session = conductor.store.get_session(str(sid))
+    session = conductor.store.sessions.get(str(sid))
     if session is None:
         return None
     if session.meta.get("attempt") != row.attempt:
         return None  # the previous attempt's: this attempt never started
     if session.status == "running":
         reap_sessions(conductor.store, [session.id])
-        session = conductor.store.get_session(str(sid))
+        session = conductor.store.sessions.get(str(sid))
         if session is not None and session.status == "running":
             raise ConflictError(
                 f"play {row.name}: its execution {sid} is still running under a live "
@@ -106,9 +106,9 @@ def reap_orphans(store: Store, show_id: str, *, agents: bool) -> list[str]:
     """Stop and close the show's executions still running under a dead owner (its gate
     runs; with ``agents`` its plays' executions too). The ids still running (a live
     owner's) are returned."""
-    sessions = list(store.list_show_gate_sessions(show_id))
-    for play in store.list_plays(show_id):
-        sessions += store.list_play_sessions(play.id)
+    sessions = list(store.shows.list_gate_sessions(show_id))
+    for play in store.shows.list_plays(show_id):
+        sessions += store.shows.list_play_sessions(play.id)
     running = [
         s.id
         for s in sessions
@@ -116,7 +116,7 @@ def reap_orphans(store: Store, show_id: str, *, agents: bool) -> list[str]:
     ]
     if running:
         reap_sessions(store, running)
-    left = [store.get_session(sid) for sid in running]
+    left = [store.sessions.get(sid) for sid in running]
     _wait_gone([s.child_pid for s in left if s and s.status != "running" and s.child_pid])
     return [s.id for s in left if s is not None and s.status == "running"]
 

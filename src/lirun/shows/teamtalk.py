@@ -76,7 +76,7 @@ class ShowTeam:
             return
         text = text.encode("utf-8")[:MAX_MESSAGE_BYTES].decode("utf-8", "ignore")
         try:
-            self.store.send_team_message(
+            self.store.teams.send_message(
                 self.team.id, sender=SYSTEM_MEMBER, recipient="all", text=text
             )
         except LirunError as exc:  # archived by a person meanwhile, or the database

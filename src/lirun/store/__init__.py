@@ -19,6 +19,11 @@ from lirun.async_twin import (
 from lirun.paths import default_db_location, resolve_db_url
 from lirun.store.connector import Connector
 from lirun.store.core import Store
+from lirun.store.invocation_records import Invocations
+from lirun.store.schedule_records import Schedules
+from lirun.store.session_records import Sessions
+from lirun.store.show_records import Shows
+from lirun.store.team_records import Teams
 
 __all__ = [
     "StateDB",
@@ -152,42 +157,43 @@ class StateDB:
             store, self._store = self._store, None
             await to_thread(store.close)
 
-    # Every method below is the Store method of the same name, run in a worker thread: the
-    # signature and the docstring (what it returns and raises) are declared once, there.
+    # Every method below is a Store method (or a method of one of its repositories:
+    # ``create_show`` is ``store.shows.create``), run in a worker thread: the signature
+    # and the docstring (what it returns and raises) are declared once, there.
 
     # -- creation -----------------------------------------------------------------
 
-    create_session = async_dict_of(Store.create_session)
-    create_invocation = async_dict_of(Store.create_invocation)
-    create_show = async_dict_of(Store.create_show)
-    create_play = async_dict_of(Store.create_play)
-    create_schedule_run = async_dict_of(Store.create_schedule_run)
-    create_team = async_dict_of(Store.create_team)
-    create_team_with_members = async_dict_of(Store.create_team_with_members)
-    add_team_members = async_method(Store.add_team_members)
-    send_team_message = async_dict_of(Store.send_team_message)
-    read_team_inbox = async_dict_rows(Store.read_team_inbox)
-    team_conversation = async_dict_rows(Store.team_conversation)
-    list_teams = async_dict_rows(Store.list_teams)
-    resolve_team = async_method(Store.resolve_team)
+    create_session = async_dict_of(Sessions.create, "sessions")
+    create_invocation = async_dict_of(Invocations.create, "invocations")
+    create_show = async_dict_of(Shows.create, "shows")
+    create_play = async_dict_of(Shows.create_play, "shows")
+    create_schedule_run = async_dict_of(Schedules.create_run, "schedules")
+    create_team = async_dict_of(Teams.create, "teams")
+    create_team_with_members = async_dict_of(Teams.create_with_members, "teams")
+    add_team_members = async_method(Teams.add_members, "teams")
+    send_team_message = async_dict_of(Teams.send_message, "teams")
+    read_team_inbox = async_dict_rows(Teams.read_inbox, "teams")
+    team_conversation = async_dict_rows(Teams.conversation, "teams")
+    list_teams = async_dict_rows(Teams.list_all, "teams")
+    resolve_team = async_method(Teams.resolve, "teams")
 
     # -- reads --------------------------------------------------------------------
 
     get_entity = async_method(Store.get_entity)
     list_transitions = async_dict_rows(Store.list_transitions)
     list_admin_events = async_dict_rows(Store.list_admin_events)
-    get_schedule_run = async_dict_row(Store.get_schedule_run)
-    get_session = async_dict_row(Store.get_session)
-    get_invocation = async_dict_row(Store.get_invocation)
-    list_messages = async_dict_rows(Store.list_messages)
+    get_schedule_run = async_dict_row(Schedules.get_run, "schedules")
+    get_session = async_dict_row(Sessions.get, "sessions")
+    get_invocation = async_dict_row(Invocations.get, "invocations")
+    list_messages = async_dict_rows(Sessions.list_messages, "sessions")
 
-    get_play = async_dict_row(Store.get_play)
-    get_show = async_dict_row(Store.get_show)
+    get_play = async_dict_row(Shows.get_play, "shows")
+    get_show = async_dict_row(Shows.get, "shows")
 
-    get_team = async_dict_row(Store.get_team)
+    get_team = async_dict_row(Teams.get, "teams")
 
     # -- writes -------------------------------------------------------------------
 
-    append_message = async_dict_of(Store.append_message)
+    append_message = async_dict_of(Sessions.append_message, "sessions")
     update_fields = async_method(Store.update_fields)
     update_status = async_method(Store.update_status)

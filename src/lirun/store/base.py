@@ -2,9 +2,9 @@
 they all build on: the named statements of the dialect, the row lock, an entity's insert
 with its first history row, a history row, an admin event.
 
-``Store`` is this base and one class of records per aggregate; each of those inherits the
-base (``StatusWrites`` for those that also move statuses), so they call these primitives
-with their real signatures.
+``Store`` is this base with the guarded status write (``StatusWrites``), and holds one
+repository per aggregate (``store.sessions``, ``store.shows``, …, ``repository.py``),
+which call these primitives on the store they were made by.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class StoreBase:
         """Close the connection; idempotent."""
         self.connector.close()
 
-    def _insert_in(
+    def insert_in(
         self,
         tx: Tx,
         entity_type: str,
@@ -117,9 +117,9 @@ class StoreBase:
         entry = HistoryEntry(
             row["id"], None, status, reason, source=source, actor=actor, metadata_json=metadata_json
         )
-        self._append_transition(tx, policy, entry, now)
+        self.append_transition(tx, policy, entry, now)
 
-    def _insert(
+    def insert(
         self, entity_type: str, fields: dict[str, Any], *, status: str | None = None
     ) -> dict[str, Any]:
         policy = policy_for(entity_type)
@@ -129,7 +129,7 @@ class StoreBase:
         validate_reason(reason, policy.entity_type, status)  # the first history row obeys too
         now = time.time()
         with self.connector.write() as tx:
-            self._insert_in(tx, policy.entity_type, fields, now, status=status)
+            self.insert_in(tx, policy.entity_type, fields, now, status=status)
         created = self.get_entity(policy.entity_type, fields["id"])
         assert created is not None
         return created
@@ -151,13 +151,13 @@ class StoreBase:
         )
         return [str(r["id"]) for r in rows], int(rows[0]["total"]) if rows else 0
 
-    def _lock_row(self, tx: Tx, policy: EntityPolicy, entity_id: str) -> dict[str, Any]:
+    def lock_row(self, tx: Tx, policy: EntityPolicy, entity_id: str) -> dict[str, Any]:
         rows = tx.query(self.sql("lock_row", table=policy.table), {"id": entity_id})
         if not rows:
             raise NotFoundError(f"no {policy.entity_type} with id {entity_id!r}")
         return rows[0]
 
-    def _append_transition(
+    def append_transition(
         self,
         tx: Tx,
         policy: EntityPolicy,
@@ -198,7 +198,7 @@ class StoreBase:
             )
             tx.query(self.sql("notify_transition"), {"channel": NOTIFY_CHANNEL, "payload": payload})
 
-    def _admin_event(
+    def admin_event(
         self,
         tx: Tx,
         event_type: str,

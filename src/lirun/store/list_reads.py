@@ -1,10 +1,10 @@
-"""Lists of flows and shows, and the facts of the needs-you page, as ``Store`` methods
+"""Lists of flows and shows, and the facts of the needs-you page: ``store.lists``
 (``sql/<dialect>/lists.sql``). Read-only; callers name what they want, never a query."""
 
 from __future__ import annotations
 
 from lirun.hints import Any
-from lirun.store.base import StoreBase
+from lirun.store.repository import Repository
 from lirun.store.rows import (
     AttentionFlowRow,
     AttentionPlayRow,
@@ -34,10 +34,10 @@ def _list_params(
     }
 
 
-class ListReads(StoreBase):
-    """Mixed into ``Store``."""
+class ListReads(Repository):
+    """``store.lists``: the list pages of flows and shows, and the needs-you facts."""
 
-    def list_flows(
+    def flows(
         self,
         *,
         status: str | None = None,
@@ -52,7 +52,7 @@ class ListReads(StoreBase):
             FlowListRow.from_row(r) for r in self.connector.read(self.sql("list_flows"), params)
         ]
 
-    def list_shows(
+    def shows(
         self,
         *,
         status: str | None = None,
@@ -60,7 +60,7 @@ class ListReads(StoreBase):
         before: tuple[float, str] | None = None,
         limit: int = 50,
     ) -> list[ShowListRow]:
-        """Shows as ``list_flows`` lists flows, each with ``plays``: how many of its plays
+        """Shows as ``flows`` lists flows, each with ``plays``: how many of its plays
         are in each status (``{"merged": 2, "escalated": 1}``)."""
         params = _list_params(status, since, before, limit)
         return fold_play_counts(self.connector.read(self.sql("list_shows"), params))

@@ -1,4 +1,4 @@
-"""What the metrics count, as ``Store`` methods (SQL in ``sql/*/metrics.sql``).
+"""What the metrics count, ``store.metrics`` (SQL in ``sql/*/metrics.sql``).
 
 Each read is one aggregate query; the counting of a year of runs happens in the
 database, and the caller (``ui.metrics``) only names and labels the numbers.
@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from lirun.hints import NamedTuple
 from lirun.store.connector import Row
+from lirun.store.repository import Repository
 from lirun.store.rows import WorkerRow
-from lirun.store.worker_records import WorkerRecords
+from lirun.store.status_write import StatusWrites
+from lirun.store.worker_records import Workers
 
 __all__ = ["DURATION_BUCKETS", "MetricFacts", "MetricReads"]
 
@@ -43,10 +45,14 @@ class MetricFacts(NamedTuple):
     backlog: Row
 
 
-class MetricReads(WorkerRecords):
-    """Mixed into ``Store``."""
+class MetricReads(Repository):
+    """``store.metrics``: the numbers of one scrape (the live workers from ``workers``)."""
 
-    def metric_facts(self, *, now: float, overdue_after: float) -> MetricFacts:
+    def __init__(self, store: StatusWrites, workers: Workers) -> None:
+        super().__init__(store)
+        self.workers = workers
+
+    def facts(self, *, now: float, overdue_after: float) -> MetricFacts:
         """The numbers of one scrape at ``now``; a queued run or a schedule is overdue
         ``overdue_after`` seconds past its due time. Workers: those not stopped that beat
         in the last hour (as ``li worker status`` lists them)."""
@@ -59,6 +65,6 @@ class MetricReads(WorkerRecords):
             status_counts=tuple(read(self.sql("metrics_status_counts"))),
             durations=tuple(read(self.sql("metrics_durations"), buckets)),
             usage=tuple(read(self.sql("metrics_usage"))),
-            workers=tuple(self.list_live_workers(since=now - 3600)),
+            workers=tuple(self.workers.list_live(since=now - 3600)),
             backlog=backlog[0],
         )

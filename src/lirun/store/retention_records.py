@@ -1,4 +1,4 @@
-"""Retention as ``Store`` methods (``sql/<dialect>/retention.sql``, migration 0010): the
+"""Retention, ``store.retention`` (``sql/<dialect>/retention.sql``, migration 0010): the
 candidates of one gc batch, the tombstone write, and the bookkeeping of removed run
 directories. What to prune is decided above the store (``record.retention_rules``)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lirun.store.base import StoreBase
+from lirun.store.repository import Repository
 from lirun.store.rows import GcCandidateRow, UnremovedFileRow
 
 # The kinds gc prunes, each with its candidates query and its tombstone statement.
@@ -19,10 +19,10 @@ _FILES_REMOVED = {
 }
 
 
-class RetentionRecords(StoreBase):
-    """Mixed into ``Store``."""
+class Retention(Repository):
+    """``store.retention``."""
 
-    def gc_candidates(
+    def candidates(
         self, kind: str, *, cutoff: float, after: str, limit: int
     ) -> list[GcCandidateRow]:
         """Up to ``limit`` unpruned ``kind`` rows last touched before ``cutoff``, in id

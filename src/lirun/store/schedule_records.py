@@ -1,10 +1,13 @@
-"""Schedule definitions and their runs as ``Store`` methods (SQL in ``sql/*/schedules.sql``).
+"""Schedule definitions and their runs, ``store.schedules`` (SQL in ``sql/*/schedules.sql``,
+the run path a worker takes in ``sql/*/workers.sql``).
 
 A definition is an entity (``lifecycle`` "schedule"): it is created here with its first
 history row, and every later change (an update by ``apply``, enable, disable, delete) is
 the guarded ``update_status`` with the new columns as its extra fields, so a definition
 and its history never disagree. Due-time runs are inserted through the unique key
-(schedule, due time, attempt): of any number of workers, exactly one gets the row.
+(schedule, due time, attempt): of any number of workers, exactly one gets the row. A
+run's status only ever moves through ``update_status`` too (``claim_run`` is its
+compare-and-set ``queued → running``); the plain writes here are links, never statuses.
 """
 
 from __future__ import annotations
@@ -19,14 +22,15 @@ from lirun.reasons import validate_reason
 from lirun.store.records import (
     check_metadata,
     closed_fields,
+    column_values,
     decode_row,
     entity_id_or_new,
     new_id,
     require_text,
     to_json,
 )
+from lirun.store.repository import Repository
 from lirun.store.rows import ScheduleRow, ScheduleRunRow
-from lirun.store.status_write import StatusWrites
 from lirun.store.transitions import HistoryEntry
 
 _DEFINITION_FIELDS = frozenset(
@@ -34,10 +38,31 @@ _DEFINITION_FIELDS = frozenset(
 )
 
 
-class ScheduleRecords(StatusWrites):
-    """Mixed into ``Store``."""
+class Schedules(Repository):
+    """``store.schedules``: schedule definitions and their runs."""
 
-    def create_schedule(
+    def create_run(
+        self,
+        *,
+        action_kind: str,
+        schedule_id: str | None = None,
+        invocation_id: str | None = None,
+        status: str = "queued",
+        id: str | None = None,
+    ) -> ScheduleRunRow:
+        """Create a schedule run row (``queued`` unless ``status``); ValidationError for
+        an empty action_kind, a bad id or a status the lifecycle does not know.
+        """
+        require_text(action_kind=action_kind)
+        fields = column_values(
+            {"action_kind": action_kind, "schedule_id": schedule_id, "invocation_id": invocation_id}
+        )
+        made = self.store.insert(
+            "schedule_run", {"id": entity_id_or_new(id), **fields}, status=status
+        )
+        return ScheduleRunRow.from_row(made)
+
+    def create(
         self,
         *,
         name: str,
@@ -56,7 +81,7 @@ class ScheduleRecords(StatusWrites):
         ConflictError when a schedule that is not deleted has this name; ValidationError
         for an empty name, a column not listed or a reason that does not fit."""
         require_text(name=name, action_kind=fields.get("action_kind"))
-        values = closed_fields(fields, _DEFINITION_FIELDS, "create_schedule")
+        values = closed_fields(fields, _DEFINITION_FIELDS, "schedules.create")
         status = "enabled" if enabled else "disabled"
         reason = reason_code or f"schedule_definition.{status}.created"
         validate_reason(reason, "schedule", status)
@@ -69,7 +94,7 @@ class ScheduleRecords(StatusWrites):
         meta = to_json(check_metadata(metadata), "metadata")
         try:
             with self.connector.write() as tx:
-                self._insert_in(
+                self.store.insert_in(
                     tx,
                     "schedule",
                     fields,
@@ -81,17 +106,17 @@ class ScheduleRecords(StatusWrites):
                     metadata_json=meta,
                 )
         except ConflictError:
-            if id is not None and self.get_entity("schedule", id) is not None:
+            if id is not None and self.store.get_entity("schedule", id) is not None:
                 raise
             raise ConflictError(
                 f"a schedule named {name!r} already exists; pick another name, or "
                 f"`li schedule delete {name}` first"
             ) from None
-        created = self.get_schedule(name)
+        created = self.get(name)
         assert created is not None
         return created
 
-    def change_schedule(
+    def change(
         self,
         schedule_id: str,
         *,
@@ -106,20 +131,20 @@ class ScheduleRecords(StatusWrites):
         metadata: Mapping[str, Any] | None = None,
     ) -> bool:
         """One change of a definition: the guarded status write with the new columns
-        (``fields``, as for ``create_schedule``) in the same transaction, and a history
+        (``fields``, as for ``create``) in the same transaction, and a history
         row with ``reason_code`` and ``metadata``. False when ``expected_statuses`` or
         ``expected_updated_at`` (the row's version as read) did not match: someone else
         changed it meanwhile. TransitionRejectedError once deleted."""
         extra = dict(fields or {})
         unknown = sorted(set(extra) - _DEFINITION_FIELDS)
         if unknown:
-            raise ValidationError(f"change_schedule does not accept {', '.join(unknown)}")
+            raise ValidationError(f"schedules.change does not accept {', '.join(unknown)}")
         if new_status != "deleted":
             extra["enabled"] = 1 if new_status == "enabled" else 0
         else:
             extra.setdefault("next_due_at", None)
             extra["enabled"] = 0
-        return self.update_status(
+        return self.store.update_status(
             "schedule",
             schedule_id,
             new_status=new_status,
@@ -137,18 +162,18 @@ class ScheduleRecords(StatusWrites):
         rows = self.connector.read(sql, params)
         return [ScheduleRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def get_schedule(self, name: str) -> ScheduleRow | None:
+    def get(self, name: str) -> ScheduleRow | None:
         """The schedule named ``name`` that is not deleted, or None."""
         found = self._schedules(self.sql("get_live_schedule"), {"name": name})
         return found[0] if found else None
 
-    def get_schedule_by_id(self, schedule_id: str) -> ScheduleRow | None:
+    def get_by_id(self, schedule_id: str) -> ScheduleRow | None:
         """The schedule with this id, deleted or not, or None."""
         table = policy_for("schedule").table
         found = self._schedules(self.sql("get_row", table=table), {"id": schedule_id})
         return found[0] if found else None
 
-    def list_schedules(self, *, include_deleted: bool = False) -> list[ScheduleRow]:
+    def list_all(self, *, include_deleted: bool = False) -> list[ScheduleRow]:
         """Schedules by name (deleted ones too when asked, oldest first per name)."""
         return self._schedules(
             self.sql("list_all_schedules" if include_deleted else "list_live_schedules")
@@ -198,27 +223,27 @@ class ScheduleRecords(StatusWrites):
             entry = HistoryEntry(
                 run_id, None, status, reason_code, reason_summary, source=source, actor=actor
             )
-            self._append_transition(tx, policy, entry, now)
-        return self.get_schedule_run(run_id)
+            self.store.append_transition(tx, policy, entry, now)
+        return self.get_run(run_id)
 
     def _runs(self, sql: str, params: Mapping[str, Any]) -> list[ScheduleRunRow]:
         rows = self.connector.read(sql, params)
         return [ScheduleRunRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def get_schedule_run(self, run_id: str) -> ScheduleRunRow | None:
+    def get_run(self, run_id: str) -> ScheduleRunRow | None:
         """The schedule run with this id, or None."""
         table = policy_for("schedule_run").table
         found = self._runs(self.sql("get_row", table=table), {"id": run_id})
         return found[0] if found else None
 
-    def list_schedule_runs(self, schedule_id: str, *, limit: int = 100) -> list[ScheduleRunRow]:
+    def list_runs(self, schedule_id: str, *, limit: int = 100) -> list[ScheduleRunRow]:
         """The schedule's runs, newest first, at most ``limit``."""
         params = {"schedule_id": schedule_id, "limit": int(limit)}
         return self._runs(self.sql("list_schedule_runs"), params)
 
     # -- what a worker reads and moves (docs/schedules.md) -----------------------------------
 
-    def list_due_schedules(self, now: int) -> list[ScheduleRow]:
+    def list_due(self, now: int) -> list[ScheduleRow]:
         """Enabled schedules whose ``next_due_at`` is at or before ``now``, earliest first."""
         return self._schedules(self.sql("list_due_schedules"), {"now": int(now)})
 
@@ -242,3 +267,146 @@ class ScheduleRecords(StatusWrites):
         params = {"schedule_id": schedule_id, "terminal": terminal}
         rows = self.connector.read(self.sql("count_active_runs"), params)
         return int(rows[0]["n"])
+
+    # -- the run path (a worker's, docs/schedules.md) -------------------------------------
+
+    def insert_queued_run(
+        self,
+        *,
+        action_kind: str,
+        action: Mapping[str, Any] | None = None,
+        schedule_id: str | None = None,
+        attempt: int = 1,
+        retry_of: str | None = None,
+        due_at: int | None = None,
+        reason_summary: str = "",
+        source: str = "user",
+        actor: str | None = None,
+    ) -> ScheduleRunRow:
+        """A queued run with its first history row: ``li submit`` (``action``, no
+        schedule), ``li schedule fire`` (a schedule, no due time) or a retry. A retry of
+        a due-time run goes through ``insert_due_run`` instead (its unique key)."""
+        require_text(action_kind=action_kind)
+        policy = policy_for("schedule_run")
+        reason = "schedule.queued.created"
+        validate_reason(reason, policy.entity_type, "queued")
+        now = time.time()
+        run_id = new_id()
+        params = {
+            "id": run_id,
+            "schedule_id": schedule_id,
+            "action_kind": action_kind,
+            "action_json": to_json(dict(action), "action") if action is not None else None,
+            "attempt": int(attempt),
+            "due_at": due_at,
+            "retry_of": retry_of,
+            "reason_code": reason,
+            "reason_summary": reason_summary,
+            "now": now,
+        }
+        with self.connector.write() as tx:
+            tx.execute(self.sql("insert_queued_run"), params)
+            entry = HistoryEntry(
+                run_id, None, "queued", reason, reason_summary, source=source, actor=actor
+            )
+            self.store.append_transition(tx, policy, entry, now)
+        created = self.get_run(run_id)
+        assert created is not None
+        return created
+
+    def queue_retry(self, run: ScheduleRunRow) -> ScheduleRunRow | None:
+        """Attempt n+1 of ``run``, linked by ``retry_of``: a due-time run's through the
+        unique key (None: another writer queued it already), an ad-hoc run's with its
+        action (and so its own policies)."""
+        attempt = int(run.attempt or 1) + 1
+        if run.due_at is not None and run.schedule_id:
+            return self.insert_due_run(
+                schedule_id=run.schedule_id,
+                due_at=int(run.due_at),
+                action_kind=run.action_kind,
+                attempt=attempt,
+                retry_of=run.id,
+            )
+        return self.insert_queued_run(
+            action_kind=run.action_kind,
+            action=run.action_json,
+            schedule_id=run.schedule_id,
+            attempt=attempt,
+            retry_of=run.id,
+            source="system",
+        )
+
+    def claim_run(self, run_id: str, *, worker_id: str, lease_seconds: float) -> bool:
+        """``queued → running`` by compare-and-set, taking the lease: True for exactly
+        one caller; the others (a job delivered twice, a second worker) get False."""
+        now = time.time()
+        return self.store.update_status(
+            "schedule_run",
+            run_id,
+            new_status="running",
+            reason_code="schedule.running.started",
+            source="system",
+            expected_statuses={"queued"},
+            extra_fields={
+                "started_at": now,
+                "worker_id": worker_id,
+                "lease_expires_at": now + lease_seconds,
+                "heartbeat_at": now,
+            },
+        )
+
+    def link_run(
+        self,
+        run_id: str,
+        *,
+        session_id: str | None = None,
+        invocation_id: str | None = None,
+        show_id: str | None = None,
+    ) -> None:
+        """Link the run to what it produces (set before the action starts)."""
+        params = {
+            "id": run_id,
+            "session_id": session_id,
+            "invocation_id": invocation_id,
+            "show_id": show_id,
+        }
+        with self.connector.write() as tx:
+            tx.execute(self.sql("link_run"), params)
+
+    def list_queued_runs(self, *, limit: int = 100) -> list[ScheduleRunRow]:
+        """Queued runs, oldest first, at most ``limit``."""
+        return self._runs(self.sql("list_queued_runs"), {"limit": int(limit)})
+
+    def list_queued_run_ids(self, *, limit: int = 100) -> list[str]:
+        """Queued run ids, oldest first (what ``LocalTransport`` offers to ``handle``)."""
+        return [r.id for r in self.list_queued_runs(limit=limit)]
+
+    def list_lapsed_runs(self, now: float) -> list[ScheduleRunRow]:
+        """Running runs whose lease expired before ``now``."""
+        return self._runs(self.sql("list_lapsed_runs"), {"now": now})
+
+    def running_sessions_of_run(self, run: ScheduleRunRow) -> list[str]:
+        """Ids of the run's executions still marked running."""
+        params = {"session_id": run.session_id, "invocation_id": run.invocation_id}
+        return [
+            str(r["id"]) for r in self.connector.read(self.sql("running_sessions_of_run"), params)
+        ]
+
+    def count_started_runs(self, schedule_id: str) -> int:
+        rows = self.connector.read(self.sql("count_started_runs"), {"schedule_id": schedule_id})
+        return int(rows[0]["n"])
+
+    def usage(self, schedule_id: str, *, since: float = 0.0) -> tuple[float | None, int]:
+        """(USD spent, or None when no execution recorded a cost; tokens spent) by the
+        schedule's executions created at or after ``since``."""
+        rows = self.connector.read(
+            self.sql("schedule_usage"), {"schedule_id": schedule_id, "since": since}
+        )
+        row = rows[0]
+        usd = float(row["usd"]) if row["usd_runs"] and row["usd"] is not None else None
+        return usd, int(row["tokens"] or 0)
+
+    def signature(self) -> tuple[int, float]:
+        """Changes whenever a definition changes (count, latest update)."""
+        row = self.connector.read(self.sql("schedule_signature"))[0]
+        return int(row["n"]), float(row["at"] or 0.0)

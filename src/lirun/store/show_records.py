@@ -1,9 +1,9 @@
-"""The show engine's records as ``Store`` methods (``sql/<dialect>/shows.sql``).
+"""Shows and their plays, ``store.shows`` (``sql/<dialect>/shows.sql``).
 
 A show is created with all its plays in one transaction, so a show never exists with
-half its plays. The show row is the show's lock: ``claim_show`` takes it with a
+half its plays. The show row is the show's lock: ``claim`` takes it with a
 compare-and-set on the owner the caller judged (alive owners are never displaced),
-``beat_show`` renews it and ``release_show`` gives it back. Plays' status changes go
+``beat`` renews it and ``release`` gives it back. Plays' status changes go
 through the guarded ``update_status`` like every other entity's.
 """
 
@@ -14,8 +14,14 @@ from collections.abc import Mapping, Sequence
 
 from lirun.errors import ConflictError
 from lirun.hints import TYPE_CHECKING, Any
-from lirun.store.base import StoreBase
-from lirun.store.records import closed_fields, column_values, decode_row, require_text
+from lirun.store.records import (
+    closed_fields,
+    column_values,
+    decode_row,
+    entity_id_or_new,
+    require_text,
+)
+from lirun.store.repository import Repository
 from lirun.store.rows import PlayRow, SessionRow, ShowRow
 
 if TYPE_CHECKING:
@@ -43,10 +49,24 @@ PLAY_CREATE_FIELDS = frozenset({"name", "position", "attempts", "depends_on_json
 OWNER_COLUMNS = ("owner_pid", "owner_start_time", "owner_host", "owner_boot_id")
 
 
-class ShowRecords(StoreBase):
-    """Show and play records."""
+class Shows(Repository):
+    """``store.shows``: shows and their plays."""
 
-    def create_show_with_plays(
+    def create(self, *, topic: str, id: str | None = None) -> ShowRow:
+        """Create a show row; ValidationError for an empty topic or bad id."""
+        require_text(topic=topic)
+        fields = {"id": entity_id_or_new(id), **column_values({"topic": topic})}
+        return ShowRow.from_row(self.store.insert("show", fields))
+
+    def create_play(
+        self, *, show_id: str, name: str, session_id: str | None = None, id: str | None = None
+    ) -> PlayRow:
+        """Create a play row (``pending``); ValidationError for an empty show_id/name or bad id."""
+        require_text(show_id=show_id, name=name)
+        fields = column_values({"show_id": show_id, "name": name, "session_id": session_id})
+        return PlayRow.from_row(self.store.insert("play", {"id": entity_id_or_new(id), **fields}))
+
+    def create_with_plays(
         self,
         *,
         id: str,
@@ -80,10 +100,10 @@ class ShowRecords(StoreBase):
                         f"continue it with `li show resume {active[0]['id']}` or end it with "
                         f"`li show abort {active[0]['id']}`"
                     )
-            self._insert_in(tx, "show", show, now)
+            self.store.insert_in(tx, "show", show, now)
             for row in rows:
-                self._insert_in(tx, "play", row, now)
-        created = self.get_show(id)
+                self.store.insert_in(tx, "play", row, now)
+        created = self.get(id)
         assert created is not None
         return created
 
@@ -92,21 +112,21 @@ class ShowRecords(StoreBase):
     def _rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [decode_row(r) for r in self.connector.read(self.sql(name), params)]  # type: ignore[misc]
 
-    def get_show(self, show_id: str) -> ShowRow | None:
+    def get(self, show_id: str) -> ShowRow | None:
         """The show with this id, or None."""
-        row = self.get_entity("show", show_id)
+        row = self.store.get_entity("show", show_id)
         return None if row is None else ShowRow.from_row(row)
 
     def get_play(self, play_id: str) -> PlayRow | None:
         """The play with this id, or None."""
-        row = self.get_entity("play", play_id)
+        row = self.store.get_entity("play", play_id)
         return None if row is None else PlayRow.from_row(row)
 
-    def active_shows_for_topic(self, topic: str) -> list[ShowRow]:
+    def active_for_topic(self, topic: str) -> list[ShowRow]:
         """Active shows of ``topic``, newest first (normally at most one)."""
         return [ShowRow.from_row(r) for r in self._rows("active_shows_for_topic", {"topic": topic})]
 
-    def recent_shows(self, *, limit: int = 20) -> list[ShowRow]:
+    def recent(self, *, limit: int = 20) -> list[ShowRow]:
         """Active shows first, then the newest, at most ``limit``."""
         return [ShowRow.from_row(r) for r in self._rows("recent_shows", {"limit": int(limit)})]
 
@@ -120,7 +140,7 @@ class ShowRecords(StoreBase):
             SessionRow.from_row(r) for r in self._rows("list_play_sessions", {"play_id": play_id})
         ]
 
-    def list_show_gate_sessions(self, show_id: str) -> list[SessionRow]:
+    def list_gate_sessions(self, show_id: str) -> list[SessionRow]:
         """The gate runs on the show's integration head (final, and after a person moved
         it), oldest first."""
         rows = self._rows("list_show_gate_sessions", {"show_id": show_id})
@@ -128,7 +148,7 @@ class ShowRecords(StoreBase):
 
     # -- the lock --
 
-    def claim_show(
+    def claim(
         self,
         show_id: str,
         owner: Mapping[str, Any],
@@ -152,7 +172,7 @@ class ShowRecords(StoreBase):
         with self.connector.write() as tx:
             return tx.execute(self.sql("claim_show"), params) == 1
 
-    def beat_show(self, show_id: str, owner: Mapping[str, Any]) -> bool:
+    def beat(self, show_id: str, owner: Mapping[str, Any]) -> bool:
         """Renew the owner's lease; False when the show is no longer active or no longer
         ours (the owner then stops: someone took the show over or ended it)."""
         params = {
@@ -164,7 +184,7 @@ class ShowRecords(StoreBase):
         with self.connector.write() as tx:
             return tx.execute(self.sql("beat_show"), params) == 1
 
-    def release_show(self, show_id: str, owner: Mapping[str, Any]) -> bool:
+    def release(self, show_id: str, owner: Mapping[str, Any]) -> bool:
         """Clear the owner columns if ``owner`` holds the show; False otherwise."""
         params = {"id": show_id, "owner_pid": owner["owner_pid"], "owner_host": owner["owner_host"]}
         with self.connector.write() as tx:

@@ -1,4 +1,4 @@
-"""The guarded status write (design.md D5) as ``Store`` methods: lock the row, decide, then
+"""The guarded status write (design.md D5), ``store.update_status``: lock the row, decide, then
 apply the status, its history row and the terminal columns in one transaction, or refuse
 and audit. The rules themselves are pure functions in ``transitions``."""
 
@@ -71,7 +71,7 @@ class StatusWrites(StoreBase):
             with self.connector.write(wait_seconds=wait_seconds) as tx:
                 if retried and tx.query(self.sql("find_transition"), {"id": transition_id}):
                     return True, None  # an earlier try committed after all
-                current = self._lock_row(tx, write.policy, write.entity_id)
+                current = self.lock_row(tx, write.policy, write.entity_id)
                 previous = current["status"]
                 verdict = decide(write, previous, current["updated_at"])
                 if verdict == "skip":
@@ -85,7 +85,7 @@ class StatusWrites(StoreBase):
             return False, None
 
     def _reject(self, tx: Tx, write: StatusWrite, previous: str | None) -> None:
-        self._admin_event(
+        self.admin_event(
             tx,
             "status_transition_rejected",
             write.policy,
@@ -112,7 +112,7 @@ class StatusWrites(StoreBase):
         in the caller's transaction."""
         policy = write.policy
         if write.override:
-            self._admin_event(
+            self.admin_event(
                 tx,
                 "status_transition_override",
                 policy,
@@ -143,6 +143,6 @@ class StatusWrites(StoreBase):
         sql = self.sql("cas_update_status", table=policy.table, extra_set=extra_set)
         if tx.execute(sql, params) != 1:
             raise _GuardLost  # rolls back the override audit row too
-        self._append_transition(
+        self.append_transition(
             tx, policy, HistoryEntry.of_write(write, previous), now, transition_id
         )

@@ -1,4 +1,5 @@
-"""Teams' records as ``Store`` methods (``sql/<dialect>/teams.sql``, docs/teams.md).
+"""Teams, their members, messages and read receipts: ``store.teams``
+(``sql/<dialect>/teams.sql``, docs/teams.md).
 
 The team row is the team's lock: adding members and sending a message lock it, decide
 with the pure rules of ``lirun.teams.rules`` on what they read, then write. So a message
@@ -20,9 +21,9 @@ from collections.abc import Collection, Sequence
 from lirun.errors import AmbiguousIdError, ConflictError, NotFoundError, UsageError
 from lirun.hints import TYPE_CHECKING, Any
 from lirun.lifecycle import policy_for
-from lirun.store.base import StoreBase
 from lirun.store.connector import NOTIFY_CHANNEL
-from lirun.store.records import decode_row, new_id
+from lirun.store.records import column_values, decode_row, entity_id_or_new, new_id, require_text
+from lirun.store.repository import Repository
 from lirun.store.rows import (
     InboxMessageRow,
     RunMembershipRow,
@@ -50,12 +51,18 @@ def new_message_id(now: float, seq: int) -> str:
     return f"m{int(now * 1000):012x}{seq & 0xFFFFFFFF:08x}{os.urandom(2).hex()}"
 
 
-class TeamRecords(StoreBase):
-    """Teams, members, messages and read receipts."""
+class Teams(Repository):
+    """``store.teams``: teams, members, messages and read receipts."""
+
+    def create(self, *, name: str, id: str | None = None) -> TeamRow:
+        """Create a team row; ValidationError for an empty name or bad id."""
+        require_text(name=name)
+        fields = {"id": entity_id_or_new(id), **column_values({"name": name})}
+        return TeamRow.from_row(self.store.insert("team", fields))
 
     # -- creation and members --
 
-    def create_team_with_members(
+    def create_with_members(
         self,
         name: str,
         members: Sequence[str] = (),
@@ -92,18 +99,18 @@ class TeamRecords(StoreBase):
                 fields: dict[str, Any] = {"id": team_id, "name": name}
                 if owner_type:
                     fields.update(owner_type=owner_type, owner_id=owner_id)
-                self._insert_in(tx, "team", fields, now)
+                self.store.insert_in(tx, "team", fields, now)
             self._add_members_in(tx, team_id, members, now, run_id)
-        team = self.get_team(team_id)
+        team = self.get(team_id)
         assert team is not None
         return team
 
-    def get_team(self, team_id: str) -> TeamRow | None:
+    def get(self, team_id: str) -> TeamRow | None:
         """The team with this id, or None."""
-        row = self.get_entity("team", team_id)
+        row = self.store.get_entity("team", team_id)
         return None if row is None else TeamRow.from_row(row)
 
-    def add_team_members(
+    def add_members(
         self, team_id: str, members: Sequence[str], *, run_id: str | None = None
     ) -> list[str]:
         """Add members (those already in are left as they are); returns the new ones.
@@ -126,7 +133,7 @@ class TeamRecords(StoreBase):
         """Lock the team row and read what the rules decide on."""
         from lirun.teams.rules import TeamFacts
 
-        row = self._lock_row(tx, policy_for("team"), team_id)
+        row = self.store.lock_row(tx, policy_for("team"), team_id)
         named = tx.query(self.sql("get_row", table="teams"), {"id": team_id})[0]
         members = tx.query(self.sql("team_members"), {"team_id": team_id})
         return TeamFacts(
@@ -138,7 +145,7 @@ class TeamRecords(StoreBase):
 
     # -- messages --
 
-    def send_team_message(
+    def send_message(
         self,
         team_id: str,
         *,
@@ -182,7 +189,7 @@ class TeamRecords(StoreBase):
                 )
         return message
 
-    def read_team_inbox(
+    def read_inbox(
         self,
         team_id: str,
         member: str,
@@ -197,7 +204,7 @@ class TeamRecords(StoreBase):
         it (a read receipt, kept once). UsageError when ``member`` is not a member."""
         import json
 
-        members = {m.member for m in self.team_members(team_id)}
+        members = {m.member for m in self.members(team_id)}
         if member not in members:
             raise UsageError(f"{member!r} is not a member of this team; members: "
                              f"{', '.join(sorted(members)) or '(none yet)'}")  # fmt: skip
@@ -220,7 +227,7 @@ class TeamRecords(StoreBase):
                 )
         return rows
 
-    def team_conversation(
+    def conversation(
         self, team_id: str, *, since_seq: int = 0, member: str = "", limit: int = READ_LIMIT
     ) -> list[TeamMessageRow]:
         """Messages after ``since_seq``, oldest first: all, or ``member``'s part (sent by
@@ -230,19 +237,19 @@ class TeamRecords(StoreBase):
         rows = self.connector.read(self.sql("team_conversation"), params)
         return [TeamMessageRow.from_row(r) for r in rows]
 
-    def team_recent_messages(self, team_id: str, *, limit: int = 50) -> list[TeamMessageRow]:
+    def recent_messages(self, team_id: str, *, limit: int = 50) -> list[TeamMessageRow]:
         """The newest ``limit`` messages, oldest first."""
         rows = self.connector.read(self.sql("team_recent"), {"team_id": team_id, "limit": limit})
         return [TeamMessageRow.from_row(r) for r in reversed(rows)]
 
-    def team_message_seq(self, team_id: str, message_id: str) -> int:
+    def message_seq(self, team_id: str, message_id: str) -> int:
         """The ``seq`` of one of the team's messages; NotFoundError when it has none."""
         rows = self.connector.read(self.sql("team_message"), {"team_id": team_id, "id": message_id})
         if not rows:
             raise NotFoundError(f"no message {message_id!r} in this team")
         return int(rows[0]["seq"])
 
-    def team_read_receipts(self, message_ids: Collection[str]) -> dict[str, dict[str, float]]:
+    def read_receipts(self, message_ids: Collection[str]) -> dict[str, dict[str, float]]:
         """``{message id: {member: read_at}}`` for the messages given."""
         import json
 
@@ -258,12 +265,12 @@ class TeamRecords(StoreBase):
 
     # -- reads about teams --
 
-    def team_members(self, team_id: str) -> list[TeamMemberRow]:
+    def members(self, team_id: str) -> list[TeamMemberRow]:
         """The members, in the order they joined."""
         rows = self.connector.read(self.sql("team_members"), {"team_id": team_id})
         return [TeamMemberRow.from_row(r) for r in rows]
 
-    def team_member_summary(self, team_id: str) -> list[TeamMemberSummaryRow]:
+    def member_summary(self, team_id: str) -> list[TeamMemberSummaryRow]:
         """Each member with ``unread``, ``sent`` and ``last_sent_at`` (``lirun`` too once
         it has spoken), in the order they joined."""
         params = {"team_id": team_id}
@@ -271,7 +278,7 @@ class TeamRecords(StoreBase):
                   for r in self.connector.read(self.sql("team_unread_counts"), params)}  # fmt: skip
         sent = {r["sender"]: r for r in self.connector.read(self.sql("team_sent_counts"), params)}
         out = []
-        for member in self.team_members(team_id):
+        for member in self.members(team_id):
             s = sent.pop(member.member, None)
             out.append(
                 TeamMemberSummaryRow(
@@ -288,43 +295,43 @@ class TeamRecords(StoreBase):
             )
         return out
 
-    def list_teams(self, *, status: str | None = None, limit: int = 100) -> list[TeamRow]:
+    def list_all(self, *, status: str | None = None, limit: int = 100) -> list[TeamRow]:
         """Teams, active first then newest, optionally of one status."""
         rows = self.connector.read(self.sql("team_list"), {"status": status, "limit": int(limit)})
         return [TeamRow.from_row(decode_row(r)) for r in rows]  # type: ignore[arg-type]
 
-    def team_member_counts(self) -> dict[str, int]:
+    def member_counts(self) -> dict[str, int]:
         """``{team id: members}`` for every team with a member."""
         rows = self.connector.read(self.sql("team_member_counts"))
         return {str(r["team_id"]): int(r["members"]) for r in rows}
 
-    def team_message_counts(self) -> dict[str, int]:
+    def message_counts(self) -> dict[str, int]:
         """``{team id: message count}`` for every team."""
         rows = self.connector.read(self.sql("team_message_counts"))
         return {str(r["id"]): int(r["message_count"]) for r in rows}
 
-    def teams_of_owner(self, owner_type: str, owner_id: str) -> list[TeamRow]:
+    def of_owner(self, owner_type: str, owner_id: str) -> list[TeamRow]:
         """The teams a show or flow invocation made or joined, newest first."""
         params = {"owner_type": owner_type, "owner_id": owner_id}
         rows = self.connector.read(self.sql("team_by_owner"), params)
         return [TeamRow.from_row(decode_row(r)) for r in rows]  # type: ignore[arg-type]
 
-    def team_memberships_of_run(self, run_id: str) -> list[RunMembershipRow]:
+    def memberships_of_run(self, run_id: str) -> list[RunMembershipRow]:
         """The team and the member name of each team the run joined."""
         rows = self.connector.read(self.sql("team_memberships_of_run"), {"run_id": run_id})
         return [RunMembershipRow.from_row(r) for r in rows]
 
-    def resolve_team(self, text: str) -> str:
+    def resolve(self, text: str) -> str:
         """The team id ``text`` names: an id, a unique id prefix (or suffix), or an
         active team's name. NotFoundError / AmbiguousIdError (exit 2)."""
         if not text.strip():
             raise UsageError("the team must not be empty: give its id or its name")
-        if self.get_team(text) is not None:
+        if self.get(text) is not None:
             return text
         named = self.connector.read(self.sql("team_active_by_name"), {"name": text})
         if len(named) == 1:
             return str(named[0]["id"])
-        ids, total = self.match_ids("team", text)
+        ids, total = self.store.match_ids("team", text)
         if total == 1:
             return ids[0]
         if total > 1:

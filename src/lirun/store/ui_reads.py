@@ -1,4 +1,4 @@
-"""The dashboard's reads as ``Store`` methods (``sql/<dialect>/ui.sql``, migration 0007).
+"""The dashboard's reads, ``store.ui`` (``sql/<dialect>/ui.sql``, migration 0007).
 
 Callers above the store name what they want (a page of runs, the history after a
 sequence number, a show's plays), never a query or a dialect.
@@ -10,7 +10,7 @@ import math
 from collections.abc import Collection
 
 from lirun.hints import Any, NamedTuple
-from lirun.store.base import StoreBase
+from lirun.store.repository import Repository
 from lirun.store.rows import (
     HistoryEventRow,
     LineagePlayRow,
@@ -75,8 +75,8 @@ def page_params(flt: RunFilter, before: tuple[float, str] | None, limit: int) ->
     return params
 
 
-class UIReads(StoreBase):
-    """Mixed into ``Store``."""
+class UIReads(Repository):
+    """``store.ui``: the dashboard's reads."""
 
     def runs_page(
         self,

@@ -1,24 +1,25 @@
-"""The reads of `li wait` and `li status` across the wait kinds (``sql/<dialect>/wait.sql``
-and ``views.sql``), as ``Store`` methods: callers above the store name what they want,
-never a query or a dialect."""
+"""The reads of `li wait` and `li status` across the wait kinds, ``store.waits``
+(``sql/<dialect>/wait.sql`` and ``views.sql``): callers above the store name what they
+want, never a query or a dialect."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
 from lirun.hints import Any
-from lirun.store.base import StoreBase, id_fragment_params
+from lirun.store.base import id_fragment_params
 from lirun.store.connector import Row
+from lirun.store.repository import Repository
 from lirun.store.rows import SessionRow, ShowListRow, WaitExactRow, WaitFetchRow, WaitMatchRow
 
 # The kinds `li wait` accepts, in the order of the ``wait_fetch`` parameters.
 WAIT_KINDS = ("session", "invocation", "play", "schedule_run", "show")
 
 
-class WaitReads(StoreBase):
-    """Mixed into ``Store``: each method is one query, whatever the number of ids."""
+class WaitReads(Repository):
+    """``store.waits``: each method is one query, whatever the number of ids."""
 
-    def resolve_wait_exact(self, inputs: Sequence[str]) -> list[WaitExactRow]:
+    def resolve_exact(self, inputs: Sequence[str]) -> list[WaitExactRow]:
         """Every exact reading of each input (``tier``, ``kind``, ``id``, ``input``,
         ``created_at``); the caller keeps the lowest tier, then the newest row."""
         if not inputs:
@@ -28,7 +29,7 @@ class WaitReads(StoreBase):
         )
         return [WaitExactRow.from_row(r) for r in rows]
 
-    def match_wait_ids(self, fragment: str, *, limit: int) -> list[WaitMatchRow]:
+    def match_ids(self, fragment: str, *, limit: int) -> list[WaitMatchRow]:
         """Ids of the wait kinds starting or ending with ``fragment`` (``kind``, ``id``,
         ``total``), newest first, at most ``limit``."""
         rows = self.connector.read(
@@ -36,7 +37,7 @@ class WaitReads(StoreBase):
         )
         return [WaitMatchRow.from_row(r) for r in rows]
 
-    def fetch_wait_rows(self, ids_by_kind: Mapping[str, Sequence[str]]) -> list[WaitFetchRow]:
+    def fetch_rows(self, ids_by_kind: Mapping[str, Sequence[str]]) -> list[WaitFetchRow]:
         """The wait view of every id (``kind``, ``id``, status, reason, the backing session's
         ``run_dir`` and ``artifacts_path``, ``exit_code``, liveness facts), one query.
 
@@ -52,7 +53,7 @@ class WaitReads(StoreBase):
             WaitFetchRow.from_row(r) for r in self.connector.read(self.sql("wait_fetch"), params)
         ]
 
-    def list_invocation_sessions(self, invocation_id: str) -> list[SessionRow]:
+    def invocation_sessions(self, invocation_id: str) -> list[SessionRow]:
         """The executions of one invocation, oldest first, JSON columns decoded."""
         from lirun.store.records import decode_row
 
@@ -61,7 +62,7 @@ class WaitReads(StoreBase):
         )
         return [SessionRow.from_row(decode_row(r) or {}) for r in rows]
 
-    def list_recent_shows(self, *, limit: int = 20) -> list[ShowListRow]:
+    def recent_shows(self, *, limit: int = 20) -> list[ShowListRow]:
         """The newest ``limit`` shows, newest first, each with ``plays``: how many of its
         plays are in each status (``{"merged": 2, "escalated": 1}``)."""
         rows = self.connector.read(self.sql("list_recent_shows"), {"limit": int(limit)})

@@ -38,8 +38,8 @@ def read_once(
     store: Store, query: InboxQuery, since_seq: int
 ) -> list[TeamMessageRow] | list[InboxMessageRow]:
     if not query.member:
-        return store.team_conversation(query.team_id, since_seq=since_seq)
-    return store.read_team_inbox(
+        return store.teams.conversation(query.team_id, since_seq=since_seq)
+    return store.teams.read_inbox(
         query.team_id, query.member, since_seq=since_seq, unread_only=query.unread_only
     )
 
@@ -59,7 +59,7 @@ def follow(
     since = query.since_seq
     try:
         while True:
-            team = store.get_team(query.team_id)
+            team = store.teams.get(query.team_id)
             rows = read_once(store, query, since)
             if rows:
                 since = rows[-1].seq

@@ -85,10 +85,10 @@ def join(
     one of the run it resumes (``resumed_from``) while that is still active."""
     name = setting.name or run_team_name(owner_type, label, owner_id)
     if setting.name is None and resumed_from:
-        earlier = [t for t in store.teams_of_owner(owner_type, resumed_from)
+        earlier = [t for t in store.teams.of_owner(owner_type, resumed_from)
                    if t.status == "active"]  # fmt: skip
         name = earlier[0].name if earlier else name
-    return store.create_team_with_members(
+    return store.teams.create_with_members(
         name,
         [member_name(m) for m in members],
         owner_type=owner_type,

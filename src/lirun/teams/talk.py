@@ -22,7 +22,7 @@ def membership_of(store: Store, kind: str, row: Mapping[str, Any]) -> dict[str, 
         team = meta.get("team") or (meta.get("flow") or {}).get("team")
         return dict(team) if isinstance(team, Mapping) and team.get("id") else None
     if kind == "play":
-        teams = store.teams_of_owner("show", str(row.get("show_id")))
+        teams = store.teams.of_owner("show", str(row.get("show_id")))
         if teams:
             return {"id": teams[0].id, "name": teams[0].name, "member": str(row["name"])}
     return None
@@ -34,6 +34,6 @@ def record_talk(store: Store, kind: str, row: Mapping[str, Any]) -> dict[str, An
     team = membership_of(store, kind, row)
     if team is None:
         return None
-    mine = store.team_conversation(team["id"], member=team["member"], limit=100_000)
+    mine = store.teams.conversation(team["id"], member=team["member"], limit=100_000)
     messages = [m.as_dict() for m in mine[-STATUS_MESSAGES:]]
     return {**team, "messages": messages, "total": len(mine)}

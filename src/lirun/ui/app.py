@@ -257,7 +257,7 @@ async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]
         last = last.strip() if last is not None else None
         if last and last.isascii() and last.isdigit() and len(last) <= 18:  # an int64 seq
             backlog = await run_in_threadpool(
-                dash.store.transitions_since, int(last), limit=BACKLOG_LIMIT
+                dash.store.ui.transitions_since, int(last), limit=BACKLOG_LIMIT
             )
             if len(backlog) >= BACKLOG_LIMIT:
                 yield f"id: {dash.hub.cursor}\nevent: reset\ndata: {{}}\n\n"

@@ -18,8 +18,8 @@ from lirun.ui.attention import DEFAULT_WINDOW_SECONDS, Facts, Item, needs_you
 def _dead_owners(store: Any, shows: list[ShowRow], now: float) -> list[dict[str, Any]]:
     host, boot = host_name(), boot_id()
     running = [
-        *(("session", r.as_dict()) for r in store.list_running_sessions()),
-        *(("invocation", r.as_dict()) for r in store.list_running_flows()),
+        *(("session", r.as_dict()) for r in store.sessions.list_running()),
+        *(("invocation", r.as_dict()) for r in store.invocations.list_running_flows()),
         *(("show", r.as_dict()) for r in shows),
     ]
     dead = []
@@ -49,12 +49,14 @@ def _pending(url: str | None) -> list[dict[str, Any]]:
 def gather(store: Any, url: str | None, now: float, since: float | None = None) -> Facts:
     """The facts as of ``now``; failures before ``since`` (default: a week ago) age out."""
 
-    rows = store.attention_rows(since=now - DEFAULT_WINDOW_SECONDS if since is None else since)
+    rows = store.lists.attention_rows(
+        since=now - DEFAULT_WINDOW_SECONDS if since is None else since
+    )
     return Facts(
         plays=[r.as_dict() for r in rows.plays],
         flows=[r.as_dict() for r in rows.flows],
         schedule_runs=[r.as_dict() for r in rows.schedule_runs],
-        schedules=store.list_schedules(),
+        schedules=store.schedules.list_all(),
         live_workers=len(live_workers(store, now)),
         dead_owners=_dead_owners(store, rows.running_shows, now),
         pending=_pending(url),

@@ -249,7 +249,7 @@ class Hub:
                 terminal_only=False,
                 check_seconds=SQLITE_CHECK_SECONDS,
             )
-            tracker = SeqTracker(store.last_transition_seq())
+            tracker = SeqTracker(store.ui.last_transition_seq())
             self.cursor = tracker.cursor
             self._check_workers(store)  # before ready: a worker from now on is news
             self.ready.set()
@@ -275,7 +275,7 @@ class Hub:
     def _check_teams(self, store: Any) -> None:
         """Publish ``team`` for each team whose message count moved since the last look."""
         try:
-            counts = store.team_message_counts()
+            counts = store.teams.message_counts()
         except LirunError:
             return  # the transitions' read says so
         if self._team_counts is not None:
@@ -291,7 +291,7 @@ class Hub:
                 self._check_workers(store)
                 next_workers = time.monotonic() + WORKERS_CHECK_SECONDS
             try:
-                rows = store.transitions_since(tracker.cursor, limit=BATCH)
+                rows = store.ui.transitions_since(tracker.cursor, limit=BATCH)
             except LirunError as exc:
                 if self.error is None:
                     self.publish([Notice("stale")])

@@ -60,7 +60,7 @@ def _paged(rows: list[Any], params: Mapping[str, str]) -> dict[str, Any]:
 def flows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """Flow invocations, newest first, 50 a page, by status and since."""
     status, since, cursor = _list_query(params, "invocation")
-    rows = [r.as_dict() for r in store.list_flows(status=status, since=since, before=cursor,
+    rows = [r.as_dict() for r in store.lists.flows(status=status, since=since, before=cursor,
                                                  limit=PAGE_SIZE + 1)]  # fmt: skip
     now = time.time()
     flows = [
@@ -86,7 +86,7 @@ PERSON_STATUSES = ("escalated", "gate_failed")
 def shows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """Shows, newest first, 50 a page, by status and since, each with its plays counted."""
     status, since, cursor = _list_query(params, "show")
-    rows = store.list_shows(status=status, since=since, before=cursor, limit=PAGE_SIZE + 1)
+    rows = store.lists.shows(status=status, since=since, before=cursor, limit=PAGE_SIZE + 1)
     now = time.time()
     shows = []
     for row in rows[:PAGE_SIZE]:
@@ -138,10 +138,10 @@ def next_fires(row: ScheduleRow, count: int = NEXT_FIRES) -> list[int]:
 def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
     """One schedule: its definition, next fires, its runs, success and cost over time."""
 
-    row = store.get_schedule(name)
+    row = store.schedules.get(name)
     if row is None:
         return None
-    runs = [r.as_dict() for r in store.schedule_runs_with_usage(row.id, limit=100)]
+    runs = [r.as_dict() for r in store.lists.schedule_runs_with_usage(row.id, limit=100)]
     for r in runs:
         r["href"] = schedule_run_href(r)
         r["duration"] = duration(r) if r.get("ended_at") else None

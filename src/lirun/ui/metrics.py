@@ -1,7 +1,7 @@
 """The record as Prometheus metrics: ``/metrics`` on the dashboard and ``li metrics``.
 
 Nothing is counted in memory: every scrape reads the aggregates of the database
-(``Store.metric_facts``) and the spool directory, so the numbers are the same from any
+(``store.metrics.facts``) and the spool directory, so the numbers are the same from any
 process on any machine, survive restarts, and a run's end moves them as soon as its row
 is written. ``families`` is the pure part (facts in, metric families out); ``render``
 gathers the facts and writes the text format with ``prometheus_client`` (the ``ui`` or
@@ -162,7 +162,7 @@ def render(store: Store, db_url: str, *, now: float | None = None) -> bytes:
     """The Prometheus text format of the record in ``store`` (whose URL is ``db_url``:
     the spool is kept per database)."""
     at = time.time() if now is None else now
-    facts = store.metric_facts(now=at, overdue_after=OVERDUE_AFTER)
+    facts = store.metrics.facts(now=at, overdue_after=OVERDUE_AFTER)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Scrape(families(facts, spooled=len(pending_files(db_url)), now=at)))
     return generate_latest(registry)

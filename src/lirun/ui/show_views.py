@@ -72,7 +72,7 @@ def _provider_stop(store: Store, play: PlayRow) -> dict[str, Any] | None:
     said on its last execution and what a person does about it."""
     if play.status_reason_code != "play.escalated.provider" or not play.session_id:
         return None
-    return provider_failure(store.get_session(play.session_id))
+    return provider_failure(store.sessions.get(play.session_id))
 
 
 def _merged_by(store: Store, play: PlayRow) -> dict[str, Any]:
@@ -86,11 +86,11 @@ def _merged_by(store: Store, play: PlayRow) -> dict[str, Any]:
 
 def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     """A show and its plays, grouped by status for the board."""
-    show = store.get_show(show_id)
+    show = store.shows.get(show_id)
     if show is None:
         return None
     row = {**show.as_dict(), "integration_head": current_head(show)}  # git's, not the record's
-    rows = store.show_plays(show_id)
+    rows = store.ui.show_plays(show_id)
     plays = [play.as_dict() for play in rows]
     columns: dict[str, list[dict[str, Any]]] = {}
     for play, fields in zip(rows, plays, strict=True):

@@ -15,10 +15,10 @@ PAGE_MESSAGES = 500
 
 def teams_view(store: Store) -> dict[str, Any]:
     """Every team, active first, with its members counted."""
-    members = store.team_member_counts()
+    members = store.teams.member_counts()
     teams = [
         {**team.as_dict(), "members": members.get(team.id, 0), "href": f"/teams/{team.id}"}
-        for team in store.list_teams(limit=200)
+        for team in store.teams.list_all(limit=200)
     ]
     return {"teams": teams}
 
@@ -26,8 +26,8 @@ def teams_view(store: Store) -> dict[str, Any]:
 def conversation(store: Store, team: TeamRow) -> dict[str, Any]:
     """A team's members (with unread counts) and its newest messages, oldest first, each
     with who read it and a link to the run that sent it."""
-    messages = store.team_recent_messages(team.id, limit=PAGE_MESSAGES)
-    receipts = store.team_read_receipts([m.id for m in messages])
+    messages = store.teams.recent_messages(team.id, limit=PAGE_MESSAGES)
+    receipts = store.teams.read_receipts([m.id for m in messages])
     shown = [
         {
             **m.as_dict(),
@@ -38,7 +38,7 @@ def conversation(store: Store, team: TeamRow) -> dict[str, Any]:
     ]
     return {
         "team": team.as_dict(),
-        "members": [m.as_dict() for m in store.team_member_summary(team.id)],
+        "members": [m.as_dict() for m in store.teams.member_summary(team.id)],
         "messages": shown,
         "more": int(team.message_count or 0) - len(shown),
     }
@@ -46,7 +46,7 @@ def conversation(store: Store, team: TeamRow) -> dict[str, Any]:
 
 def team_view(store: Store, team_id: str) -> dict[str, Any] | None:
     """One team: its row, members, conversation and history; None when there is none."""
-    team = store.get_team(team_id)
+    team = store.teams.get(team_id)
     if team is None:
         return None
     return {
@@ -58,7 +58,7 @@ def team_view(store: Store, team_id: str) -> dict[str, Any] | None:
 
 def show_team(store: Store, show_id: str) -> dict[str, Any] | None:
     """The conversation of the show's team, or None when its file had no ``team:``."""
-    teams = store.teams_of_owner("show", show_id)
+    teams = store.teams.of_owner("show", show_id)
     return conversation(store, teams[0]) if teams else None
 
 

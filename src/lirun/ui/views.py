@@ -162,7 +162,7 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """One page of runs with the filters that chose it and the cursor of the next page."""
     flt = parse_filter(params)
     cursor = parse_cursor(params.get("cursor"))
-    page = store.runs_page(flt, before=cursor, limit=PAGE_SIZE + 1)
+    page = store.ui.runs_page(flt, before=cursor, limit=PAGE_SIZE + 1)
     more = len(page) > PAGE_SIZE
     rows = [r.as_dict() for r in page[:PAGE_SIZE]]  # the keys the API and pages show
     now = time.time()
@@ -191,12 +191,12 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
 def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
     """One execution: its row, history, evidence, artifacts, usage, lineage, transcript."""
 
-    session = store.get_session(run_id)
+    session = store.sessions.get(run_id)
     if session is None:
         return None
     row = session.as_dict()  # as the record pages of every kind read it
     verification = session.artifact_verification_json or {}
-    lineage = store.run_lineage(run_id, session.invocation_id)
+    lineage = store.ui.run_lineage(run_id, session.invocation_id)
     usage_keys = (
         "input_tokens",
         "output_tokens",
@@ -240,11 +240,11 @@ def _play_of(session: SessionRow) -> dict[str, Any] | None:
 def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
     """A flow (an invocation): its row, its legs as a report, and the leg graph."""
 
-    flow = store.get_invocation(invocation_id)
+    flow = store.invocations.get(invocation_id)
     if flow is None:
         return None
     row = flow.as_dict()  # as the record pages of every kind read it
-    sessions = store.list_invocation_sessions(invocation_id)
+    sessions = store.waits.invocation_sessions(invocation_id)
     report = None
     nodes: list[Any] = []
     if flow.flow_json:
@@ -292,10 +292,10 @@ def schedules_view(store: Store) -> dict[str, Any]:
     now = time.time()
     workers = len(live_workers(store, now))
     runs_by_schedule: dict[str, list[dict[str, Any]]] = {}
-    for run in store.recent_schedule_runs(per_schedule=30):
+    for run in store.ui.recent_schedule_runs(per_schedule=30):
         runs_by_schedule.setdefault(str(run.schedule_id), []).append(run.as_dict())
     out = []
-    for schedule in store.list_schedules():
+    for schedule in store.schedules.list_all():
         runs = runs_by_schedule.get(schedule.id, [])
         for r in runs:  # each cell opens the run, flow or show it made
             r["href"] = schedule_run_href(r)
@@ -357,7 +357,7 @@ def _runs_of(store: Store, ids: list[str]) -> list[dict[str, Any]]:
     schedule run has no page of its own)."""
     out = []
     for run_id in ids:
-        row = store.get_schedule_run(run_id)
+        row = store.schedules.get_run(run_id)
         out.append(
             {
                 "id": run_id,

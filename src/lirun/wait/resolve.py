@@ -53,7 +53,7 @@ def pick_exact(rows: Iterable[WaitExactRow]) -> dict[str, tuple[str, str]]:
 
 
 def _resolve_partial(store: Store, text: str) -> Target:
-    rows = store.match_wait_ids(text, limit=ID_CANDIDATES)
+    rows = store.waits.match_ids(text, limit=ID_CANDIDATES)
     if not rows:
         return Target(text, problem=NOT_FOUND)
     total = int(rows[0].total)
@@ -67,7 +67,7 @@ def resolve_targets(store: Store, ids: Sequence[str]) -> list[Target]:
     """Resolve each input (already split) to a Target, in input order."""
     if not ids:
         return []
-    exact = pick_exact(store.resolve_wait_exact(ids))
+    exact = pick_exact(store.waits.resolve_exact(ids))
     targets = []
     for text in ids:
         hit = exact.get(text)

@@ -119,7 +119,7 @@ class Watcher:
         for kind, entity_id in keys:
             by_kind.setdefault(kind, []).append(entity_id)
         self.queries += 1
-        rows = self.store.fetch_wait_rows(by_kind)
+        rows = self.store.waits.fetch_rows(by_kind)
         return {(row.kind, row.id): row.as_dict() for row in rows}  # as the decisions read it
 
     def tick(self) -> list[dict[str, Any]]:

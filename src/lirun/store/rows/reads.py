@@ -32,7 +32,7 @@ __all__ = [
 
 class FlowListRow(NamedTuple):
     """A flow invocation as ``li flow list`` and the flows page list it: its status,
-    skill, prompt, usage and times (``list_flows``)."""
+    skill, prompt, usage and times (``store.lists.flows``)."""
 
     id: str
     status: str
@@ -51,7 +51,7 @@ class FlowListRow(NamedTuple):
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> FlowListRow:
-        """The flow of one ``list_flows`` row."""
+        """The flow of one ``store.lists.flows`` row."""
         return cls(**{name: row[name] for name in cls._fields})
 
     def as_dict(self) -> dict[str, Any]:
@@ -324,7 +324,7 @@ class AttentionRows(NamedTuple):
 
 
 class GcCandidateRow(NamedTuple):
-    """A run or flow gc may prune (``gc_candidates``): its status, times, run
+    """A run or flow gc may prune (``store.retention.candidates``): its status, times, run
     directory and host, the status of the flow it is a leg of, whether an active show
     holds it and ``bulk_bytes``, what its tombstone clears."""
 
@@ -393,7 +393,7 @@ class HistoryEventRow(NamedTuple):
 
 
 class WaitExactRow(NamedTuple):
-    """One exact reading of an id ``li wait`` was given (``resolve_wait_exact``): the
+    """One exact reading of an id ``li wait`` was given (``store.waits.resolve_exact``): the
     record of ``kind`` it names, the ``input`` it was read from, and its ``tier`` (the
     lower wins: an id before a branch before a run id)."""
 
@@ -415,7 +415,7 @@ class WaitExactRow(NamedTuple):
 
 class WaitMatchRow(NamedTuple):
     """A record whose id starts or ends with a fragment ``li wait`` was given
-    (``match_wait_ids``), with ``total``: how many match in all."""
+    (``store.waits.match_ids``), with ``total``: how many match in all."""
 
     kind: str
     id: str
@@ -432,7 +432,7 @@ class WaitMatchRow(NamedTuple):
 
 
 class WaitFetchRow(NamedTuple):
-    """One target of ``li wait`` as one tick reads it (``fetch_wait_rows``): its status
+    """One target of ``li wait`` as one tick reads it (``store.waits.fetch_rows``): its status
     and reason, the run directory and artifacts of the session backing it, its exit code
     and the owner's liveness facts (a schedule run's: its worker's, and its lease)."""
 

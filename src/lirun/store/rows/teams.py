@@ -46,7 +46,7 @@ class TeamRow(NamedTuple):
 
 
 class TeamMemberRow(NamedTuple):
-    """A member of a team (``team_members``): its name, when it joined, the run it
+    """A member of a team (``store.teams.members``): its name, when it joined, the run it
     joined as (None for a member added by hand)."""
 
     member: str

@@ -1,4 +1,5 @@
-"""Flow invocations as ``Store`` methods (``sql/<dialect>/flows.sql``, migration 0005).
+"""Invocations (manual, a skill's, or a flow), ``store.invocations`` (flows in
+``sql/<dialect>/flows.sql``, migration 0005).
 
 A flow is one invocation row of kind ``flow`` with an owner that heartbeats (as a running
 session has), the resolved flow as JSON, and its run directory; its legs are sessions
@@ -11,17 +12,32 @@ import time
 from collections.abc import Mapping
 
 from lirun.hints import Any
-from lirun.store.base import StoreBase
-from lirun.store.records import column_values, decode_row, entity_id_or_new, to_json
+from lirun.store.records import column_values, decode_row, entity_id_or_new, require_text, to_json
+from lirun.store.repository import Repository
 from lirun.store.rows import InvocationRow, SessionRow
 
 FLOW_KIND = "flow"
 
 
-class FlowRecords(StoreBase):
-    """Mixed into ``Store``."""
+class Invocations(Repository):
+    """``store.invocations``: invocations, and the flows among them."""
 
-    def create_flow_invocation(
+    def create(
+        self, *, skill: str, prompt: str | None = None, id: str | None = None
+    ) -> InvocationRow:
+        """Create an invocation row (``running``); ValidationError for an empty skill or bad id."""
+        require_text(skill=skill)
+        fields = column_values({"skill": skill, "prompt": prompt})
+        return InvocationRow.from_row(
+            self.store.insert("invocation", {"id": entity_id_or_new(id), **fields})
+        )
+
+    def get(self, invocation_id: str) -> InvocationRow | None:
+        """The invocation (manual or flow) with this id, or None."""
+        rows = self.connector.read(self.sql("get_row", table="invocations"), {"id": invocation_id})
+        return InvocationRow.from_row(decode_row(rows[0]) or {}) if rows else None
+
+    def create_flow(
         self,
         *,
         id: str | None = None,
@@ -52,7 +68,7 @@ class FlowRecords(StoreBase):
         )
         fields["flow_json"] = to_json(dict(flow), "flow")
         return InvocationRow.from_row(
-            self._insert("invocation", {"id": entity_id_or_new(id), **fields})
+            self.store.insert("invocation", {"id": entity_id_or_new(id), **fields})
         )
 
     def flow_heartbeat(self, invocation_id: str) -> None:
