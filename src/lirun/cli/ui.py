@@ -88,7 +88,8 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(INSTALL_HINT)
         return 2
 
-    token = Settings.from_env().with_flags(ui_token=args.token or None).ui_token
+    settings = Settings.from_env().with_flags(ui_token=args.token or None, db_url=args.db)
+    token = settings.ui_token
     local = is_local_host(args.host)
     if not local and token is None:
         sys.stderr.write(
@@ -102,10 +103,10 @@ def main(argv: list[str]) -> int:
     if not 0 <= args.port <= 65535:
         sys.stderr.write(f"li ui: --port {args.port} is not a port (0-65535)\n")
         return 2
-    return _serve(args, token, None if not local else {*LOCAL_HOSTS, args.host})
+    return _serve(args, settings, None if not local else {*LOCAL_HOSTS, args.host})
 
 
-def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] | None) -> int:
+def _serve(args: argparse.Namespace, settings: Settings, allowed_hosts: set[str] | None) -> int:
     from lirun.ui.app import create_app  # these need the `ui` extra (starlette, uvicorn)
     from lirun.ui.server import DashboardServer
 
@@ -118,21 +119,22 @@ def _serve(args: argparse.Namespace, token: str | None, allowed_hosts: set[str] 
             "choose another --port (0 picks a free one)\n"
         )
         return 2
-    url = resolve_db_url(args.db)
-    if args.db is None and Settings.from_env().db_url is None:
+    url = resolve_db_url(settings.db_url)
+    if settings.db_url is None:
         # The default database, created (and migrated) as any li command would, so a
         # dashboard opened before the first run shows runs as they come. A database
         # named with --db or LIRUN_DB_URL must exist: a typo is not a new empty one.
         open_store(None).close()
     else:
         _migrate_if_writable(url)
-    app = create_app(url, token=token, allowed_hosts=allowed_hosts)
+    app = create_app(url, token=settings.ui_token, allowed_hosts=allowed_hosts)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/"
     print(url, flush=True)
     sys.stderr.write(f"li ui: serving {url} (Ctrl-C stops)\n")
     if args.open:
+        token = settings.ui_token
         target = f"{url}?token={token}" if token else url
         threading.Timer(0.5, webbrowser.open, (target,)).start()
     with _stop_quietly():
