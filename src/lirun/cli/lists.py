@@ -41,7 +41,7 @@ def _rows(args: Any, prog: str, read: str) -> list[dict[str, Any]]:
 
 
 def _read(args: Any, prog: str, read: str) -> list[Any]:
-    """The rows the store method ``read`` gives for the list options, as it gives them."""
+    """The rows the list ``read`` of ``store.lists`` gives for the list options."""
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
     since = None if args.since is None else time.time() - parse_duration(args.since)
@@ -52,7 +52,7 @@ def _read(args: Any, prog: str, read: str) -> list[Any]:
     except DatabaseMissingError:
         return []
     try:
-        return list(getattr(store, read)(status=args.status, since=since, limit=args.limit))
+        return list(getattr(store.lists, read)(status=args.status, since=since, limit=args.limit))
     finally:
         store.close()
 
@@ -64,7 +64,7 @@ def _empty(args: Any, noun: str, how: str) -> str:
 
 
 def flow_list(args: Any) -> int:
-    rows = _rows(args, "li flow list", "list_flows")
+    rows = _rows(args, "li flow list", "flows")
     if args.json:
         print_json(rows, schema="lirun.flow_row/1")
     elif not rows:
@@ -75,7 +75,7 @@ def flow_list(args: Any) -> int:
 
 
 def show_list(args: Any) -> int:
-    rows = _read(args, "li show list", "list_shows")
+    rows = _read(args, "li show list", "shows")
     if args.json:
         print_json([row.as_dict() for row in rows], schema="lirun.show_row/1")
     elif not rows:

@@ -59,6 +59,7 @@ from psycopg import sql
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseError
 from lirun.logs import get_logger
+from lirun.store import Store
 from lirun.store.pg_connect import split_schema
 
 log = get_logger(__name__)
@@ -239,7 +240,7 @@ class ProcrastinateTransport:
 
     def __init__(
         self,
-        store_or_url: Any,
+        store_or_url: Store | str,
         *,
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
         stalled_after: float = STALLED_AFTER,
@@ -411,7 +412,7 @@ class ProcrastinateTransport:
                 # another worker's sweep may take it first, or it may just have finished
                 with contextlib.suppress(pexc.ProcrastinateException):
                     await app.job_manager.retry_job(job)
-            if self._store is not None and hasattr(self._store, "list_queued_run_ids"):
+            if self._store is not None:
                 ids = await asyncio.to_thread(self._store.schedules.list_queued_run_ids, limit=1000)
                 for run_id in ids:
                     await asyncio.to_thread(self.enqueue, run_id)
