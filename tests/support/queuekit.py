@@ -213,7 +213,7 @@ def serve_main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     transport = ProcrastinateTransport(
-        args.url, heartbeat_seconds=args.sessions.heartbeat, stalled_after=args.stalled,
+        args.url, heartbeat_seconds=args.heartbeat, stalled_after=args.stalled,
         reconcile_seconds=args.sweep, poll_seconds=args.poll,
     )  # fmt: skip
     print(f"{args.name}: serving on {socket.gethostname()} as pid {os.getpid()}", flush=True)
