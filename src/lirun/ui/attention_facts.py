@@ -54,9 +54,9 @@ def gather(store: Any, url: str | None, now: float, since: float | None = None) 
         since=now - DEFAULT_WINDOW_SECONDS if since is None else since
     )
     return Facts(
-        plays=[r.as_dict() for r in rows.plays],
-        flows=[r.as_dict() for r in rows.flows],
-        schedule_runs=[r.as_dict() for r in rows.schedule_runs],
+        plays=rows.plays,
+        flows=rows.flows,
+        schedule_runs=rows.schedule_runs,
         schedules=store.schedules.list_all(),
         live_workers=len(live_workers(store, now)),
         dead_owners=_dead_owners(store, rows.running_shows, now),
