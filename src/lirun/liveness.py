@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from lirun import platform
-from lirun.hints import Protocol
 
 DEFAULT_LEASE_SECONDS = 60.0
 # Several heartbeats fit in one lease, so one slow beat never looks like death.

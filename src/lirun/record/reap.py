@@ -16,10 +16,9 @@ import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from lirun.errors import LirunError
-from lirun.hints import Protocol
 from lirun.liveness import (
     OWNER_DEATH_NOTE,
     Owned,
