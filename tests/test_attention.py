@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 
 from lirun.store import Store
-from lirun.store.rows import ScheduleRow
+from lirun.store.rows import (
+    AttentionFlowRow,
+    AttentionPlayRow,
+    AttentionScheduleRunRow,
+    ScheduleRow,
+)
 from lirun.ui.attention import OVERDUE_GRACE_SECONDS, Facts, needs_you
 from lirun.ui.attention_facts import attention_items, gather
 from support.storekit import raw_write
@@ -21,10 +26,20 @@ from support.storekit import raw_write
 NOW = 1_800_000_000.0
 
 
-def _play(status: str, **more: Any) -> dict[str, Any]:
-    return {"id": f"p-{status}", "show_id": "sh1", "name": "api", "topic": "auth",
-            "status": status, "status_reason_code": f"play.{status}.x",
-            "updated_at": NOW - 5, **more}  # fmt: skip
+def _play(status: str, **more: Any) -> AttentionPlayRow:
+    given = {"id": f"p-{status}", "show_id": "sh1", "name": "api", "topic": "auth",
+             "status": status, "status_reason_code": f"play.{status}.x",
+             "updated_at": NOW - 5, **more}  # fmt: skip
+    return AttentionPlayRow.from_row({**dict.fromkeys(AttentionPlayRow._fields), **given})
+
+
+def _failed_flow(**given: Any) -> AttentionFlowRow:
+    return AttentionFlowRow.from_row({**dict.fromkeys(AttentionFlowRow._fields), **given})
+
+
+def _failed_run(**given: Any) -> AttentionScheduleRunRow:
+    fields = dict.fromkeys(AttentionScheduleRunRow._fields)
+    return AttentionScheduleRunRow.from_row({**fields, **given})
 
 
 def _schedule(name: str, due: float | None, status: str = "enabled") -> ScheduleRow:
@@ -39,7 +54,7 @@ def _schedule(name: str, due: float | None, status: str = "enabled") -> Schedule
         (Facts(plays=[_play("escalated")]), [("play", "p-escalated")]),
         (Facts(plays=[_play("gate_failed")]), [("play", "p-gate_failed")]),
         (
-            Facts(flows=[{"id": "f1", "status": "failed", "skill": "/x/fan.yaml"}]),
+            Facts(flows=[_failed_flow(id="f1", status="failed", skill="/x/fan.yaml")]),
             [("flow", "f1")],
         ),
         # An overdue schedule needs a person only when no worker is live to fire it.
@@ -71,8 +86,8 @@ def test_each_rule(facts: Facts, expected: list[tuple[str, str]]) -> None:
 
 def test_a_schedules_failures_are_one_item_naming_the_last_and_how_many() -> None:
     runs = [
-        {"id": f"r{i}", "schedule_id": "s1", "schedule_name": "tick", "status": "failed",
-         "status_reason_code": "run.failed.exit_nonzero", "updated_at": NOW - 10 + i}
+        _failed_run(id=f"r{i}", schedule_id="s1", schedule_name="tick", status="failed",
+                    status_reason_code="run.failed.exit_nonzero", updated_at=NOW - 10 + i)
         for i in range(3)
     ]  # fmt: skip
     [item] = needs_you(Facts(schedule_runs=runs), NOW)
@@ -87,7 +102,7 @@ def test_a_schedules_failures_are_one_item_naming_the_last_and_how_many() -> Non
 def test_what_blocks_work_comes_first_and_each_says_what_to_do() -> None:
     facts = Facts(
         plays=[_play("escalated")],
-        flows=[{"id": "f1", "status": "timed_out"}],
+        flows=[_failed_flow(id="f1", status="timed_out")],
         schedules=[_schedule("tick", NOW - 3600)],
         dead_owners=[{"kind": "invocation", "id": "f2", "summary": "no heartbeat for 90s"}],
         pending=[{"run_id": "r2", "status": "completed", "reason_code": "run.completed.ok"}],
@@ -207,7 +222,7 @@ def test_an_outcome_pending_in_the_spool_is_listed(
 
 
 def test_a_flow_is_named_by_its_files_name() -> None:
-    facts = Facts(flows=[{"id": "f1", "status": "failed", "skill": "/tmp/x/fan.yaml"}])
+    facts = Facts(flows=[_failed_flow(id="f1", status="failed", skill="/tmp/x/fan.yaml")])
     [item] = needs_you(facts, NOW)
     assert item.what.startswith("flow fan.yaml failed")
     assert "/tmp/x" not in item.what

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
 
 import pytest
 
@@ -15,6 +14,7 @@ from lirun.liveness import (
     HEARTBEAT_INTERVAL,
     ORPHANED,
     STALE,
+    OwnerFacts,
     OwnerVerdict,
     boot_id,
     current_owner,
@@ -28,46 +28,45 @@ HOST, BOOT = "h1", "boot-1"
 ALIVE = {100: 5_000.0}  # pid → start time on this (fake) machine
 
 
-def _judge(row: dict[str, Any]) -> str | None:
+def _judge(row: OwnerFacts) -> str | None:
     verdict = judge_owner(row, now=NOW, host=HOST, boot_id=BOOT, process_start_time_of=ALIVE.get)
     return None if verdict is None else verdict.reason_code
 
 
-OWNER = {"owner_pid": 100, "owner_start_time": 5_000.0, "owner_host": HOST, "owner_boot_id": BOOT}
+OWNER = OwnerFacts(owner_pid=100, owner_start_time=5_000.0, owner_host=HOST, owner_boot_id=BOOT)
 
 
 @pytest.mark.parametrize(
     ("row", "expected"),
     [
         (OWNER, None),
-        ({**OWNER, "heartbeat_at": NOW - 5}, None),
-        ({**OWNER, "owner_start_time": 5_000.9}, None),  # tick rounding is tolerated
-        ({**OWNER, "owner_pid": 101}, ORPHANED),  # gone
-        ({**OWNER, "owner_start_time": 4_000.0}, ORPHANED),  # pid reused by another process
-        ({**OWNER, "owner_boot_id": "boot-0"}, ORPHANED),  # died with the machine
-        ({**OWNER, "owner_host": "h2", "owner_pid": 101}, None),  # another host: no proof
-        ({**OWNER, "owner_host": "h2", "heartbeat_at": NOW - 61}, STALE),
-        ({**OWNER, "heartbeat_at": NOW - DEFAULT_LEASE_SECONDS - 1}, STALE),
-        ({**OWNER, "heartbeat_at": NOW - 100, "lease_seconds": 300}, None),
-        ({**OWNER, "heartbeat_at": NOW - 301, "lease_seconds": 300}, STALE),
-        ({**OWNER, "owner_pid": 101, "heartbeat_at": NOW - 500}, ORPHANED),  # proof first
-        ({"heartbeat_at": NOW - 120}, STALE),  # no owner: judged by heartbeat alone
-        ({"heartbeat_at": NOW - 1}, None),
-        ({}, None),  # no liveness info at all: never judged
-        ({"owner_pid": None, "owner_host": HOST}, None),
-        ({**OWNER, "owner_boot_id": ""}, None),  # no recorded boot: pid check only, alive
-        ({**OWNER, "owner_boot_id": "", "owner_pid": 101}, ORPHANED),
-        ({**OWNER, "owner_start_time": None}, None),  # start unknown: pid alive is enough
+        (OWNER._replace(heartbeat_at=NOW - 5), None),
+        (OWNER._replace(owner_start_time=5_000.9), None),  # tick rounding is tolerated
+        (OWNER._replace(owner_pid=101), ORPHANED),  # gone
+        (OWNER._replace(owner_start_time=4_000.0), ORPHANED),  # pid reused by another process
+        (OWNER._replace(owner_boot_id="boot-0"), ORPHANED),  # died with the machine
+        (OWNER._replace(owner_host="h2", owner_pid=101), None),  # another host: no proof
+        (OWNER._replace(owner_host="h2", heartbeat_at=NOW - 61), STALE),
+        (OWNER._replace(heartbeat_at=NOW - DEFAULT_LEASE_SECONDS - 1), STALE),
+        (OWNER._replace(heartbeat_at=NOW - 100, lease_seconds=300), None),
+        (OWNER._replace(heartbeat_at=NOW - 301, lease_seconds=300), STALE),
+        (OWNER._replace(owner_pid=101, heartbeat_at=NOW - 500), ORPHANED),  # proof first
+        (OwnerFacts(heartbeat_at=NOW - 120), STALE),  # no owner: judged by heartbeat alone
+        (OwnerFacts(heartbeat_at=NOW - 1), None),
+        (OwnerFacts(), None),  # no liveness info at all: never judged
+        (OwnerFacts(owner_pid=None, owner_host=HOST), None),
+        (OWNER._replace(owner_boot_id=""), None),  # no recorded boot: pid check only, alive
+        (OWNER._replace(owner_boot_id="", owner_pid=101), ORPHANED),
+        (OWNER._replace(owner_start_time=None), None),  # start unknown: pid alive is enough
     ],
 )
-def test_judge_owner(row: dict[str, Any], expected: str | None) -> None:
+def test_judge_owner(row: OwnerFacts, expected: str | None) -> None:
     assert _judge(row) == expected
 
 
 def test_same_host_without_our_boot_id_cannot_tell() -> None:
-    verdict = judge_owner(
-        {**OWNER, "owner_pid": 101}, now=NOW, host=HOST, boot_id="", process_start_time_of=ALIVE.get
-    )
+    row = OWNER._replace(owner_pid=101)
+    verdict = judge_owner(row, now=NOW, host=HOST, boot_id="", process_start_time_of=ALIVE.get)
     assert verdict is None
 
 
@@ -83,14 +82,14 @@ def test_same_host_without_our_boot_id_cannot_tell() -> None:
 def test_boot_ids_of_two_platforms_are_not_compared(
     recorded: str, current: str, expected: str | None
 ) -> None:
-    row = {**OWNER, "owner_boot_id": recorded}
+    row = OWNER._replace(owner_boot_id=recorded)
     verdict = judge_owner(row, now=NOW, host=HOST, boot_id=current, process_start_time_of=ALIVE.get)
     assert (verdict.reason_code if verdict else None) == expected
 
 
 def test_verdict_carries_summary_and_evidence() -> None:
     verdict = judge_owner(
-        {**OWNER, "owner_pid": 101},
+        OWNER._replace(owner_pid=101),
         now=NOW,
         host=HOST,
         boot_id=BOOT,
@@ -133,25 +132,25 @@ def test_process_start_time_of_a_child_and_of_a_dead_or_zombie_process() -> None
     assert process_start_time(-5) is None
 
 
-DEAD_OWNER = {**OWNER, "owner_pid": 101}  # owner gone; its child 100 still runs
-CHILD = {"child_pid": 100, "child_start_time": 5_000.0}
+DEAD_OWNER = OWNER._replace(owner_pid=101)  # owner gone; its child 100 still runs
+LEFT = DEAD_OWNER._replace(child_pid=100, child_start_time=5_000.0)  # its child, recorded
 
 
 @pytest.mark.parametrize(
     ("row", "expected"),
     [
-        ({**DEAD_OWNER, **CHILD}, 100),
-        ({**DEAD_OWNER, **CHILD, "child_start_time": 5_000.9}, 100),  # tick rounding
-        ({**DEAD_OWNER, **CHILD, "child_pid": 102}, 102),  # leader gone, group may remain
-        ({**DEAD_OWNER, **CHILD, "child_start_time": 4_000.0}, None),  # pid reused
-        ({**DEAD_OWNER, "child_pid": 100}, None),  # no start time recorded: cannot prove it
-        ({**DEAD_OWNER, **CHILD, "owner_host": "h2"}, None),  # another machine
-        ({**DEAD_OWNER, **CHILD, "owner_boot_id": "boot-0"}, None),  # died with the machine
+        (LEFT, 100),
+        (LEFT._replace(child_start_time=5_000.9), 100),  # tick rounding
+        (LEFT._replace(child_pid=102), 102),  # leader gone, group may remain
+        (LEFT._replace(child_start_time=4_000.0), None),  # pid reused
+        (DEAD_OWNER._replace(child_pid=100), None),  # no start time recorded: cannot prove it
+        (LEFT._replace(owner_host="h2"), None),  # another machine
+        (LEFT._replace(owner_boot_id="boot-0"), None),  # died with the machine
         (DEAD_OWNER, None),  # no child recorded
     ],
 )
 def test_orphaned_group_is_stopped_only_when_provably_ours(
-    row: dict[str, Any], expected: int | None
+    row: OwnerFacts, expected: int | None
 ) -> None:
     verdict = OwnerVerdict(ORPHANED, "owner gone", [])
     got = orphaned_group(row, verdict, host=HOST, boot_id=BOOT, process_start_time_of=ALIVE.get)
@@ -159,7 +158,7 @@ def test_orphaned_group_is_stopped_only_when_provably_ours(
 
 
 def test_a_stale_heartbeat_never_stops_the_child() -> None:
-    row = {**OWNER, **CHILD, "heartbeat_at": NOW - DEFAULT_LEASE_SECONDS - 1}
+    row = LEFT._replace(owner_pid=100, heartbeat_at=NOW - DEFAULT_LEASE_SECONDS - 1)
     verdict = judge_owner(row, now=NOW, host=HOST, boot_id=BOOT, process_start_time_of=ALIVE.get)
     assert verdict is not None
     assert verdict.reason_code == STALE

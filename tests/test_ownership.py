@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from lirun.record.ownership import judge
+from lirun.record.ownership import OwnedRecord, judge
+from lirun.store.rows import InvocationRow, SessionRow, ShowRow
 from support.execkit import poll, run_li, start_li, wait_for_running_row
 
 NOW = 1_000_000.0
@@ -27,7 +28,15 @@ def _start_time(pid: int) -> float | None:
     return 500.0 if pid == ALIVE_PID else None
 
 
-def _row(**fields: Any) -> dict[str, Any]:
+ROWS: dict[str, type[OwnedRecord]] = {
+    "session": SessionRow,
+    "invocation": InvocationRow,
+    "show": ShowRow,
+}
+
+
+def _row(entity: str = "session", **fields: Any) -> OwnedRecord:
+    """A running record of ``entity`` owned by pid 100 here; its other columns empty."""
     owner = {
         "owner_pid": ALIVE_PID,
         "owner_host": HOST,
@@ -36,7 +45,8 @@ def _row(**fields: Any) -> dict[str, Any]:
         "heartbeat_at": NOW - 5,
         "lease_seconds": 60,
     }
-    return {"id": "r1", "status": "running", **owner, **fields}
+    row = ROWS[entity]
+    return row(**{**dict.fromkeys(row._fields), "id": "r1", "status": "running", **owner, **fields})
 
 
 @pytest.mark.parametrize(
@@ -46,7 +56,7 @@ def _row(**fields: Any) -> dict[str, Any]:
         ("session", _row(owner_pid=GONE_PID), "dead", "li reap", "owner pid 200 on here is gone"),
         (
             "invocation",
-            _row(kind="flow", owner_pid=GONE_PID),
+            _row("invocation", kind="flow", owner_pid=GONE_PID),
             "dead",
             "li reap",
             "`li flow resume r1` reruns",
@@ -56,17 +66,23 @@ def _row(**fields: Any) -> dict[str, Any]:
         ("session", _row(owner_boot_id="boot-0"), "dead", "li reap", "boot id changed"),
         (
             "show",
-            _row(status="active", owner_pid=None, heartbeat_at=None),
+            _row("show", status="active", owner_pid=None, heartbeat_at=None),
             "none",
             "li show resume r1",
             "no process runs show r1",
         ),
-        ("show", _row(status="active", owner_pid=GONE_PID), "dead", "li show resume r1", "abort"),
+        (
+            "show",
+            _row("show", status="active", owner_pid=GONE_PID),
+            "dead",
+            "li show resume r1",
+            "abort",
+        ),
         ("session", _row(owner_pid=None, heartbeat_at=None), "none", None, "records no owner"),
     ],
 )
 def test_the_owner_verdict_and_the_command_that_reaps(
-    kind: str, row: dict[str, Any], verdict: str, reap: str | None, words: str
+    kind: str, row: OwnedRecord, verdict: str, reap: str | None, words: str
 ) -> None:
     found = judge(kind, row, now=NOW, host=HOST, boot_id=BOOT, process_start_time_of=_start_time)
     assert found is not None
@@ -76,7 +92,7 @@ def test_the_owner_verdict_and_the_command_that_reaps(
 
 @pytest.mark.parametrize(("kind", "status"), [("session", "completed"), ("show", "aborted")])
 def test_a_record_that_is_not_running_has_no_verdict(kind: str, status: str) -> None:
-    row = _row(status=status, owner_pid=GONE_PID)
+    row = _row(kind, status=status, owner_pid=GONE_PID)
     assert (
         judge(kind, row, now=NOW, host=HOST, boot_id=BOOT, process_start_time_of=_start_time)
         is None

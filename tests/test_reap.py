@@ -24,7 +24,7 @@ def _seed(store: Any) -> None:
 
 def test_find_orphans_and_reap(store: Any) -> None:
     _seed(store)
-    found = {o.row["id"]: o.verdict.reason_code for o in find_orphans(store)}
+    found = {o.row.id: o.verdict.reason_code for o in find_orphans(store)}
     assert found == {"dead": ORPHANED, "stale": STALE}
     reports = reap_sessions(store, ["dead", "stale"])
     assert [(r["id"], r["reaped"]) for r in reports] == [("dead", True), ("stale", True)]
@@ -47,7 +47,7 @@ def test_find_orphans_and_reap(store: Any) -> None:
 def test_reap_rejudges_the_fresh_row(store: Any) -> None:
     """A heartbeat landing after the caller's read saves the row."""
     store.sessions.create(id="revived", owner_host="elsewhere", heartbeat_at=time.time() - 600)
-    assert [o.row["id"] for o in find_orphans(store)] == ["revived"]
+    assert [o.row.id for o in find_orphans(store)] == ["revived"]
     store.sessions.heartbeat("revived")
     assert reap_sessions(store, ["revived"]) == []
     assert store.get_entity("session", "revived")["status"] == "running"

@@ -220,10 +220,11 @@ def test_a_recorded_ending_gives_the_reserved_space_back(
 
 
 def test_a_reservation_is_stale_only_when_its_owner_is_known_gone() -> None:
+    from lirun.liveness import OwnerFacts
     from lirun.record.spool import stale_reservation
 
-    def judge(owner: dict[str, Any]) -> object:
-        return "gone" if owner["owner_pid"] == 7 else None
+    def judge(owner: OwnerFacts) -> object:
+        return "gone" if owner.owner_pid == 7 and owner.owner_host == "h" else None
 
     header = b'{"owner_pid": 7, "owner_host": "h"}\n' + bytes(100)
     assert stale_reservation(header, judge=judge)

@@ -33,7 +33,7 @@ def wait_line(store: Store, eid: str) -> str:
     assert target.kind is not None
     assert target.id is not None
     [row] = store.waits.fetch_rows({target.kind: [target.id]})
-    return format_wait_line(project(target, row.as_dict()))
+    return format_wait_line(project(target, row))
 
 
 @pytest.mark.parametrize("status", sorted(EXIT_CODE_BY_STATUS))

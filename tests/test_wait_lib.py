@@ -14,7 +14,7 @@ import pytest
 from lirun import format_wait_line, wait_for_terminal
 from lirun.store import StateDB, open_store
 from lirun.store.base import id_fragment_params
-from lirun.store.rows import WaitExactRow
+from lirun.store.rows import WaitExactRow, WaitFetchRow
 from lirun.wait.outcome import project, wait_exit_code
 from lirun.wait.resolve import Target, pick_exact, split_ids
 from lirun.wait.watch import Watcher
@@ -94,9 +94,16 @@ def test_pick_exact_prefers_tier_then_newest() -> None:
     assert pick_exact(rows) == {"br": ("session", "new"), "x": ("session", "x")}
 
 
+def _fetched(kind: str, entity_id: str, status: str) -> WaitFetchRow:
+    """A target's row as one tick reads it: only its status known."""
+    fields = dict.fromkeys(WaitFetchRow._fields)
+    return WaitFetchRow(**{**fields, "kind": kind, "id": entity_id, "status": status})
+
+
 def test_play_success_is_merged_and_completed_empty_is_not_success() -> None:
-    play = project(Target("p", kind="play", id="p"), {"status": "merged"})
-    empty = project(Target("s", kind="session", id="s"), {"status": "completed_empty"})
+    play = project(Target("p", kind="play", id="p"), _fetched("play", "p", "merged"))
+    session = _fetched("session", "s", "completed_empty")
+    empty = project(Target("s", kind="session", id="s"), session)
     assert (play["terminal"], play["success"]) == (True, True)
     assert (empty["terminal"], empty["success"]) == (True, False)
 

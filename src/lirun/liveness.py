@@ -3,14 +3,16 @@
 A running execution records who owns it (pid, process start time, host, boot id)
 and heartbeats. ``judge_owner`` decides from those facts alone whether the owner
 is provably dead or its lease has lapsed; the caller gathers the facts (clock,
-host, boot id, a process probe), so the decision is table-testable.
+host, boot id, a process probe), so the decision is table-testable. It reads the owner
+attributes of a typed value (``Owned``): a store row as it is returned, or ``OwnerFacts``
+for what is no row (a spool reservation's header).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from lirun import platform
 
@@ -26,6 +28,54 @@ OWNER_DEATH_NOTE = "owner_died.json"
 ORPHANED = "session.orphaned.no_process"
 STALE = "session.stale.no_heartbeat"
 _BTIME = "btime:"  # the portable platform's boot ids (lirun.platform.portable)
+
+
+class Owned(Protocol):
+    """What a running record says of its owner: the facts ``judge_owner`` reads. Every
+    row with the ``owner_*`` and lease columns (a session's, a flow invocation's, a
+    show's, a waited-on target's) is one as it is."""
+
+    @property
+    def owner_pid(self) -> int | None: ...
+    @property
+    def owner_start_time(self) -> float | None: ...
+    @property
+    def owner_host(self) -> str | None: ...
+    @property
+    def owner_boot_id(self) -> str | None: ...
+    @property
+    def heartbeat_at(self) -> float | None: ...
+    @property
+    def lease_seconds(self) -> float | None: ...
+
+
+class OwnedGroup(Owned, Protocol):
+    """An owned record that also names the child its owner started (a session): what
+    ``orphaned_group`` reads to stop the process group a dead owner left running."""
+
+    @property
+    def child_pid(self) -> int | None: ...
+    @property
+    def child_start_time(self) -> float | None: ...
+
+
+class OwnerFacts(NamedTuple):
+    """Owner facts that come from no row (a spool reservation's JSON header), typed so
+    the decision has one kind of input whatever the facts were read from."""
+
+    owner_pid: int | None = None
+    owner_start_time: float | None = None
+    owner_host: str | None = None
+    owner_boot_id: str | None = None
+    heartbeat_at: float | None = None
+    lease_seconds: float | None = None
+    child_pid: int | None = None
+    child_start_time: float | None = None
+
+    @classmethod
+    def from_mapping(cls, facts: Mapping[str, Any]) -> OwnerFacts:
+        """The facts of ``facts``' keys of those names; a missing key is unknown (None)."""
+        return cls(**{name: facts.get(name) for name in cls._fields})
 
 
 class OwnerVerdict(NamedTuple):
@@ -73,17 +123,17 @@ def _comparable(recorded: str, current: str) -> bool:
 
 
 def _judge_process(
-    row: Mapping[str, Any],
+    row: Owned,
     *,
     host: str,
     boot: str,
     process_start_time_of: Callable[[int], float | None],
 ) -> OwnerVerdict | None:
     """Same-host evidence: a changed boot id, a vanished pid, or a reused pid."""
-    pid, owner_host = row.get("owner_pid"), row.get("owner_host")
+    pid, owner_host = row.owner_pid, row.owner_host
     if not pid or not owner_host or owner_host != host:
         return None
-    owner_boot = row.get("owner_boot_id") or ""
+    owner_boot = row.owner_boot_id or ""
     facts = {"kind": "owner", "pid": pid, "host": owner_host, "boot_id": owner_boot}
     if owner_boot and _comparable(owner_boot, boot) and owner_boot != boot:
         summary = f"owner pid {pid} on {host} died with its machine (boot id changed)"
@@ -93,7 +143,7 @@ def _judge_process(
     started = process_start_time_of(int(pid))
     if started is None:
         return OwnerVerdict(ORPHANED, f"owner pid {pid} on {host} is gone", [facts])
-    recorded = row.get("owner_start_time")
+    recorded = row.owner_start_time
     if recorded is not None and abs(float(recorded) - started) > START_TIME_TOLERANCE:
         summary = f"owner pid {pid} on {host} was replaced by another process"
         evidence = [{**facts, "recorded_start_time": recorded, "current_start_time": started}]
@@ -101,11 +151,11 @@ def _judge_process(
     return None
 
 
-def _judge_heartbeat(row: Mapping[str, Any], *, now: float) -> OwnerVerdict | None:
-    beat = row.get("heartbeat_at")
+def _judge_heartbeat(row: Owned, *, now: float) -> OwnerVerdict | None:
+    beat = row.heartbeat_at
     if beat is None:
         return None
-    lease = row.get("lease_seconds") or DEFAULT_LEASE_SECONDS
+    lease = row.lease_seconds or DEFAULT_LEASE_SECONDS
     age = now - float(beat)
     if age <= float(lease):
         return None
@@ -115,7 +165,7 @@ def _judge_heartbeat(row: Mapping[str, Any], *, now: float) -> OwnerVerdict | No
 
 
 def judge_owner(
-    row: Mapping[str, Any],
+    row: Owned,
     *,
     now: float,
     host: str,
@@ -135,7 +185,7 @@ def judge_owner(
 
 
 def orphaned_group(
-    row: Mapping[str, Any],
+    row: OwnedGroup,
     verdict: OwnerVerdict,
     *,
     host: str,
@@ -149,12 +199,12 @@ def orphaned_group(
     now belongs to a younger process is not ours. A vanished leader still proves the
     group: Linux never reuses a pid while a process group carries it.
     """
-    pid = row.get("child_pid")
-    same_machine = row.get("owner_host") == host and (row.get("owner_boot_id") or "") == boot_id
+    pid = row.child_pid
+    same_machine = row.owner_host == host and (row.owner_boot_id or "") == boot_id
     if verdict.reason_code != ORPHANED or not pid or not same_machine or not boot_id:
         return None
     started = process_start_time_of(int(pid))
-    recorded = row.get("child_start_time")
+    recorded = row.child_start_time
     if started is not None and (
         recorded is None or abs(float(recorded) - started) > START_TIME_TOLERANCE
     ):

@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
         if args.dry_run:
             items = [report(o.row, o.verdict, reaped=False) for o in [*orphans, *flows]]
         else:
-            items = reap_sessions(store, [str(o.row["id"]) for o in orphans])
+            items = reap_sessions(store, [o.row.id for o in orphans])
             items += reap_flows(store, [o.row for o in flows])
     finally:
         store.close()

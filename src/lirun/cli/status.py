@@ -20,6 +20,11 @@ from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
 from lirun.store.urls import redact_url
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the record layer loads only when a row is judged
+    from lirun.record.ownership import OwnedRecord
+    from lirun.store.rows import SessionRow
+
 EXIT_CODES = """\
   0  shown (an empty list too, and no database yet for the list)
   2  usage error; ID not found or ambiguous; the database cannot be opened"""
@@ -76,9 +81,9 @@ def resolve_record(store: Store, ident: str) -> tuple[str, dict[str, Any]]:
     return target.kind, row
 
 
-def owner_verdict(row: dict[str, Any], now: float) -> dict[str, Any] | None:
+def owner_verdict(row: SessionRow, now: float) -> dict[str, Any] | None:
     """For a running session: why its owner looks dead (li reap's judgment), else None."""
-    if row.get("status") != "running":
+    if row.status != "running":
         return None
     from lirun.liveness import boot_id, host_name, judge_owner, process_start_time
 
@@ -100,13 +105,23 @@ def liveness(kind: str, row: dict[str, Any], now: float) -> dict[str, Any] | Non
 
     found = judge(
         kind,
-        row,
+        owned_row(kind, row),
         now=now,
         host=host_name(),
         boot_id=boot_id(),
         process_start_time_of=process_start_time,
     )
     return None if found is None else found.to_dict()
+
+
+def owned_row(kind: str, row: dict[str, Any]) -> OwnedRecord:
+    """The typed row of a session, invocation or show record as ``get_entity`` read it:
+    what the owner judgment reads (the detail document itself stays the dict)."""
+    from lirun.store.rows import InvocationRow, SessionRow, ShowRow
+
+    if kind == "session":
+        return SessionRow.from_row(row)
+    return InvocationRow.from_row(row) if kind == "invocation" else ShowRow.from_row(row)
 
 
 def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
@@ -124,8 +139,9 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
     from lirun.store.records import present_session
     from lirun.store.rows import SessionRow
 
+    session = SessionRow.from_row(row) if kind == "session" else None
     # An invocation's own ``kind`` column (flow / manual) must not hide the record's kind.
-    shown = present_session(SessionRow.from_row(row)) if kind == "session" else row
+    shown = present_session(session) if session is not None else row
     detail: dict[str, Any] = {**shown, "kind": kind}
     if kind == "invocation":
         detail["invocation_kind"] = row.get("kind") or "manual"
@@ -135,8 +151,8 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
         detail["run_dir"] = dirs["run_dir"]
     detail["transitions"] = [t.as_dict() for t in store.list_transitions(kind, row["id"])]
     detail["admin_events"] = [e.as_dict() for e in store.list_admin_events(row["id"])]
-    if kind == "session":
-        detail["owner_verdict"] = owner_verdict(row, now)
+    if session is not None:
+        detail["owner_verdict"] = owner_verdict(session, now)
     detail["liveness"] = liveness(kind, row, now)
     if kind == "invocation":
         detail["sessions"] = [

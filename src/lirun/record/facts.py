@@ -144,7 +144,7 @@ def find_linked_row(ctx: PersistContext, uid: str) -> SessionRow | None:
 
 def gather_facts(
     ctx: PersistContext,
-    row: Mapping[str, Any],
+    row: SessionRow | None,
     *,
     status: str,
     exception: BaseException | None,
@@ -156,10 +156,11 @@ def gather_facts(
 ) -> OutcomeFacts:
     """Facts for ``decide_outcome``; reads the database, the artifact root and git.
 
-    ``offline``: the database cannot be read; decide from memory, files and git alone.
+    ``row``: the execution as read now, None when it cannot be read. ``offline``: the
+    database cannot be read; decide from memory, files and git alone.
     """
     # The persisted snapshot is authoritative; a flow may have appended planned legs to it.
-    contract = row.get("artifact_contract_json") or ctx.artifact_contract
+    contract = (row.artifact_contract_json if row is not None else None) or ctx.artifact_contract
     facts = OutcomeFacts(
         status=status,
         exception=exception,

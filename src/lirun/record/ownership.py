@@ -6,18 +6,22 @@ three things is true, from ``liveness.judge_owner`` (the same judgment ``li reap
 replaced pid, a changed boot id, a lapsed lease), or **no owner** is recorded (a show
 waiting for a person, a writer that records no liveness). A dead or missing owner comes
 with the command that finalizes or takes over the record. ``judge`` is pure: the caller
-passes the clock, host, boot id and process probe.
+passes the record's typed row, the clock, host, boot id and process probe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from lirun.liveness import judge_owner
+from lirun.store.rows import InvocationRow, SessionRow, ShowRow
 
-__all__ = ["Ownership", "judge", "reap_command", "running_status"]
+__all__ = ["OwnedRecord", "Ownership", "judge", "reap_command", "running_status"]
+
+# The records an owner runs: a session, an invocation (a flow's has an owner), a show.
+OwnedRecord = SessionRow | InvocationRow | ShowRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +72,7 @@ def _age(now: float, then: object) -> str:
 
 def judge(
     kind: str,
-    row: Mapping[str, Any],
+    row: OwnedRecord,
     *,
     now: float,
     host: str,
@@ -76,16 +80,16 @@ def judge(
     process_start_time_of: Callable[[int], float | None],
 ) -> Ownership | None:
     """The ownership of a running ``row`` of ``kind``; None when it is not running."""
-    if row.get("status") != running_status(kind):
+    if row.status != running_status(kind):
         return None
-    flow = kind == "invocation" and row.get("kind") == "flow"
-    command, advice = reap_command(kind, str(row.get("id")), flow=flow)
-    pid, where = row.get("owner_pid"), row.get("owner_host") or "?"
-    if not pid and row.get("heartbeat_at") is None:
+    flow = kind == "invocation" and isinstance(row, InvocationRow) and row.kind == "flow"
+    command, advice = reap_command(kind, row.id, flow=flow)
+    pid, where = row.owner_pid, row.owner_host or "?"
+    if not pid and row.heartbeat_at is None:
         if kind == "show":
             return Ownership(
                 "none",
-                f"no process runs show {row.get('id')} (it waits for a person, or li show "
+                f"no process runs show {row.id} (it waits for a person, or li show "
                 "run was stopped)",
                 command,
                 advice,
@@ -96,7 +100,7 @@ def judge(
     )
     if verdict is not None:
         return Ownership("dead", verdict.summary, command, advice, verdict.reason_code)
-    beat = _age(now, row.get("heartbeat_at"))
+    beat = _age(now, row.heartbeat_at)
     if pid and where == host:
         return Ownership("alive", f"pid {pid} on {where} is running{beat}")
     return Ownership("alive", f"pid {pid} on {where}: its lease holds{beat}")

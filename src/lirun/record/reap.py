@@ -14,13 +14,15 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from lirun.errors import LirunError
 from lirun.liveness import (
     OWNER_DEATH_NOTE,
+    Owned,
+    OwnedGroup,
     OwnerVerdict,
     boot_id,
     host_name,
@@ -30,6 +32,7 @@ from lirun.liveness import (
 )
 from lirun.record.spool import apply_pending_run
 from lirun.store.core import Store
+from lirun.store.rows import SessionRow
 
 REAPED_STATUS = "failed"
 
@@ -44,8 +47,18 @@ class LocalFacts:
     start_time_of: Callable[[int], float | None]
 
 
+class Running(Owned, Protocol):
+    """A record the reaper judges as it is read (a session's, a flow invocation's or a
+    waited-on target's row): its id and status besides its owner's facts."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+
+
 class Orphan(NamedTuple):
-    row: dict[str, Any]
+    row: Running
     verdict: OwnerVerdict
 
 
@@ -58,9 +71,9 @@ def local_facts(now: float | None = None) -> LocalFacts:
     )
 
 
-def judge(row: Mapping[str, Any], facts: LocalFacts) -> OwnerVerdict | None:
+def judge(row: Running, facts: LocalFacts) -> OwnerVerdict | None:
     """The verdict for a running session row; None for any other status."""
-    if row.get("status") != "running":
+    if row.status != "running":
         return None
     return judge_owner(
         row,
@@ -71,7 +84,7 @@ def judge(row: Mapping[str, Any], facts: LocalFacts) -> OwnerVerdict | None:
     )
 
 
-def orphans_among(rows: Iterable[dict[str, Any]], now: float | None = None) -> list[Orphan]:
+def orphans_among(rows: Iterable[Running], now: float | None = None) -> list[Orphan]:
     """Those of ``rows`` (running sessions or flow invocations) whose owner is dead or
     whose lease lapsed, in the order given."""
     facts = local_facts(now)
@@ -86,13 +99,13 @@ def orphans_among(rows: Iterable[dict[str, Any]], now: float | None = None) -> l
 def find_orphans(store: Store, *, now: float | None = None) -> list[Orphan]:
     """Running sessions whose owner is dead or whose lease lapsed, oldest first."""
     # Judged as a flow invocation or a show is, by the owner columns they share.
-    return orphans_among([r.as_dict() for r in store.sessions.list_running()], now)
+    return orphans_among(store.sessions.list_running(), now)
 
 
 def finalize_orphan(
     store: Store,
     entity_type: str,
-    row: Mapping[str, Any],
+    row: Running,
     verdict: OwnerVerdict,
     *,
     summary: str,
@@ -104,7 +117,7 @@ def finalize_orphan(
     try:
         won = store.update_status(
             entity_type,
-            str(row["id"]),
+            row.id,
             new_status=REAPED_STATUS,
             reason_code=verdict.reason_code,
             reason_summary=summary,
@@ -117,9 +130,10 @@ def finalize_orphan(
     return report(row, verdict, reaped=won)
 
 
-def report(row: Mapping[str, Any], verdict: OwnerVerdict, *, reaped: bool) -> dict[str, Any]:
+def report(row: Running, verdict: OwnerVerdict, *, reaped: bool) -> dict[str, Any]:
+    """What ``li reap`` prints of one record judged dead (a ``--json`` line)."""
     return {
-        "id": row["id"],
+        "id": row.id,
         "reason_code": verdict.reason_code,
         "reason_summary": verdict.summary,
         "evidence": verdict.evidence,
@@ -128,7 +142,7 @@ def report(row: Mapping[str, Any], verdict: OwnerVerdict, *, reaped: bool) -> di
 
 
 def _stop_orphaned_group(
-    row: Mapping[str, Any], verdict: OwnerVerdict, facts: LocalFacts
+    row: OwnedGroup, verdict: OwnerVerdict, facts: LocalFacts
 ) -> list[dict[str, Any]]:
     """SIGTERM the child process group a dead owner left behind; evidence of it.
 
@@ -151,11 +165,11 @@ def _stop_orphaned_group(
     return [{"kind": "orphaned_process_group", "pgid": pgid, "signal": "SIGTERM"}]
 
 
-def owner_death_note(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+def owner_death_note(row: SessionRow) -> list[dict[str, Any]]:
     """What the dead owner's guard killed (its note in the run's directory), as evidence:
     the record says the run's processes died with their owner, and which they were."""
 
-    run_dir = row.get("run_dir")
+    run_dir = row.run_dir
     if not run_dir:
         return []
     try:
@@ -186,14 +200,13 @@ def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any
             return None
     # Judge the freshest row: a heartbeat may have landed since the caller read it.
     session = store.sessions.get(session_id)
-    row = session.as_dict() if session is not None else None  # judged as every kind is
-    verdict = judge(row, facts) if row is not None else None
-    if row is None or verdict is None:
+    verdict = judge(session, facts) if session is not None else None
+    if session is None or verdict is None:
         return None
-    evidence = [*verdict.evidence, *_stop_orphaned_group(row, verdict, facts)]
-    evidence += owner_death_note(row)
+    evidence = [*verdict.evidence, *_stop_orphaned_group(session, verdict, facts)]
+    evidence += owner_death_note(session)
     return finalize_orphan(
-        store, "session", row, verdict, summary=verdict.summary, evidence=evidence
+        store, "session", session, verdict, summary=verdict.summary, evidence=evidence
     )
 
 

@@ -9,11 +9,12 @@ concurrent reaper or a late owner loses harmlessly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from lirun.record.reap import (
     Orphan,
+    Running,
     finalize_orphan,
     judge,
     local_facts,
@@ -28,15 +29,14 @@ __all__ = ["find_orphan_flows", "reap_flow_if_orphaned", "reap_flows"]
 def find_orphan_flows(store: Store, *, now: float | None = None) -> list[Orphan]:
     """Running flow invocations whose owner is dead or whose lease lapsed."""
     # Judged as a running session is, by the owner columns they share.
-    return orphans_among([r.as_dict() for r in store.invocations.list_running_flows()], now)
+    return orphans_among(store.invocations.list_running_flows(), now)
 
 
 def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, Any] | None:
     facts = local_facts(now)
     flow = store.invocations.get(invocation_id)
-    row = flow.as_dict() if flow is not None else None  # judged as a session is
-    verdict = judge(row, facts) if row is not None else None
-    if row is None or verdict is None:
+    verdict = judge(flow, facts) if flow is not None else None  # judged as a session is
+    if flow is None or verdict is None:
         return None
     legs = reap_sessions(
         store, [leg.id for leg in store.invocations.list_running_legs(invocation_id)], now=now
@@ -46,17 +46,17 @@ def _reap_one(store: Store, invocation_id: str, now: float | None) -> dict[str, 
         evidence.append({"kind": "orphaned_legs", "sessions": [leg["id"] for leg in legs]})
     store.invocations.sum_flow_usage(invocation_id)
     summary = f"flow owner gone: {verdict.summary}"
-    return finalize_orphan(store, "invocation", row, verdict, summary=summary, evidence=evidence)
+    return finalize_orphan(store, "invocation", flow, verdict, summary=summary, evidence=evidence)
 
 
 def reap_flows(
-    store: Store, rows: Iterable[Mapping[str, Any]], *, now: float | None = None
+    store: Store, rows: Iterable[Running], *, now: float | None = None
 ) -> list[dict[str, Any]]:
     """Finalize each flow invocation of ``rows`` still running with a dead owner (and its
     running legs); one report per invocation judged dead."""
     reports = []
     for row in rows:
-        result = _reap_one(store, str(row["id"]), now)
+        result = _reap_one(store, row.id, now)
         if result is not None:
             reports.append(result)
     return reports

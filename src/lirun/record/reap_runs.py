@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from lirun.errors import LirunError
 from lirun.liveness import ORPHANED
-from lirun.record.reap import judge, local_facts, reap_sessions
+from lirun.record.reap import Running, judge, local_facts, reap_sessions
 from lirun.store.core import Store
 from lirun.store.rows import ScheduleRunRow
 
@@ -65,7 +65,7 @@ def _fail_execution(store: Store, kind: str, entity_id: str, summary: str) -> No
 
 
 def reap_dead_worker_runs(
-    store: Store, rows: Iterable[Mapping[str, Any]], *, now: float | None = None
+    store: Store, rows: Iterable[Running], *, now: float | None = None
 ) -> list[str]:
     """For a waiter: fail each running schedule run of ``rows`` (``wait_fetch`` rows: its
     worker's process facts, ``heartbeat_at``, ``lease_seconds``) whose lease lapsed and
@@ -73,14 +73,14 @@ def reap_dead_worker_runs(
     facts = local_facts(now)
     ended = []
     for row in rows:
-        if row.get("status") != "running" or row.get("heartbeat_at") is None:
+        if row.status != "running" or row.heartbeat_at is None:
             continue
-        if facts.now <= float(row["heartbeat_at"]) + float(row.get("lease_seconds") or 0):
+        if facts.now <= float(row.heartbeat_at) + float(row.lease_seconds or 0):
             continue  # the lease holds: a live worker may still renew it
         verdict = judge(row, facts)
         if verdict is None or verdict.reason_code != ORPHANED:
             continue  # not provably dead (another host): its lease is a worker's to judge
-        run = store.schedules.get_run(str(row["id"]))
+        run = store.schedules.get_run(row.id)
         expires = float((run.lease_expires_at if run else None) or 0)
         if run is None or run.status != "running" or expires >= facts.now:
             continue  # renewed or ended meanwhile
@@ -117,13 +117,13 @@ def fail_past_start_deadline(store: Store, run: ScheduleRunRow, now: float) -> b
 
 
 def expired_queued_runs(
-    store: Store, rows: Iterable[Mapping[str, Any]], *, now: float
+    store: Store, rows: Iterable[Running], *, now: float
 ) -> list[ScheduleRunRow]:
     """For a waiter (reads only): the queued schedule runs of ``rows`` past their start
     deadline, to end with ``fail_past_start_deadline``."""
     found = []
     for row in rows:
-        run = store.schedules.get_run(str(row["id"]))
+        run = store.schedules.get_run(row.id)
         if run is not None and run.status == "queued" and _past_deadline(store, run, now):
             found.append(run)
     return found

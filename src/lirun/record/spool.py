@@ -23,14 +23,22 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from lirun.errors import LirunError
 from lirun.lifecycle import is_terminal
-from lirun.liveness import boot_id, current_owner, host_name, judge_owner, process_start_time
+from lirun.liveness import (
+    OwnerFacts,
+    OwnerVerdict,
+    boot_id,
+    current_owner,
+    host_name,
+    judge_owner,
+    process_start_time,
+)
 from lirun.logs import get_logger
 from lirun.paths import nothing_pending, pending_root, resolve_db_url
 from lirun.record.rundir import private_dir, write_atomically
@@ -200,7 +208,7 @@ def release_reservation(url: str, run_id: str) -> None:
         path.parent.rmdir()
 
 
-def stale_reservation(header: bytes, *, judge: Any) -> bool:
+def stale_reservation(header: bytes, *, judge: Callable[[OwnerFacts], object]) -> bool:
     """Whether a reservation is left over by an owner that died before it ended its run
     (pure: ``judge`` is ``liveness.judge_owner`` bound to this host). A reservation whose
     header cannot be read (being written now) or whose owner is on another host is kept."""
@@ -210,7 +218,7 @@ def stale_reservation(header: bytes, *, judge: Any) -> bool:
         return False
     if not isinstance(owner, dict) or not owner.get("owner_pid"):
         return False
-    return judge(owner) is not None
+    return judge(OwnerFacts.from_mapping(owner)) is not None
 
 
 def sweep_reservations(url: str) -> list[str]:
@@ -220,7 +228,7 @@ def sweep_reservations(url: str) -> list[str]:
         return []
     host, boot, now = host_name(), boot_id(), time.time()
 
-    def judge(owner: Mapping[str, Any]) -> Any:
+    def judge(owner: OwnerFacts) -> OwnerVerdict | None:
         return judge_owner(
             owner, now=now, host=host, boot_id=boot, process_start_time_of=process_start_time
         )

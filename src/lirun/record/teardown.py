@@ -373,18 +373,16 @@ def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
     except _STORE_ERRORS as exc:
         # Unreadable: decide from what this process knows (the row was running).
         snapshot = ctx.snapshot_status or "running"
-        fallback = {"status": snapshot, "artifact_contract_json": ctx.artifact_contract}
-        facts = gather_facts(ctx, fallback, offline=True, **request)
+        facts = gather_facts(ctx, None, offline=True, **request)
         return _spool(ctx, snapshot, decide_outcome(facts), facts, ended_at, exc)
     if session is None:
         raise NotFoundError(f"no execution row {ctx.session_id} to finalize")
-    row = session.as_dict()  # the facts read every kind's row as a mapping
     snapshot = session.status
     ctx.snapshot_status = snapshot
     try:
-        facts = gather_facts(ctx, row, **request)
+        facts = gather_facts(ctx, session, **request)
     except _STORE_ERRORS:
-        facts = gather_facts(ctx, row, offline=True, **request)
+        facts = gather_facts(ctx, session, offline=True, **request)
     outcome = decide_outcome(facts)
     if is_terminal("session", snapshot):
         # Terminal records are immutable (design.md D5): the durable row is the answer.

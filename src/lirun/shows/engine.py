@@ -166,7 +166,7 @@ def owner_alive(row: ShowRow) -> bool:
         return False
     facts = local_facts()
     verdict = judge_owner(
-        row.as_dict(),
+        row,
         now=facts.now,
         host=facts.host,
         boot_id=facts.boot_id,

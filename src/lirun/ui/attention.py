@@ -13,7 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from lirun.store.rows import ScheduleRow
+from lirun.store.rows import (
+    AttentionFlowRow,
+    AttentionPlayRow,
+    AttentionScheduleRunRow,
+    ScheduleRow,
+)
 
 # A due time this far in the past, with no live worker, is overdue (a worker fires within
 # a second or two of a due time; a minute is no jitter).
@@ -42,9 +47,9 @@ class Item(NamedTuple):
 class Facts:
     """What the store and this machine say (rows as the store returns them)."""
 
-    plays: list[dict[str, Any]] = field(default_factory=list)
-    flows: list[dict[str, Any]] = field(default_factory=list)
-    schedule_runs: list[dict[str, Any]] = field(default_factory=list)
+    plays: list[AttentionPlayRow] = field(default_factory=list)
+    flows: list[AttentionFlowRow] = field(default_factory=list)
+    schedule_runs: list[AttentionScheduleRunRow] = field(default_factory=list)
     schedules: list[ScheduleRow] = field(default_factory=list)
     live_workers: int = 0
     # {"kind": session|invocation|show, "id", "summary"}: running, owner judged dead
@@ -53,9 +58,9 @@ class Facts:
     pending: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _reason(row: dict[str, Any]) -> str:
-    code = row.get("status_reason_code")
-    summary = row.get("status_reason_summary")
+def _reason(row: AttentionPlayRow | AttentionFlowRow | AttentionScheduleRunRow) -> str:
+    code = row.status_reason_code
+    summary = row.status_reason_summary
     if code and summary:
         return f"{code}: {summary}"
     return str(code or summary or "no reason recorded")
@@ -64,16 +69,15 @@ def _reason(row: dict[str, Any]) -> str:
 def _plays(facts: Facts) -> list[Item]:
     out = []
     for p in facts.plays:
-        verb = "escalated" if p.get("status") == "escalated" else "failed its gate"
+        verb = "escalated" if p.status == "escalated" else "failed its gate"
         out.append(
             Item(
                 "play",
-                str(p["id"]),
-                f"play {p.get('name')} of show {p.get('topic') or p.get('show_id')} {verb} "
-                f"({_reason(p)})",
-                p.get("updated_at"),
-                f"/shows/{p.get('show_id')}#play-{p['id']}",
-                f"li show status {p.get('show_id')}",
+                str(p.id),
+                f"play {p.name} of show {p.topic or p.show_id} {verb} ({_reason(p)})",
+                p.updated_at,
+                f"/shows/{p.show_id}#play-{p.id}",
+                f"li show status {p.show_id}",
             )
         )
     return out
@@ -88,11 +92,11 @@ def _flows(facts: Facts) -> list[Item]:
     return [
         Item(
             "flow",
-            str(f["id"]),
-            f"flow {_file_name(f.get('skill')) or f['id']} {f.get('status')} ({_reason(f)})",
-            f.get("updated_at"),
-            f"/flows/{f['id']}",
-            f"li flow resume {f['id']}",
+            str(f.id),
+            f"flow {_file_name(f.skill) or f.id} {f.status} ({_reason(f)})",
+            f.updated_at,
+            f"/flows/{f.id}",
+            f"li flow resume {f.id}",
         )
         for f in facts.flows
     ]
@@ -100,21 +104,21 @@ def _flows(facts: Facts) -> list[Item]:
 
 def _schedule_failures(facts: Facts) -> list[Item]:
     """One item per schedule: its failed runs since it last completed one."""
-    by_schedule: dict[str, list[dict[str, Any]]] = {}
+    by_schedule: dict[str, list[AttentionScheduleRunRow]] = {}
     for run in facts.schedule_runs:
-        by_schedule.setdefault(str(run.get("schedule_id")), []).append(run)
+        by_schedule.setdefault(str(run.schedule_id), []).append(run)
     out = []
     for runs in by_schedule.values():
-        runs.sort(key=lambda r: float(r.get("updated_at") or 0), reverse=True)
-        last, name = runs[0], runs[0].get("schedule_name") or runs[0].get("schedule_id")
+        runs.sort(key=lambda r: float(r.updated_at or 0), reverse=True)
+        last, name = runs[0], runs[0].schedule_name or runs[0].schedule_id
         count = f"{len(runs)} runs" if len(runs) > 1 else "a run"
         out.append(
             Item(
                 "schedule",
-                str(last["id"]),
+                str(last.id),
                 f"schedule {name}: {count} failed since its last success; the last "
-                f"{last.get('status')} ({_reason(last)})",
-                last.get("updated_at"),
+                f"{last.status} ({_reason(last)})",
+                last.updated_at,
                 f"/schedules/{name}",
                 f"li schedule runs {name}",
             )

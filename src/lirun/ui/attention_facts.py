@@ -9,6 +9,7 @@ from typing import Any
 
 from lirun.liveness import boot_id, host_name, judge_owner, process_start_time
 from lirun.paths import resolve_db_url
+from lirun.record.ownership import OwnedRecord
 from lirun.record.spool import pending_files
 from lirun.schedules.worker import live_workers
 from lirun.store.rows import ShowRow
@@ -17,10 +18,10 @@ from lirun.ui.attention import DEFAULT_WINDOW_SECONDS, Facts, Item, needs_you
 
 def _dead_owners(store: Any, shows: list[ShowRow], now: float) -> list[dict[str, Any]]:
     host, boot = host_name(), boot_id()
-    running = [
-        *(("session", r.as_dict()) for r in store.sessions.list_running()),
-        *(("invocation", r.as_dict()) for r in store.invocations.list_running_flows()),
-        *(("show", r.as_dict()) for r in shows),
+    running: list[tuple[str, OwnedRecord]] = [
+        *(("session", r) for r in store.sessions.list_running()),
+        *(("invocation", r) for r in store.invocations.list_running_flows()),
+        *(("show", r) for r in shows),
     ]
     dead = []
     for kind, row in running:
@@ -28,8 +29,8 @@ def _dead_owners(store: Any, shows: list[ShowRow], now: float) -> list[dict[str,
             row, now=now, host=host, boot_id=boot, process_start_time_of=process_start_time
         )
         if verdict is not None:
-            since = row.get("heartbeat_at") or row.get("updated_at")
-            dead.append({"kind": kind, "id": row["id"], "summary": verdict.summary, "since": since})
+            since = row.heartbeat_at or row.updated_at
+            dead.append({"kind": kind, "id": row.id, "summary": verdict.summary, "since": since})
     return dead
 
 
@@ -53,9 +54,9 @@ def gather(store: Any, url: str | None, now: float, since: float | None = None) 
         since=now - DEFAULT_WINDOW_SECONDS if since is None else since
     )
     return Facts(
-        plays=[r.as_dict() for r in rows.plays],
-        flows=[r.as_dict() for r in rows.flows],
-        schedule_runs=[r.as_dict() for r in rows.schedule_runs],
+        plays=rows.plays,
+        flows=rows.flows,
+        schedule_runs=rows.schedule_runs,
         schedules=store.schedules.list_all(),
         live_workers=len(live_workers(store, now)),
         dead_owners=_dead_owners(store, rows.running_shows, now),

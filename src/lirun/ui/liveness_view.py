@@ -5,16 +5,15 @@ reaps or takes over a record whose owner is gone."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from lirun.liveness import boot_id, host_name, process_start_time
-from lirun.record.ownership import judge
+from lirun.record.ownership import OwnedRecord, judge
 
 __all__ = ["liveness"]
 
 
-def liveness(kind: str, row: Mapping[str, Any]) -> dict[str, Any] | None:
+def liveness(kind: str, row: OwnedRecord) -> dict[str, Any] | None:
     """The owner verdict of a running session or flow, or an active show; else None."""
     found = judge(
         kind,

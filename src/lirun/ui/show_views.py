@@ -119,7 +119,7 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     spec = show.spec_json
     return {
         "show": row,
-        "liveness": liveness("show", row),
+        "liveness": liveness("show", show),
         # the last gate on the head may be a moved head's: that is not the final gate
         "final_gate": None if head_gate else gate_verdict(recorded),
         "head_gate": gate_verdict(recorded) if head_gate else None,

@@ -209,7 +209,7 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
 
     return {
         "run": present_session(session),  # a command's stdout is its output_text, not a reply
-        "liveness": liveness("session", row),
+        "liveness": liveness("session", session),
         "duration": duration(row),
         "transitions": [t.as_dict() for t in store.list_transitions("session", run_id)],
         "evidence": session.status_evidence_refs or [],
@@ -264,7 +264,7 @@ def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
         legs.append({**session.as_dict(), "item": item})
     return {
         "flow": row,
-        "liveness": liveness("invocation", row),
+        "liveness": liveness("invocation", flow),
         "file_name": os.path.basename(str(flow.skill or "")),
         "duration": duration(row),
         "report": report,

@@ -1,6 +1,8 @@
 """What `li wait` reports for one target: the outcome dict, its line, the exit code.
 
-Pure functions over rows that ``wait_fetch`` returns (design.md §5, D6 projection).
+Pure functions over the rows ``store.waits.fetch_rows`` returns (``WaitFetchRow``,
+read by attribute) (design.md §5, D6 projection); the outcome itself is a dict, the
+document ``--json`` prints.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from lirun.errors import listed_candidates
 from lirun.hints import Any
 from lirun.lifecycle import policy_for
 from lirun.reasons import display_reason
+from lirun.store.rows import WaitFetchRow
 from lirun.wait.resolve import AMBIGUOUS, NOT_FOUND, Target
 
 UNKNOWN = "unknown"
@@ -33,27 +36,26 @@ JSON_FIELDS = (
 
 
 def _outcome(
-    target: Target, *, status: str, terminal: bool, row: Mapping[str, Any] | None
+    target: Target, *, status: str, terminal: bool, row: WaitFetchRow | None
 ) -> dict[str, Any]:
-    row = row or {}
     kind = target.kind
     success = bool(kind and terminal and status in policy_for(kind).success)
-    run_dir = row.get("run_dir") or None
+    run_dir = (row.run_dir if row else None) or None
     # design.md §4.1: artifact_dir is the stored artifact root (of the backing session for an
     # invocation, play or schedule run), never the run directory, never synthesized.
-    artifact_dir = row.get("artifacts_path") or None
-    outcome = {
+    artifact_dir = (row.artifacts_path if row else None) or None
+    outcome: dict[str, Any] = {
         "run_id": target.id or target.input,
         "input": target.input,
         "kind": kind,
         "status": status,
         "terminal": terminal,
-        "reason": display_reason(row.get("reason_code")),
-        "reason_summary": row.get("reason_summary") or "",
+        "reason": display_reason(row.reason_code if row else None),
+        "reason_summary": (row.reason_summary if row else None) or "",
         "artifact_dir": artifact_dir,
         "run_dir": run_dir,
         "artifacts_path": artifact_dir,
-        "exit_code": row.get("exit_code"),
+        "exit_code": row.exit_code if row else None,
         "success": success,
     }
     if target.candidates:
@@ -62,24 +64,24 @@ def _outcome(
     return outcome
 
 
-def is_terminal_row(kind: str, row: Mapping[str, Any]) -> bool:
-    return row.get("status") in policy_for(kind).terminal
+def is_terminal_row(kind: str, row: WaitFetchRow) -> bool:
+    return row.status in policy_for(kind).terminal
 
 
-def project(target: Target, row: Mapping[str, Any] | None) -> dict[str, Any]:
+def project(target: Target, row: WaitFetchRow | None) -> dict[str, Any]:
     """The outcome for a resolved target: its row, or ``unknown`` when the row is gone."""
     if target.problem is not None:
         return _outcome(target, status=target.problem, terminal=False, row=None)
     if row is None:
         return _outcome(target, status=UNKNOWN, terminal=False, row=None)
     assert target.kind is not None
-    status = str(row.get("status"))
+    status = str(row.status)
     return _outcome(target, status=status, terminal=is_terminal_row(target.kind, row), row=row)
 
 
-def unfinished(target: Target, row: Mapping[str, Any] | None) -> dict[str, Any]:
+def unfinished(target: Target, row: WaitFetchRow | None) -> dict[str, Any]:
     """A target still waiting when the wait ends (stop or timeout): its last seen status."""
-    status = str(row["status"]) if row and row.get("status") else PENDING
+    status = str(row.status) if row and row.status else PENDING
     return _outcome(target, status=status, terminal=False, row=row)
 
 

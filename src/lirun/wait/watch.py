@@ -14,6 +14,7 @@ from lirun.errors import DatabaseConnectionLostError, DatabaseUnavailableError, 
 from lirun.hints import Any
 from lirun.logs import get_logger
 from lirun.store.core import Store
+from lirun.store.rows import WaitFetchRow
 from lirun.wait.outcome import is_final, project, unfinished
 from lirun.wait.resolve import Target, resolve_targets
 from lirun.wait.wake import make_waker
@@ -66,7 +67,7 @@ class Watcher:
         self._next_liveness = clock()
         self._next_deadline_check = clock()
         self._pending: dict[Key, int] = {}  # unfinished record → its target's index
-        self._last_rows: dict[Key, dict[str, Any]] = {}
+        self._last_rows: dict[Key, WaitFetchRow] = {}
         # Subscribe before the first read, so no terminal commit falls between the two.
         self.waker = make_waker(store.connector, self._pending_ids)
         try:
@@ -113,14 +114,14 @@ class Watcher:
 
     # -- one tick ---------------------------------------------------------------
 
-    def fetch(self, keys: Iterable[Key]) -> dict[Key, dict[str, Any]]:
+    def fetch(self, keys: Iterable[Key]) -> dict[Key, WaitFetchRow]:
         """One batched read of ``keys``, whatever their number and kinds."""
         by_kind: dict[str, list[str]] = {}
         for kind, entity_id in keys:
             by_kind.setdefault(kind, []).append(entity_id)
         self.queries += 1
         rows = self.store.waits.fetch_rows(by_kind)
-        return {(row.kind, row.id): row.as_dict() for row in rows}  # as the decisions read it
+        return {(row.kind, row.id): row for row in rows}
 
     def tick(self) -> list[dict[str, Any]]:
         """Read every pending target once; return the outcomes that became final."""
@@ -145,7 +146,7 @@ class Watcher:
         self._unreported = []
         return [self.outcomes[i] for i in sorted(finished)]  # type: ignore[misc]
 
-    def _settle(self, rows: Mapping[Key, dict[str, Any]]) -> list[int]:
+    def _settle(self, rows: Mapping[Key, WaitFetchRow]) -> list[int]:
         finished: list[int] = []
         for key, index in list(self._pending.items()):
             row = rows.get(key)  # None: deleted since resolution, which ends its wait
@@ -171,14 +172,14 @@ class Watcher:
         self._next_liveness = now + LIVENESS_SECONDS
         return True
 
-    def _reap(self, rows: Collection[Mapping[str, Any]]) -> bool:
+    def _reap(self, rows: Collection[WaitFetchRow]) -> bool:
         """Finalize waited-on sessions and flow invocations whose owner is dead (a flow's
         running legs with it); True if any write was tried."""
         kinds = ("session", "invocation")  # only a flow invocation has owner facts
         # A schedule run carries its worker's facts and its lease (a lone waiter on a
         # run whose worker died would otherwise wait for another worker to reap it).
-        runs = [r for r in rows if r["kind"] == "schedule_run" and r["status"] == "running"]
-        queued = [r for r in rows if r["kind"] == "schedule_run" and r["status"] == "queued"]
+        runs = [r for r in rows if r.kind == "schedule_run" and r.status == "running"]
+        queued = [r for r in rows if r.kind == "schedule_run" and r.status == "queued"]
         if queued and self._clock() < self._next_deadline_check:
             queued = []
         elif queued:
@@ -186,7 +187,7 @@ class Watcher:
         if (
             not runs
             and not queued
-            and not any(r["kind"] in kinds and r["status"] == "running" for r in rows)
+            and not any(r.kind in kinds and r.status == "running" for r in rows)
         ):
             return False
         from lirun.liveness import ORPHANED
@@ -198,7 +199,7 @@ class Watcher:
         from lirun.record.reap_flows import reap_flows
 
         facts = local_facts()
-        dead = [r for r in rows if r["kind"] in kinds and judge(r, facts) is not None]
+        dead = [r for r in rows if r.kind in kinds and judge(r, facts) is not None]
         # a run's worker elsewhere whose lease lapsed is not proof: the workers judge it
         dead_runs = [
             r
@@ -215,8 +216,8 @@ class Watcher:
         if store is None:
             return False
         try:
-            sessions = [str(r["id"]) for r in dead if r["kind"] == "session"]
-            flows = [r for r in dead if r["kind"] == "invocation"]
+            sessions = [r.id for r in dead if r.kind == "session"]
+            flows = [r for r in dead if r.kind == "invocation"]
             reaped = bool(reap_sessions(store, sessions)) | bool(reap_flows(store, flows))
             if dead_runs or expired:
                 from lirun.record.reap_runs import fail_past_start_deadline, reap_dead_worker_runs
@@ -262,6 +263,6 @@ class Watcher:
             self._writable.close()
 
 
-def _lease_lapsed(row: Mapping[str, Any], now: float) -> bool:
-    beat = row.get("heartbeat_at")
-    return beat is not None and now > float(beat) + float(row.get("lease_seconds") or 0)
+def _lease_lapsed(row: WaitFetchRow, now: float) -> bool:
+    beat = row.heartbeat_at
+    return beat is not None and now > float(beat) + float(row.lease_seconds or 0)
