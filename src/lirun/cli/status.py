@@ -14,13 +14,12 @@ import time
 
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
 from lirun.errors import AmbiguousIdError, DatabaseMissingError, NotFoundError, UsageError
-from lirun.hints import Any
+from lirun.hints import TYPE_CHECKING, Any
 from lirun.lifecycle import policy_for
 from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
 from lirun.store.urls import redact_url
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the record layer loads only when a row is judged
     from lirun.record.ownership import OwnedRecord
     from lirun.store.rows import SessionRow
