@@ -1,8 +1,8 @@
-"""Many finished executions at once (``sql/<dialect>/bulk.sql``): what a benchmark or an
-import from another store needs, one statement per table per batch instead of a
-transaction per row (``store.sessions.import_many``). Each row is checked as
-``store.sessions.create`` would check it and gets
-its creation transition, so the history rule holds for imported rows too."""
+"""Many finished executions at once (``sql/<dialect>/bulk.sql``), for
+``store.sessions.import_many``: what a benchmark or an import from another store needs,
+one statement per table per batch instead of a transaction per row. Each row is checked
+as ``store.sessions.create`` would check it and gets its creation transition, so the
+history rule holds for imported rows too."""
 
 from __future__ import annotations
 
