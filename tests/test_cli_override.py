@@ -10,6 +10,7 @@ import pytest
 
 from lirun.cli import override as override_cli
 from lirun.cli.main import main as li_main
+from lirun.settings import Settings
 from lirun.store import Store
 from support.cli import li_command
 
@@ -160,7 +161,8 @@ def test_lost_race_exits_1_and_writes_nothing(
         return real_update(self, *args, **kwargs)
 
     monkeypatch.setattr(Store, "update_status", update_after_someone_else)
-    assert override_cli.main(["session", "run-1", *REPAIR, "--justification", "x"]) == 1
+    argv = ["session", "run-1", *REPAIR, "--justification", "x"]
+    assert override_cli.main(argv, Settings.from_env()) == 1
     assert "changed while overriding" in capsys.readouterr().err
     monkeypatch.undo()
     row = failed_run.get_entity("session", "run-1")

@@ -332,8 +332,9 @@ def test_add_never_tracebacks(trigger: str, text: str, tz: str | None, action: l
         os.environ["LIRUN_DB_URL"] = os.path.join(tmp, "state.db")
         try:
             from lirun.cli.schedule import main as schedule_main
+            from lirun.settings import Settings
 
-            code = schedule_main([*argv, *action])
+            code = schedule_main([*argv, *action], Settings.from_env())
         except LirunError as exc:
             code = exc.exit_code
         except SystemExit as exc:

@@ -32,6 +32,7 @@ from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import find_provider_executable, parse_provider_spec
 from lirun.exec.trouble import TROUBLE_KINDS, one_line, trouble_line
+from lirun.settings import Settings
 
 DESCRIPTION = f"""\
 Run an agent CLI headless and record how it ended. Providers: claude (claude -p
@@ -234,7 +235,7 @@ def _worker_argv(parser: CommandParser, args: argparse.Namespace) -> list[str]:
     return [*options, args.provider, *prompt, *tail]
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
     resolved = resolve_options(args)

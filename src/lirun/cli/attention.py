@@ -13,6 +13,7 @@ from lirun.cli.render import format_span
 from lirun.cli.status import parse_duration
 from lirun.errors import DatabaseMissingError
 from lirun.paths import resolve_db_url
+from lirun.settings import Settings
 from lirun.store import open_store
 from lirun.ui.attention_facts import attention_items
 
@@ -43,7 +44,7 @@ def build_parser() -> Any:
     return parser
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     now = time.time()
     since = now - parse_duration(args.since)

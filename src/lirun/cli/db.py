@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lirun.cli.common import add_db_option, make_parser, print_json
 from lirun.paths import resolve_db_url
+from lirun.settings import Settings
 from lirun.store import is_postgres_url, open_store
 from lirun.store.queries import latest_version
 from lirun.store.urls import check_url, redact_url
@@ -11,7 +12,7 @@ from lirun.store.urls import check_url, redact_url
 EXIT_CODES = "  0  done\n  2  usage error, or the database cannot be opened or migrated"
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     parser = make_parser("li db", "Database housekeeping.", EXIT_CODES)
     sub = parser.add_subparsers(dest="action", required=True)
     for name, helptext in (

@@ -35,6 +35,7 @@ from lirun.flows.engine import FlowOptions, resume_flow, run_flow
 from lirun.flows.load import load_flow, parse_var
 from lirun.flows.preview import preview_flow
 from lirun.record.rundir import allocate_run, new_run_id
+from lirun.settings import Settings
 from lirun.signals import hold_signals, release_signals
 from lirun.store import open_existing, open_store
 from lirun.yamlfile import gcpause
@@ -289,7 +290,7 @@ def resume_command(args: argparse.Namespace) -> int:
     return _finish(report, as_json=args.json)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":

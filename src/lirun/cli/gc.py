@@ -15,6 +15,7 @@ from lirun.record.retention_rules import REFUSAL_TEXT, RetentionPolicy
 from lirun.schedules.actions import gc_action_words
 from lirun.schedules.durations import parse_duration
 from lirun.schedules.gc_schedule import store_gc_schedule
+from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import open_store
 
@@ -99,7 +100,7 @@ def parse_policy(args: Any) -> Any:
     )
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     policy = parse_policy(args)
     if args.schedule is not None:

@@ -13,6 +13,7 @@ from lirun.cli.common import add_db_option, make_parser, print_json, warn
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, policy_for
 from lirun.reasons import resolve_run_reason
 from lirun.record.rundir import safe_component
+from lirun.settings import Settings
 from lirun.store import open_store
 from lirun.store.rows import InvocationRow
 
@@ -119,6 +120,6 @@ def _not_applied(args: Any, row: InvocationRow, code: int) -> int:
     return 1
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     return start(args) if args.action == "start" else end(args)

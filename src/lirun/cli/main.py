@@ -6,9 +6,14 @@ import importlib
 import os
 import sys
 
-from lirun.errors import LirunError
+from lirun.errors import LirunError, UsageError
 
-# name → (module, one-line help). Each module has ``main(argv: list[str]) -> int``.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from lirun.settings import Settings
+
+# name → (module, one-line help). Each module has ``main(argv, settings) -> int`` (the
+# settings cli.main read once), but the fast path's (FAST_COMMANDS): ``main(argv) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("lirun.cli.run", "run any command under supervision: li run -- CMD ..."),
     "agent": ("lirun.cli.agent", "run an agent CLI (claude, codex) under supervision"),
@@ -177,37 +182,39 @@ def _main(args: list[str]) -> int:
     from lirun.cli.diagnostics import li_lines
 
     use_db(options.db)  # the command's --db default: passed down, not put in os.environ
-    if name not in FAST_COMMANDS and (problem := _settings_problem()) is not None:
-        sys.stderr.write(f"li {name}: error: {problem}\n")
-        return 2
+    settings: Settings | None = None
+    if name not in FAST_COMMANDS:
+        try:
+            settings = _settings(options.db)
+        except UsageError as exc:  # a bad LIRUN_* value: one line, before the command starts
+            sys.stderr.write(f"li {name}: error: {exc}\n")
+            return 2
 
     with li_lines(options.verbosity):  # the library's log records, as `li: …` lines
-        return _command(name, rest)
+        return _command(name, rest, settings)
 
 
 # The fast path (ARCHITECTURE.md): these do not load lirun.settings (nor dataclasses).
 FAST_COMMANDS = ("wait", "status")
 
 
-def _settings_problem() -> str | None:
-    """A bad ``LIRUN_*`` value, refused before the command starts (exit 2)."""
-    from lirun.errors import UsageError
+def _settings(db: str | None) -> Settings:
+    """This command's ``Settings``, read once: the environment, then ``li --db URL``. A bad
+    ``LIRUN_*`` value raises ``UsageError``."""
     from lirun.settings import Settings
 
-    try:
-        Settings.from_env()
-    except UsageError as exc:
-        return str(exc)
-    return None
+    return Settings.from_env().with_flags(db_url=db)
 
 
-def _command(name: str, rest: list[str]) -> int:
+def _command(name: str, rest: list[str], settings: Settings | None) -> int:
+    """Run command ``name``: a fast-path command gets ``rest``, any other also ``settings``."""
     from lirun import platform  # here, not at the top: `li --help` loads no command module
 
     try:
         platform.check()  # a bad LIRUN_PLATFORM: one clear line before anything runs
         module = importlib.import_module(COMMANDS[name][0])
-        return int(module.main(rest))
+        code = module.main(rest) if name in FAST_COMMANDS else module.main(rest, settings)
+        return int(code)
     except LirunError as exc:
         sys.stderr.write(f"li {name}: error: {exc}\n")
         return exc.exit_code

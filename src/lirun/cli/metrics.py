@@ -8,6 +8,7 @@ from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser
 from lirun.paths import resolve_db_url
+from lirun.settings import Settings
 from lirun.store import open_store
 
 EXIT_CODES = """\
@@ -31,7 +32,7 @@ def build_parser() -> Any:
     return parser
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     try:
         from lirun.ui.metrics import render

@@ -15,6 +15,7 @@ from typing import Any
 from lirun.cli.common import add_db_option, make_parser, print_json, warn
 from lirun.errors import NotFoundError, UsageError
 from lirun.lifecycle import ENTITY_TYPES, canonical_entity_type
+from lirun.settings import Settings
 from lirun.store import open_existing
 
 EXIT_CODES = """\
@@ -60,7 +61,7 @@ def _required_text(value: str, option: str) -> str:
     return value.strip()
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     entity = canonical_entity_type(args.entity)
     actor = _required_text(args.actor, "--actor")

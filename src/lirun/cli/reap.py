@@ -7,6 +7,7 @@ from typing import Any
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
 from lirun.record.reap import find_orphans, reap_sessions, report
 from lirun.record.reap_flows import find_orphan_flows, reap_flows
+from lirun.settings import Settings
 from lirun.store import open_store
 
 EXIT_CODES = "  0  done (also when nothing needed reaping)\n  2  usage error, or no database"
@@ -20,7 +21,7 @@ def _print(item: dict[str, Any], *, as_json: bool, dry_run: bool) -> None:
     print(f"{item['id']}\t{state}\t{item['reason_code']}\t{item['reason_summary']}")
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     parser = make_parser(
         "li reap",
         "Mark running executions and flows failed when their owner process is gone (same "

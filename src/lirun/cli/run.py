@@ -28,6 +28,7 @@ from lirun.cli.options import (
 from lirun.cli.parser import CommandParser
 from lirun.errors import UsageError
 from lirun.exec.legs import CommandProgram
+from lirun.settings import Settings
 
 DESCRIPTION = f"""\
 Run CMD under supervision and record how it ended. A command's exit code is its
@@ -83,7 +84,7 @@ def build_parser() -> CommandParser:
     return parser
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     parser = build_parser()
     options, command = split_command(argv, option_arity(parser))
     args, extras = parser.parse_known_args(options)

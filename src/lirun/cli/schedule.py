@@ -28,6 +28,7 @@ from lirun.schedules.definition import (
 from lirun.schedules.registry import current_actor
 from lirun.schedules.submit import fire_now
 from lirun.schedules.triggers import format_utc, parse_trigger
+from lirun.settings import Settings
 from lirun.store import Store, open_store
 from lirun.store.rows import ScheduleRow
 
@@ -153,7 +154,7 @@ def _split_action(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return argv, None
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     mine, action = _split_action(list(argv))
     args = build_parser().parse_args(mine)
     now = int(time.time())

@@ -8,6 +8,7 @@ from typing import Any
 
 from lirun.cli.common import make_parser
 from lirun.schemas import load_schema, schema_names
+from lirun.settings import Settings
 
 EXIT_CODES = """\
   0  printed
@@ -26,7 +27,7 @@ def build_parser() -> Any:
     return parser
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     if args.name:
         sys.stdout.write(json.dumps(load_schema(args.name), indent=2) + "\n")

@@ -33,6 +33,7 @@ from lirun.cli.show_board import render_board, render_show_list
 from lirun.cli.show_detach import detach
 from lirun.errors import DatabaseMissingError, UsageError
 from lirun.paths import resolve_db_url
+from lirun.settings import Settings
 from lirun.shows.engine import ShowOptions, abort_show, resume_show, run_show, show_report
 from lirun.shows.load import ShowFileError, load_show
 from lirun.shows.preflight import dry_run_problems
@@ -360,7 +361,7 @@ COMMANDS = {
 }
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.subcommand is None:

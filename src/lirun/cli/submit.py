@@ -8,6 +8,7 @@ from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import make_policies
 from lirun.schedules.registry import current_actor
 from lirun.schedules.submit import submit
+from lirun.settings import Settings
 from lirun.store import open_store
 
 EXIT_CODES = """\
@@ -28,7 +29,7 @@ Queue one run of ACTION (a schedule run with no schedule) and print its id; a wo
 """
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     mine, words = (
         (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, None)
     )

@@ -114,10 +114,9 @@ def build_parser() -> Any:
     return parser
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     _refuse_undecodable(args)
-    settings = Settings.from_env()  # LIRUN_MEMBER, LIRUN_PARENT_RUN_ID: read once, here
     if args.command == "create":
         store = open_store(args.db)
     else:

@@ -69,7 +69,7 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     parser = make_parser("li ui", DESCRIPTION, EXIT_CODES)
     add_db_option(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(INSTALL_HINT)
         return 2
 
-    settings = Settings.from_env().with_flags(ui_token=args.token or None, db_url=args.db)
+    settings = settings.with_flags(ui_token=args.token or None, db_url=args.db)
     token = settings.ui_token
     local = is_local_host(args.host)
     if not local and token is None:

@@ -10,6 +10,7 @@ from lirun.errors import UsageError
 from lirun.paths import resolve_db_url
 from lirun.schedules.durations import MAX_SECONDS, seconds_or_duration
 from lirun.schedules.worker import Worker, WorkerOptions, live_workers
+from lirun.settings import Settings
 from lirun.store import open_store
 
 EXIT_CODES = """\
@@ -93,7 +94,7 @@ def _status(argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], settings: Settings) -> int:
     if argv[:1] == ["status"]:
         return _status(argv[1:])
     parser = make_parser("li worker", DESCRIPTION, EXIT_CODES)
