@@ -112,7 +112,7 @@ USAGE = (
 _NO_PROMPT = "no prompt given; usage: li agent PROVIDER[/MODEL] PROMPT (or --prompt TEXT|-)"
 
 
-def _program(args: Any, resolved: Any) -> Any:
+def _program(args: Any, resolved: Any, settings: Settings) -> Any:
     name, model = parse_provider_spec(args.provider)
     model = model or resolved.defaults.get("model")
     prompt = args.prompt if args.prompt is not None else resolved.playbook_prompt
@@ -127,7 +127,7 @@ def _program(args: Any, resolved: Any) -> Any:
         ProviderOptions(provider_args=tuple(args.provider_args))
     )
     options.check_for(name)
-    executable = find_provider_executable(name, args.bin)
+    executable = find_provider_executable(name, args.bin, settings)  # --bin > the settings'
     return AgentProgram(
         provider=name,
         executable=executable,
@@ -239,9 +239,11 @@ def main(argv: list[str], settings: Settings) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
     resolved = resolve_options(args)
-    program = _program(args, resolved)
+    program = _program(args, resolved, settings)
     on_event = None if args.quiet else _trouble if args.detached_worker else _progress
-    request = request_from(args, resolved, program, echo=echo_for(args), on_event=on_event)
+    request = request_from(
+        args, resolved, program, settings, echo=echo_for(args), on_event=on_event
+    )
     return execute_or_detach(
         "li agent",
         "agent",

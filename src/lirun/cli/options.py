@@ -22,13 +22,13 @@ from lirun.exec.artifact_check_option import attach_artifact_checks
 from lirun.exec.declarations import MAX_PARALLEL, declarations
 from lirun.exec.descendants import enable_subreaper
 from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
-from lirun.exec.execution import ExecutionRequest, execute, prepare
+from lirun.exec.execution import ExecutionRequest, execute, prepare, run_id_of
 from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import Echo
 from lirun.exec.profiles import parse_artifact_option
 from lirun.exec.supervisor import Limits
 from lirun.record.rundir import allocate_run
-from lirun.settings import MAX_SECONDS
+from lirun.settings import MAX_SECONDS, Settings
 from lirun.signals import held_trap
 from lirun.store import open_store
 
@@ -374,7 +374,11 @@ def resolve_options(args: argparse.Namespace) -> Resolved:
     )
 
 
-def request_from(args: argparse.Namespace, resolved: Resolved, program: Any, **more: Any) -> Any:
+def request_from(
+    args: argparse.Namespace, resolved: Resolved, program: Any, settings: Settings, **more: Any
+) -> Any:
+    """The execution the command line asks for, with ``settings`` (cli.main's) under its
+    ``--db`` and ``--run-id``: the run reads no setting from the environment again."""
     return ExecutionRequest(
         program=program,
         cwd=resolved.cwd,
@@ -386,6 +390,7 @@ def request_from(args: argparse.Namespace, resolved: Resolved, program: Any, **m
         invocation_id=args.invocation,
         resume_branch=args.resume,
         resume_on_timeout=args.resume_on_timeout,
+        settings=settings.with_flags(db_url=args.db, run_id=args.run_id),
         **more,
     )
 
@@ -409,7 +414,7 @@ def _detach(
     try:
         prepare(request, store)
         refuse_if_signalled(held_trap())
-        run = allocate_run(request.save_dir, request.run_id)
+        run = allocate_run(request.save_dir, run_id_of(request), request.settings)
         env = detached_env(request.db_url)
         proc = spawn_worker(command, argv, run, env=env, stdin_text=worker_stdin)
         wait_for_row(store, run, proc)

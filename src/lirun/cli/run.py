@@ -100,6 +100,7 @@ def main(argv: list[str], settings: Settings) -> int:
             command,
             require_change=args.require_change or bool(resolved.defaults.get("require_change")),
         ),
+        settings,
         echo=echo_for(args),
         stdin=stdin_for(args),
     )

@@ -187,10 +187,11 @@ def sweep_stale(parent: Path, prefix: str = "lirun") -> None:
                 group.remove()
 
 
-def create(prefix: str = "lirun") -> RunCgroup | None:
+def create(prefix: str = "lirun", settings: Settings | None = None) -> RunCgroup | None:
     """A new, empty cgroup for one run under this process's own; None when that cannot be
-    done here (then the caller contains the run without one)."""
-    if not enabled():
+    done here or ``settings`` (default: the environment's) switch cgroups off (then the
+    caller contains the run without one)."""
+    if not enabled(settings):
         return None
     parent = parent_dir()
     if parent is None:

@@ -86,6 +86,7 @@ class ExecutionRequest:
     heartbeat_interval: float | None = None
     row_fields: dict[str, Any] = field(default_factory=dict)  # more session columns (a flow leg)
     env: dict[str, str] = field(default_factory=dict)  # more child environment (LIRUN_TEAM)
+    settings: Settings | None = None  # the run's settings; None: the environment's (read once)
 
 
 @dataclass(slots=True)
@@ -119,14 +120,23 @@ class ExecutionResult:
         }
 
 
+def settings_of(request: ExecutionRequest) -> Settings:
+    """The run's settings: the request's, else the environment's (``execute`` reads once)."""
+    return request.settings if request.settings is not None else Settings.from_env()
+
+
+def run_id_of(request: ExecutionRequest) -> str | None:
+    """The id asked for: ``request.run_id`` (``--run-id``), else the settings' run id."""
+    return request.run_id or settings_of(request).run_id
+
+
 def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
     """Every check that must fail before a row exists (exit 2, nothing created), a bad
-    ``LIRUN_*`` setting among them (read later, when the run needs it)."""
-    Settings.from_env()
+    ``LIRUN_*`` setting among them when the request carries no settings."""
     return preflight(
         store,
         cwd=request.cwd,
-        run_id=request.run_id,
+        run_id=run_id_of(request),
         invocation_id=request.invocation_id,
         resume_branch=request.resume_branch,
         provider=request.program.provider,
@@ -160,8 +170,8 @@ def _session_fields(
 
 def _intervals(request: ExecutionRequest) -> tuple[float, float]:
     """(heartbeat interval, lease): several beats always fit in one lease. The request's
-    interval, else ``$LIRUN_HEARTBEAT_INTERVAL``, else ``HEARTBEAT_INTERVAL``."""
-    given = request.heartbeat_interval or Settings.from_env().heartbeat_interval
+    interval, else its settings' (``$LIRUN_HEARTBEAT_INTERVAL``), else the default."""
+    given = request.heartbeat_interval or settings_of(request).heartbeat_interval
     interval = given or HEARTBEAT_INTERVAL
     return interval, max(DEFAULT_LEASE_SECONDS, 4 * interval)
 
@@ -278,6 +288,7 @@ class _Execution:
             on_spawn=self.on_spawn,
             progress=leg.stream_progress(),
             note_dir=self.run.state_root,
+            settings=settings_of(self.request),
         )
         return leg.judge(result, trap.signal_name)
 
@@ -402,7 +413,6 @@ def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> Execut
 
 def _discard(run: RunDir) -> None:
     """Remove the state directory of a run that never started (its id stays free)."""
-
     shutil.rmtree(run.state_root, ignore_errors=True)
 
 
@@ -450,7 +460,8 @@ def execute(
 
     ``request`` says what to run (``CommandProgram`` or an agent program), where, under
     which ``Limits``, and against which database (``request.db_url``, else ``$LIRUN_DB_URL``
-    or the default). ``store``: an open Store to use (not closed here); ``trap``: a
+    or the default), with which settings (``request.settings``; None: the environment's,
+    read once here). ``store``: an open Store to use (not closed here); ``trap``: a
     SignalTrap the caller already holds (``li run``), else one is installed for the call,
     so call it from the main thread.
 
@@ -469,13 +480,14 @@ def execute(
     unrecorded), and OutcomeNotRecordedError after the run when neither the database nor
     the spool could take the outcome (its exit code is the outcome's: the run started).
     """
+    request = replace(request, settings=settings_of(request))  # read once, for the run
     own = store is None
     db = store if store is not None else open_store(request.db_url)
     try:
         _apply_pending(db)
         with contextlib.nullcontext(trap) if trap is not None else SignalTrap() as active:
             resume = prepare(request, db)
-            run = allocate_run(request.save_dir, request.run_id)
+            run = allocate_run(request.save_dir, run_id_of(request), request.settings)
             ex = _Execution(request, db, run, resume)
             ctx = _setup(ex, active)
             finalized, outcome = _supervised(ex, active, ctx)

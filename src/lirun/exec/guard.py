@@ -161,15 +161,21 @@ def _start() -> Guard | None:
     return guard
 
 
-def _off() -> bool:
-    return not Settings.from_env().guard
+def _off(settings: Settings | None = None) -> bool:
+    """``settings.guard`` (default: the environment's, ``$LIRUN_GUARD``) is off."""
+    return not (settings or Settings.from_env()).guard
 
 
-def current() -> Guard | None:
-    """This process's guard, started on first use (again after a fork); None if off."""
+def current(settings: Settings | None = None) -> Guard | None:
+    """This process's guard, started on first use (again after a fork); None if
+    ``settings`` (default: the environment's) switch it off."""
+    return None if _off(settings) else _running()
+
+
+def _running() -> Guard | None:
+    """The guard, started if it is not running (None if it cannot start); the caller
+    decided it is wanted."""
     global _guard, _state_pid
-    if _off():
-        return None
     with _lock:
         if _state_pid != os.getpid():  # a forked child: its parent's runs are not its own
             _state_pid = os.getpid()
@@ -189,8 +195,10 @@ def guard_pid() -> int | None:
 
 
 def _tell(message: dict[str, Any]) -> None:
+    """Send ``message`` to the guard; its callers act only when the guard is wanted (a
+    watched run, a renewed lease)."""
     with _lock:
-        guard = current()
+        guard = _running()
         if guard is not None:
             guard.send(message)
 
@@ -199,15 +207,17 @@ def watch(
     mark: str,
     cgroup: str | None,
     note_dir: str | os.PathLike[str] | None,
+    settings: Settings | None = None,
 ) -> None:
     """Before a run's child starts: the guard kills every process carrying ``mark`` (and
-    the ``cgroup``'s) if this process dies before :func:`unwatch`."""
-    if _off():
+    the ``cgroup``'s) if this process dies before :func:`unwatch`. Nothing when
+    ``settings`` (default: the environment's) switch the guard off."""
+    if _off(settings):
         return
     note = str(note_dir) if note_dir is not None else None
     message = {"op": "watch", "mark": mark, "cgroup": cgroup, "note_dir": note, "leader": None}
     with _lock:
-        current()
+        _running()
         _runs[mark] = message
         _tell(message)
 

@@ -16,7 +16,6 @@ from lirun.errors import ConflictError, NotFoundError, UsageError
 from lirun.liveness import START_TIME_TOLERANCE, host_name, process_start_time
 from lirun.paths import runs_root
 from lirun.record.rundir import safe_component
-from lirun.settings import Settings
 from lirun.store import Store
 
 __all__ = ["Resume", "check_run_id_free", "preflight", "resolve_resume"]
@@ -130,12 +129,12 @@ def preflight(
     provider: str,
 ) -> Resume | None:
     """Checks with no side effect; each failure is a LirunError with exit code 2.
+    ``run_id``: the run's id as its settings decided it (``prepare``), if any.
 
     Returns the conversation to continue when ``resume_branch`` is given.
     """
     if not os.path.isdir(cwd):
         raise UsageError(f"--cwd {cwd!r} is not a directory; create it or fix the path")
-    run_id = run_id or Settings.from_env().run_id
     if run_id is not None:
         check_run_id_free(store, safe_component(run_id, "run id"))
     if invocation_id is not None and store.invocations.get(invocation_id) is None:

@@ -31,6 +31,7 @@ from lirun.exec.cgroup import RunCgroup
 from lirun.exec.containment import child_setup, end_cgroup
 from lirun.exec.descendants import end_leftovers, own_children, release_leader, spawning
 from lirun.exec.leg_states import KillCause, LegState, Limits, Seen, Stop, Watch, advance, next_wake
+from lirun.settings import Settings
 from lirun.signals import SignalTrap
 
 __all__ = [
@@ -330,28 +331,31 @@ def supervise(
     clock: Callable[[], float] = time.monotonic,
     progress: StreamProgress | None = None,
     note_dir: str | os.PathLike[str] | None = None,
+    settings: Settings | None = None,
 ) -> ProcessResult:
     """Run ``argv`` until it exits (or is stopped), copying its output to the sinks.
 
     A signal already recorded by ``trap`` stops the child as soon as it starts.
     ``progress``: an agent stream's progress (arms ``limits.stall_timeout``, and stops the
     child at once when the stream says the run cannot succeed). ``note_dir``: where the
-    owner's guard leaves its note if this process dies while the child runs. Raises
-    :class:`SpawnError` when the command cannot be started.
+    owner's guard leaves its note if this process dies while the child runs. ``settings``:
+    the run's (its cgroup and guard switches); default: the environment's, read once here.
+    Raises :class:`SpawnError` when the command cannot be started.
 
     The calling thread starts the child and supervises it to its end: the child's
     parent-death signal fires when the thread that started it ends, so a child must never
     be started by a thread that ends before it.
     """
 
-    guard.current()  # before the scan of our children: it is ours, not the run's
+    settings = settings or Settings.from_env()
+    guard.current(settings)  # before the scan of our children: it is ours, not the run's
     exclude = frozenset(own_children())
-    group = cgroups.create()
+    group = cgroups.create(settings=settings)
     mark = containment.new_mark()
     env = {**(os.environ if env is None else env), containment.TREE_ENV: mark}
     # The guard knows the run before its child exists: should this process die at any
     # moment from here on, the guard finds the run's processes by its cgroup and mark.
-    guard.watch(mark, str(group.path) if group else None, note_dir)
+    guard.watch(mark, str(group.path) if group else None, note_dir, settings)
     try:
         with spawning() as register:
             proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin, cgroup=group)

@@ -55,10 +55,6 @@ def new_run_id() -> str:
     return f"{stamp}-{os.urandom(3).hex()}"
 
 
-def _run_id_from_env() -> str | None:
-    return Settings.from_env().run_id
-
-
 def _setup_error(action: str, path: Path, exc: OSError) -> RunDirError:
     reason = exc.strerror or str(exc)
     return RunDirError(
@@ -220,13 +216,15 @@ def _fsync_dir(path: Path) -> None:
 def allocate_run(
     save_dir: str | os.PathLike[str] | None = None,
     run_id: str | None = None,
+    settings: Settings | None = None,
 ) -> RunDir:
     """Pick the run id, create ``branches/`` and ``stream/``; the artifact dir is left alone.
 
-    Id: ``run_id`` > ``$LIRUN_RUN_ID`` > ``$LIONAGI_RUN_ID`` > a new timestamped id.
+    Id: ``run_id`` > ``settings.run_id`` (default: the environment's, ``$LIRUN_RUN_ID`` >
+    ``$LIONAGI_RUN_ID``) > a new timestamped id.
     """
     if run_id is None:
-        run_id = _run_id_from_env() or new_run_id()
+        run_id = (settings or Settings.from_env()).run_id or new_run_id()
     rid = safe_component(run_id, "run id")
     state_root = runs_root() / rid
     if save_dir is not None and os.fspath(save_dir) != "":
