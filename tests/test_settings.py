@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,105 @@ def test_a_library_caller_with_a_bad_setting_gets_usage_error_before_anything_ex
     with pytest.raises(UsageError, match=r"^LIRUN_HEARTBEAT_INTERVAL: expected a positive"):
         execute(request)
     assert not (lirun_home / "runs" / "given-id").exists()  # no run directory was left
+
+
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
+    """Every ``Settings.from_env()`` this process makes from now on, as a list, but the
+    store's: its retry bound is read lazily where it is used (the `li wait` fast path)."""
+    reads: list[Settings] = []
+    real = Settings.from_env.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[Settings], environ: object = None) -> Settings:
+        settings = real(cls, environ)
+        if sys._getframe(1).f_globals["__name__"] != "lirun.store.retry":
+            reads.append(settings)
+        return settings
+
+    monkeypatch.setattr(Settings, "from_env", classmethod(counted))
+    return reads
+
+
+def test_a_command_gets_the_settings_li_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`li` reads the environment once and hands that value, ``li --db`` over it, down."""
+    from lirun.cli import db as db_cli
+
+    seen: list[Settings] = []
+    monkeypatch.setattr(db_cli, "main", lambda argv, settings: seen.append(settings) or 0)
+    monkeypatch.setenv("LIRUN_RUN_ID", "env-id")
+    monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "env.db"))
+    reads = _count_reads(monkeypatch)
+    assert main(["--db", str(tmp_path / "flag.db"), "db", "path"]) == 0
+    assert len(reads) == 1  # read once, by li, for the command
+    assert seen == [reads[0].with_flags(db_url=str(tmp_path / "flag.db"))]
+    assert seen[0].run_id == "env-id"
+    assert seen[0].db_url == str(tmp_path / "flag.db")  # the flag wins
+
+
+def test_a_bad_setting_is_refused_once_before_the_command_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lirun.cli import db as db_cli
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(db_cli, "main", lambda argv, settings: started.append(argv) or 0)
+    monkeypatch.setenv("LIRUN_GUARD", "maybe")
+    reads = _count_reads(monkeypatch)
+    assert main(["db", "path"]) == 2
+    assert started == []  # the command never ran
+    assert len(reads) == 0  # the one read raised: nothing was read twice
+    assert capsys.readouterr().err.splitlines() == [
+        "li db: error: LIRUN_GUARD: expected on or off (1/0, yes/no, true/false), got 'maybe'"
+    ]
+
+
+def test_the_run_id_flag_wins_over_the_environment(tmp_path: Path) -> None:
+    env = {**os.environ, "LIRUN_RUN_ID": "env-id", "LIRUN_DB_URL": str(tmp_path / "s.db")}
+    done = subprocess.run(
+        li_command("run", "--run-id", "flag-id", "--json", "--", "true"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"run_id": "flag-id"' in done.stdout
+
+
+def test_execute_uses_the_settings_it_is_given_not_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A library caller's ``Settings``: its run id and heartbeat interval, while the
+    environment says otherwise (a bad value there is not even read)."""
+    monkeypatch.setenv("LIRUN_RUN_ID", "env-id")
+    monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "soon")
+    db = str(tmp_path / "lib.db")
+    settings = Settings(run_id="given-id", heartbeat_interval=50.0, guard=False)
+    request = ExecutionRequest(
+        program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=db, settings=settings
+    )
+    result = execute(request)
+    assert result.run_id == "given-id"
+    store = open_store(db)
+    try:
+        row = store.get_entity("session", result.run_id)
+    finally:
+        store.close()
+    assert row is not None
+    assert row["lease_seconds"] == 200.0  # four beats of the given 50 s
+
+
+def test_execute_reads_the_environment_once_when_given_no_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LIRUN_GUARD", "off")
+    request = ExecutionRequest(
+        program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=str(tmp_path / "lib.db")
+    )
+    reads = _count_reads(monkeypatch)
+    execute(request)
+    assert len(reads) == 1
 
 
 def test_a_bad_retry_bound_keeps_the_default_in_a_teardown(
