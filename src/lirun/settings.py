@@ -1,9 +1,11 @@
 """lirun's settings: every ``LIRUN_*`` variable this process reads, parsed once.
 
 ``Settings.from_env()`` reads the environment (a bad value is one ``UsageError`` line,
-exit 2); ``with_flags`` lays the command line over it (a flag given wins). The CLI builds
-one value per command and passes it down; a library caller gets the same defaults from
-``Settings.from_env()``, which the library asks when it was given nothing.
+exit 2); ``with_flags`` lays the command line over it (a flag given wins). ``cli.main``
+reads one value per command and hands it to the command's ``main(argv, settings)``, which
+lays its flags over it and passes it down: to ``execute()`` as ``ExecutionRequest.settings``.
+A library caller that passes none gets the same defaults: ``execute()`` then reads
+``Settings.from_env()`` once, for the run.
 
 Two kinds of ``LIRUN_*`` variable are not settings and stay environment variables: those
 lirun *sets* for the processes it starts (``LIRUN_ARTIFACT_DIR``, ``LIRUN_PARENT_RUN_ID``,
