@@ -180,8 +180,14 @@ def _progress(line: str) -> None:
     sys.stderr.flush()
 
 
-def _options(args: argparse.Namespace) -> Any:
-    return FlowOptions(parallel=args.parallel, timeout=args.timeout, on_progress=_progress)
+def _options(args: argparse.Namespace, settings: Settings) -> Any:
+    """The flow's options; its legs run on ``settings`` (li's) with ``--db`` over them."""
+    return FlowOptions(
+        parallel=args.parallel,
+        timeout=args.timeout,
+        on_progress=_progress,
+        settings=settings.with_flags(db_url=args.db),
+    )
 
 
 def _finish(report: Any, *, as_json: bool) -> int:
@@ -233,7 +239,7 @@ def _held() -> Any:
     return trap
 
 
-def run_command(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace, settings: Settings) -> int:
     spec = load_flow(args.file, _vars(args.var))
     if args.dry_run:
         with gcpause.paused():  # a plan of every leg: its values all live until printed
@@ -250,7 +256,11 @@ def run_command(args: argparse.Namespace) -> int:
 
     adopt_orphans()
     report = run_flow(
-        spec, db_url=args.db, options=_options(args), invocation_id=args.run_id, stop=_held()
+        spec,
+        db_url=args.db,
+        options=_options(args, settings),
+        invocation_id=args.run_id,
+        stop=_held(),
     )
     return _finish(report, as_json=args.json)
 
@@ -278,14 +288,18 @@ def _full_invocation_id(text: str, db: str | None) -> str:
         store.close()
 
 
-def resume_command(args: argparse.Namespace) -> int:
+def resume_command(args: argparse.Namespace, settings: Settings) -> int:
     invocation = _full_invocation_id(args.invocation, args.db)
     if args.detach and not args.detached_worker:
         return _detach(args, _worker_argv(args, ["resume", invocation]))
 
     adopt_orphans()
     report = resume_flow(
-        invocation, db_url=args.db, options=_options(args), invocation_id=args.run_id, stop=_held()
+        invocation,
+        db_url=args.db,
+        options=_options(args, settings),
+        invocation_id=args.run_id,
+        stop=_held(),
     )
     return _finish(report, as_json=args.json)
 
@@ -294,11 +308,11 @@ def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
-            return run_command(args)
+            return run_command(args, settings)
         if args.command == "list":
             return flow_list(args)
         if args.command == "clean":
             return clean_flow_command(args)
-        return resume_command(args)
+        return resume_command(args, settings)
     finally:
         release_signals()

@@ -27,6 +27,7 @@ from lirun.exec.legs import CommandProgram, Echo
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.exec.providers import find_provider_executable, parse_provider_spec
 from lirun.exec.supervisor import Limits
+from lirun.settings import Settings
 
 if TYPE_CHECKING:
     from lirun.exec.legs import Program
@@ -132,7 +133,9 @@ def _declarations(task: Task) -> Declared:
     return declarations(task.profile, task.playbook, task.artifacts)
 
 
-def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
+def _program(
+    task: Task, declared: Declared, prompt: str | None, settings: Settings | None = None
+) -> Program:
     require_change = task.require_change or bool(declared.defaults.get("require_change"))
     if task.run is not None:
         if not task.run:
@@ -150,7 +153,7 @@ def _program(task: Task, declared: Declared, prompt: str | None) -> Program:
     )
     return AgentProgram(
         provider=name,
-        executable=find_provider_executable(name),
+        executable=find_provider_executable(name, None, settings),
         prompt=text,
         model=model or declared.defaults.get("model"),
         options=options,
@@ -180,20 +183,23 @@ def build_request(
     metadata: Mapping[str, Any] | None = None,
     echo: Echo | None = None,
     env: Mapping[str, str] | None = None,
+    settings: Settings | None = None,
 ) -> ExecutionRequest:
     """The request ``execute`` runs for ``task`` in ``cwd``.
 
     ``prompt`` / ``run_argv`` replace the task's own (an orchestrator renders templates
     or adds feedback first); ``resume_branch`` resumes a conversation (``li agent
     --resume``). The child's streams are captured only (``echo`` None): orchestrated
-    executions run side by side and never write to ``li``'s stdout.
+    executions run side by side and never write to ``li``'s stdout. ``settings`` are the
+    run's (``ExecutionRequest.settings``; the provider's executable is looked up with
+    them): None leaves ``execute`` to read the environment, as for any library caller.
     Raises UsageError for a task that cannot run (see ``check_task``).
     """
 
     declared = _declarations(task)
     if run_argv is not None:
         task = replace(task, agent=None, prompt=None, run=tuple(run_argv))
-    program = _program(task, declared, prompt)
+    program = _program(task, declared, prompt, settings)
     defaults = declared.defaults
     grace = defaults.get("grace")
     stall = task.stall_timeout if task.stall_timeout is not None else defaults.get("stall_timeout")
@@ -219,4 +225,5 @@ def build_request(
         echo=echo or Echo(),
         metadata=dict(metadata or {}),
         env=dict(env or {}),
+        settings=settings,
     )

@@ -44,6 +44,7 @@ from lirun.orchestra.checkpoint import write_checkpoint
 from lirun.orchestra.lease import OwnerLease
 from lirun.record.reap_flows import reap_flow_if_orphaned
 from lirun.record.rundir import allocate_run, new_run_id
+from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 from lirun.store.rows import TeamRow
@@ -60,12 +61,14 @@ _TICK = 0.2  # how often the loop looks at signals, the deadline and the clock
 class FlowOptions:
     """``parallel`` overrides the flow file's; ``timeout`` is the whole flow's deadline
     in seconds; ``on_progress`` gets one human line per leg event (for stderr);
-    ``retry_delay``: seconds before a retry (times the attempt number)."""
+    ``retry_delay``: seconds before a retry (times the attempt number); ``settings``: every
+    leg's (``ExecutionRequest.settings``), None: each leg's execution reads the environment."""
 
     parallel: int | None = None
     timeout: float | None = None
     on_progress: Callable[[str], None] | None = None
     retry_delay: float = 1.0
+    settings: Settings | None = None
 
 
 def _parallel(spec: FlowSpec, options: FlowOptions) -> int:
@@ -370,7 +373,9 @@ def _execute(
     try:
         flow = _FlowRun(spec, db, options, invocation_id or new_run_id(), resumed_from, reuse or {})
         flow.create()
-        workers = LegWorkers(flow.state.parallel, db_url=db.url, log=flow.log.line)
+        workers = LegWorkers(
+            flow.state.parallel, db_url=db.url, log=flow.log.line, settings=options.settings
+        )
         error: BaseException | None = None
         try:
             with contextlib.ExitStack() as held:

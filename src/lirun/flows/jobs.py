@@ -28,6 +28,7 @@ from lirun.orchestra.pool import Pool
 from lirun.reasons import is_retryable_reason
 from lirun.record.completion import COMMAND_EXITED_0
 from lirun.record.rundir import new_run_id
+from lirun.settings import Settings
 from lirun.store import open_store
 from lirun.store.rows import SessionRow
 
@@ -180,12 +181,20 @@ class LegWorkers:
     after it: their trap gets it as soon as it exists); no new attempt starts after it.
     """
 
-    def __init__(self, size: int, *, db_url: str, log: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        size: int,
+        *,
+        db_url: str,
+        log: Callable[[str], None],
+        settings: Settings | None = None,
+    ) -> None:
         self.pool: Pool[LegResult] = Pool("lirun-leg")
         self.results = self.pool.results
         self._jobs: queue.Queue[LegJob | None] = queue.Queue()
         self._db_url = db_url
         self._log = log
+        self._settings = settings
         for n in range(max(1, size)):
             self.pool.start(str(n), self._work)
 
@@ -297,6 +306,7 @@ class LegWorkers:
                 metadata={"flow": meta},
                 run_id=new_run_id(),  # its own: never $LIRUN_RUN_ID, which names one run
                 env=job.env,
+                settings=self._settings,
             )
         except LirunError as exc:
             result.reason_code, result.error = "run.failed.setup", str(exc)
