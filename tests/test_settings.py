@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +16,16 @@ from lirun.cli.main import main
 from lirun.errors import UsageError
 from lirun.exec.execution import HEARTBEAT_INTERVAL, ExecutionRequest, _intervals, execute
 from lirun.exec.legs import CommandProgram
+from lirun.exec.task import Task
+from lirun.flows.engine import FlowOptions, run_flow
+from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.settings import DEFAULT_WRITE_RETRY_SECONDS, Settings
+from lirun.shows.engine import ShowOptions, run_show
 from lirun.store import open_store
 from lirun.store.retry import write_retry_seconds
 from support.cli import li_command
+from support.showkit import play, show_repo, writes
+from support.showkit import spec as show_spec
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "lirun"
 
@@ -272,6 +279,49 @@ def test_execute_uses_the_settings_it_is_given_not_the_environment(
         store.close()
     assert row is not None
     assert row["lease_seconds"] == 200.0  # four beats of the given 50 s
+
+
+GIVEN = Settings(heartbeat_interval=50.0, guard=False)
+
+
+def _leases(db: str) -> list[float]:
+    """Every session's lease in the SQLite file ``db`` (one flow's or one show's)."""
+    with sqlite3.connect(db) as conn:
+        return [row[0] for row in conn.execute("SELECT lease_seconds FROM sessions")]
+
+
+def test_a_flows_legs_run_on_the_settings_it_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``FlowOptions.settings`` reach every leg's execution, while the environment says
+    otherwise (the flow's own lease is the owner's, not a setting's)."""
+    monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
+    db = str(tmp_path / "flow.db")
+    spec = FlowSpec(
+        legs=(LegSpec("a", Task(run=("true",))), LegSpec("b", Task(run=("true",)))),
+        cwd=str(tmp_path),
+    )
+    options = FlowOptions(retry_delay=0.0, settings=GIVEN)
+    report = run_flow(spec, db_url=db, options=options)
+    assert report.status == "completed", report.to_dict()
+    assert _leases(db) == [200.0, 200.0]  # the given 50 s, four beats, for each leg (not 400)
+
+
+def test_a_shows_plays_and_gates_run_on_the_settings_it_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``ShowOptions.settings`` reach the play's execution, its gate and the final gate,
+    while the environment says otherwise."""
+    monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
+    db = str(tmp_path / "show.db")
+    repo = show_repo(tmp_path)
+    plays = [play("a", writes("a.txt", "A"))]
+    options = ShowOptions(settings=GIVEN)
+    report = run_show(
+        show_spec(repo, plays, final_gate="test -f a.txt"), db_url=db, options=options
+    )
+    assert report.status == "completed", report.to_dict()
+    assert _leases(db) == [200.0, 200.0, 200.0]  # the play, its gate, the final gate (not 400)
 
 
 def test_execute_reads_the_environment_once_when_given_no_settings(

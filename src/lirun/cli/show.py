@@ -257,6 +257,12 @@ def _report(report: Any, as_json: bool) -> int:
     return int(report.exit_code)
 
 
+def _options(args: argparse.Namespace, **more: Any) -> Any:
+    """The show's options; its plays and gates run on li's settings with ``--db`` over them."""
+    settings = args.settings.with_flags(db_url=args.db)
+    return ShowOptions(parallel=args.parallel, on_progress=_progress, settings=settings, **more)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.dry_run and args.detach:
         raise UsageError("--dry-run and --detach contradict each other; use one")
@@ -266,11 +272,7 @@ def run(args: argparse.Namespace) -> int:
     if args.detach and not args.detached_worker:
         return detach(args, spec)
 
-    options = ShowOptions(
-        parallel=args.parallel,
-        continue_integration=args.continue_integration,
-        on_progress=_progress,
-    )
+    options = _options(args, continue_integration=args.continue_integration)
     stop = _stop_trap()
     adopt_orphans()
     report = run_show(spec, db_url=args.db, options=options, show_id=args.show_id, stop=stop)
@@ -278,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resume(args: argparse.Namespace) -> int:
-    options = ShowOptions(parallel=args.parallel, on_progress=_progress)
+    options = _options(args)
     adopt_orphans()
     report = resume_show(args.show, db_url=args.db, options=options, stop=_stop_trap())
     return _report(report, args.json)
@@ -371,6 +373,7 @@ def main(argv: list[str], settings: Settings) -> int:
         )
         return 2
 
+    args.settings = settings  # li's, for the subcommands that start executions
     try:
         return int(COMMANDS[args.subcommand](args))
     except ShowFileError as exc:

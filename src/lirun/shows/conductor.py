@@ -61,7 +61,7 @@ class Conductor:
         show: ShowRow,
         spec: ShowSpec,
         git: ShowGit,
-        db_url: str,
+        workers: Workers,
         parallel: int,
         owner: dict[str, Any],
         stop: SignalTrap | None,
@@ -69,7 +69,7 @@ class Conductor:
         beat_every: float,
     ) -> None:
         self.store, self.show, self.spec, self.git = store, show, spec, git
-        self.workers = Workers(git, db_url, progress)
+        self.workers = workers
         self.parallel = max(1, parallel)
         self.owner, self.stop, self.say = owner, stop, progress
         self.rows: dict[str, PlayRow] = {}

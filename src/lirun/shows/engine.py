@@ -28,9 +28,11 @@ from lirun.orchestra.lease import OwnerLease
 from lirun.paths import resolve_db_url
 from lirun.record.reap import local_facts
 from lirun.record.rundir import new_run_id, safe_component
+from lirun.settings import Settings
 from lirun.shows.conductor import Conductor
 from lirun.shows.decide import abort_target
 from lirun.shows.gitwork import ShowGit, current_head
+from lirun.shows.jobs import Workers
 from lirun.shows.preflight import check_not_checked_out, check_repo
 from lirun.shows.recovery import check_head, reap_gates, reap_orphans, recover
 from lirun.shows.report import ShowReport, build_report
@@ -65,11 +67,13 @@ _ENDINGS = {
 class ShowOptions:
     """``parallel`` overrides the file's; ``continue_integration`` accepts an integration
     branch with commits base does not have; ``on_progress`` gets one human line per event
-    (for stderr)."""
+    (for stderr); ``settings``: every play's and gate's execution's
+    (``ExecutionRequest.settings``), None: each execution reads the environment."""
 
     parallel: int | None = None
     continue_integration: bool = False
     on_progress: Callable[[str], None] | None = None
+    settings: Settings | None = None
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -308,7 +312,7 @@ def _conduct(
         show=show,
         spec=spec,
         git=git,
-        db_url=url,
+        workers=Workers(git, url, say, options.settings),  # plays and gates run on these
         parallel=options.parallel or spec.parallel or DEFAULT_PARALLEL,
         owner=owner,
         stop=stop,

@@ -16,6 +16,7 @@ from typing import Any
 
 from lirun.exec.execution import execute
 from lirun.exec.task import Task, build_request
+from lirun.settings import Settings
 from lirun.shows.decide import gate_verdict
 from lirun.shows.spec import Gate
 from lirun.signals import SignalTrap
@@ -68,13 +69,19 @@ def run_gate(
     metadata: Mapping[str, Any],
     trap: SignalTrap,
     stopping: bool = False,
+    settings: Settings | None = None,
 ) -> GateRun:
-    """Run ``gate`` in ``cwd`` (where ``commit`` is checked out). No gate passes at once."""
+    """Run ``gate`` in ``cwd`` (where ``commit`` is checked out), on ``settings`` (None:
+    the environment's). No gate passes at once."""
     if gate is None:
         return GateRun("pass", commit, None, None, "no gate configured")
     task = Task(run=tuple(gate.argv()), timeout=gate.timeout)
     request = build_request(
-        task, cwd=str(cwd), db_url=db_url, metadata={**metadata, "commit": commit}
+        task,
+        cwd=str(cwd),
+        db_url=db_url,
+        metadata={**metadata, "commit": commit},
+        settings=settings,
     )
     result = execute(request, trap=trap)
     verdict = gate_verdict(result.status, stopping=stopping or trap.received is not None)

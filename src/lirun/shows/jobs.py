@@ -16,6 +16,7 @@ from lirun.exec.execution import ExecutionResult, execute
 from lirun.exec.task import Task, build_request
 from lirun.exec.trouble import trouble_reporter
 from lirun.orchestra.pool import Pool
+from lirun.settings import Settings
 from lirun.shows.gates import GateRun, run_gate
 from lirun.shows.gitwork import Merge, ShowGit
 from lirun.shows.spec import Gate
@@ -60,12 +61,20 @@ class GateJob:
 
 
 class Workers:
-    """Threads that run jobs and report to ``events``; ``stop`` delivers a signal to all."""
+    """Threads that run jobs and report to ``events``; ``stop`` delivers a signal to all.
+    Every execution runs on ``settings`` (None: it reads the environment)."""
 
-    def __init__(self, git: ShowGit, db_url: str, say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        git: ShowGit,
+        db_url: str,
+        say: Callable[[str], None] | None = None,
+        settings: Settings | None = None,
+    ) -> None:
         self.git = git
         self.db_url = db_url
         self.say = say
+        self.settings = settings
         self.pool: Pool[Done] = Pool("show")
         self.events = self.pool.results
 
@@ -127,6 +136,7 @@ class Workers:
                 resume_branch=job.resume_branch,
                 metadata={**job.metadata, "start": start},
                 env=job.env,
+                settings=self.settings,
             )
             request.on_event = self._trouble(job.play)
             return Done("agent", job.play, result=execute(request, trap=trap))
@@ -156,6 +166,7 @@ class Workers:
                 db_url=self.db_url,
                 metadata=job.metadata,
                 trap=trap,
+                settings=self.settings,
             )
             return Done("gate", job.play, merge=merge, gate=gate)
 
@@ -173,7 +184,13 @@ class Workers:
                 raise RuntimeError(f"the integration branch {self.git.integration} is gone")
             path = self.git.checkout_gate(head)
             run = run_gate(
-                gate, cwd=path, commit=head, db_url=self.db_url, metadata=metadata, trap=trap
+                gate,
+                cwd=path,
+                commit=head,
+                db_url=self.db_url,
+                metadata=metadata,
+                trap=trap,
+                settings=self.settings,
             )
             return Done(kind, None, gate=run)
 
