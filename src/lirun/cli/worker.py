@@ -131,6 +131,7 @@ def main(argv: list[str], settings: Settings) -> int:
         grace=_duration(args.grace, "--grace"),
         allow_roots=tuple(roots),
         lease_seconds=lease,
+        settings=settings.with_flags(db_url=args.db),  # every run's, li's with --db over them
     )
 
     adopt_orphans()

@@ -32,7 +32,7 @@ from lirun.errors import LirunError
 from lirun.exec.execution import execute
 from lirun.exec.fence import Fence
 from lirun.exec.task import build_request
-from lirun.flows.engine import run_flow
+from lirun.flows.engine import FlowOptions, run_flow
 from lirun.flows.load import load_flow
 from lirun.logs import get_logger
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
@@ -50,7 +50,8 @@ from lirun.schedules.outcomes import (
     should_retry,
     start_refusal,
 )
-from lirun.shows.engine import run_show
+from lirun.settings import Settings
+from lirun.shows.engine import ShowOptions, run_show
 from lirun.shows.load import load_show
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
@@ -68,6 +69,7 @@ class RunnerConfig:
     worker_id: str
     lease_seconds: float = 60.0
     allow_roots: tuple[str, ...] = ()
+    settings: Settings | None = None  # the runs' (agent, command, flow, show); None: the env's
 
 
 class RunContext:
@@ -280,6 +282,7 @@ class Runner:
                 db_url=url,
                 run_id=session_id,
                 metadata={"schedule_run_id": run_id},
+                settings=self.config.settings,
             )
             result = execute(request, store=store, trap=trap)
             summary = _session_summary(store, session_id)
@@ -292,7 +295,10 @@ class Runner:
             spec = load_flow(Path(action.file), cwd=action.cwd)
             invocation_id = new_run_id()
             store.schedules.link_run(run_id, invocation_id=invocation_id)
-            report = run_flow(spec, db_url=url, invocation_id=invocation_id, stop=trap)
+            options = FlowOptions(settings=self.config.settings)
+            report = run_flow(
+                spec, db_url=url, options=options, invocation_id=invocation_id, stop=trap
+            )
             return run_outcome(
                 report.status,
                 report.reason_code,
@@ -303,7 +309,8 @@ class Runner:
         show = load_show(Path(action.file))
         show_id = new_run_id()
         store.schedules.link_run(run_id, show_id=show_id)
-        show_report = run_show(show, db_url=url, show_id=show_id, stop=trap)
+        show_options = ShowOptions(settings=self.config.settings)
+        show_report = run_show(show, db_url=url, options=show_options, show_id=show_id, stop=trap)
         status = {"active": "failed", "aborted": "cancelled"}.get(
             show_report.status, show_report.status
         )

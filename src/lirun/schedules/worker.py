@@ -39,6 +39,7 @@ from lirun.schedules.firing import FireFacts, decide_fires
 from lirun.schedules.outcomes import LEASE_LOST
 from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.transport import Transport, transport_for
+from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 from lirun.store.rows import ScheduleRunRow, WorkerRow
@@ -56,6 +57,7 @@ class WorkerOptions:
     grace: float = 30.0
     allow_roots: tuple[str, ...] = ()
     lease_seconds: float = 60.0
+    settings: Settings | None = None  # every run's; None: each execution reads the environment
 
 
 def fire_due(store: Store, now: int, enqueue: Any) -> int:
@@ -190,6 +192,7 @@ class Worker:
             worker_id=self.worker_id,
             lease_seconds=opts.lease_seconds,
             allow_roots=opts.allow_roots,
+            settings=opts.settings,
         )
         # The lease's fence: the guard kills this worker's runs when it cannot renew in time.
         fence = Fence(opts.lease_seconds).start(started=registered)
