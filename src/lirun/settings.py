@@ -3,9 +3,10 @@
 ``Settings.from_env()`` reads the environment (a bad value is one ``UsageError`` line,
 exit 2); ``with_flags`` lays the command line over it (a flag given wins). ``cli.main``
 reads one value per command and hands it to the command's ``main(argv, settings)``, which
-lays its flags over it and passes it down: to ``execute()`` as ``ExecutionRequest.settings``.
-A library caller that passes none gets the same defaults: ``execute()`` then reads
-``Settings.from_env()`` once, for the run.
+lays its flags over it and passes it down: to ``execute()`` as ``ExecutionRequest.settings``,
+and through ``FlowOptions`` / ``ShowOptions`` / ``WorkerOptions`` to ``build_request`` for
+every leg, play, gate and scheduled run. A library caller that passes none gets the same
+defaults: ``execute()`` then reads ``Settings.from_env()`` once, for the run.
 
 Two kinds of ``LIRUN_*`` variable are not settings and stay environment variables: those
 lirun *sets* for the processes it starts (``LIRUN_ARTIFACT_DIR``, ``LIRUN_PARENT_RUN_ID``,
