@@ -8,6 +8,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from lirun.exec.legs import CommandProgram
 from lirun.exec.task import Task
 from lirun.flows.engine import FlowOptions, run_flow
 from lirun.flows.spec import FlowSpec, LegSpec
+from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.settings import DEFAULT_WRITE_RETRY_SECONDS, Settings
 from lirun.shows.engine import ShowOptions, run_show
 from lirun.store import open_store
@@ -26,6 +28,8 @@ from lirun.store.retry import write_retry_seconds
 from support.cli import li_command
 from support.showkit import play, show_repo, writes
 from support.showkit import spec as show_spec
+from support.storekit import opened
+from support.workerkit import add_schedule, run_row
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "lirun"
 
@@ -322,6 +326,24 @@ def test_a_shows_plays_and_gates_run_on_the_settings_it_is_given(
     )
     assert report.status == "completed", report.to_dict()
     assert _leases(db) == [200.0, 200.0, 200.0]  # the play, its gate, the final gate (not 400)
+
+
+def test_a_workers_run_uses_the_settings_it_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``RunnerConfig.settings`` (``li worker``'s) reach a scheduled run's execution."""
+    monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
+    db = str(tmp_path / "worker.db")
+    with opened(db) as store:
+        schedule = add_schedule(store, tmp_path, "nightly", ["run", "true"])
+        run = store.schedules.insert_due_run(
+            schedule_id=schedule.id, due_at=int(time.time()), action_kind="run"
+        )
+    assert run is not None
+    Runner(RunnerConfig(db_url=db, worker_id="w", settings=GIVEN)).handle(run.id)
+    with opened(db) as store:
+        assert run_row(store, run.id)["status"] == "completed"
+    assert _leases(db) == [200.0]  # four beats of the given 50 s (not 400)
 
 
 def test_execute_reads_the_environment_once_when_given_no_settings(
