@@ -23,7 +23,6 @@ from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.settings import DEFAULT_WRITE_RETRY_SECONDS, Settings
 from lirun.shows.engine import ShowOptions, run_show
-from lirun.store import open_store
 from lirun.store.retry import write_retry_seconds
 from support.cli import li_command
 from support.showkit import play, show_repo, writes
@@ -168,6 +167,12 @@ def test_a_library_caller_gets_the_heartbeat_interval(monkeypatch: pytest.Monkey
     assert _intervals(given)[0] == 2.0  # what the caller gave wins
 
 
+def _leases(db: str) -> list[float]:
+    """Every session's lease in the SQLite file ``db`` (one run's, flow's or show's)."""
+    with sqlite3.connect(db) as conn:
+        return [row[0] for row in conn.execute("SELECT lease_seconds FROM sessions")]
+
+
 def test_a_library_run_records_the_lease_of_the_environment_interval(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -175,14 +180,8 @@ def test_a_library_run_records_the_lease_of_the_environment_interval(
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
     db = str(tmp_path / "lib.db")
     request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=db)
-    result = execute(request)
-    store = open_store(db)
-    try:
-        row = store.get_entity("session", result.run_id)
-    finally:
-        store.close()
-    assert row is not None
-    assert row["lease_seconds"] == 400.0  # four beats of 100 s
+    execute(request)
+    assert _leases(db) == [400.0]  # four beats of 100 s
 
 
 def test_a_library_caller_with_a_bad_setting_gets_usage_error_before_anything_exists(
@@ -276,22 +275,10 @@ def test_execute_uses_the_settings_it_is_given_not_the_environment(
     )
     result = execute(request)
     assert result.run_id == "given-id"
-    store = open_store(db)
-    try:
-        row = store.get_entity("session", result.run_id)
-    finally:
-        store.close()
-    assert row is not None
-    assert row["lease_seconds"] == 200.0  # four beats of the given 50 s
+    assert _leases(db) == [200.0]  # four beats of the given 50 s
 
 
 GIVEN = Settings(heartbeat_interval=50.0, guard=False)
-
-
-def _leases(db: str) -> list[float]:
-    """Every session's lease in the SQLite file ``db`` (one flow's or one show's)."""
-    with sqlite3.connect(db) as conn:
-        return [row[0] for row in conn.execute("SELECT lease_seconds FROM sessions")]
 
 
 def test_a_flows_legs_run_on_the_settings_it_is_given(
