@@ -257,13 +257,13 @@ def _report(report: Any, as_json: bool) -> int:
     return int(report.exit_code)
 
 
-def _options(args: argparse.Namespace, **more: Any) -> Any:
+def _options(args: argparse.Namespace, settings: Settings, **more: Any) -> Any:
     """The show's options; its plays and gates run on li's settings with ``--db`` over them."""
-    settings = args.settings.with_flags(db_url=args.db)
+    settings = settings.with_flags(db_url=args.db)
     return ShowOptions(parallel=args.parallel, on_progress=_progress, settings=settings, **more)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.dry_run and args.detach:
         raise UsageError("--dry-run and --detach contradict each other; use one")
     spec = _load(args)
@@ -272,15 +272,15 @@ def run(args: argparse.Namespace) -> int:
     if args.detach and not args.detached_worker:
         return detach(args, spec)
 
-    options = _options(args, continue_integration=args.continue_integration)
+    options = _options(args, settings, continue_integration=args.continue_integration)
     stop = _stop_trap()
     adopt_orphans()
     report = run_show(spec, db_url=args.db, options=options, show_id=args.show_id, stop=stop)
     return _report(report, args.json)
 
 
-def resume(args: argparse.Namespace) -> int:
-    options = _options(args)
+def resume(args: argparse.Namespace, settings: Settings) -> int:
+    options = _options(args, settings)
     adopt_orphans()
     report = resume_show(args.show, db_url=args.db, options=options, stop=_stop_trap())
     return _report(report, args.json)
@@ -353,9 +353,9 @@ def _list_shows(args: argparse.Namespace) -> int:
     return show_list(args)
 
 
+# The subcommands that start executions: they run on li's settings.
+STARTS = {"run": run, "resume": resume}
 COMMANDS = {
-    "run": run,
-    "resume": resume,
     "abort": abort,
     "status": status,
     "list": _list_shows,
@@ -373,8 +373,8 @@ def main(argv: list[str], settings: Settings) -> int:
         )
         return 2
 
-    args.settings = settings  # li's, for the subcommands that start executions
+    start = STARTS.get(args.subcommand)
     try:
-        return int(COMMANDS[args.subcommand](args))
+        return int(start(args, settings) if start else COMMANDS[args.subcommand](args))
     except ShowFileError as exc:
         return _problems(exc, f"li show {args.subcommand}")
