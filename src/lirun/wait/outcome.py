@@ -35,27 +35,31 @@ JSON_FIELDS = (
 )
 
 
+# A target with no row (not found, ambiguous, deleted since): every column unknown.
+_NO_ROW = WaitFetchRow._make((None,) * len(WaitFetchRow._fields))
+
+
 def _outcome(
     target: Target, *, status: str, terminal: bool, row: WaitFetchRow | None
 ) -> dict[str, Any]:
     kind = target.kind
     success = bool(kind and terminal and status in policy_for(kind).success)
-    run_dir = (row.run_dir if row else None) or None
+    read = row if row is not None else _NO_ROW
     # design.md §4.1: artifact_dir is the stored artifact root (of the backing session for an
     # invocation, play or schedule run), never the run directory, never synthesized.
-    artifact_dir = (row.artifacts_path if row else None) or None
+    artifact_dir = read.artifacts_path or None
     outcome: dict[str, Any] = {
         "run_id": target.id or target.input,
         "input": target.input,
         "kind": kind,
         "status": status,
         "terminal": terminal,
-        "reason": display_reason(row.reason_code if row else None),
-        "reason_summary": (row.reason_summary if row else None) or "",
+        "reason": display_reason(read.reason_code),
+        "reason_summary": read.reason_summary or "",
         "artifact_dir": artifact_dir,
-        "run_dir": run_dir,
+        "run_dir": read.run_dir or None,
         "artifacts_path": artifact_dir,
-        "exit_code": row.exit_code if row else None,
+        "exit_code": read.exit_code,
         "success": success,
     }
     if target.candidates:
