@@ -186,7 +186,7 @@ def test_a_show_row_and_a_play_row_hold_every_column_of_their_tables(store: Stor
     _create(store)
     [show] = store.connector.read(store.sql("active_shows_for_topic"), {"topic": "t"})
     assert set(show) == set(ShowRow._fields)
-    assert store.shows.get("s1") == ShowRow.from_row(decode_row(show))  # type: ignore[arg-type]
+    assert store.shows.get("s1") == ShowRow.from_row(decode_row(show))
     assert store.shows.active_for_topic("t")[0].as_dict() == decode_row(show)
     raw = store.connector.read(store.sql("list_plays"), {"show_id": "s1"})
     assert set(raw[0]) == set(PlayRow._fields)

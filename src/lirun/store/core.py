@@ -87,7 +87,7 @@ class Store(StatusWrites):
             self.sql("list_transitions"),
             {"entity_type": canonical_entity_type(entity_type), "entity_id": entity_id},
         )
-        return [TransitionRow.from_row(decode_row(r) or {}) for r in rows]
+        return [TransitionRow.from_row(decode_row(r)) for r in rows]
 
     def list_admin_events(self, target_id: str | None = None) -> list[AdminEventRow]:
         """Admin events (overrides, rejected transitions), all or for one target."""
@@ -97,7 +97,7 @@ class Store(StatusWrites):
             rows = self.connector.read(
                 self.sql("list_admin_events_for_target"), {"target_id": target_id}
             )
-        return [AdminEventRow.from_row(decode_row(r) or {}) for r in rows]
+        return [AdminEventRow.from_row(decode_row(r)) for r in rows]
 
     # -- writes other than status -------------------------------------------------
 

@@ -35,7 +35,7 @@ class Invocations(Repository):
     def get(self, invocation_id: str) -> InvocationRow | None:
         """The invocation (manual or flow) with this id, or None."""
         rows = self.connector.read(self.sql("get_row", table="invocations"), {"id": invocation_id})
-        return InvocationRow.from_row(decode_row(rows[0]) or {}) if rows else None
+        return InvocationRow.from_row(decode_row(rows[0])) if rows else None
 
     def create_flow(
         self,
@@ -93,9 +93,9 @@ class Invocations(Repository):
     def list_running_flows(self) -> list[InvocationRow]:
         """Flow invocations still ``running`` (what a reaper judges), oldest first."""
         rows = self.connector.read(self.sql("list_running_flows"))
-        return [InvocationRow.from_row(decode_row(r) or {}) for r in rows]
+        return [InvocationRow.from_row(decode_row(r)) for r in rows]
 
     def list_running_legs(self, invocation_id: str) -> list[SessionRow]:
         """The sessions of one invocation still ``running``."""
         rows = self.connector.read(self.sql("list_running_legs"), {"invocation_id": invocation_id})
-        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]
+        return [SessionRow.from_row(decode_row(r)) for r in rows]

@@ -81,7 +81,7 @@ class ListReads(Repository):
                 AttentionScheduleRunRow.from_row(r)
                 for r in read(self.sql("attention_schedule_runs"), at)
             ],
-            running_shows=[ShowRow.from_row(decode_row(r)) for r in shows],  # type: ignore[arg-type]
+            running_shows=[ShowRow.from_row(decode_row(r)) for r in shows],
         )
 
     def schedule_runs_with_usage(

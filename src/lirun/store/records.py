@@ -110,10 +110,8 @@ def column_value(key: str, value: Any) -> Any:
     )
 
 
-def decode_row(row: Row | None) -> dict[str, Any] | None:
+def decode_row(row: Row) -> dict[str, Any]:
     """A row as a dict with JSON columns parsed (``seq`` bookkeeping removed)."""
-    if row is None:
-        return None
     out = {}
     for key, value in row.items():
         if key == "seq" and ("entity_type" in row or "event_type" in row):

@@ -160,7 +160,7 @@ class Schedules(Repository):
 
     def _schedules(self, sql: str, params: Mapping[str, Any] | None = None) -> list[ScheduleRow]:
         rows = self.connector.read(sql, params)
-        return [ScheduleRow.from_row(decode_row(r) or {}) for r in rows]
+        return [ScheduleRow.from_row(decode_row(r)) for r in rows]
 
     def get(self, name: str) -> ScheduleRow | None:
         """The schedule named ``name`` that is not deleted, or None."""
@@ -228,7 +228,7 @@ class Schedules(Repository):
 
     def _runs(self, sql: str, params: Mapping[str, Any]) -> list[ScheduleRunRow]:
         rows = self.connector.read(sql, params)
-        return [ScheduleRunRow.from_row(decode_row(r) or {}) for r in rows]
+        return [ScheduleRunRow.from_row(decode_row(r)) for r in rows]
 
     def get_run(self, run_id: str) -> ScheduleRunRow | None:
         """The schedule run with this id, or None."""

@@ -82,7 +82,7 @@ class Sessions(Repository):
     def get(self, session_id: str) -> SessionRow | None:
         """The execution with this id, or None."""
         rows = self.connector.read(self.sql("get_row", table="sessions"), {"id": session_id})
-        return SessionRow.from_row(decode_row(rows[0]) or {}) if rows else None
+        return SessionRow.from_row(decode_row(rows[0])) if rows else None
 
     def list_recent(
         self, *, status: str | None = None, since: float | None = None, limit: int = 50
@@ -91,19 +91,19 @@ class Sessions(Repository):
         rows = self.connector.read(
             self.sql("list_sessions"), {"status": status, "since": since, "limit": int(limit)}
         )
-        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]
+        return [SessionRow.from_row(decode_row(r)) for r in rows]
 
     def list_running(self) -> list[SessionRow]:
         """Every session still ``running`` (what a reaper judges)."""
         rows = self.connector.read(self.sql("list_running_sessions"))
-        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]
+        return [SessionRow.from_row(decode_row(r)) for r in rows]
 
     def find_by_engine_uid(self, uid: str, *, exclude_id: str = "") -> SessionRow | None:
         """The newest other session with this engine session uid, or None."""
         rows = self.connector.read(
             self.sql("find_session_by_engine_uid"), {"uid": uid, "exclude_id": exclude_id}
         )
-        return SessionRow.from_row(decode_row(rows[0]) or {}) if rows else None
+        return SessionRow.from_row(decode_row(rows[0])) if rows else None
 
     def heartbeat(self, session_id: str) -> None:
         """The owner is alive now; a row without a lease gets the default one.

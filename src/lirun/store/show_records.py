@@ -110,7 +110,7 @@ class Shows(Repository):
     # -- reads --
 
     def _rows(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [decode_row(r) for r in self.connector.read(self.sql(name), params)]  # type: ignore[misc]
+        return [decode_row(r) for r in self.connector.read(self.sql(name), params)]
 
     def get(self, show_id: str) -> ShowRow | None:
         """The show with this id, or None."""

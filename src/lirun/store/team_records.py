@@ -298,7 +298,7 @@ class Teams(Repository):
     def list_all(self, *, status: str | None = None, limit: int = 100) -> list[TeamRow]:
         """Teams, active first then newest, optionally of one status."""
         rows = self.connector.read(self.sql("team_list"), {"status": status, "limit": int(limit)})
-        return [TeamRow.from_row(decode_row(r)) for r in rows]  # type: ignore[arg-type]
+        return [TeamRow.from_row(decode_row(r)) for r in rows]
 
     def member_counts(self) -> dict[str, int]:
         """``{team id: members}`` for every team with a member."""
@@ -314,7 +314,7 @@ class Teams(Repository):
         """The teams a show or flow invocation made or joined, newest first."""
         params = {"owner_type": owner_type, "owner_id": owner_id}
         rows = self.connector.read(self.sql("team_by_owner"), params)
-        return [TeamRow.from_row(decode_row(r)) for r in rows]  # type: ignore[arg-type]
+        return [TeamRow.from_row(decode_row(r)) for r in rows]
 
     def memberships_of_run(self, run_id: str) -> list[RunMembershipRow]:
         """The team and the member name of each team the run joined."""

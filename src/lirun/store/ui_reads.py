@@ -110,7 +110,7 @@ class UIReads(Repository):
         from lirun.store.records import decode_row
 
         rows = self.connector.read(self.sql("ui_show_plays"), {"show_id": show_id})
-        return [PlayRow.from_row(decode_row(r)) for r in rows]  # type: ignore[arg-type]
+        return [PlayRow.from_row(decode_row(r)) for r in rows]
 
     def recent_schedule_runs(self, per_schedule: int = 20) -> list[RecentScheduleRunRow]:
         """The newest ``per_schedule`` runs of every schedule (by schedule, newest first)."""

@@ -60,7 +60,7 @@ class WaitReads(Repository):
         rows = self.connector.read(
             self.sql("list_invocation_sessions"), {"invocation_id": invocation_id}
         )
-        return [SessionRow.from_row(decode_row(r) or {}) for r in rows]
+        return [SessionRow.from_row(decode_row(r)) for r in rows]
 
     def recent_shows(self, *, limit: int = 20) -> list[ShowListRow]:
         """The newest ``limit`` shows, newest first, each with ``plays``: how many of its
