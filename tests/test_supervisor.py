@@ -6,6 +6,7 @@ behaviour on both backends is in test_cli_run.py and test_cli_agent.py.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from lirun.exec.agent_legs import judge_agent
@@ -314,6 +316,39 @@ def test_a_signal_to_li_stops_the_child_and_is_recorded(
     assert result.signal_name == name
     assert result.exit_code == -sig  # the child got the same signal
     assert result.duration < 5
+
+
+def test_a_signal_after_the_child_ended_by_itself_changes_nothing(tmp_path: Path) -> None:
+    """SIGTERM reaches li while it ends what the child left behind (a grandchild that
+    ignores SIGTERM): the child had exited 0 on its own, so its ending stands."""
+    out, err = _sinks(tmp_path)
+    pidfile = tmp_path / "child.pid"
+    script = f"echo $$ > {pidfile}; (trap '' TERM; sleep 30) & echo done"
+    child_gone = threading.Event()
+
+    def signal_once_the_child_is_gone() -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not child_gone.is_set():
+            with contextlib.suppress(OSError, ValueError, psutil.Error):
+                if psutil.Process(int(pidfile.read_text())).status() == psutil.STATUS_ZOMBIE:
+                    child_gone.set()
+                    os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=signal_once_the_child_is_gone)
+    with SignalTrap() as trap:
+        watcher.start()
+        result = supervise(
+            ["sh", "-c", script], stdout=out, stderr=err, trap=trap,
+            limits=Limits(drain=0.3, kill_grace=1.5),
+        )  # fmt: skip
+        watcher.join()
+        assert trap.signal_name == "SIGTERM"  # li got it, after the child's exit
+    assert child_gone.is_set()
+    assert result.exit_code == 0
+    assert result.killed_by is None
+    assert result.signal_name is None
+    assert judge_command(result, result.signal_name).status == "completed"
 
 
 def test_signal_trap_restores_the_previous_handlers() -> None:

@@ -290,7 +290,7 @@ class _Execution:
             note_dir=self.run.state_root,
             settings=settings_of(self.request),
         )
-        return leg.judge(result, trap.signal_name)
+        return leg.judge(result, result.signal_name)
 
 
 def _should_resume(ex: _Execution, outcome: LegOutcome, trap: SignalTrap) -> bool:

@@ -71,7 +71,9 @@ class StreamProgress(Protocol):
 
 @dataclass(slots=True)
 class ProcessResult:
-    """What happened to the child. ``exit_code`` is negative when a signal ended it."""
+    """What happened to the child. ``exit_code`` is negative when a signal ended it;
+    ``signal_name``: the signal ``li`` received while the child still ran (none when the
+    child had ended by itself before it came)."""
 
     pid: int
     exit_code: int | None
@@ -230,6 +232,10 @@ class _Loop:
 
     def _on_exit(self) -> None:
         self.exited = True
+        # A signal li gets from here on finds the child gone: it stops nothing, so it
+        # does not turn the child's own ending into li's (``_finish``).
+        if self.trap is not None and self.trap.received is not None:
+            self.result.signal_name = self.trap.signal_name
         self._end_leftovers()
 
     def _end_leftovers(self) -> None:
@@ -306,8 +312,6 @@ class _Loop:
             if stream is not None:
                 stream.close()
         self.result.duration = self.clock() - self.watch.started
-        if self.trap is not None and self.trap.received is not None:
-            self.result.signal_name = self.trap.signal_name
         return self.result
 
     def _fds(self) -> tuple[int, int]:
