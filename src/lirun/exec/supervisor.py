@@ -233,7 +233,7 @@ class _Loop:
     def _on_exit(self) -> None:
         self.exited = True
         # A signal li gets from here on finds the child gone: it stops nothing, so it
-        # does not turn the child's own ending into li's (``_finish``).
+        # does not turn the child's own ending into li's.
         if self.trap is not None and self.trap.received is not None:
             self.result.signal_name = self.trap.signal_name
         self._end_leftovers()
