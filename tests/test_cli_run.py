@@ -491,8 +491,9 @@ def test_stdin_is_passed_through(li_env: dict[str, str], db_url: str, repo: Path
 def test_a_command_that_cannot_start_after_setup_is_finalized_failed(
     store: Any, repo: Path
 ) -> None:
-    from lirun.exec.execution import ExecutionRequest, execute
+    from lirun.exec.execution import execute
     from lirun.exec.legs import CommandProgram
+    from lirun.exec.request import ExecutionRequest
 
     request = ExecutionRequest(program=CommandProgram(["/nonexistent/tool"]), cwd=str(repo))
     result = execute(request, store=store)

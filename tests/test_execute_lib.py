@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import lirun
@@ -24,8 +25,13 @@ def test_execute_runs_a_command_and_records_it(db_url: str, store: Store, tmp_pa
         limits=Limits(timeout=30),
         db_url=db_url,
     )
+    began = time.monotonic()
     result = execute(request)
     assert isinstance(result, ExecutionResult)
+    # When li stopped watching the child: a lease holder compares it with its lapses.
+    assert result.supervised_until is not None
+    assert began < result.supervised_until < time.monotonic()
+    assert "supervised_until" not in result.summary()
     assert (result.status, result.reason, result.exit_code) == (
         "failed",
         "run.failed.exit_nonzero",

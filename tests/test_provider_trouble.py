@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from lirun.exec.agent_legs import AgentProgram
-from lirun.exec.execution import ExecutionRequest, execute
+from lirun.exec.execution import execute
 from lirun.exec.legs import LegContext
+from lirun.exec.request import ExecutionRequest
 from lirun.exec.supervisor import Limits
 from lirun.exec.trouble import progress_fields, trouble_line, trouble_reporter
 from lirun.record.rundir import allocate_run

@@ -15,8 +15,9 @@ import pytest
 
 from lirun.cli.main import main
 from lirun.errors import UsageError
-from lirun.exec.execution import HEARTBEAT_INTERVAL, ExecutionRequest, _intervals, execute
+from lirun.exec.execution import HEARTBEAT_INTERVAL, _intervals, execute
 from lirun.exec.legs import CommandProgram
+from lirun.exec.request import ExecutionRequest
 from lirun.exec.task import Task
 from lirun.flows.engine import FlowOptions, run_flow
 from lirun.flows.spec import FlowSpec, LegSpec

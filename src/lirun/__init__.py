@@ -49,8 +49,8 @@ _EXPORTS: dict[str, str] = {
     "run_wait": "lirun.cli.wait",
     # the execution `li run` / `li agent` use, as one library call
     "execute": "lirun.exec.execution",
-    "ExecutionRequest": "lirun.exec.execution",
-    "ExecutionResult": "lirun.exec.execution",
+    "ExecutionRequest": "lirun.exec.request",
+    "ExecutionResult": "lirun.exec.request",
     "CommandProgram": "lirun.exec.legs",
     "Limits": "lirun.exec.supervisor",
 }

@@ -22,10 +22,11 @@ from lirun.exec.artifact_check_option import attach_artifact_checks
 from lirun.exec.declarations import MAX_PARALLEL, declarations
 from lirun.exec.descendants import enable_subreaper
 from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
-from lirun.exec.execution import ExecutionRequest, execute, prepare, run_id_of
+from lirun.exec.execution import execute, prepare
 from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import Echo
 from lirun.exec.profiles import parse_artifact_option
+from lirun.exec.request import ExecutionRequest, run_id_of
 from lirun.exec.supervisor import Limits
 from lirun.record.rundir import allocate_run
 from lirun.settings import MAX_SECONDS, Settings

@@ -15,20 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import subprocess
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import IO, TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from lirun.errors import DatabaseError, StartInterruptedError
 from lirun.exec.environment import child_env
 from lirun.exec.heartbeat import Heartbeat
-from lirun.exec.legs import Echo, Leg, LegContext, LegOutcome, Program
+from lirun.exec.legs import Leg, LegContext, LegOutcome
 from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
+from lirun.exec.request import ExecutionRequest, ExecutionResult, run_id_of, settings_of
 from lirun.exec.stream import Message
-from lirun.exec.supervisor import Limits, ProcessResult, supervise
+from lirun.exec.supervisor import ProcessResult, supervise
 from lirun.lifecycle import exit_code_for_status
 from lirun.liveness import (
     DEFAULT_LEASE_SECONDS,
@@ -40,20 +39,16 @@ from lirun.logs import get_logger
 from lirun.record.rundir import RunDir, allocate_run
 from lirun.record.spool import apply_pending
 from lirun.record.teardown import finalize_sync, setup_record_sync, teardown_persist_sync
-from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
 
 log = get_logger(__name__)
 
 if TYPE_CHECKING:
-    from lirun.exec.stream import Event
     from lirun.record.facts import TeardownExtras
     from lirun.record.teardown import Finalized, PersistContext
 
 __all__ = [
-    "ExecutionRequest",
-    "ExecutionResult",
     "Resume",
     "child_env",
     "execute",
@@ -63,71 +58,6 @@ __all__ = [
 # Assistant messages longer than this are cut (the tail is kept): the row is a record,
 # the stream buffer holds everything.
 _MAX_RESPONSE_CHARS = 64 * 1024
-
-
-@dataclass(slots=True)
-class ExecutionRequest:
-    """Everything an execution needs, already validated by the CLI."""
-
-    program: Program
-    cwd: str
-    limits: Limits = field(default_factory=Limits)
-    save_dir: str | None = None
-    run_id: str | None = None
-    db_url: str | None = None
-    artifact_contract: Mapping[str, Any] | None = None
-    invocation_id: str | None = None
-    resume_branch: str | None = None
-    resume_on_timeout: bool = False
-    echo: Echo = field(default_factory=Echo)
-    stdin: int | IO[Any] | None = subprocess.DEVNULL
-    on_event: Callable[[str, Event], None] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    heartbeat_interval: float | None = None
-    row_fields: dict[str, Any] = field(default_factory=dict)  # more session columns (a flow leg)
-    env: dict[str, str] = field(default_factory=dict)  # more child environment (LIRUN_TEAM)
-    settings: Settings | None = None  # the run's settings; None: the environment's (read once)
-
-
-@dataclass(slots=True)
-class ExecutionResult:
-    """How the execution ended, as ``li`` reports it (``--json``)."""
-
-    run_id: str
-    status: str
-    reason: str | None
-    run_dir: str
-    artifact_dir: str
-    exit_code: int
-    branch_id: str
-    engine_session_uid: str | None = None
-    response_text: str = ""
-    recorded: bool = True
-    pending: str | None = None
-
-    def summary(self) -> dict[str, Any]:
-        pending = {"pending": self.pending} if self.pending else {}  # only when it happened
-        return {
-            **pending,
-            "run_id": self.run_id,
-            "status": self.status,
-            "reason": self.reason,
-            "run_dir": self.run_dir,
-            "artifact_dir": self.artifact_dir,
-            "exit_code": self.exit_code,
-            "branch_id": self.branch_id,
-            "engine_session_uid": self.engine_session_uid,
-        }
-
-
-def settings_of(request: ExecutionRequest) -> Settings:
-    """The run's settings: the request's, else the environment's (``execute`` reads once)."""
-    return request.settings if request.settings is not None else Settings.from_env()
-
-
-def run_id_of(request: ExecutionRequest) -> str | None:
-    """The id asked for: ``request.run_id`` (``--run-id``), else the settings' run id."""
-    return request.run_id or settings_of(request).run_id
 
 
 def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
@@ -192,6 +122,7 @@ class _Execution:
         self.recorded = True
         self.saw_assistant_text = False
         self.retries_before = 0  # the provider's retries in earlier legs (a resume)
+        self.supervised_until: float | None = None  # when the last leg's watch ended
 
     # -- database writes that go through the recorder thread --
 
@@ -270,6 +201,7 @@ class _Execution:
         try:
             return self._supervise(leg, trap)
         finally:
+            self.supervised_until = time.monotonic()
             leg.close()
 
     def _supervise(self, leg: Leg, trap: SignalTrap) -> LegOutcome:
@@ -408,6 +340,7 @@ def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> Execut
         response_text=outcome.response_text,
         recorded=finalized.spool is None,
         pending=str(finalized.spool) if finalized.spool is not None else None,
+        supervised_until=ex.supervised_until,
     )
 
 

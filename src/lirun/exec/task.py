@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 from lirun.errors import UsageError
 from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.declarations import MAX_PARALLEL, Declared, declarations
-from lirun.exec.execution import ExecutionRequest
 from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import CommandProgram, Echo
 from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.exec.providers import find_provider_executable, parse_provider_spec
+from lirun.exec.request import ExecutionRequest
 from lirun.exec.supervisor import Limits
 from lirun.settings import Settings
 

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lirun.exec.execution import ExecutionResult, execute
+from lirun.exec.execution import execute
+from lirun.exec.request import ExecutionResult
 from lirun.exec.task import Task, build_request
 from lirun.exec.trouble import trouble_reporter
 from lirun.orchestra.pool import Pool
