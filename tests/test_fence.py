@@ -192,6 +192,39 @@ def test_a_run_that_did_not_complete_across_a_lost_lease_ends_lease_lost() -> No
     assert not should_retry("cancelled", "schedule.cancelled.user", 1, 1)
 
 
+def test_work_that_ended_before_the_lapse_keeps_its_own_outcome() -> None:
+    """The database took the end only after the lease lapsed (an outage): a failure the
+    work came to by itself stays that failure; one that ended after the lapse was the
+    guard's doing."""
+    fence = Fence(4.0)
+    runner = Runner(RunnerConfig(db_url="unused", worker_id="w"), fence=fence)
+    began = time.monotonic() - 2.0
+    failed = Outcome("failed", "run.failed.exit_nonzero", "exit 1", 1)
+    fence.deadline = began + 0.5  # the lease lapsed half a second in, and stays lost
+    assert fence.lost()
+    before = failed._replace(work_ended=began + 0.2)
+    assert runner._fenced(before, began) == before
+    after = runner._fenced(failed._replace(work_ended=began + 0.6), began)
+    assert (after.status, after.reason_code) == ("cancelled", LEASE_LOST)
+    # A lapse that came and went (renewed late) counts the same way.
+    fence.renewed(began + 1.0)
+    assert fence.lapses == [began + 0.5]
+    assert runner._fenced(before, began) == before
+    assert runner._fenced(failed._replace(work_ended=began + 0.5), began).status == "cancelled"
+
+
+def test_the_fence_tells_when_a_lapse_fell_in_a_window() -> None:
+    fence = Fence(4.0)
+    t0 = time.monotonic()
+    fence.deadline = t0 + 1.0
+    fence.renewed(t0 + 0.5)  # on time: no lapse
+    assert not fence.lapsed_since(t0 - 10, until=t0 + 100)
+    fence.deadline = t0 - 2.0  # lost two seconds ago
+    assert fence.lapsed_since(t0 - 3.0)
+    assert fence.lapsed_since(t0 - 3.0, until=t0 - 2.0)
+    assert not fence.lapsed_since(t0 - 3.0, until=t0 - 2.5)
+
+
 def test_a_lapse_counts_once_seen_unchanged_for_half_the_lease() -> None:
     seen: dict[tuple[str, float], float] = {}
     given = {"id": "r1", "lease_expires_at": 104.0, "heartbeat_at": 100.0}

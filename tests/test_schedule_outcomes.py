@@ -28,6 +28,12 @@ from lirun.store.rows import ScheduleRunRow
             ("failed", "run.failed.provider_retryable"),
         ),
         ("failed", "show.aborted.user", False, ("failed", "schedule.failed.action")),
+        (
+            "failed",
+            "session.failed.lease_lapsed",
+            False,
+            ("failed", "schedule.failed.lease_lapsed"),
+        ),
         ("failed", None, False, ("failed", "schedule.failed.action")),
         (
             "completed_empty",

@@ -114,10 +114,13 @@ class Fence:
         """Past the deadline: the guard is killing the owner's work."""
         return time.monotonic() >= self.deadline
 
-    def lapsed_since(self, since: float) -> bool:
-        """Whether the lease was lost at any moment from monotonic ``since`` on."""
+    def lapsed_since(self, since: float, *, until: float | None = None) -> bool:
+        """Whether the lease was lost at any moment from monotonic ``since`` on (up to
+        ``until``, when given)."""
+        end = time.monotonic() if until is None else until
         with self._lock:
-            return self.expired() or any(at >= since for at in self.lapses)
+            now_lost = self.expired() and self.deadline <= end
+            return now_lost or any(since <= at <= end for at in self.lapses)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()

@@ -27,6 +27,9 @@ FILE_CHANGED = "schedule.failed.file_changed"
 FILE_MISSING = "schedule.failed.file_missing"
 WORKER_STOPPED = "schedule.cancelled.worker_stopped"
 LEASE_LOST = "schedule.cancelled.lease_lost"
+LEASE_LAPSED = "schedule.failed.lease_lapsed"
+# An execution another worker's reaper failed: its worker's lease lapsed first.
+EXECUTION_LAPSED = "session.failed.lease_lapsed"
 
 
 class Outcome(NamedTuple):
@@ -34,15 +37,19 @@ class Outcome(NamedTuple):
     reason_code: str
     summary: str
     exit_code: int | None = None  # the execution's, as ``li`` would exit
+    # time.monotonic() when the execution's child was last watched (None: when the call
+    # returned): whether a lost lease stopped the work, or it ended before the lapse
+    work_ended: float | None = None
 
 
 def run_outcome(
     status: str, reason: str | None, summary: str = "", *, stopped_by: str | None = None
 ) -> Outcome:
     """completed → completed; completed_empty and failed → failed (keeping the
-    execution's reason where it fits ``failed``); timed_out → timed_out; aborted and
-    cancelled → cancelled (``stopped_by``: the worker's own reason when it stopped the
-    execution, its grace run out or its lease lost)."""
+    execution's reason where it fits ``failed``; an execution a reaper failed because the
+    worker's lease lapsed: ``schedule.failed.lease_lapsed``, as the reaper fails the run);
+    timed_out → timed_out; aborted and cancelled → cancelled (``stopped_by``: the worker's
+    own reason when it stopped the execution, its grace run out or its lease lost)."""
     if status == "completed":
         return Outcome("completed", "schedule.completed.ok", summary)
     if status == "timed_out":
@@ -55,6 +62,8 @@ def run_outcome(
         return Outcome("cancelled", code or "schedule.cancelled.user", summary)
     if status == "completed_empty":
         return Outcome("failed", "schedule.failed.completed_empty", summary or str(reason))
+    if reason == EXECUTION_LAPSED:  # the run is failed for the same cause as its execution
+        return Outcome("failed", LEASE_LAPSED, summary or "its worker's lease lapsed")
     code = reason if reason and reason_fits_status(reason, "failed") else None
     if code is None or not (code.startswith("run.") or code.startswith("schedule.")):
         text = f"execution ended {status} ({reason})"

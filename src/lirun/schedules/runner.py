@@ -256,11 +256,13 @@ class Runner:
                     self._traps.pop(run_id, None)
 
     def _fenced(self, outcome: Outcome, began: float) -> Outcome:
-        """A run that did not complete while the lease was lost was stopped by the
-        lease's guard (or by this worker for it): it ends ``lease_lost``."""
+        """A run that did not complete because the lease lapsed while its work ran was
+        stopped by the lease's guard (or by this worker for it): it ends ``lease_lost``.
+        Work that ended by itself before the lapse keeps its own outcome, even when the
+        database took it only after the lapse."""
         if outcome.status == "completed" or self.fence is None:
             return outcome
-        if not self.fence.lapsed_since(began):
+        if not self.fence.lapsed_since(began, until=outcome.work_ended):
             return outcome
         fence = self.fence
         summary = (
@@ -287,7 +289,7 @@ class Runner:
             result = execute(request, store=store, trap=trap)
             summary = _session_summary(store, session_id)
             outcome = run_outcome(result.status, result.reason, summary, stopped_by=stopping())
-            return outcome._replace(exit_code=result.exit_code)
+            return outcome._replace(exit_code=result.exit_code, work_ended=result.supervised_until)
         if action.kind == "gc":
             return self._collect_garbage(store, run_id, action)
         assert action.file is not None
