@@ -4,7 +4,7 @@ Flows and shows describe work the same way ``li agent`` and ``li run`` take it: 
 (``claude[/MODEL]`` or ``codex[/MODEL]``) with a prompt and provider options, or a
 command; optionally a profile, a playbook and inline artifact entries that make up the
 artifact contract, and limits. ``build_request`` turns a task into the
-:class:`~lirun.exec.execution.ExecutionRequest` that ``execute`` runs in-process, so an
+:class:`~lirun.exec.request.ExecutionRequest` that ``execute`` runs in-process, so an
 orchestrated execution has exactly the record of one started by hand.
 
 Nothing here reads the task's file: the loaders (``flows/``, ``shows/``) check keys and
