@@ -23,6 +23,8 @@ from lirun.store.core import Store
 from lirun.store.rows import ScheduleRunRow
 
 LEASE_LAPSED = "schedule.failed.lease_lapsed"
+# Its executions, failed with it (the worker that ran them may still record its run).
+EXECUTION_LAPSED = "session.failed.lease_lapsed"
 START_DEADLINE = "schedule.failed.start_deadline"
 DEFAULT_START_DEADLINE = 3600.0  # seconds, as schedules.definition's
 
@@ -57,7 +59,7 @@ def _fail_execution(store: Store, kind: str, entity_id: str, summary: str) -> No
             kind,
             entity_id,
             new_status="failed",
-            reason_code="session.failed.lease_lapsed",
+            reason_code=EXECUTION_LAPSED,
             reason_summary=summary,
             source="system",
             expected_statuses={"running"},

@@ -13,23 +13,18 @@ import os
 from typing import NamedTuple
 
 from lirun.reasons import RETRYABLE_RUN_REASONS, reason_fits_status
+from lirun.record.reap_runs import EXECUTION_LAPSED, LEASE_LAPSED
 from lirun.store.rows import ScheduleRunRow
 
-# Reasons that say "the same run may succeed if tried again": transient provider failures
-# and a worker that lost its lease (lapsed: failed by another; lost: stopped by its own).
-RETRYABLE = RETRYABLE_RUN_REASONS | {
-    "schedule.failed.lease_lapsed",
-    "schedule.cancelled.lease_lost",
-}
 START_DEADLINE = "schedule.failed.start_deadline"
 CWD_REFUSED = "schedule.failed.cwd_not_allowed"
 FILE_CHANGED = "schedule.failed.file_changed"
 FILE_MISSING = "schedule.failed.file_missing"
 WORKER_STOPPED = "schedule.cancelled.worker_stopped"
 LEASE_LOST = "schedule.cancelled.lease_lost"
-LEASE_LAPSED = "schedule.failed.lease_lapsed"
-# An execution another worker's reaper failed: its worker's lease lapsed first.
-EXECUTION_LAPSED = "session.failed.lease_lapsed"
+# Reasons that say "the same run may succeed if tried again": transient provider failures
+# and a worker that lost its lease (lapsed: failed by another; lost: stopped by its own).
+RETRYABLE = RETRYABLE_RUN_REASONS | {LEASE_LAPSED, LEASE_LOST}
 
 
 class Outcome(NamedTuple):
