@@ -351,6 +351,64 @@ def test_a_signal_after_the_child_ended_by_itself_changes_nothing(tmp_path: Path
     assert judge_command(result, result.signal_name).status == "completed"
 
 
+class _StallingSink(ChunkSink):
+    """A sink whose first chunk keeps li busy until ``release`` is set: li, like a frozen
+    one, wakes to the child's exit and a signal that came after it at the same moment."""
+
+    def __init__(self, inner: ChunkSink, release: threading.Event) -> None:
+        self.inner, self.release = inner, release
+
+    def feed(self, chunk: bytes) -> None:
+        self.release.wait(10)
+        self.inner.feed(chunk)
+
+    def finish(self) -> None:
+        self.inner.finish()
+
+
+def test_a_signal_li_finds_beside_the_exit_counts_only_if_it_came_first(tmp_path: Path) -> None:
+    """li is busy while the child exits 0 and SIGTERM comes after (a worker thawed after a
+    freeze): both wait for li at once, and the child's own ending stands."""
+    out, err = _sinks(tmp_path)
+    pidfile = tmp_path / "child.pid"
+    release = threading.Event()
+    sent = threading.Event()
+
+    def signal_once_the_child_is_gone() -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not sent.is_set():
+            with contextlib.suppress(OSError, ValueError, psutil.Error):
+                if psutil.Process(int(pidfile.read_text())).status() == psutil.STATUS_ZOMBIE:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    sent.set()
+            time.sleep(0.01)
+        release.set()
+
+    watcher = threading.Thread(target=signal_once_the_child_is_gone)
+    with SignalTrap() as trap:
+        watcher.start()
+        result = supervise(
+            ["sh", "-c", f"echo $$ > {pidfile}; echo done"],
+            stdout=_StallingSink(out, release), stderr=err, trap=trap,
+            limits=Limits(drain=0.3, kill_grace=1.5),
+        )  # fmt: skip
+        watcher.join()
+        assert trap.signal_name == "SIGTERM"
+        assert trap.after_child
+    assert sent.is_set()
+    assert (result.exit_code, result.killed_by, result.signal_name) == (0, None, None)
+    assert judge_command(result, result.signal_name).status == "completed"
+
+
+def test_a_signal_while_the_child_runs_still_stops_it(tmp_path: Path) -> None:
+    out, err = _sinks(tmp_path)
+    with SignalTrap() as trap:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        result = supervise(["sleep", "30"], stdout=out, stderr=err, trap=trap)
+        assert not trap.after_child
+    assert (result.killed_by, result.signal_name) == ("signal", "SIGTERM")
+
+
 def test_signal_trap_restores_the_previous_handlers() -> None:
     before = signal.getsignal(signal.SIGTERM)
     with SignalTrap() as trap:

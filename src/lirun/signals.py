@@ -16,6 +16,7 @@ from lirun.hints import Any
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
+    from collections.abc import Callable
     from types import FrameType, TracebackType
 
 __all__ = ["TRAPPED_SIGNALS", "SignalTrap", "held_trap", "hold_signals", "release_signals"]
@@ -30,6 +31,11 @@ class SignalTrap:
 
     Outside the main thread (where Python cannot install handlers) the trap is inert:
     ``received`` stays None and ``fileno()`` is a pipe nobody writes to.
+
+    ``after_child``: the first signal came when the child being watched (``watch_child``)
+    had already ended by itself, so it stopped nothing: it is asked at the moment the
+    signal comes, not when the supervisor gets to it (a frozen ``li`` wakes to both the
+    child's exit and a signal that came after it).
     """
 
     def __init__(self, signals: tuple[int, ...] = TRAPPED_SIGNALS) -> None:
@@ -41,6 +47,8 @@ class SignalTrap:
         self._previous: dict[int, Any] = {}
         self._previous_wakeup = -1
         self._installed = False
+        self._child_ended: Callable[[], bool] | None = None
+        self.after_child = False
 
     @property
     def received(self) -> signal.Signals | None:
@@ -87,9 +95,17 @@ class SignalTrap:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def watch_child(self, ended: Callable[[], bool] | None) -> None:
+        """While a child runs, ``ended()`` says whether it has ended (None: no child)."""
+        self._child_ended = ended
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
         if self._received is None:
+            ended = self._child_ended
+            # Before ``received``: a reader in another thread never sees the signal
+            # without knowing whether the child had ended before it.
+            self.after_child = ended is not None and ended()
             self._received = signum
 
     def deliver(self, signum: int) -> None:

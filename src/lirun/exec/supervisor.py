@@ -189,6 +189,8 @@ class _Loop:
             self.selector.register(self.pidfd, selectors.EVENT_READ, "exit")
         if self.trap is not None:
             self.selector.register(self.trap.fileno(), selectors.EVENT_READ, "signal")
+            pid = self.proc.pid
+            self.trap.watch_child(lambda: _has_exited(pid))
         try:
             while self.watch.state is not LegState.DONE:
                 self._step()
@@ -230,11 +232,17 @@ class _Loop:
         if self.progress is not None and not self.stop_now:
             self.stop_now = self.progress.must_stop()
 
+    def _signalled(self) -> bool:
+        """li received a signal while the child still ran (one that came after the child
+        had ended by itself stops nothing, so it does not turn the child's ending into
+        li's, however late li gets to either)."""
+        trap = self.trap
+        return trap is not None and trap.received is not None and not trap.after_child
+
     def _on_exit(self) -> None:
         self.exited = True
-        # A signal li gets from here on finds the child gone: it stops nothing, so it
-        # does not turn the child's own ending into li's.
-        if self.trap is not None and self.trap.received is not None:
+        if self._signalled():
+            assert self.trap is not None
             self.result.signal_name = self.trap.signal_name
         self._end_leftovers()
 
@@ -259,7 +267,7 @@ class _Loop:
 
     def _seen(self) -> Seen:
         trap = self.trap
-        received = trap is not None and trap.received is not None
+        received = self._signalled()
         return Seen(
             now=self.clock(),
             last_output=self.last_output,
@@ -297,6 +305,8 @@ class _Loop:
         _signal_group(self.proc.pid, signal.SIGKILL)
 
     def _close(self) -> None:
+        if self.trap is not None:
+            self.trap.watch_child(None)
         self.selector.close()
         if self.pidfd is not None:
             os.close(self.pidfd)
