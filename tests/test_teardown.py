@@ -531,7 +531,7 @@ def test_lost_race_returns_the_persisted_winner(
         return check_completion_evidence(cwd, **kw)
 
     monkeypatch.setattr(lirun.record.facts, "check_completion_evidence", racing_probe)
-    with caplog.at_level(logging.DEBUG, logger="lirun.record.teardown"):  # a race lost quietly
+    with caplog.at_level(logging.DEBUG, logger="lirun.record.outcome_write"):  # lost quietly
         assert teardown_persist_sync(ctx) == "failed"
     row = store.get_entity("session", run.run_id)
     assert row is not None

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lirun.errors import DatabaseError, StartInterruptedError
+from lirun.exec import lease_note
 from lirun.exec.environment import child_env
 from lirun.exec.heartbeat import Heartbeat
 from lirun.exec.legs import Leg, LegContext, LegOutcome
@@ -123,6 +124,7 @@ class _Execution:
         self.saw_assistant_text = False
         self.retries_before = 0  # the provider's retries in earlier legs (a resume)
         self.supervised_until: float | None = None  # when the last leg's watch ended
+        self.lease_lapse: lease_note.LeaseNote | None = None  # what the guard saw (last leg)
 
     # -- database writes that go through the recorder thread --
 
@@ -207,6 +209,7 @@ class _Execution:
     def _supervise(self, leg: Leg, trap: SignalTrap) -> LegOutcome:
         if trap.signal_name is not None:  # stopped before the child started
             return leg.judge(None, trap.signal_name)
+        began = time.time()
         result: ProcessResult = supervise(
             leg.argv,
             stdout=leg.stdout,
@@ -222,7 +225,9 @@ class _Execution:
             note_dir=self.run.state_root,
             settings=settings_of(self.request),
         )
-        return leg.judge(result, result.signal_name)
+        # The owner's guard, if the lease lapsed meanwhile, says whether it stopped the child.
+        self.lease_lapse = lease_note.take(self.run.state_root, since=began)
+        return lease_note.judged(leg.judge(result, result.signal_name), self.lease_lapse)
 
 
 def _should_resume(ex: _Execution, outcome: LegOutcome, trap: SignalTrap) -> bool:
@@ -341,6 +346,7 @@ def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> Execut
         recorded=finalized.spool is None,
         pending=str(finalized.spool) if finalized.spool is not None else None,
         supervised_until=ex.supervised_until,
+        lease_lapse=ex.lease_lapse,
     )
 
 

@@ -24,8 +24,11 @@ The guard acts on two events:
   killed too (``owner_tree``).
 - **A lease's deadline passed with no renewal**: it kills the watched runs' trees and the
   owner's process tree, and again on every tick until a renewal arrives (nothing runs
-  under a lapsed lease). While a lease is held it looks at the owner's tree every
-  ``SNAPSHOT_SECONDS``, so descendants re-parented away are still found.
+  under a lapsed lease). Before its first kill it looks whether each run's child still
+  runs and leaves the note ``lease_note.NOTE_NAME`` saying so, so the run's record says
+  whether the guard stopped the work or the work had ended by itself. While a lease is
+  held it looks at the owner's tree every ``SNAPSHOT_SECONDS``, so descendants
+  re-parented away are still found.
 
 A guard that cannot start leaves the parent-death signal of the child as the only
 safeguard (and the reaper's SIGTERM of the group) and the owner's own ``Fence.lost()``.
@@ -47,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from lirun import platform
-from lirun.exec import owner_tree
+from lirun.exec import lease_note, owner_tree
 from lirun.exec.cgroup import RunCgroup
 from lirun.exec.containment import kill_run_tree
 from lirun.exec.descendants import add_helper
@@ -325,12 +328,26 @@ class _Watch:
         self.groups = (self.groups | {table[p][1] for p in self.remembered}) & alive
         self.groups -= self.own_groups
 
-    def kill_runs(self, *, note: bool, wait: float) -> None:
+    def kill_runs(self, *, note: bool, wait: float, lapsed_at: float | None = None) -> None:
+        """Kill every watched run's tree. ``note``: the owner died (``owner_died.json``);
+        ``lapsed_at``: the first kill after the lease's deadline (monotonic) passed."""
         for mark, run in list(self.runs.items()):
             leader = run.get("leader")
+            # Asked before anything is sent: had the child already ended by itself?
+            ended = leader is not None and not platform.alive(int(leader))
             entry = kill_run_tree(
                 int(leader) if leader else None, run.get("cgroup"), mark=mark, wait=wait
             )
+            if lapsed_at is not None and run.get("note_dir"):
+                now = time.time()
+                killed = tuple(entry["processes"]) if entry else ()
+                seen = lease_note.LeaseNote(
+                    at=now,
+                    lapsed_at=now - (time.monotonic() - lapsed_at),
+                    leader_ended=ended,
+                    killed=killed,
+                )
+                lease_note.write(str(run["note_dir"]), seen)
             if note:
                 if run.get("cgroup"):
                     RunCgroup(Path(run["cgroup"])).remove()
@@ -384,7 +401,8 @@ def serve(owner: int, source: int) -> None:
         if lapsed or time.monotonic() - state.looked >= owner_tree.SNAPSHOT_SECONDS:
             state.look()  # not at every message: a flow's legs come and go in bursts
         if lapsed:
-            state.kill_runs(note=False, wait=0.2)
+            first = None if state.fired else deadline
+            state.kill_runs(note=False, wait=0.2, lapsed_at=first)
             state.kill_tree()
             state.fired = True
 

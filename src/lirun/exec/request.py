@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from lirun.exec.lease_note import LeaseNote
 from lirun.exec.legs import Echo, Program
 from lirun.exec.supervisor import Limits
 from lirun.settings import Settings
@@ -61,6 +62,9 @@ class ExecutionResult:
     # time.monotonic() when li stopped watching the last child: a caller holding a lease
     # tells whether it lapsed before the work ended (not in summary(): this process's clock)
     supervised_until: float | None = None
+    # The owner's guard's note when the lease lapsed during the last leg: whether it
+    # stopped the child or found it ended by itself
+    lease_lapse: LeaseNote | None = None
 
     def summary(self) -> dict[str, Any]:
         pending = {"pending": self.pending} if self.pending else {}  # only when it happened

@@ -17,42 +17,31 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from lirun.async_twin import async_twin
 from lirun.errors import (
-    DatabaseError,
     NotFoundError,
-    OutcomeNotRecordedError,
     RecordSetupError,
-    TransitionRejectedError,
     UsageError,
     ValidationError,
 )
-from lirun.lifecycle import EXIT_CODE_BY_STATUS, is_terminal
+from lirun.lifecycle import is_terminal
 from lirun.logs import get_logger
 from lirun.paths import lirun_home, runs_root
 from lirun.record.artifacts import contract_warnings, validate_artifact_contract
 from lirun.record.context import PersistContext
+from lirun.record.correction import correction_for
 from lirun.record.evidence import StartSnapshot, take_start_snapshot, unchecked_snapshot
 from lirun.record.facts import TeardownExtras, gather_facts
-from lirun.record.outcome import Outcome, OutcomeFacts, decide_outcome
+from lirun.record.outcome import decide_outcome
+from lirun.record.outcome_write import STORE_ERRORS, Finalized, spool, with_retry, write_outcome
 from lirun.record.rundir import RunDir
-from lirun.record.spool import (
-    SpooledOutcome,
-    database_identity,
-    release_reservation,
-    reserve_spool,
-    write_spool,
-)
+from lirun.record.spool import release_reservation, reserve_spool
 from lirun.store import StateDB, Store, open_store
 from lirun.store.records import SESSION_FIELDS
-from lirun.store.retry import write_retry_seconds
-
-T = TypeVar("T")
 
 __all__ = [
     "Finalized",
@@ -227,164 +216,40 @@ def setup_persist_sync(
 setup_persist = async_twin(setup_persist_sync, "setup_persist")
 
 
-# --- teardown: the guarded write ----------------------------------------------------------
-
-# What a database that cannot be written raises (the driver's ENOSPC may arrive as OSError).
-_STORE_ERRORS = (DatabaseError, OSError)
-
-
-@dataclass(frozen=True, slots=True)
-class Finalized:
-    """How teardown ended: what the record says, and what this invocation decided.
-
-    ``status`` / ``reason_code``: the record's (another writer's when it won the race or
-    the row was already terminal), so the caller needs no second read. ``decided``: this
-    invocation's ``decide_outcome`` (summary, evidence, metadata). ``spool`` is set when
-    the database could not be written within the retry bound and the decided outcome
-    waits in a pending file (``lirun.record.spool``); ``cause`` says why.
-    """
-
-    status: str
-    reason_code: str | None
-    decided: Outcome
-    spool: Path | None = None
-    cause: str | None = None
-    # The row was terminal before teardown read it: ``decided`` was not written.
-    already_terminal: bool = False
-
-
-def _with_retry(ctx: PersistContext, call: Callable[[], T]) -> T:
-    """``call`` until it succeeds or the retry bound is spent (then its error propagates).
-
-    The store already retries a status write within the same bound; this loop covers the
-    reads and field writes around it, and one deadline bounds them all.
-    """
-
-    deadline = time.monotonic() + write_retry_seconds()
-    delay = 0.1
-    while True:
-        try:
-            return call()
-        except _STORE_ERRORS as exc:
-            if time.monotonic() + delay > deadline:
-                raise
-            log.warning("run %s: database write failed (%s); retrying", ctx.session_id, exc)
-        ctx.sleep(delay)
-        delay = min(delay * 2, 2.0)
-
-
-def _extra_fields(outcome: Outcome, facts: OutcomeFacts, ended_at: float) -> dict[str, Any]:
-    extra: dict[str, Any] = {}
-    if facts.verification is not None:
-        extra["artifact_verification_json"] = dict(facts.verification)
-    if facts.engine_session_uid:
-        extra["engine_session_uid"] = facts.engine_session_uid
-    if is_terminal("session", outcome.status):
-        extra["ended_at"] = ended_at  # this run's own clock; the store sets exit_code
-    return extra
-
-
-def _write_outcome(
-    ctx: PersistContext, snapshot: str, outcome: Outcome, facts: OutcomeFacts, ended_at: float
-) -> Finalized:
-    """design.md D5 for teardown: CAS on the snapshot; a lost race returns the persisted winner.
-
-    Verification, engine uid, ``ended_at`` and exit code commit in the same transaction as
-    the status, so a writer that loses the race leaves the winner's record untouched.
-    """
-    extra = _extra_fields(outcome, facts, ended_at)
-    try:
-        applied = _with_retry(
-            ctx,
-            lambda: ctx.store.update_status(
-                "session",
-                ctx.session_id,
-                new_status=outcome.status,
-                reason_code=outcome.reason_code,
-                reason_summary=outcome.summary,
-                evidence_refs=outcome.evidence,
-                metadata=outcome.metadata,
-                expected_statuses={snapshot},
-                extra_fields=extra,
-            ),
-        )
-    except TransitionRejectedError as exc:
-        log.debug(
-            "run %s became terminal before teardown wrote it (%s)", ctx.session_id, exc,
-            extra={"event": "run.lost_race", "run_id": ctx.session_id},
-        )  # fmt: skip
-        applied = False
-    if applied:
-        return Finalized(outcome.status, outcome.reason_code, outcome)
-    winner = ctx.store.sessions.get(ctx.session_id)
-    if winner is None:
-        raise NotFoundError(f"execution {ctx.session_id} vanished during teardown")
-    log.debug(
-        "run %s was finalized by another writer as %s; teardown computed %s",
-        ctx.session_id, winner.status, outcome.status,
-        extra={"event": "run.lost_race", "run_id": ctx.session_id},
-    )  # fmt: skip
-    return Finalized(winner.status, winner.status_reason_code, outcome)
-
-
-def _spool(
-    ctx: PersistContext,
-    snapshot: str,
-    outcome: Outcome,
-    facts: OutcomeFacts,
-    ended_at: float,
-    cause: BaseException,
-) -> Finalized:
-    """The database refused past the retry bound: keep the decided outcome in a spool."""
-
-    url = ctx.store.url
-    spooled = SpooledOutcome(
-        run_id=ctx.session_id,
-        database=database_identity(url),
-        status=outcome.status,
-        reason_code=outcome.reason_code,
-        reason_summary=outcome.summary,
-        evidence=list(outcome.evidence),
-        metadata=dict(outcome.metadata),
-        extra_fields=_extra_fields(outcome, facts, ended_at),
-        expected_status=snapshot,
-        cause=str(cause),
-        spooled_at=ended_at,
-    )
-    try:
-        path = write_spool(url, ctx.run.state_root, spooled)
-    except OSError as exc:
-        error = OutcomeNotRecordedError(
-            f"run {ctx.session_id} ended {outcome.status} ({outcome.reason_code}) but neither "
-            f"the database ({cause}) nor the spool ({exc.strerror or exc}) could record it; "
-            "free space or stop the process holding the database, then check `li status`"
-        )
-        # The run started: li exits with its outcome's code, never 2 ("nothing started").
-        error.exit_code = EXIT_CODE_BY_STATUS.get(outcome.status, 1)
-        raise error from exc
-    return Finalized(outcome.status, outcome.reason_code, outcome, spool=path, cause=str(cause))
+# --- teardown -----------------------------------------------------------------------------
 
 
 def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
     """Read the row, gather facts, decide, then write (or spool) unless already terminal."""
     ended_at = ctx.clock()
     try:
-        session = _with_retry(ctx, lambda: ctx.store.sessions.get(ctx.session_id))
-    except _STORE_ERRORS as exc:
+        session = with_retry(ctx, lambda: ctx.store.sessions.get(ctx.session_id))
+    except STORE_ERRORS as exc:
         # Unreadable: decide from what this process knows (the row was running).
         snapshot = ctx.snapshot_status or "running"
         facts = gather_facts(ctx, None, offline=True, **request)
-        return _spool(ctx, snapshot, decide_outcome(facts), facts, ended_at, exc)
+        return spool(ctx, snapshot, decide_outcome(facts), facts, ended_at, exc)
     if session is None:
         raise NotFoundError(f"no execution row {ctx.session_id} to finalize")
     snapshot = session.status
     ctx.snapshot_status = snapshot
     try:
         facts = gather_facts(ctx, session, **request)
-    except _STORE_ERRORS:
+    except STORE_ERRORS:
         facts = gather_facts(ctx, session, offline=True, **request)
     outcome = decide_outcome(facts)
     if is_terminal("session", snapshot):
+        correction = correction_for(
+            snapshot,
+            session.status_reason_code,
+            outcome.status,
+            outcome.reason_code,
+            exit_code=facts.exit_code,
+            evidence=outcome.evidence,
+            recorded_at=session.ended_at,
+        )
+        if correction is not None:
+            return write_outcome(ctx, snapshot, outcome, facts, ended_at, correction)
         # Terminal records are immutable (design.md D5): the durable row is the answer.
         if outcome.status != snapshot:
             log.warning(
@@ -395,9 +260,9 @@ def _finalize(ctx: PersistContext, **request: Any) -> Finalized:
             )
         return Finalized(snapshot, session.status_reason_code, outcome, already_terminal=True)
     try:
-        return _write_outcome(ctx, snapshot, outcome, facts, ended_at)
-    except _STORE_ERRORS as exc:
-        return _spool(ctx, snapshot, outcome, facts, ended_at, exc)
+        return write_outcome(ctx, snapshot, outcome, facts, ended_at)
+    except STORE_ERRORS as exc:
+        return spool(ctx, snapshot, outcome, facts, ended_at, exc)
 
 
 def finalize_sync(
