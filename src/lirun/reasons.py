@@ -161,6 +161,7 @@ _CODES: dict[str, str] = {
     "schedule.failed.no_action": "the run has no action (its schedule holds none)",
     "schedule.cancelled.worker_stopped": "its worker stopped and the grace period ran out",
     "schedule.cancelled.lease_lost": "its worker could not renew its lease and stopped it",
+    "schedule.cancelled.superseded": "not started: the attempt it retried had ended by itself",
     "session.failed.lease_lapsed": "the worker running it stopped renewing its lease",
     # teams
     "team.active.created": "team created",

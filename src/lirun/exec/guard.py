@@ -284,6 +284,7 @@ class _Watch:
         self.runs: dict[str, dict[str, Any]] = {}
         self.leases: dict[int, float] = {}
         self.fired = False
+        self.noted: set[str] = set()  # runs told of the current lapse (lease_note)
         self.remembered: owner_tree.Seen = {}
         self.looked = 0.0
         self.groups: set[int] = set()
@@ -330,24 +331,24 @@ class _Watch:
 
     def kill_runs(self, *, note: bool, wait: float, lapsed_at: float | None = None) -> None:
         """Kill every watched run's tree. ``note``: the owner died (``owner_died.json``);
-        ``lapsed_at``: the first kill after the lease's deadline (monotonic) passed."""
+        ``lapsed_at``: the lease's deadline (monotonic) passed; each run is told once per
+        lapse, at its first kill (a run watched after the lapse began too)."""
         for mark, run in list(self.runs.items()):
             leader = run.get("leader")
-            # Asked before anything is sent: had the child already ended by itself?
-            ended = leader is not None and not platform.alive(int(leader))
-            entry = kill_run_tree(
-                int(leader) if leader else None, run.get("cgroup"), mark=mark, wait=wait
-            )
-            if lapsed_at is not None and run.get("note_dir"):
+            if lapsed_at is not None and run.get("note_dir") and mark not in self.noted:
+                # Before anything is sent (the owner reads the note once the child is
+                # gone): had the child already ended by itself?
+                self.noted.add(mark)
                 now = time.time()
-                killed = tuple(entry["processes"]) if entry else ()
                 seen = lease_note.LeaseNote(
                     at=now,
                     lapsed_at=now - (time.monotonic() - lapsed_at),
-                    leader_ended=ended,
-                    killed=killed,
+                    leader_ended=leader is not None and not platform.alive(int(leader)),
                 )
                 lease_note.write(str(run["note_dir"]), seen)
+            entry = kill_run_tree(
+                int(leader) if leader else None, run.get("cgroup"), mark=mark, wait=wait
+            )
             if note:
                 if run.get("cgroup"):
                     RunCgroup(Path(run["cgroup"])).remove()
@@ -385,11 +386,11 @@ def serve(owner: int, source: int) -> None:
             for line in lines:
                 state.apply(line)
             deadline = state.deadline()
+            if deadline is None or deadline > time.monotonic():
+                state.fired = False  # renewed (or released): a later lapse is a new one
+                state.noted.clear()
             if deadline is None:
-                state.fired = False
                 continue
-            if deadline > time.monotonic():
-                state.fired = False
         elif deadline is not None and time.monotonic() >= deadline:
             # About to kill: a renewal written meanwhile must win over a stale deadline.
             pending, _, _ = select.select([source], [], [], 0)
@@ -401,8 +402,7 @@ def serve(owner: int, source: int) -> None:
         if lapsed or time.monotonic() - state.looked >= owner_tree.SNAPSHOT_SECONDS:
             state.look()  # not at every message: a flow's legs come and go in bursts
         if lapsed:
-            first = None if state.fired else deadline
-            state.kill_runs(note=False, wait=0.2, lapsed_at=first)
+            state.kill_runs(note=False, wait=0.2, lapsed_at=deadline)
             state.kill_tree()
             state.fired = True
 

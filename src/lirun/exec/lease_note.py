@@ -27,13 +27,12 @@ NOTE_NAME = "lease_lapsed.json"
 @dataclass(frozen=True, slots=True)
 class LeaseNote:
     """``at``: when the guard acted (wall clock); ``lapsed_at``: when the lease's deadline
-    passed (wall clock); ``leader_ended``: the child had ended by itself before that;
-    ``killed``: what the guard stopped of the run."""
+    passed (wall clock); ``leader_ended``: the child had ended by itself before that. The
+    guard writes it before it sends anything."""
 
     at: float
     lapsed_at: float
     leader_ended: bool
-    killed: tuple[dict[str, Any], ...] = ()
 
     def evidence(self) -> dict[str, Any]:
         return {
@@ -41,7 +40,6 @@ class LeaseNote:
             "lapsed_at": round(self.lapsed_at, 3),
             "guard_acted_at": round(self.at, 3),
             "child_ended_before": self.leader_ended,
-            "guard_killed": list(self.killed),
         }
 
 
@@ -52,7 +50,6 @@ def write(note_dir: str, note: LeaseNote) -> None:
         "at": note.at,
         "lapsed_at": note.lapsed_at,
         "leader_ended": note.leader_ended,
-        "killed": list(note.killed),
     }
     path = os.path.join(note_dir, NOTE_NAME)
     with contextlib.suppress(OSError):
@@ -71,7 +68,6 @@ def take(note_dir: str | os.PathLike[str], since: float) -> LeaseNote | None:
             at=float(raw["at"]),
             lapsed_at=float(raw["lapsed_at"]),
             leader_ended=bool(raw["leader_ended"]),
-            killed=tuple(k for k in raw.get("killed") or () if isinstance(k, dict)),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

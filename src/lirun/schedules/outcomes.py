@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+from lirun.exec.lease_note import LeaseNote
 from lirun.reasons import RETRYABLE_RUN_REASONS, reason_fits_status
 from lirun.record.reap_runs import EXECUTION_LAPSED, LEASE_LAPSED
 from lirun.store.rows import ScheduleRunRow
@@ -22,6 +23,7 @@ FILE_CHANGED = "schedule.failed.file_changed"
 FILE_MISSING = "schedule.failed.file_missing"
 WORKER_STOPPED = "schedule.cancelled.worker_stopped"
 LEASE_LOST = "schedule.cancelled.lease_lost"
+SUPERSEDED = "schedule.cancelled.superseded"
 # Reasons that say "the same run may succeed if tried again": transient provider failures
 # and a worker that lost its lease (lapsed: failed by another; lost: stopped by its own).
 RETRYABLE = RETRYABLE_RUN_REASONS | {LEASE_LAPSED, LEASE_LOST}
@@ -35,6 +37,8 @@ class Outcome(NamedTuple):
     # time.monotonic() when the execution's child was last watched (None: when the call
     # returned): whether a lost lease stopped the work, or it ended before the lapse
     work_ended: float | None = None
+    # The owner's guard's note when the lease lapsed while the work was watched
+    lapse: LeaseNote | None = None
 
 
 def run_outcome(

@@ -39,6 +39,7 @@ from lirun.record.retention import GcOptions, collect_garbage, default_actor
 from lirun.record.retention_rules import RetentionPolicy
 from lirun.record.rundir import new_run_id
 from lirun.schedules.actions import Action, sha256_of
+from lirun.schedules.correct import correct_inferred_end
 from lirun.schedules.definition import Policies
 from lirun.schedules.outcomes import (
     LEASE_LOST,
@@ -181,6 +182,10 @@ class Runner:
             outcome = self._execute(store, run_id, ctx.action)
         if self._end_running(store, run_id, outcome):
             self.finish(store, run_id)
+            return
+        corrected = correct_inferred_end(store, run_id, outcome, retries=ctx.policies.retries)
+        if corrected is not None and ctx.policies.notify:
+            self._notify(store, RunContext(store, corrected))  # its true line, once more
 
     def _end_running(self, store: Store, run_id: str, outcome: Outcome) -> bool:
         """Record the end of a run this worker ran, trying again while the database is
@@ -259,10 +264,14 @@ class Runner:
         """A run that did not complete because the lease lapsed while its work ran was
         stopped by the lease's guard (or by this worker for it): it ends ``lease_lost``.
         Work that ended by itself before the lapse keeps its own outcome, even when the
-        database took it only after the lapse."""
+        database took it only after the lapse: the guard's note says which it was, else
+        the lapse is compared with when the work was last watched."""
         if outcome.status == "completed" or self.fence is None:
             return outcome
-        if not self.fence.lapsed_since(began, until=outcome.work_ended):
+        lapse = outcome.lapse
+        if lapse is not None and lapse.leader_ended:
+            return outcome
+        if lapse is None and not self.fence.lapsed_since(began, until=outcome.work_ended):
             return outcome
         fence = self.fence
         summary = (
@@ -289,7 +298,11 @@ class Runner:
             result = execute(request, store=store, trap=trap)
             summary = _session_summary(store, session_id)
             outcome = run_outcome(result.status, result.reason, summary, stopped_by=stopping())
-            return outcome._replace(exit_code=result.exit_code, work_ended=result.supervised_until)
+            return outcome._replace(
+                exit_code=result.exit_code,
+                work_ended=result.supervised_until,
+                lapse=result.lease_lapse,
+            )
         if action.kind == "gc":
             return self._collect_garbage(store, run_id, action)
         assert action.file is not None

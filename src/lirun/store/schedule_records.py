@@ -385,6 +385,19 @@ class Schedules(Repository):
         """Running runs whose lease expired before ``now``."""
         return self._runs(self.sql("list_lapsed_runs"), {"now": now})
 
+    def retries_of(self, run_id: str) -> list[ScheduleRunRow]:
+        """The attempts that retry ``run_id``, oldest first."""
+        return self._runs(self.sql("retries_of_run"), {"id": run_id})
+
+    def mark_repeat(self, run_id: str, *, of: str, actor: str, justification: str) -> None:
+        """Audit that attempt ``run_id`` repeats work its earlier attempt ``of`` had done
+        (that one's record was corrected after the retry started)."""
+        policy = policy_for("schedule_run")
+        with self.connector.write() as tx:
+            self.store.admin_event(
+                tx, "schedule_run_repeat", policy, run_id, actor, justification, {"repeat_of": of}
+            )
+
     def running_sessions_of_run(self, run: ScheduleRunRow) -> list[str]:
         """Ids of the run's executions still marked running."""
         params = {"session_id": run.session_id, "invocation_id": run.invocation_id}

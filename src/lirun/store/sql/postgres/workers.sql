@@ -39,6 +39,10 @@ SELECT * FROM schedule_runs
  WHERE status = 'running' AND lease_expires_at IS NOT NULL AND lease_expires_at < :now
  ORDER BY lease_expires_at, id
 
+-- name: retries_of_run
+-- The attempts queued to retry a run (retry_of), oldest first.
+SELECT * FROM schedule_runs WHERE retry_of = :id ORDER BY created_at, id
+
 -- name: insert_queued_run
 -- A run with no due time (li submit, li schedule fire, a retry of one): unique by its id.
 INSERT INTO schedule_runs
