@@ -26,7 +26,7 @@ from lirun.schedules.submit import submit
 from lirun.store import Store, open_store
 from support.faultkit import Lost, Lying, Round, fault_env, run_rounds
 from support.ledgerkit import check_no_overlap, work_argv, write_program
-from test_faults_lease import LEASE, all_runs, check_escaped, logs, owner_of, running_workers
+from test_faults_lease import all_runs, check_escaped, logs, owner_of, running_workers
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
