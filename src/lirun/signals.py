@@ -49,6 +49,7 @@ class SignalTrap:
         self._installed = False
         self._child_ended: Callable[[], bool] | None = None
         self.after_child = False
+        self.cause: str | None = None  # who sent the first signal, when ``deliver`` says
 
     @property
     def received(self) -> signal.Signals | None:
@@ -108,13 +109,16 @@ class SignalTrap:
             self.after_child = ended is not None and ended()
             self._received = signum
 
-    def deliver(self, signum: int) -> None:
+    def deliver(self, signum: int, cause: str | None = None) -> None:
         """Record ``signum`` as if it had come to this trap, and wake whoever waits on it.
 
         How an orchestrator stops an execution running in one of its threads (where the
         trap cannot install handlers): the supervisor sees the signal and stops the child
-        as it would for a real one.
+        as it would for a real one. ``cause``: why, for the record (a worker that lost its
+        lease), instead of "li received SIGTERM".
         """
+        if self._received is None:
+            self.cause = cause
         self._handle(signum, None)
         with contextlib.suppress(OSError):
             os.write(self._write_fd, b"\0")

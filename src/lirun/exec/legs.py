@@ -143,10 +143,11 @@ def base_extras(result: ProcessResult | None, signal_name: str | None) -> Teardo
             cancel_cause=f"li received {signal_name}" if signal_name is not None else None,
         )
     stopped = [_stop_fact(result)] if result.killed_by is not None else []
+    received = f"li received {signal_name}" if signal_name is not None else None
     return TeardownExtras(
         exit_code=result.exit_code,
         signal=signal_name,
-        cancel_cause=f"li received {signal_name}" if signal_name is not None else None,
+        cancel_cause=result.stop_cause or received,
         idle_timeout=result.killed_by == "idle",
         evidence=(*stopped, *result.killed_descendants),
         metadata={"duration_s": round(result.duration, 3)},

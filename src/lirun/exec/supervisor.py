@@ -79,6 +79,7 @@ class ProcessResult:
     exit_code: int | None
     killed_by: KillCause | None = None
     signal_name: str | None = None
+    stop_cause: str | None = None  # why that signal came, when its sender said (deliver)
     duration: float = 0.0
     stdout_bytes: int = 0
     stderr_bytes: int = 0
@@ -244,6 +245,7 @@ class _Loop:
         if self._signalled():
             assert self.trap is not None
             self.result.signal_name = self.trap.signal_name
+            self.result.stop_cause = self.trap.cause
         self._end_leftovers()
 
     def _end_leftovers(self) -> None:
@@ -294,6 +296,7 @@ class _Loop:
         if cause == "signal" and trap is not None and trap.received is not None:
             sig = trap.received
             self.result.signal_name = trap.signal_name
+            self.result.stop_cause = trap.cause
         else:
             sig = signal.SIGTERM
         self.result.killed_by = cause

@@ -35,6 +35,7 @@ from lirun.exec.task import build_request
 from lirun.flows.engine import FlowOptions, run_flow
 from lirun.flows.load import load_flow
 from lirun.logs import get_logger
+from lirun.reasons import describe
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
 from lirun.record.retention_rules import RetentionPolicy
 from lirun.record.rundir import new_run_id
@@ -124,14 +125,14 @@ class Runner:
             self.stopping = signum
             self.stop_reason = reason
             for trap in self._traps.values():
-                trap.deliver(signum)
+                trap.deliver(signum, describe(reason))
 
     def stop_run(self, run_id: str, signum: int) -> None:
         """Stop one running execution: its run is no longer this worker's."""
         with self._guard:
             trap = self._traps.get(run_id)
         if trap is not None:
-            trap.deliver(signum)
+            trap.deliver(signum, "another worker took its run over: this worker's lease lapsed")
 
     def resume(self) -> None:
         """Start runs again (the lease is renewed after it was lost)."""
@@ -247,7 +248,7 @@ class Runner:
             with self._guard:
                 self._traps[run_id] = trap
                 if self.stopping is not None:
-                    trap.deliver(self.stopping)
+                    trap.deliver(self.stopping, describe(self.stop_reason))
             began = time.monotonic()
             try:
                 outcome = self._dispatch(store, run_id, action, trap)
