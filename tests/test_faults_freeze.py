@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +27,9 @@ from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import make_policies
 from lirun.schedules.submit import submit
 from lirun.store import Store, open_store
-from support.faultkit import Lost, Lying, Round, fault_env, run_rounds
+from support.faultkit import Lost, Lying, Round, fault_env, li_argv, run_rounds
 from support.ledgerkit import check_no_overlap, work_argv, write_program
+from support.pg import make_pg_url
 from test_faults_lease import all_runs, check_escaped, logs, owner_of, running_workers
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
@@ -72,39 +76,64 @@ def check_truth(store: Store, rows: list[dict[str, Any]], run_id: str, ledger: P
         raise Lost(f"{len(copies)} copies ran for {len(rows)} attempts")
 
 
-def test_lease_freeze_finished(tmp_path: Path) -> None:
+def check_wait(env: dict[str, str], run_id: str) -> None:
+    """``li wait`` on the first attempt answers its true line."""
+    done = subprocess.run(
+        li_argv("wait", run_id), env=env, capture_output=True, text=True, timeout=60
+    )
+    fields = dict(p.split("=", 1) for p in done.stdout.split("\t")[1:] if "=" in p)
+    if done.returncode != 0 or fields.get("status") != "completed":
+        raise Lying(f"li wait {run_id}: exit {done.returncode}: {done.stdout!r}")
+
+
+@contextmanager
+def round_url(backend: str, workdir: Path) -> Iterator[str]:
+    """The round's own database: a SQLite file, or a fresh PostgreSQL schema."""
+    if backend == "sqlite":
+        yield str(workdir / "state.db")
+    else:
+        yield from make_pg_url()
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_lease_freeze_finished(backend: str, tmp_path: Path) -> None:
     """Two workers (lease 4 s), a 1.5 s piece of work with one retry; its worker is
     SIGSTOPped 0.3 to 0.8 s in, for 3.5 to 4.2 s (past its guard's deadline, before a
     takeover) or for 9 to 11 s (past the takeover)."""
 
     def body(rnd: Round) -> None:
-        url = str(rnd.workdir / "state.db")
-        env = fault_env(rnd.workdir / "home", url)
-        program = write_program(rnd.workdir)
-        ledger = rnd.workdir / "ledger.txt"
-        store = open_store(url)
-        try:
-            with running_workers(rnd.workdir, rnd.tag, env, 2) as procs:
-                action = parse_action(
-                    ["run", *work_argv(program, ledger, WORK)], base=str(rnd.workdir)
-                )
-                run = submit(store, action, policies=make_policies({"retries": 1}, None))
-                _, owner = owner_of(ledger)
-                long = rnd.rng.random() < 0.5
-                at = rnd.rng.uniform(0.3, 0.8)
-                frozen = rnd.rng.uniform(9.0, 11.0) if long else rnd.rng.uniform(3.5, 4.2)
-                rnd.note(f"SIGSTOP the owner at {at:.2f}s for {frozen:.1f}s")
-                time.sleep(at)
-                os.kill(owner, signal.SIGSTOP)
-                time.sleep(frozen)
-                os.kill(owner, signal.SIGCONT)
-                try:
-                    rows = corrected(store, run.id, 30)
-                    check_truth(store, rows, run.id, ledger)
-                except AssertionError as exc:
-                    raise type(exc)(f"{exc}; workers: {logs(procs)}") from None
-            check_escaped(rnd)
-        finally:
-            store.close()
+        with round_url(backend, rnd.workdir) as url:
+            one_round(rnd, url)
 
-    run_rounds("lease_freeze_finished[sqlite]", body, tmp_path, parallel=4)
+    run_rounds(f"lease_freeze_finished[{backend}]", body, tmp_path, parallel=4)
+
+
+def one_round(rnd: Round, url: str) -> None:
+    env = fault_env(rnd.workdir / "home", url)
+    program = write_program(rnd.workdir)
+    ledger = rnd.workdir / "ledger.txt"
+    store = open_store(url)
+    try:
+        with running_workers(rnd.workdir, rnd.tag, env, 2) as procs:
+            action = parse_action(["run", *work_argv(program, ledger, WORK)], base=str(rnd.workdir))
+            run = submit(store, action, policies=make_policies({"retries": 1}, None))
+            _, owner = owner_of(ledger)
+            long = rnd.rng.random() < 0.5
+            at = rnd.rng.uniform(0.3, 0.8)
+            frozen = rnd.rng.uniform(9.0, 11.0) if long else rnd.rng.uniform(3.5, 4.2)
+            rnd.note(f"SIGSTOP the owner at {at:.2f}s for {frozen:.1f}s")
+            time.sleep(at)
+            os.kill(owner, signal.SIGSTOP)
+            time.sleep(frozen)
+            os.kill(owner, signal.SIGCONT)
+            try:
+                rows = corrected(store, run.id, 30)
+                check_truth(store, rows, run.id, ledger)
+                check_wait(env, run.id)
+            except AssertionError as exc:
+                raise type(exc)(f"{exc}; workers: {logs(procs)}") from None
+        check_escaped(rnd)
+    finally:
+        store.close()
