@@ -5,6 +5,7 @@ child with no credential gets one line saying why it cannot connect."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -22,6 +23,7 @@ from lirun.exec.task import Task
 from lirun.flows.engine import FlowOptions, run_flow
 from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.record.credential import CREDENTIAL_NAME, child_url
+from lirun.shows.engine import run_show
 from lirun.store.pg_connect import passfile_entry
 from lirun.store.urls import url_password, with_passfile
 from lirun.teams.membership import TeamSetting
@@ -29,6 +31,7 @@ from support.cli import li_command
 from support.execkit import poll
 from support.pgcluster import PASSWORD, PgCluster
 from support.providerkit import FAKE_PROVIDER
+from support.showkit import play, script, show_repo, spec
 from support.storekit import opened
 from support.teamkit import chatty_agent
 
@@ -91,6 +94,29 @@ def test_a_team_flow_on_a_password_server_talks_and_leaks_no_password(
         assert shown.returncode == 0, shown.stderr
         assert not _leaks(shown.stdout)
         assert not _leaks(repr(session))
+    assert not _files_with_password(lirun_home)
+
+
+def test_a_shows_play_on_a_password_server_talks_to_its_team(
+    pg_password_cluster: PgCluster, tmp_path: Path, lirun_home: Path
+) -> None:
+    url = pg_password_cluster.new_url()
+    li = shlex.join(li_command())
+    body = (
+        f'{li} team send "$LIRUN_TEAM" --to all "hello from $LIRUN_MEMBER" >/dev/null || exit 9; '
+        "echo one > a.txt && git add -A && "
+        "git -c user.name=t -c user.email=t@example.invalid commit -qm solo"
+    )
+    show_spec = dataclasses.replace(
+        spec(show_repo(tmp_path), [play("solo", script(body))]), team=TeamSetting(None)
+    )
+    report = run_show(show_spec, db_url=url)
+    assert report.status == "completed", report.to_dict()
+    with opened(url) as store:
+        [team] = store.teams.of_owner("show", report.show_id)
+        said = [(m.sender, m.body) for m in store.teams.conversation(team.id)]
+    assert ("solo", "hello from solo") in said
+    assert not list(lirun_home.rglob(CREDENTIAL_NAME))
     assert not _files_with_password(lirun_home)
 
 
