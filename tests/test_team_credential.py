@@ -19,12 +19,14 @@ from urllib.parse import quote
 
 import pytest
 
+from lirun.errors import DatabaseConnectionLostError, DatabaseUnavailableError
 from lirun.exec.task import Task
 from lirun.flows.engine import FlowOptions, run_flow
 from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.record.credential import CREDENTIAL_NAME, child_url
 from lirun.shows.engine import run_show
 from lirun.store.pg_connect import passfile_entry
+from lirun.store.pg_errors import translate
 from lirun.store.urls import url_password, with_passfile
 from lirun.teams.membership import TeamSetting
 from support.cli import li_command
@@ -142,7 +144,7 @@ def test_a_run_whose_child_is_not_in_a_team_gets_no_credential(
 @pytest.mark.parametrize(
     ("passfile", "expected"),
     [
-        (None, "none was given (not in the URL, ~/.pgpass or PGPASSFILE)"),
+        (None, "none was given (not in the URL, PGPASSWORD, ~/.pgpass or PGPASSFILE)"),
         ("gone", "is missing or unreadable (a run's credential file exists only while"),
         ("open", "is readable by others, so libpq ignores it: chmod 600"),
     ],
@@ -247,3 +249,17 @@ def test_the_passfile_line_escapes_and_the_url_names_it() -> None:
         "postgresql://u@h:5/db?schema=s&passfile=/r/db.pgpass"
     )
     assert child_url(url, None) == "postgresql://u@h:5/db?schema=s&passfile=%2Fold"
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        'connection to server at "h" failed: fe_sendauth: no password supplied',
+        'connection to server at "h" failed: FATAL:  password authentication failed for user "u"',
+    ],
+)
+def test_a_password_problem_is_not_a_lost_connection(said: str) -> None:
+    error = translate(None, said, "postgresql://u:pw@h/db", operational=True)
+    assert isinstance(error, DatabaseUnavailableError)
+    assert not isinstance(error, DatabaseConnectionLostError)  # nothing retries it
+    assert "pw@" not in str(error)

@@ -24,6 +24,9 @@ UNDEFINED_TABLE = "42P01"
 # given: not a lost connection, so nothing retries it.
 NO_PASSWORD = "no password supplied"
 WRONG_PASSWORD = "password authentication failed"
+# What keeps libpq from reading the password file a URL names (``passfile=``).
+PASSFILE_MISSING = "missing or unreadable"
+PASSFILE_OPEN = "readable by others"  # libpq ignores a file group or others may read
 
 
 def translate(
@@ -38,7 +41,7 @@ def translate(
     """The lirun error for a driver error: its SQLSTATE, its first line, and whether the
     driver saw the connection (not the statement) fail; for a password the server asked
     for and did not get, the password file the URL names (``passfile``) and what is wrong
-    with it (``passfile_problem``: ``missing or unreadable``, ``readable by others``)."""
+    with it (``passfile_problem``: ``PASSFILE_MISSING``, ``PASSFILE_OPEN``)."""
     if operational and NO_PASSWORD in text:
         return DatabaseUnavailableError(no_password(url, passfile, passfile_problem))
     if operational and WRONG_PASSWORD in text:
@@ -65,11 +68,11 @@ def no_password(url: str, passfile: str | None, problem: str | None) -> str:
     where = f"cannot use PostgreSQL at {redact_url(url)}: the server asks for a password"
     if passfile is None:
         return (
-            f"{where} and none was given (not in the URL, ~/.pgpass or PGPASSFILE); inside "
-            "a run, only an agent of a team is given one, in a credential file its "
-            "LIRUN_DB_URL names (docs/teams.md)"
+            f"{where} and none was given (not in the URL, PGPASSWORD, ~/.pgpass or "
+            "PGPASSFILE); inside a run, only an agent of a team is given one, in a "
+            "credential file its LIRUN_DB_URL names (docs/teams.md)"
         )
-    if problem == "readable by others":
+    if problem == PASSFILE_OPEN:
         return (
             f"{where}; the password file {passfile} the URL names is readable by others, "
             f"so libpq ignores it: chmod 600 {passfile}"

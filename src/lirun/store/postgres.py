@@ -34,7 +34,13 @@ from lirun.errors import (
 )
 from lirun.store.connector import Params, Row, Tx, apply_migrations
 from lirun.store.pg_connect import session_options, split_schema, tcp_settings
-from lirun.store.pg_errors import UNDEFINED_TABLE, first_line, translate
+from lirun.store.pg_errors import (
+    PASSFILE_MISSING,
+    PASSFILE_OPEN,
+    UNDEFINED_TABLE,
+    first_line,
+    translate,
+)
 from lirun.store.queries import latest_version, to_pyformat
 from lirun.store.retry import retry_write
 from lirun.store.urls import check_url, redact_url
@@ -70,8 +76,8 @@ def _passfile_problem(path: str) -> str | None:
         with open(path, "rb"):
             mode = os.stat(path).st_mode
     except OSError:
-        return "missing or unreadable"
-    return "readable by others" if mode & 0o077 else None
+        return PASSFILE_MISSING
+    return PASSFILE_OPEN if mode & 0o077 else None
 
 
 class _PgTx:
