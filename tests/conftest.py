@@ -35,7 +35,9 @@ BACKENDS = (
 )
 # Fixtures (defined in test modules) that reach a PostgreSQL server: a test using one
 # is a postgres test, so `-m "not postgres"` leaves it out.
-POSTGRES_FIXTURES = frozenset({"pg_url", "pg_only_url", "password_server", "pg_cluster"})
+POSTGRES_FIXTURES = frozenset(
+    {"pg_url", "pg_only_url", "password_server", "pg_cluster", "pg_password_cluster"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

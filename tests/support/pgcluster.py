@@ -7,8 +7,11 @@ to run as root, so every server binary runs as ``postgres`` through ``setpriv``.
 
 ``pg_cluster`` is a session-scoped fixture (loaded as a plugin by ``conftest.py``): one
 cluster per session, started on first use; a test restarts it as it needs and the fixture
-makes sure it is up again. Where the cluster cannot be made the test skips, unless
-``LIRUN_TEST_REQUIRE_PG=1``, where that fails instead.
+makes sure it is up again. ``pg_password_cluster`` is a second one that requires a
+password (scram-sha-256 for every connection, TCP and socket): its ``url`` carries
+``PASSWORD``, which holds the characters a URL and a libpq passfile must escape. Where a
+cluster cannot be made the test skips, unless ``LIRUN_TEST_REQUIRE_PG=1``, where that
+fails instead.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 REQUIRE_PG = os.environ.get("LIRUN_TEST_REQUIRE_PG") == "1"
 AS_POSTGRES = ["setpriv", "--reuid=postgres", "--regid=postgres", "--clear-groups"]
 MACHINE_PORT = 5432
+# The superuser's password on ``pg_password_cluster``: ``:`` and ``\\`` are what a passfile
+# escapes, ``@``, ``/`` and the space what a URL does.
+PASSWORD = "s3cr:et\\pw/@x y"
 
 
 def server_bin_dir() -> Path | None:
@@ -54,8 +61,11 @@ def free_port() -> int:
 class PgCluster:
     """One throwaway cluster: ``start``, ``stop``, ``restart``, ``url`` and ``new_url``."""
 
-    def __init__(self, bin_dir: Path, base: Path, port: int) -> None:
+    def __init__(
+        self, bin_dir: Path, base: Path, port: int, *, password: str | None = None
+    ) -> None:
         self.bin_dir = bin_dir
+        self.password = password
         self.base = base
         self.data = base / "data"
         self.log = base / "server.log"
@@ -66,7 +76,8 @@ class PgCluster:
 
     @property
     def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        secret = f":{quote(self.password, safe='')}" if self.password is not None else ""
+        return f"postgresql://postgres{secret}@127.0.0.1:{self.port}/postgres"
 
     def new_url(self) -> str:
         """A URL with a schema of its own (lirun creates it on first use)."""
@@ -87,14 +98,23 @@ class PgCluster:
     def init(self) -> None:
         self.base.chmod(0o755)
         shutil.chown(self.base, "postgres", "postgres")
+        auth = ["-A", "trust"]
+        if self.password is not None:
+            pwfile = self.base / "pwfile"
+            pwfile.write_text(self.password + "\n")
+            pwfile.chmod(0o600)
+            shutil.chown(pwfile, "postgres", "postgres")
+            auth = ["--auth=scram-sha-256", f"--pwfile={pwfile}"]
         done = self._as_postgres(
             str(self.bin_dir / "initdb"),
             "-D", str(self.data),
             "-U", "postgres",
-            "-A", "trust",
+            *auth,
             "-E", "UTF8",
             "--no-sync",
         )  # fmt: skip
+        if self.password is not None:
+            (self.base / "pwfile").unlink()
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed: {done.stderr.strip() or done.stdout.strip()}")
 
@@ -157,6 +177,24 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"no throwaway PostgreSQL cluster: {reason}")
 
 
+def _made(password: str | None) -> tuple[PgCluster | None, str | None]:
+    """A started cluster, or None and why it cannot be made."""
+    bin_dir = server_bin_dir()
+    if bin_dir is None or not (bin_dir / "initdb").exists():
+        return None, "no initdb found (set LIRUN_TEST_PG_BIN)"
+    if shutil.which("setpriv") is None:
+        return None, "setpriv (util-linux) is needed to run initdb as postgres"
+    base = Path(tempfile.mkdtemp(prefix="lirun-pgcluster-", dir="/tmp"))
+    cluster = PgCluster(bin_dir, base, free_port(), password=password)
+    try:
+        cluster.init()
+        cluster.start()
+    except (OSError, RuntimeError, subprocess.SubprocessError, LookupError) as exc:
+        cluster.destroy()
+        return None, f"{type(exc).__name__}: {exc}"
+    return cluster, None
+
+
 _cluster: PgCluster | None = None
 _cluster_error: str | None = None
 
@@ -165,21 +203,7 @@ _cluster_error: str | None = None
 def pg_cluster_session() -> Iterator[PgCluster | None]:
     """The session's cluster, made on first use (None, with the reason kept, if it cannot)."""
     global _cluster, _cluster_error
-    bin_dir = server_bin_dir()
-    if bin_dir is None or not (bin_dir / "initdb").exists():
-        _cluster_error = "no initdb found (set LIRUN_TEST_PG_BIN)"
-    elif shutil.which("setpriv") is None:
-        _cluster_error = "setpriv (util-linux) is needed to run initdb as postgres"
-    else:
-        base = Path(tempfile.mkdtemp(prefix="lirun-pgcluster-", dir="/tmp"))
-        cluster = PgCluster(bin_dir, base, free_port())
-        try:
-            cluster.init()
-            cluster.start()
-            _cluster = cluster
-        except (OSError, RuntimeError, subprocess.SubprocessError, LookupError) as exc:
-            _cluster_error = f"{type(exc).__name__}: {exc}"
-            cluster.destroy()
+    _cluster, _cluster_error = _made(None)
     try:
         yield _cluster
     finally:
@@ -196,3 +220,24 @@ def pg_cluster(pg_cluster_session: PgCluster | None) -> PgCluster:
     assert pg_cluster_session is not None
     pg_cluster_session.ensure_up()
     return pg_cluster_session
+
+
+@pytest.fixture(scope="session")
+def pg_password_session() -> Iterator[tuple[PgCluster | None, str | None]]:
+    made = _made(PASSWORD)
+    try:
+        yield made
+    finally:
+        if made[0] is not None:
+            made[0].destroy()
+
+
+@pytest.fixture
+def pg_password_cluster(pg_password_session: tuple[PgCluster | None, str | None]) -> PgCluster:
+    """A throwaway cluster that requires the password ``PASSWORD`` (its ``url`` has it)."""
+    cluster, error = pg_password_session
+    if cluster is None:
+        _unavailable(error or "unknown error")
+    assert cluster is not None
+    cluster.ensure_up()
+    return cluster

@@ -14,7 +14,10 @@ def chatty_agent(directory: Path, *, expect: int = 1, wait_s: float = 30.0) -> P
     """A ``claude`` that runs ``li team`` with the team its environment names: it sends
     ``hello from MEMBER`` to all, reads its inbox until ``expect`` messages came (or
     ``wait_s`` passed), and leaves ``<dir>/<member>.seen`` (the inbox lines),
-    ``<dir>/<member>.env`` (LIRUN_TEAM) and ``<dir>/<member>.prompt`` (its stdin)."""
+    ``<dir>/<member>.env`` (LIRUN_TEAM), ``<dir>/<member>.prompt`` (its stdin),
+    ``.environ`` and ``.cmdline`` (its own, from /proc), ``.status`` (``li status
+    --json`` of its own run) and ``.passfile`` (the mode of the credential file its
+    LIRUN_DB_URL names, when it names one)."""
     li = f"{shlex.quote(sys.executable)} -m lirun"
     out = shlex.quote(str(directory))
     script = directory / "claude"
@@ -24,7 +27,12 @@ def chatty_agent(directory: Path, *, expect: int = 1, wait_s: float = 30.0) -> P
         f"{shlex.quote(str(FAKE_PROVIDER))} --version; fi\n"
         f'cat > {out}/"$LIRUN_MEMBER".prompt\n'
         f'echo "$LIRUN_TEAM" > {out}/"$LIRUN_MEMBER".env\n'
+        f'cat /proc/$$/environ > {out}/"$LIRUN_MEMBER".environ\n'
+        f'cat /proc/$$/cmdline > {out}/"$LIRUN_MEMBER".cmdline\n'
+        'case "$LIRUN_DB_URL" in *passfile=*) pf="${LIRUN_DB_URL##*passfile=}"; '
+        f'stat -c %a "${{pf%%&*}}" > {out}/"$LIRUN_MEMBER".passfile;; esac\n'
         f'{li} team send "$LIRUN_TEAM" --to all "hello from $LIRUN_MEMBER" >/dev/null || exit 9\n'
+        f'{li} status "$LIRUN_PARENT_RUN_ID" --json > {out}/"$LIRUN_MEMBER".status || exit 8\n'
         f': > {out}/"$LIRUN_MEMBER".seen\n'
         f"end=$(( $(date +%s) + {int(wait_s)} ))\n"
         f'while [ "$(wc -l < {out}/"$LIRUN_MEMBER".seen)" -lt {expect} ] '

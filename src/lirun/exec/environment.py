@@ -1,33 +1,40 @@
 """The environment a supervised child runs with: where its deliverables go, which run is
-its parent, and no credentials."""
+its parent, and no credentials (a team's agent gets the name of a credential file)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
+from lirun.record.credential import child_url
 from lirun.record.rundir import RUN_ID_ENV_VARS, RunDir
-from lirun.store.urls import url_without_credentials
 
 __all__ = ["child_env"]
 
 
 def child_env(
-    run: RunDir, base: Mapping[str, str] | None = None, *, db_url: str | None = None
+    run: RunDir,
+    base: Mapping[str, str] | None = None,
+    *,
+    db_url: str | None = None,
+    passfile: Path | None = None,
 ) -> dict[str, str]:
     """The child's environment: where to put deliverables, and which run is its parent.
 
     A nested ``li`` must not inherit this run's id, so the run id variables are removed.
-    No credentials reach the child (an agent must not be able to rewrite its own record
-    with lirun's password): ``LIRUN_DB_URL`` is this run's database (``db_url``, else the
-    inherited value) with any password removed, or absent when it cannot be parsed.
+    No password reaches the child (an agent must not be able to rewrite its own record
+    with lirun's password unless it must use the database): ``LIRUN_DB_URL`` is this
+    run's database (``db_url``, else the inherited value) with any password removed, or
+    absent when it cannot be parsed. A child given ``passfile`` (the run's credential
+    file, ``record.credential``: a team's agent) finds it named in that URL.
     """
     env = dict(os.environ if base is None else base)
     for var in RUN_ID_ENV_VARS:
         env.pop(var, None)
     source = db_url or env.get("LIRUN_DB_URL")
     env.pop("LIRUN_DB_URL", None)
-    safe = url_without_credentials(source) if source else None
+    safe = child_url(source, passfile) if source else None
     if safe:
         env["LIRUN_DB_URL"] = safe
     env["LIRUN_PARENT_RUN_ID"] = run.run_id

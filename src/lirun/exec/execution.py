@@ -17,6 +17,7 @@ import contextlib
 import shutil
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lirun.errors import DatabaseError, StartInterruptedError
@@ -37,6 +38,7 @@ from lirun.liveness import (
     process_start_time,
 )
 from lirun.logs import get_logger
+from lirun.record import credential
 from lirun.record.rundir import RunDir, allocate_run
 from lirun.record.spool import apply_pending
 from lirun.record.teardown import finalize_sync, setup_record_sync, teardown_persist_sync
@@ -125,6 +127,7 @@ class _Execution:
         self.retries_before = 0  # the provider's retries in earlier legs (a resume)
         self.supervised_until: float | None = None  # when the last leg's watch ended
         self.lease_lapse: lease_note.LeaseNote | None = None  # what the guard saw (last leg)
+        self.passfile: Path | None = None  # the child's credential file, while it runs
 
     # -- database writes that go through the recorder thread --
 
@@ -187,6 +190,14 @@ class _Execution:
 
     # -- legs --
 
+    def child_env(self) -> dict[str, str]:
+        """The child's environment; the credential file is written before the first leg
+        (removed by ``_supervised`` when the legs ended)."""
+        if self.request.db_credential and self.passfile is None:
+            self.passfile = credential.give(self.run.state_root, self.store.url)
+        env = child_env(self.run, db_url=self.store.url, passfile=self.passfile)
+        return {**env, **self.request.env}
+
     def run_leg(self, trap: SignalTrap, *, continuation: bool) -> LegOutcome:
         ctx = LegContext(
             run=self.run,
@@ -216,7 +227,7 @@ class _Execution:
             stderr=leg.stderr,
             limits=self.request.limits,
             cwd=self.request.cwd,
-            env={**child_env(self.run, db_url=self.store.url), **self.request.env},
+            env=self.child_env(),
             stdin=leg.stdin if leg.stdin is not None else self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,
@@ -318,6 +329,8 @@ def _supervised(
             outcome, legs = _run_legs(ex, trap, ctx)
         finally:
             heartbeat.stop()
+            if ex.passfile is not None:  # no child is left to use it
+                credential.remove(ex.run.state_root)
         _persist_response(ex, outcome)
         _persist_record(ex, legs)
         ex.recorder.flush()

@@ -18,9 +18,10 @@ The guard acts on two events:
 
 - **The owner died** (end of file: the kernel closes the pipe however the owner died):
   it kills every watched run's tree (``containment.kill_run_tree``: the cgroup, else the
-  group, the session and every process carrying the run's mark) and writes the note
+  group, the session and every process carrying the run's mark), writes the note
   ``owner_died.json`` into the run's directory, which ``li reap`` adds to the record as
-  ``killed_with_owner``; an owner that held a lease has the rest of its process tree
+  ``killed_with_owner``, and removes the run's database credential file
+  (``record.credential``); an owner that held a lease has the rest of its process tree
   killed too (``owner_tree``).
 - **A lease's deadline passed with no renewal**: it kills the watched runs' trees and the
   owner's process tree, and again on every tick until a renewal arrives (nothing runs
@@ -56,6 +57,7 @@ from lirun.exec.containment import kill_run_tree
 from lirun.exec.descendants import add_helper
 from lirun.liveness import OWNER_DEATH_NOTE
 from lirun.platform import PLATFORM_ENV
+from lirun.record import credential
 from lirun.settings import Settings
 
 __all__ = [
@@ -354,6 +356,8 @@ class _Watch:
                     RunCgroup(Path(run["cgroup"])).remove()
                 if run.get("note_dir"):
                     _write_note(str(run["note_dir"]), self.owner, entry)
+                    # No credential outlives the run's processes (record/credential.py).
+                    credential.remove(str(run["note_dir"]))
 
     def kill_tree(self) -> None:
         owner_tree.kill_tree(self.owner, self.remembered, self.groups)

@@ -41,6 +41,9 @@ class ExecutionRequest:
     heartbeat_interval: float | None = None
     row_fields: dict[str, Any] = field(default_factory=dict)  # more session columns (a flow leg)
     env: dict[str, str] = field(default_factory=dict)  # more child environment (LIRUN_TEAM)
+    # The child uses the database itself (a team's agent): it gets the URL's password in
+    # a credential file its LIRUN_DB_URL names (record/credential.py), else no password.
+    db_credential: bool = False
     settings: Settings | None = None  # the run's settings; None: the environment's (read once)
 
 

@@ -28,6 +28,7 @@ from lirun.exec.providers import find_provider_executable, parse_provider_spec
 from lirun.exec.request import ExecutionRequest
 from lirun.exec.supervisor import Limits
 from lirun.settings import Settings
+from lirun.teams.membership import TEAM_ENV
 
 if TYPE_CHECKING:
     from lirun.exec.legs import Program
@@ -225,5 +226,6 @@ def build_request(
         echo=echo or Echo(),
         metadata=dict(metadata or {}),
         env=dict(env or {}),
+        db_credential=TEAM_ENV in (env or {}),
         settings=settings,
     )

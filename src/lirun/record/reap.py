@@ -30,6 +30,7 @@ from lirun.liveness import (
     orphaned_group,
     process_start_time,
 )
+from lirun.record import credential
 from lirun.record.spool import apply_pending_run
 from lirun.store.core import Store
 from lirun.store.rows import SessionRow
@@ -205,9 +206,12 @@ def _reap_one(store: Store, session_id: str, facts: LocalFacts) -> dict[str, Any
         return None
     evidence = [*verdict.evidence, *_stop_orphaned_group(session, verdict, facts)]
     evidence += owner_death_note(session)
-    return finalize_orphan(
+    reported = finalize_orphan(
         store, "session", session, verdict, summary=verdict.summary, evidence=evidence
     )
+    if session.run_dir:  # the record ended: no credential of the run outlives it
+        credential.remove(session.run_dir)
+    return reported
 
 
 def reap_sessions(

@@ -88,3 +88,14 @@ def session_options(given: str | None, schema: str | None) -> str:
     if schema:
         settings.append(f"-c search_path={schema}")
     return " ".join(s for s in settings if s)
+
+
+def passfile_entry(password: str) -> str:
+    """The one line of a libpq password file that gives ``password`` to any server,
+    port, database and user (``*``): the file is named only by the URL it was made for.
+    ``\\`` and ``:`` are escaped with a backslash, as the format requires; a line break
+    cannot be written in the format, so it is refused."""
+    if "\n" in password or "\r" in password:
+        raise ValueError("a password with a line break cannot be written to a password file")
+    escaped = password.replace("\\", "\\\\").replace(":", "\\:")
+    return f"*:*:*:*:{escaped}\n"

@@ -12,6 +12,7 @@ from lirun.errors import (
     DatabaseBusyError,
     DatabaseConnectionLostError,
     DatabaseError,
+    DatabaseUnavailableError,
     LirunError,
 )
 from lirun.store.urls import redact_url
@@ -19,11 +20,34 @@ from lirun.store.urls import redact_url
 UNIQUE_VIOLATION = "23505"
 LOCK_NOT_AVAILABLE = "55P03"
 UNDEFINED_TABLE = "42P01"
+# libpq's words when the server asks for a password it was not given, or refuses the one
+# given: not a lost connection, so nothing retries it.
+NO_PASSWORD = "no password supplied"
+WRONG_PASSWORD = "password authentication failed"
+# What keeps libpq from reading the password file a URL names (``passfile=``).
+PASSFILE_MISSING = "missing or unreadable"
+PASSFILE_OPEN = "readable by others"  # libpq ignores a file group or others may read
 
 
-def translate(sqlstate: str | None, text: str, url: str, *, operational: bool) -> LirunError:
+def translate(
+    sqlstate: str | None,
+    text: str,
+    url: str,
+    *,
+    operational: bool,
+    passfile: str | None = None,
+    passfile_problem: str | None = None,
+) -> LirunError:
     """The lirun error for a driver error: its SQLSTATE, its first line, and whether the
-    driver saw the connection (not the statement) fail."""
+    driver saw the connection (not the statement) fail; for a password the server asked
+    for and did not get, the password file the URL names (``passfile``) and what is wrong
+    with it (``passfile_problem``: ``PASSFILE_MISSING``, ``PASSFILE_OPEN``)."""
+    if operational and NO_PASSWORD in text:
+        return DatabaseUnavailableError(no_password(url, passfile, passfile_problem))
+    if operational and WRONG_PASSWORD in text:
+        return DatabaseUnavailableError(
+            f"cannot use PostgreSQL at {redact_url(url)}: {text}; check the password"
+        )
     if sqlstate == UNIQUE_VIOLATION:
         return ConflictError(f"a record with that id already exists ({text})")
     if sqlstate == LOCK_NOT_AVAILABLE:
@@ -37,6 +61,29 @@ def translate(sqlstate: str | None, text: str, url: str, *, operational: bool) -
             "and the credentials"
         )
     return DatabaseError(f"database error on {redact_url(url)}: {text}")
+
+
+def no_password(url: str, passfile: str | None, problem: str | None) -> str:
+    """What to say when the server asks for a password and the connection had none."""
+    where = f"cannot use PostgreSQL at {redact_url(url)}: the server asks for a password"
+    if passfile is None:
+        return (
+            f"{where} and none was given (not in the URL, PGPASSWORD, ~/.pgpass or "
+            "PGPASSFILE); inside a run, only an agent of a team is given one, in a "
+            "credential file its LIRUN_DB_URL names (docs/teams.md)"
+        )
+    if problem == PASSFILE_OPEN:
+        return (
+            f"{where}; the password file {passfile} the URL names is readable by others, "
+            f"so libpq ignores it: chmod 600 {passfile}"
+        )
+    if problem is not None:
+        return (
+            f"{where} and the password file {passfile} the URL names is {problem} (a "
+            "run's credential file exists only while its run runs, and only its user "
+            "can read it)"
+        )
+    return f"{where}; the password file {passfile} the URL names has none for this server"
 
 
 def first_line(text: str, fallback: str) -> str:

@@ -13,6 +13,7 @@ Errors are typed by ``pg_errors.translate``; the connection settings come from
 
 from __future__ import annotations
 
+import os
 import select
 import threading
 from collections.abc import Iterator, Sequence
@@ -33,7 +34,13 @@ from lirun.errors import (
 )
 from lirun.store.connector import Params, Row, Tx, apply_migrations
 from lirun.store.pg_connect import session_options, split_schema, tcp_settings
-from lirun.store.pg_errors import UNDEFINED_TABLE, first_line, translate
+from lirun.store.pg_errors import (
+    PASSFILE_MISSING,
+    PASSFILE_OPEN,
+    UNDEFINED_TABLE,
+    first_line,
+    translate,
+)
 from lirun.store.queries import latest_version, to_pyformat
 from lirun.store.retry import retry_write
 from lirun.store.urls import check_url, redact_url
@@ -49,10 +56,28 @@ def _first_line(exc: BaseException) -> str:
     return first_line(str(exc), type(exc).__name__)
 
 
-def _translate(exc: BaseException, url: str) -> LirunError:
-    """psycopg's error as a lirun error: an OperationalError is a lost connection."""
+def _translate(exc: BaseException, url: str, passfile: str | None = None) -> LirunError:
+    """psycopg's error as a lirun error: an OperationalError is a lost connection (unless
+    the server wanted a password: then ``passfile`` is the file the URL named, if any)."""
     operational = isinstance(exc, psycopg.OperationalError)
-    return translate(getattr(exc, "sqlstate", None), _first_line(exc), url, operational=operational)
+    return translate(
+        getattr(exc, "sqlstate", None),
+        _first_line(exc),
+        url,
+        operational=operational,
+        passfile=passfile,
+        passfile_problem=_passfile_problem(passfile) if passfile else None,
+    )
+
+
+def _passfile_problem(path: str) -> str | None:
+    """What keeps libpq from reading the password file ``path``, if anything."""
+    try:
+        with open(path, "rb"):
+            mode = os.stat(path).st_mode
+    except OSError:
+        return PASSFILE_MISSING
+    return PASSFILE_OPEN if mode & 0o077 else None
 
 
 class _PgTx:
@@ -115,7 +140,8 @@ class PostgresConnector:
                 **extra,
             )
         except psycopg.Error as exc:
-            raise _translate(exc, self.url) from None
+            passfile = given.get("passfile")
+            raise _translate(exc, self.url, str(passfile) if passfile else None) from None
 
     # -- opening --------------------------------------------------------------------
 

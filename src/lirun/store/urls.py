@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from lirun.errors import UsageError
 
 _SECRET_PARAMS = ("password", "sslpassword")
+_PG_SCHEMES = ("postgresql://", "postgres://")
 
 
 def redact_url(url: str) -> str:
@@ -45,7 +46,7 @@ def url_without_credentials(url: str) -> str | None:
     A SQLite path holds none. A nested ``li`` connects with it when the server needs no
     password from the URL (trust or peer auth, ``PGPASSFILE``, ``PGPASSWORD``).
     """
-    if not url.startswith(("postgresql://", "postgres://")):
+    if not url.startswith(_PG_SCHEMES):
         import os  # absolute: the child may run in another directory (--cwd)
 
         return url if url.startswith("sqlite:") else os.path.abspath(url)
@@ -62,3 +63,32 @@ def url_without_credentials(url: str) -> str | None:
         return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, quote_via=quote)))
     except ValueError:
         return None
+
+
+def url_password(url: str) -> str | None:
+    """The password a PostgreSQL URL gives (user-info, else ``?password=``), decoded as
+    libpq decodes it; None when it gives none (or an empty one) or is not a PostgreSQL
+    URL."""
+    if not url.startswith(_PG_SCHEMES):
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    userinfo = parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else ""
+    if ":" in userinfo:
+        return unquote(userinfo.split(":", 1)[1]) or None
+    # libpq decodes %XX only (a + stays a +), so parse_qsl would change the password.
+    pairs = [item.partition("=") for item in parts.query.split("&")]
+    given = [unquote(value) for key, _, value in pairs if unquote(key) == "password"]
+    return (given[-1] or None) if given else None
+
+
+def with_passfile(url: str, path: str) -> str:
+    """The PostgreSQL ``url`` (one without a password) that reads its password from the
+    libpq password file ``path``: ``?passfile=`` in place of any the URL had."""
+    base, _, fragment = url.partition("#")
+    base, _, query = base.partition("?")
+    kept = [item for item in query.split("&") if item and unquote(item.split("=")[0]) != "passfile"]
+    kept.append(f"passfile={quote(path, safe='/')}")
+    return f"{base}?{'&'.join(kept)}" + (f"#{fragment}" if fragment else "")

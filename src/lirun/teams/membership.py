@@ -5,6 +5,9 @@ or ``team: true`` (one team for this invocation or show, named after it), and ma
 ``team_preamble: false``. Each agent leg or play joins as a member named by its leg id
 (a fan-out instance ``leg[2]`` as ``leg-2``) or play name; its environment carries
 ``LIRUN_TEAM`` (the team id) and ``LIRUN_MEMBER``; its prompt starts with ``preamble``.
+Having ``LIRUN_TEAM``, it is given the database's credential too (``exec.task``: a file
+its ``LIRUN_DB_URL`` names when the URL has a password, ``record.credential``), since it
+talks to its team through the database.
 """
 
 from __future__ import annotations
