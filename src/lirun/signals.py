@@ -47,8 +47,8 @@ class SignalTrap:
         self._previous: dict[int, Any] = {}
         self._previous_wakeup = -1
         self._installed = False
-        self._child_ended: Callable[[], bool] | None = None
-        self.after_child = False
+        self._child_ended: Callable[[], bool | None] | None = None
+        self.after_child: bool | None = False
         self.cause: str | None = None  # who sent the first signal, when ``deliver`` says
 
     @property
@@ -96,8 +96,9 @@ class SignalTrap:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def watch_child(self, ended: Callable[[], bool] | None) -> None:
-        """While a child runs, ``ended()`` says whether it has ended (None: no child)."""
+    def watch_child(self, ended: Callable[[], bool | None] | None) -> None:
+        """While a child runs, ``ended()`` says whether it has ended (None from it: not
+        known yet; ``ended`` None: no child)."""
         self._child_ended = ended
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -106,7 +107,7 @@ class SignalTrap:
             ended = self._child_ended
             # Before ``received``: a reader in another thread never sees the signal
             # without knowing whether the child had ended before it.
-            self.after_child = ended is not None and ended()
+            self.after_child = ended() if ended is not None else False
             self._received = signum
 
     def deliver(self, signum: int, cause: str | None = None) -> None:

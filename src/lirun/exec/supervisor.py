@@ -190,8 +190,6 @@ class _Loop:
             self.selector.register(self.pidfd, selectors.EVENT_READ, "exit")
         if self.trap is not None:
             self.selector.register(self.trap.fileno(), selectors.EVENT_READ, "signal")
-            pid = self.proc.pid
-            self.trap.watch_child(lambda: _has_exited(pid))
         try:
             while self.watch.state is not LegState.DONE:
                 self._step()
@@ -308,8 +306,6 @@ class _Loop:
         _signal_group(self.proc.pid, signal.SIGKILL)
 
     def _close(self) -> None:
-        if self.trap is not None:
-            self.trap.watch_child(None)
         self.selector.close()
         if self.pidfd is not None:
             os.close(self.pidfd)
@@ -373,11 +369,21 @@ def supervise(
     # The guard knows the run before its child exists: should this process die at any
     # moment from here on, the guard finds the run's processes by its cgroup and mark.
     guard.watch(mark, str(group.path) if group else None, note_dir, settings)
+    # From the spawn on, a signal asks whether the child had already ended (None: its
+    # handler ran while the child was being started; asked once it is known).
+    spawned: list[int] = []
+    if trap is not None:
+        trap.watch_child(lambda: _has_exited(spawned[0]) if spawned else None)
     try:
         with spawning() as register:
             proc = _spawn(argv, cwd=cwd, env=env, stdin=stdin, cgroup=group)
+            spawned.append(proc.pid)
             register(proc.pid)
+        if trap is not None and trap.received is not None and trap.after_child is None:
+            trap.after_child = _has_exited(proc.pid)
     except BaseException:
+        if trap is not None:
+            trap.watch_child(None)
         guard.unwatch(mark)
         if group is not None:
             group.remove()
@@ -397,6 +403,8 @@ def supervise(
         )
         return loop.run()
     finally:
+        if trap is not None:
+            trap.watch_child(None)
         release_leader(proc.pid)
         if group is not None:
             if group.populated():  # an error cut the loop short: nothing outlives the run
