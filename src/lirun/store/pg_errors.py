@@ -14,7 +14,7 @@ from lirun.errors import (
     DatabaseError,
     LirunError,
 )
-from lirun.store.urls import redact_url
+from lirun.store.urls import redact_url, scrub
 
 UNIQUE_VIOLATION = "23505"
 LOCK_NOT_AVAILABLE = "55P03"
@@ -23,7 +23,9 @@ UNDEFINED_TABLE = "42P01"
 
 def translate(sqlstate: str | None, text: str, url: str, *, operational: bool) -> LirunError:
     """The lirun error for a driver error: its SQLSTATE, its first line, and whether the
-    driver saw the connection (not the statement) fail."""
+    driver saw the connection (not the statement) fail. That text may echo a piece of
+    the URL: the URL's passwords are masked in it too."""
+    text = scrub(text, url)
     if sqlstate == UNIQUE_VIOLATION:
         return ConflictError(f"a record with that id already exists ({text})")
     if sqlstate == LOCK_NOT_AVAILABLE:
