@@ -39,19 +39,24 @@ def snapshot(env: dict[str, str], invocation: str) -> list[object]:
     return shown
 
 
-@pytest.fixture
-def pruned_flow(tmp_path: Path, li_env: dict[str, str]) -> tuple[str, Path]:
-    """A flow whose leg b failed after a completed, then `li gc` pruned a: (its id, the
-    file b appends the reply of a it was given to)."""
+def failed_flow(tmp_path: Path, li_env: dict[str, str]) -> tuple[str, Path]:
+    """A flow whose leg b failed after a completed, a second ago: (its id, the file b
+    appends the reply of a it was given to)."""
     ran = tmp_path / "b-ran"
     flow = tmp_path / "flow.yaml"
     text = FLOW.format(ran=ran, gate=tmp_path / "gate")
     flow.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
     done = li(li_env, "flow", "run", str(flow), "--json")
     assert done.returncode == 1, done.stderr
-    invocation = json.loads(done.stdout)["invocation_id"]
     assert ran.read_text() == "from-a\n"
     time.sleep(1.2)  # `li gc` takes records that ended at least a second ago
+    return json.loads(done.stdout)["invocation_id"], ran
+
+
+@pytest.fixture
+def pruned_flow(tmp_path: Path, li_env: dict[str, str]) -> tuple[str, Path]:
+    """``failed_flow`` after `li gc` pruned its completed leg a."""
+    invocation, ran = failed_flow(tmp_path, li_env)
     gc = li(li_env, "gc", "--older-than", "1s", "--status", "completed", "--json")
     assert gc.returncode == 0, gc.stderr
     assert json.loads(gc.stdout)["pruned"]["session"] == 1  # leg a
@@ -83,4 +88,19 @@ def test_a_flow_run_again_gives_the_dependent_the_real_output(
     _, ran = pruned_flow
     done = li(li_env, "flow", "run", str(tmp_path / "flow.yaml"), "--json")
     assert done.returncode == 0, done.stderr
+    assert ran.read_text() == "from-a\nfrom-a\n"
+
+
+def test_a_pruned_invocation_with_whole_legs_still_resumes(
+    tmp_path: Path, li_env: dict[str, str]
+) -> None:
+    """`li gc --status failed` prunes the failed invocation and its failed leg; the
+    completed leg is whole, so the resume reuses it and gives b its real reply."""
+    invocation, ran = failed_flow(tmp_path, li_env)
+    gc = li(li_env, "gc", "--older-than", "1s", "--status", "failed", "--json")
+    assert json.loads(gc.stdout)["pruned"] == {"session": 1, "invocation": 1}, gc.stdout
+    (tmp_path / "gate").touch()
+    done = li(li_env, "flow", "resume", invocation, "--json")
+    assert done.returncode == 0, done.stderr
+    assert [leg["reused"] for leg in json.loads(done.stdout)["legs"]] == [True, False]
     assert ran.read_text() == "from-a\nfrom-a\n"
