@@ -33,9 +33,11 @@ HOSTILE = {
     "bad-escape": f"postgresql://u:ab%zz{PW}@127.0.0.1:1/db",
     "lone-percent": f"postgresql://u:{PW}%@127.0.0.1:1/db",
     "colon": f"postgresql://u:ab:{PW}@127.0.0.1:1/db",
+    "encoded": f"postgresql://u:a%40{PW}%2F@127.0.0.1:1/db",
     "ipv6": f"postgresql://u:{PW}@[::1]:1/db",
     "broken-ipv6": f"postgresql://u:{PW}@[::1:1/db",
     "bad-port": f"postgresql://u:{PW}@127.0.0.1:port/db",
+    "no-host": f"postgresql://u:{PW}/db",
     "query": f"postgresql://u@127.0.0.1:1/db?connect_timeout=2&password={PW}",
     "query-encoded-name": f"postgresql://u@127.0.0.1:1/db?pass%77ord={PW}",
     "query-ampersand": f"postgresql://u@127.0.0.1:1/db?password=ab&{PW}",
@@ -140,6 +142,11 @@ def test_a_keyword_value_string_is_not_taken_for_a_path(tmp_path: Path) -> None:
     assert code == 2, output
     assert "keyword/value connection string" in output
     assert list(cwd.iterdir()) == []  # no SQLite file named after it
+
+
+def test_a_sqlite_url_is_shown_as_it_is() -> None:
+    for url in ("sqlite:////tmp/a:b@c/state.db", "/tmp/a:b@c/state.db"):
+        assert redact_url(url) == url
 
 
 def test_a_path_with_an_equals_sign_is_still_a_path(tmp_path: Path) -> None:

@@ -22,12 +22,20 @@ _NEEDS_ENCODING = {"@": "%40", "/": "%2F", "?": "%3F", "#": "%23"}
 
 
 def _split(url: str) -> tuple[str, str | None, str]:
-    """(``scheme://``, user-info or None, the rest): user-info runs to the last ``@``."""
+    """(``scheme://``, user-info or None, the rest): user-info runs to the last ``@``.
+
+    With no ``@``, a ``user:secret`` where ``host:port`` belongs (a port that is no
+    number: the host was left out) is user-info too.
+    """
     scheme, sep, rest = url.partition("://")
     at = rest.rfind("@")
-    if at < 0:
-        return scheme + sep, None, rest
-    return scheme + sep, rest[:at], rest[at:]
+    if at >= 0:
+        return scheme + sep, rest[:at], rest[at:]
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    port = rest[:end].rpartition(":")[2] if ":" in rest[:end] else ""
+    if port and not port.isdigit() and not rest.startswith("["):
+        return scheme + sep, rest[:end], rest[end:]
+    return scheme + sep, None, rest
 
 
 def _params(rest: str) -> tuple[str, list[str]]:
@@ -51,24 +59,27 @@ def _mask_params(items: list[str]) -> tuple[list[str], list[str]]:
     the ``&`` pieces after it that are no ``name=value`` (an unencoded ``&`` in it)."""
     shown: list[str] = []
     found: list[str] = []
+    in_secret = False
     for item in items:
         if _is_secret(item):
             shown.append(f"{item.partition('=')[0]}={_MASK}")
             found.append(item.partition("=")[2])
-        elif found and shown[-1].endswith(_MASK) and not _is_parameter(item):
+            in_secret = True
+        elif in_secret and not _is_parameter(item):
             found[-1] += "&" + item
         else:
             shown.append(item)
+            in_secret = False
     return shown, found
 
 
 def redact_url(url: str) -> str:
     """The URL with every password (user-info or ``?password=``) replaced by ``***``.
 
-    Not a URL (a SQLite path) comes back as it is.
+    A SQLite path or ``sqlite://`` URL, which holds no password, comes back as it is.
     """
     scheme, userinfo, rest = _split(url)
-    if not scheme.endswith("://"):
+    if not scheme.endswith("://") or scheme.lower() == "sqlite://":
         return url
     if userinfo is not None:
         user, colon, _ = userinfo.partition(":")
@@ -125,7 +136,7 @@ def check_url(url: str) -> None:
         try:
             urlsplit(url).port  # noqa: B018 (parses host and port: a bad IPv6 host raises)
         except ValueError as exc:
-            problem = f"is not valid ({exc})"
+            problem = f"is not valid ({scrub(str(exc), url)})"
     if problem is not None:
         raise UsageError(
             f"the database URL {redact_url(url)} {problem} "
