@@ -52,6 +52,11 @@ class ConflictError(LirunError, ValueError):
     """A record with that id already exists; choose another id or omit it to get a new one."""
 
 
+class PrunedError(ConflictError):
+    """A command would reuse what ``li gc`` removed from a record (a reply, artifacts, a
+    run directory); nothing was done: run the work again instead of resuming it."""
+
+
 class StartInterruptedError(LirunError):
     """A signal came while the command was starting; nothing was started or recorded."""
 

@@ -76,6 +76,36 @@ def _scheme(url: str) -> str | None:
     return name if all(c in _SCHEME_CHARS for c in name) else None
 
 
+# libpq's keywords most often written first in a ``key=value`` connection string.
+_CONNINFO_KEYWORDS = frozenset(
+    [
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "password",
+        "passfile",
+        "sslmode",
+        "sslpassword",
+        "service",
+        "options",
+        "application_name",
+        "connect_timeout",
+    ]
+)
+
+
+def _is_keyword_conninfo(value: str) -> bool:
+    """Whether ``value`` is a libpq ``key=value`` string: a word starts ``host=``,
+    ``password =``, ... (a path like ``/data/user=x/state.db`` is not one)."""
+    if "://" in value or "=" not in value:
+        return False
+    while " =" in value or "= " in value:
+        value = value.replace(" =", "=").replace("= ", "=")
+    return any(w.partition("=")[0] in _CONNINFO_KEYWORDS for w in value.split() if "=" in w)
+
+
 def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
     """``url`` > ``$LIRUN_DB_URL`` > the default SQLite file, as a string.
 
@@ -86,6 +116,13 @@ def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
         resolved = os.fspath(url)
     else:
         resolved = os.environ.get("LIRUN_DB_URL") or default_db_location()
+    if _is_keyword_conninfo(resolved):
+        # Not echoed: it may hold a password, and taken for a path it named a SQLite file.
+        raise UsageError(
+            "the database is given as a keyword/value connection string (host=... "
+            "password=...), which lirun does not read; write it as "
+            "postgresql://user:password@host:port/dbname"
+        )
     scheme = _scheme(resolved)
     if scheme and scheme.lower() not in KNOWN_SCHEMES:
         raise UsageError(

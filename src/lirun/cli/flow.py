@@ -34,6 +34,7 @@ from lirun.flows.cleanup import leftover_flows
 from lirun.flows.engine import FlowOptions, resume_flow, run_flow
 from lirun.flows.load import load_flow, parse_var
 from lirun.flows.preview import preview_flow
+from lirun.flows.report import resumable_legs
 from lirun.record.rundir import allocate_run, new_run_id
 from lirun.settings import Settings
 from lirun.signals import hold_signals, release_signals
@@ -72,7 +73,9 @@ RESUME_DESCRIPTION = """\
 Start a new invocation (resumed_from INVOCATION) from the flow stored with INVOCATION
 (no file needed): legs that completed are reused with their outputs, not run again;
 failed, stopped and unfinished legs run, as many at once as before unless --parallel
-says otherwise. INVOCATION may be a unique prefix or suffix."""
+says otherwise. INVOCATION may be a unique prefix or suffix. If `li gc` pruned a leg
+it would reuse (its reply and artifacts are gone), nothing runs and it exits 2: run the
+flow again with `li flow run`."""
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -278,19 +281,23 @@ def _note_leftovers(cwd: str) -> None:
         )
 
 
-def _full_invocation_id(text: str, db: str | None) -> str:
+def _full_invocation_id(text: str, db: str | None, *, detach: bool) -> str:
     store = open_existing(
         db, f"invocation with id {text!r}"
     )  # no database: nothing to resume, none made
     try:
-        return str(store.resolve_id("invocation", text))
+        found = str(store.resolve_id("invocation", text))
+        if detach:  # refused here, in one line, not in a detached worker's log
+            resumable_legs(store, found)
+        return found
     finally:
         store.close()
 
 
 def resume_command(args: argparse.Namespace, settings: Settings) -> int:
-    invocation = _full_invocation_id(args.invocation, args.db)
-    if args.detach and not args.detached_worker:
+    detach = args.detach and not args.detached_worker
+    invocation = _full_invocation_id(args.invocation, args.db, detach=detach)
+    if detach:
         return _detach(args, _worker_argv(args, ["resume", invocation]))
 
     adopt_orphans()

@@ -28,7 +28,7 @@ from lirun.flows.decide import LEASE_LOST_SIGNAL, NOT_RUN, FlowFacts, decide_flo
 from lirun.flows.jobs import LegJob, LegResult, LegWorkers
 from lirun.flows.log import FlowLog
 from lirun.flows.preview import can_branch
-from lirun.flows.report import FlowReport, flow_report, report_from_store, reusable_legs
+from lirun.flows.report import FlowReport, flow_report, report_from_store, resumable_legs
 from lirun.flows.spec import FlowSpec
 from lirun.flows.state import (
     DONE,
@@ -462,6 +462,7 @@ def resume_flow(
         row = store.invocations.get(previous_id)
         if row is None or row.kind != "flow" or not row.flow_json:
             raise UsageError(f"invocation {previous_id} is not a flow; only flows resume")
+        reuse = resumable_legs(store, previous_id)  # refused, unchanged, if gc pruned any
         if row.status == "running" and not reap_flow_if_orphaned(store, previous_id):
             raise ConflictError(
                 f"flow {previous_id} is still running (its owner process is alive); "
@@ -471,7 +472,6 @@ def resume_flow(
         if options.parallel is None and row.flow_json.get("parallel"):
             # as many legs at once as it ran with (a --parallel given then is not in spec)
             options = dataclasses.replace(options, parallel=int(row.flow_json["parallel"]))
-        reuse = reusable_legs(store, previous_id)
         return _execute(
             spec,
             db_url=db_url,

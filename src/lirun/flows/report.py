@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lirun.errors import UsageError
+from lirun.errors import PrunedError, UsageError
 from lirun.flows.decide import NOT_RUN
 from lirun.flows.jobs import outputs_of, proof_is_shared
 from lirun.flows.state import ReusedLeg
@@ -20,7 +20,15 @@ from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from lirun.store import Store, open_store
 from lirun.store.rows import InvocationRow, SessionRow
 
-__all__ = ["FlowReport", "LegReport", "flow_report", "report_from_store", "reusable_legs"]
+__all__ = [
+    "FlowReport",
+    "LegReport",
+    "flow_report",
+    "pruned_refusal",
+    "report_from_store",
+    "resumable_legs",
+    "reusable_legs",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +237,7 @@ def _reused(session: SessionRow) -> ReusedLeg:
         duration_s=session.duration_s,
         outputs=outputs_of(session),
         proof_shared=proof_is_shared(session),
+        pruned_at=session.pruned_at,
     )
 
 
@@ -249,3 +258,32 @@ def reusable_legs(store: Store, invocation_id: str) -> dict[str, ReusedLeg]:
             if earlier is not None and earlier.status in _SUCCESS:
                 found[entry["id"]] = _reused(earlier)
     return found
+
+
+def pruned_refusal(
+    invocation_id: str, flow_file: str, reuse: Mapping[str, ReusedLeg]
+) -> str | None:
+    """Why a resume that would reuse ``reuse`` is refused: ``li gc`` pruned some of those
+    legs, so their dependents would read an empty reply and missing artifacts (None: no
+    leg is pruned). Rerunning them instead would change what resume means."""
+    pruned = sorted(leg for leg, reused in reuse.items() if reused.pruned_at is not None)
+    if not pruned:
+        return None
+    again = f"`li flow run {flow_file}`" if flow_file else "`li flow run` with its flow file"
+    legs = f"legs {', '.join(pruned)}" if len(pruned) > 1 else f"leg {pruned[0]}"
+    return (
+        f"flow {invocation_id} cannot be resumed: `li gc` pruned the completed {legs} it "
+        f"would reuse (replies and artifacts gone); nothing was run; run the flow again: "
+        f"{again}"
+    )
+
+
+def resumable_legs(store: Store, invocation_id: str) -> dict[str, ReusedLeg]:
+    """``reusable_legs``, or PrunedError (exit 2) when ``li gc`` pruned any of them."""
+    reuse = reusable_legs(store, invocation_id)
+    row = _flow_row(store, invocation_id)
+    flow_file = row.skill if row.skill and row.skill != "flow" else ""
+    refusal = pruned_refusal(invocation_id, flow_file, reuse)
+    if refusal is not None:
+        raise PrunedError(refusal)
+    return reuse

@@ -36,6 +36,7 @@ class ReusedLeg:
     duration_s: float | None
     outputs: Mapping[str, Any]
     proof_shared: bool = False  # it counted completed_empty there (``proof_is_shared``)
+    pruned_at: float | None = None  # ``li gc`` removed its reply and files: not reusable
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from lirun.errors import (
     DatabaseUnavailableError,
     LirunError,
 )
-from lirun.store.urls import redact_url
+from lirun.store.urls import redact_url, scrub
 
 UNIQUE_VIOLATION = "23505"
 LOCK_NOT_AVAILABLE = "55P03"
@@ -41,7 +41,9 @@ def translate(
     """The lirun error for a driver error: its SQLSTATE, its first line, and whether the
     driver saw the connection (not the statement) fail; for a password the server asked
     for and did not get, the password file the URL names (``passfile``) and what is wrong
-    with it (``passfile_problem``: ``PASSFILE_MISSING``, ``PASSFILE_OPEN``)."""
+    with it (``passfile_problem``: ``PASSFILE_MISSING``, ``PASSFILE_OPEN``). The text
+    may echo a piece of the URL: the URL's passwords are masked in it too."""
+    text = scrub(text, url)
     if operational and NO_PASSWORD in text:
         return DatabaseUnavailableError(no_password(url, passfile, passfile_problem))
     if operational and WRONG_PASSWORD in text:

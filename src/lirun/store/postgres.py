@@ -43,7 +43,7 @@ from lirun.store.pg_errors import (
 )
 from lirun.store.queries import latest_version, to_pyformat
 from lirun.store.retry import retry_write
-from lirun.store.urls import check_url, redact_url
+from lirun.store.urls import check_url, redact_url, scrub
 
 __all__ = ["Listener", "PostgresConnector"]
 
@@ -123,7 +123,8 @@ class PostgresConnector:
             given = conninfo_to_dict(self.conninfo)
         except psycopg.Error as exc:
             raise UsageError(
-                f"the database URL {self.display_url} is not valid: {_first_line(exc)}"
+                f"the database URL {self.display_url} is not valid: "
+                f"{scrub(_first_line(exc), self.url)}"
             ) from None
         # The URL's own options and connect_timeout are kept (ours come after, and win).
         extra: dict[str, Any] = {

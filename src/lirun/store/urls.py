@@ -1,42 +1,147 @@
-"""Database URLs made safe to print: no backend module, no driver, imported by the CLI."""
+"""Database URLs made safe to print: no backend module, no driver, imported by the CLI.
+
+Every message that names a database URL names it through ``redact_url``, which does not
+need the URL to parse: its user-info is read as running from ``//`` to the *last* ``@``
+(libpq and ``urllib`` disagree on a malformed one, so the widest reading is masked), and
+every ``password``/``sslpassword`` parameter is masked whatever its spelling.
+"""
 
 from __future__ import annotations
 
-import re
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from lirun.errors import UsageError
 
 _SECRET_PARAMS = ("password", "sslpassword")
 _PG_SCHEMES = ("postgresql://", "postgres://")
+_MASK = "***"
+_HEX = frozenset("0123456789abcdefABCDEF")
+# What the user name and password must percent-encode: each would move where libpq or
+# urllib thinks the host starts, so part of the password would be read (and shown) as
+# the host, the port or the database.
+_NEEDS_ENCODING = {"@": "%40", "/": "%2F", "?": "%3F", "#": "%23"}
+
+
+def _split(url: str) -> tuple[str, str | None, str]:
+    """(``scheme://``, user-info or None, the rest): user-info runs to the last ``@``.
+
+    With no ``@``, a ``user:secret`` where ``host:port`` belongs (a port that is no
+    number: the host was left out) is user-info too.
+    """
+    scheme, sep, rest = url.partition("://")
+    at = rest.rfind("@")
+    if at >= 0:
+        return scheme + sep, rest[:at], rest[at:]
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    port = rest[:end].rpartition(":")[2] if ":" in rest[:end] else ""
+    if port and not port.isdigit() and not rest.startswith("["):
+        return scheme + sep, rest[:end], rest[end:]
+    return scheme + sep, None, rest
+
+
+def _params(rest: str) -> tuple[str, list[str]]:
+    """(what comes before the query, the query's ``&``-separated items)."""
+    head, question, query = rest.partition("?")
+    return head, query.split("&") if question else []
+
+
+def _is_secret(item: str) -> bool:
+    # libpq decodes a parameter's name too: ``pass%77ord=`` is a password.
+    return unquote(item.partition("=")[0]).strip().lower() in _SECRET_PARAMS
+
+
+def _is_parameter(item: str) -> bool:
+    name, equals, value = item.partition("=")
+    return bool(equals) and "=" not in value and name.replace("_", "a").isalnum()
+
+
+def _mask_params(items: list[str]) -> tuple[list[str], list[str]]:
+    """(the items with each password masked, the passwords): a password runs on over
+    the ``&`` pieces after it that are no ``name=value`` (an unencoded ``&`` in it)."""
+    shown: list[str] = []
+    found: list[str] = []
+    in_secret = False
+    for item in items:
+        if _is_secret(item):
+            shown.append(f"{item.partition('=')[0]}={_MASK}")
+            found.append(item.partition("=")[2])
+            in_secret = True
+        elif in_secret and not _is_parameter(item):
+            found[-1] += "&" + item
+        else:
+            shown.append(item)
+            in_secret = False
+    return shown, found
 
 
 def redact_url(url: str) -> str:
-    """The URL with every password (user-info or ``?password=``) replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if parts.password is not None:
-            host = netloc.rsplit("@", 1)[-1]
-            netloc = f"{parts.username or ''}:***@{host}"
-    except ValueError:  # not parseable (a broken IPv6 host): mask by pattern instead
-        masked = re.sub(r"(://[^/@]*?:)[^/@]*@", r"\1***@", url)
-        return re.sub(r"((?:ssl)?password=)[^&#]*", r"\1***", masked, flags=re.IGNORECASE)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    if any(k.lower() in _SECRET_PARAMS for k, _ in query):
-        safe = [(k, "***" if k.lower() in _SECRET_PARAMS else v) for k, v in query]
-        parts = parts._replace(query=urlencode(safe, quote_via=quote, safe="*"))
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The URL with every password (user-info or ``?password=``) replaced by ``***``.
+
+    A SQLite path or ``sqlite://`` URL, which holds no password, comes back as it is.
+    """
+    scheme, userinfo, rest = _split(url)
+    if not scheme.endswith("://") or scheme.lower() == "sqlite://":
+        return url
+    if userinfo is not None:
+        user, colon, _ = userinfo.partition(":")
+        rest = f"{user}:{_MASK}{rest}" if colon else userinfo + rest
+    head, items = _params(rest)
+    if not items:
+        return scheme + rest
+    return f"{scheme}{head}?{'&'.join(_mask_params(items)[0])}"
+
+
+def url_secrets(url: str) -> list[str]:
+    """Every password the URL holds, as written and decoded, longest first."""
+    _, userinfo, rest = _split(url)
+    found = []
+    if userinfo is not None and ":" in userinfo:
+        found.append(userinfo.partition(":")[2])
+    found += _mask_params(_params(rest)[1])[1]
+    both = {s for raw in found for s in (raw, unquote(raw)) if s}
+    return sorted(both, key=len, reverse=True)
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (a driver's message, which may echo the URL) with the URL's passwords masked."""
+    for secret in url_secrets(url):
+        text = text.replace(secret, _MASK)
+    return text
+
+
+def _malformation(url: str) -> str | None:
+    """What makes libpq or ``urllib`` misread the URL (None: nothing)."""
+    if any(c.isspace() for c in url):
+        return "has a space in it; write a space as %20"
+    for at, char in enumerate(url):
+        if char == "%" and not (len(url) > at + 2 and set(url[at + 1 : at + 3]) <= _HEX):
+            return "has a '%' that is not followed by two hex digits; write a '%' as %25"
+    _, userinfo, rest = _split(url)
+    if any(item.count("=") != 1 for item in _params(rest)[1] if item):
+        # libpq names the parameter it cannot read: a piece of a password after a '&'.
+        return "has a parameter that is not one name=value; percent-encode & as %26 and = as %3D"
+    bad = sorted({c for c in userinfo or "" if c in _NEEDS_ENCODING})
+    if bad:
+        codes = ", ".join(f"{c} as {_NEEDS_ENCODING[c]}" for c in bad)
+        return (
+            f"has {' '.join(repr(c) for c in bad)} in its user name or password (before "
+            f"its last '@'), which hides where its host starts; percent-encode {codes}"
+        )
+    return None
 
 
 def check_url(url: str) -> None:
-    """Refuse a URL ``urlsplit`` cannot read, naming it without its password."""
-    try:
-        urlsplit(url).port  # noqa: B018 (parses host and port: a bad IPv6 host raises)
-    except ValueError as exc:
+    """Refuse a PostgreSQL URL libpq or ``urlsplit`` would misread, naming it masked."""
+    problem = _malformation(url)
+    if problem is None:
+        try:
+            urlsplit(url).port  # noqa: B018 (parses host and port: a bad IPv6 host raises)
+        except ValueError as exc:
+            problem = f"is not valid ({scrub(str(exc), url)})"
+    if problem is not None:
         raise UsageError(
-            f"the database URL {redact_url(url)} is not valid ({exc}); write it as "
-            "postgresql://user:password@host:port/dbname"
+            f"the database URL {redact_url(url)} {problem} "
+            "(postgresql://user:password@host:port/dbname)"
         ) from None
 
 
@@ -50,19 +155,14 @@ def url_without_credentials(url: str) -> str | None:
         import os  # absolute: the child may run in another directory (--cwd)
 
         return url if url.startswith("sqlite:") else os.path.abspath(url)
-    try:
-        parts = urlsplit(url)
-        host = parts.netloc.rsplit("@", 1)[-1]
-        user = parts.netloc.rsplit("@", 1)[0].split(":", 1)[0] if "@" in parts.netloc else ""
-        query = [
-            (k, v)
-            for k, v in parse_qsl(parts.query, keep_blank_values=True)
-            if k.lower() not in _SECRET_PARAMS
-        ]
-        netloc = f"{user}@{host}" if user else host
-        return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, quote_via=quote)))
-    except ValueError:
+    if _malformation(url) is not None:
         return None
+    scheme, userinfo, rest = _split(url)
+    user = (userinfo or "").partition(":")[0]
+    rest = user + rest if user else rest.removeprefix("@")
+    head, items = _params(rest)
+    kept = [i for i in _mask_params(items)[0] if not _is_secret(i)]
+    return f"{scheme}{head}?{'&'.join(kept)}" if kept else scheme + head
 
 
 def url_password(url: str) -> str | None:
