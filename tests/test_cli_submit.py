@@ -58,8 +58,8 @@ def all_runs(db_url: str) -> list[str]:
 
 def one_clean_line(stderr: str, starts: str) -> None:
     assert "Traceback" not in stderr, stderr
-    lines = stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(starts), stderr
+    assert len(stderr.splitlines()) == 1, stderr
+    assert stderr.startswith(starts), stderr
 
 
 @pytest.fixture
@@ -82,9 +82,10 @@ def env(lirun_home: Path) -> dict[str, str]:
 def _stale_queue_schema(url: str) -> None:
     """The queue schema as another procrastinate minor version left it (refused)."""
     schema = url.rsplit("schema=", 1)[1]
+    queue = f'"{schema}_queue"'
     admin_execute(
-        f'CREATE SCHEMA "{schema}_queue"; CREATE TABLE "{schema}_queue".procrastinate_jobs (id int);'
-        f"COMMENT ON SCHEMA \"{schema}_queue\" IS 'procrastinate 0.1.0'"
+        f"CREATE SCHEMA {queue}; CREATE TABLE {queue}.procrastinate_jobs (id int);"
+        f"COMMENT ON SCHEMA {queue} IS 'procrastinate 0.1.0'"
     )
 
 
@@ -110,7 +111,8 @@ def test_a_submit_whose_queue_offer_fails_exits_0_with_the_id(
         took = time.monotonic() - began
     assert done.returncode == 0, done.stderr
     run = json.loads(done.stdout)
-    assert run["schema"] == "lirun.schedule_run/1" and run["status"] == "queued"
+    assert run["schema"] == "lirun.schedule_run/1"
+    assert run["status"] == "queued"
     one_clean_line(done.stderr, f"li: warning: run {run['id']} is queued, but the workers")
     assert says in done.stderr
     assert all_runs(pg_url) == [run["id"]]
@@ -198,7 +200,8 @@ def test_a_retried_keyed_submit_returns_the_first_run(
     assert keyed_runs(db_url, "build-1234") == [run["id"]]
     assert all_runs(db_url) == [run["id"]]
     other = li(li_env, "submit", "--key", "build-1235", "--", "run", "make", "nightly")
-    assert other.returncode == 0 and other.stdout.strip() != run["id"]
+    assert other.returncode == 0
+    assert other.stdout.strip() != run["id"]
 
 
 @pytest.mark.parametrize(
@@ -280,7 +283,8 @@ def test_a_submit_racing_an_uncommitted_holder_of_its_key_returns_its_run(
         env=li_env, cwd=tmp_path, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
     )  # fmt: skip
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
         racer = _popen(li_env, ["submit", "--key", "held-key", "--", "run", "true"], tmp_path)
         time.sleep(1.0)  # the racer is blocked on the holder's transaction
         assert racer.poll() is None, racer.communicate()
@@ -324,7 +328,8 @@ def test_submit_help_documents_the_key_and_the_exit_codes(env: dict[str, str]) -
     done = li(env, "submit", "--help")
     assert done.returncode == 0, done.stderr
     text = done.stdout
-    assert "--key KEY" in text and "idempotency key" in text
+    assert "--key KEY" in text
+    assert "idempotency key" in text
     assert "exit codes:" in text.lower() or "exit status" in text.lower(), text
     assert "Once the run is stored nothing turns" in text
     assert "a bad\n       --key" in text or "a bad --key" in " ".join(text.split())
