@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from lirun.cli.common import add_db_option, make_parser, print_json
+from lirun.cli.common import add_db_option, make_parser, print_json, warn
 from lirun.errors import UsageError
 from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import make_policies
 from lirun.schedules.registry import current_actor
-from lirun.schedules.submit import submit
+from lirun.schedules.submit import check_key, submit_once
 from lirun.settings import Settings
 from lirun.store import open_store
 
 EXIT_CODES = """\
-  0    queued; its id is on stdout (li wait ID: exit 0 when it completed)
-  2    usage error: no or an invalid ACTION (said on stderr with an example), or the
-       database could not be opened or written"""
+  0    queued (with --key: or queued before under that key); its id is on stdout
+       (li wait ID: exit 0 when it completed). Once the run is stored nothing turns
+       this into a failure: a worker that could not be told at once is a warning on
+       stderr, and a worker finds the run within seconds anyway
+  2    usage error: no or an invalid ACTION (said on stderr with an example), a bad
+       --key, or a --key given before to another action; or the database could not be
+       opened or written: nothing was queued (if the link broke during the commit
+       itself the run may be stored: a retry with the same --key tells)"""
 
 DESCRIPTION = """\
 Queue one run of ACTION (a schedule run with no schedule) and print its id; a worker
@@ -25,7 +30,12 @@ Queue one run of ACTION (a schedule run with no schedule) and print its id; a wo
 
 --start-deadline, --retries and --notify are those of li schedule add, for this run.
 
-  id=$(li submit -- run make nightly) && li wait "$id"
+--key KEY makes retrying safe: the run is stored with KEY (unique across schedule runs,
+kept for good), and a submit with a KEY already stored queues nothing and prints that
+run's id (saying so on stderr), also when two such submits race. The same KEY with
+another ACTION or other options is refused (exit 2). KEY: 1 to 200 printable characters.
+
+  id=$(li submit --key "nightly-$(date +%F)" -- run make nightly) && li wait "$id"
 """
 
 
@@ -35,10 +45,14 @@ def main(argv: list[str], settings: Settings) -> int:
     )
     parser = make_parser("li submit", DESCRIPTION, EXIT_CODES)
     parser.usage = (
-        "li submit [--start-deadline DUR] [--retries N] [--notify CMD] [--db URL] [--json] "
-        "-- ACTION ..."
+        "li submit [--key KEY] [--start-deadline DUR] [--retries N] [--notify CMD] [--db URL] "
+        "[--json] -- ACTION ..."
     )
     parser.add_argument("--json", action="store_true", help="the queued run as JSON")
+    parser.add_argument(
+        "--key", metavar="KEY",
+        help="idempotency key: a second submit with KEY returns the first run's id",
+    )  # fmt: skip
     parser.add_argument(
         "--start-deadline", metavar="DURATION",
         help="not started by then: failed, schedule.failed.start_deadline (default 1h)",
@@ -57,10 +71,17 @@ def main(argv: list[str], settings: Settings) -> int:
     raw = {"start_deadline": args.start_deadline, "retries": args.retries, "notify": args.notify}
     policies = make_policies(raw, None)
     action = parse_action(words)
+    key = None if args.key is None else check_key(args.key)
     store = open_store(args.db)
     try:
-        row = submit(store, action, actor=current_actor(), policies=policies)
+        run, created = submit_once(store, action, key=key, actor=current_actor(), policies=policies)
     finally:
         store.close()
-    print_json(row.as_dict(), schema="lirun.schedule_run/1") if args.json else print(row.id)
+    if not created:
+        warn(
+            "li submit",
+            f"run {run.id} ({run.status}) was submitted before with --key {key!r}; "
+            "nothing new was queued",
+        )
+    print_json(run.as_dict(), schema="lirun.schedule_run/1") if args.json else print(run.id)
     return 0

@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import importlib.metadata
 import json
+import logging
 import os
 import socket
 import threading
@@ -51,6 +52,7 @@ from typing import Any
 
 import procrastinate
 import psycopg
+import psycopg_pool
 from procrastinate import exceptions as pexc
 from procrastinate.manager import get_channel_for_queues
 from procrastinate.schema import SchemaManager
@@ -78,6 +80,9 @@ LISTEN_RETRY_SECONDS = 0.5
 LISTEN_CHECK_SECONDS = 5.0
 # How often a worker looks for stalled jobs and for queued runs that have no job.
 RECONCILE_SECONDS = 10.0
+# How long ``enqueue`` waits for its first queue connection (psycopg_pool's default is
+# 30 s): a submit whose run is committed must not hang on the queue it only wakes.
+DEFER_CONNECT_SECONDS = 5.0
 # A handle that raised is tried again (it is harmless: the compare-and-set guards it).
 JOB_ATTEMPTS = 5
 JOB_RETRY_WAIT = 2
@@ -235,6 +240,21 @@ def _brief(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[0]}" if first else type(exc).__name__
 
 
+_POOL_LOG = logging.getLogger("psycopg.pool")
+
+
+class _QuietPool(logging.Filter):
+    """Drops what the pool named ``pool_name`` logs (a line per failed connection try):
+    ``enqueue`` says in one exception what went wrong."""
+
+    def __init__(self, pool_name: str) -> None:
+        super().__init__()
+        self.pool_name = pool_name
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.args, tuple) and self.pool_name in record.args)
+
+
 class ProcrastinateTransport:
     """The transport of the ``Transport`` protocol on procrastinate (see the module)."""
 
@@ -260,6 +280,8 @@ class ProcrastinateTransport:
         self._schema_ready = False
         self._lock = threading.Lock()
         self._defer_app: procrastinate.App | None = None
+        self._defer_pool: psycopg_pool.ConnectionPool | None = None
+        self._quiet = _QuietPool(f"lirun-enqueue-{id(self):x}")
         self._closed = False
 
     # -- enqueue ----------------------------------------------------------------------
@@ -274,10 +296,23 @@ class ProcrastinateTransport:
         self._ensure_schema()
         with self._lock:
             if self._defer_app is None:
-                connector = procrastinate.SyncPsycopgConnector(
-                    conninfo=self.conninfo, min_size=1, max_size=2
-                )
-                self._defer_app = procrastinate.App(connector=connector).open()
+                pool = psycopg_pool.ConnectionPool(
+                    self.conninfo, min_size=1, max_size=2, open=False,
+                    check=psycopg_pool.ConnectionPool.check_connection,
+                    name=self._quiet.pool_name,
+                )  # fmt: skip
+                _POOL_LOG.addFilter(self._quiet)
+                try:
+                    pool.open(wait=True, timeout=DEFER_CONNECT_SECONDS)  # closes it on timeout
+                except psycopg_pool.PoolTimeout:
+                    _POOL_LOG.removeFilter(self._quiet)
+                    raise DatabaseConnectionLostError(
+                        f"no connection to the queue schema {self.queue_schema} within "
+                        f"{DEFER_CONNECT_SECONDS:g}s"
+                    ) from None
+                # procrastinate uses a pool it is given as it is, and leaves it to us to close
+                app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
+                self._defer_app, self._defer_pool = app.open(pool), pool
             return self._defer_app
 
     def enqueue(self, run_id: str) -> None:
@@ -422,9 +457,13 @@ class ProcrastinateTransport:
     def close(self) -> None:
         with self._lock:
             app, self._defer_app = self._defer_app, None
+            pool, self._defer_pool = self._defer_pool, None
             self._closed = True
         if app is not None:
             app.close()
+        if pool is not None:
+            pool.close()
+            _POOL_LOG.removeFilter(self._quiet)
 
 
 async def _until(coro: Coroutine[Any, Any, Any], stop: threading.Event) -> bool:

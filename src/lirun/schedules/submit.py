@@ -1,11 +1,23 @@
 """Queue one run now: ``li submit -- ACTION`` (no schedule) and ``li schedule fire NAME``.
 
-Both insert a queued schedule run with no due time (unique by its id) and hand it to
-the store's transport, so an idle worker starts it at once.
+Both insert a queued schedule run with no due time (unique by its id) and then offer it to
+the store's transport, so an idle worker starts it at once. Once the row is committed the
+run is queued, whatever follows: an offer that fails (the queue's database link lost, its
+schema unreadable) is one warning, and a worker finds the run anyway (its transport polls
+the table, or its periodic sweep offers queued runs that have no queue job).
+
+``li submit --key KEY`` keeps KEY with the run (unique across schedule runs): submitting
+the same action with the same key again returns the first run instead of a second one.
 """
 
 from __future__ import annotations
 
+import json
+import unicodedata
+from typing import NamedTuple
+
+from lirun.errors import ConflictError, UsageError
+from lirun.logs import get_logger
 from lirun.schedules import registry
 from lirun.schedules.actions import Action
 from lirun.schedules.definition import Policies
@@ -13,13 +25,91 @@ from lirun.schedules.transport import transport_for
 from lirun.store import Store
 from lirun.store.rows import ScheduleRunRow
 
+log = get_logger(__name__)
+
+# An idempotency key names a piece of work in a script (a ticket, a commit, a date): a
+# short line of printable text, so it can be shown and typed back.
+KEY_MAX_CHARS = 200
+
+
+class Submission(NamedTuple):
+    """What ``submit_once`` queued: the run, and whether this call made it (False: the run
+    that already held the key was returned and nothing was queued)."""
+
+    run: ScheduleRunRow
+    created: bool
+
+
+def check_key(key: str) -> str:
+    """``key`` if it can be an idempotency key; UsageError (exit 2) for an empty one, one
+    longer than KEY_MAX_CHARS, or one with control, format or unassigned characters
+    (invisible text, or bytes that are not valid UTF-8, which a retry could not repeat)."""
+    if not key:
+        raise UsageError("--key is empty; give a short text naming the work, e.g. --key build-1234")
+    if len(key) > KEY_MAX_CHARS:
+        raise UsageError(f"--key is {len(key)} characters long; give at most {KEY_MAX_CHARS}")
+    bad = next((c for c in key if unicodedata.category(c).startswith("C")), None)
+    if bad is not None:
+        raise UsageError(
+            f"--key {key!r} has the unprintable character {bad!r}; give printable text only"
+        )
+    return key
+
 
 def _offer(store: Store, run_id: str) -> None:
-    transport = transport_for(store)
+    """Tell the workers about the committed run ``run_id`` at once (best effort)."""
     try:
-        transport.enqueue(run_id)
-    finally:
-        transport.close()
+        transport = transport_for(store)
+        try:
+            transport.enqueue(run_id)
+        finally:
+            transport.close()
+    except Exception as exc:  # the run is committed: a failed wake-up only delays its start
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        log.warning(
+            f"run {run_id} is queued, but the workers could not be told at once ({first}); "
+            "a worker finds it by its periodic look at the queued runs",
+            extra={"event": "queue.offer_failed", "run_id": run_id},
+        )
+
+
+def _same_action(run: ScheduleRunRow, action_kind: str, stored: dict[str, object]) -> bool:
+    # compared as stored (JSON: tuples are lists, keys sorted)
+    return run.action_kind == action_kind and run.action_json == json.loads(json.dumps(stored))
+
+
+def submit_once(
+    store: Store,
+    action: Action,
+    *,
+    key: str | None = None,
+    actor: str | None = None,
+    policies: Policies | None = None,
+) -> Submission:
+    """Queue ``action`` as an ad-hoc run (a schedule run with no schedule). ``policies``
+    (``--start-deadline``, ``--retries``, ``--notify``) are kept with the run's action,
+    so its retries carry them too. With ``key``, a run that already holds it is returned
+    (created False) if it has the same action and policies, and ConflictError (exit 2)
+    if not; nothing is queued either way."""
+    stored = action.to_dict()
+    if policies is not None and policies != Policies():
+        stored["policies"] = policies.to_dict()
+    run, created = store.schedules.insert_keyed_run(
+        action_kind=action.kind,
+        action=stored,
+        key=None if key is None else check_key(key),
+        source="user",
+        actor=actor,
+    )
+    if not created:
+        if not _same_action(run, action.kind, stored):
+            raise ConflictError(
+                f"--key {key!r} was given to run {run.id} with another action or other "
+                "options; nothing was queued: use a new key for different work"
+            )
+        return Submission(run, False)
+    _offer(store, run.id)
+    return Submission(run, True)
 
 
 def submit(
@@ -29,17 +119,8 @@ def submit(
     actor: str | None = None,
     policies: Policies | None = None,
 ) -> ScheduleRunRow:
-    """Queue ``action`` as an ad-hoc run (a schedule run with no schedule). ``policies``
-    (``--start-deadline``, ``--retries``, ``--notify``) are kept with the run's action,
-    so its retries carry them too."""
-    stored = action.to_dict()
-    if policies is not None and policies != Policies():
-        stored["policies"] = policies.to_dict()
-    row = store.schedules.insert_queued_run(
-        action_kind=action.kind, action=stored, source="user", actor=actor
-    )
-    _offer(store, row.id)
-    return row
+    """Queue ``action`` as a new ad-hoc run (``submit_once`` without a key)."""
+    return submit_once(store, action, actor=actor, policies=policies).run
 
 
 def fire_now(store: Store, name: str, *, actor: str | None = None) -> ScheduleRunRow:

@@ -286,7 +286,41 @@ class Schedules(Repository):
         """A queued run with its first history row: ``li submit`` (``action``, no
         schedule), ``li schedule fire`` (a schedule, no due time) or a retry. A retry of
         a due-time run goes through ``insert_due_run`` instead (its unique key)."""
+        run, _created = self.insert_keyed_run(
+            action_kind=action_kind,
+            action=action,
+            schedule_id=schedule_id,
+            attempt=attempt,
+            retry_of=retry_of,
+            due_at=due_at,
+            reason_summary=reason_summary,
+            source=source,
+            actor=actor,
+        )
+        return run
+
+    def insert_keyed_run(
+        self,
+        *,
+        action_kind: str,
+        action: Mapping[str, Any] | None = None,
+        key: str | None = None,
+        schedule_id: str | None = None,
+        attempt: int = 1,
+        retry_of: str | None = None,
+        due_at: int | None = None,
+        reason_summary: str = "",
+        source: str = "user",
+        actor: str | None = None,
+    ) -> tuple[ScheduleRunRow, bool]:
+        """``insert_queued_run`` with an idempotency ``key`` (``li submit --key``): (the
+        run, True) when this call queued it; (the run that already holds ``key``, False)
+        when another call did, whether it committed earlier or raced this one (the unique
+        key decides; nothing is written then). The row is read back inside the same
+        transaction, so once it is committed nothing more is asked of the database."""
         require_text(action_kind=action_kind)
+        if key is not None:
+            require_text(key=key)
         policy = policy_for("schedule_run")
         reason = "schedule.queued.created"
         validate_reason(reason, policy.entity_type, "queued")
@@ -302,17 +336,20 @@ class Schedules(Repository):
             "retry_of": retry_of,
             "reason_code": reason,
             "reason_summary": reason_summary,
+            "idempotency_key": key,
             "now": now,
         }
+        table = policy.table
         with self.connector.write() as tx:
-            tx.execute(self.sql("insert_queued_run"), params)
+            if tx.execute(self.sql("insert_queued_run"), params) == 0:
+                held = tx.query(self.sql("run_with_key"), {"idempotency_key": key})
+                return ScheduleRunRow.from_row(decode_row(held[0])), False
             entry = HistoryEntry(
                 run_id, None, "queued", reason, reason_summary, source=source, actor=actor
             )
             self.store.append_transition(tx, policy, entry, now)
-        created = self.get_run(run_id)
-        assert created is not None
-        return created
+            made = tx.query(self.sql("get_row", table=table), {"id": run_id})
+        return ScheduleRunRow.from_row(decode_row(made[0])), True
 
     def queue_retry(self, run: ScheduleRunRow) -> ScheduleRunRow | None:
         """Attempt n+1 of ``run``, linked by ``retry_of``: a due-time run's through the

@@ -107,6 +107,7 @@ class ScheduleRunRow(NamedTuple):
     heartbeat_at: float | None
     show_id: str | None
     action_json: Any
+    idempotency_key: str | None  # li submit --key (migration 0011)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ScheduleRunRow:

@@ -45,12 +45,19 @@ SELECT * FROM schedule_runs WHERE retry_of = :id ORDER BY created_at, id
 
 -- name: insert_queued_run
 -- A run with no due time (li submit, li schedule fire, a retry of one): unique by its id.
+-- A `li submit --key` run is unique by its key too: a second insert with the key (a
+-- retried submit, or one racing it) inserts nothing, waiting for the first to commit or
+-- roll back, and the caller reads the run that holds the key (run_with_key).
 INSERT INTO schedule_runs
     (id, schedule_id, action_kind, action_json, attempt, due_at, retry_of, status,
-     status_reason_code, status_reason_summary, created_at, updated_at)
+     status_reason_code, status_reason_summary, idempotency_key, created_at, updated_at)
 VALUES
     (:id, :schedule_id, :action_kind, :action_json, :attempt, :due_at, :retry_of, 'queued',
-     :reason_code, :reason_summary, :now, :now)
+     :reason_code, :reason_summary, :idempotency_key, :now, :now)
+ON CONFLICT (idempotency_key) DO NOTHING
+
+-- name: run_with_key
+SELECT * FROM schedule_runs WHERE idempotency_key = :idempotency_key
 
 -- name: link_run
 -- What the run produced, linked before the action starts so a reaper can find it.
