@@ -125,6 +125,7 @@ class RecentScheduleRunRow(NamedTuple):
     heartbeat_at: float | None
     show_id: str | None
     action_json: Any
+    lease_epoch: int
     cost_usd: float | None
     rn: int
 
@@ -165,6 +166,7 @@ class ScheduleRunUsageRow(NamedTuple):
     heartbeat_at: float | None
     show_id: str | None
     action_json: Any
+    lease_epoch: int
     cost_usd: float | None
     input_tokens: int | None
     output_tokens: int | None

@@ -17,6 +17,17 @@ UPDATE workers SET heartbeat_at = :now WHERE id = :id AND stopped_at IS NULL
 UPDATE schedule_runs SET lease_expires_at = :expires, heartbeat_at = :now
  WHERE worker_id = :worker_id AND status = 'running'
 
+-- name: lease_of_run
+-- What `li lease check` judges a fence by: the run's status, its claim's epoch and its
+-- lease, with the database's own clock (db_now, epoch seconds) to judge the expiry by.
+SELECT status, status_reason_code, lease_epoch, lease_expires_at, worker_id,
+       (julianday('now') - 2440587.5) * 86400.0 AS db_now
+  FROM schedule_runs WHERE id = :id
+
+-- name: retry_of_run
+-- The run that retries :id, if one was queued (what a taken-over run's fence names).
+SELECT id, status FROM schedule_runs WHERE retry_of = :id ORDER BY created_at, id LIMIT 1
+
 -- name: stop_worker
 UPDATE workers SET stopped_at = :now, heartbeat_at = :now WHERE id = :id
 
@@ -43,10 +54,10 @@ SELECT * FROM schedule_runs
 -- A run with no due time (li submit, li schedule fire, a retry of one): unique by its id.
 INSERT INTO schedule_runs
     (id, schedule_id, action_kind, action_json, attempt, due_at, retry_of, status,
-     status_reason_code, status_reason_summary, created_at, updated_at)
+     status_reason_code, status_reason_summary, created_at, updated_at, lease_epoch)
 VALUES
     (:id, :schedule_id, :action_kind, :action_json, :attempt, :due_at, :retry_of, 'queued',
-     :reason_code, :reason_summary, :now, :now)
+     :reason_code, :reason_summary, :now, :now, :lease_epoch)
 
 -- name: link_run
 -- What the run produced, linked before the action starts so a reaper can find it.
