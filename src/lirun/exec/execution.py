@@ -207,20 +207,24 @@ class _Execution:
     def _supervise(self, leg: Leg, trap: SignalTrap) -> LegOutcome:
         if trap.signal_name is not None:  # stopped before the child started
             return leg.judge(None, trap.signal_name)
+        settings = settings_of(self.request)
         result: ProcessResult = supervise(
             leg.argv,
             stdout=leg.stdout,
             stderr=leg.stderr,
             limits=self.request.limits,
             cwd=self.request.cwd,
-            env={**child_env(self.run, db_url=self.store.url), **self.request.env},
+            env={
+                **child_env(self.run, db_url=self.store.url, fence=settings.fence),
+                **self.request.env,
+            },
             stdin=leg.stdin if leg.stdin is not None else self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,
             on_spawn=self.on_spawn,
             progress=leg.stream_progress(),
             note_dir=self.run.state_root,
-            settings=settings_of(self.request),
+            settings=settings,
         )
         return leg.judge(result, result.signal_name)
 
