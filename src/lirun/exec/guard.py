@@ -11,8 +11,8 @@ write end of a pipe to the guard's stdin and sends it one JSON line per message:
   ``leader`` once the child's pid is known; ``unwatch`` when the run ended. So there is no
   moment at which a run's processes exist and its guard does not know them.
 - ``renew`` after each renewal of a lease the owner holds: the ``CLOCK_MONOTONIC`` time
-  (system-wide on Linux, the owner's ``time.monotonic()``) by which the next must come;
-  ``release`` when the owner gave the lease up itself.
+  (system-wide on Linux, the owner's ``time.monotonic()``) by which the next must come,
+  and when the renewal's write began; ``release`` when the owner gave the lease up itself.
 
 The guard acts on two events:
 
@@ -26,6 +26,16 @@ The guard acts on two events:
   owner's process tree, and again on every tick until a renewal arrives (nothing runs
   under a lapsed lease). While a lease is held it looks at the owner's tree every
   ``SNAPSHOT_SECONDS``, so descendants re-parented away are still found.
+
+The deadline is the first thing it looks at on every wake-up. ``CLOCK_MONOTONIC`` runs on
+while a process is stopped or frozen, so a guard frozen together with its owner (a whole
+container paused, a frozen pod, a stalled VM: the guard cannot act while it is frozen
+too) finds the deadline past the moment it is thawed, and kills before anything else:
+the runs' cgroups and groups at once, then what its last look saw, then the rest once it
+has looked again. Only what the owner already wrote is read first (never waited for),
+and a renewal there spares the work only if its write began before the deadline: one
+that began after it (the owner thawed with its guard and renewed at once) means the
+lease lapsed in between, and another owner may have the work by now.
 
 A guard that cannot start leaves the parent-death signal of the child as the only
 safeguard (and the reaper's SIGTERM of the group) and the owner's own ``Fence.lost()``.
@@ -49,7 +59,7 @@ from typing import Any
 from lirun import platform
 from lirun.exec import owner_tree
 from lirun.exec.cgroup import RunCgroup
-from lirun.exec.containment import kill_run_tree
+from lirun.exec.containment import kill_run_tree, strike_run
 from lirun.exec.descendants import add_helper
 from lirun.liveness import OWNER_DEATH_NOTE
 from lirun.platform import PLATFORM_ENV
@@ -238,14 +248,15 @@ def unwatch(mark: str) -> None:
             _tell({"op": "unwatch", "mark": mark})
 
 
-def renew(lease: int, deadline: float) -> None:
+def renew(lease: int, deadline: float, began: float | None = None) -> None:
     """Lease ``lease`` is the owner's until monotonic ``deadline``: past it with no renewal,
-    the guard kills the owner's work."""
+    the guard kills the owner's work. ``began``: when the renewal's write began (a renewal
+    that began after the last deadline does not undo the lapse)."""
     if _off():
         return
     with _lock:
         _leases[lease] = deadline
-        _tell({"op": "renew", "lease": lease, "deadline": deadline})
+        _tell({"op": "renew", "lease": lease, "deadline": deadline, "began": began})
 
 
 def release(lease: int) -> None:
@@ -281,6 +292,7 @@ class _Watch:
         self.runs: dict[str, dict[str, Any]] = {}
         self.leases: dict[int, float] = {}
         self.fired = False
+        self.missed = False  # a renewal began after its lease's deadline: it lapsed meanwhile
         self.remembered: owner_tree.Seen = {}
         self.looked = 0.0
         self.groups: set[int] = set()
@@ -306,14 +318,31 @@ class _Watch:
         elif op == "renew":
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 lease, deadline = int(message["lease"]), float(message["deadline"])
+                began, before = message.get("began"), self.leases.get(lease)
+                if before is not None and began is not None and float(began) >= before:
+                    self.missed = True  # nothing renewed it from its deadline until `began`
                 # Renewals only move a deadline later (two threads may send out of order).
-                self.leases[lease] = max(deadline, self.leases.get(lease, deadline))
+                self.leases[lease] = max(deadline, before if before is not None else deadline)
         elif op == "release":
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 self.leases.pop(int(message["lease"]), None)
 
     def deadline(self) -> float | None:
         return min(self.leases.values()) if self.leases else None
+
+    def lapsed(self, now: float) -> bool:
+        """A lease's deadline passed (or passed between two renewals): kill."""
+        deadline = self.deadline()
+        return self.missed or (deadline is not None and now >= deadline)
+
+    def wait(self, now: float) -> float | None:
+        """How long the next select may sleep: never past a deadline or a look."""
+        deadline = self.deadline()
+        if deadline is None:
+            return None  # no lease: nothing to do but wait for the owner
+        if self.fired:
+            return owner_tree.KILL_TICK_SECONDS  # lapsed: kill again, without spinning
+        return max(0.0, min(owner_tree.SNAPSHOT_SECONDS, deadline - now))
 
     def look(self) -> None:
         """Remember the owner's tree now (pids with start times, the groups they lead)."""
@@ -340,22 +369,28 @@ class _Watch:
     def kill_tree(self) -> None:
         owner_tree.kill_tree(self.owner, self.remembered, self.groups)
 
+    def fire(self) -> None:
+        """The lease lapsed: kill the owner's work, the quickest kills first (a thawed
+        copy runs again the moment it is scheduled)."""
+        for run in self.runs.values():
+            leader = run.get("leader")
+            strike_run(int(leader) if leader else None, run.get("cgroup"))
+        owner_tree.strike(self.groups)
+        self.look()
+        self.kill_runs(note=False, wait=0.2)
+        self.kill_tree()
+        self.fired, self.missed = True, False
+
 
 def serve(owner: int, source: int) -> None:
     """The guard's loop over the owner's pipe ``source`` (see the module)."""
     state = _Watch(owner)
     buffer = b""
     while True:
-        deadline = state.deadline()
-        wait: float | None = None  # no lease: nothing to do but wait for the owner
-        if deadline is not None:
-            wait = (
-                owner_tree.KILL_TICK_SECONDS  # lapsed: kill again, without spinning
-                if state.fired
-                else max(0.0, min(owner_tree.SNAPSHOT_SECONDS, deadline - time.monotonic()))
-            )
-        ready, _, _ = select.select([source], [], [], wait)
-        if ready:
+        ready, _, _ = select.select([source], [], [], state.wait(time.monotonic()))
+        # First, on every wake-up (a thaw too), the deadline; before it only what the
+        # owner already wrote is read, which may hold a renewal begun before it.
+        if ready or (state.lapsed(time.monotonic()) and _pending(source)):
             chunk = os.read(source, 65536)
             if not chunk:
                 # The owner is gone: nothing supervises its work any more.
@@ -367,26 +402,22 @@ def serve(owner: int, source: int) -> None:
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
                 state.apply(line)
+        now = time.monotonic()
+        if state.lapsed(now):
             deadline = state.deadline()
-            if deadline is None:
-                state.fired = False
-                continue
-            if deadline > time.monotonic():
-                state.fired = False
-        elif deadline is not None and time.monotonic() >= deadline:
-            # About to kill: a renewal written meanwhile must win over a stale deadline.
-            pending, _, _ = select.select([source], [], [], 0)
-            if pending:
-                continue
-        if deadline is None:
+            state.fire()
+            # A lapse between two renewals is killed once; a passed deadline until renewed.
+            state.fired = deadline is not None and now >= deadline
             continue
-        lapsed = time.monotonic() >= deadline
-        if lapsed or time.monotonic() - state.looked >= owner_tree.SNAPSHOT_SECONDS:
+        state.fired = False
+        if state.leases and now - state.looked >= owner_tree.SNAPSHOT_SECONDS:
             state.look()  # not at every message: a flow's legs come and go in bursts
-        if lapsed:
-            state.kill_runs(note=False, wait=0.2)
-            state.kill_tree()
-            state.fired = True
+
+
+def _pending(source: int) -> bool:
+    """Something the owner wrote waits in the pipe (looked at, never waited for)."""
+    ready, _, _ = select.select([source], [], [], 0)
+    return bool(ready)
 
 
 def main() -> None:
