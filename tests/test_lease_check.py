@@ -197,3 +197,20 @@ def test_a_workers_run_gets_its_fence_and_it_checks_0_until_the_run_is_taken_ove
         until(lambda: status_is(store, second, "completed"), what="the second run to end")
         ended = check(env, "--fence", (there / "fence").read_text())
         assert (ended.returncode, ended.stdout.split(":")[0]) == (1, "run ended")
+
+
+def test_a_flow_run_by_a_worker_gives_each_leg_the_runs_fence(
+    store: Store, li_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {k: v for k, v in li_env.items() if k != "LIRUN_FENCE"}
+    flow = tmp_path / "fenced.yaml"
+    legs = [
+        f"  - id: {leg}\n    run: [sh, -c, 'echo $LIRUN_FENCE > {leg}.fence']\n" for leg in "ab"
+    ]
+    flow.write_text("legs:\n" + "".join(legs))
+    with workers(env, tmp_path):
+        run = submit(store, parse_action(["flow", str(flow)], base=str(tmp_path)))
+        until(lambda: status_is(store, run.id, "completed", "failed"), what="the flow's run")
+    assert status_is(store, run.id, "completed")
+    for leg in "ab":
+        assert (tmp_path / f"{leg}.fence").read_text().strip() == fence_token.token(run.id, 1)
