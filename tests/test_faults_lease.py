@@ -280,19 +280,20 @@ THAW_BOUND = 1.0
 EFFECTS = ("effect", "end")  # what the work commits (the ledger's FENCED_PROGRAM)
 
 
-def whole_freeze_round(rnd: Round, mode: str) -> None:
-    """Two workers (lease 4 s) on SQLite, each in a cgroup of its own with its guard and
-    its work; 0.3 to 1.5 s into a 7 s piece of work (one retry) the cgroup of the worker
-    running it is frozen whole (``cgroup.freeze``: nothing in it runs, its guard neither)
-    until the other worker has taken the run over and started the retry, and 0.2 to 1.5 s
-    longer; then thawed. The work commits an ``effect`` after each tick and its ``end``,
-    ``fenced``: only after `li lease check` said 0. Figures: how long the old copy ran
-    after the thaw (``after_thaw_ms``), its effects after the takeover, the checks that
-    stopped it. Unfenced (the control) the old copy's effects after the takeover are only
-    counted: it commits whatever it reaches before the thawed guard's kill lands."""
+def whole_freeze_round(rnd: Round, mode: str, url: str | None = None) -> None:
+    """Two workers (lease 4 s) on SQLite (or ``url``), each in a cgroup of its own with
+    its guard and its work; 0.3 to 1.5 s into a 7 s piece of work (one retry) the cgroup
+    of the worker running it is frozen whole (``cgroup.freeze``: nothing in it runs, its
+    guard neither) until the other worker has taken the run over and started the retry,
+    and 0.2 to 1.5 s longer; then thawed. The work commits an ``effect`` after each tick
+    and its ``end``, ``fenced``: only after `li lease check` said 0. Figures: how long the
+    old copy ran after the thaw (``after_thaw_ms``), its effects after the takeover, the
+    checks that stopped it. Unfenced (the control) the old copy's effects after the
+    takeover are only counted: it commits whatever it reaches before the thawed guard's
+    kill lands."""
     from support.freezer import freezer
 
-    url = str(rnd.workdir / "state.db")
+    url = url or str(rnd.workdir / "state.db")
     env = fault_env(rnd.workdir / "home", url)
     program = write_fenced_program(rnd.workdir)
     ledger = rnd.workdir / "ledger.txt"
@@ -393,6 +394,20 @@ def test_lease_whole_freeze(tmp_path: Path) -> None:
         "lease_whole_freeze[sqlite]",
         lambda rnd: whole_freeze_round(rnd, "fenced"),
         tmp_path,
+        parallel=2,
+    )
+
+
+@pytest.mark.postgres
+def test_lease_whole_freeze_postgres(pg_cluster: PgCluster, tmp_path: Path) -> None:
+    """The fenced whole freeze on PostgreSQL (its queue transport, `li lease check` over
+    a connection), a schema per round. Fewer rounds (a quarter)."""
+    skip_without_freezer()
+    run_rounds(
+        "lease_whole_freeze[postgres]",
+        lambda rnd: whole_freeze_round(rnd, "fenced", pg_cluster.new_url()),
+        tmp_path,
+        rounds=max(1, ROUNDS // 4),
         parallel=2,
     )
 
