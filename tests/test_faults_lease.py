@@ -394,7 +394,7 @@ def test_lease_whole_freeze(tmp_path: Path) -> None:
         "lease_whole_freeze[sqlite]",
         lambda rnd: whole_freeze_round(rnd, "fenced"),
         tmp_path,
-        parallel=2,
+        parallel=4,
     )
 
 
