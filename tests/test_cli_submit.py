@@ -263,7 +263,7 @@ params = {
     "action_json": to_json(parse_action(["run", "true"]).to_dict(), "action"),
     "attempt": 1, "due_at": None, "retry_of": None,
     "reason_code": "schedule.queued.created", "reason_summary": "",
-    "idempotency_key": sys.argv[2], "now": time.time(),
+    "idempotency_key": sys.argv[2], "now": time.time(), "lease_epoch": 0,
 }
 with store.connector.write() as tx:
     assert tx.execute(store.sql("insert_queued_run"), params) == 1

@@ -17,8 +17,9 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from support.faultkit import (
     Escaped,
     Lost,
     Lying,
+    Overlap,
     Round,
     TracebackSeen,
     describe,
@@ -50,7 +52,15 @@ from support.faultkit import (
     run_rounds,
     tail,
 )
-from support.ledgerkit import check_no_overlap, work_argv, write_program
+from support.freezer import unavailable as freezer_unavailable
+from support.ledgerkit import (
+    check_no_overlap,
+    copies,
+    entries,
+    work_argv,
+    write_fenced_program,
+    write_program,
+)
 from support.pgcluster import PgCluster
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
@@ -66,18 +76,24 @@ STOPPED_BY_LEASE = {LAPSED, "schedule.cancelled.lease_lost"}
 
 @contextmanager
 def running_workers(
-    workdir: Path, tag: str, env: dict[str, str], count: int
+    workdir: Path,
+    tag: str,
+    env: dict[str, str],
+    count: int,
+    wrap: Callable[[int, list[str]], list[str]] | None = None,
 ) -> Iterator[list[Any]]:
     """``count`` ``li worker --lease LEASE`` processes tagged ``tag``, started and ready,
-    their stderr in ``workdir``; SIGTERM (then SIGKILL) at the end."""
+    their stderr in ``workdir``; SIGTERM (then SIGKILL) at the end. ``wrap(index, argv)``:
+    the argv that starts worker ``index`` (in a cgroup of its own, say)."""
     procs: list[Any] = []
     env = {**env, TAG_VAR: tag}
     try:
         for index in range(count):
             log = workdir / f"worker-{index}.log"
+            argv = li_argv("worker", "--lease", f"{LEASE:g}s", "--grace", "1s")
             with open(log, "wb") as sink:
                 proc = subprocess.Popen(
-                    li_argv("worker", "--lease", f"{LEASE:g}s", "--grace", "1s"),
+                    wrap(index, argv) if wrap is not None else argv,
                     env=env, cwd=workdir, stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=sink,
                 )  # fmt: skip
@@ -144,9 +160,16 @@ def settled(store: Store, firsts: set[str], timeout: float) -> list[dict[str, An
         time.sleep(0.2)
 
 
-def check_runs(rows: list[dict[str, Any]], ledger_of: dict[str, Path], *, may_lapse: bool) -> None:
-    """Each piece of work (a first run and its retries) ran its copies one at a time, was
-    done to its end once, and each run's record is true to its ledger."""
+def check_runs(
+    rows: list[dict[str, Any]],
+    ledger_of: dict[str, Path],
+    *,
+    may_lapse: bool,
+    spans: bool = True,
+) -> None:
+    """Each piece of work (a first run and its retries) ran its copies one at a time
+    (``spans``: the whole-freeze kind checks its side effects instead), was done to its
+    end once, and each run's record is true to its ledger."""
     by_id = {r["id"]: r for r in rows}
     for first_id, ledger in ledger_of.items():
         chain = [by_id[first_id]]
@@ -155,7 +178,7 @@ def check_runs(rows: list[dict[str, Any]], ledger_of: dict[str, Path], *, may_la
             if not nxt:
                 break
             chain.append(nxt[0])
-        found = check_no_overlap(ledger)
+        found = check_no_overlap(ledger) if spans else copies(ledger)
         outcomes = [(r["status"], r.get("status_reason_code")) for r in chain]
         completed = [r for r in chain if r["status"] == "completed"]
         ended = [c for c in found if c.ended]
@@ -243,6 +266,164 @@ def test_lease_freeze(tmp_path: Path) -> None:
             store.close()
 
     run_rounds("lease_freeze[sqlite]", body, tmp_path, parallel=4)
+
+
+# --- a whole worker frozen: the worker, its guard and its work ----------------------------
+
+# How long the work runs (its retry as long); within what time of a check's start its
+# effect must land (a quarter of the lease: no takeover can come sooner, docs/queue.md).
+FREEZE_WORK = 7.0
+EFFECT_BOUND = LEASE / 4
+# The old copy may run this long after the thaw before the guard's kill counts as late:
+# milliseconds are the measure (the figure), a second is a guard that did not look first.
+THAW_BOUND = 1.0
+EFFECTS = ("effect", "end")  # what the work commits (the ledger's FENCED_PROGRAM)
+
+
+def whole_freeze_round(rnd: Round, mode: str, url: str | None = None) -> None:
+    """Two workers (lease 4 s) on SQLite (or ``url``), each in a cgroup of its own with
+    its guard and its work; 0.3 to 1.5 s into a 7 s piece of work (one retry) the cgroup
+    of the worker running it is frozen whole (``cgroup.freeze``: nothing in it runs, its
+    guard neither) until the other worker has taken the run over and started the retry,
+    and 0.2 to 1.5 s longer; then thawed. The work commits an ``effect`` after each tick
+    and its ``end``, ``fenced``: only after `li lease check` said 0. Figures: how long the
+    old copy ran after the thaw (``after_thaw_ms``), its effects after the takeover, the
+    checks that stopped it. Unfenced (the control) the old copy's effects after the
+    takeover are only counted: it commits whatever it reaches before the thawed guard's
+    kill lands."""
+    from support.freezer import freezer
+
+    url = url or str(rnd.workdir / "state.db")
+    env = fault_env(rnd.workdir / "home", url)
+    program = write_fenced_program(rnd.workdir)
+    ledger = rnd.workdir / "ledger.txt"
+    store = open_store(url)
+    with freezer(f"w0-{rnd.index}") as first, freezer(f"w1-{rnd.index}") as second:
+        groups = [first, second]
+        try:
+            with running_workers(
+                rnd.workdir, rnd.tag, env, 2, wrap=lambda i, argv: groups[i].argv(argv)
+            ) as procs:
+                argv = [sys.executable, str(program), str(ledger), f"{FREEZE_WORK:g}"]
+                action = parse_action(
+                    ["run", *argv, mode, f"{EFFECT_BOUND:g}"], base=str(rnd.workdir)
+                )
+                run = submit(store, action, policies=make_policies({"retries": 1}, None))
+                _, owner = owner_of(ledger)
+                group = next(g for g in groups if owner in g.pids())
+                time.sleep(rnd.rng.uniform(0.3, 1.5))
+                frozen_at = group.freeze()
+                took_over = retry_started(ledger, 30.0)
+                if took_over:
+                    time.sleep(rnd.rng.uniform(0.2, 1.5))
+                thawed = group.thaw()
+                rnd.note(f"froze worker-{groups.index(group)} {thawed - frozen_at:.1f}s")
+                rows = settled(store, {run.id}, 60)
+                try:
+                    if mode == "fenced" or not took_over:
+                        check_runs(rows, {run.id: ledger}, may_lapse=True, spans=not took_over)
+                except AssertionError as exc:
+                    raise type(exc)(f"{exc}; workers: {logs(procs)}") from None
+            if took_over:
+                judge_thaw(rnd, ledger, rows, run.id, thawed, fenced=mode == "fenced")
+            else:
+                # The frozen worker held SQLite's write lock: nobody could take over, and
+                # the ledger's spans show no overlap (check_runs checked them).
+                rnd.note("no takeover during the freeze")
+            check_escaped(rnd)
+        finally:
+            store.close()
+
+
+def skip_without_freezer() -> None:
+    why = freezer_unavailable()
+    if why is not None:
+        pytest.skip(f"cgroup v2 freezer: {why}")
+
+
+def retry_started(ledger: Path, timeout: float) -> bool:
+    """Until a second copy of the work started (the retry, on the other worker)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len({pid for word, pid, _ in entries(ledger) if word == "start"}) >= 2:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def judge_thaw(
+    rnd: Round, ledger: Path, rows: list[dict[str, Any]], first: str, thawed: float, *, fenced: bool
+) -> None:
+    """The figures of a thaw after a takeover, and its invariants: the old copy stopped
+    within ``THAW_BOUND`` of the thaw, and (fenced) no effect of it after the takeover."""
+    lines = entries(ledger)
+    old = lines[0][1]
+    ended = next(float(r["ended_at"]) for r in rows if r["id"] == first)
+    retry = min(at for word, pid, at in lines if word == "start" and pid != old)
+    ran = [at for _, pid, at in lines if pid == old and at >= thawed]
+    late = [at for word, pid, at in lines if pid == old and word in EFFECTS and at >= ended]
+    stopped = [
+        word
+        for word, pid, at in lines
+        if pid == old and word in ("fenced", "late") and at >= thawed
+    ]
+    after = (max(ran) - thawed) * 1000 if ran else 0.0
+    rnd.figure("after_thaw_ms", round(after, 1))
+    rnd.figure("effects_after_takeover", len(late))
+    rnd.figure("fenced", len(stopped))
+    rnd.note(
+        f"old copy ran {after:.1f} ms after the thaw, {retry - thawed:+.2f}s from the retry's start"
+    )
+    if not fenced:
+        return
+    if after > THAW_BOUND * 1000:
+        raise Overlap(f"the old copy ran {after:.0f} ms after the thaw (its guard was late)")
+    if late:
+        raise Overlap(
+            f"the old copy committed {len(late)} effect(s) after the takeover at {ended:.3f}: "
+            f"{[f'{at:.3f}' for at in late]}"
+        )
+
+
+def test_lease_whole_freeze(tmp_path: Path) -> None:
+    """A whole worker frozen past the takeover (see ``whole_freeze_round``), its work
+    fenced: no effect of the old copy lands after the takeover, and the guard kills it
+    within milliseconds of the thaw."""
+    skip_without_freezer()
+    run_rounds(
+        "lease_whole_freeze[sqlite]",
+        lambda rnd: whole_freeze_round(rnd, "fenced"),
+        tmp_path,
+        parallel=4,
+    )
+
+
+@pytest.mark.postgres
+def test_lease_whole_freeze_postgres(pg_cluster: PgCluster, tmp_path: Path) -> None:
+    """The fenced whole freeze on PostgreSQL (its queue transport, `li lease check` over
+    a connection), a schema per round. Fewer rounds (a quarter)."""
+    skip_without_freezer()
+    run_rounds(
+        "lease_whole_freeze[postgres]",
+        lambda rnd: whole_freeze_round(rnd, "fenced", pg_cluster.new_url()),
+        tmp_path,
+        rounds=max(1, ROUNDS // 4),
+        parallel=2,
+    )
+
+
+def test_lease_whole_freeze_unfenced(tmp_path: Path) -> None:
+    """The control: the same freeze, the work not checking its fence. Its effects after
+    the takeover are counted (``effects_after_takeover``), not failed on: the guard,
+    frozen too, cannot stop the copy before it runs again. Fewer rounds (a quarter)."""
+    skip_without_freezer()
+    run_rounds(
+        "lease_whole_freeze_unfenced[sqlite]",
+        lambda rnd: whole_freeze_round(rnd, "unfenced"),
+        tmp_path,
+        rounds=max(1, ROUNDS // 4),
+        parallel=2,
+    )
 
 
 # --- the database goes away ---------------------------------------------------------------

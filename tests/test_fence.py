@@ -5,6 +5,7 @@ killed at once; an owner that says ``bye`` leaves it alone. The owner is a real 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -362,3 +363,75 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+# --- a whole owner frozen with its guard -----------------------------------------------------
+
+# An owner whose work is a watched run (its own session) writing a line every 5 ms, and
+# which renews every 0.1 s: thawed, it renews at once, as a worker's heartbeat does.
+WHOLE = """\
+import subprocess, sys, time
+from lirun.exec import guard
+from lirun.exec.fence import Fence
+
+lease, ledger, code = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+fence = Fence(lease).start()
+guard.watch("whole-freeze", None, None)
+work = subprocess.Popen([sys.executable, "-c", code, ledger], start_new_session=True)
+guard.started("whole-freeze", work.pid, None)
+print("ready", flush=True)
+while True:
+    fence.renewed(time.monotonic())
+    time.sleep(0.1)
+"""
+WRITER = """\
+import sys, time
+while True:
+    with open(sys.argv[1], "a") as ledger:
+        ledger.write(f"{time.time():.4f}\\n")
+    time.sleep(0.005)
+"""
+
+
+def test_a_guard_frozen_with_its_owner_kills_the_work_the_moment_it_is_thawed(
+    tmp_path: Path,
+) -> None:
+    """Owner, guard and work frozen together (a cgroup's freezer) past the deadline: the
+    guard cannot act while frozen, but thawed it kills first (CLOCK_MONOTONIC ran on),
+    even though the owner, thawed too, renews at once: a renewal begun after the
+    deadline does not undo the lapse. The work writes for milliseconds after the thaw."""
+    from support.freezer import freezer, unavailable
+
+    why = unavailable()
+    if why is not None:
+        pytest.skip(f"cgroup v2 freezer: {why}")
+    after: list[float] = []
+    for index in range(3):
+        ledger = tmp_path / f"ledger-{index}"
+        with freezer("guard") as group:
+            argv = group.argv([sys.executable, "-c", WHOLE, "2", str(ledger), WRITER])
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+            try:
+                _read(proc, "ready")
+                time.sleep(0.3 + 0.1 * index)
+                group.freeze()
+                time.sleep(2.5)  # past the deadline (1.5 s after the last renewal)
+                thawed = group.thaw()
+                time.sleep(1.0)
+                last = float(ledger.read_text().split()[-1])
+                assert not _writing(group.pids()), f"round {index}: the work runs on after the thaw"
+                after.append(last - thawed)
+            finally:
+                proc.kill()
+                proc.wait()
+    assert max(after) < 0.25, [f"{a * 1000:.1f} ms" for a in after]
+
+
+def _writing(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that are the ledger writer of ``WHOLE``."""
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(pid).cmdline()[1:3] == ["-c", WRITER]:
+                found.append(pid)
+    return found

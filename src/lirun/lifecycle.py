@@ -103,6 +103,7 @@ POLICIES: dict[str, EntityPolicy] = {
                 {"started_at", "ended_at", "attempt", "exit_code"}
                 # what a worker writes with a status change (migration 0008)
                 | {"worker_id", "lease_expires_at", "heartbeat_at"}
+                | {"lease_epoch"}  # the claim's fence (migration 0012)
                 | {"session_id", "invocation_id", "show_id"}
             ),
             ended_column="ended_at",  # its exit_code is the action's own: the caller's

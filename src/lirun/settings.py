@@ -11,9 +11,10 @@ defaults: ``execute()`` then reads ``Settings.from_env()`` once, for the run.
 Two kinds of ``LIRUN_*`` variable are not settings and stay environment variables: those
 lirun *sets* for the processes it starts (``LIRUN_ARTIFACT_DIR``, ``LIRUN_PARENT_RUN_ID``,
 ``LIRUN_TEAM``, ``LIRUN_MEMBER``, ``LIRUN_TREE``, ``LIRUN_DB_URL`` for a child, the
-``--notify`` fields), and ``LIRUN_HOME`` / ``LIRUN_DB_URL`` as the `li wait` / `li status`
-fast path reads them (``paths.py``: no ``dataclasses`` import on that path). The table of
-them all is docs/configuration.md.
+``--notify`` fields; ``LIRUN_FENCE`` is both: a worker sets it for its run's work,
+`li lease check` reads it), and ``LIRUN_HOME`` / ``LIRUN_DB_URL`` as the `li wait` /
+`li status` fast path reads them (``paths.py``: no ``dataclasses`` import on that path).
+The table of them all is docs/configuration.md.
 
 Not on the fast path: ``dataclasses`` costs `li wait` start-up time.
 """
@@ -32,6 +33,9 @@ HEARTBEAT_ENV = "LIRUN_HEARTBEAT_INTERVAL"
 WRITE_RETRY_ENV = "LIRUN_WRITE_RETRY_SECONDS"
 CGROUP_ENV = "LIRUN_CGROUP"
 GUARD_ENV = "LIRUN_GUARD"
+# The fence of the lease a worker's run holds (``<run id>:<epoch>``): set by the worker
+# for the work it starts, read by `li lease check` (docs/queue.md).
+FENCE_ENV = "LIRUN_FENCE"
 RUN_ID_ENV_VARS = ("LIRUN_RUN_ID", "LIONAGI_RUN_ID")
 PROVIDER_BIN_ENV = {"claude": "LIRUN_CLAUDE_BIN", "codex": "LIRUN_CODEX_BIN"}
 
@@ -60,6 +64,7 @@ class Settings:
     ui_token: str | None = None  # --token > LIRUN_UI_TOKEN
     member: str | None = None  # --from / --as > LIRUN_MEMBER (set by a team's owner)
     parent_run_id: str | None = None  # LIRUN_PARENT_RUN_ID (set by a supervising li)
+    fence: str | None = None  # --fence > LIRUN_FENCE (set by a worker for its run's work)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -83,6 +88,7 @@ class Settings:
             ui_token=text("LIRUN_UI_TOKEN"),
             member=text("LIRUN_MEMBER"),
             parent_run_id=text("LIRUN_PARENT_RUN_ID"),
+            fence=text(FENCE_ENV),
         )
 
     def with_flags(self, **flags: Any) -> Settings:

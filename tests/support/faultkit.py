@@ -6,7 +6,8 @@ A round that breaks an invariant does not stop its kind: every round runs, then 
 fails listing the bad rounds with the seed that reproduces them. The per-kind lines
 (``<kind>: rounds=N ok=N lost=N lying=N overlap=N escaped=N hung=N traceback=N``) are
 printed at the end of the session by ``pytest_terminal_summary``, so they show even with
-``-q``.
+``-q``. A kind that measures something (``Round.figure``) has its figures on its line
+too, each as ``name=median/max`` over the rounds that measured it.
 
 Loaded as a plugin by ``conftest.py``.
 """
@@ -48,6 +49,7 @@ WAIT_EXIT_CODES = frozenset({0, 1, 2, 3})
 # The summary line's counters, in order: a round counts once in each category it broke.
 CATEGORIES = ("rounds", "ok", "lost", "lying", "overlap", "escaped", "hung", "traceback")
 _SUMMARY: dict[str, dict[str, int]] = {}
+_FIGURES: dict[str, str] = {}
 _SUMMARY_LOCK = threading.Lock()
 
 
@@ -97,9 +99,14 @@ class Round:
     workdir: Path
     problems: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    figures: dict[str, float] = field(default_factory=dict)
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+    def figure(self, name: str, value: float) -> None:
+        """A measure of this round, summed up over the rounds on the kind's line."""
+        self.figures[name] = value
 
     def fail(self, category: str, text: str) -> None:
         self.problems.append((category, text))
@@ -163,6 +170,7 @@ def run_rounds(
             counts[category] = counts.get(category, 0) + 1
     with _SUMMARY_LOCK:
         _SUMMARY[kind] = counts
+        _FIGURES[kind] = figures_text(done)
     bad = [r for r in done if r.problems]
     if bad:
         lines = [
@@ -176,7 +184,22 @@ def run_rounds(
 
 
 def summary_line(kind: str, counts: Mapping[str, int]) -> str:
-    return f"{kind}: " + " ".join(f"{name}={counts.get(name, 0)}" for name in CATEGORIES)
+    line = f"{kind}: " + " ".join(f"{name}={counts.get(name, 0)}" for name in CATEGORIES)
+    return f"{line} {_FIGURES[kind]}" if _FIGURES.get(kind) else line
+
+
+def figures_text(done: Iterable[Round]) -> str:
+    """``name=median/max`` of each figure the rounds measured, with how many measured it."""
+    values: dict[str, list[float]] = {}
+    for rnd in done:
+        for name, value in rnd.figures.items():
+            values.setdefault(name, []).append(value)
+    parts = []
+    for name, seen in sorted(values.items()):
+        seen.sort()
+        middle = (seen[(len(seen) - 1) // 2] + seen[len(seen) // 2]) / 2
+        parts.append(f"{name}={middle:g}/{seen[-1]:g}(n={len(seen)})")
+    return " ".join(parts)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

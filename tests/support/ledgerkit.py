@@ -36,6 +36,45 @@ line("end")
 """
 
 
+# The same work with side effects: after each tick an ``effect`` line, and the ``end``,
+# the things that must not happen after another copy took over. ``fenced``: each only
+# after `li lease check` said 0 (its fence is current) and within ``bound`` seconds of
+# when the check began (CLOCK_MONOTONIC runs on through a freeze, so a copy frozen
+# between the check and the commit checks again, after a ``late`` line); a copy told 1
+# writes ``fenced`` and stops. ``unfenced``: each at once.
+FENCED_PROGRAM = f"""\
+import os, subprocess, sys, time
+path, seconds, mode, bound = sys.argv[1], float(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+pid = f"{{os.getpid()}}.{{os.urandom(4).hex()}}"
+check = [sys.executable, "-m", "lirun", "lease", "check", "--quiet"]
+
+def line(word):
+    with open(path, "a") as handle:
+        handle.write(f"{{word}} {{pid}} {{time.time():.3f}}\\n")
+
+def commit(word):
+    while mode == "fenced":
+        began = time.monotonic()
+        code = subprocess.call(check)
+        if code == 1:
+            line("fenced")
+            sys.exit(3)
+        if code == 0 and time.monotonic() - began <= bound:
+            break
+        line("late")
+        time.sleep({TICK})
+    line(word)
+
+line("start")
+until = time.monotonic() + seconds
+while time.monotonic() < until:
+    time.sleep({TICK})
+    line("tick")
+    commit("effect")
+commit("end")
+"""
+
+
 @dataclass
 class Copy:
     pid: str  # the copy's pid and a random suffix (two hosts may reuse a pid)
@@ -48,6 +87,22 @@ def write_program(where: Path) -> Path:
     path = where / "ledger_work.py"
     path.write_text(PROGRAM)
     return path
+
+
+def write_fenced_program(where: Path) -> Path:
+    path = where / "ledger_work_fenced.py"
+    path.write_text(FENCED_PROGRAM)
+    return path
+
+
+def entries(ledger: Path) -> list[tuple[str, str, float]]:
+    """Every whole line of the ledger: (word, copy, time)."""
+    found = []
+    for raw in ledger.read_text().splitlines() if ledger.exists() else []:
+        parts = raw.split()
+        if len(parts) == 3:
+            found.append((parts[0], parts[1], float(parts[2])))
+    return found
 
 
 def work_argv(program: Path, ledger: Path, seconds: float) -> list[str]:

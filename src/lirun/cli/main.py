@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "worker": ("lirun.cli.worker", "fire due schedules and run queued work; li worker status"),
     "team": ("lirun.cli.team", "teams: a shared inbox for agents working side by side"),
     "submit": ("lirun.cli.submit", "queue one run for the workers: li submit -- ACTION ..."),
+    "lease": ("lirun.cli.lease", "li lease check: may this work still commit a side effect"),
     "ui": ("lirun.cli.ui", "the live web dashboard (extra `ui`): runs, flows, shows, schedules"),
     "metrics": ("lirun.cli.metrics", "the record as Prometheus metrics, printed once"),
     "schema": ("lirun.cli.schema", "the JSON Schemas of the --json outputs: li schema [NAME]"),

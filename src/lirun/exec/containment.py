@@ -40,6 +40,7 @@ __all__ = [
     "new_mark",
     "running_trees",
     "session_members",
+    "strike_run",
 ]
 
 # Set in every supervised child's environment (inherited by what it starts): the run's mark.
@@ -131,6 +132,16 @@ def _kill_all(pids: Iterable[int]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+
+
+def strike_run(leader: int | None, cgroup: str | os.PathLike[str] | None) -> None:
+    """SIGKILL one run's cgroup and process group at once, before anything is listed
+    (:func:`kill_run_tree` then finds and kills the rest, with the evidence)."""
+    if cgroup is not None and Path(cgroup).is_dir():
+        RunCgroup(Path(cgroup)).kill()
+    if leader is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(leader, signal.SIGKILL)
 
 
 def kill_run_tree(

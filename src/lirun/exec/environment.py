@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lirun.record.credential import child_url
 from lirun.record.rundir import RUN_ID_ENV_VARS, RunDir
+from lirun.settings import FENCE_ENV
 
 __all__ = ["child_env"]
 
@@ -19,8 +20,11 @@ def child_env(
     *,
     db_url: str | None = None,
     passfile: Path | None = None,
+    fence: str | None = None,
 ) -> dict[str, str]:
-    """The child's environment: where to put deliverables, and which run is its parent.
+    """The child's environment: where to put deliverables, which run is its parent, and
+    the fence of the lease it runs under (``fence``: a worker's run's; else whatever
+    ``LIRUN_FENCE`` it inherits, so work nested in fenced work keeps that fence).
 
     A nested ``li`` must not inherit this run's id, so the run id variables are removed.
     No password reaches the child (an agent must not be able to rewrite its own record
@@ -39,4 +43,6 @@ def child_env(
         env["LIRUN_DB_URL"] = safe
     env["LIRUN_PARENT_RUN_ID"] = run.run_id
     env["LIRUN_ARTIFACT_DIR"] = str(run.artifact_root)
+    if fence:
+        env[FENCE_ENV] = fence
     return env

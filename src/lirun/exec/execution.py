@@ -195,7 +195,8 @@ class _Execution:
         (removed by ``_supervised`` when the legs ended)."""
         if self.request.db_credential and self.passfile is None:
             self.passfile = credential.give(self.run.state_root, self.store.url)
-        env = child_env(self.run, db_url=self.store.url, passfile=self.passfile)
+        fence = settings_of(self.request).fence  # a worker's run's (li lease check)
+        env = child_env(self.run, db_url=self.store.url, passfile=self.passfile, fence=fence)
         return {**env, **self.request.env}
 
     def run_leg(self, trap: SignalTrap, *, continuation: bool) -> LegOutcome:

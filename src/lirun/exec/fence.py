@@ -69,7 +69,9 @@ class Fence:
             self.lease - self.margin
         )
         self.armed = True
-        guard.renew(self.id, self.deadline)  # a guard that cannot start: lost() still stops
+        began = self.deadline - (self.lease - self.margin)
+        # A guard that cannot start: lost() still stops the work.
+        guard.renew(self.id, self.deadline, began)
         with _active_lock:
             _active.add(self)
         return self
@@ -102,7 +104,7 @@ class Fence:
             self.deadline = max(self.deadline, started + self.lease - self.margin)
             deadline = self.deadline
         if self.armed:
-            guard.renew(self.id, deadline)
+            guard.renew(self.id, deadline, started)
 
     def lost(self) -> bool:
         """Past the deadline (or just back from it): the owner cannot prove its lease is

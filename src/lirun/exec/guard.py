@@ -11,8 +11,8 @@ write end of a pipe to the guard's stdin and sends it one JSON line per message:
   ``leader`` once the child's pid is known; ``unwatch`` when the run ended. So there is no
   moment at which a run's processes exist and its guard does not know them.
 - ``renew`` after each renewal of a lease the owner holds: the ``CLOCK_MONOTONIC`` time
-  (system-wide on Linux, the owner's ``time.monotonic()``) by which the next must come;
-  ``release`` when the owner gave the lease up itself.
+  (system-wide on Linux, the owner's ``time.monotonic()``) by which the next must come,
+  and when the renewal's write began; ``release`` when the owner gave the lease up itself.
 
 The guard acts on two events:
 
@@ -25,11 +25,21 @@ The guard acts on two events:
   killed too (``owner_tree``).
 - **A lease's deadline passed with no renewal**: it kills the watched runs' trees and the
   owner's process tree, and again on every tick until a renewal arrives (nothing runs
-  under a lapsed lease). Before its first kill it looks whether each run's child still
-  runs and leaves the note ``lease_note.NOTE_NAME`` saying so, so the run's record says
-  whether the guard stopped the work or the work had ended by itself. While a lease is
-  held it looks at the owner's tree every ``SNAPSHOT_SECONDS``, so descendants
+  under a lapsed lease). Before it sends anything it looks whether each run's child
+  still runs and leaves the note ``lease_note.NOTE_NAME`` saying so, so the run's record
+  says whether the guard stopped the work or the work had ended by itself. While a lease
+  is held it looks at the owner's tree every ``SNAPSHOT_SECONDS``, so descendants
   re-parented away are still found.
+
+The deadline is the first thing it looks at on every wake-up. ``CLOCK_MONOTONIC`` runs on
+while a process is stopped or frozen, so a guard frozen together with its owner (a whole
+container paused, a frozen pod, a stalled VM: the guard cannot act while it is frozen
+too) finds the deadline past the moment it is thawed, and kills before anything else:
+the runs' cgroups and groups at once, then what its last look saw, then the rest once it
+has looked again. Only what the owner already wrote is read first (never waited for),
+and a renewal there spares the work only if its write began before the deadline: one
+that began after it (the owner thawed with its guard and renewed at once) means the
+lease lapsed in between, and another owner may have the work by now.
 
 A guard that cannot start leaves the parent-death signal of the child as the only
 safeguard (and the reaper's SIGTERM of the group) and the owner's own ``Fence.lost()``.
@@ -53,7 +63,7 @@ from typing import Any
 from lirun import platform
 from lirun.exec import lease_note, owner_tree
 from lirun.exec.cgroup import RunCgroup
-from lirun.exec.containment import kill_run_tree
+from lirun.exec.containment import kill_run_tree, strike_run
 from lirun.exec.descendants import add_helper
 from lirun.liveness import OWNER_DEATH_NOTE
 from lirun.platform import PLATFORM_ENV
@@ -243,14 +253,15 @@ def unwatch(mark: str) -> None:
             _tell({"op": "unwatch", "mark": mark})
 
 
-def renew(lease: int, deadline: float) -> None:
+def renew(lease: int, deadline: float, began: float | None = None) -> None:
     """Lease ``lease`` is the owner's until monotonic ``deadline``: past it with no renewal,
-    the guard kills the owner's work."""
+    the guard kills the owner's work. ``began``: when the renewal's write began (a renewal
+    that began after the last deadline does not undo the lapse)."""
     if _off():
         return
     with _lock:
         _leases[lease] = deadline
-        _tell({"op": "renew", "lease": lease, "deadline": deadline})
+        _tell({"op": "renew", "lease": lease, "deadline": deadline, "began": began})
 
 
 def release(lease: int) -> None:
@@ -286,6 +297,7 @@ class _Watch:
         self.runs: dict[str, dict[str, Any]] = {}
         self.leases: dict[int, float] = {}
         self.fired = False
+        self.missed = False  # a renewal began after its lease's deadline: it lapsed meanwhile
         self.noted: set[str] = set()  # runs told of the current lapse (lease_note)
         self.remembered: owner_tree.Seen = {}
         self.looked = 0.0
@@ -312,14 +324,31 @@ class _Watch:
         elif op == "renew":
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 lease, deadline = int(message["lease"]), float(message["deadline"])
+                began, before = message.get("began"), self.leases.get(lease)
+                if before is not None and began is not None and float(began) >= before:
+                    self.missed = True  # nothing renewed it from its deadline until `began`
                 # Renewals only move a deadline later (two threads may send out of order).
-                self.leases[lease] = max(deadline, self.leases.get(lease, deadline))
+                self.leases[lease] = max(deadline, before if before is not None else deadline)
         elif op == "release":
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 self.leases.pop(int(message["lease"]), None)
 
     def deadline(self) -> float | None:
         return min(self.leases.values()) if self.leases else None
+
+    def lapsed(self, now: float) -> bool:
+        """A lease's deadline passed (or passed between two renewals): kill."""
+        deadline = self.deadline()
+        return self.missed or (deadline is not None and now >= deadline)
+
+    def wait(self, now: float) -> float | None:
+        """How long the next select may sleep: never past a deadline or a look."""
+        deadline = self.deadline()
+        if deadline is None:
+            return None  # no lease: nothing to do but wait for the owner
+        if self.fired:
+            return owner_tree.KILL_TICK_SECONDS  # lapsed: kill again, without spinning
+        return max(0.0, min(owner_tree.SNAPSHOT_SECONDS, deadline - now))
 
     def look(self) -> None:
         """Remember the owner's tree now (pids with start times, the groups they lead)."""
@@ -331,23 +360,9 @@ class _Watch:
         self.groups = (self.groups | {table[p][1] for p in self.remembered}) & alive
         self.groups -= self.own_groups
 
-    def kill_runs(self, *, note: bool, wait: float, lapsed_at: float | None = None) -> None:
-        """Kill every watched run's tree. ``note``: the owner died (``owner_died.json``);
-        ``lapsed_at``: the lease's deadline (monotonic) passed; each run is told once per
-        lapse, at its first kill (a run watched after the lapse began too)."""
+    def kill_runs(self, *, note: bool, wait: float) -> None:
         for mark, run in list(self.runs.items()):
             leader = run.get("leader")
-            if lapsed_at is not None and run.get("note_dir") and mark not in self.noted:
-                # Before anything is sent (the owner reads the note once the child is
-                # gone): had the child already ended by itself?
-                self.noted.add(mark)
-                now = time.time()
-                seen = lease_note.LeaseNote(
-                    at=now,
-                    lapsed_at=now - (time.monotonic() - lapsed_at),
-                    leader_ended=leader is not None and not platform.alive(int(leader)),
-                )
-                lease_note.write(str(run["note_dir"]), seen)
             entry = kill_run_tree(
                 int(leader) if leader else None, run.get("cgroup"), mark=mark, wait=wait
             )
@@ -362,22 +377,46 @@ class _Watch:
     def kill_tree(self) -> None:
         owner_tree.kill_tree(self.owner, self.remembered, self.groups)
 
+    def note_lapse(self, lapsed_at: float) -> None:
+        """Before anything is sent (the owner reads the note once its child is gone):
+        tell each run not yet told of this lapse whether its child had already ended by
+        itself. ``lapsed_at``: the deadline that passed (monotonic)."""
+        for mark, run in self.runs.items():
+            if mark in self.noted or not run.get("note_dir"):
+                continue
+            self.noted.add(mark)
+            leader = run.get("leader")
+            now = time.time()
+            seen = lease_note.LeaseNote(
+                at=now,
+                lapsed_at=now - (time.monotonic() - lapsed_at),
+                leader_ended=leader is not None and not platform.alive(int(leader)),
+            )
+            lease_note.write(str(run["note_dir"]), seen)
+
+    def fire(self, lapsed_at: float) -> None:
+        """The lease lapsed: kill the owner's work, the quickest kills first (a thawed
+        copy runs again the moment it is scheduled), each run told of it first."""
+        self.note_lapse(lapsed_at)
+        for run in self.runs.values():
+            leader = run.get("leader")
+            strike_run(int(leader) if leader else None, run.get("cgroup"))
+        owner_tree.strike(self.groups)
+        self.look()
+        self.kill_runs(note=False, wait=0.2)
+        self.kill_tree()
+        self.fired, self.missed = True, False
+
 
 def serve(owner: int, source: int) -> None:
     """The guard's loop over the owner's pipe ``source`` (see the module)."""
     state = _Watch(owner)
     buffer = b""
     while True:
-        deadline = state.deadline()
-        wait: float | None = None  # no lease: nothing to do but wait for the owner
-        if deadline is not None:
-            wait = (
-                owner_tree.KILL_TICK_SECONDS  # lapsed: kill again, without spinning
-                if state.fired
-                else max(0.0, min(owner_tree.SNAPSHOT_SECONDS, deadline - time.monotonic()))
-            )
-        ready, _, _ = select.select([source], [], [], wait)
-        if ready:
+        ready, _, _ = select.select([source], [], [], state.wait(time.monotonic()))
+        # First, on every wake-up (a thaw too), the deadline; before it only what the
+        # owner already wrote is read, which may hold a renewal begun before it.
+        if ready or (state.lapsed(time.monotonic()) and _pending(source)):
             chunk = os.read(source, 65536)
             if not chunk:
                 # The owner is gone: nothing supervises its work any more.
@@ -389,26 +428,25 @@ def serve(owner: int, source: int) -> None:
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
                 state.apply(line)
+        now = time.monotonic()
+        if state.lapsed(now):
             deadline = state.deadline()
-            if deadline is None or deadline > time.monotonic():
-                state.fired = False  # renewed (or released): a later lapse is a new one
+            state.fire(deadline if deadline is not None and deadline <= now else now)
+            # A lapse between two renewals is killed once; a passed deadline until renewed.
+            state.fired = deadline is not None and now >= deadline
+            if not state.fired:
                 state.noted.clear()
-            if deadline is None:
-                continue
-        elif deadline is not None and time.monotonic() >= deadline:
-            # About to kill: a renewal written meanwhile must win over a stale deadline.
-            pending, _, _ = select.select([source], [], [], 0)
-            if pending:
-                continue
-        if deadline is None:
             continue
-        lapsed = time.monotonic() >= deadline
-        if lapsed or time.monotonic() - state.looked >= owner_tree.SNAPSHOT_SECONDS:
+        state.fired = False
+        state.noted.clear()  # renewed: a later lapse is a new one
+        if state.leases and now - state.looked >= owner_tree.SNAPSHOT_SECONDS:
             state.look()  # not at every message: a flow's legs come and go in bursts
-        if lapsed:
-            state.kill_runs(note=False, wait=0.2, lapsed_at=deadline)
-            state.kill_tree()
-            state.fired = True
+
+
+def _pending(source: int) -> bool:
+    """Something the owner wrote waits in the pipe (looked at, never waited for)."""
+    ready, _, _ = select.select([source], [], [], 0)
+    return bool(ready)
 
 
 def main() -> None:

@@ -74,3 +74,11 @@ def kill_tree(root: int, remembered: Seen, groups: set[int]) -> int:
                 os.killpg(group, signal.SIGKILL)
         time.sleep(0.02)
     return len(killed)
+
+
+def strike(groups: set[int]) -> None:
+    """SIGKILL the process groups the owner's descendants were seen to lead, before the
+    process table is read again (``kill_tree`` then finds the rest)."""
+    for group in groups:
+        with contextlib.suppress(OSError):
+            os.killpg(group, signal.SIGKILL)

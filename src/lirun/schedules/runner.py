@@ -39,6 +39,7 @@ from lirun.reasons import describe
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
 from lirun.record.retention_rules import RetentionPolicy
 from lirun.record.rundir import new_run_id
+from lirun.schedules import fence_token
 from lirun.schedules.actions import Action, sha256_of
 from lirun.schedules.correct import correct_inferred_end
 from lirun.schedules.definition import Policies
@@ -284,6 +285,7 @@ class Runner:
     def _dispatch(self, store: Store, run_id: str, action: Action, trap: SignalTrap) -> Outcome:
         url = self.config.db_url
         stopping = lambda: self.stop_reason if self.stopping is not None else None  # noqa: E731
+        settings = self._settings_of(store, run_id)
         if action.kind in ("agent", "run"):
             assert action.task is not None
             session_id = new_run_id()
@@ -294,7 +296,7 @@ class Runner:
                 db_url=url,
                 run_id=session_id,
                 metadata={"schedule_run_id": run_id},
-                settings=self.config.settings,
+                settings=settings,
             )
             result = execute(request, store=store, trap=trap)
             summary = _session_summary(store, session_id)
@@ -311,7 +313,7 @@ class Runner:
             spec = load_flow(Path(action.file), cwd=action.cwd)
             invocation_id = new_run_id()
             store.schedules.link_run(run_id, invocation_id=invocation_id)
-            options = FlowOptions(settings=self.config.settings)
+            options = FlowOptions(settings=settings)
             report = run_flow(
                 spec, db_url=url, options=options, invocation_id=invocation_id, stop=trap
             )
@@ -325,7 +327,7 @@ class Runner:
         show = load_show(Path(action.file))
         show_id = new_run_id()
         store.schedules.link_run(run_id, show_id=show_id)
-        show_options = ShowOptions(settings=self.config.settings)
+        show_options = ShowOptions(settings=settings)
         show_report = run_show(show, db_url=url, options=show_options, show_id=show_id, stop=trap)
         status = {"active": "failed", "aborted": "cancelled"}.get(
             show_report.status, show_report.status
@@ -338,6 +340,15 @@ class Runner:
             else ""
         )
         return run_outcome(status, show_report.reason_code, summary, stopped_by=stopping())
+
+    def _settings_of(self, store: Store, run_id: str) -> Settings:
+        """The run's settings: the worker's, with the fence of the claim this worker holds
+        (``LIRUN_FENCE`` of every execution the run starts: ``li lease check``)."""
+        settings = self.config.settings or Settings.from_env()
+        run = store.schedules.get_run(run_id)
+        if run is None or run.worker_id != self.config.worker_id:
+            return settings
+        return settings.with_flags(fence=fence_token.token(run_id, run.lease_epoch))
 
     def _collect_garbage(self, store: Store, run_id: str, action: Action) -> Outcome:
         """The retention policy of a ``gc`` action, applied to this worker's database."""

@@ -192,10 +192,12 @@ class Schedules(Repository):
         reason_summary: str = "",
         source: str = "system",
         actor: str | None = None,
+        lease_epoch: int = 0,
     ) -> ScheduleRunRow | None:
         """The run of ``schedule_id`` for ``due_at`` (epoch seconds) and ``attempt``, with
         its first history row; None when that run exists already (another worker made it).
-        ``status`` may be terminal (``skipped`` for a missed or overlapping due time)."""
+        ``status`` may be terminal (``skipped`` for a missed or overlapping due time).
+        ``lease_epoch``: where its claims count from (a retry: the retried run's)."""
         require_text(schedule_id=schedule_id, action_kind=action_kind)
         if isinstance(due_at, bool) or not isinstance(due_at, int):
             raise ValidationError(f"due_at must be integer epoch seconds, not {due_at!r}")
@@ -216,6 +218,7 @@ class Schedules(Repository):
             "reason_summary": reason_summary,
             "ended_at": now if status in policy.terminal else None,
             "now": now,
+            "lease_epoch": int(lease_epoch),
         }
         with self.connector.write() as tx:
             if tx.execute(self.sql("insert_due_run"), params) != 1:
@@ -282,10 +285,12 @@ class Schedules(Repository):
         reason_summary: str = "",
         source: str = "user",
         actor: str | None = None,
+        lease_epoch: int = 0,
     ) -> ScheduleRunRow:
         """A queued run with its first history row: ``li submit`` (``action``, no
         schedule), ``li schedule fire`` (a schedule, no due time) or a retry. A retry of
-        a due-time run goes through ``insert_due_run`` instead (its unique key)."""
+        a due-time run goes through ``insert_due_run`` instead (its unique key).
+        ``lease_epoch``: where its claims count from (a retry: the retried run's)."""
         run, _created = self.insert_keyed_run(
             action_kind=action_kind,
             action=action,
@@ -296,6 +301,7 @@ class Schedules(Repository):
             reason_summary=reason_summary,
             source=source,
             actor=actor,
+            lease_epoch=lease_epoch,
         )
         return run
 
@@ -312,6 +318,7 @@ class Schedules(Repository):
         reason_summary: str = "",
         source: str = "user",
         actor: str | None = None,
+        lease_epoch: int = 0,
     ) -> tuple[ScheduleRunRow, bool]:
         """``insert_queued_run`` with an idempotency ``key`` (``li submit --key``): (the
         run, True) when this call queued it; (the run that already holds ``key``, False)
@@ -338,6 +345,7 @@ class Schedules(Repository):
             "reason_summary": reason_summary,
             "idempotency_key": key,
             "now": now,
+            "lease_epoch": int(lease_epoch),
         }
         table = policy.table
         with self.connector.write() as tx:
@@ -356,6 +364,9 @@ class Schedules(Repository):
         unique key (None: another writer queued it already), an ad-hoc run's with its
         action (and so its own policies)."""
         attempt = int(run.attempt or 1) + 1
+        # Its claims count on from the retried run's: the fence of the retry's work is
+        # greater than any the retried run's copies hold.
+        epoch = int(run.lease_epoch or 0)
         if run.due_at is not None and run.schedule_id:
             return self.insert_due_run(
                 schedule_id=run.schedule_id,
@@ -363,6 +374,7 @@ class Schedules(Repository):
                 action_kind=run.action_kind,
                 attempt=attempt,
                 retry_of=run.id,
+                lease_epoch=epoch,
             )
         return self.insert_queued_run(
             action_kind=run.action_kind,
@@ -371,11 +383,19 @@ class Schedules(Repository):
             attempt=attempt,
             retry_of=run.id,
             source="system",
+            lease_epoch=epoch,
         )
 
     def claim_run(self, run_id: str, *, worker_id: str, lease_seconds: float) -> bool:
         """``queued → running`` by compare-and-set, taking the lease: True for exactly
-        one caller; the others (a job delivered twice, a second worker) get False."""
+        one caller; the others (a job delivered twice, a second worker) get False. The
+        claim's ``lease_epoch`` is one more than the run's last (so at least 1); the
+        write is guarded by the row's version as read too, so no two claims of a run
+        ever get the same epoch."""
+        run = self.get_run(run_id)
+        if run is None or run.status != "queued":
+            return False
+        epoch = int(run.lease_epoch or 0) + 1
         now = time.time()
         return self.store.update_status(
             "schedule_run",
@@ -384,11 +404,13 @@ class Schedules(Repository):
             reason_code="schedule.running.started",
             source="system",
             expected_statuses={"queued"},
+            expected_updated_at=run.updated_at,
             extra_fields={
                 "started_at": now,
                 "worker_id": worker_id,
                 "lease_expires_at": now + lease_seconds,
                 "heartbeat_at": now,
+                "lease_epoch": epoch,
             },
         )
 

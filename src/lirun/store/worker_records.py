@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from lirun.hints import Any
 from lirun.store.records import new_id
 from lirun.store.repository import Repository
-from lirun.store.rows import WorkerRow
+from lirun.store.rows import RunLeaseRow, WorkerRow
 
 
 class Workers(Repository):
@@ -59,6 +59,18 @@ class Workers(Repository):
                     {"worker_id": worker_id, "now": now, "expires": now + lease_seconds},
                 )
         return alive
+
+    def lease_of(self, run_id: str) -> RunLeaseRow | None:
+        """The lease of schedule run ``run_id`` as the database holds it now, with the
+        database's clock; None when there is no such run."""
+        rows = self.connector.read(self.sql("lease_of_run"), {"id": run_id})
+        if not rows:
+            return None
+        retry = None
+        if rows[0]["status"] != "running":
+            found = self.connector.read(self.sql("retries_of_run"), {"id": run_id})
+            retry = str(found[0]["id"]) if found else None
+        return RunLeaseRow.from_row(rows[0], retry)
 
     def stop(self, worker_id: str) -> None:
         with self.connector.write() as tx:

@@ -37,7 +37,7 @@ from lirun.store.rows.runs import (
     SessionRow,
     TransitionRow,
 )
-from lirun.store.rows.schedules import ScheduleRow, ScheduleRunRow, WorkerRow
+from lirun.store.rows.schedules import RunLeaseRow, ScheduleRow, ScheduleRunRow, WorkerRow
 from lirun.store.rows.shows import PlayRow, ShowListRow, ShowRow
 from lirun.store.rows.teams import (
     InboxMessageRow,
@@ -66,6 +66,7 @@ __all__ = [
     "PlayRow",
     "RecentScheduleRunRow",
     "ResumedRunRow",
+    "RunLeaseRow",
     "RunLineage",
     "RunMembershipRow",
     "RunPageRow",

@@ -126,6 +126,7 @@ class RecentScheduleRunRow(NamedTuple):
     show_id: str | None
     action_json: Any
     idempotency_key: str | None
+    lease_epoch: int
     cost_usd: float | None
     rn: int
 
@@ -167,6 +168,7 @@ class ScheduleRunUsageRow(NamedTuple):
     show_id: str | None
     action_json: Any
     idempotency_key: str | None
+    lease_epoch: int
     cost_usd: float | None
     input_tokens: int | None
     output_tokens: int | None

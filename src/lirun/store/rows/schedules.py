@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from lirun.hints import Any, NamedTuple
 
-__all__ = ["ScheduleRow", "ScheduleRunRow", "WorkerRow"]
+__all__ = ["RunLeaseRow", "ScheduleRow", "ScheduleRunRow", "WorkerRow"]
 
 
 class WorkerRow(NamedTuple):
@@ -108,6 +108,7 @@ class ScheduleRunRow(NamedTuple):
     show_id: str | None
     action_json: Any
     idempotency_key: str | None  # li submit --key (migration 0011)
+    lease_epoch: int  # how many times it was claimed, counted on from the run it retries
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ScheduleRunRow:
@@ -116,4 +117,34 @@ class ScheduleRunRow(NamedTuple):
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict, as the JSON outputs show it."""
+        return self._asdict()
+
+
+class RunLeaseRow(NamedTuple):
+    """A run's lease as ``li lease check`` judges a fence by it: the run's status, the
+    epoch of its claim, its expiry and the database's clock when it was read
+    (``db_now``, epoch seconds), with the run that retries it, if any."""
+
+    status: str
+    status_reason_code: str | None
+    lease_epoch: int
+    lease_expires_at: float | None
+    worker_id: str | None
+    db_now: float
+    retried_by: str | None = None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], retried_by: str | None = None) -> RunLeaseRow:
+        expires = row["lease_expires_at"]
+        return cls(
+            status=str(row["status"]),
+            status_reason_code=row["status_reason_code"],
+            lease_epoch=int(row["lease_epoch"] or 0),
+            lease_expires_at=None if expires is None else float(expires),
+            worker_id=row["worker_id"],
+            db_now=float(row["db_now"]),
+            retried_by=retried_by,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
         return self._asdict()

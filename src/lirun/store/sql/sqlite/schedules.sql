@@ -16,10 +16,10 @@ SELECT * FROM schedules ORDER BY name, created_at
 -- refused by schedule_runs_due_key and inserts nothing (the caller reads 0 rows).
 INSERT INTO schedule_runs
     (id, schedule_id, action_kind, attempt, due_at, retry_of, status, status_reason_code,
-     status_reason_summary, ended_at, created_at, updated_at)
+     status_reason_summary, ended_at, created_at, updated_at, lease_epoch)
 VALUES
     (:id, :schedule_id, :action_kind, :attempt, :due_at, :retry_of, :status, :reason_code,
-     :reason_summary, :ended_at, :now, :now)
+     :reason_summary, :ended_at, :now, :now, :lease_epoch)
 ON CONFLICT (schedule_id, due_at, attempt) DO NOTHING
 
 -- name: list_schedule_runs

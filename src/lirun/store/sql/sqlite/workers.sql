@@ -17,6 +17,13 @@ UPDATE workers SET heartbeat_at = :now WHERE id = :id AND stopped_at IS NULL
 UPDATE schedule_runs SET lease_expires_at = :expires, heartbeat_at = :now
  WHERE worker_id = :worker_id AND status = 'running'
 
+-- name: lease_of_run
+-- What `li lease check` judges a fence by: the run's status, its claim's epoch and its
+-- lease, with the database's own clock (db_now, epoch seconds) to judge the expiry by.
+SELECT status, status_reason_code, lease_epoch, lease_expires_at, worker_id,
+       (julianday('now') - 2440587.5) * 86400.0 AS db_now
+  FROM schedule_runs WHERE id = :id
+
 -- name: stop_worker
 UPDATE workers SET stopped_at = :now, heartbeat_at = :now WHERE id = :id
 
@@ -50,10 +57,11 @@ SELECT * FROM schedule_runs WHERE retry_of = :id ORDER BY created_at, id
 -- roll back, and the caller reads the run that holds the key (run_with_key).
 INSERT INTO schedule_runs
     (id, schedule_id, action_kind, action_json, attempt, due_at, retry_of, status,
-     status_reason_code, status_reason_summary, idempotency_key, created_at, updated_at)
+     status_reason_code, status_reason_summary, idempotency_key, created_at, updated_at,
+     lease_epoch)
 VALUES
     (:id, :schedule_id, :action_kind, :action_json, :attempt, :due_at, :retry_of, 'queued',
-     :reason_code, :reason_summary, :idempotency_key, :now, :now)
+     :reason_code, :reason_summary, :idempotency_key, :now, :now, :lease_epoch)
 ON CONFLICT (idempotency_key) DO NOTHING
 
 -- name: run_with_key
