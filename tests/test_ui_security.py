@@ -117,6 +117,15 @@ def test_a_token_guards_every_request(guarded: TestClient) -> None:
     assert guarded.get("/", headers={"Authorization": "Bearer nope"}).status_code == 401
 
 
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "bEaReR"])
+def test_the_bearer_scheme_is_case_insensitive(guarded: TestClient, scheme: str) -> None:
+    """RFC 7235: an auth scheme's name is case-insensitive; the token itself is not."""
+    ok = guarded.get("/api/runs", headers={"Authorization": f"{scheme} {TOKEN}"})
+    assert ok.status_code == 200
+    for wrong in (f"{scheme} {TOKEN.upper()}", f"Basic {TOKEN}", f"{scheme}{TOKEN}", scheme):
+        assert guarded.get("/api/runs", headers={"Authorization": wrong}).status_code == 401
+
+
 def test_presenting_the_token_once_sets_a_strict_cookie(guarded: TestClient) -> None:
     first = guarded.get(f"/api/runs?status=failed&token={TOKEN}")
     assert first.status_code == 303
