@@ -30,7 +30,7 @@ from lirun.store import Store, open_store
 from lirun.ui import list_views, show_views, team_views, views
 from lirun.ui.artifacts import ARTIFACT_HEADERS, ArtifactRefused, read_artifact, resolve_artifact
 from lirun.ui.events import Change, Hub, Notice, change_of
-from lirun.ui.filters import FILTERS
+from lirun.ui.filters import FILTERS, shown
 from lirun.ui.jsonable import to_json
 from lirun.ui.metrics import CONTENT_TYPE, render
 from lirun.ui.openapi import API, openapi_document
@@ -47,6 +47,7 @@ def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(os.path.join(HERE, "templates")),
         autoescape=select_autoescape(default=True, default_for_string=True),
+        finalize=shown,  # every value printed: invisible characters as visible escapes
     )
     env.filters.update(FILTERS)
     return env
