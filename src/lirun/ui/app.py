@@ -35,6 +35,12 @@ from lirun.ui.jsonable import to_json
 from lirun.ui.metrics import CONTENT_TYPE, render
 from lirun.ui.openapi import API, openapi_document
 from lirun.ui.security import Guard
+from lirun.ui.streams import (
+    MAX_STREAMS,
+    MAX_STREAMS_PER_CLIENT,
+    RETRY_AFTER_SECONDS,
+    StreamCaps,
+)
 from lirun.ui.transcript import read_transcript, stream_signature
 
 HERE = os.path.dirname(os.path.realpath(__file__))
@@ -56,8 +62,9 @@ def _environment() -> Environment:
 class Dashboard:
     """The state one server shares: a Store for reads, the templates, the watcher."""
 
-    def __init__(self, db_url: str | None) -> None:
+    def __init__(self, db_url: str | None, streams: StreamCaps | None = None) -> None:
         self.db_url = db_url
+        self.streams = streams or StreamCaps()
         # Read-only, like `li status`: a mistyped path is an error, not a new empty
         # database, and the dashboard never migrates or writes what it shows.
         self.store: Store = open_store(db_url, readonly=True)
@@ -203,11 +210,7 @@ def _routes(dash: Dashboard) -> list[Any]:
         return JSONResponse(openapi_document())
 
     async def events(request: Request) -> Response:
-        return StreamingResponse(
-            _event_stream(dash, request),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
+        return _CappedStream(dash, request)
 
     handlers = {
         "runs": runs,
@@ -246,6 +249,39 @@ def _routes(dash: Dashboard) -> list[Any]:
     routes += [Route(spec.path, handlers[spec.handler]) for spec in API]
     routes.append(Mount("/static", StaticFiles(directory=os.path.join(HERE, "static"))))
     return routes
+
+
+class _CappedStream(Response):
+    """The event stream if a slot is free (``Dashboard.streams``), else a 503 with
+    ``Retry-After``; the slot is taken and given back in the same call, so a client that
+    goes (or is never served) frees it."""
+
+    def __init__(self, dash: Dashboard, request: Request) -> None:
+        super().__init__()
+        self._dash, self._request = dash, request
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        client = scope.get("client")
+        key = str(client[0]) if client else "?"
+        caps = self._dash.streams
+        refused = caps.take(key)
+        if refused is not None:
+            answer: Response = PlainTextResponse(
+                f"{refused}: try again later\n",
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS), "Cache-Control": "no-store"},
+            )
+            await answer(scope, receive, send)
+            return
+        try:
+            stream = StreamingResponse(
+                _event_stream(self._dash, self._request),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            )
+            await stream(scope, receive, send)
+        finally:
+            caps.give_back(key)
 
 
 async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]:
@@ -290,14 +326,18 @@ def create_app(
     token: str | None = None,
     allowed_hosts: Collection[str] | None = None,
     watch: bool = True,
+    max_streams: int = MAX_STREAMS,
+    max_streams_per_client: int = MAX_STREAMS_PER_CLIENT,
 ) -> Any:
     """The dashboard over the database at ``db_url`` (the usual default when None).
 
     ``token``: required on every request when set. ``allowed_hosts``: the Host names it
     answers (None: any). ``watch``: run the live watcher (off for a test that needs no
-    events). Raises LirunError when the database cannot be opened.
+    events). ``max_streams`` / ``max_streams_per_client``: event streams open at once,
+    in all and per client address (``ui/streams.py``). Raises LirunError when the
+    database cannot be opened.
     """
-    dash = Dashboard(db_url)
+    dash = Dashboard(db_url, StreamCaps(max_streams, max_streams_per_client))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
