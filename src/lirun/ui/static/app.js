@@ -104,7 +104,15 @@
     if (source !== null) { return; }
     source = new EventSource("/events");
     source.addEventListener("open", function () { setLive(true, "live"); });
-    source.addEventListener("error", function () { setLive(false, "reconnecting…"); });
+    source.addEventListener("error", function () {
+      setLive(false, "reconnecting…");
+      // A refusal (503: the server holds as many streams as it takes) closes the stream
+      // for good: ask again later, as its Retry-After says, not at once.
+      if (source !== null && source.readyState === EventSource.CLOSED) {
+        source = null;
+        window.setTimeout(connect, 10000 + Math.floor(Math.random() * 5000));
+      }
+    });
     source.addEventListener("hello", function () { setLive(true, "live"); });
     source.addEventListener("reset", function () { schedule(0); countSoon(); });
     source.addEventListener("stale", function () { setLive(false, "database unreachable"); });
