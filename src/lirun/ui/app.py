@@ -28,7 +28,7 @@ from lirun.errors import LirunError
 from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
 from lirun.ui import list_views, show_views, team_views, views
-from lirun.ui.artifacts import ARTIFACT_HEADERS, ArtifactRefused, read_artifact, resolve_artifact
+from lirun.ui.artifacts import ARTIFACT_HEADERS, ArtifactRefused, own_root, read_artifact
 from lirun.ui.events import Change, Hub, Notice, change_of
 from lirun.ui.filters import FILTERS, shown
 from lirun.ui.jsonable import to_json
@@ -167,15 +167,15 @@ def _routes(dash: Dashboard) -> list[Any]:
         if row is None:
             return PlainTextResponse("no such run\n", status_code=404)
         try:
-            served = resolve_artifact(row.get("artifacts_path"), rel)
-            body = await run_in_threadpool(read_artifact, served)
+            root = own_root(run_id, row.get("artifacts_path"))
+            served = await run_in_threadpool(read_artifact, root, rel)
         except ArtifactRefused as exc:
             return PlainTextResponse(f"{exc}\n", status_code=404, headers=ARTIFACT_HEADERS)
         headers = dict(ARTIFACT_HEADERS)
         if served.attachment:
             name = os.path.basename(served.path).encode("ascii", "replace").decode()
             headers["Content-Disposition"] = f'attachment; filename="{name.replace(chr(34), "_")}"'
-        return Response(body, media_type=served.media_type, headers=headers)
+        return Response(served.body, media_type=served.media_type, headers=headers)
 
     async def transcript(request: Request) -> Response:
         """A running run's transcript section, read from its stream files only (where they

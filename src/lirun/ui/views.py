@@ -19,7 +19,7 @@ from lirun.store import Store
 from lirun.store.records import present_session
 from lirun.store.rows import SessionRow
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
-from lirun.ui.artifacts import list_artifacts
+from lirun.ui.artifacts import artifacts_served, list_artifacts
 from lirun.ui.evidence_view import explain_all
 from lirun.ui.graph import flow_svg
 from lirun.ui.liveness_view import liveness
@@ -217,7 +217,8 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "command_line": command_text(session.command_json),
         "verification": verification if isinstance(verification, dict) else {},
         "contract": session.artifact_contract_json or {},
-        "artifacts": list_artifacts(session.artifacts_path),
+        "artifacts": list_artifacts(session.id, session.artifacts_path),
+        "artifacts_served": artifacts_served(session.id, session.artifacts_path),
         "usage": {k: row[k] for k in usage_keys if row[k] is not None},
         "lineage": lineage.as_dict(),
         "play_of": _play_of(session),
