@@ -6,7 +6,9 @@ with ``--save DIR`` keeps its artifacts where its owner chose, perhaps ``/etc``,
 record's path can be edited in the database: the dashboard (perhaps running as root)
 serves neither. Inside, every component is opened without following a link and the file
 must be a regular one (checked on the opened descriptor): no link leads out, no FIFO
-hangs the server, no device is read. What a browser receives can never execute in the dashboard's origin: images it can draw
+hangs the server, no device is read.
+
+What a browser receives can never execute in the dashboard's origin: images it can draw
 are sent as themselves, text (HTML and SVG included) as ``text/plain``, anything else as
 a download; every answer carries ``nosniff`` and a sandboxing Content-Security-Policy.
 """
