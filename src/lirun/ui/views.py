@@ -23,10 +23,11 @@ from lirun.ui.artifacts import artifacts_served, list_artifacts
 from lirun.ui.evidence_view import explain_all
 from lirun.ui.graph import flow_svg
 from lirun.ui.liveness_view import liveness
-from lirun.ui.run_rows import command_text, describe, fold_schedules
+from lirun.ui.run_rows import bounded_prompt, command_text, describe, fold_schedules
 from lirun.ui.transcript import read_transcript
 
 PAGE_SIZE = 50
+LIST_PROMPT_CHARS = 500  # of each prompt in a list; the run's own page has it whole
 FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q", "fold")
 STATUS_CHOICES = sorted(
     {s for kind in RUN_KINDS for s in policy_for(kind).statuses}  # every status a run can have
@@ -162,14 +163,25 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """One page of runs with the filters that chose it and the cursor of the next page."""
     flt = parse_filter(params)
     cursor = parse_cursor(params.get("cursor"))
-    page = store.ui.runs_page(flt, before=cursor, limit=PAGE_SIZE + 1)
+    page = store.ui.runs_page(
+        flt, before=cursor, limit=PAGE_SIZE + 1, prompt_chars=LIST_PROMPT_CHARS + 1
+    )
     more = len(page) > PAGE_SIZE
     rows = [r.as_dict() for r in page[:PAGE_SIZE]]  # the keys the API and pages show
     now = time.time()
-    runs = [
-        {**row, **describe(row), "href": run_href(row), "duration": duration(row, now)}
-        for row in rows
-    ]
+    runs = []
+    for row in rows:
+        href = run_href(row)
+        detail = "/api" + href if href.startswith(("/runs/", "/flows/")) else href
+        runs.append(
+            {
+                **row,
+                **describe(row),
+                **bounded_prompt(row, LIST_PROMPT_CHARS, detail),
+                "href": href,
+                "duration": duration(row, now),
+            }
+        )
     if params.get("fold") == "schedule":
         runs = fold_schedules(runs)
         for run in runs:
