@@ -153,13 +153,18 @@ class DashboardServer(uvicorn.Server):
             self.refused.flush()
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        """The accept failures the listener counted are not logged again, with a traceback."""
+        """The accept failures the listener counted are not logged again, with a
+        traceback; nor is asyncio's retry to accept that fires after shutdown closed the
+        listener (Python 3.11 leaves that timer running)."""
         exc = context.get("exception")
         if (
             isinstance(exc, OSError)
             and exc.errno in _OUT_OF_FILES
             and "accept" in str(context.get("message", ""))
         ):
+            return
+        callback = getattr(context.get("handle"), "_callback", None)
+        if getattr(callback, "__name__", "") == "_start_serving" and self.should_exit:
             return
         loop.default_exception_handler(context)
 
