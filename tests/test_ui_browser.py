@@ -136,7 +136,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     shots = Path(os.environ.get("LIRUN_TEST_SCREENSHOTS") or root / "screenshots")
     shots.mkdir(parents=True, exist_ok=True)
     try:
-        with serve(db) as base:
+        # The dashboard serves artifacts from its own home's runs only, as `li ui` run
+        # with the LIRUN_HOME the runs were made under.
+        with pytest.MonkeyPatch.context() as mp, serve(db) as base:
+            mp.setenv("LIRUN_HOME", str(home))
             yield Site(base, store, home, shots, env, flow_id, show.id)
     finally:
         store.close()
