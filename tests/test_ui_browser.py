@@ -138,9 +138,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     try:
         # The dashboard serves artifacts from its own home's runs only, as `li ui` run
         # with the LIRUN_HOME the runs were made under.
-        with pytest.MonkeyPatch.context() as mp, serve(db) as base:
+        with pytest.MonkeyPatch.context() as mp:
             mp.setenv("LIRUN_HOME", str(home))
-            yield Site(base, store, home, shots, env, flow_id, show.id)
+            with serve(db) as base:
+                yield Site(base, store, home, shots, env, flow_id, show.id)
     finally:
         store.close()
 

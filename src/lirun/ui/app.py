@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
@@ -28,7 +29,13 @@ from lirun.errors import LirunError
 from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
 from lirun.ui import list_views, show_views, team_views, views
-from lirun.ui.artifacts import ARTIFACT_HEADERS, ArtifactRefused, own_root, read_artifact
+from lirun.ui.artifacts import (
+    ARTIFACT_HEADERS,
+    ArtifactRefused,
+    own_root,
+    read_artifact,
+    runs_dir,
+)
 from lirun.ui.events import Change, Hub, Notice, change_of
 from lirun.ui.filters import FILTERS, shown
 from lirun.ui.jsonable import to_json
@@ -65,6 +72,8 @@ class Dashboard:
     def __init__(self, db_url: str | None, streams: StreamCaps | None = None) -> None:
         self.db_url = db_url
         self.streams = streams or StreamCaps()
+        # Artifacts are served from this home's runs only (ui/artifacts.py), as it is now.
+        self.runs = runs_dir()
         # Read-only, like `li status`: a mistyped path is an error, not a new empty
         # database, and the dashboard never migrates or writes what it shows.
         self.store: Store = open_store(db_url, readonly=True)
@@ -151,7 +160,7 @@ def _routes(dash: Dashboard) -> list[Any]:
         data = await dash.read(list_views.attention_view, dash.db_url)
         return answer(request, data, "attention.html")
 
-    run = one(views.run_view, "run.html", "run_id", "run")
+    run = one(functools.partial(views.run_view, runs=dash.runs), "run.html", "run_id", "run")
     flow = one(views.flow_view, "flow.html", "flow_id", "flow")
     show = one(show_views.show_view, "show.html", "show_id", "show")
     schedules = every(views.schedules_view, "schedules.html")
@@ -167,7 +176,7 @@ def _routes(dash: Dashboard) -> list[Any]:
         if row is None:
             return PlainTextResponse("no such run\n", status_code=404)
         try:
-            root = own_root(run_id, row.get("artifacts_path"))
+            root = own_root(dash.runs, run_id, row.get("artifacts_path"))
             served = await run_in_threadpool(read_artifact, root, rel)
         except ArtifactRefused as exc:
             return PlainTextResponse(f"{exc}\n", status_code=404, headers=ARTIFACT_HEADERS)

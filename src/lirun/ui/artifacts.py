@@ -99,16 +99,23 @@ def media_for(name: str) -> tuple[str, bool]:
     return "application/octet-stream", True
 
 
-def own_root(run_id: str, recorded: str | None) -> str:
-    """The run's own artifact directory, ``<runs root>/<run id>/artifacts`` (the real
-    path of the runs root, then no link), when its record names it; ArtifactRefused
+def runs_dir() -> str:
+    """The real path of this process's runs directory (``<LIRUN_HOME>/runs``): the
+    dashboard takes it once, when it starts."""
+    return os.path.realpath(runs_root())
+
+
+def own_root(runs: str, run_id: str, recorded: str | None) -> str:
+    """The run's own artifact directory, ``<runs>/<run id>/artifacts`` (``runs``: the
+    real path of the runs directory, ``runs_dir``; then no link), when its record names
+    it; ArtifactRefused
     when the record names another directory (``--save DIR``, or a path edited in the
     database) or when the directory is reached through a link."""
     if not recorded:
         raise ArtifactRefused("this run has no artifact directory")
     if not SAFE_COMPONENT_PATTERN.fullmatch(run_id):
         raise ArtifactRefused("this run has no directory of its own")
-    own = os.path.join(os.path.realpath(runs_root()), run_id, "artifacts")
+    own = os.path.join(runs, run_id, "artifacts")
     if os.path.realpath(recorded) != own:
         raise ArtifactRefused(
             "this run keeps its artifacts outside its own run directory (--save): "
@@ -117,10 +124,10 @@ def own_root(run_id: str, recorded: str | None) -> str:
     return own
 
 
-def artifacts_served(run_id: str, recorded: str | None) -> str | None:
+def artifacts_served(runs: str, run_id: str, recorded: str | None) -> str | None:
     """None when the run's artifacts can be served, else why not (one sentence)."""
     try:
-        own_root(run_id, recorded)
+        own_root(runs, run_id, recorded)
     except ArtifactRefused as exc:
         return str(exc) if recorded else None
     return None
@@ -179,12 +186,12 @@ def read_artifact(root: str, relative: str) -> ServedFile:
     return ServedFile(os.path.join(root, *parts), len(body), media_type, attachment, body)
 
 
-def list_artifacts(run_id: str, recorded: str | None) -> list[dict[str, object]]:
+def list_artifacts(runs: str, run_id: str, recorded: str | None) -> list[dict[str, object]]:
     """The regular files under the run's own artifact directory (relative path, size),
     links neither followed nor listed, at most ``MAX_LISTED``; ``[]`` when there is none
     or the record names another directory (``own_root``)."""
     try:
-        root = own_root(run_id, recorded)
+        root = own_root(runs, run_id, recorded)
         fd = _open_inside(root, [], os.O_RDONLY | _DIRECTORY)
     except (ArtifactRefused, OSError):
         return []

@@ -19,7 +19,7 @@ from lirun.store import Store
 from lirun.store.records import present_session
 from lirun.store.rows import SessionRow
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
-from lirun.ui.artifacts import artifacts_served, list_artifacts
+from lirun.ui.artifacts import artifacts_served, list_artifacts, runs_dir
 from lirun.ui.evidence_view import explain_all
 from lirun.ui.graph import flow_svg
 from lirun.ui.liveness_view import liveness
@@ -200,8 +200,10 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
-    """One execution: its row, history, evidence, artifacts, usage, lineage, transcript."""
+def run_view(store: Store, run_id: str, runs: str | None = None) -> dict[str, Any] | None:
+    """One execution: its row, history, evidence, artifacts (from its own directory under
+    ``runs``, the real path of the runs directory, default this process's), usage,
+    lineage, transcript."""
 
     session = store.sessions.get(run_id)
     if session is None:
@@ -229,8 +231,10 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "command_line": command_text(session.command_json),
         "verification": verification if isinstance(verification, dict) else {},
         "contract": session.artifact_contract_json or {},
-        "artifacts": list_artifacts(session.id, session.artifacts_path),
-        "artifacts_served": artifacts_served(session.id, session.artifacts_path),
+        "artifacts": list_artifacts(runs or runs_dir(), session.id, session.artifacts_path),
+        "artifacts_served": artifacts_served(
+            runs or runs_dir(), session.id, session.artifacts_path
+        ),
         "usage": {k: row[k] for k in usage_keys if row[k] is not None},
         "lineage": lineage.as_dict(),
         "play_of": _play_of(session),
