@@ -197,3 +197,15 @@ def test_each_prompt_is_sent_once_and_a_long_one_is_cut_in_lists(
     page = client.get("/")
     assert len(page.content) < 80_000, len(page.content)
     assert "fix the flaky test" in page.text
+
+
+def test_a_flows_long_prompt_is_cut_in_the_flows_list(store: Store, client: TestClient) -> None:
+    flow = store.invocations.create_flow(skill="big.yaml", flow={"legs": []})
+    big = "review " + "y" * (1024 * 1024)
+    store.update_fields("invocation", flow.id, {"prompt": big})
+    answer = client.get("/api/flows")
+    assert len(answer.content) < 20_000
+    [row] = answer.json()["flows"]
+    assert (row["prompt"], row["prompt_truncated"]) == (big[:500] + "…", True)
+    assert row["prompt_href"] == f"/api/flows/{flow.id}"
+    assert client.get(row["prompt_href"]).json()["flow"]["prompt"] == big

@@ -154,8 +154,17 @@ def components() -> dict[str, Schema]:
         ),
         "FlowsRow": extended(
             "FlowRow",
-            {"name": STR, "duration": NUM_OR_NULL, "href": STR},
+            {
+                "name": STR,
+                "duration": NUM_OR_NULL,
+                "href": STR,
+                "prompt_truncated": {
+                    **BOOL,
+                    "description": "whether prompt was cut to 500 characters and …",
+                },
+            },
             "A flow on the flows page: its row, its file's name, duration, link",
+            {"prompt_href": {**STR, "description": "when cut: the answer with it whole"}},
         ),
         "FlowsPage": obj({"flows": array(ref("FlowsRow")), **_PAGE}),
         "ShowsRow": extended(
