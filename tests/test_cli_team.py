@@ -26,6 +26,25 @@ def li(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def test_the_terminal_line_escapes_every_invisible_character(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A message that would read backwards (a right-to-left override), hide text (zero-width
+    characters, a byte order mark) or drive the terminal (an escape sequence) is one line
+    of visible escapes in `li team log` and `li team inbox`."""
+    team = store.teams.create_with_members("crew", ["api", "web"])
+    body = "invoice\u202efdp.exe \u200b\u2066x\u2069\ufeff\x1b]0;owned\x07\u2028end"
+    store.teams.send_message(team.id, sender="api", recipient="web", text=body)
+    for args in (("log", "crew"), ("inbox", "crew", "--as", "web")):
+        code, out, _ = li(capsys, *args)
+        assert code == 0
+        assert out.endswith(
+            "api -> web: invoice\\u202efdp.exe \\u200b\\u2066x\\u2069\\ufeff"
+            "\\x1b]0;owned\\x07\\u2028end\n"
+        ), out
+        assert out.replace("\n", "").isprintable()
+
+
 def test_create_send_inbox_show_archive(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = li(capsys, "create", "crew", "--member", "api", "--member", "web")
     team_id = out.strip()

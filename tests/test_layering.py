@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.hints",
             "lirun.async_twin",
             "lirun.logs",
+            "lirun.visible",  # record text shown with its invisible characters escaped
             "lirun.teams.rules",  # pure decisions the store applies under its lock
             "lirun.schemas",
         ),

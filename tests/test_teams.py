@@ -135,6 +135,9 @@ def test_names_membership_and_resolution(store: Store) -> None:
 def test_lines_escape_control_characters() -> None:
     assert escape_line("a\nb\x1b[31mc\\") == "a\\nb\\x1b[31mc\\\\"
     assert escape_line("report\u202eexe.txt\x9b") == "report\\u202eexe.txt\\x9b"
+    # every format character: zero-width ones, isolates, the byte order mark, tags
+    hidden = "a\u200bb\u200dc\u2066d\u2069e\ufefff\u00adg\U000e0041h"
+    assert escape_line(hidden) == ("a\\u200bb\\u200dc\\u2066d\\u2069e\\ufefff\\xadg\\U000e0041h")
     line = message_line(TeamMessageRow("m1", "t1", 3, "a", "all", "x\r\ny", None, 0.0))
     assert line.endswith("a -> all: x\\r\\ny")
     assert "\n" not in line

@@ -136,8 +136,12 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     shots = Path(os.environ.get("LIRUN_TEST_SCREENSHOTS") or root / "screenshots")
     shots.mkdir(parents=True, exist_ok=True)
     try:
-        with serve(db) as base:
-            yield Site(base, store, home, shots, env, flow_id, show.id)
+        # The dashboard serves artifacts from its own home's runs only, as `li ui` run
+        # with the LIRUN_HOME the runs were made under.
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("LIRUN_HOME", str(home))
+            with serve(db) as base:
+                yield Site(base, store, home, shots, env, flow_id, show.id)
     finally:
         store.close()
 

@@ -18,7 +18,7 @@ from lirun.store import Store
 from lirun.ui.app import create_app
 from lirun.ui.run_rows import command_text, describe, fold_schedules
 from support.cli import li_command
-from support.uikit import XSS_SCRIPT
+from support.uikit import XSS_SCRIPT, make_run
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def li(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
             {"kind": "session", "provider": "claude", "prompt": "fix it", "command": '["claude"]'},
             "session",
             None,
-            "fix it",
+            None,  # its prompt says it: sent once, as prompt
         ),
         (
             {"kind": "invocation", "origin": "flow", "label": "/tmp/abc/def/fan.yaml"},
@@ -164,3 +164,48 @@ def test_li_status_of_a_fan_out_flow_names_each_instances_item(
     assert re.search(r"\bflow\s+fan\.yaml\n", shown.stdout), shown.stdout
     assert re.search(rf"flow file\s+{re.escape(str(flow_file))}", shown.stdout)
     assert "skill" not in shown.stdout
+
+
+def test_each_prompt_is_sent_once_and_a_long_one_is_cut_in_lists(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """Two 2 MB prompts made a page of 8 MB (each twice, as ``prompt`` and ``what``): the
+    list now sends each once and cut to 500 characters with a marker and the link to the
+    answer that has it whole; a short prompt is sent whole, once."""
+    big = {name: f"{name} " + "x" * (2 * 1024 * 1024) for name in ("first", "second")}
+    for name, prompt in big.items():
+        make_run(store, lirun_home, name, prompt=prompt)
+    make_run(store, lirun_home, "short", prompt="fix the flaky test")
+    answer = client.get("/api/runs")
+    assert len(answer.content) < 60_000, len(answer.content)
+    rows = {r["id"]: r for r in answer.json()["runs"]}
+    for name, prompt in big.items():
+        row = rows[name]
+        assert row["prompt"] == prompt[:500] + "…"
+        assert row["prompt_truncated"] is True
+        assert row["what"] is None
+        assert answer.text.count(prompt[:100]) == 1
+        assert client.get(row["prompt_href"]).json()["run"]["prompt"] == prompt
+    short = rows["short"]
+    assert (short["prompt"], short["prompt_truncated"], short["what"]) == (
+        "fix the flaky test",
+        False,
+        None,
+    )
+    assert "prompt_href" not in short
+    assert answer.text.count("fix the flaky test") == 1
+    page = client.get("/")
+    assert len(page.content) < 80_000, len(page.content)
+    assert "fix the flaky test" in page.text
+
+
+def test_a_flows_long_prompt_is_cut_in_the_flows_list(store: Store, client: TestClient) -> None:
+    flow = store.invocations.create_flow(skill="big.yaml", flow={"legs": []})
+    big = "review " + "y" * (1024 * 1024)
+    store.update_fields("invocation", flow.id, {"prompt": big})
+    answer = client.get("/api/flows")
+    assert len(answer.content) < 20_000
+    [row] = answer.json()["flows"]
+    assert (row["prompt"], row["prompt_truncated"]) == (big[:500] + "…", True)
+    assert row["prompt_href"] == f"/api/flows/{flow.id}"
+    assert client.get(row["prompt_href"]).json()["flow"]["prompt"] == big

@@ -6,6 +6,8 @@ everything is read-only."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from starlette.testclient import TestClient
 from lirun.store import Store
 from lirun.ui.app import create_app
 from lirun.ui.security import LOCAL_HOSTS
+from support.cli import li_command
 from support.uikit import XSS_NAME, XSS_SCRIPT, make_run
 
 TOKEN = "s3cret-token-0123456789"
@@ -88,6 +91,59 @@ def test_traversal_and_symlink_escapes_are_refused(
     assert "root:" not in answer.text
 
 
+def test_a_fifo_a_device_or_a_directory_is_never_read(
+    client: TestClient, run_with_files: Path
+) -> None:
+    os.mkfifo(run_with_files / "pipe.txt")  # opened blocking, it would hang the server
+    os.symlink("/dev/zero", run_with_files / "zero")
+    os.symlink("notes/readme.md", run_with_files / "inside.md")  # a link, even inside
+    for name in ("pipe.txt", "zero", "inside.md", "notes", "notes/", "a//b"):
+        assert client.get(f"/runs/art/artifacts/{name}").status_code == 404, name
+    listed = [f["path"] for f in client.get("/api/runs/art").json()["artifacts"]]
+    assert "pipe.txt" not in listed
+    assert "inside.md" not in listed
+    assert "notes/readme.md" in listed
+
+
+def test_only_the_runs_own_artifact_directory_is_served(
+    store: Store, client: TestClient, lirun_home: Path, tmp_path: Path, li_env: dict[str, str]
+) -> None:
+    """A run made with --save DIR keeps its artifacts where its owner chose (/etc, say),
+    and a record's path can be edited in the database: the dashboard (perhaps root)
+    serves neither, nor a run directory whose artifacts directory is a link out."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.txt").write_text("outside the run")
+    ran = subprocess.run(
+        li_command("run", "--save", str(elsewhere), "--", "true"),
+        env=li_env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    [saved] = [r["id"] for r in client.get("/api/runs").json()["runs"]]
+    assert store.get_entity("session", saved)["artifacts_path"] == str(elsewhere)  # type: ignore[index]
+    answer = client.get(f"/runs/{saved}/artifacts/secret.txt")
+    assert answer.status_code == 404
+    assert "--save" in answer.text
+    data = client.get(f"/api/runs/{saved}").json()
+    assert data["artifacts"] == []
+    assert "outside its own run directory" in data["artifacts_served"]
+    assert 'id="artifacts-not-served"' in client.get(f"/runs/{saved}").text
+    # A record pointing at /etc (as `--save /etc` records, or a path edited in the database).
+    make_run(store, lirun_home, "etc", artifacts_path="/etc", with_files=False)
+    for name in ("passwd", "shadow", "hostname"):
+        refused = client.get(f"/runs/etc/artifacts/{name}")
+        assert refused.status_code == 404
+        assert "root:" not in refused.text
+    assert client.get("/api/runs/etc").json()["artifacts"] == []
+    # The run's own directory, but its artifacts directory is a link out of it.
+    make_run(store, lirun_home, "linked", artifacts={"x.txt": b"x"})
+    own = lirun_home / "runs" / "linked" / "artifacts"
+    shutil.rmtree(own)
+    os.symlink(elsewhere, own)
+    assert client.get("/runs/linked/artifacts/secret.txt").status_code == 404
+    assert client.get("/api/runs/linked").json()["artifacts"] == []
+
+
 def test_the_run_page_links_each_artifact_and_escapes_file_names(
     client: TestClient, run_with_files: Path
 ) -> None:
@@ -115,6 +171,15 @@ def test_a_token_guards_every_request(guarded: TestClient) -> None:
     assert guarded.get("/?token=wrong").status_code == 401
     assert guarded.get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
     assert guarded.get("/", headers={"Authorization": "Bearer nope"}).status_code == 401
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "bEaReR"])
+def test_the_bearer_scheme_is_case_insensitive(guarded: TestClient, scheme: str) -> None:
+    """RFC 7235: an auth scheme's name is case-insensitive; the token itself is not."""
+    ok = guarded.get("/api/runs", headers={"Authorization": f"{scheme} {TOKEN}"})
+    assert ok.status_code == 200
+    for wrong in (f"{scheme} {TOKEN.upper()}", f"Basic {TOKEN}", f"{scheme}{TOKEN}", scheme):
+        assert guarded.get("/api/runs", headers={"Authorization": wrong}).status_code == 401
 
 
 def test_presenting_the_token_once_sets_a_strict_cookie(guarded: TestClient) -> None:

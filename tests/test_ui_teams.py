@@ -5,6 +5,7 @@ page's conversation, escaping, the OpenAPI entries, and the SSE notice of new me
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
@@ -12,7 +13,7 @@ from starlette.testclient import TestClient
 from lirun.store import Store
 from lirun.ui.app import create_app
 from lirun.ui.events import Hub, TeamNotice
-from support.uikit import XSS_IMG, XSS_SCRIPT
+from support.uikit import XSS_IMG, XSS_SCRIPT, make_run
 
 
 @pytest.fixture
@@ -54,6 +55,33 @@ def test_teams_pages_and_api(store: Store, client: TestClient) -> None:
     assert f'data-live="{team.id}"' in html
     assert client.get("/teams/nope").status_code == 404
     assert client.get("/api/teams/nope").status_code == 404
+
+
+HIDDEN = "invoice\u202efdp.exe \u200b\u2066x\u2069\ufeff\x1b[31m\u00ad\U000e0041"
+SHOWN = "invoice\\u202efdp.exe \\u200b\\u2066x\\u2069\\ufeff\\x1b[31m\\xad\\U000e0041"
+
+
+def test_pages_show_invisible_characters_as_escapes(
+    store: Store, client: TestClient, lirun_home: Path
+) -> None:
+    """A bidirectional override, zero-width characters, a byte order mark, a control or a
+    tag character in a message or a prompt is drawn as its escape, in the
+    text and in attributes; the JSON keeps the text as stored. Line breaks stay lines."""
+    team = store.teams.create_with_members("crew", ["api", "web"])
+    store.teams.send_message(team.id, sender="api", recipient="all", text=f"{HIDDEN}\nline 2")
+    make_run(store, lirun_home, "bidi", prompt=HIDDEN, reply=HIDDEN, summary=HIDDEN)
+    pages = {
+        path: client.get(path).text
+        for path in (f"/teams/{team.id}", "/teams", "/", "/runs/bidi", "/attention")
+    }
+    for path, html in pages.items():
+        hidden = [hex(ord(c)) for c in html if c not in "\n\r\t" and not c.isprintable()]
+        assert hidden == [], path
+    assert f"{SHOWN}\nline 2</pre>" in pages[f"/teams/{team.id}"]
+    assert f'title="{SHOWN}"' in pages["/"]  # an attribute too
+    assert f'<pre id="run-prompt">{SHOWN}</pre>' in pages["/runs/bidi"]
+    data = client.get(f"/api/teams/{team.id}").json()
+    assert data["messages"][0]["body"] == f"{HIDDEN}\nline 2"
 
 
 def test_the_show_page_shows_its_teams_conversation(store: Store, client: TestClient) -> None:

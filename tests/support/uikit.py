@@ -83,9 +83,11 @@ def make_run(
     artifacts: dict[str, bytes] | None = None,
     owner_host: str | None = None,
     with_files: bool = True,
+    artifacts_path: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
-    """A finished agent execution with its stream file and artifacts on disk."""
+    """A finished agent execution with its stream file and artifacts on disk (its record
+    names ``artifacts_path`` as its artifact directory, when given, not its own)."""
     run_dir = home / "runs" / run_id
     art = run_dir / "artifacts"
     if with_files:
@@ -103,7 +105,7 @@ def make_run(
     store.sessions.create(
         id=run_id,
         run_dir=str(run_dir),
-        artifacts_path=str(art),
+        artifacts_path=artifacts_path or str(art),
         provider="claude",
         model="sonnet",
         prompt=prompt,

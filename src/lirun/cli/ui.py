@@ -17,6 +17,7 @@ from lirun.paths import resolve_db_url
 from lirun.settings import Settings
 from lirun.store import open_store
 from lirun.ui.security import LOCAL_HOSTS, is_local_host
+from lirun.ui.streams import MAX_CONNECTIONS, MAX_STREAMS, MAX_STREAMS_PER_CLIENT
 
 if TYPE_CHECKING:
     import argparse
@@ -31,7 +32,8 @@ its URL on stdout. It only reads the database.
 
 Safe by default: it listens on 127.0.0.1. Any other --host needs a token (--token or
 $LIRUN_UI_TOKEN), checked on every request; a browser presents it once as ?token=TOKEN
-and keeps it in an HttpOnly cookie."""
+and keeps it in an HttpOnly cookie. It holds its ground: live-update streams and
+connections are capped (answered 503 past the caps)."""
 
 INSTALL_HINT = "li ui: the dashboard needs the `ui` extra: pip install 'lirun[ui]'\n"
 TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
@@ -83,6 +85,28 @@ def main(argv: list[str], settings: Settings) -> int:
         "required for any --host other than this machine's",
     )
     parser.add_argument("--open", action="store_true", help="open the dashboard in a browser")
+    parser.add_argument(
+        "--max-streams",
+        type=int,
+        default=MAX_STREAMS,
+        metavar="N",
+        help=f"live-update streams open at once, in all ({MAX_STREAMS}); past it: 503",
+    )
+    parser.add_argument(
+        "--max-streams-per-client",
+        type=int,
+        default=MAX_STREAMS_PER_CLIENT,
+        metavar="N",
+        help=f"live-update streams open at once per client address ({MAX_STREAMS_PER_CLIENT})",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections served at once ({MAX_CONNECTIONS}, less if the open-file limit "
+        "is lower); past it: 503",
+    )
     args = parser.parse_args(argv)
     if not _has_extra():
         sys.stderr.write(INSTALL_HINT)
@@ -103,6 +127,11 @@ def main(argv: list[str], settings: Settings) -> int:
     if not 0 <= args.port <= 65535:
         sys.stderr.write(f"li ui: --port {args.port} is not a port (0-65535)\n")
         return 2
+    for option in ("max_streams", "max_streams_per_client", "max_connections"):
+        if not 1 <= getattr(args, option) <= 1_000_000:
+            flag = "--" + option.replace("_", "-")
+            sys.stderr.write(f"li ui: {flag} must be from 1 to 1000000\n")
+            return 2
     return _serve(args, settings, None if not local else {*LOCAL_HOSTS, args.host})
 
 
@@ -127,7 +156,13 @@ def _serve(args: argparse.Namespace, settings: Settings, allowed_hosts: set[str]
         open_store(None).close()
     else:
         _migrate_if_writable(url)
-    app = create_app(url, token=settings.ui_token, allowed_hosts=allowed_hosts)
+    app = create_app(
+        url,
+        token=settings.ui_token,
+        allowed_hosts=allowed_hosts,
+        max_streams=args.max_streams,
+        max_streams_per_client=args.max_streams_per_client,
+    )
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/"
@@ -138,7 +173,7 @@ def _serve(args: argparse.Namespace, settings: Settings, allowed_hosts: set[str]
         target = f"{url}?token={token}" if token else url
         threading.Timer(0.5, webbrowser.open, (target,)).start()
     with _stop_quietly():
-        DashboardServer(app).run(sockets=[sock])
+        DashboardServer(app, max_connections=args.max_connections).run(sockets=[sock])
     return 0
 
 

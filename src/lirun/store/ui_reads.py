@@ -45,9 +45,12 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-def page_params(flt: RunFilter, before: tuple[float, str] | None, limit: int) -> dict[str, Any]:
+def page_params(
+    flt: RunFilter, before: tuple[float, str] | None, limit: int, prompt_chars: int | None = None
+) -> dict[str, Any]:
     """The parameters of ``ui_runs_page``: the cursor and ``until`` become one bound
-    (the smaller of the two); an unknown kind is a ValueError (a caller's bug)."""
+    (the smaller of the two); ``prompt_chars`` of each prompt (None: whole); an unknown
+    kind is a ValueError (a caller's bug)."""
     unknown = set(flt.kinds) - set(RUN_KINDS)
     if unknown:
         raise ValueError(f"not a run kind: {sorted(unknown)}")
@@ -71,6 +74,7 @@ def page_params(flt: RunFilter, before: tuple[float, str] | None, limit: int) ->
         q=_like(flt.text) if flt.text else None,  # SQLite: a LIKE pattern
         needle=flt.text.lower() if flt.text else None,  # PostgreSQL: strpos
         limit=max(1, min(int(limit), MAX_PAGE)),
+        prompt_chars=None if prompt_chars is None else max(1, int(prompt_chars)),
     )
     return params
 
@@ -84,11 +88,13 @@ class UIReads(Repository):
         *,
         before: tuple[float, str] | None = None,
         limit: int = 50,
+        prompt_chars: int | None = None,
     ) -> list[RunPageRow]:
         """Up to ``limit`` executions of every kind (``kind``, ``id``, status, reason,
         provider, model, prompt, ``label``, ``parent_id``, times, tokens, cost), newest
-        first, strictly before the ``(created_at, id)`` cursor ``before``."""
-        params = page_params(flt or RunFilter(), before, limit)
+        first, strictly before the ``(created_at, id)`` cursor ``before``; each prompt
+        cut to its first ``prompt_chars`` characters when given (whole otherwise)."""
+        params = page_params(flt or RunFilter(), before, limit, prompt_chars)
         rows = self.connector.read(self.sql("ui_runs_page"), params)
         return [RunPageRow.from_row(r) for r in rows]
 

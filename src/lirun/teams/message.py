@@ -2,7 +2,9 @@
 
 Messages are arbitrary agent output. On a terminal a control character (an escape
 sequence could move the cursor, recolour or retitle the terminal) is shown as its
-``\\xNN`` / ``\\n`` escape, so one message is one line and cannot forge another.
+``\\xNN`` / ``\\n`` escape, so one message is one line and cannot forge another; a
+format character (a bidirectional override, a zero-width space) as its ``\\uNNNN``
+escape, so a line reads as it is stored.
 """
 
 from __future__ import annotations
@@ -11,26 +13,16 @@ import time
 from typing import Any
 
 from lirun.store.rows import InboxMessageRow, TeamMessageRow
+from lirun.visible import visible
 
 _SHOWN = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
-# Line separators and the bidirectional controls that can make a line read other than
-# it is (RLO turns "txt.exe" around): shown as escapes too.
-_INVISIBLE = frozenset("\u2028\u2029\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                       "\u2066\u2067\u2068\u2069")  # fmt: skip
 
 
 def escape_line(text: str) -> str:
-    """``text`` with control characters (C0, DEL, C1) and backslashes escaped."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch in _SHOWN:
-            out.append(_SHOWN[ch])
-        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in _INVISIBLE:
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    """``text`` on one line: backslashes, newlines and tabs escaped, and every invisible
+    character (control, format such as a bidirectional override or a zero-width space,
+    line separator: ``lirun.visible``) as its ``\\xNN`` / ``\\uNNNN`` escape."""
+    return visible(text, names=_SHOWN)
 
 
 def message_line(message: TeamMessageRow | InboxMessageRow) -> str:

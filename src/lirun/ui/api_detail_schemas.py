@@ -65,6 +65,11 @@ def detail_components() -> dict[str, Schema]:
                         {"href": STR, "media_type": STR_OR_NULL},
                     )
                 ),
+                "artifacts_served": {
+                    **STR_OR_NULL,
+                    "description": "null when its artifacts are served; else why not (its "
+                    "record names a directory other than its own run's, as --save DIR does)",
+                },
                 "usage": {"type": "object", "additionalProperties": {"type": "number"}},
                 "lineage": ref("Lineage"),
                 "play_of": {

@@ -57,9 +57,15 @@ def obj(required: dict[str, Schema], optional: dict[str, Schema] | None = None) 
     }
 
 
-def extended(base: str, adds: dict[str, Schema], description: str) -> Schema:
-    """Component ``base`` with the keys a view adds to each of its rows."""
-    return {"description": description, "allOf": [ref(base), obj(adds)]}
+def extended(
+    base: str,
+    adds: dict[str, Schema],
+    description: str,
+    sometimes: dict[str, Schema] | None = None,
+) -> Schema:
+    """Component ``base`` with the keys a view adds to each of its rows (``sometimes``:
+    those it adds to some)."""
+    return {"description": description, "allOf": [ref(base), obj(adds, sometimes)]}
 
 
 def shipped(

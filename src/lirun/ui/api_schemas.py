@@ -94,14 +94,22 @@ def components() -> dict[str, Schema]:
                 "reason_code": STR_OR_NULL,
                 "reason_summary": STR_OR_NULL,
                 "label": STR_OR_NULL,
-                "prompt": STR_OR_NULL,
+                "prompt": {
+                    **STR_OR_NULL,
+                    "description": "its prompt, at most 500 characters and then … (the "
+                    "whole one is in the answer prompt_href names)",
+                },
                 "created_at": NUM_OR_NULL,
                 "ended_at": NUM_OR_NULL,
                 "duration": NUM_OR_NULL,
                 "href": STR,
                 "kind_label": {**STR, "description": "the kind as the list says it (flow)"},
                 "label_title": {**STR_OR_NULL, "description": "the name in full"},
-                "what": {**STR_OR_NULL, "description": "its prompt, or the command it ran"},
+                "what": {
+                    **STR_OR_NULL,
+                    "description": "what it ran when its prompt does not say: a command as "
+                    "typed, a schedule run's action (null where prompt says it)",
+                },
                 "command": {
                     "type": ["array", "null"],
                     "items": STR,
@@ -115,6 +123,12 @@ def components() -> dict[str, Schema]:
                     "description": "an invocation's kind (flow, manual), a schedule run's action",
                 },
                 "folded": {**INT, "description": "with fold=schedule: runs folded into this row"},
+                "prompt_truncated": {**BOOL, "description": "whether prompt was cut"},
+                "prompt_href": {
+                    **STR,
+                    "description": "when prompt was cut: the answer with it whole "
+                    "(/api/runs/{id}, /api/flows/{id})",
+                },
                 "parent_id": STR_OR_NULL,
                 "made_kind": STR_OR_NULL,
                 "made_id": STR_OR_NULL,
@@ -140,8 +154,17 @@ def components() -> dict[str, Schema]:
         ),
         "FlowsRow": extended(
             "FlowRow",
-            {"name": STR, "duration": NUM_OR_NULL, "href": STR},
+            {
+                "name": STR,
+                "duration": NUM_OR_NULL,
+                "href": STR,
+                "prompt_truncated": {
+                    **BOOL,
+                    "description": "whether prompt was cut to 500 characters and …",
+                },
+            },
             "A flow on the flows page: its row, its file's name, duration, link",
+            {"prompt_href": {**STR, "description": "when cut: the answer with it whole"}},
         ),
         "FlowsPage": obj({"flows": array(ref("FlowsRow")), **_PAGE}),
         "ShowsRow": extended(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
@@ -28,13 +29,25 @@ from lirun.errors import LirunError
 from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
 from lirun.ui import list_views, show_views, team_views, views
-from lirun.ui.artifacts import ARTIFACT_HEADERS, ArtifactRefused, read_artifact, resolve_artifact
+from lirun.ui.artifacts import (
+    ARTIFACT_HEADERS,
+    ArtifactRefused,
+    own_root,
+    read_artifact,
+    runs_dir,
+)
 from lirun.ui.events import Change, Hub, Notice, change_of
-from lirun.ui.filters import FILTERS
+from lirun.ui.filters import FILTERS, shown
 from lirun.ui.jsonable import to_json
 from lirun.ui.metrics import CONTENT_TYPE, render
 from lirun.ui.openapi import API, openapi_document
 from lirun.ui.security import Guard
+from lirun.ui.streams import (
+    MAX_STREAMS,
+    MAX_STREAMS_PER_CLIENT,
+    RETRY_AFTER_SECONDS,
+    StreamCaps,
+)
 from lirun.ui.transcript import read_transcript, stream_signature
 
 HERE = os.path.dirname(os.path.realpath(__file__))
@@ -47,6 +60,7 @@ def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(os.path.join(HERE, "templates")),
         autoescape=select_autoescape(default=True, default_for_string=True),
+        finalize=shown,  # every value printed: invisible characters as visible escapes
     )
     env.filters.update(FILTERS)
     return env
@@ -55,8 +69,11 @@ def _environment() -> Environment:
 class Dashboard:
     """The state one server shares: a Store for reads, the templates, the watcher."""
 
-    def __init__(self, db_url: str | None) -> None:
+    def __init__(self, db_url: str | None, streams: StreamCaps | None = None) -> None:
         self.db_url = db_url
+        self.streams = streams or StreamCaps()
+        # Artifacts are served from this home's runs only (ui/artifacts.py), as it is now.
+        self.runs = runs_dir()
         # Read-only, like `li status`: a mistyped path is an error, not a new empty
         # database, and the dashboard never migrates or writes what it shows.
         self.store: Store = open_store(db_url, readonly=True)
@@ -143,7 +160,7 @@ def _routes(dash: Dashboard) -> list[Any]:
         data = await dash.read(list_views.attention_view, dash.db_url)
         return answer(request, data, "attention.html")
 
-    run = one(views.run_view, "run.html", "run_id", "run")
+    run = one(functools.partial(views.run_view, runs=dash.runs), "run.html", "run_id", "run")
     flow = one(views.flow_view, "flow.html", "flow_id", "flow")
     show = one(show_views.show_view, "show.html", "show_id", "show")
     schedules = every(views.schedules_view, "schedules.html")
@@ -159,15 +176,15 @@ def _routes(dash: Dashboard) -> list[Any]:
         if row is None:
             return PlainTextResponse("no such run\n", status_code=404)
         try:
-            served = resolve_artifact(row.get("artifacts_path"), rel)
-            body = await run_in_threadpool(read_artifact, served)
+            root = own_root(dash.runs, run_id, row.get("artifacts_path"))
+            served = await run_in_threadpool(read_artifact, root, rel)
         except ArtifactRefused as exc:
             return PlainTextResponse(f"{exc}\n", status_code=404, headers=ARTIFACT_HEADERS)
         headers = dict(ARTIFACT_HEADERS)
         if served.attachment:
             name = os.path.basename(served.path).encode("ascii", "replace").decode()
             headers["Content-Disposition"] = f'attachment; filename="{name.replace(chr(34), "_")}"'
-        return Response(body, media_type=served.media_type, headers=headers)
+        return Response(served.body, media_type=served.media_type, headers=headers)
 
     async def transcript(request: Request) -> Response:
         """A running run's transcript section, read from its stream files only (where they
@@ -202,11 +219,7 @@ def _routes(dash: Dashboard) -> list[Any]:
         return JSONResponse(openapi_document())
 
     async def events(request: Request) -> Response:
-        return StreamingResponse(
-            _event_stream(dash, request),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
+        return _CappedStream(dash, request)
 
     handlers = {
         "runs": runs,
@@ -245,6 +258,39 @@ def _routes(dash: Dashboard) -> list[Any]:
     routes += [Route(spec.path, handlers[spec.handler]) for spec in API]
     routes.append(Mount("/static", StaticFiles(directory=os.path.join(HERE, "static"))))
     return routes
+
+
+class _CappedStream(Response):
+    """The event stream if a slot is free (``Dashboard.streams``), else a 503 with
+    ``Retry-After``; the slot is taken and given back in the same call, so a client that
+    goes (or is never served) frees it."""
+
+    def __init__(self, dash: Dashboard, request: Request) -> None:
+        super().__init__()
+        self._dash, self._request = dash, request
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        client = scope.get("client")
+        key = str(client[0]) if client else "?"
+        caps = self._dash.streams
+        refused = caps.take(key)
+        if refused is not None:
+            answer: Response = PlainTextResponse(
+                f"{refused}: try again later\n",
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS), "Cache-Control": "no-store"},
+            )
+            await answer(scope, receive, send)
+            return
+        try:
+            stream = StreamingResponse(
+                _event_stream(self._dash, self._request),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            )
+            await stream(scope, receive, send)
+        finally:
+            caps.give_back(key)
 
 
 async def _event_stream(dash: Dashboard, request: Request) -> AsyncIterator[str]:
@@ -289,14 +335,18 @@ def create_app(
     token: str | None = None,
     allowed_hosts: Collection[str] | None = None,
     watch: bool = True,
+    max_streams: int = MAX_STREAMS,
+    max_streams_per_client: int = MAX_STREAMS_PER_CLIENT,
 ) -> Any:
     """The dashboard over the database at ``db_url`` (the usual default when None).
 
     ``token``: required on every request when set. ``allowed_hosts``: the Host names it
     answers (None: any). ``watch``: run the live watcher (off for a test that needs no
-    events). Raises LirunError when the database cannot be opened.
+    events). ``max_streams`` / ``max_streams_per_client``: event streams open at once,
+    in all and per client address (``ui/streams.py``). Raises LirunError when the
+    database cannot be opened.
     """
-    dash = Dashboard(db_url)
+    dash = Dashboard(db_url, StreamCaps(max_streams, max_streams_per_client))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

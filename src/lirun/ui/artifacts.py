@@ -1,7 +1,13 @@
 """Serving a run's artifact files without letting one reach beyond its run or run script.
 
-A path is resolved (symlinks followed) and must stay inside the run's artifact root; the
-file is opened without following a final symlink and checked to be the file resolved.
+Only the run's own artifact directory is served: ``<runs root>/<run id>/artifacts``, the
+directory lirun made for it, and only when its record names that directory. A run made
+with ``--save DIR`` keeps its artifacts where its owner chose, perhaps ``/etc``, and a
+record's path can be edited in the database: the dashboard (perhaps running as root)
+serves neither. Inside, every component is opened without following a link and the file
+must be a regular one (checked on the opened descriptor): no link leads out, no FIFO
+hangs the server, no device is read.
+
 What a browser receives can never execute in the dashboard's origin: images it can draw
 are sent as themselves, text (HTML and SVG included) as ``text/plain``, anything else as
 a download; every answer carries ``nosniff`` and a sandboxing Content-Security-Policy.
@@ -13,7 +19,13 @@ import os
 import stat
 from dataclasses import dataclass
 
+from lirun.paths import runs_root
+from lirun.record.rundir import SAFE_COMPONENT_PATTERN
+
 MAX_LISTED = 500
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 MAX_SERVED_BYTES = 64 * 1024 * 1024
 
 # Only raster images a browser cannot run script from are shown inline as themselves.
@@ -74,6 +86,7 @@ class ServedFile:
     size: int
     media_type: str
     attachment: bool
+    body: bytes
 
 
 def media_for(name: str) -> tuple[str, bool]:
@@ -86,60 +99,118 @@ def media_for(name: str) -> tuple[str, bool]:
     return "application/octet-stream", True
 
 
-def resolve_artifact(root: str | None, relative: str) -> ServedFile:
-    """The file ``relative`` names under ``root``; ArtifactRefused when it is missing, not
-    a regular file, outside the root (``..``, an absolute path, a symlink out), or huge."""
-    if not root:
-        raise ArtifactRefused("this run has no artifact root")
+def runs_dir() -> str:
+    """The real path of this process's runs directory (``<LIRUN_HOME>/runs``): the
+    dashboard takes it once, when it starts."""
+    return os.path.realpath(runs_root())
+
+
+def own_root(runs: str, run_id: str, recorded: str | None) -> str:
+    """The run's own artifact directory, ``<runs>/<run id>/artifacts`` (``runs``: the
+    real path of the runs directory, ``runs_dir``; then no link), when its record names
+    it; ArtifactRefused
+    when the record names another directory (``--save DIR``, or a path edited in the
+    database) or when the directory is reached through a link."""
+    if not recorded:
+        raise ArtifactRefused("this run has no artifact directory")
+    if not SAFE_COMPONENT_PATTERN.fullmatch(run_id):
+        raise ArtifactRefused("this run has no directory of its own")
+    own = os.path.join(runs, run_id, "artifacts")
+    if os.path.realpath(recorded) != own:
+        raise ArtifactRefused(
+            "this run keeps its artifacts outside its own run directory (--save): "
+            "the dashboard serves none of them; open them on the host"
+        )
+    return own
+
+
+def artifacts_served(runs: str, run_id: str, recorded: str | None) -> str | None:
+    """None when the run's artifacts can be served, else why not (one sentence)."""
+    try:
+        own_root(runs, run_id, recorded)
+    except ArtifactRefused as exc:
+        return str(exc) if recorded else None
+    return None
+
+
+def _open_inside(root: str, parts: list[str], last: int) -> int:
+    """A descriptor of ``root/parts...``, each component opened without following a
+    link (``last``: the flags of the final one); OSError when one is a link or missing."""
+    base = os.path.dirname(os.path.dirname(root))  # the runs root's real path
+    names = [*root[len(base) :].strip(os.sep).split(os.sep), *parts]
+    fd = os.open(base, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    try:
+        for i, name in enumerate(names):
+            flags = last if i == len(names) - 1 else os.O_RDONLY | _DIRECTORY
+            step = os.open(name, flags | _NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = step
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _parts(relative: str) -> list[str]:
     if not relative or "\x00" in relative or os.path.isabs(relative):
         raise ArtifactRefused("not a relative path")
-    real_root = os.path.realpath(root)
-    candidate = os.path.realpath(os.path.join(real_root, relative))
-    if os.path.commonpath([real_root, candidate]) != real_root or candidate == real_root:
-        raise ArtifactRefused("the path leaves the run's artifact root")
+    parts = relative.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise ArtifactRefused("the path leaves the run's artifact directory")
+    return parts
+
+
+def read_artifact(root: str, relative: str) -> ServedFile:
+    """The regular file ``relative`` names under the run's own artifact directory
+    ``root`` (``own_root``), with its bytes. Every component is opened without following
+    a link, the file without blocking (a FIFO never hangs the server), and what was
+    opened is checked (``fstat``) to be a regular file of a size the dashboard serves:
+    ArtifactRefused otherwise (``..``, an absolute path, a link in or out, a FIFO, a
+    device, a directory, a missing file)."""
+    parts = _parts(relative)
     try:
-        info = os.stat(candidate)
+        fd = _open_inside(root, parts, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         raise ArtifactRefused("no such artifact") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ArtifactRefused("not a regular file")
-    if info.st_size > MAX_SERVED_BYTES:
-        raise ArtifactRefused("larger than the dashboard serves; open it on the host")
-    media_type, attachment = media_for(candidate)
-    return ServedFile(candidate, info.st_size, media_type, attachment)
-
-
-def read_artifact(served: ServedFile) -> bytes:
-    """The file's bytes, opened without following a symlink swapped in since it was
-    resolved (and refused if the opened file is not the one checked)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(served.path, flags)
-    except OSError:
-        raise ArtifactRefused("the artifact changed while it was opened") from None
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SERVED_BYTES:
-            raise ArtifactRefused("the artifact changed while it was opened")
-        return file.read(MAX_SERVED_BYTES)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ArtifactRefused("not a regular file")
+        if info.st_size > MAX_SERVED_BYTES:
+            raise ArtifactRefused("larger than the dashboard serves; open it on the host")
+        with os.fdopen(os.dup(fd), "rb") as file:
+            body = file.read(MAX_SERVED_BYTES)
+    finally:
+        os.close(fd)
+    media_type, attachment = media_for(parts[-1])
+    return ServedFile(os.path.join(root, *parts), len(body), media_type, attachment, body)
 
 
-def list_artifacts(root: str | None) -> list[dict[str, object]]:
-    """Files under the artifact root (relative path, size), symlinks not followed, at
-    most ``MAX_LISTED``; ``[]`` when the root is missing."""
-    if not root or not os.path.isdir(root):
+def list_artifacts(runs: str, run_id: str, recorded: str | None) -> list[dict[str, object]]:
+    """The regular files under the run's own artifact directory (relative path, size),
+    links neither followed nor listed, at most ``MAX_LISTED``; ``[]`` when there is none
+    or the record names another directory (``own_root``)."""
+    try:
+        root = own_root(runs, run_id, recorded)
+        fd = _open_inside(root, [], os.O_RDONLY | _DIRECTORY)
+    except (ArtifactRefused, OSError):
         return []
     found: list[dict[str, object]] = []
-    for directory, dirs, files in os.walk(root, followlinks=False):
-        dirs.sort()
-        for name in sorted(files):
-            full = os.path.join(directory, name)
-            try:
-                info = os.lstat(full)
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode):
-                found.append({"path": os.path.relpath(full, root), "size": info.st_size})
-            if len(found) >= MAX_LISTED:
-                return found
+    try:
+        # fwalk below a descriptor opened without links: a directory swapped for a link
+        # meanwhile is not entered.
+        for directory, dirs, files, dir_fd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+            dirs.sort()
+            for name in sorted(files):
+                try:
+                    info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if stat.S_ISREG(info.st_mode):
+                    path = os.path.normpath(os.path.join(directory, name))
+                    found.append({"path": path, "size": info.st_size})
+                if len(found) >= MAX_LISTED:
+                    return found
+    finally:
+        os.close(fd)
     return found

@@ -1,4 +1,5 @@
-"""Jinja filters of the templates: times, durations, money, tokens, JSON."""
+"""Jinja filters of the templates: times, durations, money, tokens, JSON; and ``shown``,
+which every value a template prints passes through."""
 
 from __future__ import annotations
 
@@ -10,9 +11,25 @@ from typing import Any
 from jinja2 import Undefined
 from markupsafe import Markup, escape
 
+from lirun.visible import visible
+
 
 def _missing(value: Any) -> bool:
     return value is None or isinstance(value, Undefined)
+
+
+def shown(value: Any) -> Any:
+    """Every value a template prints (the environment's ``finalize``): text with its
+    invisible characters (controls, bidirectional overrides, zero-width spaces: see
+    ``lirun.visible``) as visible escapes, so a page reads as the record is stored; line
+    breaks and tabs stay, for the text shown as lines. Markup stays markup: the escapes
+    hold no character HTML gives a meaning to."""
+    if not isinstance(value, str):
+        return value
+    text = visible(value, keep="\n\r\t")
+    if text == value:
+        return value
+    return Markup(text) if isinstance(value, Markup) else text
 
 
 def when(ts: Any) -> str:

@@ -18,8 +18,9 @@ from lirun.store import Store
 from lirun.store.rows import ScheduleRow
 from lirun.store.ui_reads import RUN_KINDS
 from lirun.ui.attention_facts import attention_items
-from lirun.ui.run_rows import describe
+from lirun.ui.run_rows import bounded_prompt, describe
 from lirun.ui.views import (
+    LIST_PROMPT_CHARS,
     PAGE_SIZE,
     STATUS_CHOICES,
     BadRequest,
@@ -66,6 +67,7 @@ def flows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     flows = [
         {
             **row,
+            **bounded_prompt(row, LIST_PROMPT_CHARS, f"/api/flows/{row['id']}"),
             "name": os.path.basename(str(row.get("skill") or "")) or "flow",
             "duration": duration(row, now),
             "href": f"/flows/{row['id']}",

@@ -3,7 +3,8 @@
 A row names things by what they are: an invocation a flow ran is a **flow** named by
 its file's name (the path on hover); a schedule run is named by its **schedule**, with
 its action beside it; a command run shows its **command** as a person would type it;
-an agent run its prompt; a fan-out leg instance its item. ``fold_schedules`` turns a
+an agent run its prompt (sent once, and in a list at most ``LIST_PROMPT_CHARS`` of it:
+``bounded_prompt``); a fan-out leg instance its item. ``fold_schedules`` turns a
 page's schedule runs into one row per schedule on request. Pure: rows in, rows out.
 """
 
@@ -15,7 +16,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["command_text", "describe", "fold_schedules"]
+__all__ = ["bounded_prompt", "command_text", "describe", "fold_schedules"]
 
 
 def _argv(command: object) -> list[str] | None:
@@ -38,14 +39,16 @@ def command_text(command: object) -> str | None:
 
 def describe(row: Mapping[str, Any]) -> dict[str, Any]:
     """``kind_label``, ``label`` (its name), ``label_title`` (the name in full), ``what``
-    (the prompt or the command) and, for a session, ``command`` (its argv) and
-    ``command_line`` (as typed), for one row of ``ui_runs_page``."""
+    (what it ran when its prompt does not say: a command as typed, a schedule run's
+    action; None where the prompt says it, so the prompt is sent once) and, for a
+    session, ``command`` (its argv) and ``command_line`` (as typed), for one row of
+    ``ui_runs_page``."""
     kind, label = row.get("kind"), row.get("label")
     out: dict[str, Any] = {
         "kind_label": str(kind or "").replace("_", " "),
         "label": label,
         "label_title": label,
-        "what": row.get("prompt"),
+        "what": None,
         "command": None,
         "command_line": None,
     }
@@ -54,7 +57,7 @@ def describe(row: Mapping[str, Any]) -> dict[str, Any]:
         line = shlex.join(argv) if argv else None
         out["command"], out["command_line"] = argv, line
         if row.get("provider") == "command" or not row.get("prompt"):
-            out["what"] = line or row.get("prompt")
+            out["what"] = line
     elif kind == "invocation" and row.get("origin") == "flow":
         out["kind_label"] = "flow"
         out["label"] = os.path.basename(str(label)) if label else None
@@ -67,6 +70,16 @@ def describe(row: Mapping[str, Any]) -> dict[str, Any]:
             out["label"] = out["label_title"] = label or "(deleted schedule)"
             out["what"] = f"{action} fired by its schedule"
     return out
+
+
+def bounded_prompt(row: Mapping[str, Any], chars: int, href: str) -> dict[str, Any]:
+    """A list row's ``prompt`` cut to ``chars`` characters and marked (``…``,
+    ``prompt_truncated``, ``prompt_href``: the detail answer that has it whole) when it
+    is longer; the row read ``chars + 1`` characters of it, enough to tell."""
+    prompt = row.get("prompt")
+    if not isinstance(prompt, str) or len(prompt) <= chars:
+        return {"prompt_truncated": False}
+    return {"prompt": prompt[:chars] + "…", "prompt_truncated": True, "prompt_href": href}
 
 
 def fold_schedules(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

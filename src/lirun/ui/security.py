@@ -1,8 +1,9 @@
 """Safe by default: the dashboard's guard, as one ASGI middleware.
 
-- A token, when set, is checked on every request: an ``Authorization: Bearer`` header,
-  or the HttpOnly, SameSite=Strict cookie that a browser gets by presenting the token
-  once as ``?token=`` (EventSource cannot send headers; the cookie rides along).
+- A token, when set, is checked on every request: an ``Authorization: Bearer`` header
+  (the scheme in any case), or the HttpOnly, SameSite=Strict cookie that a browser gets
+  by presenting the token once as ``?token=`` (EventSource cannot send headers; the
+  cookie rides along). Either is compared in constant time.
 - On a local bind only local Host names are answered (a web page elsewhere cannot reach
   the dashboard through DNS rebinding).
 - Pages are read-only: a method other than GET or HEAD is refused.
@@ -50,6 +51,15 @@ def _host_name(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
+def bearer_credentials(header: str) -> str | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header, None for any other. The
+    scheme's name is case-insensitive (RFC 7235: ``bearer`` and ``BEARER`` are the same)."""
+    scheme, _, credentials = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return credentials.strip(" \t") or None
+
+
 def token_matches(given: str | None, token: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), token.encode())
 
@@ -94,8 +104,7 @@ class Guard:
             # "/" + the path without leading slashes: "//host" would leave the dashboard.
             location = "/" + scope["path"].lstrip("/") + (f"?{rest}" if rest else "")
             return _set_cookie_and_redirect(location, self.token)
-        auth = headers.get("authorization", "")
-        if auth.startswith("Bearer ") and token_matches(auth[len("Bearer ") :], self.token):
+        if token_matches(bearer_credentials(headers.get("authorization", "")), self.token):
             return None
         cookie = SimpleCookie()
         try:

@@ -19,14 +19,15 @@ from lirun.store import Store
 from lirun.store.records import present_session
 from lirun.store.rows import SessionRow
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
-from lirun.ui.artifacts import list_artifacts
+from lirun.ui.artifacts import artifacts_served, list_artifacts, runs_dir
 from lirun.ui.evidence_view import explain_all
 from lirun.ui.graph import flow_svg
 from lirun.ui.liveness_view import liveness
-from lirun.ui.run_rows import command_text, describe, fold_schedules
+from lirun.ui.run_rows import bounded_prompt, command_text, describe, fold_schedules
 from lirun.ui.transcript import read_transcript
 
 PAGE_SIZE = 50
+LIST_PROMPT_CHARS = 500  # of each prompt in a list; the run's own page has it whole
 FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q", "fold")
 STATUS_CHOICES = sorted(
     {s for kind in RUN_KINDS for s in policy_for(kind).statuses}  # every status a run can have
@@ -162,14 +163,25 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """One page of runs with the filters that chose it and the cursor of the next page."""
     flt = parse_filter(params)
     cursor = parse_cursor(params.get("cursor"))
-    page = store.ui.runs_page(flt, before=cursor, limit=PAGE_SIZE + 1)
+    page = store.ui.runs_page(
+        flt, before=cursor, limit=PAGE_SIZE + 1, prompt_chars=LIST_PROMPT_CHARS + 1
+    )
     more = len(page) > PAGE_SIZE
     rows = [r.as_dict() for r in page[:PAGE_SIZE]]  # the keys the API and pages show
     now = time.time()
-    runs = [
-        {**row, **describe(row), "href": run_href(row), "duration": duration(row, now)}
-        for row in rows
-    ]
+    runs = []
+    for row in rows:
+        href = run_href(row)
+        detail = "/api" + href if href.startswith(("/runs/", "/flows/")) else href
+        runs.append(
+            {
+                **row,
+                **describe(row),
+                **bounded_prompt(row, LIST_PROMPT_CHARS, detail),
+                "href": href,
+                "duration": duration(row, now),
+            }
+        )
     if params.get("fold") == "schedule":
         runs = fold_schedules(runs)
         for run in runs:
@@ -188,8 +200,10 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
-    """One execution: its row, history, evidence, artifacts, usage, lineage, transcript."""
+def run_view(store: Store, run_id: str, runs: str | None = None) -> dict[str, Any] | None:
+    """One execution: its row, history, evidence, artifacts (from its own directory under
+    ``runs``, the real path of the runs directory, default this process's), usage,
+    lineage, transcript."""
 
     session = store.sessions.get(run_id)
     if session is None:
@@ -217,7 +231,10 @@ def run_view(store: Store, run_id: str) -> dict[str, Any] | None:
         "command_line": command_text(session.command_json),
         "verification": verification if isinstance(verification, dict) else {},
         "contract": session.artifact_contract_json or {},
-        "artifacts": list_artifacts(session.artifacts_path),
+        "artifacts": list_artifacts(runs or runs_dir(), session.id, session.artifacts_path),
+        "artifacts_served": artifacts_served(
+            runs or runs_dir(), session.id, session.artifacts_path
+        ),
         "usage": {k: row[k] for k in usage_keys if row[k] is not None},
         "lineage": lineage.as_dict(),
         "play_of": _play_of(session),

@@ -99,12 +99,22 @@
   }
 
   var source = null;
+  var left = false;  // the page was left (pagehide): no stream until it is shown again
 
   function connect() {
     if (source !== null) { return; }
     source = new EventSource("/events");
     source.addEventListener("open", function () { setLive(true, "live"); });
-    source.addEventListener("error", function () { setLive(false, "reconnecting…"); });
+    source.addEventListener("error", function () {
+      setLive(false, "reconnecting…");
+      // A refusal (503: the server holds as many streams as it takes) closes the stream
+      // for good: ask again later, as its Retry-After says, not at once.
+      if (source !== null && source.readyState === EventSource.CLOSED) {
+        source = null;
+        window.setTimeout(function () { if (!left) { connect(); } },
+          10000 + Math.floor(Math.random() * 5000));
+      }
+    });
     source.addEventListener("hello", function () { setLive(true, "live"); });
     source.addEventListener("reset", function () { schedule(0); countSoon(); });
     source.addEventListener("stale", function () { setLive(false, "database unreachable"); });
@@ -162,10 +172,12 @@
   // A page left for another (perhaps kept in the back-forward cache) lets its stream go:
   // browsers allow six connections to one server, and kept streams would use them up.
   window.addEventListener("pagehide", function () {
+    left = true;
     if (source !== null) { source.close(); source = null; }
     setLive(false, "offline");
   });
   window.addEventListener("pageshow", function (event) {
+    left = false;
     if (event.persisted) { connect(); schedule(0); }
   });
 

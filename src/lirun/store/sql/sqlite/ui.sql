@@ -11,11 +11,13 @@
 -- its row links there, and is named by its schedule (label) and its action (origin); a
 -- session brings its command (command: a command run's argv as JSON), an invocation its
 -- origin (flow or manual), so the list can say what each is. A pruned run or flow says when
--- (pruned_at, migration 0010). Otherwise only columns every version of these tables has are read.
+-- (pruned_at, migration 0010). A prompt is cut to its first :prompt_chars characters
+-- (NULL: whole), so a page of huge prompts costs a page, not their size. Otherwise only columns every version of these tables has are read.
 SELECT * FROM (
 SELECT * FROM (
   SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
-         status_reason_summary AS reason_summary, provider, model, prompt,
+         status_reason_summary AS reason_summary, provider, model,
+         substr(prompt, 1, COALESCE(CAST(:prompt_chars AS INTEGER), 2147483647)) AS prompt,
          flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
          output_tokens, cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
@@ -39,7 +41,7 @@ SELECT * FROM (
 UNION ALL
 SELECT * FROM (
   SELECT 'invocation' AS kind, id, status, status_reason_code AS reason_code,
-         status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, prompt, skill AS label, CAST(NULL AS TEXT) AS parent_id, CAST(NULL AS REAL) AS duration_s, input_tokens, output_tokens, cost_usd,
+         status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, substr(prompt, 1, COALESCE(CAST(:prompt_chars AS INTEGER), 2147483647)) AS prompt, skill AS label, CAST(NULL AS TEXT) AS parent_id, CAST(NULL AS REAL) AS duration_s, input_tokens, output_tokens, cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
          CAST(NULL AS TEXT) AS command, kind AS origin,
          pruned_at
