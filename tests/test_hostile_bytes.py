@@ -157,6 +157,23 @@ def test_a_show_file_of_aliased_text_is_one_line(tmp_path: Path, lirun_home: Pat
     assert_one_line_refusal(result, f"{path}:10: its aliases expand to more than", lirun_home)
 
 
+def test_a_profile_of_aliased_text_is_one_line(tmp_path: Path, lirun_home: Path) -> None:
+    profiles = lirun_home / "profiles"
+    profiles.mkdir()
+    lines = ["defaults: {timeout: 60}", f'x: &a "{"p" * 1_000_000}"']
+    lines.append("y: [" + ", ".join(["*a"] * 10) + "]")
+    path = profiles / "big.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run_measured("run", "--profile", "big", "--", "true", home=lirun_home, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("li run: error: ")
+    assert f"{path}:3: its aliases expand to more than 4,194,304 characters" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+    assert not (lirun_home / "state.db").exists()
+    assert result.peak_mb < SMALL_MB
+
+
 def test_shared_text_within_the_bound_still_loads(tmp_path: Path) -> None:
     from lirun.flows.load import load_flow
 
