@@ -256,6 +256,35 @@ def _hostile_file(directory: Path, kind: str, limit: int) -> Path:
     return path
 
 
+def test_a_fan_out_over_an_artifact_past_the_bound_fails_its_leg(
+    tmp_path: Path, lirun_home: Path
+) -> None:
+    """Before: the 5 MB artifact became an item stored in the flow's graph (and its
+    rewrites) and rendered into the leg; now the fan-out leg fails saying why."""
+    path = tmp_path / "fan.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """
+            legs:
+              - id: a
+                run: [sh, -c, "head -c 5000000 /dev/zero | tr '\\\\0' x > $LIRUN_ARTIFACT_DIR/t.txt"]
+                artifacts: [{id: t, path: t.txt}]
+              - id: b
+                depends_on: [a]
+                for_each: {artifact: a.t, split: lines}
+                run: [echo, "{{ item|length }}"]
+            """
+        ),
+        encoding="utf-8",
+    )
+    result = run_measured("flow", "run", str(path), home=lirun_home, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "leg a completed" in result.stderr
+    assert "leg b failed (run.failed.fan_out): for_each: cannot read " in result.stderr
+    assert f"t.txt: larger than the {MAX_FILE_BYTES:,}-byte bound" in result.stderr
+    assert (lirun_home / "state.db").stat().st_size < 2_000_000
+
+
 # --- json_schema: -------------------------------------------------------------------------------
 
 
