@@ -267,8 +267,8 @@ def test_a_fan_out_over_an_artifact_past_the_bound_fails_its_leg(
             """
             legs:
               - id: a
-                run: [sh, -c, "head -c 5000000 /dev/zero | tr '\\\\0' x > $LIRUN_ARTIFACT_DIR/t.txt"]
-                artifacts: [{id: t, path: t.txt}]
+                run: [sh, -c, "head -c 5000000 /dev/zero | tr '\\\\0' x >$LIRUN_ARTIFACT_DIR/t"]
+                artifacts: [{id: t, path: t}]
               - id: b
                 depends_on: [a]
                 for_each: {artifact: a.t, split: lines}
@@ -281,7 +281,7 @@ def test_a_fan_out_over_an_artifact_past_the_bound_fails_its_leg(
     assert result.returncode == 1, result.stderr
     assert "leg a completed" in result.stderr
     assert "leg b failed (run.failed.fan_out): for_each: cannot read " in result.stderr
-    assert f"t.txt: larger than the {MAX_FILE_BYTES:,}-byte bound" in result.stderr
+    assert f"/t: larger than the {MAX_FILE_BYTES:,}-byte bound" in result.stderr
     assert (lirun_home / "state.db").stat().st_size < 2_000_000
 
 
