@@ -250,9 +250,10 @@ def _padded(method: str, text: str, args: tuple[Any, ...]) -> int | None:
     return None
 
 
-def bounded_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-    """TooLarge when calling ``obj`` (a bound method) with these arguments would build
-    text or a list past the bound; None when it would not or ``obj`` is not one of them."""
+def bounded_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The arguments to call ``obj`` (a bound method) with: ``args``, or for ``str.join``
+    its items as a list (measured, so a generator is not used up); TooLarge when the call
+    would build text or a list past the bound."""
     owner, method = getattr(obj, "__self__", None), getattr(obj, "__name__", "")
     if isinstance(owner, str):
         padded = _padded(method, owner, args)
@@ -261,14 +262,15 @@ def bounded_method(obj: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
         elif method == "replace" and len(args) >= 2:
             count = args[2] if len(args) > 2 else kwargs.get("count")
             _check("replace()", _replaced_size(owner, str(args[0]), str(args[1]), count))
-        elif method == "join" and args:
+        elif method == "join" and len(args) == 1:
             items = list(args[0])
-            size = len(owner) * max(len(items) - 1, 0) + text_size(items)
-            _check("join()", size)
+            _check("join()", len(owner) * max(len(items) - 1, 0) + text_size(items))
+            return (items,)
         elif method in ("format", "format_map"):
             values = kwargs if method == "format" else (args[0] if args else {})
             positional = args if method == "format" else ()
             mapping = values if isinstance(values, Mapping) else {}
             _check(f"{method}()", _format_size(owner, positional, mapping))
-    elif isinstance(owner, list) and method in ("extend", "__iadd__") and args:
+    elif isinstance(owner, list) and method == "extend" and args:
         _check("extend()", text_size(owner) + text_size(args[0]))
+    return args

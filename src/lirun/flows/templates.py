@@ -119,7 +119,7 @@ def _environment() -> Any:
             return bounded_binop(operator, left, right)
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-            bounded_method(__obj, args, kwargs)
+            args = bounded_method(__obj, args, kwargs)
             return super().call(__context, __obj, *args, **kwargs)
 
         def wrap_str_format(self, value: Any) -> Any:
