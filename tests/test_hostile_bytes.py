@@ -408,6 +408,7 @@ def test_templates_within_the_bound_render_as_before() -> None:
         "  ab  |a\n  b|ba|x-3|1, 2|x  |1!|abc|[1, 2]|ab|1|[1, 2]|xxx|1|[[1, 2], [3]]"
     )
     assert len(render("{{ 'x' * 1999999 }}", context)) == 1_999_999
+    assert len(render("{{ [1] * 100000 }}", context)) == 300_000  # numbers count as written
     joined = "{{ ','.join(range(3)|map('string')) }}"  # a generator, measured and still joined
     assert render(joined, context) == "0,1,2"
 

@@ -72,8 +72,10 @@ def text_size(value: Any, budget: int = LIMIT) -> int:
         elif isinstance(item, list | tuple | set | frozenset):
             total += 2 + 2 * len(item)
             stack.extend(item)
+        elif item is None or isinstance(item, int | float):
+            total += len(repr(item))  # short: ``**`` keeps numbers to 10,000 digits
         else:
-            total += 24  # a number, a bool, None: short (``**`` keeps numbers short)
+            total += 24  # an object of Jinja2's (a namespace, a cycler): its name
     return total
 
 
