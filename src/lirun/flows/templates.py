@@ -10,7 +10,9 @@ Jinja2's ``SandboxedEnvironment`` keeps a template from reaching Python internal
 checked whole before anything starts: a leg that is not an ancestor, an undeclared
 variable, ``item`` outside a fan-out leg, a private attribute, a template nested or
 chained too deep to parse (``template_limits``). ``render`` is bounded in time and
-output and ends early, with ``RenderStopped``, when its ``should_stop`` says so.
+output, each operation that could build far more than its inputs is measured before it
+builds (``template_sizes``), and it ends early, with ``RenderStopped``, when its
+``should_stop`` says so.
 """
 
 from __future__ import annotations
