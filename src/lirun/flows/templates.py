@@ -101,7 +101,9 @@ class _BoundedGenerator(CodeGenerator):
 def _finalize(value: Any) -> Any:
     """A value printed whole: a list or mapping is measured before ``str()`` makes its
     text (a list of one long text 100,000 times is short as a list)."""
-    size = 0 if isinstance(value, str) else text_size(value)
+    if isinstance(value, str | int | float) or value is None:
+        return value  # its text is as long as it is (numbers: at most 10,000 digits)
+    size = text_size(value)
     if size > MAX_OUTPUT_CHARS:
         raise TooLarge("printing this value", size)
     return value
