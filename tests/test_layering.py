@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "lirun",  # the package itself: lazy exports only (importlib, never `import`)
             "lirun.paths",
+            "lirun.inputfile",  # a user-named file read whole within a bound
             "lirun.settings",
             "lirun.errors",
             "lirun.lifecycle",

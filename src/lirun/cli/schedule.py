@@ -22,6 +22,7 @@ from lirun.schedules.definition import (
     Definition,
     Policies,
     check_name,
+    check_stored_size,
     describe_policies,
     make_policies,
 )
@@ -192,6 +193,7 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
         enabled=not args.disabled,
     )
     registry.refuse_past_at(definition, now)
+    check_stored_size(definition)  # before the store opens: a refused add writes nothing
     store = open_store(args.db)
     try:
         row = registry.add(store, definition, now=now, actor=registry.current_actor())

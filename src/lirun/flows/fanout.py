@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from lirun.flows.spec import MAX_FAN_OUT, ForEach
+from lirun.inputfile import InputFileError, read_bounded
+from lirun.yamlfile.lines import MAX_FILE_BYTES
 
-__all__ = ["FanOutError", "expand_items", "instance_id"]
+__all__ = ["MAX_ITEMS_BYTES", "FanOutError", "expand_items", "instance_id"]
+
+# The items become part of the flow's stored graph and checkpoint: an artifact read for
+# them is bounded as the flow file is.
+MAX_ITEMS_BYTES = MAX_FILE_BYTES
 
 
 class FanOutError(ValueError):
@@ -27,8 +32,8 @@ def expand_items(for_each: ForEach, artifact_path: str | None = None) -> list[st
         if artifact_path is None:
             raise FanOutError(f"for_each: artifact {for_each.artifact} has no file")
         try:
-            text = Path(artifact_path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            text = read_bounded(artifact_path, MAX_ITEMS_BYTES).decode("utf-8")
+        except (InputFileError, UnicodeDecodeError) as exc:
             raise FanOutError(f"for_each: cannot read {artifact_path}: {exc}") from None
         items = _split(text, for_each.split, artifact_path)
     if len(items) > MAX_FAN_OUT:

@@ -30,9 +30,10 @@ from lirun.exec.provider_options import OPTION_KEYS
 from lirun.exec.task import MAX_PARALLEL, TASK_KEYS, Task
 from lirun.flows.load_checks import check_graph
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
+from lirun.inputfile import InputFileError, read_bounded
 from lirun.teams.membership import parse_setting
 from lirun.yamlfile import gcpause
-from lirun.yamlfile.lines import YamlFileError, read_yaml
+from lirun.yamlfile.lines import MAX_FILE_BYTES, YamlFileError, read_yaml
 from lirun.yamlfile.problems import ProblemReader
 
 __all__ = [
@@ -119,11 +120,9 @@ def _load_flow(path: str | os.PathLike[str], vars: Mapping[str, str], cwd: str |
 
     file = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
     try:
-        digest = hashlib.sha256(file.read_bytes()).hexdigest()
-    except OSError as exc:
-        raise FlowFileError(
-            str(file), [f"{file}: cannot read the flow file: {exc.strerror}"]
-        ) from None
+        digest = hashlib.sha256(read_bounded(file, MAX_FILE_BYTES)).hexdigest()
+    except InputFileError as exc:
+        raise FlowFileError(str(file), [f"{file}: cannot read the flow file: {exc}"]) from None
     try:
         data = read_yaml(file, expected="vars:, parallel:, legs:, ...")
     except YamlFileError as exc:

@@ -12,8 +12,8 @@ keep the engine busy for minutes, deaf to SIGTERM. So:
 * ``Guard`` watches a render: every ``GUARD_EVERY`` Python events it looks at the clock
   and at ``should_stop`` (the flow's signal trap) and interrupts the render when the
   time is up or a signal came; ``Sink`` ends it when the output passes
-  ``MAX_OUTPUT_CHARS``; ``bounded_binop`` refuses ``*`` and ``**`` whose result would
-  be huge before Python builds it.
+  ``MAX_OUTPUT_CHARS``; what could build far more than that before the Sink sees it
+  (``*``, ``center``, ``join``, ...) is measured first by ``template_sizes``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ __all__ = [
     "Guard",
     "RenderInterrupted",
     "ShapeError",
-    "bounded_binop",
     "check_shape",
 ]
 
@@ -119,27 +118,6 @@ def check_shape(env: Any, text: str) -> None:
                 f"template error on its line {line}: more than {MAX_CHAIN} operators, "
                 "filters and attribute steps in one tag; split it"
             )
-
-
-def bounded_binop(operator: str, left: Any, right: Any) -> Any:
-    """``left * right`` or ``left ** right``, refused (ValueError) when the result
-    would be a sequence longer than MAX_OUTPUT_CHARS or a number of more than 10,000
-    digits; the sandbox routes these two operators here."""
-    if operator == "*":
-        for seq, count in ((left, right), (right, left)):
-            sized = isinstance(seq, str | list | tuple) and isinstance(count, int)
-            if sized and len(seq) * max(count, 0) > MAX_OUTPUT_CHARS:
-                raise ValueError(
-                    f"repeating a value of length {len(seq)} {count} times is over the "
-                    f"{MAX_OUTPUT_CHARS:,}-character bound of a template"
-                )
-        return left * right
-    if operator == "**":
-        whole = isinstance(left, int) and isinstance(right, int) and abs(left) > 1
-        if whole and right * abs(left).bit_length() > 33_000:  # ~10,000 decimal digits
-            raise ValueError(f"{left} ** {right} is too large a number for a template")
-        return left**right
-    raise ValueError(f"operator {operator!r} is not bounded here")
 
 
 class Guard:

@@ -10,7 +10,9 @@ Jinja2's ``SandboxedEnvironment`` keeps a template from reaching Python internal
 checked whole before anything starts: a leg that is not an ancestor, an undeclared
 variable, ``item`` outside a fan-out leg, a private attribute, a template nested or
 chained too deep to parse (``template_limits``). ``render`` is bounded in time and
-output and ends early, with ``RenderStopped``, when its ``should_stop`` says so.
+output, each operation that could build far more than its inputs is measured before it
+builds (``template_sizes``), and it ends early, with ``RenderStopped``, when its
+``should_stop`` says so.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import jinja2
 from jinja2 import StrictUndefined, meta, nodes
+from jinja2.compiler import CodeGenerator
 from jinja2.sandbox import SandboxedEnvironment
 
 from lirun.flows.template_limits import (
@@ -33,8 +36,15 @@ from lirun.flows.template_limits import (
     RenderInterrupted,
     ShapeError,
     Sink,
-    bounded_binop,
     check_shape,
+)
+from lirun.flows.template_sizes import (
+    BOUNDED_FILTERS,
+    TooLarge,
+    bounded_binop,
+    bounded_method,
+    concat,
+    text_size,
 )
 
 __all__ = [
@@ -76,17 +86,65 @@ class TemplateRefs:
     private: frozenset[str]
 
 
+class _BoundedGenerator(CodeGenerator):
+    """Compiles ``a ~ b`` to ``template_sizes.concat``, which measures before it joins
+    (autoescape is off, so Jinja2 would always use its plain join there)."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Any) -> None:
+        self.write("environment.bounded_concat((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
+def _finalize(value: Any) -> Any:
+    """A value printed whole: a list or mapping is measured before ``str()`` makes its
+    text (a list of one long text 100,000 times is short as a list)."""
+    if isinstance(value, str | int | float) or value is None:
+        return value  # its text is as long as it is (numbers: at most 10,000 digits)
+    size = text_size(value)
+    if size > MAX_OUTPUT_CHARS:
+        raise TooLarge("printing this value", size)
+    return value
+
+
 @functools.cache
 def _environment() -> Any:
     class BoundedEnvironment(SandboxedEnvironment):
-        intercepted_binops = frozenset({"*", "**"})
+        """The sandbox, with every operation that can build far more than it is given
+        measured first (``template_sizes``)."""
+
+        code_generator_class = _BoundedGenerator
+        intercepted_binops = frozenset({"*", "**", "+", "%"})
+        bounded_concat = staticmethod(concat)
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             return bounded_binop(operator, left, right)
 
-    return BoundedEnvironment(
-        undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True
+        def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+            args = bounded_method(__obj, args, kwargs)
+            return super().call(__context, __obj, *args, **kwargs)
+
+        def wrap_str_format(self, value: Any) -> Any:
+            wrapped = super().wrap_str_format(value)
+            if wrapped is None:
+                return None
+
+            def measured(*args: Any, **kwargs: Any) -> Any:
+                bounded_method(value, args, kwargs)
+                return wrapped(*args, **kwargs)
+
+            return measured
+
+    env = BoundedEnvironment(
+        undefined=StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        finalize=_finalize,
     )
+    env.filters.update(BOUNDED_FILTERS)
+    return env
 
 
 @functools.lru_cache(maxsize=256)
@@ -264,7 +322,7 @@ def render(
             f"template error: its output passed {limit:,} characters; "
             "a template must not write that much"
         ) from None
-    except ShapeError as exc:
+    except (ShapeError, TooLarge) as exc:
         raise TemplateError(str(exc)) from None
     except RecursionError:  # a macro that calls itself, or nesting the shape check let by
         raise TemplateError(

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lirun.inputfile import InputFileError, read_bounded
+
 __all__ = [
     "CHECK_NAMES",
     "MAX_CONTENT_BYTES",
+    "MAX_SCHEMA_BYTES",
     "CheckFailure",
     "SchemaFileError",
     "check_problems",
@@ -42,6 +45,8 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 # them, saying so (sha256, lines and the byte bounds stream and have no cap).
 MAX_CONTENT_BYTES = 64 * 1024 * 1024
 _CHUNK = 1024 * 1024
+# A JSON Schema is read whole, at contract time and again by each teardown that checks.
+MAX_SCHEMA_BYTES = 4 * 1024 * 1024
 _CONTENT_CHECKS = ("matches", "json", "json_schema")
 
 
@@ -133,7 +138,9 @@ def resolve_schema_path(value: str, base: str | os.PathLike[str]) -> str:
 
 
 def load_json_schema(path: str) -> dict[str, Any] | bool:
-    """The schema in ``path``, checked against its metaschema; SchemaFileError if not usable."""
+    """The schema in ``path``, checked against its metaschema; SchemaFileError if not usable
+    (also when it is not a regular file, or is over MAX_SCHEMA_BYTES: ``/dev/zero`` would
+    be read until memory ran out, a FIFO would wait forever for a writer)."""
     try:
         import jsonschema
     except ImportError:
@@ -141,10 +148,9 @@ def load_json_schema(path: str) -> dict[str, Any] | bool:
             "json_schema needs the jsonschema library: pip install 'lirun[checks]'"
         ) from None
     try:
-        with open(path, encoding="utf-8") as file:
-            schema = json.load(file)
-    except OSError as exc:
-        raise SchemaFileError(f"cannot read the schema {path}: {exc.strerror or exc}") from None
+        schema = json.loads(read_bounded(path, MAX_SCHEMA_BYTES).decode("utf-8"))
+    except InputFileError as exc:
+        raise SchemaFileError(f"cannot read the schema {path}: {exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise SchemaFileError(f"the schema {path} is not JSON: {exc}") from None
     if not isinstance(schema, dict | bool):

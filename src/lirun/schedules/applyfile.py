@@ -30,7 +30,13 @@ from typing import Any
 
 from lirun.errors import UsageError
 from lirun.schedules.actions import Action, parse_action
-from lirun.schedules.definition import POLICY_KEYS, Definition, check_name, make_policies
+from lirun.schedules.definition import (
+    POLICY_KEYS,
+    Definition,
+    check_name,
+    check_stored_size,
+    make_policies,
+)
 from lirun.schedules.registry import MISSING
 from lirun.schedules.triggers import parse_trigger
 from lirun.yamlfile.lines import read_yaml, where
@@ -133,9 +139,12 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
         enabled = entry.get("enabled", True)
         if not isinstance(enabled, bool):
             raise UsageError(f"enabled: {enabled!r}; expected true or false")
+        key = "action"
+        definition = Definition(name, trigger, action, policies, enabled)
+        check_stored_size(definition)
     except UsageError as exc:
         raise UsageError(f"{where(path, entry, key)}: schedule {name!r}: {exc}") from None
-    return Definition(name, trigger, action, policies, enabled)
+    return definition
 
 
 def _require_change(action: Action, value: Any) -> Action:

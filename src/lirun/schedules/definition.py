@@ -7,6 +7,7 @@ is built, so an invalid definition never reaches the database.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,10 @@ OVERLAP = ("skip", "allow")
 MISSED = ("skip", "run_once")
 DEFAULT_START_DEADLINE = 3600
 DEFAULT_MISSED_GRACE = 60
+# What one definition may take in the database as JSON (its row holds it, and each change
+# of it a history row): a prompt or command past this belongs in a file (--playbook, a
+# script), not in the record of every change.
+MAX_STORED_BYTES = 64 * 1024
 
 
 def check_name(name: str) -> str:
@@ -200,6 +205,17 @@ class Definition:
             action=Action.from_dict(row.action_json),
             policies=Policies.from_dict(row.policies_json or {}),
             enabled=row.status != "disabled",
+        )
+
+
+def check_stored_size(definition: Definition) -> None:
+    """UsageError when ``definition`` would be stored as more than MAX_STORED_BYTES."""
+    size = len(json.dumps(definition.to_dict()))
+    if size > MAX_STORED_BYTES:
+        raise UsageError(
+            f"the definition would be stored as {size:,} bytes, more than the "
+            f"{MAX_STORED_BYTES:,}-byte bound of a schedule; put a long prompt in a "
+            "playbook (--playbook) and a long command in a script"
         )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lirun.errors import NotFoundError, UsageError
-from lirun.schedules.definition import Definition, diff, stored_definition
+from lirun.schedules.definition import Definition, check_stored_size, diff, stored_definition
 from lirun.schedules.triggers import AT_EXAMPLE, Trigger, next_due
 from lirun.store.rows import ScheduleRow
 
@@ -65,8 +65,9 @@ def find(store: Store, name: str) -> ScheduleRow:
 
 def add(store: Store, definition: Definition, *, now: int, actor: str | None = None) -> ScheduleRow:
     """Store a new schedule; ConflictError when the name is taken, UsageError for an
-    ``at`` time in the past."""
+    ``at`` time in the past or a definition past its stored size."""
     refuse_past_at(definition, now)
+    check_stored_size(definition)
     return store.schedules.create(
         name=definition.name,
         fields=definition_fields(definition, now),

@@ -31,10 +31,11 @@ from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
 from lirun.exec.providers import parse_provider_spec
 from lirun.exec.task import MAX_PARALLEL, TASK_KEYS, Task, check_task
 from lirun.exec.worktrees import GitError, Repo
+from lirun.inputfile import InputFileError, read_bounded
 from lirun.orchestra.graph import find_cycle, unknown_deps
 from lirun.shows.spec import DEFAULT_ATTEMPTS, Gate, PlaySpec, ShowSpec
 from lirun.teams.membership import parse_setting
-from lirun.yamlfile.lines import LineMap, YamlFileError, read_yaml
+from lirun.yamlfile.lines import MAX_FILE_BYTES, LineMap, YamlFileError, read_yaml
 from lirun.yamlfile.problems import ProblemReader
 
 __all__ = [
@@ -431,9 +432,9 @@ def load_show(path: str | os.PathLike[str]) -> ShowSpec:
     shown = os.fspath(path)
     file = Path(shown).expanduser()
     try:
-        raw_bytes = file.read_bytes()
-    except OSError as exc:
-        problem = f"{shown}: cannot read the show file: {exc.strerror or exc}"
+        raw_bytes = read_bounded(file, MAX_FILE_BYTES)
+    except InputFileError as exc:
+        problem = f"{shown}: cannot read the show file: {exc}"
         raise ShowFileError(shown, [problem]) from None
     try:
         data = read_yaml(file, expected="topic:, base:, plays:, ...")

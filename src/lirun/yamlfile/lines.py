@@ -1,9 +1,10 @@
 """A YAML file read with its line numbers, so every problem in it can name ``file:line``.
 
 ``read_yaml`` loads a file's top-level mapping; each mapping in it is a ``LineMap`` that
-remembers where it and each of its keys start, and which keys it holds twice. The nodes
-are checked for depth and alias expansion (``shape``) before they become values. Flow,
-show, schedule and profile files are all read here.
+remembers where it and each of its keys start, and which keys it holds twice. Only a
+regular file of at most MAX_FILE_BYTES is read (``inputfile``), and its nodes are checked
+for depth and alias expansion (``shape``) before they become values. Flow, show, schedule
+and profile files are all read here.
 """
 
 from __future__ import annotations
@@ -15,10 +16,15 @@ from typing import Any
 import yaml
 
 from lirun.errors import UsageError
+from lirun.inputfile import InputFileError, read_bounded
 from lirun.yamlfile import gcpause
-from lirun.yamlfile.shape import YamlShapeError, check_shape
+from lirun.yamlfile.shape import MAX_TEXT, YamlShapeError, check_shape
 
-__all__ = ["LineMap", "YamlFileError", "read_yaml", "where"]
+__all__ = ["MAX_FILE_BYTES", "LineMap", "YamlFileError", "read_yaml", "where"]
+
+# A file is read whole before it is checked: only a regular file, and at most this much
+# (the text its aliases may expand to is the same bound, shape.MAX_TEXT).
+MAX_FILE_BYTES = MAX_TEXT
 
 
 class YamlFileError(UsageError):
@@ -134,8 +140,10 @@ def read_yaml(path: Path, *, expected: str = "artifacts:, defaults:, ...") -> di
     for the message when it is not a mapping (flow and show files read through here too)."""
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bounded(path, MAX_FILE_BYTES).decode("utf-8")
+    except InputFileError as exc:
+        raise YamlFileError(f"cannot read {path}: {exc}") from None
+    except UnicodeDecodeError as exc:
         raise YamlFileError(f"cannot read {path}: {exc}") from exc
 
     # A SafeLoader subclass: plain data only, as yaml.safe_load; the nodes are checked
