@@ -35,6 +35,7 @@ __all__ = [
     "find_leftovers",
     "finish_leftovers",
     "own_children",
+    "reap",
     "release_leader",
     "signal_leftovers",
     "spawning",
@@ -185,8 +186,9 @@ def find_leftovers(
     return live, zombies
 
 
-def _reap(pids: Iterable[int]) -> None:
-    """Collect the exit status of those that are our children (others are not ours to wait)."""
+def reap(pids: Iterable[int]) -> None:
+    """Collect the exit status of those that are our children (others are not ours to
+    wait): an orphan re-parented to this subreaper stays a zombie until then."""
     for pid in pids:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
@@ -232,10 +234,10 @@ def signal_leftovers(
         # (a double-forking daemon): reap it, and look again.
         if not zombies:
             break
-        _reap(zombies)
+        reap(zombies)
         more, zombies = find_leftovers(leader, exclude, mark)
         live = sorted({*live, *more})
-    _reap(zombies)
+    reap(zombies)
     if not live:
         return None, None
     processes = [{"pid": pid, "command": platform.command_line(pid)} for pid in live]
@@ -262,7 +264,7 @@ def finish_leftovers(sent: Signalled, deadline: float) -> dict[str, Any] | None:
             os.killpg(sent.leader, signal.SIGKILL)
         _send(forced, signal.SIGKILL)
         _wait_gone(forced, 1.0)
-    _reap([*live, *late])
+    reap([*live, *late])
     if not forced:
         return None
     return {"kind": "killed_descendants", "processes": processes, "signal": "SIGKILL"}

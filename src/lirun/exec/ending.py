@@ -20,7 +20,13 @@ from typing import Any
 
 from lirun.exec.cgroup import RunCgroup
 from lirun.exec.containment import finish_cgroup, signal_cgroup
-from lirun.exec.descendants import Signalled, finish_leftovers, signal_leftovers
+from lirun.exec.descendants import (
+    Signalled,
+    find_leftovers,
+    finish_leftovers,
+    reap,
+    signal_leftovers,
+)
 
 __all__ = ["Ending", "begin"]
 
@@ -35,6 +41,9 @@ class Ending:
     """
 
     deadline: float  # time.monotonic() when the grace is over
+    leader: int = 0
+    exclude: frozenset[int] = frozenset()
+    mark: str | None = None
     entries: list[dict[str, Any]] = field(default_factory=list)
     cgroup: RunCgroup | None = None
     in_cgroup: bool = False  # the cgroup held processes at the exit
@@ -59,6 +68,9 @@ class Ending:
                 entry = finish_cgroup(self.cgroup, self.deadline)
                 if entry is not None:
                     late.append(entry)
+                # Orphans re-parented to this subreaper wait here as zombies.
+                reap(p["pid"] for e in (*self.entries, *late) for p in e["processes"])
+                reap(find_leftovers(self.leader, self.exclude, self.mark)[1])
             if self.signalled is not None:
                 entry = finish_leftovers(self.signalled, self.deadline)
                 if entry is not None:
@@ -81,7 +93,7 @@ def begin(
     """The child ``leader`` exited: send what it left its first signal (SIGKILL at once
     when ``stopped``: li had stopped the child, stragglers get no grace), no waiting."""
     first = signal.SIGKILL if stopped else signal.SIGTERM
-    ending = Ending(deadline=time.monotonic() + grace, cgroup=cgroup)
+    ending = Ending(time.monotonic() + grace, leader, exclude, mark, cgroup=cgroup)
     if cgroup is not None:  # it holds everything the run started: no scan needed
         entry = signal_cgroup(cgroup, first)
         ending.in_cgroup = entry is not None
