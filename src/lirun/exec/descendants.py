@@ -29,8 +29,8 @@ from lirun import platform
 from lirun.exec.containment import TREE_ENV
 
 __all__ = [
-    "add_helper",
     "Signalled",
+    "add_helper",
     "enable_subreaper",
     "find_leftovers",
     "finish_leftovers",

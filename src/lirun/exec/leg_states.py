@@ -7,8 +7,9 @@ word that the run cannot succeed (a refused key) moves it to STOPPING
 or a second signal to KILLED (SIGKILL sent). Whatever the state, the child's exit moves
 it to DRAINING (output still read for ``drain`` seconds, a grandchild may hold the pipe;
 only ``LEFTOVER_DRAIN`` when what holds it was left behind and is being ended, so the
-leg's outcome is recorded before their grace), then DONE. ``advance`` decides from facts alone (the time, what the loop saw); the loop in
-``supervisor`` does the I/O the returned actions name. Times are the loop's monotonic clock.
+leg's outcome is recorded before their grace), then DONE. ``advance`` decides from facts
+alone (the time, what the loop saw); the loop in ``supervisor`` does the I/O the returned
+actions name. Times are the loop's monotonic clock.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Literal
 
 __all__ = [
     "DEFAULT_STALL_TIMEOUT",
-    "LEFTOVER_DRAIN",
     "KILL",
+    "LEFTOVER_DRAIN",
     "Kill",
     "KillCause",
     "LegState",
