@@ -1,21 +1,23 @@
 """What ``LIRUN_CGROUP=off`` loses: an ``env -i`` daemon started just before its owner
 dies. Prints ``name: value`` lines.
 
-    .venv/bin/python bench/bench_nocgroup_daemon.py [--rounds 8] [--owners run,flow]
+    .venv/bin/python bench/bench_nocgroup_daemon.py [--rounds 40] [--owners run,flow]
 
 A run's child starts a double-forked daemon (fork, ``setsid``, fork) under ``env -i``, so
 it carries no run mark and has left the run's group and session, then keeps working. Its
-owner (``li run``, or ``li flow run``, which holds a lease) is SIGKILLed a chosen delay
-after the daemon wrote its pid; 3 s later the bench looks whether the daemon still runs
-(and kills it). Without a cgroup only the owner's guard can find such a daemon after the
-owner died, and only in its last look at the owner's process tree, which it takes every
+owner (``li run``, or ``li flow run``, which holds a lease) is SIGKILLed a random delay
+(0 to 1 s) after the daemon wrote its pid and the time; 3 s later the bench looks whether
+the daemon still runs (and kills it). Rounds are counted by the delay measured between
+the daemon's time and the kill, so a loaded machine does not shift them. Without a
+cgroup only the owner's guard can find such a daemon after the owner died, and only in
+its last look at the owner's process tree, which it takes every
 ``owner_tree.SNAPSHOT_SECONDS`` (0.5 s) while the owner holds a lease; ``li run`` holds
 none. With a cgroup (when this host lets lirun make one) the daemon cannot get away.
 
 - ``survived.<owner>.<mode>.<from>-<to>s``: the share (0 to 1) of the rounds, SIGKILLed
   between ``from`` and ``to`` seconds after the daemon started, in which it outlived its
   owner; ``mode`` ``nocgroup`` (``LIRUN_CGROUP=off``) or ``cgroup``.
-- ``rounds.<owner>.<mode>``: rounds measured.
+- ``rounds.<owner>.<mode>.<from>-<to>s``: how many rounds fell in that bucket.
 """
 
 from __future__ import annotations
@@ -35,11 +37,11 @@ from pathlib import Path
 from benchkit import out
 
 ROOT = Path(__file__).resolve().parent.parent
-BUCKETS = [(0.0, 0.1), (0.1, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.0)]
+BUCKETS = [(0.0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.5)]
 # The daemon: fork, setsid, fork; the grandchild writes its pid and lives on.
 DAEMON = (
     "import os,sys,time; os.fork() and os._exit(0); os.setsid(); os.fork() and os._exit(0); "
-    "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); "
+    "open(sys.argv[1] + '.tmp', 'w').write(f'{os.getpid()} {time.time()!r}'); "
     "os.rename(sys.argv[1] + '.tmp', sys.argv[1]); time.sleep(300)"
 )
 
@@ -85,8 +87,9 @@ def _alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] not in "ZX"
 
 
-def _round(owner: str, mode: str, delay: float, base: Path) -> bool | None:
-    """True when the daemon outlived its owner; None when the round could not be set up."""
+def _round(owner: str, mode: str, delay: float, base: Path) -> tuple[float, bool] | None:
+    """(the measured delay, whether the daemon outlived its owner); None when the round
+    could not be set up."""
     folder = Path(tempfile.mkdtemp(dir=base))
     env = {
         **os.environ,
@@ -103,20 +106,22 @@ def _round(owner: str, mode: str, delay: float, base: Path) -> bool | None:
             proc.wait()
             return None
         time.sleep(0.002)
+    pid, started = pid_file.read_text().split()
     time.sleep(delay)
+    killed_at = time.time()
     proc.kill()
     proc.wait()
-    daemon = int(pid_file.read_text())
+    daemon = int(pid)
     time.sleep(3.0)  # the guard's kill takes at most 2 s
     survived = _alive(daemon)
     with contextlib.suppress(OSError):
         os.kill(daemon, signal.SIGKILL)
-    return survived
+    return killed_at - float(started), survived
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8, help="rounds per delay bucket")
+    parser.add_argument("--rounds", type=int, default=40, help="rounds per owner and mode")
     parser.add_argument("--owners", default="run,flow", help="owners: run, flow")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
@@ -125,17 +130,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lirun-bench-") as tmp:
         for owner in args.owners.split(","):
             for mode in modes:
-                measured = 0
+                results = [
+                    _round(owner, mode, rng.uniform(0.0, 1.0), Path(tmp))
+                    for _ in range(args.rounds)
+                ]
+                done = [r for r in results if r is not None]
                 for low, high in BUCKETS:
-                    results = [
-                        _round(owner, mode, rng.uniform(low, high), Path(tmp))
-                        for _ in range(args.rounds)
-                    ]
-                    done = [r for r in results if r is not None]
-                    measured += len(done)
-                    share = sum(done) / len(done) if done else float("nan")
+                    inside = [survived for delay, survived in done if low <= delay < high]
+                    share = sum(inside) / len(inside) if inside else float("nan")
                     out(f"survived.{owner}.{mode}.{low:g}-{high:g}s", share)
-                out(f"rounds.{owner}.{mode}", measured)
+                    out(f"rounds.{owner}.{mode}.{low:g}-{high:g}s", len(inside))
 
 
 if __name__ == "__main__":
