@@ -60,6 +60,10 @@ def at(state: LegState, since: float = 0.0) -> Watch:
         (at(R), Seen(now=5, last_output=5, exited=True, pipes_open=False), X, ()),
         (at(D, 5), Seen(now=5.5, last_output=5, exited=True), D, ()),
         (at(D, 5), Seen(now=6, last_output=5, exited=True), X, ()),
+        # leftovers that got their first signal hold the pipe: only LEFTOVER_DRAIN (0.1 s),
+        # so the outcome is recorded before their grace
+        (at(D, 5), Seen(now=5.05, last_output=5, exited=True, leftovers=True), D, ()),
+        (at(D, 5), Seen(now=5.1, last_output=5, exited=True, leftovers=True), X, ()),
         (at(X, 6), Seen(now=9, last_output=5, exited=True, signal=True, signals=1), X, ()),
     ],
 )
@@ -94,6 +98,7 @@ def test_no_grace_means_a_terminal_event_never_stops_the_child() -> None:
         (at(S, 60), Seen(now=62.8, last_output=0), pytest.approx(0.2)),
         (at(K, 63), Seen(now=100, last_output=0), 1.0),  # only the exit wakes it
         (at(D, 5), Seen(now=5.75, last_output=0), 0.25),
+        (at(D, 5), Seen(now=5.05, last_output=0, leftovers=True), pytest.approx(0.05)),
         (at(D, 5), Seen(now=9, last_output=0), 0.0),  # overdue: at once, never negative
     ],
 )

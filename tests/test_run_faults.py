@@ -345,3 +345,43 @@ def test_a_waiter_already_waiting_reports_the_spooled_cause_not_orphaned(
     out, err = waiter.communicate(timeout=60)
     assert "status=failed\treason=run.failed.exit_nonzero" in out, (out, err)
     assert get_row(db_url, "r1")["status_reason_code"] == "run.failed.exit_nonzero"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cgroup", ["", "off"], ids=["cgroup", "nocgroup"])
+def test_the_outcome_is_recorded_before_a_leftover_that_ignores_sigterm_is_killed(
+    li_env: dict[str, str], db_url: str, repo: Path, tmp_path: Path, cgroup: str
+) -> None:
+    ready, pid_file = tmp_path / "ready", tmp_path / "pid"
+    script = (
+        f"sh -c 'trap \"\" TERM; echo $$ > {pid_file}; touch {ready}; exec sleep 300' & "
+        f"while [ ! -e {ready} ]; do sleep 0.01; done; echo done"
+    )
+    env = {**li_env, "LIRUN_CGROUP": cgroup}
+    li = start_li("run", "--run-id", "r1", "--", "sh", "-c", script, env=env, cwd=repo)
+    poll(ready.exists, what="the leftover to ignore SIGTERM")
+    leftover = int(pid_file.read_text())
+    poll(lambda: (get_row(db_url, "r1") or {}).get("status") == "completed", timeout=10,
+         what="the outcome")  # fmt: skip
+    # The record landed while the leftover still ran out its grace.
+    assert process_alive(leftover)
+    assert li.poll() is None
+    li.communicate(timeout=30)
+    assert li.returncode == 0
+    assert not process_alive(leftover)
+    row = get_row(db_url, "r1")
+    assert row["status"] == "completed"
+    first, late = [e for e in row["status_evidence_refs"] if e["kind"] == "killed_descendants"]
+    assert first["signal"] == "SIGTERM"
+    assert leftover in [p["pid"] for p in first["processes"]]
+    assert late["signal"] == "SIGKILL"
+    assert leftover in [p["pid"] for p in late["processes"]]
+    from lirun.store import open_store
+
+    store = open_store(db_url, readonly=True)
+    try:
+        [event] = [e for e in store.list_admin_events("r1") if e.event_type == "evidence_appended"]
+    finally:
+        store.close()
+    assert event.payload["status"] == "completed"
+    assert event.payload["evidence"] == [late]

@@ -140,3 +140,27 @@ def test_the_policy_names_the_terminal_columns() -> None:
         assert policy.ended_column is None or policy.ended_column in policy.extra_fields
         if policy.exit_code_by_status:
             assert policy.terminal <= set(EXIT_CODE_BY_STATUS)
+
+
+def test_evidence_added_after_the_outcome_is_audited_and_leaves_the_status_as_written(
+    store: Store,
+) -> None:
+    sid = create_entity(store, "session", "run-late")
+    first = {"kind": "killed_descendants", "processes": [{"pid": 7}], "signal": "SIGTERM"}
+    assert set_status(store, "session", sid, "completed", evidence_refs=[first])
+    before = store.get_entity("session", sid)
+    assert before is not None
+    late = {"kind": "killed_descendants", "processes": [{"pid": 7}], "signal": "SIGKILL"}
+    store.sessions.append_evidence(sid, [late], source="leftovers")
+    after = store.get_entity("session", sid)
+    assert after is not None
+    assert after["status_evidence_refs"] == [first, late]
+    for column in ("status", "status_reason_code", "ended_at", "exit_code"):
+        assert after[column] == before[column]
+    assert after["updated_at"] > before["updated_at"]
+    [history] = [t for t in store.list_transitions("session", sid) if t.status == "completed"]
+    assert history.evidence_refs == [first]  # the transition stays as it was written
+    [event] = [e for e in store.list_admin_events(sid) if e.event_type == "evidence_appended"]
+    assert event.payload == {"status": "completed", "source": "leftovers", "evidence": [late]}
+    with pytest.raises(ValidationError):
+        store.sessions.append_evidence(sid, ["not a dict"])  # type: ignore[list-item]

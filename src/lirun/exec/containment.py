@@ -34,12 +34,13 @@ __all__ = [
     "TREE_ENV",
     "RunTree",
     "child_setup",
-    "end_cgroup",
+    "finish_cgroup",
     "kill_run_tree",
     "marked",
     "new_mark",
     "running_trees",
     "session_members",
+    "signal_cgroup",
     "strike_run",
 ]
 
@@ -205,9 +206,10 @@ def kill_run_tree(
     return entry
 
 
-def end_cgroup(group: RunCgroup, first: signal.Signals, grace: float) -> dict[str, Any] | None:
-    """The child exited: end what is left in its cgroup (``first`` to each, then the
-    cgroup's SIGKILL after ``grace`` seconds); the evidence entry, or None if it was empty."""
+def signal_cgroup(group: RunCgroup, first: signal.Signals) -> dict[str, Any] | None:
+    """The child exited: send ``first`` to what is left in its cgroup, without waiting (a
+    SIGKILL is the cgroup's own, at once); the evidence entry, or None if it was empty.
+    ``finish_cgroup`` ends them."""
     pids = group.pids()
     if not pids:
         return None
@@ -218,16 +220,28 @@ def end_cgroup(group: RunCgroup, first: signal.Signals, grace: float) -> dict[st
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, first)
-        group.wait_empty(grace)
-    forced = group.pids()
-    processes += [{"pid": p, "command": platform.command_line(p)} for p in forced if p not in pids]
-    if forced or first == signal.SIGKILL:
-        group.kill()
-        group.wait_empty(2.0)
-    return {
+    entry = {
         "kind": "killed_descendants",
         "processes": processes,
         "signal": first.name,
-        "sigkill": sorted(forced),
+        "cgroup": str(group.path),
+    }
+    return entry
+
+
+def finish_cgroup(group: RunCgroup, deadline: float) -> dict[str, Any] | None:
+    """Wait until ``deadline`` (``time.monotonic``) for the cgroup to empty, then kill what
+    is in it (``cgroup.kill``); the evidence entry of those, or None when none was left."""
+    group.wait_empty(max(0.0, deadline - time.monotonic()))
+    forced = group.pids()
+    if not forced:
+        return None
+    processes = [{"pid": p, "command": platform.command_line(p)} for p in forced]
+    group.kill()
+    group.wait_empty(2.0)
+    return {
+        "kind": "killed_descendants",
+        "processes": processes,
+        "signal": "SIGKILL",
         "cgroup": str(group.path),
     }

@@ -6,8 +6,10 @@ that called ``setsid`` (or whose parent died) has left the group; on Linux ``li`
 ``li`` instead of init, whatever their session or group, and a scan of ``/proc`` finds them
 (``li`` enables it for its own process; a library caller's process is left as it is). On
 the portable platform (``lirun.platform``) there is no subreaper: such an orphan is found
-by the run's mark in its environment instead, unless it cleared it. What
-had to be ended is returned as evidence (pid and command line of each). Without ``/proc``
+by the run's mark in its environment instead, unless it cleared it. Leftovers are ended
+in two steps, so the run's outcome can be recorded in between: ``signal_leftovers`` at the
+child's exit (the first signal, no wait), ``finish_leftovers`` after the grace (SIGKILL).
+What had to be ended is returned as evidence (pid and command line of each). Without ``/proc``
 only the process group is stopped. A run in a cgroup (``exec.cgroup``) is ended through the
 cgroup first; this scan then finds nothing left.
 """
@@ -20,18 +22,22 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from lirun import platform
 from lirun.exec.containment import TREE_ENV
 
 __all__ = [
+    "Signalled",
     "add_helper",
     "enable_subreaper",
-    "end_leftovers",
     "find_leftovers",
+    "finish_leftovers",
     "own_children",
+    "reap",
     "release_leader",
+    "signal_leftovers",
     "spawning",
 ]
 
@@ -180,8 +186,9 @@ def find_leftovers(
     return live, zombies
 
 
-def _reap(pids: Iterable[int]) -> None:
-    """Collect the exit status of those that are our children (others are not ours to wait)."""
+def reap(pids: Iterable[int]) -> None:
+    """Collect the exit status of those that are our children (others are not ours to
+    wait): an orphan re-parented to this subreaper stays a zombie until then."""
     for pid in pids:
         with contextlib.suppress(ChildProcessError, OSError):
             os.waitpid(pid, os.WNOHANG)
@@ -193,18 +200,27 @@ def _send(pids: Iterable[int], sig: signal.Signals) -> None:
             os.kill(pid, sig)
 
 
-def end_leftovers(
+@dataclass(frozen=True, slots=True)
+class Signalled:
+    """Leftovers that got their first signal at the child's exit (``signal_leftovers``);
+    ``finish_leftovers`` ends them."""
+
+    leader: int
+    exclude: frozenset[int]
+    mark: str | None
+    live: tuple[int, ...]
+
+
+def signal_leftovers(
     leader: int,
     *,
     exclude: Iterable[int] = (),
     first_signal: signal.Signals = signal.SIGTERM,
-    grace: float = 2.0,
     mark: str | None = None,
-) -> dict[str, Any] | None:
-    """End what the run left running; the evidence entry, or None when nothing was left.
-
-    ``first_signal``, then SIGKILL for any process still alive after ``grace`` seconds.
-    """
+) -> tuple[dict[str, Any] | None, Signalled | None]:
+    """Find what the run left running and send it ``first_signal``, without waiting: the
+    evidence entry (what was found and the signal) and the handle to finish them with, or
+    (None, None) when nothing was left."""
     exclude = set(exclude)
     live, zombies = find_leftovers(leader, exclude, mark)
     if not live and not zombies and mark and platform.name() == platform.PORTABLE:
@@ -218,34 +234,40 @@ def end_leftovers(
         # (a double-forking daemon): reap it, and look again.
         if not zombies:
             break
-        _reap(zombies)
+        reap(zombies)
         more, zombies = find_leftovers(leader, exclude, mark)
         live = sorted({*live, *more})
-    _reap(zombies)
+    reap(zombies)
     if not live:
-        return None
+        return None, None
     processes = [{"pid": pid, "command": platform.command_line(pid)} for pid in live]
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(leader, first_signal)
     _send(live, first_signal)
-    _wait_gone(live, grace)
+    entry = {"kind": "killed_descendants", "processes": processes, "signal": first_signal.name}
+    return entry, Signalled(leader, frozenset(exclude), mark, tuple(live))
+
+
+def finish_leftovers(sent: Signalled, deadline: float) -> dict[str, Any] | None:
+    """Wait until ``deadline`` (``time.monotonic``) for the signalled leftovers to go, then
+    SIGKILL those still alive and what forked since; the evidence entry of those, or None
+    when the first signal was enough."""
+    live = list(sent.live)
+    _wait_gone(live, deadline - time.monotonic())
     survivors = [pid for pid in live if platform.alive(pid)]
     # New forks while we were stopping them: one more sweep, at once with SIGKILL.
-    late = [pid for pid in find_leftovers(leader, exclude, mark)[0] if pid not in live]
-    processes += [{"pid": pid, "command": platform.command_line(pid)} for pid in late]
+    late = [p for p in find_leftovers(sent.leader, sent.exclude, sent.mark)[0] if p not in live]
     forced = sorted({*survivors, *late})
+    processes = [{"pid": pid, "command": platform.command_line(pid)} for pid in forced]
     if forced:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(leader, signal.SIGKILL)
+            os.killpg(sent.leader, signal.SIGKILL)
         _send(forced, signal.SIGKILL)
         _wait_gone(forced, 1.0)
-    _reap([*live, *late])
-    return {
-        "kind": "killed_descendants",
-        "processes": processes,
-        "signal": first_signal.name,
-        "sigkill": forced,
-    }
+    reap([*live, *late])
+    if not forced:
+        return None
+    return {"kind": "killed_descendants", "processes": processes, "signal": "SIGKILL"}
 
 
 def _wait_gone(pids: list[int], seconds: float) -> None:

@@ -5,7 +5,10 @@ to resume, invocation, id collision) → allocate the run → ``setup_record_syn
 + the running row with owner identity and a lease; if it fails nothing starts, exit 2) →
 supervise one leg (two with ``--resume-on-timeout``) while a heartbeat thread renews the
 lease and a recorder thread persists stream messages → ``finalize_sync`` (the outcome is
-written, or spooled when the database stays unwritable).
+written, or spooled when the database stays unwritable) → what the last leg's child left
+running is ended after its grace, and what needed SIGKILL then is added to the record
+(``ending``): the outcome lands before that grace, so an owner killed during it leaves
+the record true.
 
 Signals to ``li`` are trapped from before prepare to the end of teardown (``li run`` holds
 them until the process exits), so the exit code is that of the stored status.
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from lirun.errors import DatabaseError, StartInterruptedError
 from lirun.exec import lease_note
+from lirun.exec.ending import Ending
 from lirun.exec.environment import child_env
 from lirun.exec.heartbeat import Heartbeat
 from lirun.exec.legs import Leg, LegContext, LegOutcome
@@ -128,6 +132,13 @@ class _Execution:
         self.supervised_until: float | None = None  # when the last leg's watch ended
         self.lease_lapse: lease_note.LeaseNote | None = None  # what the guard saw (last leg)
         self.passfile: Path | None = None  # the child's credential file, while it runs
+        self.ending: Ending | None = None  # the last leg's leftovers, ended after the record
+
+    def end_leftovers(self) -> list[dict[str, Any]]:
+        """End what the last leg's child left (after its grace); the evidence of what
+        needed SIGKILL."""
+        ending, self.ending = self.ending, None
+        return ending.finish() if ending is not None else []
 
     # -- database writes that go through the recorder thread --
 
@@ -236,7 +247,9 @@ class _Execution:
             progress=leg.stream_progress(),
             note_dir=self.run.state_root,
             settings=settings_of(self.request),
+            defer_ending=True,
         )
+        self.ending = result.ending
         # The owner's guard, if the lease lapsed meanwhile, says whether it stopped the child.
         self.lease_lapse = lease_note.take(self.run.state_root, since=began)
         return lease_note.judged(leg.judge(result, result.signal_name), self.lease_lapse)
@@ -263,6 +276,7 @@ def _run_legs(ex: _Execution, trap: SignalTrap, ctx: Any) -> tuple[LegOutcome, l
         ex.retries_before += int(outcome.record.get("provider_retries") or 0)
         if len(legs) > 1 or not _should_resume(ex, outcome, trap):
             return outcome, legs
+        ex.end_leftovers()  # nothing of the first leg runs beside the second
         # design.md D4: the first leg defers; the resumed leg owns finalization (one row, one id).
         teardown_persist_sync(ctx, status=outcome.status, defer_terminal=True)
         log.info(
@@ -317,6 +331,32 @@ def _persist_response(ex: _Execution, outcome: LegOutcome) -> None:
 
 
 def _supervised(
+    ex: _Execution, trap: SignalTrap, ctx: PersistContext
+) -> tuple[Finalized, LegOutcome]:
+    """The legs, then the outcome, then the end of what the last leg left running (it
+    got its first signal when the child exited): the record lands before their grace."""
+    try:
+        finalized, outcome = _recorded(ex, trap, ctx)
+    finally:
+        late = ex.end_leftovers()
+    if late and finalized.spool is None:
+        _append_late(ex, late)
+    return finalized, outcome
+
+
+def _append_late(ex: _Execution, late: list[dict[str, Any]]) -> None:
+    """What needed SIGKILL after the outcome was written joins the record (audited)."""
+    try:
+        ex.store.sessions.append_evidence(ex.run.run_id, late, source="leftovers")
+    except (DatabaseError, OSError) as exc:
+        log.warning(
+            "run %s: the evidence of the processes killed after its grace was not "
+            "recorded (%s)", ex.run.run_id, exc,
+            extra={"event": "run.evidence_lost", "run_id": ex.run.run_id},
+        )  # fmt: skip
+
+
+def _recorded(
     ex: _Execution, trap: SignalTrap, ctx: PersistContext
 ) -> tuple[Finalized, LegOutcome]:
     interval, _ = _intervals(ex.request)

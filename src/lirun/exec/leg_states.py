@@ -5,9 +5,11 @@ moves it to GRACE (only the grace timer runs), a timer, a signal to ``li`` or th
 word that the run cannot succeed (a refused key) moves it to STOPPING
 (SIGTERM, or the signal ``li`` got, sent to the child's group), and ``kill_grace`` later
 or a second signal to KILLED (SIGKILL sent). Whatever the state, the child's exit moves
-it to DRAINING (output still read for ``drain`` seconds, a grandchild may hold the pipe),
-then DONE. ``advance`` decides from facts alone (the time, what the loop saw); the loop in
-``supervisor`` does the I/O the returned actions name. Times are the loop's monotonic clock.
+it to DRAINING (output still read for ``drain`` seconds, a grandchild may hold the pipe;
+only ``LEFTOVER_DRAIN`` when what holds it was left behind and is being ended, so the
+leg's outcome is recorded before their grace), then DONE. ``advance`` decides from facts
+alone (the time, what the loop saw); the loop in ``supervisor`` does the I/O the returned
+actions name. Times are the loop's monotonic clock.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Literal
 __all__ = [
     "DEFAULT_STALL_TIMEOUT",
     "KILL",
+    "LEFTOVER_DRAIN",
     "Kill",
     "KillCause",
     "LegState",
@@ -37,6 +40,11 @@ KillCause = Literal["timeout", "idle", "grace", "signal", "stall", "provider"]
 # An agent run with no progress (assistant text, a tool call or result, a completed API
 # call) for this long is stopped: a CLI retrying an unreachable API never ends by itself.
 DEFAULT_STALL_TIMEOUT = 600.0
+
+# The drain once the child's leftovers got their first signal: they hold the pipe only
+# while they die (or ignore it), and the outcome waits for no more than what they had
+# written; their end is not the leg's work.
+LEFTOVER_DRAIN = 0.1
 
 
 def stall_limit(value: float | None) -> float | None:
@@ -106,6 +114,7 @@ class Seen:
     # When the stream last showed progress (an agent leg; None: not measured, no stall).
     last_progress: float | None = None
     stop_now: bool = False  # the stream said the run cannot succeed: stop the child
+    leftovers: bool = False  # the exited child left processes, which got their first signal
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +156,10 @@ def _stall_deadline(watch: Watch, limits: Limits, seen: Seen) -> float | None:
     return max(watch.started, seen.last_progress) + limits.stall_timeout
 
 
+def _drain(limits: Limits, seen: Seen) -> float:
+    return min(limits.drain, LEFTOVER_DRAIN) if seen.leftovers else limits.drain
+
+
 def advance(watch: Watch, limits: Limits, seen: Seen) -> tuple[Watch, tuple[Action, ...]]:
     """The next state and what the loop must do now (in order); pure."""
     now = seen.now
@@ -155,7 +168,7 @@ def advance(watch: Watch, limits: Limits, seen: Seen) -> tuple[Watch, tuple[Acti
     if seen.exited and watch.state is not LegState.DRAINING:
         watch = replace(watch, state=LegState.DRAINING, since=now)
     if watch.state is LegState.DRAINING:
-        if not seen.pipes_open or now >= watch.since + limits.drain:
+        if not seen.pipes_open or now >= watch.since + _drain(limits, seen):
             return replace(watch, state=LegState.DONE, since=now), ()
         return watch, ()
     actions: list[Action] = []
@@ -185,7 +198,7 @@ def next_wake(watch: Watch, limits: Limits, seen: Seen, fallback: float) -> floa
     now, state = seen.now, watch.state
     deadlines = [now + fallback]
     if state is LegState.DRAINING:
-        deadlines.append(watch.since + limits.drain)
+        deadlines.append(watch.since + _drain(limits, seen))
     elif state is LegState.STOPPING:
         deadlines.append(watch.since + limits.kill_grace)
     elif state is LegState.GRACE and limits.grace is not None:

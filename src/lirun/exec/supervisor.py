@@ -3,7 +3,9 @@
 The child gets its own session (and so its own process group): ``li`` stops the whole
 group, never a stray pid. On Linux it starts inside a cgroup of its own when one can be
 made, and dies with its owner (``containment``); when it exits, whatever it left running
-is ended (the cgroup, else ``descendants``), and the owner's guard is told it is done.
+gets its first signal at once and is ended after a grace (``ending``: the cgroup, else
+``descendants``), and the owner's guard is told it is done. With ``defer_ending`` the
+caller records the outcome before that grace (``ProcessResult.ending``).
 One ``select`` loop in the calling thread copies output chunks to sinks and wakes for
 the first of: output, the child's exit (a pidfd), a signal to ``li`` (the trap's wake-up
 pipe), or the nearest deadline. Nothing here touches the database; the caller judges the
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import selectors
 import signal
@@ -28,8 +31,10 @@ from lirun.exec import cgroup as cgroups
 from lirun.exec import containment, guard
 from lirun.exec.capture import ChunkSink
 from lirun.exec.cgroup import RunCgroup
-from lirun.exec.containment import child_setup, end_cgroup
-from lirun.exec.descendants import end_leftovers, own_children, release_leader, spawning
+from lirun.exec.containment import child_setup
+from lirun.exec.descendants import own_children, release_leader, spawning
+from lirun.exec.ending import Ending
+from lirun.exec.ending import begin as begin_ending
 from lirun.exec.leg_states import KillCause, LegState, Limits, Seen, Stop, Watch, advance, next_wake
 from lirun.settings import Settings
 from lirun.signals import SignalTrap
@@ -87,6 +92,9 @@ class ProcessResult:
     timings: dict[str, float] = field(default_factory=dict)
     # Evidence entries for processes the run left behind that li had to end.
     killed_descendants: list[dict[str, Any]] = field(default_factory=list)
+    # ``supervise(defer_ending=True)``: the leftovers still being ended; the caller records
+    # the outcome, then calls ``ending.finish()`` (the evidence of what needed SIGKILL).
+    ending: Ending | None = None
 
     @property
     def timed_out(self) -> bool:
@@ -178,6 +186,7 @@ class _Loop:
         self.terminal = False
         self.stop_now = False
         self.exited = False
+        self.ending: Ending | None = None
         self.result = ProcessResult(pid=proc.pid, exit_code=None)
         self.selector = selectors.DefaultSelector()
         self.pidfd = _open_pidfd(proc.pid)
@@ -247,23 +256,18 @@ class _Loop:
         self._end_leftovers()
 
     def _end_leftovers(self) -> None:
-        """The child is gone: end what it left running (the unreaped leader keeps its
-        group id reserved). After li stopped the child, stragglers get SIGKILL at once."""
-        stopped = self.result.killed_by is not None
-        first = signal.SIGKILL if stopped else signal.SIGTERM
-        if self.cgroup is not None:
-            entry = end_cgroup(self.cgroup, first, min(self.limits.kill_grace, 2.0))
-            if entry is not None:
-                self.result.killed_descendants.append(entry)
-        entry = end_leftovers(
+        """The child is gone: what it left running gets its first signal now, no wait (the
+        unreaped leader keeps its group id reserved); ``Ending.finish`` ends it after the
+        grace. After li stopped the child, stragglers get SIGKILL at once."""
+        self.ending = begin_ending(
             self.proc.pid,
+            cgroup=self.cgroup,
             exclude=self.exclude,
-            first_signal=first,
-            grace=min(self.limits.kill_grace, 2.0),
             mark=self.mark,
+            stopped=self.result.killed_by is not None,
+            grace=min(self.limits.kill_grace, 2.0),
         )
-        if entry is not None:
-            self.result.killed_descendants.append(entry)
+        self.result.killed_descendants.extend(self.ending.entries)
 
     def _seen(self) -> Seen:
         trap = self.trap
@@ -278,6 +282,7 @@ class _Loop:
             signals=trap.count if trap is not None and received else 0,
             last_progress=self.progress.progress_at() if self.progress is not None else None,
             stop_now=self.stop_now,
+            leftovers=self.ending is not None and self.ending.pending,
         )
 
     def _advance(self) -> None:
@@ -316,7 +321,7 @@ class _Loop:
         out_fd, err_fd = self._fds()
         self.result.stdout_bytes = self.counts.get(out_fd, 0)
         self.result.stderr_bytes = self.counts.get(err_fd, 0)
-        self.result.exit_code = self.proc.wait()
+        self.result.exit_code = _exit_status(self.proc)
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
@@ -345,6 +350,7 @@ def supervise(
     progress: StreamProgress | None = None,
     note_dir: str | os.PathLike[str] | None = None,
     settings: Settings | None = None,
+    defer_ending: bool = False,
 ) -> ProcessResult:
     """Run ``argv`` until it exits (or is stopped), copying its output to the sinks.
 
@@ -353,6 +359,10 @@ def supervise(
     child at once when the stream says the run cannot succeed). ``note_dir``: where the
     owner's guard leaves its note if this process dies while the child runs. ``settings``:
     the run's (its cgroup and guard switches); default: the environment's, read once here.
+    ``defer_ending``: return once the child's exit is known and its output read, while
+    what it left runs out its grace (``result.ending``): the caller records the outcome,
+    then calls ``result.ending.finish()``, which also lets go of the run (its cgroup, the
+    guard's watch); else that happens here, before returning.
     Raises :class:`SpawnError` when the command cannot be started.
 
     The calling thread starts the child and supervises it to its end: the child's
@@ -391,6 +401,8 @@ def supervise(
     group = _joined(group, proc.pid)
     containment.track(proc.pid, group, mark)
     guard.started(mark, proc.pid, str(group.path) if group else None)
+    release = functools.partial(_release, proc, group, mark)
+    loop: _Loop | None = None
     try:
         assert proc.stdout is not None
         assert proc.stderr is not None
@@ -401,17 +413,51 @@ def supervise(
         loop = _Loop(
             proc, sinks, limits, trap, terminal_seen, clock, exclude, progress, group, mark
         )
-        return loop.run()
-    finally:
+        result = loop.run()
+    except BaseException:
         if trap is not None:
             trap.watch_child(None)
-        release_leader(proc.pid)
-        if group is not None:
-            if group.populated():  # an error cut the loop short: nothing outlives the run
-                containment.kill_run_tree(proc.pid, group.path)
-            group.remove()
-        containment.untrack(proc.pid)
-        guard.unwatch(mark)
+        ending = loop.ending if loop is not None else None
+        if ending is not None:
+            ending.finish()
+        release()
+        raise
+    if trap is not None:
+        trap.watch_child(None)  # the child's ending is judged: later signals are teardown's
+    ending = loop.ending or Ending(deadline=clock())
+    ending.release = release
+    if defer_ending:
+        result.ending = ending
+    else:
+        result.killed_descendants.extend(ending.finish())
+    return result
+
+
+def _release(proc: subprocess.Popen[bytes], group: RunCgroup | None, mark: str) -> None:
+    """Let go of a run whose leftovers were ended: the guard stops watching it, its cgroup
+    goes (killed first if an error cut the loop short: nothing outlives the run), and the
+    leader is reaped, which frees its group id."""
+    release_leader(proc.pid)
+    if group is not None:
+        if group.populated():
+            containment.kill_run_tree(proc.pid, group.path)
+        group.remove()
+    containment.untrack(proc.pid)
+    guard.unwatch(mark)
+    proc.poll()
+
+
+def _exit_status(proc: subprocess.Popen[bytes]) -> int:
+    """The exited child's code (negative: the signal that ended it), read without reaping
+    it: the unreaped leader keeps its group id reserved while its leftovers are ended."""
+    waitid = getattr(os, "waitid", None)
+    try:
+        info = waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT) if waitid else None
+    except ChildProcessError:
+        info = None
+    if info is None:
+        return proc.wait()
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
 def _joined(group: RunCgroup | None, pid: int) -> RunCgroup | None:

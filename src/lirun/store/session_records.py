@@ -17,6 +17,7 @@ from lirun.lifecycle import policy_for
 from lirun.store.bulk_import import import_sessions
 from lirun.store.records import (
     SESSION_FIELDS,
+    check_evidence,
     closed_fields,
     decode_row,
     entity_id_or_new,
@@ -25,6 +26,7 @@ from lirun.store.records import (
 )
 from lirun.store.repository import Repository
 from lirun.store.rows import BranchRow, MessageRow, SessionRow
+from lirun.store.transitions import next_version
 
 
 def liveness_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,6 +118,34 @@ class Sessions(Repository):
         with self.connector.write() as tx:
             if tx.execute(self.sql("heartbeat"), params) != 1:
                 raise NotFoundError(f"no session with id {session_id!r}")
+
+    def append_evidence(
+        self, session_id: str, entries: list[dict[str, Any]], *, source: str = "teardown"
+    ) -> None:
+        """Add evidence to an execution's record after its outcome was written: what
+        happened to processes it left behind that were still being ended then (design.md
+        D5: the status, reason and history row stay as written). The addition is audited
+        as an ``evidence_appended`` admin event naming ``source`` and what was added.
+
+        ValidationError for entries that are not a list of dictionaries, NotFoundError
+        when the session does not exist.
+        """
+        added = check_evidence(entries) or []
+        if not added:
+            return
+        policy = policy_for("session")
+        with self.connector.write() as tx:
+            current = self.store.lock_row(tx, policy, session_id)
+            rows = tx.query(self.sql("get_row", table=policy.table), {"id": session_id})
+            held = decode_row(rows[0]).get("status_evidence_refs") or []
+            params = {
+                "id": session_id,
+                "evidence_refs": to_json([*held, *added], "evidence_refs"),
+                "now": next_version(current["updated_at"]),
+            }
+            tx.execute(self.sql("append_session_evidence"), params)
+            payload = {"status": current["status"], "source": source, "evidence": added}
+            self.store.admin_event(tx, "evidence_appended", policy, session_id, None, None, payload)
 
     def append_message(self, session_id: str, *, role: str, content: Any) -> MessageRow:
         """Append a message (``content`` JSON-encoded unless a string); returns it with

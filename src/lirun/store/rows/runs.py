@@ -208,8 +208,8 @@ class TransitionRow(NamedTuple):
 
 
 class AdminEventRow(NamedTuple):
-    """An ``admin_events`` row: an override or a refused status write, who and why (its
-    payload decoded)."""
+    """An ``admin_events`` row: an override, a refused status write or evidence added to a
+    record after its outcome, who and why (its payload decoded)."""
 
     id: str
     event_type: str

@@ -41,6 +41,11 @@ UPDATE {table}
 -- name: update_fields
 UPDATE {table} SET {assignments} WHERE id = :id
 
+-- name: append_session_evidence
+-- Evidence added to a record after its outcome was written (Sessions.append_evidence,
+-- audited in admin_events); the status and its history row are left as they are.
+UPDATE sessions SET status_evidence_refs = :evidence_refs, updated_at = :now WHERE id = :id
+
 -- name: heartbeat
 -- A beat also gives a row that has no lease the default one, so a silent owner is reaped.
 UPDATE sessions
