@@ -83,9 +83,13 @@ def test_a_double_forking_daemon_ends_with_the_run(
     left = tagged_processes(tag)
     assert not left, f"the daemon outlived its run: {describe(left)}"
     row = get_row(db_url, "d1")
-    [entry] = [e for e in row["status_evidence_refs"] if e["kind"] == "killed_descendants"]
-    assert any("time.sleep(300)" in p["command"] for p in entry["processes"]), entry
-    assert ("cgroup" in entry) == (mode == "cgroup")
+    # The first entry is what got the first signal; a second, what needed SIGKILL after
+    # the grace (one forked while the first signal was sent, on a loaded machine).
+    first, *later = [e for e in row["status_evidence_refs"] if e["kind"] == "killed_descendants"]
+    killed = [p for e in (first, *later) for p in e["processes"]]
+    assert any("time.sleep(300)" in p["command"] for p in killed), (first, later)
+    assert [e.get("signal") for e in later] in ([], ["SIGKILL"]), later
+    assert ("cgroup" in first) == (mode == "cgroup")
 
 
 @pytest.mark.slow
