@@ -84,7 +84,7 @@ def main() -> int:
                 latencies.append((float(stamp.read_text()) - start) * 1000)
                 _until(
                     lambda r=row: (
-                        (store.get_entity("schedule_run", r["id"]) or {}).get("status")
+                        (store.get_entity("schedule_run", r.id) or {}).get("status")
                         not in ("queued", "running")
                     )
                 )
@@ -106,13 +106,11 @@ def main() -> int:
             time.sleep(args.fire_seconds + 0.9)
             registry.set_enabled(store, "bench-tick", False, now=int(time.time()))
             time.sleep(1.0)
-            runs = [
-                r for r in store.schedules.list_runs(schedule["id"], limit=1000) if r["started_at"]
-            ]
+            runs = [r for r in store.schedules.list_runs(schedule.id, limit=1000) if r.started_at]
             starts = sorted(float(line) for line in fires.read_text().split())
-            dues = sorted(int(r["due_at"]) for r in runs)
+            dues = sorted(int(r.due_at or 0) for r in runs)
             lags = [(s - d) * 1000 for s, d in zip(starts, dues, strict=False)]
-            row_lags = [(float(r["started_at"]) - int(r["due_at"])) * 1000 for r in runs]
+            row_lags = [(float(r.started_at or 0) - int(r.due_at or 0)) * 1000 for r in runs]
             print(f"firing.{backend}.fires: {len(runs)}")
             print(f"firing.{backend}.median_ms: {statistics.median(lags):.1f}")
             print(f"firing.{backend}.max_ms: {max(lags):.1f}")
