@@ -96,7 +96,8 @@ def write_fenced_program(where: Path) -> Path:
 
 
 def entries(ledger: Path) -> list[tuple[str, str, float]]:
-    """Every whole line of the ledger: (word, copy, time)."""
+    """Every whole line of the ledger: (word, copy, time); a line cut short by a kill is
+    passed over."""
     found = []
     for raw in ledger.read_text().splitlines() if ledger.exists() else []:
         parts = raw.split()
@@ -113,13 +114,7 @@ def work_argv(program: Path, ledger: Path, seconds: float) -> list[str]:
 def copies(ledger: Path) -> list[Copy]:
     """Every copy that wrote to the ledger, in the order they started."""
     found: dict[str, Copy] = {}
-    if not ledger.exists():
-        return []
-    for raw in ledger.read_text().splitlines():
-        parts = raw.split()
-        if len(parts) != 3:
-            continue  # a line cut short by a kill
-        word, pid, at = parts[0], parts[1], float(parts[2])
+    for word, pid, at in entries(ledger):
         copy = found.setdefault(pid, Copy(pid, at, at, False))
         copy.first, copy.last = min(copy.first, at), max(copy.last, at)
         copy.ended = copy.ended or word == "end"
