@@ -22,6 +22,7 @@ from lirun.errors import (
 )
 from lirun.store import open_store
 from support.pg import REQUIRE_PG, make_pg_url
+from support.pgcluster import kept_port
 from support.userkit import run_as_nobody
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -185,7 +186,7 @@ def password_server() -> Iterator[int]:
     pwfile = base / "pw"
     pwfile.write_text(PASSWORD + "\n")
     shutil.chown(pwfile, "postgres", "postgres")
-    port = free_port()
+    port = kept_port()
     data = base / "data"
 
     def as_postgres(tool: str, *args: str) -> None:

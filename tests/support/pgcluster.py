@@ -2,8 +2,9 @@
 
 Never the machine's own server: the cluster lives in a fresh directory under /tmp (which
 the ``postgres`` user can traverse, unlike root's home or a 0700 temp dir), listens on a
-free port of 127.0.0.1 only, and is removed at the end of the session. ``initdb`` refuses
-to run as root, so every server binary runs as ``postgres`` through ``setpriv``.
+port of 127.0.0.1 it keeps across restarts (``kept_port``), and is removed at the end of the
+session. ``initdb`` refuses to run as root, so every server binary runs as ``postgres``
+through ``setpriv``.
 
 ``pg_cluster`` is a session-scoped fixture (loaded as a plugin by ``conftest.py``): one
 cluster per session, started on first use; a test restarts it as it needs and the fixture
@@ -16,15 +17,17 @@ fails instead.
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import os
+import random
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -50,12 +53,54 @@ def server_bin_dir() -> Path | None:
 
 
 def free_port() -> int:
+    """A port nobody listens on now (from the kernel's ephemeral range: not one to keep)."""
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
             port = int(sock.getsockname()[1])
         if port != MACHINE_PORT:
             return port
+
+
+# Ports a server keeps across restarts: below the kernel's ephemeral range, so no client's
+# outgoing connection is given one as its source port while the server is down (a port from
+# ``bind(0)`` is such a port, and a restart on it failed "Address already in use"), and each
+# held by a lock file for the life of the test process, so a second pytest process (the fault
+# suite runs beside the rest) never picks a port whose server is only down for a restart.
+KEPT_PORTS = range(20000, 30000)
+_PORT_LOCK_DIR = Path("/tmp/lirun-test-ports")
+_held_ports: dict[int, int] = {}  # port -> the descriptor of its lock file
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def kept_port(among: Iterable[int] = KEPT_PORTS) -> int:
+    """A free port below the ephemeral range, held by this process until it exits."""
+    _PORT_LOCK_DIR.mkdir(mode=0o1777, exist_ok=True)
+    low = _ephemeral_low()
+    candidates = [p for p in among if p < low and p not in _held_ports]
+    random.shuffle(candidates)
+    for port in candidates:
+        fd = os.open(_PORT_LOCK_DIR / f"{port}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                os.close(fd)  # someone outside the tests listens there
+                continue
+        _held_ports[port] = fd
+        return port
+    raise RuntimeError("no free port to keep")
 
 
 class PgCluster:
@@ -185,7 +230,7 @@ def _made(password: str | None) -> tuple[PgCluster | None, str | None]:
     if shutil.which("setpriv") is None:
         return None, "setpriv (util-linux) is needed to run initdb as postgres"
     base = Path(tempfile.mkdtemp(prefix="lirun-pgcluster-", dir="/tmp"))
-    cluster = PgCluster(bin_dir, base, free_port(), password=password)
+    cluster = PgCluster(bin_dir, base, kept_port(), password=password)
     try:
         cluster.init()
         cluster.start()

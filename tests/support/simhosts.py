@@ -30,7 +30,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from support.pgcluster import PgCluster, free_port, server_bin_dir
+from support.pgcluster import PgCluster, kept_port, server_bin_dir
 
 SUBNET = "10.231.0.0/16"
 
@@ -150,7 +150,7 @@ def sim_cluster(hosts: Sequence[SimHost]) -> PgCluster:
     if bin_dir is None:
         raise RuntimeError("no initdb found (set LIRUN_TEST_PG_BIN)")
     base = Path(tempfile.mkdtemp(prefix="lirun-simhosts-", dir="/tmp"))
-    cluster = PgCluster(bin_dir, base, free_port())
+    cluster = PgCluster(bin_dir, base, kept_port())
     cluster.listen_addresses = ",".join(["127.0.0.1", *(h.server_address for h in hosts)])
     try:
         cluster.init()
