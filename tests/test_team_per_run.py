@@ -152,3 +152,63 @@ def test_children_of_li_started_by_path_find_li_without_it_on_path(
             assert Path(lines[1]).name == Path(lines[3]).name == "li", lines
             assert Path(lines[1]).resolve() == Path(lines[3]).resolve() == li.resolve()
             assert "python" not in os.listdir(Path(lines[1]).parent)  # only li goes on PATH
+
+
+def test_a_second_show_naming_the_team_joins_it_and_says_so(db_url: str, tmp_path: Path) -> None:
+    said: list[str] = []
+    reports = []
+    for name in ("a", "b"):
+        repo = show_repo(tmp_path / name)
+        show_spec = dataclasses.replace(
+            spec(repo, [play(f"p{name}", writes(f"{name}.txt", name))], topic=name),
+            team=TeamSetting("standing"),
+        )
+        options = ShowOptions(parallel=1, on_progress=said.append)
+        reports.append(run_show(show_spec, db_url=db_url, options=options))
+    with opened(db_url) as store:
+        [team] = store.teams.list_all()
+        heard = [(m.sender, m.body) for m in store.teams.conversation(team.id)]
+    first, second = (r.show_id for r in reports)
+    assert [line for line in said if "joined existing" in line] == [
+        f"joined existing team standing ({team.id}, created by show {first})"
+    ]
+    assert ("lirun", f"show {second} (b) joined this team with members pb") in heard
+
+
+def test_which_li_a_child_gets() -> None:
+    from lirun.settings import choose_li_path
+
+    def choose(argv0: str, inherited: str = "", *, have: tuple[str, ...]) -> str | None:
+        return choose_li_path(argv0, "/venv/bin/python", inherited, is_program=have.__contains__)
+
+    everything = ("/venv/bin/li", "/opt/li", "/usr/local/bin/lirun")
+    assert choose("/usr/local/bin/lirun", "/opt/li", have=everything) == "/usr/local/bin/lirun"
+    # python -m lirun: the li that started it, else the one beside the interpreter
+    module = "/src/lirun/__main__.py"
+    assert choose(module, "/opt/li", have=everything) == "/opt/li"
+    assert choose(module, "relative/li", have=everything) == "/venv/bin/li"
+    assert choose(module, "/gone/li", have=("/venv/bin/li",)) == "/venv/bin/li"
+    assert choose(module, have=()) is None
+    assert choose("/usr/bin/pytest", have=("/venv/bin/lirun",)) == "/venv/bin/lirun"
+
+
+def test_a_detached_run_passes_its_li_on(db_url: str, tmp_path: Path) -> None:
+    li = Path(sys.executable).parent / "li"
+    env = {**os.environ, "LIRUN_DB_URL": db_url, "PATH": "/usr/bin:/bin"}
+    env.pop("LIRUN_LI", None)
+    out = tmp_path / "detached.out"
+    started = subprocess.run(
+        [str(li), "run", "--detach", "--json", "--", "sh", "-c",
+         f'echo "$LIRUN_LI" > {out}; command -v li >> {out}'],
+        env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    run_id = json.loads(started.stdout)["run_id"]
+    waited = subprocess.run(
+        [str(li), "wait", run_id, "--timeout", "60"], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0] == str(li)  # the worker ran as `python -m lirun`
+    assert Path(lines[1]).resolve() == li.resolve()
