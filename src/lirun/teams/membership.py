@@ -129,7 +129,7 @@ def join(
     )
     if (team.owner_type, team.owner_id) == (owner_type, owner_id):
         return Joined(team)
-    line = joined_line(team, owner_type, owner_id, label)
+    line = joined_line(team)
     store.teams.send_message(
         team.id, sender=SYSTEM_MEMBER, recipient=EVERYONE,
         text=f"{_owner_text(owner_type, owner_id)} ({label}) joined this team"
@@ -138,7 +138,7 @@ def join(
     return Joined(team, line)
 
 
-def joined_line(team: TeamRow, owner_type: str, owner_id: str, label: str) -> str:
+def joined_line(team: TeamRow) -> str:
     """``joined existing team NAME (ID, created by flow X)``: what an owner says when its
     ``team: NAME`` named a team it did not make."""
     maker = _owner_text(team.owner_type, team.owner_id) if team.owner_type else "`li team create`"
