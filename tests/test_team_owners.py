@@ -4,6 +4,7 @@ problems."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ def test_a_flow_with_team_true_gives_its_agents_one_team_they_talk_in(
     assert report.status == "completed", report.reason_summary
     with opened(db_url) as store:
         [team] = store.teams.of_owner("invocation", report.invocation_id)
-        assert team.name == f"pair-{report.invocation_id[:8]}"
+        assert team.name == f"pair-{report.invocation_id}"
         assert [m.member for m in store.teams.members(team.id)] == ["api", "web"]
         messages = store.teams.conversation(team.id)
         sessions = {s.flow_leg: s for s in store.sessions.list_recent(limit=10)}
@@ -52,6 +53,13 @@ def test_a_flow_with_team_true_gives_its_agents_one_team_they_talk_in(
     assert (seen / "api.env").read_text().strip() == team.id
     prompt = (seen / "api.prompt").read_text()
     assert prompt.startswith(f"You work in team '{team.name}' as member 'api'")
+    # `li` by its absolute path: the one beside this interpreter (a venv's bin/)
+    li = Path(sys.executable).parent / "li"
+    assert f'  {li} team inbox "$LIRUN_TEAM" --unread' in prompt
+    environ = dict(
+        v.split("=", 1) for v in (seen / "api.environ").read_text().split("\0") if "=" in v
+    )
+    assert environ["LIRUN_LI"] == str(li)
     assert prompt.endswith("change the api")
 
 
@@ -73,7 +81,8 @@ def test_team_preamble_false_leaves_the_prompt_alone(
     with opened(db_url) as store:
         [team] = store.teams.list_all()  # team: NAME is one standing team both runs joined
         assert team.name == "standing-crew"
-        assert team.message_count == 2
+        # the two agents' hellos, and lirun's word that the second invocation joined
+        assert team.message_count == 3
 
 
 @pytest.mark.parametrize(
@@ -105,7 +114,7 @@ def test_flow_file_team_keys(tmp_path: Path) -> None:
     with pytest.raises(FlowFileError) as caught:
         load_flow(bad)
     assert "bad.yaml:1: team must be true or a name" in str(caught.value)
-    assert run_team_name("show", "Fix <b>auth</b>!", "0123456789") == "Fix--b-auth--b-01234567"
+    assert run_team_name("show", "Fix <b>auth</b>!", "0123456789") == "Fix--b-auth--b-0123456789"
 
 
 def test_a_resumed_flow_with_team_true_goes_on_in_the_same_team(

@@ -65,7 +65,7 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
     assert "api.txt" in notice[0]
     with opened(db_url) as store:
         [team] = store.teams.of_owner("show", report.show_id)
-        assert team.name == f"pair-work-{report.show_id[:8]}"
+        assert team.name == f"pair-work-{report.show_id}"
         assert [m.member for m in store.teams.members(team.id)] == ["first", "second"]
         said = [(m.sender, m.body.split(" as ")[0]) for m in store.teams.conversation(team.id)]
     assert sorted(said)[:1] == [("first", "hello from first")]

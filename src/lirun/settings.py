@@ -10,7 +10,7 @@ defaults: ``execute()`` then reads ``Settings.from_env()`` once, for the run.
 
 Two kinds of ``LIRUN_*`` variable are not settings and stay environment variables: those
 lirun *sets* for the processes it starts (``LIRUN_ARTIFACT_DIR``, ``LIRUN_PARENT_RUN_ID``,
-``LIRUN_TEAM``, ``LIRUN_MEMBER``, ``LIRUN_TREE``, ``LIRUN_DB_URL`` for a child, the
+``LIRUN_TEAM``, ``LIRUN_MEMBER``, ``LIRUN_TREE``, ``LIRUN_LI``, ``LIRUN_DB_URL`` for a child, the
 ``--notify`` fields; ``LIRUN_FENCE`` is both: a worker sets it for its run's work,
 `li lease check` reads it), and ``LIRUN_HOME`` / ``LIRUN_DB_URL`` as the `li wait` /
 `li status` fast path reads them (``paths.py``: no ``dataclasses`` import on that path).
@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
+from functools import cache
 from typing import Any
 
 from lirun.errors import UsageError
@@ -37,6 +39,11 @@ GUARD_ENV = "LIRUN_GUARD"
 # for the work it starts, read by `li lease check` (docs/queue.md).
 FENCE_ENV = "LIRUN_FENCE"
 RUN_ID_ENV_VARS = ("LIRUN_RUN_ID", "LIONAGI_RUN_ID")
+# The absolute path of the `li` that started a child (set for every child, read by a
+# nested lirun started as `python -m lirun`: ``li_path``).
+LI_ENV = "LIRUN_LI"
+# The names lirun's console scripts have (pyproject.toml).
+LI_NAMES = ("li", "lirun")
 PROVIDER_BIN_ENV = {"claude": "LIRUN_CLAUDE_BIN", "codex": "LIRUN_CODEX_BIN"}
 
 DEFAULT_WRITE_RETRY_SECONDS = 30.0
@@ -140,3 +147,34 @@ def _switch(name: str, raw: str) -> bool:
     if word in _ON:
         return True
     raise UsageError(f"{name}: expected on or off (1/0, yes/no, true/false), got {raw!r}")
+
+
+@cache
+def li_path() -> str | None:
+    """The absolute path of the `li` this process runs as, for the children it starts
+    (``LIRUN_LI``, the team preamble), or None when there is none to give; decided once."""
+    return choose_li_path(
+        sys.argv[0] if sys.argv else "",
+        sys.executable,
+        os.environ.get(LI_ENV, ""),
+        is_program=lambda p: os.path.isfile(p) and os.access(p, os.X_OK),
+    )
+
+
+def choose_li_path(
+    argv0: str, executable: str, inherited: str, *, is_program: Callable[[str], bool]
+) -> str | None:
+    """Which `li` a child should run: this process's own script when it was started as
+    one (``.venv/bin/li``, ``li`` found on PATH: ``argv0``, its real path); else the
+    ``LIRUN_LI`` it inherited (a `python -m lirun` that a lirun started, such as a
+    detached worker); else the ``li`` beside the interpreter (a venv's or an
+    installation's `bin/`); else None (`python -m lirun` from a source tree)."""
+    candidates = []
+    if os.path.basename(argv0) in LI_NAMES:  # a link to it (the one a child finds on
+        candidates.append(os.path.realpath(argv0))  # PATH) is its target
+    if inherited.strip() and os.path.isabs(inherited.strip()):
+        candidates.append(inherited.strip())
+    if executable:
+        here = os.path.dirname(os.path.abspath(executable))
+        candidates += [os.path.join(here, name) for name in LI_NAMES]
+    return next((path for path in candidates if is_program(path)), None)

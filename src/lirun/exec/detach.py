@@ -20,6 +20,7 @@ from typing import IO
 
 from lirun.errors import LirunError
 from lirun.record.rundir import RunDir
+from lirun.settings import LI_ENV, li_path
 from lirun.store import Store
 
 __all__ = [
@@ -170,9 +171,15 @@ def detached_env(db_url: str | os.PathLike[str] | None = None) -> dict[str, str]
     never in the worker's arguments: those are readable by every user in ``ps`` for as
     long as the worker runs, and a PostgreSQL URL may hold a password. A process's
     environment is readable only by its own user and root.
+
+    The worker runs as ``python -m lirun``; ``LIRUN_LI`` tells it which `li` started it,
+    so the children it starts get that one (``settings.li_path``).
     """
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
+    li = li_path()
+    if li is not None:
+        env[LI_ENV] = li
     if db_url is not None:
         env["LIRUN_DB_URL"] = os.fspath(db_url)
     return env

@@ -1,5 +1,6 @@
 """The environment a supervised child runs with: where its deliverables go, which run is
-its parent, and no credentials (a team's agent gets the name of a credential file)."""
+its parent, the `li` that started it, and no credentials (a team's agent gets the name of
+a credential file)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from lirun.record.credential import child_url
 from lirun.record.rundir import RUN_ID_ENV_VARS, RunDir
-from lirun.settings import FENCE_ENV
+from lirun.settings import FENCE_ENV, LI_ENV, li_path
 
 __all__ = ["child_env"]
 
@@ -45,4 +46,28 @@ def child_env(
     env["LIRUN_ARTIFACT_DIR"] = str(run.artifact_root)
     if fence:
         env[FENCE_ENV] = fence
+    _give_li(env, run)
     return env
+
+
+def _give_li(env: dict[str, str], run: RunDir) -> None:
+    """``LIRUN_LI``: the absolute path of the `li` running this (``settings.li_path``),
+    and a directory holding only a link named ``li`` to it first on ``PATH``, so a child
+    (an agent told to run `li team send`) finds this `li` even when it was started as
+    ``.venv/bin/li`` and the venv is not on ``PATH``. Only `li`: the venv's ``python``
+    and ``pip`` must not shadow the ones a command leg would otherwise run. Nothing is
+    given when no `li` is known (`python -m lirun` from a source tree)."""
+    li = li_path()
+    if li is None:
+        return
+    env[LI_ENV] = li
+    bin_dir = run.state_root / "bin"
+    link = bin_dir / "li"
+    try:
+        if not link.is_symlink():
+            bin_dir.mkdir(mode=0o700, exist_ok=True)
+            link.symlink_to(li)
+    except OSError:
+        return  # LIRUN_LI still names it; a bare `li` is what PATH makes of it
+    path = env.get("PATH", "")
+    env["PATH"] = f"{bin_dir}{os.pathsep}{path or os.defpath}"

@@ -137,10 +137,13 @@ class _FlowRun:
         instance when it starts (``job``)."""
         label = os.path.splitext(os.path.basename(self.spec.path or "flow"))[0]
         agents = [leg.id for leg in self.spec.legs if leg.task.is_agent and not leg.for_each]
-        self.team = membership.join(
+        joined = membership.join(
             self.store, setting, owner_type="invocation", owner_id=self.id, label=label,
             members=agents, resumed_from=self.resumed_from,
         )  # fmt: skip
+        self.team = joined.team
+        for line in filter(None, (joined.existing, membership.li_warning())):
+            self.log.line(line)
         self.log.line(f"team {self.team.name} ({self.team.id}): {len(agents)} members")
 
     def checkpoint(self) -> None:

@@ -53,7 +53,7 @@ from lirun.schedules.outcomes import (
     should_retry,
     start_refusal,
 )
-from lirun.settings import Settings
+from lirun.settings import LI_ENV, Settings, li_path
 from lirun.shows.engine import ShowOptions, run_show
 from lirun.shows.load import load_show
 from lirun.signals import SignalTrap
@@ -403,6 +403,9 @@ class Runner:
             session = store.sessions.get(run.session_id)
             artifact_dir = session.artifacts_path if session else None
         env = {**os.environ, **notify_env(run, schedule=ctx.name, artifact_dir=artifact_dir)}
+        li = li_path()  # the hook may call `li status` / `li logs` too
+        if li is not None:
+            env[LI_ENV] = li
         command = str(ctx.policies.notify)
         try:
             done = subprocess.run(

@@ -32,10 +32,13 @@ class ShowTeam:
         if self.setting is None:
             return
         # Every play is a member: a command play may be a script that talks too.
-        self.team = membership.join(
+        joined = membership.join(
             store, self.setting, owner_type="show", owner_id=show.id,
             label=spec.topic, members=[p.name for p in spec.plays],
         )  # fmt: skip
+        self.team = joined.team
+        for line in filter(None, (joined.existing, membership.li_warning())):
+            say(line)
 
     def env(self, play: str) -> dict[str, str]:
         return membership.child_env(self.team.id, play) if self.team is not None else {}

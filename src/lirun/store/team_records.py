@@ -272,7 +272,9 @@ class Teams(Repository):
 
     def member_summary(self, team_id: str) -> list[TeamMemberSummaryRow]:
         """Each member with ``unread``, ``sent`` and ``last_sent_at`` (``lirun`` too once
-        it has spoken), in the order they joined."""
+        it has spoken), in the order they joined. Its ``run_id`` is the run it joined as,
+        else the run that sent its newest message (an owner adds its agents before their
+        runs exist)."""
         params = {"team_id": team_id}
         unread = {r["member"]: int(r["unread"])
                   for r in self.connector.read(self.sql("team_unread_counts"), params)}  # fmt: skip
@@ -280,9 +282,12 @@ class Teams(Repository):
         out = []
         for member in self.members(team_id):
             s = sent.pop(member.member, None)
+            run_id = member.run_id or (s["last_run_id"] if s else None)
             out.append(
                 TeamMemberSummaryRow(
-                    *member,
+                    member.member,
+                    member.joined_at,
+                    run_id,
                     unread=unread.get(member.member, 0),
                     sent=int(s["sent"]) if s else 0,
                     last_sent_at=s["last_at"] if s else None,

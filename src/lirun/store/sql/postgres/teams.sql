@@ -59,8 +59,13 @@ SELECT mb.member, COUNT(m.id) AS unread FROM team_members mb
  GROUP BY mb.member
 
 -- name: team_sent_counts
-SELECT sender, COUNT(*) AS sent, MAX(created_at) AS last_at FROM team_messages
- WHERE team_id = :team_id GROUP BY sender
+-- last_run_id: the run that sent the sender's newest message that names one
+SELECT s.sender, COUNT(*) AS sent, MAX(s.created_at) AS last_at,
+       (SELECT r.run_id FROM team_messages r
+         WHERE r.team_id = :team_id AND r.sender = s.sender AND r.run_id IS NOT NULL
+         ORDER BY r.seq DESC LIMIT 1) AS last_run_id
+  FROM team_messages s
+ WHERE s.team_id = :team_id GROUP BY s.sender
 
 -- name: team_active_by_name
 SELECT * FROM teams WHERE name = :name AND status = 'active' ORDER BY created_at DESC, id
