@@ -679,7 +679,8 @@ def test_ids_show_whole_at_1280_pixels(site: Site, driver: object) -> None:
         )
         assert fits, f"the id {ident} is cut or spills out of its cell"
     pruned = b.find_element(By.CSS_SELECTOR, f"#run-{twins[1]} td.id .pruned-tag")  # type: ignore[attr-defined]
-    assert pruned.is_displayed() and pruned.text == "pruned"
+    assert pruned.is_displayed()
+    assert pruned.text == "pruned"
     assert _overflowing_cells(b) == []
     shot(site, b, "runs-whole-ids")
 

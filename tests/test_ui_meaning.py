@@ -204,7 +204,8 @@ def test_the_show_board_says_dependencies_and_attempts_left(
                             reason_code="play.gate_failed.check")  # fmt: skip
         store.update_fields("play", play, {"feedback": "the test failed", "attempt": attempt})
     api = _board_card(client, "show-m", "show-m.api")
-    assert "depends_on_json" not in api and "depends on json" not in api
+    assert "depends_on_json" not in api
+    assert "depends on json" not in api
     assert "['models', 'typo']" not in api
     text = re.sub(r"<[^>]+>", "", api)
     assert "depends on models and typo (no play of that name in this show)" in text

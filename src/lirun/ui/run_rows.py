@@ -27,6 +27,7 @@ __all__ = [
     "command_text",
     "describe",
     "fold_schedules",
+    "gate_label",
     "gate_shows",
     "task_of",
 ]
@@ -86,8 +87,8 @@ def gate_shows(rows: Iterable[Mapping[str, Any]]) -> set[str]:
     return shows
 
 
-def _gate_label(meta: Mapping[str, Any], topics: Mapping[str, str]) -> str | None:
-    """"gate of play P in show S" (the final gate: "final gate of show S")."""
+def gate_label(meta: Mapping[str, Any], topics: Mapping[str, str]) -> str | None:
+    """ "gate of play P in show S" (the final gate: "final gate of show S")."""
     role, show_id = meta.get("role"), meta.get("show_id")
     if role not in GATE_ROLES or not show_id:
         return None
@@ -123,7 +124,7 @@ def describe(row: Mapping[str, Any], topics: Mapping[str, str] | None = None) ->
         out["prompt"] = task_of(row.get("prompt"), meta)
         if row.get("provider") == "command" or not row.get("prompt"):
             out["what"] = line
-        gate = _gate_label(meta, topics or {})
+        gate = gate_label(meta, topics or {})
         if gate:
             out["label"] = out["label_title"] = gate
     elif kind == "invocation" and row.get("origin") == "flow":

@@ -29,6 +29,7 @@ from lirun.ui.run_rows import (
     command_text,
     describe,
     fold_schedules,
+    gate_label,
     gate_shows,
 )
 from lirun.ui.transcript import read_transcript
@@ -229,8 +230,11 @@ def run_view(store: Store, run_id: str, runs: str | None = None) -> dict[str, An
         "provider_retries",
     )
 
+    shows = gate_shows([{"kind": "session", "meta": session.meta}])
+    topics = {i: s.topic for i in shows if (s := store.shows.get(i)) is not None}
     return {
         "run": present_session(session),  # a command's stdout is its output_text, not a reply
+        "label": gate_label(session.meta, topics),  # a gate run: its play and show
         "liveness": liveness("session", session),
         "duration": duration(row),
         "transitions": [t.as_dict() for t in store.list_transitions("session", run_id)],
