@@ -488,12 +488,12 @@ def test_needs_you_is_counted_in_the_bar_and_grows_live(site: Site, driver: obje
 
 
 def _overflowing_cells(browser: object) -> list[str]:
-    """Cells of the runs table whose content is cut (wider than the cell), but the id,
-    which is cut on purpose (its whole text on hover)."""
+    """Cells of the runs table whose content is cut (wider than the cell), the id too:
+    it is shown whole, wrapping."""
     return browser.execute_script(  # type: ignore[attr-defined, no-any-return]
         """
         const cut = [];
-        for (const td of document.querySelectorAll('#runs td:not(.id)')) {
+        for (const td of document.querySelectorAll('#runs td')) {
           if (td.scrollWidth > td.clientWidth + 1) cut.push(td.className + ': ' + td.innerText);
         }
         return cut;
@@ -643,3 +643,87 @@ def test_a_teams_conversation_escapes_payloads_and_grows_live(site: Site, driver
     b.get(f"{site.base}/teams")  # type: ignore[attr-defined]
     assert b.find_element(By.ID, f"team-{team.id}")  # type: ignore[attr-defined]
     shot(site, b, "teams")
+
+
+def test_ids_show_whole_at_1280_pixels(site: Site, driver: object) -> None:
+    """Two runs alike but for their suffix, one pruned: at 1,280 px each id reads whole
+    (no ellipsis, nothing hidden past its cell) and the pruned tag shows beside it."""
+    from selenium.webdriver.common.by import By
+
+    b: object = driver
+    twins = ["20261204T191523-a1b2c3", "20261204T191523-d4e5f6"]
+    for ident in twins:
+        make_run(site.store, site.home, ident, prompt="twin " + ident[-6:])
+    done = site.store.retention.write_tombstones(
+        "session", twins[1:], terminal=["completed"], now=time.time(), actor="li gc"
+    )
+    assert done == twins[1:]
+    b.set_window_size(1280, 1000)  # type: ignore[attr-defined]
+    b.get(site.base + "/")  # type: ignore[attr-defined]
+    for ident in twins:
+        cell = b.find_element(By.CSS_SELECTOR, f"#run-{ident} td.id")  # type: ignore[attr-defined]
+        link = cell.find_element(By.TAG_NAME, "a")
+        assert link.text.replace("\n", "") == ident
+        fits = b.execute_script(  # type: ignore[attr-defined]
+            """
+            const td = arguments[0], box = td.getBoundingClientRect();
+            const inside = [...td.children].every(e => {
+              const r = e.getBoundingClientRect();
+              return r.width > 0 && r.left >= box.left - 1 && r.right <= box.right + 1
+                && r.bottom <= box.bottom + 1;
+            });
+            return inside && td.scrollWidth <= td.clientWidth + 1
+              && getComputedStyle(td).textOverflow !== 'ellipsis';
+            """,
+            cell,
+        )
+        assert fits, f"the id {ident} is cut or spills out of its cell"
+    pruned = b.find_element(By.CSS_SELECTOR, f"#run-{twins[1]} td.id .pruned-tag")  # type: ignore[attr-defined]
+    assert pruned.is_displayed()
+    assert pruned.text == "pruned"
+    assert _overflowing_cells(b) == []
+    shot(site, b, "runs-whole-ids")
+
+
+def test_long_text_wraps_inside_the_show_boards_cards(site: Site, driver: object) -> None:
+    """A play's long branch, feedback and unknown column, none with a space to break at:
+    at 1,280 px every card holds its text (nothing wider than the card, no sideways
+    scroll of the page)."""
+    b: object = driver
+    unbroken = "refactor/" + "very-long-branch-name-" * 12
+    show = site.store.shows.create_with_plays(
+        id="show-wide",
+        fields={"topic": "wide", "integration": "show/wide", "base": "main"},
+        plays=[
+            {"id": "show-wide.api", "name": "api-" + "n" * 80, "position": 0, "attempts": 3},
+            {"id": "show-wide.ui", "name": "ui", "position": 1, "attempts": 3},
+        ],
+    )  # fmt: skip
+    site.store.update_status("play", "show-wide.api", new_status="gate_failed",
+                             reason_code="play.gate_failed.check")  # fmt: skip
+    site.store.update_fields(
+        "play",
+        "show-wide.api",
+        {"feedback": "F" * 150, "attempt": 1, "branch": unbroken, "worktree": "/w/" + "d" * 150},
+    )
+    b.set_window_size(1280, 1000)  # type: ignore[attr-defined]
+    b.get(f"{site.base}/shows/{show.id}")  # type: ignore[attr-defined]
+    spilled = b.execute_script(  # type: ignore[attr-defined]
+        """
+        const out = [];
+        for (const card of document.querySelectorAll('.card')) {
+          const box = card.getBoundingClientRect();
+          if (card.scrollWidth > card.clientWidth + 1) out.push(card.id + ' scrolls');
+          for (const e of card.querySelectorAll('*')) {
+            const r = e.getBoundingClientRect();
+            if (r.width && r.right > box.right + 1) out.push(card.id + ': ' + e.tagName);
+          }
+        }
+        return out;
+        """
+    )
+    assert spilled == []
+    width = b.execute_script("return document.documentElement.clientWidth")  # type: ignore[attr-defined]
+    page = b.execute_script("return document.documentElement.scrollWidth")  # type: ignore[attr-defined]
+    assert page <= width, f"the page scrolls sideways: {page} > {width}"
+    shot(site, b, "show-wide-cards")

@@ -24,6 +24,7 @@ from lirun.store.rows import SessionRow
 from lirun.ui.app import create_app
 from lirun.ui.openapi import openapi_document
 from support.jsonhome import Home, build_home
+from support.storekit import raw_write
 
 DOC_URI = "urn:lirun:dashboard-openapi"
 
@@ -86,6 +87,11 @@ def _home(db_url: str, tmp_path: Path) -> Home:
             owner=current_owner(), concurrency=1, transport="local", lease_seconds=600
         )
         assert store.schedules.claim_run(fired, worker_id=worker, lease_seconds=600)
+        # what it made cost something: the schedules' cost charts have bars to validate
+        made = store.sessions.create(owner_pid=None, provider="command")
+        store.update_fields("session", made.id, {"cost_usd": 0.01})
+        raw_write(store, "UPDATE schedule_runs SET session_id = :s WHERE id = :id",
+                  {"s": made.id, "id": fired})  # fmt: skip
     finally:
         store.close()
     home.li("override", "session", home.ids["run"], "--to", "failed", "--reason",

@@ -244,7 +244,7 @@ def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> l
         names = {s.id: s.name for s in store.schedules.list_all(include_deleted=True)}
     return [
         {
-            **row.as_dict(),
+            **{k: v for k, v in row.as_dict().items() if k != "meta"},  # the dashboard's
             "status_reason_code": row.reason_code,
             "status_reason_summary": row.reason_summary,
             **({"schedule": names.get(str(row.parent_id))} if names else {}),

@@ -90,7 +90,8 @@ def detail_components() -> dict[str, Schema]:
                 "liveness": _LIVENESS,
                 "explained": array(ref("Explained")),
                 "command_line": {**STR_OR_NULL, "description": "a command run's argv as typed"},
-            }
+            },
+            {"label": {**STR_OR_NULL, "description": "a gate run's play and show"}},
         ),
         "Lineage": obj(
             {
@@ -172,7 +173,24 @@ def detail_components() -> dict[str, Schema]:
                 "flow": ref("Invocation"),
                 "duration": NUM_OR_NULL,
                 "report": {"oneOf": [{"type": "null"}, ref("FlowResult")]},
-                "sessions": array(ref("StatusRow")),
+                "sessions": array(
+                    {
+                        "allOf": [
+                            ref("StatusRow"),
+                            obj(
+                                {},
+                                {
+                                    "item": {"description": "a fan-out instance's item"},
+                                    "reused_from": {
+                                        **STR_OR_NULL,
+                                        "description": "a leg reused from the invocation "
+                                        "this one resumed: the invocation it ran in",
+                                    },
+                                },
+                            ),
+                        ]
+                    }
+                ),
                 "svg": {**STR_OR_NULL, "description": "the leg graph as SVG"},
                 "nodes": array(ref("FlowNode")),
                 "transitions": array(ref("Transition")),
@@ -241,6 +259,15 @@ def detail_components() -> dict[str, Schema]:
                             "description": "its place in the show file, from 1",
                         },
                         "gate": {"oneOf": [{"type": "null"}, ref("GateVerdict")]},
+                        "depends_on": array(
+                            obj({"name": STR, "id": STR_OR_NULL})
+                            | {"description": "id null: no play of that name in the show"}
+                        ),
+                        "no_attempt_left": {
+                            **BOOL,
+                            "description": "every attempt used and not merged: no feedback "
+                            "goes to another",
+                        },
                         "provider": {"oneOf": [{"type": "null"}, ref("ProviderStop")]},
                     }
                 ),

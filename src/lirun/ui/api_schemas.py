@@ -93,11 +93,16 @@ def components() -> dict[str, Schema]:
                 "status": STR_OR_NULL,
                 "reason_code": STR_OR_NULL,
                 "reason_summary": STR_OR_NULL,
-                "label": STR_OR_NULL,
+                "label": {
+                    **STR_OR_NULL,
+                    "description": "its name: a leg, a flow's file, a play, a schedule; a "
+                    "gate run's play and show (gate of play P in show S)",
+                },
                 "prompt": {
                     **STR_OR_NULL,
                     "description": "its prompt, at most 500 characters and then … (the "
-                    "whole one is in the answer prompt_href names)",
+                    "whole one is in the answer prompt_href names); a team member's without "
+                    "the team preamble lirun put before it",
                 },
                 "created_at": NUM_OR_NULL,
                 "ended_at": NUM_OR_NULL,
@@ -164,7 +169,11 @@ def components() -> dict[str, Schema]:
                 },
             },
             "A flow on the flows page: its row, its file's name, duration, link",
-            {"prompt_href": {**STR, "description": "when cut: the answer with it whole"}},
+            {
+                "prompt_href": {**STR, "description": "when cut: the answer with it whole"},
+                "pruned_at": {**NUM_OR_NULL, "description": "when li gc pruned it"},
+                "pruned_by": {**STR_OR_NULL, "description": "who pruned it"},
+            },
         ),
         "FlowsPage": obj({"flows": array(ref("FlowsRow")), **_PAGE}),
         "ShowsRow": extended(

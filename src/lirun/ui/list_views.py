@@ -146,7 +146,9 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
     runs = [r.as_dict() for r in store.lists.schedule_runs_with_usage(row.id, limit=100)]
     for r in runs:
         r["href"] = schedule_run_href(r)
-        r["duration"] = duration(r) if r.get("ended_at") else None
+        # a skipped due time ran nothing: it has no duration (not 0.0 s)
+        ran = r.get("ended_at") and r.get("status") != "skipped"
+        r["duration"] = duration(r) if ran else None
     ended = [r for r in runs if r.get("status") in RAN_AND_ENDED]
     ok = [r for r in ended if r.get("status") == "completed"]
     costs = [float(r["cost_usd"]) for r in runs if r.get("cost_usd") is not None]
@@ -162,7 +164,8 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
         "succeeded": len(ok),
         "cost_total_usd": sum(costs) if costs else None,
         "cost_per_run_usd": (sum(costs) / len(costs)) if costs else None,
-        "chart": cost_chart(oldest_first),
+        # bars only when a run cost something: a row of empty bars says nothing
+        "chart": cost_chart(oldest_first) if any(c > 0 for c in costs) else [],
         "strip": oldest_first,
         "history": [t.as_dict() for t in store.list_transitions("schedule", row.id)],
     }

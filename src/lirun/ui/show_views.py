@@ -48,7 +48,7 @@ PLAY_READ_COLUMNS = frozenset(
     )
 )
 # Columns the board says in its own words (feedback, the order in the show file).
-PLAY_SAID_COLUMNS = frozenset(("feedback", "position"))
+PLAY_SAID_COLUMNS = frozenset(("feedback", "position", "depends_on_json"))
 GATE_CHIPS = {"pass": "passed", "fail": "failed", "interrupted": "aborted"}
 
 
@@ -84,6 +84,21 @@ def _merged_by(store: Store, play: PlayRow) -> dict[str, Any]:
     return {"actor": None, "justification": None}
 
 
+def depends_on(names: Any, plays: dict[str, str]) -> list[dict[str, Any]]:
+    """A play's dependencies as the board names them: each by name, with the id of the
+    play of that name in the show (None: no play of that name, a typo in the file)."""
+    if not isinstance(names, list):
+        return []
+    return [{"name": str(n), "id": plays.get(str(n))} for n in names]
+
+
+def no_attempt_left(play: PlayRow) -> bool:
+    """Whether a play not merged has used every attempt it was given (none comes next)."""
+    if play.status == "merged" or play.attempts is None:
+        return False
+    return int(play.attempt or 0) >= int(play.attempts)
+
+
 def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     """A show and its plays, grouped by status for the board."""
     show = store.shows.get(show_id)
@@ -93,6 +108,7 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
     rows = store.ui.show_plays(show_id)
     plays = [play.as_dict() for play in rows]
     columns: dict[str, list[dict[str, Any]]] = {}
+    by_name = {play.name: play.id for play in rows}
     for play, fields in zip(rows, plays, strict=True):
         extras = {
             k: v
@@ -108,6 +124,8 @@ def show_view(store: Store, show_id: str) -> dict[str, Any] | None:
             "feedback": None if merged else play.feedback,
             "by_hand": _merged_by(store, play) if merged and not play.merge_sha else None,
             "file_order": play.position + 1 if play.position is not None else None,
+            "depends_on": depends_on(play.depends_on_json, by_name),
+            "no_attempt_left": no_attempt_left(play),
             "gate": gate_verdict(play.gate_json),
             "provider": _provider_stop(store, play),
         }

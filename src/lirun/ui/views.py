@@ -23,7 +23,15 @@ from lirun.ui.artifacts import artifacts_served, list_artifacts, runs_dir
 from lirun.ui.evidence_view import explain_all
 from lirun.ui.graph import flow_svg
 from lirun.ui.liveness_view import liveness
-from lirun.ui.run_rows import bounded_prompt, command_text, describe, fold_schedules
+from lirun.ui.run_rows import (
+    PREAMBLE_CHARS,
+    bounded_prompt,
+    command_text,
+    describe,
+    fold_schedules,
+    gate_label,
+    gate_shows,
+)
 from lirun.ui.transcript import read_transcript
 
 PAGE_SIZE = 50
@@ -163,21 +171,22 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """One page of runs with the filters that chose it and the cursor of the next page."""
     flt = parse_filter(params)
     cursor = parse_cursor(params.get("cursor"))
-    page = store.ui.runs_page(
-        flt, before=cursor, limit=PAGE_SIZE + 1, prompt_chars=LIST_PROMPT_CHARS + 1
-    )
+    chars = LIST_PROMPT_CHARS + 1 + PREAMBLE_CHARS  # a team member's task after its preamble
+    page = store.ui.runs_page(flt, before=cursor, limit=PAGE_SIZE + 1, prompt_chars=chars)
     more = len(page) > PAGE_SIZE
     rows = [r.as_dict() for r in page[:PAGE_SIZE]]  # the keys the API and pages show
+    topics = {i: s.topic for i in gate_shows(rows) if (s := store.shows.get(i)) is not None}
     now = time.time()
     runs = []
     for row in rows:
         href = run_href(row)
         detail = "/api" + href if href.startswith(("/runs/", "/flows/")) else href
+        described = {**row, **describe(row, topics)}
+        described.pop("meta")  # read for the names above; not part of the row shown
         runs.append(
             {
-                **row,
-                **describe(row),
-                **bounded_prompt(row, LIST_PROMPT_CHARS, detail),
+                **described,
+                **bounded_prompt(described, LIST_PROMPT_CHARS, detail),
                 "href": href,
                 "duration": duration(row, now),
             }
@@ -221,8 +230,11 @@ def run_view(store: Store, run_id: str, runs: str | None = None) -> dict[str, An
         "provider_retries",
     )
 
+    shows = gate_shows([{"kind": "session", "meta": session.meta}])
+    topics = {i: s.topic for i in shows if (s := store.shows.get(i)) is not None}
     return {
         "run": present_session(session),  # a command's stdout is its output_text, not a reply
+        "label": gate_label(session.meta, topics),  # a gate run: its play and show
         "liveness": liveness("session", session),
         "duration": duration(row),
         "transitions": [t.as_dict() for t in store.list_transitions("session", run_id)],
@@ -274,11 +286,21 @@ def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
     for leg in (report or {}).get("legs", ()):
         if leg.get("session_id"):
             links[str(leg["id"])] = f"/runs/{leg['session_id']}"
+    # A resumed flow's legs include those it reused from the invocation it resumed (run
+    # there, not again here), first: they ran before the legs run here.
+    ran_here = {session.id for session in sessions}
+    reused = [
+        (found, True)
+        for leg in (report or {}).get("legs", ())
+        if leg.get("reused") and leg.get("session_id") and leg["session_id"] not in ran_here
+        if (found := store.sessions.get(str(leg["session_id"]))) is not None
+    ]
     legs = []
-    for session in sessions:  # a fan-out instance shows its item
+    for session, was_reused in [*reused, *((s, False) for s in sessions)]:
         flow_meta = session.meta.get("flow")
-        item = flow_meta.get("item") if isinstance(flow_meta, dict) else None
-        legs.append({**session.as_dict(), "item": item})
+        item = flow_meta.get("item") if isinstance(flow_meta, dict) else None  # a fan-out's
+        reused_from = session.invocation_id if was_reused else None
+        legs.append({**session.as_dict(), "item": item, "reused_from": reused_from})
     return {
         "flow": row,
         "liveness": liveness("invocation", flow),
@@ -334,7 +356,7 @@ def schedules_view(store: Store) -> dict[str, Any]:
                 "cost_usd": sum(costs) if costs else None,
                 "cost_per_run_usd": sum(costs) / len(costs) if costs else None,
                 "costed_runs": len(costs),
-                "chart": cost_chart(strip),
+                "chart": cost_chart(strip) if any(c > 0 for c in costs) else [],
             }
         )
     return {"schedules": out, "live_workers": workers}

@@ -32,7 +32,8 @@ __all__ = [
 
 class FlowListRow(NamedTuple):
     """A flow invocation as ``li flow list`` and the flows page list it: its status,
-    skill, prompt, usage and times (``store.lists.flows``)."""
+    skill, prompt, usage and times, and when and by whom ``li gc`` pruned it
+    (``store.lists.flows``)."""
 
     id: str
     status: str
@@ -48,6 +49,8 @@ class FlowListRow(NamedTuple):
     updated_at: float
     ended_at: float | None
     heartbeat_at: float | None
+    pruned_at: float | None
+    pruned_by: str | None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> FlowListRow:
@@ -64,7 +67,9 @@ class RunPageRow(NamedTuple):
     (``runs_page``): its ``kind``, status and reason, ``label`` (a leg, a flow's file, a
     play's name, a schedule's name), ``parent_id``, usage and times; a schedule run names
     what it made (``made_kind``, ``made_id``), a command run its argv (``command``), an
-    invocation or schedule run its ``origin``; ``pruned_at`` when it was pruned."""
+    invocation or schedule run its ``origin``; ``pruned_at`` when it was pruned; a
+    session its ``meta`` (its metadata as stored JSON text: a show's gate or play, a team
+    member)."""
 
     kind: str
     id: str
@@ -87,6 +92,7 @@ class RunPageRow(NamedTuple):
     command: str | None
     origin: str | None
     pruned_at: float | None
+    meta: str | None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RunPageRow:

@@ -16,7 +16,8 @@ SELECT s.id, s.status, s.ended_at, s.updated_at, s.run_dir, s.artifacts_path, s.
        COALESCE(OCTET_LENGTH(s.prompt), 0)
          + COALESCE(OCTET_LENGTH(s.reply_text), 0)
          + COALESCE(OCTET_LENGTH(s.provider_error), 0)
-         + COALESCE(OCTET_LENGTH(s.command_json), 0)
+         + CASE WHEN s.provider = 'command' AND LENGTH(s.command_json) <= 2048 THEN 0
+                ELSE COALESCE(OCTET_LENGTH(s.command_json), 0) END
          + COALESCE(OCTET_LENGTH(s.provider_options_json), 0)
          + COALESCE(OCTET_LENGTH(s.artifact_contract_json), 0)
          + COALESCE(OCTET_LENGTH(s.artifact_verification_json), 0)
@@ -45,9 +46,13 @@ SELECT i.id, i.status, i.ended_at, i.updated_at, i.run_dir, i.artifacts_path, i.
 -- name: gc_tombstone_sessions
 -- The tombstone: bulky columns cleared, when and by whom. The guard is repeated here so a
 -- run that a flow or an active show took up again since the batch was read is left whole.
+-- A command run keeps its command (at most 2,048 characters of argv JSON): it is the
+-- run's name in every list, a few bytes, not its bulk; an agent's argv may hold its prompt.
 UPDATE sessions
    SET pruned_at = :now, pruned_by = :actor, prompt = NULL, reply_text = NULL,
-       provider_error = NULL, command_json = NULL, provider_options_json = NULL,
+       provider_error = NULL, provider_options_json = NULL,
+       command_json = CASE WHEN provider = 'command' AND LENGTH(command_json) <= 2048
+                           THEN command_json END,
        artifact_contract_json = NULL, artifact_verification_json = NULL,
        status_evidence_refs = NULL
  WHERE id = ANY(CAST(:ids AS TEXT[])) AND pruned_at IS NULL

@@ -17,7 +17,8 @@ SELECT s.id, s.status, s.ended_at, s.updated_at, s.run_dir, s.artifacts_path, s.
        COALESCE(LENGTH(CAST(s.prompt AS BLOB)), 0)
          + COALESCE(LENGTH(CAST(s.reply_text AS BLOB)), 0)
          + COALESCE(LENGTH(CAST(s.provider_error AS BLOB)), 0)
-         + COALESCE(LENGTH(CAST(s.command_json AS BLOB)), 0)
+         + CASE WHEN s.provider = 'command' AND LENGTH(s.command_json) <= 2048 THEN 0
+                ELSE COALESCE(LENGTH(CAST(s.command_json AS BLOB)), 0) END
          + COALESCE(LENGTH(CAST(s.provider_options_json AS BLOB)), 0)
          + COALESCE(LENGTH(CAST(s.artifact_contract_json AS BLOB)), 0)
          + COALESCE(LENGTH(CAST(s.artifact_verification_json AS BLOB)), 0)
@@ -46,9 +47,13 @@ SELECT i.id, i.status, i.ended_at, i.updated_at, i.run_dir, i.artifacts_path, i.
 -- name: gc_tombstone_sessions
 -- The tombstone: bulky columns cleared, when and by whom. The guard is repeated here so a
 -- run that a flow or an active show took up again since the batch was read is left whole.
+-- A command run keeps its command (at most 2,048 characters of argv JSON): it is the
+-- run's name in every list, a few bytes, not its bulk; an agent's argv may hold its prompt.
 UPDATE sessions
    SET pruned_at = :now, pruned_by = :actor, prompt = NULL, reply_text = NULL,
-       provider_error = NULL, command_json = NULL, provider_options_json = NULL,
+       provider_error = NULL, provider_options_json = NULL,
+       command_json = CASE WHEN provider = 'command' AND LENGTH(command_json) <= 2048
+                           THEN command_json END,
        artifact_contract_json = NULL, artifact_verification_json = NULL,
        status_evidence_refs = NULL
  WHERE id IN (SELECT value FROM json_each(:ids)) AND pruned_at IS NULL

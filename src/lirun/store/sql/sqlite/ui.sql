@@ -11,7 +11,8 @@
 -- its row links there, and is named by its schedule (label) and its action (origin); a
 -- session brings its command (command: a command run's argv as JSON), an invocation its
 -- origin (flow or manual), so the list can say what each is. A pruned run or flow says when
--- (pruned_at, migration 0010). A prompt is cut to its first :prompt_chars characters
+-- (pruned_at, migration 0010); a session brings its metadata (meta: what a show or
+-- a team made it as: a gate, a play's attempt, a member). A prompt is cut to its first :prompt_chars characters
 -- (NULL: whole), so a page of huge prompts costs a page, not their size. Otherwise only columns every version of these tables has are read.
 SELECT * FROM (
 SELECT * FROM (
@@ -22,7 +23,7 @@ SELECT * FROM (
          output_tokens, cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
          command_json AS command, CAST(NULL AS TEXT) AS origin,
-         pruned_at
+         pruned_at, metadata_json AS meta
     FROM sessions
    WHERE :want_session = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -44,7 +45,7 @@ SELECT * FROM (
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, substr(prompt, 1, COALESCE(CAST(:prompt_chars AS INTEGER), 2147483647)) AS prompt, skill AS label, CAST(NULL AS TEXT) AS parent_id, CAST(NULL AS REAL) AS duration_s, input_tokens, output_tokens, cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
          CAST(NULL AS TEXT) AS command, kind AS origin,
-         pruned_at
+         pruned_at, CAST(NULL AS TEXT) AS meta
     FROM invocations
    WHERE :want_invocation = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -65,7 +66,7 @@ SELECT * FROM (
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, name AS label, show_id AS parent_id, CAST(NULL AS REAL) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS REAL) AS cost_usd,
          created_at, ended_at, CAST(NULL AS TEXT) AS made_kind, CAST(NULL AS TEXT) AS made_id,
          CAST(NULL AS TEXT) AS command, CAST(NULL AS TEXT) AS origin,
-         CAST(NULL AS REAL) AS pruned_at
+         CAST(NULL AS REAL) AS pruned_at, CAST(NULL AS TEXT) AS meta
     FROM plays
    WHERE :want_play = 1
      AND (created_at, id) < (:before_at, :before_id)
@@ -87,7 +88,7 @@ SELECT * FROM (
          created_at, ended_at, CASE WHEN session_id IS NOT NULL THEN 'session' WHEN invocation_id IS NOT NULL THEN 'invocation' WHEN show_id IS NOT NULL THEN 'show' END AS made_kind,
          COALESCE(session_id, invocation_id, show_id) AS made_id,
          CAST(NULL AS TEXT) AS command, action_kind AS origin,
-         CAST(NULL AS REAL) AS pruned_at
+         CAST(NULL AS REAL) AS pruned_at, CAST(NULL AS TEXT) AS meta
     FROM schedule_runs
    WHERE :want_schedule_run = 1
      AND (created_at, id) < (:before_at, :before_id)
