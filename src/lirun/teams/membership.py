@@ -191,6 +191,23 @@ def preamble(team_name: str, member: str, li: str | None = None) -> str:
     )
 
 
+# A preamble's first and last words, whatever `li` it names: what ``without_preamble`` finds.
+_PREAMBLE_HEAD = "You work in team "
+_PREAMBLE_TAIL = f"A message is at most {MAX_MESSAGE_BYTES} bytes.\n\n"
+# The most a preamble can be (a name, a member and a `li` path of 1,024 characters each):
+# a list reads this many more characters of each prompt to find the task after it.
+PREAMBLE_MAX_CHARS = len(preamble("", "", li="-")) + 2 * (MAX_NAME_LENGTH + 2) + 3 * 1024
+
+
+def without_preamble(prompt: str) -> str:
+    """A team member's prompt without the preamble before it (its task). The preamble names
+    the `li` of the process that started the member, which need not be this process's."""
+    if not prompt.startswith(_PREAMBLE_HEAD):
+        return prompt
+    end = prompt.find(_PREAMBLE_TAIL)
+    return prompt if end < 0 else prompt[end + len(_PREAMBLE_TAIL) :]
+
+
 def with_preamble(prompt: str | None, team_name: str, member: str, on: bool) -> str | None:
     """``prompt`` with the preamble before it (an agent's; a command has none)."""
     if prompt is None or not on:

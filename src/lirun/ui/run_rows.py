@@ -18,11 +18,9 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lirun.teams.membership import preamble
-from lirun.teams.rules import MAX_NAME_LENGTH
+from lirun.teams.membership import without_preamble
 
 __all__ = [
-    "PREAMBLE_CHARS",
     "bounded_prompt",
     "command_text",
     "describe",
@@ -32,9 +30,6 @@ __all__ = [
     "task_of",
 ]
 
-# The longest team preamble: a list reads this many more characters of each prompt, so a
-# team member's task is still there once its preamble is taken off.
-PREAMBLE_CHARS = len(preamble("", "")) + 2 * (MAX_NAME_LENGTH + 2)
 GATE_ROLES = ("gate", "final_gate", "head_gate")
 
 
@@ -73,8 +68,7 @@ def task_of(prompt: object, meta: Mapping[str, Any]) -> object:
     team = meta.get("team")
     if not (isinstance(prompt, str) and isinstance(team, dict)):
         return prompt
-    lead = preamble(str(team.get("name") or ""), str(team.get("member") or ""))
-    return prompt[len(lead) :] if prompt.startswith(lead) else prompt
+    return without_preamble(prompt)
 
 
 def gate_shows(rows: Iterable[Mapping[str, Any]]) -> set[str]:

@@ -19,12 +19,12 @@ from lirun.store import Store
 from lirun.store.records import present_session
 from lirun.store.rows import SessionRow
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
+from lirun.teams.membership import PREAMBLE_MAX_CHARS
 from lirun.ui.artifacts import artifacts_served, list_artifacts, runs_dir
 from lirun.ui.evidence_view import explain_all
 from lirun.ui.graph import flow_svg
 from lirun.ui.liveness_view import liveness
 from lirun.ui.run_rows import (
-    PREAMBLE_CHARS,
     bounded_prompt,
     command_text,
     describe,
@@ -171,7 +171,7 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """One page of runs with the filters that chose it and the cursor of the next page."""
     flt = parse_filter(params)
     cursor = parse_cursor(params.get("cursor"))
-    chars = LIST_PROMPT_CHARS + 1 + PREAMBLE_CHARS  # a team member's task after its preamble
+    chars = LIST_PROMPT_CHARS + 1 + PREAMBLE_MAX_CHARS  # a team member's task after its preamble
     page = store.ui.runs_page(flt, before=cursor, limit=PAGE_SIZE + 1, prompt_chars=chars)
     more = len(page) > PAGE_SIZE
     rows = [r.as_dict() for r in page[:PAGE_SIZE]]  # the keys the API and pages show
