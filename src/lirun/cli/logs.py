@@ -173,7 +173,9 @@ class Reader:
                 if (run["id"], name) in self.cursors:
                     continue
                 label = stream_label(name, self.raw, transcripts)
-                label = f"{run['id']} {label}" if self.target.many else label
+                if self.target.many:  # a flow's leg by its name and run
+                    leg = f"leg {run['flow_leg']} " if run.get("flow_leg") else ""
+                    label = f"{leg}{run['id']} {label}"
                 path = f"{stream_dir(run['run_dir'])}/{name}"
                 cursor = Cursor(path, provider=run.get("provider"), raw=self.raw)
                 self.cursors[(run["id"], name)] = (label, cursor)
