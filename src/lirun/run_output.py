@@ -28,9 +28,11 @@ def stream_names(run_dir: str | None) -> list[str]:
     """The run's stream files, agent transcripts (``*.jsonl``) first, then by name; [] when
     the directory is missing."""
     stream = stream_dir(run_dir)
+    if stream is None:
+        return []
     try:
         names = [n for n in os.listdir(stream) if os.path.isfile(os.path.join(stream, n))]
-    except (OSError, TypeError):
+    except OSError:
         return []
     return sorted(names, key=lambda n: (not n.endswith(TRANSCRIPT_SUFFIX), n))
 

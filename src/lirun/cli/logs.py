@@ -200,12 +200,16 @@ class Reader:
 def readable_runs(target: Target, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The runs whose files are here; those that are not are said on stderr, and when no
     run is left for a record that had some: OutputGoneError (exit 3)."""
-    kept, reasons = [], []
+    kept: list[dict[str, Any]] = []
+    reasons: list[str] = []
     for run in runs:
         reason = gone_reason(run)
-        (reasons if reason else kept).append(reason or run)
+        if reason is None:
+            kept.append(run)
+        else:
+            reasons.append(reason)
     if reasons and not kept:
-        raise OutputGoneError("; ".join(str(r) for r in reasons))
+        raise OutputGoneError("; ".join(reasons))
     for reason in reasons:
         sys.stderr.write(f"{PROG}: {reason}\n")
     return kept
