@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from lirun.exec.log_reader import Cursor
+from lirun.liveness import boot_id, host_name
 from lirun.record.retention import GcOptions, collect_garbage
 from lirun.record.retention_rules import RetentionPolicy
 from lirun.run_output import last_lines, tail_offset
-from lirun.store import open_store
+from lirun.store import Store, open_store
 from support.cli import li_command
 from support.providerkit import fake_env
 
@@ -273,3 +274,22 @@ def test_a_flows_legs_are_each_headed_by_leg_and_run(
     assert parts[0].startswith("==> leg a ")
     assert parts[0].split("\n")[0].endswith(" stdout <==")
     assert parts[1].startswith("==> leg b ")
+
+
+def test_follow_stops_when_the_runs_owner_died_unreaped(
+    store: Store, li_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Nobody would end the record: following it stops, saying why and what reaps it."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    run_dir = tmp_path / "runs" / "orphan"
+    (run_dir / "stream").mkdir(parents=True)
+    (run_dir / "stream" / "stdout.log").write_text("hi\n")
+    store.sessions.create(
+        id="orphan", run_dir=str(run_dir), owner_pid=gone.pid, owner_host=host_name(),
+        owner_boot_id=boot_id(), owner_start_time=time.time(), heartbeat_at=time.time(),
+    )  # fmt: skip
+    followed = li(li_env, "logs", "orphan", "--follow", "--stdout")
+    assert (followed.returncode, followed.stdout) == (0, "hi\n")
+    assert followed.stderr.startswith(f"li logs: stopped following: owner pid {gone.pid} ")
+    assert "li reap" in followed.stderr

@@ -29,7 +29,8 @@ POLL_SECONDS = 0.25  # how often --follow looks at the files
 RECORD_SECONDS = 1.0  # and at the record (is the run terminal? a new leg?)
 
 EXIT_CODES = """\
-  0    shown (nothing, if the run wrote nothing yet); with --follow, the run ended
+  0    shown (nothing, if the run wrote nothing yet); with --follow, the run ended, or
+       its owner died and nobody reaped it (said on stderr, with the command that does)
   2    usage error; ID not found or ambiguous; the database cannot be opened
   3    the record is there but its output is not: pruned by li gc, its run directory
        removed, or it ran on another host
@@ -228,9 +229,29 @@ def follow(store: Store, target: Target, reader: Reader) -> None:
         runs = target.runs(store)
         done = target.done(runs)
         reader.add_runs([r for r in runs if gone_reason(r) is None])
-        reader.more(final=done)
-        if done:
+        dead = None if done else owner_gone(target, runs)
+        reader.more(final=done or dead is not None)
+        if dead is not None:  # nobody will end the record: following would never end
+            sys.stderr.write(f"{PROG}: stopped following: {dead}\n")
+        if done or dead is not None:
             return
+
+
+def owner_gone(target: Target, runs: list[dict[str, Any]]) -> str | None:
+    """Why no process will write more, when the owners of what is followed are all judged
+    dead (``li status``'s judgment, with the command that reaps them); else None."""
+    from lirun.cli.status import liveness
+
+    now = time.time()
+    if target.kind in ("session", "invocation"):
+        owned = [(target.kind, target.row)]
+    else:
+        owned = [("session", r) for r in runs if not is_terminal("session", r.get("status"))]
+    found = [liveness(kind, row, now) for kind, row in owned]
+    if not found or not all(f and f.get("verdict") == "dead" for f in found):
+        return None
+    first = found[0] or {}
+    return f"{first.get('summary')}; {first.get('advice') or first.get('reap')}"
 
 
 def show_logs(store: Store, args: Any) -> int:
