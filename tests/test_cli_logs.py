@@ -293,3 +293,27 @@ def test_follow_stops_when_the_runs_owner_died_unreaped(
     assert (followed.returncode, followed.stdout) == (0, "hi\n")
     assert followed.stderr.startswith(f"li logs: stopped following: owner pid {gone.pid} ")
     assert "li reap" in followed.stderr
+
+
+def test_a_schedule_run_is_followed_from_queued_to_its_runs_end(
+    li_env: dict[str, str], tmp_path: Path
+) -> None:
+    queued = li(li_env, "submit", "--", "run", "sh", "-c", "echo from-queue", cwd=tmp_path)
+    run_id = queued.stdout.strip()
+    waiting = li(li_env, "logs", run_id)
+    assert (waiting.returncode, waiting.stdout) == (0, "")
+    assert waiting.stderr == f"li logs: schedule_run {run_id} has started no run yet\n"
+    follower = subprocess.Popen(
+        li_command("logs", run_id, "--follow", "--stdout"),
+        env=li_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        li_command("worker", "--allow-root", str(tmp_path)), env=li_env, cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        out, err = follower.communicate(timeout=60)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=30)
+    assert (out, follower.returncode) == ("from-queue\n", 0), err
