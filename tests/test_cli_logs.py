@@ -317,3 +317,19 @@ def test_a_schedule_run_is_followed_from_queued_to_its_runs_end(
         worker.terminate()
         worker.wait(timeout=30)
     assert (out, follower.returncode) == ("from-queue\n", 0), err
+
+
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [("elsewhere", "ran on host elsewhere: its output files are there"), (None, "is gone")],
+)
+def test_output_not_on_this_host_or_removed_is_exit_3(
+    store: Store, li_env: dict[str, str], tmp_path: Path, host: str | None, said: str
+) -> None:
+    store.sessions.create(id="far", run_dir=str(tmp_path / "nowhere"))
+    with store.connector.write() as tx:  # create records this host as the owner's
+        tx.execute("UPDATE sessions SET owner_host = :h WHERE id = 'far'", {"h": host})
+    gone = li(li_env, "logs", "far")
+    assert (gone.returncode, gone.stdout) == (3, "")
+    assert gone.stderr.startswith("li logs: error: run far")
+    assert said in gone.stderr
