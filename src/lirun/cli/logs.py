@@ -9,16 +9,18 @@ is terminal, so another process may be writing both.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterable
 from typing import Any
 
 from lirun.cli.common import add_db_option, deliver_pending, make_parser
-from lirun.cli.status import resolve_record
+from lirun.cli.status import liveness, resolve_record
 from lirun.errors import DatabaseMissingError, NotFoundError, OutputGoneError, UsageError
 from lirun.exec.log_reader import Cursor, pick_streams, stream_label
 from lirun.lifecycle import is_terminal
+from lirun.liveness import host_name
 from lirun.paths import resolve_db_url
 from lirun.run_output import TRANSCRIPT_SUFFIX, stream_dir
 from lirun.settings import Settings
@@ -113,8 +115,6 @@ class Target:
 
 def gone_reason(run: dict[str, Any]) -> str | None:
     """Why a run's output files cannot be read here, or None when they can (or will be)."""
-    import os
-
     ident, run_dir = run["id"], run.get("run_dir")
     if run.get("pruned_at"):
         when = time.strftime("%Y-%m-%d", time.localtime(float(run["pruned_at"])))
@@ -125,8 +125,6 @@ def gone_reason(run: dict[str, Any]) -> str | None:
         )
     if run_dir and os.path.isdir(run_dir):
         return None
-    from lirun.liveness import host_name
-
     host = run.get("owner_host")
     if run_dir and host and host != host_name():
         return f"run {ident} ran on host {host}: its output files are there ({run_dir})"
@@ -240,8 +238,6 @@ def follow(store: Store, target: Target, reader: Reader) -> None:
 def owner_gone(target: Target, runs: list[dict[str, Any]]) -> str | None:
     """Why no process will write more, when the owners of what is followed are all judged
     dead (``li status``'s judgment, with the command that reaps them); else None."""
-    from lirun.cli.status import liveness
-
     now = time.time()
     if target.kind in ("session", "invocation"):
         owned = [(target.kind, target.row)]
