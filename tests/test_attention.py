@@ -96,7 +96,7 @@ def test_a_schedules_failures_are_one_item_naming_the_last_and_how_many() -> Non
     assert item.since == NOW - 8
     assert "3 runs failed since its last success" in item.what
     assert item.href == "/schedules/tick"
-    assert item.do == "li schedule runs tick"
+    assert item.do == "li logs r2; li schedule runs tick"
 
 
 def test_what_blocks_work_comes_first_and_each_says_what_to_do() -> None:
@@ -112,7 +112,8 @@ def test_what_blocks_work_comes_first_and_each_says_what_to_do() -> None:
         "play", "dead_owner", "pending_outcome", "overdue_schedule", "flow"
     ]  # fmt: skip
     assert [i.do for i in items] == [
-        "li show status sh1", "li reap", "li status r2", "li worker", "li flow resume f1"
+        "li show status sh1", "li reap", "li status r2", "li worker",
+        "li logs f1; li flow resume f1",
     ]  # fmt: skip
     assert items[1].href == "/flows/f2"
     assert "nobody reaped it" in items[1].what

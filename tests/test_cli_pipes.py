@@ -84,6 +84,7 @@ def test_every_listing_and_plan_ends_quietly(env: dict[str, str], tmp_path: Path
         ("flow", "run", "--dry-run", str(flow)),
         ("flow", "list"),
         ("flow", "list", "--json"),
+        ("logs", flow_id),
         ("flow", "clean", flow_id),
         ("show", "run", "--dry-run", str(show)),
         ("show", "list"),

@@ -311,7 +311,7 @@ def test_next_steps_say_what_to_do() -> None:
 
     steps = next_steps(sample_report())
     assert steps[0].startswith("play api (S1.api) is escalated")
-    assert "play api: its last gate's output: li status gate-a2" in steps
+    assert "play api: its last gate's output: li logs gate-a2" in steps
     stopped = next_steps(sample_report(interrupted="SIGTERM", needs_person=[]))
     assert any(
         "li override play S1.api --to merged --reason play.merged.admin" in s for s in stopped
@@ -320,7 +320,7 @@ def test_next_steps_say_what_to_do() -> None:
     final = next_steps(
         sample_report(plays=[], needs_person=[], final_gate={"verdict": "fail", "session_id": "g9"})
     )
-    assert final == ["the final gate's output: li status g9"]
+    assert final == ["the final gate's output: li logs g9"]
     assert next_steps(sample_report(status="completed")) == []
     assert next_steps(sample_report(status="aborted")) == []
 

@@ -90,7 +90,7 @@ def test_the_public_contract_names_of_design_section_6() -> None:
 FAST_PATH = {
     "lirun", "lirun.async_twin", "lirun.errors", "lirun.hints", "lirun.lifecycle",
     "lirun.logs", "lirun.paths", "lirun.platform", "lirun.platform.linux", "lirun.reasons",
-    "lirun.signals",
+    "lirun.signals", "lirun.run_output", "lirun.visible",
     "lirun.cli", "lirun.cli.common", "lirun.cli.diagnostics", "lirun.cli.main", "lirun.cli.parser",
     "lirun.cli.outcome_lines", "lirun.cli.render", "lirun.cli.status", "lirun.cli.wait",
     "lirun.store", "lirun.store.base", "lirun.store.bulk_import", "lirun.store.connector",
@@ -231,6 +231,27 @@ def test_the_fast_path_commands_load_only_the_fast_path(tmp_path: Path, argv: li
     assert "lirun.cli.main" in loaded  # the probe saw the command
     assert {m for m in loaded if m.startswith("lirun")} - FAST_PATH == set()
     assert not top_level(loaded) & {"psycopg", "yaml", "jinja2"}
+
+
+def test_li_status_of_a_failed_run_reads_its_stderr_on_the_fast_path(tmp_path: Path) -> None:
+    """The last lines of a failed run's stderr cost two small modules (os, and the escape
+    of invisible characters), not the reader of ``li logs``."""
+    from lirun.store import open_store
+
+    run_dir = tmp_path / "runs" / "failed-1"
+    (run_dir / "stream").mkdir(parents=True)
+    (run_dir / "stream" / "stderr.log").write_text("boom\n")
+    url = str(tmp_path / "state.db")
+    store = open_store(url)
+    store.sessions.create(id="failed-1", run_dir=str(run_dir))
+    store.update_status(
+        "session", "failed-1", new_status="failed", reason_code="run.failed.exit_nonzero",
+        expected_statuses={"running"}, extra_fields={"exit_code": 1},
+    )  # fmt: skip
+    store.close()
+    loaded = cli_modules(["status", "failed-1"], url, tmp_path / "home")
+    assert {"lirun.run_output", "lirun.visible"} <= loaded
+    assert {m for m in loaded if m.startswith("lirun")} - FAST_PATH == set()
 
 
 def test_architecture_md_lists_the_fast_path() -> None:

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.async_twin",
             "lirun.logs",
             "lirun.visible",  # record text shown with its invisible characters escaped
+            "lirun.run_output",  # a run's stream files found and read (os only)
             "lirun.teams.rules",  # pure decisions the store applies under its lock
             "lirun.schemas",
         ),

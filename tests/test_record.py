@@ -7,6 +7,7 @@ fake provider on both backends. Each test fails on the code before migration 000
 from __future__ import annotations
 
 import json
+import re
 import stat
 import subprocess
 import time
@@ -372,7 +373,7 @@ def test_a_command_keeps_its_own_exit_code(
     assert row["reply_text"] == "hi\n"
     assert row["prompt"] is None
     shown = run_li("status", row["id"], env=li_env, cwd=tmp_path).stdout
-    assert "child exit code  3" in shown
+    assert re.search(r"exit code +3 \(lirun: 1\)", shown), shown
 
 
 def test_the_callers_stdin_never_reaches_the_provider(

@@ -75,6 +75,7 @@ def test_a_moved_heads_gate_is_not_called_the_final_gate(
     head = page.split('id="head-gate">', 1)[1].split("</dd>", 1)[0]
     assert "passed" in head
     assert "not the final gate" in head
+    assert "<code>li logs head-gate-run</code>" in head  # where its output is read
     data = client.get(f"/api/shows/{show_id}").json()
     assert data["final_gate"] is None
     assert data["head_gate"]["verdict"] == "pass"

@@ -24,6 +24,13 @@ class NotFoundError(LirunError, LookupError):
     """The record asked for does not exist; check the id (``li status`` lists recent ones)."""
 
 
+class OutputGoneError(NotFoundError):
+    """The record exists but its output files do not, here: ``li gc`` pruned the run, its
+    run directory was removed, or it ran on another host."""
+
+    exit_code = 3
+
+
 class AmbiguousIdError(UsageError):
     """An id fragment (a prefix, or a run id's random suffix) matches two or more records.
 

@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agent": ("lirun.cli.agent", "run an agent CLI (claude, codex) under supervision"),
     "wait": ("lirun.cli.wait", "wait for runs to finish; one stable line per run"),
     "status": ("lirun.cli.status", "recent executions, or one record with its history"),
+    "logs": ("lirun.cli.logs", "what a run wrote: stdout, stderr, an agent's transcript"),
     "attention": ("lirun.cli.attention", "what needs a person now: the dashboard's needs-you list"),
     "gc": ("lirun.cli.gc", "prune old records to tombstones and remove their run directories"),
     "reap": ("lirun.cli.reap", "finalize executions whose owner process is gone"),

@@ -150,10 +150,19 @@ def record_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[s
         ("ended", format_time(row.get("ended_at"), now) if row.get("ended_at") else ""),
         ("updated", format_time(row.get("updated_at"), now)),
         ("duration", format_span(run_duration({**row, "kind": kind}, now))),
-        ("exit code", "" if row.get("exit_code") is None else str(row["exit_code"])),
+        ("exit code", exit_code_text(row)),
     ]
     fields += _specific_fields(kind, row, now)
     return [(label, value) for label, value in fields if value]
+
+
+def exit_code_text(row: Mapping[str, Any]) -> str:
+    """The command's own exit code beside lirun's, ``3 (lirun: 1)``, as the dashboard
+    shows them; lirun's alone when the command's is not known."""
+    own, ours = row.get("child_exit_code"), row.get("exit_code")
+    if own is None:
+        return "" if ours is None else str(ours)
+    return f"{own} (lirun: {'-' if ours is None else ours})"
 
 
 def pruned_text(row: Mapping[str, Any], now: float) -> str:
@@ -178,7 +187,6 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             # a command's stdout is its output (present_session); an agent's is its reply
             ("output", clip(row.get("output_text"))),
             ("reply", clip(row.get("reply_text"))),
-            ("child exit code", _opt(row.get("child_exit_code"))),
             (_error_label(row), clip(row.get("provider_error"))),
             ("retries", _retries_text(row)),
             ("turns", _opt(row.get("num_turns"))),
@@ -354,6 +362,9 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
     for label, value in record_fields(kind, detail, now):
         grid.add_row(_text(label), _text(value))
     out.print(grid)
+    if detail.get("stderr_tail"):
+        hint = f"its last lines; all of it: li logs {detail.get('id')} --stderr"
+        _section(out, f"stderr ({hint})", detail["stderr_tail"])
     _section(out, "evidence", evidence_lines(detail.get("status_evidence_refs")))
     _section(
         out, "artifact verification", verification_lines(detail.get("artifact_verification_json"))

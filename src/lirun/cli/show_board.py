@@ -126,13 +126,13 @@ def next_steps(report: Mapping[str, Any]) -> list[str]:
         gates = [g for g in play.get("gates") or () if g.get("session_id")]
         if gates:
             last = gates[-1]["session_id"]
-            lines.append(f"play {play.get('name')}: its last gate's output: li status {last}")
+            lines.append(f"play {play.get('name')}: its last gate's output: li logs {last}")
     final_gate = report.get("final_gate") or {}
     if final_gate.get("session_id") and final_gate.get("verdict") not in (None, "pass"):
         which = (
             "the moved head's gate" if final_gate.get("role") == "head_gate" else "the final gate"
         )
-        lines.append(f"{which}'s output: li status {final_gate['session_id']}")
+        lines.append(f"{which}'s output: li logs {final_gate['session_id']}")
     if report.get("interrupted"):
         lines.append(
             f"li was stopped by {report['interrupted']}; `li show resume {show}` continues "
@@ -203,7 +203,7 @@ def _draw_board(out: Console, report: Mapping[str, Any]) -> None:
     render_rows_table(out, rows, ("PLAY", "STATUS", "ATTEMPT", "GATES", "MERGED AS", "REASON"))
     sessions = _session_lines(report)
     if sessions:
-        out.print(_text("\nsessions (li status ID shows one)", "bold"))
+        out.print(_text("\nsessions (li status ID shows one, li logs ID its output)", "bold"))
         for line in sessions:
             out.print(_text(f"  {line}"))
     steps = next_steps(report)

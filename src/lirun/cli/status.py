@@ -15,7 +15,7 @@ import time
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
 from lirun.errors import AmbiguousIdError, DatabaseMissingError, NotFoundError, UsageError
 from lirun.hints import TYPE_CHECKING, Any
-from lirun.lifecycle import policy_for
+from lirun.lifecycle import is_success, is_terminal, policy_for
 from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
 from lirun.store.urls import redact_url
@@ -305,12 +305,30 @@ def show_one(args: Any, url: str) -> int:
     else:
         from lirun.cli.render import render_record
 
+        detail["stderr_tail"] = stderr_tail(kind, detail)  # shown, not in the JSON (li logs)
         render_record(detail, now)
         if detail.get("flow"):
             from lirun.cli.flow_view import render_flow
 
             render_flow(detail["flow"])
     return 0
+
+
+STDERR_LINES = 5  # of a failed run's stderr, under its record (li logs has the rest)
+
+
+def stderr_tail(kind: str, detail: dict[str, Any]) -> list[str]:
+    """The last lines of a failed record's stderr (its run directory's), escaped; [] for
+    one that did not fail or whose file is gone. Read here, on the fast path: ``os``."""
+    status, run_dir = detail.get("status"), detail.get("run_dir")
+    if not run_dir or not is_terminal(kind, status) or is_success(kind, status):
+        return []
+    from lirun.cli.render import clip
+    from lirun.run_output import STDERR, last_lines, stream_dir
+    from lirun.visible import visible
+
+    path = f"{stream_dir(str(run_dir))}/{STDERR}"
+    return [clip(visible(line, keep="\t"), 200) for line in last_lines(path, STDERR_LINES)]
 
 
 def flow_detail(invocation_id: str, url: str) -> dict[str, Any] | None:

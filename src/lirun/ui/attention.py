@@ -96,7 +96,7 @@ def _flows(facts: Facts) -> list[Item]:
             f"flow {_file_name(f.skill) or f.id} {f.status} ({_reason(f)})",
             f.updated_at,
             f"/flows/{f.id}",
-            f"li flow resume {f.id}",
+            f"li logs {f.id}; li flow resume {f.id}",  # what its legs wrote, then again
         )
         for f in facts.flows
     ]
@@ -120,7 +120,7 @@ def _schedule_failures(facts: Facts) -> list[Item]:
                 f"{last.status} ({_reason(last)})",
                 last.updated_at,
                 f"/schedules/{name}",
-                f"li schedule runs {name}",
+                f"li logs {last.id}; li schedule runs {name}",
             )
         )
     return out
