@@ -4,7 +4,8 @@ Both insert a queued schedule run with no due time (unique by its id) and then o
 the store's transport, so an idle worker starts it at once. Once the row is committed the
 run is queued, whatever follows: an offer that fails (the queue's database link lost, its
 schema unreadable) is one warning, and a worker finds the run anyway (its transport polls
-the table, or its periodic sweep offers queued runs that have no queue job).
+the table, or its periodic sweep offers queued runs that have no queue job). With no
+worker live, ``li submit`` says so and names the command that starts one.
 
 ``li submit --key KEY`` keeps KEY with the run (unique across schedule runs): submitting
 the same action with the same key again returns the first run instead of a second one.
@@ -13,14 +14,17 @@ the same action with the same key again returns the first run instead of a secon
 from __future__ import annotations
 
 import json
+import shlex
+import time
 import unicodedata
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from lirun.errors import ConflictError, UsageError
+from lirun.errors import ConflictError, LirunError, UsageError
 from lirun.logs import get_logger
 from lirun.schedules import registry
 from lirun.schedules.actions import Action
 from lirun.schedules.definition import Policies
+from lirun.schedules.live import live_workers
 from lirun.schedules.transport import transport_for
 from lirun.store import Store
 from lirun.store.rows import ScheduleRunRow
@@ -33,11 +37,33 @@ KEY_MAX_CHARS = 200
 
 
 class Submission(NamedTuple):
-    """What ``submit_once`` queued: the run, and whether this call made it (False: the run
-    that already held the key was returned and nothing was queued)."""
+    """What ``submit_once`` queued: the run, whether this call made it (False: the run
+    that already held the key was returned and nothing was queued), and how many workers
+    were live to run it when it was queued (None: not asked, or the registry could not be
+    read; the run is queued either way)."""
 
     run: ScheduleRunRow
     created: bool
+    live_workers: int | None = None
+
+
+def worker_command(action: dict[str, Any] | None) -> str:
+    """The command that starts a worker able to run ``action`` (an action as stored): one
+    whose ``--allow-root`` holds the action's directory (gc runs in none)."""
+    cwd = (action or {}).get("cwd")
+    if not cwd or (action or {}).get("kind") == "gc":
+        return "li worker"
+    return f"li worker --allow-root {shlex.quote(str(cwd))}"
+
+
+def _live_count(store: Store) -> int | None:
+    """How many workers are live now; None when the registry cannot be read (the run is
+    committed: this only decides whether ``li submit`` says that none is)."""
+    try:
+        return len(live_workers(store, time.time()))
+    except LirunError as exc:  # a read after the commit never fails the submit
+        log.debug(f"the live workers could not be read: {exc}")
+        return None
 
 
 def check_key(key: str) -> str:
@@ -109,7 +135,7 @@ def submit_once(
             )
         return Submission(run, False)
     _offer(store, run.id)
-    return Submission(run, True)
+    return Submission(run, True, _live_count(store))
 
 
 def submit(
