@@ -7,7 +7,7 @@ from lirun.errors import UsageError
 from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import make_policies
 from lirun.schedules.registry import current_actor
-from lirun.schedules.submit import check_key, submit_once, worker_command
+from lirun.schedules.submit import check_key, live_worker_count, submit_once, worker_command
 from lirun.settings import Settings
 from lirun.store import open_store
 
@@ -76,9 +76,7 @@ def main(argv: list[str], settings: Settings) -> int:
     key = None if args.key is None else check_key(args.key)
     store = open_store(args.db)
     try:
-        run, created, live = submit_once(
-            store, action, key=key, actor=current_actor(), policies=policies
-        )
+        run, created = submit_once(store, action, key=key, actor=current_actor(), policies=policies)
     finally:
         store.close()
     if not created:
@@ -87,7 +85,7 @@ def main(argv: list[str], settings: Settings) -> int:
             f"run {run.id} ({run.status}) was submitted before with --key {key!r}; "
             "nothing new was queued",
         )
-    elif live == 0:
+    elif live_worker_count(args.db) == 0:
         warn(
             "li submit",
             f"run {run.id} is queued, but no worker is live to run it: start one with "

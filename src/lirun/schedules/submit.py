@@ -26,7 +26,7 @@ from lirun.schedules.actions import Action
 from lirun.schedules.definition import Policies
 from lirun.schedules.live import live_workers
 from lirun.schedules.transport import transport_for
-from lirun.store import Store
+from lirun.store import Store, open_store
 from lirun.store.rows import ScheduleRunRow
 
 log = get_logger(__name__)
@@ -37,14 +37,11 @@ KEY_MAX_CHARS = 200
 
 
 class Submission(NamedTuple):
-    """What ``submit_once`` queued: the run, whether this call made it (False: the run
-    that already held the key was returned and nothing was queued), and how many workers
-    were live to run it when it was queued (None: not asked, or the registry could not be
-    read; the run is queued either way)."""
+    """What ``submit_once`` queued: the run, and whether this call made it (False: the run
+    that already held the key was returned and nothing was queued)."""
 
     run: ScheduleRunRow
     created: bool
-    live_workers: int | None = None
 
 
 def worker_command(action: dict[str, Any] | None) -> str:
@@ -56,12 +53,18 @@ def worker_command(action: dict[str, Any] | None) -> str:
     return f"li worker --allow-root {shlex.quote(str(cwd))}"
 
 
-def _live_count(store: Store) -> int | None:
-    """How many workers are live now; None when the registry cannot be read (the run is
-    committed: this only decides whether ``li submit`` says that none is)."""
+def live_worker_count(url: str | None) -> int | None:
+    """How many workers are live now, or None when that cannot be read. Read on its own
+    read-only connection, which fails at once where a writer's would wait out a lost
+    database: the run is committed, and this only decides whether ``li submit`` says that
+    no worker is live."""
     try:
-        return len(live_workers(store, time.time()))
-    except LirunError as exc:  # a read after the commit never fails the submit
+        store = open_store(url, readonly=True)
+        try:
+            return len(live_workers(store, time.time()))
+        finally:
+            store.close()
+    except LirunError as exc:
         log.debug(f"the live workers could not be read: {exc}")
         return None
 
@@ -135,7 +138,7 @@ def submit_once(
             )
         return Submission(run, False)
     _offer(store, run.id)
-    return Submission(run, True, _live_count(store))
+    return Submission(run, True)
 
 
 def submit(
