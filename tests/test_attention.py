@@ -29,7 +29,7 @@ NOW = 1_800_000_000.0
 def _play(status: str, **more: Any) -> AttentionPlayRow:
     given = {"id": f"p-{status}", "show_id": "sh1", "name": "api", "topic": "auth",
              "status": status, "status_reason_code": f"play.{status}.x",
-             "updated_at": NOW - 5, **more}  # fmt: skip
+             "updated_at": NOW - 5, "show_status": "active", **more}  # fmt: skip
     return AttentionPlayRow.from_row({**dict.fromkeys(AttentionPlayRow._fields), **given})
 
 
@@ -176,13 +176,16 @@ def test_the_store_gathers_what_a_person_must_act_on(store: Store, db_url: str) 
     _schedule_run(store, "s2", "failed", now - 30)
     _schedule_run(store, "s2", "completed", now - 20)
     rows = store.lists.attention_rows(since=now - 7 * 86400)
-    assert sorted(r.id for r in rows.plays) == sorted([plays["api"], plays["gate"]])
+    assert sorted((r.id, r.show_status) for r in rows.plays) == sorted(
+        [(plays["api"], "active"), (plays["gate"], "active"), (plays["gone"], "aborted")]
+    )
     assert [r.id for r in rows.flows] == [failed]
     assert [(r.id, r.schedule_name) for r in rows.schedule_runs] == [(late, "tick")]
     kinds = [(i.kind, i.id) for i in attention_items(store, db_url, now)]
     assert ("flow", failed) in kinds
     assert ("schedule", late) in kinds
     assert {("play", plays["api"]), ("play", plays["gate"])} <= set(kinds)
+    assert ("play", plays["gone"]) not in kinds  # its show was aborted: a person gave it up
 
 
 def test_a_running_record_whose_owner_died_is_found_and_not_reaped(

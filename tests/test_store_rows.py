@@ -15,11 +15,13 @@ import pytest
 from lirun.store import Store
 from lirun.store import rows as row_classes
 from lirun.store.base import id_fragment_params
+from lirun.store.records import decode_row
 from lirun.store.repository import Repository
 from lirun.store.rows import (
     AdminEventRow,
     AttentionFlowRow,
     AttentionPlayRow,
+    AttentionQueuedRunRow,
     AttentionRows,
     AttentionScheduleRunRow,
     BranchRow,
@@ -327,6 +329,7 @@ _LINEAGE_OF = {
         ("attention_plays", "plays", AttentionPlayRow),
         ("attention_flows", "flows", AttentionFlowRow),
         ("attention_schedule_runs", "schedule_runs", AttentionScheduleRunRow),
+        ("attention_queued_runs", "queued_runs", AttentionQueuedRunRow),
     ],
 )
 def test_attention_rows_name_each_column_their_queries_select(
@@ -346,10 +349,11 @@ def test_attention_rows_name_each_column_their_queries_select(
             ("schedule_runs", run.id, "failed"),
         ):
             tx.execute(f"UPDATE {table} SET status = :s WHERE id = :id", {"s": status, "id": ident})
+    store.schedules.create_run(action_kind="run", schedule_id=schedule.id)  # queued
     raw = store.connector.read(store.sql(query), {"since": 0.0})
     assert set(raw[0]) == set(row_class._fields)  # type: ignore[attr-defined]
     rows = store.lists.attention_rows(since=0.0)
-    assert [r.as_dict() for r in getattr(rows, field)] == [dict(r) for r in raw]
+    assert [r.as_dict() for r in getattr(rows, field)] == [decode_row(r) for r in raw]
     assert [s.id for s in rows.running_shows] == [show.id]
 
 

@@ -1,7 +1,8 @@
 """``li attention``: what needs a person now, the same list as the dashboard's needs-you
-page (``/attention``): escalated or gate-failed plays, runs whose owner died and were not
-reaped, outcomes pending in a spool, overdue schedules with no live worker, schedules
-failing since their last success, failed flows not resumed."""
+page (``/attention``): escalated or gate-failed plays of active shows, runs whose owner
+died and were not reaped, outcomes pending in a spool, overdue schedules with no live
+worker, queued runs no worker claimed, schedules failing since their last success, failed
+submitted runs not retried, failed flows not resumed."""
 
 from __future__ import annotations
 
@@ -23,12 +24,15 @@ EXIT_CODES = """\
   2  usage error; the database cannot be opened"""
 
 DESCRIPTION = """\
-What needs a person now, most blocking first: plays escalated or failing their gate (in
-shows not aborted), running records whose owner died and that nobody reaped (li reap),
-outcomes still pending in a spool (li status ID records them), schedules overdue with no
-live worker (li worker), schedules whose runs failed since their last success, and flows
-that failed and were not resumed. Failures older than --since (default 7d) age out;
-states do not. Reads only: nothing is reaped, delivered or acknowledged."""
+What needs a person now, most blocking first: plays escalated or failing their gate in a
+show still active (as li show list counts them), running records whose owner died and
+that nobody reaped (li reap), outcomes still pending in a spool (li status ID records
+them), schedules overdue with no live worker (li worker), runs queued longer than a tenth
+of their start deadline with no worker claiming them (li worker --allow-root DIR),
+schedules whose runs failed since their last success, runs queued by li submit that
+failed and were not retried (by id and action: li status ID), and flows that failed and
+were not resumed. Failures older than --since (default 7d) age out; states do not. Reads
+only: nothing is reaped, delivered or acknowledged."""
 
 
 def build_parser() -> Any:

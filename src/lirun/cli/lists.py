@@ -8,7 +8,7 @@ from typing import Any
 
 from lirun.cli.common import add_db_option, deliver_pending, print_json
 from lirun.cli.list_render import render_flows
-from lirun.cli.show_board import render_show_list
+from lirun.cli.show_board import render_show_list, show_row_json
 from lirun.cli.status import parse_duration
 from lirun.errors import DatabaseMissingError, UsageError
 from lirun.lifecycle import policy_for
@@ -77,7 +77,7 @@ def flow_list(args: Any) -> int:
 def show_list(args: Any) -> int:
     rows = _read(args, "li show list", "shows")
     if args.json:
-        print_json([row.as_dict() for row in rows], schema="lirun.show_row/1")
+        print_json([show_row_json(row) for row in rows], schema="lirun.show_row/1")
     elif not rows:
         print(_empty(args, "shows", "li show run FILE starts one"))
     else:

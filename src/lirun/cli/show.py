@@ -29,7 +29,7 @@ from lirun.cli.common import (
 )
 from lirun.cli.lists import LIST_EXIT_CODES, add_list_options, show_list
 from lirun.cli.options import parallel_count
-from lirun.cli.show_board import render_board, render_show_list
+from lirun.cli.show_board import render_board, render_show_list, show_row_json
 from lirun.cli.show_detach import detach
 from lirun.errors import DatabaseMissingError, UsageError
 from lirun.paths import resolve_db_url
@@ -330,7 +330,7 @@ def _list(args: argparse.Namespace) -> int:
         finally:
             store.close()
     if args.json:
-        print_json([row.as_dict() for row in rows], schema="lirun.show_row/1")
+        print_json([show_row_json(row) for row in rows], schema="lirun.show_row/1")
     elif not rows:
         print("no shows yet (li show run FILE starts one)")
     else:

@@ -18,12 +18,20 @@ from rich.text import Text
 
 from lirun.cli.render import clip, format_span, render_rows_table, screen, status_style
 from lirun.reasons import describe, display_reason
+from lirun.shows.decide import play_needs_person, plays_needing_person
 from lirun.store.rows import ShowListRow
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["needs_person", "next_steps", "play_rows", "render_board", "render_show_list"]
+__all__ = [
+    "needs_person",
+    "next_steps",
+    "play_rows",
+    "render_board",
+    "render_show_list",
+    "show_row_json",
+]
 
 # Board order: what needs a person first, then work in flight, then what waits, then done.
 STATUS_ORDER = (
@@ -39,7 +47,6 @@ STATUS_ORDER = (
     "aborted_after_finish",
     "merged",
 )
-PERSON_STATUSES = frozenset({"escalated", "gate_failed"})
 # The reason a person records when they merged a play by hand (it fits ``merged``).
 MERGED_BY_HAND_REASON = "play.merged.admin"
 
@@ -70,9 +77,8 @@ def _rank(status: object) -> int:
 def needs_person(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The plays a person must look at: those in a status only a person ends (escalated,
     gate_failed) while the show is still active."""
-    if report.get("status") != "active":
-        return []
-    return [p for p in report.get("plays") or () if p.get("status") in PERSON_STATUSES]
+    status = report.get("status")
+    return [p for p in report.get("plays") or () if play_needs_person(p.get("status"), status)]
 
 
 def _gates_text(play: Mapping[str, Any]) -> str:
@@ -247,13 +253,19 @@ def render_board(report: Mapping[str, Any]) -> None:
         _draw_board(out, report)
 
 
+def show_row_json(row: ShowListRow) -> dict[str, Any]:
+    """A show of the list as ``--json`` prints it, with ``plays_need_you`` as the NEED
+    YOU column (and ``/api/shows``) counts it."""
+    return {**row.as_dict(), "plays_need_you": plays_needing_person(row.plays, row.status)}
+
+
 def render_show_list(rows: Sequence[ShowListRow], now: float) -> None:
     """Recent shows, newest first: id, topic, status, plays merged of all, needing a person."""
     table_rows = []
     for row in rows:
         plays = row.plays
         total = sum(plays.values())
-        person = sum(n for s, n in plays.items() if s in PERSON_STATUSES)
+        person = plays_needing_person(plays, row.status)
         table_rows.append(
             [
                 _text(row.id),

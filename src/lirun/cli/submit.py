@@ -7,7 +7,7 @@ from lirun.errors import UsageError
 from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import make_policies
 from lirun.schedules.registry import current_actor
-from lirun.schedules.submit import check_key, submit_once
+from lirun.schedules.submit import check_key, live_worker_count, submit_once, worker_command
 from lirun.settings import Settings
 from lirun.store import open_store
 
@@ -15,7 +15,9 @@ EXIT_CODES = """\
   0    queued (with --key: or queued before under that key); its id is on stdout
        (li wait ID: exit 0 when it completed). Once the run is stored nothing turns
        this into a failure: a worker that could not be told at once is a warning on
-       stderr, and a worker finds the run within seconds anyway
+       stderr, and a worker finds the run within seconds anyway; with no worker live,
+       one line on stderr says so and names the li worker command that starts one
+       (the run stays queued until a worker claims it or its start deadline passes)
   2    usage error: no or an invalid ACTION (said on stderr with an example), a bad
        --key, or a --key given before to another action; or the database could not be
        opened or written: nothing was queued (if the link broke during the commit
@@ -82,6 +84,12 @@ def main(argv: list[str], settings: Settings) -> int:
             "li submit",
             f"run {run.id} ({run.status}) was submitted before with --key {key!r}; "
             "nothing new was queued",
+        )
+    elif live_worker_count(args.db) == 0:
+        warn(
+            "li submit",
+            f"run {run.id} is queued, but no worker is live to run it: start one with "
+            f"{worker_command(run.action_json)}",
         )
     print_json(run.as_dict(), schema="lirun.schedule_run/1") if args.json else print(run.id)
     return 0

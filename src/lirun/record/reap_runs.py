@@ -131,8 +131,25 @@ def expired_queued_runs(
     return found
 
 
+def start_deadline_of(policies: dict[str, Any]) -> float:
+    """A run's start deadline in seconds from its stored policies (``run_policies``)."""
+    return float(policies.get("start_deadline") or DEFAULT_START_DEADLINE)
+
+
+def run_policies(
+    schedule_id: str | None,
+    schedule_policies: dict[str, Any] | None,
+    action: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A run's policies as stored: its schedule's, or an ad-hoc run's own (kept in its
+    action by ``li submit``)."""
+    if schedule_id:
+        return dict(schedule_policies or {})
+    return dict((action or {}).get("policies") or {})
+
+
 def _deadline(store: Store, run: ScheduleRunRow) -> float:
-    return float(_policies(store, run).get("start_deadline") or DEFAULT_START_DEADLINE)
+    return start_deadline_of(_policies(store, run))
 
 
 def _past_deadline(store: Store, run: ScheduleRunRow, now: float) -> bool:
@@ -141,10 +158,9 @@ def _past_deadline(store: Store, run: ScheduleRunRow, now: float) -> bool:
 
 def _policies(store: Store, run: ScheduleRunRow) -> dict[str, Any]:
     """The run's policies as stored: its schedule's, or an ad-hoc run's own."""
-    if run.schedule_id:
-        schedule = store.schedules.get_by_id(run.schedule_id)
-        return dict((schedule.policies_json if schedule else None) or {})
-    return dict((run.action_json or {}).get("policies") or {})
+    schedule = store.schedules.get_by_id(run.schedule_id) if run.schedule_id else None
+    stored = schedule.policies_json if schedule else None
+    return run_policies(run.schedule_id, stored, run.action_json)
 
 
 def _retries(store: Store, run: ScheduleRunRow) -> int:

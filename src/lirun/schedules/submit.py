@@ -4,7 +4,8 @@ Both insert a queued schedule run with no due time (unique by its id) and then o
 the store's transport, so an idle worker starts it at once. Once the row is committed the
 run is queued, whatever follows: an offer that fails (the queue's database link lost, its
 schema unreadable) is one warning, and a worker finds the run anyway (its transport polls
-the table, or its periodic sweep offers queued runs that have no queue job).
+the table, or its periodic sweep offers queued runs that have no queue job). With no
+worker live, ``li submit`` says so and names the command that starts one.
 
 ``li submit --key KEY`` keeps KEY with the run (unique across schedule runs): submitting
 the same action with the same key again returns the first run instead of a second one.
@@ -13,16 +14,19 @@ the same action with the same key again returns the first run instead of a secon
 from __future__ import annotations
 
 import json
+import shlex
+import time
 import unicodedata
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from lirun.errors import ConflictError, UsageError
+from lirun.errors import ConflictError, LirunError, UsageError
 from lirun.logs import get_logger
 from lirun.schedules import registry
 from lirun.schedules.actions import Action
 from lirun.schedules.definition import Policies
+from lirun.schedules.live import live_workers
 from lirun.schedules.transport import transport_for
-from lirun.store import Store
+from lirun.store import Store, open_store
 from lirun.store.rows import ScheduleRunRow
 
 log = get_logger(__name__)
@@ -38,6 +42,31 @@ class Submission(NamedTuple):
 
     run: ScheduleRunRow
     created: bool
+
+
+def worker_command(action: dict[str, Any] | None) -> str:
+    """The command that starts a worker able to run ``action`` (an action as stored): one
+    whose ``--allow-root`` holds the action's directory (gc runs in none)."""
+    cwd = (action or {}).get("cwd")
+    if not cwd or (action or {}).get("kind") == "gc":
+        return "li worker"
+    return f"li worker --allow-root {shlex.quote(str(cwd))}"
+
+
+def live_worker_count(url: str | None) -> int | None:
+    """How many workers are live now, or None when that cannot be read. Read on its own
+    read-only connection, which fails at once where a writer's would wait out a lost
+    database: the run is committed, and this only decides whether ``li submit`` says that
+    no worker is live."""
+    try:
+        store = open_store(url, readonly=True)
+        try:
+            return len(live_workers(store, time.time()))
+        finally:
+            store.close()
+    except LirunError as exc:
+        log.debug(f"the live workers could not be read: {exc}")
+        return None
 
 
 def check_key(key: str) -> str:

@@ -36,13 +36,15 @@ from lirun.logs import get_logger
 from lirun.record.reap_runs import fail_lapsed_run, fail_past_start_deadline
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import FireFacts, decide_fires
+from lirun.schedules.live import LiveWorker as LiveWorker
+from lirun.schedules.live import live_workers as live_workers
 from lirun.schedules.outcomes import LEASE_LOST
 from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.transport import Transport, transport_for
 from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
-from lirun.store.rows import ScheduleRunRow, WorkerRow
+from lirun.store.rows import ScheduleRunRow
 
 log = get_logger(__name__)
 
@@ -345,25 +347,3 @@ def _wait(trap: SignalTrap, timeout: float) -> None:
         select.select([trap.fileno()], [], [], timeout)
     except (OSError, ValueError):
         time.sleep(timeout)
-
-
-@dataclass(frozen=True)
-class LiveWorker:
-    """A worker whose heartbeat is within its lease, and how old that heartbeat is."""
-
-    worker: WorkerRow
-    heartbeat_age: float
-
-    def as_dict(self) -> dict[str, Any]:
-        """The worker's row with ``heartbeat_age``, as ``li worker status --json`` shows it."""
-        return {**self.worker.as_dict(), "heartbeat_age": self.heartbeat_age}
-
-
-def live_workers(store: Store, now: float) -> list[LiveWorker]:
-    """Workers whose heartbeat is within their lease, with ``heartbeat_age``."""
-    found = []
-    for worker in store.workers.list_live(since=now - 3600):
-        age = now - worker.heartbeat_at
-        if age <= (worker.lease_seconds or 60.0):
-            found.append(LiveWorker(worker, round(age, 3)))
-    return found

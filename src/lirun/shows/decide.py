@@ -8,7 +8,7 @@ run again without using an attempt, what abort does, when a show is done or bloc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +19,7 @@ from lirun.reasons import is_retryable_reason
 
 __all__ = [
     "ABORT_UNSTARTED",
+    "PERSON_STATUSES",
     "FailureKind",
     "Next",
     "PlayFacts",
@@ -27,6 +28,8 @@ __all__ = [
     "after_failure",
     "after_session",
     "gate_verdict",
+    "play_needs_person",
+    "plays_needing_person",
     "provider_stop",
     "ready_plays",
     "redo_prompt",
@@ -168,6 +171,24 @@ def abort_target(status: str) -> tuple[str, str] | None:
     if status in BUSY:
         return "aborted_after_finish", "play.aborted_after_finish.show_aborted"
     return None
+
+
+# A play in one of these stopped short of merging and only a person ends it.
+PERSON_STATUSES = frozenset({"escalated", "gate_failed"})
+
+
+def play_needs_person(play_status: str | None, show_status: str | None) -> bool:
+    """Whether a play needs a person: it escalated or failed its gate in a show still
+    ``active``. An aborted show was given up by a person and a completed one merged every
+    play, so neither waits on anyone. ``li attention``, the dashboard's needs-you page,
+    ``li show list``, ``/shows`` and the show board all ask this one function."""
+    return play_status in PERSON_STATUSES and show_status == "active"
+
+
+def plays_needing_person(play_counts: Mapping[str, int], show_status: str | None) -> int:
+    """How many of a show's plays need a person, from its plays counted by status (the
+    shows list's ``{"merged": 2, "escalated": 1}``)."""
+    return sum(n for status, n in play_counts.items() if play_needs_person(status, show_status))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.provider_errors import failure_class_for_reason
+from lirun.shows.decide import play_needs_person
 from lirun.store.rows import PlayRow, SessionRow, ShowRow
 
 __all__ = ["PlayReport", "ShowReport", "build_report", "provider_failure"]
 
-_NEEDS_PERSON = frozenset({"escalated", "gate_failed"})
 # A gate execution's status as a verdict (a gate passes when its command exits 0).
 _GATE_VERDICTS = {
     "completed": "pass",
@@ -198,7 +198,7 @@ def needs_person(
             "is stopped and run again)."
         )
     for p in plays:
-        if p.status not in _NEEDS_PERSON:
+        if not play_needs_person(p.status, show.status):
             continue
         waiting = _waiting_on(plays, p.name)
         held = f"; {', '.join(waiting)} wait(s) on it" if waiting else ""

@@ -8,6 +8,7 @@ from lirun.store.repository import Repository
 from lirun.store.rows import (
     AttentionFlowRow,
     AttentionPlayRow,
+    AttentionQueuedRunRow,
     AttentionRows,
     AttentionScheduleRunRow,
     FlowListRow,
@@ -66,10 +67,12 @@ class ListReads(Repository):
         return fold_play_counts(self.connector.read(self.sql("list_shows"), params))
 
     def attention_rows(self, *, since: float) -> AttentionRows:
-        """What the needs-you page judges: escalated or gate-failed plays of shows not
-        aborted (``plays``), flows failed since ``since`` and not resumed (``flows``),
-        schedule runs failed since ``since`` with no success after them
-        (``schedule_runs``), and active shows with their owner (``running_shows``)."""
+        """What the needs-you page judges: escalated or gate-failed plays with their
+        show's status (``plays``), flows failed since ``since`` and not resumed
+        (``flows``), schedule runs failed since ``since`` with no success after them and
+        ad-hoc runs failed since then and not retried (``schedule_runs``), active shows
+        with their owner (``running_shows``), and queued runs no worker has claimed
+        (``queued_runs``)."""
         from lirun.store.records import decode_row
 
         read, at = self.connector.read, {"since": float(since)}
@@ -78,10 +81,14 @@ class ListReads(Repository):
             plays=[AttentionPlayRow.from_row(r) for r in read(self.sql("attention_plays"))],
             flows=[AttentionFlowRow.from_row(r) for r in read(self.sql("attention_flows"), at)],
             schedule_runs=[
-                AttentionScheduleRunRow.from_row(r)
+                AttentionScheduleRunRow.from_row(decode_row(r))
                 for r in read(self.sql("attention_schedule_runs"), at)
             ],
             running_shows=[ShowRow.from_row(decode_row(r)) for r in shows],
+            queued_runs=[
+                AttentionQueuedRunRow.from_row(decode_row(r))
+                for r in read(self.sql("attention_queued_runs"))
+            ],
         )
 
     def schedule_runs_with_usage(

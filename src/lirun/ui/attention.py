@@ -2,10 +2,13 @@
 facts ``attention_facts.gather`` reads, so every rule is table-tested without a database.
 
 An item is a state a person must act on, never a mere event: a play escalated or failing
-its gate in a show nobody aborted; a flow that failed and was not resumed; a schedule
-whose runs failed since it last ran well; a schedule overdue with no live worker to fire
-it; a running record whose owner died and that nobody reaped; an outcome still pending in
-a spool. Failures older than the window (``since``) age out; states do not.
+its gate in a show still active (``shows.decide.play_needs_person``, which the shows list
+asks too); a flow that failed and was not resumed; a schedule whose runs failed since it
+last ran well; an ad-hoc run (``li submit``) that failed and was not retried, named by its
+id and action; a schedule overdue with no live worker to fire it; a run queued longer than
+a tenth of its start deadline with no worker claiming it; a running record whose owner
+died and that nobody reaped; an outcome still pending in a spool. Failures older than the
+window (``since``) age out; states do not. Every ``do`` is a command that exits 0.
 """
 
 from __future__ import annotations
@@ -13,19 +16,40 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from lirun.errors import LirunError
+from lirun.record.reap_runs import run_policies, start_deadline_of
+from lirun.schedules.actions import Action
+from lirun.schedules.submit import worker_command
+from lirun.shows.decide import play_needs_person
 from lirun.store.rows import (
     AttentionFlowRow,
     AttentionPlayRow,
+    AttentionQueuedRunRow,
     AttentionScheduleRunRow,
     ScheduleRow,
 )
+from lirun.visible import visible
 
 # A due time this far in the past, with no live worker, is overdue (a worker fires within
 # a second or two of a due time; a minute is no jitter).
 OVERDUE_GRACE_SECONDS = 60.0
 DEFAULT_WINDOW_SECONDS = 7 * 86400.0
+# A queued run no worker claimed within this share of its start deadline is waiting on a
+# person: a live, idle worker claims within a second, and by the deadline it fails.
+UNCLAIMED_SHARE = 0.1
+# An action's description is cut here (a command line or a prompt can be long).
+ACTION_CHARS = 80
 # The order of the page: what blocks work first.
-KIND_ORDER = ("play", "dead_owner", "pending_outcome", "overdue_schedule", "schedule", "flow")
+KIND_ORDER = (
+    "play",
+    "dead_owner",
+    "pending_outcome",
+    "overdue_schedule",
+    "queued_run",
+    "schedule",
+    "submitted_run",
+    "flow",
+)
 
 
 class Item(NamedTuple):
@@ -51,6 +75,7 @@ class Facts:
     flows: list[AttentionFlowRow] = field(default_factory=list)
     schedule_runs: list[AttentionScheduleRunRow] = field(default_factory=list)
     schedules: list[ScheduleRow] = field(default_factory=list)
+    queued_runs: list[AttentionQueuedRunRow] = field(default_factory=list)
     live_workers: int = 0
     # {"kind": session|invocation|show, "id", "summary"}: running, owner judged dead
     dead_owners: list[dict[str, Any]] = field(default_factory=list)
@@ -69,6 +94,8 @@ def _reason(row: AttentionPlayRow | AttentionFlowRow | AttentionScheduleRunRow) 
 def _plays(facts: Facts) -> list[Item]:
     out = []
     for p in facts.plays:
+        if not play_needs_person(p.status, p.show_status):
+            continue
         verb = "escalated" if p.status == "escalated" else "failed its gate"
         out.append(
             Item(
@@ -102,12 +129,52 @@ def _flows(facts: Facts) -> list[Item]:
     ]
 
 
+def _action_text(action: dict[str, Any] | None) -> str:
+    """An action as a person reads it (``run make nightly``), cut and escaped."""
+    try:
+        text = Action.from_dict(action or {}).describe()
+    except (LirunError, KeyError, TypeError, ValueError):
+        text = str((action or {}).get("kind") or "an unreadable action")
+    text = visible(text)
+    return text if len(text) <= ACTION_CHARS else text[: ACTION_CHARS - 1] + "…"
+
+
+def _run_href(run: AttentionScheduleRunRow) -> str:
+    """What an ad-hoc run made (its run, flow or show page), else the runs page showing
+    it alone."""
+    for made, page in (
+        ("session_id", "/runs/"),
+        ("invocation_id", "/flows/"),
+        ("show_id", "/shows/"),
+    ):
+        if getattr(run, made):
+            return f"{page}{getattr(run, made)}"
+    return f"/?kind=schedule_run&q={run.id}"
+
+
+def _submitted(run: AttentionScheduleRunRow) -> Item:
+    """An ad-hoc run (``li submit``: no schedule) that failed: named by its id and action,
+    acted on by its id (``li status ID`` shows its record and what it made)."""
+    return Item(
+        "submitted_run",
+        str(run.id),
+        f"submitted run {run.id} ({_action_text(run.action_json)}) {run.status} ({_reason(run)})",
+        run.updated_at,
+        _run_href(run),
+        f"li status {run.id}",
+    )
+
+
 def _schedule_failures(facts: Facts) -> list[Item]:
-    """One item per schedule: its failed runs since it last completed one."""
+    """One item per schedule: its failed runs since it last completed one; one per
+    failed ad-hoc run."""
     by_schedule: dict[str, list[AttentionScheduleRunRow]] = {}
-    for run in facts.schedule_runs:
-        by_schedule.setdefault(str(run.schedule_id), []).append(run)
     out = []
+    for run in facts.schedule_runs:
+        if run.schedule_id is None:
+            out.append(_submitted(run))
+        else:
+            by_schedule.setdefault(str(run.schedule_id), []).append(run)
     for runs in by_schedule.values():
         runs.sort(key=lambda r: float(r.updated_at or 0), reverse=True)
         last, name = runs[0], runs[0].schedule_name or runs[0].schedule_id
@@ -121,6 +188,41 @@ def _schedule_failures(facts: Facts) -> list[Item]:
                 last.updated_at,
                 f"/schedules/{name}",
                 f"li logs {last.id}; li schedule runs {name}",
+            )
+        )
+    return out
+
+
+def _unclaimed(facts: Facts, now: float) -> list[Item]:
+    """Queued runs no worker claimed within ``UNCLAIMED_SHARE`` of their start deadline:
+    none is live, or those live cannot take it (busy, or another database)."""
+    out = []
+    for run in facts.queued_runs:
+        policies = run_policies(run.schedule_id, run.policies_json, run.action_json)
+        deadline = start_deadline_of(policies)
+        waited = now - float(run.created_at)
+        if waited <= deadline * UNCLAIMED_SHARE:
+            continue
+        if run.schedule_id is None:
+            named = f"submitted run {run.id} ({_action_text(run.action_json)})"
+            href = f"/?kind=schedule_run&q={run.id}"
+        else:
+            named = f"run {run.id} of schedule {run.schedule_name or run.schedule_id}"
+            href = f"/schedules/{run.schedule_name}" if run.schedule_name else "/schedules"
+        workers = (
+            "no worker is live to claim it"
+            if facts.live_workers == 0
+            else f"none of the {facts.live_workers} live workers claimed it"
+        )
+        out.append(
+            Item(
+                "queued_run",
+                str(run.id),
+                f"{named} has been queued {waited:.0f} s and {workers}; it fails at its "
+                f"start deadline ({deadline:.0f} s)",
+                float(run.created_at),
+                href,
+                worker_command(run.action_json),
             )
         )
     return out
@@ -197,6 +299,7 @@ def needs_you(facts: Facts, now: float) -> list[Item]:
         *_dead(facts),
         *_pending(facts),
         *_overdue(facts, now),
+        *_unclaimed(facts, now),
         *_schedule_failures(facts),
         *_flows(facts),
     ]

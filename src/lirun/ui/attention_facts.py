@@ -11,7 +11,7 @@ from lirun.liveness import boot_id, host_name, judge_owner, process_start_time
 from lirun.paths import resolve_db_url
 from lirun.record.ownership import OwnedRecord
 from lirun.record.spool import pending_files
-from lirun.schedules.worker import live_workers
+from lirun.schedules.live import live_workers
 from lirun.store.rows import ShowRow
 from lirun.ui.attention import DEFAULT_WINDOW_SECONDS, Facts, Item, needs_you
 
@@ -58,6 +58,7 @@ def gather(store: Any, url: str | None, now: float, since: float | None = None) 
         flows=rows.flows,
         schedule_runs=rows.schedule_runs,
         schedules=store.schedules.list_all(),
+        queued_runs=rows.queued_runs,
         live_workers=len(live_workers(store, now)),
         dead_owners=_dead_owners(store, rows.running_shows, now),
         pending=_pending(url),

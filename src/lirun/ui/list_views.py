@@ -14,6 +14,7 @@ from lirun.lifecycle import policy_for
 from lirun.schedules.actions import Action
 from lirun.schedules.triggers import Trigger, next_due
 from lirun.schedules.worker import live_workers
+from lirun.shows.decide import plays_needing_person
 from lirun.store import Store
 from lirun.store.rows import ScheduleRow
 from lirun.store.ui_reads import RUN_KINDS
@@ -81,10 +82,6 @@ def flows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-# A play in one of these needs a person (the shows engine stopped short of merging it).
-PERSON_STATUSES = ("escalated", "gate_failed")
-
-
 def shows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
     """Shows, newest first, 50 a page, by status and since, each with its plays counted."""
     status, since, cursor = _list_query(params, "show")
@@ -98,7 +95,7 @@ def shows_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
                 **fields,
                 "plays_total": sum(plays.values()),
                 "plays_merged": plays.get("merged", 0),
-                "plays_need_you": sum(plays.get(s, 0) for s in PERSON_STATUSES),
+                "plays_need_you": plays_needing_person(plays, row.status),
                 "duration": duration(fields, now),
                 "href": f"/shows/{row.id}",
             }

@@ -37,7 +37,13 @@ from lirun.store.rows.runs import (
     SessionRow,
     TransitionRow,
 )
-from lirun.store.rows.schedules import RunLeaseRow, ScheduleRow, ScheduleRunRow, WorkerRow
+from lirun.store.rows.schedules import (
+    AttentionQueuedRunRow,
+    RunLeaseRow,
+    ScheduleRow,
+    ScheduleRunRow,
+    WorkerRow,
+)
 from lirun.store.rows.shows import PlayRow, ShowListRow, ShowRow
 from lirun.store.rows.teams import (
     InboxMessageRow,
@@ -52,6 +58,7 @@ __all__ = [
     "AdminEventRow",
     "AttentionFlowRow",
     "AttentionPlayRow",
+    "AttentionQueuedRunRow",
     "AttentionRows",
     "AttentionScheduleRunRow",
     "BranchRow",

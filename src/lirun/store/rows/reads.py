@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lirun.hints import Any, NamedTuple
+from lirun.store.rows.schedules import AttentionQueuedRunRow
 from lirun.store.rows.shows import ShowRow
 
 __all__ = [
@@ -257,8 +258,8 @@ class RunLineage(NamedTuple):
 
 
 class AttentionPlayRow(NamedTuple):
-    """A play a person must look at, escalated or gate-failed, with its show's
-    ``topic`` (``attention_rows``)."""
+    """A play escalated or gate-failed, with its show's ``topic`` and ``show_status``
+    (``attention_rows``; whether it needs a person is ``shows.decide.play_needs_person``)."""
 
     id: str
     show_id: str
@@ -268,6 +269,7 @@ class AttentionPlayRow(NamedTuple):
     status_reason_summary: str | None
     updated_at: float
     topic: str
+    show_status: str | None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> AttentionPlayRow:
@@ -301,8 +303,9 @@ class AttentionFlowRow(NamedTuple):
 
 
 class AttentionScheduleRunRow(NamedTuple):
-    """A schedule run that failed or timed out with no success of its schedule
-    after it, with the schedule's name (``attention_rows``)."""
+    """A schedule run that failed or timed out with no success of its schedule after it,
+    with the schedule's name; an ad-hoc run (no schedule) not retried, with its action
+    (``action_json``) and what it made (``session_id``, ...) (``attention_rows``)."""
 
     id: str
     schedule_id: str | None
@@ -312,10 +315,14 @@ class AttentionScheduleRunRow(NamedTuple):
     status_reason_summary: str | None
     updated_at: float
     created_at: float
+    action_json: dict[str, Any] | None
+    session_id: str | None
+    invocation_id: str | None
+    show_id: str | None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> AttentionScheduleRunRow:
-        """The row of one ``attention_schedule_runs`` row."""
+        """The row of one ``attention_schedule_runs`` row (JSON columns decoded)."""
         return cls(**{name: row[name] for name in cls._fields})
 
     def as_dict(self) -> dict[str, Any]:
@@ -331,6 +338,7 @@ class AttentionRows(NamedTuple):
     flows: list[AttentionFlowRow]
     schedule_runs: list[AttentionScheduleRunRow]
     running_shows: list[ShowRow]
+    queued_runs: list[AttentionQueuedRunRow]
 
 
 class GcCandidateRow(NamedTuple):

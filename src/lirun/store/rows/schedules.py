@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from lirun.hints import Any, NamedTuple
 
-__all__ = ["RunLeaseRow", "ScheduleRow", "ScheduleRunRow", "WorkerRow"]
+__all__ = ["AttentionQueuedRunRow", "RunLeaseRow", "ScheduleRow", "ScheduleRunRow", "WorkerRow"]
 
 
 class WorkerRow(NamedTuple):
@@ -147,4 +147,25 @@ class RunLeaseRow(NamedTuple):
         )
 
     def as_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class AttentionQueuedRunRow(NamedTuple):
+    """A queued run no worker has claimed, with its schedule's name and policies
+    (``policies_json``) and its action (``attention_rows``)."""
+
+    id: str
+    schedule_id: str | None
+    schedule_name: str | None
+    created_at: float
+    action_json: dict[str, Any] | None
+    policies_json: dict[str, Any] | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> AttentionQueuedRunRow:
+        """The row of one ``attention_queued_runs`` row (JSON columns decoded)."""
+        return cls(**{name: row[name] for name in cls._fields})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict, as the dashboard shows it."""
         return self._asdict()

@@ -33,13 +33,13 @@ SELECT s.id, s.topic, s.status, s.status_reason_code, s.status_reason_summary,
  ORDER BY s.created_at DESC, s.id DESC, p.status
 
 -- name: attention_plays
--- Plays a person must look at: escalated or gate-failed, in a show nobody aborted.
+-- Plays that may need a person (escalated or gate-failed), with their show's status:
+-- shows.decide.play_needs_person decides, as it does for the shows list.
 SELECT p.id, p.show_id, p.name, p.status, p.status_reason_code, p.status_reason_summary,
-       p.updated_at, s.topic
+       p.updated_at, s.topic, s.status AS show_status
   FROM plays AS p
   JOIN shows AS s ON s.id = p.show_id
  WHERE p.status IN ('escalated', 'gate_failed')
-   AND COALESCE(s.status, '') <> 'aborted'
  ORDER BY p.updated_at DESC, p.id
 
 -- name: attention_flows
@@ -57,18 +57,36 @@ SELECT i.id, i.status, i.status_reason_code, i.status_reason_summary, i.skill,
 -- name: attention_schedule_runs
 -- Schedule runs that failed or timed out since :since with no completed run of their
 -- schedule after them (a schedule that has run well again needs nobody): one pass for
--- each schedule's last success, not one look per failed run.
+-- each schedule's last success, not one look per failed run. An ad-hoc run (li submit:
+-- no schedule) stands alone: it needs a person unless it was retried (its retry, if it
+-- failed too, is listed instead).
 SELECT r.id, r.schedule_id, d.name AS schedule_name, r.status, r.status_reason_code,
-       r.status_reason_summary, r.updated_at, r.created_at
+       r.status_reason_summary, r.updated_at, r.created_at, r.action_json, r.session_id,
+       r.invocation_id, r.show_id
   FROM schedule_runs AS r
   LEFT JOIN schedules AS d ON d.id = r.schedule_id
   LEFT JOIN (SELECT schedule_id, MAX(created_at) AS last_ok FROM schedule_runs
               WHERE status = 'completed' GROUP BY schedule_id) AS ok
          ON ok.schedule_id = r.schedule_id
+  LEFT JOIN (SELECT DISTINCT retry_of FROM schedule_runs  -- a retry is newer than its run
+              WHERE retry_of IS NOT NULL AND created_at >= CAST(:since AS DOUBLE PRECISION)) AS again
+         ON again.retry_of = r.id
  WHERE r.status IN ('failed', 'timed_out')
    AND r.created_at >= CAST(:since AS DOUBLE PRECISION)
    AND (ok.last_ok IS NULL OR r.created_at > ok.last_ok)
+   AND (r.schedule_id IS NOT NULL OR again.retry_of IS NULL)
  ORDER BY r.updated_at DESC, r.id
+
+-- name: attention_queued_runs
+-- Runs queued and not claimed by a worker (a claim makes a run running), oldest first,
+-- with what their start deadline is read from: the schedule's policies, or an ad-hoc
+-- run's own action (policies kept in it).
+SELECT r.id, r.schedule_id, d.name AS schedule_name, r.created_at,
+       COALESCE(r.action_json, d.action_json) AS action_json, d.policies_json
+  FROM schedule_runs AS r
+  LEFT JOIN schedules AS d ON d.id = r.schedule_id
+ WHERE r.status = 'queued' AND r.worker_id IS NULL
+ ORDER BY r.created_at, r.id
 
 -- name: attention_running_shows
 -- Shows still active, with their owner columns (what a reaper would judge).
