@@ -55,7 +55,7 @@ def test_a_failed_submitted_run_is_named_by_its_id_and_action() -> None:
     assert item.kind == "submitted_run"
     assert item.what.startswith("submitted run r1 (run make nightly) failed (run.failed.")
     assert "None" not in item.what
-    assert item.do == "li status r1"
+    assert item.do == "li logs r1"
     assert item.href == "/?kind=schedule_run&q=r1"  # it made nothing: the runs page shows it
 
 
@@ -81,9 +81,9 @@ def test_submitted_runs_are_one_item_each_and_apart_from_a_schedules() -> None:
     ]
     items = needs_you(Facts(schedule_runs=runs), NOW)
     assert [(i.kind, i.id, i.do) for i in items] == [
-        ("schedule", "s2", "li schedule runs tick"),
-        ("submitted_run", "a1", "li status a1"),
-        ("submitted_run", "a2", "li status a2"),
+        ("schedule", "s2", "li logs s2; li schedule runs tick"),
+        ("submitted_run", "a1", "li logs a1"),
+        ("submitted_run", "a2", "li logs a2"),
     ]
     assert "2 runs failed" in items[0].what
 
@@ -232,7 +232,9 @@ def test_a_failed_submit_is_named_and_its_hint_exits_0(
 ) -> None:
     """``li submit`` with no worker says so (exit 0); a worker runs it and it fails;
     ``li attention`` names it by id and action, and the command it names exits 0."""
-    submitted = li(li_env, "submit", "--", "run", "false", cwd=tmp_path)
+    submitted = li(
+        li_env, "submit", "--", "run", "sh", "-c", "echo it broke >&2; exit 1", cwd=tmp_path
+    )
     assert submitted.returncode == 0, submitted.stderr
     run_id = submitted.stdout.strip()
     assert submitted.stderr == (
@@ -244,12 +246,12 @@ def test_a_failed_submit_is_named_and_its_hint_exits_0(
     assert waited.returncode == 1, waited.stdout + waited.stderr
     item = attention(li_env)["submitted_run"]
     assert item["id"] == run_id
-    assert item["what"].startswith(f"submitted run {run_id} (run false) failed")
+    assert item["what"].startswith(f"submitted run {run_id} (run sh -c ")
     assert "None" not in item["what"] + item["href"] + item["do"]
     shown = subprocess.run(hinted(item), env=li_env, capture_output=True, text=True,
                            timeout=TIMEOUT)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
-    assert run_id in shown.stdout
+    assert "it broke" in shown.stdout  # li logs: what the run printed
 
 
 def test_an_unclaimed_run_hints_the_worker_that_runs_it(

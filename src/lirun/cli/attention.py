@@ -30,7 +30,7 @@ that nobody reaped (li reap), outcomes still pending in a spool (li status ID re
 them), schedules overdue with no live worker (li worker), runs queued longer than a tenth
 of their start deadline with no worker claiming them (li worker --allow-root DIR),
 schedules whose runs failed since their last success, runs queued by li submit that
-failed and were not retried (by id and action: li status ID), and flows that failed and
+failed and were not retried (by id and action: li logs ID), and flows that failed and
 were not resumed. Failures older than --since (default 7d) age out; states do not. Reads
 only: nothing is reaped, delivered or acknowledged."""
 

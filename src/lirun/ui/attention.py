@@ -154,14 +154,14 @@ def _run_href(run: AttentionScheduleRunRow) -> str:
 
 def _submitted(run: AttentionScheduleRunRow) -> Item:
     """An ad-hoc run (``li submit``: no schedule) that failed: named by its id and action,
-    acted on by its id (``li status ID`` shows its record and what it made)."""
+    acted on by its id (``li logs ID`` shows what it printed, through what it made)."""
     return Item(
         "submitted_run",
         str(run.id),
         f"submitted run {run.id} ({_action_text(run.action_json)}) {run.status} ({_reason(run)})",
         run.updated_at,
         _run_href(run),
-        f"li status {run.id}",
+        f"li logs {run.id}",
     )
 
 
