@@ -108,7 +108,11 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit) as caught:
         li(argv)
     assert caught.value.code == 2
-    assert "usage: li flow" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "usage:" not in err  # one line and a hint, never argparse's usage block
+    first, hint = err.splitlines()
+    assert first.startswith("li flow") and ": error: " in first
+    assert hint.startswith("try 'li flow") and hint.endswith(" --help'")
 
 
 def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -77,7 +77,8 @@ def test_add_list_show_enable_disable_delete(
 
 @pytest.mark.parametrize(
     ("args", "says"),
-    [(["add", "x", "--every", "5", "--", "run", "true"], "a number needs a unit"),
+    [(["add", "x", "--every", "5.5", "--", "run", "true"], "whole seconds"),
+     (["add", "x", "--every", "evry", "--", "run", "true"], "'evry' is not a duration"),
      (["add", "x", "--cron", "61 * * * *", "--", "run", "true"], "Bad minute"),
      (["add", "x", "--cron", "* * * * *", "--tz", "Nowhere/Town", "--", "run", "true"],
       "unknown time zone"),
