@@ -396,3 +396,37 @@ def test_li_status_of_a_flow_into_a_closed_pipe_is_not_a_traceback(
     assert "Traceback" not in shown.stderr, shown.stderr
     assert "BrokenPipe" not in shown.stderr, shown.stderr
     assert shown.returncode == 0
+
+
+def test_dry_run_shows_each_fan_out_leg_rendered(tmp_path: Path, lirun_home: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        vars: {tool: ruff}
+        legs:
+          - id: lint
+            for_each: [src, "tests"]
+            run: [echo, "{{ vars.tool }} check {{ item }}"]
+        """,
+    )
+    env = {"PATH": "/usr/bin:/bin", "LIRUN_HOME": str(lirun_home)}
+    result = run_li("flow", "run", "--dry-run", str(path), env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "lint[0]  command echo 'ruff check src'  [shared]  item='src'" in result.stdout
+    assert "lint[1]  command echo 'ruff check tests'" in result.stdout
+    plan = json.loads(
+        run_li("flow", "run", "--dry-run", "--json", str(path), env=env, cwd=tmp_path).stdout
+    )
+    assert [node["run"] for node in plan["nodes"]] == [
+        ["echo", "ruff check src"],
+        ["echo", "ruff check tests"],
+    ]
+
+
+def test_a_duration_option_takes_the_duration_grammar(tmp_path: Path, lirun_home: Path) -> None:
+    path = write(tmp_path, "legs:\n  - id: a\n    run: [echo, hi]\n    timeout: 2m\n")
+    env = {"PATH": "/usr/bin:/bin", "LIRUN_HOME": str(lirun_home)}
+    done = run_li(
+        "flow", "run", "--dry-run", "--timeout", "1h30m", str(path), env=env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr

@@ -11,8 +11,7 @@ from lirun.store.urls import check_url, redact_url
 
 EXIT_CODES = "  0  done\n  2  usage error, or the database cannot be opened or migrated"
 PATH_EXIT_CODES = (
-    "  0  printed (the database need not exist yet)\n"
-    "  2  usage error, or a malformed database URL"
+    "  0  printed (the database need not exist yet)\n  2  usage error, or a malformed database URL"
 )
 MIGRATE_EXIT_CODES = (
     "  0  the database exists and its schema is up to date (created if missing)\n"
