@@ -111,8 +111,10 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
     err = capsys.readouterr().err
     assert "usage:" not in err  # one line and a hint, never argparse's usage block
     first, hint = err.splitlines()
-    assert first.startswith("li flow") and ": error: " in first
-    assert hint.startswith("try 'li flow") and hint.endswith(" --help'")
+    assert first.startswith("li flow")
+    assert ": error: " in first
+    assert hint.startswith("try 'li flow")
+    assert hint.endswith(" --help'")
 
 
 def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

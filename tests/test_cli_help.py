@@ -104,7 +104,8 @@ def test_a_usage_error_is_one_line_and_a_hint(argv: list[str]) -> None:
         (["db", "migrat"], "li db: error: unknown command 'migrat'; did you mean 'migrate'?"),
         (
             ["schedule", "add", "x", "--every", "1h", "--overlap", "skp", "--", "run", "true"],
-            "li schedule add: error: argument --overlap: invalid choice 'skp'; did you mean 'skip'?",
+            "li schedule add: error: argument --overlap: invalid choice 'skp'; "
+            "did you mean 'skip'?",
         ),
     ],
 )

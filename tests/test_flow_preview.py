@@ -187,5 +187,5 @@ def test_a_fan_out_template_that_fails_is_shown_failing_once() -> None:
     )
     plan = preview_flow(FlowSpec(legs=(leg,), cwd="/nowhere"), is_git=never_git)
     first, second = plan.nodes
-    assert first.unrendered is not None and first.unrendered.startswith("the run would fail: ")
+    assert str(first.unrendered).startswith("the run would fail: ")
     assert second.unrendered == "not rendered: an earlier item's failed"

@@ -89,6 +89,13 @@ def test_lirun_run_id_wins_over_the_lionagi_one() -> None:
     assert Settings.from_env(env).run_id == "ours"
 
 
+def test_a_duration_setting_takes_the_duration_grammar() -> None:
+    settings = Settings.from_env(
+        {"LIRUN_HEARTBEAT_INTERVAL": "1m", "LIRUN_WRITE_RETRY_SECONDS": "-5"}
+    )
+    assert (settings.heartbeat_interval, settings.write_retry_seconds) == (60.0, 0.0)
+
+
 @pytest.mark.parametrize(
     ("name", "value", "expected"),
     [
@@ -101,13 +108,6 @@ def test_lirun_run_id_wins_over_the_lionagi_one() -> None:
         ("LIRUN_GUARD", "nope", "LIRUN_GUARD: expected on or off"),
     ],
 )
-def test_a_duration_setting_takes_the_duration_grammar() -> None:
-    settings = Settings.from_env(
-        {"LIRUN_HEARTBEAT_INTERVAL": "1m", "LIRUN_WRITE_RETRY_SECONDS": "-5"}
-    )
-    assert (settings.heartbeat_interval, settings.write_retry_seconds) == (60.0, 0.0)
-
-
 def test_a_bad_value_names_its_variable(name: str, value: str, expected: str) -> None:
     with pytest.raises(UsageError) as caught:
         Settings.from_env({name: value})

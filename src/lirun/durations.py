@@ -1,8 +1,8 @@
 """DURATION, the one grammar of every duration ``li`` reads (docs/cli.md#durations).
 
-A bare number of seconds (``90``, ``2.5``) or one or more ``<digits><unit>`` parts with
+A bare number of seconds (``90``, ``2.5``) or one or more ``<number><unit>`` parts with
 units w, d, h, m, s, each once and largest first (``30s``, ``5m``, ``2h``, ``1d``,
-``1h30m``). Command-line options and the duration keys of profile, flow, show and
+``1h30m``, ``1.5d``). Command-line options and the duration keys of profile, flow, show and
 schedule files all go through ``parse_seconds``. Pure and cheap to import (no ``re``):
 it may be loaded on a command's start-up path.
 """
@@ -59,23 +59,23 @@ def _seconds_in(text: str, subject: str) -> float:
     body = raw[1:] if negative else raw
     if _is_number(body):
         return -float(body) if negative else float(body)
-    total, digits, last = 0, "", -1
+    total, digits, last = 0.0, "", -1
     for char in body:
-        if char.isascii() and char.isdigit():
+        if (char.isascii() and char.isdigit()) or char == ".":
             digits += char
             continue
         position = _ORDER.find(char)
-        if position < 0 or not digits:
+        if position < 0 or not _is_number(digits):
             raise UsageError(f"{subject} is not a duration; give {FORMS}")
         if position <= last:
             raise UsageError(f"{subject}: give each unit once, largest first; give {FORMS}")
-        total += int(digits) * UNITS[char]
+        if len(digits) > 30:  # more digits would be a float's inf
+            raise UsageError(f"{subject} is longer than any duration; give {FORMS}")
+        total += float(digits) * UNITS[char]
         digits, last = "", position
     if digits or not body:
         raise UsageError(f"{subject} is not a duration; give {FORMS}")
-    if len(str(total)) > 30:  # twenty-digit days would be a float's inf
-        raise UsageError(f"{subject} is longer than any duration; give {FORMS}")
-    return -float(total) if negative else float(total)
+    return -total if negative else total
 
 
 def _is_number(text: str) -> bool:

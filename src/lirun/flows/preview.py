@@ -180,9 +180,10 @@ def render_instance(spec: FlowSpec, leg: LegSpec, item: str) -> dict[str, Any]:
 def _instances(spec: FlowSpec, leg: LegSpec, common: dict[str, Any]) -> list[PreviewNode]:
     """One node per item of a literal list, rendered; after a template error the other
     items are not rendered (each render may take seconds)."""
-    assert leg.for_each is not None and leg.for_each.items is not None
+    items = leg.for_each.items if leg.for_each is not None else None
+    assert items is not None
     made, failed = [], False
-    for index, item in enumerate(leg.for_each.items):
+    for index, item in enumerate(items):
         if failed:
             shown: dict[str, Any] = {"unrendered": "not rendered: an earlier item's failed"}
         else:

@@ -16,7 +16,9 @@ def parse_duration(text: object, what: str = "duration", *, high: float = MAX_SE
     ``high`` (366 days unless given); a fraction of a second is refused."""
     seconds = parse_seconds(text, what, high=high)
     if seconds != int(seconds):
-        raise UsageError(f"{what} {text!r}: give whole seconds, e.g. {int(seconds) or 1}s")
+        raise UsageError(
+            f"{what} {text!r}: give whole seconds, e.g. {int(seconds) or 1}s, 5m or 1h30m"
+        )
     return int(seconds)
 
 
