@@ -48,7 +48,8 @@ def test_durations(text: str, seconds: int) -> None:
 @pytest.mark.parametrize(
     ("text", "says"),
     [("", "not a duration"), ("2.5", "whole seconds"), ("0s", "zero"), ("0", "zero"),
-     ("1.5.5h", "not a duration"), ("-5m", "negative"), ("0.5s", "whole seconds"), ("m", "not a duration"),
+     ("1.5.5h", "not a duration"), ("-5m", "negative"), ("0.5s", "whole seconds"),
+     ("m", "not a duration"),
      ("30m1h", "largest first"), ("1h1h", "largest first"), ("5 min", "not a duration"),
      ("1e3", "not a duration"), ("nan", "not a duration")],
 )  # fmt: skip
