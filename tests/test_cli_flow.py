@@ -108,7 +108,13 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit) as caught:
         li(argv)
     assert caught.value.code == 2
-    assert "usage: li flow" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "usage:" not in err  # one line and a hint, never argparse's usage block
+    first, hint = err.splitlines()
+    assert first.startswith("li flow")
+    assert ": error: " in first
+    assert hint.startswith("try 'li flow")
+    assert hint.endswith(" --help'")
 
 
 def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -392,3 +398,37 @@ def test_li_status_of_a_flow_into_a_closed_pipe_is_not_a_traceback(
     assert "Traceback" not in shown.stderr, shown.stderr
     assert "BrokenPipe" not in shown.stderr, shown.stderr
     assert shown.returncode == 0
+
+
+def test_dry_run_shows_each_fan_out_leg_rendered(tmp_path: Path, lirun_home: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        vars: {tool: ruff}
+        legs:
+          - id: lint
+            for_each: [src, "tests"]
+            run: [echo, "{{ vars.tool }} check {{ item }}"]
+        """,
+    )
+    env = {"PATH": "/usr/bin:/bin", "LIRUN_HOME": str(lirun_home)}
+    result = run_li("flow", "run", "--dry-run", str(path), env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "lint[0]  command echo 'ruff check src'  [shared]  item='src'" in result.stdout
+    assert "lint[1]  command echo 'ruff check tests'" in result.stdout
+    plan = json.loads(
+        run_li("flow", "run", "--dry-run", "--json", str(path), env=env, cwd=tmp_path).stdout
+    )
+    assert [node["run"] for node in plan["nodes"]] == [
+        ["echo", "ruff check src"],
+        ["echo", "ruff check tests"],
+    ]
+
+
+def test_a_duration_option_takes_the_duration_grammar(tmp_path: Path, lirun_home: Path) -> None:
+    path = write(tmp_path, "legs:\n  - id: a\n    run: [echo, hi]\n    timeout: 2m\n")
+    env = {"PATH": "/usr/bin:/bin", "LIRUN_HOME": str(lirun_home)}
+    done = run_li(
+        "flow", "run", "--dry-run", "--timeout", "1h30m", str(path), env=env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr

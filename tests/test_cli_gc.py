@@ -63,6 +63,15 @@ def test_dry_run_and_keep_failed_from_the_command_line(li_env: dict[str, str]) -
     time.sleep(1.1)
     dry = li(li_env, "gc", "--older-than", "1s", "--dry-run")
     assert dry.stdout.startswith("would prune 2 run(s)")
+    assert dry.stdout.splitlines()[1:] == ["  runs: completed 1, failed 1"]  # a count per status
+    listed = json.loads(li(li_env, "gc", "--older-than", "1", "--dry-run", "--json").stdout)
+    assert sorted((w["id"], w["status"]) for w in listed["would_prune"]) == sorted(
+        [(ok, "completed"), (bad, "failed")]
+    )
+    assert listed["pruned"] == {"session": 2}
+    real = json.loads(li(li_env, "gc", "--older-than", "9999d", "--json").stdout)
+    assert "would_prune" not in real  # no ceiling on --older-than; nothing is that old
+    assert real["policy"]["older_than"] == 9999 * 86400
     kept = li(li_env, "gc", "--older-than", "1s", "--keep-failed")
     assert kept.stdout.startswith("pruned 1 run(s)")
     assert "kept 1" in kept.stdout
@@ -86,6 +95,9 @@ def test_refusals_are_named_on_stderr(li_env: dict[str, str], db_url: str) -> No
 def test_bad_input_is_one_line_and_exit_2(li_env: dict[str, str], tmp_path: Path) -> None:
     cases = [
         (["gc", "--older-than", "5x"], "--older-than '5x' is not a duration"),
+        (["gc", "--older-than=-3d"], "--older-than '-3d' is negative"),
+        (["gc", "--older-than", "9" * 40 + "d"], "is longer than any duration"),
+        (["gc", "--older-than", "99999999d"], "give at most 36600d"),
         (["gc", "--older-than", "1d", "--status", "running"], "is not a final status"),
         (["gc", "--older-than", "1d", "--batch", "0"], "--batch 0"),
         (["gc", "--older-than", "1d", "--schedule", "1d", "--dry-run"], "--schedule"),

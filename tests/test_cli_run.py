@@ -212,7 +212,7 @@ def test_the_child_writes_deliverables_into_the_artifact_dir_it_is_given(
         (["--artifact", "no-equals-sign", "--", "true"], "ID=PATH"),
         (["--cwd", "/nonexistent/dir", "--", "true"], "not a directory"),
         (["--", "no-such-command-xyz"], "not found on PATH"),
-        (["--timeout", "-1", "--", "true"], "positive"),
+        (["--timeout", "-1", "--", "true"], "is negative"),
         (["--"], "no command given"),
         (["--resume", "nope", "--", "true"], "no such branch"),
         (["--invocation", "nope", "--", "true"], "no such invocation"),

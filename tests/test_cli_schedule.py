@@ -77,7 +77,8 @@ def test_add_list_show_enable_disable_delete(
 
 @pytest.mark.parametrize(
     ("args", "says"),
-    [(["add", "x", "--every", "5", "--", "run", "true"], "a number needs a unit"),
+    [(["add", "x", "--every", "5.5", "--", "run", "true"], "whole seconds"),
+     (["add", "x", "--every", "evry", "--", "run", "true"], "'evry' is not a duration"),
      (["add", "x", "--cron", "61 * * * *", "--", "run", "true"], "Bad minute"),
      (["add", "x", "--cron", "* * * * *", "--tz", "Nowhere/Town", "--", "run", "true"],
       "unknown time zone"),
@@ -218,11 +219,32 @@ def test_apply_takes_require_change_for_a_run_action(
     assert "schedules.yaml:5: schedule 'f': require_change: applies to run" in err
 
 
+def test_apply_takes_every_as_seconds_or_a_duration(
+    store: Store, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    file = tmp_path / "schedules.yaml"
+    file.write_text(
+        "schedules:\n  - name: a\n    every: 300\n    action: run true\n"
+        "  - name: b\n    every: 1h30m\n    action: run true\n"
+        "    start_deadline: 90\n    missed_grace: 2m\n"
+    )
+    assert li(capsys, "apply", str(file))[0] == 0
+    rows = {r.name: r for r in store.schedules.list_all()}
+    assert rows["a"].trigger_json["seconds"] == 300
+    assert rows["b"].trigger_json["seconds"] == 5400
+    assert rows["b"].policies_json["missed_grace"] == 120
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [("schedules:\n  - name: a\n    every: 1h\n    action: run true\n    colour: red\n",
       "schedules.yaml:5: unknown schedule key 'colour'"),
-     ("schedule: []\n", "schedules.yaml:1: unknown top-level key 'schedule'"),
+     ("schedule: []\n", "schedules.yaml:1: unknown top-level key 'schedule'; did you mean "
+      "'schedules'?"),
+     ("schedules:\n  - name: a\n    evry: 1h\n    action: run true\n",
+      "schedules.yaml:3: unknown schedule key 'evry'; did you mean 'every'?"),
+     ("schedules:\n  - name: a\n    every: 5x\n    action: run true\n",
+      "'5x' is not a duration; give a number of seconds (90, 2.5) or 30s, 5m"),
      ("schedules:\n  - name: a\n    cron: '99 * * * *'\n    action: run true\n",
       "schedules.yaml:3: schedule 'a': cron expression"),
      ("schedules:\n  - name: a\n    every: 1h\n    action: run true\n"

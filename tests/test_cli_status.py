@@ -315,13 +315,21 @@ def test_status_never_migrates_or_writes(
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("1.5d", 129600), ("1w", 604800)],
+    [
+        ("90", 90),
+        ("90s", 90),
+        ("30m", 1800),
+        ("2h", 7200),
+        ("1.5d", 129600),
+        ("1w", 604800),
+        ("1h30m", 5400),
+    ],
 )
 def test_parse_duration(text: str, seconds: float) -> None:
     assert status_cli.parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "h", "-1h", "2x", "1h30m", "0"])
+@pytest.mark.parametrize("text", ["", "h", "-1h", "2x", "30m1h", "0", "9" * 40 + "w"])
 def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(UsageError):
         status_cli.parse_duration(text)

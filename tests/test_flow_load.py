@@ -149,8 +149,9 @@ PROBLEMS = [
         4,
         "dependency cycle: a -> b -> a",
     ),
-    ("legs:\n  - id: a\n    run: [echo]\n    timeout: -1\n", 4, "timeout must be a positive"),
-    ("legs:\n  - id: a\n    run: [echo]\n    idle_timeout: x\n", 4, "idle_timeout must be"),
+    ("legs:\n  - id: a\n    run: [echo]\n    timeout: -1\n", 4, "timeout -1 is negative"),
+    ("legs:\n  - id: a\n    run: [echo]\n    idle_timeout: x\n", 4, "idle_timeout 'x' is not a"),
+    ("legs:\n  - id: a\n    run: [echo]\n    timeout: 5x\n", 4, "30s, 5m, 2h, 1d, 1h30m"),
     ("legs:\n  - id: a\n    run: [echo]\n    retries: 11\n", 4, "retries must be a whole number"),
     ("legs:\n  - id: a\n    run: [echo]\n    isolation: maybe\n", 4, "isolation must be"),
     ("legs:\n  - id: a\n    run: [echo]\n    isolation: worktree\n", 4, "needs its cwd"),
@@ -439,7 +440,7 @@ def test_a_leg_sets_its_stall_limit_and_zero_turns_it_off(tmp_path: Path) -> Non
     bad = write(
         tmp_path, "legs:\n  - {id: a, agent: codex, prompt: go, stall_timeout: -1}\n", "b.yaml"
     )
-    with pytest.raises(FlowFileError, match="stall_timeout must be a number of seconds"):
+    with pytest.raises(FlowFileError, match="stall_timeout -1 is negative; give 0 \\(off\\)"):
         load_flow(bad, {}, cwd=str(tmp_path))
 
 

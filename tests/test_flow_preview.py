@@ -152,3 +152,40 @@ def test_the_header_judges_the_flows_own_cwd_even_when_every_leg_has_its_own() -
     plan = preview_flow(spec, is_git=lambda path: path == "/repo")
     assert "(a git repository)" in plan.text_lines()[1]
     assert plan.to_dict()["git"]["/repo"] is True
+
+
+def test_each_fan_out_instance_shows_its_template_rendered() -> None:
+    review = LegSpec(
+        id="review",
+        task=Task(agent="claude", prompt="Review {{ item }} for {{ vars.who }}"),
+        for_each=ForEach(items=("a.py", "b.py")),
+    )
+    lint = LegSpec(id="lint", task=Task(run=("ruff", "{{ item | upper }}")), for_each=ForEach(
+        items=("x",)))  # fmt: skip
+    later = LegSpec(
+        id="later",
+        task=Task(run=("echo", "{{ legs.lint.reply }} {{ item }}")),
+        depends_on=("lint",),
+        for_each=ForEach(items=("1",)),
+    )
+    spec = FlowSpec(legs=(review, lint, later), cwd="/nowhere", vars={"who": "ann"})
+    plan = preview_flow(spec, is_git=never_git)
+    nodes = {node.id: node for node in plan.nodes}
+    assert nodes["review[1]"].prompt == "Review b.py for ann"
+    assert nodes["lint[0]"].run == ("ruff", "X")
+    assert nodes["later[0]"].run is None  # another leg's output is known only at run time
+    assert nodes["later[0]"].unrendered == "reads legs.lint: rendered at run time"
+    text = "\n".join(plan.text_lines())
+    assert "review[0]  agent claude  [shared]  item='a.py'  prompt='Review a.py for ann'" in text
+    assert "lint[0]    command ruff X  [shared]" in text
+    assert plan.to_dict()["nodes"][1]["prompt"] == "Review b.py for ann"
+
+
+def test_a_fan_out_template_that_fails_is_shown_failing_once() -> None:
+    leg = LegSpec(
+        id="bad", task=Task(run=("echo", "{{ item + 1 }}")), for_each=ForEach(items=("a", "b"))
+    )
+    plan = preview_flow(FlowSpec(legs=(leg,), cwd="/nowhere"), is_git=never_git)
+    first, second = plan.nodes
+    assert str(first.unrendered).startswith("the run would fail: ")
+    assert second.unrendered == "not rendered: an earlier item's failed"

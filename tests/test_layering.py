@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "lirun.paths",
             "lirun.inputfile",  # a user-named file read whole within a bound
             "lirun.settings",
+            "lirun.durations",  # the DURATION grammar every option and file key reads
             "lirun.errors",
             "lirun.lifecycle",
             "lirun.reasons",

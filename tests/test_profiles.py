@@ -131,11 +131,13 @@ def test_yaml_syntax_error_names_file_and_line(lirun_home: Path) -> None:
         ("defaults: [timeout]\n", "defaults must be a mapping"),
         (
             "defaults:\n  temperature: 0.2\n",
-            "defaults: unknown key 'temperature'; allowed: allowed_tools",
+            "defaults: unknown key 'temperature' (allowed: allowed_tools",
         ),
-        ("defaults:\n  timeout: soon\n", "defaults.timeout must be a positive number"),
-        ("defaults:\n  timeout: true\n", "defaults.timeout must be a positive number"),
-        ("defaults:\n  grace: -1\n", "defaults.grace must be a positive number"),
+        ("defaults:\n  timeout: soon\n", "defaults.timeout 'soon' is not a duration"),
+        ("defaults:\n  timeout: true\n", "defaults.timeout True is not a duration"),
+        ("defaults:\n  grace: -1\n", "defaults.grace -1 is negative"),
+        ("defaults:\n  timeuot: 5\n", "unknown key 'timeuot'; did you mean 'timeout'?"),
+        ("descripton: x\n", "unknown profile key 'descripton'; did you mean 'description'?"),
         ("defaults:\n  provider: ''\n", "defaults.provider must be non-empty text"),
         ("defaults:\n  require_change: 1\n", "defaults.require_change must be true or false"),
         ("artifacts: report.md\n", "artifacts must be a list"),
@@ -256,5 +258,14 @@ def test_a_profile_may_set_the_stall_limit_zero_turning_it_off(lirun_home: Path)
     write(lirun_home, "profile", "patient", "defaults:\n  stall_timeout: 0\n")
     assert load_profile("patient").defaults == {"stall_timeout": 0}
     write(lirun_home, "profile", "bad", "defaults:\n  stall_timeout: -5\n")
-    with pytest.raises(ProfileError, match="stall_timeout must be a number of seconds"):
+    with pytest.raises(ProfileError, match="stall_timeout -5 is negative; give 0 \\(off\\)"):
         load_profile("bad")
+
+
+def test_a_profile_gives_durations_as_seconds_or_in_the_duration_grammar(
+    lirun_home: Path,
+) -> None:
+    write(lirun_home, "profile", "p", "defaults:\n  timeout: 20m\n  idle_timeout: 90\n")
+    assert load_profile("p").defaults == {"timeout": 1200.0, "idle_timeout": 90}
+    write(lirun_home, "profile", "q", "defaults:\n  stall_timeout: 1h30m\n  grace: 2.5\n")
+    assert load_profile("q").defaults == {"stall_timeout": 5400.0, "grace": 2.5}

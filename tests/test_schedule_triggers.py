@@ -38,7 +38,8 @@ def local(times: list[int], tz: str) -> list[str]:
 @pytest.mark.parametrize(
     ("text", "seconds"),
     [("30s", 30), ("5m", 300), ("2h", 7200), ("1d", 86400), ("1h30m", 5400),
-     ("1d2h3m4s", 93784), (" 90S ", 90), ("100m", 6000)],
+     ("1d2h3m4s", 93784), (" 90S ", 90), ("100m", 6000), ("300", 300), ("1w", 604800),
+     ("1.5h", 5400)],
 )  # fmt: skip
 def test_durations(text: str, seconds: int) -> None:
     assert parse_duration(text) == seconds
@@ -46,10 +47,11 @@ def test_durations(text: str, seconds: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "says"),
-    [("", "not a duration"), ("5", "a number needs a unit"), ("0s", "zero"),
-     ("1.5h", "not a duration"), ("-5m", "not a duration"), ("m", "not a duration"),
+    [("", "not a duration"), ("2.5", "whole seconds"), ("0s", "zero"), ("0", "zero"),
+     ("1.5.5h", "not a duration"), ("-5m", "negative"), ("0.5s", "whole seconds"),
+     ("m", "not a duration"),
      ("30m1h", "largest first"), ("1h1h", "largest first"), ("5 min", "not a duration"),
-     ("1w", "not a duration")],
+     ("1e3", "not a duration"), ("nan", "not a duration")],
 )  # fmt: skip
 def test_invalid_durations_say_what_was_wrong(text: str, says: str) -> None:
     with pytest.raises(UsageError, match=says) as caught:

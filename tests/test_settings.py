@@ -89,14 +89,21 @@ def test_lirun_run_id_wins_over_the_lionagi_one() -> None:
     assert Settings.from_env(env).run_id == "ours"
 
 
+def test_a_duration_setting_takes_the_duration_grammar() -> None:
+    settings = Settings.from_env(
+        {"LIRUN_HEARTBEAT_INTERVAL": "1m", "LIRUN_WRITE_RETRY_SECONDS": "-5"}
+    )
+    assert (settings.heartbeat_interval, settings.write_retry_seconds) == (60.0, 0.0)
+
+
 @pytest.mark.parametrize(
     ("name", "value", "expected"),
     [
-        ("LIRUN_HEARTBEAT_INTERVAL", "soon", "LIRUN_HEARTBEAT_INTERVAL: expected a number"),
-        ("LIRUN_HEARTBEAT_INTERVAL", "0", "LIRUN_HEARTBEAT_INTERVAL: expected a positive"),
-        ("LIRUN_HEARTBEAT_INTERVAL", "nan", "LIRUN_HEARTBEAT_INTERVAL: expected a positive"),
-        ("LIRUN_WRITE_RETRY_SECONDS", "inf", "LIRUN_WRITE_RETRY_SECONDS: expected a finite"),
-        ("LIRUN_WRITE_RETRY_SECONDS", "x", "LIRUN_WRITE_RETRY_SECONDS: expected a number"),
+        ("LIRUN_HEARTBEAT_INTERVAL", "soon", "LIRUN_HEARTBEAT_INTERVAL 'soon' is not a duration"),
+        ("LIRUN_HEARTBEAT_INTERVAL", "0", "LIRUN_HEARTBEAT_INTERVAL '0' is zero"),
+        ("LIRUN_HEARTBEAT_INTERVAL", "nan", "LIRUN_HEARTBEAT_INTERVAL 'nan' is not a duration"),
+        ("LIRUN_WRITE_RETRY_SECONDS", "inf", "LIRUN_WRITE_RETRY_SECONDS 'inf' is not a duration"),
+        ("LIRUN_WRITE_RETRY_SECONDS", "x", "LIRUN_WRITE_RETRY_SECONDS 'x' is not a duration"),
         ("LIRUN_CGROUP", "maybe", "LIRUN_CGROUP: expected on or off"),
         ("LIRUN_GUARD", "nope", "LIRUN_GUARD: expected on or off"),
     ],
@@ -125,7 +132,8 @@ def test_li_refuses_a_bad_setting_in_one_line_exit_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.splitlines() == [
-        "li run: error: LIRUN_HEARTBEAT_INTERVAL: expected a number of seconds, got 'soon'"
+        "li run: error: LIRUN_HEARTBEAT_INTERVAL 'soon' is not a duration; give a number of "
+        "seconds (90, 2.5) or 30s, 5m, 2h, 1d, 1h30m"
     ]
     assert not (tmp_path / "s.db").exists()  # refused before anything was written
 
@@ -193,7 +201,7 @@ def test_a_library_caller_with_a_bad_setting_gets_usage_error_before_anything_ex
     request = ExecutionRequest(
         program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=str(db), run_id="given-id"
     )
-    with pytest.raises(UsageError, match=r"^LIRUN_HEARTBEAT_INTERVAL: expected a positive"):
+    with pytest.raises(UsageError, match=r"^LIRUN_HEARTBEAT_INTERVAL '-1' is negative"):
         execute(request)
     assert not (lirun_home / "runs" / "given-id").exists()  # no run directory was left
 

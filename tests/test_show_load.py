@@ -141,7 +141,7 @@ PROBLEMS = [
     (
         "topic: t\nbase: main\ngate: x\ngate_timeout: -1\nplays: [{name: a, run: x}]\n",
         4,
-        "gate_timeout must be a positive number",
+        "gate_timeout -1 is negative",
     ),
     (
         "topic: t\nbase: main\ngate: x\nfinal_gate_timeout: 5\nplays: [{name: a, run: x}]\n",
@@ -176,12 +176,12 @@ PROBLEMS = [
     (
         "topic: t\nbase: main\ngate: x\ngate_timeout: .nan\nplays: [{name: a, run: x}]\n",
         4,
-        "finite",
+        "is not a duration",
     ),
     (
         "topic: t\nbase: main\ngate: x\nplays:\n  - name: a\n    run: x\n    timeout: .inf\n",
         7,
-        "finite",
+        "is not a duration",
     ),
     ("topic: t\nbase: main\ngate: x\nplays:\n  - run: x\n", 5, "play 1: name is required"),
     ("topic: t\nbase: main\ngate: x\nplays:\n  - name: a b\n    run: x\n", 5, "name 'a b' must"),
@@ -256,7 +256,7 @@ PROBLEMS = [
     (
         "topic: t\nbase: main\ngate: x\nplays:\n  - name: a\n    run: x\n    timeout: 0\n",
         7,
-        "timeout must be a positive number",
+        "timeout 0 is zero",
     ),
     (
         "topic: t\nbase: main\ngate: x\nplays:\n  - name: a\n    run: x\n    require_change: 1\n",
@@ -457,4 +457,4 @@ def test_a_play_sets_its_stall_limit(tmp_path: Path, fake_bin: Path, monkeypatch
     [play] = load_show(path).plays
     assert play.task.stall_timeout == 0.0
     bad = write_show(tmp_path, text + "  - {name: a, agent: codex, prompt: go, stall_timeout: x}\n")
-    assert any("stall_timeout must be a number of seconds" in p for p in problems_of(bad))
+    assert any("stall_timeout 'x' is not a duration" in p for p in problems_of(bad))

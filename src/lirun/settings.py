@@ -21,7 +21,6 @@ Not on the fast path: ``dataclasses`` costs `li wait` start-up time.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -29,6 +28,8 @@ from dataclasses import dataclass, fields, replace
 from functools import cache
 from typing import Any
 
+from lirun.durations import MAX_SECONDS as MAX_SECONDS  # the longest time limit
+from lirun.durations import parse_seconds
 from lirun.errors import UsageError
 
 HEARTBEAT_ENV = "LIRUN_HEARTBEAT_INTERVAL"
@@ -47,10 +48,6 @@ LI_NAMES = ("li", "lirun")
 PROVIDER_BIN_ENV = {"claude": "LIRUN_CLAUDE_BIN", "codex": "LIRUN_CODEX_BIN"}
 
 DEFAULT_WRITE_RETRY_SECONDS = 30.0
-# The longest time limit a variable, a flag or a file may give: about three years. More is
-# a typo or a way to say "never" (leave the limit out for that), and past ~9e9 Python's
-# waits overflow.
-MAX_SECONDS = 100_000_000.0
 _OFF = frozenset({"off", "0", "no", "false"})
 _ON = frozenset({"", "on", "1", "yes", "true"})
 
@@ -115,29 +112,17 @@ class Settings:
 def _seconds(name: str, raw: str | None) -> float | None:
     if raw is None:
         return None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"{name}: expected a number of seconds, got {raw!r}") from None
-    if not 0 < value <= MAX_SECONDS:  # nan compares false; 1e400 is inf
-        raise UsageError(
-            f"{name}: expected a positive number of seconds (finite, at most "
-            f"{MAX_SECONDS:,.0f}), got {raw!r}"
-        )
-    return value
+    return parse_seconds(raw, name)  # 15, 2.5 or a DURATION such as 30s or 1m
 
 
 def _retry_seconds(raw: str | None) -> float:
     """0 turns retrying off; a negative bound is 0, as before."""
     if raw is None:
         return DEFAULT_WRITE_RETRY_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"{WRITE_RETRY_ENV}: expected a number of seconds, got {raw!r}") from None
-    if not math.isfinite(value):
-        raise UsageError(f"{WRITE_RETRY_ENV}: expected a finite number of seconds, got {raw!r}")
-    return max(0.0, value)
+    text = raw.strip()
+    if text.startswith("-") and text[1:].replace(".", "", 1).isdigit():
+        return 0.0
+    return parse_seconds(text, WRITE_RETRY_ENV, zero=True)
 
 
 def _switch(name: str, raw: str) -> bool:

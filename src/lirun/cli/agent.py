@@ -159,10 +159,10 @@ def build_parser() -> CommandParser:
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument(
         "--stall-timeout",
-        metavar="S",
+        metavar="DUR",
         type=stall_seconds,
         help="no progress (assistant text, a tool call or result, a completed API call) for "
-        "S seconds: stop the agent, failed with the class of what it was doing (retry "
+        "DUR: stop the agent, failed with the class of what it was doing (retry "
         "notices and warnings are not progress; default 600, 0: off)",
     )
     add_execution_options(parser)

@@ -28,6 +28,7 @@ from lirun.cli.common import (
 from lirun.cli.flow_view import final_line, stopped_lines, table_lines
 from lirun.cli.lists import LIST_EXIT_CODES, add_list_options, flow_list
 from lirun.cli.options import parallel_count, seconds
+from lirun.cli.parser import CommandParser
 from lirun.errors import UsageError
 from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
 from lirun.flows.cleanup import leftover_flows
@@ -88,7 +89,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     add(
         "--timeout",
-        metavar="S",
+        metavar="DUR",
         type=seconds,
         help="the whole flow's wall-clock limit: timed_out (124)",
     )
@@ -106,7 +107,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="li flow",
         usage="li flow {run,resume,list,clean} ...",
         description=DESCRIPTION,

@@ -11,7 +11,7 @@ from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_
 from lirun.errors import UsageError
 from lirun.lifecycle import policy_for
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
-from lirun.record.retention_rules import REFUSAL_TEXT, RetentionPolicy
+from lirun.record.retention_rules import MAX_OLDER_THAN, REFUSAL_TEXT, RetentionPolicy
 from lirun.schedules.actions import gc_action_words
 from lirun.schedules.durations import parse_duration
 from lirun.schedules.gc_schedule import store_gc_schedule
@@ -49,7 +49,7 @@ _MAX_LISTED = 20
 def build_parser() -> Any:
     parser = make_parser(PROG, DESCRIPTION, EXIT_CODES)
     parser.add_argument(
-        "--older-than", required=True, metavar="DUR", help="e.g. 30d, 12h, 1d12h (at most 366d)"
+        "--older-than", required=True, metavar="DUR", help="e.g. 30d, 12h, 1d12h, 730d"
     )
     parser.add_argument(
         "--status",
@@ -84,7 +84,7 @@ def build_parser() -> Any:
 
 def parse_policy(args: Any) -> Any:
     """The retention policy of the options; UsageError for a bad duration or status."""
-    older = parse_duration(args.older_than, "--older-than")
+    older = parse_duration(args.older_than, "--older-than", high=MAX_OLDER_THAN)
     terminal = policy_for("session").terminal
     for status in args.status:
         if status not in terminal:
@@ -128,6 +128,8 @@ def main(argv: list[str], settings: Settings) -> int:
         print_json(summary(tally, policy, dry_run=args.dry_run), schema="lirun.gc/1")
     else:
         print(sentence(tally, dry_run=args.dry_run))
+        for line in by_status(tally.would_prune):  # --dry-run: what would go, by status
+            print(line)
     if trap.received is not None:
         warn(
             PROG,
@@ -146,7 +148,7 @@ def _report_refusals(tally: Any) -> None:
 
 
 def summary(tally: Any, policy: Any, *, dry_run: bool) -> dict[str, Any]:
-    return {
+    out = {
         "dry_run": dry_run,
         "policy": policy.to_dict(),
         "pruned": dict(tally.pruned),
@@ -157,6 +159,25 @@ def summary(tally: Any, policy: Any, *, dry_run: bool) -> dict[str, Any]:
         "run_dirs_elsewhere": tally.files_elsewhere,
         "problems": list(tally.problems),
     }
+    if dry_run:
+        out["would_prune"] = [{"kind": k, "id": i, "status": s} for k, i, s in tally.would_prune]
+    return out
+
+
+_KIND_WORDS = {"session": "runs", "invocation": "flow invocations"}
+
+
+def by_status(would_prune: list[tuple[str, str, str | None]]) -> list[str]:
+    """``runs: completed 3, failed 1``: one line per kind of what a dry run would prune."""
+    counts: dict[str, dict[str, int]] = {}
+    for kind, _, status in would_prune:
+        per_kind = counts.setdefault(kind, {})
+        per_kind[status or "unknown"] = per_kind.get(status or "unknown", 0) + 1
+    return [
+        f"  {_KIND_WORDS.get(kind, kind)}: "
+        + ", ".join(f"{status} {n}" for status, n in sorted(per_kind.items()))
+        for kind, per_kind in counts.items()
+    ]
 
 
 def _size(count: int) -> str:

@@ -178,7 +178,7 @@ def _main(args: list[str]) -> int:
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        sys.stderr.write(f"li: unknown command {name!r}; run `li --help` for the list\n")
+        sys.stderr.write(_unknown_command(name))
         return 2
     from lirun.cli.common import use_db
     from lirun.cli.diagnostics import li_lines
@@ -194,6 +194,15 @@ def _main(args: list[str]) -> int:
 
     with li_lines(options.verbosity):  # the library's log records, as `li: …` lines
         return _command(name, rest, settings)
+
+
+def _unknown_command(name: str) -> str:
+    """``li stauts``: the error line, with the command meant when one is close."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(COMMANDS), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"li: error: unknown command {name!r}{hint}\ntry 'li --help' for the list\n"
 
 
 # The fast path (ARCHITECTURE.md): these do not load lirun.settings (nor dataclasses).

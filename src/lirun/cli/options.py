@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lirun.cli.common import add_db_option, print_json, print_started, refuse_if_signalled
-from lirun.cli.parser import CommandParser
+from lirun.cli.parser import CommandParser, Duration
 from lirun.errors import AmbiguousIdError, NotFoundError, UsageError
 from lirun.exec.artifact_check_option import attach_artifact_checks
 from lirun.exec.declarations import MAX_PARALLEL, declarations
@@ -93,40 +93,10 @@ def parallel_count(text: str) -> int:
     return value
 
 
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < value <= MAX_SECONDS:  # nan compares false; 1e400 is inf
-        raise argparse.ArgumentTypeError(
-            f"expected a positive number of seconds (finite, at most {MAX_SECONDS:,.0f}), "
-            f"got {text!r}"
-        )
-    return value
-
-
-def stall_seconds(text: str) -> float:
-    """``--stall-timeout``: seconds, 0 turning the stall limit off."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if value < 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected 0 (off) or more seconds, got {text!r}")
-    return value
-
-
-def _grace_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 <= value <= MAX_SECONDS:
-        raise argparse.ArgumentTypeError(
-            f"expected 0 or more seconds (finite, at most {MAX_SECONDS:,.0f}), got {text!r}"
-        )
-    return value
+# Every duration option: a number of seconds or a DURATION such as 20s, 5m, 1h30m.
+seconds = Duration(high=MAX_SECONDS)
+stall_seconds = Duration(zero=True, high=MAX_SECONDS)  # --stall-timeout: 0 turns it off
+_grace_seconds = Duration(zero=True, high=MAX_SECONDS)
 
 
 def add_execution_options(parser: argparse.ArgumentParser) -> None:
@@ -139,19 +109,19 @@ def add_execution_options(parser: argparse.ArgumentParser) -> None:
         "there (default: the current directory)",
     )
     add("--save", metavar="DIR", help="artifact root (default: <home>/runs/<id>/artifacts)")
-    add("--timeout", metavar="S", type=seconds, help="wall-clock limit: timed_out (exit 124)")
+    add("--timeout", metavar="DUR", type=seconds, help="wall-clock limit: timed_out (exit 124)")
     add(
         "--idle-timeout",
-        metavar="S",
+        metavar="DUR",
         type=seconds,
-        help="watchdog: no output for S seconds: timed_out with run.timed_out.idle",
+        help="watchdog: no output for DUR: timed_out with run.timed_out.idle",
     )
     add(
         "--grace",
-        metavar="S",
+        metavar="DUR",
         type=_grace_seconds,
         help="agents: after the stream's terminal event, stop a child still running after "
-        "S seconds; the event's verdict stands (default 10)",
+        "DUR; the event's verdict stands (default 10s)",
     )
     add(
         "--artifact",

@@ -367,11 +367,7 @@ def main(argv: list[str], settings: Settings) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.subcommand is None:
-        parser.print_usage(sys.stderr)
-        sys.stderr.write(
-            "li show: error: name a subcommand: run, resume, abort, clean, status or list\n"
-        )
-        return 2
+        parser.error("name a subcommand: run, resume, abort, clean, status or list")
 
     start = STARTS.get(args.subcommand)
     try:

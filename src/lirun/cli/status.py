@@ -8,7 +8,6 @@ up to ten of them and counts the rest (design.md §4.4).
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 
@@ -39,20 +38,15 @@ over; an ambiguous ID lists up to ten candidates. Opens the database read-only,
 after recording any run outcome spooled for it (a teardown that could not write)."""
 
 LIST_KINDS = ("session", "invocation", "play", "schedule_run")
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _MAX_SINCE = 100 * 366 * 86400.0
 
 
 def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``30m``, ``2h``, ``1d``, ``1w`` → seconds; UsageError otherwise."""
-    match = _DURATION.match(text.strip().lower())
-    if not match or float(match.group(1)) <= 0:
-        raise UsageError(f"--since {text!r}: expected a positive duration such as 30m, 2h or 1d")
-    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    if not seconds <= _MAX_SINCE:  # twenty digits, or four hundred (a float's inf)
-        raise UsageError(f"--since {text!r}: give at most 100 years (e.g. 5200w)")
-    return seconds
+    """``--since``: a DURATION (``90``, ``30m``, ``2h``, ``1d``, ``1w``) → seconds, at most
+    a hundred years; UsageError otherwise."""
+    from lirun.durations import parse_seconds
+
+    return parse_seconds(text, "--since", high=_MAX_SINCE)
 
 
 def resolve_record(store: Store, ident: str) -> tuple[str, dict[str, Any]]:

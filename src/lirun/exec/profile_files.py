@@ -33,7 +33,7 @@ from lirun.record.artifacts import (
 )
 from lirun.record.rundir import safe_component
 from lirun.yamlfile.lines import YamlFileError, read_yaml, where
-from lirun.yamlfile.problems import is_seconds
+from lirun.yamlfile.problems import did_you_mean, file_seconds
 
 __all__ = ["check_artifacts", "check_defaults", "find_file", "load_playbook", "load_profile"]
 
@@ -74,7 +74,8 @@ def _check_keys(path: Path, data: Mapping[str, Any], allowed: frozenset[str], ki
     if unknown:
         raise ProfileError(
             f"{where(path, data, unknown[0])}: unknown {kind} key "
-            f"{', '.join(repr(str(k)) for k in unknown)}; allowed: {', '.join(sorted(allowed))}"
+            f"{', '.join(repr(str(k)) for k in unknown)}{did_you_mean(unknown[0], allowed)} "
+            f"(allowed: {', '.join(sorted(allowed))})"
         )
 
 
@@ -95,28 +96,31 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
     if unknown:
         raise ProfileError(
             f"{where(path, raw, unknown[0])}: defaults: unknown key "
-            f"{', '.join(repr(str(k)) for k in unknown)}; "
-            f"allowed: {', '.join(sorted(DEFAULT_KEYS))}"
+            f"{', '.join(repr(str(k)) for k in unknown)}{did_you_mean(unknown[0], DEFAULT_KEYS)} "
+            f"(allowed: {', '.join(sorted(DEFAULT_KEYS))})"
         )
     try:
         ProviderOptions.from_mapping(raw, where=f"{path}: defaults")
     except UsageError as exc:
         raise ProfileError(str(exc)) from None
+    checked = dict(raw)
     for key, value in raw.items():
         kind = DEFAULT_KEYS[key]
         if kind == "text" and not (isinstance(value, str) and value):
             raise ProfileError(f"{path}: defaults.{key} must be non-empty text, got {value!r}")
         if kind == "flag" and not isinstance(value, bool):
             raise ProfileError(f"{path}: defaults.{key} must be true or false, got {value!r}")
-        if kind == "seconds" and not is_seconds(value):
-            raise ProfileError(
-                f"{path}: defaults.{key} must be a positive number of seconds, got {value!r}"
-            )
-        if kind == "seconds_or_off" and not (value == 0 or is_seconds(value)):
-            raise ProfileError(
-                f"{path}: defaults.{key} must be a number of seconds (0: off), got {value!r}"
-            )
-    return dict(raw)
+        if kind in ("seconds", "seconds_or_off"):
+            checked[key] = _seconds(path, key, value, zero=kind == "seconds_or_off")
+    return checked
+
+
+def _seconds(path: Path, key: str, value: object, *, zero: bool) -> float:
+    """A duration default (``timeout: 600`` or ``timeout: 10m``) as seconds."""
+    try:
+        return file_seconds(value, f"{path}: defaults.{key}", zero=zero)
+    except UsageError as exc:
+        raise ProfileError(str(exc)) from None
 
 
 def check_artifacts(path: Path, raw: object) -> list[dict[str, Any]] | None:

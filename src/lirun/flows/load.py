@@ -15,7 +15,6 @@ file does not declare is an error (a typo would otherwise be silently ignored).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import re
@@ -34,7 +33,7 @@ from lirun.inputfile import InputFileError, read_bounded
 from lirun.teams.membership import parse_setting
 from lirun.yamlfile import gcpause
 from lirun.yamlfile.lines import MAX_FILE_BYTES, YamlFileError, read_yaml
-from lirun.yamlfile.problems import ProblemReader
+from lirun.yamlfile.problems import ProblemReader, did_you_mean
 
 __all__ = [
     "LEG_KEYS",
@@ -161,12 +160,11 @@ def _load_flow(path: str | os.PathLike[str], vars: Mapping[str, str], cwd: str |
 def _check_keys(p: Problems, data: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
     for key in data:
         if key not in allowed:
-            close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
             p.at(
                 data,
                 key,
-                f"unknown {what} key {str(key)!r}{hint}; allowed: {', '.join(sorted(allowed))}",
+                f"unknown {what} key {str(key)!r}{did_you_mean(key, allowed)} "
+                f"(allowed: {', '.join(sorted(allowed))})",
             )
 
 

@@ -2,8 +2,10 @@
 each leg's isolation, as text and as a dict for ``--json``. Nothing runs, nothing is
 written.
 
-A fan-out leg over a literal list shows one node per item (``review[0]``, …); one over
-an artifact shows a single ``review[*]`` node whose items are read at run time. Waves
+A fan-out leg over a literal list shows one node per item (``review[0]``, …), each with
+its prompt and command rendered for its item (``render_instance``; a template that reads
+another leg's outputs is rendered only at run time); one over an artifact shows a single
+``review[*]`` node whose items are read at run time. Waves
 are the legs grouped by depth: a leg's wave is one more than its deepest dependency's.
 The isolation decision (``decide_isolation``) is pure and the engine's rule: an agent leg
 that may run beside another gets its own worktree when its cwd is in a git repository,
@@ -21,6 +23,7 @@ from typing import Any
 from lirun.exec.worktrees import GitError, Repo
 from lirun.flows.fanout import instance_id
 from lirun.flows.spec import FlowSpec, LegSpec
+from lirun.flows.templates import TemplateError, referenced_legs, render
 from lirun.orchestra.graph import comparable_to_all, topo_order
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "concurrent_legs",
     "decide_isolation",
     "preview_flow",
+    "render_instance",
 ]
 
 DEFAULT_PARALLEL = 4  # legs at once when neither --parallel nor the file says
@@ -52,6 +56,10 @@ class PreviewNode:
     items_from: str | None = None  # where a ``[*]`` node's items come from
     retries: int = 0
     may_be_empty: bool = False
+    # A fan-out instance: its prompt and command rendered for its item, or why not
+    prompt: str | None = None
+    run: tuple[str, ...] | None = None
+    unrendered: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +74,9 @@ class PreviewNode:
             "items_from": self.items_from,
             "retries": self.retries,
             "may_be_empty": self.may_be_empty,
+            "prompt": self.prompt,
+            "run": None if self.run is None else list(self.run),
+            "unrendered": self.unrendered,
         }
 
 
@@ -117,9 +128,14 @@ class FlowPreview:
 
 
 def _node_line(node: PreviewNode, width: int) -> str:
-    parts = [f"  {node.id.ljust(width)}  {node.kind} {node.does}", f"[{node.isolation}]"]
+    does = typed_command(node.run) if node.run is not None else node.does
+    parts = [f"  {node.id.ljust(width)}  {node.kind} {does}", f"[{node.isolation}]"]
     if node.item is not None:
         parts.append(f"item={node.item!r}")
+    if node.prompt is not None:
+        parts.append(f"prompt={_excerpt(node.prompt)!r}")
+    if node.unrendered is not None:
+        parts.append(f"({node.unrendered})")
     if node.items_from is not None:
         parts.append(f"items: {node.items_from}")
     if node.retries:
@@ -131,6 +147,52 @@ def _node_line(node: PreviewNode, width: int) -> str:
         shown = [*node.depends_on[:6], *([f"and {more} more"] if more > 0 else [])]
         parts.append("<- " + ", ".join(shown))
     return "  ".join(parts)
+
+
+PROMPT_SHOWN = 80  # characters of a rendered prompt on the plan's one line per node
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PROMPT_SHOWN else flat[: PROMPT_SHOWN - 1] + "…"
+
+
+def render_instance(spec: FlowSpec, leg: LegSpec, item: str) -> dict[str, Any]:
+    """A fan-out instance's ``prompt`` and ``run`` rendered over the flow's vars and
+    ``item`` as the engine renders them, or ``unrendered``: why they are shown as written
+    (a template that reads another leg's outputs, known only at run time). TemplateError
+    for a template the run would fail on."""
+    task = leg.task
+    texts = [t for t in (task.prompt, *(task.run or ())) if t is not None and "{" in t]
+    reads = sorted({name for text in texts for name in referenced_legs(text)})
+    if reads:
+        return {"unrendered": f"reads legs.{reads[0]}: rendered at run time"}
+    context = {"vars": dict(spec.vars), "legs": {}, "item": item}
+
+    def one(text: str) -> str:
+        return render(text, context) if "{" in text else text
+
+    prompt = one(task.prompt) if task.prompt is not None else None
+    run = tuple(one(arg) for arg in task.run) if task.run is not None else None
+    return {"prompt": prompt, "run": run}
+
+
+def _instances(spec: FlowSpec, leg: LegSpec, common: dict[str, Any]) -> list[PreviewNode]:
+    """One node per item of a literal list, rendered; after a template error the other
+    items are not rendered (each render may take seconds)."""
+    items = leg.for_each.items if leg.for_each is not None else None
+    assert items is not None
+    made, failed = [], False
+    for index, item in enumerate(items):
+        if failed:
+            shown: dict[str, Any] = {"unrendered": "not rendered: an earlier item's failed"}
+        else:
+            try:
+                shown = render_instance(spec, leg, item)
+            except TemplateError as exc:
+                shown, failed = {"unrendered": f"the run would fail: {exc}"}, True
+        made.append(PreviewNode(id=instance_id(leg.id, index), item=item, **common, **shown))
+    return made
 
 
 def _does(leg: LegSpec) -> tuple[str, str]:
@@ -237,10 +299,7 @@ def preview_flow(
         if leg.for_each is None:
             made = [PreviewNode(id=leg.id, **common)]
         elif leg.for_each.items is not None:
-            made = [
-                PreviewNode(id=instance_id(leg.id, index), item=item, **common)
-                for index, item in enumerate(leg.for_each.items)
-            ]
+            made = _instances(spec, leg, common)
         else:
             source = f"the {leg.for_each.split} of {leg.for_each.artifact}, read at run time"
             made = [PreviewNode(id=f"{leg.id}[*]", items_from=source, **common)]

@@ -140,6 +140,7 @@ def _prune_batch(
     if options.dry_run:
         for row in rows:
             tally.count_pruned(kind)
+            tally.would_prune.append((kind, row.id, row.status))
             tally.bulk_bytes += int(row.bulk_bytes or 0)
             tally.file_bytes += tree_bytes(owned_run_dir(row.id, row.run_dir))
         return

@@ -31,6 +31,9 @@ REFUSAL_TEXT = {
 }
 
 DEFAULT_BATCH = 500
+# ``--older-than`` has no retention ceiling; this bound only keeps the cutoff a date a
+# calendar can show (36600d, a hundred years).
+MAX_OLDER_THAN = 100 * 366 * 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,8 @@ class Tally:
     files_removed: int = 0
     files_elsewhere: int = 0  # tombstones whose run directory is on another host
     problems: list[str] = field(default_factory=list)
+    # --dry-run: what would go, (kind, id, status), in the order gc would prune it
+    would_prune: list[tuple[str, str, str | None]] = field(default_factory=list)
 
     def count_pruned(self, kind: str, n: int = 1) -> None:
         self.pruned[kind] = self.pruned.get(kind, 0) + n

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lirun.durations import parse_seconds
 from lirun.errors import UsageError
 from lirun.exec.artifact_check_option import attach_artifact_checks
 from lirun.exec.profiles import parse_artifact_option
@@ -35,7 +36,7 @@ from lirun.exec.providers import ProviderNotFoundError, parse_provider_spec
 from lirun.exec.task import Task, check_task
 from lirun.flows.load import load_flow
 from lirun.lifecycle import policy_for
-from lirun.record.retention_rules import RetentionPolicy
+from lirun.record.retention_rules import MAX_OLDER_THAN, RetentionPolicy
 from lirun.schedules.durations import format_duration, parse_duration
 from lirun.shows.load import load_show
 
@@ -187,18 +188,7 @@ def _seconds(
     options: dict[str, list[str]], name: str, *, zero_is_off: bool = False
 ) -> float | None:
     text = _one(options, name)
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if zero_is_off and value == 0:
-        return 0.0
-    if not value > 0 or value != value or value == float("inf"):
-        off = " (0: off)" if zero_is_off else ""
-        raise UsageError(f"{name} {text!r}: expected a positive number of seconds{off}, e.g. 600")
-    return value
+    return None if text is None else parse_seconds(text, name, zero=zero_is_off)
 
 
 def resolve_cwd(text: str | None, base: str) -> str:
@@ -336,7 +326,7 @@ def _gc_policy(options: dict[str, list[str]], extra: list[str]) -> dict[str, Any
                 f"give one of {', '.join(sorted(terminal))}"
             )
     policy = RetentionPolicy(
-        older_than=parse_duration(older, "--older-than"),
+        older_than=parse_duration(older, "--older-than", high=MAX_OLDER_THAN),
         statuses=statuses,
         keep_failed="--keep-failed" in options,
     )

@@ -40,6 +40,7 @@ from lirun.schedules.definition import (
 from lirun.schedules.registry import MISSING
 from lirun.schedules.triggers import parse_trigger
 from lirun.yamlfile.lines import read_yaml, where
+from lirun.yamlfile.problems import did_you_mean
 
 TOP_KEYS = frozenset({"schedules", "missing"})
 ENTRY_KEYS = frozenset(
@@ -69,8 +70,8 @@ def _unknown(path: Path, node: Any, allowed: frozenset[str], what: str) -> None:
     unknown = [k for k in node if k not in allowed]
     if unknown:
         raise UsageError(
-            f"{where(path, node, unknown[0])}: unknown {what} key {str(unknown[0])!r}; "
-            f"allowed: {', '.join(sorted(allowed))}"
+            f"{where(path, node, unknown[0])}: unknown {what} key {str(unknown[0])!r}"
+            f"{did_you_mean(unknown[0], allowed)} (allowed: {', '.join(sorted(allowed))})"
         )
 
 

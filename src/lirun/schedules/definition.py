@@ -13,7 +13,7 @@ from typing import Any
 
 from lirun.errors import UsageError
 from lirun.schedules.actions import Action
-from lirun.schedules.durations import MAX_SECONDS, format_duration, parse_duration
+from lirun.schedules.durations import format_duration, parse_duration
 from lirun.schedules.triggers import Trigger
 from lirun.store.rows import ScheduleRow
 
@@ -106,10 +106,6 @@ def _count(value: Any, what: str, minimum: int) -> int:
 
 def _seconds(value: Any, what: str) -> int:
     """DURATION text, or whole seconds (an apply file's ``start_deadline: 90``)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 0 < value <= MAX_SECONDS:
-            raise UsageError(f"{what} {value!r}: give 1 to {MAX_SECONDS} seconds, or e.g. 1h30m")
-        return value
     return parse_duration(value, what)
 
 

@@ -11,23 +11,30 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from shutil import which
 from typing import Any
 
-from lirun.settings import MAX_SECONDS
+from lirun.durations import parse_seconds
+from lirun.errors import UsageError
 from lirun.yamlfile.lines import LineMap
 
-__all__ = ["ProblemReader", "is_seconds"]
+__all__ = ["ProblemReader", "did_you_mean", "file_seconds"]
 
 
-def is_seconds(value: object) -> bool:
-    """A positive, finite number of seconds up to MAX_SECONDS (``.nan`` and ``.inf``, which
-    YAML reads as floats, are not)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return 0 < value <= MAX_SECONDS  # False for nan; inf is over the bound
+def did_you_mean(key: object, allowed: Iterable[str]) -> str:
+    """``; did you mean 'every'?`` when ``key`` is close to one of ``allowed``, else
+    ``""``: the suggestion every file's unknown key gets (flow, show, schedule, profile)."""
+    close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def file_seconds(value: object, what: str, *, zero: bool = False) -> float:
+    """A duration key's value: a number of seconds as YAML reads it (``90``, ``2.5``) or
+    DURATION text (``20m``, ``1h30m``); UsageError naming ``what`` otherwise (``.nan`` and
+    ``.inf``, which YAML reads as floats, too)."""
+    return parse_seconds(value, what, zero=zero)
 
 
 class ProblemReader:
@@ -76,12 +83,10 @@ class ProblemReader:
             self.at_line(line, f"{label}{key!r} is given twice")
         for key in node:
             if key not in allowed:
-                close = difflib.get_close_matches(str(key), allowed, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
                 self.problem(
                     node,
                     key,
-                    f"{label}unknown key {str(key)!r}{hint} (allowed: "
+                    f"{label}unknown key {str(key)!r}{did_you_mean(key, allowed)} (allowed: "
                     f"{', '.join(sorted(allowed))})",
                 )
 
@@ -102,30 +107,24 @@ class ProblemReader:
         return value
 
     def seconds(self, node: Mapping[str, Any], key: str, label: str) -> float | None:
-        value = node.get(key)
-        if value is None:
-            return None
-        if not is_seconds(value):
-            self.problem(
-                node,
-                key,
-                f"{label}{key} must be a positive number of seconds (finite, at most "
-                f"{MAX_SECONDS:,.0f}), got {value!r}",
-            )
-            return None
-        return float(value)
+        """A duration key (``timeout: 600`` or ``timeout: 10m``), positive."""
+        return self._duration(node, key, label, zero=False)
 
     def stall_seconds(self, node: Mapping[str, Any], key: str, label: str) -> float | None:
-        """``stall_timeout``: seconds, or 0 to turn the stall limit off."""
+        """``stall_timeout``: a duration, or 0 to turn the stall limit off."""
+        return self._duration(node, key, label, zero=True)
+
+    def _duration(
+        self, node: Mapping[str, Any], key: str, label: str, *, zero: bool
+    ) -> float | None:
         value = node.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            self.problem(
-                node, key, f"{label}{key} must be a number of seconds (0: off), got {value!r}"
-            )
+        try:
+            return file_seconds(value, f"{label}{key}", zero=zero)
+        except UsageError as exc:
+            self.problem(node, key, str(exc))
             return None
-        return float(value)
 
     def command(
         self, node: Mapping[str, Any], key: str, label: str
