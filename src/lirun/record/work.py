@@ -98,7 +98,8 @@ def describe_work(evidence: object, verification: object = None) -> Work:
     """The work a record's evidence (a list of entries) and artifact verification show."""
     entries = [e for e in evidence if isinstance(e, Mapping)] if isinstance(evidence, list) else []
     reply = any(
-        e.get("kind") == "assistant_output" or (e.get("kind") == "agent_activity" and e.get("reply"))
+        e.get("kind") == "assistant_output"
+        or (e.get("kind") == "agent_activity" and e.get("reply"))
         for e in entries
     )
     cwd = next((e for e in entries if e.get("kind") in ("git", "cwd")), None)
