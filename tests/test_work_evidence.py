@@ -18,6 +18,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from lirun.record.changes import GitCallFailed, counted
 from lirun.record.evidence import check_completion_evidence, take_start_snapshot
 from lirun.record.work import describe_work
 from lirun.store import Store
@@ -246,3 +247,20 @@ def test_require_change_is_in_li_agent_help(li_env: dict[str, str], tmp_path: Pa
     shown = run_li("agent", "--help", env=li_env, cwd=tmp_path)
     assert "--require-change" in shown.stdout
     assert "a reply alone is not evidence of work" in " ".join(shown.stdout.split())
+
+
+def test_a_failed_count_leaves_it_unknown_and_never_costs_the_comparison() -> None:
+    def git_that_times_out_on_diff(*args: str) -> str:
+        if args[0] == "diff":
+            raise GitCallFailed("git diff timed out after 5s; no opinion")
+        return "abc1234\n"
+
+    start = {"head": "f" * 40, "dirty_at_start": {}}
+    assert counted(git_that_times_out_on_diff, "/nowhere", start, [], (), 1) == {
+        "commit_ids": [],
+        "files_changed": None,
+    }
+    assert counted(lambda *a: "", "/nowhere", {"head": None}, [], (), 0) == {
+        "commit_ids": [],
+        "files_changed": None,  # the start kept no per-file ids
+    }

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
+from typing import TypedDict
 
 from lirun.record.fingerprint import content_id
 
 __all__ = [
     "MAX_COMMIT_IDS",
     "MAX_DIRTY_AT_START",
+    "Counted",
+    "GitCallFailed",
     "commit_ids",
+    "counted",
     "dirty_at_start",
     "files_changed",
 ]
@@ -33,6 +37,15 @@ _ID_CHARS = 16  # of a content id: enough to tell two versions of one file apart
 
 # stdout of a git call that must succeed (evidence._Git.ok: bounded by its timeout).
 GitOut = Callable[..., str]
+
+
+class GitCallFailed(Exception):
+    """A git call failed or timed out (the evidence probe's own failure is one)."""
+
+
+class Counted(TypedDict):
+    commit_ids: list[str]
+    files_changed: int | None
 
 
 def _id(top: str, path: str) -> str:
@@ -87,3 +100,21 @@ def files_changed(
     }
     changed |= {path for path, was in before.items() if _id(top, path) != was}
     return len(changed)
+
+
+def counted(
+    ok: GitOut,
+    top: str,
+    start: Mapping[str, object],
+    now: Iterable[tuple[str, str]],
+    roots: tuple[str, ...],
+    commits: int,
+) -> Counted:
+    """The commits' first ids and the files changed; a git call that fails here leaves
+    them unknown and never costs the comparison it adds to."""
+    try:
+        head = start.get("head")
+        ids = commit_ids(ok, head if isinstance(head, str) else None) if commits else []
+        return {"commit_ids": ids, "files_changed": files_changed(ok, top, start, now, roots)}
+    except GitCallFailed:
+        return {"commit_ids": [], "files_changed": None}

@@ -91,7 +91,7 @@ class StartSnapshot(TypedDict):
     dirty_at_start: NotRequired[dict[str, str] | None]
 
 
-class _ProbeFailed(Exception):
+class _ProbeFailed(changes.GitCallFailed):
     """Internal: a git call failed or timed out; the message is the evidence reason."""
 
 
@@ -406,7 +406,6 @@ def _since_start_git(
     tree = fingerprint.of_paths(top, entries)
     tree_changed = fingerprint.compare(_start_tree(start), tree)
     commits = _commits_since(git, start.get("head"))
-    ids = changes.commit_ids(git.ok, start.get("head")) if commits else []
     capped = tree.capped or start.get("capped")
     changed = _any_change(commits, tree_changed)
     label = _change_label(commits, tree_changed, capped, "working tree")
@@ -422,8 +421,7 @@ def _since_start_git(
         "branch_at_start": start.get("branch"),
         "branch": _branch(git),
         "capped": capped,
-        "commit_ids": ids,
-        "files_changed": changes.files_changed(git.ok, top, start, entries, roots),
+        **changes.counted(git.ok, top, start, entries, roots, commits),
         "reason": f"{label} ({adr['reason']})",
     }
 
