@@ -46,9 +46,10 @@ def test_a_silent_command_that_exits_0_is_completed_by_its_exit_code(
         0,
     )
     assert row["status_reason_summary"] == "completed: command exited 0"
-    assert row["status_evidence_refs"] == [
-        {"kind": "exit_code", "exit_code": 0, "label": "command exited 0"}
-    ]
+    exit_code, cwd = row["status_evidence_refs"]
+    assert exit_code == {"kind": "exit_code", "exit_code": 0, "label": "command exited 0"}
+    # the exit code decided; what the cwd's comparison saw (nothing) is recorded after it
+    assert (cwd["kind"], cwd["changed"], cwd["commits_since_start"]) == ("git", False, 0)
     assert "completed (run.completed.ok)" in proc.stderr
 
 

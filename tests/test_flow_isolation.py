@@ -262,3 +262,28 @@ def test_li_flow_clean_removes_worktrees_and_merged_leg_branches_keeps_the_rest(
     nothing = run_li("flow", "clean", inv, env=li_env, cwd=repo)
     assert nothing.returncode == 0
     assert "nothing to clean" in nothing.stdout
+
+
+def test_a_shared_leg_whose_reply_did_not_count_cannot_prove_work_by_a_change_alone(
+    db_url: str, repo: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``require_change`` the reply is kept in the record but labelled not counted:
+    it is not the leg's own proof, so its only proof is still the shared tree's change."""
+    _use(monkeypatch, "claude/success.jsonl", fake_claude)  # a reply, and a change
+    agent = Task(agent="claude", prompt="edit", require_change=True)
+    spec = FlowSpec(
+        legs=(
+            LegSpec("agent", agent, isolation="shared"),
+            LegSpec("beside", Task(run=("sh", "-c", "sleep 0.1; echo ok"))),
+        ),
+        cwd=str(repo),
+        parallel=2,
+    )
+    report = run_flow(spec, db_url=db_url)
+    legs = {leg.id: leg for leg in report.legs}
+    assert legs["agent"].status == "completed"
+    with opened(db_url) as store:
+        session = store.get_entity("session", legs["agent"].session_id or "") or {}
+    (reply,) = [e for e in session["status_evidence_refs"] if e["kind"] == "assistant_output"]
+    assert reply["counted"] is False
+    assert (report.status, report.reason_code) == ("completed_empty", "run.completed_empty.leg")

@@ -93,6 +93,7 @@ FAST_PATH = {
     "lirun.signals", "lirun.run_output", "lirun.visible",
     "lirun.cli", "lirun.cli.common", "lirun.cli.diagnostics", "lirun.cli.main", "lirun.cli.parser",
     "lirun.cli.outcome_lines", "lirun.cli.render", "lirun.cli.status", "lirun.cli.wait",
+    "lirun.record", "lirun.record.work",
     "lirun.store", "lirun.store.base", "lirun.store.bulk_import", "lirun.store.connector",
     "lirun.store.core",
     "lirun.store.dbfile", "lirun.store.invocation_records", "lirun.store.list_reads",

@@ -368,7 +368,7 @@ ROWS: list[Row] = [
         ),
         "completed",
         "run.completed.ok",
-        (),
+        ("git",),
         {"artifact_verification_status": "warning", "invalid_artifact_ids": ["notes"]},
     ),
     Row(
@@ -423,7 +423,7 @@ ROWS: list[Row] = [
         ),
         "completed",
         "run.completed.ok",
-        (),
+        ("git",),
         {"artifact_verification_status": "warning", "missing_optional_artifact_ids": ["notes"]},
     ),
     Row(
@@ -439,14 +439,14 @@ ROWS: list[Row] = [
         F(verification=verification(failed=("r",)), completion_evidence=CLEAN),
         "failed",
         "run.failed.missing_artifact",
-        ("artifact",),
+        ("artifact", "git"),
     ),
     Row(
         "produced file skips the gate",
         F(verification=verification(produced=("r",)), completion_evidence=CLEAN),
         "completed",
         "run.completed.ok",
-        (),
+        ("git",),
     ),
     Row(
         "empty contract, nothing produced, clean",
@@ -462,7 +462,7 @@ ROWS: list[Row] = [
         F(has_assistant_output=True, completion_evidence=CLEAN),
         "completed",
         "run.completed.ok",
-        ("assistant_output",),
+        ("assistant_output", "git"),
     ),
     Row(
         "dirty tree keeps completed",
@@ -837,14 +837,14 @@ ROWS: list[Row] = [
         F(completion_evidence=DIR_UNCHANGED, has_assistant_output=True),
         "completed",
         "run.completed.ok",
-        ("assistant_output",),
+        ("assistant_output", "cwd"),
     ),
     Row(
         "a capped fingerprint that cannot tell is no opinion",
         F(completion_evidence=CAPPED),
         "completed",
         "run.completed.ok",
-        (),
+        ("git",),
         {"completion_evidence": CAPPED},
     ),
     Row(
@@ -860,7 +860,7 @@ ROWS: list[Row] = [
         F(has_assistant_output=True, completion_evidence=UNCHANGED, **DENIED_ALL),
         "completed_empty",
         "run.completed_empty.permission_denied",
-        ("git", "agent_activity"),
+        ("git", "agent_activity", "assistant_output"),
     ),
     Row(
         "every tool call denied, cwd not comparable",
@@ -886,7 +886,7 @@ ROWS: list[Row] = [
         ),
         "completed",
         "run.completed.ok",
-        ("assistant_output",),
+        ("assistant_output", "git"),
     ),
     Row(
         "no tool call, no reply, nothing changed",
@@ -907,7 +907,7 @@ ROWS: list[Row] = [
         F(completion_evidence=UNCHANGED, has_assistant_output=True, tool_calls=0),
         "completed",
         "run.completed.ok",
-        ("assistant_output",),
+        ("assistant_output", "git"),
     ),
     Row(
         "tool calls, no reply, nothing changed",
@@ -935,14 +935,14 @@ ROWS: list[Row] = [
         F(has_assistant_output=True, require_change=True, completion_evidence=UNCHANGED),
         "completed_empty",
         "run.completed_empty.no_evidence",
-        ("git",),
+        ("git", "assistant_output"),
     ),
     Row(
         "require_change: a change counts",
         F(has_assistant_output=True, require_change=True, completion_evidence=TREE_CHANGED),
         "completed",
         "run.completed.ok",
-        ("git",),
+        ("git", "assistant_output"),
     ),
     Row(
         "require_change: a produced artifact counts",
@@ -963,21 +963,21 @@ ROWS: list[Row] = [
         CMD(completion_evidence=UNCHANGED),
         "completed",
         "run.completed.ok",
-        ("exit_code",),
+        ("exit_code", "git"),
     ),
     Row(
         "command exit 0 outside git, nothing changed",
         CMD(completion_evidence=DIR_UNCHANGED),
         "completed",
         "run.completed.ok",
-        ("exit_code",),
+        ("exit_code", "cwd"),
     ),
     Row(
         "command output is no reply: no assistant_output evidence",
         CMD(has_assistant_output=True, completion_evidence=UNCHANGED),
         "completed",
         "run.completed.ok",
-        ("exit_code",),
+        ("exit_code", "git"),
     ),
     Row(
         "command non-zero exit fails whatever the mark",
@@ -1032,7 +1032,7 @@ ROWS: list[Row] = [
         CMD(require_change=True, completion_evidence=CAPPED),
         "completed",
         "run.completed.ok",
-        ("exit_code",),
+        ("exit_code", "git"),
     ),
     Row(
         "command declared an artifact it produced",
@@ -1074,7 +1074,7 @@ ROWS: list[Row] = [
         F(exit_code=0, has_assistant_output=True, completion_evidence=UNCHANGED),
         "completed",
         "run.completed.ok",
-        ("exit_code", "assistant_output"),
+        ("exit_code", "assistant_output", "git"),
     ),
     # extras close the list; decision metadata wins over caller metadata
     Row(
@@ -1196,8 +1196,33 @@ def test_a_summary_never_claims_evidence_that_was_not_seen(facts: OutcomeFacts) 
 
 def test_a_summary_names_the_evidence_it_saw() -> None:
     outcome = decide_outcome(F(has_assistant_output=True, completion_evidence=TREE_CHANGED))
-    assert outcome.summary.startswith("completed: non-empty assistant message")
-    assert "commit(s) since start" in outcome.summary
+    assert outcome.summary == "completed: reply, working tree changed"
+    committed = {**COMMIT_ON_TRUNK, "commit_ids": ["abc1234"], "files_changed": 3}
+    work = decide_outcome(F(has_assistant_output=True, completion_evidence=committed))
+    assert work.summary == "completed: reply, 1 commit (abc1234), 3 files changed"
+    talk = decide_outcome(F(has_assistant_output=True, completion_evidence=UNCHANGED))
+    assert talk.summary == "completed: reply only"
+
+
+def test_every_kind_of_evidence_is_recorded_whichever_the_gate_needed() -> None:
+    """A reply decides, but what the cwd's comparison saw is kept beside it, and an
+    uncounted reply is kept (labelled so) beside the change that decided."""
+    talk = decide_outcome(F(has_assistant_output=True, completion_evidence=UNCHANGED))
+    assert [e["kind"] for e in talk.evidence] == ["assistant_output", "git"]
+    assert talk.evidence[0]["counted"] is True
+    assert talk.evidence[1]["changed"] is False
+    strict = decide_outcome(
+        F(has_assistant_output=True, require_change=True, completion_evidence=COMMIT_ON_TRUNK)
+    )
+    assert [e["kind"] for e in strict.evidence] == ["git", "assistant_output"]
+    assert strict.evidence[1] == {
+        "kind": "assistant_output",
+        "label": "non-empty assistant message (not counted as work)",
+        "counted": False,
+    }
+    failed = decide_outcome(F(status="failed", exit_code=1, completion_evidence=COMMIT_ON_TRUNK))
+    assert failed.status == "failed"
+    assert "git" in [e["kind"] for e in failed.evidence]
 
 
 def test_a_command_that_exited_0_says_so_and_keeps_its_exit_code_as_evidence() -> None:

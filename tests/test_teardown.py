@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import lirun.record.facts
+import lirun.record.fingerprint
 from lirun.errors import UsageError, ValidationError
 from lirun.provider_errors import (
     ProviderError,
@@ -267,23 +268,44 @@ def test_completed_empty_in_a_clean_repo(
 
 
 @pytest.mark.parametrize("source", ["message", "extras"])
-def test_assistant_reply_keeps_completed_without_git_probe(
+def test_assistant_reply_keeps_completed_and_the_cwd_is_compared_beside_it(
     db_url: str,
     store: Store,
     run: RunDir,
     repo: Path,
-    monkeypatch: pytest.MonkeyPatch,
     source: str,
 ) -> None:
     ctx = start(run, db_url, cwd=str(repo))
-    forbid_git(monkeypatch)
     extras = {"assistant_text": "Done."} if source == "extras" else None
     if source == "message":
         store.sessions.append_message(run.run_id, role="assistant", content="Done.")
     assert teardown_persist_sync(ctx, extras=extras) == "completed"
     row = store.get_entity("session", run.run_id)
     assert row is not None
-    assert [e["kind"] for e in row["status_evidence_refs"]] == ["assistant_output"]
+    assert [e["kind"] for e in row["status_evidence_refs"]] == ["assistant_output", "git"]
+    assert row["status_evidence_refs"][1]["changed"] is False
+    assert row["status_reason_summary"] == "completed: reply only"
+
+
+def test_a_capped_start_is_not_compared_again_when_a_reply_decides(
+    db_url: str,
+    store: Store,
+    run: RunDir,
+    repo: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A start fingerprint that spent its budget is not walked again for the record's sake."""
+    monkeypatch.setattr(lirun.record.fingerprint, "MAX_FILES", 1)
+    for name in ("x.txt", "y.txt"):
+        (repo / name).write_text(name, encoding="utf-8")
+    ctx = start(run, db_url, cwd=str(repo))
+    assert ctx.start_snapshot is not None
+    assert ctx.start_snapshot["capped"]
+    forbid_git(monkeypatch)
+    assert teardown_persist_sync(ctx, extras={"assistant_text": "Done."}) == "completed"
+    assert [e["kind"] for e in store.get_entity("session", run.run_id)["status_evidence_refs"]] == [  # type: ignore[index]
+        "assistant_output"
+    ]
 
 
 def test_missing_required_artifact_fails(db_url: str, store: Store, run: RunDir) -> None:
@@ -306,7 +328,6 @@ def test_produced_artifact_skips_the_evidence_gate(
     db_url: str, store: Store, run: RunDir, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ctx = start(run, db_url, artifact_contract=REPORT, cwd=str(repo))
-    forbid_git(monkeypatch)
     (run.artifact_root / "out").mkdir(parents=True)
     (run.artifact_root / "out" / "report.md").write_text("# report\n", encoding="utf-8")
     assert teardown_persist_sync(ctx) == "completed"
@@ -315,6 +336,8 @@ def test_produced_artifact_skips_the_evidence_gate(
     verification = row["artifact_verification_json"]
     assert verification["status"] == "passed"
     assert verification["produced"][0]["id"] == "report"
+    # the gate needed nothing more, but the record still says what the cwd saw
+    assert [e["kind"] for e in row["status_evidence_refs"]] == ["git"]
 
 
 def test_artifact_root_that_is_a_file_misses_everything(
@@ -753,7 +776,8 @@ def test_a_commit_on_the_only_branch_during_the_run_counts(
     (git_ev,) = [e for e in row["status_evidence_refs"] if e["kind"] == "git"]
     assert git_ev["commits_since_start"] == 1
     assert git_ev["changed"] is True
-    assert "1 commit(s) since start" in row["status_reason_summary"]
+    sha = git(repo, "rev-parse", "--short", "HEAD").strip()
+    assert row["status_reason_summary"] == f"completed: 1 commit ({sha}), 1 file changed"
 
 
 @pytest.mark.parametrize(("work", "status"), [(False, "completed_empty"), (True, "completed")])
@@ -821,16 +845,16 @@ def test_a_command_marked_as_one_that_exited_0_is_completed_by_its_exit_code(
     db_url: str, store: Store, run: RunDir, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ctx = start(run, db_url, cwd=str(repo))
-    forbid_git(monkeypatch)  # its exit code decides: the cwd is never compared
     extras = {"command": True, "exit_code": 0}
     assert teardown_persist_sync(ctx, extras=extras) == "completed"
     row = store.get_entity("session", run.run_id)
     assert row is not None
     assert (row["status_reason_code"], row["exit_code"]) == ("run.completed.ok", 0)
     assert row["status_reason_summary"] == "completed: command exited 0"
-    assert row["status_evidence_refs"] == [
-        {"kind": "exit_code", "exit_code": 0, "label": "command exited 0"}
-    ]
+    # its exit code decides; what the cwd's comparison saw is recorded after it
+    exit_code, cwd = row["status_evidence_refs"]
+    assert exit_code == {"kind": "exit_code", "exit_code": 0, "label": "command exited 0"}
+    assert (cwd["kind"], cwd["changed"], cwd["files_changed"]) == ("git", False, 0)
 
 
 def test_a_command_that_asks_for_a_change_and_made_none_is_completed_empty(

@@ -134,7 +134,7 @@ def _program(args: Any, resolved: Any, settings: Settings) -> Any:
         prompt=prompt,
         model=model,
         options=options,
-        require_change=bool(resolved.defaults.get("require_change")),
+        require_change=args.require_change or bool(resolved.defaults.get("require_change")),
     )
 
 
@@ -164,6 +164,13 @@ def build_parser() -> CommandParser:
         help="no progress (assistant text, a tool call or result, a completed API call) for "
         "DUR: stop the agent, failed with the class of what it was doing (retry "
         "notices and warnings are not progress; default 600, 0: off)",
+    )
+    parser.add_argument(
+        "--require-change",
+        action="store_true",
+        help="a reply alone is not evidence of work: completed needs a change in the cwd "
+        "since the start (a commit, a changed file) or a produced artifact, else "
+        "completed_empty (as a profile's defaults: require_change: true)",
     )
     add_execution_options(parser)
     return parser

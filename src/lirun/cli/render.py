@@ -145,6 +145,7 @@ def record_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[s
         ("pruned", pruned_text(row, now)),
         ("reason", reason_text(row)),
         ("summary", row.get("status_reason_summary") or ""),
+        ("evidence", work_text(row.get("work"))),
         ("created", format_time(row.get("created_at"), now)),
         ("started", format_time(row.get("started_at"), now) if row.get("started_at") else ""),
         ("ended", format_time(row.get("ended_at"), now) if row.get("ended_at") else ""),
@@ -163,6 +164,11 @@ def exit_code_text(row: Mapping[str, Any]) -> str:
     if own is None:
         return "" if ours is None else str(ours)
     return f"{own} (lirun: {'-' if ours is None else ours})"
+
+
+def work_text(work: object) -> str:
+    """The ``evidence:`` line: what the run did, said by ``record.work`` ("reply only")."""
+    return str(work.get("summary") or "") if isinstance(work, Mapping) else ""
 
 
 def pruned_text(row: Mapping[str, Any], now: float) -> str:

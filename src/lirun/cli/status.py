@@ -146,6 +146,7 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
     detail["admin_events"] = [e.as_dict() for e in store.list_admin_events(row["id"])]
     if session is not None:
         detail["owner_verdict"] = owner_verdict(session, now)
+        detail["work"] = session_work(session)
     detail["liveness"] = liveness(kind, row, now)
     if kind == "invocation":
         detail["sessions"] = [
@@ -160,6 +161,17 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
         if talk is not None:
             detail["team"] = talk
     return detail
+
+
+def session_work(session: SessionRow) -> dict[str, Any] | None:
+    """What an ended execution's evidence says it did (``record.work``): "reply only",
+    "1 commit (abc1234), 3 files changed"; None while it runs."""
+    if session.status == "running":
+        return None
+    from lirun.record.work import describe_work
+
+    found = describe_work(session.status_evidence_refs, session.artifact_verification_json)
+    return found.as_dict()
 
 
 def schedule_chain(store: Store, row: dict[str, Any]) -> dict[str, Any]:

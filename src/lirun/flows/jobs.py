@@ -128,8 +128,8 @@ def _own_proof(row: SessionRow) -> bool:
     for ref in row.status_evidence_refs or ():
         if not isinstance(ref, Mapping):
             continue
-        if ref.get("kind") == "assistant_output":
-            return True
+        if ref.get("kind") == "assistant_output" and ref.get("counted", True):
+            return True  # a reply the gate did not count is kept, labelled so
         if ref.get("kind") == "exit_code" and ref.get("label") == COMMAND_EXITED_0:
             return True
     return False

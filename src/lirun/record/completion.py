@@ -6,6 +6,10 @@ own stream shows it did nothing is ``completed_empty`` even when the cwd cannot 
 command (``OutcomeFacts.command``) that exited 0 is completed by its exit code, unless
 it asked for evidence of work (``require_change``, declared artifacts): then only a
 change or a produced artifact counts, never its stdout. Pure: the facts come in whole.
+
+Whichever evidence the gate needed, ``note_work`` (the last step) records every kind the
+facts hold: the reply, and what the cwd's comparison saw (a change or none, with the
+commits' ids and the files changed), so a record tells work from talk (``record.work``).
 """
 
 from __future__ import annotations
@@ -16,16 +20,19 @@ from typing import Any
 
 from lirun.reasons import describe
 from lirun.record.outcome_types import Outcome, OutcomeFacts
+from lirun.record.work import describe_work
 
 __all__ = [
     "COMMAND_EXITED_0",
     "apply_completion_gate",
     "exit_code_decides",
+    "note_work",
     "produced_any",
     "wants_change_check",
 ]
 
 COMMAND_EXITED_0 = "command exited 0"
+REPLY = "non-empty assistant message"
 
 
 def produced_any(facts: OutcomeFacts) -> bool:
@@ -61,9 +68,17 @@ def _work_evidence(evidence: Mapping[str, Any]) -> dict[str, Any]:
             "head",
             "branch_at_start",
             "branch",
+            "commit_ids",
+            "files_changed",
         )
         entry.update({k: evidence.get(k) for k in keys if k in evidence})
     return entry
+
+
+def _reply_entry(counted: bool) -> dict[str, Any]:
+    """The agent replied; ``counted``: the gate took the reply as evidence of work."""
+    label = REPLY if counted else f"{REPLY} (not counted as work)"
+    return {"kind": "assistant_output", "label": label, "counted": counted}
 
 
 def _reply_counts(facts: OutcomeFacts) -> bool:
@@ -177,18 +192,21 @@ def apply_completion_gate(outcome: Outcome, facts: OutcomeFacts) -> Outcome:
     if checked is not None:
         metadata["completion_evidence"] = dict(checked)
     if facts.start_snapshot is not None:
-        metadata["start_snapshot"] = dict(facts.start_snapshot)
+        # the per-file content ids are teardown's working data, not the record's
+        metadata["start_snapshot"] = {
+            k: v for k, v in facts.start_snapshot.items() if k != "dirty_at_start"
+        }
     change = _change_seen(checked)
     empty = _agent_did_nothing(facts, change)
     if empty is not None:
         return _completed_empty(empty, outcome, facts, metadata)
     found: list[dict[str, Any]] = []
     if _reply_counts(facts):
-        found.append({"kind": "assistant_output", "label": "non-empty assistant message"})
+        found.append(_reply_entry(True))
     if change and checked is not None:
         found.append(_work_evidence(checked))
     if found:
-        seen = "; ".join(str(e["label"]) for e in found)
+        seen = describe_work(found).summary
         summary = f"completed: {seen}" if outcome.reason_code == "run.completed.ok" else None
         return replace(
             outcome,
@@ -201,3 +219,26 @@ def apply_completion_gate(outcome: Outcome, facts: OutcomeFacts) -> Outcome:
         summary = f"completed; no evidence of work was seen (cwd: {cause or 'not checked'})"
         return replace(outcome, summary=summary, metadata=metadata)
     return _completed_empty("run.completed_empty.no_evidence", outcome, facts, metadata)
+
+
+def note_work(outcome: Outcome, facts: OutcomeFacts) -> Outcome:
+    """The last step: every kind of evidence of work the facts hold is recorded, whichever
+    the gate needed (or none: a command's exit code, a produced artifact, a failure).
+
+    An agent's reply the gate did not count, and the cwd's comparison when it ran and no
+    entry of it is there yet (no change seen, or a run the gate never judged), are added
+    after the others. The status and reason never change here.
+    """
+    kinds = {e.get("kind") for e in outcome.evidence}
+    added: list[dict[str, Any]] = []
+    if facts.has_assistant_output and not facts.command and "assistant_output" not in kinds:
+        added.append(_reply_entry(False))
+    checked = facts.completion_evidence
+    if checked is not None and checked.get("checked") and not kinds & {"git", "cwd"}:
+        added.append(_work_evidence(checked))
+    if not added:
+        return outcome
+    metadata = dict(outcome.metadata)
+    if checked is not None:
+        metadata.setdefault("completion_evidence", dict(checked))
+    return replace(outcome, evidence=[*outcome.evidence, *added], metadata=metadata)

@@ -6,7 +6,8 @@ excluded); outside git, a bounded fingerprint of the cwd (paths, sizes, mtimes).
 ``check_completion_evidence(..., start=snapshot)`` compares against it at teardown:
 ``changed`` is True for commits reachable from HEAD now that were not at start, or a
 fingerprint that moved; None when it cannot tell (the reason says why). The ADR's fields
-(``dirty``, ``commits_ahead`` of a base) are still reported, for readers.
+(``dirty``, ``commits_ahead`` of a base) are still reported, for readers; in git, so are
+the first commits' ids and how many files changed (``changes``).
 
 ``checked=False`` means "no opinion" (no cwd, not a repository without a start snapshot,
 no git, a probe failed) and must never demote a completion. Without ``start`` the ADR's
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from shutil import which
 from typing import NotRequired, TypedDict
 
-from lirun.record import fingerprint
+from lirun.record import changes, fingerprint
 from lirun.record.fingerprint import Fingerprint
 
 __all__ = [
@@ -70,6 +71,8 @@ class CompletionEvidence(TypedDict):
     branch_at_start: NotRequired[str | None]
     branch: NotRequired[str | None]
     capped: NotRequired[str | None]
+    commit_ids: NotRequired[list[str]]
+    files_changed: NotRequired[int | None]
 
 
 class StartSnapshot(TypedDict):
@@ -85,9 +88,10 @@ class StartSnapshot(TypedDict):
     capped: str | None
     reason: str
     excluded: NotRequired[list[str]]
+    dirty_at_start: NotRequired[dict[str, str] | None]
 
 
-class _ProbeFailed(Exception):
+class _ProbeFailed(changes.GitCallFailed):
     """Internal: a git call failed or timed out; the message is the evidence reason."""
 
 
@@ -268,11 +272,6 @@ def _status_entries(git: _Git, exclude: tuple[str, ...]) -> tuple[str, list[tupl
     return top, entries
 
 
-def _git_tree(git: _Git, exclude: tuple[str, ...]) -> Fingerprint:
-    top, entries = _status_entries(git, exclude)
-    return fingerprint.of_paths(top, entries)
-
-
 def _head(git: _Git) -> str | None:
     proc = git.run("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     return proc.stdout.strip() or None if proc.returncode == 0 else None
@@ -343,12 +342,14 @@ def take_start_snapshot(
     opened = _open_repo(where)
     try:
         if isinstance(opened, _Git) and _is_repo(opened):
-            tree = _git_tree(opened, roots)
+            top, entries = _status_entries(opened, roots)
+            tree = fingerprint.of_paths(top, entries)
             head, branch = _head(opened), _branch(opened)
             label = f"HEAD {head[:12] if head else '(no commits)'} on {branch or 'detached HEAD'}"
-            return _snapshot(
+            taken = _snapshot(
                 True, "git", label, head=head, branch=branch, tree=tree, excluded=roots
             )
+            return {**taken, "dirty_at_start": changes.dirty_at_start(top, entries)}
     except _ProbeFailed as exc:
         return _snapshot(False, None, str(exc))
     if where is None or not os.path.isdir(where):
@@ -401,7 +402,8 @@ def _since_start_git(
     git: _Git, start: StartSnapshot, base_ref: str | None, roots: tuple[str, ...]
 ) -> CompletionEvidence:
     adr = _probe(git, base_ref)
-    tree = _git_tree(git, roots)
+    top, entries = _status_entries(git, roots)
+    tree = fingerprint.of_paths(top, entries)
     tree_changed = fingerprint.compare(_start_tree(start), tree)
     commits = _commits_since(git, start.get("head"))
     capped = tree.capped or start.get("capped")
@@ -419,6 +421,7 @@ def _since_start_git(
         "branch_at_start": start.get("branch"),
         "branch": _branch(git),
         "capped": capped,
+        **changes.counted(git.ok, top, start, entries, roots, commits),
         "reason": f"{label} ({adr['reason']})",
     }
 

@@ -1,9 +1,11 @@
 """Gathering ``OutcomeFacts`` at teardown: the row, the artifact root, messages, the cwd.
 
-Only the facts the decision needs are fetched: the linked engine row only in the narrow
-ProviderError case, an agent's reply and the cwd's change since the start snapshot only
-while the candidate outcome is completed with no artifact file produced (and, for a
-command, only when it asked for evidence of work).
+Only the facts the decision needs are fetched from the database: the linked engine row
+only in the narrow ProviderError case, an agent's reply only while the candidate outcome
+is completed with no artifact file produced. The cwd's change since the start snapshot
+is compared for every run with a cwd (bounded git calls, the start's fingerprint caps;
+not when the start's fingerprint was capped and the gate does not need it), so the
+record says what the run did whichever evidence the gate needed (``note_work``).
 """
 
 from __future__ import annotations
@@ -142,6 +144,12 @@ def find_linked_row(ctx: PersistContext, uid: str) -> SessionRow | None:
     return row
 
 
+def _cheap(start: Mapping[str, Any] | None) -> bool:
+    """Whether to compare the cwd when the gate does not need it: not when the start's
+    fingerprint was capped (it spent its whole budget and can prove little)."""
+    return start is None or not start.get("capped")
+
+
 def gather_facts(
     ctx: PersistContext,
     row: SessionRow | None,
@@ -190,7 +198,7 @@ def gather_facts(
         facts = replace(
             facts, has_assistant_output=ctx.store.sessions.has_assistant_text(ctx.session_id)
         )
-    if needs_change_check(facts):
+    if needs_change_check(facts) or (bool(cwd or ctx.cwd) and _cheap(ctx.start_snapshot)):
         evidence = check_completion_evidence(
             cwd or ctx.cwd,
             base_ref=extras.base_ref,

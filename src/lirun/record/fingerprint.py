@@ -16,7 +16,15 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["MAX_FILES", "MAX_SECONDS", "Fingerprint", "compare", "of_paths", "of_tree"]
+__all__ = [
+    "MAX_FILES",
+    "MAX_SECONDS",
+    "Fingerprint",
+    "compare",
+    "content_id",
+    "of_paths",
+    "of_tree",
+]
 
 # The issue's bound for a start snapshot: cheap enough to take before every run.
 MAX_FILES = 20_000
@@ -50,7 +58,7 @@ class _Budget:
         return self.stop is None
 
 
-def _content(path: str) -> str:
+def content_id(path: str) -> str:
     """A short content identity: sha256 of a file, a link's target, or the entry's kind."""
     try:
         st = os.lstat(path)
@@ -86,7 +94,7 @@ def of_paths(
         if not budget.take():
             break
         digest.update(
-            f"{label}\0{rel}\0{_content(os.path.join(root, rel))}\n".encode(
+            f"{label}\0{rel}\0{content_id(os.path.join(root, rel))}\n".encode(
                 "utf-8", "surrogateescape"
             )
         )

@@ -32,6 +32,7 @@ from lirun.record.completion import (
     COMMAND_EXITED_0,
     apply_completion_gate,
     exit_code_decides,
+    note_work,
     produced_any,
     wants_change_check,
 )
@@ -330,6 +331,7 @@ STEPS: tuple[Step, ...] = (
     apply_artifact_verification,
     apply_completion_gate,
     apply_escalation,
+    note_work,
 )
 
 

@@ -51,6 +51,23 @@ def detail_components() -> dict[str, Schema]:
             }
         )
         | {"description": "One evidence entry said in words, with a small table or none"},
+        "Work": obj(
+            {
+                "summary": STR,
+                "reply": BOOL,
+                "checked": BOOL,
+                "commits": {"type": ["integer", "null"]},
+                "commit_ids": array(STR),
+                "files_changed": {"type": ["integer", "null"]},
+                "tree_changed": {"type": ["boolean", "null"]},
+                "artifacts": INT,
+            }
+        )
+        | {
+            "description": "What an ended execution's evidence says it did: 'reply only', "
+            "'reply, 1 commit (abc1234), 3 files changed' (li status's evidence line); "
+            "null while it runs"
+        },
         "RunPage": obj(
             {
                 "run": ref("StatusRow"),
@@ -89,6 +106,7 @@ def detail_components() -> dict[str, Schema]:
                 "admin_events": array(ref("AdminEvent")),
                 "liveness": _LIVENESS,
                 "explained": array(ref("Explained")),
+                "work": {"oneOf": [{"type": "null"}, ref("Work")]},
                 "command_line": {**STR_OR_NULL, "description": "a command run's argv as typed"},
             },
             {"label": {**STR_OR_NULL, "description": "a gate run's play and show"}},

@@ -53,12 +53,16 @@ def _work(ref: Mapping[str, Any]) -> Explained:
             if changed is False
             else "working tree changes unknown"
         )
+    if ref.get("files_changed") is not None:
+        parts.append(f"{_plural(int(ref['files_changed']), 'file')} changed")
     if ref.get("commits_ahead") is not None:
         parts.append(f"{ref['commits_ahead']} ahead of {ref.get('base_ref') or 'its base'}")
     where = "the git repository" if ref.get("kind") == "git" else "its directory"
     sentence = f"In {where}: " + ("; ".join(parts) if parts else str(ref.get("label") or "")) + "."
     rows = [
         ("commits since start", _opt(commits)),
+        ("commits", ", ".join(map(str, ref.get("commit_ids") or ()))),
+        ("files changed", _opt(ref.get("files_changed"))),
         ("working tree changed", _yes(ref.get("tree_changed")) if "tree_changed" in ref else ""),
         ("commits ahead of base", _opt(ref.get("commits_ahead"))),
         ("uncommitted changes", _yes(ref.get("dirty")) if ref.get("dirty") is not None else ""),
@@ -149,7 +153,11 @@ _EXPLAIN: dict[str, Callable[[Mapping[str, Any]], Explained]] = {
     "artifact": _artifact,
     "owner_died": _owner_died,
     "assistant_output": lambda ref: Explained(
-        "assistant_output", "reply", "The agent's final reply counted as evidence of its work."
+        "assistant_output",
+        "reply",
+        "The agent replied; the reply did not count as evidence of work."
+        if ref.get("counted") is False
+        else "The agent's final reply counted as evidence of its work.",
     ),
     "exit_code": lambda ref: Explained(
         "exit_code", "exit code", f"The process exited with code {ref.get('exit_code')}."
