@@ -243,7 +243,7 @@ def test_architecture_md_lists_the_fast_path() -> None:
 
 
 def test_li_run_of_a_command_loads_no_agent_side(tmp_path: Path) -> None:
-    """`li run -- true` (bench_startup.py holds it to 15x) runs a command: the providers,
+    """`li run -- true` (bench_startup.py holds it to 12x) runs a command: the providers,
     their stream parsers' table and the agent legs are `li agent`'s, and PyYAML is read only
     for a named profile or playbook."""
     loaded = cli_modules(["run", "--", "true"], str(tmp_path / "state.db"), tmp_path / "home")
