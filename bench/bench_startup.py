@@ -6,7 +6,7 @@ Every figure is measured beside its reference in the same run, so a busy machine
 both alike (budgets in brackets; ARCHITECTURE.md, "The fast path"):
 - ``startup.<cmd>_median_ms`` and ``startup.<cmd>_ratio``: whole-process wall time of
   ``li wait ID`` on SQLite (a finished id) [<= 4x], ``li --help`` [<= 2.5x],
-  ``li status`` (the recent list) and ``li run -- true`` [<= 15x], each against
+  ``li status`` (the recent list) [<= 15x] and ``li run -- true`` [<= 12x], each against
   ``startup.python_bare_median_ms`` (``python -c pass``); the commands alternate run by
   run, ``--runs`` (>= 20) each, after the bytecode is compiled.
 - ``write.raw_per_s`` / ``write.async_per_s`` / ``write.async_to_raw_ratio``: guarded

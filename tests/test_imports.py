@@ -265,7 +265,7 @@ def test_architecture_md_lists_the_fast_path() -> None:
 
 
 def test_li_run_of_a_command_loads_no_agent_side(tmp_path: Path) -> None:
-    """`li run -- true` (bench_startup.py holds it to 15x) runs a command: the providers,
+    """`li run -- true` (bench_startup.py holds it to 12x) runs a command: the providers,
     their stream parsers' table and the agent legs are `li agent`'s, and PyYAML is read only
     for a named profile or playbook."""
     loaded = cli_modules(["run", "--", "true"], str(tmp_path / "state.db"), tmp_path / "home")
@@ -273,3 +273,21 @@ def test_li_run_of_a_command_loads_no_agent_side(tmp_path: Path) -> None:
     agent_side = {"lirun.exec.agent_legs", "lirun.exec.providers", "lirun.exec.task"}
     assert not loaded & agent_side, loaded & agent_side
     assert "yaml" not in top_level(loaded)
+
+
+def test_the_guard_process_starts_light() -> None:
+    """The owner's guard starts beside every `li run` (on the machine's other core, if it
+    has one): it imports what kills and notes, never the store, the record or the legs."""
+    src = str(Path(__file__).parent.parent / "src")
+    code = f"import sys; sys.path[:0] = [{src!r}]; import lirun.exec.guard"
+    probe = f"{code}\nimport json\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    loaded = set(json.loads(out.splitlines()[-1]))
+    heavy = {m for m in loaded if m.startswith(("lirun.store", "lirun.exec.legs", "lirun.record."))}
+    assert heavy <= {"lirun.record.credential"}, heavy

@@ -16,7 +16,13 @@ STARTING_INTERRUPTED = "li: interrupted while starting; nothing was started\n"
 def start() -> int:
     try:
         from lirun.cli.main import main as dispatch
+        from lirun.cli.main import starts_a_run
     except KeyboardInterrupt:
         sys.stderr.write(STARTING_INTERRUPTED)
         return 2
-    return dispatch()
+    code = dispatch()
+    if starts_a_run(sys.argv[1:]):  # its record is written: no interpreter teardown
+        from lirun.cli import quick_exit
+
+        quick_exit.end(code)
+    return code

@@ -108,7 +108,8 @@ class GlobalOptions:
         self.rest = args[i:]
 
 
-def _starts_a_run(args: list[str]) -> bool:
+def starts_a_run(args: list[str]) -> bool:
+    """``args`` (``li``'s own, without the program name) ask for a supervised execution."""
     args = GlobalOptions(args).rest
     return bool(args) and (args[0] in ("run", "agent") or args[:2] in SUPERVISING_SUBCOMMANDS)
 
@@ -151,7 +152,7 @@ def _dispatch(argv: list[str] | None) -> int:
     if GlobalOptions(args).rest[:1] in (["--db"], ["--db="]):
         sys.stderr.write("li: --db needs a value: a path, sqlite:///path or postgresql://...\n")
         return 2
-    if argv is None and _starts_a_run(args):
+    if argv is None and starts_a_run(args):
         # First thing, before any import that could be interrupted: a signal from now on
         # is recorded, and the exit code is always that of the stored status (or 2).
         _record_signals_early()

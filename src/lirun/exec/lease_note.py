@@ -15,9 +15,10 @@ import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lirun.exec.legs import LegOutcome
+if TYPE_CHECKING:  # a type only: the guard process imports this module, and must start light
+    from lirun.exec.legs import LegOutcome
 
 __all__ = ["NOTE_NAME", "LeaseNote", "judged", "take", "write"]
 

@@ -19,8 +19,6 @@ import os
 from pathlib import Path
 
 from lirun.logs import get_logger
-from lirun.store.pg_connect import passfile_entry
-from lirun.store.urls import url_password, url_without_credentials, with_passfile
 
 __all__ = ["CREDENTIAL_NAME", "child_url", "give", "remove"]
 
@@ -35,6 +33,11 @@ def give(state_root: Path, url: str) -> Path | None:
     """Write the password of ``url`` into ``state_root/db.pgpass`` (0600, made anew: a
     file or link already there is replaced, never written through); its path, or None
     when ``url`` has no password (nothing is written)."""
+    # Here, not at the top: the owner's guard imports this module only for ``remove``,
+    # and a guard that starts light competes less with its owner's own start.
+    from lirun.store.pg_connect import passfile_entry
+    from lirun.store.urls import url_password
+
     password = url_password(url)
     if password is None:
         return None
@@ -59,6 +62,8 @@ def give(state_root: Path, url: str) -> Path | None:
 def child_url(url: str, passfile: Path | None) -> str | None:
     """The database URL a run's child gets: ``url`` without its password, naming
     ``passfile`` when it has one; None when ``url`` cannot be parsed."""
+    from lirun.store.urls import url_without_credentials, with_passfile
+
     safe = url_without_credentials(url)
     if safe is None or passfile is None:
         return safe
