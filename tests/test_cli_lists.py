@@ -141,7 +141,7 @@ def test_attention_lists_what_needs_you_with_what_to_do(
     assert lines[0] == "2 things need you:"
     assert lines[1].startswith("- play api of show auth escalated (play.escalated.merge_conflict")
     assert lines[2] == f"    li show status {show.id}"
-    assert lines[4] == f"    li flow resume {flow}"
+    assert lines[4] == f"    li logs {flow}; li flow resume {flow}"
     code, out, _ = li(capsys, "attention", "--json")
     assert code == 1
     assert [i["kind"] for i in json.loads(out)] == ["play", "flow"]

@@ -488,7 +488,7 @@ def test_wait_and_status_name_the_artifact_root_not_the_run_dir(
     )
     assert (status["artifact_dir"], status["run_dir"]) == (str(save), summary["run_dir"])
     shown = run_li("status", summary["run_id"], env=li_env, cwd=tmp_path).stdout
-    assert f"artifact dir     {save}" in shown
+    assert re.search(rf"^artifact dir +{re.escape(str(save))}$", shown, re.MULTILINE), shown
 
 
 def test_an_invocation_shows_its_backing_sessions_artifact_root(
