@@ -334,3 +334,33 @@ def test_a_guard_that_stopped_reading_never_blocks_its_owner() -> None:
     assert fresh is not None
     assert fresh is not stuck
     assert fresh.proc.poll() is None
+
+
+PRIME = """
+import threading
+from lirun.exec import cgroup as cgroups
+before = open("/proc/self/cgroup").read()
+cgroups.prime()
+primes = [t for t in threading.enumerate() if t.name == "lirun-cgroup-prime"]
+for t in primes:
+    assert t.daemon
+    t.join(10)
+print(len(primes), open("/proc/self/cgroup").read() == before)
+"""
+
+
+@linux_only("cgroups")
+@pytest.mark.parametrize("mode", MODES)
+def test_priming_a_cgroup_move_leaves_li_where_it_was(mode: str) -> None:
+    """``cgroup.prime``, at the start of every execution, moves ``li`` into the cgroup it is
+    already in, in a daemon thread (the kernel's first move after a quiet spell waits for a
+    grace period; the child's join then does not): ``li`` stays where it was, and with
+    cgroups off nothing is started."""
+    if mode == "cgroup" and not _cgroups_here():
+        pytest.skip("no cgroup v2 this process may create cgroups in")
+    env = {**os.environ, cgroups.CGROUP_ENV: "off" if mode == "off" else ""}
+    done = subprocess.run(
+        [sys.executable, "-c", PRIME], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == (["1", "True"] if mode == "cgroup" else ["0", "True"])

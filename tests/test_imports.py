@@ -271,6 +271,7 @@ def test_li_run_of_a_command_loads_no_agent_side(tmp_path: Path) -> None:
     loaded = cli_modules(["run", "--", "true"], str(tmp_path / "state.db"), tmp_path / "home")
     assert "lirun.exec.legs" in loaded  # the probe ran the command
     agent_side = {"lirun.exec.agent_legs", "lirun.exec.providers", "lirun.exec.task"}
+    agent_side |= {"lirun.exec.stream", "lirun.exec.failure_text"}  # the stream parsers
     assert not loaded & agent_side, loaded & agent_side
     assert "yaml" not in top_level(loaded)
 

@@ -24,15 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lirun.errors import DatabaseError, StartInterruptedError
+from lirun.exec import cgroup as cgroups
 from lirun.exec import lease_note
 from lirun.exec.ending import Ending
 from lirun.exec.environment import child_env
 from lirun.exec.heartbeat import Heartbeat
 from lirun.exec.legs import Leg, LegContext, LegOutcome
+from lirun.exec.message import Message
 from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
 from lirun.exec.request import ExecutionRequest, ExecutionResult, run_id_of, settings_of
-from lirun.exec.stream import Message
 from lirun.exec.supervisor import ProcessResult, supervise
 from lirun.lifecycle import exit_code_for_status
 from lirun.liveness import (
@@ -474,6 +475,7 @@ def execute(
     the spool could take the outcome (its exit code is the outcome's: the run started).
     """
     request = replace(request, settings=settings_of(request))  # read once, for the run
+    cgroups.prime(request.settings)  # the child's join into its cgroup, sped up
     own = store is None
     db = store if store is not None else open_store(request.db_url)
     try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from lirun.exec.failure_text import class_for_text
+from lirun.exec.message import Message, MessageRole
 from lirun.exec.verdict import StreamVerdict
 from lirun.provider_errors import ProviderError, ProviderNonRetryableError, classified_error
 
@@ -35,8 +36,6 @@ EventKind = Literal[
     "warning",
     "unparsed",
 ]
-# ``output``: a command's stdout (li run, command legs): output, never an assistant reply.
-MessageRole = Literal["assistant", "tool_call", "tool_result", "usage", "system", "error", "output"]
 
 _ROLE_BY_KIND: dict[str, MessageRole] = {
     "session": "system",
@@ -70,14 +69,6 @@ _KEPT_EXTRA_TERMINALS = 5
 _KEPT_IGNORED_TYPES = 32
 _IGNORED_TYPE_CHARS = 80
 _OTHER_TYPES = "other"
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One row for ``db.append_message(session_id, role=..., content=...)``."""
-
-    role: MessageRole
-    content: str
 
 
 @dataclass(frozen=True, slots=True)
