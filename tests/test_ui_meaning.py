@@ -9,7 +9,6 @@ run has no duration."""
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,9 +23,8 @@ from lirun.flows.spec import FlowSpec, LegSpec
 from lirun.store import Store
 from lirun.teams.membership import preamble
 from lirun.ui.app import create_app
-from support.cli import li_command
 from support.storekit import raw_write
-from support.uikit import make_run
+from support.uikit import add_hourly_schedule, make_run
 
 ACTOR = "ops@host (li gc)"
 
@@ -231,12 +229,7 @@ def test_the_show_board_says_dependencies_and_attempts_left(
 def test_a_schedule_without_cost_says_so_and_a_skipped_run_has_no_duration(
     store: Store, client: TestClient, li_env: dict[str, str]
 ) -> None:
-    added = subprocess.run(
-        li_command("schedule", "add", "tick", "--every", "1h", "--", "run", "true"),
-        env=li_env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert added.returncode == 0, added.stderr
-    [schedule] = store.schedules.list_all()
+    schedule = add_hourly_schedule(store, li_env)
     for status, reason in (
         ("completed", "schedule.completed.ok"),
         ("skipped", "schedule.skipped.overlap"),

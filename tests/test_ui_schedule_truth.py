@@ -3,7 +3,6 @@ and a next fire time already past says no worker is live to fire it (both backen
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -12,8 +11,8 @@ from starlette.testclient import TestClient
 
 from lirun.store import Store
 from lirun.ui.app import create_app
-from support.cli import li_command
 from support.storekit import raw_write
+from support.uikit import add_hourly_schedule
 
 
 @pytest.fixture
@@ -25,12 +24,7 @@ def client(store: Store, db_url: str) -> Iterator[TestClient]:
 def test_cost_per_run_is_per_run_and_a_past_due_fire_says_no_worker_runs(
     store: Store, client: TestClient, li_env: dict[str, str]
 ) -> None:
-    added = subprocess.run(
-        li_command("schedule", "add", "tick", "--every", "1h", "--", "run", "true"),
-        env=li_env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert added.returncode == 0, added.stderr
-    [schedule] = store.schedules.list_all()
+    schedule = add_hourly_schedule(store, li_env)
     for cost in (0.25, 0.5, 0.75):
         inv = store.invocations.create(skill="scheduled")
         raw_write(

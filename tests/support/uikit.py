@@ -141,6 +141,17 @@ def run_flow(tmp: Path, env: dict[str, str], text: str) -> str:
     return proc.stdout.split("\t", 1)[0].strip()
 
 
+def add_hourly_schedule(store: Store, env: dict[str, str]) -> Any:
+    """``li schedule add tick --every 1h -- run true`` through the CLI; its row."""
+    added = subprocess.run(
+        li_command("schedule", "add", "tick", "--every", "1h", "--", "run", "true"),
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    [schedule] = store.schedules.list_all()
+    return schedule
+
+
 def free_socket() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
