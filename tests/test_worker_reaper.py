@@ -5,12 +5,19 @@ schedule allows; a queued run past its start deadline fails."""
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from lirun.exec.fence import Fence
+from lirun.schedules.actions import parse_action
+from lirun.schedules.definition import make_policies
+from lirun.schedules.outcomes import LEASE_LOST
 from lirun.schedules.runner import Runner, RunnerConfig
+from lirun.schedules.submit import submit
 from lirun.schedules.triggers import every_trigger
 from lirun.schedules.worker import reap
 from lirun.store import Store
@@ -81,3 +88,30 @@ def test_a_queued_run_past_its_deadline_fails_without_a_retry(store: Store, tmp_
         "schedule.failed.start_deadline",
     )
     assert row["started_at"] is None
+
+
+def test_a_run_the_worker_stopped_for_its_lease_keeps_that_cause_after_a_renewal(
+    store: Store, tmp_path: Path
+) -> None:
+    """The worker stops its runs when its fence's deadline passes and starts again once a
+    renewal lands: a run stopped that way ends ``lease_lost`` (and is retried) even when
+    the renewal resumed the worker before the run's ending was judged, and whatever the
+    guard's note found (the child gone already: this worker's signal, not its own end)."""
+    (tmp_path / "started").unlink(missing_ok=True)
+    action = parse_action(["run", "sh", "-c", "touch started; exec sleep 30"], base=str(tmp_path))
+    run = submit(store, action, policies=make_policies({"retries": 1}, None))
+    worker = Runner(RunnerConfig(db_url=store.url, worker_id="w1"), fence=Fence(60))
+    thread = threading.Thread(target=worker.handle, args=(run.id,))
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not (tmp_path / "started").exists() or not worker.running:
+        assert time.monotonic() < deadline, "the run never started"
+        time.sleep(0.02)
+    worker.stop_all(signal.SIGTERM, LEASE_LOST)
+    worker.resume()  # the renewal lands before the run's ending is judged
+    thread.join(30)
+    assert not thread.is_alive()
+    ended = run_row(store, run.id)
+    assert (ended["status"], ended["status_reason_code"]) == ("cancelled", LEASE_LOST)
+    (retry,) = store.schedules.retries_of(run.id)
+    assert retry.attempt == 2

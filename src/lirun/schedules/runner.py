@@ -109,6 +109,11 @@ class Runner:
         self.fence = fence
         self.enqueue = enqueue
         self._traps: dict[str, SignalTrap] = {}
+        # Why this worker stopped a run, kept per run from the moment it sent the signal:
+        # a renewal may resume the worker before the run's ending is judged, and the
+        # guard's note may find the child already gone (this worker's signal, not its own
+        # end), so neither ``stopping`` nor the note can say it afterwards.
+        self._stopped: dict[str, str] = {}
         self._guard = threading.Lock()
         self.stopping: int | None = None
         self.closing = threading.Event()  # the worker is going away: stop retrying writes
@@ -125,13 +130,16 @@ class Runner:
         with self._guard:
             self.stopping = signum
             self.stop_reason = reason
-            for trap in self._traps.values():
+            for run_id, trap in self._traps.items():
+                self._stopped.setdefault(run_id, reason)
                 trap.deliver(signum, describe(reason))
 
     def stop_run(self, run_id: str, signum: int) -> None:
         """Stop one running execution: its run is no longer this worker's."""
         with self._guard:
             trap = self._traps.get(run_id)
+            if trap is not None:
+                self._stopped.setdefault(run_id, LEASE_LOST)
         if trap is not None:
             trap.deliver(signum, "another worker took its run over: this worker's lease lapsed")
 
@@ -249,6 +257,7 @@ class Runner:
             with self._guard:
                 self._traps[run_id] = trap
                 if self.stopping is not None:
+                    self._stopped.setdefault(run_id, self.stop_reason)
                     trap.deliver(self.stopping, describe(self.stop_reason))
             began = time.monotonic()
             try:
@@ -261,6 +270,7 @@ class Runner:
             finally:
                 with self._guard:
                     self._traps.pop(run_id, None)
+                    self._stopped.pop(run_id, None)
 
     def _fenced(self, outcome: Outcome, began: float) -> Outcome:
         """A run that did not complete because the lease lapsed while its work ran was
@@ -284,7 +294,7 @@ class Runner:
 
     def _dispatch(self, store: Store, run_id: str, action: Action, trap: SignalTrap) -> Outcome:
         url = self.config.db_url
-        stopping = lambda: self.stop_reason if self.stopping is not None else None  # noqa: E731
+        stopping = lambda: self._stopped.get(run_id)  # noqa: E731
         settings = self._settings_of(store, run_id)
         if action.kind in ("agent", "run"):
             assert action.task is not None
