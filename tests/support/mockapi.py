@@ -10,10 +10,17 @@ local mock API"):
   here with 404 so it falls back to HTTPS at once): a turn is the Responses API's SSE.
 
 Scenarios: ``text`` (a text reply), ``tool`` (first a tool call that writes
-``TOOL_FILE``, then, once the request carries its result, a text reply), ``401``,
-``429`` (with ``retry-after: 1``), ``500``, ``529``, ``400`` (prompt too long), and
-``hang`` (accepts, reads the request, never answers). Connection refused needs no
-server: :func:`free_port` gives a port nobody listens on.
+``TOOL_FILE``, then, once the request carries its result, a text reply), the API's own
+error answers ``401``, ``403``, ``404`` (the model asked for does not exist), ``429``
+(with ``retry-after: 1``), ``500``, ``503``, ``529`` and ``400`` (prompt too long), and
+the transport faults, the same for every API: ``hang`` (accepts, reads the request,
+never answers), ``close`` (reads the request and closes the connection without a
+byte), ``cut`` (200, the start of the text answer, then the connection closes before
+the stream's end), ``malformed`` (200 ``text/event-stream`` whose data lines are not
+JSON) and ``stall`` (200, the start of the text answer, then silence on an open
+connection). An API family takes part in the faults by giving the start of its text
+answer (:data:`FIRST_CHUNKS`). Connection refused needs no server: :func:`free_port`
+gives a port nobody listens on.
 
 Every request is appended as one JSON line to ``log_path`` (method, path, headers, body)
 so a failing test shows what the CLI sent.
@@ -22,25 +29,40 @@ so a failing test shows what the CLI sent.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-SCENARIOS = ("text", "tool", "401", "429", "500", "529", "400", "hang")
+# Faults of the connection, not of the API: the handler plays them for every API family.
+TRANSPORT_FAULTS = ("hang", "close", "cut", "malformed", "stall")
+SCENARIOS = ("text", "tool", "401", "403", "404", "429", "500", "503", "529", "400",
+             *TRANSPORT_FAULTS)  # fmt: skip
 MODEL_CLAUDE = "claude-sonnet-4-5-20250929"
 MODEL_CODEX = "gpt-5-codex"
 REPLY_TEXT = "Hello from the mock API."
+# What a cut or stalled answer got out before the connection broke or fell silent.
+PARTIAL_TEXT = "Hello from "
 TOOL_FILE = "mock_note.txt"
 TOOL_FILE_CONTENT = "written by the agent through the mock API\n"
 TOOL_REPLY_TEXT = f"I wrote {TOOL_FILE}."
 
-# The providers' own error bodies, per status (their documented shapes).
+# The providers' own error bodies, per status (their documented shapes); ``{model}`` is
+# the model the request asked for.
 ANTHROPIC_ERRORS: dict[str, tuple[int, str, str]] = {
     "401": (401, "authentication_error", "invalid x-api-key"),
+    "403": (
+        403,
+        "permission_error",
+        "Your API key does not have permission to use the specified resource.",
+    ),
+    "404": (404, "not_found_error", "model: {model}"),
+    "503": (503, "api_error", "Service Unavailable"),
     "429": (429, "rate_limit_error", "Number of request tokens has exceeded your rate limit"),
     "500": (500, "api_error", "Internal server error"),
     "529": (529, "overloaded_error", "Overloaded"),
@@ -48,6 +70,19 @@ ANTHROPIC_ERRORS: dict[str, tuple[int, str, str]] = {
 }
 OPENAI_ERRORS: dict[str, tuple[int, str, str | None, str]] = {
     "401": (401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided"),
+    "403": (
+        403,
+        "request_forbidden",
+        "unsupported_country_region_territory",
+        "Country, region, or territory not supported",
+    ),
+    "404": (
+        404,
+        "invalid_request_error",
+        "model_not_found",
+        "The model `{model}` does not exist or you do not have access to it.",
+    ),
+    "503": (503, "server_error", None, "Service Unavailable"),
     "429": (429, "rate_limit_exceeded", "rate_limit_exceeded", "Rate limit reached for requests"),
     "500": (500, "server_error", None, "The server had an error processing your request"),
     "529": (529, "overloaded_error", None, "Overloaded"),
@@ -110,6 +145,13 @@ def claude_turn(blocks: list[dict[str, Any]], stop_reason: str, model: str) -> b
         ("message_stop", {"type": "message_stop"}),
     ]  # fmt: skip
     return sse(events)
+
+
+def claude_first_chunk(body: dict[str, Any]) -> bytes:
+    """The start of the Messages API text answer: up to the first text delta."""
+    model = str(body.get("model") or MODEL_CLAUDE)
+    whole = claude_turn([{"type": "text", "text": PARTIAL_TEXT}], "end_turn", model)
+    return whole[: whole.index(b"event: content_block_stop")]
 
 
 def claude_has_tool_result(body: dict[str, Any]) -> bool:
@@ -197,6 +239,55 @@ def codex_turn(items: list[dict[str, Any]], model: str) -> bytes:
     return sse(events)  # fmt: skip
 
 
+def codex_first_chunk(body: dict[str, Any]) -> bytes:
+    """The start of the Responses API text answer: up to the first text delta."""
+    model = str(body.get("model") or MODEL_CODEX)
+    response = {
+        "id": f"resp_{uuid.uuid4().hex[:24]}",
+        "object": "response",
+        "model": model,
+        "output": [],
+        "status": "in_progress",
+    }
+    item = {
+        "type": "message",
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "role": "assistant",
+        "status": "in_progress",
+        "content": [],
+    }
+    return sse([
+        ("response.created", {"type": "response.created", "response": response}),
+        ("response.output_item.added", {"type": "response.output_item.added",
+                                        "output_index": 0, "item": item}),
+        ("response.output_text.delta", {"type": "response.output_text.delta",
+                                        "item_id": item["id"], "output_index": 0,
+                                        "content_index": 0, "delta": PARTIAL_TEXT}),
+    ])  # fmt: skip
+
+
+# The start of each API's streamed text answer, by path prefix: what ``cut`` and ``stall``
+# send before the connection breaks or falls silent, and what ``malformed`` garbles.
+FIRST_CHUNKS: dict[str, Callable[[dict[str, Any]], bytes]] = {
+    "/v1/messages": claude_first_chunk,
+    "/v1/responses": codex_first_chunk,
+}
+
+
+def first_chunk(path: str, body: dict[str, Any]) -> bytes:
+    make = next((f for prefix, f in FIRST_CHUNKS.items() if path.startswith(prefix)), None)
+    return make(body) if make is not None else b""
+
+
+_DATA_LINE = re.compile(rb"^data:.*$", re.MULTILINE)
+
+
+def garbled(stream: bytes) -> bytes:
+    """``stream`` with every SSE data line replaced by text that is not JSON (the event
+    names stay, so a client that dispatches on them still tries to parse the data)."""
+    return _DATA_LINE.sub(b"data: {this is not json", stream) or b"data: {this is not json\n\n"
+
+
 def codex_answer(scenario: str, body: dict[str, Any]) -> bytes:
     model = str(body.get("model") or MODEL_CODEX)
     if scenario == "tool" and not codex_has_tool_output(body):
@@ -246,11 +337,10 @@ class _Handler(BaseHTTPRequestHandler):
         scenario = self.server.scenario
         if self.headers.get("upgrade", "").lower() == "websocket":
             self._send(404, "application/json", b'{"error":"no websockets here"}')
-        elif scenario == "hang":
-            self.server.stopping.wait()
-            self.close_connection = True
         elif "count_tokens" in self.path:
             self._send(200, "application/json", b'{"input_tokens": 12}')
+        elif scenario in TRANSPORT_FAULTS:
+            self._fault(scenario, first_chunk(self.path, body))
         elif self.path.startswith("/v1/messages"):
             self._answer_claude(scenario, body)
         elif self.path.startswith("/v1/responses"):
@@ -258,9 +348,35 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, "application/json", b'{"error":"not mocked"}')
 
+    def _fault(self, scenario: str, chunk: bytes) -> None:
+        """A transport fault, whatever the API: only ``chunk`` (the start of its text
+        answer) is the API's own."""
+        self.close_connection = True
+        if scenario in ("hang", "close"):
+            if scenario == "hang":
+                self.server.stopping.wait()
+            return  # not a byte: the connection closes when the handler returns
+        if scenario == "malformed":
+            self._send(200, "text/event-stream", garbled(chunk))
+            return
+        # cut, stall: a chunked stream (as the APIs stream) that never gets its last chunk.
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("request-id", f"req_mock_{uuid.uuid4().hex[:12]}")
+        self.end_headers()
+        if chunk:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        self.wfile.flush()
+        if scenario == "stall":
+            self.server.stopping.wait()
+        else:  # cut: drop the connection at once, no terminating chunk
+            self.connection.shutdown(socket.SHUT_RDWR)
+
     def _answer_claude(self, scenario: str, body: dict[str, Any]) -> None:
         if scenario in ANTHROPIC_ERRORS:
             status, kind, message = ANTHROPIC_ERRORS[scenario]
+            message = message.format(model=body.get("model") or MODEL_CLAUDE)
             error = {"type": "error", "error": {"type": kind, "message": message}}
             self._send(status, "application/json", json.dumps(error).encode(), scenario)
         else:
@@ -269,6 +385,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer_codex(self, scenario: str, body: dict[str, Any]) -> None:
         if scenario in OPENAI_ERRORS:
             status, kind, code, message = OPENAI_ERRORS[scenario]
+            message = message.format(model=body.get("model") or MODEL_CODEX)
             error = {"error": {"message": message, "type": kind, "param": None, "code": code}}
             self._send(status, "application/json", json.dumps(error).encode(), scenario)
         else:
