@@ -25,6 +25,8 @@ TEXTS = [
     ('API Error: 400 {"error":{"type":"invalid_request_error","message":"x"}}', "rejected"),
     ("unexpected status 400 Bad Request: context_length_exceeded", "rejected"),
     ("Your input exceeds the context window of this model.", "rejected"),
+    ("The model `gpt-5-codex` does not exist or you do not have access to it.", "rejected"),
+    ('{"error":{"code":"model_not_found"}}', "rejected"),
     # rate limit
     ("exceeded retry limit, last status: 429 Too Many Requests", "rate_limit"),
     ("API Error: Rate limit reached", "rate_limit"),
@@ -36,6 +38,15 @@ TEXTS = [
     ("exceeded retry limit, last status: 503 Service Unavailable", "server_error"),
     ("stream disconnected before completion: 503 Service Unavailable", "server_error"),
     ("unexpected status 500 Internal Server Error", "server_error"),
+    (
+        "API Error: API returned an empty or malformed response (HTTP 200) — check for a proxy "
+        "or gateway intercepting the request",
+        "server_error",
+    ),
+    (
+        "stream disconnected before completion: stream closed before response.completed",
+        "server_error",
+    ),
     # network
     (
         "Reconnecting... 2/5 (stream disconnected before completion: failed to lookup address "
@@ -44,6 +55,17 @@ TEXTS = [
     ),
     ("Reconnecting... waiting for network (Connection failed: error sending request)", "network"),
     ("API Error: Unable to connect to API (ConnectionRefused)", "network"),
+    ("API Error: Unable to connect to API (ECONNRESET)", "network"),
+    (
+        "API Error: Connection to the API was lost (ECONNRESET). This is usually temporary — "
+        "try again.",
+        "network",
+    ),
+    (
+        "stream disconnected before completion: Transport error: network error: error "
+        "decoding response body",
+        "network",
+    ),
     # nothing a person acts on: unclassified
     ("something odd happened", None),
     ("", None),

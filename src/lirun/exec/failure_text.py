@@ -37,7 +37,10 @@ TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "rejected",
             r"prompt is too long|prompt_too_long|context[_ ]length|context window"
             r"|maximum context|invalid_request_error|unexpected status 4(?:00|13|22)\b"
-            r"|\b400 bad request",
+            r"|\b400 bad request"
+            # An unknown model (Codex: "The model `x` does not exist or you do not have
+            # access to it", the API's model_not_found): fix the model, do not retry.
+            r"|model_not_found|model `[^`]*` does not exist",
         ),
         ("rate_limit", r"rate[ _-]?limit|too many requests|\b429\b"),
         ("overloaded", r"overload|\b529\b"),
@@ -45,14 +48,21 @@ TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "server_error",
             r"high demand|internal server error|service unavailable|bad gateway"
             r"|gateway timeout|server[_ ]error|" + _S + r"5\d\d\b"
-            r"|\b5\d\d (?:internal|service|bad gateway|gateway)",
+            r"|\b5\d\d (?:internal|service|bad gateway|gateway)"
+            # The API answered 200 but not with its stream: garbage (Claude Code) or a
+            # stream that ended without its last event (Codex, whose parser skips data
+            # that is not JSON). The connection worked, the answer did not.
+            r"|malformed response|stream closed before response\.completed",
         ),
         (
             "network",
             r"stream disconnected|failed to lookup address|error sending request"
             r"|unable to connect|connection ?refused|connection (?:reset|failed|closed)"
             r"|waiting for network|network is unreachable|dns error|timed out connecting"
-            r"|could not resolve host|econnrefused|enotfound|etimedout",
+            r"|could not resolve host|econnrefused|enotfound|etimedout"
+            # A connection lost mid-answer (Claude Code 2.1.197: "Connection to the API
+            # was lost (ECONNRESET)"; its assistant code says server_error).
+            r"|econnreset|connection (?:to the api )?was lost|connection dropped",
         ),
     )
 )
