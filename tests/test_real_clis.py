@@ -2,9 +2,11 @@
 
 Each case (``support.realcases``) runs the CLI from the cache (``scripts/install-clis``)
 inside a new network namespace (``unshare -n``, loopback up) beside a mock API that
-answers one scenario: a text reply, a tool call that writes a file, 401, 429 with
-``retry-after``, 500, 529, 400 "prompt too long", connection refused, a server that
-accepts and never answers, and lirun's own timeout while the CLI retries. Each test
+answers one scenario: a text reply, a tool call that writes a file, 401, 403, 404 (an
+unknown model), 429 with ``retry-after``, 500, 503, 529, 400 "prompt too long",
+connection refused, a connection closed without an answer, one closed mid-stream, a
+stream that is not JSON, a server that accepts and never answers, one that stalls after
+the first chunk, and lirun's own timeout while the CLI retries. Each test
 asserts what lirun stored: status, reason, the provider's own words in the summary and
 provider error, the retries counted, model, CLI version, and how long the run took.
 
