@@ -11,9 +11,11 @@ local mock API"):
 
 Scenarios: ``text`` (a text reply), ``tool`` (first a tool call that writes
 ``TOOL_FILE``, then, once the request carries its result, a text reply), ``401``,
-``429`` (with ``retry-after: 1``), ``500``, ``529``, ``400`` (prompt too long), and
-``hang`` (accepts, reads the request, never answers). Connection refused needs no
-server: :func:`free_port` gives a port nobody listens on.
+``429`` (with ``retry-after: 1``), ``500``, ``529``, ``400`` (prompt too long), ``model``
+(404: the model does not exist), ``hang`` (accepts, reads the request, never answers),
+``close`` (reads the request, closes the connection without a byte of answer) and ``cut``
+(a 200 stream's first events, then the connection closed mid-reply). Connection refused
+needs no server: :func:`free_port` gives a port nobody listens on.
 
 Every request is appended as one JSON line to ``log_path`` (method, path, headers, body)
 so a failing test shows what the CLI sent.
@@ -30,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-SCENARIOS = ("text", "tool", "401", "429", "500", "529", "400", "hang")
+SCENARIOS = ("text", "tool", "401", "429", "500", "529", "400", "model", "hang", "close", "cut")
 MODEL_CLAUDE = "claude-sonnet-4-5-20250929"
 MODEL_CODEX = "gpt-5-codex"
 REPLY_TEXT = "Hello from the mock API."
@@ -45,6 +47,7 @@ ANTHROPIC_ERRORS: dict[str, tuple[int, str, str]] = {
     "500": (500, "api_error", "Internal server error"),
     "529": (529, "overloaded_error", "Overloaded"),
     "400": (400, "invalid_request_error", "prompt is too long: 212345 tokens > 200000 maximum"),
+    "model": (404, "not_found_error", "model: claude-sonnet-4-5 does not exist"),
 }
 OPENAI_ERRORS: dict[str, tuple[int, str, str | None, str]] = {
     "401": (401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided"),
@@ -56,6 +59,12 @@ OPENAI_ERRORS: dict[str, tuple[int, str, str | None, str]] = {
         "invalid_request_error",
         "context_length_exceeded",
         "Your input exceeds the context window of this model.",
+    ),
+    "model": (
+        404,
+        "invalid_request_error",
+        "model_not_found",
+        "The model `gpt-5-codex` does not exist or you do not have access to it.",
     ),
 }
 
@@ -249,6 +258,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif scenario == "hang":
             self.server.stopping.wait()
             self.close_connection = True
+        elif scenario == "close":
+            self.close_connection = True  # not a byte of answer: the connection just ends
         elif "count_tokens" in self.path:
             self._send(200, "application/json", b'{"input_tokens": 12}')
         elif self.path.startswith("/v1/messages"):
@@ -263,6 +274,8 @@ class _Handler(BaseHTTPRequestHandler):
             status, kind, message = ANTHROPIC_ERRORS[scenario]
             error = {"type": "error", "error": {"type": kind, "message": message}}
             self._send(status, "application/json", json.dumps(error).encode(), scenario)
+        elif scenario == "cut":
+            self._send_cut(claude_answer("text", body))
         else:
             self._send(200, "text/event-stream", claude_answer(scenario, body))
 
@@ -271,8 +284,22 @@ class _Handler(BaseHTTPRequestHandler):
             status, kind, code, message = OPENAI_ERRORS[scenario]
             error = {"error": {"message": message, "type": kind, "param": None, "code": code}}
             self._send(status, "application/json", json.dumps(error).encode(), scenario)
+        elif scenario == "cut":
+            self._send_cut(codex_answer("text", body))
         else:
             self._send(200, "text/event-stream", codex_answer(scenario, body))
+
+    def _send_cut(self, stream: bytes) -> None:
+        """The stream's first events (up to its first text delta), then the connection
+        closed: no length, no end event, as when a proxy or the server drops it mid-reply."""
+        head = stream[: stream.index(b"\n\n", stream.index(b"delta")) + 2]
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("request-id", f"req_mock_{uuid.uuid4().hex[:12]}")
+        self.end_headers()
+        self.wfile.write(head)
+        self.wfile.flush()
+        self.close_connection = True
 
     def _send(self, status: int, content_type: str, payload: bytes, scenario: str = "") -> None:
         self.send_response(status)
