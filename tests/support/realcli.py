@@ -23,7 +23,7 @@ from pathlib import Path
 from lirun.exec.versions import parse_version
 from support import TESTS_DIR
 
-CLAUDE_VERSION = "2.1.197"
+CLAUDE_VERSION = "2.1.332"
 CODEX_VERSION = "0.171.0"
 INSTALLER = TESTS_DIR.parent / "scripts" / "install-clis"
 REQUIRE_ENV = "LIRUN_TEST_REQUIRE_REAL_CLI"

@@ -86,7 +86,7 @@ PROVIDERS: dict[str, ProviderSpec] = {
         build_command=build_claude_command,
         parser_factory=ClaudeStreamParser,
         version_in_stream=True,
-        tested_versions=("2.1.197", "2.1.197"),
+        tested_versions=("2.1.197", "2.1.332"),
     ),
     "codex": ProviderSpec(
         name="codex",
