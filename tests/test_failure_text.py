@@ -25,8 +25,14 @@ TEXTS = [
     ('API Error: 400 {"error":{"type":"invalid_request_error","message":"x"}}', "rejected"),
     ("unexpected status 400 Bad Request: context_length_exceeded", "rejected"),
     ("Your input exceeds the context window of this model.", "rejected"),
+    # an unknown model (Codex 0.171.0, Claude Code 2.1.197 and 2.1.332, the raw API)
     ("The model `gpt-5-codex` does not exist or you do not have access to it.", "rejected"),
-    ('{"error":{"code":"model_not_found"}}', "rejected"),
+    (
+        "There's an issue with the selected model (claude-x). It may not exist or you may not "
+        "have access to it. Run --model to pick a different model.",
+        "rejected",
+    ),
+    ('{"code":"model_not_found"}', "rejected"),
     # rate limit
     ("exceeded retry limit, last status: 429 Too Many Requests", "rate_limit"),
     ("API Error: Rate limit reached", "rate_limit"),
@@ -38,15 +44,6 @@ TEXTS = [
     ("exceeded retry limit, last status: 503 Service Unavailable", "server_error"),
     ("stream disconnected before completion: 503 Service Unavailable", "server_error"),
     ("unexpected status 500 Internal Server Error", "server_error"),
-    (
-        "API Error: API returned an empty or malformed response (HTTP 200) — check for a proxy "
-        "or gateway intercepting the request",
-        "server_error",
-    ),
-    (
-        "stream disconnected before completion: stream closed before response.completed",
-        "server_error",
-    ),
     # network
     (
         "Reconnecting... 2/5 (stream disconnected before completion: failed to lookup address "
@@ -55,7 +52,14 @@ TEXTS = [
     ),
     ("Reconnecting... waiting for network (Connection failed: error sending request)", "network"),
     ("API Error: Unable to connect to API (ConnectionRefused)", "network"),
+    # the newest wordings of a dropped connection (Claude Code 2.1.332 and others)
     ("API Error: Unable to connect to API (ECONNRESET)", "network"),
+    (
+        "API Error: Connection dropped (ECONNRESET). Check the gateway set in "
+        "ANTHROPIC_BASE_URL, then try again.",
+        "network",
+    ),
+    ("Reconnecting... (connection lost)", "network"),
     (
         "API Error: Connection to the API was lost (ECONNRESET). This is usually temporary — "
         "try again.",
@@ -66,6 +70,13 @@ TEXTS = [
         "decoding response body",
         "network",
     ),
+    ("the connection to the server was lost", "network"),
+    ("stream disconnected before completion: stream closed before response.completed", "network"),
+    (
+        "API Error: API returned an empty or malformed response (HTTP 200) — check for a proxy",
+        "network",
+    ),
+    ("which failed with: stream_truncated, StreamTruncatedError", "network"),
     # nothing a person acts on: unclassified
     ("something odd happened", None),
     ("", None),

@@ -1,10 +1,14 @@
-"""The pinned real CLIs for the contract tests (``-m real_cli``), from the cache.
+"""The real CLIs for the contract tests (``-m real_cli``), from the cache: pinned or newest.
 
 ``scripts/install-clis`` installs them into ``$LIRUN_CLI_CACHE`` (default
 ``~/.cache/lirun/clis``), one npm prefix per CLI and version, outside the clone so that
-CI and later runs reuse them. :func:`real_clis` installs them once per test session when
-they are missing and this machine can (root or a writable cache, npm; not with
-``LIRUN_TEST_NO_INSTALL=1``), and otherwise says what is missing.
+CI and later runs reuse them. ``LIRUN_TEST_CLI_VERSIONS`` picks which: ``pinned`` (the
+default, the versions below) or ``latest`` (what ``scripts/install-clis --latest`` last
+installed, ``<name>-latest`` in the cache; ``scripts/drift`` runs the suite so).
+:func:`real_clis` installs them once per test session when they are missing and this
+machine can (root or a writable cache, npm; not with ``LIRUN_TEST_NO_INSTALL=1``), and
+otherwise says what is missing. The version each run must record is the one the
+executable reports (``--version``), never assumed from the pin.
 """
 
 from __future__ import annotations
@@ -16,12 +20,31 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from lirun.exec.versions import parse_version
 from support import TESTS_DIR
 
-CLAUDE_VERSION = "2.1.197"
+CLAUDE_VERSION = "2.1.332"
 CODEX_VERSION = "0.171.0"
 INSTALLER = TESTS_DIR.parent / "scripts" / "install-clis"
 REQUIRE_ENV = "LIRUN_TEST_REQUIRE_REAL_CLI"
+VERSIONS_ENV = "LIRUN_TEST_CLI_VERSIONS"
+
+
+@dataclass(frozen=True)
+class Cli:
+    """One CLI as scripts/install-clis names it: its cache name, package, pin, executable."""
+
+    provider: str
+    name: str
+    package: str
+    pinned: str
+    bin: str
+
+
+CLIS = {
+    "claude": Cli("claude", "claude-code", "@anthropic-ai/claude-code", CLAUDE_VERSION, "claude"),
+    "codex": Cli("codex", "codex", "@openai/codex", CODEX_VERSION, "codex"),
+}
 
 
 def cache_dir() -> Path:
@@ -29,39 +52,81 @@ def cache_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "lirun" / "clis"
 
 
+def wanted_versions() -> str:
+    """``pinned`` or ``latest``, from ``$LIRUN_TEST_CLI_VERSIONS``; anything else is a
+    mistake the run should stop on, not a silent fallback to the pins."""
+    value = os.environ.get(VERSIONS_ENV, "pinned").strip() or "pinned"
+    if value not in ("pinned", "latest"):
+        raise ValueError(f"{VERSIONS_ENV}={value!r}: use pinned (the default) or latest")
+    return value
+
+
 @dataclass(frozen=True)
 class RealClis:
     claude: Path
     codex: Path
+    # provider → the version its executable reports (``--version``).
+    versions: dict[str, str]
+
+    def path(self, provider: str) -> Path:
+        return {"claude": self.claude, "codex": self.codex}[provider]
 
 
-def _paths() -> RealClis:
-    root = cache_dir()
+def _prefix(cli: Cli, which: str) -> Path:
+    suffix = "latest" if which == "latest" else cli.pinned
+    return cache_dir() / f"{cli.name}-{suffix}" / "node_modules" / ".bin" / cli.bin
+
+
+def _missing(paths: dict[str, Path]) -> list[str]:
+    return [str(p) for p in paths.values() if not os.access(p, os.X_OK)]
+
+
+def reported_version(executable: Path) -> str | None:
+    """What ``EXE --version`` says (``2.1.332 (Claude Code)`` → ``2.1.332``)."""
+    try:
+        done = subprocess.run(
+            [str(executable), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_version(done.stdout) if done.returncode == 0 else None
+
+
+def _found(paths: dict[str, Path]) -> RealClis | str:
+    versions = {provider: reported_version(path) for provider, path in paths.items()}
+    silent = [provider for provider, version in versions.items() if version is None]
+    if silent:
+        return f"{', '.join(silent)} --version printed no version ({paths})"
     return RealClis(
-        claude=root / f"claude-code-{CLAUDE_VERSION}" / "node_modules" / ".bin" / "claude",
-        codex=root / f"codex-{CODEX_VERSION}" / "node_modules" / ".bin" / "codex",
+        claude=paths["claude"],
+        codex=paths["codex"],
+        versions={p: v for p, v in versions.items() if v is not None},
     )
-
-
-def _missing(paths: RealClis) -> list[str]:
-    return [str(p) for p in (paths.claude, paths.codex) if not os.access(p, os.X_OK)]
 
 
 @cache
 def real_clis() -> RealClis | str:
-    """The two CLIs, installed if need be; or a sentence saying what is missing and why."""
-    paths = _paths()
+    """The CLIs, installed if need be; or a sentence saying what is missing and why."""
+    which = wanted_versions()
+    paths = {provider: _prefix(cli, which) for provider, cli in CLIS.items()}
     if not _missing(paths):
-        return paths
-    wanted = f"@anthropic-ai/claude-code@{CLAUDE_VERSION} and @openai/codex@{CODEX_VERSION}"
+        return _found(paths)
+    if which == "latest":
+        wanted = "the newest " + " and ".join(cli.package for cli in CLIS.values())
+        argv = [str(INSTALLER), "--latest"]
+    else:
+        wanted = " and ".join(f"{cli.package}@{cli.pinned}" for cli in CLIS.values())
+        argv = [str(INSTALLER)]
     if os.environ.get("LIRUN_TEST_NO_INSTALL") == "1":
         return f"the real CLIs ({wanted}) are not in {cache_dir()} (LIRUN_TEST_NO_INSTALL=1)"
     if shutil.which("npm") is None:
         return f"the real CLIs ({wanted}) are not in {cache_dir()} and npm is not installed"
     if os.geteuid() != 0 and not os.access(cache_dir().parent, os.W_OK):
         return f"the real CLIs ({wanted}) are not in {cache_dir()}, which is not writable"
-    proc = subprocess.run([str(INSTALLER)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0 or _missing(paths):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return f"scripts/install-clis could not install {wanted}: {' / '.join(tail)}"
-    return paths
+        return f"{' '.join(['scripts/install-clis', *argv[1:]])} could not install {wanted}: " + (
+            " / ".join(tail)
+        )
+    return _found(paths)

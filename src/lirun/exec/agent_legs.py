@@ -20,6 +20,7 @@ from lirun.exec.legs import LegContext, LegOutcome, base_extras, imposed_status
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.providers import get_provider
 from lirun.exec.trouble import PROGRESS_KINDS, progress_fields
+from lirun.exec.version_window import version_notice
 from lirun.exec.versions import cli_version
 
 if TYPE_CHECKING:
@@ -42,18 +43,20 @@ def judge_agent(
     verdict: StreamVerdict,
     *,
     require_change: bool = False,
+    notices: tuple[dict[str, Any], ...] = (),
 ) -> LegOutcome:
     """An agent CLI: the stream's verdict, unless ``li``'s signal or a timer stopped it.
 
     A kill after the post-terminal grace period leaves the verdict standing (the parser
     is told who killed it). The verdict's exception goes to teardown so the provider
     reason and the linked-engine rule apply. ``require_change``: the reply alone is not
-    evidence of work.
+    evidence of work. ``notices``: evidence about the run itself (a CLI version outside
+    the tested window), kept whatever the outcome.
     """
     base = base_extras(result, signal_name)
     extras = replace(
         base,
-        evidence=(*base.evidence, *verdict.evidence),
+        evidence=(*base.evidence, *verdict.evidence, *notices),
         metadata={**base.metadata, **_verdict_metadata(verdict)},
         tool_calls=verdict.tool_calls,
         permission_denials=verdict.permission_denials,
@@ -164,7 +167,19 @@ class AgentLeg:
         exit_code = result.exit_code if result is not None else None
         killed_by = result.killed_by if result is not None else None
         verdict = self.parser.finish(exit_code, killed_by=killed_by)
-        return judge_agent(result, signal_name, verdict, require_change=self.require_change)
+        notices = tuple(n for n in (self._version_notice(verdict),) if n is not None)
+        return judge_agent(
+            result, signal_name, verdict, require_change=self.require_change, notices=notices
+        )
+
+    def _version_notice(self, verdict: StreamVerdict) -> dict[str, Any] | None:
+        """The notice for a CLI version outside the provider's tested window: the version
+        the stream named, else what the executable reports (asked once, cached)."""
+        spec = get_provider(self.parser.provider)
+        if spec.tested_versions is None:
+            return None
+        version = verdict.provider_version or cli_version(self.argv[0])
+        return version_notice(spec.name, version, spec.tested_versions)
 
     def close(self) -> None:
         self.stdout.close()

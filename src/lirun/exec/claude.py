@@ -10,6 +10,7 @@ from lirun.exec.failure_text import (
     class_for_status,
     class_for_text,
     is_auth_status,
+    is_catch_all_code,
 )
 from lirun.exec.stream import (
     Event,
@@ -62,6 +63,9 @@ class ClaudeStreamParser(StreamParser):
         self.assistant_events = 0
         self.synthetic_events = 0
         self.assistant_error_class: str | None = None
+        # What a catch-all code (``server_error`` on a dropped connection) would say: the
+        # last resort, after the retry evidence.
+        self.catch_all_class: str | None = None
         self.model_changes: list[dict[str, Any]] = []
 
     @property
@@ -210,12 +214,16 @@ class ClaudeStreamParser(StreamParser):
             if as_dict(block).get("type") == "text" and (text := as_str(as_dict(block).get("text")))
         ]
         said = " ".join(t for t in texts if t)[:_TEXT_CHARS] or error
-        failure_class = class_for_code(error) or class_for_text(said)
+        if is_catch_all_code(error):
+            failure_class = class_for_text(said)
+            self.catch_all_class = class_for_code(error)
+        else:
+            failure_class = class_for_code(error) or class_for_text(said)
         self.assistant_error_class = failure_class
         if failure_class == "auth":
             self._flag_fatal(said, "auth", {"error": error, "api_key_source": self.api_key_source})
         event = self._error(said, "assistant")
-        event.data.update({"error": error, "class": failure_class})
+        event.data.update({"error": error, "class": failure_class or self.catch_all_class})
         return [event]
 
     def _on_user(self, obj: dict[str, Any]) -> list[Event]:
@@ -265,8 +273,15 @@ class ClaudeStreamParser(StreamParser):
             return classified_error(
                 message, provider=self.provider, retryable=False, detail=summary
             )
-        failure_class = _result_class(obj, status, texts)
-        failure_class = failure_class or self.assistant_error_class or self.retry_class
+        # Structure and words of the result first, then the assistant's exact code, then
+        # what the CLI said it was retrying, and only then a catch-all code: Claude Code
+        # 2.1.332 ends a dropped connection with ``server_error``, after retrying it as one.
+        failure_class = (
+            _result_class(obj, status, texts)
+            or self.assistant_error_class
+            or self.retry_class
+            or self.catch_all_class
+        )
         if failure_class is not None:
             return classified_error(
                 message, provider=self.provider, failure_class=failure_class, detail=summary
@@ -280,12 +295,13 @@ class ClaudeStreamParser(StreamParser):
 
 
 def _result_class(obj: dict[str, Any], status: int | None, texts: list[str]) -> str | None:
-    """The class a failed ``result`` names: its terminal reason, HTTP status, then words."""
+    """The class a failed ``result`` names: its terminal reason, HTTP status, its
+    ``api_error`` code (2.1.332: ``connection_failed``), then words."""
     if obj.get("terminal_reason") == "prompt_too_long":
         return "rejected"
-    by_status = class_for_status(status)
-    if by_status is not None:
-        return by_status
+    by_structure = class_for_status(status) or class_for_code(as_str(obj.get("api_error")))
+    if by_structure is not None:
+        return by_structure
     return next((c for t in texts if (c := class_for_text(t)) is not None), None)
 
 

@@ -185,11 +185,14 @@ class CodexStreamParser(StreamParser):
             "message": message[:_MESSAGE_CHARS],  # kept to the end of the run: capped
         }
         status = as_int(error.get("status")) or status_in_text(message)
-        code = as_str(error.get("code"))
+        code = as_str(error.get("code")) or as_str(error.get("type"))
+        # Structure first (an HTTP status, the error's code or type), then the words, then
+        # what Codex said it was reconnecting for, then its earlier error lines.
         failure_class = (
-            class_for_text(message)
-            or class_for_status(status)
+            class_for_status(status)
             or class_for_code(code)
+            or class_for_text(message)
+            or self.retry_class
             or next((c for e in reversed(self.errors) if (c := class_for_text(e))), None)
         )
         if failure_class is not None:

@@ -1,10 +1,12 @@
 """What a provider's failure signals mean: HTTP statuses, error codes and texts → a class.
 
-The one place that knows the wording of the real CLIs (Claude Code 2.1.197, Codex
-0.171.0; docs/providers.md, "Failure shapes of the real CLIs"). Each function answers with a
-name from :data:`lirun.provider_errors.FAILURE_CLASSES` or None when the signal says
-nothing a person acts on; the parsers decide what to do with it. Texts are matched in
-table order, the more specific first: "stream disconnected before completion: 503
+The one place that knows the wording of the real CLIs (Claude Code 2.1.197 to 2.1.332,
+Codex 0.171.0; docs/providers.md, "Failure shapes of the real CLIs"). Each function
+answers with a name from :data:`lirun.provider_errors.FAILURE_CLASSES` or None when the
+signal says nothing a person acts on; the parsers decide what to do with it, structure
+first (an HTTP status, an error code or type), these words second: wording drifts from
+release to release, structure much less. Texts are matched in table order, the more
+specific first: "stream disconnected before completion: 503
 Service Unavailable" is a server error, not a network one.
 """
 
@@ -17,6 +19,7 @@ __all__ = [
     "class_for_status",
     "class_for_text",
     "is_auth_status",
+    "is_catch_all_code",
     "is_warning_text",
     "status_in_text",
 ]
@@ -37,10 +40,8 @@ TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "rejected",
             r"prompt is too long|prompt_too_long|context[_ ]length|context window"
             r"|maximum context|invalid_request_error|unexpected status 4(?:00|13|22)\b"
-            r"|\b400 bad request"
-            # An unknown model (Codex: "The model `x` does not exist or you do not have
-            # access to it", the API's model_not_found): fix the model, do not retry.
-            r"|model_not_found|model `[^`]*` does not exist",
+            r"|\b400 bad request|model_not_found|not_found_error"
+            r"|\bmodel\b.{0,80}\b(?:does|may) not exist",
         ),
         ("rate_limit", r"rate[ _-]?limit|too many requests|\b429\b"),
         ("overloaded", r"overload|\b529\b"),
@@ -48,21 +49,18 @@ TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "server_error",
             r"high demand|internal server error|service unavailable|bad gateway"
             r"|gateway timeout|server[_ ]error|" + _S + r"5\d\d\b"
-            r"|\b5\d\d (?:internal|service|bad gateway|gateway)"
-            # The API answered 200 but not with its stream: garbage (Claude Code) or a
-            # stream that ended without its last event (Codex, whose parser skips data
-            # that is not JSON). The connection worked, the answer did not.
-            r"|malformed response|stream closed before response\.completed",
+            r"|\b5\d\d (?:internal|service|bad gateway|gateway)",
         ),
         (
             "network",
             r"stream disconnected|failed to lookup address|error sending request"
             r"|unable to connect|connection ?refused|connection (?:reset|failed|closed)"
             r"|waiting for network|network is unreachable|dns error|timed out connecting"
-            r"|could not resolve host|econnrefused|enotfound|etimedout"
-            # A connection lost mid-answer (Claude Code 2.1.197: "Connection to the API
-            # was lost (ECONNRESET)"; its assistant code says server_error).
-            r"|econnreset|connection (?:to the api )?was lost|connection dropped",
+            r"|could not resolve host|econnrefused|econnreset|enotfound|etimedout|epipe"
+            r"|connection (?:dropped|lost)|connection\b.{0,40}\blost\b|socket hang up"
+            r"|stream[_ ]?truncated|stream closed before"
+            # Claude Code on a 200 stream cut short; it blames the path (a proxy, a gateway).
+            r"|empty or malformed response",
         ),
     )
 )
@@ -90,7 +88,20 @@ _CODE_CLASSES = {
     "overloaded_error": "overloaded",
     "server_error": "server_error",
     "api_error": "server_error",
+    # The model asked for is not there (Claude's assistant ``error``, OpenAI's ``code``,
+    # Anthropic's 404 type): a retry asks for the same model.
+    "model_not_found": "rejected",
+    "not_found_error": "rejected",
+    # Claude Code 2.1.332's result ``api_error``: the API was never reached or the
+    # connection ended before an answer.
+    "connection_failed": "network",
+    "connection_error": "network",
 }
+
+# Codes a CLI puts on any failure it has no better word for (Claude Code's assistant
+# ``error`` is ``server_error`` for a dropped connection too): they lose to anything more
+# exact, lirun's own retry evidence included.
+_CATCH_ALL_CODES = frozenset({"server_error", "unknown"})
 
 _STATUS_IN_TEXT = re.compile(
     r"(?:unexpected status|last status:?|status:?|http|api error:?)\s*(\d{3})\b", re.IGNORECASE
@@ -120,6 +131,11 @@ def class_for_status(status: int | None) -> str | None:
 def class_for_code(code: str | None) -> str | None:
     """Claude's ``error`` codes; ``unknown`` and anything new say nothing."""
     return _CODE_CLASSES.get(code or "")
+
+
+def is_catch_all_code(code: str | None) -> bool:
+    """A code that names no cause (``unknown``, Claude's ``server_error`` on any failure)."""
+    return code in _CATCH_ALL_CODES
 
 
 def class_for_text(text: str | None) -> str | None:

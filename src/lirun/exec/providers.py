@@ -70,6 +70,9 @@ class ProviderSpec:
     parser_factory: Callable[[], StreamParser]
     # True when the stream itself names the CLI version (Claude's init); else --version.
     version_in_stream: bool = False
+    # The oldest and newest CLI versions the contract suite passed on (docs/providers.md);
+    # a run made with another version gets a notice in its evidence (version_window).
+    tested_versions: tuple[str, str] | None = None
 
     def new_parser(self) -> StreamParser:
         return self.parser_factory()
@@ -83,6 +86,7 @@ PROVIDERS: dict[str, ProviderSpec] = {
         build_command=build_claude_command,
         parser_factory=ClaudeStreamParser,
         version_in_stream=True,
+        tested_versions=("2.1.197", "2.1.332"),
     ),
     "codex": ProviderSpec(
         name="codex",
@@ -90,6 +94,7 @@ PROVIDERS: dict[str, ProviderSpec] = {
         install_hint="install Codex (npm install -g @openai/codex)",
         build_command=build_codex_command,
         parser_factory=CodexStreamParser,
+        tested_versions=("0.171.0", "0.171.0"),
     ),
 }
 
