@@ -77,6 +77,11 @@ TEXTS = [
         "network",
     ),
     ("which failed with: stream_truncated, StreamTruncatedError", "network"),
+    (
+        "API Error: API returned an empty or malformed response (HTTP 200) — check for a proxy "
+        "or gateway intercepting the request. … which failed with: other, SyntaxError",
+        "server_error",
+    ),
     # nothing a person acts on: unclassified
     ("something odd happened", None),
     ("", None),

@@ -49,7 +49,12 @@ TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "server_error",
             r"high demand|internal server error|service unavailable|bad gateway"
             r"|gateway timeout|server[_ ]error|" + _S + r"5\d\d\b"
-            r"|\b5\d\d (?:internal|service|bad gateway|gateway)",
+            r"|\b5\d\d (?:internal|service|bad gateway|gateway)"
+            # The API answered, but with something that does not parse (Claude Code
+            # 2.1.332: "empty or malformed response (HTTP 200) … failed with: other,
+            # SyntaxError"): the connection worked, the answer did not. Older versions say
+            # only "empty or malformed response", as for a cut stream: network, below.
+            r"|syntaxerror|could not parse",
         ),
         (
             "network",
