@@ -197,6 +197,7 @@ def test_a_kill_during_a_retry_delay_is_no_end_of_the_stream() -> None:
         ("Connection error.", "network"),
         ("Request timed out.", "network"),
         ("terminated", "network"),
+        ("Expected property name or '}' in JSON at position 1", "server_error"),
         ("something new", None),
     ],
 )

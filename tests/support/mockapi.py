@@ -1,4 +1,5 @@
-"""A mock of the Anthropic Messages API and the OpenAI Responses API, for the real CLIs.
+"""A mock of the Anthropic Messages API, the OpenAI Responses API and OpenAI chat
+completions, for the real CLIs.
 
 One scenario per server (``MockApi(scenario)``), threaded, standard library only. It
 answers the way the CLIs were seen to need (docs/providers.md, "Pointing the real CLIs at a
@@ -8,6 +9,10 @@ local mock API"):
   ``/v1/messages/count_tokens``): a turn is the Messages API's SSE events.
 - Codex POSTs ``/v1/responses`` (after a WebSocket attempt on the same path, refused
   here with 404 so it falls back to HTTPS at once): a turn is the Responses API's SSE.
+- pi (a ``models.json`` provider with ``"api": "openai-completions"``) POSTs
+  ``/v1/chat/completions``: a turn is chat completion chunks, a usage chunk and
+  ``[DONE]``. Its scenarios add the ways a connection goes wrong (see
+  :data:`CHAT_SCENARIOS`).
 
 Scenarios: ``text`` (a text reply), ``tool`` (first a tool call that writes
 ``TOOL_FILE``, then, once the request carries its result, a text reply), ``401``,
@@ -30,7 +35,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-SCENARIOS = ("text", "tool", "401", "429", "500", "529", "400", "hang")
+# OpenAI chat completions only: more refusals, and the transport's faults.
+CHAT_SCENARIOS = ("403", "503", "model", "close", "cut", "malformed", "stall")
+SCENARIOS = ("text", "tool", "401", "429", "500", "529", "400", "hang", *CHAT_SCENARIOS)
 MODEL_CLAUDE = "claude-sonnet-4-5-20250929"
 MODEL_CODEX = "gpt-5-codex"
 REPLY_TEXT = "Hello from the mock API."
@@ -255,6 +262,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer_claude(scenario, body)
         elif self.path.startswith("/v1/responses"):
             self._answer_codex(scenario, body)
+        elif self.path.startswith("/v1/chat/completions"):
+            answer_chat(self, scenario, body)
         else:
             self._send(404, "application/json", b'{"error":"not mocked"}')
 
@@ -286,6 +295,102 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
         self.wfile.flush()
+
+
+# --- OpenAI chat completions (pi) ------------------------------------------------------------
+
+CHAT_ERRORS: dict[str, tuple[int, str, str | None, str]] = {
+    **OPENAI_ERRORS,
+    "403": (403, "invalid_request_error", None, "You are not allowed to sample from this model"),
+    "503": (503, "server_error", None,
+            "The engine is currently overloaded, please try again later"),
+    "model": (404, "invalid_request_error", "model_not_found",
+              "The model `{model}` does not exist or you do not have access to it."),
+}  # fmt: skip
+
+
+def chat_chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def chat_has_tool_result(body: dict[str, Any]) -> bool:
+    return any(
+        isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages", [])
+    )
+
+
+def chat_turn(scenario: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chunks of one streamed answer: a text in two pieces, or a ``write`` tool call
+    (pi's tool that writes a file) before the request carries its result."""
+    model = str(body.get("model") or "mock-model")
+    if scenario == "tool" and not chat_has_tool_result(body):
+        arguments = json.dumps({"path": TOOL_FILE, "content": TOOL_FILE_CONTENT})
+        call = {"index": 0, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                "function": {"name": "write", "arguments": arguments}}  # fmt: skip
+        chunks = [chat_chunk(model, {"role": "assistant", "tool_calls": [call]})]
+        finish = "tool_calls"
+    else:
+        text = TOOL_REPLY_TEXT if scenario == "tool" else REPLY_TEXT
+        half = len(text) // 2
+        chunks = [
+            chat_chunk(model, {"role": "assistant", "content": text[:half]}),
+            chat_chunk(model, {"content": text[half:]}),
+        ]
+        finish = "stop"
+    usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    return [
+        *chunks,
+        chat_chunk(model, {}, finish),
+        {**chat_chunk(model, {}), "choices": [], "usage": usage},
+    ]
+
+
+def chat_sse(chunks: list[dict[str, Any]], done: bool = True) -> bytes:
+    data = b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks)
+    return data + (b"data: [DONE]\n\n" if done else b"")
+
+
+def answer_chat(handler: _Handler, scenario: str, body: dict[str, Any]) -> None:
+    """One ``/v1/chat/completions`` request, answered as ``scenario`` says."""
+    if scenario in CHAT_ERRORS:
+        status, kind, code, message = CHAT_ERRORS[scenario]
+        said = message.format(model=body.get("model"))
+        error = {"error": {"message": said, "type": kind, "param": None, "code": code}}
+        handler._send(status, "application/json", json.dumps(error).encode(), scenario)
+    elif scenario == "close":  # accepted and read, then closed without a word
+        handler.close_connection = True
+    elif scenario in ("cut", "stall", "malformed"):
+        _chat_fault(handler, scenario, body)
+    else:
+        handler._send(200, "text/event-stream", chat_sse(chat_turn(scenario, body)))
+
+
+def _chat_fault(handler: _Handler, scenario: str, body: dict[str, Any]) -> None:
+    """A chunked stream that goes wrong after the headers: ``cut`` drops the connection
+    after the first chunk (no terminating chunk), ``stall`` sends it and then nothing,
+    ``malformed`` sends bytes that are not JSON and ends the stream."""
+    handler.send_response(200)
+    handler.send_header("content-type", "text/event-stream")
+    handler.send_header("transfer-encoding", "chunked")
+    handler.end_headers()
+    first = chat_sse(chat_turn("text", body)[:1], done=False)
+    if scenario == "malformed":
+        first = b"data: {this is not json\n\ndata: <html>502 Bad Gateway</html>\n\n"
+    handler.wfile.write(b"%x\r\n%s\r\n" % (len(first), first))
+    handler.wfile.flush()
+    if scenario == "stall":
+        handler.server.stopping.wait()
+    elif scenario == "malformed":
+        done = b"data: [DONE]\n\n"
+        handler.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+        handler.wfile.flush()
+    handler.close_connection = True
 
 
 class MockServer(ThreadingHTTPServer):

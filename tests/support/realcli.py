@@ -20,6 +20,7 @@ from support import TESTS_DIR
 
 CLAUDE_VERSION = "2.1.197"
 CODEX_VERSION = "0.171.0"
+PI_VERSION = "0.73.1"
 INSTALLER = TESTS_DIR.parent / "scripts" / "install-clis"
 REQUIRE_ENV = "LIRUN_TEST_REQUIRE_REAL_CLI"
 
@@ -33,6 +34,7 @@ def cache_dir() -> Path:
 class RealClis:
     claude: Path
     codex: Path
+    pi: Path
 
 
 def _paths() -> RealClis:
@@ -40,20 +42,24 @@ def _paths() -> RealClis:
     return RealClis(
         claude=root / f"claude-code-{CLAUDE_VERSION}" / "node_modules" / ".bin" / "claude",
         codex=root / f"codex-{CODEX_VERSION}" / "node_modules" / ".bin" / "codex",
+        pi=root / f"pi-{PI_VERSION}" / "node_modules" / ".bin" / "pi",
     )
 
 
 def _missing(paths: RealClis) -> list[str]:
-    return [str(p) for p in (paths.claude, paths.codex) if not os.access(p, os.X_OK)]
+    return [str(p) for p in (paths.claude, paths.codex, paths.pi) if not os.access(p, os.X_OK)]
 
 
 @cache
 def real_clis() -> RealClis | str:
-    """The two CLIs, installed if need be; or a sentence saying what is missing and why."""
+    """The CLIs, installed if need be; or a sentence saying what is missing and why."""
     paths = _paths()
     if not _missing(paths):
         return paths
-    wanted = f"@anthropic-ai/claude-code@{CLAUDE_VERSION} and @openai/codex@{CODEX_VERSION}"
+    wanted = (
+        f"@anthropic-ai/claude-code@{CLAUDE_VERSION}, @openai/codex@{CODEX_VERSION} and "
+        f"@mariozechner/pi-coding-agent@{PI_VERSION}"
+    )
     if os.environ.get("LIRUN_TEST_NO_INSTALL") == "1":
         return f"the real CLIs ({wanted}) are not in {cache_dir()} (LIRUN_TEST_NO_INSTALL=1)"
     if shutil.which("npm") is None:

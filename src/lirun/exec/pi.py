@@ -35,6 +35,10 @@ _NETWORK_TEXT = re.compile(
     r"|other side closed|econnreset|connection (?:dropped|lost)",
     re.IGNORECASE,
 )
+# The answer itself was broken (not JSON where the API promised it): the server's fault.
+_BROKEN_ANSWER = re.compile(
+    r"in JSON at position|is not valid JSON|unexpected (?:token|end of JSON)", re.IGNORECASE
+)
 _USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 _TEXT_CHARS = 1000
 # Stop reasons that mean the model answered (as opposed to "error" and "aborted").
@@ -72,7 +76,7 @@ def build_pi_command(
 
 def pi_failure_class(message: str) -> str | None:
     """The class of a failed call's ``errorMessage``: the words first, then pi's network
-    wordings, then the HTTP status it starts with. A 403 is ``rejected`` here: pi gets
+    and broken-answer wordings, then the HTTP status it starts with. A 403 is ``rejected`` here: pi gets
     it for a model the key may not use ("You are not allowed to sample from this
     model"); a refused key is a 401."""
     status = leading_status(message)
@@ -83,6 +87,8 @@ def pi_failure_class(message: str) -> str | None:
         return by_text
     if _NETWORK_TEXT.search(message):
         return "network"
+    if _BROKEN_ANSWER.search(message):
+        return "server_error"
     return class_for_status(status)
 
 
