@@ -71,7 +71,8 @@ def test_success_records_reply_tokens_cost_model_and_session() -> None:
     assert verdict.final_text == "Hello from the mock."
     assert verdict.engine_session_uid == "01a24272-c808-7491-a858-f730c9982205"
     assert verdict.model == "mock/mock-model"
-    assert verdict.usage is not None and verdict.usage["totalTokens"] == 18
+    assert verdict.usage is not None
+    assert verdict.usage["totalTokens"] == 18
     assert verdict.cost == pytest.approx(0.000025)
     # One assistant text, from message_end: the deltas are progress, not replies.
     assert [e.data["text"] for e in events if e.kind == "assistant_text"] == [
@@ -82,7 +83,8 @@ def test_success_records_reply_tokens_cost_model_and_session() -> None:
 def test_usage_and_cost_are_summed_over_the_calls() -> None:
     parser, events = replay("tool")
     verdict = parser.finish(0)
-    assert verdict.usage is not None and verdict.usage["totalTokens"] == 36
+    assert verdict.usage is not None
+    assert verdict.usage["totalTokens"] == 36
     assert verdict.cost == pytest.approx(0.00005)
     assert (verdict.tool_calls, verdict.num_turns) == (1, 2)
     [call] = [e.data for e in events if e.kind == "tool_call"]
@@ -120,9 +122,11 @@ def test_agent_end_before_a_retry_is_not_the_end() -> None:
     first_retry = next(i for i, r in enumerate(rows) if r["type"] == "auto_retry_start")
     assert rows[first_retry - 1]["type"] == "agent_end"
     parser, events = replay("429-default", upto=first_retry + 1)
-    assert not parser.saw_terminal and parser.retrying
+    assert not parser.saw_terminal
+    assert parser.retrying
     [retry] = [e for e in events if e.kind == "retry"]
-    assert retry.data["class"] == "rate_limit" and retry.data["attempt"] == 1
+    assert retry.data["class"] == "rate_limit"
+    assert retry.data["attempt"] == 1
 
 
 def test_rate_limit_after_three_retries() -> None:
@@ -214,7 +218,8 @@ def test_an_unknown_error_fails_unclassified() -> None:
     for row in rows:
         parser.feed_line(json.dumps(row))
     verdict = parser.finish(0)
-    assert verdict.status == "failed" and verdict.exception is not None
+    assert verdict.status == "failed"
+    assert verdict.exception is not None
     assert verdict.exception.failure_class is None
     assert "something new" in str(verdict.exception)
 

@@ -320,9 +320,7 @@ def chat_chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> 
 
 
 def chat_has_tool_result(body: dict[str, Any]) -> bool:
-    return any(
-        isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages", [])
-    )
+    return any(isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages", []))
 
 
 def chat_turn(scenario: str, body: dict[str, Any]) -> list[dict[str, Any]]:

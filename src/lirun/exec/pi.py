@@ -76,9 +76,9 @@ def build_pi_command(
 
 def pi_failure_class(message: str) -> str | None:
     """The class of a failed call's ``errorMessage``: the words first, then pi's network
-    and broken-answer wordings, then the HTTP status it starts with. A 403 is ``rejected`` here: pi gets
-    it for a model the key may not use ("You are not allowed to sample from this
-    model"); a refused key is a 401."""
+    and broken-answer wordings, then the HTTP status it starts with. A 403 is
+    ``rejected`` here: pi gets it for a model the key may not use ("You are not allowed
+    to sample from this model"); a refused key is a 401."""
     status = leading_status(message)
     if status == 403:
         return "rejected"
