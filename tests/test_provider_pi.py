@@ -270,3 +270,15 @@ def test_li_agent_pi_shows_retries_live(
         "run.failed.provider_rate_limit",
         3,
     )
+
+
+def test_the_version_pi_prints_on_stderr_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lirun.exec.versions import cli_version
+
+    monkeypatch.setenv("LIRUN_HOME", str(tmp_path / "home"))
+    exe = tmp_path / "pi"
+    exe.write_text("#!/bin/sh\necho 0.73.1 >&2\n")
+    exe.chmod(0o755)
+    assert cli_version(str(exe)) == "0.73.1"
