@@ -1,6 +1,6 @@
 """The pi coding agent: the ``--mode json`` command and its parser.
 
-pi's exit code says nothing about the model calls (docs/providers.md, "pi coding agent"):
+pi's exit code says nothing about the model calls (docs/providers.md, "pi 0.73.1"):
 ``--mode json`` exits 0 when every call failed. The run's end is read from the stream
 alone: the last assistant ``message_end`` of the last agent cycle, once pi is not about
 to retry it. Three things in that stream look like an end and are not:
