@@ -400,7 +400,7 @@ def test_build_codex_command() -> None:
 
 
 def test_registry_specs() -> None:
-    assert set(PROVIDERS) == {"claude", "codex"}
+    assert set(PROVIDERS) == {"claude", "codex", "pi"}
     assert PROVIDERS["claude"].env_var == "LIRUN_CLAUDE_BIN"
     assert PROVIDERS["codex"].env_var == "LIRUN_CODEX_BIN"
     assert isinstance(PROVIDERS["codex"].new_parser(), CodexStreamParser)

@@ -1,4 +1,4 @@
-"""Contract tests: the real Claude Code and Codex CLIs under ``li agent``, pinned or newest.
+"""Contract tests: the real Claude Code, Codex and pi CLIs under ``li agent``, pinned or newest.
 
 Each case (``support.realcases``) runs the CLI from the cache (``scripts/install-clis``)
 inside a new network namespace (``unshare -n``, loopback up) beside a mock API that
@@ -11,9 +11,13 @@ stored: status and reason (the class, never the CLI's sentence), a summary and p
 error, the retries counted, model, the CLI version the executable reports (``--version``),
 and how long the run took.
 
-Every scenario makes sense for both CLIs, so both run all of them. Claude Code reads its
+Every scenario makes sense for Claude Code and Codex, so both run all of them; pi
+(OpenAI chat completions) runs them and the transport's faults besides (403, 503, an
+unknown model, a connection closed without an answer or mid-stream, a malformed stream,
+a stalled body). Claude Code reads its
 base URL from ``ANTHROPIC_BASE_URL``; Codex from ``-c openai_base_url=…`` (the text case)
-or a ``model_providers`` entry (the others: HTTPS only, fewer retries). Each CLI gets a
+or a ``model_providers`` entry (the others: HTTPS only, fewer retries); pi from the
+``models.json`` in a private ``PI_CODING_AGENT_DIR``. Each CLI gets a
 private HOME and TMPDIR; the database is SQLite (these tests are about the CLIs' streams,
 not the store, which the rest of the suite runs on both backends).
 
@@ -44,7 +48,7 @@ from support.execkit import git_repo, li_argv, session_rows
 from support.mockapi import REPLY_TEXT, TOOL_FILE, TOOL_FILE_CONTENT, TOOL_REPLY_TEXT
 from support.netns import netns_argv, netns_missing
 from support.providerkit import fixture_path
-from support.realcases import BASE_URL, CASES, Case
+from support.realcases import BASE_URL, CASES, PI_SETTINGS, Case, pi_models
 from support.realcli import REQUIRE_ENV, RealClis, real_clis
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.slow]
@@ -52,6 +56,7 @@ pytestmark = [pytest.mark.real_cli, pytest.mark.slow]
 PROMPTS = {"text": "Say hello.", "tool": f"Write {TOOL_FILE}."}
 RECORD = os.environ.get("LIRUN_TEST_RECORD_FIXTURES") == "1"
 DRIFT_DIR = os.environ.get("LIRUN_TEST_DRIFT_DIR")
+API_PATHS = {"claude": "/v1/messages", "codex": "/v1/responses", "pi": "/v1/chat/completions"}
 
 
 @pytest.fixture(scope="module")
@@ -78,17 +83,27 @@ def _env(case: Case, clis: RealClis, tmp_path: Path) -> dict[str, str]:
         TMPDIR=str(tmp),
         LIRUN_HOME=str(lihome),
         LIRUN_DB_URL=str(tmp_path / "state.db"),
-        LIRUN_CLAUDE_BIN=str(clis.path("claude")),
-        LIRUN_CODEX_BIN=str(clis.path("codex")),
+        **clis.bin_env(),
         PYTHONUNBUFFERED="1",
     )
     env.pop("CLAUDE_CODE_MAX_RETRIES", None)
-    if case.provider == "claude":
+    if case.provider == "pi":
+        env.update(_pi_env(tmp_path / "pi-agent"))
+    elif case.provider == "claude":
         env.update(ANTHROPIC_BASE_URL=BASE_URL, ANTHROPIC_API_KEY="sk-ant-contract-test")
     else:
         env["OPENAI_API_KEY"] = "sk-contract-test"
     env.update(case.env)
     return env
+
+
+def _pi_env(agent_dir: Path) -> dict[str, str]:
+    """pi's own directory (models.json: the mock; settings.json: few retries), offline."""
+    agent_dir.mkdir()
+    (agent_dir / "models.json").write_text(json.dumps(pi_models()))
+    (agent_dir / "settings.json").write_text(json.dumps(PI_SETTINGS))
+    return {"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
+            "MOCK_API_KEY": "sk-fake"}  # fmt: skip
 
 
 def _command(case: Case) -> list[str]:
@@ -197,13 +212,13 @@ def _problems(
         row["duration_s"] is not None and row["duration_s"] <= elapsed,
         f"duration_s {row['duration_s']}",
     )
-    api_path = "/v1/messages" if case.provider == "claude" else "/v1/responses"
+    api_path = API_PATHS[case.provider]
     posts = [r for r in requests if r["method"] == "POST" and r["path"].startswith(api_path)]
     if case.scenario == "refused":
         check(requests == [], "a request reached a port nobody listens on?")
     else:
         check(bool(posts), f"the CLI never called {api_path} on the mock")
-        check(all(r["body"].get("model") == case.model for r in posts), "model sent")
+        check(all(r["body"].get("model") == case.api_model for r in posts), "model sent")
     if case.status == "completed":
         check(
             row["provider_error"] is None,

@@ -1,4 +1,5 @@
-"""A mock of the Anthropic Messages API and the OpenAI Responses API, for the real CLIs.
+"""A mock of the Anthropic Messages API, the OpenAI Responses API and OpenAI chat
+completions, for the real CLIs.
 
 One scenario per server (``MockApi(scenario)``), threaded, standard library only. It
 answers the way the CLIs were seen to need (docs/providers.md, "Pointing the real CLIs at a
@@ -8,6 +9,9 @@ local mock API"):
   ``/v1/messages/count_tokens``): a turn is the Messages API's SSE events.
 - Codex POSTs ``/v1/responses`` (after a WebSocket attempt on the same path, refused
   here with 404 so it falls back to HTTPS at once): a turn is the Responses API's SSE.
+- pi (a ``models.json`` provider with ``"api": "openai-completions"``) POSTs
+  ``/v1/chat/completions``: a turn is chat completion chunks, a usage chunk and
+  ``[DONE]``.
 
 Scenarios: ``text`` (a text reply), ``tool`` (first a tool call that writes
 ``TOOL_FILE``, then, once the request carries its result, a text reply), the API's own
@@ -343,6 +347,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._fault(scenario, first_chunk(self.path, body))
         elif self.path.startswith("/v1/messages"):
             self._answer_claude(scenario, body)
+        elif self.path.startswith("/v1/chat/completions"):
+            answer_chat(self, scenario, body)
         elif self.path.startswith("/v1/responses"):
             self._answer_codex(scenario, body)
         else:
@@ -434,3 +440,78 @@ class MockServer(ThreadingHTTPServer):
         self.stopping.set()
         self.shutdown()
         self.server_close()
+
+
+# --- OpenAI chat completions (pi) ------------------------------------------------------------
+
+CHAT_ERRORS: dict[str, tuple[int, str, str | None, str]] = {
+    **OPENAI_ERRORS,
+    "403": (403, "invalid_request_error", None, "You are not allowed to sample from this model"),
+    "503": (503, "server_error", None,
+            "The engine is currently overloaded, please try again later"),
+    "404": (404, "invalid_request_error", "model_not_found",
+              "The model `{model}` does not exist or you do not have access to it."),
+}  # fmt: skip
+
+
+def chat_chunk(model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-mock",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def chat_has_tool_result(body: dict[str, Any]) -> bool:
+    return any(isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages", []))
+
+
+def chat_turn(scenario: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chunks of one streamed answer: a text in two pieces, or a ``write`` tool call
+    (pi's tool that writes a file) before the request carries its result."""
+    model = str(body.get("model") or "mock-model")
+    if scenario == "tool" and not chat_has_tool_result(body):
+        arguments = json.dumps({"path": TOOL_FILE, "content": TOOL_FILE_CONTENT})
+        call = {"index": 0, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                "function": {"name": "write", "arguments": arguments}}  # fmt: skip
+        chunks = [chat_chunk(model, {"role": "assistant", "tool_calls": [call]})]
+        finish = "tool_calls"
+    else:
+        text = TOOL_REPLY_TEXT if scenario == "tool" else REPLY_TEXT
+        half = len(text) // 2
+        chunks = [
+            chat_chunk(model, {"role": "assistant", "content": text[:half]}),
+            chat_chunk(model, {"content": text[half:]}),
+        ]
+        finish = "stop"
+    usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    return [
+        *chunks,
+        chat_chunk(model, {}, finish),
+        {**chat_chunk(model, {}), "choices": [], "usage": usage},
+    ]
+
+
+def chat_sse(chunks: list[dict[str, Any]], done: bool = True) -> bytes:
+    data = b"".join(f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks)
+    return data + (b"data: [DONE]\n\n" if done else b"")
+
+
+def answer_chat(handler: _Handler, scenario: str, body: dict[str, Any]) -> None:
+    """One ``/v1/chat/completions`` request, answered as ``scenario`` says."""
+    if scenario in CHAT_ERRORS:
+        status, kind, code, message = CHAT_ERRORS[scenario]
+        said = message.format(model=body.get("model"))
+        error = {"error": {"message": said, "type": kind, "param": None, "code": code}}
+        handler._send(status, "application/json", json.dumps(error).encode(), scenario)
+    else:
+        handler._send(200, "text/event-stream", chat_sse(chat_turn(scenario, body)))
+
+
+def chat_first_chunk(body: dict[str, Any]) -> bytes:
+    return chat_sse(chat_turn("text", body)[:1], done=False)
+
+
+FIRST_CHUNKS["/v1/chat/completions"] = chat_first_chunk

@@ -13,7 +13,7 @@ from typing import Any
 TESTS_DIR = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = TESTS_DIR / "fixtures"
 FAKE_PROVIDER = TESTS_DIR / "fake_provider.py"
-PROVIDER_NAMES = ("claude", "codex")
+PROVIDER_NAMES = ("claude", "codex", "pi")
 
 
 def fixture_path(name: str) -> Path:
@@ -91,7 +91,7 @@ def env_with_fake_bin(
     the fake executables by name (no ``LIRUN_*_BIN`` override)."""
     env = fake_env_for(fixture, base=base, **kw)
     env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
-    for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN"):
+    for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN", "LIRUN_PI_BIN"):
         env.pop(var, None)
     return env
 

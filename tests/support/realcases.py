@@ -16,7 +16,10 @@ Retry budgets are cut down with the CLIs' own settings so the suite stays short:
 Claude Code's ``CLAUDE_CODE_MAX_RETRIES`` (default 10, ~3 minutes of backoff), and for
 Codex a model provider pointing at the mock with ``stream_max_retries`` /
 ``request_max_retries`` and ``supports_websockets=false`` (the plain ``openai_base_url``
-setting, used by the text case, first tries WebSockets five times, ~9 s).
+setting, used by the text case, first tries WebSockets five times, ~9 s). pi reads its
+retry budget from ``settings.json`` in its agent directory (:data:`PI_SETTINGS`) and the
+mock from ``models.json`` (:func:`pi_models`); it exits 0 whatever happened to its calls,
+so every pi case is about what lirun reads from the stream.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ from pathlib import Path
 
 from support.mockapi import MODEL_CODEX
 from support.netns import PORT
-from support.realcli import CLAUDE_VERSION, CODEX_VERSION
+from support.realcli import CLAUDE_VERSION, CODEX_VERSION, PI_VERSION
 
 BASE_URL = f"http://127.0.0.1:{PORT}"
 CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = MODEL_CODEX
-VERSIONS = {"claude": CLAUDE_VERSION, "codex": CODEX_VERSION}  # the pins
+PI_MODEL = "mock/mock-model"  # pi/PROVIDER/MODEL: the models.json provider "mock"
+VERSIONS = {"claude": CLAUDE_VERSION, "codex": CODEX_VERSION, "pi": PI_VERSION}  # the pins
+MODELS = {"claude": CLAUDE_MODEL, "codex": CODEX_MODEL, "pi": PI_MODEL}
 _VERSION = re.compile(r"\d+(?:\.\d+)+(?:-[A-Za-z][0-9A-Za-z.]*)?")
 STALL = "4"  # --stall-timeout for the cases where the CLI waits on a silent server
 
@@ -78,6 +83,7 @@ class Case:
     # Claude Code made up every answer (``"model":"<synthetic>"``): no model answered, so
     # lirun records none (the model it announced stays in the evidence).
     no_model_answered: bool = False
+    model_name: str | None = None  # another model than the provider's usual one
 
     @property
     def id(self) -> str:
@@ -103,7 +109,12 @@ class Case:
 
     @property
     def model(self) -> str:
-        return CLAUDE_MODEL if self.provider == "claude" else CODEX_MODEL
+        return self.model_name or MODELS[self.provider]
+
+    @property
+    def api_model(self) -> str:
+        """The model the CLI sends the API (pi's ``PROVIDER/`` is pi's own)."""
+        return self.model.partition("/")[2] if self.provider == "pi" else self.model
 
     @property
     def recorded_model(self) -> str | None:
@@ -223,4 +234,59 @@ CODEX_CASES = (
          replay_args=("--timeout", "1")),
 )  # fmt: skip
 
-CASES = CLAUDE_CASES + CODEX_CASES
+# pi: two retries 0.3 s apart, no retries inside the HTTP client, and no request timeout
+# of its own (the SDK's 10 minutes), so a silent server is lirun's stall limit's to end.
+PI_SETTINGS = {"retry": {"enabled": True, "maxRetries": 2, "baseDelayMs": 300,
+                         "provider": {"maxRetries": 0}}}  # fmt: skip
+
+
+def pi_models(base_url: str = BASE_URL) -> dict[str, object]:
+    """pi's ``models.json``: a provider ``mock`` speaking OpenAI chat completions."""
+    model = {"id": "mock-model", "contextWindow": 128000, "maxTokens": 4096,
+             "cost": {"input": 1, "output": 2, "cacheRead": 0, "cacheWrite": 0}}  # fmt: skip
+    provider = {
+        "baseUrl": f"{base_url}/v1",
+        "api": "openai-completions",
+        "apiKey": "MOCK_API_KEY",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+        "models": [model],
+    }
+    return {"providers": {"mock": provider}}
+
+
+PI_STALL_REPLAY = ("--stall-timeout", "1", "--timeout", "5")
+
+PI_CASES = (
+    Case("pi", "text", "text", "completed", "run.completed.ok", 30, max_attempts=0),
+    Case("pi", "tool-write", "tool", "completed", "run.completed.ok", 30, max_attempts=0,
+         touch="mock_note.txt"),
+    # pi exits 0 on each of these: the last assistant message_end says what happened.
+    Case("pi", "401", "401", "failed", "run.failed.provider_auth", 20, max_attempts=0),
+    Case("pi", "403", "403", "failed", "run.failed.provider_auth", 20, max_attempts=0),
+    Case("pi", "429", "429", "failed", "run.failed.provider_rate_limit", 30, min_attempts=2,
+         max_attempts=2),
+    Case("pi", "500", "500", "failed", "run.failed.provider_server_error", 30, min_attempts=2,
+         max_attempts=2),
+    Case("pi", "503", "503", "failed", "run.failed.provider_overloaded", 30, min_attempts=2,
+         max_attempts=2),
+    Case("pi", "400-prompt-too-long", "400", "failed", "run.failed.provider_rejected", 20,
+         max_attempts=0),
+    # pi sends a model models.json does not list ("Using custom model id").
+    Case("pi", "unknown-model", "404", "failed", "run.failed.provider_rejected", 20,
+         max_attempts=0, model_name="mock/no-such-model"),
+    Case("pi", "refused", "refused", "failed", "run.failed.provider_network", 30,
+         min_attempts=2),
+    Case("pi", "closed", "close", "failed", "run.failed.provider_network", 30, min_attempts=2),
+    Case("pi", "cut", "cut", "failed", "run.failed.provider_network", 30, min_attempts=2),
+    Case("pi", "malformed", "malformed", "failed", "run.failed.provider_server_error", 30),
+    # Without a request timeout pi waits on a silent server for ever: the stall limit
+    # ends it.
+    Case("pi", "hang", "hang", "failed", "run.failed.provider_stalled", 30,
+         min_seconds=float(STALL), li_args=STALL_ARGS, lirun_words=r"stall|no progress",
+         replay_hang=True, replay_args=PI_STALL_REPLAY),
+    Case("pi", "stall", "stall", "failed", "run.failed.provider_stalled", 30,
+         min_seconds=float(STALL), li_args=STALL_ARGS, lirun_words=r"stall|no progress",
+         replay_hang=True, replay_args=PI_STALL_REPLAY),
+)  # fmt: skip
+
+CASES = CLAUDE_CASES + CODEX_CASES + PI_CASES

@@ -25,6 +25,7 @@ from support import TESTS_DIR
 
 CLAUDE_VERSION = "2.1.332"
 CODEX_VERSION = "0.171.0"
+PI_VERSION = "0.73.1"
 INSTALLER = TESTS_DIR.parent / "scripts" / "install-clis"
 REQUIRE_ENV = "LIRUN_TEST_REQUIRE_REAL_CLI"
 VERSIONS_ENV = "LIRUN_TEST_CLI_VERSIONS"
@@ -44,6 +45,7 @@ class Cli:
 CLIS = {
     "claude": Cli("claude", "claude-code", "@anthropic-ai/claude-code", CLAUDE_VERSION, "claude"),
     "codex": Cli("codex", "codex", "@openai/codex", CODEX_VERSION, "codex"),
+    "pi": Cli("pi", "pi", "@mariozechner/pi-coding-agent", PI_VERSION, "pi"),
 }
 
 
@@ -63,13 +65,16 @@ def wanted_versions() -> str:
 
 @dataclass(frozen=True)
 class RealClis:
-    claude: Path
-    codex: Path
-    # provider → the version its executable reports (``--version``).
+    # provider → its executable, and the version that executable reports (``--version``).
+    paths: dict[str, Path]
     versions: dict[str, str]
 
     def path(self, provider: str) -> Path:
-        return {"claude": self.claude, "codex": self.codex}[provider]
+        return self.paths[provider]
+
+    def bin_env(self) -> dict[str, str]:
+        """``LIRUN_<PROVIDER>_BIN`` for every CLI: how ``li agent`` finds each one."""
+        return {f"LIRUN_{p.upper()}_BIN": str(path) for p, path in self.paths.items()}
 
 
 def _prefix(cli: Cli, which: str) -> Path:
@@ -89,7 +94,8 @@ def reported_version(executable: Path) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return parse_version(done.stdout) if done.returncode == 0 else None
+    # pi prints its version on stderr.
+    return parse_version(done.stdout or done.stderr) if done.returncode == 0 else None
 
 
 def _found(paths: dict[str, Path]) -> RealClis | str:
@@ -98,9 +104,7 @@ def _found(paths: dict[str, Path]) -> RealClis | str:
     if silent:
         return f"{', '.join(silent)} --version printed no version ({paths})"
     return RealClis(
-        claude=paths["claude"],
-        codex=paths["codex"],
-        versions={p: v for p, v in versions.items() if v is not None},
+        paths=dict(paths), versions={p: v for p, v in versions.items() if v is not None}
     )
 
 

@@ -48,6 +48,7 @@ _FORBIDDEN: dict[str, dict[str, str]] = {
         "--json": "lirun runs codex exec --json itself",
         "--experimental-json": "lirun runs codex exec --json itself",
     },
+    "pi": {"--mode": "lirun runs pi --mode json itself"},
 }
 _LISTS = ("allowed_tools", "disallowed_tools", "mcp_config", "provider_args")
 _TEXTS = ("permission_mode", "append_system_prompt", "sandbox", "approval_policy")

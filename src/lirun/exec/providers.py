@@ -15,6 +15,7 @@ from typing import Protocol
 from lirun.errors import UsageError
 from lirun.exec.claude import ClaudeStreamParser, build_claude_command
 from lirun.exec.codex import CodexStreamParser, build_codex_command
+from lirun.exec.pi import PiStreamParser, build_pi_command
 from lirun.exec.stream import Event, Message, StreamParser, events_to_messages
 from lirun.exec.verdict import StreamVerdict
 from lirun.provider_errors import (
@@ -32,6 +33,7 @@ __all__ = [
     "CommandBuilder",
     "Event",
     "Message",
+    "PiStreamParser",
     "ProviderError",
     "ProviderNonRetryableError",
     "ProviderNotFoundError",
@@ -41,6 +43,7 @@ __all__ = [
     "StreamVerdict",
     "build_claude_command",
     "build_codex_command",
+    "build_pi_command",
     "events_to_messages",
     "find_provider_executable",
     "get_provider",
@@ -95,6 +98,13 @@ PROVIDERS: dict[str, ProviderSpec] = {
         build_command=build_codex_command,
         parser_factory=CodexStreamParser,
         tested_versions=("0.171.0", "0.171.0"),
+    ),
+    "pi": ProviderSpec(
+        name="pi",
+        env_var="LIRUN_PI_BIN",
+        install_hint="install pi (npm install -g @mariozechner/pi-coding-agent)",
+        build_command=build_pi_command,
+        parser_factory=PiStreamParser,
     ),
 }
 

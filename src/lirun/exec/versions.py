@@ -68,7 +68,8 @@ def _ask(executable: str) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return parse_version(done.stdout) if done.returncode == 0 else None
+    # pi prints its version on stderr
+    return parse_version(done.stdout or done.stderr) if done.returncode == 0 else None
 
 
 def cli_version(executable: str) -> str | None:
