@@ -192,7 +192,7 @@ def test_a_kill_during_a_retry_delay_is_no_end_of_the_stream() -> None:
     ("message", "failure_class"),
     [
         ("401 Incorrect API key provided: sk-fake.", "auth"),
-        ("403 You are not allowed to sample from this model", "rejected"),
+        ("403 You are not allowed to sample from this model", "auth"),
         ("429 Rate limit reached for requests", "rate_limit"),
         ("500 The server had an error while processing your request.", "server_error"),
         ("503 The engine is currently overloaded, please try again later", "overloaded"),

@@ -76,12 +76,12 @@ def build_pi_command(
 
 def pi_failure_class(message: str) -> str | None:
     """The class of a failed call's ``errorMessage``: the words first, then pi's network
-    and broken-answer wordings, then the HTTP status it starts with. A 403 is
-    ``rejected`` here: pi gets it for a model the key may not use ("You are not allowed
-    to sample from this model"); a refused key is a 401."""
+    and broken-answer wordings, then the HTTP status it starts with. A 403 is ``auth``, as
+    for every provider ("You are not allowed to sample from this model": the key may not
+    use it; a retry will not change that, a person fixes the key or its access)."""
     status = leading_status(message)
-    if status == 403:
-        return "rejected"
+    if status in (401, 403):
+        return class_for_status(status)
     by_text = class_for_text(message)
     if by_text is not None:
         return by_text
