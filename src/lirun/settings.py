@@ -45,7 +45,11 @@ RUN_ID_ENV_VARS = ("LIRUN_RUN_ID", "LIONAGI_RUN_ID")
 LI_ENV = "LIRUN_LI"
 # The names lirun's console scripts have (pyproject.toml).
 LI_NAMES = ("li", "lirun")
-PROVIDER_BIN_ENV = {"claude": "LIRUN_CLAUDE_BIN", "codex": "LIRUN_CODEX_BIN"}
+PROVIDER_BIN_ENV = {
+    "claude": "LIRUN_CLAUDE_BIN",
+    "codex": "LIRUN_CODEX_BIN",
+    "gemini": "LIRUN_GEMINI_BIN",
+}
 
 DEFAULT_WRITE_RETRY_SECONDS = 30.0
 _OFF = frozenset({"off", "0", "no", "false"})
@@ -65,6 +69,7 @@ class Settings:
     run_id: str | None = None  # --run-id > LIRUN_RUN_ID > LIONAGI_RUN_ID
     claude_bin: str | None = None  # --bin > LIRUN_CLAUDE_BIN > PATH
     codex_bin: str | None = None  # --bin > LIRUN_CODEX_BIN > PATH
+    gemini_bin: str | None = None  # --bin > LIRUN_GEMINI_BIN > PATH
     ui_token: str | None = None  # --token > LIRUN_UI_TOKEN
     member: str | None = None  # --from / --as > LIRUN_MEMBER (set by a team's owner)
     parent_run_id: str | None = None  # LIRUN_PARENT_RUN_ID (set by a supervising li)
@@ -89,6 +94,7 @@ class Settings:
             run_id=next(filter(None, map(text, RUN_ID_ENV_VARS)), None),
             claude_bin=text(PROVIDER_BIN_ENV["claude"]),
             codex_bin=text(PROVIDER_BIN_ENV["codex"]),
+            gemini_bin=text(PROVIDER_BIN_ENV["gemini"]),
             ui_token=text("LIRUN_UI_TOKEN"),
             member=text("LIRUN_MEMBER"),
             parent_run_id=text("LIRUN_PARENT_RUN_ID"),
@@ -106,7 +112,8 @@ class Settings:
 
     def provider_bin(self, provider: str) -> str | None:
         """``$LIRUN_<PROVIDER>_BIN`` for ``provider``, if set."""
-        return {"claude": self.claude_bin, "codex": self.codex_bin}.get(provider)
+        bins = {"claude": self.claude_bin, "codex": self.codex_bin, "gemini": self.gemini_bin}
+        return bins.get(provider)
 
 
 def _seconds(name: str, raw: str | None) -> float | None:

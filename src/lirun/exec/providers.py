@@ -15,6 +15,7 @@ from typing import Protocol
 from lirun.errors import UsageError
 from lirun.exec.claude import ClaudeStreamParser, build_claude_command
 from lirun.exec.codex import CodexStreamParser, build_codex_command
+from lirun.exec.gemini import GeminiStreamParser, build_gemini_command
 from lirun.exec.stream import Event, Message, StreamParser, events_to_messages
 from lirun.exec.verdict import StreamVerdict
 from lirun.provider_errors import (
@@ -31,6 +32,7 @@ __all__ = [
     "CodexStreamParser",
     "CommandBuilder",
     "Event",
+    "GeminiStreamParser",
     "Message",
     "ProviderError",
     "ProviderNonRetryableError",
@@ -41,6 +43,7 @@ __all__ = [
     "StreamVerdict",
     "build_claude_command",
     "build_codex_command",
+    "build_gemini_command",
     "events_to_messages",
     "find_provider_executable",
     "get_provider",
@@ -90,6 +93,13 @@ PROVIDERS: dict[str, ProviderSpec] = {
         install_hint="install Codex (npm install -g @openai/codex)",
         build_command=build_codex_command,
         parser_factory=CodexStreamParser,
+    ),
+    "gemini": ProviderSpec(
+        name="gemini",
+        env_var="LIRUN_GEMINI_BIN",
+        install_hint="install Gemini CLI (npm install -g @google/gemini-cli)",
+        build_command=build_gemini_command,
+        parser_factory=GeminiStreamParser,
     ),
 }
 
