@@ -34,7 +34,8 @@ def load_expectations() -> dict[str, dict[str, Any]]:
 
 
 def make_fake_bin_dir(directory: Path) -> Path:
-    """Write executables ``claude``, ``codex`` and ``gemini`` in ``directory`` that run the fake provider.
+    """Write executables ``claude``, ``codex`` and ``gemini`` in ``directory`` that run
+    the fake provider.
 
     Put the directory first on PATH, or point LIRUN_CLAUDE_BIN / LIRUN_CODEX_BIN at a file.
     """
