@@ -1,4 +1,4 @@
-"""Contract tests: the real, pinned Claude Code and Codex CLIs under ``li agent``.
+"""Contract tests: the real, pinned Claude Code, Codex and Gemini CLIs under ``li agent``.
 
 Each case (``support.realcases``) runs the CLI from the cache (``scripts/install-clis``)
 inside a new network namespace (``unshare -n``, loopback up) beside a mock API that
@@ -10,7 +10,11 @@ provider error, the retries counted, model, CLI version, and how long the run to
 
 Every scenario makes sense for both CLIs, so both run all of them. Claude Code reads its
 base URL from ``ANTHROPIC_BASE_URL``; Codex from ``-c openai_base_url=…`` (the text case)
-or a ``model_providers`` entry (the others: HTTPS only, fewer retries). Each CLI gets a
+or a ``model_providers`` entry (the others: HTTPS only, fewer retries); Gemini CLI from
+``GOOGLE_GEMINI_BASE_URL`` with ``GEMINI_API_KEY`` and a ``.gemini/settings.json`` that
+selects that key and sets its attempts (PROVIDERS.md, "Mock"). Gemini has more
+transport faults (closed without an answer, closed mid-stream, a malformed stream, a
+stalled body), since its exit code lies about them. Each CLI gets a
 private HOME and TMPDIR; the database is SQLite (these tests are about the CLIs' streams,
 not the store, which the rest of the suite runs on both backends).
 
@@ -33,9 +37,17 @@ from typing import Any
 
 import pytest
 
+from lirun.exec.providers import get_provider
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from support.execkit import git_repo, li_argv, session_rows
-from support.mockapi import REPLY_TEXT, TOOL_FILE, TOOL_FILE_CONTENT, TOOL_REPLY_TEXT
+from support.mockapi import (
+    GEMINI_PATH,
+    REPLY_TEXT,
+    TOOL_FILE,
+    TOOL_FILE_CONTENT,
+    TOOL_REPLY_TEXT,
+    gemini_model,
+)
 from support.netns import netns_argv, netns_missing
 from support.providerkit import fixture_path
 from support.realcases import BASE_URL, CASES, VERSIONS, Case
@@ -65,7 +77,8 @@ def _env(case: Case, clis: RealClis, tmp_path: Path) -> dict[str, str]:
     home, tmp, lihome = tmp_path / "cli-home", tmp_path / "cli-tmp", tmp_path / "lirun-home"
     for path in (home, tmp, lihome):
         path.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    own = ("ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(own)}
     env.update(
         HOME=str(home),
         TMPDIR=str(tmp),
@@ -73,15 +86,31 @@ def _env(case: Case, clis: RealClis, tmp_path: Path) -> dict[str, str]:
         LIRUN_DB_URL=str(tmp_path / "state.db"),
         LIRUN_CLAUDE_BIN=str(clis.claude),
         LIRUN_CODEX_BIN=str(clis.codex),
+        LIRUN_GEMINI_BIN=str(clis.gemini),
         PYTHONUNBUFFERED="1",
     )
     env.pop("CLAUDE_CODE_MAX_RETRIES", None)
     if case.provider == "claude":
         env.update(ANTHROPIC_BASE_URL=BASE_URL, ANTHROPIC_API_KEY="sk-ant-contract-test")
+    elif case.provider == "gemini":
+        env.update(GEMINI_API_KEY="fake-key", GOOGLE_GEMINI_BASE_URL=BASE_URL)
+        _gemini_settings(home, case.cli_attempts or 1)
     else:
         env["OPENAI_API_KEY"] = "sk-contract-test"
     env.update(case.env)
     return env
+
+
+def _gemini_settings(home: Path, attempts: int) -> None:
+    """The key (not a gateway: key + base URL alone exit 41), no telemetry, few attempts."""
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"maxAttempts": attempts, "enableAutoUpdate": False},
+    }
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
 
 
 def _command(case: Case) -> list[str]:
@@ -103,6 +132,11 @@ def _record_fixture(case: Case, row: dict[str, Any]) -> None:
     target = fixture_path(case.fixture)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(stream, target)
+    if get_provider(case.provider).new_parser().reads_stderr:  # its retries are there
+        stderr = Path(row["run_dir"]) / "stream" / "stderr.log"
+        shutil.copyfile(
+            stderr, target.with_name(target.name.removesuffix(".jsonl") + ".stderr.txt")
+        )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -131,6 +165,12 @@ def test_real_cli_against_the_mock_api(clis: RealClis, tmp_path: Path, case: Cas
         _record_fixture(case, row)
     problems = _problems(case, row, proc.returncode, elapsed, _requests(log), repo)
     assert not problems, "\n".join([*problems, context])
+
+
+def _model_sent(request: dict[str, Any]) -> str | None:
+    """The model a request asked for: in its body, or (Gemini API) in its path."""
+    model = request["body"].get("model")
+    return model if model else gemini_model(request["path"])
 
 
 def _problems(
@@ -178,13 +218,13 @@ def _problems(
         row["duration_s"] is not None and row["duration_s"] <= elapsed,
         f"duration_s {row['duration_s']}",
     )
-    api_path = "/v1/messages" if case.provider == "claude" else "/v1/responses"
+    api_path = {"claude": "/v1/messages", "codex": "/v1/responses"}.get(case.provider, GEMINI_PATH)
     posts = [r for r in requests if r["method"] == "POST" and r["path"].startswith(api_path)]
     if case.scenario == "refused":
         check(requests == [], "a request reached a port nobody listens on?")
     else:
         check(bool(posts), f"the CLI never called {api_path} on the mock")
-        check(all(r["body"].get("model") == case.model for r in posts), "model sent")
+        check(all(_model_sent(r) == case.model for r in posts), "model sent")
     if case.status == "completed":
         check(
             row["provider_error"] is None,

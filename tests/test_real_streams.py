@@ -24,7 +24,8 @@ from support.realcases import CASES, VERSIONS, Case
 RECORDED = [case for case in CASES if fixture_path(case.fixture).exists()]
 # What the real executables print for --version.
 VERSION_LINES = {"claude": f"{VERSIONS['claude']} (Claude Code)",
-                 "codex": f"codex-cli {VERSIONS['codex']}"}  # fmt: skip
+                 "codex": f"codex-cli {VERSIONS['codex']}",
+                 "gemini": VERSIONS["gemini"]}  # fmt: skip
 
 
 def test_every_contract_case_has_its_recorded_stream() -> None:

@@ -1,4 +1,4 @@
-"""A mock of the Anthropic Messages API and the OpenAI Responses API, for the real CLIs.
+"""A mock of the Anthropic Messages, OpenAI Responses and Gemini APIs, for the real CLIs.
 
 One scenario per server (``MockApi(scenario)``), threaded, standard library only. It
 answers the way the CLIs were seen to need (docs/providers.md, "Pointing the real CLIs at a
@@ -9,11 +9,18 @@ local mock API"):
 - Codex POSTs ``/v1/responses`` (after a WebSocket attempt on the same path, refused
   here with 404 so it falls back to HTTPS at once): a turn is the Responses API's SSE.
 
+- Gemini CLI POSTs ``/v1beta/models/<model>:streamGenerateContent?alt=sse``: a turn is
+  ``data: <GenerateContentResponse>`` chunks, the last with ``finishReason`` and
+  ``usageMetadata`` (the Gemini section below).
+
 Scenarios: ``text`` (a text reply), ``tool`` (first a tool call that writes
 ``TOOL_FILE``, then, once the request carries its result, a text reply), ``401``,
 ``429`` (with ``retry-after: 1``), ``500``, ``529``, ``400`` (prompt too long), and
 ``hang`` (accepts, reads the request, never answers). Connection refused needs no
-server: :func:`free_port` gives a port nobody listens on.
+server: :func:`free_port` gives a port nobody listens on. Gemini only (so far): ``403``,
+``503``, ``404`` (unknown model), ``close`` (reads the request, closes without a byte),
+``cut`` (one chunk, then the connection closes with no ``finishReason``), ``malformed``
+(a chunk that is not JSON) and ``stall`` (headers and one chunk, then silence).
 
 Every request is appended as one JSON line to ``log_path`` (method, path, headers, body)
 so a failing test shows what the CLI sent.
@@ -31,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 SCENARIOS = ("text", "tool", "401", "429", "500", "529", "400", "hang")
+GEMINI_SCENARIOS = ("403", "503", "404", "close", "cut", "malformed", "stall")
 MODEL_CLAUDE = "claude-sonnet-4-5-20250929"
 MODEL_CODEX = "gpt-5-codex"
 REPLY_TEXT = "Hello from the mock API."
@@ -255,6 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer_claude(scenario, body)
         elif self.path.startswith("/v1/responses"):
             self._answer_codex(scenario, body)
+        elif self.path.startswith(GEMINI_PATH):
+            answer_gemini(self, scenario, body)
         else:
             self._send(404, "application/json", b'{"error":"not mocked"}')
 
@@ -292,8 +302,9 @@ class MockServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, scenario: str, log_path: Path, port: int = 0) -> None:
-        if scenario not in SCENARIOS:
-            raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+        if scenario not in (*SCENARIOS, *GEMINI_SCENARIOS):
+            known = ", ".join((*SCENARIOS, *GEMINI_SCENARIOS))
+            raise ValueError(f"unknown scenario {scenario!r}; known: {known}")
         super().__init__(("127.0.0.1", port), _Handler)
         self.scenario = scenario
         self.log_path = log_path
@@ -317,3 +328,108 @@ class MockServer(ThreadingHTTPServer):
         self.stopping.set()
         self.shutdown()
         self.server_close()
+
+
+# --- the Gemini API (Gemini CLI) -------------------------------------------------------------
+
+GEMINI_PATH = "/v1beta/models/"
+MODEL_GEMINI = "gemini-2.5-flash"
+# The Google API's error bodies, per scenario: (HTTP status, error.status, error.message).
+GEMINI_ERRORS: dict[str, tuple[int, str, str]] = {
+    "401": (401, "UNAUTHENTICATED", "Request had invalid authentication credentials."),
+    "403": (403, "PERMISSION_DENIED", "Method doesn't allow unregistered callers."),
+    "429": (429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."),
+    "500": (500, "INTERNAL", "An internal error has occurred."),
+    "503": (503, "UNAVAILABLE", "The model is overloaded. Please try again later."),
+    "400": (
+        400,
+        "INVALID_ARGUMENT",
+        "The input token count (1234567) exceeds the maximum number of tokens allowed (1048576).",
+    ),
+    "404": (
+        404,
+        "NOT_FOUND",
+        "models/no-such-model is not found for API version v1beta, or is not supported for "
+        "generateContent.",
+    ),
+}
+
+
+def gemini_model(path: str) -> str:
+    """``/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`` → the model."""
+    return path[len(GEMINI_PATH) :].split(":", 1)[0]
+
+
+def gemini_chunk(parts: list[dict[str, Any]], model: str, *, last: bool = False) -> bytes:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": model}
+    if last:
+        candidate["finishReason"] = "STOP"
+        chunk["usageMetadata"] = {
+            "promptTokenCount": 11,
+            "candidatesTokenCount": 7,
+            "totalTokenCount": 18,
+        }
+    return f"data: {json.dumps(chunk)}\r\n\r\n".encode()
+
+
+def gemini_has_function_response(body: dict[str, Any]) -> bool:
+    return any(
+        isinstance(part, dict) and "functionResponse" in part
+        for content in body.get("contents", [])
+        if isinstance(content, dict)
+        for part in content.get("parts", [])
+    )
+
+
+def gemini_answer(scenario: str, body: dict[str, Any], model: str) -> list[bytes]:
+    """The SSE chunks of one turn: a ``write_file`` call, or a text reply in two chunks."""
+    if scenario == "tool" and not gemini_has_function_response(body):
+        args = {"file_path": TOOL_FILE, "content": TOOL_FILE_CONTENT}
+        return [gemini_chunk([{"functionCall": {"name": "write_file", "args": args}}], model,
+                             last=True)]  # fmt: skip
+    text = TOOL_REPLY_TEXT if scenario == "tool" else REPLY_TEXT
+    head, tail = text[: len(text) // 2], text[len(text) // 2 :]
+    return [gemini_chunk([{"text": head}], model), gemini_chunk([{"text": tail}], model, last=True)]
+
+
+def answer_gemini(handler: _Handler, scenario: str, body: dict[str, Any]) -> None:
+    """One Gemini API request, as ``scenario`` says (the CLI calls only this endpoint when
+    it is given ``-m``; ``:countTokens`` was never seen, and is answered anyway)."""
+    model = gemini_model(handler.path)
+    if ":countTokens" in handler.path:
+        handler._send(200, "application/json", b'{"totalTokens": 12}')
+    elif scenario in GEMINI_ERRORS:
+        status, name, message = GEMINI_ERRORS[scenario]
+        error: dict[str, Any] = {"code": status, "message": message, "status": name}
+        if scenario == "429":  # the server's own retry delay, which the CLI honours
+            error["details"] = [
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}
+            ]
+        handler._send(status, "application/json", json.dumps({"error": error}).encode())
+    elif scenario == "close":
+        handler.close_connection = True
+        handler.connection.shutdown(socket.SHUT_RDWR)
+    elif scenario == "malformed":
+        _gemini_stream(handler, [b"data: {not json at all\r\n\r\n"])
+    elif scenario == "cut":
+        _gemini_stream(handler, gemini_answer("text", body, model)[:1])
+    elif scenario == "stall":
+        _gemini_stream(handler, gemini_answer("text", body, model)[:1], then_wait=True)
+    else:
+        _gemini_stream(handler, gemini_answer(scenario, body, model))
+
+
+def _gemini_stream(handler: _Handler, chunks: list[bytes], *, then_wait: bool = False) -> None:
+    """A body that ends when the connection closes (no length): a short one is a cut stream."""
+    handler.send_response(200)
+    handler.send_header("content-type", "text/event-stream")
+    handler.send_header("connection", "close")
+    handler.end_headers()
+    for chunk in chunks:
+        handler.wfile.write(chunk)
+        handler.wfile.flush()
+        time.sleep(0.02)
+    if then_wait:
+        handler.server.stopping.wait()
+    handler.close_connection = True

@@ -9,7 +9,9 @@ Retry budgets are cut down with the CLIs' own settings so the suite stays short:
 Claude Code's ``CLAUDE_CODE_MAX_RETRIES`` (default 10, ~3 minutes of backoff), and for
 Codex a model provider pointing at the mock with ``stream_max_retries`` /
 ``request_max_retries`` and ``supports_websockets=false`` (the plain ``openai_base_url``
-setting, used by the text case, first tries WebSockets five times, ~9 s).
+setting, used by the text case, first tries WebSockets five times, ~9 s), and for Gemini
+CLI the setting ``general.maxAttempts`` in the private HOME's ``.gemini/settings.json``
+(:attr:`Case.cli_attempts`; default 10 with 5-30 s backoff).
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from support.mockapi import MODEL_CODEX
+from support.mockapi import MODEL_CODEX, MODEL_GEMINI
 from support.netns import PORT
-from support.realcli import CLAUDE_VERSION, CODEX_VERSION
+from support.realcli import CLAUDE_VERSION, CODEX_VERSION, GEMINI_VERSION
 
 BASE_URL = f"http://127.0.0.1:{PORT}"
 CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = MODEL_CODEX
-VERSIONS = {"claude": CLAUDE_VERSION, "codex": CODEX_VERSION}
+GEMINI_MODEL = MODEL_GEMINI
+VERSIONS = {"claude": CLAUDE_VERSION, "codex": CODEX_VERSION, "gemini": GEMINI_VERSION}
+MODELS = {"claude": CLAUDE_MODEL, "codex": CODEX_MODEL, "gemini": GEMINI_MODEL}
 STALL = "4"  # --stall-timeout for the cases where the CLI waits on a silent server
 
 
@@ -68,6 +72,10 @@ class Case:
     # Claude Code made up every answer (``"model":"<synthetic>"``): no model answered, so
     # lirun records none (the model it announced stays in the evidence).
     no_model_answered: bool = False
+    # The CLI's own attempt budget where only a settings file gives it (Gemini CLI's
+    # general.maxAttempts); None: the case does not set it.
+    cli_attempts: int | None = None
+    model_name: str | None = None  # a model other than the provider's usual one
 
     @property
     def id(self) -> str:
@@ -79,7 +87,7 @@ class Case:
 
     @property
     def model(self) -> str:
-        return CLAUDE_MODEL if self.provider == "claude" else CODEX_MODEL
+        return self.model_name or MODELS[self.provider]
 
     @property
     def recorded_model(self) -> str | None:
@@ -166,4 +174,46 @@ CODEX_CASES = (
          provider_error=r"high demand"),
 )  # fmt: skip
 
-CASES = CLAUDE_CASES + CODEX_CASES
+# Gemini CLI exits with the HTTP status mod 256 on API errors and 0 on a cut stream: the
+# record must follow the stream. One attempt unless the case is about retries (they are
+# then read from its stderr); two attempts cost one backoff (5 s, or the server's 1 s
+# retryDelay on 429).
+GEMINI_STALL_REPLAY = ("--stall-timeout", "1", "--timeout", "5")
+GEMINI_CASES = (
+    Case("gemini", "text", "text", "completed", "run.completed.ok",
+         r"completed", 30, max_attempts=0, cli_attempts=1),
+    Case("gemini", "tool-write", "tool", "completed", "run.completed.ok",
+         r"completed", 30, max_attempts=0, cli_attempts=1, touch="mock_note.txt"),
+    Case("gemini", "401", "401", "failed", "run.failed.provider_auth",
+         r"invalid authentication credentials", 20, max_attempts=0, cli_attempts=1),
+    Case("gemini", "403", "403", "failed", "run.failed.provider_auth",
+         r"unregistered callers", 20, max_attempts=0, cli_attempts=1),
+    Case("gemini", "429", "429", "failed", "run.failed.provider_rate_limit",
+         r"Resource has been exhausted", 30, min_attempts=1, cli_attempts=2),
+    Case("gemini", "500", "500", "failed", "run.failed.provider_server_error",
+         r"internal error", 20, max_attempts=0, cli_attempts=1),
+    Case("gemini", "503", "503", "failed", "run.failed.provider_overloaded",
+         r"model is overloaded", 30, min_attempts=1, cli_attempts=2),
+    Case("gemini", "400-prompt-too-long", "400", "failed", "run.failed.provider_rejected",
+         r"exceeds the maximum number of tokens", 20, max_attempts=0, cli_attempts=1),
+    Case("gemini", "unknown-model", "404", "failed", "run.failed.provider_rejected",
+         r"is not found", 20, max_attempts=0, cli_attempts=1, model_name="no-such-model"),
+    Case("gemini", "refused", "refused", "failed", "run.failed.provider_network",
+         r"fetch failed", 30, min_attempts=1, cli_attempts=2),
+    Case("gemini", "closed-no-answer", "close", "failed", "run.failed.provider_network",
+         r"fetch failed|terminated|closed|reset", 30, cli_attempts=1),
+    # Exit 0 and result status "error" with no error: a cut stream is never a success.
+    Case("gemini", "closed-mid-stream", "cut", "failed", "run.failed.provider_network",
+         r"without a finish reason", 20, max_attempts=0, cli_attempts=1),
+    Case("gemini", "malformed", "malformed", "failed", "run.failed.provider_nonretryable",
+         r".", 20, cli_attempts=1),
+    # The CLI waits 60 s for headers and 300 s for a body: the stall limit ends it first.
+    Case("gemini", "hang", "hang", "failed", "run.failed.provider_stalled",
+         r"stall|no progress", 20, min_seconds=float(STALL), cli_attempts=1,
+         li_args=STALL_ARGS, replay_hang=True, replay_args=GEMINI_STALL_REPLAY),
+    Case("gemini", "stalled-body", "stall", "failed", "run.failed.provider_stalled",
+         r"stall|no progress", 20, min_seconds=float(STALL), cli_attempts=1,
+         li_args=STALL_ARGS, replay_hang=True, replay_args=GEMINI_STALL_REPLAY),
+)  # fmt: skip
+
+CASES = CLAUDE_CASES + CODEX_CASES + GEMINI_CASES

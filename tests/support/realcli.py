@@ -1,4 +1,5 @@
-"""The pinned real CLIs for the contract tests (``-m real_cli``), from the cache.
+"""The pinned real CLIs (Claude Code, Codex, Gemini CLI) for the contract tests
+(``-m real_cli``), from the cache.
 
 ``scripts/install-clis`` installs them into ``$LIRUN_CLI_CACHE`` (default
 ``~/.cache/lirun/clis``), one npm prefix per CLI and version, outside the clone so that
@@ -20,6 +21,7 @@ from support import TESTS_DIR
 
 CLAUDE_VERSION = "2.1.197"
 CODEX_VERSION = "0.171.0"
+GEMINI_VERSION = "0.61.0"
 INSTALLER = TESTS_DIR.parent / "scripts" / "install-clis"
 REQUIRE_ENV = "LIRUN_TEST_REQUIRE_REAL_CLI"
 
@@ -33,6 +35,7 @@ def cache_dir() -> Path:
 class RealClis:
     claude: Path
     codex: Path
+    gemini: Path
 
 
 def _paths() -> RealClis:
@@ -40,20 +43,24 @@ def _paths() -> RealClis:
     return RealClis(
         claude=root / f"claude-code-{CLAUDE_VERSION}" / "node_modules" / ".bin" / "claude",
         codex=root / f"codex-{CODEX_VERSION}" / "node_modules" / ".bin" / "codex",
+        gemini=root / f"gemini-cli-{GEMINI_VERSION}" / "node_modules" / ".bin" / "gemini",
     )
 
 
 def _missing(paths: RealClis) -> list[str]:
-    return [str(p) for p in (paths.claude, paths.codex) if not os.access(p, os.X_OK)]
+    return [str(p) for p in (paths.claude, paths.codex, paths.gemini) if not os.access(p, os.X_OK)]
 
 
 @cache
 def real_clis() -> RealClis | str:
-    """The two CLIs, installed if need be; or a sentence saying what is missing and why."""
+    """The pinned CLIs, installed if need be; or a sentence saying what is missing and why."""
     paths = _paths()
     if not _missing(paths):
         return paths
-    wanted = f"@anthropic-ai/claude-code@{CLAUDE_VERSION} and @openai/codex@{CODEX_VERSION}"
+    wanted = (
+        f"@anthropic-ai/claude-code@{CLAUDE_VERSION}, @openai/codex@{CODEX_VERSION} and "
+        f"@google/gemini-cli@{GEMINI_VERSION}"
+    )
     if os.environ.get("LIRUN_TEST_NO_INSTALL") == "1":
         return f"the real CLIs ({wanted}) are not in {cache_dir()} (LIRUN_TEST_NO_INSTALL=1)"
     if shutil.which("npm") is None:

@@ -74,12 +74,13 @@ _GEMINI_TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 # ``Attempt 2 failed with status 429. Retrying with backoff... <error>`` or, with no HTTP
 # status (a refused connection), ``Attempt 2 failed: <error>. Retrying with backoff...``.
 _ATTEMPT = re.compile(r"^Attempt (\d+) failed\b(?: with status (\d{3}))?[.:]?\s*(.*)$")
+_GAVE_UP = "Max attempts reached"
 # Exit codes the CLI documents for failures before or outside the model call.
 _EXIT_CLASSES = {41: "auth", 55: "rejected", 42: "rejected", 52: "rejected"}
 # stderr noise on every run, and stack-trace lines: never the CLI's sentence.
 _STDERR_NOISE = re.compile(
     r"^(?:Warning: 256-color|Ripgrep is not available|\[STARTUP\]|at |\}|\{$|\[cause\]"
-    r"|status: \d|Loaded cached credentials|Data collection is disabled)"
+    r"|status: \d|Loaded cached credentials|Data collection is disabled|YOLO mode is enabled)"
 )
 APPROVAL_MODE = "yolo"  # without it the shell and write tools are not registered
 
@@ -157,6 +158,7 @@ class GeminiStreamParser(StreamParser):
         self._pending: list[str] = []
         self._pending_chars = 0
         self.stderr_said: list[str] = []  # the first lines that were not noise
+        self._pending_attempt: str | None = None  # retry or last attempt: the next line says
 
     @property
     def final_text(self) -> str:
@@ -304,29 +306,41 @@ class GeminiStreamParser(StreamParser):
     # --- stderr ----------------------------------------------------------------------------
 
     def feed_stderr_line(self, line: str) -> list[Event]:
-        """``Attempt N failed ...`` is a retry; other lines that are not noise are kept as
-        what the CLI said (a startup failure has only these)."""
+        """``Attempt N failed ...`` is a retry unless the CLI says it gave up ("Max attempts
+        reached", on that line or on the next: a quota error's text spans two lines, so an
+        attempt without either word waits for the next line); other lines that are not
+        noise are kept as what the CLI said (a startup failure has only these)."""
         text = line.strip()
         if not text:
             return []
+        events: list[Event] = []
+        if self._pending_attempt is not None:
+            pending, self._pending_attempt = self._pending_attempt, None
+            events += self._on_attempt(pending, gave_up=_GAVE_UP in text)
         match = _ATTEMPT.match(text)
         if match is not None:
-            return self._on_attempt(text, match)
-        if not _STDERR_NOISE.match(text) and len(self.stderr_said) < _KEPT_STDERR_LINES:
+            if "Retrying" in text or _GAVE_UP in text:
+                events += self._on_attempt(text, gave_up=_GAVE_UP in text)
+            else:
+                self._pending_attempt = text
+        elif not _STDERR_NOISE.match(text) and len(self.stderr_said) < _KEPT_STDERR_LINES:
             self.stderr_said.append(text[:_MESSAGE_CHARS])
-        return []
+        return events
 
-    def _on_attempt(self, text: str, match: re.Match[str]) -> list[Event]:
+    def _on_attempt(self, text: str, *, gave_up: bool) -> list[Event]:
+        match = _ATTEMPT.match(text)
+        assert match is not None
         attempt = int(match.group(1))
         status = int(match.group(2)) if match.group(2) else None
         said = match.group(3) or text
-        if "Retrying" not in text:  # "Attempt 10 failed: ... Max attempts reached"
-            event = self._error(text, "stderr")
-            event.data["class"] = gemini_failure_class(said, status)
-            return [event]
         failure_class = gemini_failure_class(said, status) or (
             "network" if status is None else None
         )
+        if gave_up:  # the last attempt: no retry follows, the result says the rest
+            event = self._error(text, "stderr")
+            event.data.update({"class": failure_class, "attempt": attempt})
+            self.retrying = False
+            return [event]
         data = {"attempt": attempt, "error_status": status, "message": text[:_MESSAGE_CHARS]}
         return [
             self._retry(text, data, attempt=attempt, status=status, failure_class=failure_class)
