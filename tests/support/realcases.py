@@ -205,8 +205,9 @@ GEMINI_CASES = (
     # Exit 0 and result status "error" with no error: a cut stream is never a success.
     Case("gemini", "closed-mid-stream", "cut", "failed", "run.failed.provider_network",
          r"without a finish reason", 20, max_attempts=0, cli_attempts=1),
-    Case("gemini", "malformed", "malformed", "failed", "run.failed.provider_nonretryable",
-         r".", 20, cli_attempts=1),
+    # 200 with a body that is not the protocol: the server's fault, whatever the exit code.
+    Case("gemini", "malformed", "malformed", "failed", "run.failed.provider_server_error",
+         r"JSON", 20, max_attempts=0, cli_attempts=1),
     # The CLI waits 60 s for headers and 300 s for a body: the stall limit ends it first.
     Case("gemini", "hang", "hang", "failed", "run.failed.provider_stalled",
          r"stall|no progress", 20, min_seconds=float(STALL), cli_attempts=1,

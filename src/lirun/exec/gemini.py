@@ -58,6 +58,12 @@ _GEMINI_TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         ("rate_limit", r"Resource has been exhausted|RESOURCE_EXHAUSTED|check quota"),
         ("overloaded", r"model is overloaded"),
+        # The API answered 200 with a body that is not its protocol: the server's fault.
+        (
+            "server_error",
+            r"in JSON at position|Unexpected token .* JSON|is not valid JSON"
+            r"|Unexpected end of JSON",
+        ),
         (
             "rejected",
             r"not running in a trusted directory|Invalid values:|Unknown argument"
@@ -164,8 +170,8 @@ class GeminiStreamParser(StreamParser):
     def final_text(self) -> str:
         if self._failure is not None:
             return ""  # a failed turn's text is cut short: it is not the answer
-        if self._pending:
-            return reply_tail("".join(self._pending))
+        # Deltas still pending when the stream stops (a stall, a kill) are a reply cut
+        # short: they stay in the stream file, never the answer.
         return super().final_text
 
     # --- stdout ----------------------------------------------------------------------------
@@ -358,6 +364,8 @@ class GeminiStreamParser(StreamParser):
         exc = super()._finish_exception(exit_code, killed_by)
         if exc is None or exc.failure_class is not None:
             return exc
+        if self.saw_terminal and self._failure is None:
+            return exc  # the stream said success: the exit code alone classifies nothing
         # The stream failed without saying which class: the exit code (HTTP status mod
         # 256) is the hint left, never the verdict on its own.
         status = _status_from_exit(exit_code) if killed_by is None else None
