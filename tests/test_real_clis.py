@@ -51,7 +51,7 @@ from support.mockapi import (
 from support.netns import netns_argv, netns_missing
 from support.providerkit import fixture_path
 from support.realcases import BASE_URL, CASES, VERSIONS, Case
-from support.realcli import REQUIRE_ENV, RealClis, real_clis
+from support.realcli import REQUIRE_ENV, RealClis, cache_dir, real_clis
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.slow]
 
@@ -127,16 +127,16 @@ def _requests(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
-def _record_fixture(case: Case, row: dict[str, Any]) -> None:
+def _record_fixture(case: Case, row: dict[str, Any], tmp_path: Path) -> None:
     stream = Path(row["run_dir"]) / "stream" / f"{row['branch_id']}.jsonl"
     target = fixture_path(case.fixture)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(stream, target)
     if get_provider(case.provider).new_parser().reads_stderr:  # its retries are there
-        stderr = Path(row["run_dir"]) / "stream" / "stderr.log"
-        shutil.copyfile(
-            stderr, target.with_name(target.name.removesuffix(".jsonl") + ".stderr.txt")
-        )
+        # The test's own paths (its temp directory, the CLI cache) say nothing: named.
+        text = (Path(row["run_dir"]) / "stream" / "stderr.log").read_text(errors="replace")
+        text = text.replace(str(tmp_path), "$TEST").replace(str(cache_dir()), "$CLI_CACHE")
+        target.with_name(target.name.removesuffix(".jsonl") + ".stderr.txt").write_text(text)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -162,7 +162,7 @@ def test_real_cli_against_the_mock_api(clis: RealClis, tmp_path: Path, case: Cas
         pytest.fail(f"li (exit {proc.returncode}) recorded {len(rows)} runs\n{context}")
     row = rows[0]
     if RECORD:
-        _record_fixture(case, row)
+        _record_fixture(case, row, tmp_path)
     problems = _problems(case, row, proc.returncode, elapsed, _requests(log), repo)
     assert not problems, "\n".join([*problems, context])
 
