@@ -36,24 +36,26 @@ from lirun.settings import Settings
 
 DESCRIPTION = f"""\
 Run an agent CLI headless and record how it ended. Providers: claude (claude -p
---output-format stream-json --verbose) and codex (codex exec --json -); the prompt goes
-on the provider's stdin, never on its command line (where `ps` shows it to every user),
-and the caller's stdin is never passed on. The executable is --bin PATH, else
-$LIRUN_CLAUDE_BIN / $LIRUN_CODEX_BIN, else found on PATH.
+--output-format stream-json --verbose), codex (codex exec --json -) and gemini (gemini -o
+stream-json --approval-mode yolo --skip-trust); the prompt goes on the provider's stdin,
+never on its command line (where `ps` shows it to every user), and the caller's stdin is
+never passed on. The executable is --bin PATH, else $LIRUN_CLAUDE_BIN / $LIRUN_CODEX_BIN /
+$LIRUN_GEMINI_BIN, else found on PATH.
 
 The provider's own options follow the prompt behind `--` (li agent claude "fix it" --
 --permission-mode acceptEdits --max-turns 30), or come from a profile's or playbook's
 defaults: permission_mode, allowed_tools, disallowed_tools, max_turns,
 append_system_prompt, mcp_config (claude); sandbox, approval_policy, config (codex);
 provider_args (a list, anything else). They are recorded on the row. Options lirun sets
-itself are refused (claude -p/--print, --output-format, --input-format; codex --json).
+itself are refused (claude -p/--print, --output-format, --input-format; codex --json;
+gemini -o/--output-format, -p/--prompt, -i/--prompt-interactive).
 Provider retries and errors are shown on stderr as they happen and kept as evidence.
 
 The stream's terminal event decides the verdict (a Claude `result`, a Codex
-`turn.completed` / `turn.failed`), together with the exit code, signals and stream idle
-time; then the artifact contract and the completion-evidence gate apply. Every event is
-recorded as a message while it arrives, and the engine session id is recorded on the
-row and the branch. A new conversation's branch id is the run id; --resume BRANCH
+`turn.completed` / `turn.failed`, a Gemini `result`), together with the exit code,
+signals and stream idle time; then the artifact contract and the completion-evidence gate
+apply. Every event is recorded as a message while it arrives, and the engine session id
+is recorded on the row and the branch. A new conversation's branch id is the run id; --resume BRANCH
 continues one with the provider's own resume.
 
 Options may come anywhere around PROVIDER and PROMPT (`li agent claude --timeout 600
