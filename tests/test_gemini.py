@@ -187,3 +187,13 @@ def test_li_agent_gemini_sends_the_prompt_on_stdin_and_shows_retries_live(
     stderr_log = Path(row["run_dir"]) / "stream" / "stderr.log"
     expected = fixture_path("gemini/429-default.stderr.txt").read_text()
     assert stderr_log.read_text() == expected  # still an exact copy
+
+
+@pytest.mark.parametrize("flag", ["-o", "--output-format=json", "-p", "--prompt", "-i"])
+def test_the_flags_lirun_sets_itself_are_refused(flag: str) -> None:
+    from lirun.errors import UsageError
+    from lirun.exec.provider_options import check_provider_args
+
+    with pytest.raises(UsageError, match="cannot be passed"):
+        check_provider_args("gemini", [flag, "x"])
+    check_provider_args("gemini", ["--sandbox", "--include-directories", "x"])  # others pass
