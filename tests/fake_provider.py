@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A stand-in for the ``claude`` / ``codex`` CLIs that replays a fixture stream.
+"""A stand-in for the ``claude`` / ``codex`` / ``gemini`` CLIs that replays a fixture stream.
 
 Environment:
   LIRUN_FAKE_FIXTURE      path of the .jsonl to replay (absolute, relative to the cwd, or
@@ -13,6 +13,9 @@ Environment:
   LIRUN_FAKE_TOUCH        create this file (relative to the cwd) before streaming, to
                           simulate work; LIRUN_FAKE_TOUCH_CONTENT is its content
   LIRUN_FAKE_COMMIT       then commit everything in the cwd's repository with this message
+A fixture ``NAME.jsonl`` with a sibling ``NAME.stderr.txt`` (what the CLI wrote on stderr:
+Gemini's retries and startup failures are only there) has that text written to stderr
+first, line by line.
 Lines are written exactly as in the fixture (a truncated last line stays truncated),
 flushed one at a time, read one at a time (a bench replays streams of hundreds of MB).
 """
@@ -49,6 +52,14 @@ def _touch(relative: str) -> None:
     target.write_text(os.environ.get("LIRUN_FAKE_TOUCH_CONTENT", "touched by fake provider\n"))
 
 
+def _replay_stderr(fixture: Path) -> None:
+    stderr = fixture.with_name(fixture.name.removesuffix(".jsonl") + ".stderr.txt")
+    if stderr.exists():
+        for line in stderr.read_text(encoding="utf-8").splitlines(keepends=True):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
 def _replay(lines: Iterable[str], delay: float) -> None:
     for index, line in enumerate(lines):
         if index and delay:
@@ -75,6 +86,7 @@ def main() -> int:
     if message := os.environ.get("LIRUN_FAKE_COMMIT"):
         subprocess.run(["git", "add", "-A"], check=True)
         subprocess.run(["git", "commit", "-q", "-m", message], check=True)
+    _replay_stderr(_fixture_path(fixture))
     try:
         with _fixture_path(fixture).open(encoding="utf-8", newline="") as lines:
             _replay(lines, float(os.environ.get("LIRUN_FAKE_DELAY", "0") or 0))

@@ -38,6 +38,7 @@ from support.providerkit import (
     FIXTURES_DIR,
     fake_env_for,
     fixture_path,
+    fixture_stderr_lines,
     load_expectations,
     make_fake_bin_dir,
     reason_of,
@@ -48,6 +49,8 @@ EXPECTATIONS = load_expectations()
 
 def replay(name: str, parser: StreamParser | None = None) -> StreamParser:
     parser = parser or PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
+    for line in fixture_stderr_lines(name):  # as the fake provider writes it: first
+        parser.feed_stderr_line(line)
     for line in fixture_path(name).read_text(encoding="utf-8").splitlines(keepends=True):
         parser.feed_line(line)
     return parser
@@ -57,7 +60,10 @@ def replay_events(name: str) -> tuple[StreamParser, list[Event]]:
     """The parser keeps no events: a test that looks at them collects what it hands on."""
     parser = PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
     lines = fixture_path(name).read_text(encoding="utf-8").splitlines(keepends=True)
-    return parser, [event for line in lines for event in parser.feed_line(line)]
+    events = [
+        event for line in fixture_stderr_lines(name) for event in parser.feed_stderr_line(line)
+    ]
+    return parser, events + [event for line in lines for event in parser.feed_line(line)]
 
 
 def verdict_for(name: str) -> StreamVerdict:
@@ -107,13 +113,17 @@ def test_fixture_verdict(name: str) -> None:
     if "retries" in row:  # the rows of the retry and error shapes say what must be kept
         assert (verdict.retries, verdict.last_error) == (row["retries"], row["last_error"])
         assert verdict.provider_version == row["provider_version"]
+    if "model" in row:  # the model that answered (Gemini: the key of result.stats.models)
+        assert verdict.model == row["model"]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTATIONS))
 def test_fixture_events_become_messages(name: str) -> None:
     parser = PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
     lines = fixture_path(name).read_text(encoding="utf-8").splitlines()
-    messages = events_to_messages(e for line in lines for e in parser.feed_line(line))
+    events = [e for line in fixture_stderr_lines(name) for e in parser.feed_stderr_line(line)]
+    events += [e for line in lines for e in parser.feed_line(line)]
+    messages = events_to_messages(events)
     assistant = [m.content for m in messages if m.role == "assistant"]
     assert parser.assistant_text_count == len(assistant)
     assert parser.last_assistant_text == (assistant[-1] if assistant else "")
@@ -400,9 +410,10 @@ def test_build_codex_command() -> None:
 
 
 def test_registry_specs() -> None:
-    assert set(PROVIDERS) == {"claude", "codex", "pi"}
+    assert set(PROVIDERS) == {"claude", "codex", "pi", "gemini"}
     assert PROVIDERS["claude"].env_var == "LIRUN_CLAUDE_BIN"
     assert PROVIDERS["codex"].env_var == "LIRUN_CODEX_BIN"
+    assert PROVIDERS["gemini"].env_var == "LIRUN_GEMINI_BIN"
     assert isinstance(PROVIDERS["codex"].new_parser(), CodexStreamParser)
     argv = PROVIDERS["claude"].build_command("c", model="m")
     assert argv[-2:] == ["--model", "m"]
@@ -419,13 +430,14 @@ def test_registry_specs() -> None:
         ("codex/gpt-5-codex", ("codex", "gpt-5-codex")),
         ("Codex", ("codex", None)),
         ("codex/org/model", ("codex", "org/model")),
+        ("gemini/gemini-2.5-flash", ("gemini", "gemini-2.5-flash")),
     ],
 )
 def test_parse_provider_spec(text: str, expected: tuple[str, str | None]) -> None:
     assert parse_provider_spec(text) == expected
 
 
-@pytest.mark.parametrize("text", ["gemini", "gemini/pro", "", "claude/"])
+@pytest.mark.parametrize("text", ["opencode", "opencode/pro", "", "claude/", "gemini/"])
 def test_parse_provider_spec_rejects(text: str) -> None:
     with pytest.raises(UsageError):
         parse_provider_spec(text)
@@ -472,7 +484,7 @@ def test_find_env_not_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_find_unknown_provider() -> None:
     with pytest.raises(UsageError, match="unknown provider"):
-        find_provider_executable("gemini")
+        find_provider_executable("opencode")
 
 
 # --- the fake provider itself --------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Contract tests: the real Claude Code, Codex and pi CLIs under ``li agent``, pinned or newest.
+"""Contract tests: the real agent CLIs under ``li agent``, pinned or newest.
 
 Each case (``support.realcases``) runs the CLI from the cache (``scripts/install-clis``)
 inside a new network namespace (``unshare -n``, loopback up) beside a mock API that
@@ -17,7 +17,9 @@ unknown model, a connection closed without an answer or mid-stream, a malformed 
 a stalled body). Claude Code reads its
 base URL from ``ANTHROPIC_BASE_URL``; Codex from ``-c openai_base_url=…`` (the text case)
 or a ``model_providers`` entry (the others: HTTPS only, fewer retries); pi from the
-``models.json`` in a private ``PI_CODING_AGENT_DIR``. Each CLI gets a
+``models.json`` in a private ``PI_CODING_AGENT_DIR``; Gemini CLI from
+``GOOGLE_GEMINI_BASE_URL`` with ``GEMINI_API_KEY`` and a ``.gemini/settings.json`` that
+selects that key and sets its attempts. Each CLI gets a
 private HOME and TMPDIR; the database is SQLite (these tests are about the CLIs' streams,
 not the store, which the rest of the suite runs on both backends).
 
@@ -43,20 +45,33 @@ from typing import Any
 
 import pytest
 
+from lirun.exec.providers import get_provider
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from support.execkit import git_repo, li_argv, session_rows
-from support.mockapi import REPLY_TEXT, TOOL_FILE, TOOL_FILE_CONTENT, TOOL_REPLY_TEXT
+from support.mockapi import (
+    GEMINI_PATH,
+    REPLY_TEXT,
+    TOOL_FILE,
+    TOOL_FILE_CONTENT,
+    TOOL_REPLY_TEXT,
+    gemini_model,
+)
 from support.netns import netns_argv, netns_missing
 from support.providerkit import fixture_path
 from support.realcases import BASE_URL, CASES, PI_SETTINGS, Case, pi_models
-from support.realcli import REQUIRE_ENV, RealClis, real_clis
+from support.realcli import REQUIRE_ENV, RealClis, cache_dir, real_clis
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.slow]
 
 PROMPTS = {"text": "Say hello.", "tool": f"Write {TOOL_FILE}."}
 RECORD = os.environ.get("LIRUN_TEST_RECORD_FIXTURES") == "1"
 DRIFT_DIR = os.environ.get("LIRUN_TEST_DRIFT_DIR")
-API_PATHS = {"claude": "/v1/messages", "codex": "/v1/responses", "pi": "/v1/chat/completions"}
+API_PATHS = {
+    "claude": "/v1/messages",
+    "codex": "/v1/responses",
+    "pi": "/v1/chat/completions",
+    "gemini": GEMINI_PATH,
+}
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +92,8 @@ def _env(case: Case, clis: RealClis, tmp_path: Path) -> dict[str, str]:
     home, tmp, lihome = tmp_path / "cli-home", tmp_path / "cli-tmp", tmp_path / "lirun-home"
     for path in (home, tmp, lihome):
         path.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    own = ("ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(own)}
     env.update(
         HOME=str(home),
         TMPDIR=str(tmp),
@@ -91,6 +107,12 @@ def _env(case: Case, clis: RealClis, tmp_path: Path) -> dict[str, str]:
         env.update(_pi_env(tmp_path / "pi-agent"))
     elif case.provider == "claude":
         env.update(ANTHROPIC_BASE_URL=BASE_URL, ANTHROPIC_API_KEY="sk-ant-contract-test")
+    elif case.provider == "gemini":
+        env.update(GEMINI_API_KEY="fake-key", GOOGLE_GEMINI_BASE_URL=BASE_URL)
+        _gemini_settings(home, case.cli_attempts or 1)
+    elif case.provider == "gemini":
+        env.update(GEMINI_API_KEY="fake-key", GOOGLE_GEMINI_BASE_URL=BASE_URL)
+        _gemini_settings(home, case.cli_attempts or 1)
     else:
         env["OPENAI_API_KEY"] = "sk-contract-test"
     env.update(case.env)
@@ -104,6 +126,18 @@ def _pi_env(agent_dir: Path) -> dict[str, str]:
     (agent_dir / "settings.json").write_text(json.dumps(PI_SETTINGS))
     return {"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
             "MOCK_API_KEY": "sk-fake"}  # fmt: skip
+
+
+def _gemini_settings(home: Path, attempts: int) -> None:
+    """The key (not a gateway: key + base URL alone exit 41), no telemetry, few attempts."""
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"maxAttempts": attempts, "enableAutoUpdate": False},
+    }
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
 
 
 def _command(case: Case) -> list[str]:
@@ -127,11 +161,18 @@ def _facts(row: dict[str, Any], version: str, problems: list[str]) -> dict[str, 
     return {"cli_version": version, **{k: row.get(k) for k in keys}, "problems": problems}
 
 
-def _keep_stream(row: dict[str, Any], target: Path, facts: dict[str, Any]) -> None:
+def _keep_stream(
+    case: Case, row: dict[str, Any], target: Path, facts: dict[str, Any], tmp_path: Path
+) -> None:
     stream = Path(row["run_dir"]) / "stream" / f"{row['branch_id']}.jsonl"
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(stream, target)
     target.with_suffix(".json").write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
+    if get_provider(case.provider).new_parser().reads_stderr:  # its retries are there
+        # The test's own paths (its temp directory, the CLI cache) say nothing: named.
+        text = (Path(row["run_dir"]) / "stream" / "stderr.log").read_text(errors="replace")
+        text = text.replace(str(tmp_path), "$TEST").replace(str(cache_dir()), "$CLI_CACHE")
+        target.with_name(target.name.removesuffix(".jsonl") + ".stderr.txt").write_text(text)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -160,10 +201,22 @@ def test_real_cli_against_the_mock_api(clis: RealClis, tmp_path: Path, case: Cas
     problems = _problems(case, version, row, proc.returncode, elapsed, _requests(log), repo)
     facts = _facts(row, version, problems)
     if RECORD:
-        _keep_stream(row, fixture_path(case.fixture_for(version)), facts)
+        _keep_stream(case, row, fixture_path(case.fixture_for(version)), facts, tmp_path)
     if DRIFT_DIR:
-        _keep_stream(row, Path(DRIFT_DIR) / case.fixture_for(version), facts)
+        _keep_stream(case, row, Path(DRIFT_DIR) / case.fixture_for(version), facts, tmp_path)
     assert not problems, "\n".join([*problems, context])
+
+
+def _model_sent(request: dict[str, Any]) -> str | None:
+    """The model a request asked for: in its body, or (Gemini API) in its path."""
+    model = request["body"].get("model")
+    return model if model else gemini_model(request["path"])
+
+
+def _model_sent(request: dict[str, Any]) -> str | None:
+    """The model a request asked for: in its body, or (Gemini API) in its path."""
+    model = request["body"].get("model")
+    return model if model else gemini_model(request["path"])
 
 
 def _problems(
@@ -218,7 +271,7 @@ def _problems(
         check(requests == [], "a request reached a port nobody listens on?")
     else:
         check(bool(posts), f"the CLI never called {api_path} on the mock")
-        check(all(r["body"].get("model") == case.api_model for r in posts), "model sent")
+        check(all(_model_sent(r) == case.api_model for r in posts), "model sent")
     if case.status == "completed":
         check(
             row["provider_error"] is None,

@@ -25,7 +25,7 @@ from support.realcases import CASES, Case
 
 RECORDED = [(case, v) for case in CASES for v in case.recorded_versions(FIXTURES_DIR)]
 # What the real executables print for --version.
-VERSION_LINES = {"claude": "{} (Claude Code)", "codex": "codex-cli {}", "pi": "{}"}
+VERSION_LINES = {"claude": "{} (Claude Code)", "codex": "codex-cli {}", "pi": "{}", "gemini": "{}"}
 
 
 def test_every_contract_case_has_its_pinned_stream() -> None:

@@ -49,6 +49,7 @@ PROVIDER_BIN_ENV = {
     "claude": "LIRUN_CLAUDE_BIN",
     "codex": "LIRUN_CODEX_BIN",
     "pi": "LIRUN_PI_BIN",
+    "gemini": "LIRUN_GEMINI_BIN",
 }
 
 DEFAULT_WRITE_RETRY_SECONDS = 30.0
@@ -70,6 +71,7 @@ class Settings:
     claude_bin: str | None = None  # --bin > LIRUN_CLAUDE_BIN > PATH
     codex_bin: str | None = None  # --bin > LIRUN_CODEX_BIN > PATH
     pi_bin: str | None = None  # --bin > LIRUN_PI_BIN > PATH
+    gemini_bin: str | None = None  # --bin > LIRUN_GEMINI_BIN > PATH
     ui_token: str | None = None  # --token > LIRUN_UI_TOKEN
     member: str | None = None  # --from / --as > LIRUN_MEMBER (set by a team's owner)
     parent_run_id: str | None = None  # LIRUN_PARENT_RUN_ID (set by a supervising li)
@@ -95,6 +97,7 @@ class Settings:
             claude_bin=text(PROVIDER_BIN_ENV["claude"]),
             codex_bin=text(PROVIDER_BIN_ENV["codex"]),
             pi_bin=text(PROVIDER_BIN_ENV["pi"]),
+            gemini_bin=text(PROVIDER_BIN_ENV["gemini"]),
             ui_token=text("LIRUN_UI_TOKEN"),
             member=text("LIRUN_MEMBER"),
             parent_run_id=text("LIRUN_PARENT_RUN_ID"),
@@ -112,7 +115,12 @@ class Settings:
 
     def provider_bin(self, provider: str) -> str | None:
         """``$LIRUN_<PROVIDER>_BIN`` for ``provider``, if set."""
-        bins = {"claude": self.claude_bin, "codex": self.codex_bin, "pi": self.pi_bin}
+        bins = {
+            "claude": self.claude_bin,
+            "codex": self.codex_bin,
+            "pi": self.pi_bin,
+            "gemini": self.gemini_bin,
+        }
         return bins.get(provider)
 
 

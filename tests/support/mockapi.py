@@ -1,5 +1,5 @@
-"""A mock of the Anthropic Messages API, the OpenAI Responses API and OpenAI chat
-completions, for the real CLIs.
+"""A mock of the Anthropic Messages API, the OpenAI Responses API, OpenAI chat
+completions and the Gemini API, for the real CLIs.
 
 One scenario per server (``MockApi(scenario)``), threaded, standard library only. It
 answers the way the CLIs were seen to need (docs/providers.md, "Pointing the real CLIs at a
@@ -12,6 +12,13 @@ local mock API"):
 - pi (a ``models.json`` provider with ``"api": "openai-completions"``) POSTs
   ``/v1/chat/completions``: a turn is chat completion chunks, a usage chunk and
   ``[DONE]``.
+- Gemini CLI POSTs ``/v1beta/models/<model>:streamGenerateContent?alt=sse``: a turn is
+  ``data: <GenerateContentResponse>`` chunks, the last with ``finishReason`` and
+  ``usageMetadata`` (the Gemini section below).
+
+- Gemini CLI POSTs ``/v1beta/models/<model>:streamGenerateContent?alt=sse``: a turn is
+  ``data: <GenerateContentResponse>`` chunks, the last with ``finishReason`` and
+  ``usageMetadata`` (the Gemini section below).
 
 Scenarios: ``text`` (a text reply), ``tool`` (first a tool call that writes
 ``TOOL_FILE``, then, once the request carries its result, a text reply), the API's own
@@ -351,6 +358,10 @@ class _Handler(BaseHTTPRequestHandler):
             answer_chat(self, scenario, body)
         elif self.path.startswith("/v1/responses"):
             self._answer_codex(scenario, body)
+        elif self.path.startswith(GEMINI_PATH):
+            answer_gemini(self, scenario, body)
+        elif self.path.startswith(GEMINI_PATH):
+            answer_gemini(self, scenario, body)
         else:
             self._send(404, "application/json", b'{"error":"not mocked"}')
 
@@ -416,7 +427,8 @@ class MockServer(ThreadingHTTPServer):
 
     def __init__(self, scenario: str, log_path: Path, port: int = 0) -> None:
         if scenario not in SCENARIOS:
-            raise ValueError(f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+            known = ", ".join(SCENARIOS)
+            raise ValueError(f"unknown scenario {scenario!r}; known: {known}")
         super().__init__(("127.0.0.1", port), _Handler)
         self.scenario = scenario
         self.log_path = log_path
@@ -515,3 +527,104 @@ def chat_first_chunk(body: dict[str, Any]) -> bytes:
 
 
 FIRST_CHUNKS["/v1/chat/completions"] = chat_first_chunk
+
+
+# --- the Gemini API (Gemini CLI) -------------------------------------------------------------
+
+GEMINI_PATH = "/v1beta/models/"
+MODEL_GEMINI = "gemini-2.5-flash"
+# The Google API's error bodies, per scenario: (HTTP status, error.status, error.message).
+GEMINI_ERRORS: dict[str, tuple[int, str, str]] = {
+    "401": (401, "UNAUTHENTICATED", "Request had invalid authentication credentials."),
+    "403": (403, "PERMISSION_DENIED", "Method doesn't allow unregistered callers."),
+    "429": (429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."),
+    "500": (500, "INTERNAL", "An internal error has occurred."),
+    "503": (503, "UNAVAILABLE", "The model is overloaded. Please try again later."),
+    "400": (
+        400,
+        "INVALID_ARGUMENT",
+        "The input token count (1234567) exceeds the maximum number of tokens allowed (1048576).",
+    ),
+    "404": (
+        404,
+        "NOT_FOUND",
+        "models/no-such-model is not found for API version v1beta, or is not supported for "
+        "generateContent.",
+    ),
+}
+
+
+def gemini_model(path: str) -> str:
+    """``/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse`` → the model."""
+    return path[len(GEMINI_PATH) :].split(":", 1)[0]
+
+
+def gemini_chunk(parts: list[dict[str, Any]], model: str, *, last: bool = False) -> bytes:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": model}
+    if last:
+        candidate["finishReason"] = "STOP"
+        chunk["usageMetadata"] = {
+            "promptTokenCount": 11,
+            "candidatesTokenCount": 7,
+            "totalTokenCount": 18,
+        }
+    return f"data: {json.dumps(chunk)}\r\n\r\n".encode()
+
+
+def gemini_has_function_response(body: dict[str, Any]) -> bool:
+    return any(
+        isinstance(part, dict) and "functionResponse" in part
+        for content in body.get("contents", [])
+        if isinstance(content, dict)
+        for part in content.get("parts", [])
+    )
+
+
+def gemini_answer(scenario: str, body: dict[str, Any], model: str) -> list[bytes]:
+    """The SSE chunks of one turn: a ``write_file`` call, or a text reply in two chunks."""
+    if scenario == "tool" and not gemini_has_function_response(body):
+        args = {"file_path": TOOL_FILE, "content": TOOL_FILE_CONTENT}
+        return [gemini_chunk([{"functionCall": {"name": "write_file", "args": args}}], model,
+                             last=True)]  # fmt: skip
+    text = TOOL_REPLY_TEXT if scenario == "tool" else REPLY_TEXT
+    head, tail = text[: len(text) // 2], text[len(text) // 2 :]
+    return [gemini_chunk([{"text": head}], model), gemini_chunk([{"text": tail}], model, last=True)]
+
+
+def answer_gemini(handler: _Handler, scenario: str, body: dict[str, Any]) -> None:
+    """One Gemini API request, as ``scenario`` says (the CLI calls only this endpoint when
+    it is given ``-m``; ``:countTokens`` was never seen, and is answered anyway)."""
+    model = gemini_model(handler.path)
+    if ":countTokens" in handler.path:
+        handler._send(200, "application/json", b'{"totalTokens": 12}')
+    elif scenario in GEMINI_ERRORS:
+        status, name, message = GEMINI_ERRORS[scenario]
+        error: dict[str, Any] = {"code": status, "message": message, "status": name}
+        if scenario == "429":  # the server's own retry delay, which the CLI honours
+            error["details"] = [
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}
+            ]
+        handler._send(status, "application/json", json.dumps({"error": error}).encode())
+    else:
+        _gemini_stream(handler, gemini_answer(scenario, body, model))
+
+
+def _gemini_stream(handler: _Handler, chunks: list[bytes]) -> None:
+    """A body that ends when the connection closes (no length), as the API streams."""
+    handler.send_response(200)
+    handler.send_header("content-type", "text/event-stream")
+    handler.send_header("connection", "close")
+    handler.end_headers()
+    for chunk in chunks:
+        handler.wfile.write(chunk)
+        handler.wfile.flush()
+        time.sleep(0.02)
+    handler.close_connection = True
+
+
+def gemini_first_chunk(body: dict[str, Any]) -> bytes:
+    return gemini_answer("text", body, MODEL_GEMINI)[0]
+
+
+FIRST_CHUNKS[GEMINI_PATH] = gemini_first_chunk

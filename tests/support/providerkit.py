@@ -13,12 +13,18 @@ from typing import Any
 TESTS_DIR = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = TESTS_DIR / "fixtures"
 FAKE_PROVIDER = TESTS_DIR / "fake_provider.py"
-PROVIDER_NAMES = ("claude", "codex", "pi")
+PROVIDER_NAMES = ("claude", "codex", "pi", "gemini")
 
 
 def fixture_path(name: str) -> Path:
     """``"claude/success.jsonl"`` → its absolute path under tests/fixtures."""
     return FIXTURES_DIR / name
+
+
+def fixture_stderr_lines(name: str) -> list[str]:
+    """What the CLI wrote on stderr beside fixture ``name`` (``NAME.stderr.txt``), if any."""
+    path = fixture_path(name.removesuffix(".jsonl") + ".stderr.txt")
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
 def load_expectations() -> dict[str, dict[str, Any]]:
@@ -28,7 +34,8 @@ def load_expectations() -> dict[str, dict[str, Any]]:
 
 
 def make_fake_bin_dir(directory: Path) -> Path:
-    """Write executables ``claude`` and ``codex`` in ``directory`` that run the fake provider.
+    """Write executables ``claude``, ``codex`` and ``gemini`` in ``directory`` that run
+    the fake provider.
 
     Put the directory first on PATH, or point LIRUN_CLAUDE_BIN / LIRUN_CODEX_BIN at a file.
     """
@@ -91,7 +98,7 @@ def env_with_fake_bin(
     the fake executables by name (no ``LIRUN_*_BIN`` override)."""
     env = fake_env_for(fixture, base=base, **kw)
     env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
-    for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN", "LIRUN_PI_BIN"):
+    for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN", "LIRUN_PI_BIN", "LIRUN_GEMINI_BIN"):
         env.pop(var, None)
     return env
 

@@ -19,7 +19,9 @@ Codex a model provider pointing at the mock with ``stream_max_retries`` /
 setting, used by the text case, first tries WebSockets five times, ~9 s). pi reads its
 retry budget from ``settings.json`` in its agent directory (:data:`PI_SETTINGS`) and the
 mock from ``models.json`` (:func:`pi_models`); it exits 0 whatever happened to its calls,
-so every pi case is about what lirun reads from the stream.
+so every pi case is about what lirun reads from the stream. Gemini CLI takes its attempts
+from the setting ``general.maxAttempts`` in the private HOME's ``.gemini/settings.json``
+(:attr:`Case.cli_attempts`; default 10 with 5-30 s backoff).
 """
 
 from __future__ import annotations
@@ -28,16 +30,22 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support.mockapi import MODEL_CODEX
+from support.mockapi import MODEL_CODEX, MODEL_GEMINI
 from support.netns import PORT
-from support.realcli import CLAUDE_VERSION, CODEX_VERSION, PI_VERSION
+from support.realcli import CLAUDE_VERSION, CODEX_VERSION, GEMINI_VERSION, PI_VERSION
 
 BASE_URL = f"http://127.0.0.1:{PORT}"
 CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = MODEL_CODEX
 PI_MODEL = "mock/mock-model"  # pi/PROVIDER/MODEL: the models.json provider "mock"
-VERSIONS = {"claude": CLAUDE_VERSION, "codex": CODEX_VERSION, "pi": PI_VERSION}  # the pins
-MODELS = {"claude": CLAUDE_MODEL, "codex": CODEX_MODEL, "pi": PI_MODEL}
+GEMINI_MODEL = MODEL_GEMINI
+VERSIONS = {
+    "claude": CLAUDE_VERSION,
+    "codex": CODEX_VERSION,
+    "pi": PI_VERSION,
+    "gemini": GEMINI_VERSION,
+}  # the pins
+MODELS = {"claude": CLAUDE_MODEL, "codex": CODEX_MODEL, "pi": PI_MODEL, "gemini": GEMINI_MODEL}
 _VERSION = re.compile(r"\d+(?:\.\d+)+(?:-[A-Za-z][0-9A-Za-z.]*)?")
 STALL = "4"  # --stall-timeout for the cases where the CLI waits on a silent server
 
@@ -83,6 +91,9 @@ class Case:
     # Claude Code made up every answer (``"model":"<synthetic>"``): no model answered, so
     # lirun records none (the model it announced stays in the evidence).
     no_model_answered: bool = False
+    # The CLI's own attempt budget where only a settings file gives it (Gemini CLI's
+    # general.maxAttempts); None: the case does not set it.
+    cli_attempts: int | None = None
     model_name: str | None = None  # another model than the provider's usual one
 
     @property
@@ -289,4 +300,47 @@ PI_CASES = (
          replay_hang=True, replay_args=PI_STALL_REPLAY),
 )  # fmt: skip
 
-CASES = CLAUDE_CASES + CODEX_CASES + PI_CASES
+# Gemini CLI exits with the HTTP status mod 256 on API errors and 0 on a cut stream: the
+# record must follow the stream. One attempt unless the case is about retries (they are
+# then read from its stderr); two attempts cost one backoff (5 s, or the server's 1 s
+# retryDelay on 429).
+GEMINI_STALL_REPLAY = ("--stall-timeout", "1", "--timeout", "5")
+GEMINI_CASES = (
+    Case("gemini", "text", "text", "completed", "run.completed.ok", 30, max_attempts=0,
+         cli_attempts=1),
+    Case("gemini", "tool-write", "tool", "completed", "run.completed.ok", 30, max_attempts=0,
+         cli_attempts=1, touch="mock_note.txt"),
+    Case("gemini", "401", "401", "failed", "run.failed.provider_auth", 20, max_attempts=0,
+         cli_attempts=1),
+    Case("gemini", "403", "403", "failed", "run.failed.provider_auth", 20, max_attempts=0,
+         cli_attempts=1),
+    Case("gemini", "429", "429", "failed", "run.failed.provider_rate_limit", 30,
+         min_attempts=1, cli_attempts=2),
+    Case("gemini", "500", "500", "failed", "run.failed.provider_server_error", 20,
+         max_attempts=0, cli_attempts=1),
+    Case("gemini", "503", "503", "failed", "run.failed.provider_overloaded", 30,
+         min_attempts=1, cli_attempts=2),
+    Case("gemini", "400-prompt-too-long", "400", "failed", "run.failed.provider_rejected", 20,
+         max_attempts=0, cli_attempts=1),
+    Case("gemini", "unknown-model", "404", "failed", "run.failed.provider_rejected", 20,
+         max_attempts=0, cli_attempts=1, model_name="no-such-model"),
+    Case("gemini", "refused", "refused", "failed", "run.failed.provider_network", 30,
+         min_attempts=1, cli_attempts=2),
+    Case("gemini", "closed", "close", "failed", "run.failed.provider_network", 30,
+         cli_attempts=1),
+    # Exit 0 and result status "error" with no error: a cut stream is never a success.
+    Case("gemini", "cut", "cut", "failed", "run.failed.provider_network", 20, max_attempts=0,
+         cli_attempts=1),
+    # 200 with a body that is not the protocol: the server's fault, whatever the exit code.
+    Case("gemini", "malformed", "malformed", "failed", "run.failed.provider_server_error", 20,
+         max_attempts=0, cli_attempts=1),
+    # The CLI waits 60 s for headers and 300 s for a body: the stall limit ends it first.
+    Case("gemini", "hang", "hang", "failed", "run.failed.provider_stalled", 20,
+         min_seconds=float(STALL), cli_attempts=1, li_args=STALL_ARGS,
+         lirun_words=r"stall|no progress", replay_hang=True, replay_args=GEMINI_STALL_REPLAY),
+    Case("gemini", "stall", "stall", "failed", "run.failed.provider_stalled", 20,
+         min_seconds=float(STALL), cli_attempts=1, li_args=STALL_ARGS,
+         lirun_words=r"stall|no progress", replay_hang=True, replay_args=GEMINI_STALL_REPLAY),
+)  # fmt: skip
+
+CASES = CLAUDE_CASES + CODEX_CASES + PI_CASES + GEMINI_CASES

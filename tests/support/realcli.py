@@ -26,6 +26,7 @@ from support import TESTS_DIR
 CLAUDE_VERSION = "2.1.332"
 CODEX_VERSION = "0.171.0"
 PI_VERSION = "0.73.1"
+GEMINI_VERSION = "0.61.0"
 INSTALLER = TESTS_DIR.parent / "scripts" / "install-clis"
 REQUIRE_ENV = "LIRUN_TEST_REQUIRE_REAL_CLI"
 VERSIONS_ENV = "LIRUN_TEST_CLI_VERSIONS"
@@ -46,6 +47,7 @@ CLIS = {
     "claude": Cli("claude", "claude-code", "@anthropic-ai/claude-code", CLAUDE_VERSION, "claude"),
     "codex": Cli("codex", "codex", "@openai/codex", CODEX_VERSION, "codex"),
     "pi": Cli("pi", "pi", "@mariozechner/pi-coding-agent", PI_VERSION, "pi"),
+    "gemini": Cli("gemini", "gemini-cli", "@google/gemini-cli", GEMINI_VERSION, "gemini"),
 }
 
 

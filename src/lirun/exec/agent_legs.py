@@ -24,7 +24,7 @@ from lirun.exec.version_window import version_notice
 from lirun.exec.versions import cli_version
 
 if TYPE_CHECKING:
-    from lirun.exec.stream import StreamParser
+    from lirun.exec.stream import Event, StreamParser
     from lirun.exec.supervisor import ProcessResult, StreamProgress
     from lirun.exec.verdict import StreamVerdict
 
@@ -126,11 +126,27 @@ class AgentLeg:
         self.stdout: ChunkSink = LineSink(
             open_buffer(ctx.run.stream_buffer_path(ctx.branch_id)), self._on_line
         )
-        self.stderr = ChunkSink(open_buffer(stream / "stderr.log"), echo_fd=ctx.echo.stderr_fd)
+        stderr_fd = open_buffer(stream / "stderr.log")
+        self.stderr: ChunkSink = (
+            LineSink(stderr_fd, self._on_stderr_line, echo_fd=ctx.echo.stderr_fd)
+            if parser.reads_stderr
+            else ChunkSink(stderr_fd, echo_fd=ctx.echo.stderr_fd)
+        )
 
     def _on_line(self, line: str) -> None:
+        self._take(self.parser.feed_line(line))
+
+    def _on_stderr_line(self, line: str) -> None:
+        # A CLI that reports its retries only on stderr (Gemini): the same events, live.
+        try:
+            events = self.parser.feed_stderr_line(line)
+        except Exception:  # stderr wording drifts; supervision must go on
+            return
+        self._take(events)
+
+    def _take(self, events: list[Event]) -> None:
         progressed = False
-        for event in self.parser.feed_line(line):
+        for event in events:
             if event.kind == "assistant_text":
                 self.saw_assistant_text = True
             progressed = progressed or event.kind in PROGRESS_KINDS

@@ -49,6 +49,14 @@ _FORBIDDEN: dict[str, dict[str, str]] = {
         "--experimental-json": "lirun runs codex exec --json itself",
     },
     "pi": {"--mode": "lirun runs pi --mode json itself"},
+    "gemini": {
+        "-o": "lirun reads -o stream-json",
+        "--output-format": "lirun reads -o stream-json",
+        "-p": "lirun passes the prompt on stdin",
+        "--prompt": "lirun passes the prompt on stdin",
+        "-i": "lirun runs gemini headless",
+        "--prompt-interactive": "lirun runs gemini headless",
+    },
 }
 _LISTS = ("allowed_tools", "disallowed_tools", "mcp_config", "provider_args")
 _TEXTS = ("permission_mode", "append_system_prompt", "sandbox", "approval_policy")

@@ -16,6 +16,7 @@ from lirun.errors import UsageError
 from lirun.exec.claude import ClaudeStreamParser, build_claude_command
 from lirun.exec.codex import CodexStreamParser, build_codex_command
 from lirun.exec.pi import PiStreamParser, build_pi_command
+from lirun.exec.gemini import GeminiStreamParser, build_gemini_command
 from lirun.exec.stream import Event, Message, StreamParser, events_to_messages
 from lirun.exec.verdict import StreamVerdict
 from lirun.provider_errors import (
@@ -32,6 +33,7 @@ __all__ = [
     "CodexStreamParser",
     "CommandBuilder",
     "Event",
+    "GeminiStreamParser",
     "Message",
     "PiStreamParser",
     "ProviderError",
@@ -44,6 +46,7 @@ __all__ = [
     "build_claude_command",
     "build_codex_command",
     "build_pi_command",
+    "build_gemini_command",
     "events_to_messages",
     "find_provider_executable",
     "get_provider",
@@ -105,6 +108,13 @@ PROVIDERS: dict[str, ProviderSpec] = {
         install_hint="install pi (npm install -g @mariozechner/pi-coding-agent)",
         build_command=build_pi_command,
         parser_factory=PiStreamParser,
+    ),
+    "gemini": ProviderSpec(
+        name="gemini",
+        env_var="LIRUN_GEMINI_BIN",
+        install_hint="install Gemini CLI (npm install -g @google/gemini-cli)",
+        build_command=build_gemini_command,
+        parser_factory=GeminiStreamParser,
     ),
 }
 

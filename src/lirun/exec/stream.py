@@ -128,6 +128,9 @@ class StreamParser(ABC):
     """
 
     provider: ClassVar[str] = ""
+    # True for a CLI that says part of its story only on stderr (Gemini's retries and
+    # startup failures): the leg hands each stderr line to :meth:`feed_stderr_line`.
+    reads_stderr: ClassVar[bool] = False
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -192,6 +195,11 @@ class StreamParser(ABC):
         if any(event.kind in PROGRESS_KINDS for event in events):
             self._note_progress()
         return events
+
+    def feed_stderr_line(self, line: str) -> list[Event]:
+        """One stderr line (only when :attr:`reads_stderr`); never raises, like stdout."""
+        del line
+        return []
 
     @abstractmethod
     def _handle(self, obj: dict[str, Any]) -> list[Event]:
