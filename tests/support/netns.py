@@ -21,7 +21,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script inside the namespace
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support.mockapi import GEMINI_SCENARIOS, SCENARIOS, MockServer
+from support.mockapi import SCENARIOS, MockServer
 
 PORT = 18080
 REFUSED = "refused"
@@ -54,7 +54,7 @@ def netns_missing() -> str | None:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="netns.py")
-    scenarios = (*SCENARIOS, *GEMINI_SCENARIOS, REFUSED)
+    scenarios = (*SCENARIOS, REFUSED)
     parser.add_argument("--scenario", required=True, choices=scenarios)
     parser.add_argument("--log", required=True, type=Path)
     parser.add_argument("--port", type=int, default=PORT)
