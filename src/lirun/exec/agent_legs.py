@@ -6,6 +6,7 @@ the pure judgement of how it ended (:func:`judge_agent`), beside the generic com
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
@@ -18,9 +19,9 @@ from lirun.exec.agent_record import (
 from lirun.exec.capture import ChunkSink, LineSink, open_buffer
 from lirun.exec.legs import LegContext, LegOutcome, base_extras, imposed_status
 from lirun.exec.provider_options import ProviderOptions
-from lirun.exec.providers import get_provider
 from lirun.exec.trouble import PROGRESS_KINDS, progress_fields
 from lirun.exec.versions import cli_version
+from lirun.providers.registry import get_provider
 
 if TYPE_CHECKING:
     from lirun.exec.stream import StreamParser
@@ -110,8 +111,10 @@ class AgentLeg:
         prompt: str = "",
         *,
         require_change: bool = False,
+        environment: Callable[[Mapping[str, str]], dict[str, str]] | None = None,
     ) -> None:
         self.argv = argv
+        self.environment = environment  # the provider's additions for a headless run
         self.require_change = require_change
         self.stdin: IO[bytes] | None = prompt_file(prompt)
         self.parser = parser
@@ -150,6 +153,9 @@ class AgentLeg:
 
     def terminal_seen(self) -> bool:
         return self.parser.saw_terminal
+
+    def extra_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        return self.environment(base) if self.environment is not None else {}
 
     def stream_progress(self) -> StreamProgress:
         return self
@@ -206,8 +212,7 @@ class AgentProgram:
         self.options.check_for(self.provider)
 
     def command_line(self, resume_uid: str | None = None) -> list[str]:
-        spec = get_provider(self.provider)
-        return spec.build_command(
+        return get_provider(self.provider).command(
             self.executable,
             model=self.model,
             resume=resume_uid,
@@ -221,12 +226,22 @@ class AgentProgram:
             "prompt": self.prompt,
             "provider_options_json": self.options.to_record(),
         }
-        if not get_provider(self.provider).version_in_stream:
-            fields["provider_version"] = cli_version(self.executable)
+        provider = get_provider(self.provider)
+        if not provider.version_in_stream:
+            fields["provider_version"] = cli_version(
+                self.executable, provider.version_args, provider.parse_version
+            )
         return present(fields)
 
     def new_leg(self, ctx: LegContext) -> AgentLeg:
         prompt = CONTINUATION_PROMPT if ctx.continuation else self.prompt
         argv = self.command_line(ctx.resume_uid)
-        parser = get_provider(self.provider).new_parser()
-        return AgentLeg(argv, parser, ctx, prompt, require_change=self.require_change)
+        provider = get_provider(self.provider)
+        return AgentLeg(
+            argv,
+            provider.new_parser(),
+            ctx,
+            prompt,
+            require_change=self.require_change,
+            environment=provider.environment,
+        )
