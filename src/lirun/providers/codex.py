@@ -263,7 +263,8 @@ class CodexProvider(Provider):
             args += ["--sandbox", str(values["sandbox"])]
         if "approval_policy" in values:
             args += ["-c", f"approval_policy={values['approval_policy']}"]
-        for pair in values.get("config", ()):
+        pairs = values.get("config", ())
+        for pair in pairs if isinstance(pairs, tuple) else ():
             if isinstance(pair, tuple):
                 args += ["-c", f"{pair[0]}={pair[1]}"]
         return [*args, *provider_args]
