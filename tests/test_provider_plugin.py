@@ -80,6 +80,23 @@ def test_an_installed_provider_runs_end_to_end(env: dict[str, str], tmp_path: Pa
     # the reply is the stream's, through the provider's own parser.
     transcript = run_li("logs", row["id"], env=env, cwd=tmp_path)
     assert "~world" in transcript.stdout, transcript.stdout
+    kinds = [e.get("kind") for e in row["status_evidence_refs"]]
+    assert "provider_version_untested" not in kinds  # 1.2.0 is the version tested
+
+
+def test_a_version_outside_the_tested_window_is_noted(env: dict[str, str], tmp_path: Path) -> None:
+    done = run_li("agent", "parrot", "hi", env={**env, "PARROT_VERSION": "2.0.0"}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    row = only_row(env["LIRUN_DB_URL"])
+    [notice] = [
+        e for e in row["status_evidence_refs"] if e.get("kind") == "provider_version_untested"
+    ]
+    assert notice == {
+        "kind": "provider_version_untested",
+        "provider": "parrot",
+        "version": "2.0.0",
+        "tested": "1.2.0 to 1.2.0",
+    }
 
 
 def test_its_failure_is_classified_by_its_parser(env: dict[str, str], tmp_path: Path) -> None:
@@ -94,7 +111,8 @@ def test_its_options_and_owned_flags_are_its_own(env: dict[str, str], tmp_path: 
     assert refused.returncode == 2
     assert "lirun runs parrot --json itself" in refused.stderr
     helped = run_li("agent", "--help", env=env, cwd=tmp_path)
-    assert "parrot: " in helped.stdout and "$LIRUN_PARROT_BIN" in helped.stdout
+    assert "parrot: " in helped.stdout
+    assert "$LIRUN_PARROT_BIN" in helped.stdout
 
 
 def test_a_broken_entry_point_is_named_and_stops_nothing_else(
@@ -109,7 +127,8 @@ def test_a_broken_entry_point_is_named_and_stops_nothing_else(
 
     done = run_li("agent", "parrot", "still fine", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "lirun-broken 9.9" in done.stderr and "no_such_module" in done.stderr
+    assert "lirun-broken 9.9" in done.stderr
+    assert "no_such_module" in done.stderr
     asked = run_li("agent", "brokenagent", "hi", env=env, cwd=tmp_path)
     assert asked.returncode == 2
     assert "provider 'brokenagent' is installed but broken" in asked.stderr

@@ -112,9 +112,14 @@ class AgentLeg:
         *,
         require_change: bool = False,
         environment: Callable[[Mapping[str, str]], dict[str, str]] | None = None,
+        untested: Callable[[str | None], dict[str, str] | None] | None = None,
+        version: str | None = None,
     ) -> None:
         self.argv = argv
         self.environment = environment  # the provider's additions for a headless run
+        # The provider's tested version window, and the version asked before the start.
+        self.untested = untested
+        self.version = version
         self.require_change = require_change
         self.stdin: IO[bytes] | None = prompt_file(prompt)
         self.parser = parser
@@ -170,6 +175,9 @@ class AgentLeg:
         exit_code = result.exit_code if result is not None else None
         killed_by = result.killed_by if result is not None else None
         verdict = self.parser.finish(exit_code, killed_by=killed_by)
+        if self.untested is not None:  # the version the stream names, else the one asked
+            notice = self.untested(verdict.provider_version or self.version)
+            verdict.evidence = [*verdict.evidence, *([notice] if notice else [])]
         return judge_agent(result, signal_name, verdict, require_change=self.require_change)
 
     def close(self) -> None:
@@ -212,36 +220,43 @@ class AgentProgram:
         self.options.check_for(self.provider)
 
     def command_line(self, resume_uid: str | None = None) -> list[str]:
-        return get_provider(self.provider).command(
+        provider = get_provider(self.provider)
+        return provider.command(
             self.executable,
             model=self.model,
-            resume=resume_uid,
+            resume=resume_uid if provider.capabilities.resume else None,
             extra_args=[*self.extra_args, *self.options.to_args(self.provider)],
         )
 
     def record_fields(self) -> dict[str, Any]:
         """Columns known before the child starts: the prompt, the options, the version."""
 
-        fields: dict[str, Any] = {
-            "prompt": self.prompt,
-            "provider_options_json": self.options.to_record(),
-        }
+        return present(
+            {
+                "prompt": self.prompt,
+                "provider_options_json": self.options.to_record(),
+                "provider_version": self.asked_version(),
+            }
+        )
+
+    def asked_version(self) -> str | None:
+        """``EXE --version``'s answer (cached per binary), unless the stream says it."""
         provider = get_provider(self.provider)
-        if not provider.version_in_stream:
-            fields["provider_version"] = cli_version(
-                self.executable, provider.version_args, provider.parse_version
-            )
-        return present(fields)
+        if provider.version_in_stream:
+            return None
+        return cli_version(self.executable, provider.version_args, provider.parse_version)
 
     def new_leg(self, ctx: LegContext) -> AgentLeg:
-        prompt = CONTINUATION_PROMPT if ctx.continuation else self.prompt
-        argv = self.command_line(ctx.resume_uid)
         provider = get_provider(self.provider)
+        # A provider that cannot resume starts the task again instead of continuing it.
+        resumed = ctx.continuation and provider.capabilities.resume
         return AgentLeg(
-            argv,
+            self.command_line(ctx.resume_uid),
             provider.new_parser(),
             ctx,
-            prompt,
+            CONTINUATION_PROMPT if resumed else self.prompt,
             require_change=self.require_change,
             environment=provider.environment,
+            untested=provider.untested_version,
+            version=self.asked_version(),
         )

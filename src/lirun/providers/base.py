@@ -24,7 +24,14 @@ from lirun.settings import provider_bin_env
 if TYPE_CHECKING:
     from lirun.exec.stream import StreamParser
 
-__all__ = ["Capabilities", "OptionKind", "OptionValue", "Provider", "version_number"]
+__all__ = [
+    "Capabilities",
+    "OptionKind",
+    "OptionValue",
+    "Provider",
+    "version_key",
+    "version_number",
+]
 
 # How a provider option's value is written in a profile, playbook, leg or play, and so
 # how it is checked (``exec.provider_options``): ``text`` one non-empty string, ``texts``
@@ -124,10 +131,31 @@ class Provider(ABC):
         the default passes ``provider_args`` on alone."""
         return list(provider_args)
 
+    def untested_version(self, version: str | None) -> dict[str, str] | None:
+        """Evidence for a run made with a version outside :attr:`tested_versions` (the
+        record may be less true there: new wordings, new events), else None. A version
+        that shows no number is not judged."""
+        key = version_key(version or "")
+        low, high = self.tested_versions
+        if key is None or (version_key(low) or ()) <= key <= (version_key(high) or key):
+            return None
+        return {
+            "kind": "provider_version_untested",
+            "provider": self.name,
+            "version": str(version),
+            "tested": f"{low} to {high}",
+        }
+
     def parse_version(self, output: str) -> str | None:
         """The version in the output of ``EXE *version_args`` (the first version number
         on its first line), else that line cut short; None when it printed nothing."""
         return version_number(output)
+
+
+def version_key(version: str) -> tuple[int, ...] | None:
+    """``2.1.197`` (or ``v2.1.197-beta``) → ``(2, 1, 197)``, for comparing; None without one."""
+    match = re.search(r"\d+(?:\.\d+)*", version)
+    return tuple(int(part) for part in match.group(0).split(".")) if match else None
 
 
 def version_number(output: str) -> str | None:
