@@ -7,9 +7,10 @@ identifier (a name, attribute, function, class, argument, keyword or imported na
 string literal (f-string parts included) may contain a built-in provider's name
 (``registry.BUILTIN``) as a word. Words are split at anything that is not a letter or
 digit and at camelCase humps, so ``LIRUN_CLAUDE_BIN``, ``claude_bin``, ``ClaudeParser``
-and ``"@x/claude-code"`` count, and ``"api"`` is not ``"pi"``. Docstrings are prose explaining a decision by its example
-and comments are not code, so both may name a CLI; help texts, messages, examples and
-tables are string literals and may not (they list providers from the registry).
+and ``"@x/claude-code"`` count, and ``"api"`` is not ``"pi"``. Docstrings are prose
+explaining a decision by its example and comments are not code, so both may name a CLI;
+help texts, messages, examples and tables are string literals and may not (they list
+providers from the registry).
 """
 
 from __future__ import annotations
