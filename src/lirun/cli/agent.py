@@ -53,6 +53,8 @@ def providers_text() -> str:
             f"{provider.name}: {' '.join(provider.command(exe))} (${provider.env_var}; "
             f"tested {low} to {high}); options: {own}; lirun owns: {owned}"
         )
+        if modes := provider.capabilities.approval_modes:
+            text += f"; tool approval modes: {', '.join(modes)}"
         paragraphs.append(
             textwrap.fill(
                 text, 88, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
@@ -67,8 +69,8 @@ def _example() -> str:
 
 DESCRIPTION = f"""\
 Run an agent CLI headless and record how it ended. The providers, with the command
-lirun runs, the variable naming the executable, the versions tested, their own options
-and the flags lirun sets itself:
+lirun runs, the variable naming the executable, the versions tested, their own options,
+the flags lirun sets itself and the tool approval modes the CLI offers:
 {providers_text()}
 
 The prompt goes on the provider's stdin, never on its command line (where `ps` shows it
