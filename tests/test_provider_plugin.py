@@ -106,6 +106,16 @@ def test_its_failure_is_classified_by_its_parser(env: dict[str, str], tmp_path: 
     assert (row["status"], row["status_reason_code"]) == ("failed", "run.failed.provider_auth")
 
 
+def test_a_provider_without_resume_refuses_it(env: dict[str, str], tmp_path: Path) -> None:
+    """The example says it can resume; made unable to, `--resume` is refused up front."""
+    module = Path(env["PYTHONPATH"].split(os.pathsep)[0]) / "lirun_parrot" / "__init__.py"
+    text = module.read_text(encoding="utf-8")
+    module.write_text(text.replace("Capabilities(resume=True,", "Capabilities(resume=False,"))
+    done = run_li("agent", "parrot", "hi", "--resume", "r1", env=env, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "parrot cannot continue a conversation" in done.stderr
+
+
 def test_its_options_and_owned_flags_are_its_own(env: dict[str, str], tmp_path: Path) -> None:
     refused = run_li("agent", "parrot", "hi", "--", "--json", env=env, cwd=tmp_path)
     assert refused.returncode == 2

@@ -34,6 +34,7 @@ from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.trouble import TROUBLE_KINDS, one_line, trouble_line
 from lirun.providers.registry import (
     find_provider_executable,
+    get_provider,
     parse_provider_spec,
     provider_names,
     providers,
@@ -147,6 +148,11 @@ _NO_PROMPT = "no prompt given; usage: li agent PROVIDER[/MODEL] PROMPT (or --pro
 
 def _program(args: Any, resolved: Any, settings: Settings) -> Any:
     name, model = parse_provider_spec(args.provider)
+    if getattr(args, "resume", None) and not get_provider(name).capabilities.resume:
+        raise UsageError(
+            f"--resume: {name} cannot continue a conversation (its CLI has no resume); "
+            "start a new run without --resume"
+        )
     model = model or resolved.defaults.get("model")
     prompt = args.prompt if args.prompt is not None else resolved.playbook_prompt
     if prompt is None or not prompt.strip():
