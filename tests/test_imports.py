@@ -270,7 +270,8 @@ def test_li_run_of_a_command_loads_no_agent_side(tmp_path: Path) -> None:
     for a named profile or playbook."""
     loaded = cli_modules(["run", "--", "true"], str(tmp_path / "state.db"), tmp_path / "home")
     assert "lirun.exec.legs" in loaded  # the probe ran the command
-    agent_side = {"lirun.exec.agent_legs", "lirun.exec.providers", "lirun.exec.task"}
+    agent_side = {"lirun.exec.agent_legs", "lirun.exec.task", "lirun.exec.provider_options"}
+    agent_side |= {m for m in loaded if m == "lirun.providers" or m.startswith("lirun.providers.")}
     agent_side |= {"lirun.exec.stream", "lirun.exec.failure_text"}  # the stream parsers
     assert not loaded & agent_side, loaded & agent_side
     assert "yaml" not in top_level(loaded)

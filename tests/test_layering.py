@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("record", ("lirun.record",)),
     ("wait", ("lirun.wait",)),
     ("teams", ("lirun.teams",)),
-    ("exec", ("lirun.exec",)),
+    ("exec", ("lirun.exec", "lirun.providers")),  # a provider: one module in providers/
     ("orchestra", ("lirun.orchestra",)),  # what flows and shows share: graph, pool, lease
     ("flows", ("lirun.flows", "lirun.shows")),
     ("schedules", ("lirun.schedules",)),

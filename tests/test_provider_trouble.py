@@ -56,7 +56,7 @@ def test_the_reporter_says_each_trouble_line_under_its_name() -> None:
 
 
 def test_progress_fields_say_only_what_the_stream_said() -> None:
-    from lirun.exec.claude import ClaudeStreamParser
+    from lirun.providers.claude import ClaudeStreamParser
 
     parser = ClaudeStreamParser()
     assert progress_fields(parser) == {}
@@ -72,7 +72,7 @@ def test_progress_fields_say_only_what_the_stream_said() -> None:
 
 def test_the_agent_leg_reports_progress_only_when_it_changes(tmp_path: Path) -> None:
     from lirun.exec.agent_legs import AgentLeg
-    from lirun.exec.claude import ClaudeStreamParser
+    from lirun.providers.claude import ClaudeStreamParser
 
     seen: list[dict[str, Any]] = []
     run = allocate_run(str(tmp_path / "runs"), "r1")

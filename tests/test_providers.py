@@ -15,24 +15,22 @@ from typing import Any
 import pytest
 
 from lirun.errors import LirunError, UsageError
-from lirun.exec.providers import (
-    PROVIDERS,
-    ClaudeStreamParser,
-    CodexStreamParser,
-    Event,
+from lirun.exec.stream import KEPT_REPLY_CHARS, Event, StreamParser, events_to_messages
+from lirun.exec.verdict import StreamVerdict
+from lirun.provider_errors import (
     ProviderError,
     ProviderNonRetryableError,
     ProviderNotFoundError,
     ProviderRetryableError,
-    StreamParser,
-    StreamVerdict,
-    build_claude_command,
-    build_codex_command,
-    events_to_messages,
-    find_provider_executable,
-    parse_provider_spec,
 )
-from lirun.exec.stream import KEPT_REPLY_CHARS
+from lirun.providers.claude import ClaudeStreamParser, build_claude_command
+from lirun.providers.codex import CodexStreamParser, build_codex_command
+from lirun.providers.registry import (
+    find_provider_executable,
+    get_provider,
+    parse_provider_spec,
+    provider_names,
+)
 from lirun.record.outcome import OutcomeFacts, base_outcome
 from support.providerkit import (
     FIXTURES_DIR,
@@ -48,7 +46,7 @@ EXPECTATIONS = load_expectations()
 
 
 def replay(name: str, parser: StreamParser | None = None) -> StreamParser:
-    parser = parser or PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
+    parser = parser or get_provider(EXPECTATIONS[name]["provider"]).new_parser()
     for line in fixture_stderr_lines(name):  # as the fake provider writes it: first
         parser.feed_stderr_line(line)
     for line in fixture_path(name).read_text(encoding="utf-8").splitlines(keepends=True):
@@ -58,7 +56,7 @@ def replay(name: str, parser: StreamParser | None = None) -> StreamParser:
 
 def replay_events(name: str) -> tuple[StreamParser, list[Event]]:
     """The parser keeps no events: a test that looks at them collects what it hands on."""
-    parser = PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
+    parser = get_provider(EXPECTATIONS[name]["provider"]).new_parser()
     lines = fixture_path(name).read_text(encoding="utf-8").splitlines(keepends=True)
     events = [
         event for line in fixture_stderr_lines(name) for event in parser.feed_stderr_line(line)
@@ -119,7 +117,7 @@ def test_fixture_verdict(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTATIONS))
 def test_fixture_events_become_messages(name: str) -> None:
-    parser = PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
+    parser = get_provider(EXPECTATIONS[name]["provider"]).new_parser()
     lines = fixture_path(name).read_text(encoding="utf-8").splitlines()
     events = [e for line in fixture_stderr_lines(name) for e in parser.feed_stderr_line(line)]
     events += [e for line in lines for e in parser.feed_line(line)]
@@ -339,7 +337,7 @@ GARBAGE = [
 @pytest.mark.parametrize("name", ["claude/success.jsonl", "codex/success.jsonl"])
 def test_garbage_lines_are_harmless(name: str) -> None:
     clean = verdict_for(name)
-    parser = PROVIDERS[EXPECTATIONS[name]["provider"]].new_parser()
+    parser = get_provider(EXPECTATIONS[name]["provider"]).new_parser()
     lines = fixture_path(name).read_text(encoding="utf-8").splitlines()
     for line in lines[:-1]:
         for junk in GARBAGE[:-1]:  # turn.failed junk would be a (codex) terminal event
@@ -410,12 +408,11 @@ def test_build_codex_command() -> None:
 
 
 def test_registry_specs() -> None:
-    assert set(PROVIDERS) == {"claude", "codex", "pi", "gemini"}
-    assert PROVIDERS["claude"].env_var == "LIRUN_CLAUDE_BIN"
-    assert PROVIDERS["codex"].env_var == "LIRUN_CODEX_BIN"
-    assert PROVIDERS["gemini"].env_var == "LIRUN_GEMINI_BIN"
-    assert isinstance(PROVIDERS["codex"].new_parser(), CodexStreamParser)
-    argv = PROVIDERS["claude"].build_command("c", model="m")
+    assert {"claude", "codex", "gemini", "pi"} <= set(provider_names())
+    assert get_provider("claude").env_var == "LIRUN_CLAUDE_BIN"
+    assert get_provider("codex").env_var == "LIRUN_CODEX_BIN"
+    assert isinstance(get_provider("codex").new_parser(), CodexStreamParser)
+    argv = get_provider("claude").command("c", model="m")
     assert argv[-2:] == ["--model", "m"]
 
 
@@ -603,8 +600,8 @@ def test_the_parser_keeps_no_per_event_state(
 ) -> None:
     payload = "x" * 1000
     rounds = 20_000 // 6  # six lines a round: 20,000 lines, more events
-    small = _retained_bytes(PROVIDERS[provider].new_parser(), stream(200, payload))
-    parser = PROVIDERS[provider].new_parser()
+    small = _retained_bytes(get_provider(provider).new_parser(), stream(200, payload))
+    parser = get_provider(provider).new_parser()
     large = _retained_bytes(parser, stream(rounds, payload))
     assert parser.tool_call_count == rounds
     assert parser.lines_seen > 20_000 - 6

@@ -22,21 +22,21 @@ from lirun.errors import UsageError
 from lirun.exec import versions
 from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.agent_record import retry_note, token_counts
-from lirun.exec.claude import ClaudeStreamParser
-from lirun.exec.codex import CodexStreamParser
 from lirun.exec.profile_files import load_playbook, load_profile
 from lirun.exec.profiles import ProfileError
 from lirun.exec.provider_options import ProviderOptions
-from lirun.exec.providers import PROVIDERS
 from lirun.exec.stream import StreamParser
 from lirun.exec.supervisor import ProcessResult
+from lirun.providers.claude import ClaudeStreamParser
+from lirun.providers.codex import CodexStreamParser
+from lirun.providers.registry import get_provider
 from support.execkit import get_row, li_argv, only_row, opened_store, run_li
 from support.providerkit import env_with_fake_bin, fixture_path
 
 
 def replay(name: str) -> tuple[StreamParser, list[Any]]:
     provider = name.split("/")[0]
-    parser = PROVIDERS[provider].new_parser()
+    parser = get_provider(provider).new_parser()
     events = []
     for line in fixture_path(name).read_text(encoding="utf-8").splitlines():
         events += parser.feed_line(line)
@@ -173,10 +173,12 @@ def test_named_codex_options_become_flags() -> None:
 
 
 def test_later_options_win_and_provider_args_accumulate() -> None:
-    base = ProviderOptions(permission_mode="plan", provider_args=("--a",))
-    over = ProviderOptions(permission_mode="acceptEdits", provider_args=("--b",))
+    base = ProviderOptions.of(("--a",), permission_mode="plan", max_turns=3)
+    over = ProviderOptions.of(("--b",), permission_mode="acceptEdits")
     merged = base.merged(over)
-    assert (merged.permission_mode, merged.provider_args) == ("acceptEdits", ("--a", "--b"))
+    assert merged.get("permission_mode") == "acceptEdits"
+    assert merged.get("max_turns") == 3  # a value the later options do not set stays
+    assert merged.provider_args == ("--a", "--b")
 
 
 @pytest.mark.parametrize(
@@ -197,9 +199,9 @@ def test_options_that_break_supervision_are_refused(provider: str, arg: str) -> 
 
 def test_an_option_of_the_other_provider_is_refused() -> None:
     with pytest.raises(UsageError, match="permission_mode is not codex"):
-        ProviderOptions(permission_mode="plan").check_for("codex")
+        ProviderOptions.of(permission_mode="plan").check_for("codex")
     with pytest.raises(UsageError, match="sandbox is not claude"):
-        AgentProgram("claude", "claude", "p", options=ProviderOptions(sandbox="read-only"))
+        AgentProgram("claude", "claude", "p", options=ProviderOptions.of(sandbox="read-only"))
 
 
 @pytest.mark.parametrize(
@@ -242,13 +244,18 @@ def test_cli_version_is_asked_once_per_binary(
     exe.write_text(f"#!/bin/sh\necho x >> {counter}\necho 'codex-cli 0.171.0'\n")
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setattr(versions, "_memory", {})
-    assert versions.cli_version(str(exe)) == "0.171.0"
+    provider = get_provider("codex")
+
+    def ask(path: Path) -> str | None:
+        return versions.cli_version(str(path), provider.version_args, provider.parse_version)
+
+    assert ask(exe) == "0.171.0"
     monkeypatch.setattr(versions, "_memory", {})  # a new li process: the file cache answers
-    assert versions.cli_version(str(exe)) == "0.171.0"
+    assert ask(exe) == "0.171.0"
     assert counter.read_text().count("x") == 1
     exe.write_text(f"#!/bin/sh\necho x >> {counter}\necho 'codex-cli 0.172.0'\n")
-    assert versions.cli_version(str(exe)) == "0.172.0"  # a new binary is asked again
-    assert versions.cli_version(str(tmp_path / "missing")) is None
+    assert ask(exe) == "0.172.0"  # a new binary is asked again
+    assert ask(tmp_path / "missing") is None
 
 
 # --- end to end: the row and li status -------------------------------------------------------

@@ -75,13 +75,21 @@ def test_every_variable_is_read() -> None:
         cgroup=False,
         guard=False,
         run_id="lion",
-        claude_bin="/bin/claude",
-        codex_bin=None,  # blank is unset
+        provider_bins=(("LIRUN_CLAUDE_BIN", "/bin/claude"),),  # a blank one is unset
         ui_token="tok",
         member="alice",
         parent_run_id="parent",
     )
     assert settings.provider_bin("claude") == "/bin/claude"
+    assert settings.provider_bin("codex") is None
+
+
+def test_any_provider_finds_its_bin_variable_by_its_name() -> None:
+    """No provider list in the settings: the variable is derived from the name."""
+    settings = Settings.from_env({"LIRUN_MY_CLI_BIN": " /opt/my-cli ", "LIRUN_X_BIN": ""})
+    assert settings.provider_bin("my-cli") == "/opt/my-cli"
+    assert settings.provider_bin("x") is None
+    assert settings.provider_bin("other") is None
 
 
 def test_lirun_run_id_wins_over_the_lionagi_one() -> None:

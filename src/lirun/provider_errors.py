@@ -50,9 +50,8 @@ FAILURE_CLASSES: dict[str, FailureClass] = {
             "auth",
             "run.failed.provider_auth",
             False,
-            "log in or fix the API key (claude: `claude /login` or ANTHROPIC_API_KEY; "
-            "codex: `codex login` or OPENAI_API_KEY; gemini: `gemini` to log in, or "
-            "GEMINI_API_KEY), then run it again",
+            "log in or fix the API key of the agent CLI (its own login command or its API "
+            "key variable), then run it again",
         ),
         FailureClass(
             "rejected",

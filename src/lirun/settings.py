@@ -45,12 +45,8 @@ RUN_ID_ENV_VARS = ("LIRUN_RUN_ID", "LIONAGI_RUN_ID")
 LI_ENV = "LIRUN_LI"
 # The names lirun's console scripts have (pyproject.toml).
 LI_NAMES = ("li", "lirun")
-PROVIDER_BIN_ENV = {
-    "claude": "LIRUN_CLAUDE_BIN",
-    "codex": "LIRUN_CODEX_BIN",
-    "pi": "LIRUN_PI_BIN",
-    "gemini": "LIRUN_GEMINI_BIN",
-}
+# ``LIRUN_<NAME>_BIN``: where a provider's executable is (``provider_bin_env``).
+_BIN_PREFIX, _BIN_SUFFIX = "LIRUN_", "_BIN"
 
 DEFAULT_WRITE_RETRY_SECONDS = 30.0
 _OFF = frozenset({"off", "0", "no", "false"})
@@ -68,10 +64,8 @@ class Settings:
     cgroup: bool = True  # LIRUN_CGROUP=off: no cgroup per run
     guard: bool = True  # LIRUN_GUARD=off: no guard process
     run_id: str | None = None  # --run-id > LIRUN_RUN_ID > LIONAGI_RUN_ID
-    claude_bin: str | None = None  # --bin > LIRUN_CLAUDE_BIN > PATH
-    codex_bin: str | None = None  # --bin > LIRUN_CODEX_BIN > PATH
-    pi_bin: str | None = None  # --bin > LIRUN_PI_BIN > PATH
-    gemini_bin: str | None = None  # --bin > LIRUN_GEMINI_BIN > PATH
+    # Every LIRUN_<NAME>_BIN set (variable, value): --bin > it > PATH (``provider_bin``).
+    provider_bins: tuple[tuple[str, str], ...] = ()
     ui_token: str | None = None  # --token > LIRUN_UI_TOKEN
     member: str | None = None  # --from / --as > LIRUN_MEMBER (set by a team's owner)
     parent_run_id: str | None = None  # LIRUN_PARENT_RUN_ID (set by a supervising li)
@@ -94,10 +88,14 @@ class Settings:
             cgroup=_switch(CGROUP_ENV, env.get(CGROUP_ENV, "")),
             guard=_switch(GUARD_ENV, env.get(GUARD_ENV, "")),
             run_id=next(filter(None, map(text, RUN_ID_ENV_VARS)), None),
-            claude_bin=text(PROVIDER_BIN_ENV["claude"]),
-            codex_bin=text(PROVIDER_BIN_ENV["codex"]),
-            pi_bin=text(PROVIDER_BIN_ENV["pi"]),
-            gemini_bin=text(PROVIDER_BIN_ENV["gemini"]),
+            provider_bins=tuple(
+                sorted(
+                    (name, value)
+                    for name in env
+                    if name.startswith(_BIN_PREFIX) and name.endswith(_BIN_SUFFIX)
+                    if (value := text(name)) is not None
+                )
+            ),
             ui_token=text("LIRUN_UI_TOKEN"),
             member=text("LIRUN_MEMBER"),
             parent_run_id=text("LIRUN_PARENT_RUN_ID"),
@@ -114,14 +112,16 @@ class Settings:
         return replace(self, **given) if given else self
 
     def provider_bin(self, provider: str) -> str | None:
-        """``$LIRUN_<PROVIDER>_BIN`` for ``provider``, if set."""
-        bins = {
-            "claude": self.claude_bin,
-            "codex": self.codex_bin,
-            "pi": self.pi_bin,
-            "gemini": self.gemini_bin,
-        }
-        return bins.get(provider)
+        """``$LIRUN_<PROVIDER>_BIN`` for ``provider``, if set (any provider: the variable is
+        derived from the name, so a new provider needs nothing here)."""
+        return dict(self.provider_bins).get(provider_bin_env(provider))
+
+
+def provider_bin_env(provider: str) -> str:
+    """The variable naming ``provider``'s executable: ``LIRUN_<NAME>_BIN``, where ``my-cli``
+    is ``MY_CLI``."""
+    word = "".join(c if c.isascii() and c.isalnum() else "_" for c in provider.upper())
+    return f"{_BIN_PREFIX}{word}{_BIN_SUFFIX}"
 
 
 def _seconds(name: str, raw: str | None) -> float | None:

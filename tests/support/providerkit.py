@@ -10,10 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lirun.providers.registry import BUILTIN
+
 TESTS_DIR = Path(__file__).resolve().parents[1]
 FIXTURES_DIR = TESTS_DIR / "fixtures"
 FAKE_PROVIDER = TESTS_DIR / "fake_provider.py"
-PROVIDER_NAMES = ("claude", "codex", "pi", "gemini")
+# Every built-in provider gets a fake executable: a new one needs nothing here.
+PROVIDER_NAMES = tuple(cls().executable_name for cls in BUILTIN)
 
 
 def fixture_path(name: str) -> Path:
@@ -34,10 +37,10 @@ def load_expectations() -> dict[str, dict[str, Any]]:
 
 
 def make_fake_bin_dir(directory: Path) -> Path:
-    """Write executables ``claude``, ``codex`` and ``gemini`` in ``directory`` that run
-    the fake provider.
+    """Write an executable per built-in provider (``claude``, ``codex``, …) in ``directory``
+    that runs the fake provider.
 
-    Put the directory first on PATH, or point LIRUN_CLAUDE_BIN / LIRUN_CODEX_BIN at a file.
+    Put the directory first on PATH, or point ``LIRUN_<NAME>_BIN`` at a file.
     """
     directory.mkdir(parents=True, exist_ok=True)
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_PROVIDER))}"

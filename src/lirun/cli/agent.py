@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from typing import Any
 
 from lirun.cli.common import make_parser
@@ -30,38 +31,69 @@ from lirun.cli.parser import CommandParser
 from lirun.errors import UsageError
 from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.provider_options import ProviderOptions
-from lirun.exec.providers import find_provider_executable, parse_provider_spec
 from lirun.exec.trouble import TROUBLE_KINDS, one_line, trouble_line
+from lirun.providers.registry import (
+    find_provider_executable,
+    get_provider,
+    parse_provider_spec,
+    provider_names,
+    providers,
+)
 from lirun.settings import Settings
 
+
+def providers_text() -> str:
+    """Each provider the registry knows (built-in and installed), one paragraph each."""
+    paragraphs = []
+    for provider in providers():
+        exe = provider.executable_name
+        own = ", ".join(provider.options) or "none"
+        owned = ", ".join(provider.owned_flags) or "none"
+        low, high = provider.tested_versions
+        text = (
+            f"{provider.name}: {' '.join(provider.command(exe))} (${provider.env_var}; "
+            f"tested {low} to {high}); options: {own}; lirun owns: {owned}"
+        )
+        if modes := provider.capabilities.approval_modes:
+            text += f"; tool approval modes: {', '.join(modes)}"
+        paragraphs.append(
+            textwrap.fill(
+                text, 88, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+            )
+        )
+    return "\n".join(paragraphs)
+
+
+def _example() -> str:
+    return provider_names()[0] if provider_names() else "PROVIDER"
+
+
 DESCRIPTION = f"""\
-Run an agent CLI headless and record how it ended. Providers: claude (claude -p
---output-format stream-json --verbose), codex (codex exec --json -) and pi (pi --mode
-json; pi/PROVIDER/MODEL gives --provider and --model); the prompt goes on the provider's
-stdin, never on its command line (where `ps` shows it to every user), and the caller's
-stdin is never passed on. The executable is --bin PATH, else $LIRUN_CLAUDE_BIN /
-$LIRUN_CODEX_BIN / $LIRUN_PI_BIN, else found on PATH.
+Run an agent CLI headless and record how it ended. The providers, with the command
+lirun runs, the variable naming the executable, the versions tested, their own options,
+the flags lirun sets itself and the tool approval modes the CLI offers:
+{providers_text()}
 
-The provider's own options follow the prompt behind `--` (li agent claude "fix it" --
---permission-mode acceptEdits --max-turns 30), or come from a profile's or playbook's
-defaults: permission_mode, allowed_tools, disallowed_tools, max_turns,
-append_system_prompt, mcp_config (claude); sandbox, approval_policy, config (codex);
-provider_args (a list, anything else). They are recorded on the row. Options lirun sets
-itself are refused (claude -p/--print, --output-format, --input-format; codex --json;
-pi --mode).
-Provider retries and errors are shown on stderr as they happen and kept as evidence.
+The prompt goes on the provider's stdin, never on its command line (where `ps` shows it
+to every user), and the caller's stdin is never passed on. The executable is --bin PATH,
+else $LIRUN_<PROVIDER>_BIN, else found on PATH.
 
-The stream's terminal event decides the verdict (a Claude `result`, a Codex
-`turn.completed` / `turn.failed`, pi's last assistant `message_end`), together with the
-exit code, signals and stream idle time; then the artifact contract and the
-completion-evidence gate apply. Every event is recorded as a message while it arrives,
-and the engine session id is recorded on the row and the branch. A new conversation's
-branch id is the run id; --resume BRANCH continues one with the provider's own resume.
+The provider's own options follow the prompt behind `--` (li agent {_example()} "fix it"
+-- ARGS), or come from a profile's or playbook's defaults (the named options above, and
+provider_args: a list, anything else). They are recorded on the row. The flags lirun
+owns are refused. Provider retries and errors are shown on stderr as they happen and
+kept as evidence.
 
-Options may come anywhere around PROVIDER and PROMPT (`li agent claude --timeout 600
+The stream's terminal event decides the verdict, together with the exit code, signals
+and stream idle time; then the artifact contract and the completion-evidence gate apply.
+Every event is recorded as a message while it arrives, and the engine session id is
+recorded on the row and the branch. A new conversation's branch id is the run id;
+--resume BRANCH continues one with the provider's own resume.
+
+Options may come anywhere around PROVIDER and PROMPT (`li agent {_example()} --timeout 600
 "fix it"`). Quote the prompt: it is one argument. A prompt that starts with '-' goes in
 --prompt TEXT; --prompt - reads the prompt from stdin. Everything after the first bare
-`--` is for the provider, not for lirun (`li agent claude "fix it" -- --max-turns 30`).
+`--` is for the provider, not for lirun (`li agent {_example()} "fix it" -- ARGS`).
 
 stdout carries only the final answer of a completed run (or the --json summary);
 progress lines and the agent's stderr go to stderr (--quiet: the agent's stderr only).
@@ -116,6 +148,11 @@ _NO_PROMPT = "no prompt given; usage: li agent PROVIDER[/MODEL] PROMPT (or --pro
 
 def _program(args: Any, resolved: Any, settings: Settings) -> Any:
     name, model = parse_provider_spec(args.provider)
+    if getattr(args, "resume", None) and not get_provider(name).capabilities.resume:
+        raise UsageError(
+            f"--resume: {name} cannot continue a conversation (its CLI has no resume); "
+            "start a new run without --resume"
+        )
     model = model or resolved.defaults.get("model")
     prompt = args.prompt if args.prompt is not None else resolved.playbook_prompt
     if prompt is None or not prompt.strip():
@@ -147,8 +184,8 @@ def build_parser() -> CommandParser:
         "words",
         nargs="*",
         metavar="PROVIDER[/MODEL] [PROMPT]",
-        help="claude, codex or pi (optionally /MODEL; pi/PROVIDER/MODEL), then the task as "
-        "one quoted argument (default: the playbook's prompt)",
+        help=f"{' or '.join(provider_names())} (optionally /MODEL), then the task as one "
+        "quoted argument (default: the playbook's prompt)",
     )
     parser.add_argument(
         "--prompt",

@@ -55,8 +55,9 @@ EXIT_CODES = """\
   143  cancelled (SIGTERM; every running leg was stopped)"""
 
 DESCRIPTION = """\
-A flow is a YAML file of legs: agents (claude[/MODEL], codex[/MODEL] with a prompt) or
-commands (run:), with depends_on, artifacts, for_each fan-out, retries and isolation.
+A flow is a YAML file of legs: agents (PROVIDER[/MODEL] with a prompt; li agent --help
+lists the providers) or commands (run:), with depends_on, artifacts, for_each fan-out,
+retries and isolation.
 The flow is one invocation (`li wait ID`, `li status ID`); every leg is a supervised
 execution with its own record (a command leg's exit code is its verdict unless it says
 require_change: true). Prompts and command arguments are templates over vars, the

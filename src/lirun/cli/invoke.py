@@ -32,7 +32,7 @@ DESCRIPTION = """\
 Start an invocation, run executions under it (li agent --invocation ID), then end it:
 
   id=$(li invoke start --skill review --prompt "review PR 12")
-  li agent claude "..." --invocation "$id"
+  li agent PROVIDER "..." --invocation "$id"
   li invoke end "$id" --status completed
 
 ID may be the full id or a prefix or suffix that names only one invocation;

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 # settings cli.main read once), but the fast path's (FAST_COMMANDS): ``main(argv) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("lirun.cli.run", "run any command under supervision: li run -- CMD ..."),
-    "agent": ("lirun.cli.agent", "run an agent CLI (claude, codex, pi) under supervision"),
+    "agent": ("lirun.cli.agent", "run an agent CLI under supervision (li agent --help lists them)"),
     "wait": ("lirun.cli.wait", "wait for runs to finish; one stable line per run"),
     "status": ("lirun.cli.status", "recent executions, or one record with its history"),
     "logs": ("lirun.cli.logs", "what a run wrote: stdout, stderr, an agent's transcript"),

@@ -14,8 +14,9 @@ from typing import Any
 
 from lirun.cli.common import add_db_option, in_words, make_parser, print_json, print_table, warn
 from lirun.errors import DatabaseMissingError, NotFoundError, UsageError
+from lirun.providers.registry import get_provider, provider_names, providers
 from lirun.schedules import registry
-from lirun.schedules.actions import EXAMPLE, Action, parse_action
+from lirun.schedules.actions import Action, example, parse_action
 from lirun.schedules.applyfile import load_apply_file
 from lirun.schedules.definition import (
     POLICY_KEYS,
@@ -54,6 +55,8 @@ The ACTION follows `--`:
 The working directory and the flow or show file are resolved (and the file's sha256
 kept) now; a worker where they are missing or changed fails the run."""
 
+_AGENT = next(iter(provider_names()), "PROVIDER")  # the example names a provider known
+
 DESCRIPTION = f"""\
 A schedule starts an action by time: --cron EXPR [--tz ZONE] (five fields, evaluated in
 the IANA zone ZONE, default this machine's zone, stored by name), --every DURATION
@@ -62,7 +65,7 @@ with an offset, e.g. 2026-12-24T18:00:00+01:00; without one only with --tz).
 
 {ACTIONS}
   li schedule add nightly --cron '30 2 * * *' --tz Europe/Berlin -- \\
-      agent claude 'review the open pull requests' --timeout 1800
+      agent {_AGENT} 'review the open pull requests' --timeout 1800
   li schedule add poll --every 5m --overlap skip -- run ./poll.sh
   li schedule apply schedules.yaml --dry-run
 
@@ -181,7 +184,7 @@ def main(argv: list[str], settings: Settings) -> int:
 def _add(args: Any, action: list[str] | None, now: int) -> int:
     if action is None:
         raise UsageError(
-            f"no action: give it after --, e.g. li schedule add NAME --every 1h {EXAMPLE}"
+            f"no action: give it after --, e.g. li schedule add NAME --every 1h {example()}"
         )
     name = check_name(args.name)
     trigger = parse_trigger(cron=args.cron, every=args.every, at=args.at, tz=args.tz, now=now)
@@ -200,12 +203,14 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
     finally:
         store.close()
     task = definition.action.task
-    if definition.policies.budget_usd is not None and task and (task.agent or "")[:5] == "codex":
-        print(
-            "li schedule: note: Codex reports no cost, so --budget-usd cannot see this "
-            "schedule's runs; give --budget-tokens to bound them",
-            file=sys.stderr,
-        )
+    if definition.policies.budget_usd is not None and task and task.agent:
+        provider = get_provider(task.agent.partition("/")[0])
+        if not provider.capabilities.reports_cost:
+            print(
+                f"li schedule: note: {provider.name} reports no cost, so --budget-usd cannot "
+                "see this schedule's runs; give --budget-tokens to bound them",
+                file=sys.stderr,
+            )
     if args.json:
         print_json(row.as_dict(), schema="lirun.schedule/1")
     else:
@@ -294,7 +299,9 @@ def _spent(store: Store, row: ScheduleRow, policies: Any, now: int) -> str:
     usd, tokens = store.schedules.usage(row.id, since=since)
     text = f"{'no cost recorded' if usd is None else f'${usd:.4f}'}, {tokens} tokens"
     if policies.budget_usd is not None:
-        blind = "; runs that record no cost, as Codex's, are invisible to it"
+        blind = "; runs that record no cost are invisible to it"
+        if costless := [p.name for p in providers() if not p.capabilities.reports_cost]:
+            blind += f" (those of {', '.join(costless)})"
         text += f" (of --budget-usd {policies.budget_usd}{blind})"
     return text
 

@@ -6,6 +6,7 @@ the pure judgement of how it ended (:func:`judge_agent`), beside the generic com
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any
 
@@ -18,10 +19,10 @@ from lirun.exec.agent_record import (
 from lirun.exec.capture import ChunkSink, LineSink, open_buffer
 from lirun.exec.legs import LegContext, LegOutcome, base_extras, imposed_status
 from lirun.exec.provider_options import ProviderOptions
-from lirun.exec.providers import get_provider
 from lirun.exec.trouble import PROGRESS_KINDS, progress_fields
 from lirun.exec.version_window import version_notice
 from lirun.exec.versions import cli_version
+from lirun.providers.registry import get_provider
 
 if TYPE_CHECKING:
     from lirun.exec.stream import Event, StreamParser
@@ -113,8 +114,15 @@ class AgentLeg:
         prompt: str = "",
         *,
         require_change: bool = False,
+        environment: Callable[[Mapping[str, str]], dict[str, str]] | None = None,
+        untested: Callable[[str | None], dict[str, str] | None] | None = None,
+        version: str | None = None,
     ) -> None:
         self.argv = argv
+        self.environment = environment  # the provider's additions for a headless run
+        # The provider's tested version window, and the version asked before the start.
+        self.untested = untested
+        self.version = version
         self.require_change = require_change
         self.stdin: IO[bytes] | None = prompt_file(prompt)
         self.parser = parser
@@ -170,6 +178,9 @@ class AgentLeg:
     def terminal_seen(self) -> bool:
         return self.parser.saw_terminal
 
+    def extra_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        return self.environment(base) if self.environment is not None else {}
+
     def stream_progress(self) -> StreamProgress:
         return self
 
@@ -183,19 +194,10 @@ class AgentLeg:
         exit_code = result.exit_code if result is not None else None
         killed_by = result.killed_by if result is not None else None
         verdict = self.parser.finish(exit_code, killed_by=killed_by)
-        notices = tuple(n for n in (self._version_notice(verdict),) if n is not None)
-        return judge_agent(
-            result, signal_name, verdict, require_change=self.require_change, notices=notices
-        )
-
-    def _version_notice(self, verdict: StreamVerdict) -> dict[str, Any] | None:
-        """The notice for a CLI version outside the provider's tested window: the version
-        the stream named, else what the executable reports (asked once, cached)."""
-        spec = get_provider(self.parser.provider)
-        if spec.tested_versions is None:
-            return None
-        version = verdict.provider_version or cli_version(self.argv[0])
-        return version_notice(spec.name, version, spec.tested_versions)
+        if self.untested is not None:  # the version the stream names, else the one asked
+            notice = self.untested(verdict.provider_version or self.version)
+            verdict.evidence = [*verdict.evidence, *([notice] if notice else [])]
+        return judge_agent(result, signal_name, verdict, require_change=self.require_change)
 
     def close(self) -> None:
         self.stdout.close()
@@ -237,27 +239,43 @@ class AgentProgram:
         self.options.check_for(self.provider)
 
     def command_line(self, resume_uid: str | None = None) -> list[str]:
-        spec = get_provider(self.provider)
-        return spec.build_command(
+        provider = get_provider(self.provider)
+        return provider.command(
             self.executable,
             model=self.model,
-            resume=resume_uid,
+            resume=resume_uid if provider.capabilities.resume else None,
             extra_args=[*self.extra_args, *self.options.to_args(self.provider)],
         )
 
     def record_fields(self) -> dict[str, Any]:
         """Columns known before the child starts: the prompt, the options, the version."""
 
-        fields: dict[str, Any] = {
-            "prompt": self.prompt,
-            "provider_options_json": self.options.to_record(),
-        }
-        if not get_provider(self.provider).version_in_stream:
-            fields["provider_version"] = cli_version(self.executable)
-        return present(fields)
+        return present(
+            {
+                "prompt": self.prompt,
+                "provider_options_json": self.options.to_record(),
+                "provider_version": self.asked_version(),
+            }
+        )
+
+    def asked_version(self) -> str | None:
+        """``EXE --version``'s answer (cached per binary), unless the stream says it."""
+        provider = get_provider(self.provider)
+        if provider.version_in_stream:
+            return None
+        return cli_version(self.executable, provider.version_args, provider.parse_version)
 
     def new_leg(self, ctx: LegContext) -> AgentLeg:
-        prompt = CONTINUATION_PROMPT if ctx.continuation else self.prompt
-        argv = self.command_line(ctx.resume_uid)
-        parser = get_provider(self.provider).new_parser()
-        return AgentLeg(argv, parser, ctx, prompt, require_change=self.require_change)
+        provider = get_provider(self.provider)
+        # A provider that cannot resume starts the task again instead of continuing it.
+        resumed = ctx.continuation and provider.capabilities.resume
+        return AgentLeg(
+            self.command_line(ctx.resume_uid),
+            provider.new_parser(),
+            ctx,
+            CONTINUATION_PROMPT if resumed else self.prompt,
+            require_change=self.require_change,
+            environment=provider.environment,
+            untested=provider.untested_version,
+            version=self.asked_version(),
+        )

@@ -211,6 +211,10 @@ class _Execution:
         env = child_env(self.run, db_url=self.store.url, passfile=self.passfile, fence=fence)
         return {**env, **self.request.env}
 
+    def _leg_env(self, leg: Leg) -> dict[str, str]:
+        env = self.child_env()  # + what the program adds; the request's own env wins
+        return {**env, **leg.extra_env(env), **self.request.env}
+
     def run_leg(self, trap: SignalTrap, *, continuation: bool) -> LegOutcome:
         ctx = LegContext(
             run=self.run,
@@ -240,7 +244,7 @@ class _Execution:
             stderr=leg.stderr,
             limits=self.request.limits,
             cwd=self.request.cwd,
-            env=self.child_env(),
+            env=self._leg_env(leg),
             stdin=leg.stdin if leg.stdin is not None else self.request.stdin,
             trap=trap,
             terminal_seen=leg.terminal_seen,

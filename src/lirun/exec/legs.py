@@ -10,7 +10,7 @@ providers' stream parsers).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
@@ -95,6 +95,10 @@ class Leg(Protocol):
     stdin: IO[bytes] | None
 
     def terminal_seen(self) -> bool: ...
+
+    def extra_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        """Variables the program adds to the child's environment ``base``."""
+        ...
 
     def stream_progress(self) -> StreamProgress | None: ...
 
@@ -218,6 +222,9 @@ class CommandLeg:
 
     def terminal_seen(self) -> bool:
         return False
+
+    def extra_env(self, base: Mapping[str, str]) -> dict[str, str]:
+        return {}  # a command gets the environment it was given
 
     def stream_progress(self) -> StreamProgress | None:
         return None  # a command's output says nothing about progress: no stall limit

@@ -17,7 +17,7 @@ from typing import Any
 
 from lirun.errors import UsageError, ValidationError
 from lirun.exec.profiles import DEFAULT_KEYS, Playbook, Profile, ProfileError
-from lirun.exec.provider_options import ProviderOptions
+from lirun.exec.provider_options import ProviderOptions, option_keys
 from lirun.paths import lirun_home
 from lirun.record.artifact_checks import (
     SchemaFileError,
@@ -92,12 +92,13 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
         return {}
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: defaults must be a mapping, got {type(raw).__name__}")
-    unknown = [k for k in raw if k not in DEFAULT_KEYS]
+    allowed = {**DEFAULT_KEYS, **dict.fromkeys(option_keys(), "provider_option")}
+    unknown = [k for k in raw if k not in allowed]
     if unknown:
         raise ProfileError(
             f"{where(path, raw, unknown[0])}: defaults: unknown key "
-            f"{', '.join(repr(str(k)) for k in unknown)}{did_you_mean(unknown[0], DEFAULT_KEYS)} "
-            f"(allowed: {', '.join(sorted(DEFAULT_KEYS))})"
+            f"{', '.join(repr(str(k)) for k in unknown)}{did_you_mean(unknown[0], allowed)} "
+            f"(allowed: {', '.join(sorted(allowed))})"
         )
     try:
         ProviderOptions.from_mapping(raw, where=f"{path}: defaults")
@@ -105,7 +106,7 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
         raise ProfileError(str(exc)) from None
     checked = dict(raw)
     for key, value in raw.items():
-        kind = DEFAULT_KEYS[key]
+        kind = allowed[key]
         if kind == "text" and not (isinstance(value, str) and value):
             raise ProfileError(f"{path}: defaults.{key} must be non-empty text, got {value!r}")
         if kind == "flag" and not isinstance(value, bool):

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from lirun.errors import UsageError
-from lirun.exec.provider_options import OPTION_KEYS
 from lirun.record.artifacts import (
     ArtifactContract,
     ArtifactContractError,
@@ -44,7 +43,7 @@ __all__ = [
     "resolve_contract_for",
 ]
 
-# The closed set of run defaults a profile or playbook may set, with the type each takes.
+# The closed set of run defaults a profile or playbook may set, with the type each takes,
 DEFAULT_KEYS: dict[str, str] = {
     "provider": "text",
     "model": "text",
@@ -56,8 +55,8 @@ DEFAULT_KEYS: dict[str, str] = {
     "grace": "seconds",
     # Completed needs a change or a produced artifact (a command's exit 0 is not enough).
     "require_change": "flag",
-    # The provider's own options (lirun.exec.provider_options): checked as one structure.
-    **{key: "provider_option" for key in sorted(OPTION_KEYS)},
+    # beside the provider's own options (``exec.provider_options.option_keys()``, asked when
+    # a file is read: the providers installed decide them), checked as one structure.
 }
 _ARTIFACT_OPTION = re.compile(r"^([A-Za-z0-9_-]+)=(.+?)(\?)?$")
 

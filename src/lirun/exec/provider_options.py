@@ -1,65 +1,31 @@
 """The provider's own options: one validated structure for the CLI, profiles and playbooks.
 
-In headless mode these decide whether an agent can work at all (Claude Code's permission
-mode and tool lists, Codex's sandbox and approval policy). Common ones have named keys;
-``provider_args`` carries the rest verbatim. Options that would break supervision (a
-second output format, a non-streaming print mode) are refused before anything starts.
+In headless mode these decide whether an agent can work at all (a permission mode, tool
+lists, a sandbox, an approval policy). Each provider declares its keys and their kinds
+(``Provider.options``) and turns them into arguments (``Provider.option_args``); this
+module checks the values by kind and knows no provider. ``provider_args`` carries the
+rest verbatim. Flags a provider says lirun owns (``Provider.owned_flags``: a second
+output format, a non-streaming print mode) are refused before anything starts.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lirun.errors import UsageError
+from lirun.providers.base import OptionKind, OptionValue
+from lirun.providers.registry import get_provider, option_kinds
 
-__all__ = [
-    "CLAUDE_KEYS",
-    "CODEX_KEYS",
-    "OPTION_KEYS",
-    "ProviderOptions",
-    "check_provider_args",
-]
+__all__ = ["ProviderOptions", "check_provider_args", "option_keys"]
 
-CLAUDE_KEYS = frozenset(
-    {
-        "permission_mode",
-        "allowed_tools",
-        "disallowed_tools",
-        "max_turns",
-        "append_system_prompt",
-        "mcp_config",
-    }
-)
-CODEX_KEYS = frozenset({"sandbox", "approval_policy", "config"})
-OPTION_KEYS = CLAUDE_KEYS | CODEX_KEYS | {"provider_args"}
 
-# Flags lirun sets itself: the stream it parses depends on them (docs/providers.md).
-_FORBIDDEN: dict[str, dict[str, str]] = {
-    "claude": {
-        "-p": "lirun runs claude -p itself",
-        "--print": "lirun runs claude -p itself",
-        "--output-format": "lirun reads --output-format stream-json",
-        "--input-format": "lirun passes the prompt as text on stdin",
-    },
-    "codex": {
-        "--json": "lirun runs codex exec --json itself",
-        "--experimental-json": "lirun runs codex exec --json itself",
-    },
-    "pi": {"--mode": "lirun runs pi --mode json itself"},
-    "gemini": {
-        "-o": "lirun reads -o stream-json",
-        "--output-format": "lirun reads -o stream-json",
-        "-p": "lirun passes the prompt on stdin",
-        "--prompt": "lirun passes the prompt on stdin",
-        "-i": "lirun runs gemini headless",
-        "--prompt-interactive": "lirun runs gemini headless",
-    },
-}
-_LISTS = ("allowed_tools", "disallowed_tools", "mcp_config", "provider_args")
-_TEXTS = ("permission_mode", "append_system_prompt", "sandbox", "approval_policy")
+def option_keys() -> frozenset[str]:
+    """Every key a profile, playbook, leg or play may set as a provider option: each
+    provider's own keys (``Provider.options``) and ``provider_args``."""
+    return frozenset(option_kinds()) | {"provider_args"}
 
 
 def _fail(where: str, message: str) -> UsageError:
@@ -108,7 +74,7 @@ def _config(value: Any, where: str) -> tuple[tuple[str, str], ...]:
 
 def check_provider_args(provider: str, args: Sequence[str], where: str = "") -> None:
     """Refuse the options that would break supervision; UsageError (exit 2) naming why."""
-    forbidden = _FORBIDDEN.get(provider, {})
+    forbidden = get_provider(provider).owned_flags
     for arg in args:
         name = arg.split("=", 1)[0] if arg.startswith("--") else arg
         if name in forbidden:
@@ -119,77 +85,88 @@ def check_provider_args(provider: str, args: Sequence[str], where: str = "") -> 
             )
 
 
+def _value(kind: OptionKind, value: Any, key: str, where: str) -> OptionValue:
+    """One option's value checked by its kind (``lirun.providers.base.OptionKind``)."""
+    if kind == "texts":
+        return _text_list(value, key, where)
+    if kind == "text":
+        if not isinstance(value, str) or not value.strip():
+            raise _fail(where, f"{key} must be non-empty text, got {value!r}")
+        return value
+    if kind == "count":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise _fail(where, f"{key} must be a positive whole number, got {value!r}")
+        return value
+    return _config(value, where)
+
+
 @dataclass(frozen=True, slots=True)
 class ProviderOptions:
-    """Provider options as validated values; empty by default (the provider's own defaults)."""
+    """Provider options as validated values; empty by default (the provider's own defaults).
 
-    permission_mode: str | None = None
-    allowed_tools: tuple[str, ...] = ()
-    disallowed_tools: tuple[str, ...] = ()
-    max_turns: int | None = None
-    append_system_prompt: str | None = None
-    mcp_config: tuple[str, ...] = ()
-    sandbox: str | None = None
-    approval_policy: str | None = None
-    config: tuple[tuple[str, str], ...] = ()
+    ``values``: ``(key, value)`` pairs of the named options in the order given, each value
+    checked by the kind its provider declares; ``provider_args``: verbatim arguments.
+    """
+
+    values: tuple[tuple[str, OptionValue], ...] = ()
     provider_args: tuple[str, ...] = ()
 
     @classmethod
+    def of(cls, provider_args: tuple[str, ...] = (), **values: Any) -> ProviderOptions:
+        """``ProviderOptions.of(max_turns=3)``: named values, checked as from a mapping."""
+        made = cls.from_mapping(values)
+        return replace(made, provider_args=tuple(provider_args))
+
+    @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, *, where: str = "") -> ProviderOptions:
-        """Options from a profile, playbook or leg mapping; keys outside OPTION_KEYS are
-        ignored here (the caller checks its own key set), bad values are a UsageError."""
+        """Options from a profile, playbook or leg mapping; keys that are no provider's
+        option are ignored here (the caller checks its own key set), bad values are a
+        UsageError."""
         if not data:
             return cls()
-        values: dict[str, Any] = {}
-        for key in OPTION_KEYS & set(data):
-            value = data[key]
+        kinds = option_kinds()
+        values: list[tuple[str, OptionValue]] = []
+        args: tuple[str, ...] = ()
+        for key, value in data.items():
             if value is None:
                 continue
-            if key in _LISTS:
-                values[key] = _text_list(value, key, where)
-            elif key in _TEXTS:
-                if not isinstance(value, str) or not value.strip():
-                    raise _fail(where, f"{key} must be non-empty text, got {value!r}")
-                values[key] = value
-            elif key == "max_turns":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise _fail(where, f"max_turns must be a positive whole number, got {value!r}")
-                values[key] = value
-            else:
-                values[key] = _config(value, where)
-        return cls(**values)
+            if key == "provider_args":
+                args = _text_list(value, key, where)
+            elif key in kinds:
+                values.append((key, _value(kinds[key], value, key, where)))
+        return cls(tuple(values), args)
+
+    def get(self, key: str) -> OptionValue | None:
+        return dict(self.values).get(key)
 
     def merged(self, over: ProviderOptions) -> ProviderOptions:
         """``over``'s set values win; ``provider_args`` accumulate (``self`` first)."""
-        changes: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(over, f.name)
-            if f.name == "provider_args":
-                changes[f.name] = (*self.provider_args, *value)
-            elif value not in (None, ()):
-                changes[f.name] = value
-        return replace(self, **changes)
+        mine = dict(self.values)
+        mine.update(over.values)
+        return ProviderOptions(tuple(mine.items()), (*self.provider_args, *over.provider_args))
 
     def set_keys(self) -> list[str]:
-        return [f.name for f in fields(self) if getattr(self, f.name) not in (None, ())]
+        keys = [key for key, _ in self.values]
+        return [*keys, "provider_args"] if self.provider_args else keys
 
     def to_record(self) -> dict[str, Any] | None:
         """The JSON recorded on the execution row (``provider_options_json``); None if empty."""
         record: dict[str, Any] = {}
-        for key in self.set_keys():
-            value = getattr(self, key)
-            if key == "config":
-                record[key] = {k: v for k, v in value}
+        for key, value in self.values:
+            if option_kinds().get(key) == "settings" and isinstance(value, tuple):
+                record[key] = {str(pair[0]): pair[1] for pair in value if isinstance(pair, tuple)}
             elif isinstance(value, tuple):
                 record[key] = list(value)
             else:
                 record[key] = value
+        if self.provider_args:
+            record["provider_args"] = list(self.provider_args)
         return record or None
 
     def check_for(self, provider: str) -> None:
         """The named keys must belong to ``provider``; ``provider_args`` must keep supervision."""
-        own = {"claude": CLAUDE_KEYS, "codex": CODEX_KEYS}.get(provider, frozenset())
-        foreign = [k for k in self.set_keys() if k != "provider_args" and k not in own]
+        own = get_provider(provider).options
+        foreign = [key for key, _ in self.values if key not in own]
         if foreign:
             known = ", ".join(sorted(own)) or "none"
             raise UsageError(
@@ -201,31 +178,4 @@ class ProviderOptions:
     def to_args(self, provider: str) -> list[str]:
         """The provider's command-line options for these values (``check_for`` first)."""
         self.check_for(provider)
-        # provider_args after the named options, so the command line's own flags win over a
-        # profile's; Claude's variadic options stay last (nothing positional follows them).
-        args: list[str] = []
-        if provider == "claude":
-            if self.permission_mode:
-                args += ["--permission-mode", self.permission_mode]
-            if self.max_turns is not None:
-                args += ["--max-turns", str(self.max_turns)]
-            if self.append_system_prompt:
-                # = form: a text that starts with a dash must not read as an option
-                args.append(f"--append-system-prompt={self.append_system_prompt}")
-            args += self.provider_args
-            for flag, values in (
-                ("--allowedTools", self.allowed_tools),
-                ("--disallowedTools", self.disallowed_tools),
-                ("--mcp-config", self.mcp_config),
-            ):
-                if values:
-                    args += [flag, *values]
-            return args
-        if provider == "codex":
-            if self.sandbox:
-                args += ["--sandbox", self.sandbox]
-            if self.approval_policy:
-                args += ["-c", f"approval_policy={self.approval_policy}"]
-            for key, value in self.config:
-                args += ["-c", f"{key}={value}"]
-        return [*args, *self.provider_args]
+        return get_provider(provider).option_args(dict(self.values), self.provider_args)

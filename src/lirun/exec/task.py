@@ -23,10 +23,10 @@ from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.declarations import MAX_PARALLEL, Declared, declarations
 from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import CommandProgram, Echo
-from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
-from lirun.exec.providers import find_provider_executable, parse_provider_spec
+from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.request import ExecutionRequest
 from lirun.exec.supervisor import Limits
+from lirun.providers.registry import find_provider_executable, parse_provider_spec
 from lirun.settings import Settings
 from lirun.teams.membership import TEAM_ENV
 
@@ -45,24 +45,23 @@ __all__ = [
 
 
 # The keys a flow leg and a play share in their files: the work (an agent with a prompt,
-# or a command), its declarations, its dependencies, its limits and the provider's options.
-TASK_KEYS = (
-    frozenset(
-        {
-            "agent",
-            "prompt",
-            "run",
-            "profile",
-            "playbook",
-            "artifacts",
-            "depends_on",
-            "timeout",
-            "idle_timeout",
-            "stall_timeout",
-            "require_change",
-        }
-    )
-    | OPTION_KEYS
+# or a command), its declarations, its dependencies and its limits; beside them the
+# provider's options (``option_keys()``: the providers installed decide them, so they
+# are asked when a file is read).
+TASK_KEYS = frozenset(
+    {
+        "agent",
+        "prompt",
+        "run",
+        "profile",
+        "playbook",
+        "artifacts",
+        "depends_on",
+        "timeout",
+        "idle_timeout",
+        "stall_timeout",
+        "require_change",
+    }
 )
 
 

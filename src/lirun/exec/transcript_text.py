@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lirun.exec.providers import get_provider
+from lirun.providers.registry import get_provider
 
 __all__ = ["MAX_TEXT_CHARS", "Entry", "TranscriptLines", "clip", "entry_lines", "event_entry"]
 

@@ -1,17 +1,19 @@
 """A provider CLI's version, asked once per binary (``--version``) and cached.
 
-Claude Code reports its version in the stream's ``init``; a CLI that does not is asked
-``EXE --version`` once. The answer is cached in memory and in ``<home>/cache/versions.json``
-keyed by the binary's real path, size and mtime, so a new install is asked again and an
-unchanged one never costs a process start after the first run.
+A CLI whose stream names its version says it there (``Provider.version_in_stream``); one
+that does not is asked ``EXE --version`` (``Provider.version_args``) once and its answer
+read by ``Provider.parse_version``. The answer is cached in memory and in
+``<home>/cache/versions.json`` keyed by the binary's real path, size and mtime, so a new
+install is asked again and an unchanged one never costs a process start after the first
+run.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,6 @@ from lirun.paths import lirun_home
 __all__ = ["cli_version"]
 
 _TIMEOUT_S = 5.0
-_VERSION = re.compile(r"\d+\.\d+[0-9A-Za-z.+-]*")
 _memory: dict[tuple[str, int, int], str | None] = {}
 
 
@@ -47,19 +48,13 @@ def _write_cache(data: dict[str, Any]) -> None:
         pass  # a cache: the next run asks again
 
 
-def parse_version(output: str) -> str | None:
-    """``codex-cli 0.171.0`` → ``0.171.0``; the first line when no version number shows."""
-    line = next((ln.strip() for ln in output.splitlines() if ln.strip()), "")
-    match = _VERSION.search(line)
-    if match:
-        return match.group(0)
-    return line[:80] or None
+Parse = Callable[[str], "str | None"]
 
 
-def _ask(executable: str) -> str | None:
+def _ask(executable: str, args: Sequence[str], parse: Parse) -> str | None:
     try:
         done = subprocess.run(
-            [executable, "--version"],
+            [executable, *args],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -68,12 +63,13 @@ def _ask(executable: str) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    # pi prints its version on stderr
-    return parse_version(done.stdout or done.stderr) if done.returncode == 0 else None
+    # Some CLIs print their version on stderr.
+    return parse(done.stdout or done.stderr) if done.returncode == 0 else None
 
 
-def cli_version(executable: str) -> str | None:
-    """The version ``executable --version`` reports (None if it cannot say), cached."""
+def cli_version(executable: str, args: Sequence[str], parse: Parse) -> str | None:
+    """The version ``executable *args`` reports, read by ``parse`` (None if it cannot
+    say), cached per binary."""
     try:
         real = os.path.realpath(executable)
         st = os.stat(real)
@@ -89,7 +85,7 @@ def cli_version(executable: str) -> str | None:
         version = entry.get("version")
         _memory[key] = version if isinstance(version, str) else None
         return _memory[key]
-    version = _ask(executable)
+    version = _ask(executable, args, parse)
     _memory[key] = version
     if version is not None:
         cache[real] = {"stamp": stamp, "version": version}

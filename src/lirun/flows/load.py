@@ -25,7 +25,7 @@ from typing import Any
 from lirun.errors import UsageError
 from lirun.exec.profile_files import check_artifacts
 from lirun.exec.profiles import ProfileError
-from lirun.exec.provider_options import OPTION_KEYS
+from lirun.exec.provider_options import option_keys
 from lirun.exec.task import MAX_PARALLEL, TASK_KEYS, Task
 from lirun.flows.load_checks import check_graph
 from lirun.flows.spec import MAX_FAN_OUT, FlowSpec, ForEach, LegSpec
@@ -286,7 +286,7 @@ def _leg(p: Problems, raw: dict[str, Any], index: int, base: str) -> LegSpec | N
     if not isinstance(ident, str) or not ident:
         p.at(raw, "id" if "id" in raw else None, f"legs[{index}] needs an id (text), got {ident!r}")
         return None
-    _check_keys(p, raw, LEG_KEYS, f"leg {ident!r}")
+    _check_keys(p, raw, LEG_KEYS | option_keys(), f"leg {ident!r}")
     task = _task(p, raw, ident)
     return LegSpec(
         id=ident,
@@ -304,7 +304,7 @@ def _leg(p: Problems, raw: dict[str, Any], index: int, base: str) -> LegSpec | N
 def _task(p: Problems, raw: dict[str, Any], ident: str) -> Task:
     agent = p.text(raw, "agent", "")
     run = _run(p, raw)
-    options = {k: raw[k] for k in sorted(OPTION_KEYS & set(raw))}
+    options = {k: raw[k] for k in sorted(option_keys() & set(raw))}
     if ("agent" in raw) == ("run" in raw):
         p.at(raw, None, f"leg {ident!r} needs exactly one of agent: (with prompt:) or run:")
     elif "agent" in raw and "prompt" not in raw and "playbook" not in raw:

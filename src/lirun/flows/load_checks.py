@@ -16,11 +16,11 @@ from lirun.errors import LirunError
 from lirun.exec.profile_files import load_playbook, load_profile
 from lirun.exec.profiles import resolve_contract_for
 from lirun.exec.provider_options import ProviderOptions
-from lirun.exec.providers import parse_provider_spec
 from lirun.exec.task import check_task
 from lirun.exec.worktrees import GitError, Repo
 from lirun.flows.templates import CONTEXT_NAMES, TemplateError, references
 from lirun.orchestra.graph import Reach, find_cycle
+from lirun.providers.registry import parse_provider_spec
 
 if TYPE_CHECKING:
     from lirun.flows.load import Problems

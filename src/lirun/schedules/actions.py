@@ -32,10 +32,11 @@ from lirun.errors import UsageError
 from lirun.exec.artifact_check_option import attach_artifact_checks
 from lirun.exec.profiles import parse_artifact_option
 from lirun.exec.provider_options import ProviderOptions
-from lirun.exec.providers import ProviderNotFoundError, parse_provider_spec
 from lirun.exec.task import Task, check_task
 from lirun.flows.load import load_flow
 from lirun.lifecycle import policy_for
+from lirun.provider_errors import ProviderNotFoundError
+from lirun.providers.registry import parse_provider_spec, provider_names
 from lirun.record.retention_rules import MAX_OLDER_THAN, RetentionPolicy
 from lirun.schedules.durations import format_duration, parse_duration
 from lirun.shows.load import load_show
@@ -46,7 +47,13 @@ USAGE = (
     "CMD ... | flow FILE [--cwd DIR] | show FILE [--cwd DIR] "
     "| gc --older-than DUR [--status S]... [--keep-failed]"
 )
-EXAMPLE = "-- agent claude 'review the open pull requests' --timeout 1800"
+
+
+def example() -> str:
+    """An agent action to show in a message, with the first provider lirun knows."""
+    name = next(iter(provider_names()), "PROVIDER")
+    return f"-- agent {name} 'review the open pull requests' --timeout 1800"
+
 
 # option → (takes a value, which action kinds accept it)
 _OPTIONS: dict[str, tuple[bool, tuple[str, ...]]] = {
@@ -73,7 +80,7 @@ _REFUSED = {
     "--invocation": "a scheduled run makes its own record",
     "--json": "give --json to the li schedule command itself",
     "--db": "give --db to li itself (li --db URL schedule add ...)",
-    "--bin": "the worker finds the provider on its own machine ($LIRUN_CLAUDE_BIN, PATH)",
+    "--bin": "the worker finds the provider on its own machine ($LIRUN_<PROVIDER>_BIN, PATH)",
     "--grace": "set grace in a profile's defaults",
 }
 
@@ -203,10 +210,10 @@ def parse_action(words: list[str], *, base: str | None = None) -> Action:
     relative ``--cwd`` or FILE is read from ``base`` (default: the current directory).
     UsageError (exit 2) saying what is wrong and how a valid action looks."""
     if not words:
-        raise UsageError(f"no action given after --; give one of: {USAGE} (e.g. {EXAMPLE})")
+        raise UsageError(f"no action given after --; give one of: {USAGE} (e.g. {example()})")
     kind, rest = words[0], list(words[1:])
     if kind not in KINDS:
-        raise UsageError(f"unknown action {kind!r}; give one of: {USAGE} (e.g. {EXAMPLE})")
+        raise UsageError(f"unknown action {kind!r}; give one of: {USAGE} (e.g. {example()})")
     options, positionals, tail = _split(kind, rest)
     here = base or os.getcwd()
     cwd = resolve_cwd(_one(options, "--cwd"), here)
@@ -252,7 +259,7 @@ def _agent_task(
     options: dict[str, list[str]], positionals: list[str], tail: list[str], base: str
 ) -> Task:
     if not positionals:
-        raise UsageError(f"action agent: no provider given; e.g. {EXAMPLE}")
+        raise UsageError(f"action agent: no provider given; e.g. {example()}")
     if len(positionals) > 2:
         raise UsageError(
             f"action agent: too many words after {positionals[0]!r} "
@@ -270,7 +277,7 @@ def _agent_task(
         **_limits(options, base),
     )
     if task.prompt is None and task.playbook is None:
-        raise UsageError(f"action agent: no prompt given; e.g. {EXAMPLE}")
+        raise UsageError(f"action agent: no prompt given; e.g. {example()}")
     _check(task)
     return task
 

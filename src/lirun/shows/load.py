@@ -27,12 +27,12 @@ from typing import Any
 from lirun.errors import UsageError
 from lirun.exec.profile_files import check_artifacts, load_playbook
 from lirun.exec.profiles import ProfileError
-from lirun.exec.provider_options import OPTION_KEYS, ProviderOptions
-from lirun.exec.providers import parse_provider_spec
+from lirun.exec.provider_options import ProviderOptions, option_keys
 from lirun.exec.task import MAX_PARALLEL, TASK_KEYS, Task, check_task
 from lirun.exec.worktrees import GitError, Repo
 from lirun.inputfile import InputFileError, read_bounded
 from lirun.orchestra.graph import find_cycle, unknown_deps
+from lirun.providers.registry import parse_provider_spec
 from lirun.shows.spec import DEFAULT_ATTEMPTS, Gate, PlaySpec, ShowSpec
 from lirun.teams.membership import parse_setting
 from lirun.yamlfile.lines import MAX_FILE_BYTES, LineMap, YamlFileError, read_yaml
@@ -173,7 +173,7 @@ def _task(r: ProblemReader, play: Mapping[str, Any], label: str) -> Task | None:
             r.problem(play, "agent", f"{label}{exc}")
     prompt = r.text(play, "prompt", label)
     run = r.command(play, "run", label) if "run" in play else None
-    options = {k: play[k] for k in OPTION_KEYS if k in play}
+    options = {k: play[k] for k in sorted(option_keys()) if k in play}
     has_agent, has_run = "agent" in play, "run" in play
     if has_agent == has_run:
         r.problem(
@@ -261,7 +261,7 @@ def _play(r: ProblemReader, play: object, index: int, show_gate: Gate | None) ->
         return None
     name = _play_name(r, play, index)
     label = f"play {name or index + 1}: "
-    r.keys(play, PLAY_KEYS, label)
+    r.keys(play, PLAY_KEYS | option_keys(), label)
     before = len(r)
     task = _task(r, play, label)
     depends_on = _depends_on(r, play, label)

@@ -38,7 +38,7 @@ RESPONSES = {
 _FILTERS = (
     ("status", "query", "only runs in this status"),
     ("kind", "query", f"only this kind: {', '.join(RUN_KINDS)}, or show (the shows)"),
-    ("provider", "query", "only executions of this provider (claude, codex, pi, command)"),
+    ("provider", "query", "only executions of this provider (a provider name, or command)"),
     ("since", "query", "created at or after: epoch seconds or an ISO date (UTC unless given)"),
     ("until", "query", "created before: epoch seconds or an ISO date"),
     ("q", "query", "text inside the id, prompt, reason code or reason summary"),

@@ -1,9 +1,10 @@
-"""Claude Code: the ``-p ... --output-format stream-json --verbose`` command and its parser."""
+"""Claude Code: the ``-p ... --output-format stream-json --verbose`` command, its options
+and its parser, as one provider (``lirun.providers.base.Provider``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from lirun.exec.failure_text import (
     class_for_code,
@@ -23,6 +24,7 @@ from lirun.exec.stream import (
 )
 from lirun.exec.verdict import StreamVerdict
 from lirun.provider_errors import ProviderError, classified_error, is_retryable_cause
+from lirun.providers.base import Capabilities, OptionKind, OptionValue, Provider
 
 # Hitting a configured limit fails the same way on every retry, whatever else went wrong.
 _LIMIT_SUBTYPES = frozenset({"error_max_turns", "error_max_budget_usd"})
@@ -326,3 +328,69 @@ def _result_summary(obj: dict[str, Any]) -> dict[str, Any]:
         "session_id": obj.get("session_id"),
         "permission_denials": len(as_list(obj.get("permission_denials"))),
     }
+
+
+class ClaudeProvider(Provider):
+    """Claude Code (``claude``), headless with ``-p`` and ``stream-json``."""
+
+    name = "claude"
+    package = "@anthropic-ai/claude-code"
+    tested_versions = ("2.1.197", "2.1.197")
+    capabilities = Capabilities(
+        resume=True,
+        session_id=True,
+        reports_cost=True,
+        approval_modes=("default", "acceptEdits", "plan", "bypassPermissions"),
+    )
+    options: ClassVar[Mapping[str, OptionKind]] = {
+        "permission_mode": "text",
+        "allowed_tools": "texts",
+        "disallowed_tools": "texts",
+        "max_turns": "count",
+        "append_system_prompt": "text",
+        "mcp_config": "texts",
+    }
+    owned_flags: ClassVar[Mapping[str, str]] = {
+        "-p": "lirun runs claude -p itself",
+        "--print": "lirun runs claude -p itself",
+        "--output-format": "lirun reads --output-format stream-json",
+        "--input-format": "lirun passes the prompt as text on stdin",
+    }
+    version_in_stream = True
+
+    def command(
+        self,
+        executable: str,
+        *,
+        model: str | None = None,
+        resume: str | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> list[str]:
+        return build_claude_command(executable, model=model, resume=resume, extra_args=extra_args)
+
+    def new_parser(self) -> ClaudeStreamParser:
+        return ClaudeStreamParser()
+
+    def option_args(
+        self, values: Mapping[str, OptionValue], provider_args: Sequence[str]
+    ) -> list[str]:
+        # provider_args after the named options, so the command line's own flags win over
+        # a profile's; the variadic list options stay last (nothing positional follows).
+        args: list[str] = []
+        if "permission_mode" in values:
+            args += ["--permission-mode", str(values["permission_mode"])]
+        if "max_turns" in values:
+            args += ["--max-turns", str(values["max_turns"])]
+        if "append_system_prompt" in values:
+            # = form: a text that starts with a dash must not read as an option
+            args.append(f"--append-system-prompt={values['append_system_prompt']}")
+        args += provider_args
+        for key, flag in (
+            ("allowed_tools", "--allowedTools"),
+            ("disallowed_tools", "--disallowedTools"),
+            ("mcp_config", "--mcp-config"),
+        ):
+            listed = values.get(key)
+            if isinstance(listed, tuple) and listed:
+                args += [flag, *map(str, listed)]
+        return args

@@ -1,10 +1,11 @@
-"""Codex: the ``exec --json`` command and its parser."""
+"""Codex: the ``exec --json`` command, its options and its parser, as one provider
+(``lirun.providers.base.Provider``)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from lirun.exec.failure_text import (
     class_for_code,
@@ -16,6 +17,7 @@ from lirun.exec.failure_text import (
 )
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_str
 from lirun.provider_errors import classified_error, is_retryable_cause
+from lirun.providers.base import Capabilities, OptionKind, OptionValue, Provider
 
 # Old builds said ``assistant_message`` where current ones say ``agent_message``.
 _ITEM_TYPE_ALIASES = {"assistant_message": "agent_message"}
@@ -218,3 +220,54 @@ class CodexStreamParser(StreamParser):
         if first:
             self.num_turns = self.turns_started or 1
         return [Event("terminal", summary if first else {**summary, "extra": True})]
+
+
+class CodexProvider(Provider):
+    """Codex (``codex``), headless with ``exec --json``, the prompt read from stdin (``-``)."""
+
+    name = "codex"
+    package = "@openai/codex"
+    tested_versions = ("0.171.0", "0.171.0")
+    capabilities = Capabilities(
+        resume=True,
+        session_id=True,
+        reports_cost=False,
+        approval_modes=("untrusted", "on-failure", "on-request", "never"),
+    )
+    options: ClassVar[Mapping[str, OptionKind]] = {
+        "sandbox": "text",
+        "approval_policy": "text",
+        "config": "settings",
+    }
+    owned_flags: ClassVar[Mapping[str, str]] = {
+        "--json": "lirun runs codex exec --json itself",
+        "--experimental-json": "lirun runs codex exec --json itself",
+    }
+
+    def command(
+        self,
+        executable: str,
+        *,
+        model: str | None = None,
+        resume: str | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> list[str]:
+        return build_codex_command(executable, model=model, resume=resume, extra_args=extra_args)
+
+    def new_parser(self) -> CodexStreamParser:
+        return CodexStreamParser()
+
+    def option_args(
+        self, values: Mapping[str, OptionValue], provider_args: Sequence[str]
+    ) -> list[str]:
+        # Codex parses a -c VALUE as TOML and falls back to a literal string.
+        args: list[str] = []
+        if "sandbox" in values:
+            args += ["--sandbox", str(values["sandbox"])]
+        if "approval_policy" in values:
+            args += ["-c", f"approval_policy={values['approval_policy']}"]
+        pairs = values.get("config", ())
+        for pair in pairs if isinstance(pairs, tuple) else ():
+            if isinstance(pair, tuple):
+                args += ["-c", f"{pair[0]}={pair[1]}"]
+        return [*args, *provider_args]
