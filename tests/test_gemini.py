@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from lirun.exec.gemini import GeminiStreamParser, build_gemini_command, gemini_failure_class
-from lirun.exec.providers import find_provider_executable, get_provider
+from lirun.providers.gemini import GeminiStreamParser, build_gemini_command, gemini_failure_class
+from lirun.providers.registry import find_provider_executable, get_provider
 from support.execkit import only_row, run_li
 from support.providerkit import env_with_fake_bin, fixture_path, reason_of
 

@@ -11,8 +11,8 @@ import pytest
 from lirun.errors import UsageError
 from lirun.exec.provider_options import ProviderOptions, option_keys
 from lirun.exec.stream import StreamParser
-from lirun.providers import registry
 from lirun.exec.version_window import version_key
+from lirun.providers import registry
 from lirun.providers.base import Capabilities, OptionKind, Provider
 from lirun.providers.registry import BUILTIN, get_provider, option_kinds, provider_names
 

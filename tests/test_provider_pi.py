@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from lirun.errors import UsageError
-from lirun.exec.pi import PiStreamParser, build_pi_command, pi_failure_class
-from lirun.exec.providers import PROVIDERS, parse_provider_spec
+from lirun.providers.pi import PiStreamParser, build_pi_command, pi_failure_class
+from lirun.providers.registry import get_provider, parse_provider_spec
 from support.execkit import only_row, run_li
 from support.providerkit import env_with_fake_bin, fixture_path, reason_of
 
@@ -57,8 +57,8 @@ def test_command_refuses_half_a_model(model: str) -> None:
 
 def test_spec_takes_provider_and_model_after_pi() -> None:
     assert parse_provider_spec("pi/mock/mock-model") == ("pi", "mock/mock-model")
-    assert PROVIDERS["pi"].env_var == "LIRUN_PI_BIN"
-    assert isinstance(PROVIDERS["pi"].new_parser(), PiStreamParser)
+    assert get_provider("pi").env_var == "LIRUN_PI_BIN"
+    assert isinstance(get_provider("pi").new_parser(), PiStreamParser)
 
 
 # --- the stream ----------------------------------------------------------------------------
@@ -281,4 +281,4 @@ def test_the_version_pi_prints_on_stderr_is_read(
     exe = tmp_path / "pi"
     exe.write_text("#!/bin/sh\necho 0.73.1 >&2\n")
     exe.chmod(0o755)
-    assert cli_version(str(exe)) == "0.73.1"
+    assert cli_version(str(exe), ("--version",), get_provider("pi").parse_version) == "0.73.1"

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from lirun.exec.claude import ClaudeStreamParser
-from lirun.exec.codex import CodexStreamParser
-from lirun.exec.providers import PROVIDERS
 from lirun.exec.stream import StreamParser
 from lirun.exec.version_window import UNTESTED_KIND, version_key, version_notice
+from lirun.providers.claude import ClaudeStreamParser
+from lirun.providers.codex import CodexStreamParser
+from lirun.providers.registry import get_provider
 from support.drift import compare, format_table, read_recorded
 from support.execkit import git_repo, run_li
 from support.providerkit import FIXTURES_DIR, fake_env
@@ -49,18 +49,6 @@ def test_nothing_to_compare_is_no_notice(version: str | None, window: Any) -> No
 
 def test_version_order_is_numeric() -> None:
     assert version_key("0.9.0") < version_key("0.10.0") < version_key("0.171.0")  # type: ignore[operator]
-
-
-def test_every_provider_states_a_readable_window() -> None:
-    for spec in PROVIDERS.values():
-        assert spec.tested_versions is not None, spec.name
-        low, high = spec.tested_versions
-        assert version_key(low) is not None
-        assert version_key(high) is not None
-        assert version_key(low) <= version_key(high)  # type: ignore[operator]
-
-
-# --- structure first, retry evidence before a catch-all code ---------------------------------
 
 
 def failure_class(parser: StreamParser, *events: dict[str, Any]) -> str | None:
@@ -158,7 +146,7 @@ def test_a_run_with_a_tested_version_has_no_notice(
     db = str(tmp_path / "state.db")
     base = {**os.environ, "LIRUN_HOME": str(lirun_home), "LIRUN_DB_URL": db}
     env = fake_env("codex/success.jsonl", base=base)
-    low, _ = PROVIDERS["codex"].tested_versions or ("", "")
+    low, _ = get_provider("codex").tested_versions
     env["LIRUN_FAKE_VERSION"] = f"codex-cli {low}"
     env["LIRUN_CODEX_BIN"] = str(fake_bin / "codex")
     proc = run_li("agent", "codex", "hello", "--json", env=env, cwd=repo)

@@ -83,7 +83,7 @@ def claude_result(**fields: Any) -> dict[str, Any]:
 
 def test_every_fixture_has_an_expectation() -> None:
     # Streams recorded from the real CLIs (``real-<version>-<case>``) carry their
-    # expectations in tests/support/realcases.py and are replayed by test_real_streams.
+    # expectations in tests/support/contracts/ and are replayed by test_real_streams.
     on_disk = {
         str(p.relative_to(FIXTURES_DIR))
         for p in FIXTURES_DIR.glob("*/*.jsonl")

@@ -11,15 +11,9 @@ stored: status and reason (the class, never the CLI's sentence), a summary and p
 error, the retries counted, model, the CLI version the executable reports (``--version``),
 and how long the run took.
 
-Every scenario makes sense for Claude Code and Codex, so both run all of them; pi
-(OpenAI chat completions) runs them and the transport's faults besides (403, 503, an
-unknown model, a connection closed without an answer or mid-stream, a malformed stream,
-a stalled body). Claude Code reads its
-base URL from ``ANTHROPIC_BASE_URL``; Codex from ``-c openai_base_url=…`` (the text case)
-or a ``model_providers`` entry (the others: HTTPS only, fewer retries); pi from the
-``models.json`` in a private ``PI_CODING_AGENT_DIR``; Gemini CLI from
-``GOOGLE_GEMINI_BASE_URL`` with ``GEMINI_API_KEY`` and a ``.gemini/settings.json`` that
-selects that key and sets its attempts. Each CLI gets a
+Every scenario makes sense for every CLI, so each runs all of them; how each CLI is
+pointed at the mock and how few retries it is given is its contract's
+(``support.contracts.<provider>``). Each CLI gets a
 private HOME and TMPDIR; the database is SQLite (these tests are about the CLIs' streams,
 not the store, which the rest of the suite runs on both backends).
 
@@ -45,20 +39,13 @@ from typing import Any
 
 import pytest
 
-from lirun.exec.providers import get_provider
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from lirun.providers.registry import get_provider
+from support.contracts import CASES, CONTRACTS, Case
 from support.execkit import git_repo, li_argv, session_rows
-from support.mockapi import (
-    GEMINI_PATH,
-    REPLY_TEXT,
-    TOOL_FILE,
-    TOOL_FILE_CONTENT,
-    TOOL_REPLY_TEXT,
-    gemini_model,
-)
+from support.mockapi import REPLY_TEXT, TOOL_FILE, TOOL_FILE_CONTENT, TOOL_REPLY_TEXT
 from support.netns import netns_argv, netns_missing
 from support.providerkit import fixture_path
-from support.realcases import BASE_URL, CASES, PI_SETTINGS, Case, pi_models
 from support.realcli import REQUIRE_ENV, RealClis, cache_dir, real_clis
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.slow]
@@ -66,12 +53,7 @@ pytestmark = [pytest.mark.real_cli, pytest.mark.slow]
 PROMPTS = {"text": "Say hello.", "tool": f"Write {TOOL_FILE}."}
 RECORD = os.environ.get("LIRUN_TEST_RECORD_FIXTURES") == "1"
 DRIFT_DIR = os.environ.get("LIRUN_TEST_DRIFT_DIR")
-API_PATHS = {
-    "claude": "/v1/messages",
-    "codex": "/v1/responses",
-    "pi": "/v1/chat/completions",
-    "gemini": GEMINI_PATH,
-}
+FOREIGN_ENV = tuple(prefix for c in CONTRACTS.values() for prefix in c.own_env)
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +74,8 @@ def _env(case: Case, clis: RealClis, tmp_path: Path) -> dict[str, str]:
     home, tmp, lihome = tmp_path / "cli-home", tmp_path / "cli-tmp", tmp_path / "lirun-home"
     for path in (home, tmp, lihome):
         path.mkdir()
-    own = ("ANTHROPIC_", "OPENAI_", "GEMINI_", "GOOGLE_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(own)}
+    # The machine's own CLI settings stay out: only the contract's reach the CLI.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
     env.update(
         HOME=str(home),
         TMPDIR=str(tmp),
@@ -102,42 +84,9 @@ def _env(case: Case, clis: RealClis, tmp_path: Path) -> dict[str, str]:
         **clis.bin_env(),
         PYTHONUNBUFFERED="1",
     )
-    env.pop("CLAUDE_CODE_MAX_RETRIES", None)
-    if case.provider == "pi":
-        env.update(_pi_env(tmp_path / "pi-agent"))
-    elif case.provider == "claude":
-        env.update(ANTHROPIC_BASE_URL=BASE_URL, ANTHROPIC_API_KEY="sk-ant-contract-test")
-    elif case.provider == "gemini":
-        env.update(GEMINI_API_KEY="fake-key", GOOGLE_GEMINI_BASE_URL=BASE_URL)
-        _gemini_settings(home, case.cli_attempts or 1)
-    elif case.provider == "gemini":
-        env.update(GEMINI_API_KEY="fake-key", GOOGLE_GEMINI_BASE_URL=BASE_URL)
-        _gemini_settings(home, case.cli_attempts or 1)
-    else:
-        env["OPENAI_API_KEY"] = "sk-contract-test"
+    env.update(case.contract.environment(home, tmp_path, case))
     env.update(case.env)
     return env
-
-
-def _pi_env(agent_dir: Path) -> dict[str, str]:
-    """pi's own directory (models.json: the mock; settings.json: few retries), offline."""
-    agent_dir.mkdir()
-    (agent_dir / "models.json").write_text(json.dumps(pi_models()))
-    (agent_dir / "settings.json").write_text(json.dumps(PI_SETTINGS))
-    return {"PI_CODING_AGENT_DIR": str(agent_dir), "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
-            "MOCK_API_KEY": "sk-fake"}  # fmt: skip
-
-
-def _gemini_settings(home: Path, attempts: int) -> None:
-    """The key (not a gateway: key + base URL alone exit 41), no telemetry, few attempts."""
-    settings = {
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "privacy": {"usageStatisticsEnabled": False},
-        "telemetry": {"enabled": False},
-        "general": {"maxAttempts": attempts, "enableAutoUpdate": False},
-    }
-    (home / ".gemini").mkdir()
-    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
 
 
 def _command(case: Case) -> list[str]:
@@ -207,18 +156,6 @@ def test_real_cli_against_the_mock_api(clis: RealClis, tmp_path: Path, case: Cas
     assert not problems, "\n".join([*problems, context])
 
 
-def _model_sent(request: dict[str, Any]) -> str | None:
-    """The model a request asked for: in its body, or (Gemini API) in its path."""
-    model = request["body"].get("model")
-    return model if model else gemini_model(request["path"])
-
-
-def _model_sent(request: dict[str, Any]) -> str | None:
-    """The model a request asked for: in its body, or (Gemini API) in its path."""
-    model = request["body"].get("model")
-    return model if model else gemini_model(request["path"])
-
-
 def _problems(
     case: Case,
     version: str,
@@ -265,13 +202,13 @@ def _problems(
         row["duration_s"] is not None and row["duration_s"] <= elapsed,
         f"duration_s {row['duration_s']}",
     )
-    api_path = API_PATHS[case.provider]
+    api_path = case.contract.api_path
     posts = [r for r in requests if r["method"] == "POST" and r["path"].startswith(api_path)]
     if case.scenario == "refused":
         check(requests == [], "a request reached a port nobody listens on?")
     else:
         check(bool(posts), f"the CLI never called {api_path} on the mock")
-        check(all(_model_sent(r) == case.api_model for r in posts), "model sent")
+        check(all(case.contract.model_sent(r) == case.api_model for r in posts), "model sent")
     if case.status == "completed":
         check(
             row["provider_error"] is None,

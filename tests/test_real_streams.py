@@ -4,7 +4,7 @@
 ``tests/fixtures/<provider>/real-<version>-<case>.jsonl``, for the pinned version and each
 newer one the suite passed on. Here the fake provider replays each one through ``li
 agent`` and the run must end with the status and reason the live run asserts
-(``support.realcases``), whichever version wrote it. Where lirun ended the live CLI
+(``support.contracts``), whichever version wrote it. Where lirun ended the live CLI
 itself (a stall, a timeout, the stop at the first auth signal) the replay keeps the fake
 running after its last line, and a short lirun timer ends it the same way. No network, no
 real CLI.
@@ -19,13 +19,12 @@ from pathlib import Path
 import pytest
 
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
+from support import TESTS_DIR
+from support.contracts import CASES, CONTRACTS, Case
 from support.execkit import git_repo, only_row, run_li
 from support.providerkit import FIXTURES_DIR, fake_env, fixture_path
-from support.realcases import CASES, Case
 
 RECORDED = [(case, v) for case in CASES for v in case.recorded_versions(FIXTURES_DIR)]
-# What the real executables print for --version.
-VERSION_LINES = {"claude": "{} (Claude Code)", "codex": "codex-cli {}", "pi": "{}", "gemini": "{}"}
 
 
 def test_every_contract_case_has_its_pinned_stream() -> None:
@@ -48,7 +47,7 @@ def test_recorded_stream_ends_as_it_did_live(
         touch=case.touch,
         base=li_env,
     )
-    env["LIRUN_FAKE_VERSION"] = VERSION_LINES[case.provider].format(version)
+    env["LIRUN_FAKE_VERSION"] = case.contract.version_line.format(version)
     env[f"LIRUN_{case.provider.upper()}_BIN"] = str(fake_bin / case.provider)
     args = ["agent", f"{case.provider}/{case.model}", "replay", "--json", *case.replay_args]
     proc = run_li(*args, env=env, cwd=repo)
@@ -61,3 +60,12 @@ def test_recorded_stream_ends_as_it_did_live(
     if case.status == "completed":
         # Retries and warnings the CLI got past are evidence, not how the run ended.
         assert row["provider_error"] is None, row["provider_error"]
+
+
+def test_install_clis_installs_every_contracts_cli() -> None:
+    """scripts/install-clis (bash, run by CI before Python) holds the same table as the
+    contracts: one ``install_one NAME PACKAGE PIN BIN`` line per provider."""
+    script = (TESTS_DIR.parent / "scripts" / "install-clis").read_text()
+    lines = {tuple(ln.split()[1:5]) for ln in script.splitlines() if ln.startswith("install_one ")}
+    wanted = {(c.cli_name, c.package, c.pinned, c.bin) for c in CONTRACTS.values()}
+    assert lines == wanted

@@ -358,9 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
             answer_chat(self, scenario, body)
         elif self.path.startswith("/v1/responses"):
             self._answer_codex(scenario, body)
-        elif self.path.startswith(GEMINI_PATH):
-            answer_gemini(self, scenario, body)
-        elif self.path.startswith(GEMINI_PATH):
+        elif self.path.startswith(GEMINI_PATH) or self.path.startswith(GEMINI_PATH):
             answer_gemini(self, scenario, body)
         else:
             self._send(404, "application/json", b'{"error":"not mocked"}')

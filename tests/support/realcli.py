@@ -3,7 +3,7 @@
 ``scripts/install-clis`` installs them into ``$LIRUN_CLI_CACHE`` (default
 ``~/.cache/lirun/clis``), one npm prefix per CLI and version, outside the clone so that
 CI and later runs reuse them. ``LIRUN_TEST_CLI_VERSIONS`` picks which: ``pinned`` (the
-default, the versions below) or ``latest`` (what ``scripts/install-clis --latest`` last
+default, each contract's pin) or ``latest`` (what ``scripts/install-clis --latest`` last
 installed, ``<name>-latest`` in the cache; ``scripts/drift`` runs the suite so).
 :func:`real_clis` installs them once per test session when they are missing and this
 machine can (root or a writable cache, npm; not with ``LIRUN_TEST_NO_INSTALL=1``), and
@@ -22,33 +22,12 @@ from pathlib import Path
 
 from lirun.exec.versions import parse_version
 from support import TESTS_DIR
+from support.contracts import CONTRACTS, Contract
 
-CLAUDE_VERSION = "2.1.332"
-CODEX_VERSION = "0.171.0"
-PI_VERSION = "0.73.1"
-GEMINI_VERSION = "0.61.0"
 INSTALLER = TESTS_DIR.parent / "scripts" / "install-clis"
 REQUIRE_ENV = "LIRUN_TEST_REQUIRE_REAL_CLI"
 VERSIONS_ENV = "LIRUN_TEST_CLI_VERSIONS"
-
-
-@dataclass(frozen=True)
-class Cli:
-    """One CLI as scripts/install-clis names it: its cache name, package, pin, executable."""
-
-    provider: str
-    name: str
-    package: str
-    pinned: str
-    bin: str
-
-
-CLIS = {
-    "claude": Cli("claude", "claude-code", "@anthropic-ai/claude-code", CLAUDE_VERSION, "claude"),
-    "codex": Cli("codex", "codex", "@openai/codex", CODEX_VERSION, "codex"),
-    "pi": Cli("pi", "pi", "@mariozechner/pi-coding-agent", PI_VERSION, "pi"),
-    "gemini": Cli("gemini", "gemini-cli", "@google/gemini-cli", GEMINI_VERSION, "gemini"),
-}
+CLIS = CONTRACTS  # provider -> how its CLI is installed (support.contracts)
 
 
 def cache_dir() -> Path:
@@ -79,9 +58,9 @@ class RealClis:
         return {f"LIRUN_{p.upper()}_BIN": str(path) for p, path in self.paths.items()}
 
 
-def _prefix(cli: Cli, which: str) -> Path:
+def _prefix(cli: Contract, which: str) -> Path:
     suffix = "latest" if which == "latest" else cli.pinned
-    return cache_dir() / f"{cli.name}-{suffix}" / "node_modules" / ".bin" / cli.bin
+    return cache_dir() / f"{cli.cli_name}-{suffix}" / "node_modules" / ".bin" / cli.bin
 
 
 def _missing(paths: dict[str, Path]) -> list[str]:

@@ -20,7 +20,6 @@ from lirun.exec.capture import ChunkSink, LineSink, open_buffer
 from lirun.exec.legs import LegContext, LegOutcome, base_extras, imposed_status
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.trouble import PROGRESS_KINDS, progress_fields
-from lirun.exec.version_window import version_notice
 from lirun.exec.versions import cli_version
 from lirun.providers.registry import get_provider
 

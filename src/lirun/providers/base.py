@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from lirun.exec.version_window import version_notice
-
 from lirun.settings import provider_bin_env
 
 if TYPE_CHECKING:

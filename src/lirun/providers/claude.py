@@ -335,7 +335,7 @@ class ClaudeProvider(Provider):
 
     name = "claude"
     package = "@anthropic-ai/claude-code"
-    tested_versions = ("2.1.197", "2.1.197")
+    tested_versions = ("2.1.197", "2.1.332")
     capabilities = Capabilities(
         resume=True,
         session_id=True,

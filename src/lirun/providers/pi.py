@@ -17,14 +17,15 @@ to retry it. Three things in that stream look like an end and are not:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from lirun.errors import UsageError
 from lirun.exec.failure_text import class_for_status, class_for_text
 from lirun.exec.stream import Event, StreamParser, as_dict, as_int, as_list, as_str
 from lirun.exec.verdict import StreamVerdict
 from lirun.provider_errors import ProviderError, classified_error, is_retryable_cause
+from lirun.providers.base import Capabilities, Provider
 
 # The OpenAI SDK's errors read "<status> <message>" ("401 Incorrect API key provided").
 _LEADING_STATUS = re.compile(r"^\s*(\d{3})\b")
@@ -335,3 +336,29 @@ def _tool_fields(obj: dict[str, Any], *, with_args: bool) -> dict[str, Any]:
     if with_args:
         fields["input"] = obj.get("args")
     return fields
+
+
+class PiProvider(Provider):
+    """The pi coding agent (``pi``), headless with ``--mode json``: ``pi/PROVIDER/MODEL``
+    picks pi's own provider and model. pi has no permission system: every tool runs."""
+
+    name = "pi"
+    package = "@mariozechner/pi-coding-agent"
+    tested_versions = ("0.73.1", "0.73.1")
+    capabilities = Capabilities(resume=True, session_id=True, reports_cost=True)
+    owned_flags: ClassVar[Mapping[str, str]] = {
+        "--mode": "lirun runs pi --mode json itself",
+    }
+
+    def command(
+        self,
+        executable: str,
+        *,
+        model: str | None = None,
+        resume: str | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> list[str]:
+        return build_pi_command(executable, model=model, resume=resume, extra_args=extra_args)
+
+    def new_parser(self) -> PiStreamParser:
+        return PiStreamParser()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from lirun.exec.failure_text import class_for_status, class_for_text, status_in_text
@@ -27,6 +27,7 @@ from lirun.exec.stream import (
     reply_tail,
 )
 from lirun.provider_errors import ProviderError, classified_error
+from lirun.providers.base import Capabilities, Provider
 
 __all__ = ["GeminiStreamParser", "build_gemini_command", "gemini_failure_class"]
 
@@ -400,3 +401,39 @@ class GeminiStreamParser(StreamParser):
         return classified_error(
             message, provider=self.provider, failure_class=failure_class, detail=detail
         )
+
+
+class GeminiProvider(Provider):
+    """Gemini CLI (``gemini``), headless with ``-o stream-json``, its tools registered by
+    ``--approval-mode yolo`` and the run's directory trusted (``--skip-trust``)."""
+
+    name = "gemini"
+    package = "@google/gemini-cli"
+    tested_versions = ("0.61.0", "0.61.0")
+    capabilities = Capabilities(
+        resume=True,
+        session_id=True,
+        reports_cost=False,
+        approval_modes=("default", "auto_edit", "yolo", "plan"),
+    )
+    owned_flags: ClassVar[Mapping[str, str]] = {
+        "-o": "lirun reads -o stream-json",
+        "--output-format": "lirun reads -o stream-json",
+        "-p": "lirun passes the prompt on stdin",
+        "--prompt": "lirun passes the prompt on stdin",
+        "-i": "lirun runs gemini headless",
+        "--prompt-interactive": "lirun runs gemini headless",
+    }
+
+    def command(
+        self,
+        executable: str,
+        *,
+        model: str | None = None,
+        resume: str | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> list[str]:
+        return build_gemini_command(executable, model=model, resume=resume, extra_args=extra_args)
+
+    def new_parser(self) -> GeminiStreamParser:
+        return GeminiStreamParser()
