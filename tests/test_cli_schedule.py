@@ -145,7 +145,7 @@ def test_a_usd_budget_says_it_cannot_see_codex_runs(
     code, out, _ = li(capsys, "show", "cx")
     spent = [line for line in out.splitlines() if line.startswith("spent")]
     assert spent == ["spent      no cost recorded, 0 tokens (of --budget-usd 2.0; runs that "
-                     "record no cost are invisible to it (those of codex))"]  # fmt: skip
+                     "record no cost are invisible to it (those of codex, gemini))"]  # fmt: skip
 
 
 SCHEDULES = """\

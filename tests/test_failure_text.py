@@ -77,6 +77,13 @@ TEXTS = [
         "network",
     ),
     ("which failed with: stream_truncated, StreamTruncatedError", "network"),
+    # Node's fetch and JSON parser, in every CLI built on Node (Gemini CLI, pi)
+    ("[API Error: exception TypeError: fetch failed sending request]", "network"),
+    ("[API Error: terminated]", "network"),
+    ("Connection error.", "network"),
+    ("Request timed out.", "network"),
+    ("[API Error: Incomplete JSON segment at the end]", "server_error"),
+    ("Unexpected token 'h', \"{this is not json\" is not valid JSON", "server_error"),
     (
         "API Error: API returned an empty or malformed response (HTTP 200) — check for a proxy "
         "or gateway intercepting the request. … which failed with: other, SyntaxError",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from lirun.exec.versions import parse_version
+from lirun.providers.registry import get_provider
 from support import TESTS_DIR
 from support.contracts import CONTRACTS, Contract
 
@@ -67,7 +67,7 @@ def _missing(paths: dict[str, Path]) -> list[str]:
     return [str(p) for p in paths.values() if not os.access(p, os.X_OK)]
 
 
-def reported_version(executable: Path) -> str | None:
+def reported_version(provider: str, executable: Path) -> str | None:
     """What ``EXE --version`` says (``2.1.332 (Claude Code)`` → ``2.1.332``)."""
     try:
         done = subprocess.run(
@@ -76,11 +76,12 @@ def reported_version(executable: Path) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     # pi prints its version on stderr.
-    return parse_version(done.stdout or done.stderr) if done.returncode == 0 else None
+    parse = get_provider(provider).parse_version
+    return parse(done.stdout or done.stderr) if done.returncode == 0 else None
 
 
 def _found(paths: dict[str, Path]) -> RealClis | str:
-    versions = {provider: reported_version(path) for provider, path in paths.items()}
+    versions = {provider: reported_version(provider, path) for provider, path in paths.items()}
     silent = [provider for provider, version in versions.items() if version is None]
     if silent:
         return f"{', '.join(silent)} --version printed no version ({paths})"

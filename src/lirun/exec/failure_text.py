@@ -54,7 +54,11 @@ TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             # 2.1.332: "empty or malformed response (HTTP 200) … failed with: other,
             # SyntaxError"): the connection worked, the answer did not. Older versions say
             # only "empty or malformed response", as for a cut stream: network, below.
-            r"|syntaxerror|could not parse",
+            r"|syntaxerror|could not parse"
+            # A JSON parser's words (Node's, in the CLIs built on it): the answer was not
+            # the JSON the API promised.
+            r"|in json at position|unexpected token .{0,40}json|is not valid json"
+            r"|unexpected end of json|incomplete json",
         ),
         (
             "network",
@@ -65,7 +69,11 @@ TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"|connection (?:dropped|lost)|connection\b.{0,40}\blost\b|socket hang up"
             r"|stream[_ ]?truncated|stream closed before"
             # Claude Code on a 200 stream cut short; it blames the path (a proxy, a gateway).
-            r"|empty or malformed response",
+            r"|empty or malformed response"
+            # Node's fetch (undici) and the SDKs on it, in the CLIs built on Node: a call
+            # that never got its answer, or lost it midway ("TypeError: terminated").
+            r"|fetch failed|socket hang up|other side closed|und_err|err_stream_premature_close"
+            r"|\bterminated\b|request timed out|^connection error\.?$",
         ),
     )
 )

@@ -29,17 +29,6 @@ from lirun.providers.base import Capabilities, Provider
 
 # The OpenAI SDK's errors read "<status> <message>" ("401 Incorrect API key provided").
 _LEADING_STATUS = re.compile(r"^\s*(\d{3})\b")
-# pi's own wordings for a call that never got an answer (the SDK's APIConnectionError,
-# its timeout, undici's fetch failures): the network, whatever the server was doing.
-_NETWORK_TEXT = re.compile(
-    r"^connection error\.?$|request timed out|fetch failed|socket hang up|terminated"
-    r"|other side closed|econnreset|connection (?:dropped|lost)",
-    re.IGNORECASE,
-)
-# The answer itself was broken (not JSON where the API promised it): the server's fault.
-_BROKEN_ANSWER = re.compile(
-    r"in JSON at position|is not valid JSON|unexpected (?:token|end of JSON)", re.IGNORECASE
-)
 _USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 _TEXT_CHARS = 1000
 # Stop reasons that mean the model answered (as opposed to "error" and "aborted").
@@ -76,8 +65,8 @@ def build_pi_command(
 
 
 def pi_failure_class(message: str) -> str | None:
-    """The class of a failed call's ``errorMessage``: the words first, then pi's network
-    and broken-answer wordings, then the HTTP status it starts with. A 403 is ``auth``, as
+    """The class of a failed call's ``errorMessage``: the words first (the shared table
+    knows the SDK's and Node's), then the HTTP status it starts with. A 403 is ``auth``, as
     for every provider ("You are not allowed to sample from this model": the key may not
     use it; a retry will not change that, a person fixes the key or its access)."""
     status = leading_status(message)
@@ -86,10 +75,6 @@ def pi_failure_class(message: str) -> str | None:
     by_text = class_for_text(message)
     if by_text is not None:
         return by_text
-    if _NETWORK_TEXT.search(message):
-        return "network"
-    if _BROKEN_ANSWER.search(message):
-        return "server_error"
     return class_for_status(status)
 
 
