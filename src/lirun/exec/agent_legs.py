@@ -43,20 +43,18 @@ def judge_agent(
     verdict: StreamVerdict,
     *,
     require_change: bool = False,
-    notices: tuple[dict[str, Any], ...] = (),
 ) -> LegOutcome:
     """An agent CLI: the stream's verdict, unless ``li``'s signal or a timer stopped it.
 
     A kill after the post-terminal grace period leaves the verdict standing (the parser
     is told who killed it). The verdict's exception goes to teardown so the provider
     reason and the linked-engine rule apply. ``require_change``: the reply alone is not
-    evidence of work. ``notices``: evidence about the run itself (a CLI version outside
-    the tested window), kept whatever the outcome.
+    evidence of work.
     """
     base = base_extras(result, signal_name)
     extras = replace(
         base,
-        evidence=(*base.evidence, *verdict.evidence, *notices),
+        evidence=(*base.evidence, *verdict.evidence),
         metadata={**base.metadata, **_verdict_metadata(verdict)},
         tool_calls=verdict.tool_calls,
         permission_denials=verdict.permission_denials,

@@ -1,7 +1,7 @@
 """Whether a run's CLI version is one lirun was tested with, and the notice when it is not.
 
 Each provider states the versions its stream parser and failure classes were checked
-against (``ProviderSpec.tested_versions``: the oldest and the newest the contract suite
+against (``Provider.tested_versions``: the oldest and the newest the contract suite
 passed on, docs/providers.md). A run made with a version outside that window is recorded
 as it always is, but its evidence says so: a class read from a newer CLI's wording may be
 less exact, and the person reading the record should know before trusting it. Pure: the
