@@ -23,15 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+import jsonschema
 import pytest
 
-from lirun.providers.registry import BUILTIN
+from lirun.providers.registry import BUILTIN, get_provider
+from lirun.schemas import load_schema
 from lirun.store import open_store
 from support.cli import li_command
 from support.gitkit import GIT_ENV, make_repo
 from support.providerkit import env_with_fake_bin, fixture_path, make_fake_bin_dir
 from support.uikit import serve
-from support.workerkit import run_row, status_is, until, workers
+from support.workerkit import run_row, workers
 
 TIMEOUT = 90
 BUILTIN_NAMES = tuple(cls().name for cls in BUILTIN)
@@ -113,7 +115,19 @@ def li_json(env: dict[str, str], *args: str, cwd: Path | None = None) -> Any:
     at = args.index("--") if "--" in args else len(args)  # before an action's words
     done = li(env, *args[:at], "--json", *args[at:], cwd=cwd)
     assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return json.loads(done.stdout)
+    value = json.loads(done.stdout)
+    for item in value if isinstance(value, list) else [value]:
+        conforms(item)
+    return value
+
+
+def conforms(value: dict[str, Any]) -> None:
+    """A ``--json`` value validates against the shipped schema it names."""
+    title = value["schema"]
+    schema = load_schema(title.removeprefix("lirun.").partition("/")[0])
+    assert schema["title"] == title
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(value))
+    assert not errors, f"{title}: " + "; ".join(f"{e.json_path}: {e.message}" for e in errors)
 
 
 def calls(argv_log: Path) -> list[dict[str, Any]]:
@@ -122,17 +136,19 @@ def calls(argv_log: Path) -> list[dict[str, Any]]:
 
 
 def asked_for(provider: str, call: dict[str, Any]) -> None:
-    """The call was to ``provider``'s CLI as lirun runs it, with the model asked for."""
+    """The provider's CLI was given the model asked for (pi: PROVIDER/MODEL, split)."""
     model = success(provider).model
     assert model.rsplit("/", 1)[-1] in call["argv"], call["argv"]
 
 
 def recorded(env: dict[str, str], session_id: str, provider: str) -> dict[str, Any]:
     """``li status ID --json`` of an agent session, checked against the provider's
-    fixture: provider, model, CLI version, completed."""
+    fixture: provider, its executable (found on PATH), model, CLI version, completed."""
     row = li_json(env, "status", session_id)
     expected = success(provider)
-    assert row["schema"].startswith("lirun.")
+    executable = Path(row["command_json"][0])
+    assert executable.name == get_provider(provider).executable_name, row["command_json"]
+    assert str(executable.parent) == env["PATH"].split(os.pathsep)[0]  # the fake bin dir
     assert (row["id"], row["kind"]) == (session_id, "session")
     assert row["provider"] == provider
     assert row["model"] == expected.recorded_model
@@ -378,21 +394,19 @@ def test_a_schedule_action_and_a_submit_run_the_provider_on_a_worker(
     defined = li_json(env, "schedule", "show", "greet")["schedule"]
     assert defined["action_json"]["task"]["agent"] == spec, defined
     assert submitted["action_json"]["task"]["agent"] == spec, submitted
+    with workers(env, tmp_path, "--allow-root", str(tmp_path)):
+        waited = li(env, "wait", *run_ids)  # one line per run once it ended
+    assert waited.returncode == 0, (waited.stdout, waited.stderr)
+    for run_id, line in zip(run_ids, waited.stdout.splitlines(), strict=True):
+        assert line.startswith(f"{run_id}\tstatus=completed\t"), line
     store = open_store(db)
     try:
-        with workers(env, tmp_path, "--allow-root", str(tmp_path)):
-            rows = [
-                until(lambda r=r: status_is(store, r, "completed", "failed"), timeout=60)
-                for r in run_ids
-            ]
         rows = [run_row(store, r) for r in run_ids]
     finally:
         store.close()
     for row in rows:
         assert row["status"] == "completed", row
         recorded(env, row["session_id"], provider)
-    waited = li(env, "wait", *run_ids)
-    assert waited.returncode == 0, waited.stderr
     assert len(calls(argv_log)) == 2
     for call in calls(argv_log):
         asked_for(provider, call)
