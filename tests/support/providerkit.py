@@ -101,8 +101,8 @@ def env_with_fake_bin(
     the fake executables by name (no ``LIRUN_*_BIN`` override)."""
     env = fake_env_for(fixture, base=base, **kw)
     env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
-    for var in ("LIRUN_CLAUDE_BIN", "LIRUN_CODEX_BIN", "LIRUN_PI_BIN", "LIRUN_GEMINI_BIN"):
-        env.pop(var, None)
+    for cls in BUILTIN:  # every built-in's LIRUN_<NAME>_BIN, a new one's too
+        env.pop(cls().env_var, None)
     return env
 
 

@@ -30,6 +30,7 @@ from lirun.cli.options import (
 from lirun.cli.parser import CommandParser
 from lirun.errors import UsageError
 from lirun.exec.agent_legs import AgentProgram
+from lirun.exec.profiles import check_provider_default
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.trouble import TROUBLE_KINDS, one_line, trouble_line
 from lirun.providers.registry import (
@@ -148,6 +149,7 @@ _NO_PROMPT = "no prompt given; usage: li agent PROVIDER[/MODEL] PROMPT (or --pro
 
 def _program(args: Any, resolved: Any, settings: Settings) -> Any:
     name, model = parse_provider_spec(args.provider)
+    check_provider_default(resolved.defaults, name)
     if getattr(args, "resume", None) and not get_provider(name).capabilities.resume:
         raise UsageError(
             f"--resume: {name} cannot continue a conversation (its CLI has no resume); "

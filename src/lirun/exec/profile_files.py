@@ -19,6 +19,7 @@ from lirun.errors import UsageError, ValidationError
 from lirun.exec.profiles import DEFAULT_KEYS, Playbook, Profile, ProfileError
 from lirun.exec.provider_options import ProviderOptions, option_keys
 from lirun.paths import lirun_home
+from lirun.providers.registry import get_provider
 from lirun.record.artifact_checks import (
     SchemaFileError,
     check_problems,
@@ -113,7 +114,17 @@ def check_defaults(path: Path, raw: object) -> dict[str, Any]:
             raise ProfileError(f"{path}: defaults.{key} must be true or false, got {value!r}")
         if kind in ("seconds", "seconds_or_off"):
             checked[key] = _seconds(path, key, value, zero=kind == "seconds_or_off")
+    if "provider" in raw:
+        checked["provider"] = _provider(path, raw)
     return checked
+
+
+def _provider(path: Path, raw: Mapping[str, Any]) -> str:
+    """``defaults.provider``: a provider the registry knows, by its registered name."""
+    try:
+        return get_provider(raw["provider"]).name
+    except UsageError as exc:
+        raise ProfileError(f"{where(path, raw, 'provider')}: defaults.provider: {exc}") from None
 
 
 def _seconds(path: Path, key: str, value: object, *, zero: bool) -> float:

@@ -38,6 +38,7 @@ __all__ = [
     "Playbook",
     "Profile",
     "ProfileError",
+    "check_provider_default",
     "merged_defaults",
     "parse_artifact_option",
     "resolve_contract_for",
@@ -139,3 +140,16 @@ def resolve_contract_for(
 def merged_defaults(profile: Profile | None, playbook: Playbook | None) -> dict[str, Any]:
     """Run defaults, the playbook's overriding the profile's (command-line flags win over both)."""
     return {**(profile.defaults if profile else {}), **(playbook.defaults if playbook else {})}
+
+
+def check_provider_default(defaults: Mapping[str, Any], provider: str) -> None:
+    """Refuse a run whose provider is not the one its profile or playbook names
+    (``defaults: provider:``): the file's model and options were written for that one,
+    and a model of one CLI handed to another fails only once the agent has started."""
+    wanted = defaults.get("provider")
+    if wanted is not None and wanted != provider:
+        raise ProfileError(
+            f"the profile or playbook is for provider {wanted!r} (defaults: provider), "
+            f"this run's is {provider!r}; run it with {wanted}[/MODEL], or remove "
+            f"provider: from its defaults to use it with any provider"
+        )

@@ -23,6 +23,7 @@ from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.declarations import MAX_PARALLEL, Declared, declarations
 from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import CommandProgram, Echo
+from lirun.exec.profiles import check_provider_default
 from lirun.exec.provider_options import ProviderOptions
 from lirun.exec.request import ExecutionRequest
 from lirun.exec.supervisor import Limits
@@ -145,6 +146,7 @@ def _program(
         raise UsageError("a task needs an agent with a prompt, or a command (run)")
 
     name, model = parse_provider_spec(task.agent)
+    check_provider_default(declared.defaults, name)
     text = prompt if prompt is not None else task.prompt or declared.playbook_prompt
     if text is None or not text.strip():
         raise UsageError(f"agent {task.agent}: no prompt; give prompt: or a playbook with one")
