@@ -50,7 +50,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("orchestra", ("lirun.orchestra",)),  # what flows and shows share: graph, pool, lease
     ("flows", ("lirun.flows", "lirun.shows")),
     ("schedules", ("lirun.schedules",)),
-    ("cli", ("lirun.cli", "lirun.ui", "lirun.__main__")),
+    # The client sits with the CLI for now: it reads records as `li status` does
+    # (lirun.cli.status builds the `--json` document its Run.as_dict() returns).
+    ("cli", ("lirun.cli", "lirun.ui", "lirun.__main__", "lirun.client")),
 ]
 
 

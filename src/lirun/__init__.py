@@ -53,6 +53,14 @@ _EXPORTS: dict[str, str] = {
     "ExecutionResult": "lirun.exec.request",
     "CommandProgram": "lirun.exec.legs",
     "Limits": "lirun.exec.supervisor",
+    # the client (docs/api.md)
+    "Client": "lirun.client",
+    "AsyncClient": "lirun.client",
+    "Run": "lirun.client",
+    "RunStatus": "lirun.client",
+    "Started": "lirun.client",
+    "Usage": "lirun.client",
+    "WaitOutcome": "lirun.client",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,14 @@
+"""lirun's Python client: ``Client`` (sync) and ``AsyncClient`` over one database, and
+the typed values they return (docs/api.md).
+
+Not on the path of ``li wait``, ``li status`` or ``li --help``: ``import lirun`` loads
+this package only when one of its names is first used.
+"""
+
+from __future__ import annotations
+
+from lirun.client.aio import AsyncClient
+from lirun.client.sync import Client
+from lirun.client.values import Run, RunStatus, Started, Usage, WaitOutcome
+
+__all__ = ["AsyncClient", "Client", "Run", "RunStatus", "Started", "Usage", "WaitOutcome"]

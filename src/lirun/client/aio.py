@@ -1,0 +1,161 @@
+"""``lirun.AsyncClient``: ``Client``'s methods, awaited.
+
+Each method runs its ``Client`` twin in a worker thread (``asyncio.to_thread``, as
+``StateDB`` does), so a run that lasts an hour, a busy database or a long wait never
+blocks the event loop, and the two clients cannot differ in what they do: one is the
+other. A run started from a worker thread installs no signal handlers (Python allows
+them only in the main thread): cancel it by ending the program, or give it a timeout.
+``iter_wait`` is an async iterator over the same outcomes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from lirun.async_twin import to_thread
+from lirun.client.sync import Client
+from lirun.client.values import Run, RunStatus, Started, WaitOutcome
+from lirun.settings import Settings
+
+__all__ = ["AsyncClient"]
+
+
+class AsyncClient:
+    """lirun over one database, for asyncio code: ``Client``'s methods, awaited.
+
+    ``AsyncClient()`` reads the environment once; ``AsyncClient(db=..., settings=...)``
+    takes them as given. ``async with AsyncClient() as lirun: ...`` closes it.
+    """
+
+    def __init__(
+        self, db: str | os.PathLike[str] | None = None, *, settings: Settings | None = None
+    ) -> None:
+        self.sync = Client(db, settings=settings)
+
+    @property
+    def settings(self) -> Settings:
+        return self.sync.settings
+
+    @property
+    def db_url(self) -> str:
+        return self.sync.db_url
+
+    async def close(self) -> None:
+        await to_thread(self.sync.close)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        artifacts: Iterable[Mapping[str, Any]] = (),
+        require_change: bool = False,
+        env: Mapping[str, str] | None = None,
+        detach: bool = False,
+    ) -> Run | Started:
+        """``Client.run``, awaited."""
+        return await to_thread(
+            self.sync.run,
+            argv,
+            cwd=cwd,
+            timeout=timeout,
+            artifacts=tuple(artifacts),
+            require_change=require_change,
+            env=env,
+            detach=detach,
+        )
+
+    async def agent(
+        self,
+        provider: str,
+        prompt: str,
+        *,
+        model: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        stall_timeout: float | None = None,
+        profile: str | None = None,
+        playbook: str | None = None,
+        artifacts: Iterable[Mapping[str, Any]] = (),
+        require_change: bool = False,
+        provider_options: Mapping[str, Any] | None = None,
+    ) -> Run:
+        """``Client.agent``, awaited."""
+        return await to_thread(
+            self.sync.agent,
+            provider,
+            prompt,
+            model=model,
+            cwd=cwd,
+            timeout=timeout,
+            stall_timeout=stall_timeout,
+            profile=profile,
+            playbook=playbook,
+            artifacts=tuple(artifacts),
+            require_change=require_change,
+            provider_options=provider_options,
+        )
+
+    async def status(self, run_id: str) -> Run:
+        """``Client.status``, awaited."""
+        return await to_thread(self.sync.status, run_id)
+
+    async def runs(
+        self,
+        *,
+        status: RunStatus | str | None = None,
+        kind: str | None = None,
+        since: float | None = None,
+        limit: int = 50,
+    ) -> list[Run]:
+        """``Client.runs``, awaited."""
+        return await to_thread(self.sync.runs, status=status, kind=kind, since=since, limit=limit)
+
+    async def wait(
+        self, ids: str | Iterable[str], *, timeout: float | None = None, interval: float = 1.0
+    ) -> list[WaitOutcome]:
+        """``Client.wait``, awaited."""
+        return [o async for o in self.iter_wait(ids, timeout=timeout, interval=interval)]
+
+    async def iter_wait(
+        self, ids: str | Iterable[str], *, timeout: float | None = None, interval: float = 1.0
+    ) -> AsyncIterator[WaitOutcome]:
+        """``Client.iter_wait`` as an async iterator: each step is read in a worker thread."""
+        import asyncio
+        import threading
+
+        targets = [ids] if isinstance(ids, str) else list(ids)
+        stopped = threading.Event()
+        outcomes = self.sync.iter_wait(
+            targets, timeout=timeout, interval=interval, should_stop=stopped.is_set
+        )
+        done = object()
+        step: asyncio.Future[object] | None = None
+        try:
+            while True:
+                step = asyncio.ensure_future(to_thread(next, outcomes, done))
+                outcome = await asyncio.shield(step)
+                if outcome is done:
+                    break
+                assert isinstance(outcome, WaitOutcome)
+                yield outcome
+        finally:
+            stopped.set()  # a read still sleeping in its thread returns within milliseconds
+            if step is not None and not step.done():
+                await asyncio.wait([step])
+            await to_thread(outcomes.close)

@@ -1,0 +1,321 @@
+"""``lirun.Client``: lirun from Python, one object over one database.
+
+What ``li run``, ``li agent``, ``li status`` and ``li wait`` do, as methods that take
+Python values and return typed ones (``Run``, ``WaitOutcome``, ``Started``). The client
+reads the environment once, when it is made without explicit settings
+(``Settings.from_env()``), and never again: everything it starts gets those settings.
+Errors are lirun's typed errors (``UsageError`` for input it cannot take,
+``NotFoundError`` for an id that names no run…), each raised before anything is
+recorded; a run's own fate (failed, timed out) is its status, never an exception.
+
+The record a method returns is built by the code ``li status`` uses, so the two cannot
+disagree (``Run.as_dict()`` is ``li status ID --json``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from lirun.client.values import Run, RunStatus, Started, WaitOutcome
+from lirun.errors import NotFoundError, UsageError
+from lirun.settings import Settings
+from lirun.store import Store, open_store
+
+__all__ = ["Client", "RUN_KINDS"]
+
+# ``runs(kind=...)``: what a run ran.
+RUN_KINDS = ("agent", "command")
+_DEFAULT_HOME = os.path.join("~", ".lirun")
+
+
+def database_url(db: str | os.PathLike[str] | None, settings: Settings) -> str:
+    """``db`` > the settings' ``db_url`` > ``<home>/state.db`` (home: the settings', else
+    ``~/.lirun``), checked as ``li`` checks a ``--db``."""
+    from lirun.paths import resolve_db_url
+
+    if db is not None and os.fspath(db) != "":
+        return resolve_db_url(db)
+    if settings.db_url:
+        return resolve_db_url(settings.db_url)
+    home = os.path.expanduser(settings.home or _DEFAULT_HOME)
+    return resolve_db_url(os.path.join(home, "state.db"))
+
+
+class Client:
+    """lirun over one database: start runs, read their records, wait for them.
+
+    ``Client()`` reads ``LIRUN_*`` from the environment once (``Settings.from_env()``);
+    ``Client(db=..., settings=...)`` takes them as given (``db`` wins over
+    ``settings.db_url``). The database is opened on first use and created if missing;
+    use the client as a context manager, or call ``close()``, to close it.
+    """
+
+    def __init__(
+        self, db: str | os.PathLike[str] | None = None, *, settings: Settings | None = None
+    ) -> None:
+        self.settings = settings if settings is not None else Settings.from_env()
+        self.db_url = database_url(db, self.settings)
+        self._store: Store | None = None
+
+    # -- the store ---------------------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        """The open store (opened, and the database created, on first use)."""
+        if self._store is None:
+            self._store = open_store(self.db_url)
+        return self._store
+
+    def close(self) -> None:
+        """Close the database; the client opens it again if used after."""
+        if self._store is not None:
+            store, self._store = self._store, None
+            store.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- starting runs -----------------------------------------------------------------
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        artifacts: Iterable[Mapping[str, Any]] = (),
+        require_change: bool = False,
+        env: Mapping[str, str] | None = None,
+        detach: bool = False,
+    ) -> Run | Started:
+        """Run the command ``argv`` under supervision, as ``li run`` does; return its
+        record once it has ended (``detach=True``: once it has started, with its id).
+
+        ``cwd``: where it runs (default: this process's); ``timeout``: seconds before
+        it is stopped (``timed_out``); ``artifacts``: the files it must produce, as
+        ``{"id": ..., "path": ..., "required": bool}`` under its artifact directory;
+        ``require_change``: completed needs a change in ``cwd`` or an artifact, not only
+        exit 0; ``env``: variables added to its environment.
+
+        UsageError when ``argv`` is empty or its program cannot be found (nothing is
+        recorded).
+        """
+        from lirun.exec.task import Task
+
+        where = _cwd(cwd)
+        command = [str(part) for part in argv]
+        _check_command(command, where)
+        task = Task(
+            run=tuple(command),
+            timeout=timeout,
+            artifacts=tuple(artifacts),
+            require_change=require_change,
+        )
+        if detach:
+            from lirun.client.detached import start_detached
+
+            return start_detached(self, task, where, env=env)
+        return self._execute(task, where, env=env)
+
+    def agent(
+        self,
+        provider: str,
+        prompt: str,
+        *,
+        model: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        stall_timeout: float | None = None,
+        profile: str | None = None,
+        playbook: str | None = None,
+        artifacts: Iterable[Mapping[str, Any]] = (),
+        require_change: bool = False,
+        provider_options: Mapping[str, Any] | None = None,
+    ) -> Run:
+        """Run the agent CLI ``provider`` (``claude``, ``codex``, …) on ``prompt``, as
+        ``li agent`` does, and return its record once it has ended.
+
+        ``model``: the provider's model name; ``stall_timeout``: seconds without progress
+        before it is stopped (0: never); ``profile`` / ``playbook``: the names of files
+        under ``<home>/profiles`` and ``<home>/playbooks``; ``provider_options``: the
+        options a profile's ``defaults:`` takes (``permission_mode``, ``allowed_tools``…).
+        The rest as for ``run``. UsageError for an unknown provider, a provider not
+        installed, or options it does not take (nothing is recorded).
+        """
+        from lirun.exec.task import Task
+
+        if not provider or "/" in provider:
+            raise UsageError(
+                f"provider {provider!r}: give the provider's name alone (such as 'claude') "
+                "and the model as model="
+            )
+        task = Task(
+            agent=f"{provider}/{model}" if model else provider,
+            prompt=prompt,
+            options=dict(provider_options or {}),
+            profile=profile,
+            playbook=playbook,
+            artifacts=tuple(artifacts),
+            timeout=timeout,
+            stall_timeout=stall_timeout,
+            require_change=require_change,
+        )
+        return self._execute(task, _cwd(cwd))
+
+    def _execute(self, task: Any, cwd: str, *, env: Mapping[str, str] | None = None) -> Run:
+        from lirun.exec.execution import execute
+
+        result = execute(self.request(task, cwd, env=env), store=self.store)
+        return self.status(result.run_id)
+
+    def request(self, task: Any, cwd: str, *, env: Mapping[str, str] | None = None) -> Any:
+        """The ``ExecutionRequest`` for ``task`` (a ``lirun.exec.task.Task``) in ``cwd``,
+        against this client's database and settings."""
+        from lirun.exec.task import build_request
+
+        return build_request(task, cwd=cwd, db_url=self.db_url, env=env, settings=self.settings)
+
+    # -- reading records ---------------------------------------------------------------
+
+    def status(self, run_id: str) -> Run:
+        """The record of run ``run_id`` (the full id, a unique prefix, or a run id's
+        unique random suffix, as ``li status`` takes it).
+
+        NotFoundError when no run has that id; AmbiguousIdError (a UsageError) listing
+        the candidates when a prefix or suffix names several.
+        """
+        from lirun.cli.status import load_detail, resolve_record
+        from lirun.store.rows import SessionRow
+
+        kind, row = resolve_record(self.store, run_id)
+        if kind != "session":
+            raise NotFoundError(
+                f"{run_id!r} names a {kind.replace('_', ' ')}, not a run; "
+                f"read it with `li status {run_id}`"
+            )
+        detail = load_detail(self.store, kind, row, time.time())
+        return Run.from_record(SessionRow.from_row(row), detail)
+
+    def runs(
+        self,
+        *,
+        status: RunStatus | str | None = None,
+        kind: str | None = None,
+        since: float | None = None,
+        limit: int = 50,
+    ) -> list[Run]:
+        """The newest runs first, at most ``limit``: those in ``status``, of ``kind``
+        (``agent`` or ``command``), started within the last ``since`` seconds."""
+        wanted = _check_filters(status, kind, since, limit)
+        cutoff = None if since is None else time.time() - since
+        rows: list[Any] = []
+        fetch = limit
+        while True:  # a kind is not a column: read more until enough match or none are left
+            page = self.store.sessions.list_recent(status=wanted, since=cutoff, limit=fetch)
+            rows = [row for row in page if kind is None or _kind_of(row.provider) == kind]
+            if len(rows) >= limit or len(page) < fetch:
+                break
+            fetch *= 4
+        return [self._run_of(row) for row in rows[:limit]]
+
+    def _run_of(self, row: Any) -> Run:
+        from lirun.cli.status import load_detail
+
+        detail = load_detail(self.store, "session", row._asdict(), time.time())
+        return Run.from_record(row, detail)
+
+    # -- waiting -----------------------------------------------------------------------
+
+    def iter_wait(
+        self,
+        ids: str | Iterable[str],
+        *,
+        timeout: float | None = None,
+        interval: float = 1.0,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> Iterator[WaitOutcome]:
+        """Each target's outcome as it ends (terminal, or an id that names nothing), as
+        ``li wait`` reports it; when ``timeout`` seconds have passed, the ones still
+        running follow with ``terminal=False``. Every target is yielded once.
+
+        ``ids``: run ids (or invocation, play, schedule-run ids), full or a unique
+        prefix or suffix. Changes are noticed at once on SQLite and PostgreSQL alike;
+        ``interval`` bounds how long one can go unnoticed otherwise; ``should_stop()``,
+        checked between reads, ends the wait as a timeout does.
+        """
+        from lirun.wait.api import check_interval, check_timeout, next_sleep, start_watching
+        from lirun.wait.resolve import split_ids
+
+        targets = split_ids([ids] if isinstance(ids, str) else list(ids))
+        if not targets:
+            raise UsageError("wait: give at least one id")
+        period, limit = check_interval(interval), check_timeout(timeout)
+        _, _, watcher = start_watching(self.store, targets, timeout=limit)
+        stop = should_stop or (lambda: False)
+        deadline = None if limit is None else time.monotonic() + limit
+        try:
+            while True:
+                for outcome in watcher.tick():
+                    yield WaitOutcome.from_outcome(outcome)
+                left = next_sleep(period, deadline, time.monotonic())
+                if watcher.done or left <= 0 or stop():
+                    break
+                watcher.wait(left, stop)
+            for outcome in watcher.pending_outcomes():
+                yield WaitOutcome.from_outcome(outcome)
+        finally:
+            watcher.close()
+
+    def wait(
+        self, ids: str | Iterable[str], *, timeout: float | None = None, interval: float = 1.0
+    ) -> list[WaitOutcome]:
+        """Wait until every target has ended (or ``timeout`` seconds): their outcomes in
+        the order they ended, then the ones still running (``terminal=False``)."""
+        return list(self.iter_wait(ids, timeout=timeout, interval=interval))
+
+
+def _cwd(cwd: str | os.PathLike[str] | None) -> str:
+    where = os.path.abspath(os.fspath(cwd)) if cwd is not None else os.getcwd()
+    if not os.path.isdir(where):
+        raise UsageError(f"cwd {where} is not a directory; give an existing directory")
+    return where
+
+
+def _check_command(command: list[str], cwd: str) -> None:
+    """The program must exist before anything is recorded (as ``li run`` checks it)."""
+    from lirun.cli.run import check_command
+
+    if not command:
+        raise UsageError("run: argv is empty; give the program and its arguments")
+    check_command(command, cwd)
+
+
+def _kind_of(provider: str | None) -> str:
+    return "command" if provider == "command" else "agent"
+
+
+def _check_filters(
+    status: RunStatus | str | None, kind: str | None, since: float | None, limit: int
+) -> str | None:
+    if status is not None and status not in set(RunStatus):
+        known = ", ".join(s.value for s in RunStatus)
+        raise UsageError(f"status {status!r}: a run's status is one of {known}")
+    if kind is not None and kind not in RUN_KINDS:
+        raise UsageError(f"kind {kind!r}: a run is an agent or a command")
+    if since is not None and not since > 0:
+        raise UsageError(f"since must be a positive number of seconds, not {since!r}")
+    if limit < 1:
+        raise UsageError(f"limit must be at least 1, not {limit!r}")
+    return None if status is None else RunStatus(status).value
