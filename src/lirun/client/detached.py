@@ -11,7 +11,6 @@ another process: it gets the client's settings through its environment (the vari
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 

@@ -25,7 +25,7 @@ from lirun.errors import NotFoundError, UsageError
 from lirun.settings import Settings
 from lirun.store import Store, open_store
 
-__all__ = ["Client", "RUN_KINDS"]
+__all__ = ["RUN_KINDS", "Client"]
 
 # ``runs(kind=...)``: what a run ran.
 RUN_KINDS = ("agent", "command")

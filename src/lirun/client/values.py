@@ -19,9 +19,7 @@ from typing import Any
 from lirun.lifecycle import policy_for
 from lirun.store.rows import SessionRow
 
-__all__ = [
-    "RECORD_SCHEMA",
-    "WAIT_SCHEMA", "Run", "RunStatus", "Started", "Usage", "WaitOutcome"]
+__all__ = ["RECORD_SCHEMA", "WAIT_SCHEMA", "Run", "RunStatus", "Started", "Usage", "WaitOutcome"]
 
 # The shape ``li status ID --json`` names (docs/json.md).
 RECORD_SCHEMA = "lirun.record/1"
