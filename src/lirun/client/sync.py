@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -245,7 +245,7 @@ class Client:
         timeout: float | None = None,
         interval: float = 1.0,
         should_stop: Callable[[], bool] | None = None,
-    ) -> Iterator[WaitOutcome]:
+    ) -> Generator[WaitOutcome, None, None]:
         """Each target's outcome as it ends (terminal, or an id that names nothing), as
         ``li wait`` reports it; when ``timeout`` seconds have passed, the ones still
         running follow with ``terminal=False``. Every target is yielded once.
