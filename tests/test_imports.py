@@ -202,6 +202,13 @@ def test_li_help_loads_no_command_module_and_no_heavy_import(tmp_path: Path) -> 
     assert not top_level(loaded) & NOT_ON_THE_WAIT_PATH
 
 
+def test_import_lirun_loads_the_client_only_when_a_client_name_is_used() -> None:
+    assert not {m for m in modules_loaded_by("import lirun") if m.startswith("lirun.client")}
+    loaded = modules_loaded_by("import lirun\nlirun.Client")
+    assert "lirun.client.sync" in loaded
+    assert not top_level(loaded) & HEAVY  # no driver, no argparse, no rich to make one
+
+
 def test_the_async_face_imports_asyncio_only_when_awaited() -> None:
     loaded = top_level(modules_loaded_by("from lirun import StateDB\nStateDB(':memory:')"))
     assert "asyncio" not in loaded
@@ -231,6 +238,7 @@ def test_the_fast_path_commands_load_only_the_fast_path(tmp_path: Path, argv: li
     loaded = cli_modules(argv, url, tmp_path / "home")
     assert "lirun.cli.main" in loaded  # the probe saw the command
     assert {m for m in loaded if m.startswith("lirun")} - FAST_PATH == set()
+    assert not {m for m in loaded if m.startswith("lirun.client")}  # the Python client
     assert not top_level(loaded) & {"psycopg", "yaml", "jinja2"}
 
 
