@@ -120,6 +120,17 @@ def test_an_agent_run_with_the_fake_provider(
             client.agent("claude/sonnet", "hi", cwd=repo)
         assert [r.id for r in client.runs()] == [run.id]  # the refusals recorded nothing
 
+        with pytest.raises(UsageError, match="from a profile"):
+            client.agent("claude", "hi", cwd=repo, provider_options={"max_turns": 3}, detach=True)
+        started = client.agent("claude", "fix it -- in the background", cwd=repo, detach=True)
+        assert isinstance(started, Started)
+        [outcome] = client.wait(started.run_id, timeout=60)
+        assert outcome.status == "completed"
+        detached = client.status(started.run_id)
+        assert detached.reply == "Done: test fixed."
+        assert detached.provider == "claude"
+        assert "fix it -- in the background" in argv_log.read_text()  # via the worker's stdin
+
 
 def test_runs_filter_by_status_kind_and_time_newest_first(client: Client, tmp_path: Path) -> None:
     ok = client.run(["true"], cwd=tmp_path)

@@ -94,7 +94,8 @@ class AsyncClient:
         artifacts: Iterable[Mapping[str, Any]] = (),
         require_change: bool = False,
         provider_options: Mapping[str, Any] | None = None,
-    ) -> Run:
+        detach: bool = False,
+    ) -> Run | Started:
         """``Client.agent``, awaited."""
         return await to_thread(
             self.sync.agent,
@@ -109,6 +110,7 @@ class AsyncClient:
             artifacts=tuple(artifacts),
             require_change=require_change,
             provider_options=provider_options,
+            detach=detach,
         )
 
     async def status(self, run_id: str) -> Run:

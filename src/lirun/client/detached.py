@@ -41,9 +41,11 @@ def settings_env(settings: Settings, db_url: str) -> dict[str, str]:
     return env
 
 
-def worker_argv(task: Task) -> list[str]:
-    """``li run``'s options for a command task, then ``--`` and the command."""
-    assert task.run is not None
+def worker_argv(task: Task) -> tuple[str, list[str]]:
+    """The command (``run`` or ``agent``) and its options that make the worker run
+    ``task``: ``li run``'s options, ``--`` and the command; or ``li agent``'s options,
+    the provider and ``--prompt=-`` (the prompt goes on the worker's stdin, never in its
+    arguments). UsageError for what these options cannot carry."""
     out = []
     if task.timeout is not None:
         out.append(f"--timeout={float(task.timeout)!r}")
@@ -58,13 +60,28 @@ def worker_argv(task: Task) -> list[str]:
         out.append(f"--artifact={entry['id']}={entry['path']}{optional}")
     if task.require_change:
         out.append("--require-change")
-    return [*out, "--", *task.run]
+    if task.run is not None:
+        return "run", [*out, "--", *task.run]
+    assert task.agent is not None
+    if task.options:
+        raise UsageError(
+            "provider_options with detach=True: a detached agent takes them from a "
+            "profile (profile=NAME, its defaults:), not as a mapping"
+        )
+    if task.stall_timeout is not None:
+        out.append(f"--stall-timeout={float(task.stall_timeout)!r}")
+    out += [f"--{key}={value}" for key, value in _named(task) if value is not None]
+    return "agent", [*out, task.agent, "--prompt=-"]
+
+
+def _named(task: Task) -> tuple[tuple[str, str | None], ...]:
+    return (("profile", task.profile), ("playbook", task.playbook))
 
 
 def start_detached(
     client: Client, task: Task, cwd: str, *, env: Mapping[str, str] | None = None
 ) -> Started:
-    """Start ``task`` (a command) in a background ``li``; return once its row exists.
+    """Start ``task`` in a background ``li``; return once its row exists.
 
     DetachError when the worker exits before creating the row, or takes too long.
     """
@@ -74,7 +91,7 @@ def start_detached(
     from lirun.record.rundir import allocate_run
 
     request: Any = client.request(task, cwd)  # the checks build_request makes
-    argv = [f"--cwd={cwd}", *worker_argv(task)]
+    command, options = worker_argv(task)
     store = client.store
     prepare(request, store)
     run = allocate_run(request.save_dir, run_id_of(request), client.settings)
@@ -83,7 +100,9 @@ def start_detached(
         **settings_env(client.settings, client.db_url),
         **dict(env or {}),
     }
-    proc = spawn_worker("run", argv, run, env=worker_env)
+    proc = spawn_worker(
+        command, [f"--cwd={cwd}", *options], run, env=worker_env, stdin_text=task.prompt
+    )
     wait_for_row(store, run, proc)
     return Started(
         run_id=run.run_id, run_dir=str(run.state_root), artifact_dir=str(run.artifact_root)

@@ -143,9 +143,12 @@ class Client:
         artifacts: Iterable[Mapping[str, Any]] = (),
         require_change: bool = False,
         provider_options: Mapping[str, Any] | None = None,
-    ) -> Run:
+        detach: bool = False,
+    ) -> Run | Started:
         """Run the agent CLI ``provider`` (``claude``, ``codex``, …) on ``prompt``, as
-        ``li agent`` does, and return its record once it has ended.
+        ``li agent`` does, and return its record once it has ended (``detach=True``:
+        once it has started, with its id; its provider options then come from a
+        profile, not ``provider_options``).
 
         ``model``: the provider's model name; ``stall_timeout``: seconds without progress
         before it is stopped (0: never); ``profile`` / ``playbook``: the names of files
@@ -172,7 +175,12 @@ class Client:
             stall_timeout=stall_timeout,
             require_change=require_change,
         )
-        return self._execute(task, _cwd(cwd))
+        where = _cwd(cwd)
+        if detach:
+            from lirun.client.detached import start_detached
+
+            return start_detached(self, task, where)
+        return self._execute(task, where)
 
     def _execute(self, task: Any, cwd: str, *, env: Mapping[str, str] | None = None) -> Run:
         from lirun.exec.execution import execute
