@@ -114,11 +114,14 @@ def test_an_agent_run_with_the_fake_provider(
         assert run.engine_session_uid == "11111111-1111-4111-8111-111111111111"
         assert run.branch_id is not None
         assert run.as_dict() == li_status_json(db_url, lirun_home, run.id)
+        limited = client.agent("claude", "go", cwd=repo, provider_options={"max_turns": 3})
+        assert limited.status is RunStatus.COMPLETED
+        assert "--max-turns" in argv_log.read_text()  # the option reached the provider
         with pytest.raises(UsageError, match="no prompt"):
             client.agent("claude", "  ", cwd=repo)
         with pytest.raises(UsageError, match="model="):
             client.agent("claude/sonnet", "hi", cwd=repo)
-        assert [r.id for r in client.runs()] == [run.id]  # the refusals recorded nothing
+        assert [r.id for r in client.runs()] == [limited.id, run.id]  # refusals record nothing
 
         with pytest.raises(UsageError, match="from a profile"):
             client.agent("claude", "hi", cwd=repo, provider_options={"max_turns": 3}, detach=True)
