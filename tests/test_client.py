@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from lirun import AsyncClient, Client, Run, RunStatus, WaitOutcome
-from lirun.client import Started
-from lirun.errors import AmbiguousIdError, NotFoundError, UsageError
+from lirun.client import Queued, Started
+from lirun.errors import AmbiguousIdError, ConflictError, NotFoundError, UsageError
 from lirun.settings import Settings, provider_bin_env
 from support.cli import li_command
 from support.gitkit import make_repo
 from support.providerkit import fake_env_for, make_fake_bin_dir
+from support.workerkit import workers
 
 
 @pytest.fixture
@@ -191,6 +192,27 @@ def test_a_detached_run_gets_the_clients_settings_and_env(
     [outcome] = client.wait(started.run_id, timeout=60)
     assert outcome.status == "completed", client.status(started.run_id).summary
     assert (Path(started.artifact_dir) / "out.txt").read_text() == "from afar"
+
+
+def test_submit_queues_a_run_that_a_worker_runs(
+    client: Client, db_url: str, lirun_home: Path, tmp_path: Path
+) -> None:
+    queued = client.submit(["run", "sh", "-c", "echo queued"], key="nightly-1", cwd=tmp_path)
+    assert isinstance(queued, Queued)
+    assert (queued.status, queued.created) == ("queued", True)
+    again = client.submit(["run", "sh", "-c", "echo queued"], key="nightly-1", cwd=tmp_path)
+    assert (again.run_id, again.created) == (queued.run_id, False)
+    with pytest.raises(ConflictError):
+        client.submit(["run", "false"], key="nightly-1", cwd=tmp_path)
+    with pytest.raises(UsageError, match="unknown action"):
+        client.submit(["nap", "10"])
+    [waiting] = client.wait(queued.run_id, timeout=0.1)
+    assert (waiting.kind, waiting.status, waiting.terminal) == ("schedule_run", "queued", False)
+
+    env = {**os.environ, "LIRUN_DB_URL": db_url, "LIRUN_HOME": str(lirun_home)}
+    with workers(env, tmp_path):
+        [ended] = client.wait(queued.run_id, timeout=60)
+    assert (ended.status, ended.success) == ("completed", True)
 
 
 def test_errors_are_typed_and_record_nothing(client: Client, tmp_path: Path) -> None:

@@ -56,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     # the client (docs/api.md)
     "Client": "lirun.client",
     "AsyncClient": "lirun.client",
+    "Queued": "lirun.client",
     "Run": "lirun.client",
     "RunStatus": "lirun.client",
     "Started": "lirun.client",

@@ -9,6 +9,6 @@ from __future__ import annotations
 
 from lirun.client.aio import AsyncClient
 from lirun.client.sync import Client
-from lirun.client.values import Run, RunStatus, Started, Usage, WaitOutcome
+from lirun.client.values import Queued, Run, RunStatus, Started, Usage, WaitOutcome
 
-__all__ = ["AsyncClient", "Client", "Run", "RunStatus", "Started", "Usage", "WaitOutcome"]
+__all__ = ["AsyncClient", "Client", "Queued", "Run", "RunStatus", "Started", "Usage", "WaitOutcome"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from lirun.async_twin import to_thread
 from lirun.client.sync import Client
-from lirun.client.values import Run, RunStatus, Started, WaitOutcome
+from lirun.client.values import Queued, Run, RunStatus, Started, WaitOutcome
 from lirun.settings import Settings
 
 __all__ = ["AsyncClient"]
@@ -112,6 +112,16 @@ class AsyncClient:
             provider_options=provider_options,
             detach=detach,
         )
+
+    async def submit(
+        self,
+        action: Sequence[str],
+        *,
+        key: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> Queued:
+        """``Client.submit``, awaited."""
+        return await to_thread(self.sync.submit, action, key=key, cwd=cwd)
 
     async def status(self, run_id: str) -> Run:
         """``Client.status``, awaited."""

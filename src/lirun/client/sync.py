@@ -20,7 +20,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from lirun.client.values import Run, RunStatus, Started, WaitOutcome
+from lirun.client.values import Queued, Run, RunStatus, Started, WaitOutcome
 from lirun.errors import NotFoundError, UsageError
 from lirun.settings import Settings
 from lirun.store import Store, open_store
@@ -194,6 +194,31 @@ class Client:
         from lirun.exec.task import build_request
 
         return build_request(task, cwd=cwd, db_url=self.db_url, env=env, settings=self.settings)
+
+    def submit(
+        self,
+        action: Sequence[str],
+        *,
+        key: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> Queued:
+        """Queue one run of ``action`` for a worker (``li worker``), as ``li submit -- ACTION``
+        does: ``["run", "make", "nightly"]``, ``["agent", "claude", "PROMPT"]``,
+        ``["flow", "FILE"]``… (the words of ``li schedule add``'s ACTION; a relative path in
+        them is read from ``cwd``, default this process's).
+
+        ``key`` makes retrying safe: a second submit with it queues nothing and returns the
+        first run (``created`` False); the same key with another action is a
+        ConflictError. UsageError for an action that is not valid here.
+        """
+        from lirun.schedules.actions import parse_action
+        from lirun.schedules.registry import current_actor
+        from lirun.schedules.submit import check_key, submit_once
+
+        parsed = parse_action([str(word) for word in action], base=_cwd(cwd))
+        checked = None if key is None else check_key(key)
+        run, created = submit_once(self.store, parsed, key=checked, actor=current_actor())
+        return Queued(run_id=run.id, status=run.status, created=created)
 
     # -- reading records ---------------------------------------------------------------
 

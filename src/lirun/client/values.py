@@ -240,3 +240,14 @@ class Started:
     run_id: str
     run_dir: str
     artifact_dir: str
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A run queued for a worker (``li submit``): its schedule-run id (``Client.wait``
+    takes it), its status when read (``queued`` until a worker claims it), and whether
+    this call queued it (False: a submit with the same ``key`` did before)."""
+
+    run_id: str
+    status: str
+    created: bool
