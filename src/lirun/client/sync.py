@@ -15,6 +15,7 @@ disagree (``Run.as_dict()`` is ``li status ID --json``).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -60,20 +61,23 @@ class Client:
         self.settings = settings if settings is not None else Settings.from_env()
         self.db_url = database_url(db, self.settings)
         self._store: Store | None = None
+        self._opening = threading.Lock()  # AsyncClient calls come from worker threads
 
     # -- the store ---------------------------------------------------------------------
 
     @property
     def store(self) -> Store:
         """The open store (opened, and the database created, on first use)."""
-        if self._store is None:
-            self._store = open_store(self.db_url)
-        return self._store
+        with self._opening:
+            if self._store is None:
+                self._store = open_store(self.db_url)
+            return self._store
 
     def close(self) -> None:
         """Close the database; the client opens it again if used after."""
-        if self._store is not None:
+        with self._opening:
             store, self._store = self._store, None
+        if store is not None:
             store.close()
 
     def __enter__(self) -> Client:
