@@ -7,6 +7,10 @@ Prints ``name: value`` lines (budget in brackets; issue 31):
   client made, the run supervised and recorded, its ``Run`` read back, the client
   closed) in a plain directory, median over ``--runs``, after warm-up runs that load
   every module; ``api.run_true_p90_ms`` its 90th percentile.
+- ``api.execute_true_median_ms``: ``execute()`` of the same request (which opens and
+  closes the database itself, as a client made for one run does), timed alternately
+  with the client's runs so a busy machine moves both alike; ``api.client_share_ms``
+  is the difference: what the client adds (the program checked, the ``Run`` read back).
 - ``api.run_true_git_median_ms``: the same in a git repository, as a run usually has:
   the run's change evidence (``record.evidence``) then asks git, in processes of its own.
 - ``api.bare_true_median_ms`` (``subprocess.run(["true"])`` alone, the floor) and
@@ -35,19 +39,30 @@ def _ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def timed_runs(url: str, settings: Settings, cwd: str, count: int) -> tuple[list[float], str]:
-    """``Client().run(["true"])`` timed ``count`` times in ``cwd`` after the warm-up; the
-    samples and the last run's id."""
-    samples, last = [], ""
+def timed_runs(
+    url: str, settings: Settings, cwd: str, count: int
+) -> tuple[list[float], list[float], str]:
+    """``Client().run(["true"])`` and ``execute()`` of the same request, alternately,
+    ``count`` times each in ``cwd`` after the warm-up; both samples and the last run's id."""
+    from lirun.exec.execution import execute
+    from lirun.exec.task import Task, build_request
+
+    client_samples, execute_samples, last = [], [], ""
     for index in range(WARMUP + count):
         start = time.perf_counter()
         with Client(url, settings=settings) as client:
             run = client.run(["true"], cwd=cwd)
+        middle = time.perf_counter()
+        request = build_request(Task(run=("true",)), cwd=cwd, db_url=url, settings=settings)
+        result = execute(request)  # opens and closes the database itself, as the client
+        end = time.perf_counter()
         if index >= WARMUP:
-            samples.append(time.perf_counter() - start)
+            client_samples.append(middle - start)
+            execute_samples.append(end - middle)
         assert run.success, run
+        assert result.status == "completed", result
         last = run.id
-    return samples, last
+    return client_samples, execute_samples, last
 
 
 def main(argv: list[str]) -> int:
@@ -59,8 +74,8 @@ def main(argv: list[str]) -> int:
         os.makedirs(plain)
         subprocess.run(["git", "init", "-q", repo], check=True)
         settings = Settings.from_env().with_flags(home=home)
-        runs, last = timed_runs(url, settings, plain, args.runs)
-        in_git, _ = timed_runs(url, settings, repo, args.runs)
+        runs, executes, last = timed_runs(url, settings, plain, args.runs)
+        in_git, _, _ = timed_runs(url, settings, repo, args.runs)
         bare = []
         for _ in range(args.runs):
             start = time.perf_counter()
@@ -75,6 +90,8 @@ def main(argv: list[str]) -> int:
                 reads.append(time.perf_counter() - start)
     out("api.run_true_median_ms", _ms(runs))
     out("api.run_true_p90_ms", statistics.quantiles(runs, n=10)[-1] * 1000)
+    out("api.execute_true_median_ms", _ms(executes))
+    out("api.client_share_ms", _ms(runs) - _ms(executes))
     out("api.run_true_git_median_ms", _ms(in_git))
     out("api.bare_true_median_ms", _ms(bare))
     out("api.overhead_median_ms", _ms(runs) - _ms(bare))
