@@ -3,6 +3,7 @@ the environment, bad values refused in one line, and no new reads scattered abou
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sqlite3
@@ -180,7 +181,9 @@ def test_a_library_caller_gets_the_heartbeat_interval(monkeypatch: pytest.Monkey
     assert _intervals(request)[0] == HEARTBEAT_INTERVAL
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
     assert _intervals(request) == (100.0, 400.0)  # the lease holds four beats
-    given = ExecutionRequest(program=None, cwd=".", limits=None, heartbeat_interval=2.0)
+    given = ExecutionRequest(
+        program=None, cwd=".", limits=None, settings=Settings(heartbeat_interval=2.0)
+    )
     assert _intervals(given)[0] == 2.0  # what the caller gave wins
 
 
@@ -193,10 +196,11 @@ def _leases(db: str) -> list[float]:
 def test_a_library_run_records_the_lease_of_the_environment_interval(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """`execute()` without ``heartbeat_interval``: $LIRUN_HEARTBEAT_INTERVAL, as `li run`."""
+    """`execute()` without settings: $LIRUN_HEARTBEAT_INTERVAL and $LIRUN_DB_URL, as `li run`."""
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
     db = str(tmp_path / "lib.db")
-    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=db)
+    monkeypatch.setenv("LIRUN_DB_URL", db)
+    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
     execute(request)
     assert _leases(db) == [400.0]  # four beats of 100 s
 
@@ -205,10 +209,9 @@ def test_a_library_caller_with_a_bad_setting_gets_usage_error_before_anything_ex
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, lirun_home: Path
 ) -> None:
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "-1")
-    db = tmp_path / "lib.db"
-    request = ExecutionRequest(
-        program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=str(db), run_id="given-id"
-    )
+    monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "lib.db"))
+    monkeypatch.setenv("LIRUN_RUN_ID", "given-id")
+    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
     with pytest.raises(UsageError, match=r"^LIRUN_HEARTBEAT_INTERVAL '-1' is negative"):
         execute(request)
     assert not (lirun_home / "runs" / "given-id").exists()  # no run directory was left
@@ -286,13 +289,22 @@ def test_execute_uses_the_settings_it_is_given_not_the_environment(
     monkeypatch.setenv("LIRUN_RUN_ID", "env-id")
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "soon")
     db = str(tmp_path / "lib.db")
-    settings = Settings(run_id="given-id", heartbeat_interval=50.0, guard=False)
+    monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "env.db"))
+    settings = Settings(run_id="given-id", heartbeat_interval=50.0, guard=False, db_url=db)
     request = ExecutionRequest(
-        program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=db, settings=settings
+        program=CommandProgram(["true"]), cwd=str(tmp_path), settings=settings
     )
     result = execute(request)
     assert result.run_id == "given-id"
-    assert _leases(db) == [200.0]  # four beats of the given 50 s
+    assert _leases(db) == [200.0]  # four beats of the given 50 s, in the given database
+    assert not (tmp_path / "env.db").exists()  # not the environment's
+
+
+def test_a_request_holds_its_database_id_and_interval_in_its_settings_only() -> None:
+    """One place for each: ``ExecutionRequest`` has no copies of the settings' fields."""
+    names = set(ExecutionRequest.__dataclass_fields__)
+    assert "settings" in names
+    assert names & {f.name for f in dataclasses.fields(Settings)} == set()
 
 
 GIVEN = Settings(heartbeat_interval=50.0, guard=False)
@@ -354,9 +366,8 @@ def test_execute_reads_the_environment_once_when_given_no_settings(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("LIRUN_GUARD", "off")
-    request = ExecutionRequest(
-        program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=str(tmp_path / "lib.db")
-    )
+    monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "lib.db"))
+    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
     reads = _count_reads(monkeypatch)
     execute(request)
     assert len(reads) == 1

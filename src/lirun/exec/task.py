@@ -194,9 +194,12 @@ def build_request(
     --resume``). The child's streams are captured only (``echo`` None): orchestrated
     executions run side by side and never write to ``li``'s stdout. ``settings`` are the
     run's (``ExecutionRequest.settings``; the provider's executable is looked up with
-    them): None leaves ``execute`` to read the environment, as for any library caller.
-    Raises UsageError for a task that cannot run (see ``check_task``).
+    them), with ``db_url`` and ``run_id`` laid over them when given; None: the
+    environment's, read here once, as for any library caller.
+    Raises UsageError for a task that cannot run (see ``check_task``) or a bad setting.
     """
+    base = settings if settings is not None else Settings.from_env()
+    settings = base.with_flags(db_url=db_url, run_id=run_id)
 
     declared = _declarations(task)
     if run_argv is not None:
@@ -219,8 +222,6 @@ def build_request(
         cwd=cwd,
         limits=limits,
         save_dir=save_dir,
-        run_id=run_id,
-        db_url=db_url,
         artifact_contract=declared.contract,
         invocation_id=invocation_id,
         resume_branch=resume_branch,
