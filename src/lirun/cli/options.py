@@ -17,6 +17,7 @@ from typing import Any
 
 from lirun.cli.common import add_db_option, print_json, print_started, refuse_if_signalled
 from lirun.cli.parser import CommandParser, Duration
+from lirun.durations import MAX_SECONDS
 from lirun.errors import AmbiguousIdError, NotFoundError, UsageError
 from lirun.exec.artifact_check_option import attach_artifact_checks
 from lirun.exec.declarations import MAX_PARALLEL, declarations
@@ -29,7 +30,7 @@ from lirun.exec.profiles import parse_artifact_option
 from lirun.exec.request import ExecutionRequest, settings_of
 from lirun.exec.supervisor import Limits
 from lirun.record.rundir import allocate_run
-from lirun.settings import MAX_SECONDS, Settings
+from lirun.settings import Settings
 from lirun.signals import held_trap
 from lirun.store import open_store
 
