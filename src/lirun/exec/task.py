@@ -134,9 +134,7 @@ def _declarations(task: Task) -> Declared:
     return declarations(task.profile, task.playbook, task.artifacts)
 
 
-def _program(
-    task: Task, declared: Declared, prompt: str | None, settings: Settings | None = None
-) -> Program:
+def _program(task: Task, declared: Declared, prompt: str | None, settings: Settings) -> Program:
     require_change = task.require_change or bool(declared.defaults.get("require_change"))
     if task.run is not None:
         if not task.run:
@@ -163,12 +161,15 @@ def _program(
     )
 
 
-def check_task(task: Task) -> None:
+def check_task(task: Task, settings: Settings | None = None) -> None:
     """Everything ``build_request`` would refuse, without building a request: profiles
     and playbooks exist and parse, the contract is valid, the provider is known and its
-    executable found, the options fit it. Raises UsageError (exit 2)."""
+    executable found (with ``settings``; None: the environment's, read here once, as for
+    a flow, show or schedule file loaded by a library caller), the options fit it.
+    Raises UsageError (exit 2)."""
     declared = _declarations(task)
-    _program(task, declared, task.prompt or declared.playbook_prompt or "(checked)")
+    base = settings if settings is not None else Settings.from_env()
+    _program(task, declared, task.prompt or declared.playbook_prompt or "(checked)", base)
 
 
 def build_request(
