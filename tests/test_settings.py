@@ -238,15 +238,19 @@ def test_a_library_caller_with_a_bad_setting_gets_usage_error_before_anything_ex
     assert not (lirun_home / "runs" / "given-id").exists()  # no run directory was left
 
 
+# An owner's lease asks for its guard switch on each renewal (not a run's setting).
+_READ_WHERE_USED = {"lirun.exec.guard"}
+
+
 def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
     """Every ``Settings.from_env()`` this process makes from now on, as a list, but the
-    store's: its retry bound is read lazily where it is used (the `li wait` fast path)."""
+    owner's guard switch (``exec.guard.renew``)."""
     reads: list[Settings] = []
     real = Settings.from_env.__func__  # type: ignore[attr-defined]
 
     def counted(cls: type[Settings], environ: object = None) -> Settings:
         settings = real(cls, environ)
-        if sys._getframe(1).f_globals["__name__"] != "lirun.store.retry":
+        if sys._getframe(1).f_globals["__name__"] not in _READ_WHERE_USED:
             reads.append(settings)
         return settings
 
@@ -392,6 +396,22 @@ def test_execute_reads_the_environment_once_when_given_no_settings(
     reads = _count_reads(monkeypatch)
     execute(request)
     assert len(reads) == 1
+
+
+def test_a_flow_given_no_settings_reads_the_environment_once_for_all_its_legs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
+    db = str(tmp_path / "flow.db")
+    spec = FlowSpec(
+        legs=(LegSpec("a", Task(run=("true",))), LegSpec("b", Task(run=("true",)))),
+        cwd=str(tmp_path),
+    )
+    reads = _count_reads(monkeypatch)
+    report = run_flow(spec, db_url=db, options=FlowOptions(retry_delay=0.0))
+    assert report.status == "completed", report.to_dict()
+    assert len(reads) == 1  # at the flow's entry, not once per leg
+    assert _leases(db) == [400.0, 400.0]  # both legs on the environment's 100 s
 
 
 def test_a_bad_retry_bound_keeps_the_default_in_a_teardown(

@@ -10,13 +10,14 @@ scheduled run); a library entry point given none (``execute``, ``build_request``
 ``run_flow``, ``run_show``, ``Runner``, ``allocate_run``) reads it once itself. Below
 them, library code takes the value it is given.
 
-Three variables are read where they are used, through the functions at the end of this
-module, since a value threaded through every caller would not serve them: the home and
-the default database (``env_home``, ``env_db_url``: every path under the home,
-``paths``, and ``open_store(None)``, the `li wait` / `li status` fast path among them),
-the platform layer (``env_platform``: ``lirun.platform``, one process-wide choice), the
-`li` that started this process (``li_path``) and ``LIRUN_GUARD`` for an owner's guard
-(``guard_off``: the owner's switch, not a run's).
+Some are read where they are used, through the functions at the end of this module,
+since no caller could hand them a value: the home and the default database
+(``env_home``, ``env_db_url``: every path under the home, ``paths``, and
+``open_store(None)``, the `li wait` / `li status` fast path among them), the platform
+layer (``env_platform``: ``lirun.platform``, one process-wide choice), a write's retry
+bound (``env_write_retry_seconds``: ``store.retry``, asked by every write transaction)
+and the `li` that started this process (``li_path``). An owner's lease asks
+``Settings.from_env().guard`` (``exec.guard.renew``: the owner's switch, not a run's).
 
 ``LIRUN_*`` variables lirun *sets* for the processes it starts are not settings: the
 child reads them as its own environment, by design (``exec/environment.py``: the run's

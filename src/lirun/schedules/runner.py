@@ -72,7 +72,7 @@ class RunnerConfig:
     worker_id: str
     lease_seconds: float = 60.0
     allow_roots: tuple[str, ...] = ()
-    settings: Settings | None = None  # the runs' (agent, command, flow, show); None: the env's
+    settings: Settings | None = None  # the runs' (agent, command, flow, show); None: env's
 
 
 class RunContext:
