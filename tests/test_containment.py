@@ -22,6 +22,7 @@ import pytest
 
 from lirun.exec import cgroup as cgroups
 from lirun.exec.containment import child_setup, kill_run_tree
+from lirun.settings import Settings
 from support.execkit import get_row, li_argv, poll, run_li, start_li
 from support.faultkit import TAG_VAR, describe, kill_tagged, tagged_processes
 from support.platforms import linux_only
@@ -34,7 +35,7 @@ MODES = [pytest.param("cgroup", id="cgroup"), pytest.param("off", id="nocgroup")
 
 
 def _cgroups_here() -> bool:
-    made = cgroups.create("lirun-test")
+    made = cgroups.create("lirun-test", settings=Settings())
     if made is None:
         return False
     made.remove()
@@ -70,7 +71,7 @@ def test_the_v2_hierarchy_is_found_on_hybrid_and_unified_hosts() -> None:
 
 def test_lirun_cgroup_off_makes_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(cgroups.CGROUP_ENV, "off")
-    assert cgroups.create() is None
+    assert cgroups.create(settings=Settings.from_env()) is None
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -174,7 +175,7 @@ def _gone(pid: int) -> bool:
 
 
 def test_kill_run_tree_kills_what_its_cgroup_holds(tmp_path: Path) -> None:
-    group = cgroups.create("lirun-test")
+    group = cgroups.create("lirun-test", settings=Settings())
     if group is None:
         pytest.skip("no cgroup v2 this process may create cgroups in")
     try:
@@ -225,8 +226,9 @@ def test_no_run_leaves_a_cgroup_behind(li_env: dict[str, str], repo: Path) -> No
 OWNER = """
 import os, subprocess, sys
 from lirun.exec import guard
+from lirun.settings import Settings
 quiet = subprocess.DEVNULL
-guard.watch("m1", None, sys.argv[1])
+guard.watch("m1", None, sys.argv[1], Settings.from_env())
 sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=quiet, stderr=quiet)
 guard.started("m1", sleeper.pid, None)
 if sys.argv[2] == "unwatch":
@@ -320,17 +322,17 @@ def test_a_dead_owners_empty_cgroup_is_swept_a_live_owners_is_not() -> None:
 def test_a_guard_that_stopped_reading_never_blocks_its_owner() -> None:
     from lirun.exec import guard
 
-    stuck = guard.current()
+    stuck = guard.current(Settings())
     assert stuck is not None
     os.kill(stuck.proc.pid, signal.SIGSTOP)
     started = time.monotonic()
     for n in range(20_000):  # runs start and end: far more than the pipe holds
-        guard.watch(f"m{n}", None, None)
+        guard.watch(f"m{n}", None, None, Settings())
         guard.unwatch(f"m{n}")
     assert time.monotonic() - started < 5
     assert stuck.broken
     assert stuck.proc.poll() is not None
-    fresh = guard.current()
+    fresh = guard.current(Settings())
     assert fresh is not None
     assert fresh is not stuck
     assert fresh.proc.poll() is None
@@ -339,8 +341,9 @@ def test_a_guard_that_stopped_reading_never_blocks_its_owner() -> None:
 PRIME = """
 import threading
 from lirun.exec import cgroup as cgroups
+from lirun.settings import Settings
 before = open("/proc/self/cgroup").read()
-cgroups.prime()
+cgroups.prime(Settings.from_env())
 primes = [t for t in threading.enumerate() if t.name == "lirun-cgroup-prime"]
 for t in primes:
     assert t.daemon

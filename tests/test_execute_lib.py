@@ -7,6 +7,7 @@ from pathlib import Path
 
 import lirun
 from lirun import CommandProgram, ExecutionRequest, ExecutionResult, Limits, execute
+from lirun.settings import Settings
 from lirun.store import Store
 
 
@@ -23,7 +24,7 @@ def test_execute_runs_a_command_and_records_it(db_url: str, store: Store, tmp_pa
         program=CommandProgram(["sh", "-c", "echo made it; exit 3"]),
         cwd=str(tmp_path),
         limits=Limits(timeout=30),
-        db_url=db_url,
+        settings=Settings(db_url=db_url),
     )
     began = time.monotonic()
     result = execute(request)

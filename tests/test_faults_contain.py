@@ -175,8 +175,9 @@ def _check_legs_recorded(rnd: Round, url: str) -> None:
 
 def _cgroups_here() -> bool:
     from lirun.exec import cgroup as cgroups
+    from lirun.settings import Settings
 
-    made = cgroups.create("lirun-test")
+    made = cgroups.create("lirun-test", settings=Settings())
     if made is not None:
         made.remove()
     return made is not None

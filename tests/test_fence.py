@@ -347,9 +347,10 @@ ONE_HELPER = """\
 import subprocess, sys, time
 from lirun.exec import guard
 from lirun.exec.fence import Fence
+from lirun.settings import Settings
 
 fence = Fence(30.0).start()
-guard.watch("mark-1", None, sys.argv[1])
+guard.watch("mark-1", None, sys.argv[1], Settings.from_env())
 run = subprocess.Popen(["sleep", "60"], start_new_session=True)
 guard.started("mark-1", run.pid, None)
 loose = subprocess.Popen(["sleep", "61"])  # the owner's, but no run's: the lease's to kill
@@ -374,9 +375,11 @@ import subprocess, sys, time
 from lirun.exec import guard
 from lirun.exec.fence import Fence
 
+from lirun.settings import Settings
+
 lease, ledger, code = float(sys.argv[1]), sys.argv[2], sys.argv[3]
 fence = Fence(lease).start()
-guard.watch("whole-freeze", None, None)
+guard.watch("whole-freeze", None, None, Settings.from_env())
 work = subprocess.Popen([sys.executable, "-c", code, ledger], start_new_session=True)
 guard.started("whole-freeze", work.pid, None)
 print("ready", flush=True)

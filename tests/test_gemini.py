@@ -16,6 +16,7 @@ import pytest
 
 from lirun.providers.gemini import GeminiStreamParser, build_gemini_command, gemini_failure_class
 from lirun.providers.registry import find_provider_executable, get_provider
+from lirun.settings import Settings
 from support.execkit import only_row, run_li
 from support.providerkit import env_with_fake_bin, fixture_path, reason_of
 
@@ -56,7 +57,7 @@ def test_the_executable_comes_from_lirun_gemini_bin(
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
     monkeypatch.setenv("LIRUN_GEMINI_BIN", str(exe))
-    assert find_provider_executable("gemini") == str(exe)
+    assert find_provider_executable("gemini", None, Settings.from_env()) == str(exe)
 
 
 @pytest.mark.parametrize(

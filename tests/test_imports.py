@@ -90,7 +90,7 @@ def test_the_public_contract_names_of_design_section_6() -> None:
 FAST_PATH = {
     "lirun", "lirun.async_twin", "lirun.errors", "lirun.hints", "lirun.lifecycle",
     "lirun.logs", "lirun.paths", "lirun.platform", "lirun.platform.linux", "lirun.reasons",
-    "lirun.signals", "lirun.run_output", "lirun.visible",
+    "lirun.signals", "lirun.run_output", "lirun.visible", "lirun.settings",
     "lirun.cli", "lirun.cli.common", "lirun.cli.diagnostics", "lirun.cli.main", "lirun.cli.parser",
     "lirun.cli.outcome_lines", "lirun.cli.render", "lirun.cli.status", "lirun.cli.wait",
     "lirun.record", "lirun.record.work",

@@ -15,6 +15,7 @@ from lirun import platform
 from lirun.errors import UsageError
 from lirun.exec import cgroup as cgroups
 from lirun.platform import linux, portable
+from lirun.settings import Settings
 from lirun.wait.fswatch import DirectoryWatch
 from support.execkit import li_argv
 
@@ -41,7 +42,7 @@ def test_portable_makes_no_cgroup_and_no_inotify_watch(
 ) -> None:
     monkeypatch.setenv(platform.PLATFORM_ENV, "portable")
     monkeypatch.delenv(cgroups.CGROUP_ENV, raising=False)
-    assert cgroups.create("lirun-test") is None
+    assert cgroups.create("lirun-test", settings=Settings.from_env()) is None
     assert DirectoryWatch.open(tmp_path) is None  # the waiter polls the change token
 
 

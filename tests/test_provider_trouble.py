@@ -22,6 +22,7 @@ from lirun.exec.request import ExecutionRequest
 from lirun.exec.supervisor import Limits
 from lirun.exec.trouble import progress_fields, trouble_line, trouble_reporter
 from lirun.record.rundir import allocate_run
+from lirun.settings import Settings
 from support.execkit import get_row, poll, run_li
 from support.providerkit import env_with_fake_bin, fake_env_for, fixture_path
 
@@ -98,8 +99,7 @@ def test_the_row_holds_retries_and_the_last_error_while_the_run_runs(
         program=program,
         cwd=str(tmp_path),
         limits=Limits(timeout=6),
-        db_url=db_url,
-        run_id="trouble-run",
+        settings=Settings(db_url=db_url, run_id="trouble-run"),
     )
     results: list[Any] = []
     worker = threading.Thread(target=lambda: results.append(execute(request)))
@@ -169,8 +169,7 @@ def test_a_resumed_leg_counts_on_from_the_retries_before_it(
         program=program,
         cwd=str(tmp_path),
         limits=Limits(timeout=2),
-        db_url=db_url,
-        run_id="resumed-run",
+        settings=Settings(db_url=db_url, run_id="resumed-run"),
         resume_on_timeout=True,
     )
     results: list[Any] = []

@@ -32,6 +32,7 @@ from lirun.providers.registry import (
     provider_names,
 )
 from lirun.record.outcome import OutcomeFacts, base_outcome
+from lirun.settings import Settings
 from support.providerkit import (
     FIXTURES_DIR,
     fake_env_for,
@@ -449,25 +450,26 @@ def test_find_uses_override_then_env_then_path(
     bin_dir = make_fake_bin_dir(tmp_path / "bin")
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.delenv("LIRUN_CLAUDE_BIN", raising=False)
-    assert find_provider_executable("claude") == str(bin_dir / "claude")
+    assert find_provider_executable("claude", None, Settings.from_env()) == str(bin_dir / "claude")
     other = make_fake_bin_dir(tmp_path / "other")
     monkeypatch.setenv("LIRUN_CLAUDE_BIN", str(other / "claude"))
-    assert find_provider_executable("claude") == str(other / "claude")
+    assert find_provider_executable("claude", None, Settings.from_env()) == str(other / "claude")
     third = make_fake_bin_dir(tmp_path / "third")
-    assert find_provider_executable("claude", str(third / "claude")) == str(third / "claude")
+    given = find_provider_executable("claude", str(third / "claude"), Settings.from_env())
+    assert given == str(third / "claude")
 
 
 def test_find_missing_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("LIRUN_CODEX_BIN", raising=False)
     with pytest.raises(ProviderNotFoundError, match="LIRUN_CODEX_BIN") as info:
-        find_provider_executable("codex")
+        find_provider_executable("codex", None, Settings.from_env())
     assert info.value.exit_code == 2
 
 
 def test_find_override_missing(tmp_path: Path) -> None:
     with pytest.raises(ProviderNotFoundError, match="does not exist"):
-        find_provider_executable("claude", str(tmp_path / "nope"))
+        find_provider_executable("claude", str(tmp_path / "nope"), Settings())
 
 
 def test_find_env_not_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -476,12 +478,12 @@ def test_find_env_not_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     plain.chmod(0o644)
     monkeypatch.setenv("LIRUN_CLAUDE_BIN", str(plain))
     with pytest.raises(ProviderNotFoundError, match="not executable"):
-        find_provider_executable("claude")
+        find_provider_executable("claude", None, Settings.from_env())
 
 
 def test_find_unknown_provider() -> None:
     with pytest.raises(UsageError, match="unknown provider"):
-        find_provider_executable("opencode")
+        find_provider_executable("opencode", None, Settings())
 
 
 # --- the fake provider itself --------------------------------------------------------------

@@ -3,7 +3,10 @@ the environment, bad values refused in one line, and no new reads scattered abou
 
 from __future__ import annotations
 
+import ast
+import copy
 import os
+import pickle
 import re
 import sqlite3
 import subprocess
@@ -33,13 +36,6 @@ from support.workerkit import add_schedule, run_row
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "lirun"
 
-# The reads of LIRUN_* variables allowed outside settings.py, each with its reason
-# (docs/configuration.md says the same):
-ALLOWED_READS = {
-    # The `li wait` / `li status` fast path: its home and database without dataclasses.
-    "paths.py": {"LIRUN_HOME", "LIRUN_DB_URL"},
-}
-
 
 def test_defaults_from_an_empty_environment() -> None:
     settings = Settings.from_env({})
@@ -53,7 +49,7 @@ def test_defaults_from_an_empty_environment() -> None:
 def test_every_variable_is_read() -> None:
     settings = Settings.from_env(
         {
-            "LIRUN_HOME": "/h",
+            "LIRUN_HOME": "/h",  # not a field: paths reads it (settings.env_home)
             "LIRUN_DB_URL": "/h/x.db",
             "LIRUN_HEARTBEAT_INTERVAL": "2.5",
             "LIRUN_WRITE_RETRY_SECONDS": "-3",
@@ -68,7 +64,6 @@ def test_every_variable_is_read() -> None:
         }
     )
     assert settings == Settings(
-        home="/h",
         db_url="/h/x.db",
         heartbeat_interval=2.5,
         write_retry_seconds=0.0,  # a negative bound is no retrying, as before
@@ -82,6 +77,33 @@ def test_every_variable_is_read() -> None:
     )
     assert settings.provider_bin("claude") == "/bin/claude"
     assert settings.provider_bin("codex") is None
+
+
+def test_settings_are_a_frozen_value() -> None:
+    """Compared, hashed, copied and pickled by their fields, and never changed in place
+    (a plain class with slots: settings.py is on the fast path, which loads no dataclasses)."""
+    settings = Settings(db_url="/x.db", provider_bins=(("LIRUN_X_BIN", "/x"),), cgroup=False)
+    for twin in (
+        copy.copy(settings),
+        copy.deepcopy(settings),
+        pickle.loads(pickle.dumps(settings)),
+    ):
+        assert twin == settings
+        assert type(twin) is Settings
+        assert hash(twin) == hash(settings)
+    assert settings != Settings(db_url="/y.db")
+    assert settings != "/x.db"
+    with pytest.raises(AttributeError, match="frozen"):
+        settings.db_url = "/y.db"  # type: ignore[misc]
+    assert settings.with_flags(db_url="/y.db", run_id=None) == Settings(
+        db_url="/y.db", provider_bins=(("LIRUN_X_BIN", "/x"),), cgroup=False
+    )
+    assert settings.with_flags(run_id=None) is settings
+    assert repr(Settings(db_url="/x.db")).startswith("Settings(cgroup=True, db_url='/x.db', ")
+    with pytest.raises(TypeError, match="not a setting: home"):
+        settings.with_flags(home="/h")
+    with pytest.raises(TypeError):
+        Settings("/x.db")  # type: ignore[misc]  # keywords only: eleven fields
 
 
 def test_any_provider_finds_its_bin_variable_by_its_name() -> None:
@@ -180,7 +202,9 @@ def test_a_library_caller_gets_the_heartbeat_interval(monkeypatch: pytest.Monkey
     assert _intervals(request)[0] == HEARTBEAT_INTERVAL
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
     assert _intervals(request) == (100.0, 400.0)  # the lease holds four beats
-    given = ExecutionRequest(program=None, cwd=".", limits=None, heartbeat_interval=2.0)
+    given = ExecutionRequest(
+        program=None, cwd=".", limits=None, settings=Settings(heartbeat_interval=2.0)
+    )
     assert _intervals(given)[0] == 2.0  # what the caller gave wins
 
 
@@ -193,10 +217,11 @@ def _leases(db: str) -> list[float]:
 def test_a_library_run_records_the_lease_of_the_environment_interval(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """`execute()` without ``heartbeat_interval``: $LIRUN_HEARTBEAT_INTERVAL, as `li run`."""
+    """`execute()` without settings: $LIRUN_HEARTBEAT_INTERVAL and $LIRUN_DB_URL, as `li run`."""
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
     db = str(tmp_path / "lib.db")
-    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=db)
+    monkeypatch.setenv("LIRUN_DB_URL", db)
+    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
     execute(request)
     assert _leases(db) == [400.0]  # four beats of 100 s
 
@@ -205,24 +230,27 @@ def test_a_library_caller_with_a_bad_setting_gets_usage_error_before_anything_ex
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, lirun_home: Path
 ) -> None:
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "-1")
-    db = tmp_path / "lib.db"
-    request = ExecutionRequest(
-        program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=str(db), run_id="given-id"
-    )
+    monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "lib.db"))
+    monkeypatch.setenv("LIRUN_RUN_ID", "given-id")
+    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
     with pytest.raises(UsageError, match=r"^LIRUN_HEARTBEAT_INTERVAL '-1' is negative"):
         execute(request)
     assert not (lirun_home / "runs" / "given-id").exists()  # no run directory was left
 
 
+# An owner's lease asks for its guard switch on each renewal (not a run's setting).
+_READ_WHERE_USED = {"lirun.exec.guard"}
+
+
 def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
     """Every ``Settings.from_env()`` this process makes from now on, as a list, but the
-    store's: its retry bound is read lazily where it is used (the `li wait` fast path)."""
+    owner's guard switch (``exec.guard.renew``)."""
     reads: list[Settings] = []
     real = Settings.from_env.__func__  # type: ignore[attr-defined]
 
     def counted(cls: type[Settings], environ: object = None) -> Settings:
         settings = real(cls, environ)
-        if sys._getframe(1).f_globals["__name__"] != "lirun.store.retry":
+        if sys._getframe(1).f_globals["__name__"] not in _READ_WHERE_USED:
             reads.append(settings)
         return settings
 
@@ -286,13 +314,22 @@ def test_execute_uses_the_settings_it_is_given_not_the_environment(
     monkeypatch.setenv("LIRUN_RUN_ID", "env-id")
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "soon")
     db = str(tmp_path / "lib.db")
-    settings = Settings(run_id="given-id", heartbeat_interval=50.0, guard=False)
+    monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "env.db"))
+    settings = Settings(run_id="given-id", heartbeat_interval=50.0, guard=False, db_url=db)
     request = ExecutionRequest(
-        program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=db, settings=settings
+        program=CommandProgram(["true"]), cwd=str(tmp_path), settings=settings
     )
     result = execute(request)
     assert result.run_id == "given-id"
-    assert _leases(db) == [200.0]  # four beats of the given 50 s
+    assert _leases(db) == [200.0]  # four beats of the given 50 s, in the given database
+    assert not (tmp_path / "env.db").exists()  # not the environment's
+
+
+def test_a_request_holds_its_database_id_and_interval_in_its_settings_only() -> None:
+    """One place for each: ``ExecutionRequest`` has no copies of the settings' fields."""
+    names = set(ExecutionRequest.__dataclass_fields__)
+    assert "settings" in names
+    assert names & set(Settings.__slots__) == set()
 
 
 GIVEN = Settings(heartbeat_interval=50.0, guard=False)
@@ -354,12 +391,27 @@ def test_execute_reads_the_environment_once_when_given_no_settings(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("LIRUN_GUARD", "off")
-    request = ExecutionRequest(
-        program=CommandProgram(["true"]), cwd=str(tmp_path), db_url=str(tmp_path / "lib.db")
-    )
+    monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "lib.db"))
+    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
     reads = _count_reads(monkeypatch)
     execute(request)
     assert len(reads) == 1
+
+
+def test_a_flow_given_no_settings_reads_the_environment_once_for_all_its_legs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
+    db = str(tmp_path / "flow.db")
+    spec = FlowSpec(
+        legs=(LegSpec("a", Task(run=("true",))), LegSpec("b", Task(run=("true",)))),
+        cwd=str(tmp_path),
+    )
+    reads = _count_reads(monkeypatch)
+    report = run_flow(spec, db_url=db, options=FlowOptions(retry_delay=0.0))
+    assert report.status == "completed", report.to_dict()
+    assert len(reads) == 1  # at the flow's entry, not once per leg
+    assert _leases(db) == [400.0, 400.0]  # both legs on the environment's 100 s
 
 
 def test_a_bad_retry_bound_keeps_the_default_in_a_teardown(
@@ -371,45 +423,128 @@ def test_a_bad_retry_bound_keeps_the_default_in_a_teardown(
     assert write_retry_seconds() == DEFAULT_WRITE_RETRY_SECONDS
 
 
-_READ = re.compile(r"""(?:environ\.get\(|environ\[|getenv\()\s*["'](LIRUN_\w+)["']""")
+# --- no LIRUN_* variable is read outside settings.py ------------------------------------
+
+_READ_METHODS = {"get", "pop", "setdefault", "__getitem__", "__contains__"}
+
+
+def _is_environ(node: ast.expr) -> bool:
+    """``os.environ`` or a bare ``environ`` (``from os import environ``)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "environ" and isinstance(node.value, ast.Name) and node.value.id == "os"
+    return isinstance(node, ast.Name) and node.id == "environ"
+
+
+def _is_getenv(node: ast.expr) -> bool:
+    """``os.getenv``, or a bare ``getenv`` (``from os import getenv``)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "getenv" and isinstance(node.value, ast.Name) and node.value.id == "os"
+    return isinstance(node, ast.Name) and node.id == "getenv"
+
+
+def lirun_constants(tree: ast.Module) -> set[str]:
+    """The module-level names ``tree`` binds to a ``LIRUN_…`` string (``FENCE_ENV``)."""
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and _names_lirun(node.value):
+            found |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found |= {node.target.id} if node.value and _names_lirun(node.value) else set()
+    return found
+
+
+def _names_lirun(node: ast.expr, constants: frozenset[str] = frozenset()) -> bool:
+    """Whether ``node``, an environment key, is a ``LIRUN_…`` name: a string, an f-string
+    starting so (``f"LIRUN_{name}_BIN"``), or a constant that holds one (``X_ENV``,
+    ``module.X_ENV``)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.startswith("LIRUN_")
+    if isinstance(node, ast.JoinedStr):
+        return bool(node.values) and _names_lirun(node.values[0])
+    if isinstance(node, ast.Name):
+        return node.id in constants
+    if isinstance(node, ast.Attribute):
+        return node.attr in constants
+    return False
+
+
+def lirun_reads(source: str, constants: frozenset[str]) -> list[int]:
+    """The lines of ``source`` that read a ``LIRUN_…`` variable from the environment:
+    ``os.environ.get(K)`` (``pop``, ``setdefault``), ``os.environ[K]``, ``K in os.environ``,
+    ``os.getenv(K)``, where K names one (``_names_lirun``). Writes are not reads."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        key: ast.expr | None = None
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            if _is_getenv(func):
+                key = node.args[0]
+            elif isinstance(func, ast.Attribute) and func.attr in _READ_METHODS:
+                key = node.args[0] if _is_environ(func.value) else None
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key = node.slice if _is_environ(node.value) else None
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In | ast.NotIn):
+            key = node.left if _is_environ(node.comparators[0]) else None
+        if key is not None and _names_lirun(key, constants):
+            lines.append(node.lineno)
+    return lines
+
+
+def _package() -> dict[str, str]:
+    return {p.relative_to(SRC).as_posix(): p.read_text() for p in SRC.rglob("*.py")}
 
 
 def test_no_lirun_variable_is_read_outside_settings() -> None:
-    """A new ``os.environ.get("LIRUN_…")`` belongs in settings.py (or the allow-list)."""
-    found: dict[str, set[str]] = {}
-    for path in SRC.rglob("*.py"):
-        name = path.relative_to(SRC).as_posix()
-        if name == "settings.py":
-            continue
-        names = set(_READ.findall(path.read_text()))
-        if names - ALLOWED_READS.get(name, set()):
-            found[name] = names
-    assert found == {}
-
-
-# Reads whose name is not a literal (``os.environ.get(SOME_ENV)``) could be LIRUN_ ones:
-# none outside settings.py but these, which read no LIRUN_ name.
-_BY_NAME = re.compile(r"(?:environ\.get\(|environ\[|getenv\()\s*[A-Za-z_][\w.]*\s*[,)\]]")
-ALLOWED_BY_NAME = {
-    "record/retention.py",  # LOGNAME / USER / USERNAME, for the actor
-    "platform/__init__.py",  # LIRUN_PLATFORM: chosen on the fast path too (`li status`)
-}
-
-
-def test_no_variable_is_read_through_a_constant_outside_settings() -> None:
+    """A ``LIRUN_*`` variable is read in settings.py only (docs/configuration.md: every
+    module else takes the ``Settings`` it is given, or a settings.py function)."""
+    sources = _package()
+    constants = frozenset().union(*(lirun_constants(ast.parse(s)) for s in sources.values()))
+    assert {"FENCE_ENV", "TREE_ENV", "PLATFORM_ENV", "TEAM_ENV"} <= constants  # it sees them
     found = {
-        path.relative_to(SRC).as_posix()
-        for path in SRC.rglob("*.py")
-        if _BY_NAME.search(path.read_text())
+        name: lines
+        for name, source in sources.items()
+        if name != "settings.py" and (lines := lirun_reads(source, constants))
     }
-    assert found - {"settings.py"} == ALLOWED_BY_NAME
+    assert found == {}, "read these in settings.py (docs/configuration.md)"
 
 
-def test_the_grep_finds_a_read() -> None:
-    assert _BY_NAME.search("os.environ.get(CGROUP_ENV, '')")
-    assert _BY_NAME.search("os.environ.get(spec.env_var)")
-    assert _READ.findall('x = os.environ.get("LIRUN_NEW", "")') == ["LIRUN_NEW"]
-    assert _READ.findall("os.environ['LIRUN_X']") == ["LIRUN_X"]
+@pytest.mark.parametrize(
+    "line",
+    [
+        'os.environ.get("LIRUN_NEW", "")',
+        "os.environ['LIRUN_X']",
+        'os.getenv("LIRUN_X")',
+        "getenv(FENCE_ENV)",
+        "environ.get(containment.TREE_ENV)",
+        'os.environ.pop(f"LIRUN_{name}_BIN", None)',
+        '"LIRUN_X" in os.environ',
+        "if LIRUN_LIKE not in os.environ: pass",
+    ],
+)
+def test_the_check_finds_a_read(line: str) -> None:
+    constants = frozenset({"FENCE_ENV", "TREE_ENV", "LIRUN_LIKE"})
+    assert lirun_reads(line, constants) == [1]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'os.environ.get("HOME")',
+        'os.environ["LIRUN_X"] = "1"',  # a write: what a child is given
+        "env.get(FENCE_ENV)",  # a child's environment being built, not this process's
+        'os.getenv("PATH")',
+        "os.environ.get(OTHER_ENV)",
+    ],
+)
+def test_the_check_lets_other_reads_be(line: str) -> None:
+    assert lirun_reads(line, frozenset({"FENCE_ENV"})) == []
+
+
+def test_the_check_finds_the_constants() -> None:
+    tree = ast.parse(
+        'A_ENV = "LIRUN_A"\nB: str = "LIRUN_B"\nC = "HOME"\ndef f():\n    D = "LIRUN_D"'
+    )
+    assert lirun_constants(tree) == {"A_ENV", "B"}
 
 
 def test_every_variable_in_the_package_is_in_the_table() -> None:

@@ -1,10 +1,12 @@
-"""Where lirun keeps its files. Read from the environment at call time, never at import."""
+"""Where lirun keeps its files: under ``$LIRUN_HOME`` (``settings.env_home``, read at call
+time, never at import)."""
 
 from __future__ import annotations
 
 import os
 
 from lirun.errors import UsageError
+from lirun.settings import env_db_url, env_home
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -15,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def _home() -> str:
-    raw = os.environ.get("LIRUN_HOME")
+    raw = env_home()
     return os.path.expanduser(raw) if raw else os.path.join(os.path.expanduser("~"), ".lirun")
 
 
@@ -23,7 +25,7 @@ def lirun_home() -> Path:
     """``$LIRUN_HOME`` or ``~/.lirun``."""
     from pathlib import Path
 
-    raw = os.environ.get("LIRUN_HOME")
+    raw = env_home()
     return Path(raw).expanduser() if raw else Path.home() / ".lirun"
 
 
@@ -115,7 +117,7 @@ def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
     if url is not None and str(url) != "":
         resolved = os.fspath(url)
     else:
-        resolved = os.environ.get("LIRUN_DB_URL") or default_db_location()
+        resolved = env_db_url() or default_db_location()
     if _is_keyword_conninfo(resolved):
         # Not echoed: it may hold a password, and taken for a path it named a SQLite file.
         raise UsageError(

@@ -1,37 +1,55 @@
-"""lirun's settings: every ``LIRUN_*`` variable this process reads, parsed once.
+"""lirun's settings: every ``LIRUN_*`` variable lirun reads, read here and nowhere else.
 
-``Settings.from_env()`` reads the environment (a bad value is one ``UsageError`` line,
-exit 2); ``with_flags`` lays the command line over it (a flag given wins). ``cli.main``
-reads one value per command and hands it to the command's ``main(argv, settings)``, which
-lays its flags over it and passes it down: to ``execute()`` as ``ExecutionRequest.settings``,
-and through ``FlowOptions`` / ``ShowOptions`` / ``WorkerOptions`` to ``build_request`` for
-every leg, play, gate and scheduled run. A library caller that passes none gets the same
-defaults: ``execute()`` then reads ``Settings.from_env()`` once, for the run.
+``Settings.from_env()`` reads the environment once (a bad value is one ``UsageError``
+line, exit 2); ``with_flags`` lays the command line over it (a flag given wins). The
+boundary reads it: ``cli.main`` once per command, handing it to the command's
+``main(argv, settings)``, which lays its flags over it and passes it down (to
+``execute()`` as ``ExecutionRequest.settings``, and through ``FlowOptions`` /
+``ShowOptions`` / ``RunnerConfig`` to ``build_request`` for every leg, play, gate and
+scheduled run); a library entry point given none (``execute``, ``build_request``,
+``run_flow``, ``run_show``, ``Runner``, ``allocate_run``) reads it once itself. Below
+them, library code takes the value it is given.
 
-Two kinds of ``LIRUN_*`` variable are not settings and stay environment variables: those
-lirun *sets* for the processes it starts (``LIRUN_ARTIFACT_DIR``, ``LIRUN_PARENT_RUN_ID``,
-``LIRUN_TEAM``, ``LIRUN_MEMBER``, ``LIRUN_TREE``, ``LIRUN_LI``, ``LIRUN_DB_URL`` for a child, the
-``--notify`` fields; ``LIRUN_FENCE`` is both: a worker sets it for its run's work,
-`li lease check` reads it), and ``LIRUN_HOME`` / ``LIRUN_DB_URL`` as the `li wait` /
-`li status` fast path reads them (``paths.py``: no ``dataclasses`` import on that path).
-The table of them all is docs/configuration.md.
+Some are read where they are used, through the functions at the end of this module,
+since no caller could hand them a value: the home and the default database
+(``env_home``, ``env_db_url``: every path under the home, ``paths``, and
+``open_store(None)``, the `li wait` / `li status` fast path among them), the platform
+layer (``env_platform``: ``lirun.platform``, one process-wide choice), a write's retry
+bound (``env_write_retry_seconds``: ``store.retry``, asked by every write transaction)
+and the `li` that started this process (``li_path``). An owner's lease asks
+``Settings.from_env().guard`` (``exec.guard.renew``: the owner's switch, not a run's).
 
-Not on the fast path: ``dataclasses`` costs `li wait` start-up time.
+``LIRUN_*`` variables lirun *sets* for the processes it starts are not settings: the
+child reads them as its own environment, by design (``exec/environment.py``: the run's
+``LIRUN_DB_URL``, ``LIRUN_PARENT_RUN_ID``, ``LIRUN_ARTIFACT_DIR``, ``LIRUN_LI``,
+``LIRUN_FENCE``; ``teams/membership.py``: ``LIRUN_TEAM``, ``LIRUN_MEMBER``;
+``exec/detach.py``: a detached worker's database; ``exec/supervisor.py``: ``LIRUN_TREE``;
+``schedules/outcomes.py``: the ``--notify`` fields). A child that is a `li` reads them
+here, as any `li` does. docs/configuration.md is the table of them all; a test
+(tests/test_settings.py) fails when another module reads a ``LIRUN_*`` variable from
+``os.environ``.
+
+Light on purpose: the fast path imports this module, so it imports nothing the `li wait`
+start-up path does not already load (no ``dataclasses``, no ``typing``): ``Settings`` is
+a plain frozen class with slots.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
 from functools import cache
-from typing import Any
 
-from lirun.durations import MAX_SECONDS as MAX_SECONDS  # the longest time limit
-from lirun.durations import parse_seconds
 from lirun.errors import UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+HOME_ENV = "LIRUN_HOME"
+DB_URL_ENV = "LIRUN_DB_URL"
+PLATFORM_ENV = "LIRUN_PLATFORM"
 HEARTBEAT_ENV = "LIRUN_HEARTBEAT_INTERVAL"
 WRITE_RETRY_ENV = "LIRUN_WRITE_RETRY_SECONDS"
 CGROUP_ENV = "LIRUN_CGROUP"
@@ -53,23 +71,78 @@ _OFF = frozenset({"off", "0", "no", "false"})
 _ON = frozenset({"", "on", "1", "yes", "true"})
 
 
-@dataclass(frozen=True, slots=True)
 class Settings:
-    """One process's settings. ``None``: not set (the reader's own default applies)."""
+    """One process's settings, a frozen value. ``None``: not set (the reader's own default
+    applies). Compared, hashed, copied and pickled by its fields."""
 
-    home: str | None = None  # LIRUN_HOME (else ~/.lirun)
-    db_url: str | None = None  # --db > LIRUN_DB_URL (else <home>/state.db)
-    heartbeat_interval: float | None = None  # LIRUN_HEARTBEAT_INTERVAL (else 15 s)
-    write_retry_seconds: float = DEFAULT_WRITE_RETRY_SECONDS  # LIRUN_WRITE_RETRY_SECONDS
-    cgroup: bool = True  # LIRUN_CGROUP=off: no cgroup per run
-    guard: bool = True  # LIRUN_GUARD=off: no guard process
-    run_id: str | None = None  # --run-id > LIRUN_RUN_ID > LIONAGI_RUN_ID
+    __slots__ = (
+        "cgroup",
+        "db_url",
+        "fence",
+        "guard",
+        "heartbeat_interval",
+        "member",
+        "parent_run_id",
+        "provider_bins",
+        "run_id",
+        "ui_token",
+        "write_retry_seconds",
+    )
+    db_url: str | None  # --db > LIRUN_DB_URL (else <home>/state.db)
+    heartbeat_interval: float | None  # LIRUN_HEARTBEAT_INTERVAL (else 15 s)
+    write_retry_seconds: float  # LIRUN_WRITE_RETRY_SECONDS
+    cgroup: bool  # LIRUN_CGROUP=off: no cgroup per run
+    guard: bool  # LIRUN_GUARD=off: no guard process
+    run_id: str | None  # --run-id > LIRUN_RUN_ID > LIONAGI_RUN_ID
     # Every LIRUN_<NAME>_BIN set (variable, value): --bin > it > PATH (``provider_bin``).
-    provider_bins: tuple[tuple[str, str], ...] = ()
-    ui_token: str | None = None  # --token > LIRUN_UI_TOKEN
-    member: str | None = None  # --from / --as > LIRUN_MEMBER (set by a team's owner)
-    parent_run_id: str | None = None  # LIRUN_PARENT_RUN_ID (set by a supervising li)
-    fence: str | None = None  # --fence > LIRUN_FENCE (set by a worker for its run's work)
+    provider_bins: tuple[tuple[str, str], ...]
+    ui_token: str | None  # --token > LIRUN_UI_TOKEN
+    member: str | None  # --from / --as > LIRUN_MEMBER (set by a team's owner)
+    parent_run_id: str | None  # LIRUN_PARENT_RUN_ID (set by a supervising li)
+    fence: str | None  # --fence > LIRUN_FENCE (set by a worker for its run's work)
+
+    def __init__(
+        self,
+        *,
+        db_url: str | None = None,
+        heartbeat_interval: float | None = None,
+        write_retry_seconds: float = DEFAULT_WRITE_RETRY_SECONDS,
+        cgroup: bool = True,
+        guard: bool = True,
+        run_id: str | None = None,
+        provider_bins: tuple[tuple[str, str], ...] = (),
+        ui_token: str | None = None,
+        member: str | None = None,
+        parent_run_id: str | None = None,
+        fence: str | None = None,
+    ) -> None:
+        given = locals()
+        for name in self.__slots__:
+            object.__setattr__(self, name, given[name])
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Settings are frozen: use with_flags({name}=...)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Settings are frozen")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Settings):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"Settings({pairs})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_settings, (dict(zip(self.__slots__, self._values(), strict=True)),))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -81,8 +154,7 @@ class Settings:
             return env.get(name, "").strip() or None
 
         return cls(
-            home=text("LIRUN_HOME"),
-            db_url=text("LIRUN_DB_URL"),
+            db_url=text(DB_URL_ENV),
             heartbeat_interval=_seconds(HEARTBEAT_ENV, text(HEARTBEAT_ENV)),
             write_retry_seconds=_retry_seconds(text(WRITE_RETRY_ENV)),
             cgroup=_switch(CGROUP_ENV, env.get(CGROUP_ENV, "")),
@@ -104,17 +176,23 @@ class Settings:
 
     def with_flags(self, **flags: Any) -> Settings:
         """These settings with the flags given (not ``None``) laid over them."""
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(flags) - known)
+        unknown = sorted(set(flags) - set(self.__slots__))
         if unknown:
             raise TypeError(f"not a setting: {', '.join(unknown)}")
         given = {name: value for name, value in flags.items() if value is not None}
-        return replace(self, **given) if given else self
+        if not given:
+            return self
+        return Settings(**{**dict(zip(self.__slots__, self._values(), strict=True)), **given})
 
     def provider_bin(self, provider: str) -> str | None:
         """``$LIRUN_<PROVIDER>_BIN`` for ``provider``, if set (any provider: the variable is
         derived from the name, so a new provider needs nothing here)."""
         return dict(self.provider_bins).get(provider_bin_env(provider))
+
+
+def _settings(values: dict[str, Any]) -> Settings:
+    """A ``Settings`` of ``values`` (what ``pickle`` and ``copy`` call to remake one)."""
+    return Settings(**values)
 
 
 def provider_bin_env(provider: str) -> str:
@@ -127,6 +205,8 @@ def provider_bin_env(provider: str) -> str:
 def _seconds(name: str, raw: str | None) -> float | None:
     if raw is None:
         return None
+    from lirun.durations import parse_seconds  # not on the fast path, which parses none
+
     return parse_seconds(raw, name)  # 15, 2.5 or a DURATION such as 30s or 1m
 
 
@@ -137,6 +217,8 @@ def _retry_seconds(raw: str | None) -> float:
     text = raw.strip()
     if text.startswith("-") and text[1:].replace(".", "", 1).isdigit():
         return 0.0
+    from lirun.durations import parse_seconds
+
     return parse_seconds(text, WRITE_RETRY_ENV, zero=True)
 
 
@@ -156,7 +238,7 @@ def li_path() -> str | None:
     return choose_li_path(
         sys.argv[0] if sys.argv else "",
         sys.executable,
-        os.environ.get(LI_ENV, ""),
+        os.environ.get(LI_ENV, ""),  # the inherited one, read once (cached)
         is_program=lambda p: os.path.isfile(p) and os.access(p, os.X_OK),
     )
 
@@ -178,3 +260,31 @@ def choose_li_path(
         here = os.path.dirname(os.path.abspath(executable))
         candidates += [os.path.join(here, name) for name in LI_NAMES]
     return next((path for path in candidates if is_program(path)), None)
+
+
+# --- read where they are used (see the module's docstring) ------------------------------
+
+
+def env_home() -> str | None:
+    """``$LIRUN_HOME`` as given, None when unset or empty (``paths``: ``~/.lirun``)."""
+    return os.environ.get(HOME_ENV) or None
+
+
+def env_db_url() -> str | None:
+    """``$LIRUN_DB_URL`` as given, None when unset or empty (``paths.resolve_db_url``)."""
+    return os.environ.get(DB_URL_ENV) or None
+
+
+def env_platform() -> str:
+    """``$LIRUN_PLATFORM``, stripped and lower case ("" when unset: ``lirun.platform``)."""
+    return os.environ.get(PLATFORM_ENV, "").strip().lower()
+
+
+def env_write_retry_seconds() -> float:
+    """``$LIRUN_WRITE_RETRY_SECONDS`` alone (``store.retry``: every write transaction asks),
+    else the default, which a bad value keeps too (a teardown does not fail on a setting;
+    ``li`` refuses it up front through ``from_env``)."""
+    try:
+        return _retry_seconds(os.environ.get(WRITE_RETRY_ENV, "").strip() or None)
+    except UsageError:
+        return DEFAULT_WRITE_RETRY_SECONDS

@@ -206,7 +206,7 @@ def _unknown_command(name: str) -> str:
     return f"li: error: unknown command {name!r}{hint}\ntry 'li --help' for the list\n"
 
 
-# The fast path (ARCHITECTURE.md): these do not load lirun.settings (nor dataclasses).
+# The fast path (ARCHITECTURE.md): these read no Settings (only the home and database).
 FAST_COMMANDS = ("wait", "status")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from lirun.cli.common import add_db_option, print_json, print_started, refuse_if_signalled
 from lirun.cli.parser import CommandParser, Duration
+from lirun.durations import MAX_SECONDS
 from lirun.errors import AmbiguousIdError, NotFoundError, UsageError
 from lirun.exec.artifact_check_option import attach_artifact_checks
 from lirun.exec.declarations import MAX_PARALLEL, declarations
@@ -26,10 +27,10 @@ from lirun.exec.execution import execute, prepare
 from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import Echo
 from lirun.exec.profiles import parse_artifact_option
-from lirun.exec.request import ExecutionRequest, run_id_of
+from lirun.exec.request import ExecutionRequest, settings_of
 from lirun.exec.supervisor import Limits
 from lirun.record.rundir import allocate_run
-from lirun.settings import MAX_SECONDS, Settings
+from lirun.settings import Settings
 from lirun.signals import held_trap
 from lirun.store import open_store
 
@@ -355,8 +356,6 @@ def request_from(
         cwd=resolved.cwd,
         limits=resolved.limits,
         save_dir=resolved.save_dir,
-        run_id=args.run_id,
-        db_url=args.db,
         artifact_contract=resolved.contract,
         invocation_id=args.invocation,
         resume_branch=args.resume,
@@ -381,12 +380,13 @@ def stdin_for(args: argparse.Namespace) -> int | None:
 def _detach(
     command: str, argv: list[str], request: Any, *, as_json: bool, worker_stdin: str | None
 ) -> int:
-    store = open_store(request.db_url)
+    settings = settings_of(request)
+    store = open_store(settings.db_url)
     try:
         prepare(request, store)
         refuse_if_signalled(held_trap())
-        run = allocate_run(request.save_dir, run_id_of(request), request.settings)
-        env = detached_env(request.db_url)
+        run = allocate_run(request.save_dir, settings.run_id, settings)
+        env = detached_env(settings.db_url)
         proc = spawn_worker(command, argv, run, env=env, stdin_text=worker_stdin)
         wait_for_row(store, run, proc)
     finally:

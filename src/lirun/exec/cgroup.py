@@ -42,10 +42,10 @@ _counter = itertools.count(1)
 _sweeps = itertools.count()
 
 
-def enabled(settings: Settings | None = None) -> bool:
+def enabled(settings: Settings) -> bool:
     """Run cgroups are tried: the Linux platform (``lirun.platform``), unless
-    ``settings.cgroup`` (default: the environment's, ``$LIRUN_CGROUP``) switches them off."""
-    return (settings or Settings.from_env()).cgroup and platform.has_cgroups()
+    ``settings.cgroup`` (``$LIRUN_CGROUP``, as the run's settings read it) switches them off."""
+    return settings.cgroup and platform.has_cgroups()
 
 
 def v2_mount(mounts: str) -> str | None:
@@ -188,7 +188,7 @@ def sweep_stale(parent: Path, prefix: str = "lirun") -> None:
                 group.remove()
 
 
-def prime(settings: Settings | None = None) -> None:
+def prime(settings: Settings) -> None:
     """Start the kernel's wait for a cgroup move now, beside the run's setup, so the
     child's join into its run cgroup (its ``preexec_fn``) does not wait for it.
 
@@ -216,10 +216,10 @@ def _move_self(into: Path) -> None:
             os.close(fd)
 
 
-def create(prefix: str = "lirun", settings: Settings | None = None) -> RunCgroup | None:
+def create(prefix: str = "lirun", *, settings: Settings) -> RunCgroup | None:
     """A new, empty cgroup for one run under this process's own; None when that cannot be
-    done here or ``settings`` (default: the environment's) switch cgroups off (then the
-    caller contains the run without one)."""
+    done here or the run's ``settings`` switch cgroups off (then the caller contains the
+    run without one)."""
     if not enabled(settings):
         return None
     parent = parent_dir()

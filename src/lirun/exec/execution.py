@@ -33,7 +33,7 @@ from lirun.exec.legs import Leg, LegContext, LegOutcome
 from lirun.exec.message import Message
 from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
-from lirun.exec.request import ExecutionRequest, ExecutionResult, run_id_of, settings_of
+from lirun.exec.request import ExecutionRequest, ExecutionResult, settings_of
 from lirun.exec.supervisor import ProcessResult, supervise
 from lirun.lifecycle import exit_code_for_status
 from lirun.liveness import (
@@ -74,7 +74,7 @@ def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
     return preflight(
         store,
         cwd=request.cwd,
-        run_id=run_id_of(request),
+        run_id=settings_of(request).run_id,
         invocation_id=request.invocation_id,
         resume_branch=request.resume_branch,
         provider=request.program.provider,
@@ -108,9 +108,8 @@ def _session_fields(
 
 def _intervals(request: ExecutionRequest) -> tuple[float, float]:
     """(heartbeat interval, lease): several beats always fit in one lease. The request's
-    interval, else its settings' (``$LIRUN_HEARTBEAT_INTERVAL``), else the default."""
-    given = request.heartbeat_interval or settings_of(request).heartbeat_interval
-    interval = given or HEARTBEAT_INTERVAL
+    settings' interval (``$LIRUN_HEARTBEAT_INTERVAL``), else the default."""
+    interval = settings_of(request).heartbeat_interval or HEARTBEAT_INTERVAL
     return interval, max(DEFAULT_LEASE_SECONDS, 4 * interval)
 
 
@@ -457,11 +456,11 @@ def execute(
     """Run one supervised execution to its end: the call ``li run`` and ``li agent`` make.
 
     ``request`` says what to run (``CommandProgram`` or an agent program), where, under
-    which ``Limits``, and against which database (``request.db_url``, else ``$LIRUN_DB_URL``
-    or the default), with which settings (``request.settings``; None: the environment's,
-    read once here). ``store``: an open Store to use (not closed here); ``trap``: a
-    SignalTrap the caller already holds (``li run``), else one is installed for the call,
-    so call it from the main thread.
+    which ``Limits``, with which settings (``request.settings``; None: the environment's,
+    read once here), among them the database (``settings.db_url``, else the default) and
+    the run id (``settings.run_id``, else a new one). ``store``: an open Store to use (not
+    closed here); ``trap``: a SignalTrap the caller already holds (``li run``), else one is
+    installed for the call, so call it from the main thread.
 
     Returns an ExecutionResult: the run id, the status and reason the record holds (which
     may be another writer's, e.g. a reaper that won the race), ``exit_code`` as ``li``
@@ -478,15 +477,16 @@ def execute(
     unrecorded), and OutcomeNotRecordedError after the run when neither the database nor
     the spool could take the outcome (its exit code is the outcome's: the run started).
     """
-    request = replace(request, settings=settings_of(request))  # read once, for the run
-    cgroups.prime(request.settings)  # the child's join into its cgroup, sped up
+    settings = settings_of(request)  # read once, for the run
+    request = replace(request, settings=settings)
+    cgroups.prime(settings)  # the child's join into its cgroup, sped up
     own = store is None
-    db = store if store is not None else open_store(request.db_url)
+    db = store if store is not None else open_store(settings.db_url)
     try:
         _apply_pending(db)
         with contextlib.nullcontext(trap) if trap is not None else SignalTrap() as active:
             resume = prepare(request, db)
-            run = allocate_run(request.save_dir, run_id_of(request), request.settings)
+            run = allocate_run(request.save_dir, settings.run_id, settings)
             ex = _Execution(request, db, run, resume)
             ctx = _setup(ex, active)
             finalized, outcome = _supervised(ex, active, ctx)

@@ -176,15 +176,16 @@ def _start() -> Guard | None:
     return guard
 
 
-def _off(settings: Settings | None = None) -> bool:
-    """``settings.guard`` (default: the environment's, ``$LIRUN_GUARD``) is off."""
-    return not (settings or Settings.from_env()).guard
+def _owner_off() -> bool:
+    """The owner's switch for a lease (``renew``), which no run's settings carry:
+    ``$LIRUN_GUARD`` as this process's settings read it."""
+    return not Settings.from_env().guard
 
 
-def current(settings: Settings | None = None) -> Guard | None:
-    """This process's guard, started on first use (again after a fork); None if
-    ``settings`` (default: the environment's) switch it off."""
-    return None if _off(settings) else _running()
+def current(settings: Settings) -> Guard | None:
+    """This process's guard, started on first use (again after a fork); None if the
+    run's ``settings`` switch it off (``$LIRUN_GUARD``)."""
+    return None if not settings.guard else _running()
 
 
 def _running() -> Guard | None:
@@ -222,12 +223,12 @@ def watch(
     mark: str,
     cgroup: str | None,
     note_dir: str | os.PathLike[str] | None,
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> None:
     """Before a run's child starts: the guard kills every process carrying ``mark`` (and
     the ``cgroup``'s) if this process dies before :func:`unwatch`. Nothing when
-    ``settings`` (default: the environment's) switch the guard off."""
-    if _off(settings):
+    run's ``settings`` switch the guard off."""
+    if not settings.guard:
         return
     note = str(note_dir) if note_dir is not None else None
     message = {"op": "watch", "mark": mark, "cgroup": cgroup, "note_dir": note, "leader": None}
@@ -257,7 +258,7 @@ def renew(lease: int, deadline: float, began: float | None = None) -> None:
     """Lease ``lease`` is the owner's until monotonic ``deadline``: past it with no renewal,
     the guard kills the owner's work. ``began``: when the renewal's write began (a renewal
     that began after the last deadline does not undo the lapse)."""
-    if _off():
+    if _owner_off():
         return
     with _lock:
         _leases[lease] = deadline

@@ -17,7 +17,7 @@ from lirun.settings import Settings
 if TYPE_CHECKING:
     from lirun.exec.stream import Event
 
-__all__ = ["ExecutionRequest", "ExecutionResult", "run_id_of", "settings_of"]
+__all__ = ["ExecutionRequest", "ExecutionResult", "settings_of"]
 
 
 @dataclass(slots=True)
@@ -28,8 +28,6 @@ class ExecutionRequest:
     cwd: str
     limits: Limits = field(default_factory=Limits)
     save_dir: str | None = None
-    run_id: str | None = None
-    db_url: str | None = None
     artifact_contract: Mapping[str, Any] | None = None
     invocation_id: str | None = None
     resume_branch: str | None = None
@@ -38,13 +36,14 @@ class ExecutionRequest:
     stdin: int | IO[Any] | None = subprocess.DEVNULL
     on_event: Callable[[str, Event], None] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    heartbeat_interval: float | None = None
     row_fields: dict[str, Any] = field(default_factory=dict)  # more session columns (a flow leg)
     env: dict[str, str] = field(default_factory=dict)  # more child environment (LIRUN_TEAM)
     # The child uses the database itself (a team's agent): it gets the URL's password in
     # a credential file its LIRUN_DB_URL names (record/credential.py), else no password.
     db_credential: bool = False
-    settings: Settings | None = None  # the run's settings; None: the environment's (read once)
+    # The run's settings, the one place its database (``db_url``), id (``run_id``) and
+    # heartbeat interval are given; None: the environment's, read once by ``execute()``.
+    settings: Settings | None = None
 
 
 @dataclass(slots=True)
@@ -87,8 +86,3 @@ class ExecutionResult:
 def settings_of(request: ExecutionRequest) -> Settings:
     """The run's settings: the request's, else the environment's (``execute`` reads once)."""
     return request.settings if request.settings is not None else Settings.from_env()
-
-
-def run_id_of(request: ExecutionRequest) -> str | None:
-    """The id asked for: ``request.run_id`` (``--run-id``), else the settings' run id."""
-    return request.run_id or settings_of(request).run_id

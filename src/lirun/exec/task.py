@@ -134,9 +134,7 @@ def _declarations(task: Task) -> Declared:
     return declarations(task.profile, task.playbook, task.artifacts)
 
 
-def _program(
-    task: Task, declared: Declared, prompt: str | None, settings: Settings | None = None
-) -> Program:
+def _program(task: Task, declared: Declared, prompt: str | None, settings: Settings) -> Program:
     require_change = task.require_change or bool(declared.defaults.get("require_change"))
     if task.run is not None:
         if not task.run:
@@ -163,12 +161,15 @@ def _program(
     )
 
 
-def check_task(task: Task) -> None:
+def check_task(task: Task, settings: Settings | None = None) -> None:
     """Everything ``build_request`` would refuse, without building a request: profiles
     and playbooks exist and parse, the contract is valid, the provider is known and its
-    executable found, the options fit it. Raises UsageError (exit 2)."""
+    executable found (with ``settings``; None: the environment's, read here once, as for
+    a flow, show or schedule file loaded by a library caller), the options fit it.
+    Raises UsageError (exit 2)."""
     declared = _declarations(task)
-    _program(task, declared, task.prompt or declared.playbook_prompt or "(checked)")
+    base = settings if settings is not None else Settings.from_env()
+    _program(task, declared, task.prompt or declared.playbook_prompt or "(checked)", base)
 
 
 def build_request(
@@ -194,9 +195,12 @@ def build_request(
     --resume``). The child's streams are captured only (``echo`` None): orchestrated
     executions run side by side and never write to ``li``'s stdout. ``settings`` are the
     run's (``ExecutionRequest.settings``; the provider's executable is looked up with
-    them): None leaves ``execute`` to read the environment, as for any library caller.
-    Raises UsageError for a task that cannot run (see ``check_task``).
+    them), with ``db_url`` and ``run_id`` laid over them when given; None: the
+    environment's, read here once, as for any library caller.
+    Raises UsageError for a task that cannot run (see ``check_task``) or a bad setting.
     """
+    base = settings if settings is not None else Settings.from_env()
+    settings = base.with_flags(db_url=db_url, run_id=run_id)
 
     declared = _declarations(task)
     if run_argv is not None:
@@ -219,8 +223,6 @@ def build_request(
         cwd=cwd,
         limits=limits,
         save_dir=save_dir,
-        run_id=run_id,
-        db_url=db_url,
         artifact_contract=declared.contract,
         invocation_id=invocation_id,
         resume_branch=resume_branch,

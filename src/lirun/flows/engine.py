@@ -62,7 +62,7 @@ class FlowOptions:
     """``parallel`` overrides the flow file's; ``timeout`` is the whole flow's deadline
     in seconds; ``on_progress`` gets one human line per leg event (for stderr);
     ``retry_delay``: seconds before a retry (times the attempt number); ``settings``: every
-    leg's (``ExecutionRequest.settings``), None: each leg's execution reads the environment."""
+    leg's (``ExecutionRequest.settings``), None: the environment's, read once per flow."""
 
     parallel: int | None = None
     timeout: float | None = None
@@ -372,6 +372,8 @@ def _execute(
     store: Store | None = None,
 ) -> FlowReport:
     own = store is None
+    if options.settings is None:  # read once, here, for every leg
+        options = dataclasses.replace(options, settings=Settings.from_env())
     db = store if store is not None else open_store(db_url)
     try:
         flow = _FlowRun(spec, db, options, invocation_id or new_run_id(), resumed_from, reuse or {})

@@ -14,7 +14,6 @@ Chosen at run time (:func:`name`): ``linux`` on Linux, ``portable`` elsewhere, u
 
 from __future__ import annotations
 
-import os
 import sys
 
 # No typing or lirun.errors at import time: the ``li wait`` / ``li status`` fast path
@@ -45,7 +44,7 @@ __all__ = [
     "stat",
 ]
 
-PLATFORM_ENV = "LIRUN_PLATFORM"
+PLATFORM_ENV = "LIRUN_PLATFORM"  # read by ``settings.env_platform``
 LINUX = "linux"
 PORTABLE = "portable"
 GONE = ("Z", "X")  # a zombie or a dead process: nothing runs any more
@@ -55,7 +54,9 @@ ProcessInfo = tuple[str, int, int, int]  # (state, ppid, pgrp, session)
 
 def name() -> str:
     """``linux`` or ``portable``: what ``LIRUN_PLATFORM`` asks for, else this system's."""
-    wanted = os.environ.get(PLATFORM_ENV, "").strip().lower()
+    from lirun.settings import env_platform
+
+    wanted = env_platform()
     on_linux = sys.platform.startswith("linux")
     if not wanted:
         return LINUX if on_linux else PORTABLE

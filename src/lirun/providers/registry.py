@@ -160,17 +160,16 @@ def parse_provider_spec(text: str) -> tuple[str, str | None]:
     return provider.name, (model.strip() or None)
 
 
-def find_provider_executable(
-    name: str, override: str | None = None, settings: Settings | None = None
-) -> str:
-    """The path of the provider's CLI: ``override`` (a flag) > ``$LIRUN_<NAME>_BIN`` > PATH.
+def find_provider_executable(name: str, override: str | None, settings: Settings) -> str:
+    """The path of the provider's CLI: ``override`` (a flag) > ``settings.provider_bin``
+    (``$LIRUN_<NAME>_BIN``, as the caller's settings read it) > PATH.
 
     Raises ProviderNotFoundError (exit code 2) saying how to fix it when nothing usable exists.
     """
     provider = get_provider(name)
     if override:
         return _checked_executable(provider, override, "--bin")
-    if env_value := (settings or Settings.from_env()).provider_bin(provider.name):
+    if env_value := settings.provider_bin(provider.name):
         return _checked_executable(provider, env_value, f"${provider.env_var}")
     exe = provider.executable_name
     found = which(exe)

@@ -72,7 +72,7 @@ class RunnerConfig:
     worker_id: str
     lease_seconds: float = 60.0
     allow_roots: tuple[str, ...] = ()
-    settings: Settings | None = None  # the runs' (agent, command, flow, show); None: the env's
+    settings: Settings | None = None  # the runs' (agent, command, flow, show); None: env's
 
 
 class RunContext:
@@ -106,6 +106,9 @@ class Runner:
         fence: Fence | None = None,
     ) -> None:
         self.config = config
+        # Read once, for every run this worker handles (a library caller's Runner with no
+        # settings: the environment's, as `li worker` reads them).
+        self.settings = config.settings if config.settings is not None else Settings.from_env()
         self.fence = fence
         self.enqueue = enqueue
         self._traps: dict[str, SignalTrap] = {}
@@ -354,7 +357,7 @@ class Runner:
     def _settings_of(self, store: Store, run_id: str) -> Settings:
         """The run's settings: the worker's, with the fence of the claim this worker holds
         (``LIRUN_FENCE`` of every execution the run starts: ``li lease check``)."""
-        settings = self.config.settings or Settings.from_env()
+        settings = self.settings
         run = store.schedules.get_run(run_id)
         if run is None or run.worker_id != self.config.worker_id:
             return settings

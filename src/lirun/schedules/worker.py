@@ -59,7 +59,7 @@ class WorkerOptions:
     grace: float = 30.0
     allow_roots: tuple[str, ...] = ()
     lease_seconds: float = 60.0
-    settings: Settings | None = None  # every run's; None: each execution reads the environment
+    settings: Settings | None = None  # every run's; None: the environment's, read once (Runner)
 
 
 def fire_due(store: Store, now: int, enqueue: Any) -> int:

@@ -68,7 +68,7 @@ class ShowOptions:
     """``parallel`` overrides the file's; ``continue_integration`` accepts an integration
     branch with commits base does not have; ``on_progress`` gets one human line per event
     (for stderr); ``settings``: every play's and gate's execution's
-    (``ExecutionRequest.settings``), None: each execution reads the environment."""
+    (``ExecutionRequest.settings``), None: the environment's, read once per show."""
 
     parallel: int | None = None
     continue_integration: bool = False
@@ -134,7 +134,7 @@ def recent_shows(*, db_url: str | None = None, limit: int = 20) -> tuple[ShowRep
 # -- checks before anything is written ---------------------------------------------------------
 
 
-def _check_plays(spec: ShowSpec) -> None:
+def _check_plays(spec: ShowSpec, settings: Settings | None) -> None:
     """What the show file loader checks, again for library callers: names, the graph,
     and that every task can run here (a missing provider, profile or playbook)."""
 
@@ -145,7 +145,7 @@ def _check_plays(spec: ShowSpec) -> None:
         safe_component(p.name, "play name")
         if p.attempts < 1:
             raise UsageError(f"play {p.name}: attempts must be 1 or 2, not {p.attempts}")
-        check_task(p.task)
+        check_task(p.task, settings)
     for node, dep in unknown_deps(deps):
         raise UsageError(f"play {node} depends on {dep!r}, which is no play of this show")
     cycle = find_cycle(deps)
@@ -225,7 +225,9 @@ def run_show(
         raise UsageError("a show needs at least one play")
     if options.parallel is not None and options.parallel < 1:
         raise UsageError(f"--parallel must be at least 1, not {options.parallel}")
-    _check_plays(spec)
+    if options.settings is None:  # read once, here, for the checks and every execution
+        options = replace(options, settings=Settings.from_env())
+    _check_plays(spec, options.settings)
     if not os.path.isabs(spec.repo):
         spec = replace(spec, repo=os.path.abspath(spec.repo))  # stored: resume needs it whole
     url = resolve_db_url(db_url)
@@ -304,6 +306,8 @@ def _conduct(
     *,
     resumed: bool,
 ) -> ShowReport:
+    if options.settings is None:  # read once, here, for every play and gate
+        options = replace(options, settings=Settings.from_env())
     show = _get(store, show_id)
     git = ShowGit(spec.repo, show_id, str(show.integration))
     say = options.on_progress or (lambda line: None)

@@ -17,24 +17,19 @@ from lirun.logs import get_logger
 T = TypeVar("T")
 log = get_logger(__name__)
 
-RETRY_ENV = "LIRUN_WRITE_RETRY_SECONDS"
-DEFAULT_RETRY_SECONDS = 30.0
 FIRST_DELAY_SECONDS = 0.1
 MAX_DELAY_SECONDS = 2.0
 RETRYABLE = (DatabaseConnectionLostError, DatabaseBusyError)
 
 
 def write_retry_seconds() -> float:
-    """``Settings.write_retry_seconds`` (``$LIRUN_WRITE_RETRY_SECONDS``, read at call time),
-    else 30; never negative. A bad value, which ``li`` refuses before it starts, keeps the
-    default here: a teardown does not fail on a setting."""
-    from lirun.errors import UsageError
-    from lirun.settings import Settings  # not at the top: store.retry is on the fast path
+    """``$LIRUN_WRITE_RETRY_SECONDS`` (``settings.env_write_retry_seconds``, read at call
+    time: a store is opened by many callers, none of which hands it settings), else 30;
+    never negative. A bad value, which ``li`` refuses before it starts, keeps the default
+    here: a teardown does not fail on a setting."""
+    from lirun.settings import env_write_retry_seconds
 
-    try:
-        return Settings.from_env().write_retry_seconds
-    except UsageError:
-        return DEFAULT_RETRY_SECONDS
+    return env_write_retry_seconds()
 
 
 def backoff(previous: float | None) -> float:
