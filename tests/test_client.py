@@ -25,7 +25,7 @@ from support.workerkit import workers
 @pytest.fixture
 def settings(lirun_home: Path) -> Settings:
     """Given explicitly, as a program that does not want the environment's would."""
-    return Settings(home=str(lirun_home))
+    return Settings(write_retry_seconds=5.0)
 
 
 @pytest.fixture
@@ -98,9 +98,7 @@ def test_an_agent_run_with_the_fake_provider(
     argv_log = tmp_path / "argv.log"
     for name, value in fake_env_for("claude/success.jsonl", base={}, argv_log=argv_log).items():
         monkeypatch.setenv(name, value)  # what the fake replays: read by the child only
-    settings = Settings(
-        home=str(lirun_home), provider_bins=((provider_bin_env("claude"), str(fake)),)
-    )
+    settings = Settings(provider_bins=((provider_bin_env("claude"), str(fake)),))
     repo = make_repo(tmp_path / "repo")
     with Client(db_url, settings=settings) as client:
         run = client.agent("claude", "fix the test", model="sonnet", cwd=repo, timeout=60)

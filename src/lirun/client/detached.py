@@ -31,8 +31,6 @@ _ARTIFACT_KEYS = frozenset({"id", "path", "required"})
 def settings_env(settings: Settings, db_url: str) -> dict[str, str]:
     """The variables that give a child ``li`` these settings and this database."""
     env = {"LIRUN_DB_URL": db_url, WRITE_RETRY_ENV: repr(settings.write_retry_seconds)}
-    if settings.home is not None:
-        env["LIRUN_HOME"] = settings.home
     if settings.heartbeat_interval is not None:
         env[HEARTBEAT_ENV] = repr(settings.heartbeat_interval)
     env[CGROUP_ENV] = "on" if settings.cgroup else "off"
@@ -87,14 +85,14 @@ def start_detached(
     """
     from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
     from lirun.exec.execution import prepare
-    from lirun.exec.request import run_id_of
+    from lirun.exec.request import settings_of
     from lirun.record.rundir import allocate_run
 
     request: Any = client.request(task, cwd)  # the checks build_request makes
     command, options = worker_argv(task)
     store = client.store
     prepare(request, store)
-    run = allocate_run(request.save_dir, run_id_of(request), client.settings)
+    run = allocate_run(request.save_dir, settings_of(request).run_id, client.settings)
     worker_env = {
         **detached_env(client.db_url),
         **settings_env(client.settings, client.db_url),

@@ -30,20 +30,16 @@ __all__ = ["RUN_KINDS", "Client"]
 
 # ``runs(kind=...)``: what a run ran.
 RUN_KINDS = ("agent", "command")
-_DEFAULT_HOME = os.path.join("~", ".lirun")
 
 
 def database_url(db: str | os.PathLike[str] | None, settings: Settings) -> str:
-    """``db`` > the settings' ``db_url`` > ``<home>/state.db`` (home: the settings', else
-    ``~/.lirun``), checked as ``li`` checks a ``--db``."""
-    from lirun.paths import resolve_db_url
+    """``db`` > the settings' ``db_url`` > ``<home>/state.db`` (``LIRUN_HOME``, else
+    ``~/.lirun``, as for ``li``), checked as ``li`` checks a ``--db``."""
+    from lirun.paths import default_db_location, resolve_db_url
 
     if db is not None and os.fspath(db) != "":
         return resolve_db_url(db)
-    if settings.db_url:
-        return resolve_db_url(settings.db_url)
-    home = os.path.expanduser(settings.home or _DEFAULT_HOME)
-    return resolve_db_url(os.path.join(home, "state.db"))
+    return resolve_db_url(settings.db_url or default_db_location())
 
 
 class Client:
