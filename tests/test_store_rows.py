@@ -12,10 +12,11 @@ import re
 
 import pytest
 
+from lirun.lifecycle import PLAY_FIELDS, POLICIES
 from lirun.store import Store
 from lirun.store import rows as row_classes
 from lirun.store.base import id_fragment_params
-from lirun.store.records import decode_row
+from lirun.store.records import UPDATABLE_FIELDS, decode_row
 from lirun.store.repository import Repository
 from lirun.store.rows import (
     AdminEventRow,
@@ -523,3 +524,29 @@ def test_a_table_row_class_names_each_column_and_round_trips_the_backends_row(
     row = row_class.from_row(decoded)
     assert {k: v for k, v in row.as_dict().items() if k not in derived} == decoded
     assert row_class.from_row(row.as_dict()) == row
+
+
+ROW_OF_ENTITY: dict[str, type[TypedRow]] = {
+    "session": SessionRow,
+    "invocation": InvocationRow,
+    "schedule_run": ScheduleRunRow,
+    "schedule": ScheduleRow,
+    "show": ShowRow,
+    "play": PlayRow,
+    "team": TeamRow,
+}
+
+
+@pytest.mark.parametrize("entity_type", sorted(POLICIES))
+def test_the_columns_an_entity_writes_are_columns_of_its_row_class(entity_type: str) -> None:
+    """What a status write may set besides the status, and what ``update_fields`` may
+    set, are columns its row class names: a write list cannot name a column the table
+    (and so the row) does not have."""
+    columns = set(ROW_OF_ENTITY[entity_type]._fields)
+    assert POLICIES[entity_type].extra_fields <= columns
+    assert UPDATABLE_FIELDS[entity_type] <= columns
+
+
+def test_a_plays_writable_columns_are_declared_once() -> None:
+    assert POLICIES["play"].extra_fields is PLAY_FIELDS
+    assert UPDATABLE_FIELDS["play"] is PLAY_FIELDS
