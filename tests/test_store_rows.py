@@ -12,10 +12,11 @@ import re
 
 import pytest
 
+from lirun.lifecycle import PLAY_FIELDS, POLICIES
 from lirun.store import Store
 from lirun.store import rows as row_classes
 from lirun.store.base import id_fragment_params
-from lirun.store.records import decode_row
+from lirun.store.records import UPDATABLE_FIELDS, decode_row
 from lirun.store.repository import Repository
 from lirun.store.rows import (
     AdminEventRow,
@@ -36,6 +37,7 @@ from lirun.store.rows import (
     PlayRow,
     RecentScheduleRunRow,
     ResumedRunRow,
+    RunLeaseRow,
     RunLineage,
     RunMembershipRow,
     RunPageRow,
@@ -50,6 +52,7 @@ from lirun.store.rows import (
     TeamMessageRow,
     TeamRow,
     TransitionRow,
+    TypedRow,
     UnremovedFileRow,
     WaitExactRow,
     WaitFetchRow,
@@ -425,3 +428,125 @@ def test_a_wait_fetch_row_names_each_column_wait_fetch_selects(store: Store) -> 
     assert {r["kind"] for r in raw} == {"session", "invocation"}
     assert all(set(r) == set(WaitFetchRow._fields) for r in raw)
     assert [r.as_dict() for r in store.waits.fetch_rows(ids)] == [dict(r) for r in raw]
+
+
+# Rows built from more than their columns, or coercing them: their own ``from_row``. Every
+# other row takes ``TypedRow``'s, so a class cannot drift from the one way a row is read.
+OWN_FROM_ROW = frozenset({WorkerRow, RunLeaseRow, RunMembershipRow})
+ROW_CLASSES = sorted(
+    (
+        c
+        for c in vars(row_classes).values()
+        if isinstance(c, type) and issubclass(c, TypedRow) and c is not TypedRow
+    ),
+    key=lambda c: c.__name__,
+)
+
+
+def test_every_row_class_but_the_listed_reads_its_row_one_way() -> None:
+    own = {c for c in ROW_CLASSES if "from_row" in vars(c)}
+    assert own == OWN_FROM_ROW, "take TypedRow's from_row, or list why a row reads its own"
+    others = {getattr(row_classes, n) for n in row_classes.__all__} - {TypedRow, *ROW_CLASSES}
+    # Not one row of a query: a show with its plays counted, and two bundles of row lists.
+    assert others == {ShowListRow, RunLineage, AttentionRows}, "make the row a TypedRow"
+
+
+@pytest.mark.parametrize("row_class", sorted(set(ROW_CLASSES) - OWN_FROM_ROW, key=str))
+def test_every_row_class_round_trips_its_dict(row_class: type[TypedRow]) -> None:
+    """``from_row`` takes each field's column as it comes (no coercion, JSON left as the
+    caller decoded it), ignores other columns, and ``as_dict`` gives the same mapping
+    back; the row is immutable and holds no instance dict."""
+    given = {name: [i] if i % 2 else f"v-{i}" for i, name in enumerate(row_class._fields)}
+    row = row_class.from_row({**given, "not_a_column": 1})
+    assert row.as_dict() == given
+    assert type(row) is row_class
+    assert row_class.from_row(row.as_dict()) == row
+    with pytest.raises(KeyError):
+        row_class.from_row({k: v for k, v in given.items() if k != row_class._fields[-1]})
+    with pytest.raises(AttributeError):
+        row.extra = 1  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        setattr(row, row_class._fields[0], "changed")
+
+
+def test_a_row_with_a_default_field_keeps_it_and_refuses_one_before_a_required_one() -> None:
+    worker = WorkerRow(
+        id="w", host="h", pid=1, process_start_time=None, boot_id=None, started_at=1.0,
+        heartbeat_at=2.0, stopped_at=None, concurrency=1, transport="t", lease_seconds=3.0,
+    )  # fmt: skip
+    assert (worker.running, worker.as_dict()["running"]) == ((), [])
+    with pytest.raises(TypeError, match="without a default follows"):
+
+        class Broken(TypedRow):
+            first: int = 0
+            second: int  # type: ignore[misc]  # what is refused
+
+
+def _one_of_each_table(store: Store) -> None:
+    """One row in each table a row class mirrors whole."""
+    schedule = store.schedules.create(name="nightly", fields={"action_kind": "run"})
+    store.schedules.create_run(action_kind="run", schedule_id=schedule.id)
+    show = store.shows.create(topic="t")
+    store.shows.create_play(show_id=show.id, name="p")
+    team = store.teams.create_with_members(name="crew", members=["ann", "bob"])
+    store.teams.send_message(team.id, sender="ann", recipient="bob", text="hi")
+    made = store.sessions.create(owner_pid=None)
+    store.sessions.append_evidence(made.id, [{"kind": "note", "text": "late"}])
+    owner = {"owner_host": "h", "owner_pid": 1, "owner_start_time": 5.0}
+    store.workers.register(owner=owner, concurrency=2, transport="poll", lease_seconds=30)
+
+
+@pytest.mark.parametrize(
+    ("table", "row_class"),
+    [
+        ("schedules", ScheduleRow),
+        ("schedule_runs", ScheduleRunRow),
+        ("shows", ShowRow),
+        ("plays", PlayRow),
+        ("teams", TeamRow),
+        ("team_messages", TeamMessageRow),
+        ("status_transitions", TransitionRow),
+        ("admin_events", AdminEventRow),
+        ("workers", WorkerRow),
+    ],
+)
+def test_a_table_row_class_names_each_column_and_round_trips_the_backends_row(
+    store: Store, table: str, row_class: type[TypedRow]
+) -> None:
+    """Each class that mirrors a table names its columns (``records.decode_row`` drops
+    the history's ``seq``; a worker's ``running`` is derived), so a column the table gains
+    fails here; the backend's own row, decoded, comes back from ``as_dict`` unchanged."""
+    _one_of_each_table(store)
+    raw = store.connector.read(f"SELECT * FROM {table}", {})
+    decoded = decode_row(raw[0])
+    derived = {"running"} if row_class is WorkerRow else set()
+    assert set(decoded) == set(row_class._fields) - derived
+    row = row_class.from_row(decoded)
+    assert {k: v for k, v in row.as_dict().items() if k not in derived} == decoded
+    assert row_class.from_row(row.as_dict()) == row
+
+
+ROW_OF_ENTITY: dict[str, type[TypedRow]] = {
+    "session": SessionRow,
+    "invocation": InvocationRow,
+    "schedule_run": ScheduleRunRow,
+    "schedule": ScheduleRow,
+    "show": ShowRow,
+    "play": PlayRow,
+    "team": TeamRow,
+}
+
+
+@pytest.mark.parametrize("entity_type", sorted(POLICIES))
+def test_the_columns_an_entity_writes_are_columns_of_its_row_class(entity_type: str) -> None:
+    """What a status write may set besides the status, and what ``update_fields`` may
+    set, are columns its row class names: a write list cannot name a column the table
+    (and so the row) does not have."""
+    columns = set(ROW_OF_ENTITY[entity_type]._fields)
+    assert POLICIES[entity_type].extra_fields <= columns
+    assert UPDATABLE_FIELDS[entity_type] <= columns
+
+
+def test_a_plays_writable_columns_are_declared_once() -> None:
+    assert POLICIES["play"].extra_fields is PLAY_FIELDS
+    assert UPDATABLE_FIELDS["play"] is PLAY_FIELDS

@@ -45,6 +45,23 @@ PLAY_STATUS_ORDER = (
     "blocked",
     "aborted_after_finish",
 )
+# The columns a play's writes set besides its status, in a status write (its extra fields)
+# or alone (``Store.update_fields``): its execution, attempt, git facts, gate and feedback.
+PLAY_FIELDS = frozenset(
+    {
+        "ended_at",
+        "session_id",
+        "attempt",
+        "branch",
+        "worktree",
+        "candidate_sha",
+        "candidate_base",
+        "merge_sha",
+        "merged_at",
+        "gate_json",
+        "feedback",
+    }
+)
 _SESSION_STATUSES = frozenset(
     {"running", "completed", "completed_empty", "failed", "timed_out", "aborted", "cancelled"}
 )
@@ -129,21 +146,7 @@ POLICIES: dict[str, EntityPolicy] = {
             success=frozenset({"merged"}),
             initial="pending",
             reason_domains=frozenset({"play"}),
-            extra_fields=frozenset(
-                {
-                    "ended_at",
-                    "session_id",
-                    "attempt",
-                    "branch",
-                    "worktree",
-                    "candidate_sha",
-                    "candidate_base",
-                    "merge_sha",
-                    "merged_at",
-                    "gate_json",
-                    "feedback",
-                }
-            ),
+            extra_fields=PLAY_FIELDS,
             ended_column="ended_at",
         ),
         # A schedule definition: every change of it (created, updated by apply, enabled,

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from lirun.errors import ValidationError
 from lirun.hints import Any
+from lirun.lifecycle import PLAY_FIELDS
 from lirun.store.connector import Row
 from lirun.store.rows import SessionRow
 
@@ -195,21 +196,7 @@ UPDATABLE_FIELDS: dict[str, frozenset[str]] = {
             "lease_seconds",
         }
     ),
-    "play": frozenset(
-        {
-            "ended_at",
-            "session_id",
-            "attempt",
-            "branch",
-            "worktree",
-            "candidate_sha",
-            "candidate_base",
-            "merge_sha",
-            "merged_at",
-            "gate_json",
-            "feedback",
-        }
-    ),
+    "play": PLAY_FIELDS,
     "team": frozenset({"archived_at"}),
     "schedule": frozenset({"next_due_at"}),
 }

@@ -3,9 +3,8 @@ exactly the columns it selects (see ``lirun.store.rows``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from lirun.hints import Any, NamedTuple
+from lirun.store.rows.base import TypedRow
 from lirun.store.rows.schedules import AttentionQueuedRunRow
 from lirun.store.rows.shows import ShowRow
 
@@ -31,7 +30,7 @@ __all__ = [
 ]
 
 
-class FlowListRow(NamedTuple):
+class FlowListRow(TypedRow):
     """A flow invocation as ``li flow list`` and the flows page list it: its status,
     skill, prompt, usage and times, and when and by whom ``li gc`` pruned it
     (``store.lists.flows``)."""
@@ -53,17 +52,8 @@ class FlowListRow(NamedTuple):
     pruned_at: float | None
     pruned_by: str | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> FlowListRow:
-        """The flow of one ``store.lists.flows`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs show it."""
-        return self._asdict()
-
-
-class RunPageRow(NamedTuple):
+class RunPageRow(TypedRow):
     """One execution of any kind as the runs page and ``li status --kind`` list it
     (``runs_page``): its ``kind``, status and reason, ``label`` (a leg, a flow's file, a
     play's name, a schedule's name), ``parent_id``, usage and times; a schedule run names
@@ -95,17 +85,8 @@ class RunPageRow(NamedTuple):
     pruned_at: float | None
     meta: str | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> RunPageRow:
-        """The execution of one ``ui_runs_page`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the dashboard's API and the JSON outputs show it."""
-        return self._asdict()
-
-
-class RecentScheduleRunRow(NamedTuple):
+class RecentScheduleRunRow(TypedRow):
     """A schedule run as the schedules page's strip shows it (``recent_schedule_runs``):
     the ``schedule_runs`` columns as stored (JSON not decoded), the ``cost_usd`` its flow
     or session recorded and ``rn``, its place among its schedule's runs (1: the newest)."""
@@ -137,17 +118,8 @@ class RecentScheduleRunRow(NamedTuple):
     cost_usd: float | None
     rn: int
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> RecentScheduleRunRow:
-        """The run of one ``ui_recent_schedule_runs`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the dashboard's API shows it."""
-        return self._asdict()
-
-
-class ScheduleRunUsageRow(NamedTuple):
+class ScheduleRunUsageRow(TypedRow):
     """A schedule run as one schedule's page lists it (``schedule_runs_with_usage``): the
     ``schedule_runs`` columns as stored (JSON not decoded) and the cost and tokens its flow
     or session recorded."""
@@ -180,34 +152,16 @@ class ScheduleRunUsageRow(NamedTuple):
     input_tokens: int | None
     output_tokens: int | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ScheduleRunUsageRow:
-        """The run of one ``schedule_runs_with_usage`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the dashboard's API shows it."""
-        return self._asdict()
-
-
-class ResumedRunRow(NamedTuple):
+class ResumedRunRow(TypedRow):
     """An execution that resumed another (``run_lineage``)."""
 
     id: str
     status: str
     created_at: float
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ResumedRunRow:
-        """The row of one ``ui_resumed_as`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the dashboard shows it."""
-        return self._asdict()
-
-
-class LineagePlayRow(NamedTuple):
+class LineagePlayRow(TypedRow):
     """A play an execution backs (``run_lineage``)."""
 
     id: str
@@ -215,17 +169,8 @@ class LineagePlayRow(NamedTuple):
     name: str
     status: str
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> LineagePlayRow:
-        """The row of one ``ui_plays_of_session`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the dashboard shows it."""
-        return self._asdict()
-
-
-class LineageScheduleRunRow(NamedTuple):
+class LineageScheduleRunRow(TypedRow):
     """A schedule run that made an execution or its flow, with its schedule's name
     (``None`` for ``li submit``; ``run_lineage``)."""
 
@@ -233,15 +178,6 @@ class LineageScheduleRunRow(NamedTuple):
     schedule_id: str | None
     status: str
     schedule_name: str | None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> LineageScheduleRunRow:
-        """The row of one ``ui_schedule_runs_of_run`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the dashboard shows it."""
-        return self._asdict()
 
 
 class RunLineage(NamedTuple):
@@ -257,7 +193,7 @@ class RunLineage(NamedTuple):
         return {name: [r.as_dict() for r in rows] for name, rows in self._asdict().items()}
 
 
-class AttentionPlayRow(NamedTuple):
+class AttentionPlayRow(TypedRow):
     """A play escalated or gate-failed, with its show's ``topic`` and ``show_status``
     (``attention_rows``; whether it needs a person is ``shows.decide.play_needs_person``)."""
 
@@ -271,17 +207,8 @@ class AttentionPlayRow(NamedTuple):
     topic: str
     show_status: str | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> AttentionPlayRow:
-        """The row of one ``attention_plays`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the dashboard shows it."""
-        return self._asdict()
-
-
-class AttentionFlowRow(NamedTuple):
+class AttentionFlowRow(TypedRow):
     """A flow that failed or timed out and was not resumed (``attention_rows``)."""
 
     id: str
@@ -292,17 +219,8 @@ class AttentionFlowRow(NamedTuple):
     updated_at: float
     created_at: float
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> AttentionFlowRow:
-        """The row of one ``attention_flows`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the dashboard shows it."""
-        return self._asdict()
-
-
-class AttentionScheduleRunRow(NamedTuple):
+class AttentionScheduleRunRow(TypedRow):
     """A schedule run that failed or timed out with no success of its schedule after it,
     with the schedule's name; an ad-hoc run (no schedule) not retried, with its action
     (``action_json``) and what it made (``session_id``, ...) (``attention_rows``)."""
@@ -320,15 +238,6 @@ class AttentionScheduleRunRow(NamedTuple):
     invocation_id: str | None
     show_id: str | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> AttentionScheduleRunRow:
-        """The row of one ``attention_schedule_runs`` row (JSON columns decoded)."""
-        return cls(**{name: row[name] for name in cls._fields})
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the dashboard shows it."""
-        return self._asdict()
-
 
 class AttentionRows(NamedTuple):
     """What the needs-you page judges (``attention_rows``): plays, flows and schedule runs
@@ -341,7 +250,7 @@ class AttentionRows(NamedTuple):
     queued_runs: list[AttentionQueuedRunRow]
 
 
-class GcCandidateRow(NamedTuple):
+class GcCandidateRow(TypedRow):
     """A run or flow gc may prune (``store.retention.candidates``): its status, times, run
     directory and host, the status of the flow it is a leg of, whether an active show
     holds it and ``bulk_bytes``, what its tombstone clears."""
@@ -357,17 +266,8 @@ class GcCandidateRow(NamedTuple):
     in_active_show: Any
     bulk_bytes: int | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> GcCandidateRow:
-        """The row of one ``gc_<kind>_candidates`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict."""
-        return self._asdict()
-
-
-class UnremovedFileRow(NamedTuple):
+class UnremovedFileRow(TypedRow):
     """A tombstone whose run directory is not yet removed (``unremoved_files``)."""
 
     kind: str
@@ -376,17 +276,8 @@ class UnremovedFileRow(NamedTuple):
     artifacts_path: str | None
     owner_host: str | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> UnremovedFileRow:
-        """The row of one ``gc_unremoved_files`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict."""
-        return self._asdict()
-
-
-class HistoryEventRow(NamedTuple):
+class HistoryEventRow(TypedRow):
     """A history row as the dashboard's event stream hears it (``transitions_since``):
     its sequence number, record, statuses, reason and time, and ``parent_id`` (a
     session's invocation, a play's show)."""
@@ -400,17 +291,8 @@ class HistoryEventRow(NamedTuple):
     created_at: float
     parent_id: str | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> HistoryEventRow:
-        """The event of one ``ui_transitions_since`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict."""
-        return self._asdict()
-
-
-class WaitExactRow(NamedTuple):
+class WaitExactRow(TypedRow):
     """One exact reading of an id ``li wait`` was given (``store.waits.resolve_exact``): the
     record of ``kind`` it names, the ``input`` it was read from, and its ``tier`` (the
     lower wins: an id before a branch before a run id)."""
@@ -421,17 +303,8 @@ class WaitExactRow(NamedTuple):
     input: str
     created_at: float | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> WaitExactRow:
-        """The reading of one ``wait_resolve_exact`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict."""
-        return self._asdict()
-
-
-class WaitMatchRow(NamedTuple):
+class WaitMatchRow(TypedRow):
     """A record whose id starts or ends with a fragment ``li wait`` was given
     (``store.waits.match_ids``), with ``total``: how many match in all."""
 
@@ -439,17 +312,8 @@ class WaitMatchRow(NamedTuple):
     id: str
     total: int
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> WaitMatchRow:
-        """The match of one ``wait_resolve_partial`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict."""
-        return self._asdict()
-
-
-class WaitFetchRow(NamedTuple):
+class WaitFetchRow(TypedRow):
     """One target of ``li wait`` as one tick reads it (``store.waits.fetch_rows``): its status
     and reason, the run directory and artifacts of the session backing it, its exit code
     and the owner's liveness facts (a schedule run's: its worker's, and its lease)."""
@@ -468,12 +332,3 @@ class WaitFetchRow(NamedTuple):
     owner_boot_id: str | None
     heartbeat_at: float | None
     lease_seconds: float | None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> WaitFetchRow:
-        """The target of one ``wait_fetch`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the wait decisions read it."""
-        return self._asdict()

@@ -4,9 +4,8 @@ branches and transcript messages, and every entity's status history and admin ev
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from lirun.hints import Any, NamedTuple
+from lirun.hints import Any
+from lirun.store.rows.base import TypedRow
 
 __all__ = [
     "AdminEventRow",
@@ -18,7 +17,7 @@ __all__ = [
 ]
 
 
-class SessionRow(NamedTuple):
+class SessionRow(TypedRow):
     """A ``sessions`` row: one execution (an agent or a command), its owner and lease,
     what it recorded and where its files are (its JSON columns decoded)."""
 
@@ -78,22 +77,13 @@ class SessionRow(NamedTuple):
     pruned_by: str | None
     files_removed_at: float | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> SessionRow:
-        """The execution of one decoded ``sessions`` row (``records.decode_row``)."""
-        return cls(**{name: row[name] for name in cls._fields})
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
-        return self._asdict()
-
     @property
     def meta(self) -> dict[str, Any]:
         """Its metadata (``metadata_json``), an empty dict when it has none."""
         return self.metadata_json if isinstance(self.metadata_json, dict) else {}
 
 
-class BranchRow(NamedTuple):
+class BranchRow(TypedRow):
     """A ``branches`` row: one conversation resumed across executions, its engine
     session and its first and latest execution."""
 
@@ -105,17 +95,8 @@ class BranchRow(NamedTuple):
     created_at: float
     updated_at: float
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> BranchRow:
-        """The branch of one ``branches`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict."""
-        return self._asdict()
-
-
-class MessageRow(NamedTuple):
+class MessageRow(TypedRow):
     """A ``messages`` row: one line of an execution's transcript, numbered by ``seq``
     (``content`` as stored: text, or the JSON text of what was appended)."""
 
@@ -126,17 +107,8 @@ class MessageRow(NamedTuple):
     content: str
     created_at: float
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> MessageRow:
-        """The message of one ``messages`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as ``StateDB`` gives it."""
-        return self._asdict()
-
-
-class InvocationRow(NamedTuple):
+class InvocationRow(TypedRow):
     """An ``invocations`` row: a manual invocation (``li invoke``) or a flow (``kind``
     ``flow``: its owner, lease, graph and summed usage), its JSON columns decoded."""
 
@@ -170,17 +142,8 @@ class InvocationRow(NamedTuple):
     pruned_by: str | None
     files_removed_at: float | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> InvocationRow:
-        """The invocation of one decoded ``invocations`` row (``records.decode_row``)."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
-        return self._asdict()
-
-
-class TransitionRow(NamedTuple):
+class TransitionRow(TypedRow):
     """One row of an entity's status history (``status_transitions``), its evidence and
     metadata decoded."""
 
@@ -197,17 +160,8 @@ class TransitionRow(NamedTuple):
     created_at: float
     metadata: Any
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> TransitionRow:
-        """The history row of one decoded ``status_transitions`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
-        return self._asdict()
-
-
-class AdminEventRow(NamedTuple):
+class AdminEventRow(TypedRow):
     """An ``admin_events`` row: an override, a refused status write or evidence added to a
     record after its outcome, who and why (its payload decoded)."""
 
@@ -219,12 +173,3 @@ class AdminEventRow(NamedTuple):
     justification: str | None
     payload: Any
     created_at: float
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> AdminEventRow:
-        """The event of one decoded ``admin_events`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
-        return self._asdict()

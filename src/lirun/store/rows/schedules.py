@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from lirun.hints import Any, NamedTuple
+from lirun.hints import Any
+from lirun.store.rows.base import TypedRow
 
 __all__ = ["AttentionQueuedRunRow", "RunLeaseRow", "ScheduleRow", "ScheduleRunRow", "WorkerRow"]
 
 
-class WorkerRow(NamedTuple):
+class WorkerRow(TypedRow):
     """A ``workers`` row (a process that fires schedules and runs queued runs), with
     ``running``: the ids of the schedule runs it holds (derived, not a column)."""
 
@@ -50,7 +51,7 @@ class WorkerRow(NamedTuple):
         return {**self._asdict(), "running": list(self.running)}
 
 
-class ScheduleRow(NamedTuple):
+class ScheduleRow(TypedRow):
     """A ``schedules`` row: one definition (its JSON columns decoded) and its status."""
 
     id: str
@@ -71,17 +72,8 @@ class ScheduleRow(NamedTuple):
     next_due_at: int | None
     deleted_at: float | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ScheduleRow:
-        """The schedule of one decoded ``schedules`` row (``records.decode_row``)."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs show it."""
-        return self._asdict()
-
-
-class ScheduleRunRow(NamedTuple):
+class ScheduleRunRow(TypedRow):
     """A ``schedule_runs`` row: one run of a schedule (or of ``li submit``), the lease of
     the worker running it and what it produced (its action JSON decoded)."""
 
@@ -110,17 +102,8 @@ class ScheduleRunRow(NamedTuple):
     idempotency_key: str | None  # li submit --key (migration 0011)
     lease_epoch: int  # how many times it was claimed, counted on from the run it retries
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ScheduleRunRow:
-        """The run of one decoded ``schedule_runs`` row (``records.decode_row``)."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs show it."""
-        return self._asdict()
-
-
-class RunLeaseRow(NamedTuple):
+class RunLeaseRow(TypedRow):
     """A run's lease as ``li lease check`` judges a fence by it: the run's status, the
     epoch of its claim, its expiry and the database's clock when it was read
     (``db_now``, epoch seconds), with the run that retries it, if any."""
@@ -146,11 +129,8 @@ class RunLeaseRow(NamedTuple):
             retried_by=retried_by,
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        return self._asdict()
 
-
-class AttentionQueuedRunRow(NamedTuple):
+class AttentionQueuedRunRow(TypedRow):
     """A queued run no worker has claimed, with its schedule's name and policies
     (``policies_json``) and its action (``attention_rows``)."""
 
@@ -160,12 +140,3 @@ class AttentionQueuedRunRow(NamedTuple):
     created_at: float
     action_json: dict[str, Any] | None
     policies_json: dict[str, Any] | None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> AttentionQueuedRunRow:
-        """The row of one ``attention_queued_runs`` row (JSON columns decoded)."""
-        return cls(**{name: row[name] for name in cls._fields})
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the dashboard shows it."""
-        return self._asdict()

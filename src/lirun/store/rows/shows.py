@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lirun.hints import Any, NamedTuple
+from lirun.store.rows.base import TypedRow
 
 __all__ = ["PlayRow", "ShowListRow", "ShowRow"]
 
 
-class ShowRow(NamedTuple):
+class ShowRow(TypedRow):
     """A ``shows`` row: one show of plays, its git (repository, base, integration branch
     and head), its final gate and its owner's lease (its JSON columns decoded)."""
 
@@ -36,17 +37,8 @@ class ShowRow(NamedTuple):
     heartbeat_at: float | None
     lease_seconds: float | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ShowRow:
-        """The show of one decoded ``shows`` row (``records.decode_row``)."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
-        return self._asdict()
-
-
-class PlayRow(NamedTuple):
+class PlayRow(TypedRow):
     """A ``plays`` row: one play of a show, its attempt, branch and worktree, the
     candidate it offers and the merge it made (its JSON columns decoded)."""
 
@@ -73,15 +65,6 @@ class PlayRow(NamedTuple):
     merged_at: float | None
     gate_json: Any
     feedback: str | None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> PlayRow:
-        """The play of one decoded ``plays`` row (``records.decode_row``)."""
-        return cls(**{name: row[name] for name in cls._fields})
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
-        return self._asdict()
 
 
 class ShowListRow(NamedTuple):

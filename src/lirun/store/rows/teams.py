@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lirun.hints import Any, NamedTuple
+from lirun.hints import Any
+from lirun.store.rows.base import TypedRow
 
 __all__ = [
     "InboxMessageRow",
@@ -17,7 +18,7 @@ __all__ = [
 ]
 
 
-class TeamRow(NamedTuple):
+class TeamRow(TypedRow):
     """A ``teams`` row: a team's name, status, owner (the show or flow invocation that
     made it, if any) and its message count."""
 
@@ -35,17 +36,8 @@ class TeamRow(NamedTuple):
     message_count: int
     last_message_at: float | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> TeamRow:
-        """The team of one decoded ``teams`` row (``records.decode_row``)."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs and ``StateDB`` give it."""
-        return self._asdict()
-
-
-class TeamMemberRow(NamedTuple):
+class TeamMemberRow(TypedRow):
     """A member of a team (``store.teams.members``): its name, when it joined, the run it
     joined as (None for a member added by hand)."""
 
@@ -53,17 +45,8 @@ class TeamMemberRow(NamedTuple):
     joined_at: float
     run_id: str | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> TeamMemberRow:
-        """The member of one ``team_members`` row of a team."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs show it."""
-        return self._asdict()
-
-
-class TeamMemberSummaryRow(NamedTuple):
+class TeamMemberSummaryRow(TypedRow):
     """A member with what it has received unread, what it has sent and when it last
     did (``lirun`` too once it has spoken: no join time, no run)."""
 
@@ -74,17 +57,8 @@ class TeamMemberSummaryRow(NamedTuple):
     sent: int
     last_sent_at: float | None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> TeamMemberSummaryRow:
-        """The summary of one member from its fields."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs show it."""
-        return self._asdict()
-
-
-class RunMembershipRow(NamedTuple):
+class RunMembershipRow(TypedRow):
     """A team a run joined, and the member name it joined as."""
 
     team_id: str
@@ -95,12 +69,8 @@ class RunMembershipRow(NamedTuple):
         """The membership of one ``team_members`` row of a run."""
         return cls(team_id=str(row["team_id"]), member=str(row["member"]))
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as the JSON outputs show it."""
-        return self._asdict()
 
-
-class TeamMessageRow(NamedTuple):
+class TeamMessageRow(TypedRow):
     """A ``team_messages`` row: one message, its place in its team's order (``seq``),
     who sent it to whom (``all`` for everyone) and the run that sent it."""
 
@@ -113,17 +83,8 @@ class TeamMessageRow(NamedTuple):
     run_id: str | None
     created_at: float
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> TeamMessageRow:
-        """The message of one ``team_messages`` row."""
-        return cls(**{name: row[name] for name in cls._fields})
 
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as ``StateDB`` gives it."""
-        return self._asdict()
-
-
-class InboxMessageRow(NamedTuple):
+class InboxMessageRow(TypedRow):
     """A message as a member's inbox gives it: the ``team_messages`` row and when that
     member had read it before this read (None: unread until now)."""
 
@@ -136,12 +97,3 @@ class InboxMessageRow(NamedTuple):
     run_id: str | None
     created_at: float
     read_at: float | None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> InboxMessageRow:
-        """The message of one inbox row (the message's columns and ``read_at``)."""
-        return cls(**{name: row[name] for name in cls._fields})
-
-    def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict, as ``StateDB`` gives it."""
-        return self._asdict()
