@@ -11,13 +11,12 @@ them only in the main thread): cancel it by ending the program, or give it a tim
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable
 from types import TracebackType
-from typing import Any
 
-from lirun.async_twin import to_thread
+from lirun.async_twin import async_method, to_thread
 from lirun.client.sync import Client
-from lirun.client.values import Queued, Run, RunStatus, Started, WaitOutcome
+from lirun.client.values import WaitOutcome
 from lirun.settings import Settings
 
 __all__ = ["AsyncClient"]
@@ -57,86 +56,12 @@ class AsyncClient:
     ) -> None:
         await self.close()
 
-    async def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: str | os.PathLike[str] | None = None,
-        timeout: float | None = None,
-        artifacts: Iterable[Mapping[str, Any]] = (),
-        require_change: bool = False,
-        env: Mapping[str, str] | None = None,
-        detach: bool = False,
-    ) -> Run | Started:
-        """``Client.run``, awaited."""
-        return await to_thread(
-            self.sync.run,
-            argv,
-            cwd=cwd,
-            timeout=timeout,
-            artifacts=tuple(artifacts),
-            require_change=require_change,
-            env=env,
-            detach=detach,
-        )
-
-    async def agent(
-        self,
-        provider: str,
-        prompt: str,
-        *,
-        model: str | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        timeout: float | None = None,
-        stall_timeout: float | None = None,
-        profile: str | None = None,
-        playbook: str | None = None,
-        artifacts: Iterable[Mapping[str, Any]] = (),
-        require_change: bool = False,
-        provider_options: Mapping[str, Any] | None = None,
-        detach: bool = False,
-    ) -> Run | Started:
-        """``Client.agent``, awaited."""
-        return await to_thread(
-            self.sync.agent,
-            provider,
-            prompt,
-            model=model,
-            cwd=cwd,
-            timeout=timeout,
-            stall_timeout=stall_timeout,
-            profile=profile,
-            playbook=playbook,
-            artifacts=tuple(artifacts),
-            require_change=require_change,
-            provider_options=provider_options,
-            detach=detach,
-        )
-
-    async def submit(
-        self,
-        action: Sequence[str],
-        *,
-        key: str | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-    ) -> Queued:
-        """``Client.submit``, awaited."""
-        return await to_thread(self.sync.submit, action, key=key, cwd=cwd)
-
-    async def status(self, run_id: str) -> Run:
-        """``Client.status``, awaited."""
-        return await to_thread(self.sync.status, run_id)
-
-    async def runs(
-        self,
-        *,
-        status: RunStatus | str | None = None,
-        kind: str | None = None,
-        since: float | None = None,
-        limit: int = 50,
-    ) -> list[Run]:
-        """``Client.runs``, awaited."""
-        return await to_thread(self.sync.runs, status=status, kind=kind, since=since, limit=limit)
+    # Declared once, on Client: each runs its twin in a worker thread (async_twin).
+    run = async_method(Client.run)
+    agent = async_method(Client.agent)
+    submit = async_method(Client.submit)
+    status = async_method(Client.status)
+    runs = async_method(Client.runs)
 
     async def wait(
         self, ids: str | Iterable[str], *, timeout: float | None = None, interval: float = 1.0
