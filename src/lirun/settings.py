@@ -41,11 +41,11 @@ import sys
 from functools import cache
 
 from lirun.errors import UsageError
+from lirun.hints import Any, NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from typing import Any
 
 HOME_ENV = "LIRUN_HOME"
 DB_URL_ENV = "LIRUN_DB_URL"
@@ -71,78 +71,22 @@ _OFF = frozenset({"off", "0", "no", "false"})
 _ON = frozenset({"", "on", "1", "yes", "true"})
 
 
-class Settings:
-    """One process's settings, a frozen value. ``None``: not set (the reader's own default
-    applies). Compared, hashed, copied and pickled by its fields."""
+class Settings(NamedTuple):
+    """One process's settings, a frozen value (a named tuple: compared, hashed, copied
+    and pickled by its fields). ``None``: not set (the reader's own default applies)."""
 
-    __slots__ = (
-        "cgroup",
-        "db_url",
-        "fence",
-        "guard",
-        "heartbeat_interval",
-        "member",
-        "parent_run_id",
-        "provider_bins",
-        "run_id",
-        "ui_token",
-        "write_retry_seconds",
-    )
-    db_url: str | None  # --db > LIRUN_DB_URL (else <home>/state.db)
-    heartbeat_interval: float | None  # LIRUN_HEARTBEAT_INTERVAL (else 15 s)
-    write_retry_seconds: float  # LIRUN_WRITE_RETRY_SECONDS
-    cgroup: bool  # LIRUN_CGROUP=off: no cgroup per run
-    guard: bool  # LIRUN_GUARD=off: no guard process
-    run_id: str | None  # --run-id > LIRUN_RUN_ID > LIONAGI_RUN_ID
+    db_url: str | None = None  # --db > LIRUN_DB_URL (else <home>/state.db)
+    heartbeat_interval: float | None = None  # LIRUN_HEARTBEAT_INTERVAL (else 15 s)
+    write_retry_seconds: float = DEFAULT_WRITE_RETRY_SECONDS  # LIRUN_WRITE_RETRY_SECONDS
+    cgroup: bool = True  # LIRUN_CGROUP=off: no cgroup per run
+    guard: bool = True  # LIRUN_GUARD=off: no guard process
+    run_id: str | None = None  # --run-id > LIRUN_RUN_ID > LIONAGI_RUN_ID
     # Every LIRUN_<NAME>_BIN set (variable, value): --bin > it > PATH (``provider_bin``).
-    provider_bins: tuple[tuple[str, str], ...]
-    ui_token: str | None  # --token > LIRUN_UI_TOKEN
-    member: str | None  # --from / --as > LIRUN_MEMBER (set by a team's owner)
-    parent_run_id: str | None  # LIRUN_PARENT_RUN_ID (set by a supervising li)
-    fence: str | None  # --fence > LIRUN_FENCE (set by a worker for its run's work)
-
-    def __init__(
-        self,
-        *,
-        db_url: str | None = None,
-        heartbeat_interval: float | None = None,
-        write_retry_seconds: float = DEFAULT_WRITE_RETRY_SECONDS,
-        cgroup: bool = True,
-        guard: bool = True,
-        run_id: str | None = None,
-        provider_bins: tuple[tuple[str, str], ...] = (),
-        ui_token: str | None = None,
-        member: str | None = None,
-        parent_run_id: str | None = None,
-        fence: str | None = None,
-    ) -> None:
-        given = locals()
-        for name in self.__slots__:
-            object.__setattr__(self, name, given[name])
-
-    def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Settings are frozen: use with_flags({name}=...)")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError("Settings are frozen")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Settings):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        pairs = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
-        return f"Settings({pairs})"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_settings, (dict(zip(self.__slots__, self._values(), strict=True)),))
+    provider_bins: tuple[tuple[str, str], ...] = ()
+    ui_token: str | None = None  # --token > LIRUN_UI_TOKEN
+    member: str | None = None  # --from / --as > LIRUN_MEMBER (set by a team's owner)
+    parent_run_id: str | None = None  # LIRUN_PARENT_RUN_ID (set by a supervising li)
+    fence: str | None = None  # --fence > LIRUN_FENCE (set by a worker for its run's work)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -176,23 +120,16 @@ class Settings:
 
     def with_flags(self, **flags: Any) -> Settings:
         """These settings with the flags given (not ``None``) laid over them."""
-        unknown = sorted(set(flags) - set(self.__slots__))
+        unknown = sorted(set(flags) - set(self._fields))
         if unknown:
             raise TypeError(f"not a setting: {', '.join(unknown)}")
         given = {name: value for name, value in flags.items() if value is not None}
-        if not given:
-            return self
-        return Settings(**{**dict(zip(self.__slots__, self._values(), strict=True)), **given})
+        return self._replace(**given) if given else self
 
     def provider_bin(self, provider: str) -> str | None:
         """``$LIRUN_<PROVIDER>_BIN`` for ``provider``, if set (any provider: the variable is
         derived from the name, so a new provider needs nothing here)."""
         return dict(self.provider_bins).get(provider_bin_env(provider))
-
-
-def _settings(values: dict[str, Any]) -> Settings:
-    """A ``Settings`` of ``values`` (what ``pickle`` and ``copy`` call to remake one)."""
-    return Settings(**values)
 
 
 def provider_bin_env(provider: str) -> str:
