@@ -73,7 +73,8 @@ def main(argv: list[str]) -> int:
         home, plain, repo = (os.path.join(tmp, name) for name in ("home", "plain", "repo"))
         os.makedirs(plain)
         subprocess.run(["git", "init", "-q", repo], check=True)
-        settings = Settings.from_env().with_flags(home=home)
+        os.environ["LIRUN_HOME"] = home  # the runs' directories: as a user's program would
+        settings = Settings.from_env()
         runs, executes, last = timed_runs(url, settings, plain, args.runs)
         in_git, _, _ = timed_runs(url, settings, repo, args.runs)
         bare = []
