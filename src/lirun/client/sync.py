@@ -160,9 +160,11 @@ class Client:
         from lirun.exec.task import Task
 
         if not provider or "/" in provider:
+            from lirun.providers.registry import provider_names
+
             raise UsageError(
-                f"provider {provider!r}: give the provider's name alone (such as 'claude') "
-                "and the model as model="
+                f"provider {provider!r}: give the provider's name alone (one of "
+                f"{', '.join(provider_names())}) and the model as model="
             )
         task = Task(
             agent=f"{provider}/{model}" if model else provider,
