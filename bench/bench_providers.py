@@ -36,30 +36,10 @@ from benchkit import out  # noqa: E402
 from support.contracts import CONTRACTS, STALL, Case  # noqa: E402
 from support.execkit import git_repo, li_argv, session_rows  # noqa: E402
 from support.netns import netns_argv, netns_missing  # noqa: E402
-from support.realcli import RealClis, real_clis  # noqa: E402
+from support.realcli import RealClis, cli_env, real_clis  # noqa: E402
 
 CASE_NAMES = {"auth": "401", "stall": "stall"}
 WANTED = {"auth": "run.failed.provider_auth", "stall": "run.failed.provider_stalled"}
-
-
-def _env(case: Case, clis: RealClis, tmp: Path) -> dict[str, str]:
-    import os
-
-    home, cli_tmp, lihome = tmp / "cli-home", tmp / "cli-tmp", tmp / "lirun-home"
-    for path in (home, cli_tmp, lihome):
-        path.mkdir()
-    foreign = tuple(prefix for c in CONTRACTS.values() for prefix in c.own_env)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(foreign)}
-    env.update(
-        HOME=str(home),
-        TMPDIR=str(cli_tmp),
-        LIRUN_HOME=str(lihome),
-        LIRUN_DB_URL=str(tmp / "state.db"),
-        **clis.bin_env(),
-    )
-    env.update(case.contract.environment(home, tmp, case))
-    env.update(case.env)
-    return env
 
 
 def _one(case: Case, clis: RealClis) -> tuple[float, str]:
@@ -71,7 +51,7 @@ def _one(case: Case, clis: RealClis) -> tuple[float, str]:
         args = ["agent", f"{case.provider}/{case.model}", "Say hello.", *case.li_args]
         if case.provider_args:
             args += ["--", *case.provider_args]
-        env = _env(case, clis, tmp)
+        env = cli_env(case, clis, tmp)
         subprocess.run(
             netns_argv(case.scenario, log, li_argv(*args)),
             env=env,

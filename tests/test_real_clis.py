@@ -41,19 +41,18 @@ import pytest
 
 from lirun.lifecycle import EXIT_CODE_BY_STATUS
 from lirun.providers.registry import get_provider
-from support.contracts import CASES, CONTRACTS, Case
+from support.contracts import CASES, Case
 from support.execkit import git_repo, li_argv, session_rows
 from support.mockapi import REPLY_TEXT, TOOL_FILE, TOOL_FILE_CONTENT, TOOL_REPLY_TEXT
 from support.netns import netns_argv, netns_missing
 from support.providerkit import fixture_path
-from support.realcli import REQUIRE_ENV, RealClis, cache_dir, real_clis
+from support.realcli import REQUIRE_ENV, RealClis, cache_dir, cli_env, real_clis
 
 pytestmark = [pytest.mark.real_cli, pytest.mark.slow]
 
 PROMPTS = {"text": "Say hello.", "tool": f"Write {TOOL_FILE}."}
 RECORD = os.environ.get("LIRUN_TEST_RECORD_FIXTURES") == "1"
 DRIFT_DIR = os.environ.get("LIRUN_TEST_DRIFT_DIR")
-FOREIGN_ENV = tuple(prefix for c in CONTRACTS.values() for prefix in c.own_env)
 
 
 @pytest.fixture(scope="module")
@@ -68,25 +67,6 @@ def clis() -> RealClis:
         pytest.skip(missing)
     assert isinstance(found, RealClis)
     return found
-
-
-def _env(case: Case, clis: RealClis, tmp_path: Path) -> dict[str, str]:
-    home, tmp, lihome = tmp_path / "cli-home", tmp_path / "cli-tmp", tmp_path / "lirun-home"
-    for path in (home, tmp, lihome):
-        path.mkdir()
-    # The machine's own CLI settings stay out: only the contract's reach the CLI.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
-    env.update(
-        HOME=str(home),
-        TMPDIR=str(tmp),
-        LIRUN_HOME=str(lihome),
-        LIRUN_DB_URL=str(tmp_path / "state.db"),
-        **clis.bin_env(),
-        PYTHONUNBUFFERED="1",
-    )
-    env.update(case.contract.environment(home, tmp_path, case))
-    env.update(case.env)
-    return env
 
 
 def _command(case: Case) -> list[str]:
@@ -128,7 +108,7 @@ def _keep_stream(
 def test_real_cli_against_the_mock_api(clis: RealClis, tmp_path: Path, case: Case) -> None:
     repo = git_repo(tmp_path / "repo")
     log = tmp_path / "requests.jsonl"
-    env = _env(case, clis, tmp_path)
+    env = cli_env(case, clis, tmp_path)
     started = time.monotonic()
     proc = subprocess.run(
         netns_argv(case.scenario, log, _command(case)),

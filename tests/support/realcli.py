@@ -22,7 +22,7 @@ from pathlib import Path
 
 from lirun.providers.registry import get_provider
 from support import TESTS_DIR
-from support.contracts import CONTRACTS, Contract
+from support.contracts import CONTRACTS, Case, Contract
 
 INSTALLER = TESTS_DIR.parent / "scripts" / "install-clis"
 REQUIRE_ENV = "LIRUN_TEST_REQUIRE_REAL_CLI"
@@ -116,3 +116,25 @@ def real_clis() -> RealClis | str:
             " / ".join(tail)
         )
     return _found(paths)
+
+
+def cli_env(case: Case, clis: RealClis, tmp_path: Path) -> dict[str, str]:
+    """The environment a contract case runs ``li agent`` in: a private HOME, TMPDIR and
+    lirun home under ``tmp_path``, the CLIs' executables, and the case's contract's own
+    settings; the machine's own CLI settings stay out (each contract's ``own_env``)."""
+    home, tmp, lihome = tmp_path / "cli-home", tmp_path / "cli-tmp", tmp_path / "lirun-home"
+    for path in (home, tmp, lihome):
+        path.mkdir()
+    foreign = tuple(prefix for c in CONTRACTS.values() for prefix in c.own_env)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(foreign)}
+    env.update(
+        HOME=str(home),
+        TMPDIR=str(tmp),
+        LIRUN_HOME=str(lihome),
+        LIRUN_DB_URL=str(tmp_path / "state.db"),
+        **clis.bin_env(),
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(case.contract.environment(home, tmp_path, case))
+    env.update(case.env)
+    return env
