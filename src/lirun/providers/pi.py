@@ -69,13 +69,7 @@ def pi_failure_class(message: str) -> str | None:
     knows the SDK's and Node's), then the HTTP status it starts with. A 403 is ``auth``, as
     for every provider ("You are not allowed to sample from this model": the key may not
     use it; a retry will not change that, a person fixes the key or its access)."""
-    status = leading_status(message)
-    if status in (401, 403):
-        return class_for_status(status)
-    by_text = class_for_text(message)
-    if by_text is not None:
-        return by_text
-    return class_for_status(status)
+    return class_for_text(message) or class_for_status(leading_status(message))
 
 
 def leading_status(message: str | None) -> int | None:
