@@ -67,7 +67,11 @@ def test_database_files_are_private(tmp_path: Path) -> None:
     assert modes == {"state.db": 0o600, "state.db-wal": 0o600}
 
 
-@pytest.mark.parametrize("header", [b"", b"SQLite format 3\x00"])
+# The third header claims WAL (bytes 18 and 19 are 2): SQLite then makes -wal and -shm
+# files before it finds the rest unusable, and those must not be left behind.
+@pytest.mark.parametrize(
+    "header", [b"", b"SQLite format 3\x00", b"SQLite format 3\x00\x10\x00\x02\x02"]
+)
 def test_a_corrupt_file_is_reported_and_left_alone(tmp_path: Path, header: bytes) -> None:
     path = tmp_path / "state.db"
     garbage = header + os.urandom(8192 - len(header))

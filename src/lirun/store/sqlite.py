@@ -91,6 +91,11 @@ def _connect(target: str, *, uri: bool = False) -> sqlite3.Connection:
     )
 
 
+def _side_files(path: str) -> set[str]:
+    """The write-ahead log and shared-memory files beside ``path`` that exist now."""
+    return {side for side in (f"{path}-wal", f"{path}-shm") if os.path.exists(side)}
+
+
 class SQLiteConnector:
     """A write connection and a read connection, each guarded by its own thread lock."""
 
@@ -108,6 +113,20 @@ class SQLiteConnector:
         self._read_lock = _thread.allocate_lock()
         self._write_conn: sqlite3.Connection | None = None
         self._immutable_seen: tuple[int, ...] | None = None
+        present = _side_files(self.path)
+        try:
+            self._open(readonly, create_parent)
+        except DatabaseCorruptError:
+            # SQLite makes -wal and -shm beside a file whose header says WAL before it finds
+            # the rest unusable: the refused file is left exactly as it was found.
+            for side in _side_files(self.path) - present:
+                with suppress(OSError):
+                    os.unlink(side)
+            raise
+
+    # -- opening -------------------------------------------------------------
+
+    def _open(self, readonly: bool, create_parent: bool) -> None:
         if readonly:
             self._read_conn = self._open_readonly()
             return
@@ -127,8 +146,6 @@ class SQLiteConnector:
         except BaseException:
             writer.close()
             raise
-
-    # -- opening -------------------------------------------------------------
 
     def _open_writer(self, create_parent: bool) -> sqlite3.Connection:
         parent = os.path.dirname(self.path) or "."
