@@ -66,23 +66,6 @@ def test_every_public_name_resolves_without_driver_cli_or_rich() -> None:
     assert not loaded & HEAVY, loaded & HEAVY
 
 
-def test_the_public_contract_names_of_design_section_6() -> None:
-    import lirun
-
-    contract = {
-        "lirun_home", "runs_root", "RunDir", "allocate_run",
-        "VALID_STATUSES_BY_ENTITY_TYPE", "TERMINAL_STATUSES_BY_ENTITY_TYPE",
-        "SUCCESS_STATUSES_BY_ENTITY_TYPE", "VALID_SESSION_STATUSES",
-        "SESSION_TERMINAL_STATUSES", "EXIT_CODE_BY_STATUS", "VALID_REASON_CODES",
-        "VALID_SOURCES", "StateDB", "TransitionRejectedError", "ArtifactPathError",
-        "validate_artifact_contract", "resolve_artifact_contract", "verify_artifact_contract",
-        "check_completion_evidence", "setup_persist", "teardown_persist",
-        "wait_for_terminal", "format_wait_line", "run_wait",
-        "execute", "ExecutionRequest", "ExecutionResult",
-    }  # fmt: skip
-    assert contract <= set(lirun.__all__)
-
-
 # -- the fast path: `li wait`, `li --help`, `li status` (bench/bench_startup.py) ----------
 
 # Every lirun module those commands load, as ARCHITECTURE.md lists it ("The fast path").

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from lirun import format_wait_line
 from lirun.errors import ValidationError
 from lirun.lifecycle import EXIT_CODE_BY_STATUS, POLICIES
 from lirun.store import Store
+from lirun.wait.api import format_wait_line
 from lirun.wait.outcome import project
 from lirun.wait.resolve import resolve_targets
 from support.cli import li_command

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 import lirun
-from lirun import CommandProgram, ExecutionRequest, ExecutionResult, Limits, RunDir
+from lirun import CommandProgram, ExecutionRequest, ExecutionResult, Limits
 from lirun.providers.registry import provider_names
+from lirun.record.rundir import RunDir
 
 # Callables in their defaults (hooks a leg is given): copyable, not picklable by design.
 HOLDS_CALLABLES = {"lirun.exec.legs.LegContext"}

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from lirun import format_wait_line, wait_for_terminal
 from lirun.store import StateDB, open_store
 from lirun.store.base import id_fragment_params
 from lirun.store.rows import WaitExactRow, WaitFetchRow
+from lirun.wait.api import format_wait_line, wait_for_terminal
 from lirun.wait.outcome import project, wait_exit_code
 from lirun.wait.resolve import Target, pick_exact, split_ids
 from lirun.wait.watch import Watcher

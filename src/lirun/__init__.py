@@ -1,7 +1,8 @@
 """lirun: run headless agent CLIs under supervision; keep a typed record of how each ended.
 
-Names are loaded on first use (PEP 562) so that ``import lirun`` stays cheap on the
-``li wait`` path.
+``__all__`` is the public API (docs/api.md); every other name, here or in a submodule, is
+internal and may change in any release (docs/versioning.md). Names are loaded on first use
+(PEP 562) so that ``import lirun`` stays cheap on the ``li wait`` path.
 """
 
 from __future__ import annotations
@@ -14,46 +15,10 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
+# The public API (docs/api.md; what may change and when: docs/versioning.md). Every name
+# here is in ``__all__`` and in tests/api_surface.txt with its signature.
 _EXPORTS: dict[str, str] = {
-    # paths
-    "lirun_home": "lirun.paths",
-    "runs_root": "lirun.paths",
-    # D1
-    "RunDir": "lirun.record.rundir",
-    "allocate_run": "lirun.record.rundir",
-    # D2
-    "VALID_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
-    "TERMINAL_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
-    "SUCCESS_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
-    "VALID_SESSION_STATUSES": "lirun.lifecycle",
-    "SESSION_TERMINAL_STATUSES": "lirun.lifecycle",
-    "EXIT_CODE_BY_STATUS": "lirun.lifecycle",
-    "VALID_SOURCES": "lirun.lifecycle",
-    "VALID_REASON_CODES": "lirun.reasons",
-    # D2 / D5
-    "StateDB": "lirun.store",
-    "TransitionRejectedError": "lirun.errors",
-    "LirunError": "lirun.errors",
-    # D3
-    "ArtifactPathError": "lirun.record.artifacts",
-    "validate_artifact_contract": "lirun.record.artifacts",
-    "resolve_artifact_contract": "lirun.record.artifacts",
-    "verify_artifact_contract": "lirun.record.artifacts",
-    # D4
-    "check_completion_evidence": "lirun.record.evidence",
-    "setup_persist": "lirun.record.teardown",
-    "teardown_persist": "lirun.record.teardown",
-    # D6
-    "wait_for_terminal": "lirun.wait.api",
-    "format_wait_line": "lirun.wait.api",
-    "run_wait": "lirun.cli.wait",
-    # the execution `li run` / `li agent` use, as one library call
-    "execute": "lirun.exec.execution",
-    "ExecutionRequest": "lirun.exec.request",
-    "ExecutionResult": "lirun.exec.request",
-    "CommandProgram": "lirun.exec.legs",
-    "Limits": "lirun.exec.supervisor",
-    # the client (docs/api.md)
+    # the client and the values it returns
     "Client": "lirun.client",
     "AsyncClient": "lirun.client",
     "Queued": "lirun.client",
@@ -62,6 +27,57 @@ _EXPORTS: dict[str, str] = {
     "Started": "lirun.client",
     "Usage": "lirun.client",
     "WaitOutcome": "lirun.client",
+    "Settings": "lirun.settings",
+    # one supervised execution, the call `li run` / `li agent` make
+    "execute": "lirun.exec.execution",
+    "ExecutionRequest": "lirun.exec.request",
+    "ExecutionResult": "lirun.exec.request",
+    "CommandProgram": "lirun.exec.legs",
+    "Limits": "lirun.exec.supervisor",
+    # the store, low level (async)
+    "StateDB": "lirun.store",
+    # the vocabularies
+    "VALID_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
+    "TERMINAL_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
+    "SUCCESS_STATUSES_BY_ENTITY_TYPE": "lirun.lifecycle",
+    "VALID_SESSION_STATUSES": "lirun.lifecycle",
+    "SESSION_TERMINAL_STATUSES": "lirun.lifecycle",
+    "EXIT_CODE_BY_STATUS": "lirun.lifecycle",
+    "VALID_SOURCES": "lirun.lifecycle",
+    "VALID_REASON_CODES": "lirun.reasons",
+    # the errors a caller catches
+    "LirunError": "lirun.errors",
+    "UsageError": "lirun.errors",
+    "ValidationError": "lirun.errors",
+    "NotFoundError": "lirun.errors",
+    "AmbiguousIdError": "lirun.errors",
+    "ConflictError": "lirun.errors",
+    "DatabaseError": "lirun.errors",
+    "DatabaseUnavailableError": "lirun.errors",
+    "DatabaseBusyError": "lirun.errors",
+    "DatabaseMissingError": "lirun.errors",
+    "SchemaTooNewError": "lirun.errors",
+    "OutcomeNotRecordedError": "lirun.errors",
+    "TransitionRejectedError": "lirun.errors",
+}
+
+# Names that left the API in 0.2.0: still importable from ``lirun``, with a
+# DeprecationWarning naming their internal home, until 0.3.0 (docs/versioning.md §1).
+_DEPRECATED: dict[str, tuple[str, str]] = {
+    "lirun_home": ("lirun.paths", "Run.run_dir"),
+    "runs_root": ("lirun.paths", "Run.run_dir"),
+    "RunDir": ("lirun.record.rundir", "Run.run_dir"),
+    "allocate_run": ("lirun.record.rundir", "Client.run"),
+    "ArtifactPathError": ("lirun.record.artifacts", "lirun.ValidationError"),
+    "validate_artifact_contract": ("lirun.record.artifacts", "Client.run(artifacts=...)"),
+    "resolve_artifact_contract": ("lirun.record.artifacts", "Client.run(artifacts=...)"),
+    "verify_artifact_contract": ("lirun.record.artifacts", "Run.artifacts"),
+    "check_completion_evidence": ("lirun.record.evidence", "Run.evidence"),
+    "setup_persist": ("lirun.record.teardown", "lirun.execute"),
+    "teardown_persist": ("lirun.record.teardown", "lirun.execute"),
+    "wait_for_terminal": ("lirun.wait.api", "AsyncClient.wait"),
+    "format_wait_line": ("lirun.wait.api", "WaitOutcome.line"),
+    "run_wait": ("lirun.cli.wait", "the `li wait` command"),
 }
 
 __all__ = sorted(_EXPORTS)
@@ -69,6 +85,19 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
+    if module is None and name in _DEPRECATED:
+        module, instead = _DEPRECATED[name]
+        import warnings
+
+        warnings.warn(
+            f"lirun.{name} is not part of lirun's API since 0.2.0 and goes in 0.3.0; "
+            f"use {instead} (or import it from {module}, internal)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        import importlib
+
+        return getattr(importlib.import_module(module), name)  # not cached: warn every time
     if module is None:
         raise AttributeError(f"module 'lirun' has no attribute {name!r}")
     import importlib  # on first use: `li` imports this package before it traps signals

@@ -119,7 +119,8 @@ class Settings(NamedTuple):
         )
 
     def with_flags(self, **flags: Any) -> Settings:
-        """These settings with the flags given (not ``None``) laid over them."""
+        """Internal (for the CLI flags): these settings with the flags given (not ``None``)
+        laid over them."""
         unknown = sorted(set(flags) - set(self._fields))
         if unknown:
             raise TypeError(f"not a setting: {', '.join(unknown)}")
@@ -127,8 +128,8 @@ class Settings(NamedTuple):
         return self._replace(**given) if given else self
 
     def provider_bin(self, provider: str) -> str | None:
-        """``$LIRUN_<PROVIDER>_BIN`` for ``provider``, if set (any provider: the variable is
-        derived from the name, so a new provider needs nothing here)."""
+        """Internal: ``$LIRUN_<PROVIDER>_BIN`` for ``provider``, if set (any provider: the
+        variable is derived from the name, so a new provider needs nothing here)."""
         return dict(self.provider_bins).get(provider_bin_env(provider))
 
 

@@ -63,7 +63,7 @@ class Client:
 
     @property
     def store(self) -> Store:
-        """The open store (opened, and the database created, on first use)."""
+        """Internal: the open store (opened, and the database created, on first use)."""
         with self._opening:
             if self._store is None:
                 self._store = open_store(self.db_url)
@@ -191,8 +191,8 @@ class Client:
         return self.status(result.run_id)
 
     def request(self, task: Any, cwd: str, *, env: Mapping[str, str] | None = None) -> Any:
-        """The ``ExecutionRequest`` for ``task`` (a ``lirun.exec.task.Task``) in ``cwd``,
-        against this client's database and settings."""
+        """Internal: the ``ExecutionRequest`` for ``task`` (a ``lirun.exec.task.Task``) in
+        ``cwd``, against this client's database and settings."""
         from lirun.exec.task import build_request
 
         return build_request(task, cwd=cwd, db_url=self.db_url, env=env, settings=self.settings)

@@ -137,7 +137,7 @@ class Run:
 
     @classmethod
     def from_record(cls, row: SessionRow, detail: Mapping[str, Any]) -> Run:
-        """The run of a session row and the ``li status`` document built from it."""
+        """Internal: the run of a session row and the ``li status`` document built from it."""
         is_command = row.provider == "command"
         command = row.command_json if isinstance(row.command_json, list) else []
         evidence = row.status_evidence_refs if isinstance(row.status_evidence_refs, list) else []
@@ -203,7 +203,7 @@ class WaitOutcome:
 
     @classmethod
     def from_outcome(cls, outcome: Mapping[str, Any]) -> WaitOutcome:
-        """The typed form of one outcome dict of ``lirun.wait``."""
+        """Internal: the typed form of one outcome dict of ``lirun.wait``."""
         return cls(
             run_id=str(outcome["run_id"]),
             kind=outcome.get("kind"),

@@ -250,10 +250,13 @@ class CommandProgram:
     require_change: bool = False
 
     def command_line(self, resume_uid: str | None = None) -> list[str]:
+        """Internal (the ``Program`` protocol the executor drives): the argv to start."""
         return list(self.argv)
 
     def record_fields(self) -> dict[str, Any]:
+        """Internal: the session fields this program adds to the record (none)."""
         return {}
 
     def new_leg(self, ctx: LegContext) -> CommandLeg:
+        """Internal: the leg that runs this program once."""
         return CommandLeg(self.command_line(), ctx, require_change=self.require_change)

@@ -69,6 +69,7 @@ class ExecutionResult:
     lease_lapse: LeaseNote | None = None
 
     def summary(self) -> dict[str, Any]:
+        """Internal: the fields ``li run --json`` prints of a result."""
         pending = {"pending": self.pending} if self.pending else {}  # only when it happened
         return {
             **pending,

@@ -119,14 +119,14 @@ class StateDB:
 
     @classmethod
     def from_store(cls, store: Store) -> StateDB:
-        """A facade over an already open Store (``close`` then closes it)."""
+        """Internal: a facade over an already open Store (``close`` then closes it)."""
         db = cls(store.connector.url)
         db._store = store
         return db
 
     @property
     def sync(self) -> Store:
-        """The synchronous core, opened on first access."""
+        """Internal: the synchronous core, opened on first access."""
         if self._store is None:
             self._store = open_store(self.url, readonly=self.readonly)
         return self._store
