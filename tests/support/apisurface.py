@@ -169,8 +169,8 @@ def signature_text(func: Any) -> str:
 
 
 def param_text(param: inspect.Parameter) -> str:
-    prefix = {param.VAR_POSITIONAL: "*", param.VAR_KEYWORD: "**"}.get(param.kind, "")
-    text = prefix + param.name
+    stars = {param.VAR_POSITIONAL: "*", param.VAR_KEYWORD: "**"}
+    text = "".join(v for k, v in stars.items() if k is param.kind) + param.name
     if param.annotation is not param.empty:
         text += f": {annotation_text(param.annotation)}"
     if param.default is not param.empty:
@@ -354,8 +354,10 @@ def unmarked(found: list[Change], changelog: str) -> list[Change]:
 
 
 def describe(change: Change) -> str:
-    if change.kind == "added":
+    if change.kind == "added" and change.old is None:
         return f"+ {change.symbol}\t{change.new}"
+    if change.kind == "added":  # a signature that only grew
+        return f"+ {change.symbol}\t{change.old}\n  {' ' * len(change.symbol)}\t{change.new}"
     if change.kind == "removed":
         return f"- {change.symbol}\t{change.old}"
     return f"~ {change.symbol}\t{change.old}\n  {' ' * len(change.symbol)}\t{change.new}"
