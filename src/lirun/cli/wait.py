@@ -1,7 +1,8 @@
 """`li wait` as a process: arguments, stdout lines, stderr diagnostics, signals, nice.
 
 The library part (``wait_for_terminal``, ``drive``, the ``Watcher``) is ``lirun.wait``;
-this module is the command around it, and ``run_wait`` (``lirun.run_wait``) is its entry.
+this module is the command around it, and ``run_wait`` is its entry (internal; the old
+``lirun.run_wait`` warns until 0.3.0).
 
 stdout carries only contract lines, each flushed as its target finishes (also on a
 pipe); everything else goes to stderr. A live progress line is drawn only when
