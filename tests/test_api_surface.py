@@ -165,13 +165,20 @@ def test_the_snapshot_is_the_same_in_every_process() -> None:
 
 @pytest.mark.parametrize("name", sorted(lirun._DEPRECATED))
 def test_a_name_that_left_the_api_still_imports_with_a_warning(name: str) -> None:
-    module, instead = lirun._DEPRECATED[name]
+    home, instead = lirun._DEPRECATED[name]
+    module, _, renamed = home.partition(":")
     assert name not in lirun.__all__
     assert name not in dir(lirun)
     with pytest.warns(DeprecationWarning, match=re.escape(f"use {instead}")) as caught:
         value = getattr(lirun, name)
     assert module in str(caught[0].message)
-    assert value is getattr(sys.modules[module], name)
+    assert value is getattr(sys.modules[module], renamed or name)
+
+
+def test_a_renamed_name_resolves_to_its_new_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(lirun._DEPRECATED, "OldClient", ("lirun.client:Client", "lirun.Client"))
+    with pytest.warns(DeprecationWarning, match="lirun.OldClient is not part"):
+        assert lirun.OldClient is lirun.Client
 
 
 def test_a_public_name_imports_without_a_warning() -> None:

@@ -61,8 +61,9 @@ _EXPORTS: dict[str, str] = {
     "TransitionRejectedError": "lirun.errors",
 }
 
-# Names that left the API in 0.2.0: still importable from ``lirun``, with a
-# DeprecationWarning naming their internal home, until 0.3.0 (docs/versioning.md §1).
+# Names that left the API: still importable from ``lirun``, with a DeprecationWarning
+# naming what to use instead, for one more minor version (docs/versioning.md §1). The
+# home is "module" or, for a name that was renamed there, "module:new_name".
 _DEPRECATED: dict[str, tuple[str, str]] = {
     "lirun_home": ("lirun.paths", "Run.run_dir"),
     "runs_root": ("lirun.paths", "Run.run_dir"),
@@ -86,7 +87,8 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None and name in _DEPRECATED:
-        module, instead = _DEPRECATED[name]
+        home, instead = _DEPRECATED[name]
+        module, _, attribute = home.partition(":")
         import warnings
 
         warnings.warn(
@@ -97,7 +99,8 @@ def __getattr__(name: str) -> Any:
         )
         import importlib
 
-        return getattr(importlib.import_module(module), name)  # not cached: warn every time
+        # Not cached in globals(): every use warns.
+        return getattr(importlib.import_module(module), attribute or name)
     if module is None:
         raise AttributeError(f"module 'lirun' has no attribute {name!r}")
     import importlib  # on first use: `li` imports this package before it traps signals
