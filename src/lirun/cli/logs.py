@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from lirun.cli.common import add_db_option, deliver_pending, make_parser
-from lirun.cli.status import liveness, resolve_record
+from lirun.views.detail import liveness, resolve_record
 from lirun.errors import DatabaseMissingError, NotFoundError, OutputGoneError, UsageError
 from lirun.exec.log_reader import Cursor, pick_streams, stream_label
 from lirun.lifecycle import is_terminal

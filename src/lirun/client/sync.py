@@ -231,7 +231,7 @@ class Client:
         NotFoundError when no run has that id; AmbiguousIdError (a UsageError) listing
         the candidates when a prefix or suffix names several.
         """
-        from lirun.cli.status import load_detail, resolve_record
+        from lirun.views.detail import load_detail, resolve_record
         from lirun.store.rows import SessionRow
 
         kind, row = resolve_record(self.store, run_id)
@@ -266,7 +266,7 @@ class Client:
         return [self._run_of(row) for row in rows[:limit]]
 
     def _run_of(self, row: Any) -> Run:
-        from lirun.cli.status import load_detail
+        from lirun.views.detail import load_detail
 
         detail = load_detail(self.store, "session", row._asdict(), time.time())
         return Run.from_record(row, detail)
@@ -330,7 +330,7 @@ def _cwd(cwd: str | os.PathLike[str] | None) -> str:
 
 def _check_command(command: list[str], cwd: str) -> None:
     """The program must exist before anything is recorded (as ``li run`` checks it)."""
-    from lirun.cli.run import check_command
+    from lirun.exec.preflight import check_command
 
     if not command:
         raise UsageError("run: argv is empty; give the program and its arguments")
