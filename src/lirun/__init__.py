@@ -62,6 +62,14 @@ _EXPORTS: dict[str, str] = {
     "Started": "lirun.client",
     "Usage": "lirun.client",
     "WaitOutcome": "lirun.client",
+    "FlowResult": "lirun.client",
+    "ShowResult": "lirun.client",
+    "ShowStatus": "lirun.client",
+    "PlayResult": "lirun.client",
+    "Overridden": "lirun.client",
+    "Team": "lirun.client",
+    "Message": "lirun.client",
+    "Member": "lirun.client",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -7,8 +7,6 @@ is still accepted, and needed for a CMD that starts with ``-``).
 
 from __future__ import annotations
 
-import os
-
 from lirun.cli.common import make_parser
 from lirun.cli.options import (
     FILES_NOTE,
@@ -25,7 +23,6 @@ from lirun.cli.options import (
     worker_argv,
 )
 from lirun.cli.parser import CommandParser
-from lirun.errors import UsageError
 from lirun.exec.legs import CommandProgram
 from lirun.exec.preflight import check_command
 from lirun.settings import Settings

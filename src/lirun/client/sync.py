@@ -21,6 +21,8 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from lirun.client.results import FlowResult, Overridden, ShowResult
+from lirun.client.team import Team
 from lirun.client.values import Queued, Run, RunStatus, Started, WaitOutcome
 from lirun.errors import NotFoundError, UsageError
 from lirun.settings import Settings
@@ -203,6 +205,9 @@ class Client:
         *,
         key: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
+        start_deadline: float | str | None = None,
+        retries: int | None = None,
+        notify: str | None = None,
     ) -> Queued:
         """Queue one run of ``action`` for a worker (``li worker``), as ``li submit -- ACTION``
         does: ``["run", "make", "nightly"]``, ``["agent", "claude", "PROMPT"]``,
@@ -211,16 +216,109 @@ class Client:
 
         ``key`` makes retrying safe: a second submit with it queues nothing and returns the
         first run (``created`` False); the same key with another action is a
-        ConflictError. UsageError for an action that is not valid here.
+        ConflictError. ``start_deadline`` (seconds, or a DURATION such as ``"30m"``; not
+        started by then: failed), ``retries`` and ``notify`` (a shell command run when it
+        ends) are ``li submit``'s options. UsageError for an action or option that is not
+        valid here; nothing is queued then.
         """
         from lirun.schedules.actions import parse_action
+        from lirun.schedules.definition import make_policies
         from lirun.schedules.registry import current_actor
         from lirun.schedules.submit import check_key, submit_once
 
+        raw = {"start_deadline": start_deadline, "retries": retries, "notify": notify}
+        policies = make_policies(raw, None)
         parsed = parse_action([str(word) for word in action], base=_cwd(cwd))
         checked = None if key is None else check_key(key)
-        run, created = submit_once(self.store, parsed, key=checked, actor=current_actor())
-        return Queued(run_id=run.id, status=run.status, created=created)
+        run, created = submit_once(
+            self.store, parsed, key=checked, actor=current_actor(), policies=policies
+        )
+        return Queued(run_id=run.id, status=run.status, created=created, _row=run.as_dict())
+
+    # -- flows, shows, teams, repairs --------------------------------------------------
+
+    def flow(
+        self,
+        path: str | os.PathLike[str],
+        vars: Mapping[str, str] | None = None,
+        *,
+        parallel: int | None = None,
+        timeout: float | None = None,
+        detach: bool = False,
+    ) -> FlowResult | Started:
+        """Run the flow file ``path`` as ``li flow run`` does, with ``vars`` for the
+        variables it declares (``--var``), its legs in this process's current directory;
+        return its result once it has ended (``detach=True``: once its invocation row
+        exists, ``Started.run_id`` being the invocation id).
+
+        ``parallel``: legs at once (default: the file's, else 4); ``timeout``: the whole
+        flow's limit in seconds (``timed_out``). FlowFileError (a UsageError) listing every
+        problem of the file, or a missing file, before anything is recorded; a leg's fate
+        is its status, never an exception.
+        """
+        from lirun.client.orchestrations import run_flow_file
+
+        return run_flow_file(
+            self, path, dict(vars or {}), parallel=parallel, timeout=timeout, detach=detach
+        )
+
+    def show(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        parallel: int | None = None,
+        continue_integration: bool = False,
+    ) -> ShowResult:
+        """Run the show file ``path`` as ``li show run`` does, until it completes or needs
+        a person (``status`` ``active``, ``needs_person`` naming the plays); its plays
+        merge only through their gates. ShowFileError (a UsageError) for a file with
+        problems, UsageError / ConflictError for a repository it cannot start in (an
+        integration branch checked out, an active show of the same topic): nothing is
+        recorded then.
+        """
+        from lirun.client.orchestrations import run_show_file
+
+        return run_show_file(
+            self, path, parallel=parallel, continue_integration=continue_integration
+        )
+
+    def team(self, name: str) -> Team:
+        """The team ``name`` (an active team's name, an id or a unique id prefix):
+        ``send``, ``inbox``, ``log``, ``members``. NotFoundError when there is none."""
+        return Team(self, name)
+
+    def override(
+        self,
+        id: str,
+        status: str,
+        *,
+        reason: str,
+        justification: str,
+        actor: str,
+        summary: str = "",
+        entity: str = "session",
+    ) -> Overridden:
+        """Repair the status of record ``id`` (a run by default; ``entity`` names another
+        kind: ``invocation``, ``play``, ``show``…) to ``status`` with ``reason``, audited
+        with ``actor`` and ``justification``, as ``li override`` does.
+
+        UsageError / ValidationError for an unknown status or a reason that does not fit
+        it, a blank actor or justification; NotFoundError / AmbiguousIdError for the id;
+        ConflictError for a run or flow that still runs; RecordChangedError when it changed
+        meanwhile. Nothing is written when it raises.
+        """
+        from lirun.client.override import override
+
+        return override(
+            self.store,
+            entity,
+            id,
+            status=status,
+            reason=reason,
+            actor=actor,
+            justification=justification,
+            summary=summary,
+        )
 
     # -- reading records ---------------------------------------------------------------
 
@@ -231,8 +329,8 @@ class Client:
         NotFoundError when no run has that id; AmbiguousIdError (a UsageError) listing
         the candidates when a prefix or suffix names several.
         """
-        from lirun.views.detail import load_detail, resolve_record
         from lirun.store.rows import SessionRow
+        from lirun.views.detail import load_detail, resolve_record
 
         kind, row = resolve_record(self.store, run_id)
         if kind != "session":
