@@ -263,9 +263,7 @@ def test_a_run_that_still_runs_is_its_owners_to_end(client: Client, store: Store
     store.sessions.create(id="live-1")
     before = everything(store, "session", "live-1")
     with pytest.raises(ConflictError, match="still running"):
-        client.override(
-            "live-1", "failed", reason="run.failed.admin", justification="j", actor="a"
-        )
+        client.override("live-1", "failed", reason="run.failed.admin", justification="j", actor="a")
     assert everything(store, "session", "live-1") == before
 
 

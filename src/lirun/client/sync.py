@@ -49,15 +49,21 @@ class Client:
 
     ``Client()`` reads ``LIRUN_*`` from the environment once (``Settings.from_env()``);
     ``Client(db=..., settings=...)`` takes them as given (``db`` wins over
-    ``settings.db_url``). The database is opened on first use and created if missing;
-    use the client as a context manager, or call ``close()``, to close it.
+    ``settings.db_url``). The database is opened on first use and created if missing
+    (``create=False``: DatabaseMissingError instead, and nothing is made); use the client
+    as a context manager, or call ``close()``, to close it.
     """
 
     def __init__(
-        self, db: str | os.PathLike[str] | None = None, *, settings: Settings | None = None
+        self,
+        db: str | os.PathLike[str] | None = None,
+        *,
+        settings: Settings | None = None,
+        create: bool = True,
     ) -> None:
         self.settings = settings if settings is not None else Settings.from_env()
         self.db_url = database_url(db, self.settings)
+        self._create = create
         self._store: Store | None = None
         self._opening = threading.Lock()  # AsyncClient calls come from worker threads
 
@@ -68,7 +74,7 @@ class Client:
         """The open store (opened, and the database created, on first use)."""
         with self._opening:
             if self._store is None:
-                self._store = open_store(self.db_url)
+                self._store = open_store(self.db_url, create=self._create)
             return self._store
 
     def close(self) -> None:
