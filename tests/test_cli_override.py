@@ -169,3 +169,15 @@ def test_lost_race_exits_1_and_writes_nothing(
     assert row is not None
     assert row["status_reason_code"] == "run.failed.escalated"
     assert failed_run.list_admin_events("run-1") == []
+
+
+def test_a_session_that_still_runs_is_refused_with_nothing_written(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its owner records how it ends (li wait; li reap when the owner is gone)."""
+    store.sessions.create(id="live-1")
+    before = snapshot(store, "session", "live-1")
+    argv = ["override", "session", "live-1", "--to", "failed", "--reason", "run.failed.admin"]
+    assert li_main([*argv, *ACTOR_X]) == 2
+    assert "is still running" in capsys.readouterr().err
+    assert snapshot(store, "session", "live-1") == before

@@ -93,6 +93,7 @@ FAST_PATH = {
     "lirun.store.ui_reads", "lirun.store.urls", "lirun.store.wait_reads",
     "lirun.store.worker_records",
     "lirun.teams", "lirun.teams.talk",
+    "lirun.views", "lirun.views.detail",
     "lirun.wait", "lirun.wait.api", "lirun.wait.fswatch", "lirun.wait.outcome",
     "lirun.wait.resolve", "lirun.wait.wake", "lirun.wait.watch",
 }  # fmt: skip

@@ -46,13 +46,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("record", ("lirun.record",)),
     ("wait", ("lirun.wait",)),
     ("teams", ("lirun.teams",)),
+    ("views", ("lirun.views",)),  # one record's detail document: li status --json, Run
     ("exec", ("lirun.exec", "lirun.providers")),  # a provider: one module in providers/
     ("orchestra", ("lirun.orchestra",)),  # what flows and shows share: graph, pool, lease
     ("flows", ("lirun.flows", "lirun.shows")),
     ("schedules", ("lirun.schedules",)),
-    # The client sits with the CLI for now: it reads records as `li status` does
-    # (lirun.cli.status builds the `--json` document its Run.as_dict() returns).
-    ("cli", ("lirun.cli", "lirun.ui", "lirun.__main__", "lirun.client")),
+    # lirun from Python: the commands are built on it, so it sits below them.
+    ("client", ("lirun.client",)),
+    ("cli", ("lirun.cli", "lirun.ui", "lirun.__main__")),
 ]
 
 

@@ -64,6 +64,13 @@ class PrunedError(ConflictError):
     run directory); nothing was done: run the work again instead of resuming it."""
 
 
+class RecordChangedError(LirunError):
+    """The record changed between the read and a guarded write (an override, say);
+    nothing was written: look at it again (``li status ID``) and retry."""
+
+    exit_code = 1
+
+
 class StartInterruptedError(LirunError):
     """A signal came while the command was starting; nothing was started or recorded."""
 

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from lirun.cli.common import add_db_option, deliver_pending, make_parser
-from lirun.cli.status import liveness, resolve_record
 from lirun.errors import DatabaseMissingError, NotFoundError, OutputGoneError, UsageError
 from lirun.exec.log_reader import Cursor, pick_streams, stream_label
 from lirun.lifecycle import is_terminal
@@ -25,6 +24,7 @@ from lirun.paths import resolve_db_url
 from lirun.run_output import TRANSCRIPT_SUFFIX, stream_dir
 from lirun.settings import Settings
 from lirun.store import Store, open_store
+from lirun.views.detail import liveness, resolve_record
 
 PROG = "li logs"
 POLL_SECONDS = 0.25  # how often --follow looks at the files

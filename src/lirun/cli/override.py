@@ -1,6 +1,7 @@
 """``li override ENTITY ID``: the audited repair of a record's status (design.md D5).
 
-The write goes through ``update_status`` with ``override=True``: it may leave a terminal
+One call of ``lirun.Client.override`` (``client/override.py``), rendered. The write goes
+through ``update_status`` with ``override=True``: it may leave a terminal
 status, and it records a ``status_transition_override`` admin event naming the actor and
 the justification in the same transaction as the status and history rows. The id is
 exact, or a prefix or suffix (a run id's random part) that names exactly one record of
@@ -13,17 +14,19 @@ from __future__ import annotations
 from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json, warn
-from lirun.errors import NotFoundError, UsageError
+from lirun.client import Client, Overridden
+from lirun.errors import DatabaseMissingError, NotFoundError, RecordChangedError, UsageError
 from lirun.lifecycle import ENTITY_TYPES, canonical_entity_type
 from lirun.settings import Settings
-from lirun.store import open_existing
 
 EXIT_CODES = """\
   0  the status was changed (and the repair audited)
   1  the record changed concurrently; nothing was written, look again and retry
   2  usage error: unknown entity, status or reason, a reason that does not fit the new
      status (the error lists the codes that do), a missing actor or justification, no
-     such record, an ambiguous id, or the database cannot be opened"""
+     such record, an ambiguous id, a session or flow invocation that still runs (its
+     owner records how it ends: li wait, or li reap if the owner is gone), or the
+     database cannot be opened"""
 
 DESCRIPTION = """\
 Set a record's status deliberately, even away from a terminal status, with an audit
@@ -66,46 +69,32 @@ def main(argv: list[str], settings: Settings) -> int:
     entity = canonical_entity_type(args.entity)
     actor = _required_text(args.actor, "--actor")
     justification = _required_text(args.justification, "--justification")
-    store = open_existing(args.db, f"{entity} with id {args.id!r}")  # none: nothing created
-    try:
-        ident = store.resolve_id(entity, args.id)
-        before = store.get_entity(entity, ident)
-        if before is None:
-            raise NotFoundError(f"no {entity} with id {ident!r}")
-        applied = store.update_status(
-            entity,
-            ident,
-            new_status=args.to,
-            reason_code=args.reason,
-            reason_summary=args.summary,
-            source="admin",
-            actor=actor,
-            expected_updated_at=before["updated_at"],
-            override=True,
-            override_actor=actor,
-            override_justification=justification,
-        )
-        after = store.get_entity(entity, ident)
-    finally:
-        store.close()
-    if not applied or after is None:
-        warn(
-            "li override",
-            f"{entity} {ident} changed while overriding it; nothing was "
-            "written: look at it again (li status) and retry",
-        )
-        return 1
-    _report(args.json, entity, before["status"], after)
+    # create=False: with no database there is no record to repair, and none is made.
+    with Client(args.db, settings=settings, create=False) as client:
+        try:
+            done = client.override(
+                args.id,
+                args.to,
+                reason=args.reason,
+                justification=justification,
+                actor=actor,
+                summary=args.summary,
+                entity=entity,
+            )
+        except DatabaseMissingError as exc:
+            raise NotFoundError(f"no {entity} with id {args.id!r}: {exc}") from None
+        except RecordChangedError as exc:
+            warn("li override", str(exc))
+            return exc.exit_code
+    _report(args.json, done)
     return 0
 
 
-def _report(as_json: bool, entity: str, previous: str | None, row: dict[str, Any]) -> None:
+def _report(as_json: bool, done: Overridden) -> None:
     if as_json:
-        print_json(
-            {"entity_type": entity, "previous_status": previous, **row}, schema="lirun.override/1"
-        )
+        print_json(done.as_dict(), schema="lirun.override/1")
         return
     print(
-        f"{entity} {row['id']}: {previous} -> {row['status']} "
-        f"(reason {row['status_reason_code']}; audited as status_transition_override)"
+        f"{done.entity} {done.id}: {done.previous_status} -> {done.status} "
+        f"(reason {done.reason}; audited as status_transition_override)"
     )

@@ -7,9 +7,6 @@ is still accepted, and needed for a CMD that starts with ``-``).
 
 from __future__ import annotations
 
-import os
-from shutil import which
-
 from lirun.cli.common import make_parser
 from lirun.cli.options import (
     FILES_NOTE,
@@ -26,8 +23,8 @@ from lirun.cli.options import (
     worker_argv,
 )
 from lirun.cli.parser import CommandParser
-from lirun.errors import UsageError
 from lirun.exec.legs import CommandProgram
+from lirun.exec.preflight import check_command
 from lirun.settings import Settings
 
 DESCRIPTION = f"""\
@@ -55,20 +52,6 @@ CMD on is the command's own (`li run pytest --timeout 5` passes --timeout to pyt
 {FILES_NOTE}"""
 
 USAGE = "li run [options] [--] CMD [ARGS...]"
-
-
-def check_command(command: list[str], cwd: str) -> None:
-    """The command must exist before anything is created (exit 2, no row)."""
-    if not command:
-        raise UsageError(f"no command given; usage: {USAGE}")
-    name = command[0]
-    if os.sep in name:
-        path = os.path.join(cwd, os.path.expanduser(name))
-        if not os.path.isfile(path) or not os.access(path, os.X_OK):
-            where = "" if os.path.isabs(name) else f" (relative to {cwd})"
-            raise UsageError(f"command {name!r} is not an executable file{where}")
-    elif which(name) is None:
-        raise UsageError(f"command {name!r} not found on PATH; check the name or give its path")
 
 
 def build_parser() -> CommandParser:

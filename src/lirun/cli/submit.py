@@ -1,15 +1,14 @@
-"""``li submit -- ACTION ...``: queue one ad-hoc run for the workers; print its id."""
+"""``li submit -- ACTION ...``: queue one ad-hoc run for the workers; print its id.
+
+One call of ``lirun.Client.submit``, rendered (with a warning when no worker is live)."""
 
 from __future__ import annotations
 
 from lirun.cli.common import add_db_option, make_parser, print_json, warn
+from lirun.client import Client
 from lirun.errors import UsageError
-from lirun.schedules.actions import parse_action
-from lirun.schedules.definition import make_policies
-from lirun.schedules.registry import current_actor
-from lirun.schedules.submit import check_key, live_worker_count, submit_once, worker_command
+from lirun.schedules.submit import live_worker_count, worker_command
 from lirun.settings import Settings
-from lirun.store import open_store
 
 EXIT_CODES = """\
   0    queued (with --key: or queued before under that key); its id is on stdout
@@ -70,26 +69,27 @@ def main(argv: list[str], settings: Settings) -> int:
     if words is None:
         raise UsageError("no action: give it after --, e.g. li submit -- run make nightly")
 
-    raw = {"start_deadline": args.start_deadline, "retries": args.retries, "notify": args.notify}
-    policies = make_policies(raw, None)
-    action = parse_action(words)
-    key = None if args.key is None else check_key(args.key)
-    store = open_store(args.db)
-    try:
-        run, created = submit_once(store, action, key=key, actor=current_actor(), policies=policies)
-    finally:
-        store.close()
-    if not created:
+    with Client(args.db, settings=settings) as client:
+        queued = client.submit(
+            words,
+            key=args.key,
+            start_deadline=args.start_deadline,
+            retries=args.retries,
+            notify=args.notify,
+        )
+    if not queued.created:
         warn(
             "li submit",
-            f"run {run.id} ({run.status}) was submitted before with --key {key!r}; "
-            "nothing new was queued",
+            f"run {queued.run_id} ({queued.status}) was submitted before with --key "
+            f"{args.key!r}; nothing new was queued",
         )
     elif live_worker_count(args.db) == 0:
         warn(
             "li submit",
-            f"run {run.id} is queued, but no worker is live to run it: start one with "
-            f"{worker_command(run.action_json)}",
+            f"run {queued.run_id} is queued, but no worker is live to run it: start one with "
+            f"{worker_command(queued.as_dict()['action_json'])}",
         )
-    print_json(run.as_dict(), schema="lirun.schedule_run/1") if args.json else print(run.id)
+    print_json(queued.as_dict(), schema="lirun.schedule_run/1") if args.json else print(
+        queued.run_id
+    )
     return 0

@@ -1,8 +1,9 @@
 """``li team``: teams, the persistent inbox agents working side by side share (docs/teams.md).
 
-Each subcommand parses, makes one store call and renders. Messages are arbitrary agent
-output: on a terminal each is one escaped line (``teams/message.py``); ``--json`` gives
-them as they are, one JSON object per line.
+Each subcommand parses, makes one call and renders: ``send``, ``inbox`` and ``log`` call
+``lirun.Client.team`` (``client/team.py``), ``--follow`` and the others the store.
+Messages are arbitrary agent output: on a terminal each is one escaped line
+(``teams/message.py``); ``--json`` gives them as they are, one JSON object per line.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json, print_table
-from lirun.errors import NotFoundError, UsageError
+from lirun.client import Client, Message
+from lirun.errors import DatabaseMissingError, NotFoundError, UsageError
 from lirun.settings import Settings
 from lirun.signals import SignalTrap
-from lirun.store import Store, open_existing, open_store
-from lirun.store.rows import InboxMessageRow, TeamMessageRow, TeamRow
-from lirun.teams.follow import InboxQuery, follow, read_once
-from lirun.teams.message import escape_line, message_json, message_line
+from lirun.store import Store
+from lirun.store.rows import TeamRow
+from lirun.teams.follow import InboxQuery, follow
+from lirun.teams.message import escape_line
 
 PROG = "li team"
 EXIT_CODES = """\
@@ -117,14 +119,13 @@ def build_parser() -> Any:
 def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     _refuse_undecodable(args)
-    if args.command == "create":
-        store = open_store(args.db)
-    else:
-        store = open_existing(args.db, "team (the database does not exist yet)")
-    try:
-        return int(HANDLERS[args.command](store, args, settings))
-    finally:
-        store.close()
+    # Only create makes the database; the others find a team or say there is none.
+    with Client(args.db, settings=settings, create=args.command == "create") as client:
+        try:
+            client.store  # noqa: B018 - opened here, so a missing database is said once
+        except DatabaseMissingError as exc:
+            raise NotFoundError(f"no team (the database does not exist yet): {exc}") from None
+        return int(HANDLERS[args.command](client, args, settings))
 
 
 def _refuse_undecodable(args: Any) -> None:
@@ -147,7 +148,8 @@ def _member(given: str | None, option: str, settings: Settings) -> str:
     return member
 
 
-def _create(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+def _create(client: Client, args: argparse.Namespace, settings: Settings) -> int:
+    store = client.store
     team = store.teams.create_with_members(args.name, args.member)
     if args.json:
         members = [m.member for m in store.teams.members(team.id)]
@@ -157,7 +159,8 @@ def _create(store: Store, args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _join(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+def _join(client: Client, args: argparse.Namespace, settings: Settings) -> int:
+    store = client.store
     team_id = store.teams.resolve(args.team)
     added = store.teams.add_members(team_id, args.members)
     for name in args.members:
@@ -166,7 +169,8 @@ def _join(store: Store, args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _list(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+def _list(client: Client, args: argparse.Namespace, settings: Settings) -> int:
+    store = client.store
     teams = store.teams.list_all(status=args.status)
     if args.json:
         print_json([t.as_dict() for t in teams], schema="lirun.team/1")
@@ -183,7 +187,8 @@ def _team(store: Store, team_id: str) -> TeamRow:
     return team
 
 
-def _show(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+def _show(client: Client, args: argparse.Namespace, settings: Settings) -> int:
+    store = client.store
     team_id = store.teams.resolve(args.team)
     team = _team(store, team_id)
     members = store.teams.member_summary(team_id)
@@ -211,48 +216,47 @@ def _show(store: Store, args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _send(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+def _send(client: Client, args: argparse.Namespace, settings: Settings) -> int:
     try:
         text = sys.stdin.read() if args.text == "-" else args.text
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read the message from stdin: {exc}") from None
-    team_id = store.teams.resolve(args.team)
-    message = store.teams.send_message(
-        team_id,
-        sender=_member(args.sender, "--from", settings),
-        recipient=args.recipient,
-        text=text,
-        run_id=settings.parent_run_id,
-    )
+    sender = _member(args.sender, "--from", settings)
+    message = client.team(args.team).send(args.recipient, text, sender=sender)
     if args.json:
-        print_json(message_json(message), schema="lirun.team_message/1")
+        print_json(message.as_dict(), schema="lirun.team_message/1")
     else:
         print(message.id)
     return 0
 
 
-def _read(store: Store, args: argparse.Namespace, settings: Settings) -> int:
-    team_id = store.teams.resolve(args.team)
+def _read(client: Client, args: argparse.Namespace, settings: Settings) -> int:
     member = _member(args.member, "--as", settings) if args.command == "inbox" else ""
-    since = store.teams.message_seq(team_id, args.since) if args.since else 0
-    query = InboxQuery(team_id, member, since, getattr(args, "unread", False))
-
-    def emit(rows: Sequence[TeamMessageRow | InboxMessageRow]) -> None:
-        for row in rows:
-            if args.json:
-                print_json(message_json(row), schema="lirun.team_message/1")
-            else:
-                sys.stdout.write(message_line(row) + "\n")
-        sys.stdout.flush()
-
+    team = client.team(args.team)
     if not args.follow:
-        emit(read_once(store, query, since))
+        if member:
+            found = team.inbox(member, unread=args.unread, since=args.since)
+        else:
+            found = team.log(since=args.since)
+        _emit(found, as_json=args.json)
         return 0
+    store = client.store
+    since = store.teams.message_seq(team.id, args.since) if args.since else 0
+    query = InboxQuery(team.id, member, since, getattr(args, "unread", False))
     with SignalTrap((signal.SIGINT, signal.SIGTERM)) as trap:
         stop = _Stop(trap)
         for rows in follow(store, query, stop):
-            emit(rows)
+            _emit([Message.from_row(row) for row in rows], as_json=args.json)
     return 0
+
+
+def _emit(messages: Sequence[Message], *, as_json: bool) -> None:
+    for message in messages:
+        if as_json:
+            print_json(message.as_dict(), schema="lirun.team_message/1")
+        else:
+            sys.stdout.write(message.line + "\n")
+    sys.stdout.flush()
 
 
 class _Stop:
@@ -268,7 +272,8 @@ class _Stop:
         return int(self._trap.fileno())
 
 
-def _archive(store: Store, args: argparse.Namespace, settings: Settings) -> int:
+def _archive(client: Client, args: argparse.Namespace, settings: Settings) -> int:
+    store = client.store
     team_id = store.teams.resolve(args.team)
     applied = store.update_status(
         "team",

@@ -16,10 +16,28 @@ from types import TracebackType
 
 from lirun.async_twin import async_method, to_thread
 from lirun.client.sync import Client
+from lirun.client.team import Team
 from lirun.client.values import WaitOutcome
 from lirun.settings import Settings
 
-__all__ = ["AsyncClient"]
+__all__ = ["AsyncClient", "AsyncTeam"]
+
+
+class AsyncTeam:
+    """``Team``'s methods, awaited (``AsyncClient.team``): each runs in a worker thread."""
+
+    def __init__(self, team: Team) -> None:
+        self.sync = team
+        self.id = team.id
+        self.name = team.name
+
+    def __repr__(self) -> str:
+        return f"AsyncTeam(id={self.id!r}, name={self.name!r})"
+
+    send = async_method(Team.send)
+    inbox = async_method(Team.inbox)
+    log = async_method(Team.log)
+    members = async_method(Team.members)
 
 
 class AsyncClient:
@@ -62,6 +80,13 @@ class AsyncClient:
     submit = async_method(Client.submit)
     status = async_method(Client.status)
     runs = async_method(Client.runs)
+    flow = async_method(Client.flow)
+    show = async_method(Client.show)
+    override = async_method(Client.override)
+
+    async def team(self, name: str) -> AsyncTeam:
+        """``Client.team``, awaited: the team's handle, its methods awaited too."""
+        return AsyncTeam(await to_thread(self.sync.team, name))
 
     async def wait(
         self, ids: str | Iterable[str], *, timeout: float | None = None, interval: float = 1.0

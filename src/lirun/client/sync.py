@@ -21,6 +21,8 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from lirun.client.results import FlowResult, Overridden, ShowResult
+from lirun.client.team import Team
 from lirun.client.values import Queued, Run, RunStatus, Started, WaitOutcome
 from lirun.errors import NotFoundError, UsageError
 from lirun.settings import Settings
@@ -47,15 +49,21 @@ class Client:
 
     ``Client()`` reads ``LIRUN_*`` from the environment once (``Settings.from_env()``);
     ``Client(db=..., settings=...)`` takes them as given (``db`` wins over
-    ``settings.db_url``). The database is opened on first use and created if missing;
-    use the client as a context manager, or call ``close()``, to close it.
+    ``settings.db_url``). The database is opened on first use and created if missing
+    (``create=False``: DatabaseMissingError instead, and nothing is made); use the client
+    as a context manager, or call ``close()``, to close it.
     """
 
     def __init__(
-        self, db: str | os.PathLike[str] | None = None, *, settings: Settings | None = None
+        self,
+        db: str | os.PathLike[str] | None = None,
+        *,
+        settings: Settings | None = None,
+        create: bool = True,
     ) -> None:
         self.settings = settings if settings is not None else Settings.from_env()
         self.db_url = database_url(db, self.settings)
+        self._create = create
         self._store: Store | None = None
         self._opening = threading.Lock()  # AsyncClient calls come from worker threads
 
@@ -66,7 +74,7 @@ class Client:
         """Internal: the open store (opened, and the database created, on first use)."""
         with self._opening:
             if self._store is None:
-                self._store = open_store(self.db_url)
+                self._store = open_store(self.db_url, create=self._create)
             return self._store
 
     def close(self) -> None:
@@ -203,6 +211,9 @@ class Client:
         *,
         key: str | None = None,
         cwd: str | os.PathLike[str] | None = None,
+        start_deadline: float | str | None = None,
+        retries: int | None = None,
+        notify: str | None = None,
     ) -> Queued:
         """Queue one run of ``action`` for a worker (``li worker``), as ``li submit -- ACTION``
         does: ``["run", "make", "nightly"]``, ``["agent", "claude", "PROMPT"]``,
@@ -211,16 +222,109 @@ class Client:
 
         ``key`` makes retrying safe: a second submit with it queues nothing and returns the
         first run (``created`` False); the same key with another action is a
-        ConflictError. UsageError for an action that is not valid here.
+        ConflictError. ``start_deadline`` (seconds, or a DURATION such as ``"30m"``; not
+        started by then: failed), ``retries`` and ``notify`` (a shell command run when it
+        ends) are ``li submit``'s options. UsageError for an action or option that is not
+        valid here; nothing is queued then.
         """
         from lirun.schedules.actions import parse_action
+        from lirun.schedules.definition import make_policies
         from lirun.schedules.registry import current_actor
         from lirun.schedules.submit import check_key, submit_once
 
+        raw = {"start_deadline": start_deadline, "retries": retries, "notify": notify}
+        policies = make_policies(raw, None)
         parsed = parse_action([str(word) for word in action], base=_cwd(cwd))
         checked = None if key is None else check_key(key)
-        run, created = submit_once(self.store, parsed, key=checked, actor=current_actor())
-        return Queued(run_id=run.id, status=run.status, created=created)
+        run, created = submit_once(
+            self.store, parsed, key=checked, actor=current_actor(), policies=policies
+        )
+        return Queued(run_id=run.id, status=run.status, created=created, _row=run.as_dict())
+
+    # -- flows, shows, teams, repairs --------------------------------------------------
+
+    def flow(
+        self,
+        path: str | os.PathLike[str],
+        vars: Mapping[str, str] | None = None,
+        *,
+        parallel: int | None = None,
+        timeout: float | None = None,
+        detach: bool = False,
+    ) -> FlowResult | Started:
+        """Run the flow file ``path`` as ``li flow run`` does, with ``vars`` for the
+        variables it declares (``--var``), its legs in this process's current directory;
+        return its result once it has ended (``detach=True``: once its invocation row
+        exists, ``Started.run_id`` being the invocation id).
+
+        ``parallel``: legs at once (default: the file's, else 4); ``timeout``: the whole
+        flow's limit in seconds (``timed_out``). FlowFileError (a UsageError) listing every
+        problem of the file, or a missing file, before anything is recorded; a leg's fate
+        is its status, never an exception.
+        """
+        from lirun.client.orchestrations import run_flow_file
+
+        return run_flow_file(
+            self, path, dict(vars or {}), parallel=parallel, timeout=timeout, detach=detach
+        )
+
+    def show(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        parallel: int | None = None,
+        continue_integration: bool = False,
+    ) -> ShowResult:
+        """Run the show file ``path`` as ``li show run`` does, until it completes or needs
+        a person (``status`` ``active``, ``needs_person`` naming the plays); its plays
+        merge only through their gates. ShowFileError (a UsageError) for a file with
+        problems, UsageError / ConflictError for a repository it cannot start in (an
+        integration branch checked out, an active show of the same topic): nothing is
+        recorded then.
+        """
+        from lirun.client.orchestrations import run_show_file
+
+        return run_show_file(
+            self, path, parallel=parallel, continue_integration=continue_integration
+        )
+
+    def team(self, name: str) -> Team:
+        """The team ``name`` (an active team's name, an id or a unique id prefix):
+        ``send``, ``inbox``, ``log``, ``members``. NotFoundError when there is none."""
+        return Team(self, name)
+
+    def override(
+        self,
+        id: str,
+        status: str,
+        *,
+        reason: str,
+        justification: str,
+        actor: str,
+        summary: str = "",
+        entity: str = "session",
+    ) -> Overridden:
+        """Repair the status of record ``id`` (a run by default; ``entity`` names another
+        kind: ``invocation``, ``play``, ``show``…) to ``status`` with ``reason``, audited
+        with ``actor`` and ``justification``, as ``li override`` does.
+
+        UsageError / ValidationError for an unknown status or a reason that does not fit
+        it, a blank actor or justification; NotFoundError / AmbiguousIdError for the id;
+        ConflictError for a run or flow that still runs; RecordChangedError when it changed
+        meanwhile. Nothing is written when it raises.
+        """
+        from lirun.client.override import override
+
+        return override(
+            self.store,
+            entity,
+            id,
+            status=status,
+            reason=reason,
+            actor=actor,
+            justification=justification,
+            summary=summary,
+        )
 
     # -- reading records ---------------------------------------------------------------
 
@@ -231,8 +335,8 @@ class Client:
         NotFoundError when no run has that id; AmbiguousIdError (a UsageError) listing
         the candidates when a prefix or suffix names several.
         """
-        from lirun.cli.status import load_detail, resolve_record
         from lirun.store.rows import SessionRow
+        from lirun.views.detail import load_detail, resolve_record
 
         kind, row = resolve_record(self.store, run_id)
         if kind != "session":
@@ -266,7 +370,7 @@ class Client:
         return [self._run_of(row) for row in rows[:limit]]
 
     def _run_of(self, row: Any) -> Run:
-        from lirun.cli.status import load_detail
+        from lirun.views.detail import load_detail
 
         detail = load_detail(self.store, "session", row._asdict(), time.time())
         return Run.from_record(row, detail)
@@ -330,7 +434,7 @@ def _cwd(cwd: str | os.PathLike[str] | None) -> str:
 
 def _check_command(command: list[str], cwd: str) -> None:
     """The program must exist before anything is recorded (as ``li run`` checks it)."""
-    from lirun.cli.run import check_command
+    from lirun.exec.preflight import check_command
 
     if not command:
         raise UsageError("run: argv is empty; give the program and its arguments")

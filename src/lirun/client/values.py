@@ -19,7 +19,16 @@ from typing import Any
 from lirun.lifecycle import policy_for
 from lirun.store.rows import SessionRow
 
-__all__ = ["RECORD_SCHEMA", "WAIT_SCHEMA", "Run", "RunStatus", "Started", "Usage", "WaitOutcome"]
+__all__ = [
+    "RECORD_SCHEMA",
+    "WAIT_SCHEMA",
+    "Run",
+    "RunStatus",
+    "Started",
+    "Usage",
+    "WaitOutcome",
+    "as_json",
+]
 
 # The shape ``li status ID --json`` names (docs/json.md).
 RECORD_SCHEMA = "lirun.record/1"
@@ -62,7 +71,7 @@ class Usage:
     num_turns: int | None = None
 
 
-def _as_json(value: Mapping[str, Any]) -> dict[str, Any]:
+def as_json(value: Mapping[str, Any]) -> dict[str, Any]:
     """``value`` as ``li``'s JSON printer writes it (``default=str``) and a reader parses
     it back: the form ``as_dict`` promises, whatever Python types the record held."""
     parsed: dict[str, Any] = json.loads(json.dumps(value, default=str))
@@ -133,7 +142,7 @@ class Run:
     def as_dict(self) -> dict[str, Any]:
         """The record exactly as ``li status ID --json`` prints it (``lirun.record/1``),
         read when this value was made: a new dict on each call."""
-        return _as_json(self._record)
+        return as_json(self._record)
 
     @classmethod
     def from_record(cls, row: SessionRow, detail: Mapping[str, Any]) -> Run:
@@ -175,7 +184,7 @@ class Run:
             branch_id=row.branch_id,
             resumed_from=row.resumed_from,
             retry_of=row.retry_of,
-            _record=_as_json({"schema": RECORD_SCHEMA, **detail}),
+            _record=as_json({"schema": RECORD_SCHEMA, **detail}),
         )
 
 
@@ -229,7 +238,7 @@ class WaitOutcome:
         """The object ``li wait --json`` prints for it (``lirun.wait/1``)."""
         from lirun.wait.outcome import json_record
 
-        return _as_json({"schema": WAIT_SCHEMA, **json_record(self._outcome)})
+        return as_json({"schema": WAIT_SCHEMA, **json_record(self._outcome)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,3 +260,8 @@ class Queued:
     run_id: str
     status: str
     created: bool
+    _row: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The schedule run ``li submit --json`` prints (``lirun.schedule_run/1``)."""
+        return as_json({"schema": "lirun.schedule_run/1", **self._row})

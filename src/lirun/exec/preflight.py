@@ -10,6 +10,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from shutil import which
 from typing import Any
 
 from lirun.errors import ConflictError, NotFoundError, UsageError
@@ -144,3 +145,17 @@ def preflight(
     if resume_branch is None:
         return None
     return resolve_resume(store, resume_branch, provider)
+
+
+def check_command(command: list[str], cwd: str) -> None:
+    """The command must exist before anything is created (exit 2, no row)."""
+    if not command:
+        raise UsageError("no command given; usage: li run [options] [--] CMD [ARGS...]")
+    name = command[0]
+    if os.sep in name:
+        path = os.path.join(cwd, os.path.expanduser(name))
+        if not os.path.isfile(path) or not os.access(path, os.X_OK):
+            where = "" if os.path.isabs(name) else f" (relative to {cwd})"
+            raise UsageError(f"command {name!r} is not an executable file{where}")
+    elif which(name) is None:
+        raise UsageError(f"command {name!r} not found on PATH; check the name or give its path")
