@@ -22,9 +22,10 @@ from support.cli import li_command
 T = TypeVar("T")
 
 
-def until(check: Callable[[], T], timeout: float = 15.0, what: str = "condition") -> T:
+def until(check: Callable[[], T | None], timeout: float = 15.0, what: str = "condition") -> T:
     """Poll ``check`` until it returns something truthy (the records have no event a
-    test process could wait on); fail after ``timeout`` seconds."""
+    test process could wait on); fail after ``timeout`` seconds. The value returned is
+    ``check``'s truthy one, so never None."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
@@ -78,7 +79,7 @@ def workers(
                 )
             started.append(WorkerProcess(proc, log))
         for worker in started:
-            until(lambda w=worker: " started: " in w.text(), what="the worker to start")
+            until(_started(worker), what="the worker to start")
         yield started
     finally:
         for worker in started:
@@ -86,6 +87,10 @@ def workers(
                 worker.terminate(timeout=20)
             except subprocess.TimeoutExpired:
                 worker.kill()
+
+
+def _started(worker: WorkerProcess) -> Callable[[], bool]:
+    return lambda: " started: " in worker.text()
 
 
 def add_schedule(
