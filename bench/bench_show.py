@@ -73,19 +73,24 @@ def _one_run(plays: int, parallel: int) -> dict[str, list[float] | float]:
             raise SystemExit(f"the bench show did not complete: {report.to_dict()}")
         store = open_store(db)
         try:
-            latency, agents, gates, merged = [], [], [], []
+            latency: list[float] = []
+            agents: list[float] = []
+            gates: list[float] = []
+            merged: list[float] = []
             for p in report.plays:
                 prepared = next(
-                    t["created_at"]
+                    t.created_at
                     for t in store.list_transitions("play", p.id)
-                    if t["status"] == "prepared"
+                    if t.status == "prepared"
                 )
                 assert p.merged_at is not None
                 latency.append(p.merged_at - prepared)
                 merged.append(p.merged_at)
                 for s in store.shows.list_play_sessions(p.id):
-                    took = s["ended_at"] - s["started_at"]
-                    (gates if s["metadata_json"]["role"] == "gate" else agents).append(took)
+                    assert s.ended_at is not None
+                    assert s.started_at is not None
+                    took = s.ended_at - s.started_at
+                    (gates if s.metadata_json["role"] == "gate" else agents).append(took)
         finally:
             store.close()
     merged.sort()
