@@ -16,7 +16,7 @@ from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import Definition, make_policies
 from lirun.schedules.triggers import Trigger, every_trigger
 from lirun.store import Store
-from lirun.store.rows import ScheduleRow
+from lirun.store.rows import ScheduleRow, ScheduleRunRow
 from support.cli import li_command
 
 T = TypeVar("T")
@@ -113,6 +113,18 @@ def add_schedule(
         policies=make_policies(policies, trigger),
     )
     return registry.add(store, definition, now=now)
+
+
+def next_due(schedule: ScheduleRow) -> int:
+    """The schedule's next due time, which an enabled schedule has."""
+    assert schedule.next_due_at is not None, f"{schedule.name} has no next due time"
+    return schedule.next_due_at
+
+
+def due_at(run: ScheduleRunRow) -> int:
+    """The due time a schedule's run was fired for (a ``li submit`` run has none)."""
+    assert run.due_at is not None, f"{run.id} has no due time"
+    return run.due_at
 
 
 def run_row(store: Store, run_id: str) -> dict[str, Any]:
