@@ -41,7 +41,7 @@ def test_a_watched_waker_sleeps_while_idle_and_wakes_on_a_commit(tmp_path: Path)
     writer.sessions.create(id="s1")
     reader = open_store(path, readonly=True)
     watch = DirectoryWatch.open(tmp_path)
-    looks = []
+    looks: list[float] = []
     waker = ChangeTokenWaker(reader.connector, watch=watch, sleep=looks.append)
     try:
         started = time.monotonic()

@@ -111,8 +111,8 @@ def test_initial_rows_carry_a_fitting_reason(store: Store) -> None:
         row = store.get_entity(entity, ident)
         assert row is not None
         validate_reason(row["status_reason_code"], entity, row["status"])
-    row = store.sessions.create(status="aborted")
-    assert row.status_reason_code == "run.cancelled.sigint"
+    aborted = store.sessions.create(status="aborted")
+    assert aborted.status_reason_code == "run.cancelled.sigint"
 
 
 def test_li_override_refuses_a_reason_for_another_status(
