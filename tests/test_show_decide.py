@@ -149,7 +149,7 @@ def test_every_decided_reason_is_registered_and_fits_its_status() -> None:
 
     for kind in ("gate", "merge_conflict", "session_failed", "no_changes"):
         for attempt, attempts in ((1, 2), (2, 2), (1, 1)):
-            f = after_failure(kind, attempt=attempt, attempts=attempts)  # type: ignore[arg-type]
+            f = after_failure(kind, attempt=attempt, attempts=attempts)
             validate_reason(f.reason_code, "play", f.status)
     for status in ("pending", "running"):
         target = abort_target(status)
