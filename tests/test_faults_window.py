@@ -83,8 +83,8 @@ def test_leftover_grace_flow(tmp_path: Path) -> None:
         env = fault_env(rnd.workdir / "home", url, **extra)
         flow = rnd.workdir / "flow.yaml"
         script = _leg_script(rnd.workdir)
-        leg = f"{{id: a, run: [sh, -c, {json.dumps(script)}]}}"  # JSON: a YAML flow scalar
-        flow.write_text(f"legs:\n  - {leg}\n", encoding="utf-8")
+        leg_yaml = f"{{id: a, run: [sh, -c, {json.dumps(script)}]}}"  # JSON: a YAML flow scalar
+        flow.write_text(f"legs:\n  - {leg_yaml}\n", encoding="utf-8")
         proc = start(rnd, "flow", "run", str(flow), env=env, tagged=True)
         _wait_for(rnd.workdir / "ended", proc, "li flow run")
         # Inside the grace: past the moment the record takes to land, before the SIGKILL.

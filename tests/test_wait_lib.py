@@ -96,7 +96,7 @@ def test_pick_exact_prefers_tier_then_newest() -> None:
 
 def _fetched(kind: str, entity_id: str, status: str) -> WaitFetchRow:
     """A target's row as one tick reads it: only its status known."""
-    fields = dict.fromkeys(WaitFetchRow._fields)
+    fields: dict[str, Any] = dict.fromkeys(WaitFetchRow._fields)
     return WaitFetchRow(**{**fields, "kind": kind, "id": entity_id, "status": status})
 
 
