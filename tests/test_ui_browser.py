@@ -553,7 +553,9 @@ def test_a_run_page_explains_its_evidence_with_raw_json_behind_a_toggle(
         env={**site.env, **GIT_ENV}, cwd=repo, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
-    run_id = re.search(r"run (\S+) completed", ran.stderr).group(1)  # type: ignore[union-attr]
+    said = re.search(r"run (\S+) completed", ran.stderr)
+    assert said is not None, ran.stderr
+    run_id = said.group(1)
     b: WebDriver = driver
     b.get(f"{site.base}/runs/{run_id}")
     evidence = b.find_element(By.ID, "evidence")
