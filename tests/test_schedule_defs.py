@@ -310,7 +310,7 @@ def test_due_at_must_be_integer_seconds(store: Store, tmp_path: Path) -> None:
 
     sid = registry.add(store, definition(tmp_path), now=NOW).id
     with pytest.raises(ValidationError, match="integer epoch seconds"):
-        store.schedules.insert_due_run(schedule_id=sid, due_at=1.5, action_kind="run")  # type: ignore[arg-type]
+        store.schedules.insert_due_run(schedule_id=sid, due_at=1.5, action_kind="run")  # type: ignore[arg-type]  # bad input
 
 
 def test_apply_creates_updates_and_disables_what_is_missing(store: Store, tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def test_settings_are_a_frozen_value() -> None:
     assert settings != Settings(db_url="/y.db")
     assert settings != "/x.db"
     with pytest.raises(AttributeError):
-        settings.db_url = "/y.db"  # type: ignore[misc]
+        settings.db_url = "/y.db"  # type: ignore[misc]  # frozen: the write must raise
     assert settings.with_flags(db_url="/y.db", run_id=None) == Settings(
         db_url="/y.db", provider_bins=(("LIRUN_X_BIN", "/x"),), cgroup=False
     )
@@ -244,7 +244,7 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
     """Every ``Settings.from_env()`` this process makes from now on, as a list, but the
     owner's guard switch (``exec.guard.renew``)."""
     reads: list[Settings] = []
-    real = Settings.from_env.__func__  # type: ignore[attr-defined]
+    real = Settings.from_env.__func__  # type: ignore[attr-defined]  # the classmethod's function
 
     def counted(cls: type[Settings], environ: object = None) -> Settings:
         settings = real(cls, environ)
