@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 import lirun
-from lirun import CommandProgram, ExecutionRequest, ExecutionResult, Limits, RunDir
+from lirun import CommandProgram, ExecutionRequest, ExecutionResult, Limits
 from lirun.providers.registry import provider_names
+from lirun.record.rundir import RunDir
 
 # Callables in their defaults (hooks a leg is given): copyable, not picklable by design.
 HOLDS_CALLABLES = {"lirun.exec.legs.LegContext"}
@@ -114,6 +115,6 @@ def test_the_public_values_round_trip_with_real_fields(index: int, tmp_path: Pat
 def test_a_frozen_value_stays_frozen_and_hashable() -> None:
     run = RunDir(run_id="r-1", state_root=Path("/tmp/r-1"), artifact_root=Path("/tmp/out"))
     with pytest.raises(dataclasses.FrozenInstanceError):
-        run.run_id = "other"
+        run.run_id = "other"  # type: ignore[misc]  # frozen: the write must raise
     assert hash(copy.deepcopy(run)) == hash(run)
     assert dataclasses.replace(run, run_id="r-2").run_id == "r-2"
