@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import out
@@ -62,11 +63,11 @@ def _fake(directory: Path, mark: Path) -> Path:
 def _repo(directory: Path) -> Path:
     repo = directory / "repo"
     repo.mkdir()
-    run = {"cwd": repo, "check": True, "capture_output": True}
-    subprocess.run(["git", "init", "-q", "-b", "main"], **run)  # type: ignore[call-overload]
+    run: dict[str, Any] = {"cwd": repo, "check": True, "capture_output": True}
+    subprocess.run(["git", "init", "-q", "-b", "main"], **run)
     (repo / "README").write_text("bench\n")
-    subprocess.run(["git", "add", "-A"], **run)  # type: ignore[call-overload]
-    subprocess.run(  # type: ignore[call-overload]
+    subprocess.run(["git", "add", "-A"], **run)
+    subprocess.run(
         ["git", "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "init"], **run
     )
     return repo

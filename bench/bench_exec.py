@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 # Runs the command, then prints its wall time and peak RSS (KiB) as JSON.
@@ -121,7 +122,7 @@ _SESSION = "22222222-2222-4222-8222-222222222222"
 _FAKE_PROVIDER = Path(__file__).resolve().parent.parent / "tests" / "fake_provider.py"
 
 
-def _claude_line(obj: dict[str, object]) -> str:
+def _claude_line(obj: Mapping[str, object]) -> str:
     return json.dumps({**obj, "session_id": _SESSION}) + "\n"
 
 

@@ -49,8 +49,9 @@ DAEMON = (
 def _cgroups_here() -> bool:
     sys.path.insert(0, str(ROOT / "src"))
     from lirun.exec import cgroup as cgroups
+    from lirun.settings import Settings
 
-    made = cgroups.create("lirun-bench")
+    made = cgroups.create("lirun-bench", settings=Settings())
     if made is not None:
         made.remove()
     return made is not None

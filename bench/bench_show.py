@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from benchkit import out
 
@@ -44,7 +45,17 @@ def _repo(path: Path) -> None:
     subprocess.run([*_GIT, "commit", "-qm", "base"], cwd=path, check=True)
 
 
-def _one_run(plays: int, parallel: int) -> dict[str, list[float] | float]:
+class ShowRun(TypedDict):
+    """One timed show: its wall time, per-play latencies and agent/gate durations (s)."""
+
+    wall: float
+    latency: list[float]
+    agents: list[float]
+    gates: list[float]
+    queue: float
+
+
+def _one_run(plays: int, parallel: int) -> ShowRun:
     from lirun.exec.task import Task
     from lirun.shows.engine import ShowOptions, run_show
     from lirun.shows.spec import Gate, PlaySpec, ShowSpec
@@ -73,19 +84,24 @@ def _one_run(plays: int, parallel: int) -> dict[str, list[float] | float]:
             raise SystemExit(f"the bench show did not complete: {report.to_dict()}")
         store = open_store(db)
         try:
-            latency, agents, gates, merged = [], [], [], []
+            latency: list[float] = []
+            agents: list[float] = []
+            gates: list[float] = []
+            merged: list[float] = []
             for p in report.plays:
                 prepared = next(
-                    t["created_at"]
+                    t.created_at
                     for t in store.list_transitions("play", p.id)
-                    if t["status"] == "prepared"
+                    if t.status == "prepared"
                 )
                 assert p.merged_at is not None
                 latency.append(p.merged_at - prepared)
                 merged.append(p.merged_at)
                 for s in store.shows.list_play_sessions(p.id):
-                    took = s["ended_at"] - s["started_at"]
-                    (gates if s["metadata_json"]["role"] == "gate" else agents).append(took)
+                    assert s.ended_at is not None
+                    assert s.started_at is not None
+                    took = s.ended_at - s.started_at
+                    (gates if s.metadata_json["role"] == "gate" else agents).append(took)
         finally:
             store.close()
     merged.sort()
@@ -105,17 +121,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     runs = [_one_run(args.plays, args.parallel) for _ in range(args.runs)]
-    walls = [float(r["wall"]) for r in runs]  # type: ignore[arg-type]
+    walls = [r["wall"] for r in runs]
     per_play = statistics.median(w / args.plays for w in walls)
     out("show.plays", args.plays)
     out("show.parallel", args.parallel)
     out("show.runs", args.runs)
     out("show.wall_s", statistics.median(walls))
     out("show.per_play_s", per_play)
-    out("show.play_latency_median_s", statistics.median(x for r in runs for x in r["latency"]))  # type: ignore[union-attr]
-    out("show.agent_median_s", statistics.median(x for r in runs for x in r["agents"]))  # type: ignore[union-attr]
-    out("show.gate_median_s", statistics.median(x for r in runs for x in r["gates"]))  # type: ignore[union-attr]
-    out("show.merge_queue_per_play_s", statistics.median(float(r["queue"]) for r in runs))  # type: ignore[arg-type]
+    out("show.play_latency_median_s", statistics.median(x for r in runs for x in r["latency"]))
+    out("show.agent_median_s", statistics.median(x for r in runs for x in r["agents"]))
+    out("show.gate_median_s", statistics.median(x for r in runs for x in r["gates"]))
+    out("show.merge_queue_per_play_s", statistics.median(r["queue"] for r in runs))
     out("show.target_per_play_s", TARGET_PER_PLAY_S)
     out("show.within_target", "yes" if per_play <= TARGET_PER_PLAY_S else "no")
 

@@ -35,7 +35,7 @@ QUIET_SECONDS = 0.3
 
 def follow_latency(url: str, trials: int) -> list[float]:
     store = open_store(url)
-    team_id = store.teams.create_with_members("bench", ["sender", "reader"])["id"]
+    team_id = store.teams.create_with_members("bench", ["sender", "reader"]).id
     env = {**os.environ, "LIRUN_DB_URL": url}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     follower = subprocess.Popen(
@@ -78,7 +78,7 @@ def _read_line(stream: Any, selector: selectors.BaseSelector, timeout: float) ->
 def send_rate(url: str, count: int = 300) -> float:
     store = open_store(url)
     try:
-        team_id = store.teams.create_with_members("rate", ["a", "b"])["id"]
+        team_id = store.teams.create_with_members("rate", ["a", "b"]).id
         started = time.perf_counter()
         for i in range(count):
             store.teams.send_message(team_id, sender="a", recipient="all", text=f"m{i}")

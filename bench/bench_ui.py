@@ -27,12 +27,14 @@ import argparse
 import contextlib
 import http.client
 import json
+import operator
 import socket
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from benchkit import out, postgres_url, sqlite_url
@@ -176,10 +178,10 @@ def sse_latency(prefix: str, url: str, events: int) -> None:
             )
             committed = time.perf_counter()
             with got:
-                got.wait_for(lambda rid=run_id: rid in arrived, timeout=10)
+                got.wait_for(partial(operator.contains, arrived, run_id), timeout=10)
             latencies.append(max(0.0, arrived.get(run_id, float("inf")) - committed) * 1000)
         with contextlib.suppress(OSError):  # wakes the reader blocked on the socket
-            conn.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
+            conn.sock.shutdown(socket.SHUT_RDWR)
         reader.join(5)
         conn.close()
     store.close()

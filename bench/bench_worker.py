@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,9 +39,9 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def _until(check: object, timeout: float = 30.0) -> None:
+def _until(check: Callable[[], object], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
+    while not check():
         if time.monotonic() > deadline:
             raise SystemExit("bench_worker: timed out waiting for the worker")
         time.sleep(0.002)
@@ -80,14 +81,18 @@ def main() -> int:
                 action = parse_action(["run", sys.executable, "-c", STAMP, str(stamp)], base=tmp)
                 start = time.time()
                 row = submit(store, action)
-                _until(lambda s=stamp: s.exists() and s.read_text().endswith("\n"))
+
+                def stamped(s: Path = stamp) -> bool:
+                    return s.exists() and s.read_text().endswith("\n")
+
+                _until(stamped)
                 latencies.append((float(stamp.read_text()) - start) * 1000)
-                _until(
-                    lambda r=row: (
-                        (store.get_entity("schedule_run", r.id) or {}).get("status")
-                        not in ("queued", "running")
-                    )
-                )
+
+                def ended(run_id: str = row.id) -> bool:
+                    status = (store.get_entity("schedule_run", run_id) or {}).get("status")
+                    return status not in ("queued", "running")
+
+                _until(ended)
             print(f"dispatch.{backend}.runs: {len(latencies)}")
             print(f"dispatch.{backend}.median_ms: {statistics.median(latencies):.1f}")
             print(f"dispatch.{backend}.p95_ms: {_percentile(latencies, 0.95):.1f}")

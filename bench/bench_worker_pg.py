@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from benchkit import PG_URL, out, postgres_url
 
@@ -101,7 +102,7 @@ def stop_all(procs: list[subprocess.Popen[str]]) -> None:
         proc.wait(60)
 
 
-def scalar(url: str, sql: str) -> object:
+def scalar(url: str, sql: str) -> Any:
     import psycopg
 
     rest, schema = plain(url)
@@ -135,12 +136,12 @@ def throughput(runs: int, count: int) -> None:
             wall = time.perf_counter()
             procs = servers(url, count, 2)
             try:
-                while int(scalar(url, "SELECT count(*) FROM {t} WHERE state = 'done'")) < runs:  # type: ignore[call-overload]
+                while int(scalar(url, "SELECT count(*) FROM {t} WHERE state = 'done'")) < runs:
                     time.sleep(0.05)
             finally:
                 stop_all(procs)
             out("throughput_wall_s", time.perf_counter() - wall)
-            span = float(scalar(url, "SELECT max(started) - min(started) FROM {t}"))  # type: ignore[arg-type]
+            span = float(scalar(url, "SELECT max(started) - min(started) FROM {t}"))
             out("throughput_runs", runs)
             out("throughput_servers", count)
             out("throughput_runs_per_s", runs / span if span > 0 else float("inf"))
@@ -169,7 +170,7 @@ def latency(samples: int) -> None:
                             url, f"SELECT started FROM {{t}} WHERE run_id = '{run_id}'"
                         )
                         if started is not None:
-                            delays.append((float(started) - sent) * 1000)  # type: ignore[arg-type]
+                            delays.append((float(started) - sent) * 1000)
                             break
                         time.sleep(0.005)
             finally:

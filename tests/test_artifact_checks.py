@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from lirun.reasons import describe, is_registered
 from lirun.record.artifact_checks import check_problems
 from lirun.record.artifacts import (
     ArtifactContractError,
+    VerificationResult,
     resolve_artifact_contract,
     validate_artifact_contract,
     verify_artifact_contract,
@@ -51,13 +54,13 @@ def _schema(folder: Path, name: str = "report.schema.json") -> Path:
     return path
 
 
-def _verify(root: Path, content: bytes, checks: dict[str, object]) -> dict[str, object]:
+def _verify(root: Path, content: bytes, checks: Mapping[str, object]) -> VerificationResult:
     root.mkdir(exist_ok=True)
     (root / "out.txt").write_bytes(content)
     contract = {"expected": [{"id": "out", "path": "out.txt", "checks": checks}]}
     result = verify_artifact_contract(contract, artifacts_root=root)
     assert result is not None
-    return dict(result)
+    return result
 
 
 # --- each check on a real file -----------------------------------------------------------------
@@ -88,11 +91,11 @@ def test_each_check_passes_or_says_what_it_found(
     if failure is None:
         assert result["status"] == "passed"
         assert "invalid" not in result
-        assert [p["id"] for p in result["produced"]] == ["out"]  # type: ignore[attr-defined]
+        assert [p["id"] for p in result["produced"]] == ["out"]
         return
     assert result["status"] == "failed"
     assert result["produced"] == []
-    [invalid] = result["invalid"]  # type: ignore[misc]
+    [invalid] = result["invalid"]
     [found] = invalid["failures"]
     assert found["check"] == failure[0]
     assert failure[1] in found["found"]
@@ -101,15 +104,15 @@ def test_each_check_passes_or_says_what_it_found(
 def test_json_and_schema_failures_name_the_place_in_the_document(tmp_path: Path) -> None:
     schema = str(_schema(tmp_path))
     bad = _verify(tmp_path / "a", b"{not json", {"json": True, "json_schema": schema})
-    assert [f["check"] for f in bad["invalid"][0]["failures"]] == ["json", "json_schema"]  # type: ignore[index]
-    assert bad["invalid"][0]["failures"][0]["found"].startswith("not JSON: ")  # type: ignore[index]
+    assert [f["check"] for f in bad["invalid"][0]["failures"]] == ["json", "json_schema"]
+    assert bad["invalid"][0]["failures"][0]["found"].startswith("not JSON: ")
     wrong = _verify(tmp_path / "b", b'{"score": "high"}', {"json_schema": schema})
-    [found] = wrong["invalid"][0]["failures"]  # type: ignore[index]
+    [found] = wrong["invalid"][0]["failures"]
     assert found == {"check": "json_schema", "found": "$: 'summary' is a required property"}
     typed = _verify(tmp_path / "c", b'{"summary": 1}', {"json_schema": schema})
-    assert typed["invalid"][0]["failures"][0]["found"] == "$.summary: 1 is not of type 'string'"  # type: ignore[index]
+    assert typed["invalid"][0]["failures"][0]["found"] == "$.summary: 1 is not of type 'string'"
     binary = _verify(tmp_path / "d", b"\xff\xfe", {"matches": "x"})
-    assert "not UTF-8 text" in binary["invalid"][0]["failures"][0]["found"]  # type: ignore[index]
+    assert "not UTF-8 text" in binary["invalid"][0]["failures"][0]["found"]
 
 
 def test_lines_count_a_last_line_without_a_newline(tmp_path: Path) -> None:
@@ -162,7 +165,7 @@ def test_a_malformed_check_on_a_snapshot_fails_the_artifact_instead_of_the_teard
 ) -> None:
     result = _verify(tmp_path / "root", b"data", {"colour": "blue"})
     assert result["status"] == "failed"
-    assert result["invalid"][0]["failures"][0]["check"] == "checks"  # type: ignore[index]
+    assert result["invalid"][0]["failures"][0]["check"] == "checks"
 
 
 PROFILE = """\
@@ -319,7 +322,9 @@ def test_a_schedule_action_carries_its_checks(tmp_path: Path) -> None:
 # --- a real run, both backends -------------------------------------------------------------------
 
 
-def _run(li_env: dict[str, str], tmp_path: Path, content: str, *checks: str):  # type: ignore[no-untyped-def]
+def _run(
+    li_env: dict[str, str], tmp_path: Path, content: str, *checks: str
+) -> subprocess.CompletedProcess[str]:
     repo = git_repo(tmp_path / "repo")
     _schema(repo)
     script = f"printf '%s' '{content}' > \"$LIRUN_ARTIFACT_DIR/report.json\""

@@ -69,7 +69,7 @@ def test_valid_contracts(value: dict[str, Any] | None) -> None:
         ([], "must be a mapping"),
         ({}, "'expected' must be a list"),
         ({"expected": {}}, "'expected' must be a list"),
-        (contract("report.md"), "entry 0 must be a mapping"),  # type: ignore[arg-type]
+        (contract("report.md"), "entry 0 must be a mapping"),  # type: ignore[arg-type]  # bad input
         (contract({"path": "a"}), "entry 0: id must be"),
         (contract(entry("", "a")), "id must be"),
         (contract(entry("a b", "a")), "id must be"),
@@ -77,7 +77,7 @@ def test_valid_contracts(value: dict[str, Any] | None) -> None:
         (contract(entry("a", "a"), entry("a", "b")), r"entry 1 \(id='a'\): duplicate id"),
         (contract(entry("a", "")), r"entry 0 \(id='a'\): path must be a non-empty string"),
         (contract({"id": "a"}), "path must be a non-empty string"),
-        (contract(entry("a", 5)), "path must be"),  # type: ignore[arg-type]
+        (contract(entry("a", 5)), "path must be"),  # type: ignore[arg-type]  # bad input
         (contract(entry("a", "a", required="yes")), "required must be a bool"),
         (contract(entry("a", "a", required=1)), "required must be a bool"),
         (contract(entry("a", "a", description=3)), "description must be a str"),

@@ -21,7 +21,7 @@ from lirun.store.rows import (
 )
 from lirun.ui.attention import OVERDUE_GRACE_SECONDS, Facts, needs_you
 from lirun.ui.attention_facts import attention_items, gather
-from support.storekit import raw_write
+from support.storekit import raw_write, row_of
 
 NOW = 1_800_000_000.0
 
@@ -203,7 +203,7 @@ def test_a_running_record_whose_owner_died_is_found_and_not_reaped(
     store.sessions.create(id="alive")  # this process owns it
     facts = gather(store, db_url, time.time())
     assert [(d["kind"], d["id"]) for d in facts.dead_owners] == [("session", "orphan")]
-    assert store.get_entity("session", "orphan")["status"] == "running"  # type: ignore[index]
+    assert row_of(store, "session", "orphan")["status"] == "running"
 
 
 def test_an_outcome_pending_in_the_spool_is_listed(

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,7 @@ def fake_bins() -> Path:
 # --- strategies ----------------------------------------------------------------------------
 
 SAFE_TEXT = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_characters="\x00", exclude_categories=("Cs",)),
+    alphabet=st.characters(codec="utf-8", exclude_characters="\x00", exclude_categories=["Cs"]),
     max_size=30,
 )
 PATHISH = st.text(alphabet="abc./:?=%@[]~-_ ", max_size=40)
@@ -125,10 +126,14 @@ IDS = st.one_of(
 NUMBERS = st.sampled_from(["1", "0", "-1", "0.5", "abc", "1e9", "nan", "inf", ""])
 
 
+def _given(flag: str, value: str) -> list[str]:
+    return [flag, value]
+
+
 def options(pairs: list[tuple[str, st.SearchStrategy[str] | None]]) -> st.SearchStrategy:
     """Any subset of the options, each flag alone or with a generated value."""
     parts = [
-        st.just([flag]) if values is None else values.map(lambda v, f=flag: [f, v])
+        st.just([flag]) if values is None else values.map(partial(_given, flag))
         for flag, values in pairs
     ]
     return st.lists(st.one_of(*parts), max_size=4).map(lambda xs: [a for x in xs for a in x])

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,10 +28,10 @@ from support.providerkit import fake_env
 FAILING = "echo out; echo err >&2; exit 3"
 
 
-def li(env: dict[str, str], *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+def li(env: dict[str, str], *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         li_command(*args), env=env, capture_output=True, text=True, timeout=60, **kw
-    )  # type: ignore[call-overload]
+    )
 
 
 def last_id(env: dict[str, str]) -> str:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from lirun.cli.main import main
 from lirun.store import Store
 from support.cli import li_command
+from support.workerkit import next_due
 
 
 def li(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -281,7 +282,7 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
     row = store.schedules.get("poll")
     assert row is not None
     run = store.schedules.insert_due_run(
-        schedule_id=row.id, due_at=row.next_due_at, action_kind="run"
+        schedule_id=row.id, due_at=next_due(row), action_kind="run"
     )
     assert run is not None
     for status, reason in (
@@ -323,7 +324,7 @@ def test_help_names_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert "-- ACTION" in out
 
 
-WORDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+WORDS = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=12)
 TRIGGER_TEXT = st.one_of(
     WORDS,
     st.sampled_from(["* * * * *", "0 0 29 2 *", "*/0 * * * *", "L * * * *", "0 0 * * 8",

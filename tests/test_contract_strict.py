@@ -105,7 +105,9 @@ def test_verification_says_what_is_there_instead(tmp_path: Path) -> None:
     (root / "loop").symlink_to("loop")
     (root / "ok.md").write_text("fine")
     names = ["empty", "dir", "fifo", "escape", "up", "dangling", "absent", "ok"]
-    contract = {"expected": [{"id": n, "path": f"{n}.md"} for n in names]}
+    contract: dict[str, list[dict[str, object]]] = {
+        "expected": [{"id": n, "path": f"{n}.md"} for n in names]
+    }
     contract["expected"].append({"id": "loop", "path": "loop/x.md", "required": False})
     result = verify_artifact_contract(contract, artifacts_root=root)
     assert result is not None

@@ -15,6 +15,7 @@ that resume ran again), ``escaped`` for a process that outlived the owner.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -53,10 +54,10 @@ def _leg_script(folder: Path) -> str:
     )
 
 
-def _wait_for(path: Path, proc: object, label: str, timeout: float = 60.0) -> None:
+def _wait_for(path: Path, proc: subprocess.Popen[str], label: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:  # type: ignore[attr-defined]
+        if proc.poll() is not None or time.monotonic() > deadline:
             done = finish(proc, label, timeout=5)
             raise Lost(f"{label} ended (exit {done.rc}) before its leg did: {tail(done.err)}")
         time.sleep(0.005)
@@ -83,8 +84,8 @@ def test_leftover_grace_flow(tmp_path: Path) -> None:
         env = fault_env(rnd.workdir / "home", url, **extra)
         flow = rnd.workdir / "flow.yaml"
         script = _leg_script(rnd.workdir)
-        leg = f"{{id: a, run: [sh, -c, {json.dumps(script)}]}}"  # JSON: a YAML flow scalar
-        flow.write_text(f"legs:\n  - {leg}\n", encoding="utf-8")
+        leg_yaml = f"{{id: a, run: [sh, -c, {json.dumps(script)}]}}"  # JSON: a YAML flow scalar
+        flow.write_text(f"legs:\n  - {leg_yaml}\n", encoding="utf-8")
         proc = start(rnd, "flow", "run", str(flow), env=env, tagged=True)
         _wait_for(rnd.workdir / "ended", proc, "li flow run")
         # Inside the grace: past the moment the record takes to land, before the SIGKILL.

@@ -16,6 +16,7 @@ def test_a_flow_invocation_records_its_owner_flow_and_usage(store: Store) -> Non
     )
     assert (row.kind, row.status, row.skill) == ("flow", "running", "flow")
     assert row.owner_pid == current_owner()["owner_pid"]
+    assert row.heartbeat_at is not None
     assert row.heartbeat_at >= before
     assert row.flow_json == {"spec": {"legs": []}, "graph": []}
     assert [r.id for r in store.invocations.list_running_flows()] == ["flow-1"]

@@ -41,7 +41,7 @@ def test_a_watched_waker_sleeps_while_idle_and_wakes_on_a_commit(tmp_path: Path)
     writer.sessions.create(id="s1")
     reader = open_store(path, readonly=True)
     watch = DirectoryWatch.open(tmp_path)
-    looks = []
+    looks: list[float] = []
     waker = ChangeTokenWaker(reader.connector, watch=watch, sleep=looks.append)
     try:
         started = time.monotonic()
@@ -92,8 +92,8 @@ def test_a_busy_writer_never_makes_a_watched_waker_spin() -> None:
     """Every wake-up after the first waits out the gap, even the one seen while arming."""
     slept: list[float] = []
     waker = ChangeTokenWaker(
-        _BusyConnector(),  # type: ignore[arg-type]
-        watch=_AlwaysFiring(),  # type: ignore[arg-type]
+        _BusyConnector(),  # type: ignore[arg-type]  # a stand-in with the calls used
+        watch=_AlwaysFiring(),  # type: ignore[arg-type]  # a stand-in with the calls used
         sleep=slept.append,
         check_seconds=0.05,
         max_gap_seconds=0.05,

@@ -55,7 +55,7 @@ def gc(store: Store, policy: RetentionPolicy = POLICY, *, dry_run: bool = False)
 def pruned_at(store: Store, run_id: str) -> float | None:
     row = store.get_entity("session", run_id)
     assert row is not None
-    return row["pruned_at"]  # type: ignore[no-any-return]
+    return row["pruned_at"]
 
 
 def finished(store: Store, home: Path, run_id: str, **fields: Any) -> dict[str, Any]:

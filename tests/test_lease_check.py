@@ -94,11 +94,15 @@ def test_each_claim_raises_the_epoch_and_a_retry_counts_on(store: Store, tmp_pat
     assert run is not None
     assert (run.lease_epoch, run.worker_id) == (1, "w1")
     assert fail_lapsed_run(store, run, "w1 stopped renewing")
-    retry = store.schedules.queue_retry(store.schedules.get_run(run_id))  # type: ignore[arg-type]
+    failed = store.schedules.get_run(run_id)
+    assert failed is not None
+    retry = store.schedules.queue_retry(failed)
     assert retry is not None
     assert retry.lease_epoch == 1
     assert store.schedules.claim_run(retry.id, worker_id="w2", lease_seconds=60)
-    assert store.schedules.get_run(retry.id).lease_epoch == 2  # type: ignore[union-attr]
+    claimed = store.schedules.get_run(retry.id)
+    assert claimed is not None
+    assert claimed.lease_epoch == 2
     held = store.workers.lease_of(run_id)
     assert held is not None
     assert (held.status, held.retried_by) == ("failed", retry.id)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lirun.record.context import PersistContext
 from lirun.record.correction import correction_for
 from lirun.record.reap_runs import EXECUTION_LAPSED, fail_lapsed_run
 from lirun.record.rundir import RunDir, allocate_run
@@ -130,7 +131,7 @@ def test_a_record_ended_for_another_cause_stands(store: Store, tmp_path: Path) -
 
 
 @pytest.fixture
-def started(db_url: str, tmp_path: Path) -> tuple[RunDir, object]:
+def started(db_url: str, tmp_path: Path) -> tuple[RunDir, PersistContext]:
     run = allocate_run()
     ctx = setup_persist_sync(run, db=db_url, cwd=str(make_repo(tmp_path / "repo")))
     assert ctx is not None
@@ -138,11 +139,11 @@ def started(db_url: str, tmp_path: Path) -> tuple[RunDir, object]:
 
 
 def test_an_execution_a_reaper_failed_is_corrected_by_its_own_exit(
-    db_url: str, store: Store, started: tuple[RunDir, object]
+    db_url: str, store: Store, started: tuple[RunDir, PersistContext]
 ) -> None:
     run, ctx = started
     assert finalize_as(db_url, run.run_id, "failed", EXECUTION_LAPSED)
-    status = teardown_persist_sync(ctx, extras={"command": True, "exit_code": 0})  # type: ignore[arg-type]
+    status = teardown_persist_sync(ctx, extras={"command": True, "exit_code": 0})
     assert status == "completed"
     row = store.get_entity("session", run.run_id)
     assert row is not None
@@ -166,14 +167,14 @@ def test_an_execution_a_reaper_failed_is_corrected_by_its_own_exit(
 def test_an_execution_that_was_stopped_keeps_the_inferred_record(
     db_url: str,
     store: Store,
-    started: tuple[RunDir, object],
+    started: tuple[RunDir, PersistContext],
     status: str,
     extras: dict[str, object],
 ) -> None:
     run, ctx = started
     assert finalize_as(db_url, run.run_id, "failed", EXECUTION_LAPSED)
     # (it returns its own decision for a row already terminal: the row is the record)
-    teardown_persist_sync(ctx, status=status, extras=extras)  # type: ignore[arg-type]
+    teardown_persist_sync(ctx, status=status, extras=extras)
     row = store.get_entity("session", run.run_id)
     assert row is not None
     assert row["status_reason_code"] == EXECUTION_LAPSED

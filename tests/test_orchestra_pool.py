@@ -40,8 +40,12 @@ def test_stop_reaches_running_work_and_work_that_starts_after_it() -> None:
 def test_threads_are_known_by_key_until_joined() -> None:
     pool: Pool[str] = Pool("test")
     release = threading.Event()
-    pool.start("agent:x", release.wait)
-    pool.start("gate:x", release.wait)
+
+    def held() -> None:
+        release.wait()
+
+    pool.start("agent:x", held)
+    pool.start("gate:x", held)
     assert pool.running("agent:x")
     assert pool.busy == 2
     assert sorted(pool.started()) == ["agent:x", "gate:x"]

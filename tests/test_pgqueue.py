@@ -11,10 +11,12 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
+from support.pgcluster import PgCluster
 from support.queuekit import (
     add_runs,
     make_handle,
@@ -25,6 +27,9 @@ from support.queuekit import (
     wait_until,
 )
 
+if TYPE_CHECKING:  # the tests import it inside, where they use it
+    from lirun.schedules.pgqueue import ProcrastinateTransport
+
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
@@ -33,7 +38,7 @@ def pg_url() -> Iterator[str]:
     yield from new_queue_url()
 
 
-def transport(url: str, **options: float):  # type: ignore[no-untyped-def]
+def transport(url: str, **options: float) -> ProcrastinateTransport:
     from lirun.schedules.pgqueue import ProcrastinateTransport
 
     defaults = {"heartbeat_seconds": 1.0, "stalled_after": 3.0, "reconcile_seconds": 1.0}
@@ -163,7 +168,7 @@ def test_sigkill_mid_handle_the_stalled_job_is_retried_and_nothing_runs_twice(
     assert count(pg_url, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'") == 0
 
 
-def test_serving_resumes_after_a_server_restart(pg_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_serving_resumes_after_a_server_restart(pg_cluster: PgCluster, tmp_path: Path) -> None:
     for url in new_queue_url(pg_cluster.url):
         add_runs(url, ["before", "after"])
         # polling every 60 s: a run handled within seconds was woken by LISTEN/NOTIFY

@@ -68,9 +68,10 @@ def test_both_implementations_see_the_same_processes() -> None:
     try:
         pid = child.pid
         time.sleep(0.1)  # past exec: the command line is sleep's
-        assert linux.stat(pid) is not None
-        assert portable.stat(pid) is not None
-        assert linux.stat(pid)[1:] == portable.stat(pid)[1:] == (os.getpid(), pid, pid)
+        linux_stat, portable_stat = linux.stat(pid), portable.stat(pid)
+        assert linux_stat is not None
+        assert portable_stat is not None
+        assert linux_stat[1:] == portable_stat[1:] == (os.getpid(), pid, pid)
         assert linux.command_line(pid) == portable.command_line(pid) == "sleep 30"
         started = linux.start_time(pid)
         assert started is not None
@@ -84,7 +85,10 @@ def test_both_implementations_see_the_same_processes() -> None:
         assert linux.boot_id()
         child.kill()
         time.sleep(0.1)  # a zombie now: gone for both, its start time too
-        assert linux.stat(pid)[0] == portable.stat(pid)[0] == "Z"
+        linux_stat, portable_stat = linux.stat(pid), portable.stat(pid)
+        assert linux_stat is not None
+        assert portable_stat is not None
+        assert linux_stat[0] == portable_stat[0] == "Z"
         assert linux.start_time(pid) is None
         assert portable.start_time(pid) is None
     finally:

@@ -28,9 +28,10 @@ def test_each_builtin_keeps_the_interface(cls: type[Provider]) -> None:
     assert parser.provider == provider.name  # the rows and the parser say the same name
     assert provider.env_var == f"LIRUN_{provider.name.upper()}_BIN"
     low, high = provider.tested_versions
-    assert version_key(low) is not None
-    assert version_key(high) is not None
-    assert version_key(low) <= version_key(high)
+    low_key, high_key = version_key(low), version_key(high)
+    assert low_key is not None
+    assert high_key is not None
+    assert low_key <= high_key
     assert set(provider.options.values()) <= KINDS
     assert all(flag.startswith("-") for flag in provider.owned_flags)
     argv = provider.command("/x/exe", model="m")

@@ -56,7 +56,7 @@ def code_texts(source: str) -> Iterator[tuple[int, str]]:
             yield line, node.attr
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             yield line, node.name
-        elif isinstance(node, ast.arg) or (isinstance(node, ast.keyword) and node.arg):
+        elif isinstance(node, ast.arg | ast.keyword) and node.arg:
             yield line, node.arg
         elif isinstance(node, ast.alias):
             yield line, node.name + " " + (node.asname or "")

@@ -24,7 +24,7 @@ from lirun.reasons import (
 )
 from lirun.store import Store
 from support.cli import li_command
-from support.storekit import REASON_FOR, create_entity
+from support.storekit import REASON_FOR, create_entity, row_of
 
 EXCEPTIONS = {
     "run.cancelled.sigint": {"aborted", "cancelled"},
@@ -102,7 +102,7 @@ def test_update_status_refuses_a_misfit_reason_and_writes_nothing(store: Store) 
     assert store.update_status(
         "session", ident, new_status="failed", reason_code="session.orphaned.no_process"
     )
-    assert store.get_entity("session", ident)["status_reason_code"] == "session.orphaned.no_process"  # type: ignore[index]
+    assert row_of(store, "session", ident)["status_reason_code"] == "session.orphaned.no_process"
 
 
 def test_initial_rows_carry_a_fitting_reason(store: Store) -> None:
@@ -111,8 +111,8 @@ def test_initial_rows_carry_a_fitting_reason(store: Store) -> None:
         row = store.get_entity(entity, ident)
         assert row is not None
         validate_reason(row["status_reason_code"], entity, row["status"])
-    row = store.sessions.create(status="aborted")
-    assert row.status_reason_code == "run.cancelled.sigint"
+    aborted = store.sessions.create(status="aborted")
+    assert aborted.status_reason_code == "run.cancelled.sigint"
 
 
 def test_li_override_refuses_a_reason_for_another_status(

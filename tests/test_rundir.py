@@ -105,7 +105,7 @@ def test_path_properties(home: Path) -> None:
 def test_rundir_is_frozen(home: Path) -> None:
     run = allocate_run(run_id="r1")
     with pytest.raises(AttributeError):
-        run.run_id = "other"  # type: ignore[misc]
+        run.run_id = "other"  # type: ignore[misc]  # frozen: the write must raise
 
 
 def test_agent_artifact_dir(home: Path, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ summary row), overlap, max-runs, budget, a spent --at, and daylight saving."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import pytest
 
@@ -24,11 +25,11 @@ from lirun.schedules.triggers import Trigger, at_trigger, cron_trigger, every_tr
 MINUTELY = every_trigger("1m", anchor=0)
 
 
-def plan(trigger: Trigger, now: int, next_due_at: int = 60, **more: object) -> FirePlan:
+def plan(trigger: Trigger, now: int, next_due_at: int = 60, **more: Any) -> FirePlan:
     policies = Policies(**{k: v for k, v in more.items() if k in Policies.__annotations__})
     facts = FireFacts(next_due_at=next_due_at, now=now, **{
         k: v for k, v in more.items() if k in FireFacts.__annotations__
-    })  # type: ignore[arg-type]  # fmt: skip
+    })  # fmt: skip
     result = decide_fires(trigger, policies, facts)
     dues = [f.due_at for f in result.fires]
     assert len(dues) == len(set(dues)), "two rows for one due time would collide"
@@ -58,7 +59,7 @@ def rows(result: FirePlan) -> list[tuple[int, str, str]]:
      (60, {"budget_usd": 1.0, "usd_spent": 0.5}, [(60, "run", RUN)], 120)],
 )  # fmt: skip
 def test_every_minute(
-    now: int, more: dict[str, object], expected: list[tuple[int, str, str]], next_due: int
+    now: int, more: dict[str, Any], expected: list[tuple[int, str, str]], next_due: int
 ) -> None:
     result = plan(MINUTELY, now, **more)
     assert rows(result) == expected
@@ -71,7 +72,7 @@ def test_every_minute(
      ({"budget_tokens": 5, "tokens_spent": 9}, "schedule_definition.disabled.budget_exhausted"),
      ({"active_runs": 2}, None), ({}, None)],
 )  # fmt: skip
-def test_what_disables_a_schedule(more: dict[str, object], disable: str | None) -> None:
+def test_what_disables_a_schedule(more: dict[str, Any], disable: str | None) -> None:
     assert plan(MINUTELY, 60, **more).disable_reason == disable
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,10 +61,11 @@ def test_the_run_status_follows_the_execution(
     outcome = run_outcome(status, reason, stopped_by=stopped_by)
     assert (outcome.status, outcome.reason_code) == expected
     if status == "completed_empty":
+        assert reason is not None
         assert reason in outcome.summary  # the execution's reason is kept
 
 
-def facts(tmp_path: Path, **changes: object) -> StartFacts:
+def facts(tmp_path: Path, **changes: Any) -> StartFacts:
     base = StartFacts(
         now=1000.0, queued_at=990.0, start_deadline=60.0, cwd=str(tmp_path), cwd_exists=True,
         allow_roots=(),

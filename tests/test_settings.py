@@ -94,7 +94,7 @@ def test_settings_are_a_frozen_value() -> None:
     assert settings != Settings(db_url="/y.db")
     assert settings != "/x.db"
     with pytest.raises(AttributeError):
-        settings.db_url = "/y.db"  # type: ignore[misc]
+        settings.db_url = "/y.db"  # type: ignore[misc]  # frozen: the write must raise
     assert settings.with_flags(db_url="/y.db", run_id=None) == Settings(
         db_url="/y.db", provider_bins=(("LIRUN_X_BIN", "/x"),), cgroup=False
     )
@@ -196,12 +196,12 @@ def test_global_db_flag_reaches_the_child(tmp_path: Path) -> None:
 
 
 def test_a_library_caller_gets_the_heartbeat_interval(monkeypatch: pytest.MonkeyPatch) -> None:
-    request = ExecutionRequest(program=None, cwd=".", limits=None)
+    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=".")
     assert _intervals(request)[0] == HEARTBEAT_INTERVAL
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
     assert _intervals(request) == (100.0, 400.0)  # the lease holds four beats
     given = ExecutionRequest(
-        program=None, cwd=".", limits=None, settings=Settings(heartbeat_interval=2.0)
+        program=CommandProgram(["true"]), cwd=".", settings=Settings(heartbeat_interval=2.0)
     )
     assert _intervals(given)[0] == 2.0  # what the caller gave wins
 
@@ -244,7 +244,7 @@ def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
     """Every ``Settings.from_env()`` this process makes from now on, as a list, but the
     owner's guard switch (``exec.guard.renew``)."""
     reads: list[Settings] = []
-    real = Settings.from_env.__func__  # type: ignore[attr-defined]
+    real = Settings.from_env.__func__  # type: ignore[attr-defined]  # the classmethod's function
 
     def counted(cls: type[Settings], environ: object = None) -> Settings:
         settings = real(cls, environ)
@@ -263,7 +263,12 @@ def test_a_command_gets_the_settings_li_read_once(
     from lirun.cli import db as db_cli
 
     seen: list[Settings] = []
-    monkeypatch.setattr(db_cli, "main", lambda argv, settings: seen.append(settings) or 0)
+
+    def db_main(argv: list[str], settings: Settings) -> int:
+        seen.append(settings)
+        return 0
+
+    monkeypatch.setattr(db_cli, "main", db_main)
     monkeypatch.setenv("LIRUN_RUN_ID", "env-id")
     monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "env.db"))
     reads = _count_reads(monkeypatch)
@@ -280,7 +285,12 @@ def test_a_bad_setting_is_refused_once_before_the_command_starts(
     from lirun.cli import db as db_cli
 
     started: list[list[str]] = []
-    monkeypatch.setattr(db_cli, "main", lambda argv, settings: started.append(argv) or 0)
+
+    def db_main(argv: list[str], settings: Settings) -> int:
+        started.append(argv)
+        return 0
+
+    monkeypatch.setattr(db_cli, "main", db_main)
     monkeypatch.setenv("LIRUN_GUARD", "maybe")
     reads = _count_reads(monkeypatch)
     assert main(["db", "path"]) == 2
@@ -483,7 +493,7 @@ def lirun_reads(source: str, constants: frozenset[str]) -> list[int]:
             key = node.slice if _is_environ(node.value) else None
         elif isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In | ast.NotIn):
             key = node.left if _is_environ(node.comparators[0]) else None
-        if key is not None and _names_lirun(key, constants):
+        if key is not None and isinstance(node, ast.expr) and _names_lirun(key, constants):
             lines.append(node.lineno)
     return lines
 

@@ -13,6 +13,7 @@ import pytest
 from lirun.errors import AmbiguousIdError, NotFoundError
 from lirun.store import Store
 from support.cli import li_command
+from support.storekit import row_of
 from support.waitkit import complete, parse_line, run_wait
 
 RUN = "20260709T120000-2b5dd3"
@@ -105,7 +106,7 @@ def test_li_override_takes_a_unique_suffix_and_refuses_an_ambiguous_one(
     proc = li(li_env, "override", "session", "2b5dd3", *repair)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"session {RUN}: failed -> completed")
-    assert store.get_entity("session", RUN)["status"] == "completed"  # type: ignore[index]
+    assert row_of(store, "session", RUN)["status"] == "completed"
 
 
 def test_li_invoke_end_takes_a_prefix_or_suffix(store: Store, li_env: dict[str, str]) -> None:
@@ -114,7 +115,7 @@ def test_li_invoke_end_takes_a_prefix_or_suffix(store: Store, li_env: dict[str, 
     proc = li(li_env, "invoke", "end", "789abc", "--status", "completed")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(ident)
-    assert store.get_entity("invocation", ident)["status"] == "completed"  # type: ignore[index]
+    assert row_of(store, "invocation", ident)["status"] == "completed"
     proc = li(li_env, "invoke", "end", "nope", "--status", "completed")
     assert proc.returncode == 2
     assert "no invocation" in proc.stderr

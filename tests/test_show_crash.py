@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from lirun.shows.engine import resume_show, run_show
+from lirun.shows.spec import ShowSpec
+from lirun.signals import SignalTrap
 from lirun.store.rows import PlayRow, ShowRow
 from support.execkit import poll, process_alive
 from support.gitkit import git
@@ -86,6 +88,7 @@ def test_kill_9_then_resume_finishes_without_losing_or_repeating_a_merge(
     assert show is not None
     b_id = f"{show.id}.b"
     orphan = _play(db, b_id).session_id
+    assert orphan is not None
     go.touch()
     report = resume_show("t", db_url=db)
     assert report.status == "completed", report.to_dict()
@@ -100,10 +103,10 @@ def test_kill_9_then_resume_finishes_without_losing_or_repeating_a_merge(
     assert len(b.session_ids) == 2
 
 
-def _drive(s: object, db: str) -> subprocess.Popen[str]:
+def _drive(s: ShowSpec, db: str) -> subprocess.Popen[str]:
     """``run_show`` in a process of its own, with the CLI's process-wide signal trap."""
     return subprocess.Popen(
-        [sys.executable, "-c", DRIVER, json.dumps(s.to_dict()), db],  # type: ignore[attr-defined]
+        [sys.executable, "-c", DRIVER, json.dumps(s.to_dict()), db],
         env=dict(os.environ),
         stdout=subprocess.PIPE,
         text=True,
@@ -139,13 +142,10 @@ def test_sigterm_stops_the_executions_and_leaves_the_show_resumable(tmp_path: Pa
     assert len(w.session_ids) == 2
 
 
-class _Stop:
-    def __init__(self) -> None:
-        self.received: signal.Signals | None = None
-        self.signal_name: str | None = None
-
-    def fire(self) -> None:
-        self.received, self.signal_name = signal.SIGTERM, "SIGTERM"
+def _deliver_sigterm(started: Path, stop: SignalTrap) -> None:
+    """Once ``started`` exists, a SIGTERM to the show, as the CLI's trap records one."""
+    poll(started.exists, what="the gate")
+    stop.deliver(signal.SIGTERM)
 
 
 def _gated_show(tmp_path: Path, db: str) -> tuple[Path, str, str]:
@@ -154,13 +154,11 @@ def _gated_show(tmp_path: Path, db: str) -> tuple[Path, str, str]:
     repo = show_repo(tmp_path)
     marker = tmp_path / "gate-started"
     gate = f"test -f {tmp_path}/pass && exit 0; touch {marker}; sleep 30"
-    stop = _Stop()
-    threading.Thread(
-        target=lambda: (poll(marker.exists, what="the gate"), stop.fire()), daemon=True
-    ).start()
+    stop = SignalTrap()  # the CLI's trap, never entered: a SIGTERM is delivered to it
+    threading.Thread(target=_deliver_sigterm, args=(marker, stop), daemon=True).start()
     report = run_show(
         spec(repo, [play("p", writes("p.txt", "P"))], gate=gate), db_url=db, stop=stop
-    )  # type: ignore[arg-type]
+    )
     [p] = report.plays
     assert p.status == "gated"
     (tmp_path / "pass").touch()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lirun.shows.decide import (
+    FailureKind,
+    FinalGate,
     PlayFacts,
     abort_target,
     after_failure,
@@ -54,8 +56,10 @@ def test_ready_and_waiting(plays: list[PlayFacts], ready: list[str], waiting: li
         ("no_changes", 1, 1, "gate_failed", "play.gate_failed.no_changes"),
     ],
 )
-def test_after_failure(kind: str, attempt: int, attempts: int, status: str, reason: str) -> None:
-    failure = after_failure(kind, attempt=attempt, attempts=attempts)  # type: ignore[arg-type]
+def test_after_failure(
+    kind: FailureKind, attempt: int, attempts: int, status: str, reason: str
+) -> None:
+    failure = after_failure(kind, attempt=attempt, attempts=attempts)
     assert (failure.status, failure.reason_code) == (status, reason)
 
 
@@ -140,8 +144,8 @@ def test_abort_target(status: str, target: tuple[str, str] | None) -> None:
         ([P("a", "gate_failed"), P("b", "merged")], False, "pending", "blocked"),
     ],
 )
-def test_show_next(plays: list[PlayFacts], busy: bool, final: str, kind: str) -> None:
-    assert show_next(plays, busy=busy, final_gate=final).kind == kind  # type: ignore[arg-type]
+def test_show_next(plays: list[PlayFacts], busy: bool, final: FinalGate, kind: str) -> None:
+    assert show_next(plays, busy=busy, final_gate=final).kind == kind
 
 
 def test_every_decided_reason_is_registered_and_fits_its_status() -> None:
@@ -149,7 +153,7 @@ def test_every_decided_reason_is_registered_and_fits_its_status() -> None:
 
     for kind in ("gate", "merge_conflict", "session_failed", "no_changes"):
         for attempt, attempts in ((1, 2), (2, 2), (1, 1)):
-            f = after_failure(kind, attempt=attempt, attempts=attempts)  # type: ignore[arg-type]
+            f = after_failure(kind, attempt=attempt, attempts=attempts)
             validate_reason(f.reason_code, "play", f.status)
     for status in ("pending", "running"):
         target = abort_target(status)

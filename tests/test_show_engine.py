@@ -19,6 +19,7 @@ import pytest
 from lirun.errors import ConflictError
 from lirun.exec.task import Task
 from lirun.shows.engine import ShowOptions, abort_show, resume_show, run_show
+from lirun.signals import SignalTrap
 from lirun.store import open_store
 from support.execkit import poll, run_li
 from support.gitkit import git
@@ -299,11 +300,9 @@ def test_a_stopped_show_stays_active_and_abort_ends_it(tmp_path: Path, db: str) 
         play("slow", writes("s.txt", "S"), gate=f"touch {gate_started}; sleep 30"),
         play("after", writes("a.txt", "A"), "slow"),
     ]
-    stop = StopSoon()
-    threading.Thread(
-        target=lambda: (poll(gate_started.exists, what="the gate"), stop.fire()), daemon=True
-    ).start()
-    report = run_show(spec(repo, plays), db_url=db, stop=stop)  # type: ignore[arg-type]
+    stop = SignalTrap()  # the CLI's trap, never entered: a SIGTERM is delivered to it
+    threading.Thread(target=_deliver_sigterm, args=(gate_started, stop), daemon=True).start()
+    report = run_show(spec(repo, plays), db_url=db, stop=stop)
     assert report.interrupted == "SIGTERM"
     assert report.exit_code == 143
     assert report.status == "active"
@@ -321,18 +320,10 @@ def test_a_stopped_show_stays_active_and_abort_ends_it(tmp_path: Path, db: str) 
     assert git(repo, "rev-parse", INTEGRATION) == git(repo, "rev-parse", "main")
 
 
-class StopSoon:
-    """Stands in for the CLI's process-wide SignalTrap: ``received`` once fired."""
-
-    def __init__(self) -> None:
-        self.received: signal.Signals | None = None
-
-    @property
-    def signal_name(self) -> str | None:
-        return self.received.name if self.received else None
-
-    def fire(self) -> None:
-        self.received = signal.SIGTERM
+def _deliver_sigterm(started: Path, stop: SignalTrap) -> None:
+    """Once ``started`` exists, a SIGTERM to the show, as the CLI's trap records one."""
+    poll(started.exists, what="the gate")
+    stop.deliver(signal.SIGTERM)
 
 
 def test_setup_problems_refuse_before_anything_is_written(tmp_path: Path, db: str) -> None:
@@ -435,6 +426,7 @@ def test_a_failing_final_gate_keeps_the_show_active_until_resume_passes_it(
     ok.touch()
     resumed = resume_show(report.show_id, db_url=db)
     assert resumed.status == "completed"
+    assert resumed.final_gate
     assert resumed.final_gate["verdict"] == "pass"
 
 

@@ -5,12 +5,14 @@ cut mid-run and restored (``support.simhosts``; skipped where namespaces are not
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.pgcluster import PgCluster
 from support.queuekit import (
     TESTS_DIR,
     add_runs,
@@ -26,7 +28,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.fixture
-def hosts() -> Iterator[tuple[list[SimHost], object]]:
+def hosts() -> Iterator[tuple[list[SimHost], PgCluster]]:
     with simulated_hosts(("alpha", 1), ("beta", 2)) as made:
         yield made
 
@@ -44,7 +46,9 @@ def deliveries(url: str, run_id: str) -> list[tuple[object, ...]]:
     return query(url, "SELECT owner, won FROM qevents WHERE run_id = %s ORDER BY n", [run_id])
 
 
-def test_a_cut_host_runs_nothing_twice_while_cut_or_after(hosts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_cut_host_runs_nothing_twice_while_cut_or_after(
+    hosts: tuple[list[SimHost], PgCluster], tmp_path: Path
+) -> None:
     from lirun.schedules.pgqueue import ProcrastinateTransport
 
     (alpha, beta), cluster = hosts
@@ -56,7 +60,9 @@ def test_a_cut_host_runs_nothing_twice_while_cut_or_after(hosts, tmp_path: Path)
         queue = ProcrastinateTransport(url)
         logs = {h.name: tmp_path / f"{h.name}.log" for h in (alpha, beta)}
 
-        def start(host: SimHost, url: str = url, logs: dict[str, Path] = logs):  # type: ignore[no-untyped-def]
+        def start(
+            host: SimHost, url: str = url, logs: dict[str, Path] = logs
+        ) -> subprocess.Popen[bytes]:
             argv = server_argv(url_from(host, cluster, url), host.name)
             return host.start(argv, log=logs[host.name], env=server_env(), cwd=TESTS_DIR)
 

@@ -46,7 +46,8 @@ SPOOLED = SpooledOutcome(
 )
 def test_delivery_decision(row: dict[str, Any] | None, expected: str) -> None:
     given = None if row is None else {**dict.fromkeys(SessionRow._fields), **row}
-    assert decide_delivery(given and SessionRow.from_row(given), SPOOLED) == expected
+    session = None if given is None else SessionRow.from_row(given)
+    assert decide_delivery(session, SPOOLED) == expected
 
 
 def test_the_database_key_holds_no_password_and_names_one_database(tmp_path: Path) -> None:
@@ -102,7 +103,7 @@ def test_a_reaped_row_is_corrected_by_an_audited_system_override(
         if e.event_type == "status_transition_override"
     ]
     assert event.actor == "lirun"
-    assert "spooled" in event.justification
+    assert "spooled" in (event.justification or "")
     assert pending_files(db_url) == []
     assert apply_pending(store) == []  # applying twice changes nothing
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,8 +41,8 @@ def plain(tmp_path: Path) -> Path:
     return path
 
 
-def since(cwd: Path, start: StartSnapshot, **kw: object) -> CompletionEvidence:
-    return check_completion_evidence(str(cwd), start=start, **kw)  # type: ignore[arg-type]
+def since(cwd: Path, start: StartSnapshot, **kw: Any) -> CompletionEvidence:
+    return check_completion_evidence(str(cwd), start=start, **kw)
 
 
 # --- git ---------------------------------------------------------------------------------------

@@ -158,7 +158,7 @@ def test_every_call_runs_in_a_worker_thread_and_a_held_lock_never_blocks_the_loo
         async with StateDB(str(tmp_path / "state.db")) as db:
             await db.create_session(id="s-1")
             await db.create_session(id="s-2")
-            lock = db.sync.connector._write_lock  # type: ignore[attr-defined]
+            lock = db.sync.connector._write_lock
             held, release = threading.Event(), threading.Event()
 
             def hold() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from lirun.liveness import DEFAULT_LEASE_SECONDS, current_owner
 from lirun.store import Store, open_store
+from support.storekit import row_of
 from support.userkit import run_as_nobody
 from support.waitkit import killed_owner, parse_line, run_wait
 
@@ -47,7 +48,7 @@ def test_a_library_row_whose_creator_died_is_reaped_by_wait(
     assert code == 1, err
     line = parse_line(out.strip())
     assert (line["status"], line["reason"]) == ("failed", "session.orphaned.no_process")
-    assert store.get_entity("session", "lib-run")["status"] == "failed"
+    assert row_of(store, "session", "lib-run")["status"] == "failed"
 
 
 def test_a_heartbeat_gives_a_leaseless_row_the_default_lease(store: Store) -> None:
@@ -55,7 +56,7 @@ def test_a_heartbeat_gives_a_leaseless_row_the_default_lease(store: Store) -> No
     store.sessions.create(id="leased", owner_pid=None, heartbeat_at=time.time(), lease_seconds=5)
     store.sessions.heartbeat("bare")
     store.sessions.heartbeat("leased")
-    bare, leased = store.get_entity("session", "bare"), store.get_entity("session", "leased")
+    bare, leased = row_of(store, "session", "bare"), row_of(store, "session", "leased")
     assert bare["heartbeat_at"] is not None
     assert bare["lease_seconds"] == DEFAULT_LEASE_SECONDS
     assert leased["lease_seconds"] == 5

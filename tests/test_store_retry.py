@@ -15,7 +15,7 @@ from lirun.errors import DatabaseBusyError, DatabaseConnectionLostError
 from lirun.store import Store, open_store
 from lirun.store.retry import backoff, retry_write, write_retry_seconds
 from support.pg import make_pg_url
-from support.storekit import assert_linear, write_lock_held
+from support.storekit import assert_linear, row_of, write_lock_held
 
 
 def _finish(store: Store, entity_id: str, **kwargs: Any) -> bool:
@@ -79,7 +79,7 @@ def test_a_held_lock_past_the_bound_raises_busy(
             _finish(store, "s-1")
         elapsed = time.monotonic() - started
     assert 0.9 <= elapsed < 10, elapsed
-    assert store.get_entity("session", "s-1")["status"] == "running"
+    assert row_of(store, "session", "s-1")["status"] == "running"
 
 
 def test_a_lock_released_within_the_bound_lets_the_write_land(
@@ -122,7 +122,7 @@ def test_postgres_connections_dropped_by_the_server_are_replaced(pg_only_url: st
                 [f"lirun-test-victim-{os.getpid()}"],
             ).fetchall()
         assert len(killed) == 2  # the store's write and read connections
-        assert store.get_entity("session", "s-1")["status"] == "running"
+        assert row_of(store, "session", "s-1")["status"] == "running"
         assert _finish(store, "s-1") is True
         assert [t.status for t in store.list_transitions("session", "s-1")] == [
             "running",

@@ -281,7 +281,7 @@ def test_override_repairs_a_terminal_row_with_an_audit_row(store: Store) -> None
     [event] = store.list_admin_events(sid)
     assert event.event_type == "status_transition_override"
     assert event.actor == "alice"
-    assert event.justification.startswith("artifact was written")
+    assert (event.justification or "").startswith("artifact was written")
     assert event.payload["previous_status"] == "failed"
     assert event.payload["new_status"] == "completed"
     last = store.list_transitions("session", sid)[-1]

@@ -24,7 +24,7 @@ from lirun.exec.heartbeat import Heartbeat
 from lirun.exec.legs import judge_command, stop_status
 from lirun.exec.recorder import Recorder
 from lirun.exec.supervisor import Limits, ProcessResult, SpawnError, supervise
-from lirun.exec.verdict import StreamVerdict
+from lirun.exec.verdict import StreamStatus, StreamVerdict
 from lirun.provider_errors import ProviderError
 from lirun.signals import SignalTrap
 
@@ -85,10 +85,10 @@ def test_line_sink_hands_over_an_overlong_line_instead_of_growing() -> None:
 # --- pure judgement ------------------------------------------------------------------------
 
 
-def _result(**kw: object) -> ProcessResult:
-    base: dict[str, object] = {"pid": 1, "exit_code": 0}
+def _result(**kw: Any) -> ProcessResult:
+    base: dict[str, Any] = {"pid": 1, "exit_code": 0}
     base.update(kw)
-    return ProcessResult(**base)  # type: ignore[arg-type]
+    return ProcessResult(**base)
 
 
 @pytest.mark.parametrize(
@@ -137,10 +137,10 @@ def test_judge_command_records_how_li_stopped_the_child() -> None:
     }
 
 
-def _verdict(status: str = "completed", exc: ProviderError | None = None) -> StreamVerdict:
+def _verdict(status: StreamStatus = "completed", exc: ProviderError | None = None) -> StreamVerdict:
     return StreamVerdict(
         provider="claude",
-        status=status,  # type: ignore[arg-type]
+        status=status,
         exception=exc,
         final_text="done",
         engine_session_uid="uid-1",

@@ -84,10 +84,10 @@ def test_two_shows_with_team_true_have_separate_teams(db_url: str, tmp_path: Pat
     assert members == [["pa"], ["pb"]]
     # each show's merge notice reached its own team only
     assert [body.split(" as ")[0] for body in heard[0]] == [
-        "play pa merged into " + reports[0].integration
+        f"play pa merged into {reports[0].integration}"
     ]
     assert [body.split(" as ")[0] for body in heard[1]] == [
-        "play pb merged into " + reports[1].integration
+        f"play pb merged into {reports[1].integration}"
     ]
 
 

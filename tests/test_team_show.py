@@ -71,8 +71,8 @@ def test_plays_talk_and_the_merge_notice_reaches_the_second_play_before_its_gate
     assert sorted(said)[:1] == [("first", "hello from first")]
     merges = [body for sender, body in said if sender == "lirun"]
     assert merges == [
-        "play first merged into " + report.integration,
-        "play second merged into " + report.integration,
+        f"play first merged into {report.integration}",
+        f"play second merged into {report.integration}",
     ]
     # li status of the play, and of its execution, lists what it sent and received
     env = {**os.environ, "LIRUN_DB_URL": db_url, "COLUMNS": "200"}

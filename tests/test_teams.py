@@ -162,7 +162,7 @@ def test_team_rows_hold_every_column_their_queries_read(store: Store) -> None:
     inbox = {"team_id": team_id, "member": "b", "since": 0, "unread_only": 0, "limit": 5}
     [received] = read(store.sql("team_inbox"), inbox)
     assert set(received) == set(InboxMessageRow._fields)
-    assert store.teams.read_inbox(team_id, "b") == [InboxMessageRow(*sent, read_at=None)]
+    assert store.teams.read_inbox(team_id, "b") == [InboxMessageRow(**sent._asdict(), read_at=None)]
     assert store.teams.memberships_of_run("no-run") == []
     other = store.teams.create_with_members("pair", ["x"], run_id="run-1")
     assert store.teams.memberships_of_run("run-1") == [RunMembershipRow(other.id, "x")]

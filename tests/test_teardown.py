@@ -33,6 +33,7 @@ from lirun.record.teardown import (
 )
 from lirun.store import StateDB, Store
 from lirun.store.rows import TransitionRow
+from support.storekit import row_of
 from support.teardownkit import GIT_ENV, finalize_as, git, make_repo, other_writer
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -215,7 +216,7 @@ def test_async_api_with_a_shared_statedb(db_url: str, run: RunDir) -> None:
 def test_shared_store_stays_open_after_teardown(db_url: str, store: Store, run: RunDir) -> None:
     ctx = start(run, store)
     assert teardown_persist_sync(ctx, extras={"assistant_output": True}) == "completed"
-    assert store.get_entity("session", run.run_id)["status"] == "completed"  # type: ignore[index]
+    assert row_of(store, "session", run.run_id)["status"] == "completed"
 
 
 # --- teardown: the outcome ------------------------------------------------------------------
@@ -303,7 +304,7 @@ def test_a_capped_start_is_not_compared_again_when_a_reply_decides(
     assert ctx.start_snapshot["capped"]
     forbid_git(monkeypatch)
     assert teardown_persist_sync(ctx, extras={"assistant_text": "Done."}) == "completed"
-    assert [e["kind"] for e in store.get_entity("session", run.run_id)["status_evidence_refs"]] == [  # type: ignore[index]
+    assert [e["kind"] for e in row_of(store, "session", run.run_id)["status_evidence_refs"]] == [
         "assistant_output"
     ]
 
@@ -354,7 +355,7 @@ def test_artifact_root_that_is_a_file_misses_everything(
     }
     ctx = start(run, db_url, artifact_contract=contract)
     assert teardown_persist_sync(ctx, extras={"assistant_output": True}) == "failed"
-    verification = store.get_entity("session", run.run_id)["artifact_verification_json"]  # type: ignore[index]
+    verification = row_of(store, "session", run.run_id)["artifact_verification_json"]
     assert [e["id"] for e in verification["missing_required"]] == ["a"]
     assert [e["id"] for e in verification["missing_optional"]] == ["b"]
     assert verification["produced"] == []
@@ -638,7 +639,7 @@ def test_transition_rejected_returns_the_persisted_winner(
     assert teardown_persist_sync(ctx, extras={"assistant_output": True}) == "cancelled"
     events = store.list_admin_events(run.run_id)
     assert [e.event_type for e in events] == ["status_transition_rejected"]
-    assert store.get_entity("session", run.run_id)["status"] == "cancelled"  # type: ignore[index]
+    assert row_of(store, "session", run.run_id)["status"] == "cancelled"
 
 
 def test_a_write_that_cannot_land_is_spooled_then_applied(
@@ -656,7 +657,7 @@ def test_a_write_that_cannot_land_is_spooled_then_applied(
     with caplog.at_level(logging.WARNING, logger="lirun.record.teardown"):
         assert teardown_persist_sync(ctx, status="timed_out") == "timed_out"
     assert "the outcome is spooled" in caplog.text
-    assert store.get_entity("session", run.run_id)["status"] == "running"  # type: ignore[index]
+    assert row_of(store, "session", run.run_id)["status"] == "running"
     assert ctx.closed
     [entry] = pending_files(db_url)
     assert (run.state_root / PENDING_FILE).is_file()
@@ -936,7 +937,7 @@ def test_a_crash_never_borrows_another_executions_verdict(
     assert meta["linked_session"] is None
     assert meta["linked_session_ignored"] == {"id": r1, "why": "another execution's record"}
     assert sleeps_of(ctx) == [0.1, 0.1, 0.1]  # a mirror may still lag: the bounded wait stays
-    assert store.get_entity("session", r1)["status"] == theirs  # type: ignore[index]
+    assert row_of(store, "session", r1)["status"] == theirs
 
 
 def test_lis_own_files_inside_the_cwd_are_not_work(
@@ -949,7 +950,8 @@ def test_lis_own_files_inside_the_cwd_are_not_work(
     (run.stream_dir / "stdout.log").write_text("noise\n", encoding="utf-8")
     (home / "state.db").write_bytes(b"another run's bookkeeping")
     assert teardown_persist_sync(ctx) == "completed_empty"
-    assert sorted(ctx.start_snapshot["excluded"]) == sorted([str(run.state_root), str(home)])  # type: ignore[index]
+    assert ctx.start_snapshot is not None
+    assert sorted(ctx.start_snapshot["excluded"]) == sorted([str(run.state_root), str(home)])
 
 
 def test_async_twins_keep_the_sync_signature() -> None:

@@ -106,7 +106,7 @@ def test_a_bad_filter_is_a_clear_400(client: TestClient, query: dict[str, str]) 
 
 def test_keyset_pages_cover_every_run_once(store: Store, client: TestClient) -> None:
     now = time.time()
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "id": f"k{i:03d}",
             "status": "completed",
@@ -746,7 +746,7 @@ def test_a_running_runs_page_shows_its_provider_trouble_so_far(
     """What a running agent's row holds while the provider retries (the execution writes
     it as the events arrive): the retries so far, the last error, the model, the CLI
     version; once it ended, the same facts without "so far"."""
-    trouble = {
+    trouble: dict[str, Any] = {
         "provider_retries": 3,
         "provider_error": "API retry 3/10: overloaded_error (HTTP 529)",
         "provider_version": "2.1.197",

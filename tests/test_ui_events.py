@@ -126,6 +126,7 @@ def sse_events(
 ) -> list[tuple[str, str, dict[str, Any]]]:
     """The first ``count`` events of /events (id, event name, data)."""
     parts = urlsplit(base)
+    assert parts.hostname is not None
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
     headers = {"Accept": "text/event-stream"}
     if last_event_id is not None:

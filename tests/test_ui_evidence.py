@@ -89,7 +89,7 @@ def test_killed_processes_and_git_facts_are_small_tables() -> None:
          "branch_at_start": "main", "branch": "main", "head_at_start": "a" * 40,
          "head": "b" * 40}
     )  # fmt: skip
-    assert dict(work.rows) == {
+    assert {label: value for label, value in work.rows} == {
         "commits since start": "1",
         "working tree changed": "no",
         "uncommitted changes": "no",
@@ -111,7 +111,9 @@ def test_a_real_runs_page_explains_its_evidence_and_keeps_the_raw_json(
         timeout=60,
     )
     assert ran.returncode == 0, ran.stderr
-    run_id = re.search(r"run (\S+) completed", ran.stderr).group(1)  # type: ignore[union-attr]
+    said = re.search(r"run (\S+) completed", ran.stderr)
+    assert said is not None, ran.stderr
+    run_id = said.group(1)
     page = client.get(f"/runs/{run_id}").text
     assert "The process exited with code 0." in page
     assert "In the git repository: 1 commit since it started; working tree unchanged" in page

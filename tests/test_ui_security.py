@@ -18,6 +18,7 @@ from lirun.store import Store
 from lirun.ui.app import create_app
 from lirun.ui.security import LOCAL_HOSTS
 from support.cli import li_command
+from support.storekit import row_of
 from support.uikit import XSS_NAME, XSS_SCRIPT, make_run
 
 TOKEN = "s3cret-token-0123456789"
@@ -120,7 +121,7 @@ def test_only_the_runs_own_artifact_directory_is_served(
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
     [saved] = [r["id"] for r in client.get("/api/runs").json()["runs"]]
-    assert store.get_entity("session", saved)["artifacts_path"] == str(elsewhere)  # type: ignore[index]
+    assert row_of(store, "session", saved)["artifacts_path"] == str(elsewhere)
     answer = client.get(f"/runs/{saved}/artifacts/secret.txt")
     assert answer.status_code == 404
     assert "--save" in answer.text

@@ -111,11 +111,11 @@ def test_the_watcher_announces_a_team_with_new_messages(store: Store, db_url: st
     team = store.teams.create_with_members("crew", ["api"])
     hub = Hub(db_url)
     hub._check_teams(store)  # the first look only remembers
-    got: list[object] = []
-    hub.publish = got.extend  # type: ignore[method-assign,assignment]
+    got: list[TeamNotice] = []
+    hub.publish = got.extend  # type: ignore[method-assign,assignment]  # collects what it sends
     hub._check_teams(store)
     assert got == []
     store.teams.send_message(team.id, sender="api", recipient="all", text="x")
     hub._check_teams(store)
     assert got == [TeamNotice(team.id)]
-    assert got[0].to_sse() == f'event: team\ndata: {{"id": "{team.id}"}}\n\n'  # type: ignore[attr-defined]
+    assert got[0].to_sse() == f'event: team\ndata: {{"id": "{team.id}"}}\n\n'

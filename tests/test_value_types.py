@@ -115,6 +115,6 @@ def test_the_public_values_round_trip_with_real_fields(index: int, tmp_path: Pat
 def test_a_frozen_value_stays_frozen_and_hashable() -> None:
     run = RunDir(run_id="r-1", state_root=Path("/tmp/r-1"), artifact_root=Path("/tmp/out"))
     with pytest.raises(dataclasses.FrozenInstanceError):
-        run.run_id = "other"  # type: ignore[misc]
+        run.run_id = "other"  # type: ignore[misc]  # frozen: the write must raise
     assert hash(copy.deepcopy(run)) == hash(run)
     assert dataclasses.replace(run, run_id="r-2").run_id == "r-2"

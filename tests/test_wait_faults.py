@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from lirun.store import open_store
-from support.storekit import write_lock_held
+from support.storekit import row_of, write_lock_held
 from support.waitkit import finish, killed_owner, parse_line, start_waiter
 
 
@@ -26,7 +26,7 @@ def test_printed_reap_is_the_committed_row_while_another_process_holds_the_lock(
     line = parse_line(out.strip())
     check = open_store(db_url)
     try:
-        row = check.get_entity("session", "A")
+        row = row_of(check, "session", "A")
         history = [t.status for t in check.list_transitions("session", "A")]
     finally:
         check.close()

@@ -96,7 +96,7 @@ def test_pick_exact_prefers_tier_then_newest() -> None:
 
 def _fetched(kind: str, entity_id: str, status: str) -> WaitFetchRow:
     """A target's row as one tick reads it: only its status known."""
-    fields = dict.fromkeys(WaitFetchRow._fields)
+    fields: dict[str, Any] = dict.fromkeys(WaitFetchRow._fields)
     return WaitFetchRow(**{**fields, "kind": kind, "id": entity_id, "status": status})
 
 
@@ -259,7 +259,7 @@ def test_sqlite_waker_backs_off_on_useless_wakes_and_recovers() -> None:
 
     conn = _FakeConnector()
     waker = ChangeTokenWaker(
-        conn,  # type: ignore[arg-type]
+        conn,  # type: ignore[arg-type]  # a stand-in with the calls used
         check_seconds=0.01,
         max_gap_seconds=0.05,
         sleep=conn.sleep,
@@ -295,7 +295,7 @@ def test_a_library_waiter_reports_through_logging_not_stderr(
     def lost(keys: Any) -> Any:
         raise DatabaseConnectionLostError("the server went away")
 
-    watcher.fetch = lost  # type: ignore[method-assign]
+    watcher.fetch = lost  # type: ignore[method-assign]  # the connection is lost here
     try:
         with caplog.at_level(logging.WARNING, logger="lirun.wait.watch"):
             watcher.tick()

@@ -10,7 +10,9 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,9 +22,18 @@ from lirun.schedules.triggers import every_trigger
 from lirun.store import Store, open_store
 from support.cli import li_command
 from support.pg import make_pg_url
+from support.pgcluster import PgCluster
 from support.queuekit import TESTS_DIR, wait_until
 from support.simhosts import SimHost, simulated_hosts, url_from
-from support.workerkit import add_schedule, run_row, status_is, until, workers
+from support.workerkit import (
+    add_schedule,
+    due_at,
+    next_due,
+    run_row,
+    status_is,
+    until,
+    workers,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -31,7 +42,7 @@ SLEEP = [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1]))
 NAP = [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1])); print('done')"]
 
 
-def started(store: Store, run_id: str) -> dict[str, object] | None:
+def started(store: Store, run_id: str) -> dict[str, Any] | None:
     """The run's row once it is running with its session made, else None."""
     row = status_is(store, run_id, "running")
     return row if row and row.get("session_id") else None
@@ -86,7 +97,7 @@ def test_three_workers_on_the_queue_fire_each_due_time_once(
 ) -> None:
     with workers(env, tmp_path, "--concurrency", "2", count=3) as procs:
         schedule = add_schedule(store, tmp_path, "tick", ["run", "echo", "ok"], overlap="allow")
-        first = int(schedule.next_due_at)
+        first = next_due(schedule)
         until(lambda: time.time() > first + 10.2, timeout=20, what="10 seconds of fires")
         store.schedules.change(
             schedule.id, new_status="disabled", reason_code="schedule_definition.disabled.user"
@@ -95,7 +106,7 @@ def test_three_workers_on_the_queue_fire_each_due_time_once(
     assert codes == [0, 0, 0]
     assert all("ProcrastinateTransport" in p.text() for p in procs)
     runs = store.schedules.list_runs(schedule.id, limit=1000)
-    dues = sorted(int(r.due_at) for r in runs)
+    dues = sorted(due_at(r) for r in runs)
     assert len(dues) == len(set(dues)), "a due time was fired twice"
     assert dues == list(range(first, dues[-1] + 1)), "a due time was lost"
     assert len(dues) >= 10
@@ -144,14 +155,14 @@ def _kill_child(store: Store, session_id: str) -> None:
 
 
 @pytest.fixture
-def hosts() -> Iterator[tuple[list[SimHost], object]]:
+def hosts() -> Iterator[tuple[list[SimHost], PgCluster]]:
     with simulated_hosts(("alpha", 3), ("beta", 4)) as made:
         yield made
 
 
 def test_a_cut_hosts_run_is_failed_by_lease_on_the_other_host_and_nothing_runs_twice(
-    hosts, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    hosts: tuple[list[SimHost], PgCluster], tmp_path: Path
+) -> None:
     (alpha, beta), cluster = hosts
     url = cluster.new_url()
     store = open_store(url)
@@ -183,7 +194,7 @@ def test_a_cut_hosts_run_is_failed_by_lease_on_the_other_host_and_nothing_runs_t
         after = [queue(store, tmp_path, "echo", f"after-{i}") for i in range(4)]
         for run_id in after:
             try:
-                row = until(lambda r=run_id: status_is(store, r, "completed", "failed"), 40)
+                row = until(partial(status_is, store, run_id, "completed", "failed"), 40)
             except AssertionError:
                 raise AssertionError(queue_state(url, store, after)) from None
             assert row["status"] == "completed"
@@ -192,7 +203,7 @@ def test_a_cut_hosts_run_is_failed_by_lease_on_the_other_host_and_nothing_runs_t
         deadline, back = time.monotonic() + 30, False
         while not back and time.monotonic() < deadline:
             pair = [queue(store, tmp_path, *NAP, "1") for _ in range(2)]
-            rows = [until(lambda r=r: status_is(store, r, "completed"), 20, "a pair") for r in pair]
+            rows = [until(partial(status_is, store, r, "completed"), 20, "a pair") for r in pair]
             back = any(row["worker_id"] == running["worker_id"] for row in rows)
         again = run_row(store, held)
         assert (again["status"], again["status_reason_code"]) == (

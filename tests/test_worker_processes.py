@@ -22,7 +22,15 @@ from lirun.schedules.submit import fire_now, submit
 from lirun.schedules.triggers import at_trigger, every_trigger, format_utc
 from lirun.store import Store, open_store
 from support.cli import li_command
-from support.workerkit import add_schedule, run_row, status_is, until, workers
+from support.workerkit import (
+    add_schedule,
+    due_at,
+    next_due,
+    run_row,
+    status_is,
+    until,
+    workers,
+)
 
 LEASE = "1s"
 SLEEP = [sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1]))"]
@@ -48,12 +56,12 @@ def test_two_workers_fire_each_due_time_exactly_once(
 ) -> None:
     with workers(env, tmp_path, "--concurrency", "2", count=2) as procs:
         schedule = add_schedule(store, tmp_path, "tick", ["run", "echo", "ok"], overlap="allow")
-        first = int(schedule.next_due_at)
+        first = next_due(schedule)
         until(lambda: time.time() > first + 8.2, timeout=15, what="8 seconds of fires")
         for proc in procs:
             assert proc.terminate() == 0
     runs = store.schedules.list_runs(schedule.id, limit=1000)
-    dues = sorted(int(r.due_at) for r in runs)
+    dues = sorted(due_at(r) for r in runs)
     assert len(dues) == len(set(dues)), "a due time was fired twice"
     assert dues == list(range(first, dues[-1] + 1)), "a due time was lost"
     assert len(dues) >= 8
@@ -144,13 +152,13 @@ def test_overlap_skip_records_the_due_times_a_long_run_covers(
 ) -> None:
     with workers(env, tmp_path, "--concurrency", "3", "--grace", "10s") as (proc,):
         schedule = add_schedule(store, tmp_path, "slow", ["run", *SLEEP, "3.5"])
-        first = int(schedule.next_due_at)
+        first = next_due(schedule)
         until(lambda: time.time() > first + 2.5, what="three due times")
         store.schedules.change(
             schedule.id, new_status="disabled", reason_code="schedule_definition.disabled.user"
         )
         assert proc.terminate() == 0
-    runs = sorted(store.schedules.list_runs(schedule.id), key=lambda r: r.due_at)
+    runs = sorted(store.schedules.list_runs(schedule.id), key=due_at)
     assert [r.status for r in runs[:3]] == ["completed", "skipped", "skipped"]
     assert {r.status_reason_code for r in runs[1:3]} == {"schedule.skipped.overlap"}
 
@@ -174,8 +182,8 @@ def test_missed_fires_after_an_outage(
             )
         proc.terminate()
     runs = sorted(
-        (r for r in store.schedules.list_runs(schedule.id) if r.due_at < now),
-        key=lambda r: r.due_at,
+        (r for r in store.schedules.list_runs(schedule.id) if due_at(r) < now),
+        key=due_at,
     )
     assert len(runs) == 10
     assert {r.status_reason_code for r in runs[:9]} == {"schedule.skipped.missed_fire"}
@@ -278,6 +286,7 @@ def test_a_command_schedule_that_exits_0_records_completed_runs(
     assert {(r.status, r.status_reason_code) for r in ended} == {
         ("completed", "schedule.completed.ok")
     }
+    assert ended[0].session_id is not None
     session = store.get_entity("session", ended[0].session_id) or {}
     assert (session["status"], session["status_reason_summary"]) == (
         "completed",

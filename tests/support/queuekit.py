@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -103,7 +103,7 @@ def query(url: str, sql: str, params: object = ()) -> list[tuple[object, ...]]:
         return list(conn.execute(sql, params).fetchall())  # type: ignore[call-overload]
 
 
-def wait_until(check, timeout: float, interval: float = 0.1) -> bool:  # type: ignore[no-untyped-def]
+def wait_until(check: Callable[[], object], timeout: float, interval: float = 0.1) -> bool:
     """Poll ``check`` (a database fact; no event reaches the test across processes)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -155,7 +155,7 @@ def stop_server(proc: subprocess.Popen[bytes], timeout: float = 20) -> int:
         return proc.wait(5)
 
 
-def make_handle(url: str, name: str):  # type: ignore[no-untyped-def]
+def make_handle(url: str, name: str) -> Callable[[str], None]:
     plain, schema = conninfo(url)
 
     def handle(run_id: str) -> None:

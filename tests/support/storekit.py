@@ -88,6 +88,13 @@ def create_entity(store: Store, entity_type: str, entity_id: str | None = None) 
     raise AssertionError(entity_type)
 
 
+def row_of(store: Store, entity_type: str, entity_id: str) -> dict[str, Any]:
+    """The entity's stored row, which the test expects to be there."""
+    row = store.get_entity(entity_type, entity_id)
+    assert row is not None, f"no {entity_type} {entity_id}"
+    return row
+
+
 def snapshot(store: Store, entity_type: str, entity_id: str) -> dict[str, Any]:
     """Everything a status write may touch, read from storage."""
     return {

@@ -16,15 +16,16 @@ from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import Definition, make_policies
 from lirun.schedules.triggers import Trigger, every_trigger
 from lirun.store import Store
-from lirun.store.rows import ScheduleRow
+from lirun.store.rows import ScheduleRow, ScheduleRunRow
 from support.cli import li_command
 
 T = TypeVar("T")
 
 
-def until(check: Callable[[], T], timeout: float = 15.0, what: str = "condition") -> T:
+def until(check: Callable[[], T | None], timeout: float = 15.0, what: str = "condition") -> T:
     """Poll ``check`` until it returns something truthy (the records have no event a
-    test process could wait on); fail after ``timeout`` seconds."""
+    test process could wait on); fail after ``timeout`` seconds. The value returned is
+    ``check``'s truthy one, so never None."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
@@ -78,7 +79,7 @@ def workers(
                 )
             started.append(WorkerProcess(proc, log))
         for worker in started:
-            until(lambda w=worker: " started: " in w.text(), what="the worker to start")
+            until(_started(worker), what="the worker to start")
         yield started
     finally:
         for worker in started:
@@ -86,6 +87,10 @@ def workers(
                 worker.terminate(timeout=20)
             except subprocess.TimeoutExpired:
                 worker.kill()
+
+
+def _started(worker: WorkerProcess) -> Callable[[], bool]:
+    return lambda: " started: " in worker.text()
 
 
 def add_schedule(
@@ -108,6 +113,18 @@ def add_schedule(
         policies=make_policies(policies, trigger),
     )
     return registry.add(store, definition, now=now)
+
+
+def next_due(schedule: ScheduleRow) -> int:
+    """The schedule's next due time, which an enabled schedule has."""
+    assert schedule.next_due_at is not None, f"{schedule.name} has no next due time"
+    return schedule.next_due_at
+
+
+def due_at(run: ScheduleRunRow) -> int:
+    """The due time a schedule's run was fired for (a ``li submit`` run has none)."""
+    assert run.due_at is not None, f"{run.id} has no due time"
+    return run.due_at
 
 
 def run_row(store: Store, run_id: str) -> dict[str, Any]:

@@ -7,8 +7,10 @@ backoff)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from support.contracts import (
     BASE_URL,
@@ -36,7 +38,7 @@ def environment(home: Path, tmp_path: Path, case: _Case) -> dict[str, str]:
     return {"GEMINI_API_KEY": "fake-key", "GOOGLE_GEMINI_BASE_URL": BASE_URL}
 
 
-def model_sent(request: dict[str, object]) -> str | None:
+def model_sent(request: Mapping[str, Any]) -> str | None:
     """The Gemini API names the model in the path, not the body."""
     return gemini_model(str(request["path"]))
 
