@@ -182,12 +182,16 @@ def _newest_release() -> str:
     asked = os.environ.get("LIRUN_TEST_PROCRASTINATE")
     if asked:
         return asked
-    out = subprocess.run(
+    asked_index = subprocess.run(
         [sys.executable, "-m", "pip", "index", "versions", "procrastinate"],
-        capture_output=True, text=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
-    found = re.search(r"^procrastinate \(([^)]+)\)", out, re.MULTILINE)
-    assert found, out
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    found = re.search(r"^procrastinate \(([^)]+)\)", asked_index.stdout, re.MULTILINE)
+    if asked_index.returncode or not found:
+        pytest.fail(
+            "could not ask the package index for procrastinate's releases "
+            f"({asked_index.stderr.strip()[-500:]}); LIRUN_TEST_PROCRASTINATE=X.Y.Z names one"
+        )
     return found.group(1)
 
 

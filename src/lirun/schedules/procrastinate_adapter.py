@@ -47,6 +47,8 @@ def schema_sql() -> str:
 
 def brief(exc: BaseException) -> str:
     """``Type: first line`` of an exception (of its cause, for procrastinate's wrappers)."""
+    if isinstance(exc, DatabaseError):
+        return str(exc)
     if isinstance(exc, pexc.ProcrastinateException) and exc.__cause__ is not None:
         exc = exc.__cause__
     first = str(exc).strip().splitlines()

@@ -26,7 +26,7 @@ from lirun.errors import DatabaseError
 from lirun.logs import get_logger
 from lirun.schedules.procrastinate_adapter import QueueJob, WorkerQueue, brief
 
-log = get_logger("lirun.schedules.pgqueue")
+log = get_logger(__name__)
 
 # How long the listener waits before it listens again after losing the server.
 LISTEN_RETRY_SECONDS = 0.5
@@ -120,9 +120,9 @@ class QueueWorker:
                 await self.queue.finish(job, succeeded=not failed)
             else:
                 await self.queue.retry(job, after=after)
-        except DatabaseError as exc:
+        except Exception as exc:  # a lost pool raises psycopg's own errors too
             log.warning(
-                f"queue job {job.id} (run {job.run_id}) could not be closed ({exc}); "
+                f"queue job {job.id} (run {job.run_id}) could not be closed ({brief(exc)}); "
                 "another worker took it over, or the database is gone and it will be "
                 "offered again",
                 extra={"event": "queue.note"},
