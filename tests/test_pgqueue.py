@@ -70,7 +70,7 @@ def count(url: str, sql: str, params: object = ()) -> int:
 
 
 def test_queue_schema_names() -> None:
-    from lirun.schedules.pgqueue import queue_conninfo, queue_schema_for
+    from lirun.store.queue_records import queue_conninfo, queue_schema_for
 
     assert queue_schema_for(None) == "lirun_queue"
     assert queue_schema_for("team") == "team_queue"
@@ -192,14 +192,15 @@ def test_serving_resumes_after_a_server_restart(pg_cluster: PgCluster, tmp_path:
 def test_workers_starting_together_make_the_queue_schema_once(pg_url: str) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from lirun.schedules.pgqueue import ensure_queue_schema, queue_conninfo
+    from lirun.schedules.pgqueue import prepare_queue_schema
+    from lirun.store.queue_records import queue_conninfo
 
     conninfo, schema = queue_conninfo(pg_url)
     barrier = threading.Barrier(6)
 
     def make() -> None:
         barrier.wait()
-        ensure_queue_schema(conninfo, schema)
+        prepare_queue_schema(conninfo, schema)
 
     with ThreadPoolExecutor(6) as pool:
         for future in [pool.submit(make) for _ in range(6)]:
@@ -212,13 +213,14 @@ def test_workers_starting_together_make_the_queue_schema_once(pg_url: str) -> No
 
 def test_a_queue_schema_of_another_procrastinate_version_is_refused(pg_url: str) -> None:
     from lirun.errors import DatabaseError
-    from lirun.schedules.pgqueue import ensure_queue_schema, queue_conninfo
+    from lirun.schedules.pgqueue import prepare_queue_schema
+    from lirun.store.queue_records import queue_conninfo
 
     conninfo, schema = queue_conninfo(pg_url)
-    ensure_queue_schema(conninfo, schema)
+    prepare_queue_schema(conninfo, schema)
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute(f"COMMENT ON SCHEMA {schema} IS 'procrastinate 2.15.1'")
     with pytest.raises(DatabaseError, match=r"procrastinate 2\.15\.1.*apply procrastinate's migr"):
-        ensure_queue_schema(conninfo, schema)
+        prepare_queue_schema(conninfo, schema)
     with pytest.raises(DatabaseError, match="migrations"):
         transport(pg_url).enqueue("run-x")
