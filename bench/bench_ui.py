@@ -129,13 +129,14 @@ def serve(url: str) -> Iterator[str]:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]  # read now: the server may own (and close) the socket
     server = DashboardServer(create_app(url))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     while not server.started:
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(10)
