@@ -24,7 +24,7 @@ from lirun.exec import cgroup as cgroups
 from lirun.exec.containment import child_setup, kill_run_tree
 from lirun.settings import Settings
 from support.execkit import get_row, li_argv, poll, run_li, start_li
-from support.faultkit import TAG_VAR, describe, kill_tagged, tagged_processes
+from support.faultkit import TAG_VAR, describe, kill_tagged, tagged_named, tagged_processes
 from support.platforms import linux_only
 
 DAEMON = (
@@ -148,9 +148,7 @@ def test_without_its_guard_the_child_still_dies_with_its_owner(
     """The parent-death signal alone (no guard, no cgroup): the supervised child dies."""
     env = {**li_env, "LIRUN_GUARD": "off", cgroups.CGROUP_ENV: "off", TAG_VAR: tag}
     li = start_li("run", "--", "sleep", "60", env=env, cwd=repo)
-    sleeper = poll(
-        lambda: [p for p in tagged_processes(tag) if p.name() == "sleep"], what="the child"
-    )[0]
+    sleeper = poll(lambda: tagged_named(tag, "sleep"), what="the child")[0]
     li.kill()
     li.communicate(timeout=30)
     poll(lambda: not sleeper.is_running() or sleeper.status() == "zombie", timeout=2.0)

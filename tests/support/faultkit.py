@@ -297,6 +297,19 @@ def tagged_processes(tag: str) -> list[psutil.Process]:
     return found
 
 
+def tagged_named(tag: str, name: str) -> list[psutil.Process]:
+    """The tagged processes called ``name``; one that exits while it is looked at (a
+    shell or guard between fork and exec) is not one of them."""
+    found = []
+    for proc in tagged_processes(tag):
+        try:
+            if proc.name() == name:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
 def describe(procs: Iterable[psutil.Process]) -> str:
     parts = []
     for proc in procs:
