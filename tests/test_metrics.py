@@ -13,16 +13,15 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-import lirun
 from lirun.liveness import current_owner
 from lirun.record.spool import pending_dir
 from lirun.store import Store
 from lirun.store.metric_reads import DURATION_BUCKETS
+from lirun.store.queries import DIALECTS, load_queries
 from lirun.ui.app import create_app
 from lirun.ui.metrics import render
 from support.execkit import git_repo, run_li
 
-SQL = Path(lirun.__file__).parent / "store" / "sql"
 TOKEN = "a-token-of-sixteen-chars"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -108,11 +107,29 @@ def test_usage_workers_backlog_and_spool(store: Store, db_url: str, lirun_home: 
 
 def test_the_duration_query_binds_one_parameter_per_bucket(store: Store, db_url: str) -> None:
     wanted = {f":b{i}" for i in range(len(DURATION_BUCKETS))}
-    for dialect in ("sqlite", "postgres"):
-        text = (SQL / dialect / "metrics.sql").read_text()
+    for dialect in DIALECTS:
+        text = load_queries(dialect)["metrics_durations"]
         assert set(re.findall(r":b\d+\b", text)) == wanted, dialect
     found = samples(render(store, db_url).decode())
     assert value(found, "lirun_runs_started_total", kind="session") == 0
+
+
+def test_a_run_that_ends_before_it_starts_adds_no_seconds(store: Store, db_url: str) -> None:
+    """A clock step back: its duration counts in every bucket and adds 0 to the sum, on
+    both backends alike (the one query both run)."""
+    ok = {"status": "completed", "reason_code": "run.completed.ok"}
+    store.sessions.import_many(
+        [
+            {**ok, "created_at": 1000.0, "ended_at": 1002.5},
+            {**ok, "created_at": 2000.0, "ended_at": 1990.0},
+        ]
+    )
+    found = samples(render(store, db_url).decode())
+    assert value(found, "lirun_run_duration_seconds_sum", kind="session") == 2.5
+    assert value(found, "lirun_run_duration_seconds_count", kind="session") == 2
+    first = str(DURATION_BUCKETS[0])
+    assert value(found, "lirun_run_duration_seconds_bucket", kind="session", le=first) == 1
+    assert value(found, "lirun_run_duration_seconds_bucket", kind="session", le="5.0") == 2
 
 
 def test_metrics_needs_the_token_when_one_is_set(store: Store, db_url: str) -> None:

@@ -1,4 +1,5 @@
-"""The per-dialect SQL files: same query names, same migrations, bound values only."""
+"""The SQL files: queries written once in common/ or per dialect, the same names in every
+dialect, same migrations, bound values only."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 from lirun.lifecycle import POLICIES
 from lirun.store import queries
 from lirun.store.queries import (
+    COMMON,
     DIALECTS,
+    QueryFilesError,
     _sql_dir,
     latest_version,
     load_migrations,
@@ -55,9 +58,8 @@ def test_queries_only_have_identifier_slots(dialect: str) -> None:
         assert not slots or name in TEMPLATES, (name, slots)
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
-def test_every_template_is_documented_in_the_file_header(dialect: str) -> None:
-    text = (Path(_sql_dir(dialect)) / "queries.sql").read_text(encoding="utf-8")
+def test_every_template_is_documented_in_the_file_header() -> None:
+    text = (Path(_sql_dir(COMMON)) / "queries.sql").read_text(encoding="utf-8")
     header = text.split("-- name:", 1)[0]
     for name in TEMPLATES:
         assert name in header, name
@@ -76,12 +78,74 @@ def test_parse_queries_splits_on_headers_and_drops_comments() -> None:
     assert parse_queries(text) == {"a": "SELECT 1", "b_2": "SELECT :x"}
 
 
+def _sql_tree(tmp_path: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``files`` (``dir/file.sql`` → text) as the SQL directory the loader reads."""
+    for name in (COMMON, *DIALECTS):
+        (tmp_path / name).mkdir()
+    for relative, text in files.items():
+        (tmp_path / relative).write_text(text, encoding="utf-8")
+    monkeypatch.setattr(queries, "_sql_dir", lambda name: str(tmp_path / name))
+
+
 def test_a_name_defined_twice_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "a.sql").write_text("-- name: same\nSELECT 1\n")
-    (tmp_path / "b.sql").write_text("-- name: same\nSELECT 2\n")
-    monkeypatch.setattr(queries, "_sql_dir", lambda dialect: tmp_path)
-    with pytest.raises(RuntimeError, match="defined twice: \\['same'\\]"):
+    same = {
+        "sqlite/a.sql": "-- name: same\nSELECT 1\n",
+        "sqlite/b.sql": "-- name: same\nSELECT 2\n",
+    }
+    _sql_tree(tmp_path, same, monkeypatch)
+    with pytest.raises(QueryFilesError, match="defined twice: \\['same'\\]"):
         queries.load_queries.__wrapped__("sqlite")
+
+
+def test_common_and_dialect_queries_are_loaded_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {
+        "common/a.sql": "-- name: shared\nSELECT 1\n",
+        "sqlite/a.sql": "-- name: differs\nSELECT 'lite'\n",
+        "postgres/a.sql": "-- name: differs\nSELECT 'pg'\n",
+    }
+    _sql_tree(tmp_path, files, monkeypatch)
+    assert queries.load_queries.__wrapped__("sqlite") == {
+        "shared": "SELECT 1",
+        "differs": "SELECT 'lite'",
+    }
+    assert queries.load_queries.__wrapped__("postgres")["differs"] == "SELECT 'pg'"
+
+
+def test_a_name_in_common_and_in_a_dialect_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {
+        "common/a.sql": "-- name: shared\nSELECT 1\n",
+        "sqlite/a.sql": "-- name: x\nSELECT 1\n",
+        "postgres/a.sql": "-- name: x\nSELECT 2\n\n-- name: shared\nSELECT 2\n",
+    }
+    _sql_tree(tmp_path, files, monkeypatch)
+    for dialect in DIALECTS:  # each dialect's load sees it, not only the guilty one's
+        with pytest.raises(QueryFilesError, match="in common/ and in postgres/: \\['shared'\\]"):
+            queries.load_queries.__wrapped__(dialect)
+
+
+def test_a_dialect_lacking_a_query_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = {
+        "common/a.sql": "-- name: shared\nSELECT 1\n",
+        "sqlite/a.sql": "-- name: x\nSELECT 1\n",
+        "postgres/a.sql": "-- name: x\nSELECT 2\n\n-- name: only_pg\nSELECT 2\n",
+    }
+    _sql_tree(tmp_path, files, monkeypatch)
+    for dialect in DIALECTS:
+        with pytest.raises(QueryFilesError, match=r"sqlite/ lacks .*\['only_pg'\]"):
+            queries.load_queries.__wrapped__(dialect)
+
+
+def test_no_query_is_written_twice() -> None:
+    """A query both dialects would run as it is belongs in common/ (whitespace aside)."""
+    texts = [queries._read_queries(_sql_dir(d)) for d in DIALECTS]
+    same = [n for n, sql in texts[0].items() if sql.split() == texts[1].get(n, "").split()]
+    assert not same, f"the same in both dialects, move to sql/common/: {same}"
 
 
 def test_extra_and_updatable_fields_are_columns_of_their_table() -> None:

@@ -1,5 +1,6 @@
-"""Load the named queries and the migrations of one dialect from ``sql/<dialect>/``, and
-check what fills the identifier slots of the few templates among them."""
+"""Load the named queries of one dialect (``sql/common/``, written once for both, and
+``sql/<dialect>/``, what differs) and its migrations, and check what fills the identifier
+slots of the few templates among them."""
 
 from __future__ import annotations
 
@@ -15,12 +16,19 @@ if TYPE_CHECKING:
 # Plain strings and os.path, not re, pathlib or importlib.resources: every `li` command
 # loads queries on start-up, and those imports alone cost more than the reading.
 DIALECTS = ("sqlite", "postgres")
+COMMON = "common"  # the queries every dialect runs as they are
 _NAME_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz_")
 _NAME_REST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
-def _sql_dir(dialect: str) -> str:
-    return os.path.join(os.path.dirname(os.path.realpath(__file__)), "sql", dialect)
+class QueryFilesError(RuntimeError):
+    """The packaged SQL files disagree (a name defined twice, or in one dialect only): a
+    bug in lirun or a damaged install, never the user's doing. Reinstall or report it."""
+
+
+def _sql_dir(name: str) -> str:
+    """``sql/<name>``: a dialect, or ``common``."""
+    return os.path.join(os.path.dirname(os.path.realpath(__file__)), "sql", name)
 
 
 def _header_name(line: str) -> str | None:
@@ -106,20 +114,56 @@ def check_slots(slots: Mapping[str, str]) -> Mapping[str, str]:
     return slots
 
 
-@cache
-def load_queries(dialect: str) -> dict[str, str]:
-    """Every named query of ``sql/<dialect>/*.sql`` (one file per concern)."""
+def _read_queries(directory: str) -> dict[str, str]:
+    """Every named query of ``directory/*.sql`` (one file per concern)."""
     queries: dict[str, str] = {}
-    directory = _sql_dir(dialect)
     for name in sorted(os.listdir(directory)):
         if name.endswith(".sql"):
             with open(os.path.join(directory, name), encoding="utf-8") as file:
                 found = parse_queries(file.read())
-            duplicated = set(found) & set(queries)
+            duplicated = found.keys() & queries.keys()
             if duplicated:
-                raise RuntimeError(f"query names defined twice: {sorted(duplicated)}")
+                raise QueryFilesError(f"query names defined twice: {sorted(duplicated)}")
             queries.update(found)
     return queries
+
+
+def _query_names(directory: str) -> set[str]:
+    """The query names of ``directory/*.sql``, from the header lines alone."""
+    names = set()
+    for name in os.listdir(directory):
+        if name.endswith(".sql"):
+            with open(os.path.join(directory, name), encoding="utf-8") as file:
+                for line in file:
+                    if "name:" in line and (header := _header_name(line.strip())):
+                        names.add(header)
+    return names
+
+
+def check_dialect_names(common: set[str], dialects: Mapping[str, set[str]]) -> None:
+    """Each name is either in ``common`` or in every dialect, never in both: a dialect
+    that lacks a query would fail only when that query runs."""
+    for dialect, names in dialects.items():
+        if both := names & common:
+            raise QueryFilesError(f"in {COMMON}/ and in {dialect}/: {sorted(both)}")
+    every = set().union(*dialects.values())
+    for dialect, names in dialects.items():
+        if missing := every - names:
+            raise QueryFilesError(
+                f"{dialect}/ lacks queries other dialects define: {sorted(missing)}"
+            )
+
+
+@cache
+def load_queries(dialect: str) -> dict[str, str]:
+    """Every named query of ``dialect``: ``sql/common/*.sql`` and ``sql/<dialect>/*.sql``.
+    The other dialects' names are read too (headers only), so a query one of them lacks
+    fails every start, not the one run that needs it."""
+    common = _read_queries(_sql_dir(COMMON))
+    own = _read_queries(_sql_dir(dialect))
+    names = {d: set(own) if d == dialect else _query_names(_sql_dir(d)) for d in DIALECTS}
+    check_dialect_names(set(common), names)
+    return common | own
 
 
 @cache

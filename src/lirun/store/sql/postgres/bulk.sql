@@ -1,6 +1,7 @@
 -- Bulk import of finished executions (store/bulk_import.py): one statement per table for
 -- a whole batch, the rows passed as one JSON array. Each row keeps the history rule: it
--- gets its creation transition (previous status NULL, source system).
+-- gets its creation transition (previous status NULL, source system). Every query here
+-- differs from its namesake in sqlite/bulk.sql.
 
 -- name: bulk_insert_sessions
 INSERT INTO sessions

@@ -1,5 +1,6 @@
--- Named queries for `li wait` (design.md D6). Every name here exists in sqlite/wait.sql too.
--- Ids arrive as one text[] per parameter, so any number of ids costs one query.
+-- Named queries for `li wait` (design.md D6). Every query here differs from its namesake
+-- in sqlite/wait.sql. Ids arrive as one text[] per parameter, so any number of ids costs
+-- one query.
 
 -- name: wait_resolve_exact
 -- Every exact reading of each input; the caller keeps the lowest tier, then the newest row.

@@ -1,5 +1,6 @@
--- Named queries of `li gc` (store/retention_records.py, docs/retention.md). Every name here
--- exists in postgres/retention.sql too. Ids arrive as one JSON array per parameter.
+-- Named queries of `li gc` (store/retention_records.py, docs/retention.md). Only what
+-- differs from postgres/retention.sql; the rest is in common/retention.sql. Ids arrive as
+-- one JSON array per parameter.
 
 -- name: gc_session_candidates
 -- Ended (or stale) runs last touched before :cutoff and not yet pruned, in id order after
@@ -87,20 +88,6 @@ DELETE FROM messages WHERE session_id IN (SELECT value FROM json_each(:ids))
 UPDATE status_transitions SET evidence_refs = NULL
  WHERE entity_type = :entity_type AND entity_id IN (SELECT value FROM json_each(:ids))
    AND evidence_refs IS NOT NULL
-
--- name: gc_unremoved_files
--- Tombstones whose run directory is not yet removed (a gc stopped between the two, or
--- the directory is on another host): those of this :host, or of no recorded host.
-SELECT kind, id, run_dir, artifacts_path, owner_host FROM (
-  SELECT 'session' AS kind, id, run_dir, artifacts_path, owner_host FROM sessions
-   WHERE pruned_at IS NOT NULL AND files_removed_at IS NULL
-  UNION ALL
-  SELECT 'invocation' AS kind, id, run_dir, artifacts_path, owner_host FROM invocations
-   WHERE pruned_at IS NOT NULL AND files_removed_at IS NULL
-) AS t
- WHERE owner_host IS NULL OR owner_host = '' OR owner_host = :host
- ORDER BY kind, id
- LIMIT :limit
 
 -- name: gc_files_removed_sessions
 UPDATE sessions SET files_removed_at = :now

@@ -1,11 +1,5 @@
--- Named queries of the show engine (store/show_records.py). Every name here exists in
--- postgres/shows.sql too.
-
--- name: active_shows_for_topic
-SELECT * FROM shows WHERE topic = :topic AND status = 'active' ORDER BY created_at DESC
-
--- name: list_plays
-SELECT * FROM plays WHERE show_id = :show_id ORDER BY position, created_at
+-- Named queries of the show engine (store/show_records.py). Only what differs from
+-- postgres/shows.sql; the rest is in common/shows.sql.
 
 -- name: list_play_sessions
 -- Every execution of a play (its agent runs and its gate runs), oldest first.
@@ -30,25 +24,6 @@ UPDATE shows
    AND owner_pid IS :old_pid AND owner_host IS :old_host
    AND owner_start_time IS :old_start_time
 
--- name: beat_show
-UPDATE shows SET heartbeat_at = :now
- WHERE id = :id AND status = 'active' AND owner_pid = :owner_pid AND owner_host = :owner_host
-
--- name: release_show
-UPDATE shows
-   SET owner_pid = NULL, owner_start_time = NULL, owner_host = NULL, owner_boot_id = NULL,
-       heartbeat_at = NULL
- WHERE id = :id AND owner_pid = :owner_pid AND owner_host = :owner_host
-
--- name: recent_shows
--- Active shows first, then the newest.
-SELECT * FROM shows
- ORDER BY CASE WHEN status = 'active' THEN 0 ELSE 1 END, created_at DESC, id
- LIMIT :limit
-
 -- name: lock_topic
 -- BEGIN IMMEDIATE already holds the database write lock: no other show starts meanwhile.
 SELECT 1 AS locked
-
--- name: active_show_ids_for_topic
-SELECT id FROM shows WHERE topic = :topic AND status = 'active'

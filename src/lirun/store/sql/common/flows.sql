@@ -1,5 +1,5 @@
--- Named queries of flows (store/flow_records.py). Every name here exists in the other
--- dialect's flows.sql too.
+-- Named queries of flows (store/flow_records.py). Written once: both dialects run these
+-- as they are; what differs is in sqlite/flows.sql and postgres/flows.sql.
 
 -- name: flow_heartbeat
 -- The flow's owner is alive now (the version column updated_at is left alone).

@@ -1,6 +1,6 @@
--- Named queries of the metrics (store/metric_reads.py, `li metrics`, `/metrics`). Every
--- name here exists in the other dialect's metrics.sql too. Each is one aggregate over a
--- table, so a scrape costs a few index or table scans, never a row per run in Python.
+-- Named queries of the metrics (store/metric_reads.py, `li metrics`, `/metrics`), written
+-- once: both dialects run them as they are. Each is one aggregate over a table, so a
+-- scrape costs a few index or table scans, never a row per run in Python.
 
 -- name: metrics_status_counts
 -- Rows per kind, status and reason: every row is a started run; the terminal ones
@@ -16,35 +16,6 @@ SELECT 'play', status, status_reason_code, COUNT(*)
 UNION ALL
 SELECT 'schedule_run', status, status_reason_code, COUNT(*)
   FROM schedule_runs GROUP BY status, status_reason_code
-
--- name: metrics_durations
--- Ended runs per kind: how many, their total seconds, and how many took at most each
--- bucket bound :b0 .. :b11 (cumulative, as a Prometheus histogram counts them).
-WITH ended AS (
-  SELECT 'session' AS kind, ended_at - COALESCE(started_at, created_at) AS d
-    FROM sessions WHERE ended_at IS NOT NULL
-  UNION ALL
-  SELECT 'invocation', ended_at - created_at FROM invocations WHERE ended_at IS NOT NULL
-  UNION ALL
-  SELECT 'play', ended_at - created_at FROM plays WHERE ended_at IS NOT NULL
-  UNION ALL
-  SELECT 'schedule_run', ended_at - COALESCE(started_at, created_at)
-    FROM schedule_runs WHERE ended_at IS NOT NULL
-)
-SELECT kind, COUNT(*) AS n, COALESCE(SUM(GREATEST(d, 0)), 0) AS total,
-       SUM(CASE WHEN d <= CAST(:b0 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le0,
-       SUM(CASE WHEN d <= CAST(:b1 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le1,
-       SUM(CASE WHEN d <= CAST(:b2 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le2,
-       SUM(CASE WHEN d <= CAST(:b3 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le3,
-       SUM(CASE WHEN d <= CAST(:b4 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le4,
-       SUM(CASE WHEN d <= CAST(:b5 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le5,
-       SUM(CASE WHEN d <= CAST(:b6 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le6,
-       SUM(CASE WHEN d <= CAST(:b7 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le7,
-       SUM(CASE WHEN d <= CAST(:b8 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le8,
-       SUM(CASE WHEN d <= CAST(:b9 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le9,
-       SUM(CASE WHEN d <= CAST(:b10 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le10,
-       SUM(CASE WHEN d <= CAST(:b11 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le11
-  FROM ended GROUP BY kind ORDER BY kind
 
 -- name: metrics_usage
 -- Cost and tokens of the executions that name a provider, per provider and model.
@@ -68,3 +39,33 @@ SELECT (SELECT COUNT(*) FROM schedule_runs WHERE status = 'queued') AS queued,
        (SELECT COUNT(*) FROM schedules
          WHERE status = 'enabled' AND next_due_at IS NOT NULL
            AND next_due_at < CAST(:overdue_before AS DOUBLE PRECISION)) AS overdue_schedules
+
+-- name: metrics_durations
+-- Ended runs per kind: how many, their total seconds, and how many took at most each
+-- bucket bound :b0 .. :b11 (cumulative, as a Prometheus histogram counts them). A
+-- negative d (a clock step) adds 0 seconds: CASE, as GREATEST is PostgreSQL's, MAX SQLite's.
+WITH ended AS (
+  SELECT 'session' AS kind, ended_at - COALESCE(started_at, created_at) AS d
+    FROM sessions WHERE ended_at IS NOT NULL
+  UNION ALL
+  SELECT 'invocation', ended_at - created_at FROM invocations WHERE ended_at IS NOT NULL
+  UNION ALL
+  SELECT 'play', ended_at - created_at FROM plays WHERE ended_at IS NOT NULL
+  UNION ALL
+  SELECT 'schedule_run', ended_at - COALESCE(started_at, created_at)
+    FROM schedule_runs WHERE ended_at IS NOT NULL
+)
+SELECT kind, COUNT(*) AS n, COALESCE(SUM(CASE WHEN d > 0 THEN d ELSE 0 END), 0) AS total,
+       SUM(CASE WHEN d <= CAST(:b0 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le0,
+       SUM(CASE WHEN d <= CAST(:b1 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le1,
+       SUM(CASE WHEN d <= CAST(:b2 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le2,
+       SUM(CASE WHEN d <= CAST(:b3 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le3,
+       SUM(CASE WHEN d <= CAST(:b4 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le4,
+       SUM(CASE WHEN d <= CAST(:b5 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le5,
+       SUM(CASE WHEN d <= CAST(:b6 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le6,
+       SUM(CASE WHEN d <= CAST(:b7 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le7,
+       SUM(CASE WHEN d <= CAST(:b8 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le8,
+       SUM(CASE WHEN d <= CAST(:b9 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le9,
+       SUM(CASE WHEN d <= CAST(:b10 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le10,
+       SUM(CASE WHEN d <= CAST(:b11 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le11
+  FROM ended GROUP BY kind ORDER BY kind
