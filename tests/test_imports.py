@@ -78,7 +78,7 @@ def test_the_public_contract_names_of_design_section_6() -> None:
         "validate_artifact_contract", "resolve_artifact_contract", "verify_artifact_contract",
         "check_completion_evidence", "setup_persist", "teardown_persist",
         "wait_for_terminal", "format_wait_line", "run_wait",
-        "execute", "ExecutionRequest", "ExecutionResult",
+        "execute", "RunRequest", "RunResult",
     }  # fmt: skip
     assert contract <= set(lirun.__all__)
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import lirun
-from lirun import CommandProgram, ExecutionRequest, ExecutionResult, Limits, RunDir
+from lirun import CommandProgram, Limits, RunDir, RunRequest, RunResult
 from lirun.providers.registry import provider_names
 
 # Callables in their defaults (hooks a leg is given): copyable, not picklable by design.
@@ -90,8 +90,8 @@ def public_values(tmp: str) -> list[object]:
         run,
         Limits(timeout=30.0),
         CommandProgram(argv=["true"]),
-        ExecutionRequest(program=CommandProgram(argv=["true"]), cwd=tmp, metadata={"k": [1]}),
-        ExecutionResult(
+        RunRequest(program=CommandProgram(argv=["true"]), cwd=tmp, metadata={"k": [1]}),
+        RunResult(
             run_id="r-1",
             status="completed",
             reason="run.completed.ok",

@@ -49,8 +49,8 @@ _EXPORTS: dict[str, str] = {
     "run_wait": "lirun.cli.wait",
     # the execution `li run` / `li agent` use, as one library call
     "execute": "lirun.exec.execution",
-    "ExecutionRequest": "lirun.exec.request",
-    "ExecutionResult": "lirun.exec.request",
+    "RunRequest": "lirun.exec.request",
+    "RunResult": "lirun.exec.request",
     "CommandProgram": "lirun.exec.legs",
     "Limits": "lirun.exec.supervisor",
     # the client (docs/api.md)
@@ -66,8 +66,22 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = sorted(_EXPORTS)
 
+# Old names kept importable for one release (CHANGELOG.md): each warns and gives the new one.
+_DEPRECATED: dict[str, str] = {
+    "ExecutionRequest": "RunRequest",
+    "ExecutionResult": "RunResult",
+}
+
 
 def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        import warnings
+
+        new = _DEPRECATED[name]
+        warnings.warn(
+            f"lirun.{name} is deprecated; use lirun.{new}", DeprecationWarning, stacklevel=2
+        )
+        return __getattr__(new)
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'lirun' has no attribute {name!r}")

@@ -191,7 +191,7 @@ class Client:
         return self.status(result.run_id)
 
     def request(self, task: Any, cwd: str, *, env: Mapping[str, str] | None = None) -> Any:
-        """The ``ExecutionRequest`` for ``task`` (a ``lirun.exec.task.Task``) in ``cwd``,
+        """The ``RunRequest`` for ``task`` (a ``lirun.exec.task.Task``) in ``cwd``,
         against this client's database and settings."""
         from lirun.exec.task import build_request
 

@@ -33,7 +33,7 @@ from lirun.exec.legs import Leg, LegContext, LegOutcome
 from lirun.exec.message import Message
 from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
-from lirun.exec.request import ExecutionRequest, ExecutionResult, settings_of
+from lirun.exec.request import RunRequest, RunResult, settings_of
 from lirun.exec.supervisor import ProcessResult, supervise
 from lirun.lifecycle import exit_code_for_status
 from lirun.liveness import (
@@ -68,7 +68,7 @@ __all__ = [
 _MAX_RESPONSE_CHARS = 64 * 1024
 
 
-def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
+def prepare(request: RunRequest, store: Store) -> Resume | None:
     """Every check that must fail before a row exists (exit 2, nothing created), a bad
     ``LIRUN_*`` setting among them when the request carries no settings."""
     return preflight(
@@ -85,7 +85,7 @@ def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
 
 
 def _session_fields(
-    request: ExecutionRequest, run: RunDir, resume: Resume | None, lease: float
+    request: RunRequest, run: RunDir, resume: Resume | None, lease: float
 ) -> dict[str, Any]:
     program = request.program
     resume_uid = resume.engine_session_uid if resume else None
@@ -106,7 +106,7 @@ def _session_fields(
     }
 
 
-def _intervals(request: ExecutionRequest) -> tuple[float, float]:
+def _intervals(request: RunRequest) -> tuple[float, float]:
     """(heartbeat interval, lease): several beats always fit in one lease. The request's
     settings' interval (``$LIRUN_HEARTBEAT_INTERVAL``), else the default."""
     interval = settings_of(request).heartbeat_interval or HEARTBEAT_INTERVAL
@@ -117,7 +117,7 @@ class _Execution:
     """State of one execution between setup and teardown."""
 
     def __init__(
-        self, request: ExecutionRequest, store: Store, run: RunDir, resume: Resume | None
+        self, request: RunRequest, store: Store, run: RunDir, resume: Resume | None
     ) -> None:
         self.request = request
         self.store = store
@@ -390,8 +390,8 @@ def _recorded(
     return finalized, outcome
 
 
-def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> ExecutionResult:
-    return ExecutionResult(
+def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> RunResult:
+    return RunResult(
         run_id=ex.run.run_id,
         status=finalized.status,
         reason=finalized.reason_code,
@@ -434,7 +434,7 @@ def _setup(ex: _Execution, trap: SignalTrap) -> PersistContext:
         raise
 
 
-def _warn_pending(result: ExecutionResult, finalized: Finalized) -> None:
+def _warn_pending(result: RunResult, finalized: Finalized) -> None:
     log.warning(
         "run %s ended %s but the database could not be written (%s); the outcome is pending "
         "in %s and the next li wait, status, reap or run on this database records it",
@@ -451,8 +451,8 @@ def _apply_pending(db: Store) -> None:
 
 
 def execute(
-    request: ExecutionRequest, *, store: Store | None = None, trap: SignalTrap | None = None
-) -> ExecutionResult:
+    request: RunRequest, *, store: Store | None = None, trap: SignalTrap | None = None
+) -> RunResult:
     """Run one supervised execution to its end: the call ``li run`` and ``li agent`` make.
 
     ``request`` says what to run (``CommandProgram`` or an agent program), where, under
@@ -462,7 +462,7 @@ def execute(
     closed here); ``trap``: a SignalTrap the caller already holds (``li run``), else one is
     installed for the call, so call it from the main thread.
 
-    Returns an ExecutionResult: the run id, the status and reason the record holds (which
+    Returns an RunResult: the run id, the status and reason the record holds (which
     may be another writer's, e.g. a reaper that won the race), ``exit_code`` as ``li``
     would exit, the run and artifact directories, the engine session uid and the reply
     text. The child's fate (failure, timeout, signal) is a status, never an exception;

@@ -1,5 +1,5 @@
-"""What an execution is asked to do (``ExecutionRequest``) and how it ended
-(``ExecutionResult``): the values of ``execute()`` in ``exec/execution.py``, which ``li run``,
+"""What an execution is asked to do (``RunRequest``) and how it ended
+(``RunResult``): the values of ``execute()`` in ``exec/execution.py``, which ``li run``,
 ``li agent``, flows, shows and workers build and read."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from lirun.settings import Settings
 if TYPE_CHECKING:
     from lirun.exec.stream import Event
 
-__all__ = ["ExecutionRequest", "ExecutionResult", "settings_of"]
+__all__ = ["RunRequest", "RunResult", "settings_of"]
 
 
 @dataclass(slots=True)
-class ExecutionRequest:
+class RunRequest:
     """Everything an execution needs, already validated by the CLI."""
 
     program: Program
@@ -47,7 +47,7 @@ class ExecutionRequest:
 
 
 @dataclass(slots=True)
-class ExecutionResult:
+class RunResult:
     """How the execution ended, as ``li`` reports it (``--json``)."""
 
     run_id: str
@@ -83,6 +83,6 @@ class ExecutionResult:
         }
 
 
-def settings_of(request: ExecutionRequest) -> Settings:
+def settings_of(request: RunRequest) -> Settings:
     """The run's settings: the request's, else the environment's (``execute`` reads once)."""
     return request.settings if request.settings is not None else Settings.from_env()

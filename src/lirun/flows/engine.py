@@ -62,7 +62,7 @@ class FlowOptions:
     """``parallel`` overrides the flow file's; ``timeout`` is the whole flow's deadline
     in seconds; ``on_progress`` gets one human line per leg event (for stderr);
     ``retry_delay``: seconds before a retry (times the attempt number); ``settings``: every
-    leg's (``ExecutionRequest.settings``), None: the environment's, read once per flow."""
+    leg's (``RunRequest.settings``), None: the environment's, read once per flow."""
 
     parallel: int | None = None
     timeout: float | None = None
