@@ -395,7 +395,7 @@ def _detach(
         "run_id": run.run_id,
         "status": "running",
         "run_dir": str(run.state_root),
-        "artifact_dir": str(run.artifact_root),
+        "artifact_dir": str(run.artifact_dir),
     }
     print_started(started, "run_id", as_json=as_json)
     return 0

@@ -122,7 +122,7 @@ def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
     stored roots of the record's backing session (the session itself for a session)."""
     rows = store.waits.fetch_rows({kind: [entity_id]})
     return {
-        "artifact_dir": (rows[0].artifacts_path or None) if rows else None,
+        "artifact_dir": (rows[0].artifact_dir or None) if rows else None,
         "run_dir": (rows[0].run_dir or None) if rows else None,
     }
 

@@ -396,7 +396,7 @@ def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> RunRes
         status=finalized.status,
         reason=finalized.reason_code,
         run_dir=str(ex.run.state_root),
-        artifact_dir=str(ex.run.artifact_root),
+        artifact_dir=str(ex.run.artifact_dir),
         exit_code=exit_code_for_status(finalized.status),
         branch_id=ex.branch_id,
         engine_session_uid=outcome.engine_session_uid or ex.engine_uid,
@@ -425,7 +425,7 @@ def _setup(ex: _Execution, trap: SignalTrap) -> PersistContext:
     _, lease = _intervals(ex.request)
     fields = _session_fields(ex.request, ex.run, ex.resume, lease)
     try:
-        ex.run.ensure_artifact_root()  # the work's deliverables go there: it must exist
+        ex.run.ensure_artifact_dir()  # the work's deliverables go there: it must exist
         return setup_record_sync(
             ex.run, db=ex.store, artifact_contract=ex.request.artifact_contract, **fields
         )

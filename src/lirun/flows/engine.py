@@ -95,7 +95,7 @@ class _FlowRun:
         self.options = options
         self.state = FlowState(spec, parallel=_parallel(spec, options), reuse=reuse)
         self.run = allocate_run(run_id=invocation_id)
-        self.run.ensure_artifact_root()
+        self.run.ensure_artifact_dir()
         self.id = self.run.run_id
         self.resumed_from = resumed_from
         self.running: dict[str, Instance] = {}
@@ -124,7 +124,7 @@ class _FlowRun:
             flow=self.stored_flow(),
             flow_digest=self.spec.digest,
             run_dir=str(self.run.state_root),
-            artifacts_path=str(self.run.artifact_root),
+            artifacts_path=str(self.run.artifact_dir),
             resumed_from=self.resumed_from,
         )
         origin = f" (resuming {self.resumed_from})" if self.resumed_from else ""

@@ -47,7 +47,7 @@ def _outcome(
     read = row if row is not None else _NO_ROW
     # design.md §4.1: artifact_dir is the stored artifact root (of the backing session for an
     # invocation, play or schedule run), never the run directory, never synthesized.
-    artifact_dir = read.artifacts_path or None
+    artifact_dir = read.artifact_dir or None
     outcome: dict[str, Any] = {
         "run_id": target.id or target.input,
         "input": target.input,
