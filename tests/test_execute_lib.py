@@ -25,6 +25,9 @@ def test_the_old_names_of_request_and_result_still_import_and_warn() -> None:
     for old, new in (("ExecutionRequest", RunRequest), ("ExecutionResult", RunResult)):
         with pytest.warns(DeprecationWarning, match=f"use lirun.{new.__name__}"):
             assert getattr(lirun, old) is new
+    result = RunResult("r", "completed", None, "/d", "/a", 0, "b", reply="done")
+    with pytest.warns(DeprecationWarning, match="use RunResult.reply"):
+        assert result.response_text == "done"
 
 
 def test_execute_runs_a_command_and_records_it(db_url: str, store: Store, tmp_path: Path) -> None:

@@ -326,7 +326,7 @@ def _persist_record(ex: _Execution, legs: list[LegOutcome]) -> None:
 def _persist_response(ex: _Execution, outcome: LegOutcome) -> None:
     """A reply the stream did not carry as a message (a bare result), or a command's
     stdout: its ``output``, never an assistant message."""
-    text = outcome.response_text
+    text = outcome.reply
     if not text.strip() or ex.saw_assistant_text:
         return
 
@@ -400,7 +400,7 @@ def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> RunRes
         exit_code=exit_code_for_status(finalized.status),
         branch_id=ex.branch_id,
         engine_session_uid=outcome.engine_session_uid or ex.engine_uid,
-        response_text=outcome.response_text,
+        reply=outcome.reply,
         recorded=finalized.spool is None,
         pending=str(finalized.spool) if finalized.spool is not None else None,
         supervised_until=ex.supervised_until,

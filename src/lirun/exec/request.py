@@ -58,7 +58,7 @@ class RunResult:
     exit_code: int
     branch_id: str
     engine_session_uid: str | None = None
-    response_text: str = ""
+    reply: str = ""
     recorded: bool = True
     pending: str | None = None
     # time.monotonic() when li stopped watching the last child: a caller holding a lease
@@ -67,6 +67,18 @@ class RunResult:
     # The owner's guard's note when the lease lapsed during the last leg: whether it
     # stopped the child or found it ended by itself
     lease_lapse: LeaseNote | None = None
+
+    @property
+    def response_text(self) -> str:
+        """Deprecated: the old name of ``reply`` (CHANGELOG.md), kept for one release."""
+        import warnings
+
+        warnings.warn(
+            "RunResult.response_text is deprecated; use RunResult.reply",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.reply
 
     def summary(self) -> dict[str, Any]:
         pending = {"pending": self.pending} if self.pending else {}  # only when it happened
