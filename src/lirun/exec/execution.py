@@ -84,7 +84,7 @@ def prepare(request: RunRequest, store: Store) -> Resume | None:
 # --- the execution ----------------------------------------------------------------------------
 
 
-def _session_fields(
+def _run_fields(
     request: RunRequest, run: RunDir, resume: Resume | None, lease: float
 ) -> dict[str, Any]:
     program = request.program
@@ -423,7 +423,7 @@ def _setup(ex: _Execution, trap: SignalTrap) -> PersistContext:
             "and nothing was recorded"
         )
     _, lease = _intervals(ex.request)
-    fields = _session_fields(ex.request, ex.run, ex.resume, lease)
+    fields = _run_fields(ex.request, ex.run, ex.resume, lease)
     try:
         ex.run.ensure_artifact_dir()  # the work's deliverables go there: it must exist
         return setup_record_sync(
