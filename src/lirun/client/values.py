@@ -22,9 +22,9 @@ from lirun.store.rows import SessionRow
 __all__ = ["RECORD_SCHEMA", "WAIT_SCHEMA", "Run", "RunStatus", "Started", "Usage", "WaitOutcome"]
 
 # The shape ``li status ID --json`` names (docs/json.md).
-RECORD_SCHEMA = "lirun.record/1"
+RECORD_SCHEMA = "lirun.record/2"
 # The shape of one ``li wait --json`` line (``lirun.cli.wait.WAIT_SCHEMA``).
-WAIT_SCHEMA = "lirun.wait/1"
+WAIT_SCHEMA = "lirun.wait/2"
 
 
 class RunStatus(StrEnum):
@@ -131,7 +131,7 @@ class Run:
         return self.ended_at - self.started_at
 
     def as_dict(self) -> dict[str, Any]:
-        """The record exactly as ``li status ID --json`` prints it (``lirun.record/1``),
+        """The record exactly as ``li status ID --json`` prints it (``lirun.record/2``),
         read when this value was made: a new dict on each call."""
         return _as_json(self._record)
 
@@ -226,7 +226,7 @@ class WaitOutcome:
         return format_wait_line(self._outcome)
 
     def as_dict(self) -> dict[str, Any]:
-        """The object ``li wait --json`` prints for it (``lirun.wait/1``)."""
+        """The object ``li wait --json`` prints for it (``lirun.wait/2``)."""
         from lirun.wait.outcome import json_record
 
         return _as_json({"schema": WAIT_SCHEMA, **json_record(self._outcome)})
