@@ -127,7 +127,7 @@ def test_a_run_is_called_a_run_and_the_old_names_still_read(
     populated.update_fields("session", "20260101T000000-aaaaaa", {"reply_text": "done"})
     assert li_main(["status", "--json", "--kind", "run"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert {r["schema"] for r in rows} == {"lirun.status_row/2"}
+    assert {r["schema"] for r in rows} == {"lirun.status_row/1"}
     done = rows[-1]
     assert done["artifact_dir"] == "/runs/20260101T000000-aaaaaa/artifacts"
     assert done["reply"] == "done"

@@ -42,7 +42,7 @@ LIST_KINDS = ("run", "invocation", "play", "schedule_run")
 _OLD_KINDS = {"session": "run"}
 # The --json shapes (docs/json.md, "Shape versions").
 RECORD_SCHEMA = "lirun.record/2"
-STATUS_ROW_SCHEMA = "lirun.status_row/2"
+STATUS_ROW_SCHEMA = "lirun.status_row/1"
 RUN_ROW_SCHEMA = "lirun.run_row/2"
 _MAX_SINCE = 100 * 366 * 86400.0
 
