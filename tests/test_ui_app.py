@@ -82,6 +82,7 @@ def test_filters_by_status_kind_provider_text_and_time(
     assert ids(status="timed_out") == ["a2"]
     assert ids(kind="run") == ["a3", "a2", "a1"]
     assert ids(kind="session") == ["a3", "a2", "a1"]  # the old word, still read
+    assert client.get("/api/runs", params={"kind": "session"}).json()["filters"]["kind"] == "run"
     assert ids(provider="claude") == ["a3", "a2", "a1"]
     assert ids(q="PARSER", kind="run") == ["a3", "a1"]
     assert ids(q="flaky") == ["a3"]

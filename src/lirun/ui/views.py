@@ -199,7 +199,8 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
         for run in runs:
             if run.get("folded") and run.get("label"):
                 run["href"] = f"/schedules/{quote(str(run['label']), safe='')}"
-    kept = {k: v for k, v in params.items() if k in FILTER_KEYS and v}
+    kept = {k: OLD_KINDS.get(v, v) if k == "kind" else v for k, v in params.items() if v}
+    kept = {k: v for k, v in kept.items() if k in FILTER_KEYS}
     next_cursor = f"{rows[-1]['created_at']!r}~{rows[-1]['id']}" if more and rows else None
     return {
         "runs": runs,
