@@ -89,7 +89,7 @@ def test_refusals_are_named_on_stderr(li_env: dict[str, str], db_url: str) -> No
         store.close()
     time.sleep(1.1)
     done = li(li_env, "gc", "--older-than", "1s")
-    assert "not pruned: session r-live: still running" in done.stderr
+    assert "not pruned: run r-live: still running" in done.stderr
     assert "refused 1 still in use" in done.stdout
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json, warn
 from lirun.errors import UsageError
-from lirun.lifecycle import policy_for
+from lirun.lifecycle import policy_for, shown_kind
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
 from lirun.record.retention_rules import MAX_OLDER_THAN, REFUSAL_TEXT, RetentionPolicy
 from lirun.schedules.actions import gc_action_words
@@ -142,15 +142,13 @@ def main(argv: list[str], settings: Settings) -> int:
 
 def _report_refusals(tally: Any) -> None:
     for kind, record_id, cause in tally.refused[:_MAX_LISTED]:
-        warn(PROG, f"not pruned: {kind} {record_id}: {REFUSAL_TEXT[cause]}")
+        warn(PROG, f"not pruned: {shown_kind(kind)} {record_id}: {REFUSAL_TEXT[cause]}")
     if len(tally.refused) > _MAX_LISTED:
         warn(PROG, f"not pruned: {len(tally.refused) - _MAX_LISTED} more (see --json)")
 
 
 def summary(tally: Any, policy: Any, *, dry_run: bool) -> dict[str, Any]:
     """``--json``: every kind as ``li`` shows it (a run, not its table's session)."""
-    from lirun.lifecycle import shown_kind
-
     out = {
         "dry_run": dry_run,
         "policy": policy.to_dict(),
