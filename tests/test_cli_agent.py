@@ -81,9 +81,9 @@ def test_each_fixture_shape_ends_as_expected(
     assert branch is not None
     assert branch.engine_session_uid == uid
     assert branch.provider == provider
-    final_text = row_expected["final_text"]
-    if final_text.strip():
-        assert final_text in [m.content for m in messages if m.role == "assistant"]
+    reply = row_expected["reply"]
+    if reply.strip():
+        assert reply in [m.content for m in messages if m.role == "assistant"]
     stream = Path(row["run_dir"]) / "stream" / f"{row['id']}.jsonl"
     fixture_text = (Path(__file__).parent / "fixtures" / fixture).read_text()
     if row_expected.get("stops_early"):  # li stopped it: what it wrote, exactly

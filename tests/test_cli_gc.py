@@ -35,11 +35,11 @@ def test_wait_prints_the_same_line_for_a_pruned_id(li_env: dict[str, str], db_ur
     time.sleep(1.1)
     gc = li(li_env, "gc", "--older-than", "1s", "--json")
     summary = json.loads(gc.stdout)
-    assert summary["pruned"] == {"session": 2}
+    assert summary["pruned"] == {"run": 2}
     assert summary["refused"] == []
     assert summary["bytes"]["files"] > 0
     assert summary["run_dirs_removed"] == 2
-    assert "sessions: 2 examined, 2 pruned" in gc.stderr  # progress on stderr
+    assert "runs: 2 examined, 2 pruned" in gc.stderr  # progress on stderr
     after = li(li_env, "wait", ok, bad, check=False)
     assert (after.returncode, after.stdout) == (before.returncode, before.stdout)
     artifact_dir = before.stdout.split("artifact_dir=")[1].split("\t")[0]
@@ -68,7 +68,8 @@ def test_dry_run_and_keep_failed_from_the_command_line(li_env: dict[str, str]) -
     assert sorted((w["id"], w["status"]) for w in listed["would_prune"]) == sorted(
         [(ok, "completed"), (bad, "failed")]
     )
-    assert listed["pruned"] == {"session": 2}
+    assert listed["pruned"] == {"run": 2}
+    assert {w["kind"] for w in listed["would_prune"]} == {"run"}
     real = json.loads(li(li_env, "gc", "--older-than", "9999d", "--json").stdout)
     assert "would_prune" not in real  # no ceiling on --older-than; nothing is that old
     assert real["policy"]["older_than"] == 9999 * 86400
@@ -88,7 +89,7 @@ def test_refusals_are_named_on_stderr(li_env: dict[str, str], db_url: str) -> No
         store.close()
     time.sleep(1.1)
     done = li(li_env, "gc", "--older-than", "1s")
-    assert "not pruned: session r-live: still running" in done.stderr
+    assert "not pruned: run r-live: still running" in done.stderr
     assert "refused 1 still in use" in done.stdout
 
 

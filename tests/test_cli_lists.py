@@ -202,4 +202,4 @@ def test_a_schedule_runs_status_names_what_it_produced(
         "invocation flow-made failed run.failed.exception",
     )
     code, out, _ = li(capsys, "status", gone.id, "--json")
-    assert json.loads(out)["produced"] == "session gone ?"
+    assert json.loads(out)["produced"] == "run gone ?"

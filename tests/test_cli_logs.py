@@ -213,7 +213,7 @@ def test_a_run_that_wrote_nothing_says_so_on_stderr(li_env: dict[str, str], tmp_
     run_id = run_cmd(li_env, "true", tmp_path)
     quiet = li(li_env, "logs", run_id)
     assert (quiet.returncode, quiet.stdout) == (0, "")
-    assert quiet.stderr == f"li logs: session {run_id} wrote nothing\n"
+    assert quiet.stderr == f"li logs: run {run_id} wrote nothing\n"
 
 
 @pytest.mark.parametrize("flag", ["--stdout", "--stderr"])

@@ -494,9 +494,9 @@ def test_a_command_that_cannot_start_after_setup_is_finalized_failed(
 ) -> None:
     from lirun.exec.execution import execute
     from lirun.exec.legs import CommandProgram
-    from lirun.exec.request import ExecutionRequest
+    from lirun.exec.request import RunRequest
 
-    request = ExecutionRequest(program=CommandProgram(["/nonexistent/tool"]), cwd=str(repo))
+    request = RunRequest(program=CommandProgram(["/nonexistent/tool"]), cwd=str(repo))
     result = execute(request, store=store)
     assert (result.status, result.reason, result.exit_code) == (
         "failed",

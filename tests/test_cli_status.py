@@ -121,6 +121,25 @@ def test_list_json_and_filters(populated: Store, li_env: dict[str, str]) -> None
     assert [r["id"] for r in limited] == ["20260101T000002-cccccc"]
 
 
+def test_a_run_is_called_a_run_and_the_old_names_still_read(
+    populated: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    populated.update_fields("session", "20260101T000000-aaaaaa", {"reply_text": "done"})
+    assert li_main(["status", "--json", "--kind", "run"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["schema"] for r in rows} == {"lirun.status_row/1"}
+    done = rows[-1]
+    assert done["artifact_dir"] == "/runs/20260101T000000-aaaaaa/artifacts"
+    assert done["reply"] == "done"
+    # the old keys, deprecated, for this shape version only
+    assert done["artifacts_path"] == done["artifact_dir"]
+    assert done["reply_text"] == done["reply"]
+    assert li_main(["status", "--json", "--kind", "session"]) == 0
+    old = capsys.readouterr()
+    assert json.loads(old.out) == rows
+    assert old.err == "li status: --kind session is deprecated; use --kind run\n"
+
+
 def test_list_filters_in_process(populated: Store, capsys: pytest.CaptureFixture[str]) -> None:
     assert li_main(["status", "--status", "timed_out"]) == 0
     assert capsys.readouterr().out == "no runs match these filters\n"
@@ -156,7 +175,7 @@ def test_one_record_with_history_evidence_and_artifacts(
     result = li(li_env, "status", "20260101T000000-aaaaaa")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert out.splitlines()[0] == "session 20260101T000000-aaaaaa  completed"
+    assert out.splitlines()[0] == "run 20260101T000000-aaaaaa  completed"
     for fragment in (
         "run.completed.ok: completed with evidence of work",
         "wrote the report [red]now[/red]",
@@ -190,7 +209,7 @@ def test_one_record_json_by_prefix(populated: Store, li_env: dict[str, str]) -> 
     result = li(li_env, "status", "--json", "20260101T000001")
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
-    assert record["kind"] == "session"
+    assert record["kind"] == "run"
     assert record["id"] == "20260101T000001-bbbbbb"
     assert [t["status"] for t in record["transitions"]] == ["running", "failed", "completed"]
     assert record["transitions"][-1]["source"] == "admin"
@@ -222,9 +241,7 @@ def test_prefix_is_literal_not_a_pattern(store: Store, capsys: pytest.CaptureFix
     assert li_main(["status", "run%"]) == 2
 
 
-def test_invocation_record_lists_its_executions(
-    store: Store, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_invocation_record_lists_its_runs(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
     store.invocations.create(skill="review", id="inv-1")
     store.sessions.create(id="s-1", invocation_id="inv-1")
     store.sessions.create(id="s-2", invocation_id="inv-1")
@@ -233,10 +250,11 @@ def test_invocation_record_lists_its_executions(
     record = json.loads(capsys.readouterr().out)
     assert record["kind"] == "invocation"
     assert record["skill"] == "review"
-    assert [s["id"] for s in record["sessions"]] == ["s-1", "s-2"]
+    assert [s["id"] for s in record["runs"]] == ["s-1", "s-2"]
+    assert record["sessions"] == record["runs"]  # the old key, deprecated
     assert li_main(["status", "inv-1"]) == 0
     out = capsys.readouterr().out
-    assert "executions" in out
+    assert "\nruns\n" in out
     assert "s-2" in out
     assert "s-3" not in out
 

@@ -69,7 +69,7 @@ def test_a_command_run_is_a_typed_record_equal_to_li_status_json(
     assert run.run_dir
     assert Path(run.run_dir).is_dir()
     assert run.as_dict() == li_status_json(db_url, lirun_home, run.id)
-    assert run.as_dict()["schema"] == "lirun.record/1"
+    assert run.as_dict()["schema"] == "lirun.record/2"
     assert client.status(run.id) == run  # the same record read again
 
 
@@ -166,7 +166,7 @@ def test_wait_reports_as_li_wait_does_in_finish_order(client: Client, tmp_path: 
     assert first.success
     assert first.exit_code == 0
     assert first.line.startswith(f"{done.id}\tstatus=completed\treason=run.completed.ok")
-    assert first.as_dict()["schema"] == "lirun.wait/1"
+    assert first.as_dict()["schema"] == "lirun.wait/2"
 
     [ended] = list(client.iter_wait(slow.run_id[-6:], timeout=60))
     assert (ended.run_id, ended.status, ended.terminal) == (slow.run_id, "timed_out", True)

@@ -59,7 +59,7 @@ def pruned_flow(tmp_path: Path, li_env: dict[str, str]) -> tuple[str, Path]:
     invocation, ran = failed_flow(tmp_path, li_env)
     gc = li(li_env, "gc", "--older-than", "1s", "--status", "completed", "--json")
     assert gc.returncode == 0, gc.stderr
-    assert json.loads(gc.stdout)["pruned"]["session"] == 1  # leg a
+    assert json.loads(gc.stdout)["pruned"]["run"] == 1  # leg a
     (tmp_path / "gate").touch()  # b would now succeed
     return invocation, ran
 
@@ -98,7 +98,7 @@ def test_a_pruned_invocation_with_whole_legs_still_resumes(
     completed leg is whole, so the resume reuses it and gives b its real reply."""
     invocation, ran = failed_flow(tmp_path, li_env)
     gc = li(li_env, "gc", "--older-than", "1s", "--status", "failed", "--json")
-    assert json.loads(gc.stdout)["pruned"] == {"session": 1, "invocation": 1}, gc.stdout
+    assert json.loads(gc.stdout)["pruned"] == {"run": 1, "invocation": 1}, gc.stdout
     (tmp_path / "gate").touch()
     done = li(li_env, "flow", "resume", invocation, "--json")
     assert done.returncode == 0, done.stderr

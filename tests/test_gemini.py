@@ -90,7 +90,7 @@ def test_the_model_is_the_one_that_answered_not_auto() -> None:
         {"type": "message", "role": "assistant", "content": "lo.", "delta": True},
         {"type": "result", "status": "success", "stats": stats},
     )
-    assert (verdict.status, verdict.final_text) == ("completed", "Hello.")
+    assert (verdict.status, verdict.reply) == ("completed", "Hello.")
     assert (parser.model, verdict.model) == ("gemini-2.5-flash", "gemini-2.5-flash")
     assert verdict.usage == {"input_tokens": 6, "output_tokens": 3, "total_tokens": 9}
     assert (verdict.engine_session_uid, parser.assistant_text_count) == ("s-1", 1)
@@ -121,7 +121,7 @@ def test_a_cut_stream_that_exits_0_is_a_network_failure_without_a_reply() -> Non
         error_result(None),
         exit_code=0,
     )  # fmt: skip
-    assert (verdict.status, reason_of(verdict), verdict.final_text) == (
+    assert (verdict.status, reason_of(verdict), verdict.reply) == (
         "failed", "run.failed.provider_network", "")  # fmt: skip
 
 

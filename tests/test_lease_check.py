@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lirun.errors import UsageError
-from lirun.record.reap_runs import fail_lapsed_run
+from lirun.record.reap_schedule_runs import fail_lapsed_run
 from lirun.schedules import fence_token
 from lirun.schedules.actions import parse_action
 from lirun.schedules.submit import submit

@@ -14,7 +14,7 @@ import pytest
 
 from lirun.record.context import PersistContext
 from lirun.record.correction import correction_for
-from lirun.record.reap_runs import EXECUTION_LAPSED, fail_lapsed_run
+from lirun.record.reap_schedule_runs import EXECUTION_LAPSED, fail_lapsed_run
 from lirun.record.rundir import RunDir, allocate_run
 from lirun.record.teardown import setup_persist_sync, teardown_persist_sync
 from lirun.schedules.actions import parse_action

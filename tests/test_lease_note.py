@@ -60,12 +60,12 @@ def test_the_note_is_taken_once_and_only_for_its_leg(tmp_path: Path) -> None:
 
 OWNER = """\
 import sys, time
-from lirun import CommandProgram, ExecutionRequest, execute
+from lirun import CommandProgram, RunRequest, execute
 from lirun.settings import Settings
 from lirun.exec.fence import Fence
 
 fence = Fence(2.0).start()  # never renewed: its guard kills at 1.5 s
-request = ExecutionRequest(
+request = RunRequest(
     program=CommandProgram(["sleep", "30"]), cwd=sys.argv[1],
     settings=Settings(db_url=sys.argv[2], run_id=sys.argv[3]),
 )

@@ -68,7 +68,7 @@ def test_success_records_reply_tokens_cost_model_and_session() -> None:
     parser, events = replay("ok")
     verdict = parser.finish(0)
     assert (verdict.status, verdict.exception) == ("completed", None)
-    assert verdict.final_text == "Hello from the mock."
+    assert verdict.reply == "Hello from the mock."
     assert verdict.engine_session_uid == "01a24272-c808-7491-a858-f730c9982205"
     assert verdict.model == "mock/mock-model"
     assert verdict.usage is not None
@@ -105,7 +105,7 @@ def test_auth_failure_despite_exit_code_zero_never_replies_the_prompt() -> None:
     assert verdict.status == "failed"
     assert reason_of(verdict) == "run.failed.provider_auth"
     assert str(verdict.exception) == "401 Incorrect API key provided: sk-fake."
-    assert verdict.final_text == ""
+    assert verdict.reply == ""
     assert not [e for e in events if e.kind == "assistant_text"]  # "say hello" is the user's
 
 
@@ -136,7 +136,7 @@ def test_rate_limit_after_three_retries() -> None:
     assert reason_of(verdict) == "run.failed.provider_rate_limit"
     assert [e.data["attempt"] for e in events if e.kind == "retry"] == [1, 2, 3]
     assert (verdict.retries, verdict.last_error_status) == (3, 429)
-    assert verdict.final_text == ""
+    assert verdict.reply == ""
 
 
 def test_a_retry_that_succeeds_completes_with_its_retries_as_evidence() -> None:
@@ -148,7 +148,7 @@ def test_a_retry_that_succeeds_completes_with_its_retries_as_evidence() -> None:
     for row in [*failed, retry, *ok, done]:
         parser.feed_line(json.dumps(row))
     verdict = parser.finish(0)
-    assert (verdict.status, verdict.final_text, verdict.retries) == (
+    assert (verdict.status, verdict.reply, verdict.retries) == (
         "completed",
         "Hello from the mock.",
         1,
@@ -165,7 +165,7 @@ def test_a_cut_stream_is_not_a_clean_success() -> None:
     assert verdict.status == "failed"
     assert reason_of(verdict) == "run.failed.provider_network"
     assert "closed mid-stream" in str(verdict.exception)
-    assert verdict.final_text == ""
+    assert verdict.reply == ""
     [end] = [e for e in verdict.evidence if e.get("kind") == "provider_message_end"]
     assert end["stop_reason"] == "stop"
 
@@ -235,7 +235,7 @@ def test_garbage_never_changes_a_success(junk: str) -> None:
         parser.feed_line(junk)
         parser.feed_line(line)
     verdict = parser.finish(0)
-    assert (verdict.status, verdict.final_text) == ("completed", "Hello from the mock.")
+    assert (verdict.status, verdict.reply) == ("completed", "Hello from the mock.")
 
 
 # --- end to end through li agent -----------------------------------------------------------

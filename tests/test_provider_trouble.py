@@ -18,7 +18,7 @@ import pytest
 from lirun.exec.agent_legs import AgentProgram
 from lirun.exec.execution import execute
 from lirun.exec.legs import LegContext
-from lirun.exec.request import ExecutionRequest
+from lirun.exec.request import RunRequest
 from lirun.exec.supervisor import Limits
 from lirun.exec.trouble import progress_fields, trouble_line, trouble_reporter
 from lirun.record.rundir import allocate_run
@@ -95,7 +95,7 @@ def test_the_row_holds_retries_and_the_last_error_while_the_run_runs(
     for key, value in fake_env_for("claude/api_retry_offline.jsonl", delay=0.2).items():
         monkeypatch.setenv(key, value)
     program = AgentProgram(provider="claude", executable=str(fake_bin / "claude"), prompt="go")
-    request = ExecutionRequest(
+    request = RunRequest(
         program=program,
         cwd=str(tmp_path),
         limits=Limits(timeout=6),
@@ -165,7 +165,7 @@ def test_a_resumed_leg_counts_on_from_the_retries_before_it(
     for key, value in fake_env_for("claude/api_retry_offline.jsonl", delay=0.05).items():
         monkeypatch.setenv(key, value)
     program = AgentProgram(provider="claude", executable=str(fake_bin / "claude"), prompt="go")
-    request = ExecutionRequest(
+    request = RunRequest(
         program=program,
         cwd=str(tmp_path),
         limits=Limits(timeout=2),

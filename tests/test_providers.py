@@ -103,7 +103,7 @@ def test_fixture_verdict(name: str) -> None:
     assert verdict.retryable is row["retryable"]
     assert reason_of(verdict) == row["reason"]
     assert verdict.engine_session_uid == row["engine_session_uid"]
-    assert verdict.final_text == row["final_text"]
+    assert verdict.reply == row["reply"]
     assert verdict.usage == row["usage"]
     assert verdict.cost == row["cost"]
     assert verdict.num_turns == row["num_turns"]
@@ -166,7 +166,7 @@ def test_claude_api_error_dressed_as_success_records_evidence() -> None:
     messages = next(e for e in verdict.evidence if e["kind"] == "provider_errors")["messages"]
     assert any("prompt is too long" in m for m in messages)
     # The error text is the provider error, never the reply.
-    assert verdict.final_text == ""
+    assert verdict.reply == ""
     assert "prompt is too long" in str(verdict.exception)
 
 
@@ -275,7 +275,7 @@ def test_codex_usage_is_the_last_running_total() -> None:
 def test_codex_agent_message_only_counts_when_completed() -> None:
     item = {"id": "i1", "type": "agent_message", "text": "draft"}
     parser = feed(CodexStreamParser(), {"type": "item.updated", "item": item})
-    assert (parser.assistant_text_count, parser.final_text) == (0, "")
+    assert (parser.assistant_text_count, parser.reply) == (0, "")
 
 
 # --- provider-neutral rules ----------------------------------------------------------------
@@ -346,9 +346,9 @@ def test_garbage_lines_are_harmless(name: str) -> None:
         parser.feed_line(line)
     parser.feed_line(lines[-1])
     noisy = parser.finish(**EXPECTATIONS[name]["finish"])
-    assert (noisy.status, noisy.final_text, noisy.usage) == (
+    assert (noisy.status, noisy.reply, noisy.usage) == (
         clean.status,
-        clean.final_text,
+        clean.reply,
         clean.usage,
     )
     noise = next(e for e in noisy.evidence if e["kind"] == "provider_stream_noise")
@@ -611,21 +611,21 @@ def test_the_parser_keeps_no_per_event_state(
     assert large - small < 32 * 1024, f"{small} bytes after 200 rounds, {large} after {rounds}"
     verdict = parser.finish(0)
     assert verdict.tool_calls == rounds
-    assert verdict.final_text.endswith(payload)
+    assert verdict.reply.endswith(payload)
 
 
 def test_the_kept_reply_is_capped_to_its_tail() -> None:
     long_text = "a" * KEPT_REPLY_CHARS + "the end"
     text = {"type": "text", "text": long_text}
     parser = feed(ClaudeStreamParser(), {"type": "assistant", "message": {"content": [text]}})
-    assert len(parser.final_text) == KEPT_REPLY_CHARS
-    assert parser.final_text.endswith("the end")
+    assert len(parser.reply) == KEPT_REPLY_CHARS
+    assert parser.reply.endswith("the end")
     feed(parser, claude_result(result="b" * KEPT_REPLY_CHARS + "result end"))
-    assert len(parser.final_text) == KEPT_REPLY_CHARS
-    assert parser.final_text.endswith("result end")
+    assert len(parser.reply) == KEPT_REPLY_CHARS
+    assert parser.reply.endswith("result end")
     item = {"id": "m", "type": "agent_message", "text": long_text}
     codex = feed(CodexStreamParser(), {"type": "item.completed", "item": item})
-    assert codex.final_text == long_text[-KEPT_REPLY_CHARS:]
+    assert codex.reply == long_text[-KEPT_REPLY_CHARS:]
 
 
 def test_later_terminal_events_are_kept_a_few_and_counted() -> None:
@@ -635,7 +635,7 @@ def test_later_terminal_events_are_kept_a_few_and_counted() -> None:
     omitted = [e for e in evidence if e["kind"] == "provider_extra_terminals_omitted"]
     assert len(kept) == 5
     assert omitted[0]["count"] == 49 - 5
-    assert parser.final_text == "r0"  # the first result is the run's answer
+    assert parser.reply == "r0"  # the first result is the run's answer
 
 
 # --- failure classes, auth signals, warnings, attempts, stalls (issue 18) ---------------------
@@ -681,7 +681,7 @@ def test_claude_no_credentials_is_auth_in_its_own_words_with_no_model() -> None:
         "claude: the provider refused the credentials: Not logged in · Please run /login"
     )
     assert "is_error" not in outcome.summary
-    assert verdict.final_text == ""
+    assert verdict.reply == ""
     assert verdict.model is None  # every assistant event was <synthetic>: no model call
     assert any(e["kind"] == "provider_no_model_call" for e in verdict.evidence)
 
@@ -692,7 +692,7 @@ def test_claude_invalid_key_result_summary_is_the_providers_words() -> None:
     assert outcome.summary == (
         "claude: the provider refused the credentials: Invalid API key · Fix external API key"
     )
-    assert verdict.final_text == ""
+    assert verdict.reply == ""
     assert verdict.retries == 10
 
 

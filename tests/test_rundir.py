@@ -27,10 +27,10 @@ def test_generated_id_format_and_layout(home: Path) -> None:
     assert re.fullmatch(r"\d{8}T\d{6}-[0-9a-f]{6}", run.run_id)
     assert run.state_root == runs_root() / run.run_id
     assert run.state_root == home / "runs" / run.run_id
-    assert run.artifact_root == run.state_root / "artifacts"
+    assert run.artifact_dir == run.state_root / "artifacts"
     assert run.branches_dir.is_dir()
     assert run.stream_dir.is_dir()
-    assert not run.artifact_root.exists()
+    assert not run.artifact_dir.exists()
 
 
 def test_generated_ids_differ() -> None:
@@ -79,16 +79,16 @@ def test_save_dir_is_expanded_and_resolved(
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     run = allocate_run(save_dir="~/out/../deliver")
-    assert run.artifact_root == (tmp_path / "user" / "deliver").resolve()
+    assert run.artifact_dir == (tmp_path / "user" / "deliver").resolve()
     assert run.state_root == runs_root() / run.run_id
-    assert not run.artifact_root.exists()
-    run.ensure_artifact_root()
-    assert run.artifact_root.is_dir()
+    assert not run.artifact_dir.exists()
+    run.ensure_artifact_dir()
+    assert run.artifact_dir.is_dir()
 
 
 def test_path_properties(home: Path) -> None:
     run = allocate_run(run_id="r1")
-    s, a = run.state_root, run.artifact_root
+    s, a = run.state_root, run.artifact_dir
     assert run.manifest_path == s / "run.json"
     assert run.checkpoint_path == s / "checkpoint.json"
     assert run.synthesis_path == a / "synthesis.md"
@@ -110,8 +110,8 @@ def test_rundir_is_frozen(home: Path) -> None:
 
 def test_agent_artifact_dir(home: Path, tmp_path: Path) -> None:
     run = allocate_run(run_id="r1")
-    assert run.agent_artifact_dir("coder") == run.artifact_root / "coder"
-    assert not run.artifact_root.exists()
+    assert run.agent_artifact_dir("coder") == run.artifact_dir / "coder"
+    assert not run.artifact_dir.exists()
     for bad in ("..", "a/b", "", "/abs"):
         with pytest.raises(ValueError):
             run.agent_artifact_dir(bad)
@@ -119,10 +119,10 @@ def test_agent_artifact_dir(home: Path, tmp_path: Path) -> None:
 
 def test_agent_artifact_dir_symlink_escape(home: Path, tmp_path: Path) -> None:
     run = allocate_run(run_id="r1")
-    run.ensure_artifact_root()
+    run.ensure_artifact_dir()
     outside = tmp_path / "outside"
     outside.mkdir()
-    (run.artifact_root / "evil").symlink_to(outside)
+    (run.artifact_dir / "evil").symlink_to(outside)
     with pytest.raises(ValueError, match="outside"):
         run.agent_artifact_dir("evil")
 
@@ -135,11 +135,12 @@ def test_manifest_roundtrip(home: Path) -> None:
     assert data == {
         "run_id": "r1",
         "state_root": str(run.state_root),
-        "artifact_root": str(run.artifact_root),
+        "artifact_dir": str(run.artifact_dir),
+        "artifact_root": str(run.artifact_dir),  # the old name, deprecated
         "cwd": "/w",
         "n": 3,
     }
-    assert list(data)[:3] == ["run_id", "state_root", "artifact_root"]
+    assert list(data)[:3] == ["run_id", "state_root", "artifact_dir"]
     assert [p.name for p in run.state_root.iterdir() if p.name.endswith(".tmp")] == []
 
 
@@ -230,8 +231,8 @@ def test_concurrent_thread_writers(home: Path) -> None:
     assert run.read_manifest()["i"] == 99
 
 
-def _process_writer(state_root: str, artifact_root: str, n: int, count: int) -> None:
-    run = RunDir("procs", Path(state_root), Path(artifact_root))
+def _process_writer(state_root: str, artifact_dir: str, n: int, count: int) -> None:
+    run = RunDir("procs", Path(state_root), Path(artifact_dir))
     for i in range(count):
         run.write_manifest({"writer": n, "i": i, "pad": "y" * (1000 + n * 3000)})
 
@@ -242,7 +243,7 @@ def test_concurrent_process_writers_never_tear(home: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     procs = [
         ctx.Process(
-            target=_process_writer, args=(str(run.state_root), str(run.artifact_root), n, 200)
+            target=_process_writer, args=(str(run.state_root), str(run.artifact_dir), n, 200)
         )
         for n in range(4)
     ]

@@ -20,7 +20,7 @@ from lirun.cli.main import main
 from lirun.errors import UsageError
 from lirun.exec.execution import HEARTBEAT_INTERVAL, _intervals, execute
 from lirun.exec.legs import CommandProgram
-from lirun.exec.request import ExecutionRequest
+from lirun.exec.request import RunRequest
 from lirun.exec.task import Task
 from lirun.flows.engine import FlowOptions, run_flow
 from lirun.flows.spec import FlowSpec, LegSpec
@@ -196,11 +196,11 @@ def test_global_db_flag_reaches_the_child(tmp_path: Path) -> None:
 
 
 def test_a_library_caller_gets_the_heartbeat_interval(monkeypatch: pytest.MonkeyPatch) -> None:
-    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=".")
+    request = RunRequest(program=CommandProgram(["true"]), cwd=".")
     assert _intervals(request)[0] == HEARTBEAT_INTERVAL
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
     assert _intervals(request) == (100.0, 400.0)  # the lease holds four beats
-    given = ExecutionRequest(
+    given = RunRequest(
         program=CommandProgram(["true"]), cwd=".", settings=Settings(heartbeat_interval=2.0)
     )
     assert _intervals(given)[0] == 2.0  # what the caller gave wins
@@ -219,7 +219,7 @@ def test_a_library_run_records_the_lease_of_the_environment_interval(
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "100")
     db = str(tmp_path / "lib.db")
     monkeypatch.setenv("LIRUN_DB_URL", db)
-    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
+    request = RunRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
     execute(request)
     assert _leases(db) == [400.0]  # four beats of 100 s
 
@@ -230,7 +230,7 @@ def test_a_library_caller_with_a_bad_setting_gets_usage_error_before_anything_ex
     monkeypatch.setenv("LIRUN_HEARTBEAT_INTERVAL", "-1")
     monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "lib.db"))
     monkeypatch.setenv("LIRUN_RUN_ID", "given-id")
-    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
+    request = RunRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
     with pytest.raises(UsageError, match=r"^LIRUN_HEARTBEAT_INTERVAL '-1' is negative"):
         execute(request)
     assert not (lirun_home / "runs" / "given-id").exists()  # no run directory was left
@@ -324,9 +324,7 @@ def test_execute_uses_the_settings_it_is_given_not_the_environment(
     db = str(tmp_path / "lib.db")
     monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "env.db"))
     settings = Settings(run_id="given-id", heartbeat_interval=50.0, guard=False, db_url=db)
-    request = ExecutionRequest(
-        program=CommandProgram(["true"]), cwd=str(tmp_path), settings=settings
-    )
+    request = RunRequest(program=CommandProgram(["true"]), cwd=str(tmp_path), settings=settings)
     result = execute(request)
     assert result.run_id == "given-id"
     assert _leases(db) == [200.0]  # four beats of the given 50 s, in the given database
@@ -334,8 +332,8 @@ def test_execute_uses_the_settings_it_is_given_not_the_environment(
 
 
 def test_a_request_holds_its_database_id_and_interval_in_its_settings_only() -> None:
-    """One place for each: ``ExecutionRequest`` has no copies of the settings' fields."""
-    names = set(ExecutionRequest.__dataclass_fields__)
+    """One place for each: ``RunRequest`` has no copies of the settings' fields."""
+    names = set(RunRequest.__dataclass_fields__)
     assert "settings" in names
     assert names & set(Settings._fields) == set()
 
@@ -400,7 +398,7 @@ def test_execute_reads_the_environment_once_when_given_no_settings(
 ) -> None:
     monkeypatch.setenv("LIRUN_GUARD", "off")
     monkeypatch.setenv("LIRUN_DB_URL", str(tmp_path / "lib.db"))
-    request = ExecutionRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
+    request = RunRequest(program=CommandProgram(["true"]), cwd=str(tmp_path))
     reads = _count_reads(monkeypatch)
     execute(request)
     assert len(reads) == 1

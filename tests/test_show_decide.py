@@ -10,7 +10,7 @@ from lirun.shows.decide import (
     PlayFacts,
     abort_target,
     after_failure,
-    after_session,
+    after_run,
     gate_verdict,
     ready_plays,
     show_next,
@@ -95,7 +95,7 @@ def test_after_failure(
 def test_after_session(
     status: str, reason: str, stopping: bool, retries: int, expected: str
 ) -> None:
-    assert after_session(status, reason, stopping=stopping, retries_used=retries) == expected
+    assert after_run(status, reason, stopping=stopping, retries_used=retries) == expected
 
 
 @pytest.mark.parametrize(

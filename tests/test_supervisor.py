@@ -119,7 +119,7 @@ def test_judge_command_marks_a_command_whose_stdout_is_output_never_a_reply() ->
     outcome = judge_command(_result(), None, "hi\n")
     assert outcome.extras.command is True  # its exit code is its verdict at teardown
     assert outcome.extras.assistant_output is False  # stdout is output, not a reply
-    assert outcome.response_text == "hi\n"
+    assert outcome.reply == "hi\n"
     assert outcome.record["reply_text"] == "hi\n"
     assert "reply_text" not in judge_command(_result(), None, " \n").record
     assert judge_command(_result(), None, require_change=True).extras.require_change is True
@@ -142,7 +142,7 @@ def _verdict(status: StreamStatus = "completed", exc: ProviderError | None = Non
         provider="claude",
         status=status,
         exception=exc,
-        final_text="done",
+        reply="done",
         engine_session_uid="uid-1",
         evidence=[{"kind": "provider_exit", "exit_code": 0}],
     )

@@ -108,7 +108,7 @@ def test_setup_creates_row_and_manifest_before_work(
     assert row is not None
     assert (row["id"], row["run_id"], row["status"]) == (run.run_id, run.run_id, "running")
     assert row["run_dir"] == str(run.state_root) == ctx.run_dir
-    assert row["artifacts_path"] == str(run.artifact_root) == ctx.artifacts_path
+    assert row["artifacts_path"] == str(run.artifact_dir) == ctx.artifact_dir
     assert row["artifact_contract_json"] == {"expected": [contract["expected"][0]]}
     assert ctx.artifact_contract == row["artifact_contract_json"]
     assert (row["provider"], row["cwd"], row["branch_id"]) == ("claude", str(repo), "b-1")
@@ -119,7 +119,7 @@ def test_setup_creates_row_and_manifest_before_work(
     manifest = run.read_manifest()
     assert manifest["run_id"] == run.run_id
     assert manifest["state_root"] == str(run.state_root)
-    assert manifest["artifact_root"] == str(run.artifact_root)
+    assert manifest["artifact_dir"] == str(run.artifact_dir)
     assert (manifest["session_id"], manifest["provider"]) == (run.run_id, "claude")
     assert ctx.owned
     assert ctx.session_id == run.run_id
@@ -329,8 +329,8 @@ def test_produced_artifact_skips_the_evidence_gate(
     db_url: str, store: Store, run: RunDir, repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ctx = start(run, db_url, artifact_contract=REPORT, cwd=str(repo))
-    (run.artifact_root / "out").mkdir(parents=True)
-    (run.artifact_root / "out" / "report.md").write_text("# report\n", encoding="utf-8")
+    (run.artifact_dir / "out").mkdir(parents=True)
+    (run.artifact_dir / "out" / "report.md").write_text("# report\n", encoding="utf-8")
     assert teardown_persist_sync(ctx) == "completed"
     row = store.get_entity("session", run.run_id)
     assert row is not None

@@ -80,13 +80,15 @@ def test_filters_by_status_kind_provider_text_and_time(
         return [r["id"] for r in client.get("/api/runs", params=query).json()["runs"]]
 
     assert ids(status="timed_out") == ["a2"]
-    assert ids(kind="session") == ["a3", "a2", "a1"]
+    assert ids(kind="run") == ["a3", "a2", "a1"]
+    assert ids(kind="session") == ["a3", "a2", "a1"]  # the old word, still read
+    assert client.get("/api/runs", params={"kind": "session"}).json()["filters"]["kind"] == "run"
     assert ids(provider="claude") == ["a3", "a2", "a1"]
-    assert ids(q="PARSER", kind="session") == ["a3", "a1"]
+    assert ids(q="PARSER", kind="run") == ["a3", "a1"]
     assert ids(q="flaky") == ["a3"]
-    assert ids(q="a2", kind="session") == ["a2"]
-    assert ids(since=str(cut), kind="session") == ["a3"]
-    assert ids(until=str(cut), kind="session") == ["a2", "a1"]
+    assert ids(q="a2", kind="run") == ["a2"]
+    assert ids(since=str(cut), kind="run") == ["a3"]
+    assert ids(until=str(cut), kind="run") == ["a2", "a1"]
     assert ids(q="100%_") == []  # LIKE wildcards are literal
     page = client.get("/", params={"status": "timed_out"})
     assert ids_on(page.text) == ["a2"]
@@ -189,7 +191,8 @@ def test_a_commands_stdout_is_shown_as_its_output_never_a_reply(
     assert "reply" not in page
     assert "assistant" not in page
     run = client.get("/api/runs/c1").json()["run"]
-    assert run["output_text"] == "built 3 targets"
+    assert run["reply"] == "built 3 targets"
+    assert run["output_text"] == run["reply"]  # its old key, deprecated
     assert "reply_text" not in run
 
 

@@ -168,7 +168,7 @@ def test_a_resumed_flows_legs_include_the_reused_ones(
     second = resume_flow(first.invocation_id, db_url=db_url)
     assert second.status == "completed"
     data = client.get(f"/api/flows/{second.invocation_id}").json()
-    legs = {s["flow_leg"]: s for s in data["sessions"]}
+    legs = {s["flow_leg"]: s for s in data["runs"]}
     assert set(legs) == {"plan", "check"}
     assert legs["plan"]["reused_from"] == first.invocation_id
     assert legs["check"]["reused_from"] is None

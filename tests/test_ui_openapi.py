@@ -127,7 +127,7 @@ def test_every_route_answers_as_its_document_says(db_url: str, tmp_path: Path) -
                 _check(doc, path, client.get(concrete, params={"since": "someday"}), 400)
         _check(doc, "/api/runs", client.get("/api/runs", params={"kind": "show"}), 200)
         # Each execution a flow or a show made (lineage: the plays it backs, its flow).
-        made = [str(s["id"]) for s in seen["/api/flows/{flow_id}"]["sessions"]]
+        made = [str(s["id"]) for s in seen["/api/flows/{flow_id}"]["runs"]]
         made += [str(p["session_id"]) for p in seen["/api/shows/{show_id}"]["plays"]]
         lineages = [
             _check(doc, "/api/runs/{run_id}", client.get(f"/api/runs/{ident}"), 200)["lineage"]

@@ -35,14 +35,14 @@ def li(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     ("row", "kind_label", "label", "what"),
     [
         (
-            {"kind": "session", "provider": "command", "command": '["sh", "-c", "echo hi"]'},
-            "session",
+            {"kind": "run", "provider": "command", "command": '["sh", "-c", "echo hi"]'},
+            "run",
             None,
             "sh -c 'echo hi'",
         ),
         (
-            {"kind": "session", "provider": "claude", "prompt": "fix it", "command": '["claude"]'},
-            "session",
+            {"kind": "run", "provider": "claude", "prompt": "fix it", "command": '["claude"]'},
+            "run",
             None,
             None,  # its prompt says it: sent once, as prompt
         ),
@@ -78,7 +78,7 @@ def test_a_command_reads_as_typed_and_schedules_fold_into_their_newest_row() -> 
     assert command_text([]) is None
     rows = [
         {"kind": "schedule_run", "id": "r3", "parent_id": "a"},
-        {"kind": "session", "id": "s1"},
+        {"kind": "run", "id": "s1"},
         {"kind": "schedule_run", "id": "r2", "parent_id": "a"},
         {"kind": "schedule_run", "id": "r1", "parent_id": "b"},
     ]
@@ -105,7 +105,7 @@ def test_the_runs_list_shows_commands_flows_and_schedules_by_name(
     for _ in range(3):
         store.schedules.create_run(action_kind="run", schedule_id=schedule.id)
     runs = client.get("/api/runs").json()["runs"]
-    [command] = [r for r in runs if r["kind"] == "session" and not r.get("label")]
+    [command] = [r for r in runs if r["kind"] == "run" and not r.get("label")]
     assert command["command"] == ["sh", "-c", "echo 'a b'"]
     assert command["what"] == command["command_line"] == "sh -c 'echo '\"'\"'a b'\"'\"''"
     found = client.get("/api/runs", params={"q": "echo 'a"}).json()["runs"]

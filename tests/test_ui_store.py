@@ -73,7 +73,7 @@ def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
     session = store.sessions.create(id="s", owner_pid=None, prompt="p", provider="codex")
     rows = store.ui.runs_page(limit=10)
     assert [(r.kind, r.id) for r in rows] == [
-        ("session", session.id),
+        ("run", session.id),
         ("invocation", inv.id),
         ("schedule_run", run.id),
         ("play", play.id),
@@ -81,7 +81,7 @@ def test_runs_page_reads_every_kind_with_its_label(store: Store) -> None:
     labels = {r.kind: (r.label, r.parent_id) for r in rows}
     assert labels["play"] == ("models", show.id)
     assert labels["invocation"] == ("review", None)
-    assert [r.id for r in store.ui.runs_page(RunFilter(kinds=("play", "session")))] == [
+    assert [r.id for r in store.ui.runs_page(RunFilter(kinds=("play", "run")))] == [
         session.id,
         play.id,
     ]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import lirun
-from lirun import CommandProgram, ExecutionRequest, ExecutionResult, Limits
+from lirun import CommandProgram, Limits, RunRequest, RunResult
 from lirun.providers.registry import provider_names
 from lirun.record.rundir import RunDir
 
@@ -86,18 +86,18 @@ def test_a_value_survives_pickle(cls: type) -> None:
 
 
 def public_values(tmp: str) -> list[object]:
-    run = RunDir(run_id="r-1", state_root=Path(tmp, "r-1"), artifact_root=Path(tmp, "out"))
+    run = RunDir(run_id="r-1", state_root=Path(tmp, "r-1"), artifact_dir=Path(tmp, "out"))
     return [
         run,
         Limits(timeout=30.0),
         CommandProgram(argv=["true"]),
-        ExecutionRequest(program=CommandProgram(argv=["true"]), cwd=tmp, metadata={"k": [1]}),
-        ExecutionResult(
+        RunRequest(program=CommandProgram(argv=["true"]), cwd=tmp, metadata={"k": [1]}),
+        RunResult(
             run_id="r-1",
             status="completed",
             reason="run.completed.ok",
             run_dir=str(run.state_root),
-            artifact_dir=str(run.artifact_root),
+            artifact_dir=str(run.artifact_dir),
             exit_code=0,
             branch_id="b-1",
         ),
@@ -113,7 +113,7 @@ def test_the_public_values_round_trip_with_real_fields(index: int, tmp_path: Pat
 
 
 def test_a_frozen_value_stays_frozen_and_hashable() -> None:
-    run = RunDir(run_id="r-1", state_root=Path("/tmp/r-1"), artifact_root=Path("/tmp/out"))
+    run = RunDir(run_id="r-1", state_root=Path("/tmp/r-1"), artifact_dir=Path("/tmp/out"))
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.run_id = "other"  # type: ignore[misc]  # frozen: the write must raise
     assert hash(copy.deepcopy(run)) == hash(run)

@@ -279,9 +279,9 @@ def test_json_lines(store: Any, li_env: dict[str, str]) -> None:
     assert code == 1
     record = json.loads(out)
     assert record == {
-        "schema": "lirun.wait/1",
+        "schema": "lirun.wait/2",
         "run_id": "j",
-        "kind": "session",
+        "kind": "run",
         "status": "completed_empty",
         "reason": "run.completed_empty.no_evidence",
         "reason_summary": "",

@@ -38,8 +38,8 @@ _EXPORTS: dict[str, str] = {
     "Settings": "lirun.settings",
     # one supervised execution, the call `li run` / `li agent` make
     "execute": "lirun.exec.execution",
-    "ExecutionRequest": "lirun.exec.request",
-    "ExecutionResult": "lirun.exec.request",
+    "RunRequest": "lirun.exec.request",
+    "RunResult": "lirun.exec.request",
     "CommandProgram": "lirun.exec.legs",
     "Limits": "lirun.exec.supervisor",
     # the store, low level (async)
@@ -87,6 +87,8 @@ _DEPRECATED: dict[str, tuple[str, str]] = {
     "wait_for_terminal": ("lirun.wait.api", "AsyncClient.wait"),
     "format_wait_line": ("lirun.wait.api", "WaitOutcome.line"),
     "run_wait": ("lirun.cli.wait", "the `li wait` command"),
+    "ExecutionRequest": ("lirun.exec.request:RunRequest", "lirun.RunRequest"),
+    "ExecutionResult": ("lirun.exec.request:RunResult", "lirun.RunResult"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -242,6 +242,16 @@ def canonical_entity_type(entity_type: str) -> str:
     return key
 
 
+# The word ``li`` prints and the dashboard shows for a kind whose stored entity type is
+# older (design.md glossary): a row of ``sessions`` is a run.
+_SHOWN_KINDS: dict[str, str] = {"session": "run"}
+
+
+def shown_kind(entity_type: str) -> str:
+    """``run`` for the stored ``session``; every other kind as it is stored."""
+    return _SHOWN_KINDS.get(entity_type, entity_type)
+
+
 def policy_for(entity_type: str) -> EntityPolicy:
     return POLICIES[canonical_entity_type(entity_type)]
 

@@ -4,7 +4,7 @@
 line, exit 2); ``with_flags`` lays the command line over it (a flag given wins). The
 boundary reads it: ``cli.main`` once per command, handing it to the command's
 ``main(argv, settings)``, which lays its flags over it and passes it down (to
-``execute()`` as ``ExecutionRequest.settings``, and through ``FlowOptions`` /
+``execute()`` as ``RunRequest.settings``, and through ``FlowOptions`` /
 ``ShowOptions`` / ``RunnerConfig`` to ``build_request`` for every leg, play, gate and
 scheduled run); a library entry point given none (``execute``, ``build_request``,
 ``run_flow``, ``run_show``, ``Runner``, ``allocate_run``) reads it once itself. Below

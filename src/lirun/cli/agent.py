@@ -134,7 +134,7 @@ def _trouble(provider: str, event: Any) -> None:
 
 
 def _print_answer(result: Any) -> None:
-    text = result.response_text
+    text = result.reply
     if result.status == "completed" and text.strip():
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()

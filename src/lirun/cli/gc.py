@@ -9,7 +9,7 @@ from typing import Any
 
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json, warn
 from lirun.errors import UsageError
-from lirun.lifecycle import policy_for
+from lirun.lifecycle import policy_for, shown_kind
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
 from lirun.record.retention_rules import MAX_OLDER_THAN, REFUSAL_TEXT, RetentionPolicy
 from lirun.schedules.actions import gc_action_words
@@ -125,7 +125,7 @@ def main(argv: list[str], settings: Settings) -> int:
     for problem in tally.problems:
         warn(PROG, f"warning: {problem}")
     if args.json:
-        print_json(summary(tally, policy, dry_run=args.dry_run), schema="lirun.gc/1")
+        print_json(summary(tally, policy, dry_run=args.dry_run), schema=GC_SCHEMA)
     else:
         print(sentence(tally, dry_run=args.dry_run))
         for line in by_status(tally.would_prune):  # --dry-run: what would go, by status
@@ -142,28 +142,32 @@ def main(argv: list[str], settings: Settings) -> int:
 
 def _report_refusals(tally: Any) -> None:
     for kind, record_id, cause in tally.refused[:_MAX_LISTED]:
-        warn(PROG, f"not pruned: {kind} {record_id}: {REFUSAL_TEXT[cause]}")
+        warn(PROG, f"not pruned: {shown_kind(kind)} {record_id}: {REFUSAL_TEXT[cause]}")
     if len(tally.refused) > _MAX_LISTED:
         warn(PROG, f"not pruned: {len(tally.refused) - _MAX_LISTED} more (see --json)")
 
 
 def summary(tally: Any, policy: Any, *, dry_run: bool) -> dict[str, Any]:
+    """``--json``: every kind as ``li`` shows it (a run, not its table's session)."""
     out = {
         "dry_run": dry_run,
         "policy": policy.to_dict(),
-        "pruned": dict(tally.pruned),
+        "pruned": {shown_kind(k): n for k, n in tally.pruned.items()},
         "kept": dict(tally.kept),
-        "refused": [{"kind": k, "id": i, "cause": c} for k, i, c in tally.refused],
+        "refused": [{"kind": shown_kind(k), "id": i, "cause": c} for k, i, c in tally.refused],
         "bytes": {"columns": tally.bulk_bytes, "files": tally.file_bytes},
         "run_dirs_removed": tally.files_removed,
         "run_dirs_elsewhere": tally.files_elsewhere,
         "problems": list(tally.problems),
     }
     if dry_run:
-        out["would_prune"] = [{"kind": k, "id": i, "status": s} for k, i, s in tally.would_prune]
+        out["would_prune"] = [
+            {"kind": shown_kind(k), "id": i, "status": s} for k, i, s in tally.would_prune
+        ]
     return out
 
 
+GC_SCHEMA = "lirun.gc/2"  # /2: a run's kind is run, was session (docs/json.md)
 _KIND_WORDS = {"session": "runs", "invocation": "flow invocations"}
 
 

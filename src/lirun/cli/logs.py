@@ -18,7 +18,7 @@ from typing import Any
 from lirun.cli.common import add_db_option, deliver_pending, make_parser
 from lirun.errors import DatabaseMissingError, NotFoundError, OutputGoneError, UsageError
 from lirun.exec.log_reader import Cursor, pick_streams, stream_label
-from lirun.lifecycle import is_terminal
+from lirun.lifecycle import is_terminal, shown_kind
 from lirun.liveness import host_name
 from lirun.paths import resolve_db_url
 from lirun.run_output import TRANSCRIPT_SUFFIX, stream_dir
@@ -102,7 +102,9 @@ class Target:
     def refresh(self, store: Store) -> None:
         row = store.get_entity(self.kind, self.row["id"])
         if row is None:
-            raise NotFoundError(f"{self.kind} {self.row['id']} was deleted while followed")
+            raise NotFoundError(
+                f"{shown_kind(self.kind)} {self.row['id']} was deleted while followed"
+            )
         self.row = row
 
     def done(self, runs: list[dict[str, Any]]) -> bool:
@@ -264,7 +266,7 @@ def show_logs(store: Store, args: Any) -> int:
     elif not reader.out.printed:  # said on stderr: stdout stays the output alone
         where = {"stdout": " to stdout", "stderr": " to stderr", "all": ""}[reader.which]
         said = "has started no run" if not runs else f"wrote nothing{where}"
-        sys.stderr.write(f"{PROG}: {kind} {row['id']} {said}{'' if done else ' yet'}\n")
+        sys.stderr.write(f"{PROG}: {shown_kind(kind)} {row['id']} {said}{'' if done else ' yet'}\n")
     return 0
 
 

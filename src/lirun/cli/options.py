@@ -27,7 +27,7 @@ from lirun.exec.execution import execute, prepare
 from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import Echo
 from lirun.exec.profiles import parse_artifact_option
-from lirun.exec.request import ExecutionRequest, settings_of
+from lirun.exec.request import RunRequest, settings_of
 from lirun.exec.supervisor import Limits
 from lirun.record.rundir import allocate_run
 from lirun.settings import Settings
@@ -249,7 +249,7 @@ def worker_argv(parser: CommandParser, args: argparse.Namespace) -> list[str]:
 
 @dataclass(slots=True)
 class Resolved:
-    """Options after profiles, playbooks and defaults, ready for an ExecutionRequest."""
+    """Options after profiles, playbooks and defaults, ready for an RunRequest."""
 
     cwd: str
     save_dir: str | None
@@ -351,7 +351,7 @@ def request_from(
 ) -> Any:
     """The execution the command line asks for, with ``settings`` (cli.main's) under its
     ``--db`` and ``--run-id``: the run reads no setting from the environment again."""
-    return ExecutionRequest(
+    return RunRequest(
         program=program,
         cwd=resolved.cwd,
         limits=resolved.limits,
@@ -395,7 +395,7 @@ def _detach(
         "run_id": run.run_id,
         "status": "running",
         "run_dir": str(run.state_root),
-        "artifact_dir": str(run.artifact_root),
+        "artifact_dir": str(run.artifact_dir),
     }
     print_started(started, "run_id", as_json=as_json)
     return 0

@@ -136,7 +136,7 @@ def first_line(text: object) -> str:
 
 
 def _kind(row: Mapping[str, Any]) -> str:
-    return str(row.get("kind") or "session")
+    return str(row.get("kind") or "run")
 
 
 def record_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
@@ -180,7 +180,7 @@ def pruned_text(row: Mapping[str, Any], now: float) -> str:
 
 
 def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tuple[str, str]]:
-    if kind == "session":
+    if kind == "run":
         provider = "/".join(str(row[k]) for k in ("provider", "model") if row.get(k))
         command = row.get("command_json")
         options = row.get("provider_options_json")
@@ -190,9 +190,8 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("command", " ".join(map(str, command)) if isinstance(command, list) else ""),
             ("options", json.dumps(options, sort_keys=True) if options else ""),
             ("prompt", clip(row.get("prompt"))),
-            # a command's stdout is its output (present_session); an agent's is its reply
-            ("output", clip(row.get("output_text"))),
-            ("reply", clip(row.get("reply_text"))),
+            # the reply: a command's stdout (its output) or an agent's answer (present_run)
+            ("output" if row.get("provider") == "command" else "reply", clip(row.get("reply"))),
             (_error_label(row), clip(row.get("provider_error"))),
             ("retries", _retries_text(row)),
             ("turns", _opt(row.get("num_turns"))),
@@ -200,7 +199,7 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("cost", "" if row.get("cost_usd") is None else format_cost(row["cost_usd"])),
             ("child time", "" if row.get("duration_s") is None else f"{row['duration_s']:.1f}s"),
             ("run dir", row.get("run_dir") or ""),
-            ("artifact dir", row.get("artifacts_path") or ""),
+            ("artifact dir", row.get("artifact_dir") or ""),
             ("cwd", row.get("cwd") or ""),
             ("owner", owner_text(row, now)),
             ("engine uid", row.get("engine_session_uid") or ""),
@@ -231,7 +230,7 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             ("git branch", "branch"),
             ("worktree", "worktree"),
             ("merged as", "merge_sha"),
-            ("work session", "session_id"),
+            ("work run", "session_id"),
             ("artifact dir", "artifact_dir"),
         )
         return [(label, _opt(row.get(key))) for label, key in labels]
@@ -332,7 +331,7 @@ def render_list(rows: Sequence[SessionRow], now: float) -> None:
         shown = row.as_dict()  # the duration and tokens are read as a record's detail is
         table.add_row(
             _text(row.id),
-            _text(row.status, status_style("session", row.status)),
+            _text(row.status, status_style("run", row.status)),
             _text(format_span(now - float(row.created_at or now))),
             _text(format_span(run_duration(shown, now))),
             _text("-" if row.exit_code is None else row.exit_code),
@@ -354,7 +353,7 @@ def render_record(detail: Mapping[str, Any], now: float) -> None:
 def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
     from rich.table import Table
 
-    kind = str(detail.get("kind") or "session")
+    kind = str(detail.get("kind") or "run")
     status = detail.get("status")
     title = _text(f"{kind} {detail.get('id')}  ", "bold")
     title.append(_text(status, status_style(kind, status)))
@@ -375,11 +374,9 @@ def _draw_record(out: Console, detail: Mapping[str, Any], now: float) -> None:
     _section(
         out, "artifact verification", verification_lines(detail.get("artifact_verification_json"))
     )
-    if detail.get("sessions"):
-        out.print(_text("\nexecutions", "bold"))
-        render_rows_table(
-            out, _session_rows(detail["sessions"], now), ("ID", "STATUS", "AGE", "REASON")
-        )
+    if detail.get("runs"):
+        out.print(_text("\nruns", "bold"))
+        render_rows_table(out, _run_rows(detail["runs"], now), ("ID", "STATUS", "AGE", "REASON"))
     out.print(_text("\nhistory", "bold"))
     render_rows_table(
         out,
@@ -475,13 +472,13 @@ def _admin_rows(events: Iterable[Mapping[str, Any]], now: float) -> list[list[Te
     return rows
 
 
-def _session_rows(sessions: Iterable[Mapping[str, Any]], now: float) -> list[list[Text]]:
+def _run_rows(runs: Iterable[Mapping[str, Any]], now: float) -> list[list[Text]]:
     return [
         [
             _text(s.get("id")),
-            _text(s.get("status"), status_style("session", s.get("status"))),
+            _text(s.get("status"), status_style("run", s.get("status"))),
             _text(format_span(now - float(s.get("created_at") or now))),
             _text(display_reason(s.get("status_reason_code"))),
         ]
-        for s in sessions
+        for s in runs
     ]

@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "resume",
         "continue a show",
         "Continue SHOW: after a person merged or fixed a play (`li override play ID --to "
-        "merged ...`), or after li show run was stopped or killed (orphaned play sessions "
+        "merged ...`), or after li show run was stopped or killed (orphaned play runs "
         "are reaped and redone). The integration head must still descend from the last "
         f"gated commit; a head a person moved is gated again.\n\n{SHOW_NOTE}",
         RUN_EXIT_CODES,
@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         "recent shows, or one show's board",
         "Without SHOW: recent shows, newest first. With SHOW: its board: plays by status, "
-        "attempts, gate verdicts, merge commits, the session of every execution (`li status "
+        "attempts, gate verdicts, merge commits, the id of every run (`li status "
         f"ID` shows one) and what needs a person, with what to do.\n\n{SHOW_NOTE}",
         STATUS_EXIT_CODES,
     )

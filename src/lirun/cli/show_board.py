@@ -207,7 +207,7 @@ def _draw_board(out: Console, report: Mapping[str, Any]) -> None:
         for row in play_rows(report)
     ]
     render_rows_table(out, rows, ("PLAY", "STATUS", "ATTEMPT", "GATES", "MERGED AS", "REASON"))
-    sessions = _session_lines(report)
+    sessions = _run_lines(report)
     if sessions:
         out.print(_text("\nsessions (li status ID shows one, li logs ID its output)", "bold"))
         for line in sessions:
@@ -228,7 +228,7 @@ def _draw_board(out: Console, report: Mapping[str, Any]) -> None:
             out.print(_text(wrapped))
 
 
-def _session_lines(report: Mapping[str, Any]) -> list[str]:
+def _run_lines(report: Mapping[str, Any]) -> list[str]:
     """Per play, its executions: the work sessions, then each gate run and its verdict."""
     lines = []
     for play in report.get("plays") or ():

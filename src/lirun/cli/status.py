@@ -1,7 +1,7 @@
 """``li status [ID]``: recent executions, or one record with its history.
 
 The database is opened read-only. An ID is resolved as ``li wait`` resolves it
-(``lirun.wait.resolve``): an exact session, invocation, play, branch, run or schedule-run
+(``lirun.wait.resolve``): an exact run, invocation, play, branch, run-id or schedule-run
 id first, else a unique prefix or suffix; two or more matches are an error that lists
 up to ten of them and counts the rest (design.md §4.4).
 """
@@ -14,7 +14,7 @@ import time
 from lirun.cli.common import add_db_option, deliver_pending, make_parser, print_json
 from lirun.errors import DatabaseMissingError, NotFoundError, UsageError
 from lirun.hints import Any
-from lirun.lifecycle import is_success, is_terminal, policy_for
+from lirun.lifecycle import canonical_entity_type, is_success, is_terminal, policy_for
 from lirun.paths import resolve_db_url
 from lirun.store import Store, open_store
 from lirun.store.urls import redact_url
@@ -24,16 +24,22 @@ EXIT_CODES = """\
   2  usage error; ID not found or ambiguous; the database cannot be opened"""
 
 DESCRIPTION = """\
-Without ID: a table of recent executions, newest first: sessions (every supervised
-execution), or with --kind the invocations (flows and manual ones), plays or schedule runs.
+Without ID: a table of recent runs, newest first (every supervised execution), or with
+--kind the invocations (flows and manual ones), plays or schedule runs.
 With ID (exact, a unique prefix, or a run id's unique random suffix such as 2b5dd3):
 one record with its reason, evidence, artifact verification, transition history and
-admin events; a running session or flow, or an active show, also says whether its owner
+admin events; a running run or flow, or an active show, also says whether its owner
 still runs it (alive, dead, or none recorded) and the command that reaps or takes it
 over; an ambiguous ID lists up to ten candidates. Opens the database read-only,
 after recording any run outcome spooled for it (a teardown that could not write)."""
 
-LIST_KINDS = ("session", "invocation", "play", "schedule_run")
+LIST_KINDS = ("run", "invocation", "play", "schedule_run")
+# ``--kind session``: the old word for a run, still accepted (with a note on stderr).
+_OLD_KINDS = {"session": "run"}
+# The --json shapes (docs/json.md, "Shape versions").
+RECORD_SCHEMA = "lirun.record/2"
+STATUS_ROW_SCHEMA = "lirun.status_row/1"
+RUN_ROW_SCHEMA = "lirun.run_row/2"
 _MAX_SINCE = 100 * 366 * 86400.0
 
 
@@ -54,9 +60,9 @@ def build_parser() -> Any:
     parser.add_argument("--json", action="store_true", help="JSON on stdout (list or object)")
     parser.add_argument(
         "--kind",
-        choices=LIST_KINDS,
-        default="session",
-        help="what to list: sessions (the default), invocations, plays or schedule runs",
+        choices=(*LIST_KINDS, *_OLD_KINDS),
+        default="run",
+        help="what to list: runs (the default), invocations, plays or schedule runs",
     )
     parser.add_argument(
         "--status",
@@ -89,7 +95,7 @@ def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> l
     """The newest ``limit`` records of ``kind``: sessions with every column, the other
     kinds as the dashboard's runs list has them (``label``: a flow's file, a play's name,
     a schedule run's action; ``parent_id``: a play's show, a schedule run's schedule)."""
-    if kind == "session":
+    if canonical_entity_type(kind) == "session":  # the sessions table: every column
         return store.sessions.list_recent(**filters, limit=limit)
     from lirun.store.ui_reads import RunFilter
 
@@ -111,8 +117,8 @@ def list_rows(store: Store, kind: str, filters: dict[str, Any], limit: int) -> l
 
 def show_list(args: Any, url: str) -> int:
     filters = _list_filters(args)
-    # A session is its whole row; the other kinds are the dashboard's runs-list row.
-    schema = "lirun.status_row/1" if args.kind == "session" else "lirun.run_row/1"
+    # A run is its whole row; the other kinds are the dashboard's runs-list row.
+    schema = STATUS_ROW_SCHEMA if args.kind == "run" else RUN_ROW_SCHEMA
     try:
         store = open_store(url, readonly=True)
     except DatabaseMissingError:
@@ -125,14 +131,14 @@ def show_list(args: Any, url: str) -> int:
     finally:
         store.close()
     if args.json:
-        from lirun.store.records import present_session
+        from lirun.store.records import present_run
 
-        shown = [present_session(r) for r in rows] if args.kind == "session" else rows
+        shown = [present_run(r) for r in rows] if args.kind == "run" else rows
         print_json(shown, schema=schema)
     elif not rows:
         filtered = filters["status"] or filters["since"]
         print("no runs match these filters" if filtered else "no runs yet")
-    elif args.kind == "session":
+    elif args.kind == "run":
         from lirun.cli.render import render_list
 
         render_list(rows, time.time())
@@ -160,7 +166,7 @@ def show_one(args: Any, url: str) -> int:
     if kind == "invocation" and row.get("kind") == "flow":
         detail["flow"] = flow_detail(row["id"], url)
     if args.json:
-        print_json(detail, schema="lirun.record/1")
+        print_json(detail, schema=RECORD_SCHEMA)
     else:
         from lirun.cli.render import render_record
 
@@ -205,11 +211,15 @@ def flow_detail(invocation_id: str, url: str) -> dict[str, Any] | None:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if args.kind in _OLD_KINDS:
+        new = _OLD_KINDS[args.kind]
+        sys.stderr.write(f"li status: --kind {args.kind} is deprecated; use --kind {new}\n")
+        args.kind = new
     url = resolve_db_url(args.db)
     deliver_pending("li status", url)
     if args.id is None:
         return show_list(args, url)
-    if args.status or args.running or args.since or args.kind != "session":
+    if args.status or args.running or args.since or args.kind != "run":
         raise UsageError(
             "--kind, --status, --running and --since filter the list; drop them with an ID"
         )

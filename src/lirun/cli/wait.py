@@ -36,7 +36,7 @@ from lirun.wait.watch import Watcher
 
 PROG = "li wait"
 # The shape of a --json line (src/lirun/schemas/wait.json); the tab-separated line has none.
-WAIT_SCHEMA = "lirun.wait/1"
+WAIT_SCHEMA = "lirun.wait/2"
 EXIT_CODES = """\
   0  every target is terminal and successful
   1  every target is terminal, some unsuccessful

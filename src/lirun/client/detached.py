@@ -103,5 +103,5 @@ def start_detached(
     )
     wait_for_row(store, run, proc)
     return Started(
-        run_id=run.run_id, run_dir=str(run.state_root), artifact_dir=str(run.artifact_root)
+        run_id=run.run_id, run_dir=str(run.state_root), artifact_dir=str(run.artifact_dir)
     )

@@ -199,7 +199,7 @@ class Client:
         return self.status(result.run_id)
 
     def request(self, task: Any, cwd: str, *, env: Mapping[str, str] | None = None) -> Any:
-        """Internal: the ``ExecutionRequest`` for ``task`` (a ``lirun.exec.task.Task``) in
+        """Internal: the ``RunRequest`` for ``task`` (a ``lirun.exec.task.Task``) in
         ``cwd``, against this client's database and settings."""
         from lirun.exec.task import build_request
 

@@ -31,9 +31,9 @@ __all__ = [
 ]
 
 # The shape ``li status ID --json`` names (docs/json.md).
-RECORD_SCHEMA = "lirun.record/1"
+RECORD_SCHEMA = "lirun.record/2"
 # The shape of one ``li wait --json`` line (``lirun.cli.wait.WAIT_SCHEMA``).
-WAIT_SCHEMA = "lirun.wait/1"
+WAIT_SCHEMA = "lirun.wait/2"
 
 
 class RunStatus(StrEnum):
@@ -140,7 +140,7 @@ class Run:
         return self.ended_at - self.started_at
 
     def as_dict(self) -> dict[str, Any]:
-        """The record exactly as ``li status ID --json`` prints it (``lirun.record/1``),
+        """The record exactly as ``li status ID --json`` prints it (``lirun.record/2``),
         read when this value was made: a new dict on each call."""
         return as_json(self._record)
 
@@ -235,7 +235,7 @@ class WaitOutcome:
         return format_wait_line(self._outcome)
 
     def as_dict(self) -> dict[str, Any]:
-        """The object ``li wait --json`` prints for it (``lirun.wait/1``)."""
+        """The object ``li wait --json`` prints for it (``lirun.wait/2``)."""
         from lirun.wait.outcome import json_record
 
         return as_json({"schema": WAIT_SCHEMA, **json_record(self._outcome)})

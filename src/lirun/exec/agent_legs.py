@@ -58,7 +58,7 @@ def judge_agent(
         metadata={**base.metadata, **_verdict_metadata(verdict)},
         tool_calls=verdict.tool_calls,
         permission_denials=verdict.permission_denials,
-        assistant_output=bool(verdict.final_text.strip()),
+        assistant_output=bool(verdict.reply.strip()),
         require_change=require_change,
     )
     stopped = imposed_status(result, signal_name)
@@ -74,7 +74,7 @@ def judge_agent(
         exception=None if stopped else verdict.exception,
         extras=extras,
         engine_session_uid=verdict.engine_session_uid,
-        response_text=verdict.final_text,
+        reply=verdict.reply,
         exit_code=result.exit_code if result is not None else None,
         killed_by=result.killed_by if result is not None else None,
         record=agent_record(result, verdict, stopped=stopped is not None),

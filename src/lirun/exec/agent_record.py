@@ -56,7 +56,7 @@ def agent_record(
         "provider_version": verdict.provider_version,
         "cost_usd": verdict.cost,
         "num_turns": verdict.num_turns,
-        "reply_text": verdict.final_text[-MAX_REPLY_CHARS:] if verdict.final_text else None,
+        "reply_text": verdict.reply[-MAX_REPLY_CHARS:] if verdict.reply else None,
         "child_exit_code": result.exit_code if result is not None else None,
         "duration_s": round(result.duration, 3) if result is not None else None,
         "provider_error": str(error)[:2000] if error is not None else verdict.last_error,

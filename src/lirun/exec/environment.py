@@ -43,7 +43,7 @@ def child_env(
     if safe:
         env["LIRUN_DB_URL"] = safe
     env["LIRUN_PARENT_RUN_ID"] = run.run_id
-    env["LIRUN_ARTIFACT_DIR"] = str(run.artifact_root)
+    env["LIRUN_ARTIFACT_DIR"] = str(run.artifact_dir)
     if fence:
         env[FENCE_ENV] = fence
     _give_li(env, run)

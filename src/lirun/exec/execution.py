@@ -33,7 +33,7 @@ from lirun.exec.legs import Leg, LegContext, LegOutcome
 from lirun.exec.message import Message
 from lirun.exec.preflight import Resume, preflight
 from lirun.exec.recorder import Recorder
-from lirun.exec.request import ExecutionRequest, ExecutionResult, settings_of
+from lirun.exec.request import RunRequest, RunResult, settings_of
 from lirun.exec.supervisor import ProcessResult, supervise
 from lirun.lifecycle import exit_code_for_status
 from lirun.liveness import (
@@ -68,7 +68,7 @@ __all__ = [
 _MAX_RESPONSE_CHARS = 64 * 1024
 
 
-def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
+def prepare(request: RunRequest, store: Store) -> Resume | None:
     """Every check that must fail before a row exists (exit 2, nothing created), a bad
     ``LIRUN_*`` setting among them when the request carries no settings."""
     return preflight(
@@ -84,8 +84,8 @@ def prepare(request: ExecutionRequest, store: Store) -> Resume | None:
 # --- the execution ----------------------------------------------------------------------------
 
 
-def _session_fields(
-    request: ExecutionRequest, run: RunDir, resume: Resume | None, lease: float
+def _run_fields(
+    request: RunRequest, run: RunDir, resume: Resume | None, lease: float
 ) -> dict[str, Any]:
     program = request.program
     resume_uid = resume.engine_session_uid if resume else None
@@ -106,7 +106,7 @@ def _session_fields(
     }
 
 
-def _intervals(request: ExecutionRequest) -> tuple[float, float]:
+def _intervals(request: RunRequest) -> tuple[float, float]:
     """(heartbeat interval, lease): several beats always fit in one lease. The request's
     settings' interval (``$LIRUN_HEARTBEAT_INTERVAL``), else the default."""
     interval = settings_of(request).heartbeat_interval or HEARTBEAT_INTERVAL
@@ -117,7 +117,7 @@ class _Execution:
     """State of one execution between setup and teardown."""
 
     def __init__(
-        self, request: ExecutionRequest, store: Store, run: RunDir, resume: Resume | None
+        self, request: RunRequest, store: Store, run: RunDir, resume: Resume | None
     ) -> None:
         self.request = request
         self.store = store
@@ -326,7 +326,7 @@ def _persist_record(ex: _Execution, legs: list[LegOutcome]) -> None:
 def _persist_response(ex: _Execution, outcome: LegOutcome) -> None:
     """A reply the stream did not carry as a message (a bare result), or a command's
     stdout: its ``output``, never an assistant message."""
-    text = outcome.response_text
+    text = outcome.reply
     if not text.strip() or ex.saw_assistant_text:
         return
 
@@ -390,17 +390,17 @@ def _recorded(
     return finalized, outcome
 
 
-def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> ExecutionResult:
-    return ExecutionResult(
+def _result(ex: _Execution, finalized: Finalized, outcome: LegOutcome) -> RunResult:
+    return RunResult(
         run_id=ex.run.run_id,
         status=finalized.status,
         reason=finalized.reason_code,
         run_dir=str(ex.run.state_root),
-        artifact_dir=str(ex.run.artifact_root),
+        artifact_dir=str(ex.run.artifact_dir),
         exit_code=exit_code_for_status(finalized.status),
         branch_id=ex.branch_id,
         engine_session_uid=outcome.engine_session_uid or ex.engine_uid,
-        response_text=outcome.response_text,
+        reply=outcome.reply,
         recorded=finalized.spool is None,
         pending=str(finalized.spool) if finalized.spool is not None else None,
         supervised_until=ex.supervised_until,
@@ -423,9 +423,9 @@ def _setup(ex: _Execution, trap: SignalTrap) -> PersistContext:
             "and nothing was recorded"
         )
     _, lease = _intervals(ex.request)
-    fields = _session_fields(ex.request, ex.run, ex.resume, lease)
+    fields = _run_fields(ex.request, ex.run, ex.resume, lease)
     try:
-        ex.run.ensure_artifact_root()  # the work's deliverables go there: it must exist
+        ex.run.ensure_artifact_dir()  # the work's deliverables go there: it must exist
         return setup_record_sync(
             ex.run, db=ex.store, artifact_contract=ex.request.artifact_contract, **fields
         )
@@ -434,7 +434,7 @@ def _setup(ex: _Execution, trap: SignalTrap) -> PersistContext:
         raise
 
 
-def _warn_pending(result: ExecutionResult, finalized: Finalized) -> None:
+def _warn_pending(result: RunResult, finalized: Finalized) -> None:
     log.warning(
         "run %s ended %s but the database could not be written (%s); the outcome is pending "
         "in %s and the next li wait, status, reap or run on this database records it",
@@ -451,8 +451,8 @@ def _apply_pending(db: Store) -> None:
 
 
 def execute(
-    request: ExecutionRequest, *, store: Store | None = None, trap: SignalTrap | None = None
-) -> ExecutionResult:
+    request: RunRequest, *, store: Store | None = None, trap: SignalTrap | None = None
+) -> RunResult:
     """Run one supervised execution to its end: the call ``li run`` and ``li agent`` make.
 
     ``request`` says what to run (``CommandProgram`` or an agent program), where, under
@@ -462,7 +462,7 @@ def execute(
     closed here); ``trap``: a SignalTrap the caller already holds (``li run``), else one is
     installed for the call, so call it from the main thread.
 
-    Returns an ExecutionResult: the run id, the status and reason the record holds (which
+    Returns an RunResult: the run id, the status and reason the record holds (which
     may be another writer's, e.g. a reaper that won the race), ``exit_code`` as ``li``
     would exit, the run and artifact directories, the engine session uid and the reply
     text. The child's fate (failure, timeout, signal) is a status, never an exception;

@@ -53,7 +53,7 @@ class LegOutcome:
     exception: BaseException | None = None
     extras: TeardownExtras = field(default_factory=TeardownExtras)
     engine_session_uid: str | None = None
-    response_text: str = ""
+    reply: str = ""
     exit_code: int | None = None
     killed_by: str | None = None
     # Row columns saying what the leg did (RECORD_FIELDS), and a clause for the summary.
@@ -195,7 +195,7 @@ def judge_command(
     return LegOutcome(
         status=status,
         extras=extras,
-        response_text=stdout_tail,
+        reply=stdout_tail,
         exit_code=exit_code,
         killed_by=result.killed_by if result is not None else None,
         record=present(record),

@@ -1,5 +1,5 @@
-"""What an execution is asked to do (``ExecutionRequest``) and how it ended
-(``ExecutionResult``): the values of ``execute()`` in ``exec/execution.py``, which ``li run``,
+"""What an execution is asked to do (``RunRequest``) and how it ended
+(``RunResult``): the values of ``execute()`` in ``exec/execution.py``, which ``li run``,
 ``li agent``, flows, shows and workers build and read."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from lirun.settings import Settings
 if TYPE_CHECKING:
     from lirun.exec.stream import Event
 
-__all__ = ["ExecutionRequest", "ExecutionResult", "settings_of"]
+__all__ = ["RunRequest", "RunResult", "settings_of"]
 
 
 @dataclass(slots=True)
-class ExecutionRequest:
+class RunRequest:
     """Everything an execution needs, already validated by the CLI."""
 
     program: Program
@@ -47,7 +47,7 @@ class ExecutionRequest:
 
 
 @dataclass(slots=True)
-class ExecutionResult:
+class RunResult:
     """How the execution ended, as ``li`` reports it (``--json``)."""
 
     run_id: str
@@ -58,7 +58,7 @@ class ExecutionResult:
     exit_code: int
     branch_id: str
     engine_session_uid: str | None = None
-    response_text: str = ""
+    reply: str = ""
     recorded: bool = True
     pending: str | None = None
     # time.monotonic() when li stopped watching the last child: a caller holding a lease
@@ -67,6 +67,18 @@ class ExecutionResult:
     # The owner's guard's note when the lease lapsed during the last leg: whether it
     # stopped the child or found it ended by itself
     lease_lapse: LeaseNote | None = None
+
+    @property
+    def response_text(self) -> str:
+        """Deprecated: the old name of ``reply`` (CHANGELOG.md), kept for one release."""
+        import warnings
+
+        warnings.warn(
+            "RunResult.response_text is deprecated; use RunResult.reply",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.reply
 
     def summary(self) -> dict[str, Any]:
         """Internal: the fields ``li run --json`` prints of a result."""
@@ -84,6 +96,6 @@ class ExecutionResult:
         }
 
 
-def settings_of(request: ExecutionRequest) -> Settings:
+def settings_of(request: RunRequest) -> Settings:
     """The run's settings: the request's, else the environment's (``execute`` reads once)."""
     return request.settings if request.settings is not None else Settings.from_env()

@@ -206,7 +206,7 @@ class StreamParser(ABC):
         """Map one decoded event to the events worth keeping, updating state."""
 
     @property
-    def final_text(self) -> str:
+    def reply(self) -> str:
         return self.last_assistant_text
 
     def finish(self, exit_code: int | None, *, killed_by: str | None = None) -> StreamVerdict:
@@ -216,7 +216,7 @@ class StreamParser(ABC):
             provider=self.provider,
             status="failed" if exception is not None else "completed",
             exception=exception,
-            final_text=self.final_text,
+            reply=self.reply,
             engine_session_uid=self.engine_session_uid,
             model=self.model,
             usage=self.usage,

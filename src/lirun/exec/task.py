@@ -4,7 +4,7 @@ Flows and shows describe work the same way ``li agent`` and ``li run`` take it: 
 (``claude[/MODEL]`` or ``codex[/MODEL]``) with a prompt and provider options, or a
 command; optionally a profile, a playbook and inline artifact entries that make up the
 artifact contract, and limits. ``build_request`` turns a task into the
-:class:`~lirun.exec.request.ExecutionRequest` that ``execute`` runs in-process, so an
+:class:`~lirun.exec.request.RunRequest` that ``execute`` runs in-process, so an
 orchestrated execution has exactly the record of one started by hand.
 
 Nothing here reads the task's file: the loaders (``flows/``, ``shows/``) check keys and
@@ -25,7 +25,7 @@ from lirun.exec.leg_states import stall_limit
 from lirun.exec.legs import CommandProgram, Echo
 from lirun.exec.profiles import check_provider_default
 from lirun.exec.provider_options import ProviderOptions
-from lirun.exec.request import ExecutionRequest
+from lirun.exec.request import RunRequest
 from lirun.exec.supervisor import Limits
 from lirun.providers.registry import find_provider_executable, parse_provider_spec
 from lirun.settings import Settings
@@ -187,14 +187,14 @@ def build_request(
     echo: Echo | None = None,
     env: Mapping[str, str] | None = None,
     settings: Settings | None = None,
-) -> ExecutionRequest:
+) -> RunRequest:
     """The request ``execute`` runs for ``task`` in ``cwd``.
 
     ``prompt`` / ``run_argv`` replace the task's own (an orchestrator renders templates
     or adds feedback first); ``resume_branch`` resumes a conversation (``li agent
     --resume``). The child's streams are captured only (``echo`` None): orchestrated
     executions run side by side and never write to ``li``'s stdout. ``settings`` are the
-    run's (``ExecutionRequest.settings``; the provider's executable is looked up with
+    run's (``RunRequest.settings``; the provider's executable is looked up with
     them), with ``db_url`` and ``run_id`` laid over them when given; None: the
     environment's, read here once, as for any library caller.
     Raises UsageError for a task that cannot run (see ``check_task``) or a bad setting.
@@ -218,7 +218,7 @@ def build_request(
         stall_timeout=stall_limit(stall) if program.provider != "command" else None,
         grace=10.0 if grace is None else float(grace),
     )
-    return ExecutionRequest(
+    return RunRequest(
         program=program,
         cwd=cwd,
         limits=limits,

@@ -21,7 +21,7 @@ class StreamVerdict:
     provider: str
     status: StreamStatus
     exception: ProviderError | None
-    final_text: str = ""
+    reply: str = ""
     engine_session_uid: str | None = None
     model: str | None = None
     usage: dict[str, Any] | None = None

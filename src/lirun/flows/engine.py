@@ -62,7 +62,7 @@ class FlowOptions:
     """``parallel`` overrides the flow file's; ``timeout`` is the whole flow's deadline
     in seconds; ``on_progress`` gets one human line per leg event (for stderr);
     ``retry_delay``: seconds before a retry (times the attempt number); ``settings``: every
-    leg's (``ExecutionRequest.settings``), None: the environment's, read once per flow."""
+    leg's (``RunRequest.settings``), None: the environment's, read once per flow."""
 
     parallel: int | None = None
     timeout: float | None = None
@@ -95,7 +95,7 @@ class _FlowRun:
         self.options = options
         self.state = FlowState(spec, parallel=_parallel(spec, options), reuse=reuse)
         self.run = allocate_run(run_id=invocation_id)
-        self.run.ensure_artifact_root()
+        self.run.ensure_artifact_dir()
         self.id = self.run.run_id
         self.resumed_from = resumed_from
         self.running: dict[str, Instance] = {}
@@ -124,7 +124,7 @@ class _FlowRun:
             flow=self.stored_flow(),
             flow_digest=self.spec.digest,
             run_dir=str(self.run.state_root),
-            artifacts_path=str(self.run.artifact_root),
+            artifacts_path=str(self.run.artifact_dir),
             resumed_from=self.resumed_from,
         )
         origin = f" (resuming {self.resumed_from})" if self.resumed_from else ""

@@ -71,12 +71,12 @@ class ClaudeStreamParser(StreamParser):
         self.model_changes: list[dict[str, Any]] = []
 
     @property
-    def final_text(self) -> str:
+    def reply(self) -> str:
         if self._failure is not None:
             return ""  # an error result's text is the provider error, not the reply
         if self.result_text:
             return self.result_text
-        return super().final_text
+        return super().reply
 
     def finish(self, exit_code: int | None, *, killed_by: str | None = None) -> StreamVerdict:
         verdict = super().finish(exit_code, killed_by=killed_by)

@@ -157,12 +157,12 @@ class GeminiStreamParser(StreamParser):
         self._pending_attempt: str | None = None  # retry or last attempt: the next line says
 
     @property
-    def final_text(self) -> str:
+    def reply(self) -> str:
         if self._failure is not None:
             return ""  # a failed turn's text is cut short: it is not the answer
         # Deltas still pending when the stream stops (a stall, a kill) are a reply cut
         # short: they stay in the stream file, never the answer.
-        return super().final_text
+        return super().reply
 
     # --- stdout ----------------------------------------------------------------------------
 

@@ -113,12 +113,12 @@ class PiStreamParser(StreamParser):
         return verdict
 
     @property
-    def final_text(self) -> str:
+    def reply(self) -> str:
         if self._failure is not None:
             # A failed call has no text (the prompt before it is never the reply); a cut
             # answer's text is kept as evidence, not recorded as the reply.
             return ""
-        return super().final_text
+        return super().reply
 
     def _handle(self, obj: dict[str, Any]) -> list[Event]:
         kind = obj.get("type")

@@ -23,7 +23,7 @@ from lirun.record.artifact_checks import (
     load_json_schema,
     run_checks,
 )
-from lirun.record.artifact_root import Unresolvable, lstat_or_none, root_aliases, walk_inside
+from lirun.record.artifact_dir import Unresolvable, lstat_or_none, root_aliases, walk_inside
 
 __all__ = [
     "ARTIFACT_PROBLEMS",

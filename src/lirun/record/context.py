@@ -50,8 +50,8 @@ class PersistContext:
         return str(self.run.state_root)
 
     @property
-    def artifacts_path(self) -> str:
-        return str(self.run.artifact_root)
+    def artifact_dir(self) -> str:
+        return str(self.run.artifact_dir)
 
     def close(self) -> None:
         """Close the database handle if this context opened it; idempotent, never raises."""

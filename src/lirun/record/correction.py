@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from lirun.record.reap_runs import EXECUTION_LAPSED, LEASE_LAPSED
+from lirun.record.reap_schedule_runs import EXECUTION_LAPSED, LEASE_LAPSED
 
 __all__ = ["ACTOR", "INFERRED", "Correction", "correction_for"]
 

@@ -176,7 +176,7 @@ def gather_facts(
         cancel_cause=extras.cancel_cause,
         exit_code=extras.exit_code,
         idle_timeout=extras.idle_timeout,
-        verification=verify_artifact_contract(contract, artifacts_root=ctx.artifacts_path),
+        verification=verify_artifact_contract(contract, artifacts_root=ctx.artifact_dir),
         has_assistant_output=extras.assistant_output,
         escalated_evidence=tuple(escalated_evidence),
         engine_session_uid=engine_session_uid,

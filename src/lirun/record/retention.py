@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from lirun.lifecycle import policy_for
+from lirun.lifecycle import policy_for, shown_kind
 from lirun.liveness import host_name
 from lirun.record.retention_rules import (
     PRUNE,
@@ -88,7 +88,7 @@ def collect_garbage(
             pending = {p.name.removesuffix(".json") for p in pending_files(store.url)}
             chosen = _choose(kind, rows, policy, pending, tally)
             _prune_batch(store, kind, chosen, options, tally, now=now)
-            report(f"{kind}s: {examined} examined, {tally.pruned.get(kind, 0)} {verb}")
+            report(f"{shown_kind(kind)}s: {examined} examined, {tally.pruned.get(kind, 0)} {verb}")
     if stopped():
         return tally
     if options.vacuum and not options.dry_run:

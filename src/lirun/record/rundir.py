@@ -29,7 +29,8 @@ __all__ = [
 ]
 
 SAFE_COMPONENT_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_MANIFEST_IDENTITY = ("run_id", "state_root", "artifact_root")
+# ``artifact_root`` is the artifact_dir's old name, still written for one release (CHANGELOG.md).
+_MANIFEST_IDENTITY = ("run_id", "state_root", "artifact_dir", "artifact_root")
 
 
 class RunDirError(LirunError, OSError):
@@ -65,11 +66,11 @@ def _setup_error(action: str, path: Path, exc: OSError) -> RunDirError:
 
 @dataclass(frozen=True, slots=True)
 class RunDir:
-    """Paths of one execution: state under ``state_root``, deliverables under ``artifact_root``."""
+    """Paths of one execution: state under ``state_root``, deliverables under ``artifact_dir``."""
 
     run_id: str
     state_root: Path
-    artifact_root: Path
+    artifact_dir: Path
 
     @property
     def manifest_path(self) -> Path:
@@ -89,15 +90,15 @@ class RunDir:
 
     @property
     def synthesis_path(self) -> Path:
-        return self.artifact_root / "synthesis.md"
+        return self.artifact_dir / "synthesis.md"
 
     @property
     def flow_log_path(self) -> Path:
-        return self.artifact_root / "flow.log"
+        return self.artifact_dir / "flow.log"
 
     @property
     def dag_image_path(self) -> Path:
-        return self.artifact_root / "flow_dag.png"
+        return self.artifact_dir / "flow_dag.png"
 
     def branch_path(self, branch_id: str) -> Path:
         return self.branches_dir / f"{safe_component(branch_id, 'branch id')}.json"
@@ -106,13 +107,11 @@ class RunDir:
         return self.stream_dir / f"{safe_component(branch_id, 'branch id')}.jsonl"
 
     def agent_artifact_dir(self, agent_id: str) -> Path:
-        """``artifact_root/<agent_id>``; ValueError if it resolves outside the artifact root."""
-        path = self.artifact_root / safe_component(agent_id, "agent id")
+        """``artifact_dir/<agent_id>``; ValueError if it resolves outside the artifact root."""
+        path = self.artifact_dir / safe_component(agent_id, "agent id")
         # A pre-existing symlink named like the agent could point anywhere.
-        if not path.resolve().is_relative_to(self.artifact_root.resolve()):
-            raise ValidationError(
-                f"agent artifact dir {path} resolves outside {self.artifact_root}"
-            )
+        if not path.resolve().is_relative_to(self.artifact_dir.resolve()):
+            raise ValidationError(f"agent artifact dir {path} resolves outside {self.artifact_dir}")
         return path
 
     def ensure_state_dirs(self) -> None:
@@ -126,12 +125,12 @@ class RunDir:
             except OSError as exc:
                 raise _setup_error("create run directory", path, exc) from exc
 
-    def ensure_artifact_root(self) -> None:
+    def ensure_artifact_dir(self) -> None:
         try:
             # Deliverables others may read, never write (under any umask).
-            self.artifact_root.mkdir(mode=0o755, parents=True, exist_ok=True)
+            self.artifact_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
         except OSError as exc:
-            raise _setup_error("create artifact directory", self.artifact_root, exc) from exc
+            raise _setup_error("create artifact directory", self.artifact_dir, exc) from exc
 
     def manifest_data(self, data: dict[str, Any] | None = None) -> dict[str, Any]:
         """What ``write_manifest`` stores: identity first, then caller fields.
@@ -141,7 +140,8 @@ class RunDir:
         identity = {
             "run_id": self.run_id,
             "state_root": str(self.state_root),
-            "artifact_root": str(self.artifact_root),
+            "artifact_dir": str(self.artifact_dir),
+            "artifact_root": str(self.artifact_dir),
         }
         extra = {k: v for k, v in (data or {}).items() if k not in _MANIFEST_IDENTITY}
         return {**identity, **extra}
@@ -228,9 +228,9 @@ def allocate_run(
     rid = safe_component(run_id, "run id")
     state_root = runs_root() / rid
     if save_dir is not None and os.fspath(save_dir) != "":
-        artifact_root = Path(save_dir).expanduser().resolve()
+        artifact_dir = Path(save_dir).expanduser().resolve()
     else:
-        artifact_root = state_root / "artifacts"
-    run = RunDir(run_id=rid, state_root=state_root, artifact_root=artifact_root)
+        artifact_dir = state_root / "artifacts"
+    run = RunDir(run_id=rid, state_root=state_root, artifact_dir=artifact_dir)
     run.ensure_state_dirs()
     return run

@@ -128,7 +128,7 @@ def setup_record_sync(
             id=run.run_id,
             run_id=run.run_id,
             run_dir=str(run.state_root),
-            artifacts_path=str(run.artifact_root),
+            artifacts_path=str(run.artifact_dir),
             artifact_contract=contract,
             started_at=started_at,
             **session_fields,

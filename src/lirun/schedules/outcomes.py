@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from lirun.exec.lease_note import LeaseNote
 from lirun.reasons import RETRYABLE_RUN_REASONS, reason_fits_status
-from lirun.record.reap_runs import EXECUTION_LAPSED, LEASE_LAPSED
+from lirun.record.reap_schedule_runs import EXECUTION_LAPSED, LEASE_LAPSED
 from lirun.store.rows import ScheduleRunRow
 
 START_DEADLINE = "schedule.failed.start_deadline"

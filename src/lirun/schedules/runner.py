@@ -312,7 +312,7 @@ class Runner:
                 settings=settings,
             )
             result = execute(request, store=store, trap=trap)
-            summary = _session_summary(store, session_id)
+            summary = _run_summary(store, session_id)
             outcome = run_outcome(result.status, result.reason, summary, stopped_by=stopping())
             return outcome._replace(
                 exit_code=result.exit_code,
@@ -431,7 +431,7 @@ class Runner:
             log.warning(f"run {run.id}: --notify {command!r} exited {done.returncode}")
 
 
-def _session_summary(store: Store, session_id: str) -> str:
+def _run_summary(store: Store, session_id: str) -> str:
     try:
         session = store.sessions.get(session_id)
     except Exception:  # the database is away: the status and reason are known already

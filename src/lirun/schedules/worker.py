@@ -33,7 +33,7 @@ from typing import Any
 from lirun.exec.fence import Fence
 from lirun.liveness import current_owner
 from lirun.logs import get_logger
-from lirun.record.reap_runs import fail_lapsed_run, fail_past_start_deadline
+from lirun.record.reap_schedule_runs import fail_lapsed_run, fail_past_start_deadline
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import FireFacts, decide_fires
 from lirun.schedules.live import LiveWorker as LiveWorker

@@ -25,7 +25,7 @@ from lirun.shows.decide import (
     FailureKind,
     PlayFacts,
     after_failure,
-    after_session,
+    after_run,
     provider_stop,
     ready_plays,
     redo_prompt,
@@ -292,7 +292,7 @@ class Conductor:
                 self.fail(name, "session_failed", f"the play could not run: {done.error}")
             return
         res = done.result
-        nxt = after_session(
+        nxt = after_run(
             res.status, res.reason, stopping=stopping, retries_used=self.retries.get(name, 0)
         )
         self.after_agent(name, nxt, res.run_id, res.status, res.reason)
@@ -300,7 +300,7 @@ class Conductor:
     def after_agent(
         self, name: str, nxt: str, run_id: str, status: str, reason: str | None
     ) -> None:
-        """Act on ``decide.after_session`` for the play's execution ``run_id``."""
+        """Act on ``decide.after_run`` for the play's execution ``run_id``."""
         if nxt == "gate":
             summary = f"execution {run_id} completed"
             if self.set_play(name, "running_complete", "play.running_complete.ok", summary):

@@ -26,7 +26,7 @@ __all__ = [
     "ShowNext",
     "abort_target",
     "after_failure",
-    "after_session",
+    "after_run",
     "gate_verdict",
     "play_needs_person",
     "plays_needing_person",
@@ -105,9 +105,7 @@ def after_failure(kind: FailureKind, *, attempt: int, attempts: int) -> Failure:
     return Failure(status, code)
 
 
-def after_session(
-    status: str, reason_code: str | None, *, stopping: bool, retries_used: int
-) -> Next:
+def after_run(status: str, reason_code: str | None, *, stopping: bool, retries_used: int) -> Next:
     """What a finished agent execution leads to.
 
     ``completed`` goes to the gate. An execution ended by a signal while the engine was

@@ -68,7 +68,7 @@ class ShowOptions:
     """``parallel`` overrides the file's; ``continue_integration`` accepts an integration
     branch with commits base does not have; ``on_progress`` gets one human line per event
     (for stderr); ``settings``: every play's and gate's execution's
-    (``ExecutionRequest.settings``), None: the environment's, read once per show."""
+    (``RunRequest.settings``), None: the environment's, read once per show."""
 
     parallel: int | None = None
     continue_integration: bool = False

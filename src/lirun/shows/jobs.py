@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lirun.exec.execution import execute
-from lirun.exec.request import ExecutionResult
+from lirun.exec.request import RunResult
 from lirun.exec.task import Task, build_request
 from lirun.exec.trouble import trouble_reporter
 from lirun.orchestra.pool import Pool
@@ -32,7 +32,7 @@ class Done:
 
     kind: str
     play: str | None
-    result: ExecutionResult | None = None
+    result: RunResult | None = None
     merge: Merge | None = None
     gate: GateRun | None = None
     error: BaseException | None = None

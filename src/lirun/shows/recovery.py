@@ -16,7 +16,7 @@ from lirun import platform
 from lirun.errors import ConflictError
 from lirun.record.reap import reap_sessions
 from lirun.shows.conductor import Conductor
-from lirun.shows.decide import after_session
+from lirun.shows.decide import after_run
 from lirun.store import Store
 from lirun.store.rows import PlayRow, SessionRow
 
@@ -55,7 +55,7 @@ def check_head(conductor: Conductor) -> None:
     conductor.workers.start_final(gate, conductor._show_meta("head_gate"), kind="head")
 
 
-def _session(conductor: Conductor, row: PlayRow) -> SessionRow | None:
+def _run_of(conductor: Conductor, row: PlayRow) -> SessionRow | None:
     sid = row.session_id
     if not sid:
         return None
@@ -76,11 +76,11 @@ def _session(conductor: Conductor, row: PlayRow) -> SessionRow | None:
 
 
 def _recover_running(conductor: Conductor, name: str, row: PlayRow) -> None:
-    session = _session(conductor, row)
+    session = _run_of(conductor, row)
     if session is None:
         conductor.to_start.append(name)
         return
-    nxt = after_session(session.status, session.status_reason_code, stopping=True, retries_used=0)
+    nxt = after_run(session.status, session.status_reason_code, stopping=True, retries_used=0)
     if nxt == "interrupted":
         nxt = "rerun"
     conductor.after_agent(name, nxt, session.id, session.status, session.status_reason_code)

@@ -224,13 +224,17 @@ def is_command(row: Mapping[str, Any]) -> bool:
     return row.get("provider") == "command"
 
 
-def present_session(row: SessionRow) -> dict[str, Any]:
-    """A session row as ``li status --json`` and the dashboard show it.
+def present_run(row: SessionRow) -> dict[str, Any]:
+    """A run's row as ``li status --json`` and the dashboard show it.
 
-    The ``reply_text`` column keeps the tail of what the child printed: an agent's reply,
-    or a command's stdout, which is its output, never a reply: a command's row shows it
-    as ``output_text`` (and has no ``reply_text``)."""
+    ``reply`` is the tail of what the child printed (the ``reply_text`` column): an
+    agent's reply, or a command's stdout; ``artifact_dir`` is the ``artifacts_path``
+    column. Their old keys stay one shape version, deprecated (docs/json.md): the column
+    ``artifacts_path``, and ``reply_text`` for an agent, ``output_text`` for a command."""
     shown = row.as_dict()
-    if is_command(shown) and "reply_text" in shown:
-        shown["output_text"] = shown.pop("reply_text")
+    shown["artifact_dir"] = shown.get("artifacts_path")
+    if "reply_text" in shown:
+        shown["reply"] = shown["reply_text"]
+        if is_command(shown):
+            shown["output_text"] = shown.pop("reply_text")
     return shown

@@ -23,7 +23,7 @@ from lirun.store.rows import (
 )
 
 # The kinds of execution the runs page lists, in the order of ``ui_runs_page``.
-RUN_KINDS = ("session", "invocation", "play", "schedule_run")
+RUN_KINDS = ("run", "invocation", "play", "schedule_run")
 MAX_PAGE = 200
 
 

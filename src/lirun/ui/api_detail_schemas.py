@@ -191,7 +191,7 @@ def detail_components() -> dict[str, Schema]:
                 "flow": ref("Invocation"),
                 "duration": NUM_OR_NULL,
                 "report": {"oneOf": [{"type": "null"}, ref("FlowResult")]},
-                "sessions": array(
+                "runs": array(
                     {
                         "allOf": [
                             ref("StatusRow"),
@@ -209,6 +209,11 @@ def detail_components() -> dict[str, Schema]:
                         ]
                     }
                 ),
+                "sessions": {
+                    **array(ref("StatusRow")),
+                    "deprecated": True,
+                    "description": "the old key of runs, the same list, kept for this version",
+                },
                 "svg": {**STR_OR_NULL, "description": "the leg graph as SVG"},
                 "nodes": array(ref("FlowNode")),
                 "transitions": array(ref("Transition")),

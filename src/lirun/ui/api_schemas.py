@@ -118,7 +118,7 @@ def components() -> dict[str, Schema]:
                 "command": {
                     "type": ["array", "null"],
                     "items": STR,
-                    "description": "a session's argv (null for an agent run or another kind)",
+                    "description": "a run's argv (null for an agent run or another kind)",
                 },
                 "command_line": {**STR_OR_NULL, "description": "the argv as a person types it"},
             },

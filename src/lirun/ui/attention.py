@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from lirun.errors import LirunError
-from lirun.record.reap_runs import run_policies, start_deadline_of
+from lirun.record.reap_schedule_runs import run_policies, start_deadline_of
 from lirun.schedules.actions import Action
 from lirun.schedules.submit import worker_command
 from lirun.shows.decide import play_needs_person

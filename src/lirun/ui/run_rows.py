@@ -75,7 +75,7 @@ def gate_shows(rows: Iterable[Mapping[str, Any]]) -> set[str]:
     """The shows whose gate runs are among ``rows`` (their topics name them)."""
     shows = set()
     for row in rows:
-        meta = meta_of(row) if row.get("kind") == "session" else {}
+        meta = meta_of(row) if row.get("kind") == "run" else {}
         if meta.get("role") in GATE_ROLES and meta.get("show_id"):
             shows.add(str(meta["show_id"]))
     return shows
@@ -98,7 +98,7 @@ def describe(row: Mapping[str, Any], topics: Mapping[str, str] | None = None) ->
     """``kind_label``, ``label`` (its name), ``label_title`` (the name in full), ``what``
     (what it ran when its prompt does not say: a command as typed, a schedule run's
     action; None where the prompt says it, so the prompt is sent once) and, for a
-    session, ``command`` (its argv), ``command_line`` (as typed) and ``prompt`` (a team
+    run, ``command`` (its argv), ``command_line`` (as typed) and ``prompt`` (a team
     member's without its preamble), for one row of ``ui_runs_page``; a gate run is named
     by its play and show (``topics``: show id to topic)."""
     kind, label = row.get("kind"), row.get("label")
@@ -110,7 +110,7 @@ def describe(row: Mapping[str, Any], topics: Mapping[str, str] | None = None) ->
         "command": None,
         "command_line": None,
     }
-    if kind == "session":
+    if kind == "run":
         argv = _argv(row.get("command"))
         line = shlex.join(argv) if argv else None
         out["command"], out["command_line"] = argv, line

@@ -13,11 +13,11 @@ from urllib.parse import quote, urlencode
 
 from lirun.flows.dag import dag_nodes
 from lirun.flows.report import report_from_store
-from lirun.lifecycle import policy_for
+from lirun.lifecycle import policy_for, shown_kind
 from lirun.record.work import describe_work
 from lirun.schedules.worker import live_workers
 from lirun.store import Store
-from lirun.store.records import present_session
+from lirun.store.records import present_run
 from lirun.store.rows import SessionRow
 from lirun.store.ui_reads import RUN_KINDS, RunFilter
 from lirun.teams.membership import PREAMBLE_MAX_CHARS
@@ -37,6 +37,8 @@ from lirun.ui.transcript import read_transcript
 
 PAGE_SIZE = 50
 LIST_PROMPT_CHARS = 500  # of each prompt in a list; the run's own page has it whole
+# ``kind=session``: the old word for a run, still read from a bookmarked address.
+OLD_KINDS = {"session": "run"}
 FILTER_KEYS = ("status", "kind", "provider", "since", "until", "q", "fold")
 STATUS_CHOICES = sorted(
     {s for kind in RUN_KINDS for s in policy_for(kind).statuses}  # every status a run can have
@@ -95,7 +97,7 @@ def _number(params: Mapping[str, str], name: str) -> float | None:
 
 def parse_filter(params: Mapping[str, str]) -> RunFilter:
     """The runs page's filters from its query string; BadRequest for a bad value."""
-    kind = param(params, "kind")
+    kind = OLD_KINDS.get(param(params, "kind"), param(params, "kind"))
     if kind and kind not in RUN_KINDS:
         raise BadRequest(f"kind={kind!r} is not one of {', '.join(RUN_KINDS)}")
     status = param(params, "status") or None
@@ -134,7 +136,7 @@ def run_href(row: Mapping[str, Any]) -> str:
     if kind == "play":
         return f"/shows/{row.get('parent_id')}#play-{ident}"
     if kind == "schedule_run":  # what it ran, else (queued, skipped) its schedule
-        made = {"session": "/runs/", "invocation": "/flows/", "show": "/shows/"}
+        made = {"run": "/runs/", "invocation": "/flows/", "show": "/shows/"}
         if row.get("made_id") and row.get("made_kind") in made:
             return f"{made[row['made_kind']]}{row['made_id']}"
         if row.get("parent_id"):
@@ -151,7 +153,7 @@ def schedule_run_href(row: Mapping[str, Any]) -> str:
         {
             "kind": "schedule_run",
             "parent_id": row.get("schedule_id"),
-            "made_kind": made,
+            "made_kind": shown_kind(made) if made else None,  # the session_id column: a run
             "made_id": row.get(f"{made}_id") if made else None,
         }
     )
@@ -197,7 +199,8 @@ def runs_view(store: Store, params: Mapping[str, str]) -> dict[str, Any]:
         for run in runs:
             if run.get("folded") and run.get("label"):
                 run["href"] = f"/schedules/{quote(str(run['label']), safe='')}"
-    kept = {k: v for k, v in params.items() if k in FILTER_KEYS and v}
+    kept = {k: OLD_KINDS.get(v, v) if k == "kind" else v for k, v in params.items() if v}
+    kept = {k: v for k, v in kept.items() if k in FILTER_KEYS}
     next_cursor = f"{rows[-1]['created_at']!r}~{rows[-1]['id']}" if more and rows else None
     return {
         "runs": runs,
@@ -231,10 +234,10 @@ def run_view(store: Store, run_id: str, runs: str | None = None) -> dict[str, An
         "provider_retries",
     )
 
-    shows = gate_shows([{"kind": "session", "meta": session.meta}])
+    shows = gate_shows([{"kind": "run", "meta": session.meta}])
     topics = {i: s.topic for i in shows if (s := store.shows.get(i)) is not None}
     return {
-        "run": present_session(session),  # a command's stdout is its output_text, not a reply
+        "run": present_run(session),  # its reply: an agent's answer or a command's output
         "label": gate_label(session.meta, topics),  # a gate run: its play and show
         "liveness": liveness("session", session),
         "duration": duration(row),
@@ -310,14 +313,15 @@ def flow_view(store: Store, invocation_id: str) -> dict[str, Any] | None:
         flow_meta = session.meta.get("flow")
         item = flow_meta.get("item") if isinstance(flow_meta, dict) else None  # a fan-out's
         reused_from = session.invocation_id if was_reused else None
-        legs.append({**session.as_dict(), "item": item, "reused_from": reused_from})
+        legs.append({**present_run(session), "item": item, "reused_from": reused_from})
     return {
         "flow": row,
         "liveness": liveness("invocation", flow),
         "file_name": os.path.basename(str(flow.skill or "")),
         "duration": duration(row),
         "report": report,
-        "sessions": legs,
+        "runs": legs,
+        "sessions": legs,  # the old key of runs, deprecated (docs/ui.md)
         "svg": flow_svg(nodes, links) if nodes else None,
         "nodes": [
             {

@@ -1,5 +1,5 @@
 """The detail document of one record: what ``li status ID --json`` prints
-(``lirun.record/1``) and ``lirun.Run.as_dict()`` returns, built in one place so the
+(``lirun.record/2``) and ``lirun.Run.as_dict()`` returns, built in one place so the
 command and the client cannot disagree about a record.
 
 Below ``cli/`` and ``client/``: it reads through the store, judges an owner with
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from lirun.errors import AmbiguousIdError, NotFoundError, UsageError
 from lirun.hints import TYPE_CHECKING, Any
+from lirun.lifecycle import shown_kind
 
 if TYPE_CHECKING:  # annotations only: the record layer loads only when a row is judged
     from lirun.record.ownership import OwnedRecord
@@ -93,20 +94,20 @@ def backing_dirs(store: Store, kind: str, entity_id: str) -> dict[str, Any]:
     stored roots of the record's backing session (the session itself for a session)."""
     rows = store.waits.fetch_rows({kind: [entity_id]})
     return {
-        "artifact_dir": (rows[0].artifacts_path or None) if rows else None,
+        "artifact_dir": (rows[0].artifact_dir or None) if rows else None,
         "run_dir": (rows[0].run_dir or None) if rows else None,
     }
 
 
 def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dict[str, Any]:
-    """The record plus its history, admin events and (for an invocation) its executions."""
-    from lirun.store.records import present_session
+    """The record plus its history, admin events and (for an invocation) its runs."""
+    from lirun.store.records import present_run
     from lirun.store.rows import SessionRow
 
     session = SessionRow.from_row(row) if kind == "session" else None
     # An invocation's own ``kind`` column (flow / manual) must not hide the record's kind.
-    shown = present_session(session) if session is not None else row
-    detail: dict[str, Any] = {**shown, "kind": kind}
+    shown = present_run(session) if session is not None else row
+    detail: dict[str, Any] = {**shown, "kind": shown_kind(kind)}
     if kind == "invocation":
         detail["invocation_kind"] = row.get("kind") or "manual"
     dirs = backing_dirs(store, kind, row["id"])
@@ -117,12 +118,11 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
     detail["admin_events"] = [e.as_dict() for e in store.list_admin_events(row["id"])]
     if session is not None:
         detail["owner_verdict"] = owner_verdict(session, now)
-        detail["work"] = session_work(session)
+        detail["work"] = run_work(session)
     detail["liveness"] = liveness(kind, row, now)
     if kind == "invocation":
-        detail["sessions"] = [
-            present_session(s) for s in store.waits.invocation_sessions(row["id"])
-        ]
+        detail["runs"] = [present_run(s) for s in store.waits.invocation_sessions(row["id"])]
+        detail["sessions"] = detail["runs"]  # the old key, deprecated (docs/json.md)
     if kind == "schedule_run":
         detail.update(schedule_chain(store, row))
     if kind in ("session", "play"):
@@ -134,7 +134,7 @@ def load_detail(store: Store, kind: str, row: dict[str, Any], now: float) -> dic
     return detail
 
 
-def session_work(session: SessionRow) -> dict[str, Any] | None:
+def run_work(session: SessionRow) -> dict[str, Any] | None:
     """What an ended execution's evidence says it did (``record.work``): "reply only",
     "1 commit (abc1234), 3 files changed"; None while it runs."""
     if session.status == "running":
@@ -147,13 +147,13 @@ def session_work(session: SessionRow) -> dict[str, Any] | None:
 
 def schedule_chain(store: Store, row: dict[str, Any]) -> dict[str, Any]:
     """A schedule run's chain: its schedule's name and what it produced (kind, id,
-    status and reason of the session, flow invocation or show)."""
+    status and reason of the run, flow invocation or show)."""
     chain: dict[str, Any] = {}
     if row.get("schedule_id"):
         schedule = store.schedules.get_by_id(row["schedule_id"])
         chain["schedule"] = schedule.name if schedule else None
     getters = (
-        ("session", "session_id", store.sessions.get),
+        ("run", "session_id", store.sessions.get),
         ("invocation", "invocation_id", store.invocations.get),
         ("show", "show_id", store.shows.get),
     )

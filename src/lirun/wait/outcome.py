@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 
 from lirun.errors import listed_candidates
 from lirun.hints import Any
-from lirun.lifecycle import policy_for
+from lirun.lifecycle import policy_for, shown_kind
 from lirun.reasons import display_reason
 from lirun.store.rows import WaitFetchRow
 from lirun.wait.resolve import AMBIGUOUS, NOT_FOUND, Target
@@ -29,7 +29,7 @@ JSON_FIELDS = (
     "reason_summary",
     "run_dir",
     "artifact_dir",
-    "artifacts_path",
+    "artifacts_path",  # artifact_dir's old name, deprecated (docs/json.md): one more version
     "exit_code",
     "success",
 )
@@ -45,13 +45,13 @@ def _outcome(
     kind = target.kind
     success = bool(kind and terminal and status in policy_for(kind).success)
     read = row if row is not None else _NO_ROW
-    # design.md §4.1: artifact_dir is the stored artifact root (of the backing session for an
+    # design.md §4.1: artifact_dir is the stored artifact dir (of the backing run for an
     # invocation, play or schedule run), never the run directory, never synthesized.
-    artifact_dir = read.artifacts_path or None
+    artifact_dir = read.artifact_dir or None
     outcome: dict[str, Any] = {
         "run_id": target.id or target.input,
         "input": target.input,
-        "kind": kind,
+        "kind": shown_kind(kind) if kind else kind,  # a session row is a run
         "status": status,
         "terminal": terminal,
         "reason": display_reason(read.reason_code),
@@ -123,7 +123,7 @@ def describe_problem(outcome: Mapping[str, Any]) -> str:
         listed = listed_candidates(candidates, int(outcome.get("candidates_total") or 0))
         return f"{text!r} is ambiguous: it matches {listed}; give more of the id"
     if outcome["status"] == NOT_FOUND:
-        return f"no session, invocation, play, show, branch or schedule run matches {text!r}"
+        return f"no run, invocation, play, show, branch or schedule run matches {text!r}"
     return f"{outcome['run_id']} is still {outcome['status']}"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from lirun.hints import NamedTuple
+from lirun.lifecycle import shown_kind
 from lirun.store.base import ID_CANDIDATES
 from lirun.store.core import Store
 from lirun.store.rows import WaitExactRow
@@ -59,7 +60,7 @@ def _resolve_partial(store: Store, text: str) -> Target:
     total = int(rows[0].total)
     if total == 1:
         return Target(text, kind=rows[0].kind, id=rows[0].id, total=1)
-    found = tuple(f"{r.kind} {r.id}" for r in rows)
+    found = tuple(f"{shown_kind(r.kind)} {r.id}" for r in rows)
     return Target(text, problem=AMBIGUOUS, candidates=found, total=total)
 
 

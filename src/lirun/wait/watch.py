@@ -209,7 +209,7 @@ class Watcher:
         ]
         expired = []
         if queued:
-            from lirun.record.reap_runs import expired_queued_runs
+            from lirun.record.reap_schedule_runs import expired_queued_runs
 
             expired = expired_queued_runs(self.store, queued, now=facts.now)
         store = self._store_for_reaping() if dead or dead_runs or expired else None
@@ -220,7 +220,10 @@ class Watcher:
             flows = [r for r in dead if r.kind == "invocation"]
             reaped = bool(reap_sessions(store, sessions)) | bool(reap_flows(store, flows))
             if dead_runs or expired:
-                from lirun.record.reap_runs import fail_past_start_deadline, reap_dead_worker_runs
+                from lirun.record.reap_schedule_runs import (
+                    fail_past_start_deadline,
+                    reap_dead_worker_runs,
+                )
 
                 reaped |= bool(reap_dead_worker_runs(store, dead_runs))
                 for run in expired:

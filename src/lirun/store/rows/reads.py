@@ -324,7 +324,7 @@ class WaitFetchRow(TypedRow):
     reason_code: str | None
     reason_summary: str | None
     run_dir: str | None
-    artifacts_path: str | None
+    artifact_dir: str | None
     exit_code: int | None
     owner_pid: int | None
     owner_start_time: float | None

@@ -22,7 +22,7 @@
 -- (NULL: whole), so a page of huge prompts costs a page, not their size. Otherwise only columns every version of these tables has are read.
 SELECT * FROM (
 SELECT * FROM (
-  SELECT 'session' AS kind, id, status, status_reason_code AS reason_code,
+  SELECT 'run' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, provider, model,
          substr(prompt, 1, COALESCE(CAST(:prompt_chars AS INTEGER), 2147483647)) AS prompt,
          flow_leg AS label, invocation_id AS parent_id, duration_s, input_tokens,
@@ -31,7 +31,7 @@ SELECT * FROM (
          command_json AS command, CAST(NULL AS TEXT) AS origin,
          pruned_at, metadata_json AS meta
     FROM sessions
-   WHERE CAST(:want_session AS INTEGER) = 1
+   WHERE CAST(:want_run AS INTEGER) = 1
      AND (created_at, id) < (CAST(:before_at AS DOUBLE PRECISION), CAST(:before_id AS TEXT))
      AND (CAST(:since AS DOUBLE PRECISION) IS NULL OR created_at >= CAST(:since AS DOUBLE PRECISION))
      AND (CAST(:status AS TEXT) IS NULL OR status = CAST(:status AS TEXT))
@@ -81,7 +81,7 @@ UNION ALL
 SELECT * FROM (
   SELECT 'schedule_run' AS kind, id, status, status_reason_code AS reason_code,
          status_reason_summary AS reason_summary, CAST(NULL AS TEXT) AS provider, CAST(NULL AS TEXT) AS model, CAST(NULL AS TEXT) AS prompt, (SELECT schedules.name FROM schedules WHERE schedules.id = schedule_runs.schedule_id) AS label, schedule_id AS parent_id, CAST(NULL AS DOUBLE PRECISION) AS duration_s, CAST(NULL AS INTEGER) AS input_tokens, CAST(NULL AS INTEGER) AS output_tokens, CAST(NULL AS DOUBLE PRECISION) AS cost_usd,
-         created_at, ended_at, CASE WHEN session_id IS NOT NULL THEN 'session' WHEN invocation_id IS NOT NULL THEN 'invocation' WHEN show_id IS NOT NULL THEN 'show' END AS made_kind,
+         created_at, ended_at, CASE WHEN session_id IS NOT NULL THEN 'run' WHEN invocation_id IS NOT NULL THEN 'invocation' WHEN show_id IS NOT NULL THEN 'show' END AS made_kind,
          COALESCE(session_id, invocation_id, show_id) AS made_id,
          CAST(NULL AS TEXT) AS command, action_kind AS origin,
          CAST(NULL AS DOUBLE PRECISION) AS pruned_at, CAST(NULL AS TEXT) AS meta

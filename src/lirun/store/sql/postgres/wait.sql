@@ -55,7 +55,8 @@ SELECT kind, id, COUNT(*) OVER () AS total FROM (
 -- running schedule run carries its worker's process facts and its lease (heartbeat_at +
 -- lease_seconds = lease_expires_at), so a lone waiter can tell its worker died.
 SELECT 'session' AS kind, s.id, s.status, s.status_reason_code AS reason_code,
-       s.status_reason_summary AS reason_summary, s.run_dir, s.artifacts_path, s.exit_code,
+       s.status_reason_summary AS reason_summary, s.run_dir, s.artifacts_path AS artifact_dir,
+       s.exit_code,
        s.owner_pid, s.owner_start_time, s.owner_host, s.owner_boot_id, s.heartbeat_at,
        s.lease_seconds
   FROM sessions s
