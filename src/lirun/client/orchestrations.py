@@ -69,7 +69,7 @@ def _detach_flow(
     proc = spawn_worker("flow", argv, run, env=env)
     wait_for_row(client.store, run, proc, entity_type="invocation")
     return Started(
-        run_id=run.run_id, run_dir=str(run.state_root), artifact_dir=str(run.artifact_root)
+        run_id=run.run_id, run_dir=str(run.state_root), artifact_dir=str(run.artifact_dir)
     )
 
 
