@@ -15,7 +15,8 @@ from typing import Any
 
 from lirun.cli.common import add_db_option, make_parser, print_json, warn
 from lirun.client import Client, Overridden
-from lirun.errors import DatabaseMissingError, NotFoundError, RecordChangedError, UsageError
+from lirun.client.override import required_text
+from lirun.errors import DatabaseMissingError, NotFoundError, RecordChangedError
 from lirun.lifecycle import ENTITY_TYPES, canonical_entity_type
 from lirun.settings import Settings
 
@@ -58,17 +59,11 @@ def build_parser() -> Any:
     return parser
 
 
-def _required_text(value: str, option: str) -> str:
-    if not value.strip():
-        raise UsageError(f"{option} must not be empty: an override is audited by who and why")
-    return value.strip()
-
-
 def main(argv: list[str], settings: Settings) -> int:
     args = build_parser().parse_args(argv)
     entity = canonical_entity_type(args.entity)
-    actor = _required_text(args.actor, "--actor")
-    justification = _required_text(args.justification, "--justification")
+    actor = required_text(args.actor, "--actor")
+    justification = required_text(args.justification, "--justification")
     # create=False: with no database there is no record to repair, and none is made.
     with Client(args.db, settings=settings, create=False) as client:
         try:

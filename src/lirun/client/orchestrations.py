@@ -20,7 +20,7 @@ from lirun.client.values import Run, RunStatus, Started
 from lirun.exec.detach import detached_env, spawn_worker, wait_for_row
 from lirun.flows.engine import FlowOptions, run_flow
 from lirun.flows.load import load_flow
-from lirun.flows.report import FlowReport, report_from_store
+from lirun.flows.report import FlowReport
 from lirun.record.rundir import allocate_run, new_run_id
 from lirun.shows.engine import ShowOptions, run_show
 from lirun.shows.load import load_show
@@ -93,11 +93,6 @@ def flow_result(client: Client, report: FlowReport) -> FlowResult:
         not_run=tuple(not_run),
         _report=report.to_dict(),
     )
-
-
-def read_flow(client: Client, invocation_id: str) -> FlowResult:
-    """The flow invocation ``invocation_id`` (its full id) as recorded now."""
-    return flow_result(client, report_from_store(client.store, invocation_id))
 
 
 def run_show_file(

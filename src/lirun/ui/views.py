@@ -14,7 +14,6 @@ from urllib.parse import quote, urlencode
 from lirun.flows.dag import dag_nodes
 from lirun.flows.report import report_from_store
 from lirun.lifecycle import policy_for, shown_kind
-from lirun.record.work import describe_work
 from lirun.schedules.worker import live_workers
 from lirun.store import Store
 from lirun.store.records import present_run
@@ -34,6 +33,7 @@ from lirun.ui.run_rows import (
     gate_shows,
 )
 from lirun.ui.transcript import read_transcript
+from lirun.views.detail import run_work
 
 PAGE_SIZE = 50
 LIST_PROMPT_CHARS = 500  # of each prompt in a list; the run's own page has it whole
@@ -244,7 +244,7 @@ def run_view(store: Store, run_id: str, runs: str | None = None) -> dict[str, An
         "transitions": [t.as_dict() for t in store.list_transitions("session", run_id)],
         "evidence": session.status_evidence_refs or [],
         "explained": explain_all(session.status_evidence_refs),
-        "work": _work(session),
+        "work": run_work(session),  # as li status ID says it
         "command_line": command_text(session.command_json),
         "verification": verification if isinstance(verification, dict) else {},
         "contract": session.artifact_contract_json or {},
@@ -258,14 +258,6 @@ def run_view(store: Store, run_id: str, runs: str | None = None) -> dict[str, An
         "transcript": read_transcript(row),
         "admin_events": [e.as_dict() for e in store.list_admin_events(run_id)],
     }
-
-
-def _work(session: SessionRow) -> dict[str, Any] | None:
-    """What an ended execution did, as ``li status ID`` says it (``record.work``)."""
-    if session.status == "running":
-        return None
-    found = describe_work(session.status_evidence_refs, session.artifact_verification_json)
-    return found.as_dict()
 
 
 def _play_of(session: SessionRow) -> dict[str, Any] | None:

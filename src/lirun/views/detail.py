@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # annotations only: the record layer loads only when a row is
     from lirun.store import Store
     from lirun.store.rows import SessionRow
 
-__all__ = ["liveness", "load_detail", "resolve_record"]
+__all__ = ["liveness", "load_detail", "resolve_record", "run_work"]
 
 
 def resolve_record(store: Store, ident: str) -> tuple[str, dict[str, Any]]:
