@@ -25,7 +25,7 @@ EXIT_CODES = """\
   1  the record changed concurrently; nothing was written, look again and retry
   2  usage error: unknown entity, status or reason, a reason that does not fit the new
      status (the error lists the codes that do), a missing actor or justification, no
-     such record, an ambiguous id, a session or flow invocation that still runs (its
+     such record, an ambiguous id, a run or flow invocation that still runs (its
      owner records how it ends: li wait, or li reap if the owner is gone), or the
      database cannot be opened"""
 
@@ -34,7 +34,7 @@ Set a record's status deliberately, even away from a terminal status, with an au
 trail: the actor and justification are stored in admin_events and the history row has
 source=admin. Example:
 
-  li override session 20260709T120000-abc123 --to completed \\
+  li override run 20260709T120000-abc123 --to completed \\
       --reason run.completed.admin --actor alice --justification "verified by hand"
 
 ID is the full id, or a prefix or the random suffix (2b5dd3) when only one record of
@@ -42,12 +42,14 @@ ENTITY matches it. The reason must fit the new status: run.completed.* for compl
 run.failed.* (or session.orphaned.no_process, session.stale.no_heartbeat) for failed,
 run.cancelled.sigint for aborted, and so on.
 
-ENTITY is one of: """ + ", ".join(sorted(ENTITY_TYPES))
+ENTITY is one of: run (stored as session, the older word, also accepted), """ + ", ".join(
+    sorted(ENTITY_TYPES - {"session"})
+)
 
 
 def build_parser() -> Any:
     parser = make_parser("li override", DESCRIPTION, EXIT_CODES)
-    parser.add_argument("entity", metavar="ENTITY", help="entity type, e.g. session")
+    parser.add_argument("entity", metavar="ENTITY", help="entity type, e.g. run")
     parser.add_argument("id", metavar="ID", help="the record's id (or its unique prefix/suffix)")
     parser.add_argument("--to", required=True, metavar="STATUS", help="the new status")
     parser.add_argument("--reason", required=True, metavar="CODE", help="a registered reason")
