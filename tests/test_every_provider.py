@@ -149,7 +149,7 @@ def recorded(env: dict[str, str], session_id: str, provider: str) -> dict[str, A
     executable = Path(row["command_json"][0])
     assert executable.name == get_provider(provider).executable_name, row["command_json"]
     assert str(executable.parent) == env["PATH"].split(os.pathsep)[0]  # the fake bin dir
-    assert (row["id"], row["kind"]) == (session_id, "session")
+    assert (row["id"], row["kind"]) == (session_id, "run")
     assert row["provider"] == provider
     assert row["model"] == expected.recorded_model
     assert row["provider_version"] == expected.version

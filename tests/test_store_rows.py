@@ -268,7 +268,7 @@ def test_a_run_page_row_names_each_column_ui_runs_page_selects(store: Store) -> 
     store.sessions.create(owner_pid=None)
     params = page_params(RunFilter(), None, 10)
     raw = store.connector.read(store.sql("ui_runs_page"), params)
-    assert {r["kind"] for r in raw} == {"session", "invocation", "play", "schedule_run"}
+    assert {r["kind"] for r in raw} == {"run", "invocation", "play", "schedule_run"}
     assert all(set(r) == set(RunPageRow._fields) for r in raw)
     assert [r.as_dict() for r in store.ui.runs_page()] == [dict(r) for r in raw]
 

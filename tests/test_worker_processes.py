@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -251,8 +252,7 @@ def test_submit_then_wait(env: dict[str, str], tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert "produced" in status.stdout
-    assert "session " in status.stdout
+    assert re.search(r"^produced\s+run \d{8}T", status.stdout, re.MULTILINE), status.stdout
 
 
 def test_a_command_schedule_that_exits_0_records_completed_runs(
