@@ -27,6 +27,7 @@ from lirun.schedules.definition import (
     describe_policies,
     make_policies,
 )
+from lirun.schedules.event_action import check_templates
 from lirun.schedules.registry import current_actor
 from lirun.schedules.submit import fire_now
 from lirun.schedules.triggers import format_utc, parse_trigger
@@ -60,13 +61,18 @@ _AGENT = next(iter(provider_names()), "PROVIDER")  # the example names a provide
 DESCRIPTION = f"""\
 A schedule starts an action by time: --cron EXPR [--tz ZONE] (five fields, evaluated in
 the IANA zone ZONE, default this machine's zone, stored by name), --every DURATION
-(30s, 5m, 2h, 1d, 1h30m; counted from the schedule's creation) or --at TIME (RFC 3339
-with an offset, e.g. 2026-12-24T18:00:00+01:00; without one only with --tz).
+(30s, 5m, 2h, 1d, 1h30m; counted from the schedule's creation), --at TIME (RFC 3339
+with an offset, e.g. 2026-12-24T18:00:00+01:00; without one only with --tz), or by event:
+--poll CMD runs CMD every --every (default 1m); each JSON object it prints whose --key
+(default id) was never seen fires the action once, which reads it as {{{{ event.FIELD }}}}
+(the first poll only records what exists, unless --backfill).
 
 {ACTIONS}
   li schedule add nightly --cron '30 2 * * *' --tz Europe/Berlin -- \\
       agent {_AGENT} 'review the open pull requests' --timeout 1800
   li schedule add poll --every 5m --overlap skip -- run ./poll.sh
+  li schedule add prs --poll 'gh pr list --json number,title,url' --key number -- \\
+      agent {_AGENT} 'Review pull request {{{{ event.number }}}}: {{{{ event.title }}}}'
   li schedule apply schedules.yaml --dry-run
 
 Every change (add, apply, enable, disable, delete) is recorded in the schedule's history
@@ -109,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = _sub(sub, parser, "add", "define a schedule: li schedule add NAME TRIGGER -- ACTION")
     add.usage = (
-        "li schedule add NAME (--cron EXPR [--tz ZONE] | --every DURATION | --at TIME) "
+        "li schedule add NAME (--cron EXPR [--tz ZONE] | --every DURATION | --at TIME | "
+        "--poll CMD [--every DURATION] [--key FIELD] [--backfill] [--poll-timeout DURATION]) "
         "[policies] [--disabled] [--json] -- ACTION ..."
     )
     add.description = "define a schedule: li schedule add NAME TRIGGER -- ACTION\n\n" + ACTIONS
@@ -118,6 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--tz", metavar="ZONE", help="IANA zone (default: this machine's)")
     add.add_argument("--every", metavar="DURATION", help="e.g. 30s, 5m, 2h, 1d, 1h30m")
     add.add_argument("--at", metavar="TIME", help="once, e.g. 2026-12-24T18:00:00+01:00")
+    add.add_argument(
+        "--poll", metavar="CMD", help="every --every (default 1m) run CMD; new items fire"
+    )
+    add.add_argument(
+        "--key", metavar="FIELD", help="a polled item's key (default id; e.g. pull_request.number)"
+    )
+    add.add_argument(
+        "--backfill", action="store_true", help="the first poll fires what it finds, too"
+    )
+    add.add_argument(
+        "--poll-timeout", metavar="DURATION", help="how long CMD may run (default 60s)"
+    )
     add.add_argument("--disabled", action="store_true", help="create it disabled")
     add.add_argument("--json", action="store_true", help="the stored schedule as JSON")
     _add_policies(add)
@@ -187,7 +206,17 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
             f"no action: give it after --, e.g. li schedule add NAME --every 1h {example()}"
         )
     name = check_name(args.name)
-    trigger = parse_trigger(cron=args.cron, every=args.every, at=args.at, tz=args.tz, now=now)
+    trigger = parse_trigger(
+        cron=args.cron,
+        every=args.every,
+        at=args.at,
+        tz=args.tz,
+        now=now,
+        poll=args.poll,
+        key=args.key,
+        backfill=args.backfill,
+        poll_timeout=args.poll_timeout,
+    )
     definition = Definition(
         name=name,
         trigger=trigger,
@@ -196,6 +225,7 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
         enabled=not args.disabled,
     )
     registry.refuse_past_at(definition, now)
+    check_templates(definition.action, has_events=trigger.kind == "poll")
     check_stored_size(definition)  # before the store opens: a refused add writes nothing
     store = open_store(args.db)
     try:

@@ -18,6 +18,7 @@ from lirun.errors import AmbiguousIdError, NotFoundError, ValidationError
 from lirun.hints import Any
 from lirun.lifecycle import canonical_entity_type, policy_for
 from lirun.store.connector import Connector
+from lirun.store.event_records import Events
 from lirun.store.invocation_records import Invocations
 from lirun.store.list_reads import ListReads
 from lirun.store.metric_reads import MetricReads
@@ -50,6 +51,7 @@ class Store(StatusWrites):
         self.shows = Shows(self)
         self.schedules = Schedules(self)
         self.workers = Workers(self)
+        self.events = Events(self)
         self.teams = Teams(self)
         self.waits = WaitReads(self)
         self.lists = ListReads(self)

@@ -71,6 +71,10 @@ class ScheduleRow(TypedRow):
     tz: str | None
     next_due_at: int | None
     deleted_at: float | None
+    last_poll_at: float | None  # a poll trigger's last poll (migration 0013)
+    last_poll_reason: str | None
+    last_poll_detail: str | None
+    last_poll_ok_at: float | None
 
 
 class ScheduleRunRow(TypedRow):
@@ -101,6 +105,8 @@ class ScheduleRunRow(TypedRow):
     action_json: Any
     idempotency_key: str | None  # li submit --key (migration 0011)
     lease_epoch: int  # how many times it was claimed, counted on from the run it retries
+    event_key: str | None  # the event it is for (migration 0013)
+    event_json: str | None
 
 
 class RunLeaseRow(TypedRow):
