@@ -50,14 +50,15 @@ def add_poll(
 def poll(store: Store) -> list[str]:
     """One poll of ``prs`` as a worker makes it: the run ids it queued."""
     row = store.schedules.get("prs")
-    assert row is not None and row.next_due_at is not None
+    assert row is not None
+    assert row.next_due_at is not None
     queued: list[str] = []
     fire_due(store, int(row.next_due_at), queued.append)
     return queued
 
 
-def keys_of(store: Store, run_ids: list[str]) -> list[str | None]:
-    return [r.event_key for r in (store.schedules.get_run(i) for i in run_ids) if r]
+def keys_of(store: Store, run_ids: list[str]) -> list[str]:
+    return [str(r.event_key) for r in (store.schedules.get_run(i) for i in run_ids) if r]
 
 
 def test_new_items_fire_once_and_the_first_poll_is_a_baseline(store: Store, tmp_path: Path) -> None:
@@ -71,18 +72,22 @@ def test_new_items_fire_once_and_the_first_poll_is_a_baseline(store: Store, tmp_
     fired = poll(store)
     assert keys_of(store, fired) == ["3"]
     run = store.schedules.get_run(fired[0])
-    assert run is not None and run.status == "queued"
+    assert run is not None
+    assert run.status == "queued"
     assert json.loads(run.event_json or "") == {"number": 3, "title": "pr 3"}
     assert poll(store) == []  # 3 is seen now
     feed.add(4, 5)
     assert sorted(keys_of(store, poll(store))) == ["4", "5"]
     row = store.schedules.get("prs")
-    assert row is not None and row.last_poll_reason == "schedule.poll.ok"
+    assert row is not None
+    assert row.last_poll_reason == "schedule.poll.ok"
     assert row.last_poll_detail == "5 items, 2 new (2 queued)"
     assert store.events.count(schedule.id) == (5, 3)
     events = {e.event_key: e for e in store.events.list(schedule.id)}
-    assert events["1"].baseline and events["1"].schedule_run_id is None
-    assert events["4"].schedule_run_id is not None and not events["4"].baseline
+    assert events["1"].baseline
+    assert events["1"].schedule_run_id is None
+    assert events["4"].schedule_run_id is not None
+    assert not events["4"].baseline
 
 
 def test_backfill_fires_what_the_first_poll_finds(store: Store, tmp_path: Path) -> None:
@@ -142,7 +147,8 @@ def test_an_event_is_stored_once_with_its_run(store: Store, tmp_path: Path) -> N
     again = store.events.record(
         schedule_id=schedule.id, event_key="9", event_json="{}", action_kind="run"
     )
-    assert first[0] is True and first[1] is not None
+    assert first[0] is True
+    assert first[1] is not None
     assert again == (False, None)
     runs = store.schedules.list_runs(schedule.id)
     assert [(r.id, r.event_key) for r in runs] == [(first[1], "9")]
@@ -155,6 +161,7 @@ def test_max_runs_skips_the_events_past_it_and_disables(store: Store, tmp_path: 
     feed.add(1, 2)
     assert keys_of(store, poll(store)) == ["1"]
     row = store.schedules.get("prs")
-    assert row is not None and row.status == "disabled"
+    assert row is not None
+    assert row.status == "disabled"
     skipped = [r for r in store.schedules.list_runs(row.id) if r.event_key == "2"]
     assert [r.status_reason_code for r in skipped] == ["schedule.skipped.max_runs"]

@@ -79,7 +79,8 @@ def test_a_poll_trigger_is_due_as_every_is_and_refuses_other_triggers() -> None:
         "number",
         60,
     )
-    assert next_due(trigger, 100) == 130 and next_due(trigger, 131) == 160
+    assert next_due(trigger, 100) == 130
+    assert next_due(trigger, 131) == 160
     assert Trigger.from_dict(trigger.to_dict()) == trigger
     assert "poll 'gh pr list' every 30s key number" in trigger.describe()
     assert parse_trigger(poll="x", now=0).seconds == 60  # default 1m
@@ -113,9 +114,11 @@ def test_the_event_is_rendered_into_prompt_arguments_and_cwd(tmp_path: Path) -> 
     )
     done = render_action(action, {"number": 7})
     assert done.cwd == str(tmp_path / "repo-7")
-    assert done.task is not None and done.task.run == ("echo", "pr=7")
+    assert done.task is not None
+    assert done.task.run == ("echo", "pr=7")
     agent = parse_action(["agent", "claude", "{{ event.title }}!"], base=str(tmp_path))
     rendered = render_action(agent, {"title": "Fix"})
-    assert rendered.task is not None and rendered.task.prompt == "Fix!"
+    assert rendered.task is not None
+    assert rendered.task.prompt == "Fix!"
     with pytest.raises(TemplateError):
         render_action(agent, {"number": 1})  # no title: an error, never an empty string

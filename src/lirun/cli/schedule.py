@@ -300,8 +300,12 @@ def _show(store: Store, args: Any, now: int) -> int:
     row = registry.find(store, args.name)
     policies = Policies.from_dict(row.policies_json or {})
     history = store.list_transitions("schedule", row.id)
+    polled = (row.trigger_json or {}).get("kind") == "poll"
+    events = _events(store, row) if polled else None
     if args.json:
         detail = {"schedule": row.as_dict(), "history": [t.as_dict() for t in history]}
+        if events is not None:
+            detail["events"] = events
         print_json(detail, schema="lirun.schedule_detail/1")
         return 0
     fields: list[tuple[str, Any]] = [
@@ -313,6 +317,9 @@ def _show(store: Store, args: Any, now: int) -> int:
     ]  # fmt: skip
     if policies.budget_usd is not None or policies.budget_tokens is not None:
         fields.append(("spent", _spent(store, row, policies, now)))
+    if events is not None:
+        fields.append(("last poll", _last_poll(row)))
+        fields.append(("events", f"{events['seen']} seen, {events['fired']} fired a run"))
     for key, value in fields:
         print(f"{key:<10} {value}")
     print("history:")
@@ -321,6 +328,29 @@ def _show(store: Store, args: Any, now: int) -> int:
         extra = _diff_text((item.metadata or {}).get("diff"))
         print(f"  {when}  {item.status:<9} {item.reason_code}  {item.actor or ''}{extra}")
     return 0
+
+
+def _events(store: Store, row: ScheduleRow) -> dict[str, Any]:
+    seen, fired = store.events.count(row.id)
+    recent = [_event_dict(e) for e in store.events.list(row.id, limit=20)]
+    return {"seen": seen, "fired": fired, "recent": recent}
+
+
+def _event_dict(event: Any) -> dict[str, Any]:
+    return {
+        "event_key": event.event_key,
+        "source": event.source,
+        "seen_at": event.seen_at,
+        "baseline": event.baseline,
+        "schedule_run_id": event.schedule_run_id,
+    }
+
+
+def _last_poll(row: ScheduleRow) -> str:
+    if row.last_poll_at is None:
+        return "never (the first good poll records what exists as seen)"
+    detail = f": {row.last_poll_detail}" if row.last_poll_detail else ""
+    return f"{_local(row.last_poll_at)}  {row.last_poll_reason}{detail}"
 
 
 def _spent(store: Store, row: ScheduleRow, policies: Any, now: int) -> str:
@@ -358,8 +388,10 @@ def _runs(store: Store, args: Any, now: int) -> int:
     table = []
     for run in runs:
         stamps = [_due(at) for at in (run.due_at, run.started_at, run.ended_at)]
-        table.append((run.id, run.status, *stamps, run.status_reason_code or "-"))
-    print_table(("RUN", "STATUS", "DUE (UTC)", "STARTED (UTC)", "ENDED (UTC)", "REASON"), table)
+        reason = run.status_reason_code or "-"
+        table.append((run.id, run.status, *stamps, run.event_key or "-", reason))
+    header = ("RUN", "STATUS", "DUE (UTC)", "STARTED (UTC)", "ENDED (UTC)", "EVENT", "REASON")
+    print_table(header, table)
     return 0
 
 
