@@ -11,31 +11,18 @@ baseline of a schedule's first poll, stored as seen on purpose with no run.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from lirun.hints import Any
 from lirun.lifecycle import policy_for
 from lirun.reasons import validate_reason
 from lirun.store.records import new_id, require_text
 from lirun.store.repository import Repository
+from lirun.store.rows import EventRow
 from lirun.store.transitions import HistoryEntry
 
 SOURCES = ("poll", "webhook", "chain")
 OK_REASON = "schedule.poll.ok"
 MAX_DETAIL = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class EventRow:
-    """A ``schedule_events`` row: ``schedule_run_id`` None for a baseline (or a skip)."""
-
-    schedule_id: str
-    event_key: str
-    source: str
-    event_json: str | None
-    seen_at: float
-    baseline: bool
-    schedule_run_id: str | None
 
 
 class Events(Repository):
@@ -116,15 +103,5 @@ class Events(Repository):
     def list(self, schedule_id: str, *, limit: int = 100) -> list[EventRow]:
         """The schedule's events, newest first."""
         params: dict[str, Any] = {"schedule_id": schedule_id, "limit": int(limit)}
-        return [
-            EventRow(
-                schedule_id=str(r["schedule_id"]),
-                event_key=str(r["event_key"]),
-                source=str(r["source"]),
-                event_json=r["event_json"],
-                seen_at=float(r["seen_at"]),
-                baseline=bool(r["baseline"]),
-                schedule_run_id=r["schedule_run_id"],
-            )
-            for r in self.connector.read(self.sql("list_events"), params)
-        ]
+        rows = self.connector.read(self.sql("list_events"), params)
+        return [EventRow.from_row({**r, "baseline": bool(r["baseline"])}) for r in rows]

@@ -8,7 +8,14 @@ from collections.abc import Mapping, Sequence
 from lirun.hints import Any
 from lirun.store.rows.base import TypedRow
 
-__all__ = ["AttentionQueuedRunRow", "RunLeaseRow", "ScheduleRow", "ScheduleRunRow", "WorkerRow"]
+__all__ = [
+    "AttentionQueuedRunRow",
+    "EventRow",
+    "RunLeaseRow",
+    "ScheduleRow",
+    "ScheduleRunRow",
+    "WorkerRow",
+]
 
 
 class WorkerRow(TypedRow):
@@ -107,6 +114,19 @@ class ScheduleRunRow(TypedRow):
     lease_epoch: int  # how many times it was claimed, counted on from the run it retries
     event_key: str | None  # the event it is for (migration 0013)
     event_json: str | None
+
+
+class EventRow(TypedRow):
+    """A ``schedule_events`` row (migration 0013): an event a schedule saw, and the run
+    it fired (``schedule_run_id`` None for the baseline of a first poll)."""
+
+    schedule_id: str
+    event_key: str
+    source: str
+    event_json: str | None
+    seen_at: float
+    baseline: bool
+    schedule_run_id: str | None
 
 
 class RunLeaseRow(TypedRow):
