@@ -5,7 +5,7 @@
 -- schedule's first poll, whose schedule_run_id stays NULL on purpose). source says what
 -- delivered it ('poll' now; webhooks and chains store theirs here too).
 CREATE TABLE IF NOT EXISTS schedule_events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id INTEGER PRIMARY KEY,
     schedule_id TEXT NOT NULL,
     event_key TEXT NOT NULL,
     source TEXT NOT NULL,
