@@ -11,6 +11,7 @@ import pytest
 from lirun.errors import UsageError
 from lirun.flows.templates import TemplateError
 from lirun.schedules.actions import parse_action
+from lirun.schedules.applyfile import load_apply_file
 from lirun.schedules.event_action import check_templates, render_action
 from lirun.schedules.events import (
     BAD_OUTPUT,
@@ -122,3 +123,50 @@ def test_the_event_is_rendered_into_prompt_arguments_and_cwd(tmp_path: Path) -> 
     assert rendered.task.prompt == "Fix!"
     with pytest.raises(TemplateError):
         render_action(agent, {"number": 1})  # no title: an error, never an empty string
+
+
+def test_an_apply_file_defines_a_poll_schedule(tmp_path: Path) -> None:
+    path = tmp_path / "schedules.yaml"
+    path.write_text(
+        "schedules:\n"
+        "  - name: prs\n"
+        "    poll: gh pr list --json number,title\n"
+        "    every: 30s\n"
+        "    key: number\n"
+        "    backfill: true\n"
+        "    poll_timeout: 20s\n"
+        "    action: agent claude 'Review {{ event.number }}'\n"
+    )
+    (definition,) = load_apply_file(str(path), now=100).definitions
+    trigger = definition.trigger
+    assert (trigger.kind, trigger.command, trigger.seconds) == (
+        "poll",
+        "gh pr list --json number,title",
+        30,
+    )
+    assert (trigger.key, trigger.backfill, trigger.timeout) == ("number", True, 20)
+
+
+@pytest.mark.parametrize(
+    ("lines", "line", "says"),
+    [
+        (["    poll: gh pr list", "    key: a..b"], 3, "not a field path"),
+        (["    poll: gh pr list", "    cron: '* * * * *'"], 3, "cannot take --cron"),
+        (["    every: 1m", "    key: number"], 3, "--key belongs to a poll trigger"),
+        (["    poll: gh pr list", "    backfill: maybe"], 4, "backfill: 'maybe'"),
+        (["    poll: gh pr list", "    action: run echo '{{ vars.x }}'"], 4, "reads vars"),
+        (["    every: 1m", "    action: run echo '{{ event.x }}'"], 4, "only an event schedule"),
+    ],
+)
+def test_an_apply_file_names_the_line_of_a_bad_poll_entry(
+    tmp_path: Path, lines: list[str], line: int, says: str
+) -> None:
+    body = ["schedules:", "  - name: prs", *lines]
+    if not any("action:" in x for x in lines):
+        body.append("    action: run echo '{{ event.number }}'")
+    path = tmp_path / "schedules.yaml"
+    path.write_text("\n".join(body) + "\n")
+    with pytest.raises(UsageError) as caught:
+        load_apply_file(str(path), now=100)
+    assert f"schedules.yaml:{line}:" in str(caught.value)
+    assert says in str(caught.value)
