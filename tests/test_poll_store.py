@@ -10,9 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from lirun.errors import UsageError
 from lirun.schedules import registry
 from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import Definition, make_policies
+from lirun.schedules.submit import fire_now
 from lirun.schedules.triggers import poll_trigger
 from lirun.schedules.worker import fire_due
 from lirun.store import Store
@@ -165,3 +169,12 @@ def test_max_runs_skips_the_events_past_it_and_disables(store: Store, tmp_path: 
     assert row.status == "disabled"
     skipped = [r for r in store.schedules.list_runs(row.id) if r.event_key == "2"]
     assert [r.status_reason_code for r in skipped] == ["schedule.skipped.max_runs"]
+
+
+def test_a_poll_schedule_cannot_be_fired_by_hand(store: Store, tmp_path: Path) -> None:
+    add_poll(store, tmp_path, "true")
+    with pytest.raises(UsageError, match="cannot be fired by hand"):
+        fire_now(store, "prs")
+    row = store.schedules.get("prs")
+    assert row is not None
+    assert store.schedules.list_runs(row.id) == []
