@@ -96,7 +96,11 @@ def main() -> int:
                 with feed.open("a") as file:
                     file.write(json.dumps({"id": n}) + "\n")
                 stamp = stamps / str(n)
-                _until(lambda s=stamp: s.exists() and s.read_text().endswith("\n"))
+
+                def started(s: Path = stamp) -> bool:
+                    return s.exists() and s.read_text().endswith("\n")
+
+                _until(started)
                 lags.append(float(stamp.read_text()) - appended)
             out("poll.items", len(lags))
             out("poll.interval_s", interval)
