@@ -16,6 +16,7 @@ from lirun.errors import UsageError
 from lirun.schedules import registry
 from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import Definition, make_policies
+from lirun.schedules.polling import poll_env
 from lirun.schedules.submit import fire_now
 from lirun.schedules.triggers import poll_trigger
 from lirun.schedules.worker import fire_due
@@ -178,3 +179,10 @@ def test_a_poll_schedule_cannot_be_fired_by_hand(store: Store, tmp_path: Path) -
     row = store.schedules.get("prs")
     assert row is not None
     assert store.schedules.list_runs(row.id) == []
+
+
+def test_the_poll_command_never_sees_the_database_password() -> None:
+    env = poll_env("postgresql://ann:s3cret@db.example:5432/lirun")
+    assert "s3cret" not in env.get("LIRUN_DB_URL", "")
+    assert "db.example" in env["LIRUN_DB_URL"]
+    assert "s3cret" not in "".join(env.values())

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from lirun.logs import get_logger
+from lirun.record.credential import child_url
 from lirun.schedules.definition import Definition
 from lirun.schedules.events import (
     FAILED_EXIT,
@@ -35,6 +36,7 @@ from lirun.schedules.events import (
 )
 from lirun.schedules.firing import RUN, FireFacts, refusal
 from lirun.schedules.triggers import next_due
+from lirun.settings import DB_URL_ENV
 from lirun.store import Store
 from lirun.store.rows import ScheduleRow
 
@@ -43,7 +45,19 @@ log = get_logger(__name__)
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 
 
-def run_poll_command(command: str, cwd: str, timeout: float) -> str:
+def poll_env(db_url: str | None) -> dict[str, str]:
+    """The poll command's environment: the worker's, with the database URL stripped of
+    its password as a run's child gets it (``exec/environment.py``)."""
+    env = {k: v for k, v in os.environ.items() if k != DB_URL_ENV}
+    safe = child_url(db_url, None) if db_url else None
+    if safe:
+        env[DB_URL_ENV] = safe
+    return env
+
+
+def run_poll_command(
+    command: str, cwd: str, timeout: float, env: dict[str, str] | None = None
+) -> str:
     """What ``command`` (a shell command) printed; PollFailure when it cannot start,
     exits non-zero, outlives ``timeout`` (its process group is killed) or prints more
     than MAX_OUTPUT_BYTES."""
@@ -54,6 +68,7 @@ def run_poll_command(command: str, cwd: str, timeout: float) -> str:
             command,
             shell=True,
             cwd=cwd,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -97,7 +112,10 @@ def poll_due(
         return 0  # another worker polls this due time
     try:
         text = run_poll_command(
-            trigger.command or "", definition.action.cwd, float(trigger.timeout or 60)
+            trigger.command or "",
+            definition.action.cwd,
+            float(trigger.timeout or 60),
+            poll_env(store.url),
         )
         events = parse_poll_output(text, trigger.key or "id")
     except PollFailure as failure:
