@@ -42,8 +42,12 @@ def _failed_run(**given: Any) -> AttentionScheduleRunRow:
     return AttentionScheduleRunRow.from_row({**fields, **given})
 
 
-def _schedule(name: str, due: float | None, status: str = "enabled") -> ScheduleRow:
+def _schedule(
+    name: str, due: float | None, status: str = "enabled", poll: str | None = None
+) -> ScheduleRow:
     given = {"id": f"id-{name}", "name": name, "status": status, "next_due_at": due}
+    if poll is not None:
+        given.update(last_poll_reason=poll, last_poll_at=NOW - 5, last_poll_detail="exited 1")
     return ScheduleRow.from_row({**dict.fromkeys(ScheduleRow._fields), **given})
 
 
@@ -66,6 +70,20 @@ def _schedule(name: str, due: float | None, status: str = "enabled") -> Schedule
         (Facts(schedules=[_schedule("tick", NOW - 5)]), []),  # within the grace
         (Facts(schedules=[_schedule("off", NOW - 600, status="disabled")]), []),
         (Facts(schedules=[_schedule("done", None)]), []),  # an `at` that fired
+        # A poll schedule whose last poll failed, until a poll succeeds.
+        (
+            Facts(schedules=[_schedule("prs", NOW + 5, poll="schedule.poll.failed_exit")]),
+            [("poll_failed", "id-prs")],
+        ),
+        (Facts(schedules=[_schedule("prs", NOW + 5, poll="schedule.poll.ok")]), []),
+        (
+            Facts(
+                schedules=[
+                    _schedule("prs", NOW + 5, status="disabled", poll="schedule.poll.timed_out")
+                ]
+            ),
+            [],
+        ),
         (
             Facts(dead_owners=[{"kind": "session", "id": "r1", "summary": "pid 9 is gone"}]),
             [("dead_owner", "r1")],

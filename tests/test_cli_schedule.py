@@ -304,9 +304,11 @@ def test_runs_lists_a_schedules_runs_and_li_wait_resolves_them(
         "(UTC)",
         "ENDED",
         "(UTC)",
+        "EVENT",
         "REASON",
     ]
     assert line.split()[:2] == [run.id, "completed"]
+    assert line.split()[-2] == "-"  # a due time's run, no event
     assert line.split()[-1] == "schedule.completed.ok"
     waited = subprocess.run(
         li_command("wait", "--timeout", "10", run.id),

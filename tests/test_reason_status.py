@@ -32,6 +32,11 @@ EXCEPTIONS = {
     "session.stale.no_heartbeat": {"failed"},
     "show.blocked.no_ready_plays": {"active"},
     "schedule.budget.exhausted": {"skipped"},
+    # a poll's outcome is a schedule's last_poll_reason, never a status of its own
+    "schedule.poll.ok": {"skipped"},
+    "schedule.poll.failed_exit": {"skipped"},
+    "schedule.poll.timed_out": {"skipped"},
+    "schedule.poll.bad_output": {"skipped"},
 }
 ALL_STATUSES = sorted(set().union(*(p.statuses for p in POLICIES.values())))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -199,7 +200,7 @@ def test_an_at_trigger_is_due_once() -> None:
     "given",
     [{}, {"cron": "* * * * *", "every": "1h"}, {"every": "1h", "at": "2026-01-01T00:00:00Z"}],
 )
-def test_exactly_one_trigger(given: dict[str, str]) -> None:
+def test_exactly_one_trigger(given: dict[str, Any]) -> None:
     with pytest.raises(UsageError, match="exactly one trigger"):
         parse_trigger(now=0, local_zone="UTC", **given)
 

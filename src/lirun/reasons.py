@@ -149,6 +149,11 @@ _CODES: dict[str, str] = {
     "schedule.skipped.missed_fire": "skipped: no worker fired it within the missed grace",
     "schedule.skipped.missed_summary": "skipped: more missed due times than recorded one by one",
     "schedule.skipped.max_runs": "skipped: the schedule reached --max-runs",
+    # a poll trigger's last poll (schedules.last_poll_reason, docs/schedules.md)
+    "schedule.poll.ok": "poll succeeded",
+    "schedule.poll.failed_exit": "poll command exited non-zero",
+    "schedule.poll.timed_out": "poll command timed out",
+    "schedule.poll.bad_output": "poll command printed something that is not JSON objects",
     "schedule.budget.exhausted": "skipped: the schedule's budget is spent",
     # schedule runs as the workers end them (lirun.schedules.runner / worker)
     "schedule.failed.start_deadline": "queued run not started within its start deadline",
@@ -189,6 +194,12 @@ RETRYABLE_RUN_REASONS: frozenset[str] = frozenset(
 
 # The exceptions to the middle-segment rule: each list is complete (it replaces the rule).
 _STATUSES: dict[str, frozenset[str]] = {
+    # A poll's outcome is a schedule's last_poll_reason, never a run's status; a skipped
+    # row is the only status it could describe (a due time that fired nothing).
+    "schedule.poll.ok": frozenset({"skipped"}),
+    "schedule.poll.failed_exit": frozenset({"skipped"}),
+    "schedule.poll.timed_out": frozenset({"skipped"}),
+    "schedule.poll.bad_output": frozenset({"skipped"}),
     # SIGINT ends a run as aborted (130); a SIGINT seen as a cancellation keeps the code.
     "run.cancelled.sigint": frozenset({"aborted", "cancelled"}),
     # Liveness finalizes a dead owner's row as failed (design.md §4.6).

@@ -22,7 +22,8 @@ and the `li` that started this process (``li_path``). An owner's lease asks
 ``LIRUN_*`` variables lirun *sets* for the processes it starts are not settings: the
 child reads them as its own environment, by design (``exec/environment.py``: the run's
 ``LIRUN_DB_URL``, ``LIRUN_PARENT_RUN_ID``, ``LIRUN_ARTIFACT_DIR``, ``LIRUN_LI``,
-``LIRUN_FENCE``; ``teams/membership.py``: ``LIRUN_TEAM``, ``LIRUN_MEMBER``;
+``LIRUN_FENCE``; ``schedules/runner.py``: ``LIRUN_EVENT``, ``LIRUN_EVENT_KEY``;
+``teams/membership.py``: ``LIRUN_TEAM``, ``LIRUN_MEMBER``;
 ``exec/detach.py``: a detached worker's database; ``exec/supervisor.py``: ``LIRUN_TREE``;
 ``schedules/outcomes.py``: the ``--notify`` fields). A child that is a `li` reads them
 here, as any `li` does. docs/configuration.md is the table of them all; a test
@@ -57,6 +58,10 @@ GUARD_ENV = "LIRUN_GUARD"
 # The fence of the lease a worker's run holds (``<run id>:<epoch>``): set by the worker
 # for the work it starts, read by `li lease check` (docs/queue.md).
 FENCE_ENV = "LIRUN_FENCE"
+# The event an event schedule's run is for (docs/schedules.md): set by the worker for
+# the work it starts, read by that work; lirun reads neither.
+EVENT_ENV = "LIRUN_EVENT"
+EVENT_KEY_ENV = "LIRUN_EVENT_KEY"
 RUN_ID_ENV_VARS = ("LIRUN_RUN_ID", "LIONAGI_RUN_ID")
 # The absolute path of the `li` that started a child (set for every child, read by a
 # nested lirun started as `python -m lirun`: ``li_path``).

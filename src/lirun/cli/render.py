@@ -245,6 +245,8 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             # the chain a worker made (li worker): schedule → this run → its execution
             "schedule",
             "due_at",
+            "event_key",  # the event it is for (an event schedule's run)
+            "event_json",
             "retry_of",
             "worker_id",
             "produced",

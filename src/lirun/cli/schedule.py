@@ -27,6 +27,7 @@ from lirun.schedules.definition import (
     describe_policies,
     make_policies,
 )
+from lirun.schedules.event_action import check_templates
 from lirun.schedules.registry import current_actor
 from lirun.schedules.submit import fire_now
 from lirun.schedules.triggers import format_utc, parse_trigger
@@ -60,13 +61,18 @@ _AGENT = next(iter(provider_names()), "PROVIDER")  # the example names a provide
 DESCRIPTION = f"""\
 A schedule starts an action by time: --cron EXPR [--tz ZONE] (five fields, evaluated in
 the IANA zone ZONE, default this machine's zone, stored by name), --every DURATION
-(30s, 5m, 2h, 1d, 1h30m; counted from the schedule's creation) or --at TIME (RFC 3339
-with an offset, e.g. 2026-12-24T18:00:00+01:00; without one only with --tz).
+(30s, 5m, 2h, 1d, 1h30m; counted from the schedule's creation), --at TIME (RFC 3339
+with an offset, e.g. 2026-12-24T18:00:00+01:00; without one only with --tz), or by event:
+--poll CMD runs CMD every --every (default 1m); each JSON object it prints whose --key
+(default id) was never seen fires the action once, which reads it as {{{{ event.FIELD }}}}
+(the first poll only records what exists, unless --backfill).
 
 {ACTIONS}
   li schedule add nightly --cron '30 2 * * *' --tz Europe/Berlin -- \\
       agent {_AGENT} 'review the open pull requests' --timeout 1800
   li schedule add poll --every 5m --overlap skip -- run ./poll.sh
+  li schedule add prs --poll 'gh pr list --json number,title,url' --key number -- \\
+      agent {_AGENT} 'Review pull request {{{{ event.number }}}}: {{{{ event.title }}}}'
   li schedule apply schedules.yaml --dry-run
 
 Every change (add, apply, enable, disable, delete) is recorded in the schedule's history
@@ -109,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add = _sub(sub, parser, "add", "define a schedule: li schedule add NAME TRIGGER -- ACTION")
     add.usage = (
-        "li schedule add NAME (--cron EXPR [--tz ZONE] | --every DURATION | --at TIME) "
+        "li schedule add NAME (--cron EXPR [--tz ZONE] | --every DURATION | --at TIME | "
+        "--poll CMD [--every DURATION] [--key FIELD] [--backfill] [--poll-timeout DURATION]) "
         "[policies] [--disabled] [--json] -- ACTION ..."
     )
     add.description = "define a schedule: li schedule add NAME TRIGGER -- ACTION\n\n" + ACTIONS
@@ -118,6 +125,18 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--tz", metavar="ZONE", help="IANA zone (default: this machine's)")
     add.add_argument("--every", metavar="DURATION", help="e.g. 30s, 5m, 2h, 1d, 1h30m")
     add.add_argument("--at", metavar="TIME", help="once, e.g. 2026-12-24T18:00:00+01:00")
+    add.add_argument(
+        "--poll", metavar="CMD", help="every --every (default 1m) run CMD; new items fire"
+    )
+    add.add_argument(
+        "--key", metavar="FIELD", help="a polled item's key (default id; e.g. pull_request.number)"
+    )
+    add.add_argument(
+        "--backfill", action="store_true", help="the first poll fires what it finds, too"
+    )
+    add.add_argument(
+        "--poll-timeout", metavar="DURATION", help="how long CMD may run (default 60s)"
+    )
     add.add_argument("--disabled", action="store_true", help="create it disabled")
     add.add_argument("--json", action="store_true", help="the stored schedule as JSON")
     _add_policies(add)
@@ -187,7 +206,17 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
             f"no action: give it after --, e.g. li schedule add NAME --every 1h {example()}"
         )
     name = check_name(args.name)
-    trigger = parse_trigger(cron=args.cron, every=args.every, at=args.at, tz=args.tz, now=now)
+    trigger = parse_trigger(
+        cron=args.cron,
+        every=args.every,
+        at=args.at,
+        tz=args.tz,
+        now=now,
+        poll=args.poll,
+        key=args.key,
+        backfill=args.backfill,
+        poll_timeout=args.poll_timeout,
+    )
     definition = Definition(
         name=name,
         trigger=trigger,
@@ -196,6 +225,7 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
         enabled=not args.disabled,
     )
     registry.refuse_past_at(definition, now)
+    check_templates(definition.action, has_events=trigger.kind == "poll")
     check_stored_size(definition)  # before the store opens: a refused add writes nothing
     store = open_store(args.db)
     try:
@@ -270,8 +300,12 @@ def _show(store: Store, args: Any, now: int) -> int:
     row = registry.find(store, args.name)
     policies = Policies.from_dict(row.policies_json or {})
     history = store.list_transitions("schedule", row.id)
+    polled = (row.trigger_json or {}).get("kind") == "poll"
+    events = _events(store, row) if polled else None
     if args.json:
         detail = {"schedule": row.as_dict(), "history": [t.as_dict() for t in history]}
+        if events is not None:
+            detail["events"] = events
         print_json(detail, schema="lirun.schedule_detail/1")
         return 0
     fields: list[tuple[str, Any]] = [
@@ -283,6 +317,9 @@ def _show(store: Store, args: Any, now: int) -> int:
     ]  # fmt: skip
     if policies.budget_usd is not None or policies.budget_tokens is not None:
         fields.append(("spent", _spent(store, row, policies, now)))
+    if events is not None:
+        fields.append(("last poll", _last_poll(row)))
+        fields.append(("events", f"{events['seen']} seen, {events['fired']} fired a run"))
     for key, value in fields:
         print(f"{key:<10} {value}")
     print("history:")
@@ -291,6 +328,29 @@ def _show(store: Store, args: Any, now: int) -> int:
         extra = _diff_text((item.metadata or {}).get("diff"))
         print(f"  {when}  {item.status:<9} {item.reason_code}  {item.actor or ''}{extra}")
     return 0
+
+
+def _events(store: Store, row: ScheduleRow) -> dict[str, Any]:
+    seen, fired = store.events.count(row.id)
+    recent = [_event_dict(e) for e in store.events.list(row.id, limit=20)]
+    return {"seen": seen, "fired": fired, "recent": recent}
+
+
+def _event_dict(event: Any) -> dict[str, Any]:
+    return {
+        "event_key": event.event_key,
+        "source": event.source,
+        "seen_at": event.seen_at,
+        "baseline": event.baseline,
+        "schedule_run_id": event.schedule_run_id,
+    }
+
+
+def _last_poll(row: ScheduleRow) -> str:
+    if row.last_poll_at is None:
+        return "never (the first good poll records what exists as seen)"
+    detail = f": {row.last_poll_detail}" if row.last_poll_detail else ""
+    return f"{_local(row.last_poll_at)}  {row.last_poll_reason}{detail}"
 
 
 def _spent(store: Store, row: ScheduleRow, policies: Any, now: int) -> str:
@@ -328,8 +388,10 @@ def _runs(store: Store, args: Any, now: int) -> int:
     table = []
     for run in runs:
         stamps = [_due(at) for at in (run.due_at, run.started_at, run.ended_at)]
-        table.append((run.id, run.status, *stamps, run.status_reason_code or "-"))
-    print_table(("RUN", "STATUS", "DUE (UTC)", "STARTED (UTC)", "ENDED (UTC)", "REASON"), table)
+        reason = run.status_reason_code or "-"
+        table.append((run.id, run.status, *stamps, run.event_key or "-", reason))
+    header = ("RUN", "STATUS", "DUE (UTC)", "STARTED (UTC)", "ENDED (UTC)", "EVENT", "REASON")
+    print_table(header, table)
     return 0
 
 

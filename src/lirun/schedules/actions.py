@@ -199,7 +199,11 @@ def _seconds(
 
 
 def resolve_cwd(text: str | None, base: str) -> str:
+    """The absolute directory; one naming an event field (``{{ event.repo }}``, an event
+    schedule's) is rendered and checked when its run starts, not here."""
     path = os.path.abspath(os.path.join(base, os.path.expanduser(text or ".")))
+    if "{{" in path:
+        return path
     if not os.path.isdir(path):
         raise UsageError(f"--cwd {path!r} is not a directory; create it or fix the path")
     return path

@@ -37,6 +37,7 @@ from lirun.schedules.definition import (
     check_stored_size,
     make_policies,
 )
+from lirun.schedules.event_action import check_templates
 from lirun.schedules.registry import MISSING
 from lirun.schedules.triggers import parse_trigger
 from lirun.yamlfile.lines import read_yaml, where
@@ -49,6 +50,10 @@ ENTRY_KEYS = frozenset(
         "cron",
         "every",
         "at",
+        "poll",
+        "key",
+        "backfill",
+        "poll_timeout",
         "tz",
         "action",
         "cwd",
@@ -121,7 +126,12 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
         raise UsageError(f"{where(path, entry, 'name')}: {exc}") from None
     key = "name"
     try:
-        key = next((k for k in ("cron", "every", "at") if k in entry), "name")
+        trigger_keys = ("poll", "cron", "every", "at", "key", "backfill", "poll_timeout")
+        key = next((k for k in trigger_keys if k in entry), "name")
+        backfill = entry.get("backfill", False)
+        if not isinstance(backfill, bool):
+            key = "backfill"
+            raise UsageError(f"backfill: {backfill!r}; expected true or false")
         trigger = parse_trigger(
             cron=_text(entry, "cron"),
             every=_text(entry, "every"),
@@ -129,6 +139,10 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
             tz=_text(entry, "tz"),
             now=now,
             local_zone=local_zone,
+            poll=_text(entry, "poll"),
+            key=_text(entry, "key"),
+            backfill=backfill,
+            poll_timeout=_text(entry, "poll_timeout"),
         )
         key = "action"
         action = parse_action(_words(entry.get("action")), base=_base(path, entry))
@@ -142,6 +156,7 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
             raise UsageError(f"enabled: {enabled!r}; expected true or false")
         key = "action"
         definition = Definition(name, trigger, action, policies, enabled)
+        check_templates(action, has_events=trigger.kind == "poll")
         check_stored_size(definition)
     except UsageError as exc:
         raise UsageError(f"{where(path, entry, key)}: schedule {name!r}: {exc}") from None

@@ -244,7 +244,7 @@ def diff(old: Definition, new: Definition) -> dict[str, list[Any]]:
     ``every`` anchor is the schedule's own and never a change)."""
     changes: dict[str, list[Any]] = {}
     old_trigger, new_trigger = old.trigger.to_dict(), new.trigger.to_dict()
-    if old.trigger.kind == new.trigger.kind == "every":
+    if old.trigger.kind == new.trigger.kind and new.trigger.kind in ("every", "poll"):
         new_trigger["anchor"] = old_trigger.get("anchor")
     if old_trigger != new_trigger:
         changes["trigger"] = [old.trigger.describe(), new.trigger.describe()]

@@ -73,7 +73,7 @@ def _missed_rows(missed: list[int]) -> list[Fire]:
     return rows
 
 
-def _refusal(policies: Policies, facts: FireFacts) -> tuple[str, str | None] | None:
+def refusal(policies: Policies, facts: FireFacts) -> tuple[str, str | None] | None:
     """The skip code (and the disable reason) for a due time that would run, or None."""
     if policies.max_runs is not None and facts.runs_started >= policies.max_runs:
         return MAX_RUNS, "schedule_definition.disabled.max_runs"
@@ -108,7 +108,7 @@ def decide_fires(trigger: Trigger, policies: Policies, facts: FireFacts) -> Fire
     fires = _missed_rows(missed)
     disable = None
     if runner is not None:
-        refused = _refusal(policies, facts)
+        refused = refusal(policies, facts)
         if refused is None:
             fires.append(Fire(runner, "run", RUN))
         else:

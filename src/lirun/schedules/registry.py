@@ -10,12 +10,12 @@ disabled is never counted as missed fires.
 from __future__ import annotations
 
 import getpass
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lirun.errors import NotFoundError, UsageError
 from lirun.schedules.definition import Definition, check_stored_size, diff, stored_definition
-from lirun.schedules.triggers import AT_EXAMPLE, Trigger, next_due
+from lirun.schedules.triggers import AT_EXAMPLE, next_due
 from lirun.store.rows import ScheduleRow
 
 if TYPE_CHECKING:
@@ -149,14 +149,10 @@ class Change:
 
 
 def _keep_anchor(stored: Definition, wanted: Definition) -> Definition:
-    """An ``every`` schedule stays anchored on its creation when its period changes."""
-    if stored.trigger.kind == wanted.trigger.kind == "every":
-        trigger = Trigger(
-            kind="every",
-            tz=wanted.trigger.tz,
-            seconds=wanted.trigger.seconds,
-            anchor=stored.trigger.anchor,
-        )
+    """An ``every`` (or ``poll``) schedule stays anchored on its creation when its
+    period changes."""
+    if stored.trigger.kind == wanted.trigger.kind and wanted.trigger.kind in ("every", "poll"):
+        trigger = replace(wanted.trigger, anchor=stored.trigger.anchor)
         return Definition(
             name=wanted.name,
             trigger=trigger,

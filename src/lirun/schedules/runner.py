@@ -34,6 +34,7 @@ from lirun.exec.fence import Fence
 from lirun.exec.task import build_request
 from lirun.flows.engine import FlowOptions, run_flow
 from lirun.flows.load import load_flow
+from lirun.flows.templates import TemplateError
 from lirun.logs import get_logger
 from lirun.reasons import describe
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
@@ -43,6 +44,7 @@ from lirun.schedules import fence_token
 from lirun.schedules.actions import Action, sha256_of
 from lirun.schedules.correct import correct_inferred_end
 from lirun.schedules.definition import Policies
+from lirun.schedules.event_action import decode_event, render_action
 from lirun.schedules.outcomes import (
     LEASE_LOST,
     WORKER_STOPPED,
@@ -53,7 +55,7 @@ from lirun.schedules.outcomes import (
     should_retry,
     start_refusal,
 )
-from lirun.settings import LI_ENV, Settings, li_path
+from lirun.settings import EVENT_ENV, EVENT_KEY_ENV, LI_ENV, Settings, li_path
 from lirun.shows.engine import ShowOptions, run_show
 from lirun.shows.load import load_show
 from lirun.signals import SignalTrap
@@ -84,6 +86,13 @@ class RunContext:
         self.schedule = schedule
         source = run.action_json or (schedule.action_json if schedule else None)
         self.action = Action.from_dict(source) if isinstance(source, dict) else None
+        self.render_error: str | None = None  # the event did not fit its templates
+        event = decode_event(run.event_json)
+        if self.action is not None and event is not None:
+            try:
+                self.action = render_action(self.action, event)
+            except TemplateError as exc:
+                self.render_error = f"event {run.event_key}: {exc}"
         # An ad-hoc run (li submit) keeps its own run policies with its action.
         own = source.get("policies") if schedule is None and isinstance(source, dict) else None
         stored = schedule.policies_json if schedule else None
@@ -189,6 +198,8 @@ class Runner:
             return  # another worker (or a second delivery) has it
         if ctx.action is None:
             outcome = Outcome("failed", "schedule.failed.no_action", "the run has no action")
+        elif ctx.render_error is not None:
+            outcome = Outcome("failed", "schedule.failed.setup", ctx.render_error)
         elif refusal is not None:
             outcome = Outcome("failed", *refusal)
         else:
@@ -310,6 +321,7 @@ class Runner:
                 run_id=session_id,
                 metadata={"schedule_run_id": run_id},
                 settings=settings,
+                env=_event_env(store.schedules.get_run(run_id)),
             )
             result = execute(request, store=store, trap=trap)
             summary = _run_summary(store, session_id)
@@ -429,6 +441,13 @@ class Runner:
             return
         if done.returncode != 0:
             log.warning(f"run {run.id}: --notify {command!r} exited {done.returncode}")
+
+
+def _event_env(run: ScheduleRunRow | None) -> dict[str, str]:
+    """``LIRUN_EVENT`` (the event as JSON) and ``LIRUN_EVENT_KEY`` for an event's run."""
+    if run is None or run.event_key is None:
+        return {}
+    return {EVENT_ENV: run.event_json or "{}", EVENT_KEY_ENV: run.event_key}
 
 
 def _run_summary(store: Store, session_id: str) -> str:

@@ -154,9 +154,15 @@ def submit(
 
 def fire_now(store: Store, name: str, *, actor: str | None = None) -> ScheduleRunRow:
     """Queue one run of the schedule ``name`` now (no due time: it never collides with
-    a due-time run). NotFoundError (exit 2) for an unknown name."""
+    a due-time run). NotFoundError (exit 2) for an unknown name; UsageError for a poll
+    schedule (its action is for an event, and firing by hand has none)."""
 
     schedule = registry.find(store, name)
+    if (schedule.trigger_json or {}).get("kind") == "poll":
+        raise UsageError(
+            f"{name} runs once per new item its poll finds (its action reads the event); "
+            "it cannot be fired by hand: add the item to what it polls"
+        )
     row = store.schedules.insert_queued_run(
         action_kind=schedule.action_kind,
         schedule_id=schedule.id,

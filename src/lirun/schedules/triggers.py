@@ -9,7 +9,9 @@ Cron is evaluated by cronsim in the trigger's zone, so wall-clock times follow d
 saving: a daily 02:30 fires once on the spring-forward day (at 03:00, the first minute
 that exists after the gap) and once on the fall-back day (at the first 02:30).
 ``--every`` is anchored on the schedule's creation time: due at anchor + k·period, k ≥ 1,
-never drifting with how late a worker fired. ``--at`` is due once.
+never drifting with how late a worker fired. ``--at`` is due once. ``--poll CMD`` is due
+as ``--every`` is (default every minute): each due time is one run of CMD, whose new
+items are events (``schedules/events.py``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ from cronsim import CronSim, CronSimError
 
 from lirun.errors import UsageError
 from lirun.schedules.durations import format_duration, parse_duration
+from lirun.schedules.events import DEFAULT_KEY, check_key_path
 
-KINDS = ("cron", "every", "at")
+KINDS = ("cron", "every", "at", "poll")
+DEFAULT_POLL_EVERY = "1m"
+DEFAULT_POLL_TIMEOUT = "60s"
 CRON_EXAMPLE = "'30 2 * * *' (02:30 every day) or '*/15 9-17 * * mon-fri'"
 AT_EXAMPLE = "2026-12-24T18:00:00+01:00 or 2026-12-24T17:00:00Z"
 ZONE_EXAMPLE = "Europe/Berlin, America/New_York or UTC"
@@ -45,10 +50,14 @@ class Trigger:
     seconds: int | None = None
     anchor: int | None = None
     at: int | None = None
+    command: str | None = None  # poll: the command printing the items
+    key: str | None = None  # poll: the items' key (a dotted path)
+    backfill: bool | None = None  # poll: the first poll fires what it finds
+    timeout: int | None = None  # poll: seconds the command may take
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind, "tz": self.tz}
-        for key in ("expr", "seconds", "anchor", "at"):
+        for key in ("expr", "seconds", "anchor", "at", "command", "key", "backfill", "timeout"):
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
         return data
@@ -65,6 +74,10 @@ class Trigger:
             seconds=data.get("seconds"),
             anchor=data.get("anchor"),
             at=data.get("at"),
+            command=data.get("command"),
+            key=data.get("key"),
+            backfill=data.get("backfill"),
+            timeout=data.get("timeout"),
         )
 
     def describe(self) -> str:
@@ -73,6 +86,12 @@ class Trigger:
             return f"cron '{self.expr}' {self.tz}"
         if self.kind == "every":
             return f"every {format_duration(self.seconds or 0)}"
+        if self.kind == "poll":
+            extra = " --backfill" if self.backfill else ""
+            return (
+                f"poll '{self.command}' every {format_duration(self.seconds or 0)} "
+                f"key {self.key}, timeout {format_duration(self.timeout or 0)}{extra}"
+            )
         return f"at {format_local(self.at or 0, self.tz)}"
 
 
@@ -178,6 +197,32 @@ def every_trigger(duration: str, anchor: int, tz: str = "UTC") -> Trigger:
     return Trigger(kind="every", tz=tz, seconds=seconds, anchor=int(anchor))
 
 
+def poll_trigger(
+    command: str,
+    anchor: int,
+    *,
+    every: str | None = None,
+    key: str | None = None,
+    backfill: bool = False,
+    timeout: str | None = None,
+) -> Trigger:
+    """A poll trigger: ``command`` every ``every`` (default 1m), items keyed by ``key``
+    (default ``id``), each run of it limited to ``timeout`` (default 60s)."""
+    if not isinstance(command, str) or not command.strip():
+        raise UsageError("--poll: give a command that prints JSON, e.g. 'gh pr list --json number'")
+    path = key if key is not None else DEFAULT_KEY
+    check_key_path(path)
+    return Trigger(
+        kind="poll",
+        seconds=parse_duration(every or DEFAULT_POLL_EVERY, "--every"),
+        anchor=int(anchor),
+        command=command,
+        key=path,
+        backfill=bool(backfill),
+        timeout=parse_duration(timeout or DEFAULT_POLL_TIMEOUT, "--poll-timeout"),
+    )
+
+
 def parse_time(text: str, tz: str | None) -> int:
     """RFC 3339 with an offset (``Z`` or ``+01:00``) → epoch seconds.
 
@@ -234,14 +279,31 @@ def parse_trigger(
     tz: str | None = None,
     now: int,
     local_zone: str | None = None,
+    poll: str | None = None,
+    key: str | None = None,
+    backfill: bool = False,
+    poll_timeout: str | None = None,
 ) -> Trigger:
-    """Exactly one of ``cron``, ``every``, ``at``. ``tz`` defaults to ``local_zone`` for
-    cron (resolved by the caller with ``local_zone_name``); ``now`` anchors ``every``."""
-    given = [k for k, v in (("cron", cron), ("every", every), ("at", at)) if v is not None]
-    if len(given) != 1:
+    """Exactly one of ``cron``, ``every``, ``at`` and ``poll`` (``every`` is then how
+    often it polls). ``tz`` defaults to ``local_zone`` for cron (resolved by the caller
+    with ``local_zone_name``); ``now`` anchors ``every`` and ``poll``."""
+    if poll is not None:
+        if cron is not None or at is not None:
+            other = "--cron" if cron is not None else "--at"
+            raise UsageError(f"--poll polls every DURATION (--every); it cannot take {other}")
+        return poll_trigger(
+            poll, now, every=every, key=key, backfill=backfill, timeout=poll_timeout
+        )
+    for name, value in (("--key", key), ("--poll-timeout", poll_timeout)):
+        if value is not None:
+            raise UsageError(f"{name} belongs to a poll trigger: give --poll CMD with it")
+    if backfill:
+        raise UsageError("--backfill belongs to a poll trigger: give --poll CMD with it")
+    named = [k for k, v in (("cron", cron), ("every", every), ("at", at)) if v is not None]
+    if len(named) != 1:
         raise UsageError(
-            "give exactly one trigger: --cron EXPR [--tz ZONE], --every DURATION or --at TIME"
-            + (f" (got {', '.join('--' + g for g in given)})" if given else "")
+            "give exactly one trigger: --cron EXPR [--tz ZONE], --every DURATION, --at TIME "
+            "or --poll CMD" + (f" (got {', '.join('--' + g for g in named)})" if named else "")
         )
     if tz is not None:
         zone(tz)
@@ -263,7 +325,7 @@ def next_due(trigger: Trigger, after_epoch: int) -> int | None:
     if trigger.kind == "at":
         assert trigger.at is not None
         return trigger.at if trigger.at > after else None
-    if trigger.kind == "every":
+    if trigger.kind in ("every", "poll"):
         assert trigger.seconds
         assert trigger.anchor is not None
         if after < trigger.anchor:

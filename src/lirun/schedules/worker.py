@@ -39,6 +39,7 @@ from lirun.schedules.firing import FireFacts, decide_fires
 from lirun.schedules.live import LiveWorker as LiveWorker
 from lirun.schedules.live import live_workers as live_workers
 from lirun.schedules.outcomes import LEASE_LOST
+from lirun.schedules.polling import poll_due
 from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.transport import Transport, transport_for
 from lirun.settings import Settings
@@ -69,6 +70,9 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
     for row in store.schedules.list_due(now):
         definition = stored_definition(row)
         if definition is None or row.next_due_at is None:
+            continue
+        if definition.trigger.kind == "poll":
+            made += poll_due(store, row, definition, now, enqueue)
             continue
         policies = definition.policies
         since = now - policies.budget_window if policies.budget_window else 0

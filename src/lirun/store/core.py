@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lirun.errors import AmbiguousIdError, NotFoundError, ValidationError
-from lirun.hints import Any
+from lirun.hints import TYPE_CHECKING, Any
 from lirun.lifecycle import canonical_entity_type, policy_for
 from lirun.store.connector import Connector
 from lirun.store.invocation_records import Invocations
@@ -34,6 +34,9 @@ from lirun.store.ui_reads import UIReads
 from lirun.store.wait_reads import WaitReads
 from lirun.store.worker_records import Workers
 
+if TYPE_CHECKING:
+    from lirun.store.event_records import Events
+
 
 class Store(StatusWrites):
     """Synchronous operations over one connector. StateDB wraps it for asyncio.
@@ -50,12 +53,23 @@ class Store(StatusWrites):
         self.shows = Shows(self)
         self.schedules = Schedules(self)
         self.workers = Workers(self)
+        self._events: Events | None = None
         self.teams = Teams(self)
         self.waits = WaitReads(self)
         self.lists = ListReads(self)
         self.ui = UIReads(self)
         self.metrics = MetricReads(self, self.workers)
         self.retention = Retention(self)
+
+    @property
+    def events(self) -> Events:
+        """``store.events``: the events schedules saw (made on first use, so the fast
+        path of `li wait` and `li status` never loads it)."""
+        if self._events is None:
+            from lirun.store.event_records import Events
+
+            self._events = Events(self)
+        return self._events
 
     # -- reads ----------------------------------------------------------------
 

@@ -252,7 +252,14 @@ def components() -> dict[str, Schema]:
                 "chart": array(ref("CostBar")),
                 "strip": array(ref("ScheduleCell")),
                 "history": array(ref("Transition")),
-            }
+            },
+            {
+                "events": {
+                    "description": "a poll schedule's events (newest 50) and the run each "
+                    "started (schedule_run_id null: the baseline of its first poll)",
+                    **obj({"seen": INT, "fired": INT, "recent": array(obj({"event_key": STR}))}),
+                }
+            },
         ),
         **detail_components(),
         "AttentionPage": obj({"items": array(ref("AttentionItem")), "count": INT}),

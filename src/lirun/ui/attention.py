@@ -6,7 +6,8 @@ its gate in a show still active (``shows.decide.play_needs_person``, which the s
 asks too); a flow that failed and was not resumed; a schedule whose runs failed since it
 last ran well; an ad-hoc run (``li submit``) that failed and was not retried, named by its
 id and action; a schedule overdue with no live worker to fire it; a run queued longer than
-a tenth of its start deadline with no worker claiming it; a running record whose owner
+a tenth of its start deadline with no worker claiming it; a poll schedule whose last poll
+failed; a running record whose owner
 died and that nobody reaped; an outcome still pending in a spool. Failures older than the
 window (``since``) age out; states do not. Every ``do`` is a command that exits 0.
 """
@@ -19,6 +20,7 @@ from typing import Any, NamedTuple
 from lirun.errors import LirunError
 from lirun.record.reap_schedule_runs import run_policies, start_deadline_of
 from lirun.schedules.actions import Action
+from lirun.schedules.events import OK as POLL_OK
 from lirun.schedules.submit import worker_command
 from lirun.shows.decide import play_needs_person
 from lirun.store.rows import (
@@ -45,6 +47,7 @@ KIND_ORDER = (
     "dead_owner",
     "pending_outcome",
     "overdue_schedule",
+    "poll_failed",
     "queued_run",
     "schedule",
     "submitted_run",
@@ -252,6 +255,27 @@ def _overdue(facts: Facts, now: float) -> list[Item]:
     return out
 
 
+def _poll_failures(facts: Facts) -> list[Item]:
+    """An enabled poll schedule whose last poll failed: nothing fires until one succeeds
+    (a state: it leaves the page at the next good poll)."""
+    out = []
+    for s in facts.schedules:
+        reason = s.last_poll_reason
+        if s.status != "enabled" or reason is None or reason == POLL_OK:
+            continue
+        out.append(
+            Item(
+                "poll_failed",
+                s.id,
+                f"schedule {s.name}: its last poll failed ({reason}): {s.last_poll_detail or ''}",
+                s.last_poll_at,
+                f"/schedules/{s.name}",
+                f"li schedule show {s.name}",
+            )
+        )
+    return out
+
+
 def _dead(facts: Facts) -> list[Item]:
     """A running record whose owner is dead: ``li reap`` finalizes a run or a flow; a
     show is continued (``li show resume``), its plays' runs reaped on the way."""
@@ -299,6 +323,7 @@ def needs_you(facts: Facts, now: float) -> list[Item]:
         *_dead(facts),
         *_pending(facts),
         *_overdue(facts, now),
+        *_poll_failures(facts),
         *_unclaimed(facts, now),
         *_schedule_failures(facts),
         *_flows(facts),

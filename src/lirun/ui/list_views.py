@@ -150,7 +150,7 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
     ok = [r for r in ended if r.get("status") == "completed"]
     costs = [float(r["cost_usd"]) for r in runs if r.get("cost_usd") is not None]
     oldest_first = list(reversed(runs))
-    return {
+    page = {
         "schedule": row.as_dict(),
         "action": _describe_action(row),
         "next_fires": next_fires(row),
@@ -166,6 +166,28 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
         "strip": oldest_first,
         "history": [t.as_dict() for t in store.list_transitions("schedule", row.id)],
     }
+    if (row.trigger_json or {}).get("kind") == "poll":
+        page["events"] = _events(store, row, {str(r["id"]): r for r in runs})
+    return page
+
+
+def _events(store: Store, row: ScheduleRow, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A poll schedule's events (newest 50) and the run each started."""
+    seen, fired = store.events.count(row.id)
+    recent = []
+    for e in store.events.list(row.id, limit=50):
+        run = runs.get(e.schedule_run_id or "")
+        recent.append(
+            {
+                "event_key": e.event_key,
+                "seen_at": e.seen_at,
+                "baseline": e.baseline,
+                "schedule_run_id": e.schedule_run_id,
+                "run_status": run.get("status") if run else None,
+                "href": run.get("href") if run else None,
+            }
+        )
+    return {"seen": seen, "fired": fired, "recent": recent}
 
 
 def _describe_action(row: ScheduleRow) -> str:

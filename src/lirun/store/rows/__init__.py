@@ -45,6 +45,7 @@ from lirun.store.rows.runs import (
 )
 from lirun.store.rows.schedules import (
     AttentionQueuedRunRow,
+    EventRow,
     RunLeaseRow,
     ScheduleRow,
     ScheduleRunRow,
@@ -68,6 +69,7 @@ __all__ = [
     "AttentionRows",
     "AttentionScheduleRunRow",
     "BranchRow",
+    "EventRow",
     "FlowListRow",
     "GcCandidateRow",
     "HistoryEventRow",

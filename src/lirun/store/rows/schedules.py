@@ -8,7 +8,14 @@ from collections.abc import Mapping, Sequence
 from lirun.hints import Any
 from lirun.store.rows.base import TypedRow
 
-__all__ = ["AttentionQueuedRunRow", "RunLeaseRow", "ScheduleRow", "ScheduleRunRow", "WorkerRow"]
+__all__ = [
+    "AttentionQueuedRunRow",
+    "EventRow",
+    "RunLeaseRow",
+    "ScheduleRow",
+    "ScheduleRunRow",
+    "WorkerRow",
+]
 
 
 class WorkerRow(TypedRow):
@@ -71,6 +78,10 @@ class ScheduleRow(TypedRow):
     tz: str | None
     next_due_at: int | None
     deleted_at: float | None
+    last_poll_at: float | None  # a poll trigger's last poll (migration 0013)
+    last_poll_reason: str | None
+    last_poll_detail: str | None
+    last_poll_ok_at: float | None
 
 
 class ScheduleRunRow(TypedRow):
@@ -101,6 +112,21 @@ class ScheduleRunRow(TypedRow):
     action_json: Any
     idempotency_key: str | None  # li submit --key (migration 0011)
     lease_epoch: int  # how many times it was claimed, counted on from the run it retries
+    event_key: str | None  # the event it is for (migration 0013)
+    event_json: str | None
+
+
+class EventRow(TypedRow):
+    """A ``schedule_events`` row (migration 0013): an event a schedule saw, and the run
+    it fired (``schedule_run_id`` None for the baseline of a first poll)."""
+
+    schedule_id: str
+    event_key: str
+    source: str
+    event_json: str | None
+    seen_at: float
+    baseline: bool
+    schedule_run_id: str | None
 
 
 class RunLeaseRow(TypedRow):

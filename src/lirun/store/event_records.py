@@ -1,0 +1,107 @@
+"""Events that start schedule runs, ``store.events`` (SQL in ``sql/common/events.sql``).
+
+An event (a polled item now; webhooks and chains later, told apart by ``source``) is
+stored once per (schedule, key) by the unique key of ``schedule_events``: of any number
+of workers that see it, exactly one inserts it. The run it fires is inserted in the same
+transaction, so a worker that dies between seeing an event and firing it leaves neither
+(the next poll finds it new again), and never one without the other, except the
+baseline of a schedule's first poll, stored as seen on purpose with no run.
+"""
+
+from __future__ import annotations
+
+import time
+
+from lirun.hints import Any
+from lirun.lifecycle import policy_for
+from lirun.reasons import validate_reason
+from lirun.store.records import new_id, require_text
+from lirun.store.repository import Repository
+from lirun.store.rows import EventRow
+from lirun.store.transitions import HistoryEntry
+
+SOURCES = ("poll", "webhook", "chain")
+OK_REASON = "schedule.poll.ok"
+MAX_DETAIL = 2000
+
+
+class Events(Repository):
+    """``store.events``: the events schedules saw and the runs they fired."""
+
+    def record(
+        self,
+        *,
+        schedule_id: str,
+        event_key: str,
+        event_json: str,
+        source: str = "poll",
+        action_kind: str | None = None,
+        status: str = "queued",
+        reason_code: str = "schedule.queued.created",
+        reason_summary: str = "",
+    ) -> tuple[bool, str | None]:
+        """Store the event if it is new: (True, the run it fired) when this call stored
+        it, (False, None) when it was seen before. ``action_kind`` None stores it as a
+        baseline (seen, nothing fired); otherwise its run (``status`` queued, or skipped
+        with ``reason_code`` when a policy refused it) is inserted in the same
+        transaction."""
+        require_text(schedule_id=schedule_id, event_key=event_key)
+        if source not in SOURCES:
+            raise ValueError(f"event source {source!r}: expected one of {SOURCES}")
+        now = time.time()
+        run_id = new_id() if action_kind is not None else None
+        policy = policy_for("schedule_run")
+        if action_kind is not None:
+            validate_reason(reason_code, policy.entity_type, status)
+        event = {
+            "schedule_id": schedule_id,
+            "event_key": event_key,
+            "source": source,
+            "event_json": event_json,
+            "now": now,
+            "baseline": 1 if action_kind is None else 0,
+            "schedule_run_id": run_id,
+        }
+        with self.connector.write() as tx:
+            if tx.execute(self.sql("insert_event"), event) != 1:
+                return False, None
+            if run_id is None or action_kind is None:
+                return True, None
+            run = {
+                "id": run_id,
+                "schedule_id": schedule_id,
+                "action_kind": action_kind,
+                "status": status,
+                "reason_code": reason_code,
+                "reason_summary": reason_summary,
+                "event_key": event_key,
+                "event_json": event_json,
+                "ended_at": now if status in policy.terminal else None,
+                "now": now,
+            }
+            tx.execute(self.sql("insert_event_run"), run)
+            entry = HistoryEntry(run_id, None, status, reason_code, reason_summary, source="system")
+            self.store.append_transition(tx, policy, entry, now)
+        return True, run_id
+
+    def record_poll(self, schedule_id: str, *, reason: str, detail: str = "") -> None:
+        """A poll's outcome (a ``schedule.poll.*`` code) as the schedule's last poll."""
+        validate_reason(reason)
+        params = {"id": schedule_id, "now": time.time(), "reason": reason}
+        params["detail"] = detail[:MAX_DETAIL]
+        params["ok"] = 1 if reason == OK_REASON else 0
+        with self.connector.write() as tx:
+            tx.execute(self.sql("record_poll"), params)
+
+    def count(self, schedule_id: str) -> tuple[int, int]:
+        """(events seen, events that fired a run) of the schedule."""
+        params = {"schedule_id": schedule_id}
+        seen = self.connector.read(self.sql("count_events"), params)
+        fired = self.connector.read(self.sql("count_event_runs"), params)
+        return int(seen[0]["n"]), int(fired[0]["n"])
+
+    def list(self, schedule_id: str, *, limit: int = 100) -> list[EventRow]:
+        """The schedule's events, newest first."""
+        params: dict[str, Any] = {"schedule_id": schedule_id, "limit": int(limit)}
+        rows = self.connector.read(self.sql("list_events"), params)
+        return [EventRow.from_row({**r, "baseline": bool(r["baseline"])}) for r in rows]
