@@ -30,7 +30,8 @@ from lirun.schedules.definition import (
 from lirun.schedules.event_action import check_templates
 from lirun.schedules.registry import current_actor
 from lirun.schedules.submit import fire_now
-from lirun.schedules.triggers import format_utc, parse_trigger
+from lirun.schedules.triggers import EVENT_KINDS, format_utc, parse_trigger
+from lirun.schedules.webhooks import webhook_words
 from lirun.settings import Settings
 from lirun.store import Store, open_store
 from lirun.store.rows import ScheduleRow
@@ -65,7 +66,9 @@ the IANA zone ZONE, default this machine's zone, stored by name), --every DURATI
 with an offset, e.g. 2026-12-24T18:00:00+01:00; without one only with --tz), or by event:
 --poll CMD runs CMD every --every (default 1m); each JSON object it prints whose --key
 (default id) was never seen fires the action once, which reads it as {{{{ event.FIELD }}}}
-(the first poll only records what exists, unless --backfill).
+(the first poll only records what exists, unless --backfill). --webhook --secret-env VAR
+makes li ui accept POST /hooks/NAME signed with the secret in VAR (X-Hub-Signature-256);
+each delivery (X-GitHub-Delivery, else --key) fires the action once.
 
 {ACTIONS}
   li schedule add nightly --cron '30 2 * * *' --tz Europe/Berlin -- \\
@@ -116,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     add = _sub(sub, parser, "add", "define a schedule: li schedule add NAME TRIGGER -- ACTION")
     add.usage = (
         "li schedule add NAME (--cron EXPR [--tz ZONE] | --every DURATION | --at TIME | "
-        "--poll CMD [--every DURATION] [--key FIELD] [--backfill] [--poll-timeout DURATION]) "
+        "--poll CMD [--every DURATION] [--key FIELD] [--backfill] [--poll-timeout DURATION] | "
+        "--webhook --secret-env VAR [--key FIELD]) "
         "[policies] [--disabled] [--json] -- ACTION ..."
     )
     add.description = "define a schedule: li schedule add NAME TRIGGER -- ACTION\n\n" + ACTIONS
@@ -136,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--poll-timeout", metavar="DURATION", help="how long CMD may run (default 60s)"
+    )
+    add.add_argument(
+        "--webhook", action="store_true", help="fire on each signed POST /hooks/NAME to li ui"
+    )
+    add.add_argument(
+        "--secret-env", metavar="VAR", help="li ui's variable holding the webhook's secret"
     )
     add.add_argument("--disabled", action="store_true", help="create it disabled")
     add.add_argument("--json", action="store_true", help="the stored schedule as JSON")
@@ -216,6 +226,8 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
         key=args.key,
         backfill=args.backfill,
         poll_timeout=args.poll_timeout,
+        webhook=args.webhook,
+        secret_env=args.secret_env,
     )
     definition = Definition(
         name=name,
@@ -225,7 +237,7 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
         enabled=not args.disabled,
     )
     registry.refuse_past_at(definition, now)
-    check_templates(definition.action, has_events=trigger.kind == "poll")
+    check_templates(definition.action, has_events=trigger.kind in EVENT_KINDS)
     check_stored_size(definition)  # before the store opens: a refused add writes nothing
     store = open_store(args.db)
     try:
@@ -300,7 +312,8 @@ def _show(store: Store, args: Any, now: int) -> int:
     row = registry.find(store, args.name)
     policies = Policies.from_dict(row.policies_json or {})
     history = store.list_transitions("schedule", row.id)
-    polled = (row.trigger_json or {}).get("kind") == "poll"
+    kind = (row.trigger_json or {}).get("kind")
+    polled = kind in EVENT_KINDS
     events = _events(store, row) if polled else None
     if args.json:
         detail = {"schedule": row.as_dict(), "history": [t.as_dict() for t in history]}
@@ -317,7 +330,9 @@ def _show(store: Store, args: Any, now: int) -> int:
     ]  # fmt: skip
     if policies.budget_usd is not None or policies.budget_tokens is not None:
         fields.append(("spent", _spent(store, row, policies, now)))
-    if events is not None:
+    if kind == "webhook":
+        fields.append(("hook", webhook_words(row.name, row.trigger_json or {})))
+    elif events is not None:
         fields.append(("last poll", _last_poll(row)))
         fields.append(("events", f"{events['seen']} seen, {events['fired']} fired a run"))
     for key, value in fields:

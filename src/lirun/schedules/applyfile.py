@@ -39,7 +39,7 @@ from lirun.schedules.definition import (
 )
 from lirun.schedules.event_action import check_templates
 from lirun.schedules.registry import MISSING
-from lirun.schedules.triggers import parse_trigger
+from lirun.schedules.triggers import EVENT_KINDS, parse_trigger
 from lirun.yamlfile.lines import read_yaml, where
 from lirun.yamlfile.problems import did_you_mean
 
@@ -54,6 +54,8 @@ ENTRY_KEYS = frozenset(
         "key",
         "backfill",
         "poll_timeout",
+        "webhook",
+        "secret_env",
         "tz",
         "action",
         "cwd",
@@ -126,12 +128,19 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
         raise UsageError(f"{where(path, entry, 'name')}: {exc}") from None
     key = "name"
     try:
-        trigger_keys = ("poll", "cron", "every", "at", "key", "backfill", "poll_timeout")
+        trigger_keys = (
+            "poll", "webhook", "cron", "every", "at", "key", "backfill", "poll_timeout",
+            "secret_env",
+        )  # fmt: skip
         key = next((k for k in trigger_keys if k in entry), "name")
         backfill = entry.get("backfill", False)
         if not isinstance(backfill, bool):
             key = "backfill"
             raise UsageError(f"backfill: {backfill!r}; expected true or false")
+        webhook = entry.get("webhook", False)
+        if not isinstance(webhook, bool):
+            key = "webhook"
+            raise UsageError(f"webhook: {webhook!r}; expected true or false")
         trigger = parse_trigger(
             cron=_text(entry, "cron"),
             every=_text(entry, "every"),
@@ -143,6 +152,8 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
             key=_text(entry, "key"),
             backfill=backfill,
             poll_timeout=_text(entry, "poll_timeout"),
+            webhook=webhook,
+            secret_env=_text(entry, "secret_env"),
         )
         key = "action"
         action = parse_action(_words(entry.get("action")), base=_base(path, entry))
@@ -156,7 +167,7 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
             raise UsageError(f"enabled: {enabled!r}; expected true or false")
         key = "action"
         definition = Definition(name, trigger, action, policies, enabled)
-        check_templates(action, has_events=trigger.kind == "poll")
+        check_templates(action, has_events=trigger.kind in EVENT_KINDS)
         check_stored_size(definition)
     except UsageError as exc:
         raise UsageError(f"{where(path, entry, key)}: schedule {name!r}: {exc}") from None

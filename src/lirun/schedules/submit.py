@@ -85,7 +85,7 @@ def check_key(key: str) -> str:
     return key
 
 
-def _offer(store: Store, run_id: str) -> None:
+def offer(store: Store, run_id: str) -> None:
     """Tell the workers about the committed run ``run_id`` at once (best effort)."""
     try:
         transport = transport_for(store)
@@ -137,7 +137,7 @@ def submit_once(
                 "options; nothing was queued: use a new key for different work"
             )
         return Submission(run, False)
-    _offer(store, run.id)
+    offer(store, run.id)
     return Submission(run, True)
 
 
@@ -158,10 +158,12 @@ def fire_now(store: Store, name: str, *, actor: str | None = None) -> ScheduleRu
     schedule (its action is for an event, and firing by hand has none)."""
 
     schedule = registry.find(store, name)
-    if (schedule.trigger_json or {}).get("kind") == "poll":
+    kind = (schedule.trigger_json or {}).get("kind")
+    if kind in ("poll", "webhook"):
+        source = "new item its poll finds" if kind == "poll" else "signed request to its hook"
         raise UsageError(
-            f"{name} runs once per new item its poll finds (its action reads the event); "
-            "it cannot be fired by hand: add the item to what it polls"
+            f"{name} runs once per {source} (its action reads the event); "
+            "it cannot be fired by hand: send it the event"
         )
     row = store.schedules.insert_queued_run(
         action_kind=schedule.action_kind,
@@ -170,5 +172,5 @@ def fire_now(store: Store, name: str, *, actor: str | None = None) -> ScheduleRu
         source="user",
         actor=actor,
     )
-    _offer(store, row.id)
+    offer(store, row.id)
     return row

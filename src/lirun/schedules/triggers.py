@@ -11,7 +11,8 @@ that exists after the gap) and once on the fall-back day (at the first 02:30).
 ``--every`` is anchored on the schedule's creation time: due at anchor + k·period, k ≥ 1,
 never drifting with how late a worker fired. ``--at`` is due once. ``--poll CMD`` is due
 as ``--every`` is (default every minute): each due time is one run of CMD, whose new
-items are events (``schedules/events.py``).
+items are events (``schedules/events.py``). ``--webhook`` is never due: its events come
+as signed requests to ``li ui`` (``schedules/webhooks.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from lirun.errors import UsageError
 from lirun.schedules.durations import format_duration, parse_duration
 from lirun.schedules.events import DEFAULT_KEY, check_key_path
 
-KINDS = ("cron", "every", "at", "poll")
+KINDS = ("cron", "every", "at", "poll", "webhook")
+EVENT_KINDS = ("poll", "webhook")  # the kinds whose runs are each for one event
 DEFAULT_POLL_EVERY = "1m"
 DEFAULT_POLL_TIMEOUT = "60s"
 CRON_EXAMPLE = "'30 2 * * *' (02:30 every day) or '*/15 9-17 * * mon-fri'"
@@ -54,10 +56,14 @@ class Trigger:
     key: str | None = None  # poll: the items' key (a dotted path)
     backfill: bool | None = None  # poll: the first poll fires what it finds
     timeout: int | None = None  # poll: seconds the command may take
+    secret_env: str | None = None  # webhook: the variable holding the secret in li ui's env
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind, "tz": self.tz}
-        for key in ("expr", "seconds", "anchor", "at", "command", "key", "backfill", "timeout"):
+        for key in (
+            "expr", "seconds", "anchor", "at", "command", "key", "backfill", "timeout",
+            "secret_env",
+        ):  # fmt: skip
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
         return data
@@ -78,6 +84,7 @@ class Trigger:
             key=data.get("key"),
             backfill=data.get("backfill"),
             timeout=data.get("timeout"),
+            secret_env=data.get("secret_env"),
         )
 
     def describe(self) -> str:
@@ -92,6 +99,8 @@ class Trigger:
                 f"poll '{self.command}' every {format_duration(self.seconds or 0)} "
                 f"key {self.key}, timeout {format_duration(self.timeout or 0)}{extra}"
             )
+        if self.kind == "webhook":
+            return f"webhook, secret ${self.secret_env}, key {self.key}"
         return f"at {format_local(self.at or 0, self.tz)}"
 
 
@@ -223,6 +232,29 @@ def poll_trigger(
     )
 
 
+def webhook_trigger(secret_env: str | None, key: str | None = None) -> Trigger:
+    """A webhook trigger: events POSTed to ``li ui`` at ``/hooks/NAME``, signed with the
+    secret in the environment variable ``secret_env`` (its name is stored, never its
+    value), keyed by the delivery id or ``key`` (default ``id``)."""
+    if not secret_env:
+        raise UsageError(
+            "--webhook needs --secret-env VAR: the environment variable of `li ui` that "
+            "holds the secret the sender signs with, e.g. --secret-env GITHUB_HOOK_SECRET"
+        )
+    name = str(secret_env)
+    if not (name[0].isalpha() or name[0] == "_") or not set(name) <= _ENV_CHARS:
+        raise UsageError(
+            f"--secret-env {name!r} is not an environment variable name; give the name "
+            "(letters, digits, _), not the secret, e.g. --secret-env GITHUB_HOOK_SECRET"
+        )
+    path = key if key is not None else DEFAULT_KEY
+    check_key_path(path)
+    return Trigger(kind="webhook", key=path, secret_env=name)
+
+
+_ENV_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
 def parse_time(text: str, tz: str | None) -> int:
     """RFC 3339 with an offset (``Z`` or ``+01:00``) → epoch seconds.
 
@@ -283,10 +315,33 @@ def parse_trigger(
     key: str | None = None,
     backfill: bool = False,
     poll_timeout: str | None = None,
+    webhook: bool = False,
+    secret_env: str | None = None,
 ) -> Trigger:
-    """Exactly one of ``cron``, ``every``, ``at`` and ``poll`` (``every`` is then how
-    often it polls). ``tz`` defaults to ``local_zone`` for cron (resolved by the caller
-    with ``local_zone_name``); ``now`` anchors ``every`` and ``poll``."""
+    """Exactly one of ``cron``, ``every``, ``at``, ``poll`` (``every`` is then how
+    often it polls) and ``webhook``. ``tz`` defaults to ``local_zone`` for cron (resolved
+    by the caller with ``local_zone_name``); ``now`` anchors ``every`` and ``poll``."""
+    if webhook:
+        given = [
+            n
+            for n, v in (
+                ("--cron", cron),
+                ("--every", every),
+                ("--at", at),
+                ("--poll", poll),
+                ("--poll-timeout", poll_timeout),
+            )
+            if v
+        ]
+        if backfill:
+            given.append("--backfill")
+        if given:
+            raise UsageError(
+                f"--webhook fires on each signed request to li ui; it cannot take {given[0]}"
+            )
+        return webhook_trigger(secret_env, key)
+    if secret_env is not None:
+        raise UsageError("--secret-env belongs to a webhook trigger: give --webhook with it")
     if poll is not None:
         if cron is not None or at is not None:
             other = "--cron" if cron is not None else "--at"
@@ -296,14 +351,17 @@ def parse_trigger(
         )
     for name, value in (("--key", key), ("--poll-timeout", poll_timeout)):
         if value is not None:
-            raise UsageError(f"{name} belongs to a poll trigger: give --poll CMD with it")
+            raise UsageError(
+                f"{name} belongs to a poll trigger or a webhook: give --poll CMD or --webhook"
+            )
     if backfill:
         raise UsageError("--backfill belongs to a poll trigger: give --poll CMD with it")
     named = [k for k, v in (("cron", cron), ("every", every), ("at", at)) if v is not None]
     if len(named) != 1:
         raise UsageError(
             "give exactly one trigger: --cron EXPR [--tz ZONE], --every DURATION, --at TIME "
-            "or --poll CMD" + (f" (got {', '.join('--' + g for g in named)})" if named else "")
+            "--poll CMD or --webhook"
+            + (f" (got {', '.join('--' + g for g in named)})" if named else "")
         )
     if tz is not None:
         zone(tz)
@@ -322,6 +380,8 @@ def next_due(trigger: Trigger, after_epoch: int) -> int | None:
     """The first due time strictly after ``after_epoch``; None when there is none (an
     ``at`` trigger whose time has passed)."""
     after = int(after_epoch)
+    if trigger.kind == "webhook":
+        return None  # its events come as requests, never at a time
     if trigger.kind == "at":
         assert trigger.at is not None
         return trigger.at if trigger.at > after else None

@@ -1,6 +1,6 @@
 """Events that start schedule runs, ``store.events`` (SQL in ``sql/common/events.sql``).
 
-An event (a polled item now; webhooks and chains later, told apart by ``source``) is
+An event (a polled item, a webhook delivery; chains later, told apart by ``source``) is
 stored once per (schedule, key) by the unique key of ``schedule_events``: of any number
 of workers that see it, exactly one inserts it. The run it fires is inserted in the same
 transaction, so a worker that dies between seeing an event and firing it leaves neither
@@ -105,3 +105,11 @@ class Events(Repository):
         params: dict[str, Any] = {"schedule_id": schedule_id, "limit": int(limit)}
         rows = self.connector.read(self.sql("list_events"), params)
         return [EventRow.from_row({**r, "baseline": bool(r["baseline"])}) for r in rows]
+
+    def get(self, schedule_id: str, event_key: str) -> EventRow | None:
+        """The schedule's event with this key, or None when it was never seen."""
+        params = {"schedule_id": schedule_id, "event_key": event_key}
+        rows = self.connector.read(self.sql("get_event"), params)
+        return (
+            EventRow.from_row({**rows[0], "baseline": bool(rows[0]["baseline"])}) if rows else None
+        )

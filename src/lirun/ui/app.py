@@ -38,6 +38,7 @@ from lirun.ui.artifacts import (
 )
 from lirun.ui.events import Change, Hub, Notice, change_of
 from lirun.ui.filters import FILTERS, shown
+from lirun.ui.hooks import Hooks
 from lirun.ui.jsonable import to_json
 from lirun.ui.metrics import CONTENT_TYPE, render
 from lirun.ui.openapi import API, openapi_document
@@ -80,6 +81,7 @@ class Dashboard:
         self.env = _environment()
         self.hub = Hub(db_url)
         self.run_files: dict[str, dict[str, Any]] = {}
+        self.hooks = Hooks(db_url)  # POST /hooks/NAME: the one route that writes
 
     def page(self, name: str, request: Request, status: int = 200, **context: Any) -> Response:
         html = self.env.get_template(name).render(request=request, path=request.url.path, **context)
@@ -254,6 +256,7 @@ def _routes(dash: Dashboard) -> list[Any]:
         Route("/events", events),
         Route("/api/openapi.json", openapi),
         Route("/metrics", metrics),
+        Route("/hooks/{name}", dash.hooks.endpoint, methods=["POST"]),
     ]
     routes += [Route(spec.path, handlers[spec.handler]) for spec in API]
     routes.append(Mount("/static", StaticFiles(directory=os.path.join(HERE, "static"))))
@@ -357,6 +360,7 @@ def create_app(
         finally:
             await run_in_threadpool(dash.hub.stop)
             dash.store.close()
+            dash.hooks.close()
 
     app = Starlette(routes=_routes(dash), lifespan=lifespan)
     app.state.dashboard = dash

@@ -166,7 +166,7 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
         "strip": oldest_first,
         "history": [t.as_dict() for t in store.list_transitions("schedule", row.id)],
     }
-    if (row.trigger_json or {}).get("kind") == "poll":
+    if (row.trigger_json or {}).get("kind") in ("poll", "webhook"):
         page["events"] = _events(store, row, {str(r["id"]): r for r in runs})
     return page
 

@@ -7,6 +7,8 @@
 - On a local bind only local Host names are answered (a web page elsewhere cannot reach
   the dashboard through DNS rebinding).
 - Pages are read-only: a method other than GET or HEAD is refused.
+- Except ``POST /hooks/NAME`` (``ui/hooks.py``): a webhook's sender has no token, and
+  its request is checked by its signature instead, so the token is not asked for there.
 - Every answer carries a strict Content-Security-Policy (no inline script, scripts from
   the dashboard only), ``nosniff``, no framing and no referrer.
 """
@@ -18,6 +20,8 @@ from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
+
+from lirun.schedules.webhooks import HOOK_PATH
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -43,6 +47,15 @@ HEADERS = (
 def is_local_host(host: str) -> bool:
     """Whether binding ``host`` keeps the dashboard on this machine."""
     return host in LOCAL_HOSTS or host.startswith("127.")
+
+
+def is_hook(scope: Scope) -> bool:
+    """Whether the request is a webhook delivery: ``POST /hooks/NAME`` (one segment)."""
+    path = str(scope.get("path", ""))
+    name = path[len(HOOK_PATH) :]
+    return (
+        scope["method"] == "POST" and path.startswith(HOOK_PATH) and bool(name) and "/" not in name
+    )
 
 
 def _host_name(value: str) -> str:
@@ -91,6 +104,8 @@ class Guard:
         host = _host_name(headers.get("host", ""))
         if self.allowed_hosts is not None and host not in self.allowed_hosts:
             return _plain(400, f"this dashboard answers only for {sorted(self.allowed_hosts)}")
+        if is_hook(scope):
+            return None  # the hook checks the request's signature (ui/hooks.py)
         if scope["method"] not in ("GET", "HEAD"):
             return _plain(405, "the dashboard is read-only")
         if self.token is None:

@@ -38,3 +38,8 @@ UPDATE schedules SET last_poll_at = :now, last_poll_reason = :reason,
        last_poll_detail = :detail,
        last_poll_ok_at = CASE WHEN :ok = 1 THEN :now ELSE last_poll_ok_at END
  WHERE id = :id
+
+-- name: get_event
+-- One event of a schedule by its key (a webhook's redelivery answers with its run).
+SELECT * FROM schedule_events
+ WHERE schedule_id = :schedule_id AND event_key = :event_key
