@@ -334,6 +334,7 @@ def _show(store: Store, args: Any, now: int) -> int:
         fields.append(("hook", webhook_words(row.name, row.trigger_json or {})))
     elif events is not None:
         fields.append(("last poll", _last_poll(row)))
+    if events is not None:
         fields.append(("events", f"{events['seen']} seen, {events['fired']} fired a run"))
     for key, value in fields:
         print(f"{key:<10} {value}")
