@@ -128,6 +128,17 @@ def test_a_bad_signature_is_401_and_writes_nothing(store: Store, server: str, ca
     assert counts(store) == (0, 0)
 
 
+def test_githubs_ping_is_answered_and_fires_nothing(store: Store, server: str) -> None:
+    body = json.dumps({"zen": "Keep it logically awesome.", "hook_id": 1}).encode()
+    headers = {**signed(body, "ping-1"), "X-GitHub-Event": "ping"}
+    status, answer = post(f"{server}/hooks/hook", body, headers)
+    assert status == 200
+    assert answer["status"] == "ping"
+    assert counts(store) == (0, 0)
+    headers["X-Hub-Signature-256"] = "sha256=" + "0" * 64
+    assert post(f"{server}/hooks/hook", body, headers)[0] == 401
+
+
 def test_a_redelivery_fires_once(store: Store, server: str) -> None:
     body = json.dumps({"id": 1, "title": "x"}).encode()
     first = post(f"{server}/hooks/hook", body, signed(body, "same"))

@@ -20,7 +20,7 @@ from lirun.logs import get_logger
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import RUN, FireFacts, refusal
 from lirun.schedules.submit import offer
-from lirun.schedules.webhooks import HookRefused, parse_event, signature_ok
+from lirun.schedules.webhooks import HookRefused, is_ping, parse_event, signature_ok
 from lirun.store import Store
 
 log = get_logger(__name__)
@@ -34,7 +34,7 @@ class Accepted:
     schedule_run_id: str | None
     event_key: str
     duplicate: bool
-    status: str
+    status: str  # queued, skipped, duplicate, or ping (GitHub's hello: nothing stored)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -72,6 +72,8 @@ def receive(
             "missing or wrong signature: send X-Hub-Signature-256 (or X-Lirun-Signature) "
             "as sha256=<hex HMAC-SHA256 of the body with the secret>",
         )
+    if is_ping(headers):
+        return Accepted(None, "", False, "ping")
     event = parse_event(body, headers, definition.trigger.key)
     if row.status != "enabled":
         raise HookRefused(409, f"schedule {name!r} is {row.status}; nothing was stored")

@@ -22,6 +22,7 @@ MAX_BODY_BYTES = 1024 * 1024
 HOOK_PATH = "/hooks/"
 SIGNATURE_HEADERS = ("x-hub-signature-256", "x-lirun-signature")
 DELIVERY_HEADER = "x-github-delivery"
+EVENT_HEADER = "x-github-event"
 _PREFIX = "sha256="
 
 
@@ -47,6 +48,11 @@ def signature_ok(secret: str, body: bytes, headers: Mapping[str, str]) -> bool:
         return False
     expected = sign(secret, body).encode()
     return all(hmac.compare_digest(value.strip().lower().encode(), expected) for value in given)
+
+
+def is_ping(headers: Mapping[str, str]) -> bool:
+    """GitHub's ``ping``, sent when a webhook is created: answered, never an event."""
+    return headers.get(EVENT_HEADER, "").strip().lower() == "ping"
 
 
 def parse_event(body: bytes, headers: Mapping[str, str], key: str | None) -> Event:

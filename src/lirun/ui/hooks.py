@@ -7,7 +7,8 @@ dashboard keeps its token and read-only rule). The body is read with a bound
 ``webhook_intake.receive`` checks and stores it with a store of its own that may write
 (the dashboard's own store is read-only), opened on the first delivery. Answers are JSON:
 202 ``{schedule_run_id, event_key, duplicate, status}`` once the event and its queued run
-are committed (200 for a redelivery, with the first delivery's run), else
+are committed (200 for a redelivery, with the first delivery's run, and for GitHub's
+``ping``, which stores nothing), else
 ``{"error": …}`` with 400, 401, 404, 409, 413 or 503, having written nothing.
 """
 
@@ -51,7 +52,9 @@ class Hooks:
             accepted = receive(self.store(), name, body, headers, os.environ)
         except HookRefused as refused:
             return JSONResponse({"error": refused.message}, status_code=refused.status)
-        return JSONResponse(accepted.as_dict(), status_code=200 if accepted.duplicate else 202)
+        return JSONResponse(
+            accepted.as_dict(), status_code=202 if accepted.status in ("queued", "skipped") else 200
+        )
 
     async def endpoint(self, request: Request) -> Response:
         body = await read_bounded(request, MAX_BODY_BYTES)
