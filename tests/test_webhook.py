@@ -231,3 +231,18 @@ def test_100_deliveries_each_sent_twice_at_once_make_exactly_100_runs(
     assert sorted(set(statuses)) == [200, 202]
     assert statuses.count(202) == 100
     assert counts(store) == (100, 100)
+
+
+def test_the_schedule_page_says_the_hook_and_its_events(store: Store, server: str) -> None:
+    body = json.dumps({"id": 5, "title": "x"}).encode()
+    assert post(f"{server}/hooks/hook", body, signed(body, "page-1"))[0] == 202
+    request = urllib.request.Request(
+        f"{server}/schedules/hook", headers={"Authorization": "Bearer dashboard-token-0123456789"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as page:
+        html = page.read().decode()
+    assert "POST /hooks/hook" in html
+    assert f"${VAR}" in html
+    assert "1 seen, 1 fired a run" in html
+    assert "page-1" in html
+    assert "last poll" not in html

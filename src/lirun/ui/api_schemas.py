@@ -255,8 +255,8 @@ def components() -> dict[str, Schema]:
             },
             {
                 "events": {
-                    "description": "a poll schedule's events (newest 50) and the run each "
-                    "started (schedule_run_id null: the baseline of its first poll)",
+                    "description": "a poll or webhook schedule's events (newest 50) and the run "
+                    "each started (schedule_run_id null: the baseline of its first poll)",
                     **obj({"seen": INT, "fired": INT, "recent": array(obj({"event_key": STR}))}),
                 }
             },
