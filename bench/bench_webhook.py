@@ -28,6 +28,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from benchkit import out, postgres_url
 
@@ -83,7 +84,7 @@ def main() -> int:
             )
             registry.add(store, definition, now=int(time.time()))
             store.close()
-            procs = []
+            procs: list[subprocess.Popen[Any]] = []
             with open(base / "worker.log", "wb") as log:
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "lirun", "worker"],
