@@ -149,6 +149,7 @@ _CODES: dict[str, str] = {
     "schedule.skipped.missed_fire": "skipped: no worker fired it within the missed grace",
     "schedule.skipped.missed_summary": "skipped: more missed due times than recorded one by one",
     "schedule.skipped.max_runs": "skipped: the schedule reached --max-runs",
+    "schedule.skipped.chain_depth": "skipped: its parent run is at the chain depth bound (10)",
     # a poll trigger's last poll (schedules.last_poll_reason, docs/schedules.md)
     "schedule.poll.ok": "poll succeeded",
     "schedule.poll.failed_exit": "poll command exited non-zero",

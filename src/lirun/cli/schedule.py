@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.usage = (
         "li schedule add NAME (--cron EXPR [--tz ZONE] | --every DURATION | --at TIME | "
         "--poll CMD [--every DURATION] [--key FIELD] [--backfill] [--poll-timeout DURATION] | "
-        "--webhook --secret-env VAR [--key FIELD]) "
+        "--webhook --secret-env VAR [--key FIELD] | --after OTHER[:completed|failed|any]) "
         "[policies] [--disabled] [--json] -- ACTION ..."
     )
     add.description = "define a schedule: li schedule add NAME TRIGGER -- ACTION\n\n" + ACTIONS
@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add.add_argument(
         "--secret-env", metavar="VAR", help="li ui's variable holding the webhook's secret"
+    )
+    add.add_argument(
+        "--after", metavar="OTHER[:OUTCOME]", help="fire when a run of OTHER completes|failed|any"
     )
     add.add_argument("--disabled", action="store_true", help="create it disabled")
     add.add_argument("--json", action="store_true", help="the stored schedule as JSON")
@@ -228,6 +231,7 @@ def _add(args: Any, action: list[str] | None, now: int) -> int:
         poll_timeout=args.poll_timeout,
         webhook=args.webhook,
         secret_env=args.secret_env,
+        after=args.after,
     )
     definition = Definition(
         name=name,
@@ -440,7 +444,11 @@ def _apply(args: Any, now: int) -> int:
     store = open_store(args.db)
     try:
         changes = registry.plan(
-            store.schedules.list_all(), list(loaded.definitions), now=now, missing=loaded.missing
+            store.schedules.list_all(),
+            list(loaded.definitions),
+            now=now,
+            missing=loaded.missing,
+            places=loaded.places,
         )
         lost = []
         if not args.dry_run:

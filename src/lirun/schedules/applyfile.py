@@ -23,7 +23,7 @@ value are errors naming ``file:line``; nothing is written unless the whole file 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ ENTRY_KEYS = frozenset(
         "poll_timeout",
         "webhook",
         "secret_env",
+        "after",
         "tz",
         "action",
         "cwd",
@@ -71,6 +72,7 @@ class ApplyFile:
     path: str
     definitions: tuple[Definition, ...]
     missing: str
+    places: dict[str, str] = field(default_factory=dict)  # name -> file:line of its after:
 
 
 def _unknown(path: Path, node: Any, allowed: frozenset[str], what: str) -> None:
@@ -104,6 +106,7 @@ def load_apply_file(file: str, *, now: int, local_zone: str | None = None) -> Ap
             "(- name: ..., cron: ..., action: ...)"
         )
     seen: dict[str, str] = {}
+    places: dict[str, str] = {}  # each schedule's file:line, for registry.plan's errors
     definitions = []
     for entry in entries:
         definition = _entry(path, entry, now, local_zone)
@@ -114,8 +117,9 @@ def load_apply_file(file: str, *, now: int, local_zone: str | None = None) -> Ap
                 f"(first at {seen[definition.name]})"
             )
         seen[definition.name] = here
+        places[definition.name] = where(path, entry, "after" if "after" in entry else "name")
         definitions.append(definition)
-    return ApplyFile(str(path), tuple(definitions), missing)
+    return ApplyFile(str(path), tuple(definitions), missing, places)
 
 
 def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definition:
@@ -130,7 +134,7 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
     try:
         trigger_keys = (
             "poll", "webhook", "cron", "every", "at", "key", "backfill", "poll_timeout",
-            "secret_env",
+            "secret_env", "after",
         )  # fmt: skip
         key = next((k for k in trigger_keys if k in entry), "name")
         backfill = entry.get("backfill", False)
@@ -154,6 +158,7 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
             poll_timeout=_text(entry, "poll_timeout"),
             webhook=webhook,
             secret_env=_text(entry, "secret_env"),
+            after=_text(entry, "after"),
         )
         key = "action"
         action = parse_action(_words(entry.get("action")), base=_base(path, entry))

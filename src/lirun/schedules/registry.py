@@ -10,10 +10,12 @@ disabled is never counted as missed fires.
 from __future__ import annotations
 
 import getpass
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lirun.errors import NotFoundError, UsageError
+from lirun.schedules.chains import link_problem
 from lirun.schedules.definition import Definition, check_stored_size, diff, stored_definition
 from lirun.schedules.triggers import AT_EXAMPLE, next_due
 from lirun.store.rows import ScheduleRow
@@ -68,6 +70,10 @@ def add(store: Store, definition: Definition, *, now: int, actor: str | None = N
     ``at`` time in the past or a definition past its stored size."""
     refuse_past_at(definition, now)
     check_stored_size(definition)
+    links = chain_links(store.schedules.list_all(), [definition])
+    problem = link_problem(links, [definition.name])
+    if problem is not None:
+        raise UsageError(problem[1])
     return store.schedules.create(
         name=definition.name,
         fields=definition_fields(definition, now),
@@ -163,12 +169,29 @@ def _keep_anchor(stored: Definition, wanted: Definition) -> Definition:
     return wanted
 
 
+def chain_links(rows: list[ScheduleRow], wanted: list[Definition]) -> dict[str, str | None]:
+    """Each schedule's ``--after`` parent: the stored ones' (``rows``), as ``wanted``
+    redefines them."""
+    links = {r.name: (r.trigger_json or {}).get("after") for r in rows}
+    return links | {d.name: d.trigger.after for d in wanted}
+
+
 def plan(
-    rows: list[ScheduleRow], wanted: list[Definition], *, now: int, missing: str = "disable"
+    rows: list[ScheduleRow],
+    wanted: list[Definition],
+    *,
+    now: int,
+    missing: str = "disable",
+    places: Mapping[str, str] | None = None,
 ) -> list[Change]:
     """What makes the stored schedules (``rows``, not deleted) match ``wanted``: create
     the new, update the changed (a change of ``enabled`` alone is an enable or disable),
-    and for stored schedules not wanted: ``missing`` = disable, delete or keep."""
+    and for stored schedules not wanted: ``missing`` = disable, delete or keep.
+    UsageError (prefixed by ``places[name]``, its file:line) for a wrong ``after``."""
+    problem = link_problem(chain_links(rows, wanted), [d.name for d in wanted])
+    if problem is not None:
+        where = (places or {}).get(problem[0], f"schedule {problem[0]!r}")
+        raise UsageError(f"{where}: {problem[1]}")
     stored = {row.name: row for row in rows}
     changes: list[Change] = []
     for definition in wanted:

@@ -154,13 +154,17 @@ def submit(
 
 def fire_now(store: Store, name: str, *, actor: str | None = None) -> ScheduleRunRow:
     """Queue one run of the schedule ``name`` now (no due time: it never collides with
-    a due-time run). NotFoundError (exit 2) for an unknown name; UsageError for a poll
-    schedule (its action is for an event, and firing by hand has none)."""
+    a due-time run). NotFoundError (exit 2) for an unknown name; UsageError for an event
+    schedule (poll, webhook, chain: its action is for an event, and firing by hand has none)."""
 
     schedule = registry.find(store, name)
     kind = (schedule.trigger_json or {}).get("kind")
-    if kind in ("poll", "webhook"):
-        source = "new item its poll finds" if kind == "poll" else "signed request to its hook"
+    if kind in ("poll", "webhook", "chain"):
+        source = {
+            "poll": "new item its poll finds",
+            "webhook": "signed request to its hook",
+            "chain": "run of its parent that ends (--after)",
+        }[kind]
         raise UsageError(
             f"{name} runs once per {source} (its action reads the event); "
             "it cannot be fired by hand: send it the event"

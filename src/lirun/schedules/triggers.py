@@ -26,11 +26,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from lirun.errors import UsageError
+from lirun.schedules.chains import DEFAULT_OUTCOME, parse_after
+from lirun.schedules.chains import describe as chain_words
 from lirun.schedules.durations import format_duration, parse_duration
 from lirun.schedules.events import DEFAULT_KEY, check_key_path
 
-KINDS = ("cron", "every", "at", "poll", "webhook")
-EVENT_KINDS = ("poll", "webhook")  # the kinds whose runs are each for one event
+KINDS = ("cron", "every", "at", "poll", "webhook", "chain")
+EVENT_KINDS = ("poll", "webhook", "chain")  # the kinds whose runs are each for one event
 DEFAULT_POLL_EVERY = "1m"
 DEFAULT_POLL_TIMEOUT = "60s"
 CRON_EXAMPLE = "'30 2 * * *' (02:30 every day) or '*/15 9-17 * * mon-fri'"
@@ -57,12 +59,14 @@ class Trigger:
     backfill: bool | None = None  # poll: the first poll fires what it finds
     timeout: int | None = None  # poll: seconds the command may take
     secret_env: str | None = None  # webhook: the variable holding the secret in li ui's env
+    after: str | None = None  # chain: the name of the schedule whose runs' ends fire it
+    outcome: str | None = None  # chain: completed, failed or any (schedules/chains.py)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind, "tz": self.tz}
         for key in (
             "expr", "seconds", "anchor", "at", "command", "key", "backfill", "timeout",
-            "secret_env",
+            "secret_env", "after", "outcome",
         ):  # fmt: skip
             if getattr(self, key) is not None:
                 data[key] = getattr(self, key)
@@ -85,6 +89,8 @@ class Trigger:
             backfill=data.get("backfill"),
             timeout=data.get("timeout"),
             secret_env=data.get("secret_env"),
+            after=data.get("after"),
+            outcome=data.get("outcome"),
         )
 
     def describe(self) -> str:
@@ -99,6 +105,8 @@ class Trigger:
                 f"poll '{self.command}' every {format_duration(self.seconds or 0)} "
                 f"key {self.key}, timeout {format_duration(self.timeout or 0)}{extra}"
             )
+        if self.kind == "chain":
+            return chain_words(self.after or "", self.outcome or DEFAULT_OUTCOME)
         if self.kind == "webhook":
             return f"webhook, secret ${self.secret_env}, key {self.key}"
         return f"at {format_local(self.at or 0, self.tz)}"
@@ -317,10 +325,27 @@ def parse_trigger(
     poll_timeout: str | None = None,
     webhook: bool = False,
     secret_env: str | None = None,
+    after: str | None = None,
 ) -> Trigger:
     """Exactly one of ``cron``, ``every``, ``at``, ``poll`` (``every`` is then how
-    often it polls) and ``webhook``. ``tz`` defaults to ``local_zone`` for cron (resolved
-    by the caller with ``local_zone_name``); ``now`` anchors ``every`` and ``poll``."""
+    often it polls), ``webhook`` and ``after`` (``OTHER[:OUTCOME]``, a chain). ``tz``
+    defaults to ``local_zone`` for cron (resolved by the caller with
+    ``local_zone_name``); ``now`` anchors ``every`` and ``poll``."""
+    if after is not None:
+        given = [
+            n
+            for n, v in (
+                ("--cron", cron), ("--every", every), ("--at", at), ("--poll", poll),
+                ("--key", key), ("--poll-timeout", poll_timeout), ("--secret-env", secret_env),
+            )
+            if v is not None
+        ] + (["--webhook"] if webhook else []) + (["--backfill"] if backfill else [])  # fmt: skip
+        if given:
+            raise UsageError(
+                f"--after fires when another schedule's run ends; it cannot take {given[0]}"
+            )
+        parent, outcome = parse_after(after)
+        return Trigger(kind="chain", after=parent, outcome=outcome)
     if webhook:
         given = [
             n
@@ -380,7 +405,7 @@ def next_due(trigger: Trigger, after_epoch: int) -> int | None:
     """The first due time strictly after ``after_epoch``; None when there is none (an
     ``at`` trigger whose time has passed)."""
     after = int(after_epoch)
-    if trigger.kind == "webhook":
+    if trigger.kind in ("webhook", "chain"):
         return None  # its events come as requests, never at a time
     if trigger.kind == "at":
         assert trigger.at is not None

@@ -34,6 +34,7 @@ from lirun.exec.fence import Fence
 from lirun.liveness import current_owner
 from lirun.logs import get_logger
 from lirun.record.reap_schedule_runs import fail_lapsed_run, fail_past_start_deadline
+from lirun.schedules.chaining import SWEEP_EVERY, chain_schedules, sweep_chains
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import FireFacts, decide_fires
 from lirun.schedules.live import LiveWorker as LiveWorker
@@ -66,7 +67,7 @@ class WorkerOptions:
 def fire_due(store: Store, now: int, enqueue: Any) -> int:
     """Insert the rows of every due schedule (``decide_fires``) and move it on; returns
     the number of rows this worker inserted."""
-    made = 0
+    made = sweep_chains(store, enqueue)
     for row in store.schedules.list_due(now):
         definition = stored_definition(row)
         if definition is None or row.next_due_at is None:
@@ -268,6 +269,9 @@ class Worker:
             try:
                 fire_due(store, int(now), transport.enqueue)
                 due = store.schedules.earliest_due()
+                if chain_schedules(store):  # their parents end at no due time: sweep often
+                    soon = int(now + SWEEP_EVERY) + 1
+                    due = min(due, soon) if due is not None else soon
                 signature = store.schedules.signature()
             except Exception as exc:  # the database may be gone for a while: keep trying
                 log.warning(f"firing: {type(exc).__name__}: {exc}")

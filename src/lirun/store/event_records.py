@@ -10,6 +10,7 @@ baseline of a schedule's first poll, stored as seen on purpose with no run.
 
 from __future__ import annotations
 
+import builtins
 import time
 
 from lirun.hints import Any
@@ -23,6 +24,7 @@ from lirun.store.transitions import HistoryEntry
 SOURCES = ("poll", "webhook", "chain")
 OK_REASON = "schedule.poll.ok"
 MAX_DETAIL = 2000
+CHAIN_SLACK = 60.0  # seconds: a parent's end may commit after a later one's
 
 
 class Events(Repository):
@@ -39,12 +41,14 @@ class Events(Repository):
         status: str = "queued",
         reason_code: str = "schedule.queued.created",
         reason_summary: str = "",
+        chain_parent_id: str | None = None,
+        chain_depth: int = 0,
     ) -> tuple[bool, str | None]:
         """Store the event if it is new: (True, the run it fired) when this call stored
         it, (False, None) when it was seen before. ``action_kind`` None stores it as a
         baseline (seen, nothing fired); otherwise its run (``status`` queued, or skipped
         with ``reason_code`` when a policy refused it) is inserted in the same
-        transaction."""
+        transaction; a chain's names the parent run and its depth."""
         require_text(schedule_id=schedule_id, event_key=event_key)
         if source not in SOURCES:
             raise ValueError(f"event source {source!r}: expected one of {SOURCES}")
@@ -78,6 +82,8 @@ class Events(Repository):
                 "event_json": event_json,
                 "ended_at": now if status in policy.terminal else None,
                 "now": now,
+                "chain_parent_id": chain_parent_id,
+                "chain_depth": int(chain_depth),
             }
             tx.execute(self.sql("insert_event_run"), run)
             entry = HistoryEntry(run_id, None, status, reason_code, reason_summary, source="system")
@@ -113,3 +119,30 @@ class Events(Repository):
         return (
             EventRow.from_row({**rows[0], "baseline": bool(rows[0]["baseline"])}) if rows else None
         )
+
+    def chain_parents(
+        self,
+        *,
+        schedule_id: str,
+        parent_id: str,
+        statuses: tuple[str, ...],
+        created: float,
+        limit: int = 100,
+    ) -> builtins.list[dict[str, Any]]:
+        """The parent schedule's runs that ended in one of ``statuses``, were created at
+        or after ``created`` (the chain schedule's creation) and fired no event of
+        ``schedule_id`` yet, oldest end first: only those that ended since the newest
+        parent already fired for (less a minute, for ends committed out of order)."""
+        params: dict[str, Any] = {"schedule_id": schedule_id}
+        newest = self.connector.read(self.sql("newest_chained_end"), params)[0]["t"]
+        since = float(newest) - CHAIN_SLACK if newest is not None else 0.0
+        params |= {
+            "parent_id": parent_id,
+            "since": since,
+            "created": float(created),
+            "completed": int("completed" in statuses),
+            "failed": int("failed" in statuses),
+            "cancelled": int("cancelled" in statuses),
+            "limit": int(limit),
+        }
+        return [dict(r) for r in self.connector.read(self.sql("chain_parents"), params)]

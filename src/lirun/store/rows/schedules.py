@@ -114,6 +114,8 @@ class ScheduleRunRow(TypedRow):
     lease_epoch: int  # how many times it was claimed, counted on from the run it retries
     event_key: str | None  # the event it is for (migration 0013)
     event_json: str | None
+    chain_parent_id: str | None  # the run whose end fired it (migration 0014)
+    chain_depth: int  # its parent's + 1; 0 for a run no chain fired
 
 
 class EventRow(TypedRow):

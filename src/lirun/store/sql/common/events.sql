@@ -15,10 +15,10 @@ ON CONFLICT (schedule_id, event_key) DO NOTHING
 INSERT INTO schedule_runs
     (id, schedule_id, action_kind, attempt, status, status_reason_code,
      status_reason_summary, event_key, event_json, ended_at, created_at, updated_at,
-     lease_epoch)
+     lease_epoch, chain_parent_id, chain_depth)
 VALUES
     (:id, :schedule_id, :action_kind, 1, :status, :reason_code, :reason_summary,
-     :event_key, :event_json, :ended_at, :now, :now, 0)
+     :event_key, :event_json, :ended_at, :now, :now, 0, :chain_parent_id, :chain_depth)
 
 -- name: count_events
 SELECT COUNT(*) AS n FROM schedule_events WHERE schedule_id = :schedule_id
@@ -43,3 +43,28 @@ UPDATE schedules SET last_poll_at = :now, last_poll_reason = :reason,
 -- One event of a schedule by its key (a webhook's redelivery answers with its run).
 SELECT * FROM schedule_events
  WHERE schedule_id = :schedule_id AND event_key = :event_key
+
+-- name: chain_parents
+-- The chain sweep (schedules/chaining.py): runs of the parent schedule that ended in
+-- the wanted way at or after :since (index schedule_runs_ended_idx) and that this
+-- chain schedule holds no event for yet, oldest end first.
+SELECT r.id, r.status, r.status_reason_code, r.exit_code, r.event_json, r.ended_at,
+       r.chain_depth, s.artifacts_path AS artifact_dir
+  FROM schedule_runs r
+  LEFT JOIN sessions s ON s.id = r.session_id
+ WHERE r.schedule_id = :parent_id
+   AND r.ended_at IS NOT NULL AND r.ended_at >= :since AND r.created_at >= :created
+   AND ((:completed = 1 AND r.status = 'completed')
+        OR (:failed = 1 AND r.status IN ('failed', 'timed_out'))
+        OR (:cancelled = 1 AND r.status = 'cancelled'))
+   AND NOT EXISTS (SELECT 1 FROM schedule_events e
+                    WHERE e.schedule_id = :schedule_id AND e.event_key = r.id)
+ ORDER BY r.ended_at, r.id
+ LIMIT :limit
+
+-- name: newest_chained_end
+-- When the newest parent this chain schedule already fired for ended (NULL: none yet).
+SELECT MAX(r.ended_at) AS t
+  FROM schedule_events e
+  JOIN schedule_runs r ON r.id = e.event_key
+ WHERE e.schedule_id = :schedule_id AND e.source = 'chain'
