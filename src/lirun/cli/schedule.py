@@ -336,7 +336,7 @@ def _show(store: Store, args: Any, now: int) -> int:
         fields.append(("spent", _spent(store, row, policies, now)))
     if kind == "webhook":
         fields.append(("hook", webhook_words(row.name, row.trigger_json or {})))
-    elif events is not None:
+    elif kind == "poll":
         fields.append(("last poll", _last_poll(row)))
     if events is not None:
         fields.append(("events", f"{events['seen']} seen, {events['fired']} fired a run"))
