@@ -84,9 +84,7 @@ def test_parse_after_and_matches() -> None:
         ("any", {"completed", "failed", "timed_out", "cancelled"}),
     ],
 )
-def test_outcome_filters(
-    store: Store, tmp_path: Path, outcome: str, fires: set[str]
-) -> None:
+def test_outcome_filters(store: Store, tmp_path: Path, outcome: str, fires: set[str]) -> None:
     add(store, tmp_path, "build")
     add(store, tmp_path, "deploy", f"build:{outcome}")
     ended = {status: end_run(store, "build", status) for status in ENDS}
@@ -121,9 +119,7 @@ def test_concurrent_sweeps_fire_each_parent_once(store: Store, tmp_path: Path) -
     add(store, tmp_path, "deploy", "build:any")
     parents = {end_run(store, "build", "completed") for _ in range(5)}
     queued: list[str] = []
-    threads = [
-        threading.Thread(target=sweep_chains, args=(store, queued.append)) for _ in range(4)
-    ]
+    threads = [threading.Thread(target=sweep_chains, args=(store, queued.append)) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -247,11 +247,15 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             "due_at",
             "event_key",  # the event it is for (an event schedule's run)
             "event_json",
+            "chain_parent_id",  # a chained run (--after): the parent run that fired it
+            "chain_depth",
             "retry_of",
             "worker_id",
             "produced",
         ),
     }.get(kind, ())
+    if kind == "schedule_run" and not row.get("chain_parent_id"):
+        keys = tuple(k for k in keys if k not in ("chain_parent_id", "chain_depth"))
     return [(k.replace("_", " "), "" if row.get(k) is None else str(row[k])) for k in keys]
 
 
