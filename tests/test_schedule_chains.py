@@ -21,6 +21,7 @@ from lirun.schedules.definition import Definition, make_policies
 from lirun.schedules.submit import fire_now
 from lirun.schedules.triggers import every_trigger, parse_trigger
 from lirun.store import Store
+from lirun.store.rows import ScheduleRunRow
 
 NOW = int(time.time())
 ENDS = {
@@ -59,7 +60,7 @@ def sweep(store: Store) -> list[str]:
     return queued
 
 
-def child_runs(store: Store, name: str) -> list:  # type: ignore[type-arg]
+def child_runs(store: Store, name: str) -> list[ScheduleRunRow]:
     row = store.schedules.get(name)
     assert row is not None
     return store.schedules.list_runs(row.id)
@@ -70,8 +71,10 @@ def test_parse_after_and_matches() -> None:
     assert parse_after("nightly:failed") == ("nightly", "failed")
     with pytest.raises(UsageError, match="outcome 'done'"):
         parse_after("nightly:done")
-    assert matches("failed", "timed_out") and not matches("failed", "completed")
-    assert matches("any", "cancelled") and not matches("any", "skipped")
+    assert matches("failed", "timed_out")
+    assert not matches("failed", "completed")
+    assert matches("any", "cancelled")
+    assert not matches("any", "skipped")
     assert find_cycle("a", "b", {"b": "a", "a": None}) == ["a", "b", "a"]
     assert find_cycle("a", "b", {"b": "c", "c": None}) is None
 
@@ -125,7 +128,7 @@ def test_concurrent_sweeps_fire_each_parent_once(store: Store, tmp_path: Path) -
     for thread in threads:
         thread.join()
     runs = child_runs(store, "deploy")
-    assert sorted(r.chain_parent_id for r in runs) == sorted(parents)
+    assert sorted(r.chain_parent_id or "" for r in runs) == sorted(parents)
     assert sorted(queued) == sorted(r.id for r in runs)
 
 

@@ -78,7 +78,8 @@ def test_when_a_build_completes_deploy_end_to_end(tmp_path: Path) -> None:
     env = environment(str(tmp_path / "state.db"), tmp_path)
     add_pair(env, tmp_path)
     refused = li(env, "schedule", "fire", "deploy")
-    assert refused.returncode == 2 and "--after" in refused.stderr
+    assert refused.returncode == 2
+    assert "--after" in refused.stderr
     parent = fire(env, "build")  # ends while no worker runs
     with workers(env, tmp_path):
         until(lambda: parent in seen(tmp_path), what="deploy after the build")
