@@ -15,6 +15,7 @@ import pytest
 from lirun.errors import UsageError
 from lirun.schedules import registry
 from lirun.schedules.actions import parse_action
+from lirun.schedules.applyfile import load_apply_file
 from lirun.schedules.chaining import sweep_chains
 from lirun.schedules.chains import find_cycle, matches, parse_after
 from lirun.schedules.definition import Definition, make_policies
@@ -182,3 +183,49 @@ def test_runs_before_the_chain_existed_fire_nothing(store: Store, tmp_path: Path
         )
     add(store, tmp_path, "deploy", "build")
     assert sweep(store) == []
+
+
+@pytest.mark.parametrize(
+    ("second", "line", "says"),
+    [
+        ("    after: a", 3, "cycle: a → b → a"),
+        ("    after: ghost", 7, "no schedule named 'ghost'"),
+        ("    after: a:done", 7, "outcome 'done'"),
+    ],
+)
+def test_an_apply_file_names_the_line_of_a_bad_after(
+    store: Store, tmp_path: Path, second: str, line: int, says: str
+) -> None:
+    path = tmp_path / "schedules.yaml"
+    path.write_text(
+        "schedules:\n"
+        "  - name: a\n"
+        "    after: b:failed\n"
+        "    action: run echo '{{ event.status }}'\n"
+        "  - name: b\n"
+        "    action: run echo '{{ event.id }}'\n"
+        f"{second}\n"
+    )
+    with pytest.raises(UsageError) as caught:
+        loaded = load_apply_file(str(path), now=NOW)
+        registry.plan(
+            store.schedules.list_all(), list(loaded.definitions), now=NOW, places=loaded.places
+        )
+    assert f"schedules.yaml:{line}:" in str(caught.value)
+    assert says in str(caught.value)
+
+
+def test_an_apply_file_defines_a_chain(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "schedules.yaml"
+    path.write_text(
+        "schedules:\n"
+        "  - name: review\n    every: 1d\n    action: run true\n"
+        "  - name: triage\n    after: review:failed\n"
+        "    action: run echo '{{ event.reason }}'\n"
+    )
+    loaded = load_apply_file(str(path), now=NOW)
+    changes = registry.plan([], list(loaded.definitions), now=NOW, places=loaded.places)
+    registry.apply(store, changes, now=NOW, source=loaded.path)
+    row = store.schedules.get("triage")
+    assert row is not None
+    assert row.spec == "after review fails"
