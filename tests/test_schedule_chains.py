@@ -33,14 +33,16 @@ ENDS = {
 }
 
 
-def add(store: Store, tmp_path: Path, name: str, after: str | None = None) -> None:
+def add(
+    store: Store, tmp_path: Path, name: str, after: str | None = None, **policies: object
+) -> None:
     trigger = parse_trigger(after=after, now=NOW) if after else every_trigger("1h", NOW)
     argv = ["run", "echo", "{{ event.status }}"] if after else ["run", "true"]
     definition = Definition(
         name=name,
         trigger=trigger,
         action=parse_action(argv, base=str(tmp_path)),
-        policies=make_policies({}, trigger),
+        policies=make_policies(dict(policies), trigger),
     )
     registry.add(store, definition, now=NOW)
 
@@ -229,3 +231,19 @@ def test_an_apply_file_defines_a_chain(store: Store, tmp_path: Path) -> None:
     row = store.schedules.get("triage")
     assert row is not None
     assert row.spec == "after review fails"
+
+
+def test_max_runs_skips_later_parents_and_disables(store: Store, tmp_path: Path) -> None:
+    add(store, tmp_path, "build")
+    add(store, tmp_path, "deploy", "build", max_runs=1)
+    end_run(store, "build", "completed")
+    end_run(store, "build", "completed")
+    assert len(sweep(store)) == 1
+    runs = child_runs(store, "deploy")
+    assert sorted((r.status, r.status_reason_code) for r in runs) == [
+        ("queued", "schedule.queued.created"),
+        ("skipped", "schedule.skipped.max_runs"),
+    ]
+    row = store.schedules.get("deploy")
+    assert row is not None
+    assert row.status == "disabled"

@@ -77,12 +77,13 @@ def _sweep_one(
     started = store.schedules.count_started_runs(row.id)
     usd, tokens = store.schedules.usage(row.id, since=since)
     fired = 0
+    disable: str | None = None
     for parent in parents:
         event = Event(str(parent["id"]), parent_event(parent, parent_row.name))
         code = RUN if fires_children(parent["chain_depth"]) else DEPTH_EXCEEDED
         refused = refusal(policies, FireFacts(0, 0, 0, started + fired, usd, tokens))
         if code == RUN and refused is not None:
-            code = refused[0]
+            code, disable = refused[0], disable or refused[1]
         stored, run_id = store.events.record(
             schedule_id=row.id,
             event_key=event.key,
@@ -104,4 +105,12 @@ def _sweep_one(
         if code == RUN:
             fired += 1
             enqueue(run_id)
+    if disable is not None:  # --max-runs or the budget spent: as a due time's refusal
+        store.schedules.change(
+            row.id,
+            new_status="disabled",
+            reason_code=disable,
+            expected_statuses={"enabled"},
+            source="system",
+        )
     return fired

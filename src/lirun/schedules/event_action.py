@@ -47,7 +47,7 @@ def check_templates(action: Action, *, has_events: bool) -> None:
         if not has_events and EVENT_NAME in names:
             raise UsageError(
                 f"the action's {where} reads {{{{ event }}}}, but only an event schedule "
-                "(--poll, --webhook) has an event; give --poll CMD or --webhook, or remove it"
+                "(--poll, --webhook, --after) has an event; give one of them, or remove it"
             )
         unknown = sorted(names - {EVENT_NAME})
         if has_events and unknown:
