@@ -115,6 +115,10 @@ class RecentScheduleRunRow(TypedRow):
     action_json: Any
     idempotency_key: str | None
     lease_epoch: int
+    event_key: str | None
+    event_json: str | None
+    chain_parent_id: str | None
+    chain_depth: int
     cost_usd: float | None
     rn: int
 
@@ -148,6 +152,10 @@ class ScheduleRunUsageRow(TypedRow):
     action_json: Any
     idempotency_key: str | None
     lease_epoch: int
+    event_key: str | None
+    event_json: str | None
+    chain_parent_id: str | None
+    chain_depth: int
     cost_usd: float | None
     input_tokens: int | None
     output_tokens: int | None
