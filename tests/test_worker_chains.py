@@ -122,3 +122,22 @@ def test_two_workers_on_postgresql_fire_each_parent_once(pg_url: str, tmp_path: 
         assert sorted(r.chain_parent_id or "" for r in runs) == sorted(parents)
     finally:
         store.close()
+
+
+def test_a_parent_that_ended_while_no_worker_ran_fires_when_one_starts(tmp_path: Path) -> None:
+    env = environment(str(tmp_path / "state.db"), tmp_path)
+    add_pair(env, tmp_path)
+    parent = fire(env, "build")
+    store = open_store(env["LIRUN_DB_URL"])
+    try:  # the run ended (its worker then died) before any sweep saw it
+        for status, reason in (
+            ("running", "schedule.running.started"),
+            ("completed", "schedule.completed.ok"),
+        ):
+            store.update_status("schedule_run", parent, new_status=status, reason_code=reason)
+    finally:
+        store.close()
+    assert seen(tmp_path) == {}
+    with workers(env, tmp_path):
+        until(lambda: parent in seen(tmp_path), what="deploy after the build")
+    assert len(seen(tmp_path)[parent]) == 1
