@@ -255,14 +255,17 @@ def test_vacuum_gives_the_space_back_on_sqlite(store: Store, db_url: str) -> Non
         }
         for n in range(300)
     ]
-    store.sessions.import_many(rows)
     size = lambda: sum(os.path.getsize(p) for p in (db_url, db_url + "-wal") if os.path.exists(p))  # noqa: E731
+    # What the runs take beyond the empty database's own pages (which grow with each
+    # migration's tables and indexes) is what a vacuum must give back.
+    empty = size() if store.dialect == "sqlite" else 0
+    store.sessions.import_many(rows)
     before = size() if store.dialect == "sqlite" else 0
     tally = collect_garbage(store, POLICY, GcOptions(now=LATER, actor="t", vacuum=True))
     assert tally.pruned == {"session": 300}
     assert tally.bulk_bytes == 300 * 4000
     if store.dialect == "sqlite":
-        assert size() < before / 4, (before, size())
+        assert size() - empty < (before - empty) / 4, (empty, before, size())
 
 
 def test_a_run_directory_on_another_host_is_left_to_a_gc_there(
