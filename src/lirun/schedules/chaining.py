@@ -73,7 +73,7 @@ def _sweep_one(
     if not parents:
         return 0
     policies = definition.policies
-    since = int(time.time()) - policies.budget_window if policies.budget_window else 0
+    since = policies.budget_since(int(time.time()))
     started = store.schedules.count_started_runs(row.id)
     usd, tokens = store.schedules.usage(row.id, since=since)
     fired = 0

@@ -72,6 +72,11 @@ class Policies:
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in POLICY_KEYS}
 
+    def budget_since(self, now: int) -> int:
+        """Where the usage the budgets count starts: ``now`` less the window, else the
+        schedule's whole life (0)."""
+        return now - self.budget_window if self.budget_window else 0
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Policies:
         return cls(**{k: v for k, v in data.items() if k in POLICY_KEYS})

@@ -149,7 +149,7 @@ def _store_events(
     enqueue: Callable[[str], None],
 ) -> tuple[int, int, str | None]:
     policies = definition.policies
-    since = int(time.time()) - policies.budget_window if policies.budget_window else 0
+    since = policies.budget_since(int(time.time()))
     started = store.schedules.count_started_runs(row.id)
     usd, tokens = store.schedules.usage(row.id, since=since) if not baseline else (None, 0)
     fired = new = 0

@@ -78,7 +78,7 @@ def receive(
     if row.status != "enabled":
         raise HookRefused(409, f"schedule {name!r} is {row.status}; nothing was stored")
     policies = definition.policies
-    since = int(time.time()) - policies.budget_window if policies.budget_window else 0
+    since = policies.budget_since(int(time.time()))
     usd, tokens = store.schedules.usage(row.id, since=since)
     facts = FireFacts(0, 0, 0, store.schedules.count_started_runs(row.id), usd, tokens)
     refused = refusal(policies, facts)

@@ -76,7 +76,7 @@ def fire_due(store: Store, now: int, enqueue: Any) -> int:
             made += poll_due(store, row, definition, now, enqueue)
             continue
         policies = definition.policies
-        since = now - policies.budget_window if policies.budget_window else 0
+        since = policies.budget_since(now)
         usd, tokens = store.schedules.usage(row.id, since=since)
         facts = FireFacts(
             next_due_at=int(row.next_due_at),
