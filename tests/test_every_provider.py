@@ -60,6 +60,7 @@ SUCCESS: dict[str, Success] = {
     "codex": Success("codex/success.jsonl", "gpt-5", "gpt-5"),
     "gemini": Success("gemini/ok.jsonl", "gemini-2.5-pro", "gemini-2.5-flash"),
     "pi": Success("pi/ok.jsonl", "mock/other", "mock/mock-model"),
+    "copilot": Success("copilot/ok.jsonl", "other-model", "gpt-4o"),
 }
 
 each_provider = pytest.mark.parametrize("provider", BUILTIN_NAMES)

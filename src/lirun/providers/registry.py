@@ -23,6 +23,7 @@ from lirun.provider_errors import ProviderNotFoundError
 from lirun.providers.base import OptionKind, Provider
 from lirun.providers.claude import ClaudeProvider
 from lirun.providers.codex import CodexProvider
+from lirun.providers.copilot import CopilotProvider
 from lirun.providers.gemini import GeminiProvider
 from lirun.providers.pi import PiProvider
 from lirun.settings import Settings
@@ -39,7 +40,13 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "lirun.providers"
-BUILTIN: tuple[type[Provider], ...] = (ClaudeProvider, CodexProvider, GeminiProvider, PiProvider)
+BUILTIN: tuple[type[Provider], ...] = (
+    ClaudeProvider,
+    CodexProvider,
+    GeminiProvider,
+    PiProvider,
+    CopilotProvider,
+)
 
 _log = get_logger(__name__)
 
