@@ -478,14 +478,36 @@ def chat_has_tool_result(body: dict[str, Any]) -> bool:
     return any(isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages", []))
 
 
+# The tool that writes a file, by the name each CLI offers it under on chat completions,
+# and its arguments: the first one the request offers is called (``write`` when none is).
+CHAT_WRITE_TOOLS: dict[str, dict[str, str]] = {
+    "write": {"path": TOOL_FILE, "content": TOOL_FILE_CONTENT},  # pi
+    "create": {"path": TOOL_FILE, "file_text": TOOL_FILE_CONTENT},  # Copilot CLI
+}
+
+
+def chat_write_tool(body: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    offered = {
+        str(as_dict(tool.get("function")).get("name"))
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict)
+    }
+    name = next((n for n in CHAT_WRITE_TOOLS if n in offered), "write")
+    return name, CHAT_WRITE_TOOLS[name]
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def chat_turn(scenario: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The chunks of one streamed answer: a text in two pieces, or a ``write`` tool call
-    (pi's tool that writes a file) before the request carries its result."""
+    """The chunks of one streamed answer: a text in two pieces, or a call of the tool that
+    writes a file (:data:`CHAT_WRITE_TOOLS`) before the request carries its result."""
     model = str(body.get("model") or "mock-model")
     if scenario == "tool" and not chat_has_tool_result(body):
-        arguments = json.dumps({"path": TOOL_FILE, "content": TOOL_FILE_CONTENT})
+        name, arguments = chat_write_tool(body)
         call = {"index": 0, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-                "function": {"name": "write", "arguments": arguments}}  # fmt: skip
+                "function": {"name": name, "arguments": json.dumps(arguments)}}  # fmt: skip
         chunks = [chat_chunk(model, {"role": "assistant", "tool_calls": [call]})]
         finish = "tool_calls"
     else:
