@@ -191,6 +191,7 @@ def test_unknown_provider_is_a_usage_error(li_env: dict[str, str], db_url: str, 
         ("codex", "codex/success.jsonl", ["resume", "0199a213-81c0-7800-8aa1-bbab2a035a53"]),
         ("pi", "pi/ok.jsonl", ["--session", "01a24272-c808-7491-a858-f730c9982205"]),
         ("gemini", "gemini/ok.jsonl", ["--resume", "b37cfe77-e9c6-4a91-be9d-c145b58677ff"]),
+        ("copilot", "copilot/ok.jsonl", ["--resume", "379d68d6-6e96-49b1-951b-157a8045ae68"]),
     ],
 )
 def test_resume_continues_the_branch_with_the_engine_session(
