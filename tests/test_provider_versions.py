@@ -191,3 +191,25 @@ def test_drift_reads_the_recorded_fixtures() -> None:
     assert recorded is not None
     assert recorded.version == "2.1.197"
     assert recorded.events
+
+
+def test_drift_looks_inside_a_stream_whose_fields_sit_under_data(tmp_path: Path) -> None:
+    """Copilot CLI's lines are all ``{type, data, id, timestamp, ...}``: what changes is in
+    ``data``, and its giving up is ``session.error``'s ``data.message``."""
+    facts = {"status": "failed", "status_reason_code": "run.failed.provider_auth",
+             "child_exit_code": 1, "problems": []}  # fmt: skip
+    streams = []
+    for version, data in (
+        ("1.0.0", {"errorType": "authentication", "message": "Authentication failed (HTTP 401)"}),
+        ("1.1.0", {"errorType": "auth", "statusCode": 401, "message": "Key refused (HTTP 401)"}),
+    ):
+        path = tmp_path / f"real-{version}-401.jsonl"
+        path.write_text(json.dumps({"type": "session.error", "data": data, "id": "x"}) + "\n")
+        path.with_suffix(".json").write_text(json.dumps({**facts, "cli_version": version}))
+        streams.append(read_recorded(path))
+    old, new = streams
+    assert old is not None
+    assert new is not None
+    drift = compare("copilot", "401", old, new)
+    assert drift.keys == "session.error: +data.statusCode"
+    assert drift.wordings == '"Key refused (HTTP #)"'

@@ -77,7 +77,11 @@ def event_kind(event: dict[str, Any]) -> str:
 def _keys(events: list[dict[str, Any]]) -> dict[str, set[str]]:
     keys: dict[str, set[str]] = {}
     for event in events:
-        keys.setdefault(event_kind(event), set()).update(event)
+        found = keys.setdefault(event_kind(event), set())
+        found.update(event)
+        data = event.get("data")
+        if isinstance(data, dict):  # each event's fields one level down (Copilot CLI)
+            found.update(f"data.{key}" for key in data)
     return keys
 
 
@@ -95,6 +99,8 @@ def _wordings(events: list[dict[str, Any]]) -> set[str]:
             texts.append(event["message"])
         elif kind == "turn.failed":
             texts.append(str((event.get("error") or {}).get("message", "")))
+        elif kind == "session.error":  # Copilot CLI giving up
+            texts.append(str((event.get("data") or {}).get("message", "")))
     return {_ID.sub("#", t.strip())[:_WORDING_CHARS] for t in texts if t and t.strip()}
 
 
