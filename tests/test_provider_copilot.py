@@ -119,3 +119,26 @@ def test_a_signal_then_exit_code_zero_is_no_success() -> None:
 )
 def test_failure_classes(fields: dict[str, Any], expected: str | None) -> None:
     assert failure_class(**fields) == expected
+
+
+def test_a_call_retried_once_then_answered_is_a_success_with_its_retry_kept() -> None:
+    """The 429 stream up to its first retry, then the text stream's answer: the retry is
+    evidence, the answer is the run's."""
+    rate_limited = lines_of("real-1.0.102-429")
+    first_retry = next(
+        i
+        for i, line in enumerate(rate_limited)
+        if json.loads(line)["type"] == "assistant.turn_retry"
+    )
+    answered = lines_of("real-1.0.102-text")
+    start = next(
+        i for i, line in enumerate(answered) if json.loads(line)["type"] == "model.call_start"
+    )
+    parser = CopilotStreamParser()
+    feed(parser, [*rate_limited[: first_retry + 1], *answered[start:]])
+    verdict = parser.finish(0)
+    assert (verdict.status, verdict.reply, verdict.retries) == (
+        "completed", "Hello from the mock API.", 1,
+    )  # fmt: skip
+    assert verdict.last_error_status == 429
+    assert not verdict.retrying
