@@ -91,15 +91,17 @@ def test_a_cut_answer_retried_counts_every_retry_and_is_no_reply() -> None:
 
 
 def test_a_signal_then_exit_code_zero_is_no_success() -> None:
-    """On SIGTERM the CLI writes ``abort`` and still a result with exitCode 0."""
-    lines = lines_of("real-1.0.102-hang")
-    assert json.loads(lines[-2])["type"] == "abort"
-    result = {"type": "result", "sessionId": "s-1", "exitCode": 0, "usage": {}}
+    """On SIGTERM the CLI writes ``abort`` and still a result with exitCode 0, rc 0 (the
+    real CLI, killed by ``timeout`` while the mock never answered)."""
+    lines = lines_of("sigterm")
+    kinds = [json.loads(line)["type"] for line in lines]
+    assert "abort" in kinds
+    assert json.loads(lines[-1])["exitCode"] == 0
     stopped = CopilotStreamParser()
-    feed(stopped, [*lines, json.dumps(result)])
+    feed(stopped, lines)
     assert reason_of(stopped.finish(None, killed_by="stall")) == "run.failed.provider_stalled"
     outside = CopilotStreamParser()
-    feed(outside, [*lines, json.dumps(result)])
+    feed(outside, lines)
     verdict = outside.finish(0)
     assert verdict.status == "failed"
     assert "aborted" in str(verdict.exception)
