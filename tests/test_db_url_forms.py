@@ -18,7 +18,7 @@ from lirun.paths import is_keyword_conninfo, looks_like_db_file, resolve_db_url
 from lirun.record.credential import child_url
 from lirun.record.spool import database_identity
 from lirun.store import conninfo, is_postgres_url
-from lirun.store.pg_connect import split_schema, writable_target
+from lirun.store.pg_connect import host_list_problem, split_schema, writable_target
 from lirun.store.queue_records import queue_conninfo
 from lirun.store.urls import (
     check_url,
@@ -74,8 +74,10 @@ def test_every_form_is_checked_and_taken_for_postgresql(form: str) -> None:
 def test_the_password_is_masked_and_found(form: str) -> None:
     url = FORMS[form]
     shown = redact_url(url)
-    assert "sec" not in shown and "***" in shown
-    assert "h1" in shown and "5433" in shown
+    assert "sec" not in shown
+    assert "***" in shown
+    assert "h1" in shown
+    assert "5433" in shown
     assert url_password(url) == PW
     assert PW in url_secrets(url)
     message = f"connection to {url} failed for password {PW}"
@@ -234,3 +236,24 @@ def test_a_refusal_never_echoes_user_info() -> None:
     with pytest.raises(UsageError) as caught:
         resolve_db_url("u:secret@h1:5432,h2:5433")
     assert "secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ({"host": "h1,h2", "port": "5432,5433"}, None),
+        ({"host": "h1,h2", "port": "5432"}, None),  # one port for every host
+        ({"host": "h1,h2"}, None),
+        ({"host": "h1", "port": "5432"}, None),
+        (
+            {"host": "h1,h2", "port": "1,2,3"},
+            "3 ports for 2 hosts (give one port, or one per host)",
+        ),
+        ({"host": "h1,h2", "hostaddr": "127.0.0.1"}, "2 host names but 1 host addresses"),
+        ({"hostaddr": "127.0.0.1,127.0.0.2", "port": "1,2"}, None),
+    ],
+)
+def test_a_host_list_libpq_would_refuse_is_named_before_connecting(
+    given: dict[str, str], problem: str | None
+) -> None:
+    assert host_list_problem(given) == problem

@@ -150,9 +150,7 @@ def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
         return resolved
     scheme = _scheme(resolved)
     if scheme and scheme.lower() not in KNOWN_SCHEMES:
-        raise UsageError(
-            f"unsupported database URL scheme {scheme}:// (accepted: {DB_FORMS})"
-        )
+        raise UsageError(f"unsupported database URL scheme {scheme}:// (accepted: {DB_FORMS})")
     if scheme is None and not looks_like_db_file(resolved):
         # Echoed only when it cannot hold a password (no user-info, no parameter).
         shown = f" {resolved!r}" if "@" not in resolved else ""

@@ -74,6 +74,20 @@ def writable_target(given: dict[str, Any]) -> dict[str, str]:
     return {}
 
 
+def host_list_problem(given: dict[str, Any]) -> str | None:
+    """What libpq would refuse in the host and port lists (None: nothing), said before any
+    connection: a mistyped list is the user's to fix, not an outage to wait out."""
+    hosts = str(given.get("host") or given.get("hostaddr") or "").count(",") + 1
+    if given.get("host") and given.get("hostaddr"):
+        addrs = str(given["hostaddr"]).count(",") + 1
+        if addrs != hosts:
+            return f"{hosts} host names but {addrs} host addresses"
+    ports = str(given.get("port") or "").count(",") + 1
+    if ports not in (1, hosts):
+        return f"{ports} ports for {hosts} hosts (give one port, or one per host)"
+    return None
+
+
 def is_schema_name(text: str) -> bool:
     """``[a-z_][a-z0-9_]{0,62}``: safe to quote into ``search_path`` and DDL."""
     return 0 < len(text) <= 63 and text[0] in _SCHEMA_FIRST and set(text) <= _SCHEMA_REST
