@@ -16,7 +16,10 @@ from urllib.parse import quote, unquote, urlsplit
 
 from lirun.errors import UsageError
 from lirun.paths import is_keyword_conninfo
-from lirun.store import conninfo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
 
 _SECRET_PARAMS = ("password", "sslpassword")
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -26,6 +29,14 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 # urllib thinks the host starts, so part of the password would be read (and shown) as
 # the host, the port or the database.
 _NEEDS_ENCODING = {"@": "%40", "/": "%2F", "?": "%3F", "#": "%23"}
+
+
+def _keywords() -> ModuleType:
+    """``store.conninfo``, loaded for a keyword string only: a URL or a SQLite path (the
+    `li status` fast path) never pays for it."""
+    from lirun.store import conninfo
+
+    return conninfo
 
 
 def _split(url: str) -> tuple[str, str | None, str]:
@@ -91,7 +102,7 @@ def redact_url(url: str) -> str:
     A SQLite path or ``sqlite://`` URL, which holds no password, comes back as it is.
     """
     if is_keyword_conninfo(url):
-        return conninfo.redact(url, _MASK)
+        return _keywords().redact(url, _MASK)
     scheme, userinfo, rest = _split(url)
     if not scheme.endswith("://") or scheme.lower() == "sqlite://":
         return url
@@ -108,7 +119,7 @@ def url_secrets(url: str) -> list[str]:
     """Every password the URL holds, as written and decoded, longest first."""
     found = []
     if is_keyword_conninfo(url):
-        found = conninfo.secrets(url)
+        found = _keywords().secrets(url)
     else:
         _, userinfo, rest = _split(url)
         if userinfo is not None and ":" in userinfo:
@@ -128,7 +139,7 @@ def scrub(text: str, url: str) -> str:
 def _malformation(url: str) -> str | None:
     """What makes libpq or ``urllib`` misread the URL (None: nothing)."""
     if is_keyword_conninfo(url):
-        return conninfo.problem(url)
+        return _keywords().problem(url)
     if any(c.isspace() for c in url):
         return "has a space in it; write a space as %20"
     for at, char in enumerate(url):
@@ -183,7 +194,7 @@ def url_without_credentials(url: str) -> str | None:
     password from the URL (trust or peer auth, ``PGPASSFILE``, ``PGPASSWORD``).
     """
     if is_keyword_conninfo(url):
-        return None if conninfo.problem(url) else conninfo.without(url, *_SECRET_PARAMS)
+        return None if _keywords().problem(url) else _keywords().without(url, *_SECRET_PARAMS)
     if not url.startswith(_PG_SCHEMES):
         import os  # absolute: the child may run in another directory (--cwd)
 
@@ -203,7 +214,7 @@ def url_password(url: str) -> str | None:
     libpq decodes it; None when it gives none (or an empty one) or is not a PostgreSQL
     URL."""
     if is_keyword_conninfo(url):
-        return conninfo.last_value(url, "password") or None
+        return _keywords().last_value(url, "password") or None
     if not url.startswith(_PG_SCHEMES):
         return None
     try:
@@ -223,7 +234,7 @@ def with_passfile(url: str, path: str) -> str:
     """The PostgreSQL ``url`` (one without a password) that reads its password from the
     libpq password file ``path``: ``?passfile=`` in place of any the URL had."""
     if is_keyword_conninfo(url):
-        return f"{conninfo.without(url, 'passfile')} passfile={conninfo.quote(path)}".lstrip()
+        return f"{_keywords().without(url, 'passfile')} passfile={_keywords().quote(path)}".lstrip()
     base, _, fragment = url.partition("#")
     base, _, query = base.partition("?")
     kept = [item for item in query.split("&") if item and unquote(item.split("=")[0]) != "passfile"]
