@@ -98,12 +98,13 @@ _CONNINFO_KEYWORDS = frozenset(
     ]
 )
 _KEYWORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
-# What a path must look like to be taken for a SQLite file when it does not exist yet.
-DB_FILE_SUFFIXES = (".db", ".sqlite", ".sqlite3", ".db3")
+# What a path that does not exist yet must end with to be taken for a SQLite file: the
+# extension, its version digit taken off (.db3 is .db).
+DB_FILE_EXTENSIONS = ("db", "sqlite")
 DB_FORMS = (
     "postgresql://user@host1:5432,host2:5432/dbname, a keyword string "
     "(host=host1,host2 port=5432,5432 dbname=dbname), sqlite:///path, or a file path "
-    "(one with a '/' or ending .db, .sqlite or .sqlite3)"
+    "(one with a '/', or a name ending .db or .sqlite)"
 )
 
 
@@ -130,9 +131,14 @@ def looks_like_db_file(value: str) -> bool:
         value.startswith(("sqlite:", "~"))
         or value == ":memory:"
         or os.sep in value
-        or value.lower().endswith(DB_FILE_SUFFIXES)
+        or _extension(value) in DB_FILE_EXTENSIONS
         or os.path.isfile(value)
     )
+
+
+def _extension(value: str) -> str:
+    name = os.path.basename(value)
+    return name.rpartition(".")[2].lower().rstrip("0123456789") if "." in name else ""
 
 
 def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
