@@ -10,10 +10,13 @@ import os
 import subprocess
 from pathlib import Path
 
+from lirun.schedules.actions import parse_action
+from lirun.schedules.submit import submit
 from lirun.store import open_store
 from lirun.store.postgres import PostgresConnector
 from support.cli import li_command
 from support.pgreplica import ReplicaPair
+from support.workerkit import status_is, until, workers
 
 
 def li(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -101,3 +104,23 @@ def test_the_same_url_follows_a_failover_and_back(pg_pair: ReplicaPair, tmp_path
     done = li("--db", url, "run", "--run-id", "fo-2", "--", "true", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert statuses(f"{second.url}?schema=fo", "fo-0", "fo-1", "fo-2") == ["completed"] * 3
+
+
+def test_a_worker_and_its_queue_reach_the_primary(pg_pair: ReplicaPair, tmp_path: Path) -> None:
+    """The schedule queue opens its own connections (procrastinate's pool, the queue
+    schema's set-up): with the standby named first they must reach the primary too."""
+    url = keyword_form(pg_pair, "wq")
+    env = {**os.environ, "LIRUN_HOME": str(tmp_path / "home"), "LIRUN_DB_URL": url}
+    store = open_store(url)
+    try:
+        with workers(env, tmp_path, count=1) as (worker,):
+            queued = [
+                submit(store, parse_action(["run", "echo", str(i)], base=str(tmp_path))).id
+                for i in range(2)
+            ]
+            for run_id in queued:
+                row = until(lambda r=run_id: status_is(store, r, "completed", "failed"), 60)
+                assert row["status"] == "completed", worker.text()
+        assert "ProcrastinateTransport" in worker.text()
+    finally:
+        store.close()
