@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from functools import partial
 from pathlib import Path
 
 from lirun.schedules.actions import parse_action
@@ -119,7 +120,7 @@ def test_a_worker_and_its_queue_reach_the_primary(pg_pair: ReplicaPair, tmp_path
                 for i in range(2)
             ]
             for run_id in queued:
-                row = until(lambda r=run_id: status_is(store, r, "completed", "failed"), 60)
+                row = until(partial(status_is, store, run_id, "completed", "failed"), 60)
                 assert row["status"] == "completed", worker.text()
         assert "ProcrastinateTransport" in worker.text()
     finally:
