@@ -27,7 +27,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The fault suite's harness (summary lines), the throwaway PostgreSQL cluster, the tmpfs.
-pytest_plugins = ["support.faultkit", "support.pgcluster", "support.diskkit"]
+pytest_plugins = ["support.faultkit", "support.pgcluster", "support.pgreplica", "support.diskkit"]
 
 BACKENDS = (
     pytest.param("sqlite", id="sqlite"),
@@ -36,7 +36,7 @@ BACKENDS = (
 # Fixtures (defined in test modules) that reach a PostgreSQL server: a test using one
 # is a postgres test, so `-m "not postgres"` leaves it out.
 POSTGRES_FIXTURES = frozenset(
-    {"pg_url", "pg_only_url", "password_server", "pg_cluster", "pg_password_cluster"}
+    {"pg_url", "pg_only_url", "password_server", "pg_cluster", "pg_password_cluster", "pg_pair"}
 )
 
 

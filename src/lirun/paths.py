@@ -58,7 +58,7 @@ def default_db_location() -> str:
 
 
 DB_URL_HELP = (
-    "state database (path, sqlite:///path or postgresql://...); "
+    "state database (a path, sqlite:///path, postgresql://... or host=... dbname=...); "
     "default $LIRUN_DB_URL, else $LIRUN_HOME/state.db"
 )
 
@@ -78,7 +78,7 @@ def _scheme(url: str) -> str | None:
     return name if all(c in _SCHEME_CHARS for c in name) else None
 
 
-# libpq's keywords most often written first in a ``key=value`` connection string.
+# libpq's keywords most often written in a ``key=value`` connection string.
 _CONNINFO_KEYWORDS = frozenset(
     [
         "host",
@@ -94,13 +94,28 @@ _CONNINFO_KEYWORDS = frozenset(
         "options",
         "application_name",
         "connect_timeout",
+        "target_session_attrs",
     ]
+)
+_KEYWORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz_")
+# What a path that does not exist yet must end with to be taken for a SQLite file: the
+# extension, its version digit taken off (.db3 is .db).
+DB_FILE_EXTENSIONS = ("db", "sqlite")
+DB_FORMS = (
+    "postgresql://user@host1:5432,host2:5432/dbname, a keyword string "
+    "(host=host1,host2 port=5432,5432 dbname=dbname), sqlite:///path, or a file path "
+    "(one with a '/', or a name ending .db or .sqlite)"
 )
 
 
-def _is_keyword_conninfo(value: str) -> bool:
-    """Whether ``value`` is a libpq ``key=value`` string: a word starts ``host=``,
-    ``password =``, ... (a path like ``/data/user=x/state.db`` is not one)."""
+def is_keyword_conninfo(value: str) -> bool:
+    """Whether ``value`` is a libpq ``key=value`` connection string: it starts with a
+    lower-case word and ``=``, or one of its words is ``host=``, ``password =``, ...
+    (a path like ``/data/user=x/state.db`` is neither)."""
+    head = value.lstrip().partition("=")
+    word = head[0].rstrip()
+    if head[1] and word and set(word) <= _KEYWORD_CHARS:
+        return True
     if "://" in value or "=" not in value:
         return False
     while " =" in value or "= " in value:
@@ -108,27 +123,45 @@ def _is_keyword_conninfo(value: str) -> bool:
     return any(w.partition("=")[0] in _CONNINFO_KEYWORDS for w in value.split() if "=" in w)
 
 
+def looks_like_db_file(value: str) -> bool:
+    """A bare value lirun opens as a SQLite file: ``sqlite:…``, ``:memory:``, one with a
+    ``/`` (or ``~``), one ending in a database suffix, or a file that exists. Anything
+    else (``localhost``, ``h1:5432,h2:5433``) is a mistyped URL, not a file to create."""
+    return (
+        value.startswith(("sqlite:", "~"))
+        or value == ":memory:"
+        or os.sep in value
+        or _extension(value) in DB_FILE_EXTENSIONS
+        or os.path.isfile(value)
+    )
+
+
+def _extension(value: str) -> str:
+    name = os.path.basename(value)
+    return name.rpartition(".")[2].lower().rstrip("0123456789") if "." in name else ""
+
+
 def resolve_db_url(url: str | os.PathLike[str] | None = None) -> str:
     """``url`` > ``$LIRUN_DB_URL`` > the default SQLite file, as a string.
 
-    A ``scheme://`` lirun does not know is refused: taken for a path it once created a
-    SQLite file named after the URL.
+    A PostgreSQL URL or keyword string, a ``sqlite:`` URL or a path that looks like a
+    database file; anything else is refused (taken for a path, it once became a new
+    SQLite file named after it, where nobody looked for the record).
     """
     if url is not None and str(url) != "":
         resolved = os.fspath(url)
     else:
         resolved = env_db_url() or default_db_location()
-    if _is_keyword_conninfo(resolved):
-        # Not echoed: it may hold a password, and taken for a path it named a SQLite file.
-        raise UsageError(
-            "the database is given as a keyword/value connection string (host=... "
-            "password=...), which lirun does not read; write it as "
-            "postgresql://user:password@host:port/dbname"
-        )
+    if is_keyword_conninfo(resolved):
+        return resolved
     scheme = _scheme(resolved)
     if scheme and scheme.lower() not in KNOWN_SCHEMES:
+        raise UsageError(f"unsupported database URL scheme {scheme}:// (accepted: {DB_FORMS})")
+    if scheme is None and not looks_like_db_file(resolved):
+        # Echoed only when it cannot hold a password (no user-info, no parameter).
+        shown = f" {resolved!r}" if "@" not in resolved else ""
         raise UsageError(
-            f"unsupported database URL scheme {scheme}:// (a path, sqlite:///path or "
-            "postgresql://... are accepted)"
+            f"the database{shown} is neither a URL, a keyword string nor a database "
+            f"file; give {DB_FORMS}"
         )
     return resolved

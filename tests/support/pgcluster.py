@@ -17,11 +17,13 @@ fails instead.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -118,6 +120,8 @@ class PgCluster:
         self.schemas: list[str] = []
         # Addresses the server listens on (a test may add others, e.g. a veth's host side).
         self.listen_addresses = "127.0.0.1"
+        # More ``-c name=value`` settings for every start (``pgreplica``: replication).
+        self.settings: dict[str, str] = {}
 
     @property
     def url(self) -> str:
@@ -170,6 +174,7 @@ class PgCluster:
             f"-p {self.port} -c listen_addresses={self.listen_addresses} -k {self.base} "
             "-c fsync=off -c full_page_writes=off -c max_connections=100"
         )
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         done = self._as_postgres(
             str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log),
             "-o", options, "-w", "-t", "60", "start",
@@ -185,6 +190,76 @@ class PgCluster:
         )  # fmt: skip
         if done.returncode != 0 and self.is_up():
             raise RuntimeError(f"pg_ctl stop failed: {done.stderr.strip()}")
+
+    def configure(self, settings: dict[str, str]) -> None:
+        """Settings for every start from now on, written to ``postgresql.conf`` too, so a
+        server started without lirun's options (``pg_rewind``'s single-user recovery,
+        a standby made from this one) has them as well."""
+        self.settings.update(settings)
+        with (self.data / "postgresql.conf").open("a", encoding="utf-8") as conf:
+            conf.writelines(f"{name} = '{value}'\n" for name, value in settings.items())
+
+    def crash(self) -> None:
+        """SIGKILL the postmaster and every server process (a host gone, not a shutdown).
+
+        Its children are not in its process group, so they are found by parent."""
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return
+        doomed = [pid, *_children(pid)]
+        for victim in doomed:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while any(_alive(v) for v in doomed) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # The postmaster's parent (init here) may leave it a zombie for a while, and a
+        # zombie's pid passes the lock file's liveness check: the next start (or
+        # pg_rewind's recovery) would refuse. Every server process is dead: as on a host
+        # that rebooted, the lock files name nobody.
+        for lock in (self.data / "postmaster.pid", self.base / f".s.PGSQL.{self.port}.lock"):
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+
+    def basebackup_from(self, source: PgCluster) -> None:
+        """Make this (not yet initialised) cluster a streaming standby of ``source``
+        (``-R``: ``standby.signal`` and ``primary_conninfo`` written for it)."""
+        self.base.chmod(0o755)
+        shutil.chown(self.base, "postgres", "postgres")
+        done = self._as_postgres(
+            str(self.bin_dir / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(source.port),
+            "-U", "postgres", "-D", str(self.data), "-R", "-X", "stream", "-c", "fast",
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_basebackup failed: {done.stderr.strip()}")
+
+    def promote(self) -> None:
+        """End recovery: this standby becomes a primary (``pg_ctl -w promote``)."""
+        done = self._as_postgres(
+            str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-w", "-t", "60", "promote"
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_ctl promote failed: {done.stderr.strip()}")
+
+    def rewind_from(self, source: PgCluster) -> None:
+        """Turn this stopped former primary into a standby of ``source`` (``pg_rewind -R``:
+        the WAL it wrote after the timelines parted is undone)."""
+        done = self._as_postgres(
+            str(self.bin_dir / "pg_rewind"), "-D", str(self.data), "-R",
+            f"--source-server=host=127.0.0.1 port={source.port} user=postgres dbname=postgres",
+            timeout=120,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_rewind failed: {done.stderr.strip() or done.stdout}")
+
+    def query(self, sql: str) -> list[tuple[object, ...]]:
+        """``sql``'s rows on this server (autocommit, a connection of its own)."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+            cursor = conn.execute(sql.encode())
+            return list(cursor.fetchall()) if cursor.description else []
 
     def restart(self, down_for: float = 0.0, mode: str = "fast") -> None:
         self.stop(mode)
@@ -216,21 +291,51 @@ class PgCluster:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-def _unavailable(reason: str) -> None:
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from ``/proc``)."""
+    found = []
+    for entry in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(entry).read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields and int(fields[1]) == pid:
+            found.append(int(entry.split("/")[2]))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def unavailable(reason: str) -> None:
+    """Skip the test (fail it under ``LIRUN_TEST_REQUIRE_PG=1``): no cluster here."""
     if REQUIRE_PG:
         pytest.fail(f"PostgreSQL is required (LIRUN_TEST_REQUIRE_PG=1) but: {reason}")
     pytest.skip(f"no throwaway PostgreSQL cluster: {reason}")
 
 
-def _made(password: str | None) -> tuple[PgCluster | None, str | None]:
-    """A started cluster, or None and why it cannot be made."""
+def new_cluster(password: str | None = None) -> tuple[PgCluster | None, str | None]:
+    """A cluster not yet initialised, in a fresh ``/tmp/lirun-pgcluster-*`` directory on a
+    kept port, or None and why none can be made here."""
     bin_dir = server_bin_dir()
     if bin_dir is None or not (bin_dir / "initdb").exists():
         return None, "no initdb found (set LIRUN_TEST_PG_BIN)"
     if shutil.which("setpriv") is None:
         return None, "setpriv (util-linux) is needed to run initdb as postgres"
     base = Path(tempfile.mkdtemp(prefix="lirun-pgcluster-", dir="/tmp"))
-    cluster = PgCluster(bin_dir, base, kept_port(), password=password)
+    return PgCluster(bin_dir, base, kept_port(), password=password), None
+
+
+def _made(password: str | None) -> tuple[PgCluster | None, str | None]:
+    """A started cluster, or None and why it cannot be made."""
+    cluster, why = new_cluster(password)
+    if cluster is None:
+        return None, why
     try:
         cluster.init()
         cluster.start()
@@ -261,7 +366,7 @@ def pg_cluster_session() -> Iterator[PgCluster | None]:
 def pg_cluster(pg_cluster_session: PgCluster | None) -> PgCluster:
     """The throwaway cluster, up when the test starts (a test may stop and start it)."""
     if pg_cluster_session is None:
-        _unavailable(_cluster_error or "unknown error")
+        unavailable(_cluster_error or "unknown error")
     assert pg_cluster_session is not None
     pg_cluster_session.ensure_up()
     return pg_cluster_session
@@ -282,7 +387,7 @@ def pg_password_cluster(pg_password_session: tuple[PgCluster | None, str | None]
     """A throwaway cluster that requires the password ``PASSWORD`` (its ``url`` has it)."""
     cluster, error = pg_password_session
     if cluster is None:
-        _unavailable(error or "unknown error")
+        unavailable(error or "unknown error")
     assert cluster is not None
     cluster.ensure_up()
     return cluster

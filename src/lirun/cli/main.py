@@ -47,7 +47,7 @@ commands:
 {commands}
 
 options:
-  --db URL     state database: a path, sqlite:///path or postgresql://...
+  --db URL     state database: a path, sqlite:///path, postgresql://... or host=... dbname=...
                (default: $LIRUN_DB_URL, else $LIRUN_HOME/state.db)
   -v, --verbose  also print debug notes on stderr (-vv: the same)
   -q, --quiet  print only warnings and errors on stderr, not notices
@@ -150,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if GlobalOptions(args).rest[:1] in (["--db"], ["--db="]):
-        sys.stderr.write("li: --db needs a value: a path, sqlite:///path or postgresql://...\n")
+        sys.stderr.write(
+            "li: --db needs a value: a path, sqlite:///path, postgresql://... "
+            "or host=... dbname=...\n"
+        )
         return 2
     if argv is None and starts_a_run(args):
         # First thing, before any import that could be interrupted: a signal from now on

@@ -16,7 +16,7 @@ from lirun.async_twin import (
     async_method,
     to_thread,
 )
-from lirun.paths import default_db_location, resolve_db_url
+from lirun.paths import default_db_location, is_keyword_conninfo, resolve_db_url
 from lirun.store.connector import Connector
 from lirun.store.core import Store
 from lirun.store.invocation_records import Invocations
@@ -36,7 +36,8 @@ __all__ = [
 
 
 def is_postgres_url(url: str) -> bool:
-    return url.startswith(("postgresql://", "postgres://"))
+    """A PostgreSQL URL (``postgresql://``, ``postgres://``) or libpq keyword string."""
+    return url.startswith(("postgresql://", "postgres://")) or is_keyword_conninfo(url)
 
 
 def open_connector(

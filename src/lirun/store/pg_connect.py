@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from lirun.errors import DatabaseUnavailableError
+from lirun.paths import is_keyword_conninfo
+from lirun.store import conninfo
 from lirun.store.retry import write_retry_seconds
 
 _SCHEMA_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz_")
@@ -37,19 +39,53 @@ def split_schema(url: str) -> tuple[str, str | None]:
 
     The other parameters are kept exactly as written (psycopg hands them to libpq, which
     decodes them); ``urllib`` would re-encode them and drop an empty host's ``//``.
+    A keyword string (``host=… schema=s``) loses its ``schema`` word the same way.
     """
+    if is_keyword_conninfo(url):
+        schema = conninfo.last_value(url, "schema")
+        _check_schema(schema)
+        return conninfo.without(url, "schema"), schema
     base, hashmark, fragment = url.partition("#")
     base, question, query = base.partition("?")
     items = query.split("&") if question else []
     kept = [item for item in items if item and _unquote(item.split("=", 1)[0]) != "schema"]
     given = [i.partition("=")[2] for i in items if i and i not in kept]
     schema = _unquote(given[0]) if given else None
+    _check_schema(schema)
+    rest = base + (f"?{'&'.join(kept)}" if kept else "")
+    return rest + (hashmark + fragment), schema
+
+
+def _check_schema(schema: str | None) -> None:
     if schema is not None and not is_schema_name(schema):
         raise DatabaseUnavailableError(
             f"schema {schema!r} in the database URL is not a plain lower-case identifier"
         )
-    rest = base + (f"?{'&'.join(kept)}" if kept else "")
-    return rest + (hashmark + fragment), schema
+
+
+def writable_target(given: dict[str, Any]) -> dict[str, str]:
+    """``target_session_attrs=read-write`` when the URL (parsed into ``given``) names
+    several hosts and does not say which it wants: libpq then tries them in order and
+    keeps the first that accepts writes (lirun always writes), so a URL naming a standby
+    first, or a primary that failed over, still reaches the primary."""
+    several = any("," in str(given.get(key) or "") for key in conninfo.MULTI_HOST_KEYS)
+    if several and not given.get("target_session_attrs"):
+        return {"target_session_attrs": "read-write"}
+    return {}
+
+
+def host_list_problem(given: dict[str, Any]) -> str | None:
+    """What libpq would refuse in the host and port lists (None: nothing), said before any
+    connection: a mistyped list is the user's to fix, not an outage to wait out."""
+    hosts = str(given.get("host") or given.get("hostaddr") or "").count(",") + 1
+    if given.get("host") and given.get("hostaddr"):
+        addrs = str(given["hostaddr"]).count(",") + 1
+        if addrs != hosts:
+            return f"{hosts} host names but {addrs} host addresses"
+    ports = str(given.get("port") or "").count(",") + 1
+    if ports not in (1, hosts):
+        return f"{ports} ports for {hosts} hosts (give one port, or one per host)"
+    return None
 
 
 def is_schema_name(text: str) -> bool:

@@ -33,7 +33,13 @@ from lirun.errors import (
     UsageError,
 )
 from lirun.store.connector import Params, Row, Tx, apply_migrations
-from lirun.store.pg_connect import session_options, split_schema, tcp_settings
+from lirun.store.pg_connect import (
+    host_list_problem,
+    session_options,
+    split_schema,
+    tcp_settings,
+    writable_target,
+)
 from lirun.store.pg_errors import (
     PASSFILE_MISSING,
     PASSFILE_OPEN,
@@ -126,9 +132,13 @@ class PostgresConnector:
                 f"the database URL {self.display_url} is not valid: "
                 f"{scrub(_first_line(exc), self.url)}"
             ) from None
+        problem = host_list_problem(given)
+        if problem:
+            raise UsageError(f"the database URL {self.display_url} names {problem}")
         # The URL's own options and connect_timeout are kept (ours come after, and win).
         extra: dict[str, Any] = {
             **tcp_settings(given, user_timeout=psycopg.pq.version() >= 120000),
+            **writable_target(given),
             **kwargs,
         }
         try:

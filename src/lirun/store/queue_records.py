@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseError
-from lirun.store.pg_connect import split_schema
+from lirun.store.pg_connect import split_schema, writable_target
 from lirun.store.queries import parse_queries, to_pyformat
 
 DEFAULT_QUEUE_SCHEMA = "lirun_queue"
@@ -52,7 +52,12 @@ def queue_conninfo(url: str) -> tuple[str, str]:
     queue_schema = queue_schema_for(schema)
     params = psycopg.conninfo.conninfo_to_dict(rest)
     options = f"{params.get('options') or ''} -c search_path={queue_schema}".strip()
-    merged: dict[str, Any] = {**TCP_SETTINGS, **params, "options": options}
+    merged: dict[str, Any] = {
+        **TCP_SETTINGS,
+        **params,
+        **writable_target(params),
+        "options": options,
+    }
     return psycopg.conninfo.make_conninfo("", **merged), queue_schema
 
 

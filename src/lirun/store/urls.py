@@ -4,6 +4,10 @@ Every message that names a database URL names it through ``redact_url``, which d
 need the URL to parse: its user-info is read as running from ``//`` to the *last* ``@``
 (libpq and ``urllib`` disagree on a malformed one, so the widest reading is masked), and
 every ``password``/``sslpassword`` parameter is masked whatever its spelling.
+
+Each function reads every form libpq accepts: a URL naming one host or several
+(``postgresql://u@h1:5432,h2:5433/db``, ``?host=h1,h2&port=…``) and the keyword string
+(``host=h1,h2 port=5432,5433 dbname=db``, read by ``store.conninfo``).
 """
 
 from __future__ import annotations
@@ -11,6 +15,11 @@ from __future__ import annotations
 from urllib.parse import quote, unquote, urlsplit
 
 from lirun.errors import UsageError
+from lirun.paths import is_keyword_conninfo
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
 
 _SECRET_PARAMS = ("password", "sslpassword")
 _PG_SCHEMES = ("postgresql://", "postgres://")
@@ -20,6 +29,14 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 # urllib thinks the host starts, so part of the password would be read (and shown) as
 # the host, the port or the database.
 _NEEDS_ENCODING = {"@": "%40", "/": "%2F", "?": "%3F", "#": "%23"}
+
+
+def _keywords() -> ModuleType:
+    """``store.conninfo``, loaded for a keyword string only: a URL or a SQLite path (the
+    `li status` fast path) never pays for it."""
+    from lirun.store import conninfo
+
+    return conninfo
 
 
 def _split(url: str) -> tuple[str, str | None, str]:
@@ -33,10 +50,15 @@ def _split(url: str) -> tuple[str, str | None, str]:
     if at >= 0:
         return scheme + sep, rest[:at], rest[at:]
     end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
-    port = rest[:end].rpartition(":")[2] if ":" in rest[:end] else ""
-    if port and not port.isdigit() and not rest.startswith("["):
+    if any(_port_is_not_a_number(host) for host in rest[:end].split(",")):
         return scheme + sep, rest[:end], rest[end:]
     return scheme + sep, None, rest
+
+
+def _port_is_not_a_number(host: str) -> bool:
+    """``host:port`` whose port is no number (an IPv6 ``[…]`` host is not judged here)."""
+    port = host.rpartition(":")[2] if ":" in host else ""
+    return bool(port) and not port.isdigit() and not host.startswith("[")
 
 
 def _params(rest: str) -> tuple[str, list[str]]:
@@ -79,6 +101,8 @@ def redact_url(url: str) -> str:
 
     A SQLite path or ``sqlite://`` URL, which holds no password, comes back as it is.
     """
+    if is_keyword_conninfo(url):
+        return _keywords().redact(url, _MASK)
     scheme, userinfo, rest = _split(url)
     if not scheme.endswith("://") or scheme.lower() == "sqlite://":
         return url
@@ -93,11 +117,14 @@ def redact_url(url: str) -> str:
 
 def url_secrets(url: str) -> list[str]:
     """Every password the URL holds, as written and decoded, longest first."""
-    _, userinfo, rest = _split(url)
     found = []
-    if userinfo is not None and ":" in userinfo:
-        found.append(userinfo.partition(":")[2])
-    found += _mask_params(_params(rest)[1])[1]
+    if is_keyword_conninfo(url):
+        found = _keywords().secrets(url)
+    else:
+        _, userinfo, rest = _split(url)
+        if userinfo is not None and ":" in userinfo:
+            found.append(userinfo.partition(":")[2])
+        found += _mask_params(_params(rest)[1])[1]
     both = {s for raw in found for s in (raw, unquote(raw)) if s}
     return sorted(both, key=len, reverse=True)
 
@@ -111,6 +138,8 @@ def scrub(text: str, url: str) -> str:
 
 def _malformation(url: str) -> str | None:
     """What makes libpq or ``urllib`` misread the URL (None: nothing)."""
+    if is_keyword_conninfo(url):
+        return _keywords().problem(url)
     if any(c.isspace() for c in url):
         return "has a space in it; write a space as %20"
     for at, char in enumerate(url):
@@ -133,16 +162,29 @@ def _malformation(url: str) -> str | None:
 def check_url(url: str) -> None:
     """Refuse a PostgreSQL URL libpq or ``urlsplit`` would misread, naming it masked."""
     problem = _malformation(url)
-    if problem is None:
-        try:
-            urlsplit(url).port  # noqa: B018 (parses host and port: a bad IPv6 host raises)
-        except ValueError as exc:
-            problem = f"is not valid ({scrub(str(exc), url)})"
+    keyword = is_keyword_conninfo(url)
+    if problem is None and not keyword:
+        problem = _host_problem(url)
     if problem is not None:
-        raise UsageError(
-            f"the database URL {redact_url(url)} {problem} "
-            "(postgresql://user:password@host:port/dbname)"
-        ) from None
+        kind, form = (
+            ("keyword string", "host=host1,host2 port=5432,5432 dbname=dbname user=user")
+            if keyword
+            else ("URL", "postgresql://user:password@host1:port1,host2:port2/dbname")
+        )
+        raise UsageError(f"the database {kind} {redact_url(url)} {problem} ({form})") from None
+
+
+def _host_problem(url: str) -> str | None:
+    """What ``urllib`` finds wrong with one of the URL's hosts (a bad IPv6 host or port)."""
+    _, _, rest = _split(url)
+    hosts = rest.removeprefix("@")
+    end = min((i for i in map(hosts.find, "/?#") if i >= 0), default=len(hosts))
+    for host in hosts[:end].split(","):
+        try:
+            urlsplit(f"//{host}").port  # noqa: B018 (parses host and port)
+        except ValueError as exc:
+            return f"is not valid ({scrub(str(exc), url)})"
+    return None
 
 
 def url_without_credentials(url: str) -> str | None:
@@ -151,6 +193,8 @@ def url_without_credentials(url: str) -> str | None:
     A SQLite path holds none. A nested ``li`` connects with it when the server needs no
     password from the URL (trust or peer auth, ``PGPASSFILE``, ``PGPASSWORD``).
     """
+    if is_keyword_conninfo(url):
+        return None if _keywords().problem(url) else _keywords().without(url, *_SECRET_PARAMS)
     if not url.startswith(_PG_SCHEMES):
         import os  # absolute: the child may run in another directory (--cwd)
 
@@ -169,6 +213,8 @@ def url_password(url: str) -> str | None:
     """The password a PostgreSQL URL gives (user-info, else ``?password=``), decoded as
     libpq decodes it; None when it gives none (or an empty one) or is not a PostgreSQL
     URL."""
+    if is_keyword_conninfo(url):
+        return _keywords().last_value(url, "password") or None
     if not url.startswith(_PG_SCHEMES):
         return None
     try:
@@ -187,6 +233,8 @@ def url_password(url: str) -> str | None:
 def with_passfile(url: str, path: str) -> str:
     """The PostgreSQL ``url`` (one without a password) that reads its password from the
     libpq password file ``path``: ``?passfile=`` in place of any the URL had."""
+    if is_keyword_conninfo(url):
+        return f"{_keywords().without(url, 'passfile')} passfile={_keywords().quote(path)}".lstrip()
     base, _, fragment = url.partition("#")
     base, _, query = base.partition("?")
     kept = [item for item in query.split("&") if item and unquote(item.split("=")[0]) != "passfile"]
