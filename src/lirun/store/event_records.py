@@ -91,13 +91,15 @@ class Events(Repository):
         return True, run_id
 
     def record_poll(self, schedule_id: str, *, reason: str, detail: str = "") -> None:
-        """A poll's outcome (a ``schedule.poll.*`` code) as the schedule's last poll."""
+        """A poll's outcome (a ``schedule.poll.*`` code) as the schedule's last poll,
+        and one more poll with that outcome in its counts (the metrics read them)."""
         validate_reason(reason)
         params = {"id": schedule_id, "now": time.time(), "reason": reason}
         params["detail"] = detail[:MAX_DETAIL]
         params["ok"] = 1 if reason == OK_REASON else 0
         with self.connector.write() as tx:
             tx.execute(self.sql("record_poll"), params)
+            tx.execute(self.sql("count_poll"), params)
 
     def count(self, schedule_id: str) -> tuple[int, int]:
         """(events seen, events that fired a run) of the schedule."""

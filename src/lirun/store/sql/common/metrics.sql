@@ -69,3 +69,32 @@ SELECT kind, COUNT(*) AS n, COALESCE(SUM(CASE WHEN d > 0 THEN d ELSE 0 END), 0) 
        SUM(CASE WHEN d <= CAST(:b10 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le10,
        SUM(CASE WHEN d <= CAST(:b11 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le11
   FROM ended GROUP BY kind ORDER BY kind
+
+-- name: metrics_schedule_events
+-- Events (schedule_events) of each schedule not deleted, by source and by what each did:
+-- 'baseline' (seen by a first poll, fires nothing by design), 'skipped' (a policy
+-- refused its run when the event was stored; reason: the run's code), 'fired' (its run
+-- was queued). An event's run is written with the event and never turns skipped later,
+-- so each count only grows.
+SELECT schedule, source, outcome, reason, COUNT(*) AS n
+  FROM (SELECT s.name AS schedule, e.source,
+               CASE WHEN e.schedule_run_id IS NULL THEN 'baseline'
+                    WHEN r.status = 'skipped' THEN 'skipped'
+                    ELSE 'fired' END AS outcome,
+               CASE WHEN r.status = 'skipped' THEN COALESCE(r.status_reason_code, '')
+                    ELSE '' END AS reason
+          FROM schedule_events e
+          JOIN schedules s ON s.id = e.schedule_id
+          LEFT JOIN schedule_runs r ON r.id = e.schedule_run_id
+         WHERE s.status IS NULL OR s.status <> 'deleted') per_event
+ GROUP BY schedule, source, outcome, reason
+ ORDER BY schedule, source, outcome, reason
+
+-- name: metrics_schedule_polls
+-- Polls of each poll schedule not deleted, by outcome (schedule_poll_counts), with the
+-- outcome of its last poll (a failure stays the last until a good poll follows).
+SELECT s.name AS schedule, c.reason, c.n, s.last_poll_reason AS last_reason
+  FROM schedule_poll_counts c
+  JOIN schedules s ON s.id = c.schedule_id
+ WHERE s.status IS NULL OR s.status <> 'deleted'
+ ORDER BY s.name, c.reason
