@@ -16,9 +16,9 @@ import time
 from lirun.hints import Any
 from lirun.lifecycle import policy_for
 from lirun.reasons import validate_reason
-from lirun.store.records import new_id, require_text
+from lirun.store.records import decode_row, new_id, require_text
 from lirun.store.repository import Repository
-from lirun.store.rows import EventRow
+from lirun.store.rows import EventRow, ScheduleRunRow
 from lirun.store.transitions import HistoryEntry
 
 SOURCES = ("poll", "webhook", "chain")
@@ -121,6 +121,15 @@ class Events(Repository):
         return (
             EventRow.from_row({**rows[0], "baseline": bool(rows[0]["baseline"])}) if rows else None
         )
+
+    def chain_event_parents(
+        self, schedule_id: str, *, limit: int = 50
+    ) -> builtins.list[ScheduleRunRow]:
+        """The parent runs of the chain schedule's newest ``limit`` events (those still
+        recorded), newest event first."""
+        params: dict[str, Any] = {"schedule_id": schedule_id, "limit": int(limit)}
+        rows = self.connector.read(self.sql("chain_event_parents"), params)
+        return [ScheduleRunRow.from_row(decode_row(r)) for r in rows]
 
     def chain_parents(
         self,

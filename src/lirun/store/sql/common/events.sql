@@ -76,3 +76,13 @@ SELECT MAX(r.ended_at) AS t
   FROM schedule_events e
   JOIN schedule_runs r ON r.id = e.event_key
  WHERE e.schedule_id = :schedule_id AND e.source = 'chain'
+
+-- name: chain_event_parents
+-- The parent runs of a chain schedule's newest :limit events (a chain event's key is
+-- its parent run's id), for the dashboard's schedule page: one read, not one per event.
+SELECT p.*
+  FROM schedule_events e
+  JOIN schedule_runs p ON p.id = e.event_key
+ WHERE e.schedule_id = :schedule_id AND e.source = 'chain'
+ ORDER BY e.seen_at DESC, e.id DESC
+ LIMIT :limit
