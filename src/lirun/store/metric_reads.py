@@ -36,7 +36,8 @@ DURATION_BUCKETS: tuple[float, ...] = (
 class MetricFacts(NamedTuple):
     """One scrape's numbers: rows per (kind, status, reason), duration buckets per
     kind, usage per (provider, model), the live workers, the schedule backlog, events
-    per (schedule, source, outcome, reason) and polls per (schedule, reason).
+    per (schedule, source), those skipped per (schedule, source, reason) and polls per
+    (schedule, reason).
     (A NamedTuple: the Store module is on ``li wait``'s start-up path, dataclasses not.)"""
 
     status_counts: tuple[Row, ...]
@@ -45,6 +46,7 @@ class MetricFacts(NamedTuple):
     workers: tuple[WorkerRow, ...]
     backlog: Row
     events: tuple[Row, ...]
+    skipped_events: tuple[Row, ...]
     polls: tuple[Row, ...]
 
 
@@ -71,5 +73,6 @@ class MetricReads(Repository):
             workers=tuple(self.workers.list_live(since=now - 3600)),
             backlog=backlog[0],
             events=tuple(read(self.sql("metrics_schedule_events"))),
+            skipped_events=tuple(read(self.sql("metrics_schedule_events_skipped"))),
             polls=tuple(read(self.sql("metrics_schedule_polls"))),
         )

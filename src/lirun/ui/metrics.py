@@ -158,18 +158,15 @@ def _events(facts: MetricFacts) -> Iterator[Metric]:
         "Events whose run a policy refused (a skipped run), by schedule, source and reason",
         labels=["schedule", "source", "reason"],
     )
-    per_source: dict[tuple[str, str], int] = defaultdict(int)
-    fired_per_source: dict[tuple[str, str], int] = defaultdict(int)
-    for row in facts.events:
+    refused: dict[tuple[str, str], int] = defaultdict(int)
+    for row in facts.skipped_events:
         key, n = (str(row["schedule"]), str(row["source"])), int(row["n"])
-        per_source[key] += n
-        if row["outcome"] == "fired":
-            fired_per_source[key] += n
-        elif row["outcome"] == "skipped":
-            skipped.add_metric([*key, str(row["reason"])], n)
-    for key, n in sorted(per_source.items()):
-        seen.add_metric(list(key), n)
-        fired.add_metric(list(key), fired_per_source[key])
+        refused[key] += n
+        skipped.add_metric([*key, str(row["reason"] or "")], n)
+    for row in facts.events:
+        key = (str(row["schedule"]), str(row["source"]))
+        seen.add_metric(list(key), int(row["seen"]))
+        fired.add_metric(list(key), int(row["with_run"]) - refused[key])
     yield from (seen, fired, skipped)
 
 
