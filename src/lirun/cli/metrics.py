@@ -19,7 +19,8 @@ DESCRIPTION = """\
 The record as Prometheus metrics (text format 0.0.4), the same families `li ui` serves at
 /metrics: runs started and ended by kind, status and reason; run durations; cost and
 tokens by provider and model; live workers and their heartbeat age; queued and overdue
-schedule runs; outcomes pending in this machine's spool. Every number is read from the
+schedule runs; outcomes pending in this machine's spool; each schedule's events seen,
+fired and skipped, its polls and poll failures. Every number is read from the
 database, so it is the same from any process. Reads only. For a node exporter's textfile
 collector: li metrics > DIR/lirun.prom.$$ && mv DIR/lirun.prom.$$ DIR/lirun.prom"""
 

@@ -405,12 +405,16 @@ def _runs(store: Store, args: Any, now: int) -> int:
     if not runs:
         warn(PROG, f"{row.name} has no runs yet (workers start them: li worker)")
         return 0
+    # a chained run's event key is its parent run's id: PARENT and DEPTH say it instead
+    chained = (row.trigger_json or {}).get("kind") == "chain"
     table = []
     for run in runs:
         stamps = [_due(at) for at in (run.due_at, run.started_at, run.ended_at)]
         reason = run.status_reason_code or "-"
-        table.append((run.id, run.status, *stamps, run.event_key or "-", reason))
-    header = ("RUN", "STATUS", "DUE (UTC)", "STARTED (UTC)", "ENDED (UTC)", "EVENT", "REASON")
+        cause = [run.chain_parent_id or "-", run.chain_depth] if chained else [run.event_key or "-"]
+        table.append((run.id, run.status, *stamps, *cause, reason))
+    header = ("RUN", "STATUS", "DUE (UTC)", "STARTED (UTC)", "ENDED (UTC)",
+              *(("PARENT", "DEPTH") if chained else ("EVENT",)), "REASON")  # fmt: skip
     print_table(header, table)
     return 0
 

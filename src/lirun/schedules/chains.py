@@ -47,7 +47,12 @@ def parse_after(text: str) -> tuple[str, str]:
 
 def describe(parent: str, outcome: str) -> str:
     """``after nightly completes``, ``after nightly fails``, ``after nightly ends``."""
-    return f"after {parent} {_VERBS.get(outcome, outcome)}"
+    return f"after {parent} {verb(outcome)}"
+
+
+def verb(outcome: str) -> str:
+    """The words for an outcome after the parent's name: ``completes``, ``fails``, ``ends``."""
+    return _VERBS.get(outcome, outcome)
 
 
 def matches(outcome: str, status: str) -> bool:

@@ -16,9 +16,9 @@ import time
 from lirun.hints import Any
 from lirun.lifecycle import policy_for
 from lirun.reasons import validate_reason
-from lirun.store.records import new_id, require_text
+from lirun.store.records import decode_row, new_id, require_text
 from lirun.store.repository import Repository
-from lirun.store.rows import EventRow
+from lirun.store.rows import EventRow, ScheduleRunRow
 from lirun.store.transitions import HistoryEntry
 
 SOURCES = ("poll", "webhook", "chain")
@@ -91,13 +91,15 @@ class Events(Repository):
         return True, run_id
 
     def record_poll(self, schedule_id: str, *, reason: str, detail: str = "") -> None:
-        """A poll's outcome (a ``schedule.poll.*`` code) as the schedule's last poll."""
+        """A poll's outcome (a ``schedule.poll.*`` code) as the schedule's last poll,
+        and one more poll with that outcome in its counts (the metrics read them)."""
         validate_reason(reason)
         params = {"id": schedule_id, "now": time.time(), "reason": reason}
         params["detail"] = detail[:MAX_DETAIL]
         params["ok"] = 1 if reason == OK_REASON else 0
         with self.connector.write() as tx:
             tx.execute(self.sql("record_poll"), params)
+            tx.execute(self.sql("count_poll"), params)
 
     def count(self, schedule_id: str) -> tuple[int, int]:
         """(events seen, events that fired a run) of the schedule."""
@@ -119,6 +121,15 @@ class Events(Repository):
         return (
             EventRow.from_row({**rows[0], "baseline": bool(rows[0]["baseline"])}) if rows else None
         )
+
+    def chain_event_parents(
+        self, schedule_id: str, *, limit: int = 50
+    ) -> builtins.list[ScheduleRunRow]:
+        """The parent runs of the chain schedule's newest ``limit`` events (those still
+        recorded), newest event first."""
+        params: dict[str, Any] = {"schedule_id": schedule_id, "limit": int(limit)}
+        rows = self.connector.read(self.sql("chain_event_parents"), params)
+        return [ScheduleRunRow.from_row(decode_row(r)) for r in rows]
 
     def chain_parents(
         self,

@@ -35,7 +35,9 @@ DURATION_BUCKETS: tuple[float, ...] = (
 
 class MetricFacts(NamedTuple):
     """One scrape's numbers: rows per (kind, status, reason), duration buckets per
-    kind, usage per (provider, model), the live workers and the schedule backlog.
+    kind, usage per (provider, model), the live workers, the schedule backlog, events
+    per (schedule, source), those skipped per (schedule, source, reason) and polls per
+    (schedule, reason).
     (A NamedTuple: the Store module is on ``li wait``'s start-up path, dataclasses not.)"""
 
     status_counts: tuple[Row, ...]
@@ -43,6 +45,9 @@ class MetricFacts(NamedTuple):
     usage: tuple[Row, ...]
     workers: tuple[WorkerRow, ...]
     backlog: Row
+    events: tuple[Row, ...]
+    skipped_events: tuple[Row, ...]
+    polls: tuple[Row, ...]
 
 
 class MetricReads(Repository):
@@ -67,4 +72,7 @@ class MetricReads(Repository):
             usage=tuple(read(self.sql("metrics_usage"))),
             workers=tuple(self.workers.list_live(since=now - 3600)),
             backlog=backlog[0],
+            events=tuple(read(self.sql("metrics_schedule_events"))),
+            skipped_events=tuple(read(self.sql("metrics_schedule_events_skipped"))),
+            polls=tuple(read(self.sql("metrics_schedule_polls"))),
         )

@@ -255,10 +255,44 @@ def components() -> dict[str, Schema]:
             },
             {
                 "events": {
-                    "description": "a poll or webhook schedule's events (newest 50) and the run "
-                    "each started (schedule_run_id null: the baseline of its first poll)",
-                    **obj({"seen": INT, "fired": INT, "recent": array(obj({"event_key": STR}))}),
-                }
+                    "description": "a poll, webhook or chain schedule's events (newest 50) and "
+                    "the run each started (schedule_run_id null: the baseline of its first "
+                    "poll); a chain's also name the parent run that fired each",
+                    **obj(
+                        {
+                            "seen": INT,
+                            "fired": INT,
+                            "recent": array(
+                                obj(
+                                    {"event_key": STR},
+                                    {
+                                        "parent": obj(
+                                            {
+                                                "id": STR,
+                                                "status": STR_OR_NULL,
+                                                "href": STR_OR_NULL,
+                                            }
+                                        ),
+                                        "chain_depth": {"type": ["integer", "null"]},
+                                    },
+                                )
+                            ),
+                        }
+                    ),
+                },
+                "after": {
+                    "description": "a chain schedule's trigger: the schedule whose runs' ends "
+                    "fire it (href null: deleted), the outcome, and the statuses it matches",
+                    **obj(
+                        {
+                            "schedule": STR,
+                            "outcome": STR,
+                            "verb": STR,
+                            "statuses": array(STR),
+                            "href": STR_OR_NULL,
+                        }
+                    ),
+                },
             },
         ),
         **detail_components(),

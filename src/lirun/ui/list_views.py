@@ -7,16 +7,17 @@ import os
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from lirun.errors import LirunError
 from lirun.lifecycle import policy_for
 from lirun.schedules.actions import Action
-from lirun.schedules.triggers import Trigger, next_due
+from lirun.schedules.chains import DEFAULT_OUTCOME, STATUSES, verb
+from lirun.schedules.triggers import EVENT_KINDS, Trigger, next_due
 from lirun.schedules.worker import live_workers
 from lirun.shows.decide import plays_needing_person
 from lirun.store import Store
-from lirun.store.rows import ScheduleRow
+from lirun.store.rows import ScheduleRow, ScheduleRunRow
 from lirun.store.ui_reads import RUN_KINDS
 from lirun.ui.attention_facts import attention_items
 from lirun.ui.run_rows import bounded_prompt, describe
@@ -166,28 +167,70 @@ def schedule_view(store: Store, name: str) -> dict[str, Any] | None:
         "strip": oldest_first,
         "history": [t.as_dict() for t in store.list_transitions("schedule", row.id)],
     }
-    if (row.trigger_json or {}).get("kind") in ("poll", "webhook"):
+    kind = (row.trigger_json or {}).get("kind")
+    if kind in EVENT_KINDS:
         page["events"] = _events(store, row, {str(r["id"]): r for r in runs})
+    if kind == "chain":
+        page["after"] = _after(store, row)
     return page
 
 
+EVENTS_SHOWN = 50
+
+
 def _events(store: Store, row: ScheduleRow, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """A poll schedule's events (newest 50) and the run each started."""
+    """An event schedule's events (newest 50) and the run each started; a chain's events
+    also name the parent run whose end fired each (its key is the parent's id)."""
     seen, fired = store.events.count(row.id)
+    chain = (row.trigger_json or {}).get("kind") == "chain"
+    parents = (
+        {p.id: p for p in store.events.chain_event_parents(row.id, limit=EVENTS_SHOWN)}
+        if chain
+        else {}
+    )
     recent = []
-    for e in store.events.list(row.id, limit=50):
+    for e in store.events.list(row.id, limit=EVENTS_SHOWN):
         run = runs.get(e.schedule_run_id or "")
-        recent.append(
-            {
-                "event_key": e.event_key,
-                "seen_at": e.seen_at,
-                "baseline": e.baseline,
-                "schedule_run_id": e.schedule_run_id,
-                "run_status": run.get("status") if run else None,
-                "href": run.get("href") if run else None,
-            }
-        )
+        entry = {
+            "event_key": e.event_key,
+            "seen_at": e.seen_at,
+            "baseline": e.baseline,
+            "schedule_run_id": e.schedule_run_id,
+            "run_status": run.get("status") if run else None,
+            "href": run.get("href") if run else None,
+        }
+        if chain:
+            entry["parent"] = _parent(parents.get(e.event_key), e.event_key)
+            entry["chain_depth"] = run.get("chain_depth") if run else None
+        recent.append(entry)
     return {"seen": seen, "fired": fired, "recent": recent}
+
+
+def _parent(parent: ScheduleRunRow | None, run_id: str) -> dict[str, Any]:
+    """The parent run that fired a chain's event, linked to what it ran (status None:
+    the parent's row is no longer recorded)."""
+    if parent is None:
+        return {"id": run_id, "status": None, "reason": None, "ended_at": None, "href": None}
+    return {
+        "id": parent.id,
+        "status": parent.status,
+        "reason": parent.status_reason_code,
+        "ended_at": parent.ended_at,
+        "href": schedule_run_href(parent.as_dict()),
+    }
+
+
+def _after(store: Store, row: ScheduleRow) -> dict[str, Any]:
+    """A chain's trigger in words, its parent schedule linked (href None: it was deleted)."""
+    trigger = row.trigger_json or {}
+    name, outcome = str(trigger.get("after") or ""), str(trigger.get("outcome") or DEFAULT_OUTCOME)
+    return {
+        "schedule": name,
+        "outcome": outcome,
+        "verb": verb(outcome),
+        "statuses": list(STATUSES.get(outcome, ())),
+        "href": f"/schedules/{quote(name, safe='')}" if store.schedules.get(name) else None,
+    }
 
 
 def _describe_action(row: ScheduleRow) -> str:

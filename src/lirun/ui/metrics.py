@@ -26,6 +26,7 @@ from prometheus_client.utils import floatToGoString
 
 from lirun.lifecycle import is_terminal
 from lirun.record.spool import pending_files
+from lirun.schedules.events import BAD_OUTPUT, FAILED_EXIT, OK, TIMED_OUT
 from lirun.store import Store
 from lirun.store.metric_reads import DURATION_BUCKETS, MetricFacts
 
@@ -36,6 +37,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # worker polls every few seconds, so a minute means none is taking it.
 OVERDUE_AFTER = 60.0
 _TOKEN_COLUMNS = ("input", "output", "cache_read", "cache_write")
+POLL_FAILURES = (FAILED_EXIT, TIMED_OUT, BAD_OUTPUT)
 
 
 def _runs(facts: MetricFacts) -> Iterator[Metric]:
@@ -139,6 +141,64 @@ def _backlog(facts: MetricFacts, spooled: int) -> Iterator[Metric]:
     )
 
 
+def _events(facts: MetricFacts) -> Iterator[Metric]:
+    seen = CounterMetricFamily(
+        "lirun_schedule_events_seen",
+        "Events a schedule stored, by source (poll, webhook, chain); a first poll's "
+        "baseline included",
+        labels=["schedule", "source"],
+    )
+    fired = CounterMetricFamily(
+        "lirun_schedule_events_fired",
+        "Events whose run was queued, by schedule and source",
+        labels=["schedule", "source"],
+    )
+    skipped = CounterMetricFamily(
+        "lirun_schedule_events_skipped",
+        "Events whose run a policy refused (a skipped run), by schedule, source and reason",
+        labels=["schedule", "source", "reason"],
+    )
+    refused: dict[tuple[str, str], int] = defaultdict(int)
+    for row in facts.skipped_events:
+        key, n = (str(row["schedule"]), str(row["source"])), int(row["n"])
+        refused[key] += n
+        skipped.add_metric([*key, str(row["reason"] or "")], n)
+    for row in facts.events:
+        key = (str(row["schedule"]), str(row["source"]))
+        seen.add_metric(list(key), int(row["seen"]))
+        fired.add_metric(list(key), int(row["with_run"]) - refused[key])
+    yield from (seen, fired, skipped)
+
+
+def _polls(facts: MetricFacts) -> Iterator[Metric]:
+    polls = CounterMetricFamily(
+        "lirun_schedule_polls", "Polls a poll schedule made, good or failed", labels=["schedule"]
+    )
+    failures = CounterMetricFamily(
+        "lirun_schedule_poll_failures",
+        "Failed polls, by schedule and reason code (schedule.poll.*)",
+        labels=["schedule", "reason"],
+    )
+    failing = GaugeMetricFamily(
+        "lirun_schedule_poll_failing",
+        "1 for the reason code of a poll schedule's last poll when it failed, else 0",
+        labels=["schedule", "reason"],
+    )
+    total: dict[str, int] = defaultdict(int)
+    last: dict[str, str] = {}
+    for row in facts.polls:
+        schedule, reason, n = str(row["schedule"]), str(row["reason"]), int(row["n"])
+        total[schedule] += n
+        last[schedule] = str(row["last_reason"] or "")
+        if reason != OK:
+            failures.add_metric([schedule, reason], n)
+    for schedule, n in sorted(total.items()):
+        polls.add_metric([schedule], n)
+        for reason in POLL_FAILURES:
+            failing.add_metric([schedule, reason], int(last[schedule] == reason))
+    yield from (polls, failures, failing)
+
+
 def families(facts: MetricFacts, *, spooled: int, now: float) -> list[Metric]:
     """Every metric family of one scrape, from its facts (pure)."""
     return [
@@ -147,6 +207,8 @@ def families(facts: MetricFacts, *, spooled: int, now: float) -> list[Metric]:
         *_usage(facts),
         *_workers(facts, now),
         *_backlog(facts, spooled),
+        *_events(facts),
+        *_polls(facts),
     ]
 
 

@@ -39,6 +39,14 @@ UPDATE schedules SET last_poll_at = :now, last_poll_reason = :reason,
        last_poll_ok_at = CASE WHEN :ok = 1 THEN :now ELSE last_poll_ok_at END
  WHERE id = :id
 
+-- name: count_poll
+-- One more poll of the schedule with this outcome (schedule_poll_counts, for the
+-- metrics), in record_poll's transaction.
+INSERT INTO schedule_poll_counts (schedule_id, reason, n, last_at)
+VALUES (:id, :reason, 1, :now)
+ON CONFLICT (schedule_id, reason)
+DO UPDATE SET n = schedule_poll_counts.n + 1, last_at = excluded.last_at
+
 -- name: get_event
 -- One event of a schedule by its key (a webhook's redelivery answers with its run).
 SELECT * FROM schedule_events
@@ -68,3 +76,13 @@ SELECT MAX(r.ended_at) AS t
   FROM schedule_events e
   JOIN schedule_runs r ON r.id = e.event_key
  WHERE e.schedule_id = :schedule_id AND e.source = 'chain'
+
+-- name: chain_event_parents
+-- The parent runs of a chain schedule's newest :limit events (a chain event's key is
+-- its parent run's id), for the dashboard's schedule page: one read, not one per event.
+SELECT p.*
+  FROM schedule_events e
+  JOIN schedule_runs p ON p.id = e.event_key
+ WHERE e.schedule_id = :schedule_id AND e.source = 'chain'
+ ORDER BY e.seen_at DESC, e.id DESC
+ LIMIT :limit

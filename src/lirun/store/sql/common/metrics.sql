@@ -69,3 +69,38 @@ SELECT kind, COUNT(*) AS n, COALESCE(SUM(CASE WHEN d > 0 THEN d ELSE 0 END), 0) 
        SUM(CASE WHEN d <= CAST(:b10 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le10,
        SUM(CASE WHEN d <= CAST(:b11 AS DOUBLE PRECISION) THEN 1 ELSE 0 END) AS le11
   FROM ended GROUP BY kind ORDER BY kind
+
+-- name: metrics_schedule_events
+-- Events (schedule_events) of each schedule not deleted, by source: all of them (a first
+-- poll's baseline included) and those stored with a run (queued, or skipped by a
+-- policy: metrics_schedule_events_skipped). One pass over the table, no join per event.
+SELECT s.name AS schedule, a.source, a.seen, a.with_run
+  FROM (SELECT schedule_id, source, COUNT(*) AS seen, COUNT(schedule_run_id) AS with_run
+          FROM schedule_events GROUP BY schedule_id, source) a
+  JOIN schedules s ON s.id = a.schedule_id
+ WHERE s.status IS NULL OR s.status <> 'deleted'
+ ORDER BY s.name, a.source
+
+-- name: metrics_schedule_events_skipped
+-- Events whose run a policy refused when the event was stored (the run is written
+-- skipped with its code, with the event, and never changes), by schedule, source and
+-- code: the few skipped runs (schedule_runs_status_idx) that are an event's run.
+SELECT s.name AS schedule, e.source, r.status_reason_code AS reason, COUNT(*) AS n
+  FROM schedule_runs r
+  JOIN schedule_events e
+    ON e.schedule_id = r.schedule_id AND e.event_key = r.event_key
+   AND e.schedule_run_id = r.id
+  JOIN schedules s ON s.id = r.schedule_id
+ WHERE r.status = 'skipped' AND r.event_key IS NOT NULL
+   AND (s.status IS NULL OR s.status <> 'deleted')
+ GROUP BY s.name, e.source, r.status_reason_code
+ ORDER BY s.name, e.source, r.status_reason_code
+
+-- name: metrics_schedule_polls
+-- Polls of each poll schedule not deleted, by outcome (schedule_poll_counts), with the
+-- outcome of its last poll (a failure stays the last until a good poll follows).
+SELECT s.name AS schedule, c.reason, c.n, s.last_poll_reason AS last_reason
+  FROM schedule_poll_counts c
+  JOIN schedules s ON s.id = c.schedule_id
+ WHERE s.status IS NULL OR s.status <> 'deleted'
+ ORDER BY s.name, c.reason
