@@ -62,8 +62,10 @@ def unbounded() -> Iterator[None]:
         _unbounded.reset(token)
 
 
-def is_unbounded() -> bool:
-    return _unbounded.get()
+def caller_deadline() -> float | None:
+    """The deadline ``answer_by`` set (``time.monotonic``), if any: a retry loop stops
+    there too."""
+    return _deadline.get()
 
 
 def answer_limit(statement_seconds: float, now: float) -> float | None:
