@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -187,3 +188,37 @@ def test_without_a_deadline_the_limit_follows_the_statement_timeout(
         assert connector.read("SELECT 1 AS one") == [{"one": 1}]  # a new connection
     finally:
         connector.close()
+
+
+def test_the_queue_connections_are_bounded_too(pg_cluster: PgCluster, url: str) -> None:
+    """The async class the worker's queue pool and listener use: a frozen server's query
+    ends at the caller's deadline; waiting for notifications is not cut."""
+    import asyncio
+    import contextlib
+
+    from lirun.store.pg_bounded import AsyncBoundedConnection
+
+    async def _drain(notes: Any) -> None:
+        async for _ in notes:
+            pass
+
+    async def scenario() -> tuple[float, float]:
+        conn = await AsyncBoundedConnection.connect(url.split("?")[0], autocommit=True)
+        try:
+            await conn.execute("LISTEN lirun_frozen_test")
+            started = time.monotonic()
+            with contextlib.suppress(TimeoutError):  # as procrastinate's listener waits
+                await asyncio.wait_for(_drain(conn.notifies()), 2.5)  # past the deadline
+            listened = time.monotonic() - started
+            with pg_cluster.frozen():
+                started = time.monotonic()
+                with answer_by(time.monotonic() + 0.5), pytest.raises(psycopg.OperationalError):
+                    await conn.execute("SELECT 1")
+                return listened, time.monotonic() - started
+        finally:
+            await conn.close()
+
+    with answer_by(time.monotonic() + 0.5):
+        listened, took = asyncio.run(scenario())
+    assert listened >= 2.5
+    assert 1.0 <= took < 3.0, took
