@@ -36,11 +36,16 @@ class _Bounds:
     """What both connection classes share: when a wait is limited, and the error."""
 
     listening = 0  # > 0 while ``notifies`` waits: no limit then
+    # The statement timeout the session was opened with (read on its first wait: the
+    # settings do not change under an open session).
+    statement: float | None = None
 
     def _limit(self, timeout: float | None) -> float | None:
         if timeout is not None or self.listening:
             return None  # the caller's own timeout (psycopg's notifies, cancel) stands
-        return answer_limit(statement_seconds(), time.monotonic())
+        if self.statement is None:
+            self.statement = statement_seconds()
+        return answer_limit(self.statement, time.monotonic())
 
     @staticmethod
     def _no_answer(limit: float) -> psycopg.OperationalError:
