@@ -65,7 +65,8 @@ def test_li_wait_ends_at_its_timeout_on_a_frozen_server(
     try:
         started = time.monotonic()
         waiter = start_waiter(env, "--timeout", "5", "fz-1")
-        wait_until_ready(waiter, settle=1.0)
+        wait_until_ready(waiter, settle=0.0)
+        _listening(url)  # it waits: its listener is open, its first read done
         with pg_cluster.frozen():
             code, out, err = finish(waiter, timeout=30)
             took = time.monotonic() - started
@@ -120,8 +121,18 @@ def _listener_pids(url: str) -> set[int]:
     return {int(row[0]) for row in rows}
 
 
+def _listening(url: str) -> set[int]:
+    """The pids of `li wait`'s listening connections, once there is one (a waiter opens
+    it before its first read; a loaded machine may take seconds to get there)."""
+    deadline = time.monotonic() + 15
+    while not (pids := _listener_pids(url)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # its first read follows at once
+    return pids
+
+
 def _kill_listener(url: str) -> int:
-    (pid,) = _listener_pids(url)
+    (pid,) = _listening(url)
     with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
         conn.execute("SELECT pg_terminate_backend(%s)", [pid])
     return pid
