@@ -91,7 +91,7 @@ FAST_PATH = {
     "lirun.store.show_records", "lirun.store.sql_script", "lirun.store.sqlite",
     "lirun.store.status_write", "lirun.store.team_records", "lirun.store.transitions",
     "lirun.store.ui_reads", "lirun.store.urls", "lirun.store.wait_reads",
-    "lirun.store.worker_records",
+    "lirun.store.worker_records", "lirun.store.bounds",
     "lirun.teams", "lirun.teams.talk",
     "lirun.views", "lirun.views.detail",
     "lirun.wait", "lirun.wait.api", "lirun.wait.fswatch", "lirun.wait.outcome",

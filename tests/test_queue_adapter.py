@@ -103,6 +103,7 @@ def test_the_queue_sql_binds_values_and_fills_only_identifiers_and_the_stamp() -
         "create_queue_schema",
         "queue_schema_state",
         "stamp_queue_schema",
+        "lift_statement_timeout",
     }
     for name, text in queries.items():
         assert set(re.findall(r"\{(\w*)\}", text)) <= {"schema", "stamp"}, name

@@ -207,3 +207,51 @@ def test_li_wait_on_a_server_that_stays_down_ends_at_its_timeout(
     assert time.monotonic() - started < 10
     assert "timed out" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_outcome_reached_while_the_server_is_down_is_spooled_and_delivered(
+    cluster: Cluster, lirun_home: Path, tmp_path: Path
+) -> None:
+    # The run ends while the server is down for longer than a write retries: li run spools
+    # its outcome and exits with the run's code; a waiter that waited through the outage
+    # (never reporting the run unknown) prints the true outcome once the server is back.
+    open_store(cluster.url).close()
+    env = {**_env(cluster, lirun_home), "LIRUN_WRITE_RETRY_SECONDS": "1"}
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    script = f"touch {ready}; while [ ! -e {go} ]; do sleep 0.05; done; exit 3"
+    run = subprocess.Popen(
+        li_command("run", "--run-id", "sp-1", "--", "sh", "-c", script),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.02)
+    assert ready.exists(), run.communicate()[1]
+    waiter = start_waiter(env, "sp-1", "--interval", "0.3")
+    try:
+        wait_until_ready(waiter, settle=1.0)
+        cluster.stop()
+        try:
+            go.touch()
+            _, run_err = run.communicate(timeout=60)
+            assert run.returncode == 1, run_err  # failed: the run's own exit code
+            assert "pending" in run_err, run_err
+            assert (lirun_home / "runs" / "sp-1" / "outcome.pending.json").is_file()
+            time.sleep(1.0)
+            assert waiter.poll() is None  # still waiting: the run is not unknown
+        finally:
+            cluster.start()
+        line = parse_line(read_line(waiter, timeout=30))
+    finally:
+        code, _, err = finish(waiter, timeout=30)
+    assert (line["id"], line["status"], line["reason"]) == (
+        "sp-1",
+        "failed",
+        "run.failed.exit_nonzero",
+    ), err
+    assert code == 1, err
+    assert not (lirun_home / "runs" / "sp-1" / "outcome.pending.json").exists()
+    assert "Traceback" not in err + run_err, err + run_err

@@ -53,6 +53,9 @@ DB_URL_ENV = "LIRUN_DB_URL"
 PLATFORM_ENV = "LIRUN_PLATFORM"
 HEARTBEAT_ENV = "LIRUN_HEARTBEAT_INTERVAL"
 WRITE_RETRY_ENV = "LIRUN_WRITE_RETRY_SECONDS"
+# Bounds on every PostgreSQL connection (docs/configuration.md, "PostgreSQL connections").
+DB_CONNECT_TIMEOUT_ENV = "LIRUN_DB_CONNECT_TIMEOUT"
+DB_STATEMENT_TIMEOUT_ENV = "LIRUN_DB_STATEMENT_TIMEOUT"
 CGROUP_ENV = "LIRUN_CGROUP"
 GUARD_ENV = "LIRUN_GUARD"
 # The fence of the lease a worker's run holds (``<run id>:<epoch>``): set by the worker
@@ -72,6 +75,8 @@ LI_NAMES = ("li", "lirun")
 _BIN_PREFIX, _BIN_SUFFIX = "LIRUN_", "_BIN"
 
 DEFAULT_WRITE_RETRY_SECONDS = 30.0
+DEFAULT_DB_CONNECT_TIMEOUT = 10.0
+DEFAULT_DB_STATEMENT_TIMEOUT = 60.0
 _OFF = frozenset({"off", "0", "no", "false"})
 _ON = frozenset({"", "on", "1", "yes", "true"})
 
@@ -101,6 +106,10 @@ class Settings(NamedTuple):
 
         def text(name: str) -> str | None:
             return env.get(name, "").strip() or None
+
+        # Read where a connection is opened (``env_db_*``); refused here, up front.
+        _db_seconds(DB_CONNECT_TIMEOUT_ENV, text(DB_CONNECT_TIMEOUT_ENV), 0.0)
+        _db_seconds(DB_STATEMENT_TIMEOUT_ENV, text(DB_STATEMENT_TIMEOUT_ENV), 0.0)
 
         return cls(
             db_url=text(DB_URL_ENV),
@@ -231,3 +240,34 @@ def env_write_retry_seconds() -> float:
         return _retry_seconds(os.environ.get(WRITE_RETRY_ENV, "").strip() or None)
     except UsageError:
         return DEFAULT_WRITE_RETRY_SECONDS
+
+
+def _db_seconds(name: str, raw: str | None, default: float) -> float:
+    """A PostgreSQL bound in seconds; 0 turns it off."""
+    if raw is None:
+        return default
+    from lirun.durations import parse_seconds
+
+    return parse_seconds(raw, name, zero=True)
+
+
+def env_db_connect_timeout() -> float:
+    """``$LIRUN_DB_CONNECT_TIMEOUT`` (``store.pg_connect``, at every connect): seconds one
+    connection attempt may take, else 10; 0 leaves it to libpq (no limit). A bad value
+    keeps the default here (``li`` refuses it up front)."""
+    raw = os.environ.get(DB_CONNECT_TIMEOUT_ENV, "").strip() or None
+    try:
+        return _db_seconds(DB_CONNECT_TIMEOUT_ENV, raw, DEFAULT_DB_CONNECT_TIMEOUT)
+    except UsageError:
+        return DEFAULT_DB_CONNECT_TIMEOUT
+
+
+def env_db_statement_timeout() -> float:
+    """``$LIRUN_DB_STATEMENT_TIMEOUT`` (``store.pg_connect``, at every connect): the
+    server's ``statement_timeout`` of lirun's sessions, else 60; 0 turns it (and the
+    client-side limit derived from it) off. A bad value keeps the default here."""
+    raw = os.environ.get(DB_STATEMENT_TIMEOUT_ENV, "").strip() or None
+    try:
+        return _db_seconds(DB_STATEMENT_TIMEOUT_ENV, raw, DEFAULT_DB_STATEMENT_TIMEOUT)
+    except UsageError:
+        return DEFAULT_DB_STATEMENT_TIMEOUT

@@ -30,6 +30,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import quote
 
@@ -275,6 +276,41 @@ class PgCluster:
     def ensure_up(self) -> None:
         if not self.is_up():
             self.start()
+
+    def server_pids(self) -> list[int]:
+        """The postmaster and every process it started (they are not in its process
+        group, so a signal to the group would miss them)."""
+        try:
+            first = (self.data / "postmaster.pid").read_text().split("\n", 1)[0]
+        except OSError:
+            return []
+        postmaster = int(first)
+        children = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) == postmaster:
+                children.append(int(entry.name))
+        return [postmaster, *children]
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Every process of the server stopped (SIGSTOP): its kernel still answers TCP, so
+        only a client-side limit ends a wait for it. Thawed (SIGCONT) on the way out."""
+        pids = self.server_pids()
+        assert pids, "the server is not running"
+        try:
+            for pid in pids:
+                os.kill(pid, signal.SIGSTOP)
+            yield
+        finally:
+            for pid in pids:
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     def log_tail(self, lines: int = 20) -> str:
         try:

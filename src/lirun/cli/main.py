@@ -186,8 +186,10 @@ def _main(args: list[str]) -> int:
         return 2
     from lirun.cli.common import use_db
     from lirun.cli.diagnostics import li_lines
+    from lirun.store.bounds import name_connections
 
     use_db(options.db)  # the command's --db default: passed down, not put in os.environ
+    name_connections(name)  # pg_stat_activity shows lirun-<command>
     settings: Settings | None = None
     if name not in FAST_COMMANDS:
         try:

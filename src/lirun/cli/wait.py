@@ -148,7 +148,8 @@ def full_parse(argv: list[str]) -> Any:
         type=_number(check_timeout),
         default=None,
         metavar="DUR",
-        help="give up after DUR with exit 3 if targets are still running",
+        help="give up after DUR with exit 3 if targets are still running (also on a "
+        "database that does not answer: by DUR plus about a second)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--db", metavar="URL", default=None, help=DB_URL_HELP)

@@ -32,6 +32,7 @@ from procrastinate.jobs import Status
 from procrastinate.schema import SchemaManager
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseError
+from lirun.store.pg_bounded import AsyncBoundedConnection, BoundedConnection
 
 TASK_NAME = "lirun.run_schedule_run"
 
@@ -94,7 +95,7 @@ class Deferrer:
         self.queue = queue
         self._quiet = _QuietPool(f"lirun-enqueue-{id(self):x}")
         pool = psycopg_pool.ConnectionPool(
-            conninfo, min_size=1, max_size=2, open=False,
+            conninfo, min_size=1, max_size=2, open=False, connection_class=BoundedConnection,
             check=psycopg_pool.ConnectionPool.check_connection, name=self._quiet.pool_name,
         )  # fmt: skip
         _POOL_LOG.addFilter(self._quiet)
@@ -133,8 +134,13 @@ class WorkerQueue:
 
     def __init__(self, conninfo: str, queue: str, *, max_connections: int) -> None:
         self.queue = queue
+        # Every wait for the server is bounded on the client (a frozen server), the
+        # listener's idle wait for notifications excepted (``pg_bounded``).
         connector = procrastinate.PsycopgConnector(
-            conninfo=conninfo, min_size=1, max_size=max_connections
+            conninfo=conninfo,
+            min_size=1,
+            max_size=max_connections,
+            connection_class=AsyncBoundedConnection,
         )
         self._app = procrastinate.App(connector=connector)
         self._jobs = self._app.job_manager

@@ -46,6 +46,7 @@ from lirun.schedules.transport import Transport, transport_for
 from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
+from lirun.store.bounds import answer_by
 from lirun.store.rows import ScheduleRunRow
 
 log = get_logger(__name__)
@@ -311,11 +312,14 @@ class Worker:
                 runner.stop_all(signal.SIGTERM, LEASE_LOST)
                 stopped_runs = True
             started = time.monotonic()
+            # A beat that cannot land while the lease holds is no use: a server that does
+            # not answer (frozen) is given up on then, and tried again on the next tick.
             try:
-                if store is None:
-                    store = open_store(opts.db_url)
-                if not store.workers.beat(self.worker_id, lease_seconds=opts.lease_seconds):
-                    raise RuntimeError("the worker row is stopped or gone")
+                with answer_by(started + max(interval, fence.remaining())):
+                    if store is None:
+                        store = open_store(opts.db_url)
+                    if not store.workers.beat(self.worker_id, lease_seconds=opts.lease_seconds):
+                        raise RuntimeError("the worker row is stopped or gone")
                 fence.renewed(started)
                 last_ok = time.monotonic()
                 self._stop_runs_taken_over(store, runner)

@@ -7,11 +7,13 @@ their results to psycopg, and the schedule queue opens its connections with them
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from lirun.errors import DatabaseUnavailableError
 from lirun.paths import is_keyword_conninfo
 from lirun.store import conninfo
+from lirun.store.bounds import connect_seconds, process_name
 from lirun.store.retry import write_retry_seconds
 
 _SCHEMA_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz_")
@@ -114,16 +116,54 @@ def tcp_settings(given: dict[str, Any], *, user_timeout: bool) -> dict[str, str]
     return {key: value for key, value in wanted.items() if not given.get(key)}
 
 
+def statement_seconds() -> float:
+    """The server's ``statement_timeout`` of lirun's sessions (0: off): the setting, but
+    never shorter than a lock wait (a writer that waits out a held lock must not be cut
+    short by it)."""
+    from lirun.settings import env_db_statement_timeout
+
+    configured = env_db_statement_timeout()
+    if configured <= 0:
+        return 0.0
+    return max(configured, write_retry_seconds() + 1.0)
+
+
 def session_options(given: str | None, schema: str | None) -> str:
     """The ``options`` of every session: the URL's own first, then lirun's (which win).
 
-    A writer waits for a row lock as long as a SQLite writer waits for the file lock.
+    A writer waits for a row lock as long as a SQLite writer waits for the file lock; a
+    statement runs at most ``statement_seconds`` (the client-side limit is longer).
     """
     settings = [given or ""]
     settings.append(f"-c lock_timeout={max(1, int(write_retry_seconds() * 1000))}")
+    settings.append(f"-c statement_timeout={int(statement_seconds() * 1000)}")
     if schema:
         settings.append(f"-c search_path={schema}")
     return " ".join(s for s in settings if s)
+
+
+def application_name(given: dict[str, Any], part: str | None = None) -> dict[str, str]:
+    """``application_name`` for a connection, unless the URL names one."""
+    if given.get("application_name"):
+        return {}
+    return {"application_name": process_name() + (f":{part}" if part else "")}
+
+
+def connect_settings(given: dict[str, Any], *, part: str | None = None) -> dict[str, Any]:
+    """The bounds and the name a connection gets: its connect timeout (the URL's, else
+    ``LIRUN_DB_CONNECT_TIMEOUT``; cut to a caller's deadline) and its name (unless the URL
+    names it)."""
+    from lirun.settings import env_db_connect_timeout
+
+    settings: dict[str, Any] = dict(application_name(given, part))
+    try:
+        configured = float(given.get("connect_timeout") or env_db_connect_timeout())
+    except ValueError:  # libpq refuses it itself, with its own words
+        return settings
+    seconds = connect_seconds(configured, time.monotonic())
+    if seconds:
+        settings["connect_timeout"] = seconds
+    return settings
 
 
 def passfile_entry(password: str) -> str:

@@ -20,6 +20,12 @@ from lirun.store.urls import redact_url, scrub
 UNIQUE_VIOLATION = "23505"
 LOCK_NOT_AVAILABLE = "55P03"
 UNDEFINED_TABLE = "42P01"
+QUERY_CANCELED = "57014"  # also the server's statement_timeout
+# The client-side limit's words (``pg_bounded``) and libpq's when connect_timeout expires:
+# the server took the connection but did not answer (a frozen server, whose kernel still
+# answers TCP).
+NO_ANSWER = "no answer within"
+CONNECT_TIMEOUT = "connection timeout expired"
 # libpq's words when the server asks for a password it was not given, or refuses the one
 # given: not a lost connection, so nothing retries it.
 NO_PASSWORD = "no password supplied"
@@ -56,6 +62,16 @@ def translate(
         return DatabaseBusyError(
             f"a record at {redact_url(url)} stayed locked by another session past the lock "
             f"timeout ({text}); find the long transaction, stop it, and retry"
+        )
+    if sqlstate == QUERY_CANCELED:
+        return DatabaseBusyError(
+            f"a statement at {redact_url(url)} ran past lirun's statement timeout ({text}); "
+            "see LIRUN_DB_STATEMENT_TIMEOUT (docs/configuration.md)"
+        )
+    if operational and (NO_ANSWER in text or CONNECT_TIMEOUT in text):
+        return DatabaseConnectionLostError(
+            f"PostgreSQL at {redact_url(url)} did not answer ({text}): frozen, overloaded "
+            "or cut off? (limits: LIRUN_DB_CONNECT_TIMEOUT, LIRUN_DB_STATEMENT_TIMEOUT)"
         )
     if operational:
         return DatabaseConnectionLostError(

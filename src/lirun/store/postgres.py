@@ -32,8 +32,11 @@ from lirun.errors import (
     SchemaTooNewError,
     UsageError,
 )
+from lirun.store.bounds import unbounded
 from lirun.store.connector import Params, Row, Tx, apply_migrations
+from lirun.store.pg_bounded import BoundedConnection
 from lirun.store.pg_connect import (
+    connect_settings,
     host_list_problem,
     session_options,
     split_schema,
@@ -41,6 +44,7 @@ from lirun.store.pg_connect import (
     writable_target,
 )
 from lirun.store.pg_errors import (
+    NO_ANSWER,
     PASSFILE_MISSING,
     PASSFILE_OPEN,
     UNDEFINED_TABLE,
@@ -74,6 +78,12 @@ def _translate(exc: BaseException, url: str, passfile: str | None = None) -> Lir
         passfile=passfile,
         passfile_problem=_passfile_problem(passfile) if passfile else None,
     )
+
+
+def _no_answer(exc: BaseException) -> bool:
+    """The server did not answer in time: a new connection now would not fare better
+    (a connection broken by an earlier restart is replaced at once instead)."""
+    return str(exc).startswith(NO_ANSWER)
 
 
 def _passfile_problem(path: str) -> str | None:
@@ -123,8 +133,9 @@ class PostgresConnector:
         if self.readonly:  # a reader never writes: its one connection serves the reads
             self._read_conn, self._conn = self._conn, None
 
-    def connect(self, **kwargs: Any) -> psycopg.Connection[Any]:
-        """A new autocommit connection with lirun's search path (also used by listeners)."""
+    def connect(self, *, part: str | None = None, **kwargs: Any) -> psycopg.Connection[Any]:
+        """A new autocommit connection with lirun's search path and bounds (also used by
+        listeners: ``part`` names the connection's use in its ``application_name``)."""
         try:
             given = conninfo_to_dict(self.conninfo)
         except psycopg.Error as exc:
@@ -139,14 +150,14 @@ class PostgresConnector:
         extra: dict[str, Any] = {
             **tcp_settings(given, user_timeout=psycopg.pq.version() >= 120000),
             **writable_target(given),
+            **connect_settings(given, part=part),
             **kwargs,
         }
         try:
-            return psycopg.connect(
+            return BoundedConnection.connect(
                 self.conninfo,
                 autocommit=True,
                 row_factory=dict_row,
-                connect_timeout=given.get("connect_timeout") or 10,
                 options=session_options(str(given.get("options") or ""), self.schema),
                 **extra,
             )
@@ -194,7 +205,8 @@ class PostgresConnector:
                 f"the database at {self.display_url} is at schema version {current}, older "
                 f"than {latest}; run `li db migrate`"
             )
-        with self.write() as tx:
+        with unbounded(), self.write() as tx:  # DDL on a big table may take its time
+            tx.execute("SET LOCAL statement_timeout = 0")
             tx.query(MIGRATION_LOCK_SQL, {"name": f"lirun migrations {self.schema or ''}"})
             if self.schema:
                 tx.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
@@ -235,7 +247,7 @@ class PostgresConnector:
                     return _PgTx(self._read_conn).query(sql, params)
                 except psycopg.Error as exc:
                     stale = self._discard_broken("_read_conn")
-                    if not (stale and first_try):
+                    if not (stale and first_try) or _no_answer(exc):
                         raise _translate(exc, self.url) from exc
             raise AssertionError("unreachable")
 
@@ -279,7 +291,7 @@ class PostgresConnector:
                 with suppress(psycopg.Error):
                     stack.close()
                 stale = self._discard_broken("_conn")
-                if not (stale and first_try):
+                if not (stale and first_try) or _no_answer(exc):
                     raise _translate(exc, self.url) from exc
         raise AssertionError("unreachable")
 
@@ -330,7 +342,7 @@ class Listener:
     def __init__(self, connector: PostgresConnector, channel: str) -> None:
         self._url = connector.url
         self._display_url = connector.display_url
-        self._conn = connector.connect()
+        self._conn = connector.connect(part="listen")
         try:
             self._conn.execute(f"LISTEN {channel}")
         except psycopg.Error as exc:

@@ -16,7 +16,14 @@ import psycopg
 from psycopg import sql
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseError
-from lirun.store.pg_connect import split_schema, writable_target
+from lirun.store.bounds import unbounded
+from lirun.store.pg_bounded import BoundedConnection
+from lirun.store.pg_connect import (
+    application_name,
+    split_schema,
+    statement_seconds,
+    writable_target,
+)
 from lirun.store.queries import parse_queries, to_pyformat
 
 DEFAULT_QUEUE_SCHEMA = "lirun_queue"
@@ -51,9 +58,11 @@ def queue_conninfo(url: str) -> tuple[str, str]:
     rest, schema = split_schema(url)
     queue_schema = queue_schema_for(schema)
     params = psycopg.conninfo.conninfo_to_dict(rest)
-    options = f"{params.get('options') or ''} -c search_path={queue_schema}".strip()
+    timeout = f"-c statement_timeout={int(statement_seconds() * 1000)}"
+    options = f"{params.get('options') or ''} {timeout} -c search_path={queue_schema}".strip()
     merged: dict[str, Any] = {
         **TCP_SETTINGS,
+        **application_name(params, "queue"),
         **params,
         **writable_target(params),
         "options": options,
@@ -88,8 +97,9 @@ def ensure_queue_schema(conninfo: str, queue_schema: str, schema_sql: str, versi
     once, under an advisory lock; stamp it with ``version``. A schema another minor
     version made is refused (``DatabaseError``)."""
     queries, name = queue_queries(), sql.Identifier(queue_schema)
-    try:
-        with psycopg.connect(conninfo) as conn:
+    try:  # the DDL may take its time (and waits for a concurrent maker's lock)
+        with unbounded(), BoundedConnection.connect(conninfo) as conn:
+            conn.execute(queries["lift_statement_timeout"])
             conn.execute(
                 to_pyformat(queries["lock_queue_schema"]), {"lock_key": f"lirun:{queue_schema}"}
             )

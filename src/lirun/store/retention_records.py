@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lirun.store.bounds import unbounded
 from lirun.store.repository import Repository
 from lirun.store.rows import GcCandidateRow, UnremovedFileRow
 
@@ -81,5 +82,10 @@ class Retention(Repository):
     def reclaim_space(self) -> None:
         """``VACUUM``: SQLite rewrites the file without the freed pages; PostgreSQL marks
         the dead tuples of the pruned tables reusable (``VACUUM FULL`` is for an operator)."""
-        self.connector.read(self.sql("gc_vacuum"))
+        self.connector.read(self.sql("gc_vacuum_unbounded"))
+        try:
+            with unbounded():
+                self.connector.read(self.sql("gc_vacuum"))
+        finally:
+            self.connector.read(self.sql("gc_vacuum_bounded"))
         self.connector.read(self.sql("gc_wal_truncate"))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from lirun.errors import DatabaseBusyError, DatabaseConnectionLostError
 from lirun.hints import TypeVar
 from lirun.logs import get_logger
+from lirun.store.bounds import DEADLINE_GRACE_SECONDS, caller_deadline
 
 T = TypeVar("T")
 log = get_logger(__name__)
@@ -52,6 +53,9 @@ def retry_write(
     """
     bound = write_retry_seconds()
     deadline = clock() + bound
+    caller = caller_deadline()  # a caller that must end by then (li wait --timeout)
+    if caller is not None and caller + DEADLINE_GRACE_SECONDS < deadline:
+        deadline = caller + DEADLINE_GRACE_SECONDS
     tries = 0
     delay: float | None = None
     lost = False

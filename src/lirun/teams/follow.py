@@ -12,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from lirun.errors import DatabaseConnectionLostError
+from lirun.logs import get_logger
 from lirun.store.core import Store
+from lirun.store.retry import backoff
 from lirun.store.rows import InboxMessageRow, TeamMessageRow
 from lirun.store.team_records import READ_LIMIT
 from lirun.wait.wake import make_waker
 
+_log = get_logger(__name__)
 # The longest sleep between two reads when no wake-up came.
 POLL_SECONDS = 2.0
 # SQLite: the shortest gap between looks at the change token while a writer is busy.
@@ -57,10 +61,25 @@ def follow(
         store.connector, lambda: (query.team_id,), terminal_only=False, check_seconds=CHECK_SECONDS
     )
     since = query.since_seq
+    delay: float | None = None  # set while the database does not answer
     try:
         while True:
-            team = store.teams.get(query.team_id)
-            rows = read_once(store, query, since)
+            try:
+                team = store.teams.get(query.team_id)
+                rows = read_once(store, query, since)
+            except DatabaseConnectionLostError as exc:  # a restart, a failover: keep following
+                if delay is None:
+                    _log.warning(
+                        "%s; retrying until the database answers", exc, extra={"event": "db.lost"}
+                    )
+                delay = backoff(delay)
+                if stop():
+                    return
+                waker.wait(delay, stop)
+                continue
+            if delay is not None:
+                _log.info("the database answers again", extra={"event": "db.back"})
+                delay = None
             if rows:
                 since = rows[-1].seq
                 yield rows

@@ -16,6 +16,7 @@ from lirun.hints import Any
 from lirun.logs import get_logger
 from lirun.paths import resolve_db_url
 from lirun.store import StateDB, Store, open_store
+from lirun.store.bounds import answer_by
 from lirun.wait.outcome import format_wait_line
 from lirun.wait.resolve import split_ids
 from lirun.wait.watch import Watcher
@@ -91,8 +92,9 @@ def start_watching(
         store: Store | None = None
         owned = False
         try:
-            store, owned = _open(db)
-            watcher = Watcher(store, ids, writable=writable_opener(store))
+            with answer_by(deadline):  # a server that does not answer: not past the timeout
+                store, owned = _open(db)
+                watcher = Watcher(store, ids, writable=writable_opener(store))
         except DatabaseConnectionLostError as exc:
             if store is not None and owned:
                 store.close()
@@ -132,17 +134,18 @@ def drive(
 ) -> list[WaitResult]:
     """The synchronous wait loop: read, report, sleep until a change or the interval."""
     deadline = None if timeout is None else clock() + timeout
-    while True:
-        for outcome in watcher.tick():
-            emit(outcome)
-        if watcher.done or stop():
-            break
-        left = next_sleep(interval, deadline, clock())
-        if left <= 0:
-            break
-        if idle is not None:
-            idle(watcher)
-        watcher.wait(left, stop)
+    with answer_by(deadline):  # every read ends by the deadline, whatever the server does
+        while True:
+            for outcome in watcher.tick():
+                emit(outcome)
+            if watcher.done or stop():
+                break
+            left = next_sleep(interval, deadline, clock())
+            if left <= 0:
+                break
+            if idle is not None:
+                idle(watcher)
+            watcher.wait(left, stop)
     return watcher.results()
 
 
@@ -174,19 +177,20 @@ async def wait_for_terminal(
         lambda: start_watching(db, split_ids(list(ids)), timeout=limit, stop=stop)
     )
     cancelled = threading.Event()
+    deadline = None if limit is None else time.monotonic() + limit
     try:
         try:
-            deadline = None if limit is None else time.monotonic() + limit
-            while True:
-                for outcome in await asyncio.to_thread(watcher.tick):
-                    if on_result is not None:
-                        on_result(outcome)
-                if watcher.done or (should_stop is not None and should_stop()):
-                    break
-                left = next_sleep(period, deadline, time.monotonic())
-                if left <= 0:
-                    break
-                await asyncio.to_thread(watcher.wait, left, cancelled.is_set)
+            with answer_by(deadline):  # the reads' threads get a copy of this context
+                while True:
+                    for outcome in await asyncio.to_thread(watcher.tick):
+                        if on_result is not None:
+                            on_result(outcome)
+                    if watcher.done or (should_stop is not None and should_stop()):
+                        break
+                    left = next_sleep(period, deadline, time.monotonic())
+                    if left <= 0:
+                        break
+                    await asyncio.to_thread(watcher.wait, left, cancelled.is_set)
             return watcher.results()
         finally:
             cancelled.set()  # a worker thread still sleeping returns within milliseconds

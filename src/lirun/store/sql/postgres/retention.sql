@@ -95,6 +95,14 @@ UPDATE sessions SET files_removed_at = :now
 UPDATE invocations SET files_removed_at = :now
  WHERE id = ANY(CAST(:ids AS TEXT[])) AND files_removed_at IS NULL
 
+-- name: gc_vacuum_unbounded
+-- VACUUM may run longer than lirun's statement timeout: lifted for this session only.
+SELECT set_config('statement_timeout', '0', false) AS done
+
+-- name: gc_vacuum_bounded
+-- Back to the session's own statement timeout (the one it was opened with).
+RESET statement_timeout
+
 -- name: gc_vacuum
 -- Give the space of the cleared columns back (li gc --vacuum); it runs outside a
 -- transaction and takes the tables' locks while it copies them.

@@ -97,6 +97,14 @@ UPDATE sessions SET files_removed_at = :now
 UPDATE invocations SET files_removed_at = :now
  WHERE id IN (SELECT value FROM json_each(:ids)) AND files_removed_at IS NULL
 
+-- name: gc_vacuum_unbounded
+-- Nothing to do: SQLite has no statement timeout.
+SELECT 1 AS done
+
+-- name: gc_vacuum_bounded
+-- Nothing to do.
+SELECT 1 AS done
+
 -- name: gc_vacuum
 -- Give the space of the cleared columns back (li gc --vacuum); it runs outside a
 -- transaction and takes the tables' locks while it copies them.

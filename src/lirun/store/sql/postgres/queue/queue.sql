@@ -18,3 +18,8 @@ SELECT to_regclass(format('%I.procrastinate_jobs', :schema::text)) IS NOT NULL A
 
 -- name: stamp_queue_schema
 COMMENT ON SCHEMA {schema} IS {stamp}
+
+-- name: lift_statement_timeout
+-- Making the schema may wait for another maker's lock and run long DDL: no statement
+-- timeout for this transaction.
+SET LOCAL statement_timeout = 0
