@@ -65,6 +65,19 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def most_running(runs: list[Any]) -> int:
+    """The most runs running at once (from their start and end times)."""
+    edges = sorted(
+        [(float(r.started_at), 1) for r in runs if r.started_at is not None]
+        + [(float(r.ended_at), -1) for r in runs if r.ended_at is not None]
+    )
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most
+
+
 class Bench:
     def __init__(self, base: Path, url: str, args: argparse.Namespace) -> None:
         self.base, self.url, self.args = base, url, args
@@ -118,6 +131,8 @@ class Bench:
         out(f"{prefix}.events_per_s", len(keys) / (ended - began))
         out(f"{prefix}.stored_to_start_p50_s", percentile(lags, 0.5))
         out(f"{prefix}.stored_to_start_p99_s", percentile(lags, 0.99))
+        out(f"{prefix}.last_stored_s", max(r.created_at for r in runs) - began)
+        out(f"{prefix}.most_running", most_running(runs))
         out(f"{prefix}.runs_per_event", len(runs) / len(keys))
         out(f"{prefix}.runs_not_completed", len(failed))
 
