@@ -18,6 +18,10 @@ the workers run ``--concurrency`` runs each at once.
   senders for a ``--webhook`` schedule. ``webhook.intake_per_s`` (202s per second),
   ``webhook.events_per_s`` (first request sent to the last run ended),
   ``webhook.stored_to_start_p50_s`` / ``_p99_s``, ``webhook.runs_per_event``.
+- Both: ``*.last_stored_s`` (the start to the last event stored: is the intake or the
+  run path the slower?), ``*.most_running`` (runs running at once; at ``workers x
+  concurrency`` the slots are full), ``*.worker_cpu_s_per_event`` (the workers' CPU and
+  their ended children's: the events per second a core can carry is about its inverse).
 """
 
 from __future__ import annotations
@@ -87,6 +91,7 @@ class Bench:
 
         self.store = open_store(url)
         self.procs: list[subprocess.Popen[Any]] = []
+        self.workers: list[int] = []
 
     def add(self, name: str, trigger: Any) -> str:
         from lirun.schedules import registry
@@ -110,6 +115,7 @@ class Bench:
                     env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                     stderr=log, cwd=self.base,
                 ))  # fmt: skip
+            self.workers.append(self.procs[-1].pid)
 
     def wait_ended(self, schedule_id: str, count: int, timeout: float = 900.0) -> list[Any]:
         deadline = time.monotonic() + timeout
@@ -121,7 +127,13 @@ class Bench:
                 raise SystemExit(f"bench_events: {count} runs did not end in {timeout:g}s")
             time.sleep(0.25)
 
-    def report(self, prefix: str, runs: list[Any], began: float) -> None:
+    def worker_cpu(self) -> float:
+        """CPU seconds the workers used so far, with their ended children's."""
+        import psutil
+
+        return sum(sum(psutil.Process(pid).cpu_times()[:4]) for pid in self.workers)
+
+    def report(self, prefix: str, runs: list[Any], began: float, cpu: float) -> None:
         keys = {r.event_key for r in runs}
         ended = max(float(r.ended_at) for r in runs)
         lags = [float(r.started_at) - r.created_at for r in runs if r.started_at is not None]
@@ -133,6 +145,7 @@ class Bench:
         out(f"{prefix}.stored_to_start_p99_s", percentile(lags, 0.99))
         out(f"{prefix}.last_stored_s", max(r.created_at for r in runs) - began)
         out(f"{prefix}.most_running", most_running(runs))
+        out(f"{prefix}.worker_cpu_s_per_event", (self.worker_cpu() - cpu) / len(keys))
         out(f"{prefix}.runs_per_event", len(runs) / len(keys))
         out(f"{prefix}.runs_not_completed", len(failed))
 
@@ -152,6 +165,7 @@ class Bench:
             if time.monotonic() > deadline:
                 raise SystemExit("bench_events: no baseline poll in 60s")
             time.sleep(0.05)
+        cpu = self.worker_cpu()
         items = "".join(json.dumps({"id": n}) + "\n" for n in range(self.args.events))
         (self.base / "feed.tmp").write_text(items)
         os.replace(self.base / "feed.tmp", feed)
@@ -161,7 +175,7 @@ class Bench:
             for line in stamps.read_text().splitlines()
             if int(line.split()[1]) == self.args.events
         ]
-        self.report("poll", runs, min(found))
+        self.report("poll", runs, min(found), cpu)
 
     def webhook(self) -> None:
         from lirun.schedules.triggers import webhook_trigger
@@ -187,12 +201,13 @@ class Bench:
             with urllib.request.urlopen(request, timeout=60) as answer:
                 assert answer.status == 202, answer.status
 
+        cpu = self.worker_cpu()
         began = time.time()
         with ThreadPoolExecutor(max_workers=SENDERS) as senders:
             list(senders.map(deliver, range(self.args.events)))
         accepted = time.time()
         out("webhook.intake_per_s", self.args.events / (accepted - began))
-        self.report("webhook", self.wait_ended(schedule_id, self.args.events), began)
+        self.report("webhook", self.wait_ended(schedule_id, self.args.events), began, cpu)
 
     def close(self) -> None:
         for proc in self.procs:

@@ -215,7 +215,7 @@ def test_three_workers_on_postgresql_fire_each_new_item_exactly_once(
         runs = store.schedules.list_runs(row.id, limit=1000)
         # A run the killed worker held when it died fails by its lease: fired once, run
         # at most once (the fake gh kills the worker whatever it runs at that moment).
-        lapsed = {r.event_key for r in runs if r.status_reason_code == LEASE_LAPSED}
+        lapsed = {str(r.event_key) for r in runs if r.status_reason_code == LEASE_LAPSED}
         assert all(r.status == "completed" for r in runs if r.event_key not in lapsed)
         seen = gh.seen()
         assert sorted(set(seen) | lapsed, key=int) == [str(n) for n in range(1, 41)]

@@ -51,7 +51,7 @@ def alive(pid: int) -> bool:
 def test_an_every_schedule_fires_on_time_while_a_poll_command_sleeps(
     li_env: dict[str, str], store: Store, tmp_path: Path
 ) -> None:
-    add_slow_poll(store, tmp_path, 20)
+    add_slow_poll(store, tmp_path, 40)
     with workers(li_env, tmp_path):
         pids = until(lambda: poll_pids(tmp_path), what="the slow poll command to start")
         tick = add_schedule(
@@ -66,11 +66,12 @@ def test_an_every_schedule_fires_on_time_while_a_poll_command_sleeps(
             for r in store.schedules.list_runs(tick.id, limit=100)
             if r.due_at is not None and began + 1 <= r.due_at <= ended - 1
         ]
-    # Every due second of the window fired, each within a second of its due time: the
-    # firing thread did not wait for the poll command.
-    assert len(runs) >= 5, [r.due_at for r in runs]
+    # The due seconds of the window fired, each soon after its due time (a loaded test
+    # machine may be late by a second or two; a firing thread waiting for the poll
+    # command would fire none of them).
+    assert len(runs) >= 4, [r.due_at for r in runs]
     late = [r.created_at - float(r.due_at or 0) for r in runs]
-    assert max(late) < 1.0, late
+    assert max(late) < 3.0, late
     slow = store.schedules.get("slow")
     assert slow is not None
     assert slow.last_poll_at is None  # the poll was still running all along

@@ -9,8 +9,8 @@ number of workers exactly one polls each due time) and hands the poll to this po
 - one schedule is polled by one thread at a time on this worker: a due time claimed
   while its previous poll still runs is polled once right after it (several such claims
   make one poll, as a poll sees everything new at once);
-- each thread has its own store (its own connection), opened on first use and again
-  after a failure;
+- each poll opens a store of its own (its own connections) and closes it after, as a
+  run does (``Runner.handle``): an idle worker holds no connection for its polls;
 - ``close`` (the worker stopping) kills the running poll commands' process groups and
   waits for the threads: no poll command outlives the worker. A poll stopped that way
   records nothing; the next due time, on any worker, polls again. What a poll stored
@@ -48,7 +48,6 @@ class PollPool:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lirun-poll")
         self._lock = threading.Lock()
         self._busy: dict[str, Definition | None] = {}  # schedule id: its next poll, if any
-        self._stores: dict[int, Store] = {}
         self._closed = False
 
     def submit(self, store: Store, row: ScheduleRow, definition: Definition, now: int) -> bool:
@@ -79,10 +78,6 @@ class PollPool:
         if killed:
             log.info(f"stopped {killed} running poll command(s)")
         self._pool.shutdown(wait=True, cancel_futures=True)
-        with self._lock:
-            stores, self._stores = list(self._stores.values()), {}
-        for store in stores:
-            store.close()
 
     def _poll(self, schedule_id: str, definition: Definition) -> None:
         while True:
@@ -96,19 +91,16 @@ class PollPool:
             definition = pending
 
     def _poll_once(self, schedule_id: str, definition: Definition) -> None:
-        ident = threading.get_ident()
         try:
-            store = self._stores.get(ident)
-            if store is None:
-                store = open_store(self._db_url)
-                with self._lock:
-                    self._stores[ident] = store
+            store = open_store(self._db_url)
+        except Exception as exc:  # the database is away: the next due time polls again
+            log.warning(f"poll {definition.name}: cannot open the database: {exc}")
+            return
+        try:
             run_poll(store, schedule_id, definition, self._enqueue, self._children)
         except PollStopped:
             log.info(f"poll {definition.name}: stopped with the worker")
         except Exception as exc:  # a poll thread must never die silently
             log.warning(f"poll {definition.name}: {type(exc).__name__}: {exc}")
-            with self._lock:
-                broken = self._stores.pop(ident, None)
-            if broken is not None:
-                broken.close()
+        finally:
+            store.close()
