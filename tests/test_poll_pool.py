@@ -1,15 +1,20 @@
 """A worker's poll threads (schedules/poll_pool.py) on SQLite and PostgreSQL, with real
 poll commands: a due time claimed while the schedule's poll runs is polled once after it,
-never alongside it; ``close`` kills a running poll command, which records nothing."""
+never alongside it; ``close`` kills a running poll command, which records nothing; a
+worker stopping while a poll stores its events keeps what it stored and loses nothing."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.poll_pool import PollPool
+from lirun.schedules.polling import PollChildren, PollStopped, run_poll
 from lirun.schedules.triggers import poll_trigger
 from lirun.store import Store
 from support.workerkit import add_schedule, until
@@ -91,3 +96,33 @@ def test_close_kills_the_running_poll_command_which_records_nothing(
     row = store.schedules.get("src")
     assert row is not None
     assert row.last_poll_at is None
+
+
+def test_a_worker_stopping_mid_store_keeps_what_it_stored_and_loses_nothing(
+    store: Store, tmp_path: Path
+) -> None:
+    feed = tmp_path / "feed.jsonl"
+    feed.write_text("")
+    trigger = poll_trigger(f"cat {feed}", int(time.time()), every="1s")
+    schedule = add_schedule(store, tmp_path, "feed", ["run", "true"], trigger=trigger)
+    definition = stored_definition(schedule)
+    assert definition is not None
+    run_poll(store, schedule.id, definition, lambda run_id: None)  # the baseline
+    feed.write_text("".join(json.dumps({"id": n}) + "\n" for n in range(20)))
+    children = PollChildren()
+    queued: list[str] = []
+
+    def enqueue(run_id: str) -> None:
+        queued.append(run_id)
+        if len(queued) == 5:
+            children.kill_all()  # the worker stops while the poll stores its events
+
+    with pytest.raises(PollStopped):
+        run_poll(store, schedule.id, definition, enqueue, children)
+    assert store.events.count(schedule.id) == (5, 5)
+    row = store.schedules.get("feed")
+    assert row is not None
+    assert row.last_poll_detail == "0 items, 0 new (baseline)"  # no success recorded
+    assert run_poll(store, schedule.id, definition, queued.append) == 15
+    assert store.events.count(schedule.id) == (20, 20)
+    assert len(set(queued)) == 20

@@ -202,7 +202,13 @@ def run_poll(
     if row is None:
         return 0  # removed while it polled
     baseline = row.last_poll_ok_at is None and not trigger.backfill
-    fired, new, disable = _store_events(store, row, definition, events, baseline, enqueue)
+    stopping = (lambda: children.stopping) if children is not None else (lambda: False)
+    fired, new, disable = _store_events(store, row, definition, events, baseline, enqueue, stopping)
+    if stopping():
+        # Each event went with its run in its own transaction: the ones not stored yet
+        # are new to the next poll (a baseline too: this poll records no success).
+        log.info(f"poll {row.name}: {new} new events stored before the worker stopped")
+        raise PollStopped("the worker stopped while the poll stored its events")
     if disable is not None:
         store.schedules.change(
             row.id,
@@ -226,6 +232,7 @@ def _store_events(
     events: list[Event],
     baseline: bool,
     enqueue: Callable[[str], None],
+    stopping: Callable[[], bool],
 ) -> tuple[int, int, str | None]:
     policies = definition.policies
     since = policies.budget_since(int(time.time()))
@@ -234,6 +241,8 @@ def _store_events(
     fired = new = 0
     disable = None
     for event in events:
+        if stopping():
+            break
         kind = None if baseline else row.action_kind
         facts = FireFacts(0, 0, 0, started + fired, usd, tokens)
         refused = None if baseline else refusal(policies, facts)
