@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 
@@ -56,11 +57,16 @@ def poll_env(db_url: str | None) -> dict[str, str]:
 
 
 def run_poll_command(
-    command: str, cwd: str, timeout: float, env: dict[str, str] | None = None
+    command: str,
+    cwd: str,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    children: PollChildren | None = None,
 ) -> str:
     """What ``command`` (a shell command) printed; PollFailure when it cannot start,
     exits non-zero, outlives ``timeout`` (its process group is killed) or prints more
-    than MAX_OUTPUT_BYTES."""
+    than MAX_OUTPUT_BYTES. ``children``: where the worker keeps its running poll
+    commands, to kill them when it stops (PollStopped then)."""
     if not os.path.isdir(cwd):
         raise PollFailure(FAILED_EXIT, f"the schedule's cwd {cwd!r} is not a directory")
     try:
@@ -76,12 +82,18 @@ def run_poll_command(
         )
     except OSError as exc:
         raise PollFailure(FAILED_EXIT, f"cannot start the poll command: {exc}") from None
+    if children is not None:
+        children.add(child)
     try:
         out, err = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(child)
+        kill_group(child)
         child.communicate()
         raise PollFailure(TIMED_OUT, f"the poll command ran past {timeout:g}s") from None
+    finally:
+        killed = children.discard(child) if children is not None else False
+    if killed:
+        raise PollStopped("the worker stopped while the poll command ran")
     if child.returncode != 0:
         tail = err.decode(errors="replace").strip().splitlines()[-3:]
         said = ": " + " | ".join(tail) if tail else ""
@@ -93,37 +105,110 @@ def run_poll_command(
     return out.decode(errors="replace")
 
 
-def _kill_group(child: subprocess.Popen[bytes]) -> None:
+def kill_group(child: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``child``'s process group (the poll command and what it started)."""
     try:
         os.killpg(child.pid, signal.SIGKILL)
     except OSError:
         child.kill()
 
 
+class PollStopped(Exception):
+    """The worker stopped while the poll command ran: the poll records nothing (the next
+    due time, on any worker, polls again)."""
+
+
+class PollChildren:
+    """The poll commands running in one worker, killed (process group) when it stops;
+    one started after ``kill_all`` is killed at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._killed: set[subprocess.Popen[bytes]] = set()
+        self.stopping = False
+
+    def add(self, child: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._running.add(child)
+            if self.stopping:
+                self._killed.add(child)
+        if self.stopping:
+            kill_group(child)
+
+    def discard(self, child: subprocess.Popen[bytes]) -> bool:
+        """Forget ``child`` (it ended); True if ``kill_all`` killed it."""
+        with self._lock:
+            self._running.discard(child)
+            killed = child in self._killed
+            self._killed.discard(child)
+        return killed
+
+    def kill_all(self) -> int:
+        """Kill every running poll command's group, and any started after; returns how
+        many were running."""
+        with self._lock:
+            self.stopping = True
+            running = list(self._running)
+            self._killed.update(running)
+        for child in running:
+            kill_group(child)
+        return len(running)
+
+
+def claim_poll(store: Store, row: ScheduleRow, definition: Definition, now: int) -> bool:
+    """Move ``row``'s due time on by compare-and-set; True when this worker won it (of
+    any number of workers exactly one polls each due time)."""
+    if row.next_due_at is None:
+        return False
+    upcoming = next_due(definition.trigger, now)
+    return store.schedules.advance_next_due(row.id, expected=int(row.next_due_at), new=upcoming)
+
+
 def poll_due(
     store: Store, row: ScheduleRow, definition: Definition, now: int, enqueue: Callable[[str], None]
 ) -> int:
     """Poll ``row`` for its due time if this worker claims it; returns the runs queued."""
-    trigger = definition.trigger
-    if row.next_due_at is None:
-        return 0
-    upcoming = next_due(trigger, now)
-    if not store.schedules.advance_next_due(row.id, expected=int(row.next_due_at), new=upcoming):
+    if not claim_poll(store, row, definition, now):
         return 0  # another worker polls this due time
+    return run_poll(store, row.id, definition, enqueue)
+
+
+def run_poll(
+    store: Store,
+    schedule_id: str,
+    definition: Definition,
+    enqueue: Callable[[str], None],
+    children: PollChildren | None = None,
+) -> int:
+    """Run a claimed poll of the schedule ``schedule_id``: the command, then its events
+    stored and fired; returns the runs queued. PollStopped when the worker stops first."""
+    trigger = definition.trigger
     try:
         text = run_poll_command(
             trigger.command or "",
             definition.action.cwd,
             float(trigger.timeout or 60),
             poll_env(store.url),
+            children,
         )
         events = parse_poll_output(text, trigger.key or "id")
     except PollFailure as failure:
-        log.warning(f"poll {row.name}: {failure.reason}: {failure.detail}")
-        store.events.record_poll(row.id, reason=failure.reason, detail=failure.detail)
+        log.warning(f"poll {definition.name}: {failure.reason}: {failure.detail}")
+        store.events.record_poll(schedule_id, reason=failure.reason, detail=failure.detail)
         return 0
+    # Read after the command: a poll claimed while another one ran sees that one's end.
+    row = store.schedules.get_by_id(schedule_id)
+    if row is None:
+        return 0  # removed while it polled
     baseline = row.last_poll_ok_at is None and not trigger.backfill
-    fired, new, disable = _store_events(store, row, definition, events, baseline, enqueue)
+    stopping = (lambda: children.stopping) if children is not None else (lambda: False)
+    fired, new, disable = _store_events(store, row, definition, events, baseline, enqueue, stopping)
+    if stopping():
+        # Each event went with its run in its own transaction: the ones not stored yet
+        # are new to the next poll (a baseline too: this poll records no success).
+        log.info(f"poll {row.name}: {new} new events stored before the worker stopped")
+        raise PollStopped("the worker stopped while the poll stored its events")
     if disable is not None:
         store.schedules.change(
             row.id,
@@ -147,6 +232,7 @@ def _store_events(
     events: list[Event],
     baseline: bool,
     enqueue: Callable[[str], None],
+    stopping: Callable[[], bool],
 ) -> tuple[int, int, str | None]:
     policies = definition.policies
     since = policies.budget_since(int(time.time()))
@@ -155,6 +241,8 @@ def _store_events(
     fired = new = 0
     disable = None
     for event in events:
+        if stopping():
+            break
         kind = None if baseline else row.action_kind
         facts = FireFacts(0, 0, 0, started + fired, usd, tokens)
         refused = None if baseline else refusal(policies, facts)

@@ -6,7 +6,9 @@ Threads of one worker process:
   time (no fixed tick), waking early when a definition changes or a signal comes; each
   due schedule's rows come from the pure ``firing.decide_fires`` and are inserted through
   the unique key (of any number of workers exactly one gets each row), then
-  ``next_due_at`` moves by compare-and-set;
+  ``next_due_at`` moves by compare-and-set; a due poll is only claimed there (the same
+  compare-and-set) and its command runs on a poll thread (``poll_pool``), so a slow poll
+  delays no other schedule;
 - the transport's thread (``transport.serve``) hands queued runs to ``Runner.handle``,
   at most ``concurrency`` at once;
 - the heartbeat thread renews the worker row and the leases of its runs, fails the runs
@@ -16,8 +18,9 @@ Threads of one worker process:
   renewal, kills the runs' processes at ``lease - margin`` after the last renewal when no
   other came: a frozen worker or a dead database cannot keep a copy running past the lease.
 
-SIGTERM (or SIGINT, SIGHUP): claim nothing more, let running work finish for ``grace``
-seconds, then cancel it (``schedule.cancelled.worker_stopped``); a second signal cancels
+SIGTERM (or SIGINT, SIGHUP): claim nothing more, kill the running poll commands (a
+poll is cheap to repeat; the next due time polls again), let running work finish for
+``grace`` seconds, then cancel it (``schedule.cancelled.worker_stopped``); a second signal cancels
 at once.
 """
 
@@ -40,6 +43,7 @@ from lirun.schedules.firing import FireFacts, decide_fires
 from lirun.schedules.live import LiveWorker as LiveWorker
 from lirun.schedules.live import live_workers as live_workers
 from lirun.schedules.outcomes import LEASE_LOST
+from lirun.schedules.poll_pool import PollPool
 from lirun.schedules.polling import poll_due
 from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.transport import Transport, transport_for
@@ -65,16 +69,20 @@ class WorkerOptions:
     settings: Settings | None = None  # every run's; None: the environment's, read once (Runner)
 
 
-def fire_due(store: Store, now: int, enqueue: Any) -> int:
+def fire_due(store: Store, now: int, enqueue: Any, polls: PollPool | None = None) -> int:
     """Insert the rows of every due schedule (``decide_fires``) and move it on; returns
-    the number of rows this worker inserted."""
+    the number of rows this worker inserted. A due poll is claimed here and run on
+    ``polls``' threads (its runs are not counted); without ``polls``, here and now."""
     made = sweep_chains(store, enqueue)
     for row in store.schedules.list_due(now):
         definition = stored_definition(row)
         if definition is None or row.next_due_at is None:
             continue
         if definition.trigger.kind == "poll":
-            made += poll_due(store, row, definition, now, enqueue)
+            if polls is not None:
+                polls.submit(store, row, definition, now)
+            else:
+                made += poll_due(store, row, definition, now, enqueue)
             continue
         policies = definition.policies
         since = policies.budget_since(now)
@@ -217,16 +225,19 @@ class Worker:
         beating = threading.Thread(
             target=self._heartbeat, args=(runner, beat_stop), name="lirun-heartbeat"
         )
+        polls = PollPool(opts.db_url, transport.enqueue)
         try:
             with SignalTrap() as trap:
                 serving.start()
                 beating.start()
-                self._fire_loop(store, transport, trap)
+                self._fire_loop(store, transport, polls, trap)
                 log.info(f"worker {self.worker_id}: {trap.signal_name}: claiming nothing more")
+                polls.close()  # kills the running poll commands: none outlives the worker
                 serve_stop.set()
                 transport.close()
                 self._drain(serving, runner, trap)
         finally:
+            polls.close()
             serve_stop.set()
             beat_stop.set()
             if serving.is_alive():
@@ -263,12 +274,14 @@ class Worker:
             runner.closing.set()
             serving.join()
 
-    def _fire_loop(self, store: Store, transport: Transport, trap: SignalTrap) -> None:
+    def _fire_loop(
+        self, store: Store, transport: Transport, polls: PollPool, trap: SignalTrap
+    ) -> None:
         signature = None
         while trap.received is None:
             now = time.time()
             try:
-                fire_due(store, int(now), transport.enqueue)
+                fire_due(store, int(now), transport.enqueue, polls)
                 due = store.schedules.earliest_due()
                 if chain_schedules(store):  # their parents end at no due time: sweep often
                     soon = int(now + SWEEP_EVERY) + 1
