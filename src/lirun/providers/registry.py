@@ -24,6 +24,7 @@ from lirun.providers.base import OptionKind, Provider
 from lirun.providers.claude import ClaudeProvider
 from lirun.providers.codex import CodexProvider
 from lirun.providers.gemini import GeminiProvider
+from lirun.providers.opencode import OpencodeProvider
 from lirun.providers.pi import PiProvider
 from lirun.settings import Settings
 
@@ -39,7 +40,13 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "lirun.providers"
-BUILTIN: tuple[type[Provider], ...] = (ClaudeProvider, CodexProvider, GeminiProvider, PiProvider)
+BUILTIN: tuple[type[Provider], ...] = (
+    ClaudeProvider,
+    CodexProvider,
+    GeminiProvider,
+    PiProvider,
+    OpencodeProvider,
+)
 
 _log = get_logger(__name__)
 
