@@ -249,6 +249,23 @@ def test_the_title_call_is_never_the_runs_model_or_a_retry() -> None:
     assert (parser.model, parser.retries) == ("mock/mock-model", 0)
 
 
+def test_its_startup_log_is_progress_and_its_retries_are_not() -> None:
+    now = [0.0]
+    parser = OpencodeStreamParser(clock=lambda: now[0])
+    now[0] = 20.0  # a slow start, logged step by step
+    parser.feed_stderr_line(log("bootstrapping", directory="/repo"))
+    assert parser.progress_at() == 20.0
+    now[0] = 21.0
+    parser.feed_stderr_line(log("stream", **BUILD))
+    error = {"error.error": '"AI_APICallError: Rate limit reached"'}
+    for moment in (22.0, 24.0, 28.0):
+        now[0] = moment
+        parser.feed_stderr_line(log('"stream error"', **BUILD, **error))
+        parser.feed_stderr_line(log("stream", **BUILD))
+        parser.feed_stderr_line(log("tracking", hash="abc"))
+    assert (parser.progress_at(), parser.retries, parser.retrying) == (21.0, 3, True)
+
+
 def test_a_stall_while_opencode_retries_takes_the_retries_class() -> None:
     parser, _ = replay("500-retrying")
     verdict = parser.finish(None, killed_by="stall")

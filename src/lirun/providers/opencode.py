@@ -135,6 +135,7 @@ class OpencodeStreamParser(StreamParser):
         self._priced = False
         # The agent whose last model call failed (its next call is a retry), and that error.
         self._failed_call: dict[str, str] = {}
+        self.calling = False  # the run's first model call started (the log said so)
 
     @property
     def reply(self) -> str:
@@ -276,6 +277,11 @@ class OpencodeStreamParser(StreamParser):
         retry)."""
         if "message=" not in line:
             return []
+        if not self.calling:
+            # Starting up (config, snapshot, session) can take seconds, many on a busy
+            # machine, and the log says each step: not a stall. From the run's first model
+            # call on, only the model's answers and the tools are progress.
+            self._note_progress()
         log = parse_log_line(line)
         message = log.get("message")
         if message == "created":
@@ -309,6 +315,8 @@ class OpencodeStreamParser(StreamParser):
             self.model = f"{provider}/{model}"  # the run's first agent answers for it
         failed = self._failed_call.pop(agent, None)
         if failed is None:
+            self.calling = True  # the stall limit counts from the call's start
+            self._note_progress()
             return []
         data = {"agent": agent, "message": f"opencode retries a failed call: {failed}"}
         return [self._retry(failed, data, failure_class=opencode_failure_class(failed))]
