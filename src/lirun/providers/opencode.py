@@ -77,11 +77,10 @@ def build_opencode_command(
     argv = [executable, "run", "--format", "json", "--print-logs", "--log-level", "INFO"]
     if model:
         provider, sep, name = model.partition("/")
-        if not sep or not provider.strip() or not name.strip():
-            raise UsageError(
-                f"opencode model {model!r} must name its provider; use opencode/PROVIDER/MODEL"
-            )
-        argv += ["-m", f"{provider.strip()}/{name.strip()}"]
+        if sep and (not provider.strip() or not name.strip()):
+            raise UsageError(f"opencode model {model!r} is incomplete; use opencode/PROVIDER/MODEL")
+        # A bare MODEL goes as given: OpenCode says what it makes of it.
+        argv += ["-m", f"{provider.strip()}/{name.strip()}" if sep else model.strip()]
     if resume:
         argv += ["--session", resume]
     return [*argv, *extra_args]
