@@ -478,12 +478,25 @@ def chat_has_tool_result(body: dict[str, Any]) -> bool:
     return any(isinstance(m, dict) and m.get("role") == "tool" for m in body.get("messages", []))
 
 
+def chat_write_path_key(body: dict[str, Any]) -> str:
+    """The argument that names the file in the request's own ``write`` tool: ``path``
+    (pi) unless the tool declares another (OpenCode's ``filePath``)."""
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name") == "write":
+            properties = (function.get("parameters") or {}).get("properties") or {}
+            if "path" not in properties and "filePath" in properties:
+                return "filePath"
+    return "path"
+
+
 def chat_turn(scenario: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The chunks of one streamed answer: a text in two pieces, or a ``write`` tool call
-    (pi's tool that writes a file) before the request carries its result."""
+    (pi's and OpenCode's tool that writes a file) before the request carries its result."""
     model = str(body.get("model") or "mock-model")
     if scenario == "tool" and not chat_has_tool_result(body):
-        arguments = json.dumps({"path": TOOL_FILE, "content": TOOL_FILE_CONTENT})
+        path_key = chat_write_path_key(body)
+        arguments = json.dumps({path_key: TOOL_FILE, "content": TOOL_FILE_CONTENT})
         call = {"index": 0, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
                 "function": {"name": "write", "arguments": arguments}}  # fmt: skip
         chunks = [chat_chunk(model, {"role": "assistant", "tool_calls": [call]})]
