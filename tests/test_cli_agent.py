@@ -179,7 +179,7 @@ def test_bin_env_var_is_used(
 
 
 def test_unknown_provider_is_a_usage_error(li_env: dict[str, str], db_url: str, repo: Path) -> None:
-    proc = run_li("agent", "opencode", "hi", env=li_env, cwd=repo)
+    proc = run_li("agent", "nosuchcli", "hi", env=li_env, cwd=repo)
     assert proc.returncode == 2
     assert "known providers" in proc.stderr
 
@@ -191,6 +191,7 @@ def test_unknown_provider_is_a_usage_error(li_env: dict[str, str], db_url: str, 
         ("codex", "codex/success.jsonl", ["resume", "0199a213-81c0-7800-8aa1-bbab2a035a53"]),
         ("pi", "pi/ok.jsonl", ["--session", "01a24272-c808-7491-a858-f730c9982205"]),
         ("gemini", "gemini/ok.jsonl", ["--resume", "b37cfe77-e9c6-4a91-be9d-c145b58677ff"]),
+        ("opencode", "opencode/ok.jsonl", ["--session", "ses_dbd8aac81ffexhmS0jLyxTJzbG"]),
     ],
 )
 def test_resume_continues_the_branch_with_the_engine_session(

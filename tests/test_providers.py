@@ -483,7 +483,7 @@ def test_find_env_not_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_find_unknown_provider() -> None:
     with pytest.raises(UsageError, match="unknown provider"):
-        find_provider_executable("opencode", None, Settings())
+        find_provider_executable("nosuchcli", None, Settings())
 
 
 # --- the fake provider itself --------------------------------------------------------------
