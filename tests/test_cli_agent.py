@@ -179,7 +179,7 @@ def test_bin_env_var_is_used(
 
 
 def test_unknown_provider_is_a_usage_error(li_env: dict[str, str], db_url: str, repo: Path) -> None:
-    proc = run_li("agent", "opencode", "hi", env=li_env, cwd=repo)
+    proc = run_li("agent", "nosuchcli", "hi", env=li_env, cwd=repo)
     assert proc.returncode == 2
     assert "known providers" in proc.stderr
 
@@ -192,6 +192,7 @@ def test_unknown_provider_is_a_usage_error(li_env: dict[str, str], db_url: str, 
         ("pi", "pi/ok.jsonl", ["--session", "01a24272-c808-7491-a858-f730c9982205"]),
         ("gemini", "gemini/ok.jsonl", ["--resume", "b37cfe77-e9c6-4a91-be9d-c145b58677ff"]),
         ("copilot", "copilot/ok.jsonl", ["--resume", "379d68d6-6e96-49b1-951b-157a8045ae68"]),
+        ("opencode", "opencode/ok.jsonl", ["--session", "ses_dbd8aac81ffexhmS0jLyxTJzbG"]),
     ],
 )
 def test_resume_continues_the_branch_with_the_engine_session(

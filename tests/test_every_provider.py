@@ -61,6 +61,10 @@ SUCCESS: dict[str, Success] = {
     "gemini": Success("gemini/ok.jsonl", "gemini-2.5-pro", "gemini-2.5-flash"),
     "pi": Success("pi/ok.jsonl", "mock/other", "mock/mock-model"),
     "copilot": Success("copilot/ok.jsonl", "other-model", "gpt-4o"),
+    # The model and the version are in OpenCode's log on stderr, beside the stream.
+    "opencode": Success(
+        "opencode/logged.jsonl", "mock/other", "mock/mock-model", version="1.18.33"
+    ),
 }
 
 each_provider = pytest.mark.parametrize("provider", BUILTIN_NAMES)
@@ -137,9 +141,10 @@ def calls(argv_log: Path) -> list[dict[str, Any]]:
 
 
 def asked_for(provider: str, call: dict[str, Any]) -> None:
-    """The provider's CLI was given the model asked for (pi: PROVIDER/MODEL, split)."""
+    """The provider's CLI was given the model asked for (pi: PROVIDER/MODEL, split; others
+    PROVIDER/MODEL whole)."""
     model = success(provider).model
-    assert model.rsplit("/", 1)[-1] in call["argv"], call["argv"]
+    assert model in call["argv"] or model.rsplit("/", 1)[-1] in call["argv"], call["argv"]
 
 
 def recorded(env: dict[str, str], session_id: str, provider: str) -> dict[str, Any]:

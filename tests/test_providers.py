@@ -435,7 +435,7 @@ def test_parse_provider_spec(text: str, expected: tuple[str, str | None]) -> Non
     assert parse_provider_spec(text) == expected
 
 
-@pytest.mark.parametrize("text", ["opencode", "opencode/pro", "", "claude/", "gemini/"])
+@pytest.mark.parametrize("text", ["nosuchcli", "nosuchcli/pro", "", "claude/", "gemini/"])
 def test_parse_provider_spec_rejects(text: str) -> None:
     with pytest.raises(UsageError):
         parse_provider_spec(text)
@@ -483,7 +483,7 @@ def test_find_env_not_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_find_unknown_provider() -> None:
     with pytest.raises(UsageError, match="unknown provider"):
-        find_provider_executable("opencode", None, Settings())
+        find_provider_executable("nosuchcli", None, Settings())
 
 
 # --- the fake provider itself --------------------------------------------------------------

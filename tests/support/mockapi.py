@@ -481,19 +481,25 @@ def chat_has_tool_result(body: dict[str, Any]) -> bool:
 # The tool that writes a file, by the name each CLI offers it under on chat completions,
 # and its arguments: the first one the request offers is called (``write`` when none is).
 CHAT_WRITE_TOOLS: dict[str, dict[str, str]] = {
-    "write": {"path": TOOL_FILE, "content": TOOL_FILE_CONTENT},  # pi
+    "write": {"path": TOOL_FILE, "content": TOOL_FILE_CONTENT},  # pi, OpenCode
     "create": {"path": TOOL_FILE, "file_text": TOOL_FILE_CONTENT},  # Copilot CLI
 }
 
 
 def chat_write_tool(body: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    offered = {
-        str(as_dict(tool.get("function")).get("name"))
-        for tool in body.get("tools") or []
-        if isinstance(tool, dict)
-    }
+    """The write tool to call and its arguments; the file is named by the argument the
+    request's own tool declares: ``path`` unless it declares another (OpenCode's
+    ``filePath``)."""
+    offered: dict[str, dict[str, Any]] = {}
+    for tool in body.get("tools") or []:
+        function = as_dict(tool.get("function")) if isinstance(tool, dict) else {}
+        offered[str(function.get("name"))] = function
     name = next((n for n in CHAT_WRITE_TOOLS if n in offered), "write")
-    return name, CHAT_WRITE_TOOLS[name]
+    arguments = dict(CHAT_WRITE_TOOLS[name])
+    properties = as_dict(as_dict(offered.get(name, {}).get("parameters")).get("properties"))
+    if "path" not in properties and "filePath" in properties:
+        arguments["filePath"] = arguments.pop("path")
+    return name, arguments
 
 
 def as_dict(value: Any) -> dict[str, Any]:

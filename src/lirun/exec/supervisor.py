@@ -109,11 +109,17 @@ def _spawn(
     stdin: int | IO[Any] | None,
     cgroup: RunCgroup | None = None,
 ) -> subprocess.Popen[bytes]:
+    child_env = dict(env) if env is not None else None
+    if cwd is not None and child_env is not None and "PWD" in child_env:
+        # PWD names the directory the child starts in, as a shell's cd would set it: a CLI
+        # that takes PWD over getcwd() (some agent CLIs do) works in the run's directory, not in
+        # the one li was started from.
+        child_env["PWD"] = os.path.abspath(cwd)
     try:
         return subprocess.Popen(
             list(argv),
             cwd=cwd,
-            env=dict(env) if env is not None else None,
+            env=child_env,
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -25,6 +25,7 @@ from lirun.providers.claude import ClaudeProvider
 from lirun.providers.codex import CodexProvider
 from lirun.providers.copilot import CopilotProvider
 from lirun.providers.gemini import GeminiProvider
+from lirun.providers.opencode import OpencodeProvider
 from lirun.providers.pi import PiProvider
 from lirun.settings import Settings
 
@@ -46,6 +47,7 @@ BUILTIN: tuple[type[Provider], ...] = (
     GeminiProvider,
     PiProvider,
     CopilotProvider,
+    OpencodeProvider,
 )
 
 _log = get_logger(__name__)

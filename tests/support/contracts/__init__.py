@@ -149,7 +149,7 @@ class Contract:
 
 
 # The contracts, in the order the suite runs them.
-MODULES = ("claude", "codex", "gemini", "pi", "copilot")
+MODULES = ("claude", "codex", "gemini", "pi", "copilot", "opencode")
 CONTRACTS: dict[str, Contract] = {}
 for _name in MODULES:
     _contract: Contract = importlib.import_module(f"support.contracts.{_name}").CONTRACT
