@@ -66,9 +66,11 @@ def test_a_key_path_must_be_dotted_field_names(path: str) -> None:
         check_key_path(path)
 
 
-def test_an_event_too_large_is_stored_as_its_key_only() -> None:
+def test_an_event_too_large_is_stored_without_its_largest_value() -> None:
     big = Event("k", {"id": "k", "body": "x" * MAX_EVENT_BYTES})
-    assert json.loads(big.to_json()) == {"_key": "k", "_truncated": True}
+    stored = json.loads(big.to_json())
+    assert (stored["id"], stored["_truncated"]) == ("k", ["body"])
+    assert stored["body"].startswith("[dropped: ")
     assert json.loads(Event("k", {"id": "k"}).to_json()) == {"id": "k"}
 
 
