@@ -41,8 +41,19 @@ class PollFailure(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Event:
+    """One event: its ``key`` (what makes it once: a poll item's key, a webhook's
+    delivery id, a parent run's id), its ``data``, and its ``subject`` when that
+    differs from the key (a webhook delivery's value at ``--key``: the pull request two
+    deliveries are both about), which ``--overlap`` goes by."""
+
     key: str
     data: dict[str, Any]
+    subject: str | None = None
+
+    @property
+    def subject_key(self) -> str:
+        """What the event is about: its subject, else its key."""
+        return self.subject if self.subject is not None else self.key
 
     def to_json(self) -> str:
         """The event as stored and as ``LIRUN_EVENT``: compact JSON, at most
