@@ -7,6 +7,8 @@ ended runs again; concurrent deliveries about one subject run exactly one."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,7 @@ from lirun.schedules.triggers import parse_trigger
 from lirun.schedules.webhook_intake import receive
 from lirun.store import Store, open_store
 from lirun.store.rows import ScheduleRunRow
+from support.cli import li_command
 from support.uikit import serve
 from test_webhook import SECRET, VAR, post, signed
 
@@ -91,6 +94,24 @@ def test_a_second_delivery_about_an_active_subject_is_skipped_naming_the_first(
     assert (skipped.event_key, skipped.subject_key) == ("d-2", "12")
     assert run_of(store, first).subject_key == "12"
     assert deliver(server, "skip", "d-2", 12)["status"] == "duplicate"  # a redelivery
+
+
+def test_li_status_of_the_skipped_run_says_its_subject_and_the_run_it_overlapped(
+    server: str, li_env: dict[str, str]
+) -> None:
+    first = deliver(server, "skip", "d-1", 12)
+    second = deliver(server, "skip", "d-2", 12)
+    done = subprocess.run(
+        li_command("status", second["schedule_run_id"]),
+        env=li_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert OVERLAP in done.stdout, done.stderr
+    assert first["schedule_run_id"] in done.stdout
+    assert re.search(r"subject key\s+12", done.stdout), done.stdout
 
 
 def test_a_subject_whose_run_ended_runs_again(store: Store, server: str) -> None:
