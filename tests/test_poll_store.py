@@ -154,7 +154,7 @@ def test_an_event_is_stored_once_with_its_run(store: Store, tmp_path: Path) -> N
     )
     assert first[0] is True
     assert first[1] is not None
-    assert again == (False, None)
+    assert again == (False, None, None)
     runs = store.schedules.list_runs(schedule.id)
     assert [(r.id, r.event_key) for r in runs] == [(first[1], "9")]
 

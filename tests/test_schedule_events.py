@@ -66,9 +66,11 @@ def test_a_key_path_must_be_dotted_field_names(path: str) -> None:
         check_key_path(path)
 
 
-def test_an_event_too_large_is_stored_as_its_key_only() -> None:
+def test_an_event_too_large_is_stored_without_its_largest_value() -> None:
     big = Event("k", {"id": "k", "body": "x" * MAX_EVENT_BYTES})
-    assert json.loads(big.to_json()) == {"_key": "k", "_truncated": True}
+    stored = json.loads(big.to_json())
+    assert (stored["id"], stored["_truncated"]) == ("k", ["body"])
+    assert stored["body"].startswith("[dropped: ")
     assert json.loads(Event("k", {"id": "k"}).to_json()) == {"id": "k"}
 
 
@@ -150,7 +152,13 @@ def test_an_apply_file_defines_a_poll_schedule(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("lines", "line", "says"),
     [
-        (["    poll: gh pr list", "    key: a..b"], 3, "not a field path"),
+        (["    poll: gh pr list", "    key: a..b"], 4, "not a field path"),
+        (["    key: pull_request..number", "    poll: gh pr list"], 3, "not a field path"),
+        (["    poll: gh pr list", "    every: 1m", "    key: ''"], 5, "not a field path"),
+        (["    poll: gh pr list", "    key: [number]"], 4, "key: must be text"),
+        (["    poll: gh pr list", "    key: true"], 4, "key: must be text"),
+        (["    webhook: true", "    secret_env: S", "    key: 'a b'"], 5, "not a field path"),
+        (["    poll: gh pr list", "    poll_timeout: [1]"], 4, "poll_timeout: must be text"),
         (["    poll: gh pr list", "    cron: '* * * * *'"], 3, "cannot take --cron"),
         (["    every: 1m", "    key: number"], 3, "--key belongs to a poll trigger"),
         (["    poll: gh pr list", "    backfill: maybe"], 4, "backfill: 'maybe'"),

@@ -71,7 +71,7 @@ def test_a_poll_schedules_page_shows_its_last_poll_and_the_run_each_event_starte
     )
     schedule = registry.add(store, definition, now=int(time.time()))
     store.events.record(schedule_id=schedule.id, event_key="1", event_json="{}")
-    _, run_id = store.events.record(
+    _, run_id, _ = store.events.record(
         schedule_id=schedule.id, event_key="2", event_json='{"number": 2}', action_kind="run"
     )
     store.events.record_poll(

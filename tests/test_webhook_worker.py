@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from lirun.schedules.events import MAX_EVENT_BYTES
 from lirun.schedules.webhooks import sign
 from support.cli import li_command
 from support.workerkit import until, workers
@@ -25,6 +26,25 @@ def li(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         li_command(*args), env=env, capture_output=True, text=True, timeout=60, check=False
     )
+
+
+def deliver(li_env: dict[str, str], name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """POST ``event``, signed, to a real ``li ui``'s hook ``name``; its 202 answer."""
+    proc, url = serve_li_ui({**li_env, "PR_HOOK_SECRET": SECRET})
+    try:
+        body = json.dumps(event).encode()
+        request = urllib.request.Request(
+            f"{url}hooks/{name}",
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", "X-Hub-Signature-256": sign(SECRET, body)},
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.status == 202
+            accepted: dict[str, Any] = json.loads(answer.read())
+    finally:
+        assert stop(proc) == 0
+    return accepted
 
 
 def test_a_delivered_event_is_run_by_a_worker_with_the_event(
@@ -47,21 +67,8 @@ def test_a_delivered_event_is_run_by_a_worker_with_the_event(
     assert "$PR_HOOK_SECRET" in show.stdout
     assert "'pull_request.number'" in show.stdout
     assert SECRET not in show.stdout
-    proc, url = serve_li_ui({**li_env, "PR_HOOK_SECRET": SECRET})
-    try:
-        event = {"action": "opened", "pull_request": {"number": 12, "title": "Fix it"}}
-        body = json.dumps(event).encode()
-        request = urllib.request.Request(
-            f"{url}hooks/prs",
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", "X-Hub-Signature-256": sign(SECRET, body)},
-        )
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            assert answer.status == 202
-            accepted = json.loads(answer.read())
-    finally:
-        assert stop(proc) == 0
+    event = {"action": "opened", "pull_request": {"number": 12, "title": "Fix it"}}
+    accepted = deliver(li_env, "prs", event)
     assert accepted["event_key"] == "12"
     with workers(li_env, tmp_path):
         until(lambda: (out / "seen-12").exists(), timeout=30, what="the event's run")
@@ -131,3 +138,32 @@ def test_an_apply_file_defines_a_webhook_with_file_line_errors(
     assert done.returncode == 2
     assert f"{bad}:4" in done.stderr
     assert "webhook" in done.stderr
+
+
+def test_a_200_kb_delivery_is_shrunk_and_its_fields_reach_the_action(
+    store: Any, li_env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "record.py").write_text(RECORD)
+    out = tmp_path / "out"
+    out.mkdir()
+    added = li(
+        li_env,
+        "schedule", "add", "big", "--webhook", "--secret-env", "PR_HOOK_SECRET",
+        "--key", "number",
+        "--", "run", "--cwd", str(tmp_path), sys.executable, "record.py", str(out),
+        "Review {{ event.number }}: {{ event.title }}",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    body = "b" * (200 * 1024)
+    event = {"number": 7, "title": "Big", "pull_request": {"number": 7, "body": body}}
+    accepted = deliver(li_env, "big", event)
+    with workers(li_env, tmp_path):
+        until(lambda: (out / "seen-7").exists(), timeout=30, what="the big event's run")
+    (seen,) = [json.loads(x) for x in (out / "seen-7").read_text().splitlines()]
+    assert seen["argv"] == ["Review 7: Big"]
+    assert seen["event"]["_truncated"] == ["pull_request.body"]
+    assert seen["event"]["pull_request"]["number"] == 7
+    run = store.schedules.get_run(accepted["schedule_run_id"])
+    assert run is not None
+    assert run.status == "completed"
+    assert len(run.event_json or "") <= MAX_EVENT_BYTES

@@ -246,6 +246,7 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
             "schedule",
             "due_at",
             "event_key",  # the event it is for (an event schedule's run)
+            "subject_key",  # what it is about (--overlap), when not its event key
             "event_json",
             "chain_parent_id",  # a chained run (--after): the parent run that fired it
             "chain_depth",
@@ -256,6 +257,8 @@ def _specific_fields(kind: str, row: Mapping[str, Any], now: float) -> list[tupl
     }.get(kind, ())
     if kind == "schedule_run" and not row.get("chain_parent_id"):
         keys = tuple(k for k in keys if k not in ("chain_parent_id", "chain_depth"))
+    if kind == "schedule_run" and row.get("subject_key") in (None, row.get("event_key")):
+        keys = tuple(k for k in keys if k != "subject_key")
     return [(k.replace("_", " "), "" if row.get(k) is None else str(row[k])) for k in keys]
 
 

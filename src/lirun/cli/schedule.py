@@ -96,8 +96,9 @@ def _sub(sub: Any, parser: argparse.ArgumentParser, name: str, helptext: str) ->
 
 def _add_policies(add: Any) -> None:
     opt = add.add_argument
-    opt("--overlap", choices=("skip", "allow"), help="a due time while a run is active: skip it "
-        "(default) or start another")  # fmt: skip
+    opt("--overlap", choices=("skip", "allow"), help="a due time while a run is active, or "
+        "an event while a run about the same --key is: skip it (default) or start "
+        "another")  # fmt: skip
     opt("--missed", metavar="skip|run_once", help="due times no worker fired within "
         "--missed-grace: recorded as skipped (default) or run once (default for --at)")  # fmt: skip
     opt("--max-runs", metavar="N", help="stop after N runs have started")

@@ -38,12 +38,15 @@ from lirun.schedules.definition import (
     make_policies,
 )
 from lirun.schedules.event_action import check_templates
+from lirun.schedules.events import check_key_path
 from lirun.schedules.registry import MISSING
 from lirun.schedules.triggers import EVENT_KINDS, parse_trigger
 from lirun.yamlfile.lines import read_yaml, where
 from lirun.yamlfile.problems import did_you_mean
 
 TOP_KEYS = frozenset({"schedules", "missing"})
+# The trigger's text fields besides ``key``, as parse_trigger names them.
+TRIGGER_TEXTS = ("cron", "every", "at", "tz", "poll", "poll_timeout", "secret_env", "after")
 ENTRY_KEYS = frozenset(
     {
         "name",
@@ -145,20 +148,28 @@ def _entry(path: Path, entry: Any, now: int, local_zone: str | None) -> Definiti
         if not isinstance(webhook, bool):
             key = "webhook"
             raise UsageError(f"webhook: {webhook!r}; expected true or false")
+        texts: dict[str, str | None] = {}
+        for field_name in (*TRIGGER_TEXTS, "key"):
+            key = field_name if field_name in entry else key
+            texts[field_name] = _text(entry, field_name)
+        if texts["key"] is not None and (webhook or "poll" in entry):
+            key = "key"  # the field path: named at its own line, not the poll:'s
+            check_key_path(texts["key"])
+        key = next((k for k in trigger_keys if k in entry), "name")
         trigger = parse_trigger(
-            cron=_text(entry, "cron"),
-            every=_text(entry, "every"),
-            at=_text(entry, "at"),
-            tz=_text(entry, "tz"),
+            cron=texts["cron"],
+            every=texts["every"],
+            at=texts["at"],
+            tz=texts["tz"],
             now=now,
             local_zone=local_zone,
-            poll=_text(entry, "poll"),
-            key=_text(entry, "key"),
+            poll=texts["poll"],
+            key=texts["key"],
             backfill=backfill,
-            poll_timeout=_text(entry, "poll_timeout"),
+            poll_timeout=texts["poll_timeout"],
             webhook=webhook,
-            secret_env=_text(entry, "secret_env"),
-            after=_text(entry, "after"),
+            secret_env=texts["secret_env"],
+            after=texts["after"],
         )
         key = "action"
         action = parse_action(_words(entry.get("action")), base=_base(path, entry))

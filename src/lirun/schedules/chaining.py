@@ -84,7 +84,7 @@ def _sweep_one(
         refused = refusal(policies, FireFacts(0, 0, 0, started + fired, usd, tokens))
         if code == RUN and refused is not None:
             code, disable = refused[0], disable or refused[1]
-        stored, run_id = store.events.record(
+        stored, run_id, _status = store.events.record(
             schedule_id=row.id,
             event_key=event.key,
             event_json=event.to_json(),

@@ -50,7 +50,8 @@ def check_name(name: str) -> str:
 class Policies:
     """How a schedule fires. Durations in seconds; None means no limit.
 
-    ``overlap``: skip a due time while a run of this schedule is active, or allow it.
+    ``overlap``: skip a due time while a run of this schedule is active, or allow it;
+    an event's run, while a run about the same event key (its subject) is active.
     ``missed``: a due time no worker fired within ``missed_grace`` is skipped (recorded)
     or run once for the latest missed time. ``max_runs``: runs that started.
     ``budget_usd`` / ``budget_tokens``: the schedule's recorded usage, over its life or

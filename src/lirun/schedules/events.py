@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lirun.errors import UsageError
+from lirun.schedules.shrinking import TRUNCATED, compact, shrink
 
 DEFAULT_KEY = "id"
-# The bound of one stored event (schedule_events.event_json, schedule_runs.event_json).
+# The bound of one stored event (schedule_events.event_json, schedule_runs.event_json,
+# TEXT on both dialects). It is also LIRUN_EVENT, one environment string of the run's
+# process, and Linux refuses to start a process with one longer than 128 KiB.
 MAX_EVENT_BYTES = 64 * 1024
 MAX_KEY_CHARS = 512
 FAILED_EXIT = "schedule.poll.failed_exit"
@@ -38,16 +41,29 @@ class PollFailure(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Event:
+    """One event: its ``key`` (what makes it once: a poll item's key, a webhook's
+    delivery id, a parent run's id), its ``data``, and its ``subject`` when that
+    differs from the key (a webhook delivery's value at ``--key``: the pull request two
+    deliveries are both about), which ``--overlap`` goes by."""
+
     key: str
     data: dict[str, Any]
+    subject: str | None = None
+
+    @property
+    def subject_key(self) -> str:
+        """What the event is about: its subject, else its key."""
+        return self.subject if self.subject is not None else self.key
 
     def to_json(self) -> str:
         """The event as stored and as ``LIRUN_EVENT``: compact JSON, at most
-        MAX_EVENT_BYTES (a larger one keeps only its key, marked ``_truncated``)."""
-        text = json.dumps(self.data, separators=(",", ":"), sort_keys=True)
-        if len(text.encode()) <= MAX_EVENT_BYTES:
-            return text
-        return json.dumps({"_key": self.key, "_truncated": True}, separators=(",", ":"))
+        MAX_EVENT_BYTES. A larger one is shrunk (``shrinking.shrink``: its largest values
+        dropped, their paths listed in ``_truncated``); one that cannot be keeps only
+        its key."""
+        shrunk = shrink(self.data, MAX_EVENT_BYTES)
+        if shrunk is not None:
+            return compact(shrunk)
+        return compact({"_key": self.key, TRUNCATED: True})
 
 
 def check_key_path(path: str) -> tuple[str, ...]:

@@ -90,6 +90,15 @@ def refusal(policies: Policies, facts: FireFacts) -> tuple[str, str | None] | No
     return None
 
 
+def overlap_refusal(policies: Policies, subject: str, active_run: str) -> tuple[str, str] | None:
+    """For an event's run while ``active_run`` (of the same schedule, about the same
+    ``subject``) has not ended: the skip code and a summary naming that run under
+    ``--overlap skip``; None under ``allow`` (both run)."""
+    if policies.overlap != "skip":
+        return None
+    return OVERLAP, f"run {active_run} for the same event key {subject!r} is still active"
+
+
 def decide_fires(trigger: Trigger, policies: Policies, facts: FireFacts) -> FirePlan:
     """The rows for every due time up to ``facts.now`` and the schedule's next state.
 

@@ -246,7 +246,7 @@ def _store_events(
         kind = None if baseline else row.action_kind
         facts = FireFacts(0, 0, 0, started + fired, usd, tokens)
         refused = None if baseline else refusal(policies, facts)
-        stored, run_id = store.events.record(
+        stored, run_id, _status = store.events.record(
             schedule_id=row.id,
             event_key=event.key,
             event_json=event.to_json(),

@@ -8,17 +8,24 @@ transaction (``store.events.record``, as a poll's events are): of any number of
 deliveries of one event, concurrent or not, exactly one stores it; the others answer
 with that run, marked duplicate. A refused request writes nothing. The stored run is
 offered to the workers at once (PostgreSQL: the queue's NOTIFY wakes an idle worker).
+
+``--overlap`` goes by the event's subject (the value at ``--key``, else the delivery
+id): the same transaction reads the schedule's active runs about that subject, under a
+lock per subject, and under ``skip`` stores the new run skipped
+(``schedule.skipped.overlap``, its summary naming the active run). Two deliveries about
+one pull request at once: exactly one runs.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lirun.logs import get_logger
 from lirun.schedules.definition import stored_definition
-from lirun.schedules.firing import RUN, FireFacts, refusal
+from lirun.schedules.firing import OVERLAP, RUN, FireFacts, overlap_refusal, refusal
 from lirun.schedules.submit import offer
 from lirun.schedules.webhooks import HookRefused, is_ping, parse_event, signature_ok
 from lirun.store import Store
@@ -82,7 +89,8 @@ def receive(
     usd, tokens = store.schedules.usage(row.id, since=since)
     facts = FireFacts(0, 0, 0, store.schedules.count_started_runs(row.id), usd, tokens)
     refused = refusal(policies, facts)
-    stored, run_id = store.events.record(
+    subject = event.subject_key
+    stored, run_id, status = store.events.record(
         schedule_id=row.id,
         event_key=event.key,
         event_json=event.to_json(),
@@ -90,13 +98,16 @@ def receive(
         action_kind=row.action_kind,
         status="queued" if refused is None else "skipped",
         reason_code=RUN if refused is None else refused[0],
+        subject_key=subject,
+        overlap=functools.partial(overlap_refusal, policies, subject),
     )
     if not stored:
         seen = store.events.get(row.id, event.key)
         earlier = seen.schedule_run_id if seen is not None else None
         return Accepted(earlier, event.key, True, "duplicate")
-    if refused is not None:
-        log.info(f"hook {name} event={event.key}: skipped ({refused[0]})")
+    if status != "queued":
+        why = refused[0] if refused is not None else OVERLAP
+        log.info(f"hook {name} event={event.key} subject={subject}: skipped ({why})")
         return Accepted(run_id, event.key, False, "skipped")
     log.info(
         f"hook {name} event={event.key} run {run_id} queued",

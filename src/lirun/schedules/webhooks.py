@@ -5,7 +5,9 @@ the event, a JSON object of at most MAX_BODY_BYTES. It must be signed: the HMAC-
 the raw body with the schedule's secret, as ``sha256=<hex>`` in ``X-Hub-Signature-256``
 (GitHub's scheme) or ``X-Lirun-Signature``; ``signature_ok`` compares in constant time.
 The event's key is the delivery id (``X-GitHub-Delivery``), else the value at the
-schedule's ``--key``: a redelivery has the same key, so it fires nothing new.
+schedule's ``--key``: a redelivery has the same key, so it fires nothing new. Its
+subject is the value at ``--key`` (else the delivery id): two deliveries about one pull
+request are two events with one subject, and ``--overlap skip`` runs one at a time.
 """
 
 from __future__ import annotations
@@ -64,13 +66,13 @@ def parse_event(body: bytes, headers: Mapping[str, str], key: str | None) -> Eve
         raise HookRefused(400, f"the body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise HookRefused(400, f"the body is a JSON {type(data).__name__}, not an object")
+    path = key or DEFAULT_KEY
+    found = key_of(data, check_key_path(path))
     delivery = headers.get(DELIVERY_HEADER, "").strip()
     if delivery:
         if len(delivery) > MAX_KEY_CHARS:
             raise HookRefused(400, f"{DELIVERY_HEADER} is longer than {MAX_KEY_CHARS} characters")
-        return Event(delivery, data)
-    path = key or DEFAULT_KEY
-    found = key_of(data, check_key_path(path))
+        return Event(delivery, data, subject=found)
     if found is None:
         raise HookRefused(
             400,

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import builtins
 import time
+from collections.abc import Callable
 
-from lirun.hints import Any
+from lirun.hints import TYPE_CHECKING, Any, NamedTuple
 from lirun.lifecycle import policy_for
 from lirun.reasons import validate_reason
 from lirun.store.records import decode_row, new_id, require_text
@@ -21,10 +22,27 @@ from lirun.store.repository import Repository
 from lirun.store.rows import EventRow, ScheduleRunRow
 from lirun.store.transitions import HistoryEntry
 
+if TYPE_CHECKING:
+    from lirun.store.connector import Tx
+
 SOURCES = ("poll", "webhook", "chain")
 OK_REASON = "schedule.poll.ok"
 MAX_DETAIL = 2000
 CHAIN_SLACK = 60.0  # seconds: a parent's end may commit after a later one's
+
+
+class Recorded(NamedTuple):
+    """What ``record`` did: ``stored`` False when the event was seen before (then
+    nothing else); the run it fired (None for a baseline) and that run's ``status``."""
+
+    stored: bool
+    run_id: str | None
+    status: str | None = None
+
+
+# Given the oldest active run about the same subject, the (reason code, summary) that
+# skips the new run, or None to queue it anyway: the schedule's --overlap decision.
+OverlapRule = Callable[[str], tuple[str, str] | None]
 
 
 class Events(Repository):
@@ -43,12 +61,18 @@ class Events(Repository):
         reason_summary: str = "",
         chain_parent_id: str | None = None,
         chain_depth: int = 0,
-    ) -> tuple[bool, str | None]:
-        """Store the event if it is new: (True, the run it fired) when this call stored
-        it, (False, None) when it was seen before. ``action_kind`` None stores it as a
-        baseline (seen, nothing fired); otherwise its run (``status`` queued, or skipped
-        with ``reason_code`` when a policy refused it) is inserted in the same
-        transaction; a chain's names the parent run and its depth."""
+        subject_key: str | None = None,
+        overlap: OverlapRule | None = None,
+    ) -> Recorded:
+        """Store the event if it is new: stored, the run it fired and its status when
+        this call stored it, ``Recorded(False, None)`` when it was seen before.
+        ``action_kind`` None stores it as a baseline (seen, nothing fired); otherwise its
+        run (``status`` queued, or skipped with ``reason_code`` when a policy refused it)
+        is inserted in the same transaction; a chain's names the parent run and its
+        depth. The run is about ``subject_key`` (default: the event key); with
+        ``overlap``, a run that would be queued while another run of the schedule about
+        the same subject is active is stored as ``overlap`` decides, the check and the
+        insert serialized per subject, so of two concurrent events one sees the other."""
         require_text(schedule_id=schedule_id, event_key=event_key)
         if source not in SOURCES:
             raise ValueError(f"event source {source!r}: expected one of {SOURCES}")
@@ -66,11 +90,17 @@ class Events(Repository):
             "baseline": 1 if action_kind is None else 0,
             "schedule_run_id": run_id,
         }
+        subject = subject_key if subject_key is not None else event_key
         with self.connector.write() as tx:
             if tx.execute(self.sql("insert_event"), event) != 1:
-                return False, None
+                return Recorded(False, None)
             if run_id is None or action_kind is None:
-                return True, None
+                return Recorded(True, None)
+            if overlap is not None and status == "queued":
+                refused = self._overlapping(tx, schedule_id, subject, overlap)
+                if refused is not None:
+                    status, (reason_code, reason_summary) = "skipped", refused
+                    validate_reason(reason_code, policy.entity_type, status)
             run = {
                 "id": run_id,
                 "schedule_id": schedule_id,
@@ -84,11 +114,23 @@ class Events(Repository):
                 "now": now,
                 "chain_parent_id": chain_parent_id,
                 "chain_depth": int(chain_depth),
+                "subject_key": subject,
             }
             tx.execute(self.sql("insert_event_run"), run)
             entry = HistoryEntry(run_id, None, status, reason_code, reason_summary, source="system")
             self.store.append_transition(tx, policy, entry, now)
-        return True, run_id
+        return Recorded(True, run_id, status)
+
+    def _overlapping(
+        self, tx: Tx, schedule_id: str, subject: str, overlap: OverlapRule
+    ) -> tuple[str, str] | None:
+        """``overlap``'s decision on the oldest active run about ``subject``, read under
+        the subject's lock (PostgreSQL; SQLite's write lock is the database's)."""
+        params = {"schedule_id": schedule_id, "subject_key": subject}
+        tx.query(self.sql("event_subject_lock"), params)
+        terminal = self.connector.bind_list(sorted(policy_for("schedule_run").terminal))
+        active = tx.query(self.sql("active_subject_run"), {**params, "terminal": terminal})
+        return overlap(str(active[0]["id"])) if active else None
 
     def record_poll(self, schedule_id: str, *, reason: str, detail: str = "") -> None:
         """A poll's outcome (a ``schedule.poll.*`` code) as the schedule's last poll,

@@ -119,6 +119,7 @@ class RecentScheduleRunRow(TypedRow):
     event_json: str | None
     chain_parent_id: str | None
     chain_depth: int
+    subject_key: str | None
     cost_usd: float | None
     rn: int
 
@@ -156,6 +157,7 @@ class ScheduleRunUsageRow(TypedRow):
     event_json: str | None
     chain_parent_id: str | None
     chain_depth: int
+    subject_key: str | None
     cost_usd: float | None
     input_tokens: int | None
     output_tokens: int | None

@@ -15,10 +15,11 @@ ON CONFLICT (schedule_id, event_key) DO NOTHING
 INSERT INTO schedule_runs
     (id, schedule_id, action_kind, attempt, status, status_reason_code,
      status_reason_summary, event_key, event_json, ended_at, created_at, updated_at,
-     lease_epoch, chain_parent_id, chain_depth)
+     lease_epoch, chain_parent_id, chain_depth, subject_key)
 VALUES
     (:id, :schedule_id, :action_kind, 1, :status, :reason_code, :reason_summary,
-     :event_key, :event_json, :ended_at, :now, :now, 0, :chain_parent_id, :chain_depth)
+     :event_key, :event_json, :ended_at, :now, :now, 0, :chain_parent_id, :chain_depth,
+     :subject_key)
 
 -- name: count_events
 SELECT COUNT(*) AS n FROM schedule_events WHERE schedule_id = :schedule_id
