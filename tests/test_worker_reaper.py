@@ -16,9 +16,9 @@ from lirun.exec.fence import Fence
 from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import make_policies
 from lirun.schedules.outcomes import LEASE_LOST
-from lirun.schedules.runner import Runner, RunnerConfig
+from lirun.schedules.runner import RunContext, Runner, RunnerConfig
 from lirun.schedules.submit import submit
-from lirun.schedules.triggers import every_trigger
+from lirun.schedules.triggers import every_trigger, poll_trigger
 from lirun.schedules.worker import reap
 from lirun.store import Store
 from support.workerkit import add_schedule, run_row
@@ -70,6 +70,33 @@ def test_a_lapsed_lease_fails_the_run_and_its_remote_session_then_retries(
     assert any("lease_lapsed" in line and "retry" in line for line in lines), lines
     reap(store, runner(store), time.time() + 10)  # a second reaper: no second retry
     assert len(store.schedules.list_runs(schedule.id)) == 2
+
+
+def test_the_retry_of_an_events_run_is_for_that_event_too(store: Store, tmp_path: Path) -> None:
+    """A polled event's run whose worker died is retried with the same event: the retry
+    names it (key and JSON) and its action sees it, as the first attempt did."""
+    now = int(time.time())
+    schedule = add_schedule(
+        store, tmp_path, "prs", ["run", "echo", "{{ event.title }}"],
+        trigger=poll_trigger("true", now, key="number"), retries=1,
+    )  # fmt: skip
+    stored, run_id = store.events.record(
+        schedule_id=schedule.id, event_key="7", event_json='{"number":7,"title":"Fix 7"}',
+        action_kind="run",
+    )  # fmt: skip
+    assert stored and run_id is not None
+    assert store.schedules.claim_run(run_id, worker_id="gone", lease_seconds=1)
+    reap(store, runner(store), time.time() + 5)
+    assert run_row(store, run_id)["status_reason_code"] == "schedule.failed.lease_lapsed"
+    (retry,) = store.schedules.retries_of(run_id)
+    assert (retry.status, retry.attempt, retry.schedule_id) == ("queued", 2, schedule.id)
+    assert (retry.event_key, retry.event_json) == ("7", '{"number":7,"title":"Fix 7"}')
+    assert (retry.chain_parent_id, retry.chain_depth, retry.due_at) == (None, 0, None)
+    assert int(retry.lease_epoch or 0) == 1  # its claims count on from the first attempt's
+    action = RunContext(store, retry).action
+    assert action is not None and action.task is not None
+    assert action.task.run == ("echo", "Fix 7")
+    assert store.events.count(schedule.id) == (1, 1)  # one event, one first run
 
 
 def test_a_queued_run_past_its_deadline_fails_without_a_retry(store: Store, tmp_path: Path) -> None:

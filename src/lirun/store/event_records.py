@@ -16,9 +16,9 @@ import time
 from lirun.hints import Any
 from lirun.lifecycle import policy_for
 from lirun.reasons import validate_reason
-from lirun.store.records import new_id, require_text
+from lirun.store.records import decode_row, new_id, require_text
 from lirun.store.repository import Repository
-from lirun.store.rows import EventRow
+from lirun.store.rows import EventRow, ScheduleRunRow
 from lirun.store.transitions import HistoryEntry
 
 SOURCES = ("poll", "webhook", "chain")
@@ -89,6 +89,34 @@ class Events(Repository):
             entry = HistoryEntry(run_id, None, status, reason_code, reason_summary, source="system")
             self.store.append_transition(tx, policy, entry, now)
         return True, run_id
+
+    def queue_retry(self, run: ScheduleRunRow, *, attempt: int) -> ScheduleRunRow:
+        """Attempt ``attempt`` of ``run``, an event's run (``store.schedules.queue_retry``
+        calls it): queued, linked by ``retry_of``, with the event (key and JSON), chain
+        parent and depth of ``run``, its claims counting on from ``run``'s."""
+        policy = policy_for("schedule_run")
+        reason = "schedule.queued.created"
+        now = time.time()
+        params = {
+            "id": new_id(),
+            "schedule_id": run.schedule_id,
+            "action_kind": run.action_kind,
+            "attempt": int(attempt),
+            "retry_of": run.id,
+            "reason_code": reason,
+            "event_key": run.event_key,
+            "event_json": run.event_json,
+            "now": now,
+            "lease_epoch": int(run.lease_epoch or 0),
+            "chain_parent_id": run.chain_parent_id,
+            "chain_depth": int(run.chain_depth or 0),
+        }
+        with self.connector.write() as tx:
+            tx.execute(self.sql("insert_event_retry"), params)
+            entry = HistoryEntry(params["id"], None, "queued", reason, "", source="system")
+            self.store.append_transition(tx, policy, entry, now)
+            made = tx.query(self.sql("get_row", table=policy.table), {"id": params["id"]})
+        return ScheduleRunRow.from_row(decode_row(made[0]))
 
     def record_poll(self, schedule_id: str, *, reason: str, detail: str = "") -> None:
         """A poll's outcome (a ``schedule.poll.*`` code) as the schedule's last poll."""

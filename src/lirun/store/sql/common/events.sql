@@ -20,6 +20,17 @@ VALUES
     (:id, :schedule_id, :action_kind, 1, :status, :reason_code, :reason_summary,
      :event_key, :event_json, :ended_at, :now, :now, 0, :chain_parent_id, :chain_depth)
 
+-- name: insert_event_retry
+-- Attempt n+1 of an event's run: the same event, chain parent and depth as the attempt it
+-- retries (its run says which event it is for, and its action sees that event again).
+INSERT INTO schedule_runs
+    (id, schedule_id, action_kind, attempt, retry_of, status, status_reason_code,
+     status_reason_summary, event_key, event_json, created_at, updated_at, lease_epoch,
+     chain_parent_id, chain_depth)
+VALUES
+    (:id, :schedule_id, :action_kind, :attempt, :retry_of, 'queued', :reason_code, '',
+     :event_key, :event_json, :now, :now, :lease_epoch, :chain_parent_id, :chain_depth)
+
 -- name: count_events
 SELECT COUNT(*) AS n FROM schedule_events WHERE schedule_id = :schedule_id
 
