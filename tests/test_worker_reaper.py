@@ -142,3 +142,28 @@ def test_a_run_the_worker_stopped_for_its_lease_keeps_that_cause_after_a_renewal
     assert (ended["status"], ended["status_reason_code"]) == ("cancelled", LEASE_LOST)
     (retry,) = store.schedules.retries_of(run.id)
     assert retry.attempt == 2
+
+
+def test_a_run_stopped_for_its_lease_as_it_starts_ends_lease_lost_and_is_retried(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker loses its lease between claiming a run and starting its execution: the
+    execution refuses to start (nothing ran), and the run ends ``lease_lost`` and is
+    retried, not failed as a setup error with its work never done."""
+    action = parse_action(["run", "true"], base=str(tmp_path))
+    run = submit(store, action, policies=make_policies({"retries": 1}, None))
+    worker = Runner(RunnerConfig(db_url=store.url, worker_id="w1"), fence=Fence(60))
+    claim = type(store.schedules).claim_run
+
+    def claim_then_lose_the_lease(self: object, run_id: str, **kwargs: object) -> bool:
+        won = claim(self, run_id, **kwargs)  # type: ignore[arg-type]
+        worker.stop_all(signal.SIGTERM, LEASE_LOST)  # the fence's deadline passed
+        return won
+
+    monkeypatch.setattr(type(store.schedules), "claim_run", claim_then_lose_the_lease)
+    worker.handle(run.id)
+    ended = run_row(store, run.id)
+    assert (ended["status"], ended["status_reason_code"]) == ("cancelled", LEASE_LOST)
+    assert "was not started" in ended["status_reason_summary"]
+    (retry,) = store.schedules.retries_of(run.id)
+    assert (retry.attempt, retry.status) == (2, "queued")
