@@ -189,8 +189,8 @@ def test_a_stalled_job_whose_run_was_offered_again_does_not_block_the_run(
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
         other = start_server(pg_url, "other", tmp_path / "other.log")
-        assert wait_until(lambda: winners(pg_url).get("unstarted") == ["other"], 30), (
-            query(pg_url, "SELECT id, status, worker_id FROM procrastinate_jobs")
+        assert wait_until(lambda: winners(pg_url).get("unstarted") == ["other"], 30), query(
+            pg_url, "SELECT id, status, worker_id FROM procrastinate_jobs"
         )
     finally:
         for proc in (victim, other):

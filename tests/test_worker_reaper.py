@@ -84,7 +84,8 @@ def test_the_retry_of_an_events_run_is_for_that_event_too(store: Store, tmp_path
         schedule_id=schedule.id, event_key="7", event_json='{"number":7,"title":"Fix 7"}',
         action_kind="run",
     )  # fmt: skip
-    assert stored and run_id is not None
+    assert stored
+    assert run_id is not None
     assert store.schedules.claim_run(run_id, worker_id="gone", lease_seconds=1)
     reap(store, runner(store), time.time() + 5)
     assert run_row(store, run_id)["status_reason_code"] == "schedule.failed.lease_lapsed"
@@ -94,7 +95,8 @@ def test_the_retry_of_an_events_run_is_for_that_event_too(store: Store, tmp_path
     assert (retry.chain_parent_id, retry.chain_depth, retry.due_at) == (None, 0, None)
     assert int(retry.lease_epoch or 0) == 1  # its claims count on from the first attempt's
     action = RunContext(store, retry).action
-    assert action is not None and action.task is not None
+    assert action is not None
+    assert action.task is not None
     assert action.task.run == ("echo", "Fix 7")
     assert store.events.count(schedule.id) == (1, 1)  # one event, one first run
 

@@ -97,8 +97,9 @@ class Events(Repository):
         policy = policy_for("schedule_run")
         reason = "schedule.queued.created"
         now = time.time()
-        params = {
-            "id": new_id(),
+        retry_id = new_id()
+        params: dict[str, Any] = {
+            "id": retry_id,
             "schedule_id": run.schedule_id,
             "action_kind": run.action_kind,
             "attempt": int(attempt),
@@ -113,9 +114,9 @@ class Events(Repository):
         }
         with self.connector.write() as tx:
             tx.execute(self.sql("insert_event_retry"), params)
-            entry = HistoryEntry(params["id"], None, "queued", reason, "", source="system")
+            entry = HistoryEntry(retry_id, None, "queued", reason, "", source="system")
             self.store.append_transition(tx, policy, entry, now)
-            made = tx.query(self.sql("get_row", table=policy.table), {"id": params["id"]})
+            made = tx.query(self.sql("get_row", table=policy.table), {"id": retry_id})
         return ScheduleRunRow.from_row(decode_row(made[0]))
 
     def record_poll(self, schedule_id: str, *, reason: str, detail: str = "") -> None:

@@ -368,7 +368,9 @@ class Schedules(Repository):
         # greater than any the retried run's copies hold.
         epoch = int(run.lease_epoch or 0)
         if run.event_key is not None:  # an event's run: the retry is for that event too
-            return self.store.events.queue_retry(run, attempt=attempt)
+            from lirun.store.event_records import Events  # off the fast paths (test_imports)
+
+            return Events(self.store).queue_retry(run, attempt=attempt)
         if run.due_at is not None and run.schedule_id:
             return self.insert_due_run(
                 schedule_id=run.schedule_id,
