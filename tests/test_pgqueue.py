@@ -168,6 +168,38 @@ def test_sigkill_mid_handle_the_stalled_job_is_retried_and_nothing_runs_twice(
     assert count(pg_url, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'") == 0
 
 
+def test_a_stalled_job_whose_run_was_offered_again_does_not_block_the_run(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A worker killed after taking a run's job but before starting the run, while the
+    run (still queued) was offered again (the sweep's second offer): the new job waits
+    in ``todo``, so the stalled one cannot go back there, and, ``doing``, it holds the
+    run's lock. The sweep deletes the stalled job and the waiting one starts the run."""
+    add_runs(pg_url, ["unstarted"], hang_on="victim")
+    victim = start_server(pg_url, "victim", tmp_path / "victim.log")
+    other = None
+    try:
+        assert wait_until(lambda: "victim: serving" in (tmp_path / "victim.log").read_text(), 30)
+        enqueue(pg_url, ["unstarted"])
+        doing = "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'"
+        assert wait_until(lambda: count(pg_url, doing) == 1, 30)
+        enqueue(pg_url, ["unstarted"])  # the second offer: a job waiting beside it
+        todo = "SELECT count(*) FROM procrastinate_jobs WHERE status = 'todo'"
+        assert count(pg_url, todo) == 1
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        other = start_server(pg_url, "other", tmp_path / "other.log")
+        assert wait_until(lambda: winners(pg_url).get("unstarted") == ["other"], 30), query(
+            pg_url, "SELECT id, status, worker_id FROM procrastinate_jobs"
+        )
+    finally:
+        for proc in (victim, other):
+            if proc is not None:
+                stop_server(proc)
+    assert count(pg_url, "SELECT count(*) FROM procrastinate_jobs") == 0
+    assert "Traceback" not in (tmp_path / "other.log").read_text()
+
+
 def test_serving_resumes_after_a_server_restart(pg_cluster: PgCluster, tmp_path: Path) -> None:
     for url in new_queue_url(pg_cluster.url):
         add_runs(url, ["before", "after"])

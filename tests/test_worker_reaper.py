@@ -16,9 +16,9 @@ from lirun.exec.fence import Fence
 from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import make_policies
 from lirun.schedules.outcomes import LEASE_LOST
-from lirun.schedules.runner import Runner, RunnerConfig
+from lirun.schedules.runner import RunContext, Runner, RunnerConfig
 from lirun.schedules.submit import submit
-from lirun.schedules.triggers import every_trigger
+from lirun.schedules.triggers import every_trigger, poll_trigger
 from lirun.schedules.worker import reap
 from lirun.store import Store
 from support.workerkit import add_schedule, run_row
@@ -72,6 +72,37 @@ def test_a_lapsed_lease_fails_the_run_and_its_remote_session_then_retries(
     assert len(store.schedules.list_runs(schedule.id)) == 2
 
 
+def test_the_retry_of_an_events_run_is_for_that_event_too(store: Store, tmp_path: Path) -> None:
+    """A polled event's run whose worker died is retried with the same event: the retry
+    names it (key and JSON) and its action sees it, as the first attempt did."""
+    now = int(time.time())
+    schedule = add_schedule(
+        store, tmp_path, "prs", ["run", "echo", "{{ event.title }}"],
+        trigger=poll_trigger("true", now, key="number"), retries=1,
+    )  # fmt: skip
+    recorded = store.events.record(
+        schedule_id=schedule.id, event_key="7", event_json='{"number":7,"title":"Fix 7"}',
+        action_kind="run", subject_key="7",
+    )  # fmt: skip
+    assert recorded.stored
+    run_id = recorded.run_id
+    assert run_id is not None
+    assert store.schedules.claim_run(run_id, worker_id="gone", lease_seconds=1)
+    reap(store, runner(store), time.time() + 5)
+    assert run_row(store, run_id)["status_reason_code"] == "schedule.failed.lease_lapsed"
+    (retry,) = store.schedules.retries_of(run_id)
+    assert (retry.status, retry.attempt, retry.schedule_id) == ("queued", 2, schedule.id)
+    assert (retry.event_key, retry.event_json) == ("7", '{"number":7,"title":"Fix 7"}')
+    assert retry.subject_key == "7"  # --overlap counts the retry as active for its subject
+    assert (retry.chain_parent_id, retry.chain_depth, retry.due_at) == (None, 0, None)
+    assert int(retry.lease_epoch or 0) == 1  # its claims count on from the first attempt's
+    action = RunContext(store, retry).action
+    assert action is not None
+    assert action.task is not None
+    assert action.task.run == ("echo", "Fix 7")
+    assert store.events.count(schedule.id) == (1, 1)  # one event, one first run
+
+
 def test_a_queued_run_past_its_deadline_fails_without_a_retry(store: Store, tmp_path: Path) -> None:
     now = int(time.time())
     schedule = add_schedule(
@@ -115,3 +146,28 @@ def test_a_run_the_worker_stopped_for_its_lease_keeps_that_cause_after_a_renewal
     assert (ended["status"], ended["status_reason_code"]) == ("cancelled", LEASE_LOST)
     (retry,) = store.schedules.retries_of(run.id)
     assert retry.attempt == 2
+
+
+def test_a_run_stopped_for_its_lease_as_it_starts_ends_lease_lost_and_is_retried(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker loses its lease between claiming a run and starting its execution: the
+    execution refuses to start (nothing ran), and the run ends ``lease_lost`` and is
+    retried, not failed as a setup error with its work never done."""
+    action = parse_action(["run", "true"], base=str(tmp_path))
+    run = submit(store, action, policies=make_policies({"retries": 1}, None))
+    worker = Runner(RunnerConfig(db_url=store.url, worker_id="w1"), fence=Fence(60))
+    claim = type(store.schedules).claim_run
+
+    def claim_then_lose_the_lease(self: object, run_id: str, **kwargs: object) -> bool:
+        won = claim(self, run_id, **kwargs)  # type: ignore[arg-type]
+        worker.stop_all(signal.SIGTERM, LEASE_LOST)  # the fence's deadline passed
+        return won
+
+    monkeypatch.setattr(type(store.schedules), "claim_run", claim_then_lose_the_lease)
+    worker.handle(run.id)
+    ended = run_row(store, run.id)
+    assert (ended["status"], ended["status_reason_code"]) == ("cancelled", LEASE_LOST)
+    assert "was not started" in ended["status_reason_summary"]
+    (retry,) = store.schedules.retries_of(run.id)
+    assert (retry.attempt, retry.status) == (2, "queued")

@@ -191,7 +191,13 @@ class WorkerQueue:
 
     async def retry_stalled(self, stalled_after: float) -> int:
         """Put back to ``todo`` the jobs whose worker has not beaten for ``stalled_after``
-        seconds; how many were put back (another worker's sweep may take one first)."""
+        seconds; how many were put back (another worker's sweep may take one first).
+
+        A stalled job whose run has another job waiting already (the sweep offered its
+        still-queued run again meanwhile) cannot go back to ``todo`` (the queueing lock
+        allows one waiting job per run) and, still ``doing``, holds the run's lock, so the
+        waiting job is never fetched either: it is deleted instead, and the waiting job
+        delivers the run."""
         with _translated("looking for stalled jobs"):
             stalled = await self._jobs.get_stalled_jobs(
                 queue=self.queue, task_name=TASK_NAME, seconds_since_heartbeat=stalled_after
@@ -202,9 +208,21 @@ class WorkerQueue:
             try:
                 await self._jobs.retry_job_by_id_async(job_id=job.id, retry_at=now)
                 retried += 1
+            except pexc.UniqueViolation:
+                retried += await self._drop_stalled(job.id)
             except pexc.ProcrastinateException:
                 continue  # taken by another sweep, or it just finished
         return retried
+
+    async def _drop_stalled(self, job_id: int) -> int:
+        """Delete a stalled job that another job of its run replaces; 1 if this did."""
+        try:
+            await self._jobs.finish_job_by_id_async(
+                job_id=job_id, status=Status.FAILED, delete_job=True
+            )
+        except pexc.ProcrastinateException:
+            return 0  # its worker came back and closed it, or another sweep deleted it
+        return 1
 
     async def listen(self, on_job: Callable[[], Awaitable[None]]) -> None:
         """Call ``on_job`` for each job deferred on this queue; returns or raises

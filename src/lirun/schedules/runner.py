@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lirun.errors import LirunError
+from lirun.errors import LirunError, StartInterruptedError
 from lirun.exec.execution import execute
 from lirun.exec.fence import Fence
 from lirun.exec.task import build_request
@@ -277,6 +277,13 @@ class Runner:
             try:
                 outcome = self._dispatch(store, run_id, action, trap)
                 return self._fenced(outcome, began)
+            except StartInterruptedError as exc:
+                # This worker stopped the run as it started (its lease lost, or the worker
+                # stopping): nothing ran, so it ends for that cause, retried where it may.
+                stopped = self._stopped.get(run_id)
+                if stopped is None:
+                    return Outcome("failed", "schedule.failed.setup", str(exc))
+                return Outcome("cancelled", stopped, str(exc))
             except LirunError as exc:
                 return Outcome("failed", "schedule.failed.setup", str(exc))
             except Exception as exc:

@@ -132,6 +132,36 @@ class Events(Repository):
         active = tx.query(self.sql("active_subject_run"), {**params, "terminal": terminal})
         return overlap(str(active[0]["id"])) if active else None
 
+    def queue_retry(self, run: ScheduleRunRow, *, attempt: int) -> ScheduleRunRow:
+        """Attempt ``attempt`` of ``run``, an event's run (``store.schedules.queue_retry``
+        calls it): queued, linked by ``retry_of``, with the event (key and JSON), chain
+        parent and depth of ``run``, its claims counting on from ``run``'s."""
+        policy = policy_for("schedule_run")
+        reason = "schedule.queued.created"
+        now = time.time()
+        retry_id = new_id()
+        params: dict[str, Any] = {
+            "id": retry_id,
+            "schedule_id": run.schedule_id,
+            "action_kind": run.action_kind,
+            "attempt": int(attempt),
+            "retry_of": run.id,
+            "reason_code": reason,
+            "event_key": run.event_key,
+            "event_json": run.event_json,
+            "now": now,
+            "lease_epoch": int(run.lease_epoch or 0),
+            "chain_parent_id": run.chain_parent_id,
+            "chain_depth": int(run.chain_depth or 0),
+            "subject_key": run.subject_key,
+        }
+        with self.connector.write() as tx:
+            tx.execute(self.sql("insert_event_retry"), params)
+            entry = HistoryEntry(retry_id, None, "queued", reason, "", source="system")
+            self.store.append_transition(tx, policy, entry, now)
+            made = tx.query(self.sql("get_row", table=policy.table), {"id": retry_id})
+        return ScheduleRunRow.from_row(decode_row(made[0]))
+
     def record_poll(self, schedule_id: str, *, reason: str, detail: str = "") -> None:
         """A poll's outcome (a ``schedule.poll.*`` code) as the schedule's last poll,
         and one more poll with that outcome in its counts (the metrics read them)."""

@@ -361,12 +361,16 @@ class Schedules(Repository):
 
     def queue_retry(self, run: ScheduleRunRow) -> ScheduleRunRow | None:
         """Attempt n+1 of ``run``, linked by ``retry_of``: a due-time run's through the
-        unique key (None: another writer queued it already), an ad-hoc run's with its
-        action (and so its own policies)."""
+        unique key (None: another writer queued it already), an event's with its event,
+        an ad-hoc run's with its action (and so its own policies)."""
         attempt = int(run.attempt or 1) + 1
         # Its claims count on from the retried run's: the fence of the retry's work is
         # greater than any the retried run's copies hold.
         epoch = int(run.lease_epoch or 0)
+        if run.event_key is not None:  # an event's run: the retry is for that event too
+            from lirun.store.event_records import Events  # off the fast paths (test_imports)
+
+            return Events(self.store).queue_retry(run, attempt=attempt)
         if run.due_at is not None and run.schedule_id:
             return self.insert_due_run(
                 schedule_id=run.schedule_id,

@@ -116,7 +116,7 @@ class ScheduleRunRow(TypedRow):
     event_json: str | None
     chain_parent_id: str | None  # the run whose end fired it (migration 0014)
     chain_depth: int  # its parent's + 1; 0 for a run no chain fired
-    subject_key: str | None  # what its event is about, for --overlap (migration 0015)
+    subject_key: str | None  # what its event is about, for --overlap (migration 0016)
 
 
 class EventRow(TypedRow):

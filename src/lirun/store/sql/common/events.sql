@@ -21,6 +21,19 @@ VALUES
      :event_key, :event_json, :ended_at, :now, :now, 0, :chain_parent_id, :chain_depth,
      :subject_key)
 
+-- name: insert_event_retry
+-- Attempt n+1 of an event's run: the same event, subject, chain parent and depth as the
+-- attempt it retries (its run says which event it is for, its action sees that event
+-- again, and --overlap counts it as active for its subject).
+INSERT INTO schedule_runs
+    (id, schedule_id, action_kind, attempt, retry_of, status, status_reason_code,
+     status_reason_summary, event_key, event_json, subject_key, created_at, updated_at,
+     lease_epoch, chain_parent_id, chain_depth)
+VALUES
+    (:id, :schedule_id, :action_kind, :attempt, :retry_of, 'queued', :reason_code, '',
+     :event_key, :event_json, :subject_key, :now, :now, :lease_epoch, :chain_parent_id,
+     :chain_depth)
+
 -- name: count_events
 SELECT COUNT(*) AS n FROM schedule_events WHERE schedule_id = :schedule_id
 
