@@ -278,6 +278,7 @@ params = {
     "attempt": 1, "due_at": None, "retry_of": None,
     "reason_code": "schedule.queued.created", "reason_summary": "",
     "idempotency_key": sys.argv[2], "now": time.time(), "lease_epoch": 0,
+    "event_key": None, "event_json": None, "chain_parent_id": None, "chain_depth": 0,
 }
 with store.connector.write() as tx:
     assert tx.execute(store.sql("insert_queued_run"), params) == 1

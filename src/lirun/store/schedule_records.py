@@ -33,6 +33,11 @@ from lirun.store.repository import Repository
 from lirun.store.rows import ScheduleRow, ScheduleRunRow
 from lirun.store.transitions import HistoryEntry
 
+# What a run is for beyond its schedule, action and due time: the event its templates
+# and environment render and the chain parent whose end fired it. A retry carries its
+# attempt's, so attempt n+1 runs for the same event, at the same chain depth.
+_CARRIED = ("event_key", "event_json", "chain_parent_id", "chain_depth")
+
 _DEFINITION_FIELDS = frozenset(
     {"spec", "tz", "action_kind", "action_json", "trigger_json", "policies_json", "next_due_at"}
 )
@@ -286,11 +291,13 @@ class Schedules(Repository):
         source: str = "user",
         actor: str | None = None,
         lease_epoch: int = 0,
+        carry: ScheduleRunRow | None = None,
     ) -> ScheduleRunRow:
         """A queued run with its first history row: ``li submit`` (``action``, no
         schedule), ``li schedule fire`` (a schedule, no due time) or a retry. A retry of
         a due-time run goes through ``insert_due_run`` instead (its unique key).
-        ``lease_epoch``: where its claims count from (a retry: the retried run's)."""
+        ``lease_epoch``: where its claims count from (a retry: the retried run's);
+        ``carry``: the run whose event and chain parent it keeps (a retry: the retried)."""
         run, _created = self.insert_keyed_run(
             action_kind=action_kind,
             action=action,
@@ -302,6 +309,7 @@ class Schedules(Repository):
             source=source,
             actor=actor,
             lease_epoch=lease_epoch,
+            carry=carry,
         )
         return run
 
@@ -319,6 +327,7 @@ class Schedules(Repository):
         source: str = "user",
         actor: str | None = None,
         lease_epoch: int = 0,
+        carry: ScheduleRunRow | None = None,
     ) -> tuple[ScheduleRunRow, bool]:
         """``insert_queued_run`` with an idempotency ``key`` (``li submit --key``): (the
         run, True) when this call queued it; (the run that already holds ``key``, False)
@@ -347,6 +356,8 @@ class Schedules(Repository):
             "now": now,
             "lease_epoch": int(lease_epoch),
         }
+        params |= {name: getattr(carry, name, None) for name in _CARRIED}
+        params["chain_depth"] = int(params["chain_depth"] or 0)
         table = policy.table
         with self.connector.write() as tx:
             if tx.execute(self.sql("insert_queued_run"), params) == 0:
@@ -362,7 +373,7 @@ class Schedules(Repository):
     def queue_retry(self, run: ScheduleRunRow) -> ScheduleRunRow | None:
         """Attempt n+1 of ``run``, linked by ``retry_of``: a due-time run's through the
         unique key (None: another writer queued it already), an ad-hoc run's with its
-        action (and so its own policies)."""
+        action (and so its own policies), an event's with its event and chain parent."""
         attempt = int(run.attempt or 1) + 1
         # Its claims count on from the retried run's: the fence of the retry's work is
         # greater than any the retried run's copies hold.
@@ -384,6 +395,7 @@ class Schedules(Repository):
             retry_of=run.id,
             source="system",
             lease_epoch=epoch,
+            carry=run,
         )
 
     def claim_run(self, run_id: str, *, worker_id: str, lease_seconds: float) -> bool:

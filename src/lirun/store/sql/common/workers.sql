@@ -46,16 +46,18 @@ SELECT * FROM schedule_runs WHERE retry_of = :id ORDER BY created_at, id
 
 -- name: insert_queued_run
 -- A run with no due time (li submit, li schedule fire, a retry of one): unique by its id.
+-- A retry of an event's run keeps the event and the chain parent of the run it retries.
 -- A `li submit --key` run is unique by its key too: a second insert with the key (a
 -- retried submit, or one racing it) inserts nothing, waiting for the first to commit or
 -- roll back, and the caller reads the run that holds the key (run_with_key).
 INSERT INTO schedule_runs
     (id, schedule_id, action_kind, action_json, attempt, due_at, retry_of, status,
      status_reason_code, status_reason_summary, idempotency_key, created_at, updated_at,
-     lease_epoch)
+     lease_epoch, event_key, event_json, chain_parent_id, chain_depth)
 VALUES
     (:id, :schedule_id, :action_kind, :action_json, :attempt, :due_at, :retry_of, 'queued',
-     :reason_code, :reason_summary, :idempotency_key, :now, :now, :lease_epoch)
+     :reason_code, :reason_summary, :idempotency_key, :now, :now, :lease_epoch,
+     :event_key, :event_json, :chain_parent_id, :chain_depth)
 ON CONFLICT (idempotency_key) DO NOTHING
 
 -- name: run_with_key
