@@ -6,8 +6,11 @@ chain sweep; a deleted schedule's series go away."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
+
+from starlette.testclient import TestClient
 
 from lirun.schedules import registry
 from lirun.schedules.actions import parse_action
@@ -17,7 +20,9 @@ from lirun.schedules.submit import fire_now
 from lirun.schedules.triggers import Trigger, every_trigger, parse_trigger, poll_trigger
 from lirun.schedules.worker import fire_due
 from lirun.store import Store
+from lirun.ui.app import create_app
 from lirun.ui.metrics import render
+from support.cli import li_command
 from test_metrics import samples, value
 
 NOW = int(time.time())
@@ -53,8 +58,8 @@ def test_polls_count_events_seen_fired_skipped_and_failures(
     source = tmp_path / "source.sh"
     items = [{"id": n} for n in (1, 2)]
     source.write_text(f"echo '{json.dumps(items)}'\n")
-    add(store, tmp_path, "prs", poll_trigger(f"sh {source}", NOW, every="1s", timeout="1s"),
-        max_runs=1)  # fmt: skip
+    prs = add(store, tmp_path, "prs", poll_trigger(f"sh {source}", NOW, every="1s",
+              timeout="1s"), max_runs=1)  # fmt: skip
     poll(store, "prs")  # the baseline: 2 seen, nothing fired
     found = scrape(store, db_url)
     assert value(found, "lirun_schedule_events_seen_total", schedule="prs", source="poll") == 2
@@ -86,6 +91,13 @@ def test_polls_count_events_seen_fired_skipped_and_failures(
     assert value(found, "lirun_schedule_events_fired_total", schedule="prs", source="poll") == 1
     skipped = {"schedule": "prs", "source": "poll", "reason": "schedule.skipped.max_runs"}
     assert value(found, "lirun_schedule_events_skipped_total", **skipped) == 1
+    # li schedule show and the dashboard count fired as the metric does: a run queued
+    assert store.events.count(prs) == (4, 1)
+    show = subprocess.run(li_command("schedule", "show", "prs"), capture_output=True, text=True)
+    assert "4 seen, 1 fired a run" in show.stdout, show.stderr
+    with TestClient(create_app(db_url, watch=False)) as client:
+        assert "4 seen, 1 fired a run" in client.get("/schedules/prs").text
+        assert client.get("/api/schedules/prs").json()["events"]["fired"] == 1
     assert value(found, "lirun_schedule_polls_total", schedule="prs") == 6
     assert value(found, failures, schedule="prs", reason="schedule.poll.failed_exit") == 2
     assert value(found, failing, schedule="prs", reason="schedule.poll.failed_exit") == 0

@@ -174,7 +174,9 @@ class Events(Repository):
             tx.execute(self.sql("count_poll"), params)
 
     def count(self, schedule_id: str) -> tuple[int, int]:
-        """(events seen, events that fired a run) of the schedule."""
+        """(events seen, events that fired a run) of the schedule: fired is queued a
+        run, as ``lirun_schedule_events_fired`` counts, so neither a first poll's baseline
+        nor an event whose run a policy skipped counts."""
         params = {"schedule_id": schedule_id}
         seen = self.connector.read(self.sql("count_events"), params)
         fired = self.connector.read(self.sql("count_event_runs"), params)

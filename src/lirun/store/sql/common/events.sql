@@ -38,8 +38,14 @@ VALUES
 SELECT COUNT(*) AS n FROM schedule_events WHERE schedule_id = :schedule_id
 
 -- name: count_event_runs
-SELECT COUNT(*) AS n FROM schedule_events
- WHERE schedule_id = :schedule_id AND schedule_run_id IS NOT NULL
+-- Events that fired a run: stored with a run a policy did not refuse (a skipped run is
+-- written skipped with its event and never changes), as lirun_schedule_events_fired
+-- counts them (metrics_schedule_events less metrics_schedule_events_skipped).
+SELECT COUNT(*) AS n FROM schedule_events e
+ WHERE e.schedule_id = :schedule_id AND e.schedule_run_id IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM schedule_runs r
+                    WHERE r.id = e.schedule_run_id AND r.status = 'skipped'
+                      AND r.schedule_id = e.schedule_id AND r.event_key = e.event_key)
 
 -- name: list_events
 SELECT * FROM schedule_events WHERE schedule_id = :schedule_id
