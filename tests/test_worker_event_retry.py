@@ -91,7 +91,14 @@ def assert_retried_with_its_event(first: ScheduleRunRow, retry: ScheduleRunRow) 
     assert (first.attempt, first.status) == (1, "failed")
     assert first.status_reason_code == "run.failed.provider_overloaded"
     assert (retry.attempt, retry.status, retry.retry_of) == (2, "completed", first.id)
-    carried = ("event_key", "event_json", "chain_parent_id", "chain_depth", "schedule_id")
+    carried = (
+        "event_key",
+        "event_json",
+        "subject_key",
+        "chain_parent_id",
+        "chain_depth",
+        "schedule_id",
+    )
     assert [getattr(retry, c) for c in carried] == [getattr(first, c) for c in carried]
     assert retry.event_key is not None
     assert retry.event_json is not None
@@ -214,7 +221,7 @@ def test_queue_retry_carries_what_the_run_was_for_from_each_source(
     )
     carried = (
         "schedule_id", "action_kind", "action_json", "due_at", "event_key", "event_json",
-        "chain_parent_id", "chain_depth", "lease_epoch",
+        "subject_key", "chain_parent_id", "chain_depth", "lease_epoch",
     )  # fmt: skip
     for source, trigger in sources.items():
         schedule = registry.add(
@@ -228,10 +235,11 @@ def test_queue_retry_carries_what_the_run_was_for_from_each_source(
             now=now,
         )
         chained = {"chain_parent_id": "parent-run", "chain_depth": 3} if source == "chain" else {}
-        _, run_id = store.events.record(
+        run_id = store.events.record(
             schedule_id=schedule.id, event_key=f"k-{source}", event_json='{"n": 5}',
-            source=source, action_kind="run", **chained,  # type: ignore[arg-type]
-        )  # fmt: skip
+            source=source, action_kind="run", subject_key=f"s-{source}",
+            **chained,  # type: ignore[arg-type]
+        ).run_id  # fmt: skip
         assert run_id is not None
         first = _ended_retryable(store, run_id)
         retry = store.schedules.queue_retry(first)
