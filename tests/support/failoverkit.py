@@ -141,12 +141,27 @@ class Load:
             run_id = f"fo{self.rnd.index}-{self.runs}-{time.time_ns() % 10**9}"
         proc = start(self.rnd, "run", "--run-id", run_id, "--json", "--", "sh", "-c",
                      "sleep 0.8", env=self.env, tagged=True)  # fmt: skip
-        time.sleep(0.2)
-        waiter = start(self.rnd, "wait", run_id, "--timeout", "40", env=self.env)
+        # `li wait` on an id no row has yet says so (exit 2): it starts once the row is
+        # there (a run that ended before it is still waited on: it prints at once).
+        waiter = None
+        while proc.poll() is None and waiter is None:
+            if self._row_exists(run_id):
+                waiter = start(self.rnd, "wait", run_id, "--timeout", "40", env=self.env)
+            else:
+                time.sleep(0.1)
         done = finish(proc, "li run", timeout=COMMAND_DEADLINE)
         self._keep(done, kind="run", run_id=run_id)
-        waited = finish(waiter, "li wait", timeout=COMMAND_DEADLINE)
-        self._keep(waited, kind="wait", run_id=run_id)
+        if waiter is not None:
+            waited = finish(waiter, "li wait", timeout=COMMAND_DEADLINE)
+            self._keep(waited, kind="wait", run_id=run_id)
+
+    def _row_exists(self, run_id: str) -> bool:
+        from support.faultkit import read_row
+
+        try:
+            return read_row(self.env["LIRUN_DB_URL"], run_id) is not None
+        except Exception:  # no server takes connections now: look again
+            return False
 
     def _flow(self) -> None:
         done = self._li("li flow run", "flow", "run", "flow.yaml", "--json", tagged=True)
@@ -201,9 +216,7 @@ class Probe:
         try:
             with psycopg.connect(self.url, autocommit=True, connect_timeout=3) as conn:
                 while not self.stop.is_set():
-                    row = conn.execute(
-                        "UPDATE failover_probe SET n = n + 1 RETURNING n"
-                    ).fetchone()
+                    row = conn.execute("UPDATE failover_probe SET n = n + 1 RETURNING n").fetchone()
                     assert row is not None
                     self.acked = int(row[0])
                     time.sleep(0.01)
