@@ -9,9 +9,9 @@ kept, the rest closed, and ``trim`` closes the ones idle longer than ``idle_seco
 (an idle worker holds no connections it does not use). A store whose block raised is
 closed, not kept: its connection's state is unknown. A connection the server dropped (a
 restart) is replaced by the store itself on its next use (``postgres._discard_broken``),
-so a kept store survives it.
-``close`` closes the idle stores and those lent out as they come back; a closed pool
-lends nothing (DatabaseUnavailableError).
+so a kept store survives it. ``limit`` bounds the stores lent at once. ``close`` closes
+the idle stores and those lent out as they come back; a closed pool lends nothing
+(DatabaseUnavailableError).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class StorePool:
         *,
         keep: int,
         idle_seconds: float = 30.0,
+        limit: int | None = None,
         create: bool = True,
     ) -> None:
         self.url = url
@@ -48,6 +49,9 @@ class StorePool:
         self._idle: list[tuple[float, Store]] = []
         self._lent = 0
         self._lock = threading.Lock()
+        # At most ``limit`` lent at once (a caller past it waits): a server's connections
+        # are few, and one burst of requests must not take them all.
+        self._slots = threading.BoundedSemaphore(limit) if limit else None
         self._closed = False
 
     @property
@@ -60,6 +64,15 @@ class StorePool:
     def store(self) -> Iterator[Store]:
         """An open store for this block: an idle one, else a new one (open_store's
         errors: the database cannot be reached)."""
+        if self._slots is None:
+            with self._lent_store() as store:
+                yield store
+            return
+        with self._slots, self._lent_store() as store:
+            yield store
+
+    @contextmanager
+    def _lent_store(self) -> Iterator[Store]:
         with self._lock:
             if self._closed:
                 raise DatabaseUnavailableError("the store pool was closed")
