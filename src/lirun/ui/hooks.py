@@ -16,13 +16,16 @@ are committed (200 for a redelivery, with the first delivery's run, and for GitH
 from __future__ import annotations
 
 import os
+import threading
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from lirun.schedules.transport import Transport, transport_for
 from lirun.schedules.webhook_intake import receive
 from lirun.schedules.webhooks import MAX_BODY_BYTES, HookRefused
+from lirun.store import Store
 from lirun.store.pool import StorePool
 
 # Deliveries stored at once, each with a store (two connections) of its own.
@@ -37,15 +40,29 @@ class Hooks:
     def __init__(self, db_url: str | None) -> None:
         self.db_url = db_url
         self._stores = StorePool(db_url, keep=STORES, limit=STORES, create=False)
+        # The queue the runs are offered on, opened by the first delivery and kept (its
+        # connections are pooled): not a queue connection and schema check per delivery.
+        self._transport: Transport | None = None
+        self._lock = threading.Lock()
+
+    def transport(self, store: Store) -> Transport:
+        with self._lock:
+            if self._transport is None:
+                self._transport = transport_for(store)
+            return self._transport
 
     def close(self) -> None:
         self._stores.close()
+        with self._lock:
+            transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
 
     def deliver(self, name: str, body: bytes, headers: dict[str, str]) -> Response:
         """Store one delivery (in a worker thread: the store blocks)."""
         with self._stores.store() as store:
             try:
-                accepted = receive(store, name, body, headers, os.environ)
+                accepted = receive(store, name, body, headers, os.environ, self.transport(store))
             except HookRefused as refused:  # a refusal: the store is as good as before
                 return JSONResponse({"error": refused.message}, status_code=refused.status)
         return JSONResponse(
