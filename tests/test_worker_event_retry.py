@@ -228,10 +228,10 @@ def test_queue_retry_carries_what_the_run_was_for_from_each_source(
             now=now,
         )
         chained = {"chain_parent_id": "parent-run", "chain_depth": 3} if source == "chain" else {}
-        _, run_id = store.events.record(
+        run_id = store.events.record(
             schedule_id=schedule.id, event_key=f"k-{source}", event_json='{"n": 5}',
             source=source, action_kind="run", **chained,  # type: ignore[arg-type]
-        )  # fmt: skip
+        ).run_id  # fmt: skip
         assert run_id is not None
         first = _ended_retryable(store, run_id)
         retry = store.schedules.queue_retry(first)
