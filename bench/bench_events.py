@@ -22,6 +22,10 @@ the workers run ``--concurrency`` runs each at once.
   run path the slower?), ``*.most_running`` (runs running at once; at ``workers x
   concurrency`` the slots are full), ``*.worker_cpu_s_per_event`` (the workers' CPU and
   their ended children's: the events per second a core can carry is about its inverse).
+
+Figures (docs/schedules.md, "Figures"): on PostgreSQL at load average ~20 on 2 cores,
+medians of 3 runs: poll 18.2 events/s, webhook 12.5 events/s with 34 deliveries/s taken
+(before the run threads kept their stores and the intake was pooled: 14.1, 9.1, 12.6).
 """
 
 from __future__ import annotations

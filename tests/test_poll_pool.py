@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lirun.schedules import polling
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.poll_pool import PollPool
 from lirun.schedules.polling import PollChildren, PollStopped, run_poll
@@ -108,7 +109,9 @@ def test_a_worker_stopping_mid_store_keeps_what_it_stored_and_loses_nothing(
     definition = stored_definition(schedule)
     assert definition is not None
     run_poll(store, schedule.id, definition, lambda run_id: None)  # the baseline
-    feed.write_text("".join(json.dumps({"id": n}) + "\n" for n in range(20)))
+    batch = polling.STORE_BATCH  # items stored per transaction
+    total = 2 * batch + 20
+    feed.write_text("".join(json.dumps({"id": n}) + "\n" for n in range(total)))
     children = PollChildren()
     queued: list[str] = []
 
@@ -119,10 +122,12 @@ def test_a_worker_stopping_mid_store_keeps_what_it_stored_and_loses_nothing(
 
     with pytest.raises(PollStopped):
         run_poll(store, schedule.id, definition, enqueue, children)
-    assert store.events.count(schedule.id) == (5, 5)
+    # The first batch was committed (its runs offered) before the stop: the rest waits.
+    assert store.events.count(schedule.id) == (batch, batch)
+    assert len(queued) == batch
     row = store.schedules.get("feed")
     assert row is not None
     assert row.last_poll_detail == "0 items, 0 new (baseline)"  # no success recorded
-    assert run_poll(store, schedule.id, definition, queued.append) == 15
-    assert store.events.count(schedule.id) == (20, 20)
-    assert len(set(queued)) == 20
+    assert run_poll(store, schedule.id, definition, queued.append) == total - batch
+    assert store.events.count(schedule.id) == (total, total)
+    assert len(set(queued)) == total

@@ -159,6 +159,23 @@ def test_an_event_is_stored_once_with_its_run(store: Store, tmp_path: Path) -> N
     assert [(r.id, r.event_key) for r in runs] == [(first[1], "9")]
 
 
+def test_a_batch_of_events_is_stored_whole_or_not_at_all(store: Store, tmp_path: Path) -> None:
+    schedule = add_poll(store, tmp_path, "true")
+    with pytest.raises(RuntimeError), store.events.batch() as batch:
+        for key in ("1", "2"):
+            batch.record(schedule_id=schedule.id, event_key=key, event_json="{}", action_kind="run")
+        raise RuntimeError("the worker died mid-batch")
+    assert store.events.count(schedule.id) == (0, 0)
+    assert store.schedules.list_runs(schedule.id) == []
+    with store.events.batch() as batch:
+        made = [
+            batch.record(schedule_id=schedule.id, event_key=k, event_json="{}", action_kind="run")
+            for k in ("1", "1", "2")
+        ]
+    assert [r.stored for r in made] == [True, False, True]
+    assert store.events.count(schedule.id) == (2, 2)
+
+
 def test_max_runs_skips_the_events_past_it_and_disables(store: Store, tmp_path: Path) -> None:
     feed = Feed(tmp_path / "feed.jsonl")
     add_poll(store, tmp_path, f"cat {feed.path}", max_runs=1)

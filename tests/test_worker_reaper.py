@@ -157,14 +157,14 @@ def test_a_run_stopped_for_its_lease_as_it_starts_ends_lease_lost_and_is_retried
     action = parse_action(["run", "true"], base=str(tmp_path))
     run = submit(store, action, policies=make_policies({"retries": 1}, None))
     worker = Runner(RunnerConfig(db_url=store.url, worker_id="w1"), fence=Fence(60))
-    claim = type(store.schedules).claim_run
+    claim = type(store.schedules).claim  # the claim of the row the run path read
 
-    def claim_then_lose_the_lease(self: object, run_id: str, **kwargs: object) -> bool:
-        won = claim(self, run_id, **kwargs)  # type: ignore[arg-type]
+    def claim_then_lose_the_lease(self: object, row: object, **kwargs: object) -> int | None:
+        won = claim(self, row, **kwargs)  # type: ignore[arg-type]
         worker.stop_all(signal.SIGTERM, LEASE_LOST)  # the fence's deadline passed
         return won
 
-    monkeypatch.setattr(type(store.schedules), "claim_run", claim_then_lose_the_lease)
+    monkeypatch.setattr(type(store.schedules), "claim", claim_then_lose_the_lease)
     worker.handle(run.id)
     ended = run_row(store, run.id)
     assert (ended["status"], ended["status_reason_code"]) == ("cancelled", LEASE_LOST)

@@ -4,9 +4,10 @@
 number of workers exactly one polls each due time), runs the command in the schedule's
 cwd under its timeout (its own process group, killed whole at the timeout), parses what
 it printed (``events.parse_poll_output``) and stores each item through the unique key of
-``schedule_events`` with the run it fires, in one transaction per item
-(``store.events.record``): a worker dying anywhere in between loses nothing and doubles
-nothing. The first good poll of a schedule stores what it finds as seen (the baseline)
+``schedule_events`` with the run it fires, ``STORE_BATCH`` items per transaction
+(``store.events.batch``), their runs offered once it committed: a worker dying anywhere
+in between loses nothing (the items of a batch not committed are new to the next poll)
+and doubles nothing. The first good poll of a schedule stores what it finds as seen (the baseline)
 and fires nothing, unless ``--backfill``. A failed poll is recorded on the schedule
 (``last_poll_*``) with its reason code and fires nothing.
 
@@ -44,6 +45,9 @@ from lirun.store.rows import ScheduleRow
 log = get_logger(__name__)
 
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+# New items stored (with their runs) per transaction: a poll that finds many pays one
+# commit per batch, not per item; a worker dying mid-batch leaves none of the batch.
+STORE_BATCH = 50
 
 
 def poll_env(db_url: str | None) -> dict[str, str]:
@@ -205,8 +209,9 @@ def run_poll(
     stopping = (lambda: children.stopping) if children is not None else (lambda: False)
     fired, new, disable = _store_events(store, row, definition, events, baseline, enqueue, stopping)
     if stopping():
-        # Each event went with its run in its own transaction: the ones not stored yet
-        # are new to the next poll (a baseline too: this poll records no success).
+        # Each batch of events went with its runs in one transaction: the ones not
+        # stored yet are new to the next poll (a baseline too: this poll records no
+        # success).
         log.info(f"poll {row.name}: {new} new events stored before the worker stopped")
         raise PollStopped("the worker stopped while the poll stored its events")
     if disable is not None:
@@ -240,29 +245,34 @@ def _store_events(
     usd, tokens = store.schedules.usage(row.id, since=since) if not baseline else (None, 0)
     fired = new = 0
     disable = None
-    for event in events:
+    for first in range(0, len(events), STORE_BATCH):
         if stopping():
             break
-        kind = None if baseline else row.action_kind
-        facts = FireFacts(0, 0, 0, started + fired, usd, tokens)
-        refused = None if baseline else refusal(policies, facts)
-        stored, run_id, _status = store.events.record(
-            schedule_id=row.id,
-            event_key=event.key,
-            event_json=event.to_json(),
-            action_kind=kind,
-            status="queued" if refused is None else "skipped",
-            reason_code=RUN if refused is None else refused[0],
-        )
-        if not stored:
-            continue
-        new += 1
-        if refused is not None:
-            disable = disable or refused[1]
-        if run_id is not None and refused is None:
-            fired += 1
+        queued: list[tuple[str, str]] = []  # (event key, run id), offered once committed
+        with store.events.batch() as batch:
+            for event in events[first : first + STORE_BATCH]:
+                kind = None if baseline else row.action_kind
+                facts = FireFacts(0, 0, 0, started + fired, usd, tokens)
+                refused = None if baseline else refusal(policies, facts)
+                stored, run_id, _status = batch.record(
+                    schedule_id=row.id,
+                    event_key=event.key,
+                    event_json=event.to_json(),
+                    action_kind=kind,
+                    status="queued" if refused is None else "skipped",
+                    reason_code=RUN if refused is None else refused[0],
+                )
+                if not stored:
+                    continue
+                new += 1
+                if refused is not None:
+                    disable = disable or refused[1]
+                if run_id is not None and refused is None:
+                    fired += 1
+                    queued.append((event.key, run_id))
+        for key, run_id in queued:
             log.info(
-                f"fire {row.name} event={event.key} run {run_id} queued",
+                f"fire {row.name} event={key} run {run_id} queued",
                 extra={"event": "schedule.fired", "run_id": run_id, "schedule": row.name},
             )
             enqueue(run_id)

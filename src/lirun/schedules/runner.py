@@ -59,13 +59,16 @@ from lirun.settings import EVENT_ENV, EVENT_KEY_ENV, LI_ENV, Settings, li_path
 from lirun.shows.engine import ShowOptions, run_show
 from lirun.shows.load import load_show
 from lirun.signals import SignalTrap
-from lirun.store import Store, open_store
+from lirun.store import Store
+from lirun.store.pool import StorePool
 from lirun.store.rows import ScheduleRunRow
 
 log = get_logger(__name__)
 
 # How often a run's end is written again while the database is away (seconds).
 END_RETRY_SECONDS = 0.5
+# Idle stores a worker keeps for its run threads (never more than ran at once).
+STORES_KEPT = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,8 @@ class Runner:
         self.stopping: int | None = None
         self.closing = threading.Event()  # the worker is going away: stop retrying writes
         self.stop_reason = WORKER_STOPPED
+        # The run threads' open stores: a run borrows one instead of opening its own.
+        self._stores = StorePool(config.db_url, keep=STORES_KEPT)
 
     @property
     def running(self) -> list[str]:
@@ -168,16 +173,20 @@ class Runner:
         if self.stopping is not None:
             return  # stopping (or the lease is lost): claim nothing
         try:
-            store = open_store(self.config.db_url)
+            with self._stores.store() as store:
+                self._handle(store, run_id)
         except LirunError as exc:
-            log.warning(f"run {run_id}: cannot open the database: {exc}")
-            return
-        try:
-            self._handle(store, run_id)
+            log.warning(f"run {run_id}: {type(exc).__name__}: {exc}")
         except Exception as exc:  # a worker thread must never die silently
             log.warning(f"run {run_id}: {type(exc).__name__}: {exc}")
-        finally:
-            store.close()
+
+    def trim(self) -> None:
+        """Close the run threads' stores that no run used for a while."""
+        self._stores.trim()
+
+    def close(self) -> None:
+        """Close the stores the run threads kept (the worker stops; runs have ended)."""
+        self._stores.close()
 
     def _handle(self, store: Store, run_id: str) -> None:
         run = store.schedules.get_run(run_id)
@@ -192,9 +201,8 @@ class Runner:
             if self._end(store, run_id, Outcome("failed", *refusal), expected="queued"):
                 self.finish(store, run_id)
             return
-        if not store.schedules.claim_run(
-            run_id, worker_id=self.config.worker_id, lease_seconds=self.config.lease_seconds
-        ):
+        epoch = self._claim(store, run)
+        if epoch is None:
             return  # another worker (or a second delivery) has it
         if ctx.action is None:
             outcome = Outcome("failed", "schedule.failed.no_action", "the run has no action")
@@ -203,13 +211,26 @@ class Runner:
         elif refusal is not None:
             outcome = Outcome("failed", *refusal)
         else:
-            outcome = self._execute(store, run_id, ctx.action)
+            outcome = self._execute(store, ctx, ctx.action, epoch)
         if self._end_running(store, run_id, outcome):
             self.finish(store, run_id)
             return
         corrected = correct_inferred_end(store, run_id, outcome, retries=ctx.policies.retries)
         if corrected is not None and ctx.policies.notify:
             self._notify(store, RunContext(store, corrected))  # its true line, once more
+
+    def _claim(self, store: Store, run: ScheduleRunRow) -> int | None:
+        """Claim the run as read (its lease epoch), else None. A row changed since it was
+        read but still queued is read once more and claimed as it is then."""
+        config = self.config
+        claim = store.schedules.claim
+        epoch = claim(run, worker_id=config.worker_id, lease_seconds=config.lease_seconds)
+        if epoch is not None:
+            return epoch
+        again = store.schedules.get_run(run.id)
+        if again is None or again.updated_at == run.updated_at or self.stopping is not None:
+            return None
+        return claim(again, worker_id=config.worker_id, lease_seconds=config.lease_seconds)
 
     def _end_running(self, store: Store, run_id: str, outcome: Outcome) -> bool:
         """Record the end of a run this worker ran, trying again while the database is
@@ -266,7 +287,8 @@ class Runner:
 
     # -- the action --------------------------------------------------------------------
 
-    def _execute(self, store: Store, run_id: str, action: Action) -> Outcome:
+    def _execute(self, store: Store, ctx: RunContext, action: Action, epoch: int) -> Outcome:
+        run_id = ctx.run.id
         with SignalTrap() as trap:
             with self._guard:
                 self._traps[run_id] = trap
@@ -275,7 +297,7 @@ class Runner:
                     trap.deliver(self.stopping, describe(self.stop_reason))
             began = time.monotonic()
             try:
-                outcome = self._dispatch(store, run_id, action, trap)
+                outcome = self._dispatch(store, ctx, action, trap, epoch)
                 return self._fenced(outcome, began)
             except StartInterruptedError as exc:
                 # This worker stopped the run as it started (its lease lost, or the worker
@@ -313,10 +335,14 @@ class Runner:
         )
         return Outcome("cancelled", LEASE_LOST, summary, outcome.exit_code)
 
-    def _dispatch(self, store: Store, run_id: str, action: Action, trap: SignalTrap) -> Outcome:
-        url = self.config.db_url
+    def _dispatch(
+        self, store: Store, ctx: RunContext, action: Action, trap: SignalTrap, epoch: int
+    ) -> Outcome:
+        url, run_id = self.config.db_url, ctx.run.id
         stopping = lambda: self._stopped.get(run_id)  # noqa: E731
-        settings = self._settings_of(store, run_id)
+        # The run's settings: the worker's, with the fence of the claim this worker holds
+        # (``LIRUN_FENCE`` of every execution the run starts: ``li lease check``).
+        settings = self.settings.with_flags(fence=fence_token.token(run_id, epoch))
         if action.kind in ("agent", "run"):
             assert action.task is not None
             session_id = new_run_id()
@@ -328,7 +354,7 @@ class Runner:
                 run_id=session_id,
                 metadata={"schedule_run_id": run_id},
                 settings=settings,
-                env=_event_env(store.schedules.get_run(run_id)),
+                env=_event_env(ctx.run),  # the event a run is for never changes
             )
             result = execute(request, store=store, trap=trap)
             summary = _run_summary(store, session_id)
@@ -372,15 +398,6 @@ class Runner:
             else ""
         )
         return run_outcome(status, show_report.reason_code, summary, stopped_by=stopping())
-
-    def _settings_of(self, store: Store, run_id: str) -> Settings:
-        """The run's settings: the worker's, with the fence of the claim this worker holds
-        (``LIRUN_FENCE`` of every execution the run starts: ``li lease check``)."""
-        settings = self.settings
-        run = store.schedules.get_run(run_id)
-        if run is None or run.worker_id != self.config.worker_id:
-            return settings
-        return settings.with_flags(fence=fence_token.token(run_id, run.lease_epoch))
 
     def _collect_garbage(self, store: Store, run_id: str, action: Action) -> Outcome:
         """The retention policy of a ``gc`` action, applied to this worker's database."""

@@ -25,7 +25,7 @@ from lirun.schedules import registry
 from lirun.schedules.actions import Action
 from lirun.schedules.definition import Policies
 from lirun.schedules.live import live_workers
-from lirun.schedules.transport import transport_for
+from lirun.schedules.transport import Transport, transport_for
 from lirun.store import Store, open_store
 from lirun.store.rows import ScheduleRunRow
 
@@ -85,9 +85,13 @@ def check_key(key: str) -> str:
     return key
 
 
-def offer(store: Store, run_id: str) -> None:
-    """Tell the workers about the committed run ``run_id`` at once (best effort)."""
+def offer(store: Store, run_id: str, transport: Transport | None = None) -> None:
+    """Tell the workers about the committed run ``run_id`` at once (best effort), through
+    ``transport`` (its caller's, kept open for many offers) or one opened for this."""
     try:
+        if transport is not None:
+            transport.enqueue(run_id)
+            return
         transport = transport_for(store)
         try:
             transport.enqueue(run_id)

@@ -27,6 +27,7 @@ from lirun.logs import get_logger
 from lirun.schedules.definition import stored_definition
 from lirun.schedules.firing import OVERLAP, RUN, FireFacts, overlap_refusal, refusal
 from lirun.schedules.submit import offer
+from lirun.schedules.transport import Transport
 from lirun.schedules.webhooks import HookRefused, is_ping, parse_event, signature_ok
 from lirun.store import Store
 
@@ -58,9 +59,12 @@ def receive(
     body: bytes,
     headers: Mapping[str, str],
     environ: Mapping[str, str],
+    transport: Transport | None = None,
 ) -> Accepted:
     """Store one delivery to the hook of schedule ``name``; HookRefused (404 unknown or
-    not a webhook schedule, 503 secret unset, 401 signature, 400 body, 409 disabled)."""
+    not a webhook schedule, 503 secret unset, 401 signature, 400 body, 409 disabled).
+    The run is offered through ``transport`` (the caller's, open for many deliveries),
+    else one opened for it."""
     row = store.schedules.get(name)
     definition = stored_definition(row) if row is not None else None
     if row is None or definition is None or definition.trigger.kind != "webhook":
@@ -114,5 +118,5 @@ def receive(
         extra={"event": "schedule.fired", "run_id": run_id, "schedule": name},
     )
     if run_id is not None:
-        offer(store, run_id)
+        offer(store, run_id, transport)
     return Accepted(run_id, event.key, False, "queued")

@@ -246,6 +246,7 @@ class Worker:
                 serving.join()
             if beating.is_alive():
                 beating.join()
+            runner.close()  # the run threads' stores: no run is running any more
             fence.close()
             try:
                 store.workers.stop(self.worker_id)
@@ -341,6 +342,7 @@ class Worker:
                     runner.resume()
                     stopped_runs = False
                 reap(store, runner, time.time(), lapsed_seen)
+                runner.trim()  # an idle worker keeps no connections it does not use
             except Exception as exc:
                 lost = time.monotonic() - last_ok
                 log.warning(f"heartbeat failed ({lost:.1f}s): {type(exc).__name__}: {exc}")

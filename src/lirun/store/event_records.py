@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from lirun.hints import TYPE_CHECKING, Any, NamedTuple
 from lirun.lifecycle import policy_for
@@ -73,53 +74,29 @@ class Events(Repository):
         ``overlap``, a run that would be queued while another run of the schedule about
         the same subject is active is stored as ``overlap`` decides, the check and the
         insert serialized per subject, so of two concurrent events one sees the other."""
-        require_text(schedule_id=schedule_id, event_key=event_key)
-        if source not in SOURCES:
-            raise ValueError(f"event source {source!r}: expected one of {SOURCES}")
-        now = time.time()
-        run_id = new_id() if action_kind is not None else None
-        policy = policy_for("schedule_run")
-        if action_kind is not None:
-            validate_reason(reason_code, policy.entity_type, status)
-        event = {
-            "schedule_id": schedule_id,
-            "event_key": event_key,
-            "source": source,
-            "event_json": event_json,
-            "now": now,
-            "baseline": 1 if action_kind is None else 0,
-            "schedule_run_id": run_id,
-        }
-        subject = subject_key if subject_key is not None else event_key
+        with self.batch() as batch:
+            return batch.record(
+                schedule_id=schedule_id,
+                event_key=event_key,
+                event_json=event_json,
+                source=source,
+                action_kind=action_kind,
+                status=status,
+                reason_code=reason_code,
+                reason_summary=reason_summary,
+                chain_parent_id=chain_parent_id,
+                chain_depth=chain_depth,
+                subject_key=subject_key,
+                overlap=overlap,
+            )
+
+    @contextmanager
+    def batch(self) -> Iterator[EventBatch]:
+        """Several ``record`` calls in one transaction (a poll's many new items): all of
+        them are committed when the block ends, or none (an error, the worker dying), and
+        their runs are to be offered only after the block."""
         with self.connector.write() as tx:
-            if tx.execute(self.sql("insert_event"), event) != 1:
-                return Recorded(False, None)
-            if run_id is None or action_kind is None:
-                return Recorded(True, None)
-            if overlap is not None and status == "queued":
-                refused = self._overlapping(tx, schedule_id, subject, overlap)
-                if refused is not None:
-                    status, (reason_code, reason_summary) = "skipped", refused
-                    validate_reason(reason_code, policy.entity_type, status)
-            run = {
-                "id": run_id,
-                "schedule_id": schedule_id,
-                "action_kind": action_kind,
-                "status": status,
-                "reason_code": reason_code,
-                "reason_summary": reason_summary,
-                "event_key": event_key,
-                "event_json": event_json,
-                "ended_at": now if status in policy.terminal else None,
-                "now": now,
-                "chain_parent_id": chain_parent_id,
-                "chain_depth": int(chain_depth),
-                "subject_key": subject,
-            }
-            tx.execute(self.sql("insert_event_run"), run)
-            entry = HistoryEntry(run_id, None, status, reason_code, reason_summary, source="system")
-            self.store.append_transition(tx, policy, entry, now)
-        return Recorded(True, run_id, status)
+            yield EventBatch(self, tx)
 
     def _overlapping(
         self, tx: Tx, schedule_id: str, subject: str, overlap: OverlapRule
@@ -231,3 +208,75 @@ class Events(Repository):
             "limit": int(limit),
         }
         return [dict(r) for r in self.connector.read(self.sql("chain_parents"), params)]
+
+
+class EventBatch:
+    """``Events.record`` inside one open write transaction (``Events.batch``)."""
+
+    def __init__(self, events: Events, tx: Tx) -> None:
+        self.events, self.tx = events, tx
+
+    def record(
+        self,
+        *,
+        schedule_id: str,
+        event_key: str,
+        event_json: str,
+        source: str = "poll",
+        action_kind: str | None = None,
+        status: str = "queued",
+        reason_code: str = "schedule.queued.created",
+        reason_summary: str = "",
+        chain_parent_id: str | None = None,
+        chain_depth: int = 0,
+        subject_key: str | None = None,
+        overlap: OverlapRule | None = None,
+    ) -> Recorded:
+        """``Events.record``, committed with the batch."""
+        require_text(schedule_id=schedule_id, event_key=event_key)
+        if source not in SOURCES:
+            raise ValueError(f"event source {source!r}: expected one of {SOURCES}")
+        now = time.time()
+        run_id = new_id() if action_kind is not None else None
+        policy = policy_for("schedule_run")
+        if action_kind is not None:
+            validate_reason(reason_code, policy.entity_type, status)
+        event = {
+            "schedule_id": schedule_id,
+            "event_key": event_key,
+            "source": source,
+            "event_json": event_json,
+            "now": now,
+            "baseline": 1 if action_kind is None else 0,
+            "schedule_run_id": run_id,
+        }
+        subject = subject_key if subject_key is not None else event_key
+        tx = self.tx
+        if tx.execute(self.events.sql("insert_event"), event) != 1:
+            return Recorded(False, None)
+        if run_id is None or action_kind is None:
+            return Recorded(True, None)
+        if overlap is not None and status == "queued":
+            refused = self.events._overlapping(tx, schedule_id, subject, overlap)
+            if refused is not None:
+                status, (reason_code, reason_summary) = "skipped", refused
+                validate_reason(reason_code, policy.entity_type, status)
+        run = {
+            "id": run_id,
+            "schedule_id": schedule_id,
+            "action_kind": action_kind,
+            "status": status,
+            "reason_code": reason_code,
+            "reason_summary": reason_summary,
+            "event_key": event_key,
+            "event_json": event_json,
+            "ended_at": now if status in policy.terminal else None,
+            "now": now,
+            "chain_parent_id": chain_parent_id,
+            "chain_depth": int(chain_depth),
+            "subject_key": subject,
+        }
+        tx.execute(self.events.sql("insert_event_run"), run)
+        entry = HistoryEntry(run_id, None, status, reason_code, reason_summary, source="system")
+        self.events.store.append_transition(tx, policy, entry, now)
+        return Recorded(True, run_id, status)

@@ -399,11 +399,19 @@ class Schedules(Repository):
         run = self.get_run(run_id)
         if run is None or run.status != "queued":
             return False
+        return self.claim(run, worker_id=worker_id, lease_seconds=lease_seconds) is not None
+
+    def claim(self, run: ScheduleRunRow, *, worker_id: str, lease_seconds: float) -> int | None:
+        """``claim_run`` of a row the caller has just read (no second read): the claim's
+        ``lease_epoch``, or None when the row is no longer as read (another claim won,
+        or the row changed: read it again to tell)."""
+        if run.status != "queued":
+            return None
         epoch = int(run.lease_epoch or 0) + 1
         now = time.time()
-        return self.store.update_status(
+        claimed = self.store.update_status(
             "schedule_run",
-            run_id,
+            run.id,
             new_status="running",
             reason_code="schedule.running.started",
             source="system",
@@ -417,6 +425,7 @@ class Schedules(Repository):
                 "lease_epoch": epoch,
             },
         )
+        return epoch if claimed else None
 
     def link_run(
         self,

@@ -4,8 +4,9 @@ The one route the dashboard answers to a POST, and without its token: the reques
 signature is its credential (``security.Guard`` lets it through; the rest of the
 dashboard keeps its token and read-only rule). The body is read with a bound
 (``webhooks.MAX_BODY_BYTES``: 413 past it, before anything is stored), then
-``webhook_intake.receive`` checks and stores it with a store of its own that may write
-(the dashboard's own store is read-only), opened on the first delivery. Answers are JSON:
+``webhook_intake.receive`` checks and stores it with a store that may write (the
+dashboard's own store is read-only), borrowed from a few kept open (``StorePool``): up to
+``STORES`` deliveries are stored at once. Answers are JSON:
 202 ``{schedule_run_id, event_key, duplicate, status}`` once the event and its queued run
 are committed (200 for a redelivery, with the first delivery's run, and for GitHub's
 ``ping``, which stores nothing), else
@@ -21,37 +22,49 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from lirun.schedules.transport import Transport, transport_for
 from lirun.schedules.webhook_intake import receive
 from lirun.schedules.webhooks import MAX_BODY_BYTES, HookRefused
-from lirun.store import Store, open_store
+from lirun.store import Store
+from lirun.store.pool import StorePool
+
+# Deliveries stored at once, each with a store (two connections) of its own.
+STORES = 4
 
 
 class Hooks:
-    """The hook route's state: the database URL and the writing store, opened once."""
+    """The hook route's state: the database URL and the writing stores, opened as the
+    deliveries need them (a few at once: concurrent deliveries do not queue behind one
+    connection, and a burst cannot take all of the server's connections)."""
 
     def __init__(self, db_url: str | None) -> None:
         self.db_url = db_url
-        self._store: Store | None = None
+        self._stores = StorePool(db_url, keep=STORES, limit=STORES, create=False)
+        # The queue the runs are offered on, opened by the first delivery and kept (its
+        # connections are pooled): not a queue connection and schema check per delivery.
+        self._transport: Transport | None = None
         self._lock = threading.Lock()
 
-    def store(self) -> Store:
+    def transport(self, store: Store) -> Transport:
         with self._lock:
-            if self._store is None:
-                self._store = open_store(self.db_url, create=False)
-            return self._store
+            if self._transport is None:
+                self._transport = transport_for(store)
+            return self._transport
 
     def close(self) -> None:
+        self._stores.close()
         with self._lock:
-            if self._store is not None:
-                self._store.close()
-                self._store = None
+            transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
 
     def deliver(self, name: str, body: bytes, headers: dict[str, str]) -> Response:
         """Store one delivery (in a worker thread: the store blocks)."""
-        try:
-            accepted = receive(self.store(), name, body, headers, os.environ)
-        except HookRefused as refused:
-            return JSONResponse({"error": refused.message}, status_code=refused.status)
+        with self._stores.store() as store:
+            try:
+                accepted = receive(store, name, body, headers, os.environ, self.transport(store))
+            except HookRefused as refused:  # a refusal: the store is as good as before
+                return JSONResponse({"error": refused.message}, status_code=refused.status)
         return JSONResponse(
             accepted.as_dict(), status_code=202 if accepted.status in ("queued", "skipped") else 200
         )
