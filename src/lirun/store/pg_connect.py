@@ -132,11 +132,13 @@ def session_options(given: str | None, schema: str | None) -> str:
     """The ``options`` of every session: the URL's own first, then lirun's (which win).
 
     A writer waits for a row lock as long as a SQLite writer waits for the file lock; a
-    statement runs at most ``statement_seconds`` (the client-side limit is longer).
+    statement runs at most ``statement_seconds`` (the client-side limit is longer), unless
+    the URL's own options set a ``statement_timeout``: the URL's is kept.
     """
     settings = [given or ""]
     settings.append(f"-c lock_timeout={max(1, int(write_retry_seconds() * 1000))}")
-    settings.append(f"-c statement_timeout={int(statement_seconds() * 1000)}")
+    if "statement_timeout" not in (given or ""):
+        settings.append(f"-c statement_timeout={int(statement_seconds() * 1000)}")
     if schema:
         settings.append(f"-c search_path={schema}")
     return " ".join(s for s in settings if s)
