@@ -47,7 +47,6 @@ from lirun.record.rundir import allocate_run, new_run_id
 from lirun.settings import Settings
 from lirun.signals import SignalTrap
 from lirun.store import Store, open_store
-from lirun.store.retry import retry_write
 from lirun.store.rows import TeamRow
 from lirun.teams import membership
 from lirun.teams.membership import TeamSetting
@@ -345,13 +344,8 @@ class _FlowRun:
                 "run.failed.exception",
                 f"flow engine error: {error}",
             )
-        # The database may be failing over: wait for it as a status write does, instead of
-        # leaving the flow's row running with no report (its status write retries too).
-        where, stored = self.store.connector.display_url, self.stored_flow()
-        retry_write(
-            lambda _w, _t: self.store.invocations.set_flow_json(self.id, stored), where=where
-        )
-        retry_write(lambda _w, _t: self.store.invocations.sum_flow_usage(self.id), where=where)
+        # The database may be failing over: these writes wait for it as a status write does.
+        self.store.invocations.record_flow_end(self.id, self.stored_flow())
         self.checkpoint()
         self.store.update_status(
             "invocation",

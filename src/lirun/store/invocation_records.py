@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from lirun.hints import Any
 from lirun.store.records import column_values, decode_row, entity_id_or_new, require_text, to_json
 from lirun.store.repository import Repository
+from lirun.store.retry import retry_write
 from lirun.store.rows import InvocationRow, SessionRow
 
 FLOW_KIND = "flow"
@@ -89,6 +90,14 @@ class Invocations(Repository):
         """Sum the legs' tokens and cost onto the invocation row."""
         with self.connector.write() as tx:
             tx.execute(self.sql("sum_flow_usage"), {"id": invocation_id})
+
+    def record_flow_end(self, invocation_id: str, flow: Mapping[str, Any]) -> None:
+        """The ended flow's graph and its legs' usage summed, each write retried while the
+        database is away (a failover) as a status write is, so the flow's end is recorded
+        on the primary that answers instead of leaving its row running with no report."""
+        where = self.connector.display_url
+        retry_write(lambda _w, _t: self.set_flow_json(invocation_id, flow), where=where)
+        retry_write(lambda _w, _t: self.sum_flow_usage(invocation_id), where=where)
 
     def list_running_flows(self) -> list[InvocationRow]:
         """Flow invocations still ``running`` (what a reaper judges), oldest first."""
