@@ -305,7 +305,10 @@ class PgCluster:
         assert pids, "the server is not running"
         try:
             for pid in pids:
-                os.kill(pid, signal.SIGSTOP)
+                # A backend that ended since it was listed (a client's just closed) needs
+                # no freezing; the postmaster, stopped too, forks no new one.
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
             yield
         finally:
             for pid in pids:
