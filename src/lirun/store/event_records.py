@@ -1,6 +1,6 @@
 """Events that start schedule runs, ``store.events`` (SQL in ``sql/common/events.sql``).
 
-An event (a polled item, a webhook delivery; chains later, told apart by ``source``) is
+An event (a polled item, a webhook delivery, a chain's parent run: ``source``) is
 stored once per (schedule, key) by the unique key of ``schedule_events``: of any number
 of workers that see it, exactly one inserts it. The run it fires is inserted in the same
 transaction, so a worker that dies between seeing an event and firing it leaves neither
@@ -24,7 +24,26 @@ from lirun.store.rows import EventRow, ScheduleRunRow
 from lirun.store.transitions import HistoryEntry
 
 if TYPE_CHECKING:
+    from typing import NotRequired, TypedDict, Unpack
+
     from lirun.store.connector import Tx
+
+    class EventFields(TypedDict):
+        """``EventBatch.record``'s arguments, which ``Events.record`` passes on."""
+
+        schedule_id: str
+        event_key: str
+        event_json: str
+        source: NotRequired[str]
+        action_kind: NotRequired[str | None]
+        status: NotRequired[str]
+        reason_code: NotRequired[str]
+        reason_summary: NotRequired[str]
+        chain_parent_id: NotRequired[str | None]
+        chain_depth: NotRequired[int]
+        subject_key: NotRequired[str | None]
+        overlap: NotRequired[OverlapRule | None]
+
 
 SOURCES = ("poll", "webhook", "chain")
 OK_REASON = "schedule.poll.ok"
@@ -49,22 +68,7 @@ OverlapRule = Callable[[str], tuple[str, str] | None]
 class Events(Repository):
     """``store.events``: the events schedules saw and the runs they fired."""
 
-    def record(
-        self,
-        *,
-        schedule_id: str,
-        event_key: str,
-        event_json: str,
-        source: str = "poll",
-        action_kind: str | None = None,
-        status: str = "queued",
-        reason_code: str = "schedule.queued.created",
-        reason_summary: str = "",
-        chain_parent_id: str | None = None,
-        chain_depth: int = 0,
-        subject_key: str | None = None,
-        overlap: OverlapRule | None = None,
-    ) -> Recorded:
+    def record(self, **event: Unpack[EventFields]) -> Recorded:
         """Store the event if it is new: stored, the run it fired and its status when
         this call stored it, ``Recorded(False, None)`` when it was seen before.
         ``action_kind`` None stores it as a baseline (seen, nothing fired); otherwise its
@@ -75,20 +79,7 @@ class Events(Repository):
         the same subject is active is stored as ``overlap`` decides, the check and the
         insert serialized per subject, so of two concurrent events one sees the other."""
         with self.batch() as batch:
-            return batch.record(
-                schedule_id=schedule_id,
-                event_key=event_key,
-                event_json=event_json,
-                source=source,
-                action_kind=action_kind,
-                status=status,
-                reason_code=reason_code,
-                reason_summary=reason_summary,
-                chain_parent_id=chain_parent_id,
-                chain_depth=chain_depth,
-                subject_key=subject_key,
-                overlap=overlap,
-            )
+            return batch.record(**event)
 
     @contextmanager
     def batch(self) -> Iterator[EventBatch]:
