@@ -47,20 +47,30 @@ def deliver(li_env: dict[str, str], name: str, event: dict[str, Any]) -> dict[st
     return accepted
 
 
-def test_a_delivered_event_is_run_by_a_worker_with_the_event(
-    store: Any, li_env: dict[str, str], tmp_path: Path
-) -> None:
+def add_recording_hook(
+    li_env: dict[str, str], tmp_path: Path, name: str, key: str, prompt: str
+) -> tuple[Any, Path]:
+    """``li schedule add NAME --webhook --key KEY`` whose action writes what it was given
+    (``record.py``) into the directory returned; and what ``li`` answered."""
     (tmp_path / "record.py").write_text(RECORD)
     out = tmp_path / "out"
     out.mkdir()
     added = li(
         li_env,
-        "schedule", "add", "prs", "--webhook", "--secret-env", "PR_HOOK_SECRET",
-        "--key", "pull_request.number",
-        "--", "run", "--cwd", str(tmp_path), sys.executable, "record.py", str(out),
-        "Review {{ event.pull_request.number }}: {{ event.pull_request.title }}",
+        "schedule", "add", name, "--webhook", "--secret-env", "PR_HOOK_SECRET", "--key", key,
+        "--", "run", "--cwd", str(tmp_path), sys.executable, "record.py", str(out), prompt,
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
+    return added, out
+
+
+def test_a_delivered_event_is_run_by_a_worker_with_the_event(
+    store: Any, li_env: dict[str, str], tmp_path: Path
+) -> None:
+    added, out = add_recording_hook(
+        li_env, tmp_path, "prs", "pull_request.number",
+        "Review {{ event.pull_request.number }}: {{ event.pull_request.title }}",
+    )  # fmt: skip
     assert "no next run" in added.stdout
     show = li(li_env, "schedule", "show", "prs")
     assert "POST /hooks/prs" in show.stdout
@@ -143,17 +153,9 @@ def test_an_apply_file_defines_a_webhook_with_file_line_errors(
 def test_a_200_kb_delivery_is_shrunk_and_its_fields_reach_the_action(
     store: Any, li_env: dict[str, str], tmp_path: Path
 ) -> None:
-    (tmp_path / "record.py").write_text(RECORD)
-    out = tmp_path / "out"
-    out.mkdir()
-    added = li(
-        li_env,
-        "schedule", "add", "big", "--webhook", "--secret-env", "PR_HOOK_SECRET",
-        "--key", "number",
-        "--", "run", "--cwd", str(tmp_path), sys.executable, "record.py", str(out),
-        "Review {{ event.number }}: {{ event.title }}",
-    )  # fmt: skip
-    assert added.returncode == 0, added.stderr
+    _, out = add_recording_hook(
+        li_env, tmp_path, "big", "number", "Review {{ event.number }}: {{ event.title }}"
+    )
     body = "b" * (200 * 1024)
     event = {"number": 7, "title": "Big", "pull_request": {"number": 7, "body": body}}
     accepted = deliver(li_env, "big", event)
