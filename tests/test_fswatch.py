@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from lirun.store import open_store
 from lirun.wait.fswatch import DirectoryWatch
@@ -32,6 +36,49 @@ def test_a_write_in_the_directory_wakes_the_watch(tmp_path: Path) -> None:
 
 def test_a_missing_directory_gives_no_watch(tmp_path: Path) -> None:
     assert DirectoryWatch.open(tmp_path / "absent") is None
+
+
+_AT_THE_FILE_LIMIT = """
+import os, resource, sys
+from lirun import platform
+from lirun.wait.fswatch import DirectoryWatch
+assert platform.has_inotify()  # known before the limit, as in li ui's watcher
+assert "ctypes" not in sys.modules
+resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+print(DirectoryWatch.open(sys.argv[1]))
+"""
+
+
+def test_a_process_out_of_file_descriptors_gets_no_watch_and_no_exception(
+    tmp_path: Path,
+) -> None:
+    # Loading ctypes needs a descriptor for its shared library: at the limit the import
+    # fails, and a dashboard's watcher thread died of it where it should have polled.
+    done = subprocess.run(
+        [sys.executable, "-c", _AT_THE_FILE_LIMIT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "None"
+
+
+@linux_only("inotify")
+def test_ctypes_that_cannot_load_gives_no_watch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Which import step meets the limit varies: reading ctypes' source is an OSError (as
+    # above), loading its shared library an ImportError, as a dashboard in CI met it.
+    monkeypatch.delitem(sys.modules, "ctypes", raising=False)
+    monkeypatch.setitem(sys.modules, "_ctypes", None)
+    assert DirectoryWatch.open(tmp_path) is None
 
 
 @linux_only("inotify")

@@ -47,7 +47,9 @@ class DirectoryWatch:
 
             libc = ctypes.CDLL(None, use_errno=True)
             fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, ImportError):
+            # ImportError: loading ctypes' shared library needs a file descriptor, and a
+            # process at its open-file limit has none; the caller polls instead.
             return None
         if fd < 0:
             return None
