@@ -123,6 +123,8 @@ class PgCluster:
         self.listen_addresses = "127.0.0.1"
         # More ``-c name=value`` settings for every start (``pgreplica``: replication).
         self.settings: dict[str, str] = {}
+        # Lines appended to pg_hba.conf by ``init`` (a standby made from it copies them).
+        self.hba: list[str] = []
 
     @property
     def url(self) -> str:
@@ -167,6 +169,9 @@ class PgCluster:
             (self.base / "pwfile").unlink()
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed: {done.stderr.strip() or done.stdout.strip()}")
+        if self.hba:
+            with (self.data / "pg_hba.conf").open("a", encoding="utf-8") as hba:
+                hba.writelines(f"{line}\n" for line in self.hba)
 
     def start(self) -> None:
         # fsync off only risks an OS crash, which no test makes; synchronous_commit stays

@@ -144,6 +144,12 @@ class SimHost:
         _run("ip", "netns", "del", self.netns)
 
 
+def reachable_from(cluster: PgCluster, hosts: Sequence[SimHost]) -> None:
+    """Make ``cluster`` (not yet initialised) listen on every host's link, trusting them."""
+    cluster.listen_addresses = ",".join(["127.0.0.1", *(h.server_address for h in hosts)])
+    cluster.hba.append(f"host all all {SUBNET} trust")
+
+
 def sim_cluster(hosts: Sequence[SimHost]) -> PgCluster:
     """A throwaway cluster reachable from every host (see the module docstring)."""
     bin_dir = server_bin_dir()
@@ -151,11 +157,9 @@ def sim_cluster(hosts: Sequence[SimHost]) -> PgCluster:
         raise RuntimeError("no initdb found (set LIRUN_TEST_PG_BIN)")
     base = Path(tempfile.mkdtemp(prefix="lirun-simhosts-", dir="/tmp"))
     cluster = PgCluster(bin_dir, base, kept_port())
-    cluster.listen_addresses = ",".join(["127.0.0.1", *(h.server_address for h in hosts)])
+    reachable_from(cluster, hosts)
     try:
         cluster.init()
-        with (cluster.data / "pg_hba.conf").open("a") as hba:
-            hba.write(f"host all all {SUBNET} trust\n")
         cluster.start()
     except BaseException:
         cluster.destroy()
