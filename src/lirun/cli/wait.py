@@ -23,6 +23,7 @@ from lirun.errors import DatabaseConnectionLostError, LirunError
 from lirun.hints import Any
 from lirun.paths import DB_URL_HELP
 from lirun.signals import SignalTrap
+from lirun.store.bounds import answer_by
 from lirun.wait.api import check_interval, check_timeout, drive, start_watching
 from lirun.wait.outcome import (
     describe_problem,
@@ -243,11 +244,25 @@ def _yield_cpu() -> None:
         os.nice(WAITER_NICENESS)
 
 
-def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
+def _left(deadline: float | None) -> float | None:
+    """The --timeout still to go (0 once the deadline has passed: one look)."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _deliver_spool(db: str | None, deadline: float | None) -> None:
+    """Outcomes spooled by a teardown that could not write land before anything is read,
+    by the deadline too: what cannot be written by then stays spooled for a later command."""
+    from lirun.cli.common import deliver_pending  # on the fast path: loaded by main already
+
+    with answer_by(deadline):
+        deliver_pending(PROG, db)
+
+
+def _wait(args: Any, ids: list[str], trap: SignalTrap, deadline: float | None) -> int:
     _yield_cpu()
     stop = StopRequested(trap)
     try:
-        store, _, watcher = start_watching(args.db, ids, timeout=args.timeout, stop=stop)
+        store, _, watcher = start_watching(args.db, ids, timeout=_left(deadline), stop=stop)
     except DatabaseConnectionLostError as exc:  # still unreachable at --timeout or a signal
         _warn(f"{'interrupted' if trap.received else 'timed out'}: {exc}")
         return 3
@@ -257,7 +272,7 @@ def _wait(args: Any, ids: list[str], trap: SignalTrap) -> int:
             results = drive(
                 watcher,
                 interval=args.interval,
-                timeout=args.timeout,
+                timeout=_left(deadline),
                 emit=out.emit,
                 stop=stop,
                 idle=out.idle,
@@ -280,31 +295,16 @@ def run_wait(argv: list[str]) -> int:
     if not ids:
         _warn("error: no ids given (they were empty after splitting on spaces and commas)")
         return 2
+    # One deadline for the whole wait: the spool's delivery, the connect and every read.
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    _deliver_spool(args.db, deadline)
     with SignalTrap((_signal.SIGINT, _signal.SIGTERM)) as trap:
         try:
-            return _wait(args, ids, trap)
+            return _wait(args, ids, trap, deadline)
         except LirunError as exc:
             _warn(f"error: {exc}")
             return 2
 
 
-def _db_argument(argv: list[str]) -> str | None:
-    """``--db URL`` / ``--db=URL`` among the arguments (argparse proper runs later)."""
-    for i, arg in enumerate(argv):
-        if arg == "--":
-            break
-        if arg == "--db" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--db="):
-            return arg.split("=", 1)[1]
-    from lirun.cli.common import given_db  # on the fast path: loaded by main already
-
-    return given_db()
-
-
 def main(argv: list[str]) -> int:
-    from lirun.cli.common import deliver_pending
-
-    # Outcomes spooled by a teardown that could not write land before anything is read.
-    deliver_pending("li wait", _db_argument(argv))
     return run_wait(argv)
