@@ -22,11 +22,14 @@ It reports (``name: value`` lines):
 - ``fleet.runs_per_s``: submitted runs finished / (the last one's end - the first
   submit); ``fleet.submit_to_start_p50_s`` / ``_p99_s``: a submission to its work
   starting (the ledger's time of its first start).
-- ``fleet.doubled``: submissions or due times whose work ran more than once [must be 0];
+- ``fleet.doubled``: submissions or due times whose work started more than once, by the
+  ledger [must be 0]. With a lease shorter than a cut it can happen: a cut host's run
+  ends, its outcome waits for the link, its lease lapses and the retry runs the work
+  again (the record then says both ran); the default lease (60 s) outlasts every flap.
   ``fleet.lost``: submissions acknowledged and then missing on the database, or never
   run and not failed [0]; ``fleet.stuck``: runs not ended 120 s after the last submit [0].
-- ``fleet.failed``, ``fleet.retried``: runs failed (by their lease, a cut host's) and
-  the retries made for them.
+- ``fleet.failed``, ``fleet.retried``: runs that ended failed (their reasons on stderr)
+  and the retries made.
 - ``fleet.after_failover_gap_s``: the longest time without any work starting, from the
   kill of the primary on; ``fleet.promotion_to_first_start_s``: from the promotion to
   the first work started after it.
@@ -44,6 +47,7 @@ Figures: docs/queue.md, "Figures".
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import itertools
 import random
@@ -440,6 +444,11 @@ def report(
     ]
     retried = sum(1 for r in rows if r["retry_of"] and r["schedule_id"] is None)
     failed = sum(1 for r in last.values() if r["status"] == "failed")
+    why = collections.Counter(
+        str(r["status_reason_code"]) for r in last.values() if r["status"] != "completed"
+    )
+    for reason, count in why.most_common():
+        print(f"bench_fleet: {count} not completed: {reason}", file=sys.stderr)
     ticks = [r for r in rows if r["schedule_id"] is not None]
     tick_roots = {root_of(str(r["id"]), by_id) for r in ticks}
     out("fleet.hosts", args.hosts)
