@@ -26,6 +26,10 @@ QUERY_CANCELED = "57014"  # also the server's statement_timeout
 # answers TCP).
 NO_ANSWER = "no answer within"
 CONNECT_TIMEOUT = "connection timeout expired"
+# libpq's words for a server that ``target_session_attrs=read-write`` turned away: a
+# standby (or a read-only primary). With no other server taking writes, a failover is
+# under way (``retry.until_primary`` waits for the promotion).
+NO_PRIMARY = "session is read-only"
 # libpq's words when the server asks for a password it was not given, or refuses the one
 # given: not a lost connection, so nothing retries it.
 NO_PASSWORD = "no password supplied"
@@ -72,6 +76,12 @@ def translate(
         return DatabaseConnectionLostError(
             f"PostgreSQL at {redact_url(url)} did not answer ({text}): frozen, overloaded "
             "or cut off? (limits: LIRUN_DB_CONNECT_TIMEOUT, LIRUN_DB_STATEMENT_TIMEOUT)"
+        )
+    if operational and NO_PRIMARY in text:
+        return DatabaseConnectionLostError(
+            f"no server at {redact_url(url)} accepts writes ({text}): only a standby "
+            "answered, and no primary came within LIRUN_WRITE_RETRY_SECONDS; promote one, "
+            "or name the primary in the URL"
         )
     if operational:
         return DatabaseConnectionLostError(

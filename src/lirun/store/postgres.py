@@ -45,6 +45,7 @@ from lirun.store.pg_connect import (
 )
 from lirun.store.pg_errors import (
     NO_ANSWER,
+    NO_PRIMARY,
     PASSFILE_MISSING,
     PASSFILE_OPEN,
     UNDEFINED_TABLE,
@@ -52,7 +53,7 @@ from lirun.store.pg_errors import (
     translate,
 )
 from lirun.store.queries import latest_version, to_pyformat
-from lirun.store.retry import retry_write
+from lirun.store.retry import retry_write, until_primary
 from lirun.store.urls import check_url, redact_url, scrub
 
 __all__ = ["Listener", "PostgresConnector"]
@@ -153,13 +154,14 @@ class PostgresConnector:
             **connect_settings(given, part=part),
             **kwargs,
         }
+        options = session_options(str(given.get("options") or ""), self.schema)
         try:
-            return BoundedConnection.connect(
-                self.conninfo,
-                autocommit=True,
-                row_factory=dict_row,
-                options=session_options(str(given.get("options") or ""), self.schema),
-                **extra,
+            return until_primary(
+                lambda: BoundedConnection.connect(
+                    self.conninfo, autocommit=True, row_factory=dict_row, options=options, **extra
+                ),
+                no_primary=lambda exc: NO_PRIMARY in str(exc),
+                where=self.display_url,
             )
         except psycopg.Error as exc:
             passfile = given.get("passfile")

@@ -84,3 +84,48 @@ def retry_write(
         if lost:
             log.info("the database at %s is back", where, extra={"event": "db.back", "db": where})
         return result
+
+
+def until_primary(
+    connect: Callable[[], T],
+    *,
+    no_primary: Callable[[BaseException], bool],
+    where: str,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """``connect()``, again while the servers say none of them accepts writes (a standby
+    answered and no primary did: a failover under way), for up to the write-retry bound
+    (shortened by a caller's deadline); any other error, or the bound spent, is raised.
+
+    So a command started between a primary's loss and a standby's promotion waits for
+    the promotion, while a URL whose servers all refuse connections (mistyped, or down)
+    fails at once.
+    """
+    bound = write_retry_seconds()
+    deadline = clock() + bound
+    caller = caller_deadline()
+    if caller is not None and caller + DEADLINE_GRACE_SECONDS < deadline:
+        deadline = caller + DEADLINE_GRACE_SECONDS
+    delay: float | None = None
+    waited = False
+    while True:
+        try:
+            conn = connect()
+        except Exception as exc:
+            left = deadline - clock()
+            if not no_primary(exc) or left <= 0:
+                raise
+            if not waited:
+                waited = True
+                log.info(
+                    "no server at %s accepts writes now (a standby answered: a failover "
+                    "under way?); waiting up to %gs for a primary", where, bound,
+                    extra={"event": "db.no_primary", "db": where},
+                )  # fmt: skip
+            delay = backoff(delay)
+            sleep(min(delay, left))
+            continue
+        if waited:
+            log.info("a primary at %s answers", where, extra={"event": "db.back", "db": where})
+        return conn
