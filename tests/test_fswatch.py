@@ -55,6 +55,7 @@ print(DirectoryWatch.open(sys.argv[1]))
 """
 
 
+@linux_only("inotify")
 def test_a_process_out_of_file_descriptors_gets_no_watch_and_no_exception(
     tmp_path: Path,
 ) -> None:
