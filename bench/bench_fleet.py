@@ -262,7 +262,8 @@ def read_records(pair: ReplicaPair) -> tuple[list[dict[str, Any]], dict[str, str
     ) as conn:  # fmt: skip
         conn.execute(f'SET search_path TO "{SCHEMA}"')
         rows = conn.execute(
-            "SELECT id, schedule_id, status, status_reason_code, attempt, retry_of, worker_id,"
+            "SELECT id, schedule_id, status, status_reason_code, status_reason_summary, attempt,"
+            " retry_of, worker_id,"
             " session_id, idempotency_key, due_at, created_at, started_at, ended_at"
             " FROM schedule_runs"
         ).fetchall()
@@ -449,6 +450,13 @@ def report(
     )
     for reason, count in why.most_common():
         print(f"bench_fleet: {count} not completed: {reason}", file=sys.stderr)
+        said = {
+            str(r["status_reason_summary"])
+            for r in last.values()
+            if str(r["status_reason_code"]) == reason
+        }
+        for summary in sorted(said)[:3]:
+            print(f"  {summary[:300]}", file=sys.stderr)
     ticks = [r for r in rows if r["schedule_id"] is not None]
     tick_roots = {root_of(str(r["id"]), by_id) for r in ticks}
     out("fleet.hosts", args.hosts)
