@@ -6,17 +6,20 @@ The loss is played by writing the row back to what it held before, with SQL."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lirun.schedules import fence_token
 from lirun.schedules.actions import parse_action
 from lirun.schedules.definition import make_policies
 from lirun.schedules.runner import Runner, RunnerConfig
 from lirun.schedules.submit import submit
 from lirun.store import Store
+from support.cli import li_command
 from support.workerkit import run_row, status_is, until, workers
 
 # The work: one line per copy started (with its fence), then wait for `go`.
@@ -34,7 +37,9 @@ CLAIMED = ("status", "status_reason_code", "worker_id", "lease_epoch", "lease_ex
 ENDED = ("status", "status_reason_code", "status_reason_summary", "ended_at", "exit_code")
 
 
-def write_back(store: Store, run_id: str, earlier: Mapping[str, Any], columns: tuple[str, ...]):
+def write_back(
+    store: Store, run_id: str, earlier: Mapping[str, Any], columns: tuple[str, ...]
+) -> None:
     """The run's row as it was: what a failover that lost the commits since does to it."""
     sets = ", ".join(f"{c} = :{c}" for c in columns)
     values = {c: earlier[c] for c in columns}
@@ -58,6 +63,16 @@ def copies(here: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def check(env: dict[str, str], fence: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        li_command("lease", "check", "--fence", fence),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_a_run_whose_ending_was_lost_lapses_and_the_reaper_ends_it(
     store: Store, li_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -75,10 +90,41 @@ def test_a_run_whose_ending_was_lost_lapses_and_the_reaper_ends_it(
         assert run_row(store, run_id)["status"] == "running"
         failed = until(lambda: status_is(store, run_id, "failed"), timeout=10, what="the lapse")
         assert failed["status_reason_code"] == "schedule.failed.lease_lapsed"
-        (retry,) = store.schedules.retries_of(run_id)
+        (retry,) = until(lambda: store.schedules.retries_of(run_id), what="the retry")
         assert retry.attempt == 2
         until(lambda: status_is(store, retry.id, "completed"), what="the retry to run")
         assert worker.proc.poll() is None
+
+
+def test_a_lost_claim_claimed_again_leaves_the_old_copy_no_current_fence(
+    store: Store, li_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Worker w1 claimed the run and started its work; the failover lost the claim (the
+    row is `queued` again, under the epoch before it) and worker w2 claims it, under the
+    same epoch. `li lease check` tells w1's copy it is not current, w2's that it is."""
+    run_id, here = job_run(store, tmp_path)
+    queued = run_row(store, run_id)
+    runner = Runner(RunnerConfig(db_url=store.url, worker_id="w1"))
+    thread = threading.Thread(target=runner.handle, args=(run_id,))
+    thread.start()
+    try:
+        until(lambda: copies(here), what="w1's copy to start")
+        claimed = run_row(store, run_id)
+        write_back(store, run_id, queued, CLAIMED)
+        assert store.schedules.claim_run(run_id, worker_id="w2", lease_seconds=60)
+        again = run_row(store, run_id)
+        assert (again["lease_epoch"], again["worker_id"]) == (claimed["lease_epoch"], "w2")
+        (old,) = copies(here)
+        new = fence_token.token(run_id, again["lease_epoch"], "w2")
+        assert new != old
+        told = check(li_env, old)
+        assert (told.returncode, told.stdout.split(":")[0]) == (1, "taken over"), told.stdout
+        assert "w2" in told.stdout
+        assert check(li_env, new).returncode == 0
+    finally:
+        (here / "go").touch()
+        thread.join(30)
+    assert not thread.is_alive()
 
 
 def test_a_worker_never_claims_again_a_run_it_has_in_hand(store: Store, tmp_path: Path) -> None:

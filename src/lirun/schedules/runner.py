@@ -342,7 +342,9 @@ class Runner:
         stopping = lambda: self._stopped.get(run_id)  # noqa: E731
         # The run's settings: the worker's, with the fence of the claim this worker holds
         # (``LIRUN_FENCE`` of every execution the run starts: ``li lease check``).
-        settings = self.settings.with_flags(fence=fence_token.token(run_id, epoch))
+        settings = self.settings.with_flags(
+            fence=fence_token.token(run_id, epoch, self.config.worker_id)
+        )
         if action.kind in ("agent", "run"):
             assert action.task is not None
             session_id = new_run_id()
