@@ -47,8 +47,8 @@ def write_back(
         tx.execute(f"UPDATE schedule_runs SET {sets} WHERE id = :id", {**values, "id": run_id})
 
 
-def job_run(store: Store, tmp_path: Path, **policies: Any) -> tuple[str, Path]:
-    here = tmp_path / "job"
+def job_run(store: Store, tmp_path: Path, name: str = "job", **policies: Any) -> tuple[str, Path]:
+    here = tmp_path / name
     here.mkdir()
     (tmp_path / "job.py").write_text(JOB)
     argv = ["run", sys.executable, str(tmp_path / "job.py"), str(here)]
@@ -77,12 +77,14 @@ def test_a_run_whose_ending_was_lost_lapses_and_the_reaper_ends_it(
     store: Store, li_env: dict[str, str], tmp_path: Path
 ) -> None:
     """The worker recorded the run's end, the failover lost it: the row says `running`
-    with this worker's id again. The worker has no such run in hand, so its heartbeat
-    does not renew it: the lease lapses and the reaper fails it (retried, at least once),
-    while the worker lives on."""
-    with workers(li_env, tmp_path, "--lease", "1s") as (worker,):
+    with this worker's id again. The worker no longer has it in hand (only another run),
+    so its heartbeat does not renew it: the lease lapses and the reaper fails it
+    (retried, at least once), while the worker and its other run live on."""
+    options = ("--lease", "2s", "--concurrency", "2", "--grace", "1s")
+    with workers(li_env, tmp_path, *options) as (worker,):
         run_id, here = job_run(store, tmp_path, retries=1)
-        until(lambda: copies(here), what="the run's work to start")
+        other, there = job_run(store, tmp_path, "other")
+        until(lambda: copies(here) and copies(there), what="both runs' work to start")
         running = run_row(store, run_id)
         (here / "go").touch()
         until(lambda: status_is(store, run_id, "completed"), what="the run to end")
@@ -93,6 +95,9 @@ def test_a_run_whose_ending_was_lost_lapses_and_the_reaper_ends_it(
         (retry,) = until(lambda: store.schedules.retries_of(run_id), what="the retry")
         assert retry.attempt == 2
         until(lambda: status_is(store, retry.id, "completed"), what="the retry to run")
+        assert status_is(store, other, "running"), "the run in hand lost its lease"
+        (there / "go").touch()
+        until(lambda: status_is(store, other, "completed"), what="the other run to end")
         assert worker.proc.poll() is None
 
 
