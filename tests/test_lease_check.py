@@ -18,7 +18,7 @@ from lirun.schedules.submit import submit
 from lirun.store import Store
 from lirun.store.rows import RunLeaseRow
 from support.cli import li_command
-from support.workerkit import status_is, until, workers
+from support.workerkit import run_row, status_is, until, workers
 
 # The work: its fence and what `li lease check` told it, then wait for `go`.
 JOB = """\
@@ -69,18 +69,46 @@ def lease(
             "(schedule.failed.lease_lapsed); retried as r2",
         ),
         (lease("completed", reason="schedule.completed.ok"), 1, "run ended: run r is completed"),
+        (lease("queued", reason="schedule.queued.created"), 1, "taken over: run r is queued again"),
     ],
 )
 def test_judge(row: RunLeaseRow | None, code: int, said: str) -> None:
     verdict = fence_token.judge(fence_token.Fence("r", 1), row)
     assert (verdict.code, verdict.line[: len(said)]) == (code, said)
+    # The same with the worker of the claim named: the row's worker is "w".
+    verdict = fence_token.judge(fence_token.Fence("r", 1, "w"), row)
+    assert (verdict.code, verdict.line[: len(said)]) == (code, said)
 
 
-@pytest.mark.parametrize("text", ["", "  ", "abc", "abc:", ":3", "abc:0", "abc:-1", "abc:x"])
+def test_judge_tells_two_claims_of_one_epoch_apart_by_their_worker() -> None:
+    """A failover lost w1's claim and w2 claimed the run again, under the same epoch."""
+    verdict = fence_token.judge(fence_token.Fence("r", 1, "w1"), lease())
+    assert (verdict.code, verdict.line) == (
+        1,
+        "taken over: run r epoch 1 is worker w's claim now, not worker w1's",
+    )
+    assert fence_token.judge(fence_token.Fence("r", 2, "w"), lease()).line.startswith(
+        "taken over: run r runs under epoch 1 now, not 2"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "  ", "abc", "abc:", ":3", "abc:0", "abc:-1", "abc:x", "abc:x:w", ":1:w", "abc:0:w", "w"],
+)
 def test_a_missing_or_malformed_fence_is_a_usage_error(text: str) -> None:
     with pytest.raises(UsageError):
         fence_token.parse(text)
-    assert fence_token.parse(" a:b:7 ") == fence_token.Fence("a:b", 7)
+
+
+def test_a_fence_names_its_worker_and_one_that_names_none_still_parses() -> None:
+    worker = "0b6e52c4-6f0e-4a43-9d4f-5c1a2b3c4d5e"  # a worker id: never all digits
+    written = fence_token.token("r-1", 3, worker)
+    assert written == f"r-1:3:{worker}"
+    assert fence_token.parse(f" {written} ") == fence_token.Fence("r-1", 3, worker)
+    assert str(fence_token.parse(written)) == written
+    assert fence_token.parse("a:b:7") == fence_token.Fence("a:b", 7)  # as workers before set
+    assert fence_token.parse("a:b:7:w") == fence_token.Fence("a:b", 7, "w")
 
 
 # --- the store: epochs --------------------------------------------------------------------
@@ -182,7 +210,7 @@ def test_a_workers_run_gets_its_fence_and_it_checks_0_until_the_run_is_taken_ove
         checked = until(lambda: (here / "checked").exists(), what="the job's check")
         assert checked
         token = (here / "fence").read_text()
-        assert token == fence_token.token(run_id, 1)
+        assert token == fence_token.token(run_id, 1, run_row(store, run_id)["worker_id"])
         assert (here / "checked").read_text().startswith("0 current: ")
         assert check(env, "--fence", token).returncode == 0
         # Another worker's reaper takes the run over (its lease lapsed, say): the old
@@ -216,5 +244,6 @@ def test_a_flow_run_by_a_worker_gives_each_leg_the_runs_fence(
         run = submit(store, parse_action(["flow", str(flow)], base=str(tmp_path)))
         until(lambda: status_is(store, run.id, "completed", "failed"), what="the flow's run")
     assert status_is(store, run.id, "completed")
+    fence = fence_token.token(run.id, 1, run_row(store, run.id)["worker_id"])
     for leg in "ab":
-        assert (tmp_path / f"{leg}.fence").read_text().strip() == fence_token.token(run.id, 1)
+        assert (tmp_path / f"{leg}.fence").read_text().strip() == fence

@@ -46,8 +46,10 @@ def test_workers_register_beat_and_list_with_their_runs(store: Store, tmp_path: 
     assert live[first].pid == current_owner()["owner_pid"]
     store.workers.stop(second)
     assert [w.id for w in store.workers.list_live(since=time.time() - 10)] == [first]
-    assert store.workers.beat(first, lease_seconds=60) is True
-    assert store.workers.beat(second, lease_seconds=60) is False  # stopped: no lease renewed
+    assert store.workers.beat(first, lease_seconds=60, runs=[run.id]) is True
+    assert (
+        store.workers.beat(second, lease_seconds=60, runs=[]) is False
+    )  # stopped: no lease renewed
     assert store.workers.list_live(since=time.time() + 10) == []
 
 
@@ -80,8 +82,31 @@ def test_a_lease_lapses_unless_the_heartbeat_renews_it(store: Store) -> None:
     assert store.schedules.list_lapsed_runs(time.time()) == []
     later = time.time() + 5
     assert [r.id for r in store.schedules.list_lapsed_runs(later)] == [run.id]
-    assert store.workers.beat(worker, lease_seconds=60)
+    assert store.workers.beat(worker, lease_seconds=60, runs=[run.id])
     assert store.schedules.list_lapsed_runs(later) == []  # renewed by the beat
+
+
+def test_the_heartbeat_renews_only_the_runs_the_worker_has_in_hand(store: Store) -> None:
+    """A row that carries the worker's id but that the worker no longer has in hand (its
+    ending lost in a failover) is not renewed: its lease lapses."""
+    worker = store.workers.register(
+        owner=current_owner(), concurrency=2, transport="LocalTransport", lease_seconds=1
+    )
+    held, lost = (
+        store.schedules.insert_queued_run(action_kind="run", action={"kind": "run", "cwd": "/"})
+        for _ in range(2)
+    )
+    for run in (held, lost):
+        assert store.schedules.claim_run(run.id, worker_id=worker, lease_seconds=1)
+    later = time.time() + 5
+    assert store.workers.beat(worker, lease_seconds=60, runs=[held.id])
+    assert [r.id for r in store.schedules.list_lapsed_runs(later)] == [lost.id]
+    assert store.workers.beat(worker, lease_seconds=60, runs=[])
+    other = store.workers.register(
+        owner=current_owner(), concurrency=1, transport="LocalTransport", lease_seconds=1
+    )
+    assert store.workers.beat(other, lease_seconds=60, runs=[lost.id])  # not its run
+    assert [r.id for r in store.schedules.list_lapsed_runs(later)] == [lost.id]
 
 
 def test_links_and_running_sessions_of_a_run(store: Store) -> None:

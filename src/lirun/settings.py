@@ -58,8 +58,8 @@ DB_CONNECT_TIMEOUT_ENV = "LIRUN_DB_CONNECT_TIMEOUT"
 DB_STATEMENT_TIMEOUT_ENV = "LIRUN_DB_STATEMENT_TIMEOUT"
 CGROUP_ENV = "LIRUN_CGROUP"
 GUARD_ENV = "LIRUN_GUARD"
-# The fence of the lease a worker's run holds (``<run id>:<epoch>``): set by the worker
-# for the work it starts, read by `li lease check` (docs/queue.md).
+# The fence of the lease a worker's run holds (``<run id>:<epoch>:<worker id>``): set by
+# the worker for the work it starts, read by `li lease check` (docs/queue.md).
 FENCE_ENV = "LIRUN_FENCE"
 # The event an event schedule's run is for (docs/schedules.md): set by the worker for
 # the work it starts, read by that work; lirun reads neither.

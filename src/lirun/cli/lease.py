@@ -14,8 +14,8 @@ EXIT_CODES = f"""\
   0  current: the run is running under this fence's epoch and its lease has not
      expired by the database's clock
   1  not current: taken over (another worker ended the run once its lease lapsed, or
-     it runs under a newer epoch), lapsed (expired, not renewed), the run ended, or no
-     such run; commit nothing
+     it runs under a newer epoch or another worker's claim), lapsed (expired, not
+     renewed), the run ended, or no such run; commit nothing
   2  usage error: no fence ({FENCE_ENV} unset: a plain li run has none) or not a fence
   3  cannot tell: the database could not be reached or read (never 0 then)"""
 
@@ -31,7 +31,7 @@ take the run over until that lease expires and then stays expired for half a lea
 commit soon after the check (well within a quarter of the lease) or check again.
 
   li lease check && commit-the-side-effect
-  li lease check --fence RUN_ID:EPOCH --db postgresql://host/db"""
+  li lease check --fence RUN_ID:EPOCH:WORKER_ID --db postgresql://host/db"""
 
 
 def main(argv: list[str], settings: Settings) -> int:

@@ -2,13 +2,17 @@
 commits a side effect (docs/queue.md, "At most one copy running").
 
 A worker claims a schedule run by compare-and-set; the claim's epoch (``lease_epoch``)
-is one higher than any claim of the run before it, and a retry counts on from the run it
-retries. The work gets ``LIRUN_FENCE=<run id>:<epoch>`` in its environment (opaque to
-it). ``li lease check`` asks the database whether that lease is still the current one:
-the run still ``running`` under that epoch, its expiry in the future by the database's
-own clock. A copy of the work that outlived its lease (its whole worker was frozen,
-guard and all, and another worker took the run over) learns it there and commits
-nothing.
+is one higher than the run's before it, and a retry counts on from the run it retries.
+The work gets ``LIRUN_FENCE=<run id>:<epoch>:<worker id>`` in its environment (opaque
+to it). ``li lease check`` asks the database whether that lease is still the current
+one: the run still ``running`` under that epoch and that worker, its expiry in the
+future by the database's own clock. A copy of the work that outlived its lease (its
+whole worker was frozen, guard and all, and another worker took the run over) learns it
+there and commits nothing. The worker id tells two claims of one epoch apart: a failover
+that lost a claim leaves the run ``queued`` under the epoch before it, so the next claim
+gets the lost one's epoch again (from another worker: a worker never claims a run it
+has in hand). A token without a worker id (``<run id>:<epoch>``, as workers before it
+set) is judged by its epoch alone.
 
 ``parse`` reads a token, ``judge`` is the pure decision over what the database holds,
 ``check`` gathers that and judges.
@@ -43,13 +47,15 @@ CANNOT_TELL = 3  # the database did not answer: never 0
 
 @dataclass(frozen=True, slots=True)
 class Fence:
-    """A parsed token: the run and the epoch of the claim that started the work."""
+    """A parsed token: the run, the epoch and the worker of the claim that started the
+    work (``worker``: None in a token that names none)."""
 
     run_id: str
     epoch: int
+    worker: str | None = None
 
     def __str__(self) -> str:
-        return token(self.run_id, self.epoch)
+        return token(self.run_id, self.epoch, self.worker)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,25 +71,31 @@ class Verdict:
         return self.code == CURRENT
 
 
-def token(run_id: str, epoch: int) -> str:
-    """The ``LIRUN_FENCE`` value of run ``run_id`` claimed at ``epoch``."""
-    return f"{run_id}:{int(epoch)}"
+def token(run_id: str, epoch: int, worker: str | None = None) -> str:
+    """The ``LIRUN_FENCE`` value of run ``run_id`` claimed at ``epoch`` by ``worker``."""
+    return f"{run_id}:{int(epoch)}" + (f":{worker}" if worker else "")
 
 
 def parse(text: str | None) -> Fence:
-    """The fence ``text`` names; UsageError (exit 2) when there is none or it is not one."""
+    """The fence ``text`` names; UsageError (exit 2) when there is none or it is not one.
+    The last field is the worker id unless it is all digits (a worker id never is: then
+    it is the epoch of a token that names no worker)."""
     if text is None or not text.strip():
         raise UsageError(
             f"no fence: {FENCE_ENV} is not set (only work a worker runs has one, a plain "
             "li run has none); give --fence TOKEN"
         )
-    run_id, sep, epoch = text.strip().rpartition(":")
-    if not sep or not run_id or not epoch.isdigit() or int(epoch) < 1:
+    head, sep, last = text.strip().rpartition(":")
+    worker = None
+    if sep and last and not last.isdigit():
+        worker = last
+        head, sep, last = head.rpartition(":")
+    if not sep or not head or not last.isdigit() or int(last) < 1:
         raise UsageError(
-            f"not a fence: {text.strip()!r}; a fence is RUN_ID:EPOCH as a worker sets "
-            f"it in {FENCE_ENV}"
+            f"not a fence: {text.strip()!r}; a fence is RUN_ID:EPOCH:WORKER_ID as a worker "
+            f"sets it in {FENCE_ENV}"
         )
-    return Fence(run_id, int(epoch))
+    return Fence(head, int(last), worker)
 
 
 def judge(fence: Fence, lease: RunLeaseRow | None) -> Verdict:
@@ -92,6 +104,8 @@ def judge(fence: Fence, lease: RunLeaseRow | None) -> Verdict:
     run = fence.run_id
     if lease is None:
         return Verdict(NOT_CURRENT, f"not current: no run {run} in this database")
+    if lease.status == "queued":  # a failover lost the claim this fence names
+        return Verdict(NOT_CURRENT, f"taken over: run {run} is queued again, its claim lost")
     if lease.status != "running":
         reason = f"{lease.status} ({lease.status_reason_code})"
         retry = f"; retried as {lease.retried_by}" if lease.retried_by else ""
@@ -106,6 +120,13 @@ def judge(fence: Fence, lease: RunLeaseRow | None) -> Verdict:
         return Verdict(
             NOT_CURRENT,
             f"taken over: run {run} runs under epoch {lease.lease_epoch} now, not {fence.epoch}",
+        )
+    if fence.worker is not None and lease.worker_id != fence.worker:
+        # The claim of this epoch was lost in a failover and the run claimed again.
+        return Verdict(
+            NOT_CURRENT,
+            f"taken over: run {run} epoch {fence.epoch} is worker {lease.worker_id}'s claim "
+            f"now, not worker {fence.worker}'s",
         )
     expires = lease.lease_expires_at
     if expires is None or expires <= lease.db_now:

@@ -34,7 +34,6 @@ from lirun.exec.fence import Fence
 from lirun.exec.task import build_request
 from lirun.flows.engine import FlowOptions, run_flow
 from lirun.flows.load import load_flow
-from lirun.flows.templates import TemplateError
 from lirun.logs import get_logger
 from lirun.reasons import describe
 from lirun.record.retention import GcOptions, collect_garbage, default_actor
@@ -43,8 +42,6 @@ from lirun.record.rundir import new_run_id
 from lirun.schedules import fence_token
 from lirun.schedules.actions import Action, sha256_of
 from lirun.schedules.correct import correct_inferred_end
-from lirun.schedules.definition import Policies
-from lirun.schedules.event_action import decode_event, render_action
 from lirun.schedules.outcomes import (
     LEASE_LOST,
     WORKER_STOPPED,
@@ -55,6 +52,7 @@ from lirun.schedules.outcomes import (
     should_retry,
     start_refusal,
 )
+from lirun.schedules.run_context import RunContext
 from lirun.settings import EVENT_ENV, EVENT_KEY_ENV, LI_ENV, Settings, li_path
 from lirun.shows.engine import ShowOptions, run_show
 from lirun.shows.load import load_show
@@ -80,33 +78,6 @@ class RunnerConfig:
     settings: Settings | None = None  # the runs' (agent, command, flow, show); None: env's
 
 
-class RunContext:
-    """A run's schedule (if any), action and policies, as read when it was handled."""
-
-    def __init__(self, store: Store, run: ScheduleRunRow) -> None:
-        self.run = run
-        schedule = store.schedules.get_by_id(run.schedule_id) if run.schedule_id else None
-        self.schedule = schedule
-        source = run.action_json or (schedule.action_json if schedule else None)
-        self.action = Action.from_dict(source) if isinstance(source, dict) else None
-        self.render_error: str | None = None  # the event did not fit its templates
-        event = decode_event(run.event_json)
-        if self.action is not None and event is not None:
-            try:
-                self.action = render_action(self.action, event)
-            except TemplateError as exc:
-                self.render_error = f"event {run.event_key}: {exc}"
-        # An ad-hoc run (li submit) keeps its own run policies with its action.
-        own = source.get("policies") if schedule is None and isinstance(source, dict) else None
-        stored = schedule.policies_json if schedule else None
-        self.policies = Policies.from_dict(stored or own or {})
-        self.name = schedule.name if schedule else None
-
-    def label(self) -> str:
-        what = self.action.describe() if self.action else "(no action)"
-        return f"schedule {self.name}" if self.name else f"submit {what}"
-
-
 class Runner:
     """Runs schedule runs for one worker; ``stop_all`` cancels the ones running."""
 
@@ -129,6 +100,10 @@ class Runner:
         # guard's note may find the child already gone (this worker's signal, not its own
         # end), so neither ``stopping`` nor the note can say it afterwards.
         self._stopped: dict[str, str] = {}
+        # The runs in hand, from before their claim until their end is recorded: what the
+        # heartbeat renews (a row that only carries this worker's id is not its own: its
+        # ending was lost in a failover), and what this worker never claims twice.
+        self._held: set[str] = set()
         self._guard = threading.Lock()
         self.stopping: int | None = None
         self.closing = threading.Event()  # the worker is going away: stop retrying writes
@@ -140,6 +115,12 @@ class Runner:
     def running(self) -> list[str]:
         with self._guard:
             return list(self._traps)
+
+    @property
+    def held(self) -> list[str]:
+        """The runs this worker has in hand: claimed (or being claimed), end not recorded."""
+        with self._guard:
+            return list(self._held)
 
     def stop_all(self, signum: int, reason: str = WORKER_STOPPED) -> None:
         """Deliver ``signum`` to every running execution (and to those about to start);
@@ -201,9 +182,33 @@ class Runner:
             if self._end(store, run_id, Outcome("failed", *refusal), expected="queued"):
                 self.finish(store, run_id)
             return
-        epoch = self._claim(store, run)
-        if epoch is None:
+        with self._guard:
+            if run_id in self._held:
+                return  # its claim was lost while its copy runs here: never a second copy
+            self._held.add(run_id)
+        try:
+            ran = self._claim_and_run(store, ctx, refusal)
+        finally:
+            with self._guard:
+                self._held.discard(run_id)
+        if ran is None:
             return  # another worker (or a second delivery) has it
+        outcome, recorded = ran
+        if recorded:
+            self.finish(store, run_id)
+            return
+        corrected = correct_inferred_end(store, run_id, outcome, retries=ctx.policies.retries)
+        if corrected is not None and ctx.policies.notify:
+            self._notify(store, RunContext(store, corrected))  # its true line, once more
+
+    def _claim_and_run(
+        self, store: Store, ctx: RunContext, refusal: tuple[str, str] | None
+    ) -> tuple[Outcome, bool] | None:
+        """Claim the run, run it, record its end: the outcome and whether its end was
+        recorded; None when the claim was lost."""
+        epoch = self._claim(store, ctx.run)
+        if epoch is None:
+            return None
         if ctx.action is None:
             outcome = Outcome("failed", "schedule.failed.no_action", "the run has no action")
         elif ctx.render_error is not None:
@@ -212,12 +217,7 @@ class Runner:
             outcome = Outcome("failed", *refusal)
         else:
             outcome = self._execute(store, ctx, ctx.action, epoch)
-        if self._end_running(store, run_id, outcome):
-            self.finish(store, run_id)
-            return
-        corrected = correct_inferred_end(store, run_id, outcome, retries=ctx.policies.retries)
-        if corrected is not None and ctx.policies.notify:
-            self._notify(store, RunContext(store, corrected))  # its true line, once more
+        return outcome, self._end_running(store, ctx.run.id, outcome)
 
     def _claim(self, store: Store, run: ScheduleRunRow) -> int | None:
         """Claim the run as read (its lease epoch), else None. A row changed since it was
@@ -342,7 +342,9 @@ class Runner:
         stopping = lambda: self._stopped.get(run_id)  # noqa: E731
         # The run's settings: the worker's, with the fence of the claim this worker holds
         # (``LIRUN_FENCE`` of every execution the run starts: ``li lease check``).
-        settings = self.settings.with_flags(fence=fence_token.token(run_id, epoch))
+        settings = self.settings.with_flags(
+            fence=fence_token.token(run_id, epoch, self.config.worker_id)
+        )
         if action.kind in ("agent", "run"):
             assert action.task is not None
             session_id = new_run_id()

@@ -332,7 +332,11 @@ class Worker:
                 with answer_by(started + max(interval, fence.remaining())):
                     if store is None:
                         store = open_store(opts.db_url)
-                    if not store.workers.beat(self.worker_id, lease_seconds=opts.lease_seconds):
+                    # Only the runs in hand: a row that merely carries this worker's id
+                    # (its ending lost in a failover) lapses and is reaped.
+                    if not store.workers.beat(
+                        self.worker_id, lease_seconds=opts.lease_seconds, runs=runner.held
+                    ):
                         raise RuntimeError("the worker row is stopped or gone")
                 fence.renewed(started)
                 last_ok = time.monotonic()

@@ -1,14 +1,14 @@
 """Workers, ``store.workers`` (SQL in ``sql/*/workers.sql``).
 
 A worker registers a ``workers`` row and heartbeats it; the same heartbeat renews the
-lease (``lease_expires_at``) of every run it holds (the runs themselves are
+lease (``lease_expires_at``) of every run it has in hand (the runs themselves are
 ``store.schedules``'). The writes here are the worker's row and leases, never statuses.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from lirun.hints import Any
 from lirun.store.records import new_id
@@ -47,16 +47,20 @@ class Workers(Repository):
             tx.execute(self.sql("insert_worker"), params)
         return worker_id
 
-    def beat(self, worker_id: str, *, lease_seconds: float) -> bool:
-        """Heartbeat: the worker row and the lease of every run it holds, in one
-        transaction. False when the worker row is stopped or gone."""
+    def beat(self, worker_id: str, *, lease_seconds: float, runs: Sequence[str]) -> bool:
+        """Heartbeat: the worker row and the lease of each of ``runs`` (the ids of the
+        runs the worker has in hand) that is still ``running`` under its id, in one
+        transaction. A row that carries its id but is not in hand (its ending was lost in
+        a failover) is not renewed: it lapses and the reaper ends it. False when the
+        worker row is stopped or gone."""
         now = time.time()
         with self.connector.write() as tx:
             alive = tx.execute(self.sql("beat_worker"), {"id": worker_id, "now": now}) == 1
-            if alive:
+            if alive and runs:
+                params = {"worker_id": worker_id, "now": now, "expires": now + lease_seconds}
                 tx.execute(
                     self.sql("renew_leases"),
-                    {"worker_id": worker_id, "now": now, "expires": now + lease_seconds},
+                    {**params, "ids": self.connector.bind_list(list(runs))},
                 )
         return alive
 

@@ -13,11 +13,6 @@ VALUES
 -- name: beat_worker
 UPDATE workers SET heartbeat_at = :now WHERE id = :id AND stopped_at IS NULL
 
--- name: renew_leases
--- The worker's heartbeat renews the lease of every run it holds.
-UPDATE schedule_runs SET lease_expires_at = :expires, heartbeat_at = :now
- WHERE worker_id = :worker_id AND status = 'running'
-
 -- name: stop_worker
 UPDATE workers SET stopped_at = :now, heartbeat_at = :now WHERE id = :id
 
