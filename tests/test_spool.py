@@ -258,3 +258,42 @@ def test_a_sigkilled_run_leaves_a_reservation_that_li_reap_gives_back(
     assert not reserved.exists()
     assert not reserved.parent.exists(), "the emptied pending directory stays behind"
     assert get_row(db_url, "kept")["status"] == "failed"
+
+
+def test_a_record_whose_commit_landed_before_the_connection_went_is_kept(
+    db_url: str, store: Store, run: RunDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row's COMMIT lands and the connection goes before the answer (a primary lost
+    in a failover): setup tries again, finds this run's row, and goes on; one row."""
+    from lirun.errors import DatabaseConnectionLostError
+    from lirun.record.teardown import setup_record_sync
+    from lirun.store.session_records import Sessions
+
+    real = Sessions.create
+    calls: list[str] = []
+
+    def create_then_lose(self: Sessions, **fields: Any) -> Any:
+        calls.append(str(fields.get("id")))
+        row = real(self, **fields)
+        if len(calls) == 1:
+            raise DatabaseConnectionLostError("server closed the connection unexpectedly")
+        return row
+
+    monkeypatch.setattr(Sessions, "create", create_then_lose)
+    ctx = setup_record_sync(run, db=db_url, provider="command")
+    ctx.close()
+    assert len(calls) == 2
+    assert store.get_entity("session", run.run_id) is not None
+
+
+def test_a_record_that_another_run_holds_is_not_taken_for_this_one(
+    db_url: str, store: Store, run: RunDir
+) -> None:
+    """A row with this id made by another start (another start time) is a conflict at
+    once: the retry takes only its own earlier COMMIT for success."""
+    from lirun.errors import RecordSetupError
+    from lirun.record.teardown import setup_record_sync
+
+    store.sessions.create(id=run.run_id, started_at=1.0)
+    with pytest.raises(RecordSetupError, match="already exists"):
+        setup_record_sync(run, db=db_url, provider="command")

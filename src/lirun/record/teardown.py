@@ -23,6 +23,7 @@ from typing import Any
 
 from lirun.async_twin import async_twin
 from lirun.errors import (
+    ConflictError,
     NotFoundError,
     RecordSetupError,
     UsageError,
@@ -42,6 +43,8 @@ from lirun.record.rundir import RunDir
 from lirun.record.spool import release_reservation, reserve_spool
 from lirun.store import StateDB, Store, open_store
 from lirun.store.records import SESSION_FIELDS
+from lirun.store.retry import retry_write
+from lirun.store.urls import redact_url
 
 __all__ = [
     "Finalized",
@@ -124,7 +127,8 @@ def setup_record_sync(
         )
         store, owned = _open_db(db)
         _reserve(store.url, run.run_id)
-        store.sessions.create(
+        _create_record(
+            store,
             id=run.run_id,
             run_id=run.run_id,
             run_dir=str(run.state_root),
@@ -151,6 +155,23 @@ def setup_record_sync(
         cwd=session_fields.get("cwd"),
         start_snapshot=start_snapshot,
     )
+
+
+def _create_record(store: Store, **fields: Any) -> None:
+    """Create the run's row, trying again through a lost connection or a held lock within
+    the write-retry bound (a primary lost in a failover, a cut link): nothing has started
+    yet, so waiting is safe. A try whose COMMIT landed before its connection went makes
+    the next one conflict; the row it finds, with this run's start time, is this run's."""
+
+    def attempt(_wait_seconds: float, tries: int) -> None:
+        try:
+            store.sessions.create(**fields)
+        except ConflictError:
+            row = store.sessions.get(fields["id"]) if tries else None
+            if row is None or row.started_at != fields["started_at"]:
+                raise
+
+    retry_write(attempt, where=redact_url(store.url))
 
 
 def _reserve(url: str, run_id: str) -> None:
