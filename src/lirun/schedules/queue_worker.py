@@ -14,9 +14,9 @@ stalled, put back and harmlessly delivered again.
 ``stop`` ends the loop at once, whatever it awaits then (a fetch, the sweep: a database
 that does not answer must not hold a stopping worker); the incarnation then waits only
 for its running handles, and gives closing their jobs and unregistering
-``STOPPING_WRITE_SECONDS`` each. A job
-fetched as the loop was cancelled is this worker's until the sweep of another finds it
-stalled (it has no worker once this one unregisters), as after a SIGKILL.
+``STOPPING_WRITE_SECONDS`` each. A job fetched as the loop was cancelled is this
+worker's until the sweep of another finds it stalled (it has no worker once this one
+unregisters), as after a SIGKILL.
 """
 
 from __future__ import annotations
