@@ -228,10 +228,11 @@ def test_close_ends_an_enqueue_that_waits_for_a_connection_the_outage_broke(
 ) -> None:
     """A stopping worker closes its transport while its sweep (or a run thread) defers a
     job: the deferral ends within ``DEFER_CONNECT_SECONDS`` (5 s), whatever the database
-    did, and none starts after ``close``. Here the enqueue pool's kept connections were broken by a restart; they
-    fail psycopg_pool's check, and the pool pauses about 1 s before it looks again: a
-    close in that pause left the deferral waiting out psycopg_pool's 30 s on the closed
-    pool, and the worker did not end (issue 33, seen after a failover)."""
+    did, and none starts after ``close``. Here the enqueue pool's kept connections were
+    broken by a restart; they fail psycopg_pool's check, and the pool pauses about 1 s
+    before it looks again: a close in that pause left the deferral waiting out
+    psycopg_pool's 30 s on the closed pool, and the worker did not end (issue 33, seen
+    after a failover)."""
     from lirun.errors import DatabaseError
 
     for url in new_queue_url(pg_cluster.url):
