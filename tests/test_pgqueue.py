@@ -7,8 +7,10 @@ the compare-and-set", and every delivery is recorded.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -219,6 +221,52 @@ def test_serving_resumes_after_a_server_restart(pg_cluster: PgCluster, tmp_path:
         log = (tmp_path / "w.log").read_text()
         assert "li: warning: queue " in log  # it saw the outage, in one-line notes
         assert "Traceback" not in log
+
+
+def test_close_ends_an_enqueue_that_waits_for_a_connection_the_outage_broke(
+    pg_cluster: PgCluster,
+) -> None:
+    """A stopping worker closes its transport while its sweep (or a run thread) defers a
+    job: the deferral ends within ``DEFER_CONNECT_SECONDS`` (5 s), whatever the database
+    did, and none starts after ``close``. Here the enqueue pool's kept connections were
+    broken by a restart; they fail psycopg_pool's check, and the pool pauses about 1 s
+    before it looks again: a close in that pause left the deferral waiting out
+    psycopg_pool's 30 s on the closed pool, and the worker did not end (issue 33, seen
+    after a failover)."""
+    from lirun.errors import DatabaseError
+
+    for url in new_queue_url(pg_cluster.url):
+        t = transport(url)
+        t.enqueue("before")  # the pool is open, its connection kept
+        # Both of the pool's connections open and idle (as after a worker's busy spell):
+        # after the restart the deferral finds both broken, and psycopg_pool pauses
+        # after the second.
+        assert t._deferrer is not None
+        pool = t._deferrer._pool
+        first, second = pool.getconn(), pool.getconn()
+        pool.putconn(first)
+        pool.putconn(second)
+        pg_cluster.restart(mode="immediate")
+        thread = threading.Thread(target=_enqueue_quietly, args=(t, "late"), daemon=True)
+        thread.start()
+        time.sleep(0.3)  # both failed the check: the deferral is in the pool's pause
+        began = time.monotonic()
+        t.close()
+        thread.join(15)
+        took = time.monotonic() - began
+        assert not thread.is_alive(), "enqueue still waits 15 s after close"
+        assert took < 7, f"enqueue ended {took:.1f}s after close"
+        with pytest.raises(DatabaseError, match="stopping"):
+            t.enqueue("after")
+        jobs = "SELECT count(*) FROM procrastinate_jobs WHERE queueing_lock = 'after'"
+        assert count(url, jobs) == 0
+
+
+def _enqueue_quietly(t: ProcrastinateTransport, run_id: str) -> None:
+    from lirun.errors import DatabaseError
+
+    with contextlib.suppress(DatabaseError):  # the pool closed under it: it says so
+        t.enqueue(run_id)
 
 
 def test_workers_starting_together_make_the_queue_schema_once(pg_url: str) -> None:

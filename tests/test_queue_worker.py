@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,16 +30,24 @@ class FakeQueue:
         self.listens = 0
         self.sweeps = 0
         self.fail: set[str] = set()
+        self.hang: set[str] = set()  # operations that never answer (a silent database)
+        self.hanging: set[str] = set()  # and those awaited now
         self.unregistered = False
 
     def _maybe_fail(self, what: str) -> None:
         if what in self.fail:
             raise DatabaseError(f"{what} failed (OperationalError: server closed)")
 
+    async def _maybe_hang(self, what: str) -> None:
+        if what in self.hang:
+            self.hanging.add(what)
+            await asyncio.Event().wait()
+
     async def register(self, stalled_after: float) -> int:
         return 7
 
     async def unregister(self, worker_id: int) -> None:
+        await self._maybe_hang("unregister")
         self.unregistered = True
 
     async def heartbeat(self, worker_id: int) -> None:
@@ -46,6 +55,7 @@ class FakeQueue:
         self._maybe_fail("heartbeat")
 
     async def fetch(self, worker_id: int) -> QueueJob | None:
+        await self._maybe_hang("fetch")
         self._maybe_fail("fetch")
         return self.todo.pop(0) if self.todo else None
 
@@ -58,6 +68,7 @@ class FakeQueue:
 
     async def retry_stalled(self, stalled_after: float) -> int:
         self.sweeps += 1
+        await self._maybe_hang("sweep")
         return 0
 
     async def listen(self, on_job: Callable[[], Awaitable[None]]) -> None:
@@ -177,3 +188,28 @@ def test_a_handle_that_raises_is_retried() -> None:
     assert serve(queue, handle, lambda: bool(queue.retried)) is None
     assert queue.retried == [0]
     assert queue.finished == []
+
+
+@pytest.mark.parametrize("silent", ["fetch", "sweep"])
+def test_stop_ends_the_loop_while_the_database_does_not_answer(
+    silent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stopping worker does not wait for a database that does not answer (after a
+    failover, issue 33): ``stop`` cancels the fetch or sweep under way, and unregistering
+    gets its bound."""
+    from lirun.schedules import queue_worker
+
+    monkeypatch.setattr(queue_worker, "STOPPING_WRITE_SECONDS", 0.2)
+    queue = FakeQueue([])
+    queue.hang |= {silent, "unregister"}
+    began, result = time.monotonic(), list[BaseException | None]()
+
+    def serving() -> None:
+        result.append(serve(queue, lambda _: None, lambda: silent in queue.hanging))
+
+    thread = threading.Thread(target=serving, daemon=True)  # a hang fails, not hangs, it
+    thread.start()
+    thread.join(10)
+    assert result == [None], "the worker loop did not end after stop"
+    assert "unregister" in queue.hanging
+    assert time.monotonic() - began < 3

@@ -232,3 +232,16 @@ def test_every_entity_type_round_trips(store: Store) -> None:
     for entity_type in entity_types():
         eid = create_entity(store, entity_type)
         assert store.get_entity(entity_type, eid)["id"] == eid  # type: ignore[index]
+
+
+def test_a_row_written_then_gone_is_a_lost_connection_not_an_assertion(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit was acknowledged, then the database failed over to a server it had not
+    reached (asynchronous replication): the row is not there to read back. The caller
+    gets the typed error a lost database gives (one line, exit 2), not a traceback."""
+    from lirun.errors import DatabaseConnectionLostError
+
+    monkeypatch.setattr(store, "get_entity", lambda *_: None)
+    with pytest.raises(DatabaseConnectionLostError, match="no longer holds it"):
+        create_entity(store, "invocation")

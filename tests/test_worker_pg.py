@@ -229,3 +229,24 @@ def test_a_cut_hosts_run_is_failed_by_lease_on_the_other_host_and_nothing_runs_t
         "lease lost: stopping this worker's runs" in alpha_log
         or f"run {held} is no longer this worker's" in alpha_log
     ), alpha_log
+
+
+def test_a_worker_ends_promptly_after_sigterm_while_its_database_is_down(
+    pg_cluster: PgCluster, tmp_path: Path
+) -> None:
+    """SIGTERM while the server is down (a failover under way, issue 33): the worker ends
+    within its grace and a few seconds, not after the 30 s a write may wait out an outage;
+    its row, not marked stopped, ages out."""
+    env = worker_env(pg_cluster.new_url(), tmp_path / "home")
+    with workers(env, tmp_path, "--lease", "4s", "--grace", "1s") as [worker]:
+        pg_cluster.stop("immediate")
+        try:
+            time.sleep(1.5)  # its heartbeat and queue find the server gone
+            began = time.monotonic()
+            code = worker.terminate(timeout=40)
+            took = time.monotonic() - began
+        finally:
+            pg_cluster.start()
+    assert code == 0, worker.text()[-2000:]
+    assert took < 12, f"the worker ended {took:.1f}s after SIGTERM: {worker.text()[-2000:]}"
+    assert "Traceback" not in worker.text()

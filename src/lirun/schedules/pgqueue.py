@@ -30,6 +30,11 @@ runs nothing twice.
   incarnation after its running handles return; ``serve`` opens a new one with backoff
   until ``stop``. A failed heartbeat is only logged, so a short outage does not stop a
   worker that is running long jobs; the listener reconnects on its own.
+- **Stopping.** ``stop`` ends the loop at once, whatever it awaits (a fetch, the sweep),
+  and ``serve`` returns when the running handles have; ``close`` refuses any later
+  ``enqueue`` (the run stays queued, and a serving worker's sweep offers it again), and a
+  deferral or sweep under way ends within ``DEFER_CONNECT_SECONDS``, whatever the database
+  does: so a worker ends promptly after SIGTERM (issue 33).
 
 The worker loop is lirun's (``queue_worker``), on procrastinate's public API through
 ``procrastinate_adapter``, the only module that imports procrastinate; the queue schema's
@@ -43,9 +48,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from lirun.errors import DatabaseConnectionLostError, DatabaseError
 from lirun.logs import get_logger
@@ -57,8 +61,9 @@ from lirun.schedules.procrastinate_adapter import (
     procrastinate_version,
     schema_sql,
 )
-from lirun.schedules.queue_worker import QueueWorker, Timing
+from lirun.schedules.queue_worker import QueueWorker, Timing, until_stopped
 from lirun.store import Store
+from lirun.store.bounds import answer_by
 from lirun.store.queue_records import ensure_queue_schema, queue_conninfo
 
 log = get_logger(__name__)
@@ -73,8 +78,9 @@ STALLED_AFTER = 20.0
 POLL_SECONDS = 2.0
 # How often a worker looks for stalled jobs and for queued runs that have no job.
 RECONCILE_SECONDS = 10.0
-# How long ``enqueue`` waits for its first queue connection (psycopg_pool's default is
-# 30 s): a submit whose run is committed must not hang on the queue it only wakes.
+# How long ``enqueue`` waits for a queue connection (psycopg_pool's default is 30 s): a
+# submit whose run is committed must not hang on the queue it only wakes, nor a stopping
+# worker on a deferral. The sweep's read of the queued runs is bounded the same.
 DEFER_CONNECT_SECONDS = 5.0
 
 
@@ -105,6 +111,7 @@ class ProcrastinateTransport:
         self._schema_ready = False
         self._lock = threading.Lock()
         self._deferrer: Deferrer | None = None
+        self._closed = False  # closed by its owner: defers nothing more
 
     # -- enqueue ----------------------------------------------------------------------
 
@@ -115,16 +122,25 @@ class ProcrastinateTransport:
                 self._schema_ready = True
 
     def _opened_deferrer(self) -> Deferrer:
+        self._check_open()
         self._ensure_schema()
         with self._lock:
+            self._check_open()
             if self._deferrer is None:
                 self._deferrer = Deferrer(
                     self.conninfo, self.queue, connect_seconds=DEFER_CONNECT_SECONDS
                 )
             return self._deferrer
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DatabaseConnectionLostError(
+                "the queue transport is closed: its worker is stopping"
+            )
+
     def enqueue(self, run_id: str) -> None:
-        """Defer one job for ``run_id`` (a no-op while one already waits for it)."""
+        """Defer one job for ``run_id`` (a no-op while one already waits for it); after
+        ``close``, DatabaseConnectionLostError."""
         deferrer = self._opened_deferrer()
         try:
             deferrer.defer(run_id)
@@ -172,7 +188,7 @@ class ProcrastinateTransport:
                 queue, handle, concurrency, stop, pool, self.timing, self._offer_queued
             )
             try:
-                if not await _until(queue.open(), stop):
+                if not await until_stopped(queue.open(), stop):
                     return
                 try:
                     await worker.run()
@@ -194,29 +210,22 @@ class ProcrastinateTransport:
     async def _offer_queued(self) -> None:
         """Offer again the queued runs that have no job (a submit that could not defer)."""
         if self._store is not None:
-            ids = await asyncio.to_thread(self._store.schedules.list_queued_run_ids, limit=1000)
-            for run_id in ids:
-                await asyncio.to_thread(self.enqueue, run_id)
+            await asyncio.to_thread(self._offer_queued_now, self._store)
+
+    def _offer_queued_now(self, store: Store) -> None:
+        """In one thread, which a stopping worker waits for: every wait bounded, and none
+        begun after ``close``."""
+        with answer_by(time.monotonic() + DEFER_CONNECT_SECONDS):
+            ids = store.schedules.list_queued_run_ids(limit=1000)
+        for run_id in ids:
+            self.enqueue(run_id)  # after close: raises, and the sweep is skipped
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             deferrer, self._deferrer = self._deferrer, None
         if deferrer is not None:
             deferrer.close()
-
-
-async def _until(coro: Coroutine[Any, Any, Any], stop: threading.Event) -> bool:
-    """Await ``coro`` unless ``stop`` is set first (then cancel it); True if it ended."""
-    task = asyncio.ensure_future(coro)
-    while not task.done():
-        if stop.is_set():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-            return False
-        await asyncio.wait([task], timeout=0.05)
-    task.result()
-    return True
 
 
 async def _sleep_unless(stop: threading.Event, seconds: float) -> None:

@@ -89,7 +89,13 @@ class _QuietPool(logging.Filter):
 
 
 class Deferrer:
-    """Defers jobs of ``TASK_NAME`` on ``queue`` over a small sync pool of its own."""
+    """Defers jobs of ``TASK_NAME`` on ``queue`` over a small sync pool of its own.
+
+    Every wait for one of the pool's connections ends within ``connect_seconds``
+    (psycopg_pool's own 30 s would hold the caller): a connection an outage broke fails
+    the pool's check, and while the server is away, or when the pool is closed during the
+    pause it takes before looking again, a deferral would otherwise wait all of it, and
+    a stopping worker with it."""
 
     def __init__(self, conninfo: str, queue: str, *, connect_seconds: float) -> None:
         self.queue = queue
@@ -97,6 +103,7 @@ class Deferrer:
         pool = psycopg_pool.ConnectionPool(
             conninfo, min_size=1, max_size=2, open=False, connection_class=BoundedConnection,
             check=psycopg_pool.ConnectionPool.check_connection, name=self._quiet.pool_name,
+            timeout=connect_seconds,
         )  # fmt: skip
         _POOL_LOG.addFilter(self._quiet)
         try:

@@ -10,6 +10,13 @@ again. A failed fetch ends the incarnation once its running handles return (the 
 ``pgqueue``, opens a new one with backoff). A job that cannot be closed (taken over while
 this worker was cut off, or the database gone) is one line on stderr: the job is
 stalled, put back and harmlessly delivered again.
+
+``stop`` ends the loop at once, whatever it awaits then (a fetch, the sweep: a database
+that does not answer must not hold a stopping worker); the incarnation then waits only
+for its running handles, and gives closing their jobs and unregistering
+``STOPPING_WRITE_SECONDS`` each. A job fetched as the loop was cancelled is this
+worker's until the sweep of another finds it stalled (it has no worker once this one
+unregisters), as after a SIGKILL.
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from lirun.errors import DatabaseError
 from lirun.logs import get_logger
@@ -34,6 +42,10 @@ LISTEN_RETRY_SECONDS = 0.5
 # compare-and-set guards it).
 JOB_RETRIES = 5
 JOB_RETRY_WAIT = 2.0
+# How long a stopping incarnation waits for each of its last queue writes, closing a job
+# and unregistering (a job left open is stalled and harmlessly delivered again; a worker
+# row left behind is pruned).
+STOPPING_WRITE_SECONDS = 3.0
 
 
 @dataclass(frozen=True)
@@ -71,15 +83,15 @@ class QueueWorker:
         ]
         running: set[asyncio.Task[None]] = set()
         try:
-            await self._loop(worker_id, wake, running)
+            await until_stopped(self._loop(worker_id, wake, running), self.stop)
         finally:
             for task in side:
                 task.cancel()
             await asyncio.gather(*side, return_exceptions=True)
             if running:  # the handles run in threads: they end on their own
                 await asyncio.wait(running)
-            with contextlib.suppress(DatabaseError):
-                await self.queue.unregister(worker_id)
+            with contextlib.suppress(DatabaseError, TimeoutError):
+                await asyncio.wait_for(self.queue.unregister(worker_id), STOPPING_WRITE_SECONDS)
 
     async def _loop(
         self, worker_id: int, wake: asyncio.Event, running: set[asyncio.Task[None]]
@@ -115,11 +127,13 @@ class QueueWorker:
                 extra={"event": "queue.note"},
             )
         after = retry_after(job, failed)
+        if after is None:
+            closing = self.queue.finish(job, succeeded=not failed)
+        else:
+            closing = self.queue.retry(job, after=after)
         try:
-            if after is None:
-                await self.queue.finish(job, succeeded=not failed)
-            else:
-                await self.queue.retry(job, after=after)
+            bound = STOPPING_WRITE_SECONDS if self.stop.is_set() else None
+            await asyncio.wait_for(closing, bound)
         except Exception as exc:  # a lost pool raises psycopg's own errors too
             log.warning(
                 f"queue job {job.id} (run {job.run_id}) could not be closed ({brief(exc)}); "
@@ -172,3 +186,18 @@ class QueueWorker:
             await self.sweep_extra()
         except Exception as exc:
             log.warning(f"queue sweep skipped ({brief(exc)})", extra={"event": "queue.note"})
+
+
+async def until_stopped(coro: Coroutine[Any, Any, Any], stop: threading.Event) -> bool:
+    """Await ``coro`` unless ``stop`` is set first (then cancel it); True if it ended
+    (its exception raised here)."""
+    task = asyncio.ensure_future(coro)
+    while not task.done():
+        if stop.is_set():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            return False
+        await asyncio.wait([task], timeout=0.05)
+    task.result()
+    return True

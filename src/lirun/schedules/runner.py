@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lirun.errors import LirunError, StartInterruptedError
+from lirun.errors import DatabaseError, LirunError, StartInterruptedError
 from lirun.exec.execution import execute
 from lirun.exec.fence import Fence
 from lirun.exec.task import build_request
@@ -444,7 +444,13 @@ class Runner:
         row = store.schedules.queue_retry(ctx.run)
         if row is None:
             return None  # another worker queued this attempt already
-        self.enqueue(row.id)
+        try:
+            self.enqueue(row.id)
+        except DatabaseError as exc:  # the queue is away, or this worker stopping
+            log.warning(
+                f"run {row.id} is queued, but the workers could not be told at once ({exc}); "
+                "a serving worker offers it again"
+            )
         return row.id
 
     def _notify(self, store: Store, ctx: RunContext) -> None:

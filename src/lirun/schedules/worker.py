@@ -57,6 +57,11 @@ log = get_logger(__name__)
 
 # How often the firing loop looks for changed definitions while it sleeps (seconds).
 DEFINITION_POLL = 0.25
+# How long one firing pass, and the worker's last write (its row marked stopped), may wait
+# for the database: a signal is seen between passes, so a database that is away (a
+# failover) must not hold a stopping worker for the 30 s a write may wait out an outage.
+# A pass cut short is the next pass's to finish (the unique key fires each due time once).
+DB_WAIT_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +254,8 @@ class Worker:
             runner.close()  # the run threads' stores: no run is running any more
             fence.close()
             try:
-                store.workers.stop(self.worker_id)
+                with answer_by(time.monotonic() + DB_WAIT_SECONDS):
+                    store.workers.stop(self.worker_id)
             except Exception as exc:  # the database is gone: the row's heartbeat ages out
                 log.warning(f"cannot mark worker {self.worker_id} stopped: {exc}")
             store.close()
@@ -282,12 +288,13 @@ class Worker:
         while trap.received is None:
             now = time.time()
             try:
-                fire_due(store, int(now), transport.enqueue, polls)
-                due = store.schedules.earliest_due()
-                if chain_schedules(store):  # their parents end at no due time: sweep often
-                    soon = int(now + SWEEP_EVERY) + 1
-                    due = min(due, soon) if due is not None else soon
-                signature = store.schedules.signature()
+                with answer_by(time.monotonic() + DB_WAIT_SECONDS):
+                    fire_due(store, int(now), transport.enqueue, polls)
+                    due = store.schedules.earliest_due()
+                    if chain_schedules(store):  # their parents end at no due time: sweep often
+                        soon = int(now + SWEEP_EVERY) + 1
+                        due = min(due, soon) if due is not None else soon
+                    signature = store.schedules.signature()
             except Exception as exc:  # the database may be gone for a while: keep trying
                 log.warning(f"firing: {type(exc).__name__}: {exc}")
                 _wait(trap, 1.0)
@@ -300,7 +307,9 @@ class Worker:
             while trap.received is None and time.time() < wake:
                 _wait(trap, min(DEFINITION_POLL, max(0.0, wake - time.time())))
                 try:
-                    if store.schedules.signature() != signature:
+                    with answer_by(time.monotonic() + DB_WAIT_SECONDS):
+                        changed = store.schedules.signature() != signature
+                    if changed:
                         break
                 except Exception:
                     break

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from lirun.errors import NotFoundError
+from lirun.errors import DatabaseConnectionLostError, NotFoundError
 from lirun.hints import Any
 from lirun.lifecycle import EntityPolicy, policy_for, validate_status
 from lirun.reasons import creation_reason, validate_reason
@@ -131,7 +131,11 @@ class StoreBase:
         with self.connector.write() as tx:
             self.insert_in(tx, policy.entity_type, fields, now, status=status)
         created = self.get_entity(policy.entity_type, fields["id"])
-        assert created is not None
+        if created is None:  # committed, then gone: the database failed over to a server
+            raise DatabaseConnectionLostError(  # the commit had not reached (issue 33)
+                f"{entity_type} {fields['id']} was written, but the database no longer holds "
+                "it (it failed over to a server the commit had not reached); try again"
+            )
         return created
 
     def get_entity(self, entity_type: str, entity_id: str) -> dict[str, Any] | None:
