@@ -60,6 +60,7 @@ class FakeQueue:
         return self.todo.pop(0) if self.todo else None
 
     async def finish(self, job: QueueJob, *, succeeded: bool) -> None:
+        await self._maybe_hang("finish")
         self._maybe_fail("finish")
         self.finished.append((job.id, succeeded))
 
@@ -212,4 +213,26 @@ def test_stop_ends_the_loop_while_the_database_does_not_answer(
     thread.join(10)
     assert result == [None], "the worker loop did not end after stop"
     assert "unregister" in queue.hanging
+    assert time.monotonic() - began < 3
+
+
+def test_stop_ends_a_job_close_begun_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job's close that began before the stop (its pool waiting for a server gone in a
+    failover) gets ``STOPPING_WRITE_SECONDS`` once the stop comes, not its own 30 s: a
+    worker hung 20 s after SIGTERM in a failover-and-back round on this."""
+    from lirun.schedules import queue_worker
+
+    monkeypatch.setattr(queue_worker, "STOPPING_WRITE_SECONDS", 0.2)
+    queue = FakeQueue(["a"])
+    queue.hang.add("finish")
+    began, result = time.monotonic(), list[BaseException | None]()
+
+    def serving() -> None:
+        result.append(serve(queue, lambda _: None, lambda: "finish" in queue.hanging))
+
+    thread = threading.Thread(target=serving, daemon=True)
+    thread.start()
+    thread.join(10)
+    assert result == [None], "the worker loop did not end after stop"
+    assert queue.finished == []  # left open: stalled, and delivered again elsewhere
     assert time.monotonic() - began < 3

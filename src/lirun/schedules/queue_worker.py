@@ -87,7 +87,9 @@ class QueueWorker:
         finally:
             for task in side:
                 task.cancel()
-            await asyncio.gather(*side, return_exceptions=True)
+            # A cancelled listener may still be closing its connection to a server that
+            # is gone: it is not waited on past the bound (its task ends with the loop).
+            await asyncio.wait(side, timeout=STOPPING_WRITE_SECONDS)
             if running:  # the handles run in threads: they end on their own
                 await asyncio.wait(running)
             with contextlib.suppress(DatabaseError, TimeoutError):
@@ -132,8 +134,11 @@ class QueueWorker:
         else:
             closing = self.queue.retry(job, after=after)
         try:
-            bound = STOPPING_WRITE_SECONDS if self.stop.is_set() else None
-            await asyncio.wait_for(closing, bound)
+            # Also a close begun before the worker was told to stop: once it is, the
+            # close has STOPPING_WRITE_SECONDS more (a pool waiting for a server that went
+            # in a failover would hold the stopping worker for its own 30 s).
+            if not await until_stopped(closing, self.stop, grace=STOPPING_WRITE_SECONDS):
+                raise TimeoutError(f"not closed {STOPPING_WRITE_SECONDS:g}s after the stop")
         except Exception as exc:  # a lost pool raises psycopg's own errors too
             log.warning(
                 f"queue job {job.id} (run {job.run_id}) could not be closed ({brief(exc)}); "
@@ -188,16 +193,22 @@ class QueueWorker:
             log.warning(f"queue sweep skipped ({brief(exc)})", extra={"event": "queue.note"})
 
 
-async def until_stopped(coro: Coroutine[Any, Any, Any], stop: threading.Event) -> bool:
-    """Await ``coro`` unless ``stop`` is set first (then cancel it); True if it ended
-    (its exception raised here)."""
+async def until_stopped(
+    coro: Coroutine[Any, Any, Any], stop: threading.Event, *, grace: float = 0.0
+) -> bool:
+    """Await ``coro`` unless ``stop`` is set first and ``grace`` seconds pass after it
+    (then cancel it); True if it ended (its exception raised here)."""
     task = asyncio.ensure_future(coro)
+    stopped_at: float | None = None
     while not task.done():
         if stop.is_set():
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-            return False
+            stopped_at = stopped_at if stopped_at is not None else time.monotonic()
+            if time.monotonic() - stopped_at >= grace:
+                task.cancel()  # not waited on past the bound: it may not give way
+                await asyncio.wait([task], timeout=STOPPING_WRITE_SECONDS)
+                if task.done() and not task.cancelled():
+                    task.exception()  # retrieved: a late error is not "never retrieved"
+                return False
         await asyncio.wait([task], timeout=0.05)
     task.result()
     return True
