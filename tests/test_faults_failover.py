@@ -124,7 +124,7 @@ def loaded_round(rnd: Round, pair: ReplicaPair) -> None:
         if done.rc != 0:
             raise Lost(f"li {args[0]} {args[1]} exited {done.rc}: {tail(done.err)}")
     workers = start_workers(rnd, env, 3)
-    load = Load(rnd, env, sys.executable, work)
+    load = Load(rnd, env, sys.executable, work, ledgers)
     store = open_store(url)
     try:
         lost_before: list[float] = []  # the kills after which acknowledged commits were lost

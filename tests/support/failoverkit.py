@@ -72,11 +72,14 @@ class Ended:
 class Load:
     """The loops of `li` commands on one round's database (see the module's doc)."""
 
-    def __init__(self, rnd: Round, env: dict[str, str], python: str, work: Path) -> None:
+    def __init__(
+        self, rnd: Round, env: dict[str, str], python: str, work: Path, ledgers: Path
+    ) -> None:
         self.rnd = rnd
         self.env = env
         self.python = python
         self.work = work
+        self.ledgers = ledgers
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.ended: list[Ended] = []
@@ -131,7 +134,7 @@ class Load:
         return finish(proc, label, timeout=COMMAND_DEADLINE)
 
     def _submit(self) -> None:
-        argv = ("run", self.python, str(self.work), "1.2")
+        argv = ("run", self.python, str(self.work), str(self.ledgers), "1.2")
         done = self._li("li submit", "submit", "--retries", "1", "--", *argv)
         self._keep(done, kind="submit")
 
