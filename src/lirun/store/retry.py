@@ -33,6 +33,17 @@ def write_retry_seconds() -> float:
     return env_write_retry_seconds()
 
 
+def _bound_and_deadline(clock: Callable[[], float]) -> tuple[float, float]:
+    """The write-retry bound and when it ends, sooner for a caller that must end by then
+    (``li wait --timeout``)."""
+    bound = write_retry_seconds()
+    deadline = clock() + bound
+    caller = caller_deadline()
+    if caller is not None and caller + DEADLINE_GRACE_SECONDS < deadline:
+        deadline = caller + DEADLINE_GRACE_SECONDS
+    return bound, deadline
+
+
 def backoff(previous: float | None) -> float:
     """0.1 s, doubling, capped at 2 s."""
     return FIRST_DELAY_SECONDS if previous is None else min(previous * 2, MAX_DELAY_SECONDS)
@@ -51,11 +62,7 @@ def retry_write(
     (``db.back``); the last error is raised (DatabaseConnectionLostError or
     DatabaseBusyError) when the bound is spent, after a WARNING (``db.gave_up``).
     """
-    bound = write_retry_seconds()
-    deadline = clock() + bound
-    caller = caller_deadline()  # a caller that must end by then (li wait --timeout)
-    if caller is not None and caller + DEADLINE_GRACE_SECONDS < deadline:
-        deadline = caller + DEADLINE_GRACE_SECONDS
+    bound, deadline = _bound_and_deadline(clock)
     tries = 0
     delay: float | None = None
     lost = False
@@ -102,11 +109,7 @@ def until_primary(
     the promotion, while a URL whose servers all refuse connections (mistyped, or down)
     fails at once.
     """
-    bound = write_retry_seconds()
-    deadline = clock() + bound
-    caller = caller_deadline()
-    if caller is not None and caller + DEADLINE_GRACE_SECONDS < deadline:
-        deadline = caller + DEADLINE_GRACE_SECONDS
+    bound, deadline = _bound_and_deadline(clock)
     delay: float | None = None
     waited = False
     while True:
